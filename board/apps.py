@@ -1,0 +1,8 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class BoardConfig(AppConfig):
+    name = "board"
+    verbose_name = "Board"

@@ -1,0 +1,153 @@
+"""Input checks for the board's data layer: each returns the clean value or raises
+:class:`ValidationFailed` naming the field. Run before any write, so bad input
+writes nothing. The constants are SPEC §10's.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from board.transitions import Status, is_status
+from clawboo.errors import ValidationFailed
+
+TITLE_MAX = 500
+TEXT_MAX = 20_000
+LABEL_MAX = 64
+LABELS_MAX = 32
+PRIORITY_MIN = -1_000_000
+PRIORITY_MAX = 1_000_000
+MAX_ATTEMPTS_MAX = 100
+LEASE_MIN_MS = 1_000
+LEASE_MAX_MS = 74 * 24 * 60 * 60 * 1000  # ~74 days: seed 001's ceiling
+DEFAULT_LEASE_MS = 120_000
+ID_PATTERN = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+
+
+def check_id(value: Any, field: str = "id") -> str:
+    if not isinstance(value, str) or not ID_PATTERN.match(value) or ".." in value:
+        raise ValidationFailed(
+            field,
+            "must be 1-128 characters: a letter or digit, then letters, digits, '.', '_' "
+            "or '-' (no '..')",
+        )
+    return value
+
+
+def check_title(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationFailed("title", "is required and must be a non-empty string")
+    if len(value) > TITLE_MAX:
+        raise ValidationFailed("title", f"must be at most {TITLE_MAX} characters")
+    return value
+
+
+def check_text(value: Any, field: str, *, limit: int = TEXT_MAX, required: bool = False) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ValidationFailed(field, "must be a string" + (" and not empty" if required else ""))
+    if len(value) > limit:
+        raise ValidationFailed(field, f"must be at most {limit} characters")
+    return value
+
+
+def check_int(value: Any, field: str, *, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationFailed(field, "must be an integer")
+    if not low <= value <= high:
+        raise ValidationFailed(field, f"must be between {low} and {high}")
+    return value
+
+
+def check_priority(value: Any) -> int:
+    return check_int(value, "priority", low=PRIORITY_MIN, high=PRIORITY_MAX)
+
+
+def check_max_attempts(value: Any) -> int | None:
+    if value is None:
+        return None
+    return check_int(value, "max_attempts", low=1, high=MAX_ATTEMPTS_MAX)
+
+
+def check_label(value: Any, field: str = "label") -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > LABEL_MAX:
+        raise ValidationFailed(
+            field, f"each label must be a non-empty string of at most {LABEL_MAX} characters"
+        )
+    return value.strip()
+
+
+def check_labels(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValidationFailed("labels", "must be a list of strings")
+    labels: list[str] = []
+    for item in value:
+        label = check_label(item, "labels")
+        if label not in labels:
+            labels.append(label)
+    if len(labels) > LABELS_MAX:
+        raise ValidationFailed("labels", f"at most {LABELS_MAX} labels")
+    return labels
+
+
+def check_object(value: Any, field: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationFailed(field, "must be a JSON object")
+    return value
+
+
+def check_create_status(value: Any) -> str:
+    if value is None:
+        return Status.TODO
+    if value not in (Status.TODO, Status.BACKLOG):
+        raise ValidationFailed("status", "a new task starts as 'todo' or 'backlog'")
+    return str(value)
+
+
+def check_status(value: Any, field: str = "to") -> str:
+    if not is_status(value):
+        raise ValidationFailed(field, f"unknown status {value!r}; one of {', '.join(Status)}")
+    return str(value)
+
+
+def check_lease_ms(value: Any) -> int:
+    """Seed 001: a lease under a second, over ~74 days or non-finite is refused, not clamped."""
+    if value is None:
+        return DEFAULT_LEASE_MS
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationFailed("lease_ms", "must be a number of milliseconds")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValidationFailed("lease_ms", "must be finite")
+    if not LEASE_MIN_MS <= value <= LEASE_MAX_MS:
+        raise ValidationFailed("lease_ms", f"must be between {LEASE_MIN_MS} and {LEASE_MAX_MS}")
+    return int(value)
+
+
+def check_id_list(value: Any, field: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValidationFailed(field, "must be a list of task ids")
+    out: list[str] = []
+    for item in value:
+        check_id(item, field)
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def check_agent_id(value: Any, field: str = "agent_id") -> str:
+    return check_id(value, field)
+
+
+def unknown_keys(given: Iterable[str], allowed: Iterable[str], where: str) -> None:
+    extra = sorted(set(given) - set(allowed))
+    if extra:
+        raise ValidationFailed(extra[0], f"unknown field in {where}")

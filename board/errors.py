@@ -1,0 +1,74 @@
+"""The board's refusals (one type each; HTTP mapping lives with the API)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from clawboo.errors import ClawbooError, Conflict, NotFound, RateLimited, ValidationFailed
+
+__all__ = [
+    "ClaimConflict",
+    "DependencyCycle",
+    "DepthExceeded",
+    "IllegalTransition",
+    "NotFileMutating",
+    "RootRateLimited",
+    "TaskNotFound",
+    "TaskIdTaken",
+    "TooManyChildren",
+    "ValidationFailed",
+    "VerificationRequired",
+]
+
+
+class TaskNotFound(NotFound):
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id!r} does not exist", task_id=task_id)
+        self.task_id = task_id
+
+
+class TaskIdTaken(Conflict):
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task id {task_id!r} is already used by a different task")
+
+
+class ClaimConflict(Conflict):
+    """Someone else holds the task (or it is not claimable). Never retry."""
+
+
+class IllegalTransition(ClawbooError):
+    code = "illegal_transition"
+
+    def __init__(self, task_id: str, from_status: str, to_status: str, allowed: Sequence[str]):
+        super().__init__(
+            f"task {task_id!r} cannot move from {from_status} to {to_status}",
+            **{"from": from_status, "to": to_status, "allowed": list(allowed)},
+        )
+        self.task_id = task_id
+        self.from_status = from_status
+        self.to_status = to_status
+        self.allowed = list(allowed)
+
+
+class VerificationRequired(ClawbooError):
+    code = "verification_required"
+
+
+class DependencyCycle(ClawbooError):
+    code = "cycle"
+
+
+class DepthExceeded(ClawbooError):
+    code = "depth_exceeded"
+
+
+class TooManyChildren(ClawbooError):
+    code = "too_many_children"
+
+
+class RootRateLimited(RateLimited):
+    """Too many root creates by agents in the rolling window."""
+
+
+class NotFileMutating(ClawbooError):
+    code = "not_file_mutating"

@@ -1,0 +1,310 @@
+"""The board's tables: tasks, task_deps, task_comments, workspaces, execution_processes.
+
+Only the board's data layer (:mod:`board.store` and the modules it names) writes
+them. Every table carries the dormant ``tenant_id`` seam of seed 000.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.db.models import Q
+
+from board.transitions import Status
+
+
+class Verdict(models.TextChoices):
+    PASS = "pass"  # noqa: S105 - a verdict, not a password
+    FAIL = "fail"
+    COMPLETED_WITH_DEBT = "completed_with_debt"
+
+
+# Only a passing deterministic gate promotes to done; "completed_with_debt" is a
+# red gate that finished anyway (seed 000: non-promotable).
+PROMOTABLE_VERDICTS = frozenset({Verdict.PASS})
+
+
+class Task(models.Model):
+    id = models.CharField(primary_key=True, max_length=128)
+    team = models.ForeignKey("clawboo.Team", on_delete=models.PROTECT, related_name="tasks")
+    title = models.CharField(max_length=500)
+    description = models.TextField(blank=True, default="")
+    goal = models.TextField(blank=True, default="")
+    context = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.TODO)
+    priority = models.IntegerField(default=0)
+    labels = models.JSONField(default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    input = models.JSONField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    feedback = models.TextField(null=True, blank=True)
+
+    attempts = models.IntegerField(default=0)
+    max_attempts = models.IntegerField(null=True, blank=True)
+    abandonments = models.IntegerField(default=0)
+
+    # The board references agents by id only (the registry of record owns them).
+    assignee_agent_id = models.CharField(max_length=128, null=True, blank=True)
+    assignee_runtime = models.CharField(max_length=32, null=True, blank=True)
+    created_by_agent_id = models.CharField(max_length=128, null=True, blank=True)
+    parent_task = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+
+    lease_until = models.DateTimeField(null=True, blank=True)
+    lease_duration_ms = models.BigIntegerField(null=True, blank=True)
+
+    worktree_ref = models.CharField(max_length=1024, null=True, blank=True)
+    branch_ref = models.CharField(max_length=255, null=True, blank=True)
+    scheduled_by = models.CharField(max_length=32, default="manual")
+    file_mutating = models.BooleanField(default=True)
+
+    verdict = models.CharField(max_length=24, choices=Verdict.choices, null=True, blank=True)
+    verdict_evidence = models.TextField(null=True, blank=True)
+    verdict_at = models.DateTimeField(null=True, blank=True)
+    human_override = models.JSONField(null=True, blank=True)
+
+    cost_tokens = models.BigIntegerField(default=0)
+    cost_cents = models.BigIntegerField(default=0)
+
+    dropped = models.BooleanField(default=False)
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    revision = models.BigIntegerField(default=0)
+    write_log = models.JSONField(default=list, blank=True)
+    write_log_truncated = models.BooleanField(default=False)
+    incarnation_id = models.CharField(max_length=32)
+    # Digest of the create request, so a retried create with a client id is
+    # recognised as the same request (200) rather than a collision (409).
+    create_fingerprint = models.CharField(max_length=64, blank=True, default="", editable=False)
+
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "tasks"
+        ordering = ["-priority", "-created_at"]
+        indexes = [
+            # claim-next (fifo/topological/priority) and the ready list: an index
+            # range over one status, already in dispatch order. (Not partial
+            # indexes: the ORM binds 'todo' as a parameter, which SQLite's planner
+            # cannot match against a partial index's WHERE.)
+            models.Index(fields=["status", "created_at", "id"], name="tasks_status_fifo_idx"),
+            models.Index(
+                fields=["status", "-priority", "created_at", "id"], name="tasks_status_prio_idx"
+            ),
+            models.Index(
+                fields=["status", "team", "created_at", "id"], name="tasks_status_team_idx"
+            ),
+            # Lease expiry and the stale sweep look only at in_progress rows.
+            models.Index(fields=["status", "lease_until"], name="tasks_status_lease_idx"),
+            models.Index(fields=["status", "updated_at"], name="tasks_status_updated_idx"),
+            models.Index(fields=["team", "created_at"], name="tasks_team_created_idx"),
+            models.Index(fields=["assignee_agent_id"], name="tasks_assignee_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id}: {self.title}"
+
+    @property
+    def verification(self) -> dict[str, Any] | None:
+        if self.verdict is None and self.human_override is None:
+            return None
+        return {
+            "verdict": self.verdict,
+            "evidence": self.verdict_evidence,
+            "at": self.verdict_at.isoformat() if self.verdict_at else None,
+            "human_override": self.human_override,
+        }
+
+    def as_dict(self, depends_on: list[str] | None = None) -> dict[str, Any]:
+        """The task body of the API and of task-change events (one shape for both)."""
+
+        def iso(value: Any) -> str | None:
+            return value.isoformat() if value is not None else None
+
+        return {
+            "id": self.id,
+            "title": self.title,
+            "description": self.description,
+            "goal": self.goal,
+            "context": self.context,
+            "team": self.team_id,
+            "status": self.status,
+            "priority": self.priority,
+            "labels": list(self.labels or []),
+            "metadata": dict(self.metadata or {}),
+            "input": self.input,
+            "output": self.output,
+            "error": self.error,
+            "feedback": self.feedback,
+            "assignee_agent_id": self.assignee_agent_id,
+            "assignee_runtime": self.assignee_runtime,
+            "created_by_agent_id": self.created_by_agent_id,
+            "parent_task_id": self.parent_task_id,
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "abandonments": self.abandonments,
+            "lease_until": iso(self.lease_until),
+            "lease_duration_ms": self.lease_duration_ms,
+            "worktree_ref": self.worktree_ref,
+            "branch_ref": self.branch_ref,
+            "scheduled_by": self.scheduled_by,
+            "file_mutating": self.file_mutating,
+            "verification": self.verification,
+            "cost": {"tokens": self.cost_tokens, "cents": self.cost_cents},
+            "dropped": self.dropped,
+            "revision": self.revision,
+            "incarnation_id": self.incarnation_id,
+            "depends_on": sorted(depends_on) if depends_on is not None else None,
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "started_at": iso(self.started_at),
+            "completed_at": iso(self.completed_at),
+        }
+
+
+class TaskDep(models.Model):
+    """``task`` is not ready until ``depends_on`` is done."""
+
+    pk = models.CompositePrimaryKey("task_id", "depends_on_id")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="dep_links")
+    depends_on = models.ForeignKey(
+        Task,
+        on_delete=models.CASCADE,
+        related_name="dependent_links",
+        db_column="depends_on_task_id",
+    )
+    created_at = models.DateTimeField()
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "task_deps"
+        indexes = [models.Index(fields=["depends_on"], name="task_deps_depends_on_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} → {self.depends_on_id}"
+
+
+class TaskComment(models.Model):
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="comments")
+    author = models.CharField(max_length=200)
+    body = models.TextField()
+    created_at = models.DateTimeField()
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "task_comments"
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.author} on {self.task_id}"
+
+
+class WorkspaceStatus(models.TextChoices):
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+    STALE = "stale"
+
+
+class Workspace(models.Model):
+    """The lifecycle of one task's git worktree (the worktrees app owns the checkout)."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="workspaces")
+    repo_path = models.CharField(max_length=1024)
+    worktree_path = models.CharField(max_length=1024)
+    branch = models.CharField(max_length=255)
+    base_sha = models.CharField(max_length=64)
+    base_commit = models.CharField(max_length=64, blank=True, default="")
+    status = models.CharField(
+        max_length=16, choices=WorkspaceStatus.choices, default=WorkspaceStatus.ACTIVE
+    )
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "workspaces"
+        ordering = ["-updated_at"]
+        constraints = [
+            # At most one live (non-archived) workspace per task.
+            models.UniqueConstraint(
+                fields=["task"],
+                condition=~Q(status="archived"),
+                name="workspaces_one_live_per_task",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} @ {self.worktree_path} ({self.status})"
+
+
+class ExecutionStatus(models.TextChoices):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+
+class ExecutionProcess(models.Model):
+    """One run of a task by an executor, opened only after a successful claim."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="executions")
+    agent_id = models.CharField(max_length=128)
+    runtime = models.CharField(max_length=32, null=True, blank=True)
+    attempt = models.IntegerField()
+    status = models.CharField(
+        max_length=16, choices=ExecutionStatus.choices, default=ExecutionStatus.RUNNING
+    )
+    pid = models.IntegerField(null=True, blank=True)
+    native_session_id = models.CharField(max_length=255, null=True, blank=True)
+    tokens_in = models.BigIntegerField(default=0)
+    tokens_out = models.BigIntegerField(default=0)
+    cost_cents = models.BigIntegerField(default=0)
+    git_before = models.CharField(max_length=64, null=True, blank=True)
+    git_after = models.CharField(max_length=64, null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    log = models.TextField(blank=True, default="")
+    recovery_tombstone = models.CharField(max_length=200, null=True, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "execution_processes"
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["status", "task"], name="executions_status_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} attempt {self.attempt} ({self.status})"
+
+    def as_dict(self) -> dict[str, Any]:
+        def iso(value: Any) -> str | None:
+            return value.isoformat() if value is not None else None
+
+        return {
+            "id": self.id,
+            "task_id": self.task_id,
+            "agent_id": self.agent_id,
+            "runtime": self.runtime,
+            "attempt": self.attempt,
+            "status": self.status,
+            "pid": self.pid,
+            "native_session_id": self.native_session_id,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "cost_cents": self.cost_cents,
+            "git_before": self.git_before,
+            "git_after": self.git_after,
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "recovery_tombstone": self.recovery_tombstone,
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
+        }

@@ -1,0 +1,368 @@
+"""The atomic claim, claim-next with its dispatchers, leases and their lapse.
+
+The claim is one conditional ``UPDATE … RETURNING`` (raw SQL: Django's
+``QuerySet.update()`` returns no rows), kept in :func:`_claim_update`. A zero-row
+result is data — ``conflict`` or ``not_found`` — and is never retried; only
+transient lock errors are, by :func:`clawboo.storage.write`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from django.db import connection
+from django.db.models import QuerySet
+
+from board import checks
+from board.errors import ClaimConflict
+from board.models import ExecutionStatus, Task
+from board.store._base import commit_change, db_time, lock_task, now, record_event
+from board.store.tasks import find_task, list_tasks, ready_filter, with_label
+from board.store.tickets import Ticket, WriteOutcome, declined, recorded
+from board.transitions import HELD_BY_CLAIM, Status
+from clawboo import storage
+
+MAX_ABANDONMENTS = 3  # seed 001: fixed, separate from max_attempts
+ABANDONED_ERROR = "abandoned: its lease lapsed {n} times without renewal"
+
+Dispatcher = Literal["topological", "fifo", "priority"]
+DISPATCH_ORDER: dict[str, tuple[str, ...]] = {
+    # fifo and topological behave identically (seed 001): earliest created first;
+    # readiness (all deps done) is the topological part.
+    "topological": ("created_at", "id"),
+    "fifo": ("created_at", "id"),
+    "priority": ("-priority", "created_at", "id"),
+}
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    outcome: Literal["ok", "conflict", "not_found"]
+    task: Task | None = None
+    ticket: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+    def raise_for_outcome(self) -> ClaimResult:
+        if self.outcome == "not_found":
+            from board.errors import TaskNotFound
+
+            raise TaskNotFound("?" if self.task is None else self.task.id)
+        if self.outcome == "conflict":
+            raise ClaimConflict(
+                "the task is not claimable: someone else holds it, or it is not ready"
+            )
+        return self
+
+
+def _set_clause(
+    agent_id: str, runtime: str | None, at: dt.datetime, lease_ms: int
+) -> tuple[str, list[Any]]:
+    stamp = db_time(at)
+    return (
+        "assignee_agent_id = %s, assignee_runtime = %s, status = 'in_progress', "
+        "updated_at = %s, lease_until = %s, lease_duration_ms = %s, "
+        "attempts = attempts + 1, started_at = COALESCE(started_at, %s), "
+        "revision = revision + 1",
+        [
+            agent_id,
+            runtime,
+            stamp,
+            db_time(at + dt.timedelta(milliseconds=lease_ms)),
+            lease_ms,
+            stamp,
+        ],
+    )
+
+
+# The guard of seed 000's claim, re-checked by the UPDATE itself so that at most one
+# concurrent caller can win. Readiness (deps done) comes from ready_filter().
+_GUARD = "status = 'todo' AND assignee_agent_id IS NULL AND dropped = %s"
+
+
+def _claim_update(
+    candidates: QuerySet[Task],
+    agent_id: str,
+    runtime: str | None,
+    at: dt.datetime,
+    lease_ms: int,
+) -> Task | None:
+    """Claim the first task of ``candidates`` with one conditional UPDATE … RETURNING.
+
+    SQLite: one statement under the database write lock. PostgreSQL: the candidate
+    is picked with ``FOR UPDATE SKIP LOCKED`` so racers move on to the next task.
+    """
+    table = Task._meta.db_table
+    sets, set_params = _set_clause(agent_id, runtime, at, lease_ms)
+    if connection.vendor == "postgresql":
+        pick = candidates.values("id")[:1].select_for_update(skip_locked=True, of=("self",))
+        pick_sql, pick_params = pick.query.sql_with_params()
+        sql = (
+            f"WITH candidate AS ({pick_sql}) "  # noqa: S608 - composed from ORM SQL
+            f"UPDATE {table} SET {sets} FROM candidate "
+            f"WHERE {table}.id = candidate.id AND {_qualified_guard(table)} "
+            f"RETURNING {table}.*"
+        )
+        params = [*pick_params, *set_params, False]
+    else:
+        pick_sql, pick_params = candidates.values("id")[:1].query.sql_with_params()
+        sql = (
+            f"UPDATE {table} SET {sets} "  # noqa: S608 - composed from ORM SQL
+            f"WHERE id = ({pick_sql}) AND {_GUARD} RETURNING *"
+        )
+        params = [*set_params, *pick_params, False]
+    rows = list(Task.objects.raw(sql, params))
+    return rows[0] if rows else None
+
+
+def _qualified_guard(table: str) -> str:
+    return f"{table}.status = 'todo' AND {table}.assignee_agent_id IS NULL AND {table}.dropped = %s"
+
+
+def _check_runtime(runtime: Any) -> str | None:
+    if runtime is None:
+        return None
+    if not isinstance(runtime, str) or not runtime or len(runtime) > 32:
+        from clawboo.errors import ValidationFailed
+
+        raise ValidationFailed("runtime", "must be a runtime name")
+    return runtime
+
+
+def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = None) -> ClaimResult:
+    """Claim one task for ``agent_id``: ``ok`` (with a ticket), ``conflict`` or ``not_found``.
+
+    Refused (``conflict``) unless the task is todo, unassigned, not dropped, and
+    every dependency is done. A lapsed lease on this task is released first, so
+    an abandoned task is claimable as a fresh attempt. Never retried on conflict.
+    """
+    agent = checks.check_agent_id(agent_id)
+    rt = _check_runtime(runtime)
+    span = checks.check_lease_ms(lease_ms)
+
+    def run() -> ClaimResult:
+        at = now()
+        release_lapsed(at, task_ids=[task_id])
+        candidates = Task.objects.filter(ready_filter(), pk=task_id)
+        task = _claim_update(candidates, agent, rt, at, span)
+        if task is None:
+            if Task.objects.filter(pk=task_id).exists():
+                return ClaimResult("conflict")
+            return ClaimResult("not_found")
+        return _claimed(task)
+
+    return storage.write(run)
+
+
+def _claimed(task: Task) -> ClaimResult:
+    record_event(task, "claimed", prev_status=Status.TODO)
+    return ClaimResult("ok", task, Ticket.for_task(task).encode())
+
+
+def claim_next(
+    agent_id: Any,
+    *,
+    runtime: Any = None,
+    dispatcher: Any = "topological",
+    team: str | list[str] | None = None,
+    label: str | None = None,
+    lease_ms: Any = None,
+    eligibility: Callable[[QuerySet[Task]], QuerySet[Task]] | None = None,
+) -> ClaimResult | None:
+    """Claim the next ready task in ``dispatcher`` order, or None if nothing is ready.
+
+    ``eligibility`` narrows the candidates (never assert status in it: readiness
+    is the board's call). The claim's own UPDATE re-checks eligibility, so under
+    contention one worker wins a task and the others move on to the next.
+    """
+    agent = checks.check_agent_id(agent_id)
+    rt = _check_runtime(runtime)
+    span = checks.check_lease_ms(lease_ms)
+    if dispatcher not in DISPATCH_ORDER:
+        from clawboo.errors import ValidationFailed
+
+        raise ValidationFailed("dispatcher", f"one of {', '.join(DISPATCH_ORDER)}")
+    order = DISPATCH_ORDER[dispatcher]
+    if label is not None:
+        checks.check_label(label)
+
+    def run() -> ClaimResult | None:
+        at = now()
+        release_lapsed(at)
+        candidates = Task.objects.filter(ready_filter())
+        if team is not None:
+            candidates = candidates.filter(team_id__in=team if isinstance(team, list) else [team])
+        if label is not None:
+            candidates = with_label(candidates, label)
+        if eligibility is not None:
+            candidates = eligibility(candidates)
+        task = _claim_update(candidates.order_by(*order), agent, rt, at, span)
+        return _claimed(task) if task is not None else None
+
+    # On PostgreSQL a racer can lose the row between pick and update only if the
+    # row changed under it; a few fresh picks settle that without spinning.
+    for _ in range(3):
+        result = storage.write(run)
+        if result is not None or connection.vendor != "postgresql":
+            return result
+        if not _any_ready(team, label):
+            return None
+    return None
+
+
+def _any_ready(team: str | list[str] | None, label: str | None) -> bool:
+    qs = Task.objects.filter(ready_filter())
+    if team is not None:
+        qs = qs.filter(team_id__in=team if isinstance(team, list) else [team])
+    if label is not None:
+        qs = with_label(qs, label)
+    return qs.exists()
+
+
+def claim_by_classifier(
+    agent_id: Any,
+    classify: Callable[[list[Task]], str | None],
+    *,
+    runtime: Any = None,
+    team: str | None = None,
+    lease_ms: Any = None,
+    limit: int = 100,
+) -> ClaimResult | None:
+    """The classifier dispatcher: ``classify`` picks one id among the ready tasks;
+    the claim is then narrowed to it, so the compare-and-set still arbitrates."""
+    candidates = list(list_tasks(team=team, ready=True)[:limit])
+    if not candidates:
+        return None
+    picked = classify(candidates)
+    if picked is None:
+        return None
+    result = claim(picked, agent_id, runtime, lease_ms=lease_ms)
+    return result if result.ok else None
+
+
+def claim_by_event(
+    agent_id: Any,
+    topic: str,
+    topic_for: Callable[[Task], str | None],
+    *,
+    runtime: Any = None,
+    team: str | None = None,
+    lease_ms: Any = None,
+    limit: int = 100,
+) -> ClaimResult | None:
+    """The event dispatcher: the first ready task (oldest first) whose topic matches."""
+    ready = list_tasks(team=team, ready=True).order_by("created_at", "id")[:limit]
+    for task in ready:
+        if topic_for(task) != topic:
+            continue
+        result = claim(task.id, agent_id, runtime, lease_ms=lease_ms)
+        if result.ok:
+            return result
+    return None
+
+
+# --- leases ------------------------------------------------------------------
+
+
+def release_lapsed(at: dt.datetime, task_ids: Iterable[str] | None = None) -> list[Task]:
+    """Hand back in_progress tasks whose lease ran out, inside the caller's transaction.
+
+    Each lapse counts an abandonment; the third parks the task ``blocked`` with an
+    error instead of handing it out again. The task's running execution is
+    closed ``timed_out``.
+    """
+    qs = Task.objects.filter(status=Status.IN_PROGRESS, lease_until__lt=at)
+    if task_ids is not None:
+        qs = qs.filter(pk__in=list(task_ids))
+    if connection.features.has_select_for_update:
+        qs = qs.select_for_update(skip_locked=True)
+    released = []
+    for task in qs:
+        released.append(_abandon(task, at, reason="lease lapsed"))
+    return released
+
+
+def _abandon(task: Task, at: dt.datetime, *, reason: str) -> Task:
+    """Release an owner-less in_progress task: todo, or blocked after 3 abandonments."""
+    from board.store.executions import close_running
+    from board.store.tasks import _clear_claim, _clear_verdict
+
+    prev = task.status
+    close_running(task, ExecutionStatus.TIMED_OUT, error=reason, at=at)
+    task.abandonments += 1
+    _clear_claim(task)
+    fields = {"abandonments", "status", "assignee_agent_id", "assignee_runtime", "lease_until"}
+    if task.abandonments >= MAX_ABANDONMENTS:
+        task.status = Status.BLOCKED
+        task.error = ABANDONED_ERROR.format(n=task.abandonments)
+        fields.add("error")
+        kind = "blocked"
+    else:
+        task.status = Status.TODO
+        _clear_verdict(task)
+        fields |= {"verdict", "verdict_evidence", "verdict_at", "human_override"}
+        kind = "released"
+    commit_change(task, kind, prev_status=prev, fields=fields, at=at)
+    return task
+
+
+def renew_lease(
+    task_id: str,
+    ticket: Any,
+    *,
+    lease_ms: Any = None,
+    adopt_lapsed_lease: bool = False,
+) -> WriteOutcome:
+    """Push the lease out by its committed span (or ``lease_ms``), fenced by the ticket.
+
+    Declines ``not-my-task`` for another task's ticket and ``lost-claim`` when the
+    claim moved on or the lease already lapsed — unless ``adopt_lapsed_lease`` (a
+    worker that has not started yet) and nobody has taken the task meanwhile.
+    Also the heartbeat: it bumps ``updated_at``, the stale sweep's liveness signal.
+    """
+    claim_ticket = Ticket.decode(ticket)
+    span = None if lease_ms is None else checks.check_lease_ms(lease_ms)
+
+    def run() -> WriteOutcome:
+        task = lock_task(task_id)
+        at = now()
+        if claim_ticket.task_id != task.id or claim_ticket.incarnation_id != task.incarnation_id:
+            return declined(task, "not-my-task")
+        lapsed = (
+            task.status == Status.IN_PROGRESS
+            and task.lease_until is not None
+            and task.lease_until < at
+        )
+        if (
+            claim_ticket.attempt != task.attempts
+            or task.status not in HELD_BY_CLAIM
+            or (lapsed and not adopt_lapsed_lease)
+        ):
+            return declined(task, "lost-claim")
+        length = span or task.lease_duration_ms or checks.DEFAULT_LEASE_MS
+        task.lease_until = at + dt.timedelta(milliseconds=length)
+        task.lease_duration_ms = length
+        # Liveness, not a change of state: no event, but the revision moves.
+        task.revision += 1
+        task.updated_at = at
+        task.save(update_fields=["lease_until", "lease_duration_ms", "revision", "updated_at"])
+        return recorded(task)
+
+    return storage.write(run)
+
+
+def heartbeat(task_id: str, ticket: Any) -> WriteOutcome:
+    return renew_lease(task_id, ticket)
+
+
+def committed_lease_span(task: Task) -> int:
+    return task.lease_duration_ms or checks.DEFAULT_LEASE_MS
+
+
+def find(task_id: str) -> Task | None:
+    return find_task(task_id)

@@ -1,0 +1,150 @@
+"""The execution ledger: one ``execution_processes`` row per run of a task."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db.models import F, QuerySet
+
+from board.errors import ClaimConflict
+from board.models import ExecutionProcess, ExecutionStatus, Task
+from board.store._base import lock_task, now
+from board.store.tickets import Ticket
+from board.transitions import HELD_BY_CLAIM
+from clawboo import storage
+from clawboo.errors import NotFound, ValidationFailed
+
+LOG_TAIL = 64_000
+CLOSED = frozenset(
+    {
+        ExecutionStatus.SUCCEEDED,
+        ExecutionStatus.FAILED,
+        ExecutionStatus.TIMED_OUT,
+        ExecutionStatus.CANCELLED,
+    }
+)
+
+
+def open_execution(
+    task_id: str,
+    ticket: Any,
+    *,
+    runtime: str | None = None,
+    pid: int | None = None,
+    git_before: str | None = None,
+) -> ExecutionProcess:
+    """Open a ``running`` row for the claim the ticket names.
+
+    Only after a successful claim: the ticket must be this task's current attempt,
+    still held (in_progress / in_review), or :class:`ClaimConflict` is raised.
+    """
+    claim = Ticket.decode(ticket)
+
+    def run() -> ExecutionProcess:
+        task = lock_task(task_id)
+        if (
+            claim.task_id != task.id
+            or claim.incarnation_id != task.incarnation_id
+            or claim.attempt != task.attempts
+            or task.status not in HELD_BY_CLAIM
+        ):
+            raise ClaimConflict(f"no live claim on task {task_id!r} for this ticket")
+        at = now()
+        # Liveness starts now: the stale sweep reads tasks.updated_at.
+        Task.objects.filter(pk=task.id).update(updated_at=at)
+        return ExecutionProcess.objects.create(
+            task=task,
+            agent_id=task.assignee_agent_id or "",
+            runtime=runtime or task.assignee_runtime,
+            attempt=task.attempts,
+            pid=pid,
+            git_before=git_before,
+            started_at=at,
+        )
+
+    return storage.write(run)
+
+
+def close_execution(
+    execution_id: int,
+    outcome: str,
+    *,
+    tokens_in: int = 0,
+    tokens_out: int = 0,
+    cost_cents: int = 0,
+    git_after: str | None = None,
+    exit_code: int | None = None,
+    error: str | None = None,
+    log: str | None = None,
+    native_session_id: str | None = None,
+) -> ExecutionProcess:
+    """Close a running row with its outcome and add its cost to the task's ledger.
+
+    Closing an already-closed row changes nothing (a recovery pass may have got
+    there first) and returns it as it stands.
+    """
+    if outcome not in CLOSED:
+        raise ValidationFailed("outcome", f"one of {', '.join(sorted(CLOSED))}")
+    for name, value in (
+        ("tokens_in", tokens_in),
+        ("tokens_out", tokens_out),
+        ("cost_cents", cost_cents),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValidationFailed(name, "must be a non-negative integer")
+
+    def run() -> ExecutionProcess:
+        try:
+            row = ExecutionProcess.objects.select_for_update().get(pk=execution_id)
+        except ExecutionProcess.DoesNotExist:
+            raise NotFound(f"execution {execution_id} does not exist") from None
+        if row.status != ExecutionStatus.RUNNING:
+            return row
+        row.status = outcome
+        row.finished_at = now()
+        row.tokens_in, row.tokens_out, row.cost_cents = tokens_in, tokens_out, cost_cents
+        row.git_after = git_after
+        row.exit_code = exit_code
+        row.error = error
+        if log is not None:
+            row.log = log[-LOG_TAIL:]
+        if native_session_id is not None:
+            row.native_session_id = native_session_id
+        row.save()
+        Task.objects.filter(pk=row.task_id).update(
+            cost_tokens=F("cost_tokens") + tokens_in + tokens_out,
+            cost_cents=F("cost_cents") + cost_cents,
+        )
+        return row
+
+    return storage.write(run)
+
+
+def close_running(
+    task: Task,
+    outcome: str,
+    *,
+    error: str | None,
+    at: dt.datetime,
+    tombstone: str | None = None,
+) -> int:
+    """Close the task's running executions in the caller's transaction."""
+    values: dict[str, Any] = {"status": outcome, "finished_at": at, "error": error}
+    if tombstone is not None:
+        values["recovery_tombstone"] = tombstone
+    return ExecutionProcess.objects.filter(task_id=task.id, status=ExecutionStatus.RUNNING).update(
+        **values
+    )
+
+
+def list_executions(task_id: str) -> QuerySet[ExecutionProcess]:
+    return ExecutionProcess.objects.filter(task_id=task_id).order_by("-started_at", "-id")
+
+
+def running_execution(task_id: str) -> ExecutionProcess | None:
+    return (
+        ExecutionProcess.objects.filter(task_id=task_id, status=ExecutionStatus.RUNNING)
+        .order_by("-started_at")
+        .first()
+    )

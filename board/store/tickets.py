@@ -1,0 +1,142 @@
+"""Claim tickets, write verdicts and write provenance (seed 001)."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from django.core import signing
+
+from board.models import Task
+from clawboo.errors import ValidationFailed
+
+_TICKET_SALT = "clawboo.board.ticket"
+
+DeclineReason = Literal[
+    "immutable-assignee", "terminal", "not-my-task", "disallowed", "parked", "lost-claim"
+]
+# The contract's precedence: when several hold, the first in this order is reported.
+DECLINE_PRECEDENCE: tuple[str, ...] = (
+    "immutable-assignee",
+    "terminal",
+    "not-my-task",
+    "disallowed",
+    "parked",
+    "lost-claim",
+)
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """What a claim handed out: this task, this attempt, this incarnation.
+
+    Encoded as a string signed with the server's key, so a worker cannot mint one
+    for a task it never claimed.
+    """
+
+    task_id: str
+    attempt: int
+    incarnation_id: str
+
+    def encode(self) -> str:
+        return signing.dumps(
+            {"t": self.task_id, "a": self.attempt, "i": self.incarnation_id}, salt=_TICKET_SALT
+        )
+
+    @classmethod
+    def decode(cls, value: Any) -> Ticket:
+        if isinstance(value, Ticket):
+            return value
+        if not isinstance(value, str) or not value:
+            raise ValidationFailed("ticket", "must be the ticket string a claim returned")
+        try:
+            data = signing.loads(value, salt=_TICKET_SALT)
+            return cls(
+                task_id=str(data["t"]), attempt=int(data["a"]), incarnation_id=str(data["i"])
+            )
+        except (signing.BadSignature, KeyError, TypeError, ValueError):
+            raise ValidationFailed("ticket", "is not a ticket this server issued") from None
+
+    @classmethod
+    def for_task(cls, task: Task) -> Ticket:
+        return cls(task_id=task.id, attempt=task.attempts, incarnation_id=task.incarnation_id)
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """``recorded`` | ``unchanged`` | ``declined`` (with reason and the status then)."""
+
+    outcome: Literal["recorded", "unchanged", "declined"]
+    task: Task | None = None
+    reason: str | None = None
+    status: str | None = None
+
+    @property
+    def recorded(self) -> bool:
+        return self.outcome == "recorded"
+
+    @property
+    def declined(self) -> bool:
+        return self.outcome == "declined"
+
+    def as_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"outcome": self.outcome}
+        if self.declined:
+            body["reason"] = self.reason
+            body["status"] = self.status
+        return body
+
+
+def recorded(task: Task) -> WriteOutcome:
+    return WriteOutcome("recorded", task)
+
+
+def unchanged(task: Task) -> WriteOutcome:
+    return WriteOutcome("unchanged", task)
+
+
+def declined(task: Task, reason: str) -> WriteOutcome:
+    assert reason in DECLINE_PRECEDENCE
+    return WriteOutcome("declined", task, reason=reason, status=task.status)
+
+
+@dataclass(frozen=True)
+class WriteToken:
+    """Minted before a write, so :func:`did_write_land` can answer after a failure."""
+
+    id: str
+    revision: int
+    incarnation_id: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_receipt(self) -> dict[str, Any]:
+        return {"id": self.id}
+
+
+def begin_write(task: Task) -> WriteToken:
+    return WriteToken(
+        id=secrets.token_hex(8), revision=task.revision, incarnation_id=task.incarnation_id
+    )
+
+
+def did_write_land(task: Task | None, token: WriteToken) -> bool | None:
+    """True: the write committed. False: it changed nothing. None: cannot tell.
+
+    None when the task is gone or was recreated under the same id (another
+    incarnation), or when the receipt may have aged out of the last four.
+    """
+    if task is None or task.incarnation_id != token.incarnation_id:
+        return None
+    log = task.write_log or []
+    if any(entry.get("id") == token.id for entry in log):
+        return True
+    if task.revision == token.revision:
+        return False  # nothing at all was written since the token was minted
+    if task.write_log_truncated:
+        # Receipts have been dropped; if any dropped one could be newer than the
+        # token, ours may have been among them.
+        oldest = min((int(entry.get("revision", 0)) for entry in log), default=0)
+        if oldest > token.revision:
+            return None
+    return False

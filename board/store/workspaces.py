@@ -1,0 +1,112 @@
+"""Workspace rows and the task pointers to them (the worktrees app owns the checkout)."""
+
+from __future__ import annotations
+
+from board.models import Task, Workspace, WorkspaceStatus
+from board.store._base import commit_change, lock_task, now
+from board.transitions import Status
+from clawboo import storage
+from clawboo.errors import NotFound
+
+
+def live_workspace(task_id: str) -> Workspace | None:
+    """The task's active or stale workspace, if any."""
+    return (
+        Workspace.objects.filter(task_id=task_id)
+        .exclude(status=WorkspaceStatus.ARCHIVED)
+        .order_by("-updated_at")
+        .first()
+    )
+
+
+def get_workspace(task_id: str) -> Workspace:
+    ws = live_workspace(task_id)
+    if ws is None:
+        raise NotFound(f"task {task_id!r} has no workspace")
+    return ws
+
+
+def record_workspace(
+    task_id: str,
+    *,
+    repo_path: str,
+    worktree_path: str,
+    branch: str,
+    base_sha: str,
+    base_commit: str,
+) -> Workspace:
+    """Create or refresh the task's live workspace row (``active``) and its pointers."""
+
+    def run() -> Workspace:
+        task = lock_task(task_id)
+        at = now()
+        ws = live_workspace(task_id)
+        if ws is None:
+            ws = Workspace(task=task, created_at=at)
+        ws.repo_path, ws.worktree_path, ws.branch = repo_path, worktree_path, branch
+        ws.base_sha, ws.base_commit = base_sha, base_commit
+        ws.status, ws.updated_at = WorkspaceStatus.ACTIVE, at
+        ws.save()
+        _point(task, worktree_path, branch)
+        return ws
+
+    return storage.write(run)
+
+
+def _point(task: Task, worktree_ref: str | None, branch_ref: str | None) -> None:
+    if task.worktree_ref == worktree_ref and task.branch_ref == branch_ref:
+        return
+    task.worktree_ref, task.branch_ref = worktree_ref, branch_ref
+    commit_change(
+        task, "metadata_changed", prev_status=task.status, fields={"worktree_ref", "branch_ref"}
+    )
+
+
+def set_workspace_status(task_id: str, status: str, *, keep_branch: bool = True) -> Workspace:
+    """Mark the live workspace ``stale`` (reaped, branch kept) or ``archived`` (cleaned up)."""
+    if status not in WorkspaceStatus.values:
+        raise ValueError(f"unknown workspace status {status!r}")
+
+    def run() -> Workspace:
+        task = lock_task(task_id)
+        ws = live_workspace(task_id)
+        if ws is None:
+            raise NotFound(f"task {task_id!r} has no workspace")
+        ws.status, ws.updated_at = status, now()
+        ws.save(update_fields=["status", "updated_at"])
+        if status == WorkspaceStatus.ARCHIVED:
+            _point(task, None, task.branch_ref if keep_branch else None)
+        return ws
+
+    return storage.write(run)
+
+
+def settle_from_worktree(task_id: str, *, empty: bool) -> Task:
+    """Land a task after its worktree completed (seed 004).
+
+    Empty diff: ``done`` — there is no deliverable to verify, so the verification
+    gate is intentionally bypassed. Non-empty: ``in_review`` for the gate.
+    """
+
+    def run() -> Task:
+        task = lock_task(task_id)
+        prev = task.status
+        target = Status.DONE if empty else Status.IN_REVIEW
+        if prev == target:
+            return task
+        from board.store.tasks import _apply_move
+        from board.transitions import allowed_transitions_from, is_transition_allowed
+
+        if not is_transition_allowed(prev, target):
+            from board.errors import IllegalTransition
+
+            raise IllegalTransition(task.id, prev, target, allowed_transitions_from(prev))
+        at = now()
+        if empty:
+            # Bypass the gate: no deliverable, nothing a verdict could be about.
+            task.verdict = None
+        fields = _apply_move(task, target, override=None, at=at) | {"verdict"}
+        kind = "completed" if empty else "review_requested"
+        return commit_change(task, kind, prev_status=prev, fields=fields, at=at)
+
+    return storage.write(run)

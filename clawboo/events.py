@@ -1,0 +1,94 @@
+"""The durable per-team event log: the only writer of ``events``.
+
+:func:`append` is called *inside* the mutation's transaction, so an event exists
+exactly when its mutation committed. Live delivery (websockets, chat narration)
+hangs off :func:`on_committed` and runs strictly after commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from clawboo.models import Event, Team
+
+log = logging.getLogger(__name__)
+
+# Called after commit with each committed event; the live board registers here.
+_listeners: list[Callable[[Event], None]] = []
+
+
+def subscribe(listener: Callable[[Event], None]) -> None:
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def unsubscribe(listener: Callable[[Event], None]) -> None:
+    if listener in _listeners:
+        _listeners.remove(listener)
+
+
+def next_seq(team_id: str) -> int:
+    """Allocate the team's next sequence number.
+
+    Must run inside the mutation's transaction. The UPDATE takes the team row's
+    lock (PostgreSQL) or runs under the database write lock (SQLite), so a later
+    sequence number can only be handed out after the earlier one commits.
+    """
+    table = Team._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET last_event_seq = last_event_seq + 1 "  # noqa: S608
+            "WHERE id = %s RETURNING last_event_seq",
+            [team_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise LookupError(f"unknown team {team_id!r}")
+    return int(row[0])
+
+
+def append(
+    team_id: str,
+    kind: str,
+    payload: dict[str, Any],
+    *,
+    task_id: str | None = None,
+    prev_status: str | None = None,
+) -> Event:
+    """Record one event in the current transaction and deliver it after commit."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("events.append must run inside the mutation's transaction")
+    event = Event.objects.create(
+        team_id=team_id,
+        seq=next_seq(team_id),
+        kind=kind,
+        task_id=task_id,
+        prev_status=prev_status,
+        payload=payload,
+        created_at=timezone.now(),
+    )
+    transaction.on_commit(lambda: _deliver(event))
+    return event
+
+
+def _deliver(event: Event) -> None:
+    for listener in list(_listeners):
+        try:
+            listener(event)
+        except Exception:  # best-effort: a listener never fails the write that committed
+            log.exception("event listener failed for %s", event)
+
+
+def since(team_id: str, seq: int, *, limit: int = 1000) -> list[Event]:
+    """Events of a team after ``seq``, oldest first (for replay on reconnect)."""
+    return list(Event.objects.filter(team_id=team_id, seq__gt=seq).order_by("seq")[:limit])
+
+
+def latest_seq(team_id: str) -> int:
+    value = Team.objects.filter(id=team_id).values_list("last_event_seq", flat=True).first()
+    return int(value or 0)

@@ -1,0 +1,95 @@
+"""Core registry of record: teams, agents, and the durable per-team event log.
+
+The board, routines and worktrees reference agents and teams by id. Writes to
+these tables go through :mod:`clawboo.registry` and :mod:`clawboo.events`.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings as django_settings
+from django.db import models
+
+
+class Runtime(models.TextChoices):
+    COMMAND = "command"
+    CLAUDE_CODE = "claude-code"
+    CODEX = "codex"
+    HERMES = "hermes"
+    OPENCLAW = "openclaw"
+    HUMAN = "human"
+
+
+class ParticipantKind(models.TextChoices):
+    AGENT = "agent"
+    HUMAN = "human"
+
+
+class Team(models.Model):
+    id = models.CharField(primary_key=True, max_length=64)
+    name = models.CharField(max_length=200)
+    members = models.ManyToManyField(
+        django_settings.AUTH_USER_MODEL, related_name="teams", blank=True
+    )
+    # Highest event sequence handed out for this team. Bumped with a row-locking
+    # UPDATE inside each mutation's transaction, so sequence order is commit order.
+    last_event_seq = models.BigIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "teams"
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.name or self.id
+
+
+class Agent(models.Model):
+    id = models.CharField(primary_key=True, max_length=128)
+    display_name = models.CharField(max_length=200)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="agents")
+    runtime = models.CharField(max_length=32, choices=Runtime.choices)
+    participant_kind = models.CharField(
+        max_length=16, choices=ParticipantKind.choices, default=ParticipantKind.AGENT
+    )
+    settings = models.JSONField(default=dict, blank=True)
+    user = models.ForeignKey(
+        django_settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="agents",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "agents"
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.display_name} ({self.runtime})"
+
+
+class Event(models.Model):
+    """One committed mutation, in per-team commit order; the replay log for "since N"."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    kind = models.CharField(max_length=48)
+    task_id = models.CharField(max_length=128, null=True, blank=True)
+    prev_status = models.CharField(max_length=16, null=True, blank=True)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "events"
+        ordering = ["team", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "seq"], name="events_team_seq_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}#{self.seq} {self.kind}"

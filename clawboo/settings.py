@@ -1,0 +1,214 @@
+"""Django settings for Clawboo.
+
+Everything an operator tunes comes from the environment (see the README's
+configuration table). The embedded default needs nothing: SQLite, the in-memory
+channel layer and django-q2's ORM broker, all under ``CLAWBOO_STATE_DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_int(name: str, default: int, *, low: int = 1, high: int = 2**31 - 1) -> int:
+    """An integer knob; anything missing, malformed or out of range reads as the default."""
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        return default
+    return value if low <= value <= high else default
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+STATE_DIR = Path(os.environ.get("CLAWBOO_STATE_DIR", ".clawboo")).expanduser().resolve()
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    # A local, single-user install still needs a stable key (tickets and sessions
+    # are signed with it): keep one in the state dir rather than refusing to start.
+    key_file = STATE_DIR / "secret_key"
+    if key_file.exists():
+        SECRET_KEY = key_file.read_text().strip()
+    elif DEBUG or os.environ.get("CLAWBOO_ALLOW_GENERATED_SECRET", "1") == "1":
+        from django.core.management.utils import get_random_secret_key
+
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        SECRET_KEY = get_random_secret_key()
+        key_file.write_text(SECRET_KEY)
+        key_file.chmod(0o600)
+    else:
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set")
+
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
+    if h.strip()
+]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_q",
+    "channels",
+    "clawboo",
+    "board",
+    "routines",
+    "worktrees",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "clawboo.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "clawboo.wsgi.application"
+ASGI_APPLICATION = "clawboo.asgi.application"
+
+
+def database_config(url: str | None, state_dir: Path) -> dict[str, object]:
+    """One DATABASES entry from a URL; SQLite in the state dir when there is none.
+
+    The SQLite pragmas are applied per connection by ``clawboo.storage``; here we
+    only ask Django to open every transaction with ``BEGIN IMMEDIATE`` so a
+    multi-step write takes the write lock up front instead of escalating mid-way.
+    """
+    if not url:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        url = f"sqlite:///{state_dir / 'clawboo.sqlite3'}"
+    config: dict[str, object] = dict(dj_database_url.parse(url, conn_max_age=0))
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # busy_timeout is also set by pragma; Python's own default (5 s) would
+        # otherwise hide contention from the jittered retry in clawboo.storage.
+        config["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 0.25}
+    return config
+
+
+DATABASES = {"default": database_config(os.environ.get("DATABASE_URL"), STATE_DIR)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = STATE_DIR / "static"
+
+LOGIN_URL = "/admin/login/"
+
+# --- Clawboo knobs -----------------------------------------------------------
+CLAWBOO_STATE_DIR = STATE_DIR
+CLAWBOO_REDIS_URL = os.environ.get("CLAWBOO_REDIS_URL", "")
+CLAWBOO_BOARD_STALE_TTL_MS = env_int("CLAWBOO_BOARD_STALE_TTL_MS", 180_000)
+CLAWBOO_BOARD_STALE_SWEEP_MS = env_int("CLAWBOO_BOARD_STALE_SWEEP_MS", 60_000)
+CLAWBOO_DB_WRITE_BUDGET_MS = env_int("CLAWBOO_DB_WRITE_BUDGET_MS", 1_500)
+CLAWBOO_HTTP_RATE_LIMIT = env_int("CLAWBOO_HTTP_RATE_LIMIT", 3_000, low=0)
+CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = env_int("CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 600_000)
+CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS = env_int("CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS", 900_000)
+CLAWBOO_REPO_ROOTS = [
+    Path(p).expanduser().resolve()
+    for p in os.environ.get("CLAWBOO_REPO_ROOTS", "").split(os.pathsep)
+    if p.strip()
+]
+
+# --- Channels ----------------------------------------------------------------
+if CLAWBOO_REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [CLAWBOO_REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- django-q2: the ORM broker keeps the embedded default server-free ---------
+Q_CLUSTER = {
+    "name": "clawboo",
+    "orm": "default",
+    "workers": env_int("CLAWBOO_Q_WORKERS", 2),
+    "timeout": 900,
+    "retry": 960,
+    "max_attempts": 1,
+    "catch_up": False,
+    "ack_failures": True,
+    "save_limit": 500,
+}
+
+# --- REST framework ----------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Clawboo API",
+    "DESCRIPTION": "The board, routines and worktrees of Clawboo for Django.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("CLAWBOO_LOG_LEVEL", "INFO")},
+}

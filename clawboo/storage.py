@@ -1,0 +1,159 @@
+"""The storage layer: SQLite's contention recipe and the retrying write wrapper.
+
+This module is the one place for both rules of seed 000's "contention recipe":
+
+* every SQLite connection gets the five pragmas below the moment it opens, and
+  every transaction starts ``BEGIN IMMEDIATE`` (``transaction_mode`` in settings);
+* :func:`write` runs a write transaction and re-runs it *whole* on a transient lock
+  error only (SQLite busy / busy-snapshot / locked; PostgreSQL serialization
+  failure and deadlock), with jittered 20–150 ms sleeps under a wall-clock budget.
+
+A function that returns "nothing happened" (a lost claim race, a 0-row update) is
+returned as is: application-level conflicts are data, never retried, which is what
+lets callers keep the never-retry-a-409 rule. Any other error propagates at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.backends.signals import connection_created
+from django.db.utils import DatabaseError
+from django.dispatch import receiver
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+SQLITE_PRAGMAS: tuple[tuple[str, str], ...] = (
+    ("journal_mode", "WAL"),
+    ("busy_timeout", "250"),
+    ("wal_autocheckpoint", "50"),
+    ("synchronous", "NORMAL"),
+    ("foreign_keys", "ON"),
+)
+
+JITTER_MIN_MS = 20
+JITTER_MAX_MS = 150
+
+# Primary result codes (the low byte of an extended code): SQLITE_BUSY covers
+# SQLITE_BUSY_SNAPSHOT (517) and SQLITE_BUSY_RECOVERY; SQLITE_LOCKED covers
+# SQLITE_LOCKED_SHAREDCACHE.
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
+# PostgreSQL SQLSTATEs: serialization_failure, deadlock_detected.
+_PG_TRANSIENT = {"40001", "40P01"}
+
+
+@receiver(connection_created)
+def apply_sqlite_pragmas(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """Set the contention recipe on every new SQLite connection (no-op elsewhere)."""
+    if connection.vendor != "sqlite":
+        return
+    with connection.cursor() as cursor:
+        for name, value in SQLITE_PRAGMAS:
+            if name == "journal_mode" and _is_memory_database(connection):
+                continue  # an in-memory database cannot be WAL; it has one connection anyway
+            cursor.execute(f"PRAGMA {name}={value}")
+
+
+def _is_memory_database(connection: Any) -> bool:
+    name = str(connection.settings_dict.get("NAME") or "")
+    return name == ":memory:" or "mode=memory" in name
+
+
+def is_transient_lock_error(exc: BaseException) -> bool:
+    """True for the lock errors that a re-run of the whole transaction can cure."""
+    for err in _chain(exc):
+        code = getattr(err, "sqlite_errorcode", None)
+        if code is not None and code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return True
+        if isinstance(err, sqlite3.OperationalError) and code is None:
+            # Drivers older than Python 3.11 carry no code; match SQLite's own words.
+            text = str(err).lower()
+            if "database is locked" in text or "database table is locked" in text:
+                return True
+        sqlstate = getattr(err, "sqlstate", None) or getattr(err, "pgcode", None)
+        if sqlstate in _PG_TRANSIENT:
+            return True
+    return False
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+class WriteBudgetExceeded(DatabaseError):
+    """The database stayed locked for the whole write budget."""
+
+
+def write_budget_seconds() -> float:
+    return float(getattr(settings, "CLAWBOO_DB_WRITE_BUDGET_MS", 1_500)) / 1000.0
+
+
+def write(
+    fn: Callable[P, T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """Run ``fn`` inside one write transaction, re-running it on transient lock errors.
+
+    The transaction is ``BEGIN IMMEDIATE`` on SQLite and ``READ COMMITTED`` on
+    PostgreSQL. Inside an enclosing ``atomic`` block the retry belongs to the
+    outermost caller (a savepoint cannot be re-run on its own), so ``fn`` simply
+    runs in a savepoint and any error propagates.
+    """
+    using = DEFAULT_DB_ALIAS
+    if connections[using].in_atomic_block:
+        with transaction.atomic(using=using):
+            return fn(*args, **kwargs)
+
+    budget = write_budget_seconds()
+    deadline = time.monotonic() + budget
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            with transaction.atomic(using=using):
+                return fn(*args, **kwargs)
+        except DatabaseError as exc:
+            if not is_transient_lock_error(exc):
+                raise
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WriteBudgetExceeded(
+                    f"database stayed locked for {budget:.1f}s ({attempt} attempts)"
+                ) from exc
+            # Jitter spreads racers apart; the last sleep is clamped to what is left.
+            pause = random.uniform(JITTER_MIN_MS, JITTER_MAX_MS) / 1000.0
+            time.sleep(min(pause, remaining))
+
+
+def writes(fn: Callable[P, T]) -> Callable[P, T]:
+    """Decorator form of :func:`write` for data-layer functions."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        return write(fn, *args, **kwargs)
+
+    return wrapper
+
+
+def lock_row_sql(connection: Any) -> str:
+    """The ``FOR UPDATE`` suffix where the backend has row locks ("" on SQLite,
+    whose ``BEGIN IMMEDIATE`` already holds the database write lock)."""
+    return " FOR UPDATE" if connection.features.has_select_for_update else ""

@@ -1,0 +1,58 @@
+"""Shared fixtures: the database under test (SQLite file or PostgreSQL) and a way
+for real subprocesses to open that same database."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_report_header(config: Any) -> str:
+    url = os.environ.get("CLAWBOO_TEST_DATABASE_URL")
+    return f"clawboo backend: {'postgresql' if url else 'sqlite'}"
+
+
+@pytest.fixture
+def database_url(transactional_db: None) -> str:
+    """A DATABASE_URL naming the test database, for worker subprocesses."""
+    settings_dict = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{settings_dict['NAME']}"
+    user = settings_dict.get("USER") or ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or 5432
+    return f"postgres://{user}@{host}:{port}/{settings_dict['NAME']}"
+
+
+@pytest.fixture
+def run_worker(database_url: str, tmp_path: Path) -> Callable[..., subprocess.Popen[str]]:
+    """Start ``tests/workers.py <command> <args>`` as a real OS process on the test DB."""
+
+    def start(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "DJANGO_SETTINGS_MODULE": "clawboo.settings",
+            "CLAWBOO_STATE_DIR": str(tmp_path / "state"),
+            "PYTHONPATH": str(ROOT),
+            **(extra_env or {}),
+        }
+        return subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "workers.py"), *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+
+    return start

@@ -1,0 +1,22 @@
+"""Test settings: SQLite in a fresh temp state dir, or the PostgreSQL server named
+by ``CLAWBOO_TEST_DATABASE_URL`` (CI sets it when PostgreSQL answers)."""
+
+import os
+import tempfile
+from pathlib import Path
+
+_state = Path(tempfile.mkdtemp(prefix="clawboo-test-"))
+os.environ.setdefault("CLAWBOO_STATE_DIR", str(_state))
+os.environ.pop("DATABASE_URL", None)
+
+from clawboo.settings import *  # noqa: E402,F403
+from clawboo.settings import database_config  # noqa: E402
+
+_url = os.environ.get("CLAWBOO_TEST_DATABASE_URL", "")
+DATABASES = {"default": database_config(_url or None, STATE_DIR)}  # noqa: F405
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A real file (not :memory:), so subprocess tests share the database and WAL applies.
+    DATABASES["default"]["TEST"] = {"NAME": str(STATE_DIR / "test.sqlite3")}  # noqa: F405
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+Q_CLUSTER = {**Q_CLUSTER, "sync": True}  # noqa: F405
