@@ -17,6 +17,9 @@ DATABASES = {"default": database_config(_url or None, STATE_DIR)}  # noqa: F405
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A real file (not :memory:), so subprocess tests share the database and WAL applies.
     DATABASES["default"]["TEST"] = {"NAME": str(STATE_DIR / "test.sqlite3")}  # noqa: F405
+else:
+    # One database per run, so two suites on one server never trample each other.
+    DATABASES["default"]["TEST"] = {"NAME": f"test_clawboo_{os.getpid()}"}
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 Q_CLUSTER = {**Q_CLUSTER, "sync": True}  # noqa: F405
