@@ -93,3 +93,31 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team_id}#{self.seq} {self.kind}"
+
+
+class IdempotencyRecord(models.Model):
+    """The first answer to a POST carrying an ``Idempotency-Key`` (kept 24 h).
+
+    A row is inserted *before* the request runs (``status`` 0 = in flight), so two
+    concurrent retries cannot both run: the unique key makes the second one wait
+    its turn as a 409.
+    """
+
+    user = models.ForeignKey(django_settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    key = models.CharField(max_length=255)
+    method = models.CharField(max_length=8)
+    path = models.CharField(max_length=1024)
+    body_sha256 = models.CharField(max_length=64)
+    status = models.IntegerField(default=0)
+    response = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "idempotency_records"
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="idempotency_user_key_unique"),
+        ]
+        indexes = [models.Index(fields=["created_at"], name="idempotency_created_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} [{self.key}]"

@@ -1,0 +1,634 @@
+"""REST views of the board (``/api/board/…``). Each view reads its body, checks team
+access and calls :mod:`board.store`; errors map to HTTP in ``clawboo.api.errors``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import IsAdminUser, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from board import store
+from board.models import Task
+from board.transitions import Status
+from clawboo.api.access import require_team, scope_tasks, visible_task
+from clawboo.api.bodies import json_object, query_bool
+from clawboo.api.idempotency import idempotent
+from clawboo.api.pagination import TaskCursorPagination
+from clawboo.api.schema import with_errors
+from clawboo.errors import Conflict, ValidationFailed
+from clawboo.models import Agent
+
+# --- shapes (documentation) ----------------------------------------------------
+
+
+class TaskSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    title = serializers.CharField()
+    description = serializers.CharField()
+    goal = serializers.CharField()
+    context = serializers.CharField()
+    team = serializers.CharField()
+    status = serializers.ChoiceField(choices=Status.choices)
+    priority = serializers.IntegerField()
+    labels = serializers.ListField(child=serializers.CharField())
+    metadata = serializers.DictField()
+    input = serializers.JSONField(allow_null=True)
+    output = serializers.JSONField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+    feedback = serializers.CharField(allow_null=True)
+    assignee_agent_id = serializers.CharField(allow_null=True)
+    assignee_runtime = serializers.CharField(allow_null=True)
+    created_by_agent_id = serializers.CharField(allow_null=True)
+    parent_task_id = serializers.CharField(allow_null=True)
+    attempts = serializers.IntegerField()
+    max_attempts = serializers.IntegerField(allow_null=True)
+    abandonments = serializers.IntegerField()
+    lease_until = serializers.DateTimeField(allow_null=True)
+    lease_duration_ms = serializers.IntegerField(allow_null=True)
+    worktree_ref = serializers.CharField(allow_null=True)
+    branch_ref = serializers.CharField(allow_null=True)
+    scheduled_by = serializers.CharField()
+    file_mutating = serializers.BooleanField()
+    verification = serializers.DictField(allow_null=True)
+    cost = serializers.DictField()
+    dropped = serializers.BooleanField()
+    revision = serializers.IntegerField()
+    incarnation_id = serializers.CharField()
+    depends_on = serializers.ListField(child=serializers.CharField())
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    completed_at = serializers.DateTimeField(allow_null=True)
+
+
+class TaskCreateSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=500)
+    description = serializers.CharField(required=False, max_length=20_000)
+    goal = serializers.CharField(required=False)
+    context = serializers.CharField(required=False)
+    team = serializers.CharField(required=False, default="default")
+    status = serializers.ChoiceField(choices=["todo", "backlog"], required=False)
+    priority = serializers.IntegerField(required=False, min_value=-1_000_000, max_value=1_000_000)
+    labels = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
+    metadata = serializers.DictField(required=False)
+    input = serializers.JSONField(required=False)
+    parent_task_id = serializers.CharField(required=False, allow_null=True)
+    file_mutating = serializers.BooleanField(required=False, default=True)
+    max_attempts = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    id = serializers.CharField(required=False, max_length=128)
+    depends_on = serializers.ListField(child=serializers.CharField(), required=False)
+    created_by_agent_id = serializers.CharField(required=False, allow_null=True)
+
+
+class TaskPatchSerializer(serializers.Serializer):
+    title = serializers.CharField(required=False, max_length=500)
+    description = serializers.CharField(required=False)
+    priority = serializers.IntegerField(required=False)
+    labels = serializers.ListField(child=serializers.CharField(), required=False)
+    metadata = serializers.DictField(required=False)
+    assignee_agent_id = serializers.CharField(required=False, allow_null=True)
+
+
+OverrideSerializer = inline_serializer(
+    "HumanOverride", {"by": serializers.CharField(), "reason": serializers.CharField()}
+)
+ClaimedSerializer = inline_serializer(
+    "Claimed", {"task": TaskSerializer(), "ticket": serializers.CharField()}
+)
+OutcomeSerializer = inline_serializer(
+    "WriteOutcome",
+    {
+        "outcome": serializers.ChoiceField(choices=["recorded", "unchanged", "declined"]),
+        "reason": serializers.CharField(required=False),
+        "status": serializers.CharField(required=False),
+        "task": TaskSerializer(),
+    },
+)
+
+
+class ExecutionSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    task_id = serializers.CharField()
+    agent_id = serializers.CharField()
+    runtime = serializers.CharField(allow_null=True)
+    attempt = serializers.IntegerField()
+    status = serializers.CharField()
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    cost_cents = serializers.IntegerField()
+    git_before = serializers.CharField(allow_null=True)
+    git_after = serializers.CharField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+    recovery_tombstone = serializers.CharField(allow_null=True)
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class CommentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    author = serializers.CharField()
+    body = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+# --- rendering -------------------------------------------------------------------
+
+
+def task_body(task: Task) -> dict[str, Any]:
+    return task.as_dict(depends_on=store.depends_on_map([task.id])[task.id])
+
+
+def task_bodies(tasks: list[Task]) -> list[dict[str, Any]]:
+    deps = store.depends_on_map([t.id for t in tasks])
+    return [t.as_dict(depends_on=deps[t.id]) for t in tasks]
+
+
+def outcome_body(outcome: store.WriteOutcome) -> dict[str, Any]:
+    assert outcome.task is not None
+    return {**outcome.as_dict(), "task": task_body(outcome.task)}
+
+
+def _known_agent(agent_id: Any, field: str = "agent_id") -> str:
+    if not isinstance(agent_id, str) or not Agent.objects.filter(pk=agent_id).exists():
+        raise ValidationFailed(field, f"no agent {agent_id!r} in the registry")
+    return agent_id
+
+
+_COMMON_TASK_ERRORS = ("not_found",)
+
+
+# --- views -----------------------------------------------------------------------
+
+
+class TaskListView(APIView):
+    permission_classes = [IsAuthenticated]
+    pagination_class = TaskCursorPagination
+
+    @extend_schema(
+        operation_id="board_tasks_list",
+        parameters=[
+            OpenApiParameter("status", str, enum=list(Status.values)),
+            OpenApiParameter("team", str),
+            OpenApiParameter("assignee", str),
+            OpenApiParameter("label", str),
+            OpenApiParameter("ready", bool),
+            OpenApiParameter("parent", str),
+            OpenApiParameter("limit", int),
+            OpenApiParameter("cursor", str),
+        ],
+        responses=with_errors({200: TaskSerializer(many=True)}, "validation_error"),
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        qs: QuerySet[Task] = store.list_tasks(
+            team=params.get("team"),
+            status=params.get("status"),
+            assignee=params.get("assignee"),
+            label=params.get("label"),
+            parent=params.get("parent"),
+            ready=query_bool(params.get("ready"), "ready"),
+        )
+        qs = scope_tasks(request.user, qs)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(qs, request, view=self)
+        return paginator.get_paginated_response(task_bodies(list(page or [])))
+
+    @extend_schema(
+        operation_id="board_tasks_create",
+        request=TaskCreateSerializer,
+        responses=with_errors(
+            {201: TaskSerializer, 200: TaskSerializer},
+            "validation_error",
+            "forbidden",
+            "conflict",
+            "depth_exceeded",
+            "too_many_children",
+        ),
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        body = json_object(request, TaskCreateSerializer().fields, required=("title",))
+        require_team(request.user, body.get("team", "default"))
+        if body.get("created_by_agent_id") is not None:
+            _known_agent(body["created_by_agent_id"], "created_by_agent_id")
+        parent = body.get("parent_task_id")
+        if isinstance(parent, str):
+            parent_task = Task.objects.filter(pk=parent).first()
+            if parent_task is not None:
+                require_team(request.user, parent_task.team_id, "parent_task_id")
+        result = store.create_task(**body)
+        return Response(task_body(result.task), status=201 if result.created else 200)
+
+
+class TaskDetailView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_retrieve",
+        responses=with_errors({200: TaskSerializer}, "not_found"),
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        return Response(task_body(visible_task(request.user, task_id)))
+
+    @extend_schema(
+        operation_id="board_tasks_update",
+        request=TaskPatchSerializer,
+        responses=with_errors({200: TaskSerializer}, "not_found", "validation_error", "conflict"),
+    )
+    def patch(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        body = json_object(request, TaskPatchSerializer().fields)
+        if body.get("assignee_agent_id") is not None:
+            _known_agent(body["assignee_agent_id"], "assignee_agent_id")
+        return Response(task_body(store.update_task(task_id, body)))
+
+
+class TransitionView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_transition",
+        request=inline_serializer(
+            "Transition",
+            {
+                "to": serializers.ChoiceField(choices=Status.choices),
+                "human_override": OverrideSerializer,
+            },
+        ),
+        responses=with_errors(
+            {200: TaskSerializer},
+            "not_found",
+            "validation_error",
+            "illegal_transition",
+            "verification_required",
+        ),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        body = json_object(request, ("to", "human_override"), required=("to",))
+        task = store.transition(task_id, body["to"], human_override=body.get("human_override"))
+        return Response(task_body(task))
+
+
+class ClaimView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_claim",
+        request=inline_serializer(
+            "Claim",
+            {
+                "agent_id": serializers.CharField(),
+                "runtime": serializers.CharField(required=False),
+                "lease_ms": serializers.IntegerField(required=False, min_value=1000),
+            },
+        ),
+        responses=with_errors(
+            {200: ClaimedSerializer}, "not_found", "conflict", "validation_error"
+        ),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        body = json_object(request, ("agent_id", "runtime", "lease_ms"), required=("agent_id",))
+        agent = _known_agent(body["agent_id"])
+        result = store.claim(task_id, agent, body.get("runtime"), lease_ms=body.get("lease_ms"))
+        result.raise_for_outcome()
+        assert result.task is not None
+        return Response({"task": task_body(result.task), "ticket": result.ticket})
+
+
+class ClaimNextView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_claim_next",
+        request=inline_serializer(
+            "ClaimNext",
+            {
+                "agent_id": serializers.CharField(),
+                "runtime": serializers.CharField(required=False),
+                "dispatcher": serializers.ChoiceField(
+                    choices=["topological", "priority", "fifo"], required=False
+                ),
+                "label": serializers.CharField(required=False),
+                "team": serializers.CharField(required=False),
+                "lease_ms": serializers.IntegerField(required=False, min_value=1000),
+            },
+        ),
+        responses=with_errors({200: ClaimedSerializer, 204: None}, "validation_error", "forbidden"),
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        body = json_object(
+            request,
+            ("agent_id", "runtime", "dispatcher", "label", "team", "lease_ms"),
+            required=("agent_id",),
+        )
+        agent = _known_agent(body["agent_id"])
+        from clawboo.api.access import team_ids
+
+        team: str | list[str] | None
+        if body.get("team") is not None:
+            team = require_team(request.user, body["team"])
+        else:
+            team = team_ids(request.user)
+        result = store.claim_next(
+            agent,
+            runtime=body.get("runtime"),
+            dispatcher=body.get("dispatcher", "topological"),
+            team=team,
+            label=body.get("label"),
+            lease_ms=body.get("lease_ms"),
+        )
+        if result is None:
+            return Response(status=204)
+        assert result.task is not None
+        return Response({"task": task_body(result.task), "ticket": result.ticket})
+
+
+def _raise_declined(outcome: store.WriteOutcome) -> None:
+    if outcome.declined:
+        raise Conflict(
+            f"declined: {outcome.reason} (task is {outcome.status})",
+            reason=outcome.reason,
+            status=outcome.status,
+        )
+
+
+class HeartbeatView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_heartbeat",
+        request=inline_serializer("Heartbeat", {"ticket": serializers.CharField()}),
+        responses=with_errors(
+            {200: inline_serializer("Lease", {"lease_until": serializers.DateTimeField()})},
+            "not_found",
+            "conflict",
+            "validation_error",
+        ),
+    )
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        body = json_object(request, ("ticket", "lease_ms"), required=("ticket",))
+        outcome = store.renew_lease(task_id, body["ticket"], lease_ms=body.get("lease_ms"))
+        _raise_declined(outcome)
+        assert outcome.task is not None and outcome.task.lease_until is not None
+        return Response({"lease_until": outcome.task.lease_until.isoformat()})
+
+
+class ReleaseView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_release",
+        request=inline_serializer("Release", {"ticket": serializers.CharField(required=False)}),
+        responses=with_errors(
+            {200: TaskSerializer}, "not_found", "conflict", "illegal_transition", "validation_error"
+        ),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        body = json_object(request, ("ticket",))
+        outcome = store.release(task_id, ticket=body.get("ticket"))
+        _raise_declined(outcome)
+        assert outcome.task is not None
+        return Response(task_body(outcome.task))
+
+
+_SETTLE_FIELDS = ("ticket", "if_allowed", "refuse_when_parked")
+
+
+class CompleteView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_complete",
+        request=inline_serializer(
+            "Complete",
+            {
+                "output": serializers.JSONField(required=False),
+                "ticket": serializers.CharField(required=False),
+                "if_allowed": serializers.BooleanField(required=False),
+                "refuse_when_parked": serializers.BooleanField(required=False),
+                "human_override": OverrideSerializer,
+            },
+        ),
+        responses=with_errors(
+            {200: OutcomeSerializer},
+            "not_found",
+            "illegal_transition",
+            "verification_required",
+            "validation_error",
+        ),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        body = json_object(request, ("output", "human_override", *_SETTLE_FIELDS))
+        outcome = store.complete(
+            task_id,
+            body.get("output"),
+            ticket=body.get("ticket"),
+            if_allowed=body.get("if_allowed", False),
+            refuse_when_parked=body.get("refuse_when_parked", False),
+            human_override=body.get("human_override"),
+        )
+        return Response(outcome_body(outcome))
+
+
+class FailView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_fail",
+        request=inline_serializer(
+            "Fail",
+            {
+                "error": serializers.CharField(),
+                "ticket": serializers.CharField(required=False),
+                "if_allowed": serializers.BooleanField(required=False),
+                "refuse_when_parked": serializers.BooleanField(required=False),
+            },
+        ),
+        responses=with_errors(
+            {200: OutcomeSerializer}, "not_found", "illegal_transition", "validation_error"
+        ),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        body = json_object(request, ("error", *_SETTLE_FIELDS), required=("error",))
+        outcome = store.fail(
+            task_id,
+            body["error"],
+            ticket=body.get("ticket"),
+            if_allowed=body.get("if_allowed", False),
+            refuse_when_parked=body.get("refuse_when_parked", False),
+        )
+        return Response(outcome_body(outcome))
+
+
+class VerdictView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_verdict",
+        request=inline_serializer(
+            "VerdictBody",
+            {
+                "verdict": serializers.ChoiceField(choices=["pass", "fail", "completed_with_debt"]),
+                "evidence": serializers.CharField(required=False),
+            },
+        ),
+        responses=with_errors({200: TaskSerializer}, "not_found", "validation_error", "conflict"),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        body = json_object(request, ("verdict", "evidence"), required=("verdict",))
+        return Response(
+            task_body(store.set_verdict(task_id, body["verdict"], body.get("evidence")))
+        )
+
+
+class DepsView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_deps_create",
+        request=inline_serializer("Dependency", {"depends_on": serializers.CharField()}),
+        responses=with_errors(
+            {201: TaskSerializer, 200: TaskSerializer}, "not_found", "cycle", "validation_error"
+        ),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        body = json_object(request, ("depends_on",), required=("depends_on",))
+        dep = body["depends_on"]
+        if isinstance(dep, str):
+            visible_task(request.user, dep)
+        created = store.link(task_id, dep)
+        return Response(task_body(store.get_task(task_id)), status=201 if created else 200)
+
+
+class DepDetailView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_deps_destroy", responses=with_errors({204: None}, "not_found")
+    )
+    def delete(self, request: Request, task_id: str, dep_id: str) -> Response:
+        visible_task(request.user, task_id)
+        store.unlink(task_id, dep_id)
+        return Response(status=204)
+
+
+class CancelDependentsView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_cancel_dependents",
+        request=None,
+        responses=with_errors(
+            {200: inline_serializer("Cancelled", {"cancelled": TaskSerializer(many=True)})},
+            "not_found",
+        ),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        json_object(request, ())
+        return Response({"cancelled": task_bodies(store.cancel_dependents(task_id))})
+
+
+class CommentsView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_comments_list",
+        responses=with_errors({200: CommentSerializer(many=True)}, "not_found"),
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        return Response([_comment(c) for c in store.list_comments(task_id)])
+
+    @extend_schema(
+        operation_id="board_tasks_comments_create",
+        request=inline_serializer(
+            "NewComment",
+            {
+                "body": serializers.CharField(max_length=20_000),
+                "author": serializers.CharField(required=False),
+            },
+        ),
+        responses=with_errors({201: CommentSerializer}, "not_found", "validation_error"),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        body = json_object(request, ("body", "author"), required=("body",))
+        author = body.get("author") or request.user.get_username()
+        return Response(_comment(store.add_comment(task_id, body["body"], author)), status=201)
+
+
+def _comment(comment: Any) -> dict[str, Any]:
+    return {
+        "id": comment.id,
+        "task_id": comment.task_id,
+        "author": comment.author,
+        "body": comment.body,
+        "created_at": comment.created_at.isoformat(),
+    }
+
+
+class ExecutionsView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_executions",
+        responses=with_errors({200: ExecutionSerializer(many=True)}, "not_found"),
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        return Response([e.as_dict() for e in store.list_executions(task_id)])
+
+
+class ReconcileView(APIView):
+    permission_classes = [IsAuthenticated, IsAdminUser]
+
+    @extend_schema(
+        operation_id="board_reconcile",
+        request=inline_serializer(
+            "Reconcile", {"pass": serializers.ChoiceField(choices=["orphans", "stale"])}
+        ),
+        responses=with_errors(
+            {
+                200: inline_serializer(
+                    "Released", {"released": serializers.ListField(child=serializers.CharField())}
+                )
+            },
+            "forbidden",
+            "validation_error",
+        ),
+    )
+    def post(self, request: Request) -> Response:
+        body = json_object(request, ("pass",), required=("pass",))
+        which = body["pass"]
+        if which == "orphans":
+            released = store.reconcile_orphans()
+        elif which == "stale":
+            released = store.release_stale()
+        else:
+            raise ValidationFailed("pass", "must be 'orphans' or 'stale'")
+        return Response({"released": released})

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db.models import Sum
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from board.models import ExecutionProcess, Task, TaskComment, TaskDep
+from clawboo import registry
+from clawboo.models import Agent, Event, IdempotencyRecord, Team
+
+
+def make_client(username: str, *, teams: tuple[str, ...] = ("default",), staff: bool = False):
+    user = get_user_model().objects.create_user(username=username, password="pw", is_staff=staff)
+    for team in teams:
+        registry.add_member(team, user)
+    token = Token.objects.create(user=user)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.user = user
+    return client
+
+
+@pytest.fixture
+def api(db):
+    return make_client("ada")
+
+
+@pytest.fixture
+def staff_api(db):
+    return make_client("root", staff=True)
+
+
+@pytest.fixture
+def agent(db):
+    return registry.create_agent(
+        id="ada-bot", display_name="Ada", team="default", runtime="command"
+    )
+
+
+def fingerprint() -> dict[str, Any]:
+    """Everything a refused request must leave untouched."""
+    return {
+        "tasks": Task.objects.count(),
+        "deps": TaskDep.objects.count(),
+        "comments": TaskComment.objects.count(),
+        "executions": ExecutionProcess.objects.count(),
+        "events": Event.objects.count(),
+        "teams": Team.objects.count(),
+        "agents": Agent.objects.count(),
+        "idempotency": IdempotencyRecord.objects.count(),
+        "revisions": Task.objects.aggregate(s=Sum("revision"))["s"],
+    }
+
+
+@pytest.fixture
+def unchanged():
+    """Use as ``with unchanged(): <refused request>``."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def check():
+        before = fingerprint()
+        yield
+        assert fingerprint() == before
+
+    return check
