@@ -140,3 +140,19 @@ def update_agent(agent_id: str, changes: dict[str, Any]) -> Agent:
         return agent
 
     return storage.write(run)
+
+
+def update_team(team_id: str, *, name: Any = None, members: Any = None) -> Team:
+    """Rename a team and/or set its members (the admin's save)."""
+    label = None if name is None else check_text(name, "name", limit=200, required=True)
+
+    def run() -> Team:
+        team = get_team(team_id)
+        if label is not None and label != team.name:
+            team.name = label
+            team.save(update_fields=["name"])
+        if members is not None:
+            team.members.set(members)
+        return team
+
+    return storage.write(run)

@@ -1,0 +1,449 @@
+"""The admin as the operator console for the board.
+
+Every write goes through :mod:`board.store`: the change form's status field offers
+only the legal targets (from ``board.transitions``), saving calls the data layer,
+and actions report per-row outcomes — declines are shown, not swallowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html_join
+
+from board import store
+from board.models import ExecutionProcess, Task, TaskComment, Workspace
+from board.transitions import Status, allowed_transitions_from
+from clawboo.errors import ClawbooError
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows written only by the data layer: visible, never editable here."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class CommentInline(ReadOnlyInline):
+    model = TaskComment
+    fields = ("created_at", "author", "body")
+    readonly_fields = fields
+
+
+class ExecutionInline(ReadOnlyInline):
+    model = ExecutionProcess
+    fields = (
+        "started_at",
+        "agent_id",
+        "runtime",
+        "attempt",
+        "status",
+        "cost_cents",
+        "git_before",
+        "git_after",
+        "error",
+        "recovery_tombstone",
+    )
+    readonly_fields = fields
+
+
+class LabelFilter(admin.SimpleListFilter):
+    title = "label"
+    parameter_name = "label"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        labels: set[str] = set()
+        for row in Task.objects.values_list("labels", flat=True)[:2000]:
+            labels.update(row or [])
+        return [(label, label) for label in sorted(labels)[:50]]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Task]) -> QuerySet[Task]:
+        if self.value():
+            from board.store.tasks import with_label
+
+            return with_label(queryset, self.value() or "")
+        return queryset
+
+
+EDITABLE = ("title", "description", "priority", "labels", "metadata")
+
+
+class TaskForm(forms.ModelForm):
+    """The status menu offers the current status and its legal targets only."""
+
+    override_by = forms.CharField(required=False, label="Human override: who")
+    override_reason = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Human override: why"
+    )
+
+    class Meta:
+        model = Task
+        fields = (
+            "id",
+            "team",
+            "title",
+            "description",
+            "status",
+            "priority",
+            "labels",
+            "metadata",
+            "parent_task",
+            "file_mutating",
+            "max_attempts",
+        )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        current = self.instance.status if self.instance.pk else None
+        if "status" in self.fields:
+            if current is None:
+                options = [Status.TODO, Status.BACKLOG]
+            else:
+                options = [current, *allowed_transitions_from(current)]
+            self.fields["status"].choices = [(s, Status(s).label) for s in options]
+        if "id" in self.fields:
+            self.fields["id"].required = False
+            self.fields["id"].help_text = "Leave empty to generate one."
+        if "labels" in self.fields:
+            self.fields["labels"].required = False
+        if "metadata" in self.fields:
+            self.fields["metadata"].required = False
+
+    def clean_id(self) -> Any:
+        # Uniqueness is the data layer's call (a repeat create is answered there).
+        return self.cleaned_data.get("id") or None
+
+    def validate_unique(self) -> None:
+        return
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):
+    form = TaskForm
+    list_display = (
+        "id",
+        "title",
+        "team",
+        "status",
+        "assignee_agent_id",
+        "priority",
+        "attempts",
+        "blocked_by",
+        "verdict",
+        "updated_at",
+    )
+    list_filter = ("status", "team", "assignee_agent_id", LabelFilter, "verdict")
+    search_fields = ("id", "title", "description")
+    ordering = ("-updated_at",)
+    inlines = [CommentInline, ExecutionInline]
+    actions = [
+        "release_tasks",
+        "cancel_tasks",
+        "move_to_todo",
+        "move_to_backlog",
+        "move_to_blocked",
+        "move_to_in_review",
+        "move_to_done",
+        "override_verification",
+    ]
+    change_list_template = "admin/board/task/change_list.html"
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Task | None = None) -> Any:
+        always = (
+            "assignee_agent_id",
+            "assignee_runtime",
+            "attempts",
+            "abandonments",
+            "lease_until",
+            "worktree_ref",
+            "branch_ref",
+            "verdict",
+            "verdict_evidence",
+            "human_override",
+            "error",
+            "feedback",
+            "output",
+            "revision",
+            "dependencies",
+            "cost_tokens",
+            "cost_cents",
+            "created_at",
+            "updated_at",
+        )
+        if obj is None:
+            return always
+        # Structure is fixed after create; content goes through update_task.
+        return (*always, "id", "team", "parent_task", "file_mutating", "max_attempts")
+
+    def get_fields(self, request: HttpRequest, obj: Task | None = None) -> Any:
+        fields = [
+            "id",
+            "team",
+            "title",
+            "description",
+            "status",
+            "priority",
+            "labels",
+            "metadata",
+            "parent_task",
+            "file_mutating",
+            "max_attempts",
+        ]
+        if obj is not None:
+            fields += ["override_by", "override_reason"]
+        return fields + [f for f in self.get_readonly_fields(request, obj) if f not in fields]
+
+    @admin.display(description="blocked by")
+    def blocked_by(self, obj: Task) -> int:
+        return obj.dep_links.exclude(depends_on__status=Status.DONE).count()
+
+    @admin.display(description="depends on")
+    def dependencies(self, obj: Task) -> Any:
+        links = obj.dep_links.select_related("depends_on")
+        return (
+            format_html_join(
+                ", ",
+                '<a href="../../{}/change/">{}</a> ({})',
+                ((d.depends_on_id, d.depends_on_id, d.depends_on.status) for d in links),
+            )
+            or "—"
+        )
+
+    def save_model(self, request: HttpRequest, obj: Task, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        try:
+            if not change:
+                created = store.create_task(
+                    id=data.get("id"),
+                    team=data["team"].pk,
+                    title=data["title"],
+                    description=data.get("description") or "",
+                    status=data.get("status"),
+                    priority=data.get("priority") or 0,
+                    labels=data.get("labels") or [],
+                    metadata=data.get("metadata") or {},
+                    parent_task_id=data["parent_task"].pk if data.get("parent_task") else None,
+                    file_mutating=bool(data.get("file_mutating")),
+                    max_attempts=data.get("max_attempts"),
+                )
+                obj.pk = created.task.pk
+                return
+            changes = {f: data[f] for f in EDITABLE if f in form.changed_data}
+            if changes:
+                store.update_task(obj.pk, changes)
+            if "status" in form.changed_data:
+                override = None
+                if data.get("override_by") or data.get("override_reason"):
+                    override = {
+                        "by": data.get("override_by"),
+                        "reason": data.get("override_reason"),
+                    }
+                store.transition(obj.pk, data["status"], human_override=override)
+        except ClawbooError as exc:
+            self.message_user(request, f"Not saved: {exc.detail}", messages.ERROR)
+            raise _Refused from exc
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: Any = None,
+    ) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except _Refused:
+            return HttpResponseRedirect(request.get_full_path())
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        return  # inlines are read-only; nothing to save around the data layer
+
+    def construct_change_message(
+        self, request: HttpRequest, form: Any, formsets: Any, add: bool = False
+    ) -> Any:
+        return super().construct_change_message(request, form, [], add)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # tasks are cancelled or dropped, never deleted
+
+    # --- actions (per-row outcomes) ------------------------------------------
+
+    def _report(self, request: HttpRequest, verb: str, results: list[tuple[str, str]]) -> None:
+        ok = [tid for tid, outcome in results if outcome in ("recorded", "unchanged")]
+        if ok:
+            self.message_user(request, f"{verb}: {', '.join(ok)}", messages.SUCCESS)
+        for tid, outcome in results:
+            if outcome not in ("recorded", "unchanged"):
+                self.message_user(request, f"{verb} {tid}: {outcome}", messages.WARNING)
+
+    def _each(self, request: HttpRequest, qs: QuerySet[Task], verb: str, fn: Any) -> None:
+        results: list[tuple[str, str]] = []
+        for task in qs.order_by("id"):
+            try:
+                outcome = fn(task.id)
+                if isinstance(outcome, store.WriteOutcome):
+                    text = (
+                        outcome.outcome
+                        if not outcome.declined
+                        else f"declined ({outcome.reason}, task is {outcome.status})"
+                    )
+                else:
+                    text = "recorded"
+            except ClawbooError as exc:
+                text = f"refused: {exc.detail}"
+            results.append((task.id, text))
+        self._report(request, verb, results)
+
+    @admin.action(description="Release (in progress → todo)")
+    def release_tasks(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+        self._each(request, qs, "Released", lambda tid: store.release(tid))
+
+    @admin.action(description="Cancel")
+    def cancel_tasks(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+        self._each(request, qs, "Cancelled", lambda tid: store.cancel(tid))
+
+    def _move(self, request: HttpRequest, qs: QuerySet[Task], to: str) -> None:
+        self._each(request, qs, f"Moved to {to}", lambda tid: store.transition(tid, to))
+
+    @admin.action(description="Move to todo")
+    def move_to_todo(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+        self._move(request, qs, Status.TODO)
+
+    @admin.action(description="Move to backlog")
+    def move_to_backlog(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+        self._move(request, qs, Status.BACKLOG)
+
+    @admin.action(description="Move to blocked")
+    def move_to_blocked(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+        self._move(request, qs, Status.BLOCKED)
+
+    @admin.action(description="Move to in review")
+    def move_to_in_review(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+        self._move(request, qs, Status.IN_REVIEW)
+
+    @admin.action(description="Move to done (verification gate applies)")
+    def move_to_done(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+        self._move(request, qs, Status.DONE)
+
+    @admin.action(description="Mark done with a human override of a failed verification…")
+    def override_verification(self, request: HttpRequest, qs: QuerySet[Task]) -> Any:
+        form = OverrideForm(request.POST if "apply" in request.POST else None)
+        if "apply" in request.POST and form.is_valid():
+            override = {"by": form.cleaned_data["by"], "reason": form.cleaned_data["reason"]}
+            self._each(
+                request,
+                qs,
+                "Done by override",
+                lambda tid: store.transition(tid, Status.DONE, human_override=override),
+            )
+            return None
+        return TemplateResponse(
+            request,
+            "admin/board/task/override.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Record a human override",
+                "tasks": qs,
+                "form": form,
+                "action": "override_verification",
+                "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+                "opts": self.model._meta,
+            },
+        )
+
+    # --- reconciliation -------------------------------------------------------
+
+    def get_urls(self) -> list[Any]:
+        return [
+            path(
+                "reconcile/",
+                self.admin_site.admin_view(self.reconcile_view),
+                name="board_task_reconcile",
+            ),
+            *super().get_urls(),
+        ]
+
+    def reconcile_view(self, request: HttpRequest) -> HttpResponse:
+        if request.method != "POST" or not request.user.is_staff:
+            return HttpResponseRedirect(reverse("admin:board_task_changelist"))
+        which = request.POST.get("pass")
+        try:
+            if which == "orphans":
+                released = store.reconcile_orphans()
+            elif which == "stale":
+                released = store.release_stale()
+            else:
+                self.message_user(request, "Unknown pass", messages.ERROR)
+                return HttpResponseRedirect(reverse("admin:board_task_changelist"))
+        except Exception as exc:  # an operator console reports, it does not crash
+            self.message_user(request, f"Reconciliation failed: {exc}", messages.ERROR)
+        else:
+            self.message_user(
+                request,
+                f"{which} pass released {len(released)} task(s)"
+                + (f": {', '.join(released)}" if released else ""),
+                messages.SUCCESS,
+            )
+        return HttpResponseRedirect(reverse("admin:board_task_changelist"))
+
+
+class OverrideForm(forms.Form):
+    by = forms.CharField(max_length=200, label="Who overrides")
+    reason = forms.CharField(widget=forms.Textarea, label="Why")
+
+
+class _Refused(Exception):
+    """The data layer refused an admin save; the message is already shown."""
+
+
+@admin.register(TaskComment)
+class TaskCommentAdmin(ReadOnlyAdmin):
+    list_display = ("task", "author", "created_at")
+    search_fields = ("task__id", "author", "body")
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(ReadOnlyAdmin):
+    list_display = ("task", "status", "branch", "worktree_path", "updated_at")
+    list_filter = ("status",)
+    search_fields = ("task__id", "branch", "repo_path")
+
+
+@admin.register(ExecutionProcess)
+class ExecutionAdmin(ReadOnlyAdmin):
+    list_display = (
+        "task",
+        "agent_id",
+        "runtime",
+        "attempt",
+        "status",
+        "cost_cents",
+        "started_at",
+        "finished_at",
+    )
+    list_filter = ("status", "runtime")
+    search_fields = ("task__id", "agent_id")

@@ -1,0 +1,163 @@
+"""The admin as operator console: every write through the data layer, declines shown."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from board import store
+from board.models import Task
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def operator(client):
+    user = get_user_model().objects.create_superuser("op", "op@example.com", "pw")
+    client.force_login(user)
+    return client
+
+
+def messages_of(response):
+    return [str(m) for m in response.context["messages"]] if response.context else []
+
+
+def test_task_changelist_filters_and_search(operator):
+    store.create_task(title="Fix login", labels=["ui"])
+    store.create_task(title="Write docs")
+    page = operator.get("/admin/board/task/?q=login")
+    assert page.status_code == 200 and b"Fix login" in page.content
+    assert b"Write docs" not in page.content
+    assert operator.get("/admin/board/task/?status__exact=todo&label=ui").status_code == 200
+
+
+def test_status_field_offers_only_legal_targets(operator):
+    task = store.create_task(title="t", status="backlog").task
+    page = operator.get(f"/admin/board/task/{task.id}/change/")
+    choices = [value for value, _ in page.context["adminform"].form.fields["status"].choices]
+    assert choices == ["backlog", "todo", "blocked", "cancelled"]
+
+
+def test_saving_a_status_change_goes_through_the_data_layer(operator):
+    task = store.create_task(title="t", status="backlog").task
+    form = {
+        "title": "t2",
+        "description": "",
+        "status": "todo",
+        "priority": "0",
+        "labels": "[]",
+        "metadata": "{}",
+        "override_by": "",
+        "override_reason": "",
+        "comments-TOTAL_FORMS": "0",
+        "comments-INITIAL_FORMS": "0",
+        "executions-TOTAL_FORMS": "0",
+        "executions-INITIAL_FORMS": "0",
+    }
+    response = operator.post(f"/admin/board/task/{task.id}/change/", form)
+    assert response.status_code == 302, response.content[:2000]
+    task = store.get_task(task.id)
+    assert task.status == "todo" and task.title == "t2"
+    assert task.revision == 3  # create, edit, transition: each a data-layer write
+
+
+def test_adding_a_task_in_the_admin_uses_create_task(operator):
+    form = {
+        "id": "",
+        "team": "default",
+        "title": "From admin",
+        "description": "",
+        "status": "todo",
+        "priority": "2",
+        "labels": '["ops"]',
+        "metadata": "{}",
+        "file_mutating": "on",
+        "max_attempts": "",
+        "comments-TOTAL_FORMS": "0",
+        "comments-INITIAL_FORMS": "0",
+        "executions-TOTAL_FORMS": "0",
+        "executions-INITIAL_FORMS": "0",
+    }
+    response = operator.post("/admin/board/task/add/", form)
+    assert response.status_code == 302, response.content[:3000]
+    task = Task.objects.get(title="From admin")
+    assert task.labels == ["ops"] and task.incarnation_id and task.revision == 1
+
+
+def test_actions_report_each_rows_outcome(operator):
+    a = store.create_task(title="a").task
+    b = store.create_task(title="b").task
+    store.claim(a.id, "ada")
+    store.transition(b.id, "cancelled")
+    response = operator.post(
+        "/admin/board/task/",
+        {"action": "cancel_tasks", "_selected_action": [a.id, b.id]},
+        follow=True,
+    )
+    texts = messages_of(response)
+    assert any(a.id in t for t in texts if t.startswith("Cancelled"))
+    assert any("declined (terminal" in t and b.id in t for t in texts)
+
+
+def test_illegal_move_action_is_reported_not_swallowed(operator):
+    task = store.create_task(title="a", status="backlog").task
+    response = operator.post(
+        "/admin/board/task/", {"action": "move_to_done", "_selected_action": [task.id]}, follow=True
+    )
+    assert any(
+        "refused" in t and "cannot move from backlog to done" in t for t in messages_of(response)
+    )
+    assert store.get_task(task.id).status == "backlog"
+
+
+def test_override_action_asks_who_and_why_then_records_it(operator):
+    task = store.create_task(title="a").task
+    store.claim(task.id, "ada")
+    store.set_verdict(task.id, "fail", "tests red")
+    ask = operator.post(
+        "/admin/board/task/", {"action": "override_verification", "_selected_action": [task.id]}
+    )
+    assert ask.status_code == 200 and b"Who overrides" in ask.content
+    done = operator.post(
+        "/admin/board/task/",
+        {
+            "action": "override_verification",
+            "_selected_action": [task.id],
+            "apply": "1",
+            "by": "grace",
+            "reason": "known flake",
+        },
+        follow=True,
+    )
+    assert done.status_code == 200
+    task = store.get_task(task.id)
+    assert task.status == "done" and task.human_override["by"] == "grace"
+    assert "known flake" in task.comments.get().body
+
+
+def test_reconcile_button_runs_the_pass(operator):
+    response = operator.post("/admin/board/task/reconcile/", {"pass": "stale"}, follow=True)
+    assert any("stale pass released 0" in t for t in messages_of(response))
+
+
+def test_read_only_ledgers_cannot_be_edited(operator):
+    assert operator.get("/admin/board/executionprocess/add/").status_code == 403
+    assert operator.get("/admin/clawboo/event/add/").status_code == 403
+
+
+def test_agent_admin_validates_through_the_registry(operator):
+    response = operator.post(
+        "/admin/clawboo/agent/add/",
+        {
+            "id": "bot",
+            "display_name": "Bot",
+            "team": "default",
+            "runtime": "codex",
+            "participant_kind": "agent",
+            "settings": "{}",
+        },
+    )
+    assert response.status_code == 302
+    from clawboo.models import Agent
+
+    assert Agent.objects.get(pk="bot").runtime == "codex"
