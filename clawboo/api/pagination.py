@@ -14,6 +14,16 @@ class TaskCursorPagination(CursorPagination):
     page_size_query_param = "limit"
     max_page_size = 500
 
+    def decode_cursor(self, request: Any) -> Any:
+        from rest_framework.exceptions import NotFound
+
+        from clawboo.errors import ValidationFailed
+
+        try:
+            return super().decode_cursor(request)
+        except NotFound:
+            raise ValidationFailed("cursor", "is not a cursor this server issued") from None
+
     def get_paginated_response(self, data: Any) -> Response:
         return Response({"results": data, "next": self.get_next_link()})
 

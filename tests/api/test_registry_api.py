@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+
+pytestmark = pytest.mark.django_db
+
+
+def test_teams_creator_becomes_member_and_sees_it(api, unchanged):
+    created = api.post("/api/teams", {"id": "red", "name": "Red"}, format="json")
+    assert created.status_code == 201
+    assert {t["id"] for t in api.get("/api/teams").json()} == {"default", "red"}
+    with unchanged():
+        dup = api.post("/api/teams", {"id": "red"}, format="json")
+    assert dup.status_code == 409
+
+
+def test_staff_see_every_team(staff_api):
+    from clawboo import registry
+
+    registry.create_team("blue", "Blue")
+    assert "blue" in {t["id"] for t in staff_api.get("/api/teams").json()}
+
+
+def test_agents_registry(api, unchanged):
+    made = api.post(
+        "/api/agents",
+        {"id": "cc", "display_name": "Claude", "team": "default", "runtime": "claude-code"},
+        format="json",
+    )
+    assert made.status_code == 201 and made.json()["participant_kind"] == "agent"
+    with unchanged():
+        bad = api.post(
+            "/api/agents",
+            {"id": "x", "display_name": "X", "team": "default", "runtime": "gpt"},
+            format="json",
+        )
+    assert bad.status_code == 400 and bad.json()["field"] == "runtime"
+    patched = api.patch("/api/agents/cc", {"display_name": "CC"}, format="json")
+    assert patched.status_code == 200 and patched.json()["display_name"] == "CC"
+    assert api.get("/api/agents/cc").json()["runtime"] == "claude-code"
+    assert api.get("/api/agents/nope").status_code == 404
+
+
+def test_create_agent_token_prints_a_working_key(capsys):
+    call_command("create_agent_token", "robot", "--team", "default")
+    key = capsys.readouterr().out.strip()
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert client.get("/api/board/tasks").status_code == 200
+    call_command("create_agent_token", "robot")
+    assert capsys.readouterr().out.strip() == key
