@@ -9,4 +9,8 @@ class ClawbooConfig(AppConfig):
 
     def ready(self) -> None:
         # Importing the storage layer connects its per-connection pragma hook.
-        from clawboo import storage  # noqa: F401
+        from clawboo import chat, events, live, storage  # noqa: F401
+
+        # After commit: push every event live, then narrate task changes in chat.
+        events.subscribe(live.publish)
+        events.subscribe(chat.narrate)

@@ -1,6 +1,26 @@
+"""ASGI entry point: HTTP (Django, with static files) and ``/ws/board/`` (Channels)."""
+
 import os
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")
-application = get_asgi_application()
+django_http = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from django.urls import path  # noqa: E402
+
+from clawboo.consumers import BoardConsumer  # noqa: E402
+from clawboo.ws_auth import auth_stack  # noqa: E402
+
+websocket_urls = [path("ws/board/", BoardConsumer.as_asgi())]
+
+application = ProtocolTypeRouter(
+    {
+        # The embedded default serves its own static files (admin, API docs, board).
+        "http": ASGIStaticFilesHandler(django_http),
+        "websocket": AllowedHostsOriginValidator(auth_stack(URLRouter(websocket_urls))),
+    }
+)

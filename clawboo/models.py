@@ -121,3 +121,24 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.method} {self.path} [{self.key}]"
+
+
+class ChatMessage(models.Model):
+    """A line in a team's chat room. Narration of board changes lands here; chat is
+    never a write path back to the board."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="chat_messages")
+    author = models.CharField(max_length=200)
+    body = models.TextField()
+    task_id = models.CharField(max_length=128, null=True, blank=True)
+    event_seq = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "chat_messages"
+        ordering = ["team", "created_at", "id"]
+        indexes = [models.Index(fields=["team", "created_at"], name="chat_team_created_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}: {self.body[:60]}"

@@ -166,11 +166,13 @@ if CLAWBOO_REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [CLAWBOO_REDIS_URL]},
+            "CONFIG": {"hosts": [CLAWBOO_REDIS_URL], "capacity": 1000},
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}
+    }
 
 # --- django-q2: the ORM broker keeps the embedded default server-free ---------
 Q_CLUSTER = {

@@ -56,3 +56,18 @@ def run_worker(database_url: str, tmp_path: Path) -> Callable[..., subprocess.Po
         )
 
     return start
+
+
+@pytest.fixture(autouse=True)
+def _default_team_survives_flush(request: pytest.FixtureRequest) -> None:
+    """Transactional tests flush every table, including the ``default`` team that the
+    first migration creates; put it back, as a fresh install has it."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = "transactional_db" in request.fixturenames or (
+        marker is not None and marker.kwargs.get("transaction")
+    )
+    if transactional:
+        request.getfixturevalue("transactional_db")
+        from clawboo.registry import ensure_team
+
+        ensure_team("default", "Default team")

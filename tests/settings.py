@@ -23,3 +23,18 @@ else:
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 Q_CLUSTER = {**Q_CLUSTER, "sync": True}  # noqa: F405
+
+_redis = os.environ.get("CLAWBOO_TEST_REDIS_URL", "")
+if _redis:
+    CLAWBOO_REDIS_URL = _redis
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # A per-run prefix keeps concurrent suites on one Redis apart.
+            "CONFIG": {
+                "hosts": [_redis],
+                "prefix": f"clawboo-test-{os.getpid()}",
+                "capacity": 1000,
+            },
+        }
+    }

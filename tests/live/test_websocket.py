@@ -1,0 +1,131 @@
+"""The board websocket: auth, after-commit delivery, rollback silence, gap-free replay."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from rest_framework.authtoken.models import Token
+
+from board import store
+from clawboo import registry
+from clawboo.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def token_for(username: str, teams: tuple[str, ...] = ("default",)) -> str:
+    user = get_user_model().objects.create_user(username=username, password="pw")
+    for team in teams:
+        registry.add_member(team, user)
+    return Token.objects.create(user=user).key
+
+
+def communicator(path: str) -> WebsocketCommunicator:
+    return WebsocketCommunicator(application, path, headers=[(b"origin", b"http://localhost")])
+
+
+async def frames_until(ws: WebsocketCommunicator, predicate: Any, timeout: float = 5) -> list:
+    seen = []
+    while True:
+        frame = await ws.receive_json_from(timeout=timeout)
+        seen.append(frame)
+        if predicate(frame, seen):
+            return seen
+
+
+def test_anonymous_and_foreign_team_are_refused():
+    registry.create_team("red", "Red")
+    key = token_for("ada")
+
+    async def scenario() -> tuple[Any, Any]:
+        anon = communicator("/ws/board/?team=default")
+        connected, code_anon = await anon.connect()
+        other = communicator(f"/ws/board/?team=red&token={key}")
+        connected2, code_other = await other.connect()
+        return (connected, code_anon), (connected2, code_other)
+
+    anon, other = async_to_sync(scenario)()
+    assert anon == (False, 4401)
+    assert other == (False, 4403)
+
+
+def test_a_committed_change_arrives_after_commit_with_narration():
+    key = token_for("ada")
+
+    async def scenario() -> list:
+        ws = communicator(f"/ws/board/?team=default&token={key}")
+        assert (await ws.connect())[0]
+        hello = await ws.receive_json_from()
+        assert hello["type"] == "hello"
+        await database_sync_to_async(store.create_task)(title="Fix login")
+        frames = await frames_until(ws, lambda f, s: f["type"] == "chat")
+        await ws.disconnect()
+        return [hello, *frames]
+
+    hello, change, chat = async_to_sync(scenario)()
+    assert change["type"] == "task-change" and change["kind"] == "added"
+    assert change["task"]["title"] == "Fix login" and change["seq"] == hello["seq"] + 1
+    assert change["prev_status"] is None
+    assert chat["seq"] == change["seq"] + 1 and "Fix login" in chat["body"]
+
+
+def test_a_rolled_back_write_emits_nothing():
+    key = token_for("ada")
+
+    def doomed() -> None:
+        with pytest.raises(RuntimeError), transaction.atomic():
+            store.create_task(title="never")
+            raise RuntimeError("roll back")
+
+    async def scenario() -> bool:
+        ws = communicator(f"/ws/board/?team=default&token={key}")
+        await ws.connect()
+        await ws.receive_json_from()
+        await database_sync_to_async(doomed)()
+        quiet = await ws.receive_nothing(timeout=0.5)
+        await ws.disconnect()
+        return quiet
+
+    assert async_to_sync(scenario)() is True
+
+
+def test_since_replays_a_burst_of_500_with_no_gap_or_duplicate(settings):
+    key = token_for("ada")
+    task = store.create_task(title="busy").task
+    start = store.get_task(task.id).revision
+
+    def burst(n: int) -> None:
+        for i in range(n):
+            store.set_priority(task.id, i + 1)
+
+    async def scenario() -> tuple[int, list[int], list[int]]:
+        live = communicator(f"/ws/board/?team=default&token={key}")
+        await live.connect()
+        hello = await live.receive_json_from()
+        await database_sync_to_async(burst)(250)
+        # A late client asks for everything since the hello while the burst goes on.
+        late = communicator(f"/ws/board/?team=default&token={key}")
+        await late.connect()
+        await late.receive_json_from()
+        await late.send_json_to({"type": "since", "seq": hello["seq"]})
+        await database_sync_to_async(burst)(250)
+        from clawboo import events
+
+        last = await database_sync_to_async(events.latest_seq)("default")
+        got_live = [f["seq"] for f in await frames_until(live, lambda f, s: f["seq"] == last)]
+        got_late = [f["seq"] for f in await frames_until(late, lambda f, s: f["seq"] == last)]
+        await live.disconnect()
+        await late.disconnect()
+        return hello["seq"], got_live, got_late
+
+    first, got_live, got_late = async_to_sync(scenario)()
+    expected = list(range(first + 1, got_live[-1] + 1))
+    assert got_live == expected
+    assert got_late == expected
+    assert store.get_task(task.id).revision == start + 500
