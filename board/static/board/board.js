@@ -1,0 +1,257 @@
+// The live board: REST for reads and writes, the websocket for every committed change.
+// The legal status targets come from the server's transition table (board-config).
+(function () {
+  "use strict";
+  const config = JSON.parse(document.getElementById("board-config").textContent);
+  const team = config.team;
+  const tasks = new Map();          // id -> task body
+  let selected = null;
+  let lastSeq = 0;                  // highest event seq applied
+  let socket = null;
+  let retryMs = 500;
+
+  const $ = (sel) => document.querySelector(sel);
+  const el = (tag, attrs, ...kids) => {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") node.className = v;
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else if (v !== undefined && v !== null) node.setAttribute(k, v);
+    }
+    for (const kid of kids.flat()) {
+      if (kid !== null && kid !== undefined) node.append(kid instanceof Node ? kid : String(kid));
+    }
+    return node;
+  };
+
+  function csrf() {
+    const m = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  }
+
+  async function api(method, path, body) {
+    const response = await fetch(path, {
+      method,
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf(), Accept: "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const data = response.status === 204 ? null : await response.json().catch(() => null);
+    if (!response.ok) {
+      const error = new Error((data && data.detail) || response.statusText);
+      error.body = data;
+      throw error;
+    }
+    return data;
+  }
+
+  function age(iso) {
+    if (!iso) return "";
+    const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+    return s < 90 ? `${s}s` : s < 5400 ? `${Math.round(s / 60)}m` : `${Math.round(s / 3600)}h`;
+  }
+
+  function blockedBy(task) {
+    return (task.depends_on || []).filter((id) => {
+      const dep = tasks.get(id);
+      return !dep || dep.status !== "done";
+    }).length;
+  }
+
+  function card(task) {
+    const meta = [];
+    if (task.assignee_agent_id) meta.push(el("span", {}, "@" + task.assignee_agent_id));
+    meta.push(el("span", { class: "pill prio", title: "priority" }, "P" + task.priority));
+    for (const label of task.labels || []) meta.push(el("span", { class: "pill" }, label));
+    const waits = blockedBy(task);
+    if (waits) meta.push(el("span", { class: "pill blocked-by", title: "blocked by" }, `blocked by ${waits}`));
+    if (task.status === "in_progress") {
+      meta.push(el("span", { title: "last heartbeat" }, "beat " + age(task.updated_at) + " ago"));
+      if (task.lease_until) meta.push(el("span", { title: "lease until " + task.lease_until }, "lease " + age(task.lease_until)));
+    }
+    return el("article", {
+      class: "card" + (task.id === selected ? " selected" : ""),
+      "data-task-id": task.id, tabindex: "0",
+      onclick: () => select(task.id),
+      onkeydown: (e) => { if (e.key === "Enter") select(task.id); },
+    }, el("div", { class: "title" }, task.title), el("div", { class: "meta" }, meta));
+  }
+
+  function render() {
+    const columns = $("#columns");
+    columns.replaceChildren();
+    for (const status of config.statuses) {
+      const here = [...tasks.values()]
+        .filter((t) => t.status === status && !t.dropped)
+        .sort((a, b) => b.priority - a.priority || (a.created_at < b.created_at ? 1 : -1));
+      columns.append(el("div", { class: "column", "data-status": status },
+        el("h2", {}, config.labels[status], el("span", {}, here.length)),
+        here.map(card)));
+    }
+    if (selected && tasks.has(selected)) renderDetail(tasks.get(selected));
+  }
+
+  function statusMenu(task) {
+    const options = [task.status, ...(config.transitions[task.status] || [])];
+    const select = el("select", {
+      class: "status-menu", "aria-label": "Move to",
+      onchange: async (e) => {
+        const to = e.target.value;
+        try {
+          const body = { to };
+          if (to === "done" && task.verification && task.verification.verdict &&
+              task.verification.verdict !== "pass") {
+            const by = prompt("Verification is not passing. Override as (your name):", config.user);
+            if (!by) { render(); return; }
+            const reason = prompt("Why override the verification verdict?") || "";
+            body.human_override = { by, reason };
+          }
+          upsert(await api("POST", `/api/board/tasks/${encodeURIComponent(task.id)}/transition`, body));
+        } catch (err) {
+          alert(err.message);
+          render();
+        }
+      },
+    }, options.map((s) => el("option", { value: s, ...(s === task.status ? { selected: "" } : {}) },
+      s === task.status ? config.labels[s] + " (current)" : config.labels[s])));
+    return select;
+  }
+
+  async function renderDetail(task) {
+    const panel = $("#detail");
+    panel.hidden = false;
+    const v = task.verification;
+    panel.replaceChildren(
+      el("h2", {}, task.title),
+      el("label", {}, "Status ", statusMenu(task)),
+      el("dl", {},
+        el("dt", {}, "id"), el("dd", {}, task.id),
+        el("dt", {}, "assignee"), el("dd", {}, task.assignee_agent_id || "—"),
+        el("dt", {}, "attempts"), el("dd", {}, `${task.attempts}${task.max_attempts ? " / " + task.max_attempts : ""}`),
+        el("dt", {}, "depends on"), el("dd", {}, (task.depends_on || []).map((id) => {
+          const dep = tasks.get(id);
+          return `${dep ? dep.title : id} (${dep ? dep.status : "?"})`;
+        }).join(", ") || "—"),
+        el("dt", {}, "verification"), el("dd", { class: v && v.verdict ? "verdict-" + v.verdict : "" },
+          v ? `${v.verdict || "—"}${v.human_override ? " (override by " + v.human_override.by + ")" : ""}` : "unverified"),
+        el("dt", {}, "worktree"), el("dd", {}, task.worktree_ref ? `${task.worktree_ref} @ ${task.branch_ref || ""}` : "—"),
+        el("dt", {}, "error"), el("dd", {}, task.error || "—"),
+      ),
+      task.description ? el("pre", {}, task.description) : "",
+      el("h3", {}, "Comments"), el("ol", { id: "comments" }),
+      el("h3", {}, "Executions"), el("ol", { id: "executions" }),
+    );
+    try {
+      const [comments, executions] = await Promise.all([
+        api("GET", `/api/board/tasks/${encodeURIComponent(task.id)}/comments`),
+        api("GET", `/api/board/tasks/${encodeURIComponent(task.id)}/executions`),
+      ]);
+      if (selected !== task.id) return;
+      $("#comments").replaceChildren(...comments.map((c) => el("li", {}, `${c.author}: ${c.body}`)));
+      $("#executions").replaceChildren(...executions.map((x) =>
+        el("li", {}, `#${x.attempt} ${x.agent_id} ${x.status}${x.cost_cents ? " · " + x.cost_cents + "¢" : ""}`)));
+    } catch (err) { /* the panel keeps what it has */ }
+  }
+
+  function select(id) { selected = id; render(); }
+
+  function upsert(task) {
+    if (task.team !== team) return;
+    tasks.set(task.id, task);
+    render();
+  }
+
+  function chatLine(frame) {
+    const log = $("#chat");
+    log.append(el("li", { "data-seq": frame.seq }, frame.body));
+    while (log.children.length > 300) log.firstChild.remove();
+    log.scrollTop = log.scrollHeight;
+  }
+
+  function apply(frame) {
+    if (typeof frame.seq === "number") {
+      if (frame.seq <= lastSeq) return;  // already applied (replay overlap)
+      lastSeq = frame.seq;
+    }
+    if (frame.type === "task-change") upsert(frame.task);
+    else if (frame.type === "chat") chatLine(frame);
+  }
+
+  function setConn(state, text) {
+    const badge = $("#conn");
+    badge.dataset.state = state;
+    badge.textContent = text;
+  }
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    socket = new WebSocket(`${scheme}://${location.host}/ws/board/?team=${encodeURIComponent(team)}`);
+    socket.onopen = () => { retryMs = 500; };
+    socket.onmessage = (msg) => {
+      const frame = JSON.parse(msg.data);
+      if (frame.type === "hello") {
+        setConn("live", "live");
+        // Replay everything after what we have: nothing missed while we were away.
+        if (frame.seq > lastSeq) socket.send(JSON.stringify({ type: "since", seq: lastSeq }));
+        return;
+      }
+      apply(frame);
+    };
+    socket.onclose = () => {
+      setConn("reconnecting", "reconnecting…");
+      setTimeout(connect, retryMs);
+      retryMs = Math.min(retryMs * 2, 8000);
+    };
+  }
+
+  async function load() {
+    // The head of the log first, then the tasks: anything after it comes by "since".
+    let url = `/api/board/tasks?team=${encodeURIComponent(team)}&limit=500`;
+    const seen = new Map();
+    while (url) {
+      const page = await api("GET", url);
+      for (const task of page.results) seen.set(task.id, task);
+      url = page.next;
+    }
+    for (const [id, task] of seen) tasks.set(id, task);
+    render();
+  }
+
+  async function loadChat() {
+    try {
+      const lines = await api("GET", `/api/teams/${encodeURIComponent(team)}/chat?limit=50`);
+      for (const line of lines.reverse()) chatLine(line);
+    } catch (err) { /* chat is narration; the board works without it */ }
+  }
+
+  $("#new-task-btn").addEventListener("click", () => $("#new-task").showModal());
+  $("#new-task-form").addEventListener("submit", async (e) => {
+    const form = e.target;
+    if (e.submitter && e.submitter.value === "cancel") return;
+    e.preventDefault();
+    const data = new FormData(form);
+    const body = {
+      title: data.get("title"), team,
+      description: data.get("description") || "",
+      priority: parseInt(data.get("priority") || "0", 10),
+      labels: String(data.get("labels") || "").split(",").map((s) => s.trim()).filter(Boolean),
+    };
+    if (data.get("backlog")) body.status = "backlog";
+    try {
+      upsert(await api("POST", "/api/board/tasks", body));
+      form.reset();
+      $("#new-task-error").textContent = "";
+      $("#new-task").close();
+    } catch (err) {
+      $("#new-task-error").textContent = err.message;
+    }
+  });
+  setInterval(render, 15000);  // keep heartbeat ages honest
+
+  (async () => {
+    const hello = await api("GET", `/api/teams/${encodeURIComponent(team)}/events/head`).catch(() => null);
+    if (hello) lastSeq = hello.seq;
+    await Promise.all([load(), loadChat()]);
+    connect();
+  })();
+})();

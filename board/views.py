@@ -1,0 +1,35 @@
+"""The live board page: server-rendered shell; data over the REST API and websocket."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.csrf import ensure_csrf_cookie
+
+from board import transitions
+from clawboo.api.access import team_ids
+from clawboo.models import Team
+
+
+@login_required
+@ensure_csrf_cookie
+def board_page(request: HttpRequest) -> HttpResponse:
+    visible = team_ids(request.user)
+    teams = Team.objects.all() if visible is None else Team.objects.filter(pk__in=visible)
+    teams = teams.order_by("id")
+    wanted = request.GET.get("team")
+    team_list = list(teams)
+    ids = [t.id for t in team_list]
+    team = wanted if wanted in ids else ("default" if "default" in ids else (ids or [""])[0])
+    return render(request, "board/board.html", {
+        "teams": team_list,
+        "team": team,
+        "board_config": {
+            "team": team,
+            "statuses": [s.value for s in transitions.Status],
+            "labels": {s.value: s.label for s in transitions.Status},
+            "transitions": transitions.as_json(),
+            "user": request.user.get_username(),
+        },
+    })
