@@ -43,7 +43,9 @@ def test_old_checkouts_are_reaped_by_age_with_their_work_autosaved(repo, provisi
 
     assert [r["task_id"] for r in report["reaped"]] == [task.id]
     assert not path.exists()
-    assert git(repo, "log", "-1", "--format=%s", ws.branch) == f"clawboo: gc autosave task {task.id}"
+    assert (
+        git(repo, "log", "-1", "--format=%s", ws.branch) == f"clawboo: gc autosave task {task.id}"
+    )
     assert git(repo, "show", f"{ws.branch}:wip.py") == "unsaved = True"
     assert store.live_workspace(task.id).status == "stale"
 

@@ -83,7 +83,9 @@ def _progress(path: Path) -> None:
         "# Progress\n\n## Done\n- parser\n* lexer\n\n## In progress\n- CLI\n\n"
         "## Blocked\n- waiting on API key\n"
     )
-    (path / "init.sh").write_text("#!/bin/sh\nINSTALL_CMD='pip install .'\nVERIFY_CMD='make test'\n")
+    (path / "init.sh").write_text(
+        "#!/bin/sh\nINSTALL_CMD='pip install .'\nVERIFY_CMD='make test'\n"
+    )
 
 
 def test_reconstruct_prefers_the_handoff(tmp_path):
@@ -97,7 +99,11 @@ def test_reconstruct_prefers_the_handoff(tmp_path):
     assert state["warnings"] == ["do not touch legacy/"]
     assert state["lastRuntime"] == "claude-code"
     assert state["nativeSessionId"] == "sess-123"
-    assert state["commands"] == {"init": "./init.sh", "verify": "pytest -q", "start": "python -m app"}
+    assert state["commands"] == {
+        "init": "./init.sh",
+        "verify": "pytest -q",
+        "start": "python -m app",
+    }
     assert state["source"] == "handoff"
 
 
@@ -145,7 +151,9 @@ def test_the_handoff_command_writes_and_shows(repo, new_task, tmp_path, monkeypa
     call_command("handoff", "write", task.id, str(source), stdout=io.StringIO())
     assert read_handoff(Path(ws.worktree_path))["runtime"] == "codex"
 
-    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({"handoffFrom": "G", "runtime": "human"})))
+    monkeypatch.setattr(
+        "sys.stdin", io.StringIO(json.dumps({"handoffFrom": "G", "runtime": "human"}))
+    )
     call_command("handoff", "write", task.id, "-", stdout=io.StringIO())
 
     out = io.StringIO()

@@ -5,7 +5,8 @@ import subprocess
 import pytest
 
 from clawboo.errors import ValidationFailed
-from worktrees import checkouts, git as gitmod, service
+from worktrees import checkouts, service
+from worktrees import git as gitmod
 from worktrees.checks import check_base_ref, check_base_sha, check_task_id
 from worktrees.git import GitError, run_git
 
@@ -54,7 +55,8 @@ def test_hostile_task_ids_never_reach_git(no_git, bad):
 
 @pytest.mark.parametrize(
     "bad",
-    [r for r in HOSTILE if r not in ("a/b", "x" * 129)] + ["y" * 256]
+    [r for r in HOSTILE if r not in ("a/b", "x" * 129)]
+    + ["y" * 256]
     + ["/abs", "main/", "main.lock", "a//b", "HEAD@{1}", "main~1", "main^", "a:b", "a*", "a?"],
 )
 def test_hostile_refs_are_refused(no_git, bad):

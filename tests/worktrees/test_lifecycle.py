@@ -7,7 +7,8 @@ import pytest
 from board import store
 from board.errors import IllegalTransition
 from tests.worktrees.conftest import git
-from worktrees import checkouts, git as gitmod, service
+from worktrees import checkouts, service
+from worktrees import git as gitmod
 
 pytestmark = pytest.mark.django_db
 
@@ -107,9 +108,7 @@ def test_an_untracked_new_file_makes_completion_non_empty(repo, provisioned):
     out = service.complete(task.id)
 
     assert out["result"] == "retained"
-    assert out["diffstat"]["files"] == [
-        {"path": "new_module.py", "insertions": 2, "deletions": 0}
-    ]
+    assert out["diffstat"]["files"] == [{"path": "new_module.py", "insertions": 2, "deletions": 0}]
     assert path.exists()
     assert git(repo, "branch", "--list", ws.branch).strip().endswith(ws.branch)
     assert store.get_task(task.id).status == "in_review"
