@@ -358,7 +358,7 @@ def work_diff(path: Path, base_commit: str) -> Diffstat:
     stat = Diffstat()
     for record in filter(None, numstat.split("\0")):
         ins, dels, name = record.split("\t", 2)
-        entry = {
+        entry: dict[str, Any] = {
             "path": name,
             "insertions": None if ins == "-" else int(ins),
             "deletions": None if dels == "-" else int(dels),
@@ -369,9 +369,9 @@ def work_diff(path: Path, base_commit: str) -> Diffstat:
     ).stdout
     for name in filter(None, untracked.split("\0")):
         stat.files.append({"path": name, "insertions": _count_lines(path / name), "deletions": 0})
-    for entry in stat.files:
-        stat.insertions += entry["insertions"] or 0
-        stat.deletions += entry["deletions"] or 0
+    for counted in stat.files:
+        stat.insertions += counted["insertions"] or 0
+        stat.deletions += counted["deletions"] or 0
     return stat
 
 
