@@ -1,0 +1,70 @@
+"""Real git repositories in tmp dirs, a private state dir, and board tasks to attach them to."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from board import store
+from board.models import Task
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Test-side git (setup and inspection), with a fixed identity and no hooks."""
+    proc = subprocess.run(
+        ["git", "-c", "user.name=test", "-c", "user.email=test@localhost", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return proc.stdout.strip()
+
+
+def make_repo(path: Path, files: int = 3) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    for i in range(files):
+        (path / f"file{i}.txt").write_text(f"line {i}\n")
+    (path / ".gitignore").write_text("*.log\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path, settings) -> Path:
+    state = (tmp_path / "state").resolve()
+    state.mkdir()
+    settings.CLAWBOO_STATE_DIR = state
+    return state
+
+
+@pytest.fixture
+def repos_root(tmp_path: Path, settings) -> Path:
+    root = (tmp_path / "repos").resolve()
+    root.mkdir()
+    settings.CLAWBOO_REPO_ROOTS = [root]
+    return root
+
+
+@pytest.fixture
+def repo(repos_root: Path, state_dir: Path) -> Path:
+    return make_repo(repos_root / "app")
+
+
+@pytest.fixture
+def new_task(db: None) -> Callable[..., Task]:
+    """A task claimed into ``in_progress`` (where a runtime works its checkout)."""
+
+    def make(title: str = "Fix login", *, claim: bool = True, **fields: object) -> Task:
+        task = store.create_task(title=title, **fields).task
+        if claim:
+            assert store.claim(task.id, "ada").outcome == "ok"
+        return store.get_task(task.id)
+
+    return make

@@ -1,0 +1,162 @@
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from board import store
+from tests.worktrees.conftest import git
+from worktrees import checkouts, service
+
+pytestmark = pytest.mark.django_db
+
+LATER = 100 * 3600  # seconds: well past the 72 h default
+
+
+@pytest.fixture
+def provision(repo, new_task):
+    def make(**fields):
+        task = new_task(**fields)
+        ws = service.provision_task_workspace(task.id, str(repo))
+        return task, ws, Path(ws.worktree_path)
+
+    return make
+
+
+def park(task_id: str) -> None:
+    """Move a task out of the active statuses (in_progress → blocked)."""
+    store.transition(task_id, "blocked")
+
+
+def test_old_checkouts_are_reaped_by_age_with_their_work_autosaved(repo, provision):
+    task, ws, path = provision()
+    (path / "wip.py").write_text("unsaved = True\n")
+    park(task.id)
+
+    assert service.gc(now=time.time())["reaped"] == []  # young: kept
+    report = service.gc(now=time.time() + LATER)
+
+    assert [r["task_id"] for r in report["reaped"]] == [task.id]
+    assert not path.exists()
+    assert (
+        git(repo, "log", "-1", "--format=%s", ws.branch) == f"clawboo: gc autosave task {task.id}"
+    )
+    assert git(repo, "show", f"{ws.branch}:wip.py") == "unsaved = True"
+    assert store.live_workspace(task.id).status == "stale"
+
+
+def test_count_policy_keeps_only_the_newest(repo, provision):
+    made = []
+    for i in range(3):
+        task, ws, path = provision(title=f"t{i}")
+        park(task.id)
+        made.append((task, path))
+    base = time.time()
+    for age, (_task, path) in zip((3000, 2000, 1000), made, strict=True):
+        git_dir = Path(git(path, "rev-parse", "--absolute-git-dir"))
+        for target in (path, *git_dir.glob("*"), *git_dir.glob("logs/*")):
+            os.utime(target, (base - age, base - age), follow_symlinks=False)
+
+    report = service.gc(keep=1)
+
+    reaped = {r["task_id"] for r in report["reaped"]}
+    assert reaped == {made[0][0].id, made[1][0].id}
+    assert made[2][1].exists()
+
+
+def test_an_active_task_is_never_reaped(repo, provision):
+    task, ws, path = provision()  # in_progress
+    report = service.gc(now=time.time() + LATER)
+    assert report["reaped"] == []
+    assert report["skipped"] == [{"task_id": task.id, "path": str(path), "reason": "active"}]
+    assert path.exists()
+
+
+def test_a_task_that_turns_active_during_the_sweep_is_skipped(repo, provision, new_task):
+    task, ws, path = provision(claim=False)  # todo: a reap candidate at first
+    asked: list[str] = []
+
+    def is_active(task_id: str) -> bool:
+        asked.append(task_id)
+        status = store.get_task(task_id).status
+        if len(asked) == 1:
+            # Between the first look and the lock, someone claims it.
+            assert store.claim(task_id, "bob").outcome == "ok"
+        return status in ("in_progress", "in_review")
+
+    report = checkouts.gc_worktrees(is_active, now=time.time() + LATER)
+
+    assert asked == [task.id, task.id]
+    assert report.skipped == [{"task_id": task.id, "path": str(path), "reason": "became active"}]
+    assert path.exists()
+
+
+def test_one_failing_checkout_does_not_stop_the_sweep(repo, provision):
+    good, _ws, good_path = provision(title="good")
+    bad, _ws2, bad_path = provision(title="bad")
+    park(good.id)
+    park(bad.id)
+    (bad_path / ".git").write_text("gitdir: /nonexistent/definitely-not-here\n")
+
+    report = service.gc(now=time.time() + LATER)
+
+    assert [r["task_id"] for r in report["reaped"]] == [good.id]
+    assert [f["path"] for f in report["failures"]] == [str(bad_path)]
+    assert not good_path.exists()
+    assert bad_path.exists()
+
+
+def test_gc_touches_nothing_outside_the_worktree_root(tmp_path, repo, state_dir, provision):
+    victim = tmp_path / "precious"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine\n")
+    task, _ws, path = provision()
+    park(task.id)
+    (path.parent / "link-out").symlink_to(victim)
+
+    report = service.gc(now=time.time() + LATER)
+
+    assert (victim / "keep.txt").read_text() == "mine\n"
+    assert {"path": str(path.parent / "link-out"), "reason": "not a checkout directory"} in (
+        report["skipped"]
+    )
+
+
+def test_a_reaped_stale_workspace_is_rebuilt_from_its_branch(repo, provision):
+    task, ws, path = provision()
+    (path / "wip.py").write_text("keep me\n")
+    park(task.id)
+    service.gc(now=time.time() + LATER)
+    assert store.live_workspace(task.id).status == "stale"
+
+    store.transition(task.id, "in_progress")
+    rebuilt = service.resume_task_workspace(task.id)
+
+    assert rebuilt.status == "active"
+    assert (path / "wip.py").read_text() == "keep me\n"
+    assert rebuilt.base_commit == ws.base_commit
+    # Provisioning a stale task also rebuilds rather than resetting the branch.
+    assert service.provision_task_workspace(task.id, str(repo)).pk == rebuilt.pk
+
+
+def test_the_management_command_runs_a_sweep(repo, provision):
+    task, _ws, path = provision()
+    park(task.id)
+    out = io.StringIO()
+    call_command("worktrees_gc", "--max-age-hours", "0", stdout=out)
+    assert [r["task_id"] for r in json.loads(out.getvalue())["reaped"]] == [task.id]
+    assert not path.exists()
+
+
+def test_bad_gc_parameters_are_refused():
+    from clawboo.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed):
+        service.gc(max_age_hours=-1)
+    with pytest.raises(ValidationFailed):
+        service.gc(keep="many")

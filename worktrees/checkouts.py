@@ -1,0 +1,561 @@
+"""Git-level worktree operations: provision, pause, resume, diff, review, reap.
+
+This module knows git and the filesystem, not the board: :mod:`worktrees.service`
+ties each operation to the task's workspace row. Every mutating operation on one
+checkout runs under that checkout's :func:`~worktrees.locks.path_lock`; the short
+steps that touch the repository's shared worktree registry or its refs also hold
+the repository's lock, so two tasks of one repo never race on ``packed-refs`` or
+``.git/worktrees`` (lock order: checkout, then repository).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from clawboo.errors import ClawbooError, Conflict, ValidationFailed
+from worktrees.checks import check_repo_path, check_task_id
+from worktrees.git import GitError, git_out, run_git
+from worktrees.locks import path_lock
+from worktrees.scaffold import SOR_FILES, TaskBrief, scaffold_message, write_scaffold
+
+BRANCH_PREFIX = "clawboo/task-"
+GC_MAX_AGE_HOURS = 72
+GC_KEEP = 25
+
+
+class ProvisionFailed(ClawbooError):
+    """The checkout could not be created and verified, even after one retry."""
+
+    code = "provision_failed"
+
+
+class BranchMissing(Conflict):
+    """Resume found no branch to re-attach (it was deleted outside Clawboo)."""
+
+
+def pause_message(task_id: str) -> str:
+    return f"clawboo: pause task {task_id}"
+
+
+def checkpoint_message(task_id: str) -> str:
+    return f"clawboo: checkpoint task {task_id}"
+
+
+def gc_message(task_id: str) -> str:
+    return f"clawboo: gc autosave task {task_id}"
+
+
+def branch_for(task_id: str) -> str:
+    return BRANCH_PREFIX + check_task_id(task_id)
+
+
+def state_dir() -> Path:
+    return Path(settings.CLAWBOO_STATE_DIR).resolve()
+
+
+def worktree_root() -> Path:
+    return state_dir() / "worktrees"
+
+
+def reviews_root() -> Path:
+    return state_dir() / "reviews"
+
+
+def repo_hash(repo: Path) -> str:
+    return hashlib.sha1(str(repo).encode(), usedforsecurity=False).hexdigest()[:12]
+
+
+def worktree_path_for(repo: Path, task_id: str) -> Path:
+    return worktree_root() / repo_hash(repo) / check_task_id(task_id)
+
+
+@contextmanager
+def repo_lock(repo: Path) -> Iterator[None]:
+    """Serializes edits to one repository's worktree registry and branches."""
+    with path_lock(f"{repo}#registry"):
+        yield
+
+
+def resolve_repo(value: Any) -> Path:
+    """The allowed git work tree at ``value`` (its top level), or ValidationFailed."""
+    path = check_repo_path(value)
+    try:
+        top = git_out(["rev-parse", "--show-toplevel"], cwd=path)
+    except GitError:
+        raise ValidationFailed("repo_path", "is not a git repository work tree") from None
+    repo = check_repo_path(top)
+    state = state_dir()
+    if repo == state or repo.is_relative_to(state):
+        # A Clawboo checkout is not a repository to branch from.
+        raise ValidationFailed("repo_path", "is inside the Clawboo state directory")
+    return repo
+
+
+def resolve_commit(repo: Path, spec: str, field_name: str) -> str:
+    """Full SHA of the commit ``spec`` names (already validated by the caller)."""
+    proc = run_git(
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{spec}^{{commit}}"],
+        cwd=repo,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise ValidationFailed(field_name, f"{spec!r} does not name a commit in the repository")
+    return proc.stdout.strip()
+
+
+def _registered_paths(repo: Path) -> set[str]:
+    out = git_out(["worktree", "list", "--porcelain", "-z"], cwd=repo)
+    return {entry[len("worktree ") :] for entry in out.split("\0") if entry.startswith("worktree ")}
+
+
+def is_registered(repo: Path, path: Path) -> bool:
+    return str(path) in _registered_paths(repo)
+
+
+def head_ref(path: Path) -> str | None:
+    proc = run_git(["symbolic-ref", "-q", "HEAD"], cwd=path, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def checkout_healthy(repo: Path, path: Path, branch: str) -> bool:
+    """The checkout exists on disk, is registered with the repo, and is on ``branch``."""
+    if not (path.is_dir() and not path.is_symlink() and (path / ".git").exists()):
+        return False
+    try:
+        return is_registered(repo, path) and head_ref(path) == f"refs/heads/{branch}"
+    except GitError:
+        return False
+
+
+def branch_tip(repo: Path, branch: str) -> str | None:
+    proc = run_git(
+        ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo, check=False
+    )
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def _ensure_under(path: Path, root: Path) -> None:
+    """Refuse to delete anything that is not strictly inside a Clawboo-owned root."""
+    if path.is_symlink() or not path.resolve().is_relative_to(root.resolve()):
+        raise ClawbooError(f"refusing to touch {path}: not under {root}")
+    if path.resolve() == root.resolve():
+        raise ClawbooError(f"refusing to remove the root {root}")
+
+
+def drop_checkout(repo: Path, path: Path, root: Path) -> None:
+    """Remove ``path``'s registration and directory (the branch is untouched).
+
+    Orphan-resilient: works for a registered directory, a registration whose
+    directory is gone, and a leftover directory git does not know about.
+    """
+    _ensure_under(path, root)
+    with repo_lock(repo):
+        registered = is_registered(repo, path)
+        if registered:
+            # Twice --force: also removes a locked or dirty worktree, and a
+            # registration whose directory is already gone.
+            run_git(["worktree", "remove", "--force", "--force", str(path)], cwd=repo, check=False)
+            if is_registered(repo, path):
+                run_git(["worktree", "prune"], cwd=repo, check=False)
+    if path.exists() or path.is_symlink():
+        _ensure_under(path, root)
+        shutil.rmtree(path)
+    if registered:
+        with repo_lock(repo):
+            if is_registered(repo, path):
+                raise GitError(
+                    ["worktree", "remove", str(path)], 1, "registration survived removal"
+                )
+
+
+def verify_checkout(repo: Path, path: Path, *, branch: str | None, sha: str | None = None) -> None:
+    """Both halves: the directory exists and git has it registered (on ``branch`` or at ``sha``)."""
+    if not path.is_dir() or not (path / ".git").exists():
+        raise ProvisionFailed(f"{path} was not created on disk")
+    if not is_registered(repo, path):
+        raise ProvisionFailed(f"{path} is not registered with {repo}")
+    if branch is not None and head_ref(path) != f"refs/heads/{branch}":
+        raise ProvisionFailed(f"{path} is not on branch {branch}")
+    if sha is not None and git_out(["rev-parse", "HEAD"], cwd=path) != sha:
+        raise ProvisionFailed(f"{path} is not at {sha}")
+
+
+def commit_all(path: Path, message: str) -> bool:
+    """Commit every change (tracked, deleted, untracked) in the checkout. False if clean."""
+    status = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd=path).stdout
+    if not status:
+        return False
+    run_git(["add", "-A"], cwd=path)
+    run_git(["commit", "-q", "--no-verify", "--allow-empty", "-m", message], cwd=path)
+    return True
+
+
+@dataclass(frozen=True)
+class Checkout:
+    repo: Path
+    path: Path
+    branch: str
+    base_sha: str
+    base_commit: str
+
+
+def _commit_scaffold(path: Path, brief: TaskBrief) -> str:
+    write_scaffold(path, brief)
+    # -f: a repo .gitignore that happens to match *.md must not drop the SoR.
+    run_git(["add", "-f", "--", *SOR_FILES[:-1]], cwd=path)
+    run_git(
+        ["commit", "-q", "--no-verify", "--allow-empty", "-m", scaffold_message(brief.task_id)],
+        cwd=path,
+    )
+    return git_out(["rev-parse", "HEAD"], cwd=path)
+
+
+def provision_worktree(repo: Path, brief: TaskBrief, base_sha: str) -> Checkout:
+    """Fresh checkout of ``base_sha`` on ``clawboo/task-<id>`` plus the scaffold commit.
+
+    Orphans at the path (registration and/or directory) are removed first. If the
+    branch exists at ``base_sha`` it is reused, otherwise reset to it with ``-B``;
+    a new branch uses ``-b``. This is the only code path that passes ``-b``/``-B``.
+    On failure everything is cleaned up and the whole sequence is tried once more.
+    """
+    task_id = check_task_id(brief.task_id)
+    branch = branch_for(task_id)
+    path = worktree_path_for(repo, task_id)
+    root = worktree_root()
+    with path_lock(path):
+        last: Exception | None = None
+        for _attempt in range(2):
+            try:
+                drop_checkout(repo, path, root)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with repo_lock(repo):
+                    tip = branch_tip(repo, branch)
+                    if tip == base_sha:
+                        add = ["worktree", "add", "-q", str(path), branch]
+                    else:
+                        flag = "-b" if tip is None else "-B"
+                        add = ["worktree", "add", "-q", flag, branch, str(path), base_sha]
+                    run_git(add, cwd=repo)
+                verify_checkout(repo, path, branch=branch)
+                base_commit = _commit_scaffold(path, brief)
+                return Checkout(repo, path, branch, base_sha, base_commit)
+            except (GitError, ProvisionFailed, OSError) as exc:
+                last = exc
+                try:
+                    drop_checkout(repo, path, root)
+                except (GitError, ClawbooError, OSError):
+                    pass  # the retry starts with the same cleanup and will say why
+        raise ProvisionFailed(f"could not provision {path}: {last}") from last
+
+
+def find_baseline(repo: Path, branch: str, task_id: str) -> tuple[str, str]:
+    """``(base_sha, base_commit)`` recovered from the branch's scaffold commit."""
+    message = scaffold_message(task_id)
+    out = git_out(
+        [
+            "log",
+            "--format=%H %P%x09%s",
+            "--fixed-strings",
+            f"--grep={message}",
+            f"refs/heads/{branch}",
+        ],
+        cwd=repo,
+    )
+    for line in out.splitlines():
+        shas, _, subject = line.partition("\t")
+        if subject == message:
+            parts = shas.split()
+            return (parts[1] if len(parts) > 1 else parts[0]), parts[0]
+    raise ProvisionFailed(f"branch {branch} has no scaffold commit for task {task_id}")
+
+
+def resume_worktree(repo: Path, task_id: str) -> Checkout:
+    """Re-attach ``clawboo/task-<id>`` at its tip into a fresh checkout (never
+    ``-b``/``-B``, so no commit can be discarded) and recover the baseline.
+    A checkout that is already healthy is left as it is."""
+    branch = branch_for(task_id)
+    path = worktree_path_for(repo, task_id)
+    root = worktree_root()
+    with path_lock(path):
+        if not checkout_healthy(repo, path, branch):
+            if branch_tip(repo, branch) is None:
+                raise BranchMissing(f"branch {branch} no longer exists in {repo}")
+            last: Exception | None = None
+            for _attempt in range(2):
+                try:
+                    drop_checkout(repo, path, root)
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    with repo_lock(repo):
+                        run_git(["worktree", "add", "-q", str(path), branch], cwd=repo)
+                    verify_checkout(repo, path, branch=branch)
+                    break
+                except (GitError, ProvisionFailed, OSError) as exc:
+                    last = exc
+            else:
+                raise ProvisionFailed(f"could not re-attach {branch} at {path}: {last}") from last
+        base_sha, base_commit = find_baseline(repo, branch, task_id)
+        return Checkout(repo, path, branch, base_sha, base_commit)
+
+
+def pause_worktree(repo: Path, task_id: str) -> bool:
+    """Commit uncommitted work to the branch, drop the directory, keep the branch.
+    Returns whether anything needed committing. Pausing a paused task is a no-op."""
+    path = worktree_path_for(repo, task_id)
+    with path_lock(path):
+        committed = False
+        if path.is_dir() and (path / ".git").exists():
+            committed = commit_all(path, pause_message(task_id))
+        drop_checkout(repo, path, worktree_root())
+        return committed
+
+
+@dataclass
+class Diffstat:
+    files: list[dict[str, Any]] = field(default_factory=list)
+    insertions: int = 0
+    deletions: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not self.files
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "files_changed": len(self.files),
+            "insertions": self.insertions,
+            "deletions": self.deletions,
+            "files": self.files,
+        }
+
+
+def _count_lines(path: Path) -> int | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if b"\0" in data[:8000]:
+        return None  # binary, like git's "-"
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def work_diff(path: Path, base_commit: str) -> Diffstat:
+    """The agent's work: the checkout (committed + uncommitted + untracked, minus
+    ignored files) against the baseline, leaving out the SoR bookkeeping files."""
+    excludes = [f":(top,exclude){name}" for name in SOR_FILES]
+    numstat = run_git(
+        ["diff", "--numstat", "-z", "--no-renames", base_commit, "--", ".", *excludes],
+        cwd=path,
+    ).stdout
+    stat = Diffstat()
+    for record in filter(None, numstat.split("\0")):
+        ins, dels, name = record.split("\t", 2)
+        entry: dict[str, Any] = {
+            "path": name,
+            "insertions": None if ins == "-" else int(ins),
+            "deletions": None if dels == "-" else int(dels),
+        }
+        stat.files.append(entry)
+    untracked = run_git(
+        ["ls-files", "-z", "--others", "--exclude-standard", "--", ".", *excludes], cwd=path
+    ).stdout
+    for name in filter(None, untracked.split("\0")):
+        stat.files.append({"path": name, "insertions": _count_lines(path / name), "deletions": 0})
+    for counted in stat.files:
+        stat.insertions += counted["insertions"] or 0
+        stat.deletions += counted["deletions"] or 0
+    return stat
+
+
+def remove_worktree_and_branch(repo: Path, task_id: str) -> None:
+    """Clean-up after an empty completion: the checkout and its branch both go."""
+    branch = branch_for(task_id)
+    path = worktree_path_for(repo, task_id)
+    with path_lock(path):
+        drop_checkout(repo, path, worktree_root())
+        with repo_lock(repo):
+            if branch_tip(repo, branch) is not None:
+                run_git(["branch", "-D", "--", branch], cwd=repo)
+
+
+def commit_worktree_work(path: Path, task_id: str) -> str:
+    """Checkpoint whatever the runtime left uncommitted; returns the tip SHA."""
+    with path_lock(path):
+        commit_all(path, checkpoint_message(task_id))
+        return git_out(["rev-parse", "HEAD"], cwd=path)
+
+
+def review_path_for(repo: Path, sha: str) -> Path:
+    return reviews_root() / repo_hash(repo) / sha[:12]
+
+
+def provision_review_worktree(repo: Path, sha: str) -> Path:
+    """A detached checkout at ``sha``: no branch, so a reviewer has nothing to push
+    and no commit made there can move a task branch."""
+    path = review_path_for(repo, sha)
+    root = reviews_root()
+    with path_lock(path):
+        try:
+            if path.is_dir() and head_ref(path) is None and is_registered(repo, path):
+                verify_checkout(repo, path, branch=None, sha=sha)
+                return path
+        except (GitError, ProvisionFailed):
+            pass
+        last: Exception | None = None
+        for _attempt in range(2):
+            try:
+                drop_checkout(repo, path, root)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with repo_lock(repo):
+                    run_git(["worktree", "add", "-q", "--detach", str(path), sha], cwd=repo)
+                verify_checkout(repo, path, branch=None, sha=sha)
+                if head_ref(path) is not None:
+                    raise ProvisionFailed(f"{path} is not detached")
+                return path
+            except (GitError, ProvisionFailed, OSError) as exc:
+                last = exc
+        raise ProvisionFailed(f"could not provision review checkout {path}: {last}") from last
+
+
+def remove_review_worktree(repo: Path, sha: str) -> None:
+    path = review_path_for(repo, sha)
+    with path_lock(path):
+        drop_checkout(repo, path, reviews_root())
+
+
+# --- garbage collection -------------------------------------------------------
+
+
+@dataclass
+class GcReport:
+    reaped: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    failures: list[dict[str, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"reaped": self.reaped, "skipped": self.skipped, "failures": self.failures}
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    task_id: str
+    path: Path
+    last_active: float
+
+
+def _last_active(path: Path, git_dir: Path) -> float:
+    """Newest of the checkout's own mtime, its index and its HEAD reflog: a cheap
+    proxy for 'last touched' that needs no walk of the tree."""
+    stamps = [path.stat().st_mtime]
+    for name in ("index", "logs/HEAD", "HEAD"):
+        try:
+            stamps.append((git_dir / name).stat().st_mtime)
+        except OSError:
+            continue
+    return max(stamps)
+
+
+def _discover(root: Path, report: GcReport) -> list[_Candidate]:
+    found: list[_Candidate] = []
+    if not root.is_dir():
+        return found
+    for repo_dir in sorted(root.iterdir()):
+        if repo_dir.is_symlink() or not repo_dir.is_dir():
+            continue
+        for path in sorted(repo_dir.iterdir()):
+            if path.is_symlink() or not path.is_dir():
+                report.skipped.append({"path": str(path), "reason": "not a checkout directory"})
+                continue
+            try:
+                task_id = check_task_id(path.name)
+                git_dir = Path(git_out(["rev-parse", "--absolute-git-dir"], cwd=path))
+                found.append(_Candidate(task_id, path, _last_active(path, git_dir)))
+            except (GitError, ValidationFailed, OSError) as exc:
+                report.failures.append({"path": str(path), "error": str(exc)})
+    return found
+
+
+def _repo_of(path: Path) -> Path:
+    common = git_out(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=path)
+    return Path(common).parent
+
+
+def gc_worktrees(
+    is_active: Callable[[str], bool],
+    *,
+    max_age_hours: float = GC_MAX_AGE_HOURS,
+    keep: int = GC_KEEP,
+    now: float | None = None,
+    on_reaped: Callable[[str, Path], None] | None = None,
+) -> GcReport:
+    """Reap checkouts older than ``max_age_hours`` and all but the ``keep`` newest.
+
+    Commit-before-drop (``clawboo: gc autosave task <id>``), branch kept. A task
+    for which ``is_active`` is true is skipped; it is asked again inside the
+    checkout's lock right before anything is dropped, so a task that became active
+    mid-sweep is skipped too. A failure is recorded and the sweep goes on. Only
+    directories under the worktree root are touched.
+    """
+    root = worktree_root()
+    report = GcReport()
+    clock = time.time() if now is None else now
+    candidates = sorted(_discover(root, report), key=lambda c: c.last_active, reverse=True)
+    horizon = clock - max_age_hours * 3600
+    for rank, cand in enumerate(candidates):
+        entry = {"task_id": cand.task_id, "path": str(cand.path)}
+        if rank < keep and cand.last_active >= horizon:
+            continue
+        try:
+            if is_active(cand.task_id):
+                report.skipped.append({**entry, "reason": "active"})
+                continue
+            with path_lock(cand.path):
+                # Liveness again, now that nothing else can touch this checkout.
+                if is_active(cand.task_id):
+                    report.skipped.append({**entry, "reason": "became active"})
+                    continue
+                if not cand.path.is_dir():
+                    report.skipped.append({**entry, "reason": "already gone"})
+                    continue
+                _ensure_under(cand.path, root)
+                repo = _repo_of(cand.path)
+                commit_all(cand.path, gc_message(cand.task_id))
+                drop_checkout(repo, cand.path, root)
+            report.reaped.append(entry)
+            if on_reaped is not None:
+                on_reaped(cand.task_id, cand.path)
+        except Exception as exc:  # noqa: BLE001 - one bad checkout must not stop the sweep
+            report.failures.append({**entry, "error": f"{type(exc).__name__}: {exc}"})
+    return report
+
+
+__all__ = [
+    "BRANCH_PREFIX",
+    "BranchMissing",
+    "Checkout",
+    "Diffstat",
+    "GcReport",
+    "ProvisionFailed",
+    "branch_for",
+    "checkout_healthy",
+    "commit_worktree_work",
+    "find_baseline",
+    "gc_worktrees",
+    "pause_worktree",
+    "provision_review_worktree",
+    "provision_worktree",
+    "remove_worktree_and_branch",
+    "resolve_commit",
+    "resolve_repo",
+    "resume_worktree",
+    "work_diff",
+    "worktree_path_for",
+]

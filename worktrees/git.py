@@ -1,0 +1,121 @@
+"""The one place Clawboo runs ``git``.
+
+Every call is an argv list (never a shell string), bounded by a timeout so a hung
+git cannot wedge a worker, with hooks switched off and a fixed commit identity so a
+user's hooks or signing config can never block or alter a system commit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from clawboo.errors import ClawbooError
+
+GIT_TIMEOUT_S = 60.0
+IDENTITY_NAME = "clawboo"
+IDENTITY_EMAIL = "clawboo@localhost"
+
+# Config forced on every invocation: no hooks (a repo's pre-commit must not run on
+# our scaffold/autosave commits), no signing prompts, no pager, no fsmonitor daemon.
+_FORCED_CONFIG = (
+    "core.hooksPath=/dev/null",
+    "commit.gpgSign=false",
+    "tag.gpgSign=false",
+    f"user.name={IDENTITY_NAME}",
+    f"user.email={IDENTITY_EMAIL}",
+    "core.pager=cat",
+    "core.fsmonitor=false",
+    "advice.detachedHead=false",
+)
+
+# Inherited variables that would silently retarget git at another repository or
+# index (e.g. when Clawboo itself runs from inside a git hook).
+_SCRUBBED_ENV = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_CEILING_DIRECTORIES",
+)
+
+
+class GitError(ClawbooError):
+    """A git command failed, timed out, or could not be started."""
+
+    code = "git_failed"
+
+    def __init__(self, argv: Sequence[str], returncode: int | None, stderr: str) -> None:
+        shown = " ".join(argv)
+        reason = "timed out" if returncode is None else f"exited {returncode}"
+        super().__init__(f"git {shown} {reason}: {stderr.strip()[:2000]}")
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+    env.update(
+        {
+            "GIT_AUTHOR_NAME": IDENTITY_NAME,
+            "GIT_AUTHOR_EMAIL": IDENTITY_EMAIL,
+            "GIT_COMMITTER_NAME": IDENTITY_NAME,
+            "GIT_COMMITTER_EMAIL": IDENTITY_EMAIL,
+            "GIT_TERMINAL_PROMPT": "0",
+            # Stable, parseable messages regardless of the operator's locale.
+            "LC_ALL": "C",
+        }
+    )
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_git(
+    args: Sequence[str],
+    *,
+    cwd: str | Path,
+    timeout: float = GIT_TIMEOUT_S,
+    check: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``git <args>`` in ``cwd`` and return the completed process.
+
+    Raises :class:`GitError` (with git's stderr) on a non-zero exit when ``check``,
+    on a timeout, and when git cannot be started at all. Callers validate every
+    user-supplied id or ref before it gets here (see :mod:`worktrees.checks`).
+    """
+    argv = ["git"]
+    for item in _FORCED_CONFIG:
+        argv += ["-c", item]
+    argv += list(args)
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=str(cwd),
+            env=git_env(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        stderr = exc.stderr if isinstance(exc.stderr, str) else ""
+        raise GitError(args, None, stderr or f"no answer within {timeout:g}s") from None
+    except OSError as exc:
+        raise GitError(args, -1, str(exc)) from None
+    if check and proc.returncode != 0:
+        raise GitError(args, proc.returncode, proc.stderr or proc.stdout)
+    return proc
+
+
+def git_out(args: Sequence[str], *, cwd: str | Path, timeout: float = GIT_TIMEOUT_S) -> str:
+    """``run_git`` and return stdout without the trailing newline."""
+    return run_git(args, cwd=cwd, timeout=timeout).stdout.rstrip("\n")

@@ -1,0 +1,278 @@
+"""AGENT_HANDOFF.json: the structured clock-out artifact, and cold resume from it.
+
+The handoff is parsed, not interpreted: :func:`validate_handoff` is its schema
+(role-neutral; ``runtime`` may be ``human``). :func:`reconstruct_state` is the
+clock-in read and uses only the checkout: the handoff, else the ``## Done`` /
+``## Blocked`` bullets of ``task-progress.md``, plus ``init.sh`` for commands.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import shlex
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.utils import timezone
+
+from clawboo.errors import ValidationFailed
+from worktrees.scaffold import COMMAND_SLOTS, HANDOFF_FILE, INIT_FILE, PROGRESS_FILE
+
+TEXT_MAX = 20_000
+NAME_MAX = 200
+LIST_MAX = 200
+RUNTIME_PATTERN = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:-]{0,63}\Z")
+COMMAND_KEYS = ("init", "verify", "start")
+EVIDENCE_KEYS = ("testResults", "lintResults")
+FIELDS = (
+    "handoffFrom",
+    "runtime",
+    "timestamp",
+    "completedSubtasks",
+    "brokenOrUnverified",
+    "nextBestStep",
+    "whyBlocked",
+    "commands",
+    "evidence",
+    "warnings",
+    "nativeSessionId",
+    "roomCursor",
+)
+
+
+def _field(name: str) -> str:
+    return f"handoff.{name}"
+
+
+def _text(value: Any, name: str, *, required: bool, limit: int = TEXT_MAX) -> str | None:
+    if value is None:
+        if required:
+            raise ValidationFailed(_field(name), "is required")
+        return None
+    if not isinstance(value, str):
+        raise ValidationFailed(_field(name), "must be a string")
+    if required and not value.strip():
+        raise ValidationFailed(_field(name), "must not be empty")
+    if len(value) > limit:
+        raise ValidationFailed(_field(name), f"must be at most {limit} characters")
+    return value
+
+
+def _text_list(value: Any, name: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValidationFailed(_field(name), "must be a list of strings")
+    if len(value) > LIST_MAX:
+        raise ValidationFailed(_field(name), f"must have at most {LIST_MAX} items")
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ValidationFailed(_field(f"{name}[{i}]"), "must be a string")
+        if len(item) > TEXT_MAX:
+            raise ValidationFailed(_field(f"{name}[{i}]"), f"must be at most {TEXT_MAX} characters")
+        out.append(item)
+    return out
+
+
+def _text_map(value: Any, name: str, keys: tuple[str, ...]) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationFailed(_field(name), f"must be an object with keys {', '.join(keys)}")
+    extra = sorted(set(value) - set(keys))
+    if extra:
+        raise ValidationFailed(
+            _field(f"{name}.{extra[0]}"), f"unknown key; allowed: {', '.join(keys)}"
+        )
+    out: dict[str, str] = {}
+    for key in keys:
+        got = _text(value.get(key), f"{name}.{key}", required=False)
+        if got is not None:
+            out[key] = got
+    return out
+
+
+def _timestamp(value: Any) -> str:
+    if value is None:
+        return timezone.now().isoformat()
+    if not isinstance(value, str):
+        raise ValidationFailed(_field("timestamp"), "must be an ISO-8601 date-time string")
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationFailed(
+            _field("timestamp"), "must be an ISO-8601 date-time, e.g. 2025-01-31T12:00:00Z"
+        ) from None
+    if parsed.tzinfo is None:
+        raise ValidationFailed(_field("timestamp"), "must carry a UTC offset or 'Z'")
+    return value
+
+
+def validate_handoff(data: Any) -> dict[str, Any]:
+    """The handoff schema: returns the normalised document or raises
+    :class:`ValidationFailed` naming the first bad field (``handoff.<field>``).
+
+    Unknown top-level fields are refused rather than dropped, so a typo such as
+    ``nextStep`` fails loudly instead of silently losing the next step.
+    """
+    if not isinstance(data, dict):
+        raise ValidationFailed("handoff", "must be a JSON object")
+    extra = sorted(set(data) - set(FIELDS))
+    if extra:
+        raise ValidationFailed(_field(extra[0]), f"unknown field; allowed: {', '.join(FIELDS)}")
+    runtime = _text(data.get("runtime"), "runtime", required=True)
+    assert runtime is not None
+    if not RUNTIME_PATTERN.match(runtime):
+        raise ValidationFailed(
+            _field("runtime"),
+            "must be an executor id such as 'claude-code', 'codex' or 'human' "
+            "(letters, digits, '.', '_', ':', '-'; at most 64)",
+        )
+    cursor = data.get("roomCursor")
+    if cursor is not None and (
+        isinstance(cursor, bool)
+        or not isinstance(cursor, str | int)
+        or (isinstance(cursor, int) and cursor < 0)
+        or (isinstance(cursor, str) and len(cursor) > NAME_MAX)
+    ):
+        raise ValidationFailed(_field("roomCursor"), "must be a string or a non-negative integer")
+    doc: dict[str, Any] = {
+        "handoffFrom": _text(data.get("handoffFrom"), "handoffFrom", required=True, limit=NAME_MAX),
+        "runtime": runtime,
+        "timestamp": _timestamp(data.get("timestamp")),
+        "completedSubtasks": _text_list(data.get("completedSubtasks"), "completedSubtasks"),
+        "brokenOrUnverified": _text_list(data.get("brokenOrUnverified"), "brokenOrUnverified"),
+        "nextBestStep": _text(data.get("nextBestStep"), "nextBestStep", required=False),
+        "whyBlocked": _text(data.get("whyBlocked"), "whyBlocked", required=False),
+        "commands": _text_map(data.get("commands"), "commands", COMMAND_KEYS),
+        "evidence": _text_map(data.get("evidence"), "evidence", EVIDENCE_KEYS),
+        "warnings": _text_list(data.get("warnings"), "warnings"),
+        "nativeSessionId": _text(
+            data.get("nativeSessionId"), "nativeSessionId", required=False, limit=NAME_MAX
+        ),
+    }
+    if cursor is not None:
+        doc["roomCursor"] = cursor
+    return doc
+
+
+def write_handoff(worktree: Path, data: Any) -> dict[str, Any]:
+    """Validate and write ``AGENT_HANDOFF.json`` atomically (a reader never sees
+    half a file). Invalid input writes nothing."""
+    doc = validate_handoff(data)
+    fd, tmp = tempfile.mkstemp(dir=worktree, prefix=".handoff-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2)
+            fh.write("\n")
+        os.replace(tmp, worktree / HANDOFF_FILE)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return doc
+
+
+def read_handoff(worktree: Path) -> dict[str, Any] | None:
+    """The valid handoff, or None when it is absent or malformed (malformed = none)."""
+    try:
+        raw = (worktree / HANDOFF_FILE).read_text(encoding="utf-8")
+        return validate_handoff(json.loads(raw))
+    except (OSError, ValueError, ValidationFailed):
+        return None
+
+
+@dataclass
+class ResumeState:
+    done: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)
+    next: str | None = None
+    whyBlocked: str | None = None  # noqa: N815 - the seed's wire name
+    commands: dict[str, str | None] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    lastRuntime: str | None = None  # noqa: N815
+    nativeSessionId: str | None = None  # noqa: N815
+    source: str = "none"  # "handoff" | "progress" | "none"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_HEADING = re.compile(r"^##\s+(.+?)\s*$")
+_BULLET = re.compile(r"^\s*[-*]\s+(.+?)\s*$")
+
+
+def progress_sections(text: str) -> dict[str, list[str]]:
+    """Bullets under each ``## Heading`` of task-progress.md, keyed by lower-case heading."""
+    sections: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        heading = _HEADING.match(line)
+        if heading:
+            current = heading.group(1).lower()
+            sections.setdefault(current, [])
+            continue
+        bullet = _BULLET.match(line)
+        if current is not None and bullet:
+            sections[current].append(bullet.group(1))
+    return sections
+
+
+def init_commands(worktree: Path) -> dict[str, str | None]:
+    """Commands from ``init.sh``'s slots (the script itself is ``init``)."""
+    commands: dict[str, str | None] = {"init": None, "verify": None, "start": None}
+    try:
+        text = (worktree / INIT_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return commands
+    commands["init"] = f"./{INIT_FILE}"
+    slots: dict[str, str] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name in COMMAND_SLOTS:
+            try:
+                slots[name] = " ".join(shlex.split(value))
+            except ValueError:
+                continue
+    commands["verify"] = slots.get("VERIFY_CMD") or None
+    commands["start"] = slots.get("START_CMD") or None
+    return commands
+
+
+def reconstruct_state(worktree: Path) -> ResumeState:
+    """What is done, broken and next, from the checkout alone (no board, no chat)."""
+    commands = init_commands(worktree)
+    handoff = read_handoff(worktree)
+    if handoff is not None:
+        commands.update({k: v for k, v in handoff["commands"].items() if v})
+        return ResumeState(
+            done=handoff["completedSubtasks"],
+            broken=handoff["brokenOrUnverified"],
+            next=handoff["nextBestStep"],
+            whyBlocked=handoff["whyBlocked"],
+            commands=commands,
+            warnings=handoff["warnings"],
+            lastRuntime=handoff["runtime"],
+            nativeSessionId=handoff["nativeSessionId"],
+            source="handoff",
+        )
+    try:
+        text = (worktree / PROGRESS_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return ResumeState(commands=commands)
+    sections = progress_sections(text)
+    blocked = sections.get("blocked", [])
+    in_progress = sections.get("in progress", [])
+    return ResumeState(
+        done=sections.get("done", []),
+        broken=list(blocked),
+        next=in_progress[0] if in_progress else None,
+        whyBlocked="; ".join(blocked) or None,
+        commands=commands,
+        source="progress",
+    )

@@ -1,0 +1,290 @@
+"""Task-level worktree operations: what the REST views, the executor and the
+management commands call.
+
+Each function validates its input, does the git work through
+:mod:`worktrees.checkouts` under the checkout's per-path lock, and records the
+outcome through the board's data layer (``board.store``) while still holding that
+lock, so a second caller that was waiting sees the finished row. Board rows are
+never written here directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from board import store
+from board.errors import NotFileMutating
+from board.models import Task, Workspace, WorkspaceStatus
+from board.transitions import is_locked
+from clawboo.errors import Conflict, ValidationFailed
+from worktrees import checkouts, handoff
+from worktrees.checks import check_base_ref, check_base_sha, check_task_id
+from worktrees.locks import path_lock
+from worktrees.scaffold import TaskBrief
+
+log = logging.getLogger(__name__)
+
+
+def workspace_as_dict(ws: Workspace) -> dict[str, Any]:
+    """The workspace body of the API."""
+    return {
+        "id": ws.pk,
+        "task_id": ws.task_id,
+        "repo_path": ws.repo_path,
+        "worktree_path": ws.worktree_path,
+        "branch": ws.branch,
+        "base_sha": ws.base_sha,
+        "base_commit": ws.base_commit,
+        "status": ws.status,
+        "created_at": ws.created_at.isoformat(),
+        "updated_at": ws.updated_at.isoformat(),
+    }
+
+
+def _brief(task: Task) -> TaskBrief:
+    return TaskBrief(
+        task_id=task.id,
+        title=task.title,
+        team=str(task.team_id),
+        description=task.description,
+        acceptance=task.goal,
+        gotchas=task.context,
+    )
+
+
+def _file_mutating_task(task_id: Any) -> Task:
+    task = store.get_task(check_task_id(task_id))
+    if not task.file_mutating:
+        raise NotFileMutating(
+            f"task {task.id!r} is not file-mutating: it runs in place, without a worktree",
+            task_id=task.id,
+        )
+    return task
+
+
+def _record(task_id: str, co: checkouts.Checkout) -> Workspace:
+    return store.record_workspace(
+        task_id,
+        repo_path=str(co.repo),
+        worktree_path=str(co.path),
+        branch=co.branch,
+        base_sha=co.base_sha,
+        base_commit=co.base_commit,
+    )
+
+
+def provision_task_workspace(
+    task_id: str,
+    repo_path: str,
+    base_ref: str | None = None,
+    base_sha: str | None = None,
+) -> Workspace:
+    """Give a file-mutating task its checkout of ``repo_path`` and return the ``active`` row.
+
+    Branch point: ``base_sha``, else ``base_ref``, else ``HEAD``, resolved to a SHA
+    before anything is created. Idempotent under races: the whole call holds the
+    checkout's lock, so a second concurrent caller (thread or process) waits and
+    then finds the healthy checkout and the row the first one recorded. A task
+    whose live workspace is stale (paused or reaped) is rebuilt from its branch
+    instead, so committed work is never reset.
+
+    Raises NotFileMutating (422), ValidationFailed for a bad id, ref, SHA or repo
+    path (400), TaskNotFound, Conflict when the task already has a workspace in
+    another repository, ProvisionFailed when git could not produce the checkout.
+    """
+    task = _file_mutating_task(task_id)
+    if base_ref is not None and base_sha is not None:
+        raise ValidationFailed("base_ref", "give base_ref or base_sha, not both")
+    ref = check_base_ref(base_ref) if base_ref is not None else None
+    sha = check_base_sha(base_sha) if base_sha is not None else None
+    repo = checkouts.resolve_repo(repo_path)
+    path = checkouts.worktree_path_for(repo, task.id)
+    with path_lock(path):
+        ws = store.live_workspace(task.id)
+        if ws is not None:
+            if Path(ws.repo_path) != repo:
+                raise Conflict(
+                    f"task {task.id!r} already has a workspace in {ws.repo_path}",
+                    task_id=task.id,
+                )
+            if ws.status == WorkspaceStatus.ACTIVE and checkouts.checkout_healthy(
+                repo, path, ws.branch
+            ):
+                return ws
+            return _record(task.id, checkouts.resume_worktree(repo, task.id))
+        if sha is not None:
+            point = checkouts.resolve_commit(repo, sha, "base_sha")
+        else:
+            point = checkouts.resolve_commit(repo, ref or "HEAD", "base_ref")
+        co = checkouts.provision_worktree(repo, _brief(task), point)
+        return _record(task.id, co)
+
+
+def workspace_state(task_id: str) -> dict[str, Any]:
+    """The live workspace row plus ``present`` and ``resume_state`` (reconstructed
+    from the checkout alone; None when the checkout is not on disk)."""
+    ws = store.get_workspace(check_task_id(task_id))
+    path = Path(ws.worktree_path)
+    present = path.is_dir()
+    state = handoff.reconstruct_state(path).as_dict() if present else None
+    return {**workspace_as_dict(ws), "present": present, "resume_state": state}
+
+
+def _live(task_id: str) -> tuple[Workspace, Path]:
+    ws = store.get_workspace(check_task_id(task_id))
+    return ws, Path(ws.repo_path)
+
+
+def pause(task_id: str) -> Workspace:
+    """Commit uncommitted work (``clawboo: pause task <id>``), drop the checkout,
+    keep the branch; the row becomes ``stale`` until :func:`resume`."""
+    ws, repo = _live(task_id)
+    with path_lock(ws.worktree_path):
+        checkouts.pause_worktree(repo, ws.task_id)
+        return store.set_workspace_status(ws.task_id, WorkspaceStatus.STALE)
+
+
+def resume(task_id: str) -> Workspace:
+    """Re-attach the task's branch at its tip (never ``-b``/``-B``) and recover the
+    baseline from the scaffold commit; the row becomes ``active``. Also the rebuild
+    step for a stale (reaped) workspace before a re-dispatch runs. A healthy
+    checkout is returned as it is."""
+    ws, repo = _live(task_id)
+    with path_lock(ws.worktree_path):
+        return _record(ws.task_id, checkouts.resume_worktree(repo, ws.task_id))
+
+
+# The executor's name for the same step (seed 004: resumeTaskWorkspace).
+resume_task_workspace = resume
+
+
+def _present_checkout(ws: Workspace) -> Path:
+    path = Path(ws.worktree_path)
+    if ws.status != WorkspaceStatus.ACTIVE or not path.is_dir():
+        raise Conflict(
+            f"task {ws.task_id!r}'s checkout is not on disk (status {ws.status}); resume it first",
+            task_id=ws.task_id,
+        )
+    return path
+
+
+def complete(task_id: str) -> dict[str, Any]:
+    """Decide clean-vs-retain by the work diff against the baseline (SoR files left
+    out; committed, uncommitted and untracked changes counted).
+
+    Empty: the task lands ``done`` (bypassing verification: no deliverable), then
+    the checkout and branch are removed and the row ``archived``. Non-empty: the
+    checkout is kept and the task moves to ``in_review``. Returns
+    ``{"result": "cleaned"|"retained", "diffstat": {...}}``. The board move comes
+    first, so an illegal move (IllegalTransition) leaves the checkout untouched;
+    repeating a completion whose clean-up failed finishes it.
+    """
+    ws, repo = _live(task_id)
+    with path_lock(ws.worktree_path):
+        path = _present_checkout(ws)
+        diff = checkouts.work_diff(path, ws.base_commit)
+        if diff.empty:
+            store.settle_from_worktree(ws.task_id, empty=True)
+            checkouts.remove_worktree_and_branch(repo, ws.task_id)
+            store.set_workspace_status(ws.task_id, WorkspaceStatus.ARCHIVED, keep_branch=False)
+            return {"result": "cleaned", "diffstat": diff.as_dict()}
+        store.settle_from_worktree(ws.task_id, empty=False)
+        return {"result": "retained", "diffstat": diff.as_dict()}
+
+
+def review(task_id: str) -> dict[str, Any]:
+    """Checkpoint the task's work (``clawboo: checkpoint task <id>``) and open a
+    detached, read-only review checkout at that commit for a reviewer.
+    Returns ``{"path", "sha", "branch"}`` (``branch`` is the task's, for reference;
+    the review checkout itself has none)."""
+    ws, repo = _live(task_id)
+    with path_lock(ws.worktree_path):
+        path = _present_checkout(ws)
+        sha = checkouts.commit_worktree_work(path, ws.task_id)
+        review_path = checkouts.provision_review_worktree(repo, sha)
+    return {"path": str(review_path), "sha": sha, "branch": ws.branch}
+
+
+def write_handoff(task_id: str, data: Any) -> dict[str, Any]:
+    """Validate and write ``AGENT_HANDOFF.json`` into the task's checkout; returns
+    the stored document. Invalid data raises ValidationFailed and writes nothing."""
+    ws, _repo = _live(task_id)
+    doc = handoff.validate_handoff(data)
+    with path_lock(ws.worktree_path):
+        return handoff.write_handoff(_present_checkout(ws), doc)
+
+
+def show_handoff(task_id: str) -> dict[str, Any] | None:
+    ws, _repo = _live(task_id)
+    return handoff.read_handoff(Path(ws.worktree_path))
+
+
+def _is_active(task_id: str) -> bool:
+    task = store.find_task(task_id)
+    return task is not None and is_locked(task.status)
+
+
+def _mark_reaped(task_id: str, path: Path) -> None:
+    ws = store.live_workspace(task_id)
+    if ws is not None and Path(ws.worktree_path) == path:
+        store.set_workspace_status(task_id, WorkspaceStatus.STALE)
+
+
+def gc(
+    max_age_hours: float = checkouts.GC_MAX_AGE_HOURS,
+    keep: int = checkouts.GC_KEEP,
+    *,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Reap old checkouts (age and count), commit-before-drop, branches kept;
+    tasks ``in_progress``/``in_review`` are skipped (re-checked inside the lock).
+    Reaped workspace rows become ``stale``. Returns ``{reaped, skipped, failures}``."""
+    if isinstance(max_age_hours, bool) or not isinstance(max_age_hours, int | float):
+        raise ValidationFailed("max_age_hours", "must be a number")
+    if not 0 <= max_age_hours <= 24 * 365 * 10:
+        raise ValidationFailed("max_age_hours", "must be between 0 and 87600")
+    if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep <= 100_000:
+        raise ValidationFailed("keep", "must be an integer between 0 and 100000")
+    report = checkouts.gc_worktrees(
+        _is_active, max_age_hours=max_age_hours, keep=keep, now=now, on_reaped=_mark_reaped
+    )
+    return report.as_dict()
+
+
+def gc_at_startup() -> threading.Thread:
+    """Best-effort GC on server start, in a daemon thread so boot never waits on git."""
+
+    def run() -> None:
+        try:
+            result = gc()
+            log.info(
+                "worktrees gc: %d reaped, %d skipped, %d failures",
+                len(result["reaped"]),
+                len(result["skipped"]),
+                len(result["failures"]),
+            )
+        except Exception:  # noqa: BLE001 - never let a sweep take the server down
+            log.exception("worktrees gc at startup failed")
+
+    thread = threading.Thread(target=run, name="worktrees-gc", daemon=True)
+    thread.start()
+    return thread
+
+
+__all__ = [
+    "complete",
+    "gc",
+    "gc_at_startup",
+    "pause",
+    "provision_task_workspace",
+    "resume",
+    "resume_task_workspace",
+    "review",
+    "show_handoff",
+    "workspace_as_dict",
+    "workspace_state",
+    "write_handoff",
+]
