@@ -2,10 +2,13 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from board import api as board_api
+from board.views import board_page
 from clawboo.api import registry_views
+from worktrees import api as worktree_api
 
 board_patterns = [
     path("tasks", board_api.TaskListView.as_view(), name="tasks"),
@@ -22,6 +25,12 @@ board_patterns = [
     path("tasks/<str:task_id>/cancel-dependents", board_api.CancelDependentsView.as_view()),
     path("tasks/<str:task_id>/comments", board_api.CommentsView.as_view()),
     path("tasks/<str:task_id>/executions", board_api.ExecutionsView.as_view()),
+    path("tasks/<str:task_id>/workspace", worktree_api.WorkspaceView.as_view()),
+    path("tasks/<str:task_id>/workspace/pause", worktree_api.WorkspacePauseView.as_view()),
+    path("tasks/<str:task_id>/workspace/resume", worktree_api.WorkspaceResumeView.as_view()),
+    path("tasks/<str:task_id>/workspace/complete", worktree_api.WorkspaceCompleteView.as_view()),
+    path("tasks/<str:task_id>/workspace/review", worktree_api.WorkspaceReviewView.as_view()),
+    path("tasks/<str:task_id>/workspace/handoff", worktree_api.WorkspaceHandoffView.as_view()),
     path("claim-next", board_api.ClaimNextView.as_view()),
     path("reconcile", board_api.ReconcileView.as_view()),
 ]
@@ -30,12 +39,17 @@ api_patterns = [
     path("teams", registry_views.TeamsView.as_view()),
     path("agents", registry_views.AgentsView.as_view()),
     path("agents/<str:agent_id>", registry_views.AgentDetailView.as_view()),
+    path("teams/<str:team_id>/chat", registry_views.TeamChatView.as_view()),
+    path("teams/<str:team_id>/events", registry_views.TeamEventsView.as_view()),
+    path("worktrees/gc", worktree_api.GcView.as_view()),
     path("board/", include(board_patterns)),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]
 
 urlpatterns = [
+    path("", RedirectView.as_view(url="/board/", permanent=False)),
+    path("board/", board_page, name="board"),
     path("admin/", admin.site.urls),
     path("api/", include(api_patterns)),
 ]

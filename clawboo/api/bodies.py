@@ -37,3 +37,15 @@ def query_bool(value: str | None, field: str) -> bool:
     if lowered in {"false", "0", "no", ""}:
         return False
     raise ValidationFailed(field, "must be true or false")
+
+
+def query_int(value: str | None, field: str, *, default: int, low: int = 0, high: int) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValidationFailed(field, "must be an integer") from None
+    if not low <= number <= high:
+        raise ValidationFailed(field, f"must be between {low} and {high}")
+    return number

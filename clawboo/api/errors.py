@@ -33,6 +33,8 @@ HTTP_STATUS: dict[str, int] = {
     "domain_violation": 422,
     "rate_limited": 429,
     "gateway_unavailable": 503,
+    "provision_failed": 500,
+    "git_failed": 500,
 }
 
 

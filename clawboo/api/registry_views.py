@@ -130,3 +130,75 @@ class AgentDetailView(APIView):
         if "team" in body:
             require_team(request.user, body["team"])
         return Response(agent_body(registry.update_agent(agent_id, body)))
+
+
+ChatSerializer = inline_serializer(
+    "ChatLine",
+    {
+        "type": serializers.CharField(), "seq": serializers.IntegerField(),
+        "team": serializers.CharField(), "body": serializers.CharField(),
+        "author": serializers.CharField(), "task_id": serializers.CharField(allow_null=True),
+    },
+)
+
+
+def _visible_team(request: Request, team_id: str) -> Team:
+    team = Team.objects.filter(pk=team_id).first()
+    if team is None or not can_see_team(request.user, team_id):
+        raise NotFound(f"team {team_id!r} does not exist")
+    return team
+
+
+def chat_body(message: Any) -> dict[str, Any]:
+    return {"type": "chat", "seq": message.event_seq, "team": message.team_id,
+            "body": message.body, "author": message.author, "task_id": message.task_id,
+            "created_at": message.created_at.isoformat()}
+
+
+class TeamChatView(APIView):
+    """The team's chat room: narration of board changes and people's messages.
+    Posting here never changes the board."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(operation_id="teams_chat_list",
+                   responses=with_errors({200: ChatSerializer}, "not_found"))
+    def get(self, request: Request, team_id: str) -> Response:
+        _visible_team(request, team_id)
+        from clawboo import chat
+        from clawboo.api.bodies import query_int
+
+        limit = query_int(request.query_params.get("limit"), "limit", default=100, high=500)
+        return Response([chat_body(m) for m in chat.recent(team_id, limit)])
+
+    @extend_schema(operation_id="teams_chat_create",
+                   request=inline_serializer("ChatPost", {"body": serializers.CharField()}),
+                   responses=with_errors({201: ChatSerializer}, "not_found", "validation_error"))
+    def post(self, request: Request, team_id: str) -> Response:
+        _visible_team(request, team_id)
+        from clawboo import chat
+
+        body = json_object(request, ("body",), required=("body",))
+        message = chat.post(team_id, body["body"], author=request.user.get_username())
+        return Response(chat_body(message), status=201)
+
+
+class TeamEventsView(APIView):
+    """The durable event log: ``?since=N`` replays what a websocket would have sent."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(operation_id="teams_events_list",
+                   responses=with_errors({200: inline_serializer("Events", {
+                       "seq": serializers.IntegerField(), "events": serializers.ListField()})},
+                       "not_found", "validation_error"))
+    def get(self, request: Request, team_id: str) -> Response:
+        _visible_team(request, team_id)
+        from clawboo import events
+        from clawboo.api.bodies import query_int
+        from clawboo.live import message_for
+
+        since = query_int(request.query_params.get("since"), "since", default=-1, high=2**62)
+        head = events.latest_seq(team_id)
+        frames = [] if since < 0 else [message_for(e) for e in events.since(team_id, since)]
+        return Response({"seq": head, "events": frames})

@@ -249,7 +249,7 @@
   setInterval(render, 15000);  // keep heartbeat ages honest
 
   (async () => {
-    const hello = await api("GET", `/api/teams/${encodeURIComponent(team)}/events/head`).catch(() => null);
+    const hello = await api("GET", `/api/teams/${encodeURIComponent(team)}/events`).catch(() => null);
     if (hello) lastSeq = hello.seq;
     await Promise.all([load(), loadChat()]);
     connect();
