@@ -101,8 +101,7 @@ def begin_fire(routine_id: str, at_ms: int) -> StartedFire | None:
     spec = occurrence.parse_spec(routine.cron_spec, tz)
     due = routine.fire_slot if routine.fire_slot is not None else at_ms
     plan = occurrence.plan_fire(spec, tz, due, at_ms, routine.catch_up)
-    newest = max([due, *plan.slots])
-    routine_store.move(routine, RoutineStatus.RUNNING, fire_slot=newest)
+    routine_store.move(routine, RoutineStatus.RUNNING, fire_slot=plan.newest)
     reserved: list[int] = []
     stamp = dj_timezone.now()
     for slot in plan.slots:

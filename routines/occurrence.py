@@ -156,6 +156,7 @@ class FirePlan:
     slots: tuple[int, ...]  # the slots to fire now, oldest first
     skipped: int  # missed slots dropped by the catch-up policy
     next_run_at: int | None  # the slot to re-arm at after these fires
+    newest: int  # the newest due slot (fired or skipped): the cadence continues from it
 
 
 def plan_fire(spec: Spec, tz: ZoneInfo, due_slot: int, now_ms: int, policy: str) -> FirePlan:
@@ -187,4 +188,4 @@ def plan_fire(spec: Spec, tz: ZoneInfo, due_slot: int, now_ms: int, policy: str)
     else:
         fire = [newest]
     nxt = None if spec.once_at_ms is not None else next_after(spec, tz, max(newest, 0))
-    return FirePlan(slots=tuple(fire), skipped=len(due) - len(fire), next_run_at=nxt)
+    return FirePlan(slots=tuple(fire), skipped=len(due) - len(fire), next_run_at=nxt, newest=newest)
