@@ -44,15 +44,27 @@ def dispatch_deadline_s() -> int:
     return int(getattr(settings, "CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS", 900_000)) // 1000
 
 
+_broker: object | None = None
+
+
 def enqueue_fire(routine_id: str) -> None:
-    """Hand one claimed row to a django-q2 worker (inline when Q_CLUSTER sync is on)."""
+    """Hand one claimed row to a django-q2 worker (inline when Q_CLUSTER sync is on).
+
+    The broker is built once per process: django-q2 otherwise builds one per call,
+    which dominated the cost of enqueueing a burst of fires.
+    """
+    from django_q.brokers import get_broker
     from django_q.tasks import async_task
 
+    global _broker
+    if _broker is None:
+        _broker = get_broker()
     async_task(
         "routines.fire.run_fire",
         routine_id,
         task_name=f"routine-{routine_id}",
         timeout=dispatch_deadline_s(),
+        broker=_broker,
     )
 
 
