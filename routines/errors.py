@@ -1,0 +1,96 @@
+"""Routine and schedule refusals: one type per refusal, each with its ``code``.
+
+The API maps codes to HTTP in one place; the status each one is meant to answer
+with is noted here (and carried as ``http_status``) so the mapping has one source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from clawboo.errors import ClawbooError, Conflict, Forbidden, NotFound
+
+
+class RoutineNotFound(NotFound):
+    http_status = 404
+
+    def __init__(self, routine_id: str) -> None:
+        super().__init__(f"routine {routine_id!r} does not exist", routine_id=routine_id)
+
+
+class ScheduleNotFound(NotFound):
+    http_status = 404
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"schedule {schedule_id!r} does not exist", schedule_id=schedule_id)
+
+
+class IllegalRoutineTransition(ClawbooError):
+    """The ledger move is not in :data:`routines.models.TRANSITIONS` (409)."""
+
+    code = "illegal_transition"
+    http_status = 409
+
+    def __init__(self, routine_id: str, from_status: str, to_status: str, allowed: Sequence[str]):
+        super().__init__(
+            f"routine {routine_id!r} cannot move from {from_status} to {to_status}",
+            **{"from": from_status, "to": to_status, "allowed": list(allowed)},
+        )
+        self.from_status = from_status
+        self.to_status = to_status
+
+
+class RoutineBusy(Conflict):
+    """A schedule edit while a fire is in flight (queued/claimed/running): 409."""
+
+    http_status = 409
+
+
+class DuplicateFiringOwnerError(ClawbooError):
+    """The bound task already has another firing owner (409, never retried)."""
+
+    code = "ownership_conflict"
+    http_status = 409
+
+
+class BoundRecurringScheduleError(ClawbooError):
+    """A routine bound to an existing task must be a one-shot (400)."""
+
+    code = "bound_recurring"
+    http_status = 400
+
+
+class HumanParticipantNotImplemented(ClawbooError, NotImplementedError):
+    """Routines for human participants are a typed seam, not a feature yet (501).
+
+    The intended future shape is a scheduled board ping, not a spawned process.
+    """
+
+    code = "not_implemented"
+    http_status = 501
+
+
+class ObserveOnlyError(Forbidden):
+    code = "observe_only"
+    http_status = 403
+
+
+class TeamTaskDomainViolationError(ClawbooError):
+    """A team-task schedule aimed at a runtime-own-life source (422)."""
+
+    code = "domain_violation"
+    http_status = 422
+
+
+class GatewayUnavailable(ClawbooError):
+    """The OpenClaw Gateway is not configured, not reachable or did not answer (503)."""
+
+    code = "gateway_unavailable"
+    http_status = 503
+
+
+class GatewayRejected(ClawbooError):
+    """The Gateway answered ``ok: false`` to an operator request (409 with its code)."""
+
+    code = "conflict"
+    http_status = 409

@@ -1,0 +1,352 @@
+"""The fire path: one claimed routine row → board task(s) → runtime dispatch → outcome.
+
+:func:`run_fire` is the django-q2 task the ticker enqueues per claimed row. It
+moves the row ``claimed → running`` and reserves each slot in ``routine_fires``
+(unique per routine and slot, so no slot ever fires twice), then for each slot
+materializes the board task and dispatches it down the runtime's integration
+path, and finally records the outcome and re-arms (or disarms) the row.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone as dj_timezone
+
+from board import store as board_store
+from board.models import Task
+from clawboo import events, storage
+from clawboo.models import Agent, Runtime
+from routines import gateway, occurrence
+from routines import store as routine_store
+from routines.errors import GatewayRejected, GatewayUnavailable
+from routines.models import FireOutcome, Routine, RoutineFire, RoutineStatus
+
+log = logging.getLogger(__name__)
+
+IntegrationClass = Literal["one-shot", "connected"]
+
+# The runtime capability seam: each runtime declares how Clawboo reaches it. The
+# executor's adapters will own this declaration; until they land it is stated here
+# once, and the fire path only ever asks integration_class(), never a runtime id.
+RUNTIME_INTEGRATION: dict[str, IntegrationClass] = {
+    Runtime.COMMAND: "one-shot",
+    Runtime.CLAUDE_CODE: "one-shot",
+    Runtime.CODEX: "one-shot",
+    Runtime.HERMES: "one-shot",
+    Runtime.HUMAN: "one-shot",
+    Runtime.OPENCLAW: "connected",
+}
+
+
+def integration_class(runtime: str) -> IntegrationClass:
+    return RUNTIME_INTEGRATION.get(runtime, "one-shot")
+
+
+class FireFailed(Exception):
+    """A fire that cannot proceed (the message becomes the routine's last_error)."""
+
+
+@dataclass
+class DispatchResult:
+    slot_at: int
+    outcome: str  # a FireOutcome value
+    task_id: str | None = None
+    error: str | None = None
+    path: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StartedFire:
+    routine: Routine
+    agent: Agent
+    slots: tuple[int, ...]  # reserved in routine_fires by this fire
+    skipped: int
+
+
+# --- the django-q2 task ----------------------------------------------------------
+
+
+def run_fire(routine_id: str) -> list[DispatchResult]:
+    """Fire one claimed routine row. Each slot's failure is contained to its result."""
+    try:
+        started = storage.write(begin_fire, routine_id, routine_store.now_ms())
+    except Exception as exc:  # the row cannot even start: claimed → error, never a crash loop
+        log.exception("routine %s could not start its fire", routine_id)
+        storage.write(_fail_to_start, routine_id, f"{type(exc).__name__}: {exc}")
+        return []
+    if started is None:
+        return []  # not ours (another process healed or deleted it): nothing to do
+    results = [fire_slot(started.routine, started.agent, slot) for slot in started.slots]
+    storage.write(record_outcome, routine_id, results)
+    return results
+
+
+def begin_fire(routine_id: str, at_ms: int) -> StartedFire | None:
+    """``claimed → running`` and reserve the planned slots. Runs in the write transaction.
+
+    A slot whose ``routine_fires`` row already exists (another ticker, a restart)
+    is dropped: the unique (routine, slot) constraint is the per-slot guarantee.
+    """
+    routine = Routine.objects.select_for_update().filter(pk=routine_id).first()
+    if routine is None or routine.status != RoutineStatus.CLAIMED:
+        return None
+    tz = occurrence.check_timezone(routine.timezone)
+    spec = occurrence.parse_spec(routine.cron_spec, tz)
+    due = routine.fire_slot if routine.fire_slot is not None else at_ms
+    plan = occurrence.plan_fire(spec, tz, due, at_ms, routine.catch_up)
+    routine_store.move(routine, RoutineStatus.RUNNING, fire_slot=plan.newest)
+    reserved: list[int] = []
+    stamp = dj_timezone.now()
+    for slot in plan.slots:
+        try:
+            with transaction.atomic():
+                RoutineFire.objects.create(routine=routine, slot_at=slot, fired_at=stamp)
+        except IntegrityError:
+            continue  # this slot already fired once: never twice
+        reserved.append(slot)
+    agent = Agent.objects.get(pk=routine.agent_id)
+    return StartedFire(routine=routine, agent=agent, slots=tuple(reserved), skipped=plan.skipped)
+
+
+def _fail_to_start(routine_id: str, error: str) -> None:
+    routine = Routine.objects.select_for_update().filter(pk=routine_id).first()
+    if routine is None or routine.status != RoutineStatus.CLAIMED:
+        return
+    routine_store.move(routine, RoutineStatus.ERROR, next_run_at=None, last_error=error)
+    events.append(
+        routine.team_id, "routine_error", {"routine_id": routine.id, "error": error}, task_id=None
+    )
+
+
+# --- one slot --------------------------------------------------------------------
+
+
+def fire_slot(routine: Routine, agent: Agent, slot_at: int) -> DispatchResult:
+    """Materialize and dispatch one slot; every failure becomes an ``error`` result."""
+    task: Task | None = None
+    try:
+        routine_store.check_not_human(agent)
+        task = materialize_task(routine, slot_at)
+        path = integration_class(agent.runtime)
+        storage.write(_record_dispatched, routine, slot_at, task.id, path)
+        if path == "connected":
+            return dispatch_connected(routine, agent, task, slot_at)
+        return dispatch_one_shot(routine, agent, task, slot_at)
+    except Exception as exc:
+        log.warning("routine %s slot %s failed: %s", routine.id, slot_at, exc)
+        detail = getattr(exc, "detail", None) or str(exc) or type(exc).__name__
+        return DispatchResult(
+            slot_at, FireOutcome.ERROR, task_id=task.id if task else None, error=detail
+        )
+
+
+def materialize_task(routine: Routine, slot_at: int) -> Task:
+    """The board task for this fire: the bound task (must still be claimable), or a
+    fresh one stamped ``scheduled_by='clawboo'``. A fresh task's id is derived from
+    (routine, slot), so a re-run of the same slot finds the same task, never a twin."""
+    template = routine.task_template or {}
+    bound = template.get("team_task_id")
+    if bound:
+        task = board_store.find_task(bound)
+        if task is None:
+            raise FireFailed(f"bound task {bound!r} no longer exists")
+        if task.status in ("done", "cancelled") or task.dropped:
+            raise FireFailed(f"bound task {bound!r} is {task.status} and no longer claimable")
+        return task
+    metadata = {
+        "routine_id": routine.id,
+        "slot_at": slot_at,
+        "kind": template.get("kind", "code"),
+    }
+    for key in ("repo_path", "model", "max_node_cents"):
+        if template.get(key) is not None:
+            metadata[key] = template[key]
+    created = board_store.create_task(
+        id=f"rt-{routine.id}-{slot_at}",
+        title=template.get("title") or routine_store.DEFAULT_TITLE,
+        team=routine.team_id,
+        description=template.get("description") or "",
+        priority=template.get("priority", 0),
+        scheduled_by=routine_store.FIRING_OWNER,
+        metadata=metadata,
+        file_mutating=template.get("kind", "code") == "code",
+    )
+    return created.task
+
+
+def _record_dispatched(routine: Routine, slot_at: int, task_id: str, path: str) -> None:
+    RoutineFire.objects.filter(routine_id=routine.id, slot_at=slot_at).update(task_id=task_id)
+    events.append(
+        routine.team_id,
+        "routine_dispatched",
+        {"routine_id": routine.id, "slot_at": slot_at, "path": path},
+        task_id=task_id,
+    )
+
+
+# --- the one-shot path -----------------------------------------------------------
+
+
+def run_executor(routine: Routine, agent: Agent, task: Task, ticket: str) -> None:
+    """Seam for the executor pipeline (worktree, adapter, verification, completion).
+
+    The executor issue replaces this; until then a claimed task waits on the board
+    for its runtime, and the fire is recorded as dispatched.
+    """
+
+
+def dispatch_one_shot(routine: Routine, agent: Agent, task: Task, slot_at: int) -> DispatchResult:
+    """Claim the board task for the agent and hand it to the executor seam.
+
+    A lost claim (``conflict``) is success: someone else owns the task, so the work
+    is happening; the fire is recorded ``satisfied``, never retried.
+    """
+    claim = board_store.claim(task.id, agent.id, agent.runtime)
+    if claim.outcome == "conflict":
+        return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="one-shot")
+    if claim.outcome != "ok" or claim.ticket is None:
+        raise FireFailed(f"task {task.id!r} vanished before it could be claimed")
+    run_executor(routine, agent, claim.task or task, claim.ticket)
+    return DispatchResult(slot_at, FireOutcome.DISPATCHED, task.id, path="one-shot")
+
+
+# --- the connected path ----------------------------------------------------------
+
+
+def openclaw_timeout_ms() -> int:
+    return int(getattr(settings, "CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 600_000))
+
+
+def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int) -> DispatchResult:
+    """The OpenClaw operator dispatch: claim, run the agent over the gateway on a
+    stable per-routine session, wait for the terminal answer under the watchdog.
+
+    On timeout, a gateway error or a dropped connection the run is abandoned (the
+    connection is closed) and the board task released, so no in_progress task leaks.
+    """
+    config = gateway.configured()
+    if config is None:
+        raise FireFailed("the OpenClaw gateway is not configured (CLAWBOO_OPENCLAW_GATEWAY_URL)")
+    claim = board_store.claim(task.id, agent.id, agent.runtime)
+    if claim.outcome == "conflict":
+        return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="connected")
+    if claim.outcome != "ok" or claim.ticket is None:
+        raise FireFailed(f"task {task.id!r} vanished before it could be claimed")
+    ticket = claim.ticket
+    watchdog_ms = openclaw_timeout_ms()
+    deadline = time.monotonic() + watchdog_ms / 1000
+    settings_of_agent = agent.settings or {}
+    params: dict[str, Any] = {
+        "message": _prompt(task),
+        "idempotencyKey": f"clawboo-{routine.id}-{slot_at}",
+        "agentId": settings_of_agent.get("openclaw_agent_id", agent.id),
+        "sessionKey": f"clawboo-routine-{routine.id}",
+    }
+    if routine.task_template.get("model"):
+        params["model"] = routine.task_template["model"]
+    try:
+        with gateway.GatewayClient(config, timeout_s=min(watchdog_ms / 1000, 30.0)) as client:
+            request_id = f"routine-{routine.id}-{slot_at}"
+            client.send_json({"type": "req", "id": request_id, "method": "agent", "params": params})
+            # The gateway answers twice on one id: accepted, then the terminal result.
+            first = client.await_response(request_id, deadline=deadline)
+            final = first
+            if first.get("status") == "accepted":
+                final = client.await_response(request_id, deadline=deadline)
+    except (GatewayUnavailable, GatewayRejected) as exc:
+        board_store.release(task.id, ticket=ticket)
+        timed_out = time.monotonic() >= deadline
+        reason = (
+            f"openclaw run exceeded the {watchdog_ms} ms watchdog; aborted and released"
+            if timed_out
+            else f"openclaw dispatch failed: {exc.detail}"
+        )
+        raise FireFailed(reason) from None
+    if final.get("status") not in ("ok", None):
+        board_store.release(task.id, ticket=ticket)
+        raise FireFailed(f"openclaw run ended with status {final.get('status')!r}")
+    board_store.complete(
+        task.id,
+        {"summary": final.get("summary"), "run_id": final.get("runId")},
+        ticket=ticket,
+        if_allowed=True,
+    )
+    return DispatchResult(
+        slot_at,
+        FireOutcome.COMPLETED,
+        task.id,
+        path="connected",
+        detail={"run_id": final.get("runId")},
+    )
+
+
+def _prompt(task: Task) -> str:
+    return f"{task.title}\n\n{task.description}".strip()
+
+
+# --- the outcome -----------------------------------------------------------------
+
+
+def record_outcome(routine_id: str, results: list[DispatchResult]) -> Routine | None:
+    """Write each slot's outcome and settle the row. Runs in the write transaction.
+
+    Success re-arms at the occurrence after the fired slot (a spent one-shot goes
+    quiet with next_run_at null). Any failure halts the row in ``error`` with
+    next_run_at null until a human resumes it: never a silent retry-burn.
+    """
+    routine = Routine.objects.select_for_update().filter(pk=routine_id).first()
+    if routine is None or routine.status != RoutineStatus.RUNNING:
+        return None  # deleted, or healed by boot-resume meanwhile
+    stamp = dj_timezone.now()
+    for result in results:
+        RoutineFire.objects.filter(routine_id=routine.id, slot_at=result.slot_at).update(
+            outcome=result.outcome,
+            error=result.error,
+            task_id=result.task_id,
+            finished_at=stamp,
+        )
+    failures = [r for r in results if r.outcome == FireOutcome.ERROR]
+    last_run = routine_store.now_ms() if results else routine.last_run_at
+    if failures:
+        failure = failures[-1]
+        routine_store.move(
+            routine,
+            RoutineStatus.ERROR,
+            next_run_at=None,
+            last_error=failure.error,
+            last_run_at=last_run,
+        )
+        events.append(
+            routine.team_id,
+            "routine_error",
+            {"routine_id": routine.id, "slot_at": failure.slot_at, "error": failure.error},
+            task_id=failure.task_id,
+        )
+        return routine
+    tz = occurrence.check_timezone(routine.timezone)
+    spec = occurrence.parse_spec(routine.cron_spec, tz)
+    base = routine.fire_slot if routine.fire_slot is not None else routine_store.now_ms()
+    next_run = None if spec.is_one_shot else occurrence.next_after(spec, tz, base)
+    routine_store.move(
+        routine,
+        RoutineStatus.IDLE,
+        next_run_at=next_run,
+        last_run_at=last_run,
+        last_error=None,
+        fire_slot=None,
+    )
+    for result in results:
+        events.append(
+            routine.team_id,
+            "routine_completed",
+            {"routine_id": routine.id, "slot_at": result.slot_at, "outcome": result.outcome},
+            task_id=result.task_id,
+        )
+    return routine

@@ -1,0 +1,498 @@
+"""The routines data layer: the only writer of ``scheduled_runs`` and the ticker poke.
+
+Every write runs through :func:`clawboo.storage.write` (``BEGIN IMMEDIATE`` on
+SQLite; ``SELECT … FOR UPDATE`` on the routine row on PostgreSQL) and checks its
+ledger move against :data:`routines.models.TRANSITIONS` on the freshly read row.
+Every user-facing write also bumps the poke row, so tickers in any process re-arm.
+Cron math is delegated to :mod:`routines.occurrence`; this module never parses a
+cron expression itself.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError
+from django.db.models import F, QuerySet
+from django.utils import timezone as dj_timezone
+
+from board import checks
+from board.models import Task
+from clawboo import storage
+from clawboo.errors import ValidationFailed
+from clawboo.models import Agent, ParticipantKind, Runtime, Team
+from routines import occurrence
+from routines.errors import (
+    BoundRecurringScheduleError,
+    DuplicateFiringOwnerError,
+    HumanParticipantNotImplemented,
+    IllegalRoutineTransition,
+    RoutineBusy,
+    RoutineNotFound,
+)
+from routines.models import (
+    TRANSITIONS,
+    CatchUp,
+    Routine,
+    RoutineStatus,
+    TickerPoke,
+    is_transition_allowed,
+)
+
+FIRING_OWNER = "clawboo"
+MANUAL_OWNER = "manual"
+DEFAULT_TITLE = "Scheduled team task"
+# Isolation kinds: `code` provisions a worktree (file-mutating); the others do not.
+TEMPLATE_KINDS = ("code", "research", "chat")
+BOOT_RESUME_ERROR = "orphaned mid-dispatch (restart)"
+_TEMPLATE_KEYS = frozenset(
+    {
+        "title",
+        "description",
+        "kind",
+        "priority",
+        "repo_path",
+        "model",
+        "max_node_cents",
+        "team_task_id",
+    }
+)
+_IN_FLIGHT = frozenset({RoutineStatus.QUEUED, RoutineStatus.CLAIMED, RoutineStatus.RUNNING})
+
+
+def now_ms() -> int:
+    """Wall-clock UTC epoch ms (time_machine moves it in tests)."""
+    return int(time.time() * 1000)
+
+
+# --- validation ----------------------------------------------------------------
+
+
+def check_task_template(value: Any) -> dict[str, Any]:
+    """The board task each fire materializes, with the SPEC §10 defaults filled in."""
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise ValidationFailed("task_template", "must be an object")
+    unknown = sorted(set(value) - _TEMPLATE_KEYS)
+    if unknown:
+        raise ValidationFailed(f"task_template.{unknown[0]}", "unknown field")
+
+    def sub(name: str, exc: ValidationFailed) -> ValidationFailed:
+        return ValidationFailed(f"task_template.{name}", exc.detail.split(": ", 1)[-1])
+
+    clean: dict[str, Any] = {}
+    try:
+        clean["title"] = checks.check_title(value.get("title", DEFAULT_TITLE))
+    except ValidationFailed as exc:
+        raise sub("title", exc) from None
+    try:
+        clean["description"] = checks.check_text(value.get("description"), "description")
+    except ValidationFailed as exc:
+        raise sub("description", exc) from None
+    kind = value.get("kind", "code")
+    if kind not in TEMPLATE_KINDS:
+        raise ValidationFailed("task_template.kind", f"must be one of {', '.join(TEMPLATE_KINDS)}")
+    clean["kind"] = kind
+    try:
+        clean["priority"] = checks.check_priority(value.get("priority", 0))
+    except ValidationFailed as exc:
+        raise sub("priority", exc) from None
+    for name in ("repo_path", "model"):
+        raw = value.get(name)
+        if raw is not None and (not isinstance(raw, str) or not raw.strip() or len(raw) > 1024):
+            raise ValidationFailed(f"task_template.{name}", "must be a non-empty string")
+        clean[name] = raw
+    cents = value.get("max_node_cents")
+    if cents is not None:
+        try:
+            checks.check_int(cents, "max_node_cents", low=0, high=2**31 - 1)
+        except ValidationFailed as exc:
+            raise sub("max_node_cents", exc) from None
+    clean["max_node_cents"] = cents
+    bound = value.get("team_task_id")
+    if bound is not None:
+        bound = checks.check_id(bound, "task_template.team_task_id")
+    clean["team_task_id"] = bound
+    return clean
+
+
+def _check_catch_up(value: Any) -> str:
+    if value is None:
+        return CatchUp.LATEST
+    if value not in CatchUp.values:
+        raise ValidationFailed("catch_up", f"must be one of {', '.join(CatchUp.values)}")
+    return str(value)
+
+
+def _check_agent(agent_id: Any, team_id: str) -> Agent:
+    if not isinstance(agent_id, str) or not agent_id:
+        raise ValidationFailed("agent_id", "is required")
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None:
+        raise ValidationFailed("agent_id", f"no agent {agent_id!r}")
+    if agent.team_id != team_id:
+        raise ValidationFailed("agent_id", f"agent {agent_id!r} is not on team {team_id!r}")
+    check_not_human(agent)
+    return agent
+
+
+def check_not_human(agent: Agent) -> None:
+    """The human-participant seam: reachable, typed, not built yet."""
+    if agent.participant_kind == ParticipantKind.HUMAN or agent.runtime == Runtime.HUMAN:
+        raise HumanParticipantNotImplemented(
+            f"routines for human participant {agent.id!r} are not implemented yet "
+            "(planned: a scheduled board ping)",
+            agent_id=agent.id,
+        )
+
+
+def _check_bound_task(task_id: str, team_id: str, routine_id: str | None) -> None:
+    """Registration-time de-dup, the first wall of the one-firing-owner invariant.
+
+    Must run inside the registration's write transaction: it locks the task row on
+    PostgreSQL (SQLite's BEGIN IMMEDIATE already serializes), so two concurrent
+    registrations against one task cannot both pass. It reads only
+    ``tasks.scheduled_by`` (the team-task domain), never a runtime's own cron.
+    """
+    task = Task.objects.select_for_update().filter(pk=task_id).first()
+    if task is None:
+        raise ValidationFailed("task_template.team_task_id", f"no task {task_id!r}")
+    if task.team_id != team_id:
+        raise ValidationFailed(
+            "task_template.team_task_id", f"task {task_id!r} is not on team {team_id!r}"
+        )
+    if task.scheduled_by not in (MANUAL_OWNER, FIRING_OWNER):
+        raise DuplicateFiringOwnerError(
+            f"task {task_id!r} is already fired by {task.scheduled_by!r}",
+            task_id=task_id,
+            owner=task.scheduled_by,
+        )
+    other = Routine.objects.filter(bound_task_id=task_id).exclude(pk=routine_id).first()
+    if other is not None:
+        raise DuplicateFiringOwnerError(
+            f"task {task_id!r} is already fired by routine {other.id!r}",
+            task_id=task_id,
+            owner=FIRING_OWNER,
+            routine_id=other.id,
+        )
+    if task.status in ("done", "cancelled"):
+        raise ValidationFailed(
+            "task_template.team_task_id", f"task {task_id!r} is {task.status} and cannot fire"
+        )
+
+
+# --- the poke --------------------------------------------------------------------
+
+
+def poke() -> None:
+    """Tell every ticker (any process) to re-arm now. Call inside the write."""
+    if not TickerPoke.objects.filter(pk=1).update(seq=F("seq") + 1):
+        TickerPoke.objects.get_or_create(pk=1, defaults={"seq": 1})
+
+
+def poke_seq() -> int:
+    value = TickerPoke.objects.filter(pk=1).values_list("seq", flat=True).first()
+    return int(value or 0)
+
+
+# --- reads -----------------------------------------------------------------------
+
+
+def get_routine(routine_id: str) -> Routine:
+    try:
+        return Routine.objects.select_related("agent").get(pk=routine_id)
+    except Routine.DoesNotExist:
+        raise RoutineNotFound(routine_id) from None
+
+
+def list_routines(
+    *, team: str | list[str] | None = None, status: str | None = None
+) -> QuerySet[Routine]:
+    qs = Routine.objects.select_related("agent").all()
+    if team is not None:
+        qs = qs.filter(team_id__in=team) if isinstance(team, list) else qs.filter(team_id=team)
+    if status is not None:
+        if status not in RoutineStatus.values:
+            raise ValidationFailed("status", f"must be one of {', '.join(RoutineStatus.values)}")
+        qs = qs.filter(status=status)
+    return qs.order_by("created_at", "id")
+
+
+def lock_routine(routine_id: str) -> Routine:
+    """Read the routine row for a write: call inside the write transaction only."""
+    row = Routine.objects.select_for_update().filter(pk=routine_id).first()
+    if row is None:
+        raise RoutineNotFound(routine_id)
+    return row
+
+
+def move(routine: Routine, to_status: str, **fields: Any) -> Routine:
+    """Apply one ledger move to a row freshly read under lock (see :func:`lock_routine`).
+
+    Refuses a move that is not in the transition table; same-status is a no-op move
+    (the other fields are still written).
+    """
+    if not is_transition_allowed(routine.status, to_status):
+        raise IllegalRoutineTransition(
+            routine.id, routine.status, to_status, TRANSITIONS.get(routine.status, ())
+        )
+    routine.status = to_status
+    for name, value in fields.items():
+        setattr(routine, name, value)
+    routine.updated_at = dj_timezone.now()
+    routine.save()
+    return routine
+
+
+# --- writes ----------------------------------------------------------------------
+
+
+def create_routine(
+    *,
+    agent_id: Any,
+    team: Any,
+    cron_spec: Any,
+    timezone: Any = "UTC",
+    task_template: Any = None,
+    catch_up: Any = None,
+) -> Routine:
+    """Register a routine, armed at its first slot strictly after now.
+
+    Refusals: bad spec/timezone/template or a past one-shot → ValidationFailed
+    (400); unknown agent → ValidationFailed; a recurring spec bound to a task →
+    BoundRecurringScheduleError (400); a task with another firing owner →
+    DuplicateFiringOwnerError (409); a human participant →
+    HumanParticipantNotImplemented (501).
+    """
+    team_id = checks.check_id(team, "team")
+    at = now_ms()
+    spec, tz = occurrence.validate_new(cron_spec, timezone or "UTC", at)
+    template = check_task_template(task_template)
+    policy = _check_catch_up(catch_up)
+    bound = template["team_task_id"]
+    if bound is not None and not spec.is_one_shot:
+        raise BoundRecurringScheduleError(
+            "a routine bound to an existing task must be a one-shot (once@…): the task "
+            "is claimable exactly once",
+            task_id=bound,
+        )
+
+    def run() -> Routine:
+        if not Team.objects.filter(pk=team_id).exists():
+            raise ValidationFailed("team", f"no team {team_id!r}")
+        agent = _check_agent(agent_id, team_id)
+        if bound is not None:
+            _check_bound_task(bound, team_id, None)
+        stamp = dj_timezone.now()
+        try:
+            routine = Routine.objects.create(
+                id=secrets.token_hex(8),
+                agent=agent,
+                team_id=team_id,
+                cron_spec=spec.text,
+                timezone=str(tz.key),
+                task_template=template,
+                bound_task_id=bound,
+                status=RoutineStatus.IDLE,
+                next_run_at=occurrence.first_slot(spec, tz, at),
+                scheduled_by=FIRING_OWNER,
+                catch_up=policy,
+                created_at=stamp,
+                updated_at=stamp,
+            )
+        except IntegrityError:
+            # Lost a race on the one-owner-per-task constraint (PostgreSQL).
+            raise DuplicateFiringOwnerError(
+                f"task {bound!r} is already fired by another routine", task_id=bound
+            ) from None
+        poke()
+        return routine
+
+    return storage.write(run)
+
+
+_EDITABLE = ("agent_id", "cron_spec", "timezone", "task_template", "catch_up")
+
+
+def update_routine(routine_id: str, changes: dict[str, Any]) -> Routine:
+    """PATCH: schedule, template, agent or catch-up. Re-arms an idle row from now.
+
+    Refused with RoutineBusy (409) while a fire is in flight.
+    """
+    if not isinstance(changes, dict):
+        raise ValidationFailed("body", "must be an object")
+    unknown = sorted(set(changes) - set(_EDITABLE))
+    if unknown:
+        raise ValidationFailed(unknown[0], "unknown field in a routine update")
+    template = check_task_template(changes["task_template"]) if "task_template" in changes else None
+    policy = _check_catch_up(changes["catch_up"]) if "catch_up" in changes else None
+
+    def run() -> Routine:
+        routine = lock_routine(routine_id)
+        if routine.status in _IN_FLIGHT:
+            raise RoutineBusy(
+                f"routine {routine_id!r} is {routine.status}; edit it after the fire settles",
+                status=routine.status,
+            )
+        at = now_ms()
+        spec_text = changes.get("cron_spec", routine.cron_spec)
+        tz_name = changes.get("timezone", routine.timezone)
+        if "cron_spec" in changes or "timezone" in changes:
+            spec, tz = occurrence.validate_new(spec_text, tz_name, at)
+        else:
+            tz = occurrence.check_timezone(tz_name)
+            spec = occurrence.parse_spec(spec_text, tz)
+        new_template = template if template is not None else routine.task_template
+        bound = new_template.get("team_task_id")
+        if bound is not None and not spec.is_one_shot:
+            raise BoundRecurringScheduleError(
+                "a routine bound to an existing task must be a one-shot", task_id=bound
+            )
+        if bound is not None and bound != routine.bound_task_id:
+            _check_bound_task(bound, routine.team_id, routine.id)
+        if "agent_id" in changes:
+            routine.agent = _check_agent(changes["agent_id"], routine.team_id)
+        routine.cron_spec = spec.text
+        routine.timezone = str(tz.key)
+        routine.task_template = new_template
+        routine.bound_task_id = bound
+        if policy is not None:
+            routine.catch_up = policy
+        fields: dict[str, Any] = {}
+        if routine.status == RoutineStatus.IDLE:
+            fields["next_run_at"] = occurrence.first_slot(spec, tz, at)
+        move(routine, routine.status, **fields)
+        poke()
+        return routine
+
+    return storage.write(run)
+
+
+def delete_routine(routine_id: str) -> None:
+    def run() -> None:
+        lock_routine(routine_id).delete()
+        poke()
+
+    storage.write(run)
+
+
+def pause_routine(routine_id: str) -> Routine:
+    """idle/queued/error → paused. A paused row never auto-fires."""
+
+    def run() -> Routine:
+        routine = move(lock_routine(routine_id), RoutineStatus.PAUSED)
+        poke()
+        return routine
+
+    return storage.write(run)
+
+
+def resume_routine(routine_id: str) -> Routine:
+    """paused/error → idle, re-armed at the first slot after now (never a past one),
+    clearing the last error. A spent one-shot resumes quiet (next_run_at null)."""
+
+    def run() -> Routine:
+        routine = lock_routine(routine_id)
+        if routine.status == RoutineStatus.IDLE:
+            return routine  # same-status: idempotent no-op
+        if not is_transition_allowed(routine.status, RoutineStatus.IDLE) or routine.status in (
+            _IN_FLIGHT
+        ):
+            raise IllegalRoutineTransition(
+                routine.id, routine.status, RoutineStatus.IDLE, TRANSITIONS[routine.status]
+            )
+        tz = occurrence.check_timezone(routine.timezone)
+        spec = occurrence.parse_spec(routine.cron_spec, tz)
+        move(
+            routine,
+            RoutineStatus.IDLE,
+            next_run_at=occurrence.first_slot(spec, tz, now_ms()),
+            last_error=None,
+            fire_slot=None,
+        )
+        poke()
+        return routine
+
+    return storage.write(run)
+
+
+def run_routine_now(routine_id: str) -> Routine:
+    """idle → queued for a slot at now: the next tick claims and fires it."""
+
+    def run() -> Routine:
+        routine = lock_routine(routine_id)
+        if routine.status == RoutineStatus.QUEUED:
+            return routine  # already about to fire
+        move(routine, RoutineStatus.QUEUED, fire_slot=now_ms())
+        poke()
+        return routine
+
+    return storage.write(run)
+
+
+# --- boot-resume -----------------------------------------------------------------
+
+
+@dataclass
+class BootResumeReport:
+    requeued: list[str] = field(default_factory=list)  # claimed orphans → queued
+    rearmed: list[str] = field(default_factory=list)  # recurring running → idle
+    errored: list[str] = field(default_factory=list)  # one-shot running → error
+
+
+def boot_resume() -> BootResumeReport:
+    """Heal rows a dead process left mid-transition, in one transaction (seed 002):
+
+    * ``claimed`` (the fire never started) → ``queued``: it was due, fire it now;
+      ``routine_fires`` and the board claim deduplicate any double-fire;
+    * recurring ``running`` → ``idle`` at the occurrence after the slot it fired;
+    * one-shot ``running`` → ``error`` (outcome unknown; never re-fired);
+    * ``idle`` rows are untouched (a past-due slot fires on the next due-pass).
+
+    Only safe when no other ticker is mid-fire on these rows (one ticker per database
+    at boot, or run before starting the cluster).
+    """
+
+    def run() -> BootResumeReport:
+        report = BootResumeReport()
+        orphans = Routine.objects.select_for_update().filter(
+            status__in=(RoutineStatus.CLAIMED, RoutineStatus.RUNNING)
+        )
+        for routine in orphans:
+            if routine.status == RoutineStatus.CLAIMED:
+                move(routine, RoutineStatus.QUEUED)
+                report.requeued.append(routine.id)
+            elif routine.is_one_shot:
+                move(routine, RoutineStatus.ERROR, next_run_at=None, last_error=BOOT_RESUME_ERROR)
+                report.errored.append(routine.id)
+                _record_boot_error(routine)
+            else:
+                tz = occurrence.check_timezone(routine.timezone)
+                spec = occurrence.parse_spec(routine.cron_spec, tz)
+                base = max(routine.fire_slot or 0, routine.next_run_at or 0) or now_ms()
+                move(
+                    routine,
+                    RoutineStatus.IDLE,
+                    next_run_at=occurrence.next_after(spec, tz, base),
+                    fire_slot=None,
+                )
+                report.rearmed.append(routine.id)
+        if report.requeued or report.rearmed or report.errored:
+            poke()
+        return report
+
+    return storage.write(run)
+
+
+def _record_boot_error(routine: Routine) -> None:
+    from clawboo import events
+
+    events.append(
+        routine.team_id,
+        "routine_error",
+        {"routine_id": routine.id, "error": BOOT_RESUME_ERROR, "slot_at": routine.fire_slot},
+    )

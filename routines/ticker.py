@@ -1,0 +1,206 @@
+"""The ticker: the stateless actuator over the ``scheduled_runs`` ledger.
+
+It holds no durable state. One timer, armed at
+``min(max(min_next_run − now, 0), 60 s)``; each tick runs the due-pass, the
+sequential claim phase and the concurrent dispatch phase, then re-arms against the
+freshest ``min(next_run_at)``. Between ticks it polls the poke row every
+``poke_interval`` so a routine written by any process re-arms it at once. Each step
+is a method a test can call directly; dueness is always decided in SQL, so a
+spurious or late wake is harmless, and two tickers over one database still fire
+each slot once (the conditional claim UPDATE and ``routine_fires`` see to it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Min
+from django.utils import timezone as dj_timezone
+
+from clawboo import events, storage
+from routines import store as routine_store
+from routines.models import Routine, RoutineStatus, sources_of
+
+log = logging.getLogger(__name__)
+
+MAX_ARM_MS = 60_000
+POKE_INTERVAL_MS = 1_000
+_TABLE = Routine._meta.db_table
+
+
+@dataclass
+class TickReport:
+    queued: list[str] = field(default_factory=list)  # flipped idle → queued by this due-pass
+    claimed: list[str] = field(default_factory=list)  # won by this ticker
+    lost: list[str] = field(default_factory=list)  # someone else's: dropped, never retried
+
+
+def dispatch_deadline_s() -> int:
+    return int(getattr(settings, "CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS", 900_000)) // 1000
+
+
+_broker: object | None = None
+
+
+def enqueue_fire(routine_id: str) -> None:
+    """Hand one claimed row to a django-q2 worker (inline when Q_CLUSTER sync is on).
+
+    The broker is built once per process: django-q2 otherwise builds one per call,
+    which dominated the cost of enqueueing a burst of fires.
+    """
+    from django_q.brokers import get_broker
+    from django_q.tasks import async_task
+
+    global _broker
+    if _broker is None:
+        _broker = get_broker()
+    async_task(
+        "routines.fire.run_fire",
+        routine_id,
+        task_name=f"routine-{routine_id}",
+        timeout=dispatch_deadline_s(),
+        broker=_broker,
+    )
+
+
+class Ticker:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], int] = routine_store.now_ms,
+        enqueue: Callable[[str], None] = enqueue_fire,
+        max_arm_ms: int = MAX_ARM_MS,
+        poke_interval_ms: int = POKE_INTERVAL_MS,
+    ) -> None:
+        self.clock = clock
+        self.enqueue = enqueue
+        self.max_arm_ms = max_arm_ms
+        self.poke_interval_ms = poke_interval_ms
+        self.stop_event = threading.Event()
+
+    # --- the steps -----------------------------------------------------------------
+
+    def boot_resume(self) -> routine_store.BootResumeReport:
+        report = routine_store.boot_resume()
+        if report.requeued or report.rearmed or report.errored:
+            log.info(
+                "boot-resume: %d requeued, %d re-armed, %d errored",
+                len(report.requeued),
+                len(report.rearmed),
+                len(report.errored),
+            )
+        return report
+
+    def due_pass(self, now_ms: int | None = None) -> list[str]:
+        """One ``UPDATE … RETURNING``: every due idle row → queued, slot recorded.
+
+        Paused, errored and disarmed (next_run_at null) rows are excluded by the
+        status and null guards.
+        """
+        at = self.clock() if now_ms is None else now_ms
+        # The guard is the transition table's auto edge into queued (idle only).
+        assert RoutineStatus.IDLE in sources_of(RoutineStatus.QUEUED)
+
+        def run() -> list[str]:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"UPDATE {_TABLE} SET status = %s, fire_slot = next_run_at, "  # noqa: S608
+                    "updated_at = %s WHERE status = %s AND next_run_at IS NOT NULL "
+                    "AND next_run_at <= %s RETURNING id",
+                    [RoutineStatus.QUEUED, dj_timezone.now(), RoutineStatus.IDLE, at],
+                )
+                return [row[0] for row in cursor.fetchall()]
+
+        return storage.write(run)
+
+    def claim_one(self, routine_id: str) -> bool:
+        """``queued → claimed`` for one row, atomically; False = someone else's.
+
+        A won claim records ``routine_fired`` in the same transaction and enqueues
+        the dispatch after commit.
+        """
+
+        def run() -> bool:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"UPDATE {_TABLE} SET status = %s, updated_at = %s "  # noqa: S608
+                    "WHERE id = %s AND status = %s RETURNING team_id, fire_slot",
+                    [RoutineStatus.CLAIMED, dj_timezone.now(), routine_id, RoutineStatus.QUEUED],
+                )
+                row = cursor.fetchone()
+            if row is None:
+                return False  # another ticker got there first: data, not an error
+            events.append(row[0], "routine_fired", {"routine_id": routine_id, "slot_at": row[1]})
+            transaction.on_commit(lambda: self.enqueue(routine_id))
+            return True
+
+        return storage.write(run)
+
+    def claim_phase(self) -> tuple[list[str], list[str]]:
+        """Claim every queued row, one at a time. Includes rows queued by run-now, by
+        boot-resume or by a ticker that died after its due-pass."""
+        queued = list(
+            Routine.objects.filter(status=RoutineStatus.QUEUED)
+            .order_by("fire_slot", "id")
+            .values_list("id", flat=True)
+        )
+        won: list[str] = []
+        lost: list[str] = []
+        for routine_id in queued:
+            (won if self.claim_one(routine_id) else lost).append(routine_id)
+        return won, lost
+
+    def tick(self) -> TickReport:
+        """Due-pass, then claim phase; each won claim's dispatch is enqueued on commit,
+        so fires run concurrently in django-q2 workers and never block this loop."""
+        report = TickReport()
+        report.queued = self.due_pass()
+        report.claimed, report.lost = self.claim_phase()
+        return report
+
+    def arm_delay_ms(self, now_ms: int | None = None) -> int:
+        """``min(max(min_next_run − now, 0), max_arm)``: the clamp doubles as the
+        periodic rescan for rows written elsewhere and for laptop sleep."""
+        at = self.clock() if now_ms is None else now_ms
+        if Routine.objects.filter(status=RoutineStatus.QUEUED).exists():
+            return 0
+        soonest = Routine.objects.filter(
+            status=RoutineStatus.IDLE, next_run_at__isnull=False
+        ).aggregate(m=Min("next_run_at"))["m"]
+        if soonest is None:
+            return self.max_arm_ms
+        return min(max(soonest - at, 0), self.max_arm_ms)
+
+    # --- the loop ------------------------------------------------------------------
+
+    def wait(self, delay_ms: int) -> str:
+        """Sleep until the timer fires, a poke arrives or stop is asked; say which."""
+        seen = routine_store.poke_seq()
+        remaining = delay_ms
+        while remaining > 0:
+            step = min(remaining, self.poke_interval_ms)
+            if self.stop_event.wait(step / 1000):
+                return "stop"
+            remaining -= step
+            if routine_store.poke_seq() != seen:
+                return "poke"
+        return "timer"
+
+    def run_forever(self) -> None:
+        self.boot_resume()
+        while not self.stop_event.is_set():
+            try:
+                report = self.tick()
+                if report.claimed:
+                    log.info("ticker fired %d routine(s)", len(report.claimed))
+            except Exception:  # one bad tick must not kill the actuator; next tick retries
+                log.exception("ticker tick failed")
+            self.wait(self.arm_delay_ms())
+
+    def stop(self) -> None:
+        self.stop_event.set()

@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from board import store as board_store
+from clawboo.models import Event
+from routines import fire, store
+from routines.models import Routine, RoutineFire
+from routines.ticker import Ticker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def make(agent, spec="0 * * * *", **kw):
+    return store.create_routine(agent_id=agent.id, team=agent.team_id, cron_spec=spec, **kw)
+
+
+def kinds(team: str) -> list[str]:
+    return list(
+        Event.objects.filter(team_id=team, kind__startswith="routine_").values_list(
+            "kind", flat=True
+        )
+    )
+
+
+def test_a_due_routine_fires_through_django_q_and_re_arms(agent, clock):
+    routine = make(agent, task_template={"title": "Morning briefing", "priority": 3})
+    ticker = Ticker()
+    assert ticker.tick().claimed == []  # not due yet
+    assert ticker.arm_delay_ms() == 3_600_000 or ticker.arm_delay_ms() == 60_000
+    clock.shift(dt.timedelta(hours=1))
+    report = ticker.tick()
+    assert report.queued == [routine.id] and report.claimed == [routine.id]
+    row = Routine.objects.get(pk=routine.id)
+    slot = store.now_ms()
+    assert row.status == "idle" and row.next_run_at == slot + 3_600_000
+    assert row.last_run_at == slot
+    fired = RoutineFire.objects.get(routine=row)
+    assert (fired.slot_at, fired.outcome) == (slot, "dispatched")
+    task = board_store.get_task(fired.task_id)
+    assert task.scheduled_by == "clawboo" and task.title == "Morning briefing"
+    assert task.status == "in_progress" and task.assignee_agent_id == "ada"
+    assert task.priority == 3 and task.metadata["routine_id"] == routine.id
+    assert kinds(agent.team_id) == ["routine_fired", "routine_dispatched", "routine_completed"]
+
+
+def test_arm_delay_is_clamped_to_a_minute(agent, clock):
+    ticker = Ticker()
+    assert ticker.arm_delay_ms() == 60_000  # nothing scheduled
+    make(agent, "*/5 * * * *")
+    clock.shift(dt.timedelta(minutes=4, seconds=30))
+    assert ticker.arm_delay_ms() == 30_000
+    clock.shift(dt.timedelta(minutes=10))
+    assert ticker.arm_delay_ms() == 0
+
+
+def test_catch_up_after_three_hours_of_downtime(agent, clock):
+    latest = make(agent)
+    skip = make(agent, catch_up="skip")
+    clock.shift(dt.timedelta(hours=3, minutes=10))
+    Ticker().tick()
+    assert RoutineFire.objects.filter(routine_id=latest.id).count() == 1
+    assert RoutineFire.objects.filter(routine_id=skip.id).count() == 0
+    for rid in (latest.id, skip.id):
+        row = Routine.objects.get(pk=rid)
+        assert row.status == "idle"
+        assert row.next_run_at == store.now_ms() + 50 * 60_000  # the 12:00 slot
+
+
+def test_a_failed_recurring_fire_halts_in_error_until_resumed(agent, clock, monkeypatch):
+    failing = make(agent)
+    healthy = make(agent)
+
+    def explode(routine, agent, task, ticket):
+        if routine.id == failing.id:
+            raise RuntimeError("adapter exploded")
+
+    monkeypatch.setattr(fire, "run_executor", explode)
+    clock.shift(dt.timedelta(hours=1))
+    assert sorted(Ticker().tick().claimed) == sorted([failing.id, healthy.id])
+    row = Routine.objects.get(pk=failing.id)
+    assert (row.status, row.next_run_at, row.last_error) == ("error", None, "adapter exploded")
+    assert Routine.objects.get(pk=healthy.id).status == "idle"  # one failure aborts nothing else
+    assert "routine_error" in kinds(agent.team_id)
+    clock.shift(dt.timedelta(hours=5))
+    assert Ticker().tick().claimed == [healthy.id]  # the errored row stays parked
+    assert store.resume_routine(failing.id).next_run_at > store.now_ms()
+
+
+def test_a_spent_one_shot_goes_quiet(agent, clock):
+    routine = make(agent, "once@2030-01-07T09:00Z")
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    row = Routine.objects.get(pk=routine.id)
+    assert (row.status, row.next_run_at) == ("idle", None)
+    clock.shift(dt.timedelta(days=2))
+    assert Ticker().tick().queued == []
+    assert RoutineFire.objects.filter(routine=row).count() == 1
+
+
+def test_a_bound_one_shot_fires_its_task_and_a_lost_claim_is_success(agent, clock):
+    task = board_store.create_task(title="Release notes", team=agent.team_id).task
+    routine = make(agent, "once@2030-01-07T09:00Z", task_template={"team_task_id": task.id})
+    # The work is already happening (a lease that outlives the wait).
+    board_store.claim(task.id, "someone-else", "command", lease_ms=4 * 3_600_000)
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    row = Routine.objects.get(pk=routine.id)
+    assert row.status == "idle" and row.last_error is None
+    fired = RoutineFire.objects.get(routine=row)
+    assert (fired.outcome, fired.task_id) == ("satisfied", task.id)
+    assert board_store.get_task(task.id).assignee_agent_id == "someone-else"
+
+
+def test_a_bound_task_that_is_done_errors_the_fire(agent, clock):
+    task = board_store.create_task(title="t", team=agent.team_id).task
+    routine = make(agent, "once@2030-01-07T09:00Z", task_template={"team_task_id": task.id})
+    got = board_store.claim(task.id, "bob", "command")
+    board_store.complete(task.id, ticket=got.ticket)
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    row = Routine.objects.get(pk=routine.id)
+    assert row.status == "error" and "no longer claimable" in row.last_error
+
+
+def test_the_claim_phase_never_retries_a_lost_row(agent, clock):
+    routine = make(agent)
+    clock.shift(dt.timedelta(hours=1))
+    first, second = Ticker(enqueue=lambda rid: None), Ticker(enqueue=lambda rid: None)
+    assert first.due_pass() == [routine.id]
+    assert second.due_pass() == []
+    assert first.claim_one(routine.id) is True
+    assert second.claim_one(routine.id) is False
+
+
+def test_a_fire_re_run_for_the_same_slot_never_fires_twice(agent, clock):
+    routine = make(agent)
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    slot = store.now_ms()
+    # Simulate a second claim of the same slot (another ticker, a replayed queue entry).
+    Routine.objects.filter(pk=routine.id).update(status="claimed", fire_slot=slot)
+    assert fire.run_fire(routine.id) == []
+    assert RoutineFire.objects.filter(routine_id=routine.id).count() == 1
+
+
+def test_the_human_seam_is_typed_at_fire_time(agent, clock, monkeypatch):
+    routine = make(agent)
+    agent.participant_kind = "human"
+    agent.save()
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    row = Routine.objects.get(pk=routine.id)
+    assert row.status == "error" and "not implemented" in row.last_error

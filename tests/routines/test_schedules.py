@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+import datetime as dt
+import socket
+
+import pytest
+
+from board import store as board_store
+from routines import gateway, store
+from routines.errors import (
+    GatewayRejected,
+    GatewayUnavailable,
+    ObserveOnlyError,
+    ScheduleNotFound,
+    TeamTaskDomainViolationError,
+)
+from routines.models import Routine, RoutineFire
+from routines.schedules import (
+    ClawbooRoutineScheduleSource,
+    OpenClawGatewayCronScheduleSource,
+    ScheduleMultiplexer,
+    SourceRead,
+)
+from routines.ticker import Ticker
+from tests.routines.fake_gateway import FakeGateway
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fake():
+    server = FakeGateway()
+    yield server
+    server.close()
+
+
+def source_for(fake: FakeGateway, timeout_s: float = 2.0) -> OpenClawGatewayCronScheduleSource:
+    return OpenClawGatewayCronScheduleSource(
+        gateway.GatewayConfig(fake.url, fake.token), timeout_s=timeout_s
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_gateway_cron_list_add_update_run_remove(fake):
+    mux = ScheduleMultiplexer([ClawbooRoutineScheduleSource(), source_for(fake)])
+    row = mux.create(
+        "openclaw-gateway-cron",
+        {
+            "name": "heartbeat",
+            "schedule": {"kind": "cron", "expr": "*/10 * * * *"},
+            "sessionTarget": "main",
+            "wakeMode": "now",
+            "payload": {"text": "hi"},
+        },
+    )
+    assert row.id == "openclaw-gateway-cron:job1" and row.domain == "runtime-own-life"
+    assert row.spec == "*/10 * * * *"
+    assert mux.update(row.id, {"action": "pause"}).enabled is False
+    assert mux.run(row.id) == {"ran": True}
+    view = mux.read()
+    assert [s["status"] for s in view["sources"]] == ["ok", "ok"]
+    assert [r["id"] for r in view["schedules"]] == [row.id]
+    mux.delete(row.id)
+    assert mux.read()["schedules"] == []
+    with pytest.raises(GatewayRejected):
+        mux.delete(row.id)
+    connect = fake.requests[0]
+    assert connect["method"] == "connect"
+    assert connect["params"]["role"] == "operator" and connect["params"]["maxProtocol"] == 3
+
+
+def test_team_task_creates_are_refused_at_both_walls(fake):
+    source = source_for(fake)
+    mux = ScheduleMultiplexer([ClawbooRoutineScheduleSource(), source])
+    body = {"domain": "team-task", "name": "x"}
+    with pytest.raises(TeamTaskDomainViolationError) as info:
+        mux.create("openclaw-gateway-cron", body)
+    assert info.value.code == "domain_violation"
+    with pytest.raises(TeamTaskDomainViolationError):
+        source.create({"task_template": {"title": "t"}})
+    assert not [r for r in fake.requests if r["method"] == "cron.add"]
+
+
+def test_a_down_gateway_degrades_and_writes_answer_503(agent, clock):
+    down = OpenClawGatewayCronScheduleSource(
+        gateway.GatewayConfig(f"ws://127.0.0.1:{free_port()}", "t"), timeout_s=1
+    )
+    store.create_routine(agent_id=agent.id, team=agent.team_id, cron_spec="0 * * * *")
+    view = ScheduleMultiplexer([ClawbooRoutineScheduleSource(), down]).read()
+    assert view["sources"][1]["status"] == "degraded" and view["sources"][1]["error"]
+    assert [r["domain"] for r in view["schedules"]] == ["team-task"]
+    with pytest.raises(GatewayUnavailable) as info:
+        down.run("job1")
+    assert info.value.code == "gateway_unavailable"
+
+
+def test_an_unconfigured_gateway_reports_not_configured(settings, monkeypatch):
+    monkeypatch.delenv("CLAWBOO_OPENCLAW_GATEWAY_URL", raising=False)
+    settings.CLAWBOO_OPENCLAW_GATEWAY_URL = ""
+    read = OpenClawGatewayCronScheduleSource().read()
+    assert (read.status, read.error) == ("degraded", "not configured")
+
+
+def test_a_slow_gateway_read_times_out_and_serves_the_stale_cache(fake):
+    source = source_for(fake, timeout_s=0.3)
+    fake.jobs["job9"] = {
+        "id": "job9",
+        "name": "n",
+        "enabled": True,
+        "schedule": {"kind": "every", "everyMs": 60000},
+        "state": {},
+    }
+    assert source.read().status == "ok"
+    fake.silent_methods.add("cron.list")
+    stale = source.read()
+    assert stale.status == "degraded" and "in time" in stale.error
+    assert [r.id for r in stale.rows] == ["openclaw-gateway-cron:job9"]
+
+
+def test_a_source_that_raises_cannot_take_the_view_down():
+    class Broken:
+        name, domain, manageability = "broken", "team-task", "observe-only"
+
+        def read(self) -> SourceRead:
+            raise RuntimeError("boom")
+
+    mux = ScheduleMultiplexer([Broken()])
+    assert mux.read()["sources"][0]["status"] == "degraded"
+    with pytest.raises(ObserveOnlyError):
+        mux.create("broken", {})
+    with pytest.raises(ScheduleNotFound):
+        mux.update("nosuch:1", {})
+    with pytest.raises(ScheduleNotFound):
+        mux.update("garbage", {})
+
+
+def test_routines_are_managed_through_the_multiplexer(agent, clock):
+    mux = ScheduleMultiplexer([ClawbooRoutineScheduleSource()])
+    row = mux.create(
+        "clawboo-routine",
+        {"agent_id": agent.id, "team": agent.team_id, "cron_spec": "0 * * * *"},
+    )
+    assert (row.domain, row.manageability) == ("team-task", "managed")
+    assert mux.update(row.id, {"action": "pause"}).status == "paused"
+    assert mux.update(row.id, {"action": "resume"}).status == "idle"
+    assert mux.run(row.id)["status"] == "queued"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_connected_dispatch_runs_over_the_gateway(fake, openclaw_agent, clock, settings):
+    settings.CLAWBOO_OPENCLAW_GATEWAY_URL = fake.url
+    settings.CLAWBOO_OPENCLAW_TOKEN = fake.token
+    routine = store.create_routine(
+        agent_id=openclaw_agent.id,
+        team="ops",
+        cron_spec="0 * * * *",
+        task_template={"kind": "chat"},
+    )
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    fired = RoutineFire.objects.get(routine_id=routine.id)
+    assert fired.outcome == "completed"
+    assert board_store.get_task(fired.task_id).status == "done"
+    agent_req = [r for r in fake.requests if r["method"] == "agent"][0]
+    assert agent_req["params"]["sessionKey"] == f"clawboo-routine-{routine.id}"
+    assert Routine.objects.get(pk=routine.id).status == "idle"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_openclaw_watchdog_aborts_and_releases(fake, openclaw_agent, clock, settings):
+    settings.CLAWBOO_OPENCLAW_GATEWAY_URL = fake.url
+    settings.CLAWBOO_OPENCLAW_TOKEN = fake.token
+    settings.CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = 300
+    fake.agent_delay_s = 30
+    routine = store.create_routine(agent_id=openclaw_agent.id, team="ops", cron_spec="0 * * * *")
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    row = Routine.objects.get(pk=routine.id)
+    assert row.status == "error" and "watchdog" in row.last_error
+    fired = RoutineFire.objects.get(routine_id=routine.id)
+    assert board_store.get_task(fired.task_id).status == "todo"  # released, not leaked
