@@ -22,14 +22,18 @@ def board_page(request: HttpRequest) -> HttpResponse:
     team_list = list(teams)
     ids = [t.id for t in team_list]
     team = wanted if wanted in ids else ("default" if "default" in ids else (ids or [""])[0])
-    return render(request, "board/board.html", {
-        "teams": team_list,
-        "team": team,
-        "board_config": {
+    return render(
+        request,
+        "board/board.html",
+        {
+            "teams": team_list,
             "team": team,
-            "statuses": [s.value for s in transitions.Status],
-            "labels": {s.value: s.label for s in transitions.Status},
-            "transitions": transitions.as_json(),
-            "user": request.user.get_username(),
+            "board_config": {
+                "team": team,
+                "statuses": [s.value for s in transitions.Status],
+                "labels": {s.value: s.label for s in transitions.Status},
+                "transitions": transitions.as_json(),
+                "user": request.user.get_username(),
+            },
         },
-    })
+    )

@@ -38,24 +38,35 @@ class WorkspaceView(APIView):
 
     @extend_schema(
         operation_id="board_tasks_workspace_create",
-        request=inline_serializer("Provision", {
-            "repo_path": serializers.CharField(),
-            "base_ref": serializers.CharField(required=False),
-            "base_sha": serializers.CharField(required=False),
-        }),
-        responses=with_errors({201: WorkspaceSerializer}, "not_found", "validation_error",
-                              "not_file_mutating", "conflict"),
+        request=inline_serializer(
+            "Provision",
+            {
+                "repo_path": serializers.CharField(),
+                "base_ref": serializers.CharField(required=False),
+                "base_sha": serializers.CharField(required=False),
+            },
+        ),
+        responses=with_errors(
+            {201: WorkspaceSerializer},
+            "not_found",
+            "validation_error",
+            "not_file_mutating",
+            "conflict",
+        ),
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         body = json_object(request, ("repo_path", "base_ref", "base_sha"), required=("repo_path",))
         ws = service.provision_task_workspace(
-            task_id, body["repo_path"], base_ref=body.get("base_ref"), base_sha=body.get("base_sha"))
+            task_id, body["repo_path"], base_ref=body.get("base_ref"), base_sha=body.get("base_sha")
+        )
         return Response(service.workspace_as_dict(ws), status=201)
 
-    @extend_schema(operation_id="board_tasks_workspace_retrieve",
-                   responses=with_errors({200: WorkspaceSerializer}, "not_found"))
+    @extend_schema(
+        operation_id="board_tasks_workspace_retrieve",
+        responses=with_errors({200: WorkspaceSerializer}, "not_found"),
+    )
     def get(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         return Response(_jsonable(service.workspace_state(task_id)))
@@ -112,15 +123,32 @@ class GcView(APIView):
 
     @extend_schema(
         operation_id="worktrees_gc",
-        request=inline_serializer("Gc", {
-            "max_age_hours": serializers.FloatField(required=False, min_value=0),
-            "keep": serializers.IntegerField(required=False, min_value=0),
-        }),
-        responses=with_errors({200: inline_serializer("GcResult", {
-            "reaped": serializers.ListField(), "skipped": serializers.ListField(),
-            "failures": serializers.ListField()})}, "forbidden", "validation_error"),
+        request=inline_serializer(
+            "Gc",
+            {
+                "max_age_hours": serializers.FloatField(required=False, min_value=0),
+                "keep": serializers.IntegerField(required=False, min_value=0),
+            },
+        ),
+        responses=with_errors(
+            {
+                200: inline_serializer(
+                    "GcResult",
+                    {
+                        "reaped": serializers.ListField(),
+                        "skipped": serializers.ListField(),
+                        "failures": serializers.ListField(),
+                    },
+                )
+            },
+            "forbidden",
+            "validation_error",
+        ),
     )
     def post(self, request: Request) -> Response:
         body = json_object(request, ("max_age_hours", "keep"))
-        return Response(_jsonable(service.gc(max_age_hours=body.get("max_age_hours", 72),
-                                             keep=body.get("keep", 25))))
+        return Response(
+            _jsonable(
+                service.gc(max_age_hours=body.get("max_age_hours", 72), keep=body.get("keep", 25))
+            )
+        )

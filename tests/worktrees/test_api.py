@@ -25,8 +25,9 @@ def claimed_task(**fields):
 
 def test_provision_get_and_complete(api, repo: Path):
     task = claimed_task()
-    made = api.post(f"/api/board/tasks/{task.id}/workspace", {"repo_path": str(repo)},
-                    format="json")
+    made = api.post(
+        f"/api/board/tasks/{task.id}/workspace", {"repo_path": str(repo)}, format="json"
+    )
     assert made.status_code == 201, made.json()
     assert made.json()["branch"] == f"clawboo/task-{task.id}"
     state = api.get(f"/api/board/tasks/{task.id}/workspace").json()
@@ -42,8 +43,13 @@ def test_provision_get_and_complete(api, repo: Path):
 def test_handoff_pause_resume_review(api, repo: Path):
     task = claimed_task()
     api.post(f"/api/board/tasks/{task.id}/workspace", {"repo_path": str(repo)}, format="json")
-    handoff = {"handoffFrom": "ada", "runtime": "human", "completedSubtasks": ["read code"],
-               "brokenOrUnverified": [], "nextBestStep": "write the fix"}
+    handoff = {
+        "handoffFrom": "ada",
+        "runtime": "human",
+        "completedSubtasks": ["read code"],
+        "brokenOrUnverified": [],
+        "nextBestStep": "write the fix",
+    }
     wrote = api.post(f"/api/board/tasks/{task.id}/workspace/handoff", handoff, format="json")
     assert wrote.status_code == 200, wrote.json()
     state = api.get(f"/api/board/tasks/{task.id}/workspace").json()
@@ -57,13 +63,17 @@ def test_handoff_pause_resume_review(api, repo: Path):
 def test_refusals_write_nothing(api, repo: Path, tmp_path: Path):
     research = store.create_task(title="Read papers", file_mutating=False).task
     before = fingerprint()
-    refused = api.post(f"/api/board/tasks/{research.id}/workspace", {"repo_path": str(repo)},
-                       format="json")
+    refused = api.post(
+        f"/api/board/tasks/{research.id}/workspace", {"repo_path": str(repo)}, format="json"
+    )
     assert refused.status_code == 422 and refused.json()["error"] == "not_file_mutating"
     task = claimed_task()
     before = fingerprint()
-    bad = api.post(f"/api/board/tasks/{task.id}/workspace",
-                   {"repo_path": str(tmp_path / "not-a-repo")}, format="json")
+    bad = api.post(
+        f"/api/board/tasks/{task.id}/workspace",
+        {"repo_path": str(tmp_path / "not-a-repo")},
+        format="json",
+    )
     assert bad.status_code == 400 and bad.json()["field"] == "repo_path"
     assert fingerprint() == before
     assert api.get(f"/api/board/tasks/{task.id}/workspace").status_code == 404
