@@ -129,3 +129,37 @@ def test_since_replays_a_burst_of_500_with_no_gap_or_duplicate(settings):
     assert got_live == expected
     assert got_late == expected
     assert store.get_task(task.id).revision == start + 500
+
+
+def test_frames_arriving_out_of_order_are_delivered_in_sequence():
+    from clawboo import events, live
+
+    key = token_for("ada")
+    held: list = []
+    events.unsubscribe(live.publish)
+    events.subscribe(held.append)
+    try:
+        async def scenario() -> list[int]:
+            ws = communicator(f"/ws/board/?team=default&token={key}")
+            await ws.connect()
+            await ws.receive_json_from()
+            for title in ("one", "two", "three"):
+                await database_sync_to_async(store.create_task)(title=title)
+            task_events = [e for e in held if e.kind == "added"]
+            # Another server's frame for the newest change arrives first, then a stale
+            # duplicate of the oldest: the consumer fills the gap from the log.
+            await database_sync_to_async(live.publish)(task_events[-1])
+            await database_sync_to_async(live.publish)(task_events[0])
+            last = task_events[-1].seq
+            got = await frames_until(ws, lambda f, s: f["seq"] >= last)
+            quiet = await ws.receive_nothing(timeout=0.3)
+            await ws.disconnect()
+            assert quiet
+            return [f["seq"] for f in got]
+
+        seqs = async_to_sync(scenario)()
+    finally:
+        events.unsubscribe(held.append)
+        events.subscribe(live.publish)
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    assert len(seqs) >= 3

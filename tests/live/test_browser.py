@@ -1,0 +1,98 @@
+"""The board page in a real browser (headless Chromium driven by Playwright)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+
+from board import store
+from clawboo import registry
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed"),
+]
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def api_post(base: str, key: str, path: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        base + path, data=json.dumps(body).encode(), method="POST",
+        headers={"Authorization": f"Token {key}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
+        return json.loads(response.read())
+
+
+def test_the_board_updates_live_and_offers_only_legal_moves(daphne, tmp_path):
+    user = get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
+    registry.add_member("default", user)
+    key = Token.objects.create(user=user).key
+    base = daphne()
+    port = int(base.rsplit(":", 1)[1])
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"],
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(base + "/admin/login/?next=/board/")
+        page.fill("#id_username", "op")
+        page.fill("#id_password", "pw-op-123")
+        page.click("input[type=submit]")
+        page.wait_for_url(base + "/board/")
+        page.wait_for_selector("#conn[data-state=live]", timeout=10_000)
+
+        # A task created through the API appears without a reload, within 2 s.
+        task = api_post(base, key, "/api/board/tasks", {"title": "Fix login", "priority": 2,
+                                                         "labels": ["auth"]})
+        card = page.locator(f"[data-task-id='{task['id']}']")
+        card.wait_for(timeout=2_000)
+        assert card.locator("xpath=ancestor::div[@data-status]").get_attribute(
+            "data-status") == "todo"
+
+        # The status menu offers the current status and the legal targets only.
+        card.click()
+        menu = page.locator("#detail select.status-menu")
+        menu.wait_for()
+        options = menu.locator("option").evaluate_all("os => os.map(o => o.value)")
+        assert options == ["todo", "in_progress", "blocked", "backlog", "cancelled"]
+        assert "done" not in options
+        menu.select_option("blocked")
+        deadline = time.monotonic() + 5
+        while store.get_task(task["id"]).status != "blocked":
+            assert time.monotonic() < deadline, "the move did not reach the API"
+            time.sleep(0.05)
+        page.locator(f"[data-status=blocked] [data-task-id='{task['id']}']").wait_for(
+            timeout=2_000)
+
+        # Kill the server under the open socket, change the board meanwhile, bring it
+        # back: the page shows it is reconnecting, then catches up from the log.
+        daphne.kill_all()
+        page.wait_for_selector("#conn[data-state=reconnecting]", timeout=5_000)
+        missed = store.create_task(title="Written while you were away").task
+        daphne(port=port)
+        page.locator(f"[data-task-id='{missed.id}']").wait_for(timeout=15_000)
+        page.wait_for_selector("#conn[data-state=live]", timeout=10_000)
+        assert page.locator("#chat li").count() >= 1
+
+        page.screenshot(path=str(tmp_path / "board.png"), full_page=True)
+        DOCS.mkdir(exist_ok=True)
+        page.screenshot(path=str(DOCS / "board.png"))
+        phone = browser.new_page(viewport={"width": 390, "height": 844})
+        phone.context.add_cookies(page.context.cookies())
+        phone.goto(base + "/board/")
+        phone.locator(f"[data-task-id='{missed.id}']").wait_for(timeout=5_000)
+        phone.screenshot(path=str(tmp_path / "board-phone.png"))
+        browser.close()

@@ -1,0 +1,48 @@
+"""Two daphne servers sharing one Redis channel layer: a change made through server A
+reaches a websocket connected to server B."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+
+import pytest
+import websockets
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+
+from clawboo import registry
+from tests.live.conftest import redis_url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_mutation_through_server_a_reaches_a_socket_on_server_b(daphne):
+    url = redis_url()
+    if url is None:
+        pytest.skip("Redis is not answering on localhost")
+    user = get_user_model().objects.create_user("ada", password="pw")
+    registry.add_member("default", user)
+    key = Token.objects.create(user=user).key
+    env = {"CLAWBOO_REDIS_URL": url}
+    server_a, server_b = daphne(env), daphne(env)
+
+    async def scenario() -> dict:
+        ws_url = server_b.replace("http", "ws") + f"/ws/board/?team=default&token={key}"
+        async with websockets.connect(ws_url, origin=server_b) as ws:
+            hello = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            assert hello["type"] == "hello"
+            request = urllib.request.Request(
+                server_a + "/api/board/tasks", data=json.dumps({"title": "Across"}).encode(),
+                headers={"Authorization": f"Token {key}", "Content-Type": "application/json"},
+                method="POST",
+            )
+            await asyncio.to_thread(urllib.request.urlopen, request, timeout=10)
+            while True:
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                if frame["type"] == "task-change":
+                    return frame
+
+    frame = asyncio.run(scenario())
+    assert frame["kind"] == "added" and frame["task"]["title"] == "Across"
