@@ -67,11 +67,9 @@ class ClaudeStreamParser(LineParser):
                     self.parsed.summary = self._last_text
         usage = message.get("usage")
         if isinstance(usage, dict):
-            key = (
-                message.get("id")
-                if isinstance(message.get("id"), str)
-                else str(len(self._usage_by_message))
-            )
+            message_id = message.get("id")
+            # Without an id each line counts on its own ("#n" cannot clash with "msg_...").
+            key = message_id if isinstance(message_id, str) else f"#{len(self._usage_by_message)}"
             self._usage_by_message[key] = (
                 _input_tokens(usage),
                 as_count(usage.get("output_tokens")),

@@ -17,7 +17,11 @@ def test_it_streams_stdout_lines_to_the_parser_and_both_streams_to_the_log(tmp_p
     live: list[tuple[str, str]] = []
 
     run = run_process(
-        [sys.executable, "-c", "import sys; print('a'); print('b'); print('oops', file=sys.stderr)"],
+        [
+            sys.executable,
+            "-c",
+            "import sys; print('a'); print('b'); print('oops', file=sys.stderr)",
+        ],
         cwd=tmp_path,
         env=ENV,
         timeout_s=30,
