@@ -83,6 +83,9 @@ def run_process(
     (missing file, not executable, bad cwd) comes back as ``launch_error``.
     """
     started = time.monotonic()
+    if not Path(cwd).is_dir():
+        # Popen would blame the program ("No such file") for a missing directory.
+        return ProcessRun(launch_error=f"working directory {cwd} does not exist")
     try:
         proc = subprocess.Popen(
             list(argv),

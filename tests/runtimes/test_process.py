@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from pathlib import Path
@@ -167,8 +168,11 @@ def test_undecodable_bytes_do_not_break_the_stream(tmp_path: Path) -> None:
     assert parsed == ["\ufffd\ufffd ok"]
 
 
-def test_stand_in_pids_checked_here_are_really_gone() -> None:
-    # Guard for the helper the kill tests rely on: our own pid is running.
-    import os
+def test_a_missing_working_directory_is_named_as_such(tmp_path: Path) -> None:
+    run = run_process(["true"], cwd=tmp_path / "gone", env=ENV, timeout_s=5)
 
+    assert run.launch_error == f"working directory {tmp_path / 'gone'} does not exist"
+
+
+def test_the_liveness_check_the_kill_tests_rely_on_sees_a_live_process() -> None:
     assert is_running(os.getpid())
