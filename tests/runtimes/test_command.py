@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from clawboo.runtimes import Outcome, RunRequest, adapter_for
 from tests.runtimes.stand_ins import install_stand_in, kill_if_running, wait_until_gone
 
@@ -118,3 +120,23 @@ def test_a_command_hanging_past_its_timeout_is_killed_with_its_children(
         assert wait_until_gone(grandchild)
     finally:
         kill_if_running(grandchild)
+
+
+def test_the_workers_own_configuration_does_not_reach_the_agent(
+    monkeypatch: pytest.MonkeyPatch, make_request: Callable[..., RunRequest]
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgres://board")
+    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "clawboo.settings")
+    monkeypatch.setenv("CLAWBOO_STATE_DIR", "/var/clawboo")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "kept-for-the-cli")
+    script = (
+        "import os; print(','.join(sorted(k for k in os.environ if k in "
+        "{'DATABASE_URL', 'DJANGO_SETTINGS_MODULE', 'CLAWBOO_STATE_DIR', "
+        "'ANTHROPIC_API_KEY', 'CLAWBOO_TASK_ID'})))"
+    )
+
+    result = adapter_for("command").run(
+        make_request(settings={"argv": [sys.executable, "-c", script]})
+    )
+
+    assert result.summary == "ANTHROPIC_API_KEY,CLAWBOO_TASK_ID"
