@@ -1,0 +1,121 @@
+"""Stand-in agent CLIs: small real executables on PATH that speak the documented lines.
+
+A stand-in named ``claude`` (or ``codex``, ``hermes``) is a Python script that reads
+its scenario from ``<name>.scenario.json`` beside it, records its argv, cwd and
+CLAWBOO_* environment to ``<name>.call.json``, prints the scenario's stdout lines,
+and then exits, or hangs with a grandchild ``sleep`` whose pid it writes to
+``<name>.grandchild`` -- so the real adapter code runs unchanged against it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+_SCRIPT = """#!{python}
+import json, os, signal, subprocess, sys, time
+me = os.path.abspath(__file__)
+scenario = json.load(open(me + ".scenario.json"))
+call = {{
+    "argv": sys.argv[1:],
+    "cwd": os.getcwd(),
+    "env": {{k: v for k, v in os.environ.items() if k.startswith("CLAWBOO_")}},
+}}
+with open(me + ".call.json.tmp", "w") as f:
+    json.dump(call, f)
+os.replace(me + ".call.json.tmp", me + ".call.json")
+for line in scenario.get("stdout", []):
+    print(line, flush=True)
+for line in scenario.get("stderr", []):
+    print(line, file=sys.stderr, flush=True)
+if scenario.get("usage_report") is not None and "--usage-file" in sys.argv:
+    with open(sys.argv[sys.argv.index("--usage-file") + 1], "w") as f:
+        f.write(scenario["usage_report"])
+if scenario.get("hang"):
+    if scenario.get("ignore_sigterm"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = subprocess.Popen(["sleep", "300"])
+    with open(me + ".grandchild.tmp", "w") as f:
+        f.write(str(child.pid))
+    os.replace(me + ".grandchild.tmp", me + ".grandchild")
+    print(scenario.get("hang_marker", "hanging"), flush=True)
+    while True:
+        time.sleep(1)
+sys.exit(scenario.get("exit", 0))
+"""
+
+
+@dataclass
+class StandIn:
+    path: Path
+
+    def call(self) -> dict[str, Any]:
+        """What the stand-in was run with: argv (without argv[0]), cwd, CLAWBOO_* env."""
+        return json.loads(Path(f"{self.path}.call.json").read_text())
+
+    def grandchild_pid(self) -> int:
+        return int(Path(f"{self.path}.grandchild").read_text())
+
+
+def install_stand_in(
+    bin_dir: Path,
+    name: str,
+    *,
+    stdout: list[str] | None = None,
+    stderr: list[str] | None = None,
+    exit_code: int = 0,
+    hang: bool = False,
+    ignore_sigterm: bool = False,
+    usage_report: str | None = None,
+) -> StandIn:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    path = bin_dir / name
+    path.write_text(_SCRIPT.format(python=sys.executable))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    scenario = {
+        "stdout": stdout or [],
+        "stderr": stderr or [],
+        "exit": exit_code,
+        "hang": hang,
+        "ignore_sigterm": ignore_sigterm,
+        "usage_report": usage_report,
+    }
+    Path(f"{path}.scenario.json").write_text(json.dumps(scenario))
+    return StandIn(path)
+
+
+def fixture_lines(name: str) -> list[str]:
+    return FIXTURES.joinpath(name).read_text().splitlines()
+
+
+def is_running(pid: int) -> bool:
+    """True while ``pid`` is a live (non-zombie) process."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat_line[stat_line.rfind(")") + 2 :].split()[0] != "Z"
+
+
+def wait_until_gone(pid: int, deadline_s: float = 5.0) -> bool:
+    """Poll (with a deadline, not a fixed sleep) until ``pid`` is no longer running."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if not is_running(pid):
+            return True
+        time.sleep(0.02)
+    return not is_running(pid)
+
+
+def kill_if_running(pid: int) -> None:
+    """Test cleanup: never leave a stray sleep behind even when an assertion failed."""
+    if is_running(pid):
+        os.kill(pid, 9)
