@@ -64,9 +64,20 @@ def daphne(database_url: str, tmp_path: Path) -> Iterator[Callable[..., str]]:
         }
         log = open(tmp_path / f"daphne-{port}.log", "wb")  # noqa: SIM115 - closed with proc
         proc = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-             "clawboo.asgi:application"],
-            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "clawboo.asgi:application",
+            ],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         procs.append(proc)
         base = f"http://127.0.0.1:{port}"

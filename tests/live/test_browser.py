@@ -26,14 +26,23 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 def api_post(base: str, key: str, path: str, body: dict) -> dict:
     request = urllib.request.Request(
-        base + path, data=json.dumps(body).encode(), method="POST",
+        base + path,
+        data=json.dumps(body).encode(),
+        method="POST",
         headers={"Authorization": f"Token {key}", "Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
         return json.loads(response.read())
 
 
-def test_the_board_updates_live_and_offers_only_legal_moves(daphne, tmp_path):
+def test_the_board_updates_live_and_offers_only_legal_moves(
+    daphne, tmp_path, settings, monkeypatch
+):
+    # Playwright's sync API runs an event loop in this thread; the test's own ORM reads
+    # are still plain synchronous calls.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    # The server checks passwords with the product's hashers, not the tests' fast one.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
     user = get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
     registry.add_member("default", user)
     key = Token.objects.create(user=user).key
@@ -41,10 +50,17 @@ def test_the_board_updates_live_and_offers_only_legal_moves(daphne, tmp_path):
     port = int(base.rsplit(":", 1)[1])
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync"],
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
         )
         page = browser.new_page(viewport={"width": 1400, "height": 800})
         page.goto(base + "/admin/login/?next=/board/")
@@ -55,12 +71,14 @@ def test_the_board_updates_live_and_offers_only_legal_moves(daphne, tmp_path):
         page.wait_for_selector("#conn[data-state=live]", timeout=10_000)
 
         # A task created through the API appears without a reload, within 2 s.
-        task = api_post(base, key, "/api/board/tasks", {"title": "Fix login", "priority": 2,
-                                                         "labels": ["auth"]})
+        task = api_post(
+            base, key, "/api/board/tasks", {"title": "Fix login", "priority": 2, "labels": ["auth"]}
+        )
         card = page.locator(f"[data-task-id='{task['id']}']")
         card.wait_for(timeout=2_000)
-        assert card.locator("xpath=ancestor::div[@data-status]").get_attribute(
-            "data-status") == "todo"
+        assert (
+            card.locator("xpath=ancestor::div[@data-status]").get_attribute("data-status") == "todo"
+        )
 
         # The status menu offers the current status and the legal targets only.
         card.click()
@@ -74,8 +92,7 @@ def test_the_board_updates_live_and_offers_only_legal_moves(daphne, tmp_path):
         while store.get_task(task["id"]).status != "blocked":
             assert time.monotonic() < deadline, "the move did not reach the API"
             time.sleep(0.05)
-        page.locator(f"[data-status=blocked] [data-task-id='{task['id']}']").wait_for(
-            timeout=2_000)
+        page.locator(f"[data-status=blocked] [data-task-id='{task['id']}']").wait_for(timeout=2_000)
 
         # Kill the server under the open socket, change the board meanwhile, bring it
         # back: the page shows it is reconnecting, then catches up from the log.

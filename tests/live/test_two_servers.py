@@ -34,7 +34,8 @@ def test_a_mutation_through_server_a_reaches_a_socket_on_server_b(daphne):
             hello = json.loads(await asyncio.wait_for(ws.recv(), 10))
             assert hello["type"] == "hello"
             request = urllib.request.Request(
-                server_a + "/api/board/tasks", data=json.dumps({"title": "Across"}).encode(),
+                server_a + "/api/board/tasks",
+                data=json.dumps({"title": "Across"}).encode(),
                 headers={"Authorization": f"Token {key}", "Content-Type": "application/json"},
                 method="POST",
             )

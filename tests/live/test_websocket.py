@@ -139,6 +139,7 @@ def test_frames_arriving_out_of_order_are_delivered_in_sequence():
     events.unsubscribe(live.publish)
     events.subscribe(held.append)
     try:
+
         async def scenario() -> list[int]:
             ws = communicator(f"/ws/board/?team=default&token={key}")
             await ws.connect()
