@@ -195,11 +195,21 @@ def _record_dispatched(routine: Routine, slot_at: int, task_id: str, path: str) 
 
 
 def run_executor(routine: Routine, agent: Agent, task: Task, ticket: str) -> None:
-    """Seam for the executor pipeline (worktree, adapter, verification, completion).
+    """Hand the claimed task to the executor pipeline (worktree, adapter,
+    verification, completion) as its own django-q2 task, after commit, so a long
+    run never holds up the fire's bookkeeping or another fire."""
+    from django.db import transaction
+    from django_q.tasks import async_task
 
-    The executor issue replaces this; until then a claimed task waits on the board
-    for its runtime, and the fire is recorded as dispatched.
-    """
+    transaction.on_commit(
+        lambda: async_task(
+            "clawboo.executor.runner.run_claimed_task",
+            task.id,
+            agent.id,
+            ticket,
+            task_name=f"execute {task.id}",
+        )
+    )
 
 
 def dispatch_one_shot(routine: Routine, agent: Agent, task: Task, slot_at: int) -> DispatchResult:

@@ -10,6 +10,7 @@ the scaffold: it is the clock-out artifact, written on the first handoff.
 from __future__ import annotations
 
 import json
+import shlex
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,11 @@ class TaskBrief:
     description: str = ""
     acceptance: str = ""
     gotchas: str = ""
+    # init.sh's command slots (from the task's metadata: install_cmd / verify_cmd /
+    # start_cmd); empty slots are skipped by the script.
+    install_cmd: str = ""
+    verify_cmd: str = ""
+    start_cmd: str = ""
 
 
 def _or_none(text: str) -> str:
@@ -110,9 +116,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # Project-specific command slots: fill these in; an empty slot is skipped.
-INSTALL_CMD=''
-VERIFY_CMD=''
-START_CMD=''
+INSTALL_CMD={shlex.quote(brief.install_cmd)}
+VERIFY_CMD={shlex.quote(brief.verify_cmd)}
+START_CMD={shlex.quote(brief.start_cmd)}
 
 step() {{
   local name=$1 cmd=$2

@@ -52,7 +52,15 @@ def _brief(task: Task) -> TaskBrief:
         description=task.description,
         acceptance=task.goal,
         gotchas=task.context,
+        install_cmd=_slot(task, "install_cmd"),
+        verify_cmd=_slot(task, "verify_cmd"),
+        start_cmd=_slot(task, "start_cmd"),
     )
+
+
+def _slot(task: Task, key: str) -> str:
+    value = (task.metadata or {}).get(key)
+    return value if isinstance(value, str) else ""
 
 
 def _file_mutating_task(task_id: Any) -> Task:

@@ -1,0 +1,1 @@
+"""The executor: claimed board tasks worked by their agents' runtimes."""

@@ -1,0 +1,68 @@
+"""``python manage.py work --agent A [--agent B] | --all [--once]``: foreground workers
+that claim their team's ready tasks and run them through the executor."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from clawboo.executor.runner import WorkReport, work_loop
+from clawboo.models import Agent
+from clawboo.runtimes import capabilities
+
+
+class Command(BaseCommand):
+    help = "Work ready board tasks with the named agents (or every automated one-shot agent)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--agent", action="append", default=[], help="agent id (repeatable)")
+        parser.add_argument(
+            "--all", action="store_true", help="every agent whose runtime the executor runs"
+        )
+        parser.add_argument(
+            "--once", action="store_true", help="stop when no agent has a ready task"
+        )
+        parser.add_argument(
+            "--poll-ms", type=int, default=1000, help="idle wait between looks at the board"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        agents: list[str] = list(options["agent"])
+        if options["all"]:
+            for agent in Agent.objects.order_by("id"):
+                caps = capabilities(agent.runtime)
+                if caps.automated and caps.integration == "one-shot":
+                    agents.append(agent.id)
+        missing = [a for a in agents if not Agent.objects.filter(pk=a).exists()]
+        if missing:
+            raise CommandError(f"no agent {missing[0]!r} in the registry")
+        if not agents:
+            if options["all"]:
+                self.stdout.write("work: no automated agents yet; waiting for some to exist")
+            else:
+                raise CommandError("name an agent with --agent, or use --all")
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+
+        def report(result: WorkReport) -> None:
+            line = f"work: {result.agent_id} {result.task_id} → {result.outcome}"
+            if result.status:
+                line += f" (task {result.status})"
+            if result.error:
+                line += f": {result.error[:200]}"
+            self.stdout.write(line)
+
+        if not agents:
+            # With --all and an empty registry, look again for agents every poll.
+            while not stop.wait(options["poll_ms"] / 1000):
+                if Agent.objects.exists():
+                    return self.handle(*args, **options)
+            return
+        self.stdout.write(f"work: {', '.join(agents)} (poll {options['poll_ms']} ms)")
+        work_loop(
+            agents, stop, poll_s=options["poll_ms"] / 1000, once=options["once"], report=report
+        )

@@ -1,0 +1,166 @@
+"""Crash recovery and cross-runtime continuation through the executor."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from board import store
+from clawboo import registry
+from clawboo.executor.runner import Executor
+from tests.executor.conftest import VERIFY_OK
+from tests.runtimes.stand_ins import fixture_lines, install_stand_in
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# First run: leave partial work and a progress note, then hang (to be killed).
+# Any later run in the same checkout finishes the job from what it finds there.
+SLOW_SCRIPT = """
+import pathlib, sys, time
+here = pathlib.Path.cwd()
+partial = here / "partial.txt"
+if not partial.exists():
+    partial.write_text("step 1 done\\n")
+    progress = here / "task-progress.md"
+    progress.write_text(progress.read_text().replace("## Done", "## Done\\n- step 1", 1))
+    print("started", flush=True)
+    time.sleep(120)
+    sys.exit(1)
+(here / "feature.txt").write_text("ok\\n")
+print("resumed and finished")
+"""
+
+
+def poll(predicate, deadline_s: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_worker_is_swept_and_a_second_worker_finishes_in_the_same_worktree(
+    repo, state_dir, tmp_path, database_url, settings
+):
+    slow = tmp_path / "slow.py"
+    slow.write_text(SLOW_SCRIPT)
+    registry.create_agent(
+        id="slow",
+        display_name="Slow",
+        team="default",
+        runtime="command",
+        settings={"argv": [sys.executable, str(slow)], "repo_path": str(repo)},
+    )
+    task = store.create_task(title="Two-step job", metadata={"verify_cmd": VERIFY_OK}).task
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "clawboo.settings",
+        "CLAWBOO_STATE_DIR": str(state_dir),
+        "CLAWBOO_REPO_ROOTS": str(repo.parent),
+        "CLAWBOO_HEARTBEAT_MS": "200",
+        "PYTHONPATH": str(ROOT),
+    }
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "work", "--agent", "slow", "--once"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        worktree = Path(poll(lambda: store.get_task(task.id).worktree_ref, what="a worktree"))
+        poll(lambda: (worktree / "partial.txt").exists(), what="partial work")
+        assert store.running_execution(task.id) is not None
+    finally:
+        # The crash: the worker and the agent it ran die without a word.
+        os.killpg(worker.pid, signal.SIGKILL)
+        for pid in _agent_pids(slow):
+            os.kill(pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+    assert store.get_task(task.id).status == "in_progress"
+
+    released = store.release_stale(ttl=dt.timedelta(0))
+    assert released == [task.id]
+    task = store.get_task(task.id)
+    assert task.status == "todo" and task.abandonments == 1
+    assert store.list_executions(task.id).get().status == "timed_out"
+
+    report = Executor("slow").work_once()
+    assert report.task_id == task.id and report.outcome == "succeeded"
+    task = store.get_task(task.id)
+    assert task.status == "in_review" and task.attempts == 2
+    assert Path(task.worktree_ref) == worktree
+    assert (worktree / "partial.txt").exists() and (worktree / "feature.txt").exists()
+
+
+def _agent_pids(script: Path) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if str(script) in cmdline:
+                pids.append(int(entry.name))
+    return pids
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "bin"
+    directory.mkdir()
+    monkeypatch.setenv("PATH", f"{directory}:/usr/bin:/bin")
+    return directory
+
+
+@pytest.mark.django_db
+def test_a_different_runtime_resumes_from_the_handoff_without_the_native_session(repo, bin_dir):
+    claude = install_stand_in(bin_dir, "claude", stdout=fixture_lines("claude_success.jsonl"))
+    codex = install_stand_in(bin_dir, "codex", stdout=fixture_lines("codex_success.jsonl"))
+    for agent_id, runtime in (("cc", "claude-code"), ("cx", "codex"), ("cc2", "claude-code")):
+        registry.create_agent(
+            id=agent_id,
+            display_name=agent_id,
+            team="default",
+            runtime=runtime,
+            settings={"repo_path": str(repo)},
+        )
+    first = store.create_task(title="Hand me over").task
+    run1 = Executor("cc", keep_for_resume=True).work_once()
+    assert run1.outcome == "succeeded" and run1.worktree == "kept"
+    task = store.get_task(first.id)
+    assert task.status == "todo" and task.assignee_agent_id is None
+    state = store.get_workspace(first.id)
+    from worktrees import handoff
+
+    doc = handoff.read_handoff(Path(state.worktree_path))
+    assert doc["runtime"] == "claude-code" and doc["nativeSessionId"]
+
+    run2 = Executor("cx").work_once()
+    assert run2.task_id == first.id and run2.outcome == "succeeded"
+    argv = codex.call()["argv"]
+    assert "resume" not in argv  # another runtime's session id means nothing to codex
+    assert codex.call()["cwd"] == state.worktree_path
+    assert "Next best step" in argv[-1] or "Already done" in argv[-1]
+
+    # The same runtime does continue its native session.
+    second = store.create_task(title="Same runtime").task
+    Executor("cc", keep_for_resume=True).work_once()
+    session = handoff.read_handoff(Path(store.get_workspace(second.id).worktree_path))[
+        "nativeSessionId"
+    ]
+    Executor("cc2").work_once()
+    assert f"--resume={session}" in claude.call()["argv"]
