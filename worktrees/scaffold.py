@@ -10,8 +10,8 @@ the scaffold: it is the clock-out artifact, written on the first handoff.
 from __future__ import annotations
 
 import json
-import shlex
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
