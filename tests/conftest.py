@@ -71,3 +71,18 @@ def _default_team_survives_flush(request: pytest.FixtureRequest) -> None:
         from clawboo.registry import ensure_team
 
         ensure_team("default", "Default team")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_stray_connections(django_db_setup: None, django_db_blocker: Any) -> Any:
+    """Before the test database is dropped, end sessions that servers, workers or
+    threads left open on it (PostgreSQL refuses to drop a database in use)."""
+    yield
+    with django_db_blocker.unblock():
+        if connection.vendor != "postgresql":
+            return
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
