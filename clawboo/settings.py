@@ -219,6 +219,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Two "status" choice sets (board tasks, routine ledger): name the routine one.
+    "ENUM_NAME_OVERRIDES": {"RoutineStatusEnum": "routines.models.RoutineStatus"},
 }
 
 LOGGING = {

@@ -135,9 +135,12 @@ class AgentDetailView(APIView):
 ChatSerializer = inline_serializer(
     "ChatLine",
     {
-        "type": serializers.CharField(), "seq": serializers.IntegerField(),
-        "team": serializers.CharField(), "body": serializers.CharField(),
-        "author": serializers.CharField(), "task_id": serializers.CharField(allow_null=True),
+        "type": serializers.CharField(),
+        "seq": serializers.IntegerField(),
+        "team": serializers.CharField(),
+        "body": serializers.CharField(),
+        "author": serializers.CharField(),
+        "task_id": serializers.CharField(allow_null=True),
     },
 )
 
@@ -150,9 +153,15 @@ def _visible_team(request: Request, team_id: str) -> Team:
 
 
 def chat_body(message: Any) -> dict[str, Any]:
-    return {"type": "chat", "seq": message.event_seq, "team": message.team_id,
-            "body": message.body, "author": message.author, "task_id": message.task_id,
-            "created_at": message.created_at.isoformat()}
+    return {
+        "type": "chat",
+        "seq": message.event_seq,
+        "team": message.team_id,
+        "body": message.body,
+        "author": message.author,
+        "task_id": message.task_id,
+        "created_at": message.created_at.isoformat(),
+    }
 
 
 class TeamChatView(APIView):
@@ -161,8 +170,9 @@ class TeamChatView(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(operation_id="teams_chat_list",
-                   responses=with_errors({200: ChatSerializer}, "not_found"))
+    @extend_schema(
+        operation_id="teams_chat_list", responses=with_errors({200: ChatSerializer}, "not_found")
+    )
     def get(self, request: Request, team_id: str) -> Response:
         _visible_team(request, team_id)
         from clawboo import chat
@@ -171,9 +181,11 @@ class TeamChatView(APIView):
         limit = query_int(request.query_params.get("limit"), "limit", default=100, high=500)
         return Response([chat_body(m) for m in chat.recent(team_id, limit)])
 
-    @extend_schema(operation_id="teams_chat_create",
-                   request=inline_serializer("ChatPost", {"body": serializers.CharField()}),
-                   responses=with_errors({201: ChatSerializer}, "not_found", "validation_error"))
+    @extend_schema(
+        operation_id="teams_chat_create",
+        request=inline_serializer("ChatPost", {"body": serializers.CharField()}),
+        responses=with_errors({201: ChatSerializer}, "not_found", "validation_error"),
+    )
     def post(self, request: Request, team_id: str) -> Response:
         _visible_team(request, team_id)
         from clawboo import chat
@@ -188,10 +200,18 @@ class TeamEventsView(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(operation_id="teams_events_list",
-                   responses=with_errors({200: inline_serializer("Events", {
-                       "seq": serializers.IntegerField(), "events": serializers.ListField()})},
-                       "not_found", "validation_error"))
+    @extend_schema(
+        operation_id="teams_events_list",
+        responses=with_errors(
+            {
+                200: inline_serializer(
+                    "Events", {"seq": serializers.IntegerField(), "events": serializers.ListField()}
+                )
+            },
+            "not_found",
+            "validation_error",
+        ),
+    )
     def get(self, request: Request, team_id: str) -> Response:
         _visible_team(request, team_id)
         from clawboo import events
