@@ -570,3 +570,20 @@ def test_an_observe_only_source_refuses_writes_with_403(staff, monkeypatch):
         refused(staff.delete("/api/schedules/hermes-cron:1"), 403, "observe_only")
     names = [s["name"] for s in staff.get("/api/schedules").json()["sources"]]
     assert names == ["clawboo-routine", "openclaw-gateway-cron", "hermes-cron"]
+
+
+def test_set_scheduled_by_refuses_an_unexpected_owner_and_nests_in_a_write(team):
+    from clawboo import storage
+    from clawboo.errors import Conflict
+
+    task = board_store.create_task(title="Ship it", team="ops").task
+    with unchanged(), pytest.raises(Conflict):
+        board_store.set_scheduled_by(task.id, "clawboo", expect="openclaw")
+
+    def outer() -> None:
+        board_store.set_scheduled_by(task.id, "clawboo", expect="manual")
+        board_store.set_scheduled_by(task.id, "clawboo")  # same owner: no revision bump
+
+    storage.write(outer)
+    stamped = board_store.get_task(task.id)
+    assert (stamped.scheduled_by, stamped.revision) == ("clawboo", task.revision + 1)
