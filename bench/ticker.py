@@ -18,9 +18,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")
 
+import logging  # noqa: E402
+
 import django  # noqa: E402
 
 django.setup()
+logging.getLogger("django-q").setLevel(logging.WARNING)  # one line per enqueue skews timing
 
 from django.core.management import call_command  # noqa: E402
 from django.utils import timezone  # noqa: E402

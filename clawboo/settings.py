@@ -156,6 +156,10 @@ CLAWBOO_HEARTBEAT_MS = env_int("CLAWBOO_HEARTBEAT_MS", 30_000)
 CLAWBOO_HTTP_RATE_LIMIT = env_int("CLAWBOO_HTTP_RATE_LIMIT", 3_000, low=0)
 CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = env_int("CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 600_000)
 CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS = env_int("CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS", 900_000)
+# The OpenClaw Gateway (operator websocket): empty URL = not configured, and the
+# gateway cron schedule source reports "degraded: not configured".
+CLAWBOO_OPENCLAW_GATEWAY_URL = os.environ.get("CLAWBOO_OPENCLAW_GATEWAY_URL", "")
+CLAWBOO_OPENCLAW_TOKEN = os.environ.get("CLAWBOO_OPENCLAW_TOKEN", "")
 CLAWBOO_REPO_ROOTS = [
     Path(p).expanduser().resolve()
     for p in os.environ.get("CLAWBOO_REPO_ROOTS", "").split(os.pathsep)
@@ -216,6 +220,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Two "status" choice sets (board tasks, routine ledger): name the routine one.
+    "ENUM_NAME_OVERRIDES": {"RoutineStatusEnum": "routines.models.RoutineStatus"},
 }
 
 LOGGING = {

@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from board import api as board_api
 from board.views import board_page
 from clawboo.api import registry_views
+from routines import api as routine_api
 from worktrees import api as worktree_api
 
 board_patterns = [
@@ -43,6 +44,14 @@ api_patterns = [
     path("teams/<str:team_id>/events", registry_views.TeamEventsView.as_view()),
     path("worktrees/gc", worktree_api.GcView.as_view()),
     path("board/", include(board_patterns)),
+    path("routines", routine_api.RoutineListView.as_view()),
+    path("routines/<str:routine_id>", routine_api.RoutineDetailView.as_view()),
+    path("routines/<str:routine_id>/pause", routine_api.RoutinePauseView.as_view()),
+    path("routines/<str:routine_id>/resume", routine_api.RoutineResumeView.as_view()),
+    path("routines/<str:routine_id>/run-now", routine_api.RoutineRunNowView.as_view()),
+    path("schedules", routine_api.ScheduleListView.as_view()),
+    path("schedules/<str:schedule_id>", routine_api.ScheduleDetailView.as_view()),
+    path("schedules/<str:schedule_id>/run", routine_api.ScheduleRunView.as_view()),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]

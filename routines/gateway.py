@@ -42,13 +42,10 @@ class GatewayConfig:
 
 
 def configured() -> GatewayConfig | None:
-    """The gateway named by settings/environment, or None when none is configured."""
-    url = getattr(settings, "CLAWBOO_OPENCLAW_GATEWAY_URL", None) or os.environ.get(
-        "CLAWBOO_OPENCLAW_GATEWAY_URL", ""
-    )
-    token = getattr(settings, "CLAWBOO_OPENCLAW_TOKEN", None) or os.environ.get(
-        "CLAWBOO_OPENCLAW_TOKEN", ""
-    )
+    """The gateway named by settings (``CLAWBOO_OPENCLAW_GATEWAY_URL`` /
+    ``CLAWBOO_OPENCLAW_TOKEN``, read from the environment there), or None."""
+    url = getattr(settings, "CLAWBOO_OPENCLAW_GATEWAY_URL", "") or ""
+    token = getattr(settings, "CLAWBOO_OPENCLAW_TOKEN", "") or ""
     return GatewayConfig(url=url, token=token) if url else None
 
 

@@ -9,6 +9,7 @@ handed in by :mod:`routines.occurrence`. Writes go through :mod:`routines.store`
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.db import models
@@ -91,6 +92,34 @@ class Routine(models.Model):
     @property
     def is_one_shot(self) -> bool:
         return self.cron_spec.startswith("once@")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The routine body of the API: ledger stamps as ISO-8601 UTC and as epoch ms."""
+
+        def iso_ms(epoch_ms: int | None) -> str | None:
+            if epoch_ms is None:
+                return None
+            return dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.UTC).isoformat()
+
+        return {
+            "id": self.id,
+            "agent_id": self.agent_id,
+            "team": self.team_id,
+            "cron_spec": self.cron_spec,
+            "timezone": self.timezone,
+            "task_template": self.task_template,
+            "bound_task_id": self.bound_task_id,
+            "status": self.status,
+            "next_run_at": iso_ms(self.next_run_at),
+            "next_run_at_ms": self.next_run_at,
+            "last_run_at": iso_ms(self.last_run_at),
+            "last_run_at_ms": self.last_run_at,
+            "scheduled_by": self.scheduled_by,
+            "last_error": self.last_error,
+            "catch_up": self.catch_up,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
 
     def local_time(self, epoch_ms: int | None) -> dt.datetime | None:
         """An epoch-ms stamp in the routine's own timezone (for admin and display)."""

@@ -20,9 +20,11 @@ from django.db.models import F, QuerySet
 from django.utils import timezone as dj_timezone
 
 from board import checks
+from board import store as board_store
+from board.errors import TaskNotFound
 from board.models import Task
 from clawboo import storage
-from clawboo.errors import ValidationFailed
+from clawboo.errors import Conflict, ValidationFailed
 from clawboo.models import Agent, ParticipantKind, Runtime, Team
 from routines import occurrence
 from routines.errors import (
@@ -150,17 +152,19 @@ def check_not_human(agent: Agent) -> None:
         )
 
 
-def _check_bound_task(task_id: str, team_id: str, routine_id: str | None) -> None:
+def _check_bound_task(task_id: str, team_id: str, routine_id: str | None) -> Task:
     """Registration-time de-dup, the first wall of the one-firing-owner invariant.
 
-    Must run inside the registration's write transaction: it locks the task row on
-    PostgreSQL (SQLite's BEGIN IMMEDIATE already serializes), so two concurrent
-    registrations against one task cannot both pass. It reads only
-    ``tasks.scheduled_by`` (the team-task domain), never a runtime's own cron.
+    Must run inside the registration's write transaction: the board store's
+    :func:`~board.store.lock_task` holds the task row (``FOR UPDATE`` on PostgreSQL;
+    SQLite's BEGIN IMMEDIATE already serializes), so two concurrent registrations
+    against one task cannot both pass. It reads only ``tasks.scheduled_by`` (the
+    team-task domain), never a runtime's own cron. Returns the locked task.
     """
-    task = Task.objects.select_for_update().filter(pk=task_id).first()
-    if task is None:
-        raise ValidationFailed("task_template.team_task_id", f"no task {task_id!r}")
+    try:
+        task = board_store.lock_task(task_id)
+    except TaskNotFound:
+        raise ValidationFailed("task_template.team_task_id", f"no task {task_id!r}") from None
     if task.team_id != team_id:
         raise ValidationFailed(
             "task_template.team_task_id", f"task {task_id!r} is not on team {team_id!r}"
@@ -183,6 +187,24 @@ def _check_bound_task(task_id: str, team_id: str, routine_id: str | None) -> Non
         raise ValidationFailed(
             "task_template.team_task_id", f"task {task_id!r} is {task.status} and cannot fire"
         )
+    return task
+
+
+def _stamp_bound_task(task: Task) -> None:
+    """Mark the bound task as Clawboo's to fire, in the registration's transaction
+    (``expect`` guards against an owner change since :func:`_check_bound_task`)."""
+    board_store.set_scheduled_by(task.id, FIRING_OWNER, expect=task.scheduled_by)
+
+
+def _release_bound_task(task_id: str | None) -> None:
+    """A routine let go of its bound task: hand it back to manual scheduling, unless
+    someone else has taken it since (then it is theirs and stays untouched)."""
+    if task_id is None or board_store.find_task(task_id) is None:
+        return
+    try:
+        board_store.set_scheduled_by(task_id, MANUAL_OWNER, expect=FIRING_OWNER)
+    except Conflict:
+        pass
 
 
 # --- the poke --------------------------------------------------------------------
@@ -285,8 +307,7 @@ def create_routine(
         if not Team.objects.filter(pk=team_id).exists():
             raise ValidationFailed("team", f"no team {team_id!r}")
         agent = _check_agent(agent_id, team_id)
-        if bound is not None:
-            _check_bound_task(bound, team_id, None)
+        bound_task = _check_bound_task(bound, team_id, None) if bound is not None else None
         stamp = dj_timezone.now()
         try:
             routine = Routine.objects.create(
@@ -309,6 +330,8 @@ def create_routine(
             raise DuplicateFiringOwnerError(
                 f"task {bound!r} is already fired by another routine", task_id=bound
             ) from None
+        if bound_task is not None:
+            _stamp_bound_task(bound_task)
         poke()
         return routine
 
@@ -352,8 +375,11 @@ def update_routine(routine_id: str, changes: dict[str, Any]) -> Routine:
             raise BoundRecurringScheduleError(
                 "a routine bound to an existing task must be a one-shot", task_id=bound
             )
-        if bound is not None and bound != routine.bound_task_id:
-            _check_bound_task(bound, routine.team_id, routine.id)
+        previous_bound = routine.bound_task_id
+        if bound is not None and bound != previous_bound:
+            _stamp_bound_task(_check_bound_task(bound, routine.team_id, routine.id))
+        if previous_bound is not None and bound != previous_bound:
+            _release_bound_task(previous_bound)
         if "agent_id" in changes:
             routine.agent = _check_agent(changes["agent_id"], routine.team_id)
         routine.cron_spec = spec.text
@@ -374,7 +400,10 @@ def update_routine(routine_id: str, changes: dict[str, Any]) -> Routine:
 
 def delete_routine(routine_id: str) -> None:
     def run() -> None:
-        lock_routine(routine_id).delete()
+        routine = lock_routine(routine_id)
+        bound = routine.bound_task_id
+        routine.delete()
+        _release_bound_task(bound)
         poke()
 
     storage.write(run)

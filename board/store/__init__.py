@@ -6,7 +6,7 @@ of them saves a board row directly. Every write runs in one transaction through
 PostgreSQL) and records its task-change event in that same transaction.
 """
 
-from board.store._base import now
+from board.store._base import lock_task, now
 from board.store.claims import (
     DISPATCH_ORDER,
     MAX_ABANDONMENTS,
@@ -64,6 +64,7 @@ from board.store.tasks import (
     set_assignee,
     set_labels,
     set_priority,
+    set_scheduled_by,
     set_verdict,
     set_worktree_refs,
     transition,
@@ -121,6 +122,7 @@ __all__ = [
     "list_comments",
     "list_executions",
     "list_tasks",
+    "lock_task",
     "now",
     "open_execution",
     "patch_metadata",
@@ -138,6 +140,7 @@ __all__ = [
     "set_assignee",
     "set_labels",
     "set_priority",
+    "set_scheduled_by",
     "set_verdict",
     "set_worktree_refs",
     "transition",

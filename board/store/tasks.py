@@ -788,6 +788,36 @@ def _field_write(
     return storage.write(run)
 
 
+def set_scheduled_by(task_id: str, owner: str, *, expect: str | None = None) -> Task:
+    """Stamp the task's firing owner (``tasks.scheduled_by``): ``manual``, ``clawboo``, …
+
+    Locks the row (:func:`lock_task`); with ``expect``, refuses with
+    :class:`Conflict` when the current owner differs, so a caller that checked the
+    owner earlier cannot overwrite a concurrent registration. Safe inside an outer
+    write (``storage.write`` nests as a savepoint), which is how a routine
+    registration stamps its bound task in its own transaction. A same-owner write
+    changes nothing (no revision bump, no event).
+    """
+    owner = checks.check_id(owner, "scheduled_by")
+
+    def run() -> Task:
+        task = lock_task(task_id)
+        if expect is not None and task.scheduled_by != expect:
+            raise Conflict(
+                f"task {task_id!r} is scheduled by {task.scheduled_by!r}, not {expect!r}",
+                task_id=task_id,
+                owner=task.scheduled_by,
+            )
+        if task.scheduled_by == owner:
+            return task
+        task.scheduled_by = owner
+        return commit_change(
+            task, "metadata_changed", prev_status=task.status, fields={"scheduled_by"}
+        )
+
+    return storage.write(run)
+
+
 def _assignee_refusal(task: Task) -> str | None:
     if is_locked(task.status):
         return "immutable-assignee"

@@ -32,6 +32,7 @@ HTTP_STATUS: dict[str, int] = {
     "not_file_mutating": 422,
     "domain_violation": 422,
     "rate_limited": 429,
+    "not_implemented": 501,
     "gateway_unavailable": 503,
     "provision_failed": 500,
     "git_failed": 500,

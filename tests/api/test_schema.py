@@ -63,3 +63,34 @@ def test_docs_page_serves_its_assets_locally(client):
     html = page.content.decode()
     assets = re.findall(r'(?:src|href)="([^"]+)"', html)
     assert assets and not any(a.startswith(("http://", "https://", "//")) for a in assets)
+
+
+ROUTINE_PATHS = [
+    ("get", "/api/routines", ()),
+    ("post", "/api/routines", ("400", "403", "409", "501")),
+    ("get", "/api/routines/{routine_id}", ("404",)),
+    ("patch", "/api/routines/{routine_id}", ("400", "404", "409")),
+    ("delete", "/api/routines/{routine_id}", ("404",)),
+    ("post", "/api/routines/{routine_id}/pause", ("404", "409")),
+    ("post", "/api/routines/{routine_id}/resume", ("404", "409")),
+    ("post", "/api/routines/{routine_id}/run-now", ("404", "409")),
+    ("get", "/api/schedules", ()),
+    ("post", "/api/schedules", ("403", "404", "409", "422", "503")),
+    ("patch", "/api/schedules/{schedule_id}", ("403", "404", "409", "422", "503")),
+    ("delete", "/api/schedules/{schedule_id}", ("403", "404", "409", "503")),
+    ("post", "/api/schedules/{schedule_id}/run", ("403", "404", "409", "503")),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "errors"), ROUTINE_PATHS)
+def test_every_routine_and_schedule_path_is_documented_with_its_errors(
+    schema, method, path, errors
+):
+    operation = schema["paths"][path][method]
+    codes = set(operation["responses"])
+    assert any(code.startswith("2") for code in codes)
+    assert {"401", "429", *errors} <= codes
+    if path == "/api/schedules" and method == "get":
+        assert codes & {"400", "404", "409", "503"} == set()  # the read is always 200
+    if method in ("post", "patch") and operation.get("requestBody") is None:
+        assert path.endswith(("/pause", "/resume", "/run-now", "/run"))

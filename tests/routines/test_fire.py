@@ -154,3 +154,27 @@ def test_the_human_seam_is_typed_at_fire_time(agent, clock, monkeypatch):
     Ticker().tick()
     row = Routine.objects.get(pk=routine.id)
     assert row.status == "error" and "not implemented" in row.last_error
+
+
+def test_a_ticks_fires_are_enqueued_in_one_queue_write(agent, clock, monkeypatch):
+    """With the ORM broker the claimed rows become one OrmQ row each, carrying the
+    same signed payload async_task builds, written in one transaction."""
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    from routines import ticker as ticker_module
+
+    monkeypatch.setattr(Conf, "SYNC", False)
+    monkeypatch.setattr(ticker_module, "_broker", None)
+    first, second = make(agent), make(agent, spec="30 * * * *")
+    clock.shift(dt.timedelta(hours=1))
+    report = Ticker().tick()
+    assert sorted(report.claimed) == sorted([first.id, second.id])
+    payloads = [SignedPackage.loads(q.payload) for q in OrmQ.objects.all()]
+    assert sorted(p["args"][0] for p in payloads) == sorted([first.id, second.id])
+    assert {p["func"] for p in payloads} == {"routines.fire.run_fire"}
+    assert all(p["name"] == f"routine-{p['args'][0]}" and p["kwargs"] == {} for p in payloads)
+    statuses = set(Routine.objects.values_list("status", flat=True))
+    assert statuses == {"claimed"}  # queued for a worker, not run inline
+    monkeypatch.setattr(ticker_module, "_broker", None)

@@ -99,8 +99,7 @@ def test_a_down_gateway_degrades_and_writes_answer_503(agent, clock):
     assert info.value.code == "gateway_unavailable"
 
 
-def test_an_unconfigured_gateway_reports_not_configured(settings, monkeypatch):
-    monkeypatch.delenv("CLAWBOO_OPENCLAW_GATEWAY_URL", raising=False)
+def test_an_unconfigured_gateway_reports_not_configured(settings):
     settings.CLAWBOO_OPENCLAW_GATEWAY_URL = ""
     read = OpenClawGatewayCronScheduleSource().read()
     assert (read.status, read.error) == ("degraded", "not configured")

@@ -1,0 +1,395 @@
+"""REST views of routines and the unified scheduler surface (``shared/API.md``
+"Routines and schedules"). Each view reads its body, checks team access and calls
+:mod:`routines.store` or the :class:`~routines.schedules.ScheduleMultiplexer`;
+refusals map to HTTP in ``clawboo.api.errors`` (nothing is written on any 4xx).
+
+Team scoping follows the board: a user sees and writes the routines of their own
+teams only (another team's routine is a 404, creating in another team a 403). The
+gateway's own-life cron is not team work: anyone may read it, only staff write it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from clawboo.api.access import can_see_team, require_team, team_ids
+from clawboo.api.bodies import json_object
+from clawboo.api.idempotency import idempotent
+from clawboo.api.schema import with_errors
+from clawboo.errors import Forbidden
+from routines import store
+from routines.errors import RoutineNotFound, ScheduleNotFound
+from routines.models import CatchUp, Routine, RoutineStatus
+from routines.schedules import (
+    ROUTINE_SOURCE,
+    ClawbooRoutineScheduleSource,
+    OpenClawGatewayCronScheduleSource,
+    ScheduleMultiplexer,
+)
+
+# --- shapes (documentation) ----------------------------------------------------
+
+
+class RoutineTaskTemplateSerializer(serializers.Serializer):
+    title = serializers.CharField(required=False)
+    description = serializers.CharField(required=False)
+    kind = serializers.ChoiceField(choices=list(store.TEMPLATE_KINDS), required=False)
+    priority = serializers.IntegerField(required=False)
+    repo_path = serializers.CharField(required=False, allow_null=True)
+    model = serializers.CharField(required=False, allow_null=True)
+    max_node_cents = serializers.IntegerField(required=False, allow_null=True)
+    team_task_id = serializers.CharField(
+        required=False, allow_null=True, help_text="bind to an existing task (one-shot only)"
+    )
+
+
+class RoutineSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    agent_id = serializers.CharField()
+    team = serializers.CharField()
+    cron_spec = serializers.CharField()
+    timezone = serializers.CharField()
+    task_template = RoutineTaskTemplateSerializer(required=False)
+    bound_task_id = serializers.CharField(allow_null=True)
+    status = serializers.ChoiceField(choices=RoutineStatus.choices)
+    next_run_at = serializers.DateTimeField(allow_null=True)
+    next_run_at_ms = serializers.IntegerField(allow_null=True)
+    last_run_at = serializers.DateTimeField(allow_null=True)
+    last_run_at_ms = serializers.IntegerField(allow_null=True)
+    scheduled_by = serializers.CharField()
+    last_error = serializers.CharField(allow_null=True)
+    catch_up = serializers.ChoiceField(choices=CatchUp.choices)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class RoutineCreateSerializer(serializers.Serializer):
+    agent_id = serializers.CharField()
+    team = serializers.CharField()
+    cron_spec = serializers.CharField(help_text="5/6-field cron or once@<ISO-8601>")
+    timezone = serializers.CharField(required=False, default="UTC")
+    task_template = RoutineTaskTemplateSerializer(required=False)
+    catch_up = serializers.ChoiceField(choices=CatchUp.choices, required=False)
+
+
+class RoutinePatchSerializer(serializers.Serializer):
+    agent_id = serializers.CharField(required=False)
+    cron_spec = serializers.CharField(required=False)
+    timezone = serializers.CharField(required=False)
+    task_template = RoutineTaskTemplateSerializer(required=False)
+    catch_up = serializers.ChoiceField(choices=CatchUp.choices, required=False)
+
+
+_SCHEDULE_ROW_FIELDS: dict[str, serializers.Field] = {
+    "id": serializers.CharField(help_text="<source>:<native id>"),
+    "source": serializers.CharField(),
+    "domain": serializers.ChoiceField(choices=["team-task", "runtime-own-life"]),
+    "manageability": serializers.ChoiceField(choices=["managed", "external-write", "observe-only"]),
+    "name": serializers.CharField(),
+    "spec": serializers.CharField(),
+    "timezone": serializers.CharField(allow_null=True),
+    "enabled": serializers.BooleanField(),
+    "status": serializers.CharField(),
+    "agent_id": serializers.CharField(allow_null=True),
+    "team": serializers.CharField(allow_null=True),
+    "next_run_at_ms": serializers.IntegerField(allow_null=True),
+    "last_run_at_ms": serializers.IntegerField(allow_null=True),
+    "last_error": serializers.CharField(allow_null=True),
+}
+ScheduleRowSerializer = inline_serializer("ScheduleRow", _SCHEDULE_ROW_FIELDS)
+SchedulesSerializer = inline_serializer(
+    "Schedules",
+    {
+        "sources": inline_serializer(
+            "ScheduleSourceStatus",
+            {
+                "name": serializers.CharField(),
+                "domain": serializers.CharField(),
+                "manageability": serializers.CharField(),
+                "status": serializers.ChoiceField(choices=["ok", "degraded"]),
+                "error": serializers.CharField(required=False),
+            },
+            many=True,
+        ),
+        "schedules": inline_serializer("ScheduleRow", _SCHEDULE_ROW_FIELDS, many=True),
+    },
+)
+ScheduleCreateSerializer = inline_serializer(
+    "ScheduleCreate",
+    {
+        "source": serializers.CharField(
+            help_text="'clawboo-routine' (body of a routine create) or "
+            "'openclaw-gateway-cron' (the gateway's cron.add params)"
+        ),
+    },
+)
+SchedulePatchSerializer = inline_serializer(
+    "SchedulePatch",
+    {
+        "action": serializers.ChoiceField(choices=["pause", "resume"], required=False),
+    },
+)
+_SCHEDULE_WRITE_ERRORS = (
+    "validation_error",
+    "forbidden",
+    "observe_only",
+    "not_found",
+    "conflict",
+    "illegal_transition",
+    "ownership_conflict",
+    "bound_recurring",
+    "domain_violation",
+    "not_implemented",
+    "gateway_unavailable",
+)
+
+# --- access ----------------------------------------------------------------------
+
+
+def visible_routine(user: Any, routine_id: str) -> Routine:
+    """The routine, or 404 when it does not exist *or* its team is not the user's."""
+    routine = Routine.objects.select_related("agent").filter(pk=routine_id).first()
+    if routine is None or not can_see_team(user, routine.team_id):
+        raise RoutineNotFound(routine_id)
+    return routine
+
+
+def schedule_multiplexer(user: Any) -> ScheduleMultiplexer:
+    """The two sources as this user sees them (routines scoped to their teams)."""
+    return ScheduleMultiplexer(
+        [ClawbooRoutineScheduleSource(team=team_ids(user)), OpenClawGatewayCronScheduleSource()]
+    )
+
+
+_CREATE_FIELDS = tuple(RoutineCreateSerializer().fields)
+
+
+def _check_schedule_access(user: Any, mux: ScheduleMultiplexer, schedule_id: str) -> None:
+    """Routine rows follow team scoping (404 outside it); other sources are not team
+    work, so only staff write them."""
+    name, _, native = schedule_id.partition(":")
+    if name == ROUTINE_SOURCE:
+        visible_routine(user, native)
+    elif not user.is_staff:
+        mux.source(name)  # unknown source → 404 before 403
+        raise Forbidden(f"only staff may change schedules of source {name!r}")
+
+
+# --- routine views -----------------------------------------------------------------
+
+
+class RoutineListView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="routines_list",
+        parameters=[
+            OpenApiParameter("team", str),
+            OpenApiParameter("status", str, enum=list(RoutineStatus.values)),
+        ],
+        responses=with_errors({200: RoutineSerializer(many=True)}, "validation_error"),
+    )
+    def get(self, request: Request) -> Response:
+        teams = team_ids(request.user)
+        wanted = request.query_params.get("team")
+        if wanted is not None:
+            teams = [wanted] if teams is None or wanted in teams else []
+        routines = store.list_routines(team=teams, status=request.query_params.get("status"))
+        return Response([r.as_dict() for r in routines])
+
+    @extend_schema(
+        operation_id="routines_create",
+        request=RoutineCreateSerializer,
+        responses=with_errors(
+            {201: RoutineSerializer},
+            "validation_error",
+            "bound_recurring",
+            "forbidden",
+            "ownership_conflict",
+            "conflict",
+            "not_implemented",
+        ),
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        body = json_object(request, _CREATE_FIELDS, required=("agent_id", "team", "cron_spec"))
+        require_team(request.user, body["team"])
+        routine = store.create_routine(**body)
+        return Response(routine.as_dict(), status=201)
+
+
+class RoutineDetailView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="routines_retrieve",
+        responses=with_errors({200: RoutineSerializer}, "not_found"),
+    )
+    def get(self, request: Request, routine_id: str) -> Response:
+        return Response(visible_routine(request.user, routine_id).as_dict())
+
+    @extend_schema(
+        operation_id="routines_update",
+        request=RoutinePatchSerializer,
+        responses=with_errors(
+            {200: RoutineSerializer},
+            "not_found",
+            "validation_error",
+            "bound_recurring",
+            "conflict",
+            "ownership_conflict",
+            "not_implemented",
+        ),
+    )
+    def patch(self, request: Request, routine_id: str) -> Response:
+        visible_routine(request.user, routine_id)
+        body = json_object(request, RoutinePatchSerializer().fields)
+        return Response(store.update_routine(routine_id, body).as_dict())
+
+    @extend_schema(
+        operation_id="routines_destroy",
+        responses=with_errors({204: None}, "not_found"),
+    )
+    def delete(self, request: Request, routine_id: str) -> Response:
+        visible_routine(request.user, routine_id)
+        store.delete_routine(routine_id)
+        return Response(status=204)
+
+
+class _RoutineActionView(APIView):
+    """POST with no body: one ledger move; an illegal one is 409 ``illegal_transition``."""
+
+    permission_classes = [IsAuthenticated]
+
+    def act(self, routine_id: str) -> Routine:
+        raise NotImplementedError
+
+    def post(self, request: Request, routine_id: str) -> Response:
+        visible_routine(request.user, routine_id)
+        json_object(request, ())
+        return Response(self.act(routine_id).as_dict())
+
+
+_ACTION_SCHEMA: dict[str, Any] = {
+    "request": None,
+    "responses": with_errors(
+        {200: RoutineSerializer}, "not_found", "validation_error", "illegal_transition"
+    ),
+}
+
+
+class RoutinePauseView(_RoutineActionView):
+    def act(self, routine_id: str) -> Routine:
+        return store.pause_routine(routine_id)
+
+    @extend_schema(operation_id="routines_pause", **_ACTION_SCHEMA)
+    def post(self, request: Request, routine_id: str) -> Response:
+        return super().post(request, routine_id)
+
+
+class RoutineResumeView(_RoutineActionView):
+    def act(self, routine_id: str) -> Routine:
+        return store.resume_routine(routine_id)
+
+    @extend_schema(operation_id="routines_resume", **_ACTION_SCHEMA)
+    def post(self, request: Request, routine_id: str) -> Response:
+        return super().post(request, routine_id)
+
+
+class RoutineRunNowView(_RoutineActionView):
+    def act(self, routine_id: str) -> Routine:
+        return store.run_routine_now(routine_id)
+
+    @extend_schema(operation_id="routines_run_now", **_ACTION_SCHEMA)
+    def post(self, request: Request, routine_id: str) -> Response:
+        return super().post(request, routine_id)
+
+
+# --- schedule views ----------------------------------------------------------------
+
+
+class ScheduleListView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(operation_id="schedules_list", responses=with_errors({200: SchedulesSerializer}))
+    def get(self, request: Request) -> Response:
+        # Always 200: a down source is reported degraded inside the body.
+        return Response(schedule_multiplexer(request.user).read())
+
+    @extend_schema(
+        operation_id="schedules_create",
+        request=ScheduleCreateSerializer,
+        responses=with_errors({201: ScheduleRowSerializer}, *_SCHEDULE_WRITE_ERRORS),
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        mux = schedule_multiplexer(request.user)
+        data = request.data if isinstance(request.data, dict) else None
+        source_name = data.get("source") if data is not None else None
+        if source_name == ROUTINE_SOURCE:
+            body = json_object(
+                request,
+                ("source", "domain", *_CREATE_FIELDS),
+                required=("source", "agent_id", "team", "cron_spec"),
+            )
+            require_team(request.user, body["team"])
+        else:
+            body = json_object(request, data or {}, required=("source",))
+            if not isinstance(source_name, str):
+                raise ScheduleNotFound(str(source_name))
+            mux.source(source_name)  # unknown source → 404 before 403
+            if not request.user.is_staff:
+                raise Forbidden(f"only staff may create schedules in source {source_name!r}")
+        body.pop("source")
+        return Response(mux.create(source_name, body).as_dict(), status=201)
+
+
+class ScheduleDetailView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="schedules_update",
+        request=SchedulePatchSerializer,
+        responses=with_errors({200: ScheduleRowSerializer}, *_SCHEDULE_WRITE_ERRORS),
+    )
+    def patch(self, request: Request, schedule_id: str) -> Response:
+        mux = schedule_multiplexer(request.user)
+        _check_schedule_access(request.user, mux, schedule_id)
+        data = request.data if isinstance(request.data, dict) else None
+        body = json_object(request, data or {})
+        return Response(mux.update(schedule_id, body).as_dict())
+
+    @extend_schema(
+        operation_id="schedules_destroy",
+        responses=with_errors({204: None}, *_SCHEDULE_WRITE_ERRORS),
+    )
+    def delete(self, request: Request, schedule_id: str) -> Response:
+        mux = schedule_multiplexer(request.user)
+        _check_schedule_access(request.user, mux, schedule_id)
+        mux.delete(schedule_id)
+        return Response(status=204)
+
+
+class ScheduleRunView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="schedules_run",
+        request=None,
+        responses=with_errors(
+            {200: inline_serializer("ScheduleRun", {"id": serializers.CharField(required=False)})},
+            *_SCHEDULE_WRITE_ERRORS,
+        ),
+    )
+    def post(self, request: Request, schedule_id: str) -> Response:
+        mux = schedule_multiplexer(request.user)
+        _check_schedule_access(request.user, mux, schedule_id)
+        json_object(request, ())
+        return Response(mux.run(schedule_id))
