@@ -10,7 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import json
+import time
+
 import pytest
+from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +48,8 @@ def run_worker(database_url: str, tmp_path: Path) -> Callable[..., subprocess.Po
             "DJANGO_SETTINGS_MODULE": "clawboo.settings",
             "CLAWBOO_STATE_DIR": str(tmp_path / "state"),
             "PYTHONPATH": str(ROOT),
+            # Tickets are signed: workers and the test must share the key.
+            "DJANGO_SECRET_KEY": settings.SECRET_KEY,
             **(extra_env or {}),
         }
         return subprocess.Popen(
@@ -54,5 +60,56 @@ def run_worker(database_url: str, tmp_path: Path) -> Callable[..., subprocess.Po
             text=True,
             cwd=ROOT,
         )
+
+    return start
+
+
+@pytest.fixture
+def default_team(db: None) -> str:
+    """The team every task lands in by default (a transactional test's flush drops
+    the row the data migration created, so put it back)."""
+    from clawboo.models import Team
+
+    Team.objects.get_or_create(pk="default", defaults={"name": "Default team"})
+    return "default"
+
+
+def read_json_line(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """The next JSON line a worker printed (raises with its stderr if it died)."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(timeout=30)
+        raise AssertionError(f"worker exited {proc.returncode}: {proc.stderr.read()}")
+    return json.loads(line)
+
+
+@pytest.fixture
+def race(
+    run_worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
+) -> Callable[..., list[dict[str, Any]]]:
+    """Start one worker per argv, wait until every one is connected and parked at a
+    barrier file, open it, and return each worker's final JSON result in order."""
+
+    def start(
+        argvs: list[list[str]], extra_env: dict[str, str] | None = None, timeout: float = 120
+    ) -> list[dict[str, Any]]:
+        barrier = tmp_path / f"barrier-{time.monotonic_ns()}"
+        procs = [run_worker("--barrier", str(barrier), *argv, extra_env=extra_env) for argv in argvs]
+        try:
+            for proc in procs:
+                assert read_json_line(proc) == {"ready": True}
+            barrier.touch()
+            results = []
+            for proc in procs:
+                out, err = proc.communicate(timeout=timeout)
+                assert proc.returncode == 0, err
+                results.append(json.loads(out.strip().splitlines()[-1]))
+            return results
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
 
     return start
