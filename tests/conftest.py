@@ -45,7 +45,7 @@ def run_worker(database_url: str, tmp_path: Path) -> Callable[..., subprocess.Po
         env = {
             **os.environ,
             "DATABASE_URL": database_url,
-            "DJANGO_SETTINGS_MODULE": "clawboo.settings",
+            "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
             "CLAWBOO_STATE_DIR": str(tmp_path / "state"),
             "PYTHONPATH": str(ROOT),
             # Tickets are signed: workers and the test must share the key.

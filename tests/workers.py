@@ -56,13 +56,24 @@ def cmd_claim(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_drain(args: argparse.Namespace) -> dict[str, Any]:
+    """claim_next until nothing is ready, as a real drain loop would.
+
+    A write that stayed locked for the whole budget rolled back and claimed
+    nothing; like a real worker we simply poll again, and report how often.
+    """
     from board import store
+    from clawboo.storage import WriteBudgetExceeded
 
     claimed: list[str] = []
+    over_budget = 0
     while True:
-        result = store.claim_next(args.agent, dispatcher=args.dispatcher)
+        try:
+            result = store.claim_next(args.agent, dispatcher=args.dispatcher)
+        except WriteBudgetExceeded:
+            over_budget += 1
+            continue
         if result is None:
-            return {"claimed": claimed}
+            return {"claimed": claimed, "over_budget": over_budget}
         claimed.append(result.task.id)
 
 
