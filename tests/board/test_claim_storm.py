@@ -9,6 +9,7 @@ import pytest
 
 from board import store
 from board.models import Task
+from clawboo.models import Event, Team
 from tests.board.seed import bulk_tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -43,3 +44,8 @@ def test_twelve_processes_drain_two_thousand_tasks_each_claimed_exactly_once(
     assert set(Task.objects.values_list("attempts", flat=True)) == {1}
     # More than one process did real work: it was a race, not a queue.
     assert sum(1 for r in results if r["claimed"]) > 1
+    # Every claim wrote its event in its own transaction: per-team seq has no gaps.
+    seqs = list(Event.objects.filter(team_id="default").order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert Event.objects.filter(kind="claimed").count() == 2000
+    assert Team.objects.get(pk="default").last_event_seq == seqs[-1]
