@@ -37,10 +37,7 @@ _READY = (
     "SELECT 1 FROM task_deps d JOIN tasks u ON u.id = d.depends_on_task_id "
     "WHERE d.task_id = t.id AND u.status <> 'done')"
 )
-_SET = (
-    "assignee_agent_id = {p}, status = 'in_progress', updated_at = {p}, "
-    "attempts = attempts + 1"
-)
+_SET = "assignee_agent_id = {p}, status = 'in_progress', updated_at = {p}, attempts = attempts + 1"
 RAW_SQLITE = (
     f"UPDATE tasks SET {_SET.format(p='?')} WHERE id = ("
     f"SELECT t.id FROM tasks t WHERE {_READY.format(false='0')} "
@@ -135,10 +132,25 @@ def run_one(db: BenchDB, impl: str, procs: int, seconds: float, tasks: int) -> d
     barrier = db.tmp / f"barrier-{impl}-{procs}"
     workers = [
         subprocess.Popen(
-            [sys.executable, __file__, "--worker", impl, "--agent", f"w{i}",
-             "--barrier", str(barrier), "--seconds", str(seconds), "--url", db.url,
-             "--backend", db.backend],
-            env=db.env, stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                impl,
+                "--agent",
+                f"w{i}",
+                "--barrier",
+                str(barrier),
+                "--seconds",
+                str(seconds),
+                "--url",
+                db.url,
+                "--backend",
+                db.backend,
+            ],
+            env=db.env,
+            stdout=subprocess.PIPE,
+            text=True,
         )  # fmt: skip
         for i in range(procs)
     ]
@@ -209,7 +221,8 @@ def main() -> int:
     report["target_met"] = bool(at12) and all(r["ratio"] >= TARGET for r in at12)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"target (board >= {TARGET}x raw at 12 procs): {'met' if report['target_met'] else 'MISSED'}")
+    verdict = "met" if report["target_met"] else "MISSED"
+    print(f"target (board >= {TARGET}x raw at 12 procs): {verdict}")
     print(f"wrote {RESULTS.relative_to(HERE.parent)}")
     return 0
 

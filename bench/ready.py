@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import random
 import statistics
 import subprocess
@@ -82,9 +81,9 @@ def measure(ready_runs: int, claims: int) -> dict[str, Any]:
     from board.models import Task
 
     ready_qs = store.list_tasks(ready=True)[:50]
-    claim_qs = Task.objects.filter(store.ready_filter()).order_by("created_at", "id").values("id")[
-        :1
-    ]
+    claim_qs = (
+        Task.objects.filter(store.ready_filter()).order_by("created_at", "id").values("id")[:1]
+    )
     plans = {"ready_list": ready_qs.explain(), "claim_next_candidate": claim_qs.explain()}
     ready_count = Task.objects.filter(store.ready_filter()).count()
 

@@ -3,15 +3,14 @@ for real subprocesses to open that same database."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import json
-import time
 
 import pytest
 from django.conf import settings
@@ -95,7 +94,9 @@ def race(
         argvs: list[list[str]], extra_env: dict[str, str] | None = None, timeout: float = 120
     ) -> list[dict[str, Any]]:
         barrier = tmp_path / f"barrier-{time.monotonic_ns()}"
-        procs = [run_worker("--barrier", str(barrier), *argv, extra_env=extra_env) for argv in argvs]
+        procs = [
+            run_worker("--barrier", str(barrier), *argv, extra_env=extra_env) for argv in argvs
+        ]
         try:
             for proc in procs:
                 assert read_json_line(proc) == {"ready": True}

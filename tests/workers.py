@@ -93,7 +93,9 @@ def cmd_create_child(args: argparse.Namespace) -> dict[str, Any]:
 
     try:
         task = store.create_task(
-            title=f"child by {args.agent}", parent_task_id=args.parent, created_by_agent_id=args.agent
+            title=f"child by {args.agent}",
+            parent_task_id=args.parent,
+            created_by_agent_id=args.agent,
         ).task
         return {"ok": True, "id": task.id}
     except ClawbooError as exc:

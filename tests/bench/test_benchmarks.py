@@ -17,7 +17,9 @@ pytestmark = pytest.mark.slow
 
 
 def run_bench(script: str) -> dict:
-    subprocess.run([sys.executable, str(ROOT / "bench" / script)], cwd=ROOT, check=True, timeout=900)
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script)], cwd=ROOT, check=True, timeout=900
+    )
     return json.loads((ROOT / "bench" / "results" / script.replace(".py", ".json")).read_text())
 
 

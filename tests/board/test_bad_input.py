@@ -71,7 +71,10 @@ CASES: dict[str, tuple[type[ClawbooError], Callable[[dict[str, str]], Any]]] = {
         ValidationFailed,
         lambda b: store.claim(b["todo"], "bob", lease_ms=75 * 86_400_000),
     ),
-    "non-finite lease": (ValidationFailed, lambda b: store.claim(b["todo"], "bob", lease_ms=math.inf)),
+    "non-finite lease": (
+        ValidationFailed,
+        lambda b: store.claim(b["todo"], "bob", lease_ms=math.inf),
+    ),
     "nan lease": (ValidationFailed, lambda b: store.claim(b["todo"], "bob", lease_ms=math.nan)),
     "negative renewal": (
         ValidationFailed,

@@ -29,9 +29,7 @@ def test_twelve_processes_racing_for_one_task_leave_one_winner(default_team, rac
     assert fresh.assignee_agent_id == f"w{winner}"
 
 
-def test_twelve_processes_drain_two_thousand_tasks_each_claimed_exactly_once(
-    default_team, race
-):
+def test_twelve_processes_drain_two_thousand_tasks_each_claimed_exactly_once(default_team, race):
     ids = bulk_tasks(2000)
 
     results = race([["drain", "--agent", f"w{i}"] for i in range(12)])
@@ -45,7 +43,9 @@ def test_twelve_processes_drain_two_thousand_tasks_each_claimed_exactly_once(
     # More than one process did real work: it was a race, not a queue.
     assert sum(1 for r in results if r["claimed"]) > 1
     # Every claim wrote its event in its own transaction: per-team seq has no gaps.
-    seqs = list(Event.objects.filter(team_id="default").order_by("seq").values_list("seq", flat=True))
+    seqs = list(
+        Event.objects.filter(team_id="default").order_by("seq").values_list("seq", flat=True)
+    )
     assert seqs == list(range(1, len(seqs) + 1))
     assert Event.objects.filter(kind="claimed").count() == 2000
     assert Team.objects.get(pk="default").last_event_seq == seqs[-1]

@@ -34,9 +34,7 @@ def test_a_claim_stamps_the_lease_attempt_and_first_start(default_team, clock):
     assert custom.lease_until == at + dt.timedelta(seconds=5)
 
 
-def test_an_unrenewed_one_second_lease_goes_to_the_next_worker_as_attempt_two(
-    default_team, clock
-):
+def test_an_unrenewed_one_second_lease_goes_to_the_next_worker_as_attempt_two(default_team, clock):
     task = store.create_task(title="t").task
     started = timezone.now()
     first = store.claim_next("ada", lease_ms=1_000)

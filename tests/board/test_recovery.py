@@ -85,7 +85,9 @@ def test_the_boot_pass_reaps_an_orphan_once_and_spares_a_live_run(default_team, 
         revision = store.get_task(task.id).revision
         assert store.reconcile_orphans() == []
         assert store.get_task(task.id).revision == revision
-        assert ExecutionProcess.objects.get(pk=run_id).recovery_tombstone == reaped.recovery_tombstone
+        assert (
+            ExecutionProcess.objects.get(pk=run_id).recovery_tombstone == reaped.recovery_tombstone
+        )
 
     assert ExecutionProcess.objects.get(pk=live_run).status == "running"
     assert store.get_task(live_id).status == "in_progress"

@@ -22,8 +22,10 @@ def test_twenty_processes_creating_children_under_a_cap_of_five_make_exactly_fiv
     parent = store.create_task(title="parent").task
 
     results = race(
-        [["create-child", parent.id, "--agent", f"w{i}", "--max-live-children", "5"]
-         for i in range(20)]
+        [
+            ["create-child", parent.id, "--agent", f"w{i}", "--max-live-children", "5"]
+            for i in range(20)
+        ]
     )
 
     assert sum(1 for r in results if r["ok"]) == 5

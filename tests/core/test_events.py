@@ -13,7 +13,9 @@ from tests.board.states import task_in
 
 
 def kinds(task_id: str) -> list[str]:
-    return list(Event.objects.filter(task_id=task_id).order_by("seq").values_list("kind", flat=True))
+    return list(
+        Event.objects.filter(task_id=task_id).order_by("seq").values_list("kind", flat=True)
+    )
 
 
 @pytest.mark.django_db

@@ -23,7 +23,6 @@ from clawboo.models import Team
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-
 def on_sqlite() -> bool:
     return connection.vendor == "sqlite"
 
