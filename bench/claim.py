@@ -74,12 +74,18 @@ def board_worker(agent: str, barrier: Path, seconds: float) -> dict[str, Any]:
 
     connection.ensure_connection()
     start = wait_for(barrier)
-    count = 0
+    from clawboo.storage import WriteBudgetExceeded
+
+    count = over_budget = 0
     while time.time() < start + seconds:
-        if store.claim_next(agent) is None:
-            break
+        try:
+            if store.claim_next(agent) is None:
+                break
+        except WriteBudgetExceeded:  # rolled back, claimed nothing: poll again
+            over_budget += 1
+            continue
         count += 1
-    return {"count": count, "end": time.time()}
+    return {"count": count, "end": time.time(), "over_budget": over_budget}
 
 
 def raw_worker(backend: str, url: str, agent: str, barrier: Path, seconds: float) -> dict:
@@ -163,7 +169,12 @@ def run_one(db: BenchDB, impl: str, procs: int, seconds: float, tasks: int) -> d
     elapsed = max(r["end"] for r in results) - start
     if claimed >= tasks:
         print(f"  warning: {impl} drained all {tasks} tasks; raise --tasks", file=sys.stderr)
-    return {"claimed": claimed, "seconds": round(elapsed, 3), "per_sec": round(claimed / elapsed)}
+    return {
+        "claimed": claimed,
+        "seconds": round(elapsed, 3),
+        "per_sec": round(claimed / elapsed),
+        "over_budget": sum(r.get("over_budget", 0) for r in results),
+    }
 
 
 def main() -> int:
