@@ -3,14 +3,17 @@ for real subprocesses to open that same database."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,9 +44,11 @@ def run_worker(database_url: str, tmp_path: Path) -> Callable[..., subprocess.Po
         env = {
             **os.environ,
             "DATABASE_URL": database_url,
-            "DJANGO_SETTINGS_MODULE": "clawboo.settings",
+            "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
             "CLAWBOO_STATE_DIR": str(tmp_path / "state"),
             "PYTHONPATH": str(ROOT),
+            # Tickets are signed: workers and the test must share the key.
+            "DJANGO_SECRET_KEY": settings.SECRET_KEY,
             **(extra_env or {}),
         }
         return subprocess.Popen(
@@ -86,3 +91,56 @@ def _drop_stray_connections(django_db_setup: None, django_db_blocker: Any) -> An
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
+
+
+@pytest.fixture
+def default_team(db: None) -> str:
+    """The team every task lands in by default (a transactional test's flush drops
+    the row the data migration created, so put it back)."""
+    from clawboo.models import Team
+
+    Team.objects.get_or_create(pk="default", defaults={"name": "Default team"})
+    return "default"
+
+
+def read_json_line(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """The next JSON line a worker printed (raises with its stderr if it died)."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(timeout=30)
+        raise AssertionError(f"worker exited {proc.returncode}: {proc.stderr.read()}")
+    return json.loads(line)
+
+
+@pytest.fixture
+def race(
+    run_worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
+) -> Callable[..., list[dict[str, Any]]]:
+    """Start one worker per argv, wait until every one is connected and parked at a
+    barrier file, open it, and return each worker's final JSON result in order."""
+
+    def start(
+        argvs: list[list[str]], extra_env: dict[str, str] | None = None, timeout: float = 120
+    ) -> list[dict[str, Any]]:
+        barrier = tmp_path / f"barrier-{time.monotonic_ns()}"
+        procs = [
+            run_worker("--barrier", str(barrier), *argv, extra_env=extra_env) for argv in argvs
+        ]
+        try:
+            for proc in procs:
+                assert read_json_line(proc) == {"ready": True}
+            barrier.touch()
+            results = []
+            for proc in procs:
+                out, err = proc.communicate(timeout=timeout)
+                assert proc.returncode == 0, err
+                results.append(json.loads(out.strip().splitlines()[-1]))
+            return results
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+
+    return start

@@ -511,7 +511,11 @@ def _lifecycle(
         if reason is not None:
             return declined(task, reason)
         prev = task.status
-        if prev != to and not _verb_allowed(prev, to, sources):
+        # A verb that owns one edge runs only from that edge's source (seed 001),
+        # even when the target equals the current status: unblock on a todo task or
+        # resume_from_review on an in_progress one is refused, not a silent no-op
+        # (the latter used to push the lease out as if it were a renewal).
+        if not _verb_allowed(prev, to, sources):
             raise IllegalTransition(task.id, prev, to, allowed_transitions_from(prev))
         fields: set[str] = set()
         if prev != to:

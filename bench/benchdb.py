@@ -1,0 +1,156 @@
+"""A throwaway board database for the benchmarks: a SQLite file in a temp dir, or a
+database of its own on the PostgreSQL server (created, migrated, dropped).
+
+Rows are seeded with raw bulk SQL (COPY on PostgreSQL) so 100k tasks take seconds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_URL = os.environ.get("CLAWBOO_BENCH_PG_URL", "postgres://root@127.0.0.1:5432/test")
+SQLITE_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA busy_timeout=250",
+    "PRAGMA wal_autocheckpoint=50",
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA foreign_keys=ON",
+)
+TASK_COLUMNS = (
+    "id, team_id, title, description, goal, context, status, priority, labels, metadata, "
+    "attempts, abandonments, scheduled_by, file_mutating, cost_tokens, cost_cents, dropped, "
+    "revision, write_log, write_log_truncated, incarnation_id, create_fingerprint, "
+    "created_at, updated_at, lease_until, parent_task_id"
+)
+
+
+def pg_answers() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_URL, connect_timeout=2):
+            return True
+    except Exception:
+        return False
+
+
+class BenchDB:
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"clawboo-bench-{backend}-"))
+        if backend == "sqlite":
+            self.path = str(self.tmp / "bench.sqlite3")
+            self.url = f"sqlite:///{self.path}"
+        else:
+            import psycopg
+
+            self.name = f"clawboo_bench_{os.getpid()}"
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {self.name}")
+                conn.execute(f"CREATE DATABASE {self.name}")
+            parts = urlsplit(PG_URL)
+            self.url = f"{parts.scheme}://{parts.netloc}/{self.name}"
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": self.url,
+            "DJANGO_SETTINGS_MODULE": "clawboo.settings",
+            "CLAWBOO_STATE_DIR": str(self.tmp / "state"),
+            "DJANGO_SECRET_KEY": "bench-only-" + secrets.token_hex(16),
+            "PYTHONPATH": str(ROOT),
+        }
+        subprocess.run(
+            [sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"],
+            env=self.env,
+            cwd=ROOT,
+            check=True,
+        )
+
+    def connect(self) -> Any:
+        """A raw driver connection in autocommit mode."""
+        if self.backend == "sqlite":
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=0.25)
+            for pragma in SQLITE_PRAGMAS:
+                conn.execute(pragma)
+            return conn
+        import psycopg
+
+        return psycopg.connect(self.url, autocommit=True)
+
+    def stamp(self, value: dt.datetime | None) -> Any:
+        if value is None or self.backend != "sqlite":
+            return value
+        return value.astimezone(dt.UTC).replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+    def reset(self) -> None:
+        conn = self.connect()
+        try:
+            for table in ("events", "execution_processes", "task_comments", "task_deps", "tasks"):
+                conn.execute(f"DELETE FROM {table}")
+            conn.execute("UPDATE teams SET last_event_seq = 0")
+            if self.backend == "sqlite":
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            else:
+                conn.execute("VACUUM ANALYZE tasks")
+        finally:
+            conn.close()
+
+    def task_row(
+        self,
+        task_id: str,
+        created_at: dt.datetime,
+        *,
+        status: str = "todo",
+        priority: int = 0,
+        lease_until: dt.datetime | None = None,
+        parent: str | None = None,
+    ) -> tuple[Any, ...]:
+        return (
+            task_id, "default", f"task {task_id}", "", "", "", status, priority, "[]", "{}",
+            0, 0, "manual", True, 0, 0, False, 1, "[]", False, secrets.token_hex(8), "",
+            self.stamp(created_at), self.stamp(created_at), self.stamp(lease_until), parent,
+        )  # fmt: skip
+
+    def insert(self, table: str, columns: str, rows: Iterable[Sequence[Any]]) -> None:
+        conn = self.connect()
+        try:
+            if self.backend == "sqlite":
+                marks = ", ".join("?" for _ in columns.split(","))
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+                conn.execute("COMMIT")
+                conn.execute("ANALYZE")
+            else:
+                with conn.cursor() as cur, cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                    for row in rows:
+                        copy.write_row(row)
+                conn.execute(f"ANALYZE {table}")
+        finally:
+            conn.close()
+
+    def insert_tasks(self, rows: Iterable[Sequence[Any]]) -> None:
+        self.insert("tasks", TASK_COLUMNS, rows)
+
+    def drop(self) -> None:
+        if self.backend == "postgresql":
+            import psycopg
+
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid()",
+                    [self.name],
+                )
+                conn.execute(f"DROP DATABASE IF EXISTS {self.name}")
+        shutil.rmtree(self.tmp, ignore_errors=True)

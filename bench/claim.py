@@ -1,0 +1,242 @@
+"""Claim-next throughput: the board's ``claim_next`` against a raw conditional-UPDATE
+loop on the same table, with 1, 4 and 12 processes, on a SQLite file and (when it
+answers) PostgreSQL.
+
+    python bench/claim.py [--seconds 2] [--procs 1,4,12] [--backends sqlite,postgresql]
+
+Prints a table and writes ``bench/results/claim.json``. The raw baseline runs the
+claim the board runs — pick the oldest ready task (todo, not dropped, every
+dependency done), conditional UPDATE … RETURNING, SKIP LOCKED on PostgreSQL, BEGIN
+IMMEDIATE and the same jittered retry on SQLite — but with no ORM, no event log and
+no lease bookkeeping. Target: board ≥ 0.5× raw at 12 processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != HERE]
+
+from bench.benchdb import BenchDB, pg_answers  # noqa: E402
+
+RESULTS = HERE / "results" / "claim.json"
+TARGET = 0.5
+
+_READY = (
+    "t.status = 'todo' AND t.dropped = {false} AND NOT EXISTS ("
+    "SELECT 1 FROM task_deps d JOIN tasks u ON u.id = d.depends_on_task_id "
+    "WHERE d.task_id = t.id AND u.status <> 'done')"
+)
+_SET = "assignee_agent_id = {p}, status = 'in_progress', updated_at = {p}, attempts = attempts + 1"
+RAW_SQLITE = (
+    f"UPDATE tasks SET {_SET.format(p='?')} WHERE id = ("
+    f"SELECT t.id FROM tasks t WHERE {_READY.format(false='0')} "
+    "ORDER BY t.created_at, t.id LIMIT 1) "
+    "AND status = 'todo' AND assignee_agent_id IS NULL AND dropped = 0 RETURNING id"
+)
+RAW_PG = (
+    "WITH c AS (SELECT t.id FROM tasks t WHERE "
+    f"{_READY.format(false='false')} ORDER BY t.created_at, t.id LIMIT 1 "
+    "FOR UPDATE OF t SKIP LOCKED) "
+    f"UPDATE tasks SET {_SET.format(p='%s')} FROM c WHERE tasks.id = c.id "
+    "AND tasks.status = 'todo' AND tasks.assignee_agent_id IS NULL "
+    "AND tasks.dropped = false RETURNING tasks.id"
+)
+
+
+# --- worker side ---------------------------------------------------------------
+
+
+def wait_for(barrier: Path) -> float:
+    print(json.dumps({"ready": True}), flush=True)
+    while not barrier.exists():
+        time.sleep(0.001)
+    return float(barrier.read_text() or time.time())
+
+
+def board_worker(agent: str, barrier: Path, seconds: float) -> dict[str, Any]:
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from board import store
+
+    connection.ensure_connection()
+    start = wait_for(barrier)
+    from clawboo.storage import WriteBudgetExceeded
+
+    count = over_budget = 0
+    while time.time() < start + seconds:
+        try:
+            if store.claim_next(agent) is None:
+                break
+        except WriteBudgetExceeded:  # rolled back, claimed nothing: poll again
+            over_budget += 1
+            continue
+        count += 1
+    return {"count": count, "end": time.time(), "over_budget": over_budget}
+
+
+def raw_worker(backend: str, url: str, agent: str, barrier: Path, seconds: float) -> dict:
+    if backend == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None, timeout=0.25)
+        for pragma in ("journal_mode=WAL", "busy_timeout=250", "synchronous=NORMAL"):
+            conn.execute(f"PRAGMA {pragma}")
+    else:
+        import psycopg
+
+        conn = psycopg.connect(url, autocommit=True)
+    start = wait_for(barrier)
+    count = 0
+    while time.time() < start + seconds:
+        stamp = dt.datetime.now(dt.UTC)
+        if backend == "sqlite":
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                time.sleep(random.uniform(0.02, 0.15))  # the board's retry policy
+                continue
+            row = conn.execute(
+                RAW_SQLITE, [agent, stamp.strftime("%Y-%m-%d %H:%M:%S.%f")]
+            ).fetchone()
+            conn.execute("COMMIT")
+        else:
+            with conn.transaction():
+                row = conn.execute(RAW_PG, [agent, stamp]).fetchone()
+        if row is None:
+            break
+        count += 1
+    return {"count": count, "end": time.time()}
+
+
+# --- driver side ---------------------------------------------------------------
+
+
+def seed(db: BenchDB, count: int) -> None:
+    db.reset()
+    base = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    db.insert_tasks(
+        db.task_row(f"t{i:07d}", base + dt.timedelta(microseconds=10 * i)) for i in range(count)
+    )
+
+
+def run_one(db: BenchDB, impl: str, procs: int, seconds: float, tasks: int) -> dict[str, Any]:
+    seed(db, tasks)
+    barrier = db.tmp / f"barrier-{impl}-{procs}"
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                impl,
+                "--agent",
+                f"w{i}",
+                "--barrier",
+                str(barrier),
+                "--seconds",
+                str(seconds),
+                "--url",
+                db.url,
+                "--backend",
+                db.backend,
+            ],
+            env=db.env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for i in range(procs)
+    ]
+    for w in workers:
+        assert json.loads(w.stdout.readline()) == {"ready": True}
+    start = time.time()
+    barrier.write_text(repr(start))
+    results = [json.loads(w.communicate()[0].strip().splitlines()[-1]) for w in workers]
+    claimed = sum(r["count"] for r in results)
+    elapsed = max(r["end"] for r in results) - start
+    if claimed >= tasks:
+        print(f"  warning: {impl} drained all {tasks} tasks; raise --tasks", file=sys.stderr)
+    return {
+        "claimed": claimed,
+        "seconds": round(elapsed, 3),
+        "per_sec": round(claimed / elapsed),
+        "over_budget": sum(r.get("over_budget", 0) for r in results),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--procs", default="1,4,12")
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--tasks", type=int, default=40_000)
+    parser.add_argument("--worker", choices=["board", "raw"])
+    parser.add_argument("--agent")
+    parser.add_argument("--barrier")
+    parser.add_argument("--url")
+    parser.add_argument("--backend")
+    args = parser.parse_args()
+
+    if args.worker:
+        barrier = Path(args.barrier)
+        if args.worker == "board":
+            out = board_worker(args.agent, barrier, args.seconds)
+        else:
+            out = raw_worker(args.backend, args.url, args.agent, barrier, args.seconds)
+        print(json.dumps(out), flush=True)
+        return 0
+
+    backends = [b for b in args.backends.split(",") if b]
+    if "postgresql" in backends and not pg_answers():
+        print("PostgreSQL does not answer; skipping it", file=sys.stderr)
+        backends.remove("postgresql")
+    procs = [int(p) for p in args.procs.split(",")]
+    report: dict[str, Any] = {
+        "seconds_per_run": args.seconds,
+        "target_ratio_at_12": TARGET,
+        "cpus": os.cpu_count(),
+        "load_before": os.getloadavg()[0],
+        "results": [],
+    }
+    print(f"{'backend':<11} {'procs':>5} {'board/s':>9} {'raw/s':>9} {'ratio':>6}")
+    for backend in backends:
+        db = BenchDB(backend)
+        try:
+            for n in procs:
+                board = run_one(db, "board", n, args.seconds, args.tasks)
+                raw = run_one(db, "raw", n, args.seconds, args.tasks)
+                ratio = board["per_sec"] / raw["per_sec"] if raw["per_sec"] else 0.0
+                row = {"backend": backend, "procs": n, "board": board, "raw": raw,
+                       "ratio": round(ratio, 2)}  # fmt: skip
+                report["results"].append(row)
+                print(
+                    f"{backend:<11} {n:>5} {board['per_sec']:>9} {raw['per_sec']:>9} {ratio:>6.2f}",
+                    flush=True,
+                )
+        finally:
+            db.drop()
+    at12 = [r for r in report["results"] if r["procs"] == 12]
+    report["target_met"] = bool(at12) and all(r["ratio"] >= TARGET for r in at12)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    verdict = "met" if report["target_met"] else "MISSED"
+    print(f"target (board >= {TARGET}x raw at 12 procs): {verdict}")
+    print(f"wrote {RESULTS.relative_to(HERE.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

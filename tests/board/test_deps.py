@@ -1,0 +1,139 @@
+"""Dependencies (issue 3): cycle refusal (also raced by two processes), the ready
+order and the cascade-cancel over a 6-node DAG."""
+
+from __future__ import annotations
+
+import pytest
+
+from board import store
+from board.errors import DependencyCycle
+from board.models import TaskDep
+from tests.board.states import task_in
+
+
+def ids(tasks) -> list[str]:
+    return [t.id for t in tasks]
+
+
+@pytest.mark.django_db
+def test_a_direct_cycle_and_a_self_edge_are_refused(default_team):
+    a = store.create_task(title="a", id="a").task
+    b = store.create_task(title="b", id="b").task
+    assert store.link(a.id, b.id) is True
+    assert store.link(a.id, b.id) is False  # conflict-tolerant: relinking is harmless
+    with pytest.raises(DependencyCycle):
+        store.link(b.id, a.id)
+    with pytest.raises(DependencyCycle):
+        store.link(a.id, a.id)
+    assert list(TaskDep.objects.values_list("task_id", "depends_on_id")) == [("a", "b")]
+
+
+@pytest.mark.django_db
+def test_a_transitive_cycle_is_refused(default_team):
+    for name in "abcd":
+        store.create_task(title=name, id=name)
+    store.link("a", "b")
+    store.link("b", "c")
+    store.link("c", "d")
+    revision = store.get_task("d").revision
+    with pytest.raises(DependencyCycle):
+        store.link("d", "a")
+    assert TaskDep.objects.count() == 3
+    assert store.get_task("d").revision == revision
+    store.unlink("b", "c")
+    assert store.link("d", "a") is True  # the chain is broken, so no cycle any more
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_processes_linking_a_to_b_and_b_to_a_leave_at_most_one_edge(default_team, race):
+    pairs = [(f"a{i}", f"b{i}") for i in range(3)]
+    argvs = []
+    for a, b in pairs:
+        store.create_task(title=a, id=a)
+        store.create_task(title=b, id=b)
+        argvs += [["link", a, b], ["link", b, a]]
+
+    results = race(argvs)
+
+    for i, (a, b) in enumerate(pairs):
+        edges = TaskDep.objects.filter(task_id__in=[a, b]).count()
+        assert edges == 1, f"pair {i}: {edges} edges"
+        forward, backward = results[2 * i], results[2 * i + 1]
+        assert sorted([forward["ok"], backward["ok"]]) == [False, True]
+        loser = forward if not forward["ok"] else backward
+        assert loser["code"] == "cycle"
+
+
+def six_node_dag() -> dict[str, str]:
+    """a, b → c → d, e → f  (x → y: y depends on x)."""
+    made = {}
+    for name, priority in [("a", 1), ("b", 5), ("c", 0), ("d", 0), ("e", 3), ("f", 0)]:
+        made[name] = store.create_task(title=name, id=name, priority=priority).task.id
+    for task, dep in [("c", "a"), ("c", "b"), ("d", "c"), ("e", "c"), ("f", "d"), ("f", "e")]:
+        store.link(task, dep)
+    return made
+
+
+def finish(task_id: str) -> None:
+    result = store.claim(task_id, "ada")
+    assert result.ok
+    assert store.complete(task_id, ticket=result.ticket).recorded
+
+
+@pytest.mark.django_db
+def test_ready_order_follows_the_dag_then_priority_then_recency(default_team):
+    six_node_dag()
+    assert ids(store.ready_tasks()) == ["b", "a"]  # priority desc
+    assert store.claim("c", "ada").outcome == "conflict"  # unmet deps refuse the claim
+    finish("a")
+    assert ids(store.ready_tasks()) == ["b"]
+    finish("b")
+    assert ids(store.ready_tasks()) == ["c"]
+    finish("c")
+    assert ids(store.ready_tasks()) == ["e", "d"]
+    store.set_priority("d", 3)
+    assert ids(store.ready_tasks()) == ["e", "d"]  # tie on priority: newest first
+    assert store.claim_next("bob").task.id == "d"  # claim-next (fifo): oldest first
+    assert store.claim_next("bob", dispatcher="priority").task.id == "e"
+    assert store.claim_next("bob") is None  # f still waits on d and e
+
+
+@pytest.mark.django_db
+def test_a_hard_fail_cancels_only_the_pending_transitive_dependents(default_team):
+    six_node_dag()
+    finish("a")
+    finish("b")
+    # e is already being worked on; g (backlog) waits on f; h is done already.
+    store.create_task(title="g", id="g", status="backlog")
+    store.link("g", "f")
+    held = store.claim("c", "ada")
+    verdict = store.fail("c", "compiler exploded", ticket=held.ticket)
+    assert verdict.recorded
+
+    c = store.get_task("c")
+    assert (c.status, c.error) == ("blocked", "compiler exploded")
+    cancelled = {t: store.get_task(t).status for t in "defg"}
+    assert cancelled == {"d": "cancelled", "e": "cancelled", "f": "cancelled", "g": "cancelled"}
+    assert store.get_task("a").status == "done"
+
+
+@pytest.mark.django_db
+def test_cancel_dependents_leaves_in_progress_done_and_cancelled_alone(default_team):
+    six_node_dag()
+    finish("a")
+    finish("b")
+    finish("c")
+    in_progress = store.claim("d", "ada")
+    assert in_progress.ok
+    done_x, _ = task_in("done", id="x")
+    store.link("x", "f")  # linking to a done task is bookkeeping, it still counts
+    gone, _ = task_in("cancelled", id="y")
+    store.link("y", "f")
+
+    cancelled = store.cancel_dependents("c")
+
+    assert ids(cancelled) == ["e", "f"]
+    assert store.get_task("d").status == "in_progress"
+    assert store.get_task("x").status == "done"
+    assert store.get_task("y").status == "cancelled"
+    assert all(t.status == "cancelled" for t in cancelled)

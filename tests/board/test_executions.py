@@ -1,0 +1,60 @@
+"""Execution processes (issue 3): opened only after a successful claim, closed once
+with outcome, tokens, cents and git commits."""
+
+from __future__ import annotations
+
+import pytest
+
+from board import store
+from board.errors import ClaimConflict
+from tests.board.states import task_in
+
+pytestmark = pytest.mark.django_db
+
+
+def test_an_execution_opens_after_a_claim_and_closes_with_its_ledger(default_team):
+    task, ticket = task_in("in_progress")
+    run = store.open_execution(task.id, ticket, pid=4242, git_before="a" * 40)
+    assert (run.status, run.attempt, run.agent_id, run.pid) == ("running", 1, "ada", 4242)
+    assert store.running_execution(task.id) == run
+
+    closed = store.close_execution(
+        run.id, "succeeded", tokens_in=1200, tokens_out=300, cost_cents=7, git_after="b" * 40
+    )
+    assert (closed.status, closed.git_before, closed.git_after) == (
+        "succeeded",
+        "a" * 40,
+        "b" * 40,
+    )
+    assert closed.finished_at is not None
+    fresh = store.get_task(task.id)
+    assert (fresh.cost_tokens, fresh.cost_cents) == (1500, 7)
+    # Closing again (a recovery pass got there first) changes nothing.
+    again = store.close_execution(run.id, "failed", tokens_in=99)
+    assert again.status == "succeeded"
+    assert store.get_task(task.id).cost_tokens == 1500
+
+
+@pytest.mark.parametrize("outcome", ["succeeded", "failed", "timed_out", "cancelled"])
+def test_every_outcome_closes_a_run(default_team, outcome):
+    task, ticket = task_in("in_progress")
+    run = store.open_execution(task.id, ticket)
+    assert store.close_execution(run.id, outcome).status == outcome
+
+
+def test_an_execution_is_refused_without_a_live_claim(default_team):
+    task, ticket = task_in("in_progress")
+    store.release(task.id)
+    with pytest.raises(ClaimConflict):
+        store.open_execution(task.id, ticket)
+    store.claim(task.id, "bob")
+    with pytest.raises(ClaimConflict):  # the old attempt's ticket
+        store.open_execution(task.id, ticket)
+    assert list(store.list_executions(task.id)) == []
+
+
+def test_settling_the_task_closes_its_running_execution(default_team):
+    task, ticket = task_in("in_progress")
+    run = store.open_execution(task.id, ticket)
+    store.complete(task.id, ticket=ticket)
+    assert store.list_executions(task.id).get(pk=run.id).status == "succeeded"

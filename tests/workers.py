@@ -1,0 +1,190 @@
+"""A worker process for the board's concurrency tests.
+
+``python tests/workers.py <command> [args]`` sets Django up against the database in
+``DATABASE_URL``, runs one command and prints its result as one JSON line. With
+``--barrier FILE`` it first opens its connection, prints ``{"ready": true}`` and
+waits for FILE to appear, so a test can line every process up before the race.
+
+Commands: ``claim``, ``drain`` (claim_next until nothing is ready), ``link``,
+``create-child``, ``write-storm`` and ``crash-worker`` (claims, opens an execution,
+heartbeats until it is killed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+# Run as a script, sys.path[0] is tests/, where tests/board would shadow the app.
+sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "tests"]
+
+
+def emit(body: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(body) + "\n")
+    sys.stdout.flush()
+
+
+def wait_at_barrier(path: str | None) -> None:
+    if not path:
+        return
+    from django.db import connection
+
+    connection.ensure_connection()  # the race is about the write, not about connecting
+    emit({"ready": True})
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise SystemExit("the barrier never opened")
+        time.sleep(0.001)
+
+
+def error_body(exc: BaseException) -> dict[str, Any]:
+    return {"ok": False, "error": type(exc).__name__, "code": getattr(exc, "code", None)}
+
+
+def cmd_claim(args: argparse.Namespace) -> dict[str, Any]:
+    from board import store
+
+    result = store.claim(args.task, args.agent, "command")
+    return {"outcome": result.outcome, "ticket": result.ticket}
+
+
+def cmd_drain(args: argparse.Namespace) -> dict[str, Any]:
+    """claim_next until nothing is ready, as a real drain loop would.
+
+    A write that stayed locked for the whole budget rolled back and claimed
+    nothing; like a real worker we simply poll again, and report how often.
+    """
+    from board import store
+    from clawboo.storage import WriteBudgetExceeded
+
+    claimed: list[str] = []
+    over_budget = 0
+    while True:
+        try:
+            result = store.claim_next(args.agent, dispatcher=args.dispatcher)
+        except WriteBudgetExceeded:
+            over_budget += 1
+            continue
+        if result is None:
+            return {"claimed": claimed, "over_budget": over_budget}
+        claimed.append(result.task.id)
+
+
+def cmd_link(args: argparse.Namespace) -> dict[str, Any]:
+    from board import store
+    from clawboo.errors import ClawbooError
+
+    try:
+        return {"ok": True, "created": store.link(args.task, args.depends_on)}
+    except ClawbooError as exc:
+        return error_body(exc)
+
+
+def cmd_create_child(args: argparse.Namespace) -> dict[str, Any]:
+    from board import store
+    from clawboo.errors import ClawbooError
+
+    try:
+        task = store.create_task(
+            title=f"child by {args.agent}",
+            parent_task_id=args.parent,
+            created_by_agent_id=args.agent,
+        ).task
+        return {"ok": True, "id": task.id}
+    except ClawbooError as exc:
+        return error_body(exc)
+
+
+def cmd_write_storm(args: argparse.Namespace) -> dict[str, Any]:
+    """Several multi-step writes per round; counts every error that escapes."""
+    from board import store
+
+    errors: list[str] = []
+    done = 0
+    for i in range(args.count):
+        try:
+            task = store.create_task(title=f"{args.agent} #{i}").task
+            store.add_comment(task.id, "working on it", args.agent)
+            store.transition(task.id, "backlog")
+            done += 1
+        except Exception as exc:  # the test asserts none escape
+            errors.append(f"{type(exc).__name__}: {exc}")
+    return {"done": done, "errors": errors}
+
+
+def cmd_crash_worker(args: argparse.Namespace) -> dict[str, Any]:
+    """Claim, open an execution, then heartbeat forever (the test SIGKILLs us)."""
+    from board import store
+
+    result = store.claim(args.task, args.agent, "command")
+    if not result.ok:
+        return {"outcome": result.outcome}
+    execution = store.open_execution(args.task, result.ticket, pid=os.getpid())
+    emit({"outcome": "ok", "execution": execution.id, "ticket": result.ticket})
+    beats = 0
+    while True:
+        verdict = store.heartbeat(args.task, result.ticket)
+        beats += 1
+        emit({"beat": beats, "verdict": verdict.outcome})
+        time.sleep(args.beat_ms / 1000)
+
+
+COMMANDS = {
+    "claim": cmd_claim,
+    "drain": cmd_drain,
+    "link": cmd_link,
+    "create-child": cmd_create_child,
+    "write-storm": cmd_write_storm,
+    "crash-worker": cmd_crash_worker,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="workers.py")
+    parser.add_argument("--barrier", default=None)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("claim")
+    p.add_argument("task")
+    p.add_argument("--agent", required=True)
+    p = sub.add_parser("drain")
+    p.add_argument("--agent", required=True)
+    p.add_argument("--dispatcher", default="topological")
+    p = sub.add_parser("link")
+    p.add_argument("task")
+    p.add_argument("depends_on")
+    p = sub.add_parser("create-child")
+    p.add_argument("parent")
+    p.add_argument("--agent", required=True)
+    p.add_argument("--max-live-children", type=int, default=None)
+    p = sub.add_parser("write-storm")
+    p.add_argument("--agent", required=True)
+    p.add_argument("--count", type=int, default=20)
+    p = sub.add_parser("crash-worker")
+    p.add_argument("task")
+    p.add_argument("--agent", required=True)
+    p.add_argument("--beat-ms", type=int, default=100)
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")
+    import django
+
+    django.setup()
+    if getattr(args, "max_live_children", None) is not None:
+        # The cap is a module constant; the cap-race test lowers it for this process.
+        from board.store import tasks
+
+        tasks.MAX_LIVE_CHILDREN = args.max_live_children
+    wait_at_barrier(args.barrier)
+    emit(COMMANDS[args.command](args))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
