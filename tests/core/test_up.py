@@ -275,7 +275,8 @@ class Up:
 def test_up_serves_the_board_and_sigterm_leaves_no_process_behind(tmp_path):
     state = tmp_path / "state"
     port = free_port()
-    first = Up(state, port, "--no-workers")
+    # The default set: the workers are skipped with a line when `work` is not installed.
+    first = Up(state, port)
     try:
         first.wait_serving()
         assert status_of(f"http://127.0.0.1:{port}/board/") == 302
@@ -303,6 +304,38 @@ def test_up_serves_the_board_and_sigterm_leaves_no_process_behind(tmp_path):
     assert processes_of(state) == [], out
     assert "first admin" not in out
     assert "up to date" in out
+
+
+def test_the_console_script_runs_up_by_default_and_passes_other_commands_to_django(
+    monkeypatch,
+):
+    from clawboo import cli
+
+    seen = []
+    monkeypatch.setattr(
+        "django.core.management.execute_from_command_line", lambda argv: seen.append(argv)
+    )
+    cli.main([])
+    cli.main(["--port", "9000"])
+    cli.main(["migrate", "--check"])
+    assert seen == [
+        ["clawboo", "up"],
+        ["clawboo", "up", "--port", "9000"],
+        ["clawboo", "migrate", "--check"],
+    ]
+
+
+def test_manage_py_up_refuses_a_bad_port_in_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "manage.py", "up", "--port", "0"],
+        env=up_env(tmp_path / "state"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == "CommandError: --port must be between 1 and 65535, not 0"
 
 
 def test_a_busy_port_is_one_clear_line_not_a_traceback(tmp_path):

@@ -119,6 +119,10 @@ class Command(BaseCommand):
                 f"(change it at {base}/admin/password_change/)",
             )
 
+        if host not in ("127.0.0.1", "localhost", "::1") and not {host, "*"} & set(
+            settings.ALLOWED_HOSTS
+        ):
+            self.step("note", "set ALLOWED_HOSTS to the names clients will use to reach this")
         self.step("board", f"{base}/board/")
         self.step("admin", f"{base}/admin/")
         self.step("API docs", f"{base}/api/docs/")
