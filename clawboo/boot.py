@@ -1,0 +1,134 @@
+"""What ``clawboo up`` does before it starts serving: migrate, the boot passes and the
+first admin. Each step is a function returning what it did, so the command prints
+one line per step and a test can call a step alone.
+
+The boot passes are best-effort: a failing pass is reported and boot goes on, because
+a server that refuses to start over a stuck row is worse than one that starts and lets
+the interval sweep and the operator deal with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections.abc import Callable
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.migrations.executor import MigrationExecutor
+
+log = logging.getLogger(__name__)
+
+FIRST_ADMIN_USERNAME = "admin"
+# How long boot waits for the worktree GC before leaving it to finish in the background.
+GC_WAIT_S = 5.0
+
+
+def pending_migrations() -> int:
+    connection = connections[DEFAULT_DB_ALIAS]
+    executor = MigrationExecutor(connection)
+    return len(executor.migration_plan(executor.loader.graph.leaf_nodes()))
+
+
+def migrate() -> int:
+    """Apply every pending migration quietly; returns how many were applied."""
+    pending = pending_migrations()
+    if pending:
+        call_command("migrate", interactive=False, verbosity=0)
+    return pending
+
+
+def database_label() -> str:
+    settings_dict = connections[DEFAULT_DB_ALIAS].settings_dict
+    vendor = connections[DEFAULT_DB_ALIAS].vendor
+    if vendor == "sqlite":
+        return f"sqlite {settings_dict['NAME']}"
+    return f"{vendor} {settings_dict.get('HOST') or 'localhost'}/{settings_dict['NAME']}"
+
+
+def board_passes() -> str:
+    """Orphan reconciliation, then the stale sweep (each best-effort inside)."""
+    from board.store import run_boot_passes
+
+    result = run_boot_passes()
+    return (
+        f"{len(result['orphans'])} orphaned task(s) released, "
+        f"{len(result['stale'])} stale task(s) released"
+    )
+
+
+def routine_boot_resume() -> str:
+    from routines.store import boot_resume
+
+    report = boot_resume()
+    return (
+        f"{len(report.requeued)} requeued, {len(report.rearmed)} re-armed, "
+        f"{len(report.errored)} errored"
+    )
+
+
+def worktree_gc(say: Callable[[str], None], wait_s: float = GC_WAIT_S) -> str:
+    """Run the worktree GC in a thread; wait a little, then let it finish unwatched.
+
+    Git over many checkouts can be slow, and boot must never wait on it; when it
+    finishes late its line is printed then.
+    """
+    from worktrees import service
+
+    done = threading.Event()
+    result: dict[str, str] = {}
+
+    def run() -> None:
+        try:
+            report = service.gc()
+            line = (
+                f"{len(report['reaped'])} reaped, {len(report['skipped'])} skipped, "
+                f"{len(report['failures'])} failure(s)"
+            )
+        except Exception as exc:  # best-effort: a broken repo must not stop boot
+            log.debug("worktree gc failed", exc_info=True)
+            line = f"failed ({one_line(exc)}); continuing"
+        finally:
+            connections.close_all()
+        result["line"] = line
+        done.set()
+        if late.is_set():
+            say(f"worktree gc: {line}")
+
+    late = threading.Event()
+    threading.Thread(target=run, name="worktrees-gc", daemon=True).start()
+    if done.wait(wait_s):
+        return result["line"]
+    late.set()
+    if done.is_set():  # finished between the wait and setting the flag
+        return result["line"]
+    return "running in the background"
+
+
+def ensure_first_admin() -> tuple[str, str] | None:
+    """On an empty user table, create superuser ``admin`` with a random password.
+
+    Returns ``(username, password)`` only when it created the user; the password is
+    never stored in clear anywhere, so this is the one chance to print it.
+    """
+    user_model = get_user_model()
+    if user_model.objects.exists():
+        return None
+    password = secrets.token_urlsafe(12)
+    user_model.objects.create_superuser(username=FIRST_ADMIN_USERNAME, email="", password=password)
+    return FIRST_ADMIN_USERNAME, password
+
+
+def best_effort(step: Callable[[], str]) -> str:
+    try:
+        return step()
+    except Exception as exc:
+        log.debug("boot step failed", exc_info=True)
+        return f"failed ({one_line(exc)}); continuing"
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
