@@ -28,7 +28,10 @@ def team(db: None) -> str:
 
 @pytest.fixture
 def agent(team: str) -> Agent:
-    return registry.create_agent(id="ada", display_name="Ada", team=team, runtime="command")
+    # A command agent that succeeds at once: a one-shot fire runs the executor for real.
+    return registry.create_agent(
+        id="ada", display_name="Ada", team=team, runtime="command", settings={"argv": ["true"]}
+    )
 
 
 @pytest.fixture
