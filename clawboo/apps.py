@@ -9,8 +9,7 @@ class ClawbooConfig(AppConfig):
 
     def ready(self) -> None:
         # Importing the storage layer connects its per-connection pragma hook.
-        from clawboo import chat, events, live, storage  # noqa: F401
+        from clawboo import events, live, storage  # noqa: F401
 
-        # After commit: push every event live, then narrate task changes in chat.
+        # After commit: push every event to the team's live board (with its narration).
         events.subscribe(live.publish)
-        events.subscribe(chat.narrate)

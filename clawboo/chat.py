@@ -1,23 +1,22 @@
-"""Team chat rooms and the narration of board changes.
+"""Team chat rooms: people's messages, and the narration of board changes.
 
-Narration is best-effort and strictly after commit: :func:`narrate` runs from the
-event log's after-commit hook, in its own transaction, and a failure to narrate is
-logged, never raised, so it can neither fail nor roll back the board write.
+Narration is derived, not stored: each committed task-change event in the durable
+log has (at most) one narration line, computed by :func:`narration_for`. The live
+board pushes it right after the change, with the change's sequence number, and the
+room's history is read back from the same log. So narrating can never fail, delay
+or roll back a board write, and a rolled-back write has nothing to narrate. Chat is
+never a write path back to the board: :func:`post` only adds a message.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from django.db.models import QuerySet
 from django.utils import timezone
 
 from clawboo import events, storage
 from clawboo.errors import ValidationFailed
 from clawboo.models import ChatMessage, Event
-
-log = logging.getLogger(__name__)
 
 BODY_MAX = 20_000
 NARRATOR = "clawboo"
@@ -52,8 +51,41 @@ def post(
     return storage.write(run)
 
 
-def recent(team_id: str, limit: int = 100) -> QuerySet[ChatMessage]:
-    return ChatMessage.objects.filter(team_id=team_id).order_by("-created_at", "-id")[:limit]
+def recent(team_id: str, limit: int = 100) -> list[dict[str, Any]]:
+    """The room's latest lines, newest first: people's messages and narration, read
+    from the event log (each line carries the sequence of its event)."""
+    lines: list[dict[str, Any]] = []
+    batch = max(limit * 4, 200)
+    before: int | None = None
+    while len(lines) < limit:
+        qs = Event.objects.filter(team_id=team_id)
+        if before is not None:
+            qs = qs.filter(seq__lt=before)
+        rows = list(qs.order_by("-seq")[:batch])
+        for event in rows:
+            line = line_for(event)
+            if line is not None:
+                lines.append(line)
+                if len(lines) == limit:
+                    break
+        if len(rows) < batch:
+            break
+        before = rows[-1].seq
+    return lines
+
+
+def line_for(event: Event) -> dict[str, Any] | None:
+    """The chat frame of an event: a person's message, or the narration of a change."""
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    if event.kind == "chat":
+        body, author = payload.get("body"), payload.get("author")
+    else:
+        body, author = narration_for(event), NARRATOR
+    if not body:
+        return None
+    return {"type": "chat", "seq": event.seq, "team": event.team_id, "body": body,
+            "author": author, "task_id": event.task_id,
+            "created_at": event.created_at.isoformat()}
 
 
 def _title(task: dict[str, Any]) -> str:
@@ -93,15 +125,3 @@ def narration_for(event: Event) -> str | None:
     actor = f"{who} " if who and event.kind in ("completed", "review_requested") else ""
     line = f"{actor}{verb} {title}"
     return line if actor else line[:1].upper() + line[1:]
-
-
-def narrate(event: Event) -> None:
-    """After-commit listener: post the narration line of a committed task change."""
-    if event.kind == "chat":
-        return
-    try:
-        line = narration_for(event)
-        if line:
-            post(event.team_id, line, task_id=event.task_id)
-    except Exception:
-        log.exception("could not narrate event %s", event)

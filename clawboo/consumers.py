@@ -16,7 +16,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from clawboo import events
-from clawboo.live import group_name, message_for
+from clawboo.live import frames_for, group_name
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -41,9 +41,11 @@ def _latest(team_id: str) -> int:
 
 
 @database_sync_to_async
-def _frames_after(team_id: str, seq: int, upto: int | None = None) -> list[dict[str, Any]]:
+def _events_after(team_id: str, seq: int, upto: int | None = None) -> list[
+    tuple[int, list[dict[str, Any]]]
+]:
     rows = events.since(team_id, seq, limit=REPLAY_BATCH)
-    return [message_for(e) for e in rows if upto is None or e.seq <= upto]
+    return [(e.seq, frames_for(e)) for e in rows if upto is None or e.seq <= upto]
 
 
 class BoardConsumer(AsyncJsonWebsocketConsumer):
@@ -110,24 +112,25 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
     async def _catch_up(self, upto: int | None) -> None:
         """Send everything in the log after last_seq (up to ``upto``), in order."""
         while True:
-            frames = await _frames_after(self.team, self.last_seq, upto)
-            for frame in frames:
-                await self.send_json(frame)
-                self.last_seq = frame["seq"]
-            if len(frames) < REPLAY_BATCH or (upto is not None and self.last_seq >= upto):
+            batch = await _events_after(self.team, self.last_seq, upto)
+            for seq, frames in batch:
+                for frame in frames:
+                    await self.send_json(frame)
+                self.last_seq = seq
+            if len(batch) < REPLAY_BATCH or (upto is not None and self.last_seq >= upto):
                 return
 
     async def board_event(self, message: dict[str, Any]) -> None:
-        frame = message["frame"]
         async with self.lock:
-            seq = frame["seq"]
+            seq = message["seq"]
             if seq <= self.last_seq:
                 return  # already delivered (by replay or an earlier gap fill)
             if seq > self.last_seq + 1:
                 await self._catch_up(seq - 1)
                 if seq <= self.last_seq:
                     return
-            await self.send_json(frame)
+            for frame in message["frames"]:
+                await self.send_json(frame)
             self.last_seq = seq
 
 

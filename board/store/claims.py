@@ -85,20 +85,21 @@ def _set_clause(
 _GUARD = "status = 'todo' AND assignee_agent_id IS NULL AND dropped = %s"
 
 
-def _claim_update(
-    candidates: QuerySet[Task],
-    agent_id: str,
-    runtime: str | None,
-    at: dt.datetime,
-    lease_ms: int,
-) -> Task | None:
-    """Claim the first task of ``candidates`` with one conditional UPDATE … RETURNING.
+_SENTINEL = "\x00claim-target\x00"
+# Compiled claim SQL by shape: building the ORM candidate query is most of a claim's
+# Python cost, and a worker asks the same shape (its team, its dispatcher) each time.
+_SQL_CACHE: dict[tuple[Any, ...], tuple[str, list[Any]]] = {}
+
+
+def _claim_sql(candidates: QuerySet[Task], sets: str) -> tuple[str, list[Any]]:
+    """The conditional UPDATE … RETURNING for the first of ``candidates``.
 
     SQLite: one statement under the database write lock. PostgreSQL: the candidate
     is picked with ``FOR UPDATE SKIP LOCKED`` so racers move on to the next task.
+    Returns the SQL and the candidate query's parameters (the SET parameters come
+    first on SQLite, after them on PostgreSQL: see :func:`_claim_update`).
     """
     table = Task._meta.db_table
-    sets, set_params = _set_clause(agent_id, runtime, at, lease_ms)
     if connection.vendor == "postgresql":
         pick = candidates.values("id")[:1].select_for_update(skip_locked=True, of=("self",))
         pick_sql, pick_params = pick.query.sql_with_params()
@@ -108,13 +109,43 @@ def _claim_update(
             f"WHERE {table}.id = candidate.id AND {_qualified_guard(table)} "
             f"RETURNING {table}.*"
         )
-        params = [*pick_params, *set_params, False]
     else:
         pick_sql, pick_params = candidates.values("id")[:1].query.sql_with_params()
         sql = (
             f"UPDATE {table} SET {sets} "  # noqa: S608 - composed from ORM SQL
             f"WHERE id = ({pick_sql}) AND {_GUARD} RETURNING *"
         )
+    return sql, list(pick_params)
+
+
+def _claim_update(
+    key: tuple[Any, ...] | None,
+    build: Callable[[], QuerySet[Task]],
+    agent_id: str,
+    runtime: str | None,
+    at: dt.datetime,
+    lease_ms: int,
+    *,
+    target: str | None = None,
+) -> Task | None:
+    """Claim the first task of ``build()`` with one conditional UPDATE … RETURNING.
+
+    ``key`` names the query's shape for the SQL cache (None: do not cache); a
+    ``target`` task id is bound where the shape has the sentinel id.
+    """
+    sets, set_params = _set_clause(agent_id, runtime, at, lease_ms)
+    cache_key = None if key is None else (connection.vendor, connection.alias, *key)
+    cached = _SQL_CACHE.get(cache_key) if cache_key is not None else None
+    if cached is None:
+        cached = _claim_sql(build(), sets)
+        if cache_key is not None:
+            _SQL_CACHE[cache_key] = cached
+    sql, pick_params = cached
+    if target is not None:
+        pick_params = [target if p == _SENTINEL else p for p in pick_params]
+    if connection.vendor == "postgresql":
+        params = [*pick_params, *set_params, False]
+    else:
         params = [*set_params, *pick_params, False]
     rows = list(Task.objects.raw(sql, params))
     return rows[0] if rows else None
@@ -148,8 +179,10 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
     def run() -> ClaimResult:
         at = now()
         release_lapsed(at, task_ids=[task_id])
-        candidates = Task.objects.filter(ready_filter(), pk=task_id)
-        task = _claim_update(candidates, agent, rt, at, span)
+        task = _claim_update(
+            ("one",), lambda: Task.objects.filter(ready_filter(), pk=_SENTINEL),
+            agent, rt, at, span, target=task_id,
+        )
         if task is None:
             if Task.objects.filter(pk=task_id).exists():
                 return ClaimResult("conflict")
@@ -191,17 +224,26 @@ def claim_next(
     if label is not None:
         checks.check_label(label)
 
+    teams = None if team is None else tuple(team if isinstance(team, list) else [team])
+    if teams == ():
+        return None  # a caller who sees no team has nothing to claim
+
+    def candidates() -> QuerySet[Task]:
+        qs = Task.objects.filter(ready_filter())
+        if teams is not None:
+            qs = qs.filter(team_id__in=list(teams))
+        if label is not None:
+            qs = with_label(qs, label)
+        if eligibility is not None:
+            qs = eligibility(qs)
+        return qs.order_by(*order)
+
+    key = None if eligibility is not None else ("next", dispatcher, teams, label)
+
     def run() -> ClaimResult | None:
         at = now()
         release_lapsed(at)
-        candidates = Task.objects.filter(ready_filter())
-        if team is not None:
-            candidates = candidates.filter(team_id__in=team if isinstance(team, list) else [team])
-        if label is not None:
-            candidates = with_label(candidates, label)
-        if eligibility is not None:
-            candidates = eligibility(candidates)
-        task = _claim_update(candidates.order_by(*order), agent, rt, at, span)
+        task = _claim_update(key, candidates, agent, rt, at, span)
         return _claimed(task) if task is not None else None
 
     # On PostgreSQL a racer can lose the row between pick and update only if the
@@ -276,7 +318,7 @@ def release_lapsed(at: dt.datetime, task_ids: Iterable[str] | None = None) -> li
     error instead of handing it out again. The task's running execution is
     closed ``timed_out``.
     """
-    if task_ids is None and not _any_lapsed(at):
+    if not _any_lapsed(at):
         # claim_next calls this on every claim; nearly always nothing has lapsed, and
         # building the ORM query below cost a quarter of a claim (bench/claim.py).
         return []

@@ -179,7 +179,7 @@ class TeamChatView(APIView):
         from clawboo.api.bodies import query_int
 
         limit = query_int(request.query_params.get("limit"), "limit", default=100, high=500)
-        return Response([chat_body(m) for m in chat.recent(team_id, limit)])
+        return Response(chat.recent(team_id, limit))
 
     @extend_schema(
         operation_id="teams_chat_create",
@@ -216,9 +216,10 @@ class TeamEventsView(APIView):
         _visible_team(request, team_id)
         from clawboo import events
         from clawboo.api.bodies import query_int
-        from clawboo.live import message_for
+        from clawboo.live import frames_for
 
         since = query_int(request.query_params.get("since"), "since", default=-1, high=2**62)
         head = events.latest_seq(team_id)
-        frames = [] if since < 0 else [message_for(e) for e in events.since(team_id, since)]
+        frames = [] if since < 0 else [f for e in events.since(team_id, since)
+                                       for f in frames_for(e)]
         return Response({"seq": head, "events": frames})

@@ -72,7 +72,8 @@ def test_a_committed_change_arrives_after_commit_with_narration():
     assert change["type"] == "task-change" and change["kind"] == "added"
     assert change["task"]["title"] == "Fix login" and change["seq"] == hello["seq"] + 1
     assert change["prev_status"] is None
-    assert chat["seq"] == change["seq"] + 1 and "Fix login" in chat["body"]
+    # The narration line rides with the change it narrates (same seq, right after it).
+    assert chat["seq"] == change["seq"] and "Fix login" in chat["body"]
 
 
 def test_a_rolled_back_write_emits_nothing():
@@ -152,11 +153,15 @@ def test_frames_arriving_out_of_order_are_delivered_in_sequence():
             await database_sync_to_async(live.publish)(task_events[-1])
             await database_sync_to_async(live.publish)(task_events[0])
             last = task_events[-1].seq
-            got = await frames_until(ws, lambda f, s: f["seq"] >= last)
+            # The last change is followed by its narration line (same seq).
+            got = await frames_until(ws, lambda f, s: f["seq"] >= last and f["type"] == "chat")
             quiet = await ws.receive_nothing(timeout=0.3)
             await ws.disconnect()
             assert quiet
-            return [f["seq"] for f in got]
+            changes = [f["seq"] for f in got if f["type"] == "task-change"]
+            chats = [f["seq"] for f in got if f["type"] == "chat"]
+            assert chats == changes  # each change is followed by its narration
+            return changes
 
         seqs = async_to_sync(scenario)()
     finally:

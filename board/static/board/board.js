@@ -168,10 +168,16 @@
     log.scrollTop = log.scrollHeight;
   }
 
+  // A task change and its narration share one event seq: apply each frame type
+  // once per seq, so a replay that overlaps what we have changes nothing.
+  const applied = new Set();
   function apply(frame) {
     if (typeof frame.seq === "number") {
-      if (frame.seq <= lastSeq) return;  // already applied (replay overlap)
-      lastSeq = frame.seq;
+      const key = `${frame.type}:${frame.seq}`;
+      if (applied.has(key)) return;
+      applied.add(key);
+      if (applied.size > 5000) applied.delete(applied.values().next().value);
+      lastSeq = Math.max(lastSeq, frame.seq);
     }
     if (frame.type === "task-change") upsert(frame.task);
     else if (frame.type === "chat") chatLine(frame);
