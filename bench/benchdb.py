@@ -32,7 +32,7 @@ TASK_COLUMNS = (
     "id, team_id, title, description, goal, context, status, priority, labels, metadata, "
     "attempts, abandonments, scheduled_by, file_mutating, cost_tokens, cost_cents, dropped, "
     "revision, write_log, write_log_truncated, incarnation_id, create_fingerprint, "
-    "created_at, updated_at, lease_until, parent_task_id"
+    "created_at, updated_at, lease_until, parent_task_id, unmet_deps"
 )
 
 
@@ -119,7 +119,7 @@ class BenchDB:
         return (
             task_id, "default", f"task {task_id}", "", "", "", status, priority, "[]", "{}",
             0, 0, "manual", True, 0, 0, False, 1, "[]", False, secrets.token_hex(8), "",
-            self.stamp(created_at), self.stamp(created_at), self.stamp(lease_until), parent,
+            self.stamp(created_at), self.stamp(created_at), self.stamp(lease_until), parent, 0,
         )  # fmt: skip
 
     def insert(self, table: str, columns: str, rows: Iterable[Sequence[Any]]) -> None:
@@ -141,6 +141,21 @@ class BenchDB:
 
     def insert_tasks(self, rows: Iterable[Sequence[Any]]) -> None:
         self.insert("tasks", TASK_COLUMNS, rows)
+
+    def recount_unmet_deps(self) -> None:
+        """Set each task's unmet-dependency counter from the graph, as the data layer
+        would have kept it (bulk-seeded rows bypass the data layer)."""
+        sql = (
+            "UPDATE tasks SET unmet_deps = (SELECT COUNT(*) FROM task_deps d "
+            "JOIN tasks u ON u.id = d.depends_on_task_id "
+            "WHERE d.task_id = tasks.id AND u.status <> 'done')"
+        )
+        conn = self.connect()
+        try:
+            conn.execute(sql)
+            conn.commit()
+        finally:
+            conn.close()
 
     def drop(self) -> None:
         if self.backend == "postgresql":

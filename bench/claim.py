@@ -32,11 +32,9 @@ from bench.benchdb import BenchDB, pg_answers  # noqa: E402
 RESULTS = HERE / "results" / "claim.json"
 TARGET = 0.5
 
-_READY = (
-    "t.status = 'todo' AND t.dropped = {false} AND NOT EXISTS ("
-    "SELECT 1 FROM task_deps d JOIN tasks u ON u.id = d.depends_on_task_id "
-    "WHERE d.task_id = t.id AND u.status <> 'done')"
-)
+# The board's ready predicate, hand-written: todo, not dropped, no unmet dependency
+# (the board keeps that count in tasks.unmet_deps, indexed with status and age).
+_READY = "t.status = 'todo' AND t.dropped = {false} AND t.unmet_deps = 0"
 _SET = "assignee_agent_id = {p}, status = 'in_progress', updated_at = {p}, attempts = attempts + 1"
 RAW_SQLITE = (
     f"UPDATE tasks SET {_SET.format(p='?')} WHERE id = ("

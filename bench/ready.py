@@ -54,6 +54,7 @@ def seed(db: BenchDB, tasks: int, edges_per_task: int = 2) -> dict[str, int]:
         for j in rng.sample(range(i), edges_per_task):
             edges.append((f"t{i:07d}", f"t{j:07d}", db.stamp(base)))
     db.insert("task_deps", "task_id, depends_on_task_id, created_at", edges)
+    db.recount_unmet_deps()
     return {"tasks": tasks, "edges": len(edges)}
 
 

@@ -41,6 +41,11 @@ class Task(models.Model):
     error = models.TextField(null=True, blank=True)
     feedback = models.TextField(null=True, blank=True)
 
+    # How many of this task's dependencies are not done yet: readiness is
+    # ``status='todo' AND unmet_deps=0``, one index range instead of a per-row walk
+    # of task_deps. Kept by the data layer (create, link, unlink, any move to done).
+    unmet_deps = models.IntegerField(default=0, editable=False)
+
     attempts = models.IntegerField(default=0)
     max_attempts = models.IntegerField(null=True, blank=True)
     abandonments = models.IntegerField(default=0)
@@ -93,12 +98,21 @@ class Task(models.Model):
             # range over one status, already in dispatch order. (Not partial
             # indexes: the ORM binds 'todo' as a parameter, which SQLite's planner
             # cannot match against a partial index's WHERE.)
-            models.Index(fields=["status", "created_at", "id"], name="tasks_status_fifo_idx"),
             models.Index(
-                fields=["status", "-priority", "created_at", "id"], name="tasks_status_prio_idx"
+                fields=["status", "unmet_deps", "created_at", "id"], name="tasks_ready_fifo_idx"
             ),
             models.Index(
-                fields=["status", "team", "created_at", "id"], name="tasks_status_team_idx"
+                fields=["status", "unmet_deps", "-priority", "created_at", "id"],
+                name="tasks_ready_prio_idx",
+            ),
+            models.Index(
+                fields=["status", "team", "unmet_deps", "created_at", "id"],
+                name="tasks_ready_team_idx",
+            ),
+            # The ready list's own order: priority desc, then newest first.
+            models.Index(
+                fields=["status", "unmet_deps", "-priority", "-created_at"],
+                name="tasks_ready_list_idx",
             ),
             # Lease expiry and the stale sweep look only at in_progress rows.
             models.Index(fields=["status", "lease_until"], name="tasks_status_lease_idx"),

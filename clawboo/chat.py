@@ -83,9 +83,15 @@ def line_for(event: Event) -> dict[str, Any] | None:
         body, author = narration_for(event), NARRATOR
     if not body:
         return None
-    return {"type": "chat", "seq": event.seq, "team": event.team_id, "body": body,
-            "author": author, "task_id": event.task_id,
-            "created_at": event.created_at.isoformat()}
+    return {
+        "type": "chat",
+        "seq": event.seq,
+        "team": event.team_id,
+        "body": body,
+        "author": author,
+        "task_id": event.task_id,
+        "created_at": event.created_at.isoformat(),
+    }
 
 
 def _title(task: dict[str, Any]) -> str:

@@ -41,9 +41,9 @@ def _latest(team_id: str) -> int:
 
 
 @database_sync_to_async
-def _events_after(team_id: str, seq: int, upto: int | None = None) -> list[
-    tuple[int, list[dict[str, Any]]]
-]:
+def _events_after(
+    team_id: str, seq: int, upto: int | None = None
+) -> list[tuple[int, list[dict[str, Any]]]]:
     rows = events.since(team_id, seq, limit=REPLAY_BATCH)
     return [(e.seq, frames_for(e)) for e in rows if upto is None or e.seq <= upto]
 

@@ -78,8 +78,15 @@ def append(
     with connection.cursor() as cursor:
         cursor.execute(
             _INSERT_SQL,
-            [team_id, event.seq, kind, task_id, prev_status, json.dumps(payload),
-             connection.ops.adapt_datetimefield_value(event.created_at)],
+            [
+                team_id,
+                event.seq,
+                kind,
+                task_id,
+                prev_status,
+                json.dumps(payload),
+                connection.ops.adapt_datetimefield_value(event.created_at),
+            ],
         )
     transaction.on_commit(lambda: _deliver(event))
     return event

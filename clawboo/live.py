@@ -41,11 +41,25 @@ def frames_for(event: Event) -> list[dict[str, Any]]:
     frames: list[dict[str, Any]] = []
     if event.kind != "chat":
         if "task" in payload:
-            frames.append({"type": "task-change", **base, "kind": event.kind,
-                           "task": payload["task"], "prev_status": payload.get("prev_status")})
+            frames.append(
+                {
+                    "type": "task-change",
+                    **base,
+                    "kind": event.kind,
+                    "task": payload["task"],
+                    "prev_status": payload.get("prev_status"),
+                }
+            )
         else:
-            frames.append({"type": "event", **base, "kind": event.kind,
-                           "task_id": event.task_id, "payload": payload})
+            frames.append(
+                {
+                    "type": "event",
+                    **base,
+                    "kind": event.kind,
+                    "task_id": event.task_id,
+                    "payload": payload,
+                }
+            )
     line = line_for(event)
     if line is not None:
         line.pop("created_at", None)

@@ -9,7 +9,7 @@ from typing import Any
 from django.db import connection
 
 from board import checks
-from board.errors import DependencyCycle, DepthExceeded, TaskNotFound
+from board.errors import DependencyCycle, DepthExceeded
 from board.models import Task, TaskDep
 from board.store._base import commit_change, lock_task, now
 from board.transitions import Status
@@ -51,8 +51,10 @@ def link(task_id: str, depends_on: Any) -> bool:
     def run() -> bool:
         _serialise_links()
         task = lock_task(task_id)
-        if not Task.objects.filter(pk=dep).exists():
-            raise TaskNotFound(dep)
+        # Locked too, so it cannot finish (and decrement our counter) between our
+        # look at its status and the insert: a deadlock with that completion is a
+        # transient error storage.write re-runs.
+        dep_task = lock_task(dep)
         if dep == task_id or _reaches(dep, task_id):
             raise DependencyCycle(
                 f"{task_id!r} cannot depend on {dep!r}: {dep!r} already depends on it",
@@ -63,7 +65,11 @@ def link(task_id: str, depends_on: Any) -> bool:
             return False
         at = now()
         TaskDep.objects.create(task_id=task_id, depends_on_id=dep, created_at=at)
-        commit_change(task, "dependency_added", prev_status=task.status, fields=set(), at=at)
+        fields: set[str] = set()
+        if dep_task.status != Status.DONE:
+            task.unmet_deps += 1
+            fields.add("unmet_deps")
+        commit_change(task, "dependency_added", prev_status=task.status, fields=fields, at=at)
         return True
 
     return storage.write(run)
@@ -74,9 +80,17 @@ def unlink(task_id: str, depends_on: Any) -> bool:
 
     def run() -> bool:
         task = lock_task(task_id)
+        dep_task = Task.objects.filter(pk=dep).first()
+        if dep_task is not None:
+            dep_task = lock_task(dep)
+        pending = dep_task is not None and dep_task.status != Status.DONE
         deleted, _ = TaskDep.objects.filter(task_id=task_id, depends_on_id=dep).delete()
         if deleted:
-            commit_change(task, "dependency_removed", prev_status=task.status, fields=set())
+            fields: set[str] = set()
+            if pending:
+                task.unmet_deps -= 1
+                fields.add("unmet_deps")
+            commit_change(task, "dependency_removed", prev_status=task.status, fields=fields)
         return bool(deleted)
 
     return storage.write(run)

@@ -65,7 +65,8 @@ def find_task(task_id: str) -> Task | None:
 
 
 def unmet_dependency() -> Exists:
-    """True for a task with at least one dependency that is not done."""
+    """True for a task with at least one dependency that is not done: the definition
+    ``Task.unmet_deps`` counts, kept for checking the counter against the graph."""
     return Exists(
         TaskDep.objects.filter(task_id=OuterRef("pk")).exclude(depends_on__status=Status.DONE)
     )
@@ -74,10 +75,23 @@ def unmet_dependency() -> Exists:
 def ready_filter() -> Q:
     """The ready predicate, declared once: todo, not dropped, every dependency done.
 
-    The claim SQL embeds the queryset built from this, so listing and claiming
-    can never disagree about readiness.
+    "Every dependency done" is the counter ``unmet_deps == 0``, which the data layer
+    keeps in the same transactions that change the graph or finish a task. The claim
+    SQL embeds the queryset built from this, so listing and claiming agree.
     """
-    return Q(status=Status.TODO, dropped=False) & ~unmet_dependency()
+    return Q(status=Status.TODO, dropped=False, unmet_deps=0)
+
+
+_DEPENDENTS_DONE_SQL = (
+    f"UPDATE {Task._meta.db_table} SET unmet_deps = unmet_deps - 1 "  # noqa: S608
+    f"WHERE id IN (SELECT task_id FROM {TaskDep._meta.db_table} WHERE depends_on_task_id = %s)"
+)
+
+
+def _dependency_done(task_id: str) -> None:
+    """A task reached done (terminal): each direct dependent waits on one fewer."""
+    with connection.cursor() as cursor:
+        cursor.execute(_DEPENDENTS_DONE_SQL, [task_id])
 
 
 def with_label(qs: QuerySet[Task], label: str) -> QuerySet[Task]:
@@ -223,11 +237,13 @@ def _create(task_id: str | None, clean: dict[str, Any], fingerprint: str) -> Cre
     elif clean["created_by_agent_id"] is not None:
         _check_root_rate(clean["team"], at)
     deps = clean["depends_on"]
+    unmet = 0
     if deps:
-        found = set(Task.objects.filter(pk__in=deps).values_list("id", flat=True))
+        found = dict(Task.objects.filter(pk__in=deps).values_list("id", "status"))
         missing = [d for d in deps if d not in found]
         if missing:
             raise ValidationFailed("depends_on", f"no task {missing[0]!r}")
+        unmet = sum(1 for d in deps if found[d] != Status.DONE)
     task = Task.objects.create(
         id=task_id or secrets.token_hex(10),
         team_id=clean["team"],
@@ -246,6 +262,7 @@ def _create(task_id: str | None, clean: dict[str, Any], fingerprint: str) -> Cre
         created_by_agent_id=clean["created_by_agent_id"],
         scheduled_by=clean["scheduled_by"],
         incarnation_id=secrets.token_hex(8),
+        unmet_deps=unmet,
         create_fingerprint=fingerprint,
         revision=1,
         created_at=at,
@@ -370,6 +387,8 @@ def _apply_move(
             record_event(task, "verification_overridden", prev_status=prev)
         task.completed_at = at
         fields.add("completed_at")
+        if prev != Status.DONE:
+            _dependency_done(task.id)
     if prev == Status.IN_PROGRESS and to == Status.TODO:
         # Release: a cross-runtime rebind boundary (seed 000).
         _clear_claim(task)

@@ -220,6 +220,7 @@ class TeamEventsView(APIView):
 
         since = query_int(request.query_params.get("since"), "since", default=-1, high=2**62)
         head = events.latest_seq(team_id)
-        frames = [] if since < 0 else [f for e in events.since(team_id, since)
-                                       for f in frames_for(e)]
+        frames = (
+            [] if since < 0 else [f for e in events.since(team_id, since) for f in frames_for(e)]
+        )
         return Response({"seq": head, "events": frames})

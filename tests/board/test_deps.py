@@ -137,3 +137,40 @@ def test_cancel_dependents_leaves_in_progress_done_and_cancelled_alone(default_t
     assert store.get_task("x").status == "done"
     assert store.get_task("y").status == "cancelled"
     assert all(t.status == "cancelled" for t in cancelled)
+
+
+@pytest.mark.django_db
+def test_the_unmet_dependency_counter_always_matches_the_graph(default_team):
+    """ready = todo and unmet_deps == 0; the counter must equal the graph's truth
+    after every kind of write that touches it."""
+    from django.db.models import Count, Q
+
+    from board.models import Task
+
+    def assert_consistent() -> None:
+        truth = dict(
+            Task.objects.annotate(
+                n=Count("dep_links", filter=~Q(dep_links__depends_on__status="done"))
+            ).values_list("id", "n")
+        )
+        assert dict(Task.objects.values_list("id", "unmet_deps")) == truth
+
+    a = store.create_task(title="a").task
+    b = store.create_task(title="b", depends_on=[a.id]).task
+    c = store.create_task(title="c").task
+    d = store.create_task(title="d", depends_on=[a.id, b.id]).task
+    assert_consistent()
+    store.link(c.id, a.id)
+    store.link(d.id, c.id)
+    store.link(d.id, c.id)  # a repeat link changes nothing
+    assert_consistent()
+    store.unlink(d.id, b.id)
+    assert_consistent()
+    got = store.claim(a.id, "ada")
+    store.complete(a.id, ticket=got.ticket)
+    assert_consistent()
+    store.link(b.id, a.id)  # linking to an already-done task adds no wait
+    assert_consistent()
+    store.transition(c.id, "cancelled")
+    assert_consistent()
+    assert {t.id for t in store.ready_tasks()} == {b.id}
