@@ -75,7 +75,9 @@ class Agent(models.Model):
 class Event(models.Model):
     """One committed mutation, in per-team commit order; the replay log for "since N"."""
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: (team, seq) below leads with it, and every board write
+    # inserts an event, so each index here is paid on the claim path.
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.BigIntegerField()
     kind = models.CharField(max_length=48)
     task_id = models.CharField(max_length=128, null=True, blank=True)

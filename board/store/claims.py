@@ -147,8 +147,46 @@ def _claim_update(
         params = [*pick_params, *set_params, False]
     else:
         params = [*set_params, *pick_params, False]
-    rows = list(Task.objects.raw(sql, params))
-    return rows[0] if rows else None
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        columns = [col[0] for col in cursor.description]
+    return _task_from_row(columns, row)
+
+
+_FIELD_BY_COLUMN = {f.column: f for f in Task._meta.concrete_fields}
+
+
+def _task_from_row(columns: list[str], row: tuple[Any, ...]) -> Task:
+    """A Task from a RETURNING row, converted as the ORM would (cheaper than a
+    RawQuerySet, which resolves its converters and init order on every call)."""
+    by_column = dict(zip(columns, row, strict=True))
+    values = []
+    # from_db takes a full row in the model's field order, which need not be the
+    # table's column order (a migration appends columns).
+    for field in Task._meta.concrete_fields:
+        value = by_column[field.column]
+        for converter in _converters(field):
+            value = converter(value, field, connection)
+        values.append(value)
+    return Task.from_db(connection.alias, [f.attname for f in Task._meta.concrete_fields], values)
+
+
+_CONVERTERS: dict[tuple[str, str], list[Any]] = {}
+
+
+def _converters(field: Any) -> list[Any]:
+    key = (connection.vendor, field.column)
+    found = _CONVERTERS.get(key)
+    if found is None:
+        found = [
+            *connection.ops.get_db_converters(field.cached_col),
+            *field.get_db_converters(connection),
+        ]
+        _CONVERTERS[key] = found
+    return found
 
 
 def _qualified_guard(table: str) -> str:
