@@ -1,0 +1,31 @@
+"""``python manage.py reconcile [--orphans|--stale]``: the board's recovery passes.
+
+Without a flag both run: orphan reconciliation (running executions whose task
+stopped beating are failed with a tombstone) and the stale sweep (in_progress tasks
+past the TTL with a running execution are released). Each is one write transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from board import store
+
+
+class Command(BaseCommand):
+    help = "Run the board's orphan reconciliation and/or stale sweep once."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--orphans", action="store_true", help="only the orphan pass")
+        parser.add_argument("--stale", action="store_true", help="only the stale sweep")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        both = not options["orphans"] and not options["stale"]
+        if both or options["orphans"]:
+            released = store.reconcile_orphans()
+            self.stdout.write(f"orphans: released {len(released)} task(s) {' '.join(released)}")
+        if both or options["stale"]:
+            released = store.release_stale()
+            self.stdout.write(f"stale: released {len(released)} task(s) {' '.join(released)}")
