@@ -1,0 +1,150 @@
+"""``clawboo demo`` / ``python manage.py demo``: a sample team doing real work.
+
+Creates, beside the state dir, a small git repository and a ``command`` agent whose
+script really edits it; a team ``demo`` with a two-task chain (the second waits on
+the first) whose changes are verified by ``init.sh``'s VERIFY_CMD; and a recurring
+routine. With ``clawboo up`` running, the workers claim the tasks, work them in
+worktrees, verify them and land them in review, live on ``/board/?team=demo``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandParser
+
+from board import store
+from clawboo import registry
+from clawboo.models import Agent, Team
+
+CALC = '''"""A tiny module the demo agent extends."""
+
+
+def add(a, b):
+    return a + b
+'''
+
+# The demo agent: reads its task's title and makes the change it asks for.
+AGENT_SCRIPT = '''"""Demo agent: implements the function its task names, in calc.py."""
+import os
+import pathlib
+
+title = os.environ.get("CLAWBOO_TASK_TITLE", "").lower()
+calc = pathlib.Path("calc.py")
+source = calc.read_text()
+additions = {
+    "multiply": "\\n\\ndef multiply(a, b):\\n    return a * b\\n",
+    "divide": "\\n\\ndef divide(a, b):\\n    return a / b\\n",
+}
+for name, code in additions.items():
+    if name in title and f"def {name}(" not in source:
+        calc.write_text(source + code)
+        print(f"added {name}() to calc.py")
+        break
+else:
+    notes = pathlib.Path("NOTES.md")
+    notes.write_text((notes.read_text() if notes.exists() else "# Notes\\n") + "- tidied\\n")
+    print("tidied NOTES.md")
+'''
+
+TASKS = [
+    (
+        "demo-multiply",
+        "Add multiply() to calc.py",
+        'python3 -c "import calc; assert calc.multiply(3, 4) == 12"',
+        [],
+    ),
+    (
+        "demo-divide",
+        "Add divide() to calc.py",
+        'python3 -c "import calc; assert calc.divide(8, 2) == 4"',
+        ["demo-multiply"],
+    ),
+]
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=clawboo demo", "-c", "user.email=demo@localhost", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+class Command(BaseCommand):
+    help = "Create a sample repository, team, agent, task chain and routine to watch."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--dir", help="where to put the sample repository (default: beside the state dir)"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        state = Path(settings.CLAWBOO_STATE_DIR)
+        base = Path(options["dir"]) if options["dir"] else state.parent / f"{state.name}-demo"
+        base = base.resolve()
+        repo = base / "shop"
+        if not (repo / ".git").exists():
+            repo.mkdir(parents=True, exist_ok=True)
+            (repo / "calc.py").write_text(CALC)
+            (repo / "README.md").write_text("# shop\nA sample repository for the Clawboo demo.\n")
+            _git(repo, "init", "-q", "-b", "main")
+            _git(repo, "add", "-A")
+            _git(repo, "commit", "-q", "-m", "initial")
+            self.stdout.write(f"demo: created a sample repository at {repo}")
+        script = base / "demo_agent.py"
+        script.write_text(AGENT_SCRIPT)
+
+        if not Team.objects.filter(pk="demo").exists():
+            registry.create_team("demo", "Demo team")
+        for user in get_user_model().objects.filter(is_superuser=True):
+            registry.add_member("demo", user)
+        if not Agent.objects.filter(pk="demo-coder").exists():
+            registry.create_agent(
+                id="demo-coder",
+                display_name="Demo coder",
+                team="demo",
+                runtime="command",
+                settings={
+                    "argv": [sys.executable, str(script)],
+                    "repo_path": str(repo),
+                    "timeout_s": 120,
+                },
+            )
+            self.stdout.write("demo: registered agent demo-coder (runtime: command)")
+        for task_id, title, verify, deps in TASKS:
+            created = store.create_task(
+                id=task_id,
+                title=title,
+                team="demo",
+                depends_on=deps,
+                description="Implement it in calc.py; the verification command checks it.",
+                metadata={"verify_cmd": verify, "repo_path": str(repo)},
+            )
+            if created.created:
+                self.stdout.write(f"demo: task {task_id}: {title}")
+        self._routine(repo)
+        self.stdout.write(
+            "demo: ready. With `clawboo up` running, open /board/?team=demo and watch the "
+            "tasks get claimed, worked in worktrees, verified and land in review."
+        )
+
+    def _routine(self, repo: Path) -> None:
+        from routines import store as routines
+
+        if any(r.agent_id == "demo-coder" for r in routines.list_routines(team="demo")):
+            return
+        routines.create_routine(
+            agent_id="demo-coder",
+            team="demo",
+            cron_spec="*/5 * * * *",
+            task_template={"title": "Tidy the notes", "repo_path": str(repo)},
+        )
+        self.stdout.write("demo: routine every 5 minutes: 'Tidy the notes'")

@@ -1,0 +1,29 @@
+"""`clawboo demo` sets up work that the executor really does."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+
+from board import store
+from clawboo.executor.runner import Executor
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_demo_chain_is_worked_verified_and_lands_in_review(tmp_path, settings, capsys):
+    settings.CLAWBOO_STATE_DIR = tmp_path / "state"
+    settings.CLAWBOO_REPO_ROOTS = []
+    call_command("demo", "--dir", str(tmp_path / "demo"))
+    call_command("demo", "--dir", str(tmp_path / "demo"))  # idempotent
+    executor = Executor("demo-coder")
+    first = executor.work_once()
+    assert first.task_id == "demo-multiply" and first.verdict == "pass", first
+    assert store.get_task("demo-multiply").status == "in_review"
+    # The chain waits for its first link to be done (a reviewer approves it).
+    assert executor.work_once().outcome == "idle"
+    store.transition("demo-multiply", "done")
+    second = executor.work_once()
+    assert second.task_id == "demo-divide" and second.verdict == "pass"
+    assert store.get_task("demo-divide").status == "in_review"
+    assert "ready" in capsys.readouterr().out
