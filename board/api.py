@@ -16,13 +16,13 @@ from rest_framework.views import APIView
 from board import store
 from board.models import Task
 from board.transitions import Status
+from clawboo import registry
 from clawboo.api.access import require_team, scope_tasks, visible_task
 from clawboo.api.bodies import json_object, query_bool
 from clawboo.api.idempotency import idempotent
 from clawboo.api.pagination import TaskCursorPagination
 from clawboo.api.schema import with_errors
 from clawboo.errors import Conflict, ValidationFailed
-from clawboo.models import Agent
 
 # --- shapes (documentation) ----------------------------------------------------
 
@@ -141,7 +141,10 @@ class CommentSerializer(serializers.Serializer):
 
 
 def task_body(task: Task) -> dict[str, Any]:
-    return task.as_dict(depends_on=store.depends_on_map([task.id])[task.id])
+    snapshot = getattr(task, "_snapshot", None)  # set by the write that returned it
+    if snapshot is not None and snapshot["revision"] == task.revision:
+        return snapshot
+    return task.as_dict(depends_on=store.depends_on_ids(task.id))
 
 
 def task_bodies(tasks: list[Task]) -> list[dict[str, Any]]:
@@ -155,7 +158,7 @@ def outcome_body(outcome: store.WriteOutcome) -> dict[str, Any]:
 
 
 def _known_agent(agent_id: Any, field: str = "agent_id") -> str:
-    if not isinstance(agent_id, str) or not Agent.objects.filter(pk=agent_id).exists():
+    if not isinstance(agent_id, str) or not registry.agent_exists(agent_id):
         raise ValidationFailed(field, f"no agent {agent_id!r} in the registry")
     return agent_id
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
 
 from board.checks import check_id, check_object, check_text
 from clawboo import storage
@@ -49,6 +50,27 @@ def add_member(team_id: str, user: AbstractBaseUser) -> None:
         get_team(team_id).members.add(user)
 
     storage.write(run)
+
+
+_AGENT_EXISTS_SQL = f"SELECT 1 FROM {Agent._meta.db_table} WHERE id = %s"  # noqa: S608
+_MEMBER_TEAMS_SQL = (
+    f"SELECT team_id FROM {Team.members.through._meta.db_table} "  # noqa: S608
+    "WHERE user_id = %s ORDER BY team_id"
+)
+
+
+def agent_exists(agent_id: str) -> bool:
+    """Precompiled: every claim over the API checks the agent it names."""
+    with connection.cursor() as cursor:
+        cursor.execute(_AGENT_EXISTS_SQL, [agent_id])
+        return cursor.fetchone() is not None
+
+
+def member_team_ids(user_id: Any) -> list[str]:
+    """The teams a user belongs to (precompiled: asked on every API request)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_MEMBER_TEAMS_SQL, [user_id])
+        return [row[0] for row in cursor.fetchall()]
 
 
 def get_agent(agent_id: str) -> Agent:

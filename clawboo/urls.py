@@ -37,6 +37,7 @@ board_patterns = [
 ]
 
 api_patterns = [
+    path("whoami", registry_views.WhoAmIView.as_view()),
     path("teams", registry_views.TeamsView.as_view()),
     path("agents", registry_views.AgentsView.as_view()),
     path("agents/<str:agent_id>", registry_views.AgentDetailView.as_view()),

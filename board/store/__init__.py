@@ -6,7 +6,7 @@ of them saves a board row directly. Every write runs in one transaction through
 PostgreSQL) and records its task-change event in that same transaction.
 """
 
-from board.store._base import lock_task, now
+from board.store._base import depends_on_ids, lock_task, now
 from board.store.claims import (
     DISPATCH_ORDER,
     MAX_ABANDONMENTS,
@@ -110,6 +110,7 @@ __all__ = [
     "complete",
     "create_task",
     "decline_reason",
+    "depends_on_ids",
     "depends_on_map",
     "depth_of",
     "did_write_land",

@@ -84,6 +84,9 @@ def commit_change(
 
 def record_event(task: Task, kind: str, *, prev_status: str | None) -> None:
     snapshot = task.as_dict(depends_on=depends_on_ids(task.id))
+    # The API answers with this same body: keep it on the instance (by revision) so a
+    # claim over HTTP does not build it twice.
+    task._snapshot = snapshot  # type: ignore[attr-defined]
     changed_status = prev_status if prev_status != task.status else None
     events.append(
         task.team_id,

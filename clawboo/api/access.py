@@ -14,7 +14,9 @@ def team_ids(user: Any) -> list[str] | None:
     """The user's team ids, or None for staff (every team)."""
     if user.is_staff or user.is_superuser:
         return None
-    return list(Team.objects.filter(members=user).values_list("id", flat=True))
+    from clawboo.registry import member_team_ids
+
+    return member_team_ids(user.pk)
 
 
 def can_see_team(user: Any, team_id: str) -> bool:

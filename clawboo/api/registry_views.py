@@ -224,3 +224,36 @@ class TeamEventsView(APIView):
             [] if since < 0 else [f for e in events.since(team_id, since) for f in frames_for(e)]
         )
         return Response({"seq": head, "events": frames})
+
+
+class WhoAmIView(APIView):
+    """Who the credentials belong to and which teams they see: a cheap authenticated
+    call for agents checking their token (and the API bench's baseline)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="whoami",
+        responses=with_errors(
+            {
+                200: inline_serializer(
+                    "WhoAmI",
+                    {
+                        "username": serializers.CharField(),
+                        "staff": serializers.BooleanField(),
+                        "teams": serializers.ListField(
+                            child=serializers.CharField(), allow_null=True
+                        ),
+                    },
+                )
+            }
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        return Response(
+            {
+                "username": request.user.get_username(),
+                "staff": bool(request.user.is_staff),
+                "teams": team_ids(request.user),
+            }
+        )

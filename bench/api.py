@@ -1,0 +1,176 @@
+"""HTTP claim-next against a trivial authenticated endpoint on the same daphne server.
+
+    python bench/api.py [--clients 12] [--seconds 5] [--tasks 20000]
+
+Twelve client processes, each on a keep-alive connection, hammer
+``POST /api/board/claim-next`` (the board's logic) and, in a second round,
+``GET /api/whoami`` (authentication + one query: the baseline). Prints throughput and
+p50/p99 latency of both and their ratio; writes ``bench/results/api.json``.
+Target: claim-next ≥ 0.7× the baseline's throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT)]
+from bench.server import Server  # noqa: E402
+
+RESULTS = HERE / "results" / "api.json"
+TARGET = 0.7
+
+
+def client(port: int, token: str, kind: str, agent: str, start_at: float, seconds: float) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+    body = json.dumps({"agent_id": agent})
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    while time.time() < start_at:
+        time.sleep(0.001)
+    stop = start_at + seconds
+    while time.time() < stop:
+        began = time.perf_counter()
+        if kind == "claim":
+            conn.request("POST", "/api/board/claim-next", body=body, headers=headers)
+        else:
+            conn.request("GET", "/api/whoami", headers=headers)
+        response = conn.getresponse()
+        response.read()
+        latencies.append((time.perf_counter() - began) * 1000)
+        statuses[response.status] = statuses.get(response.status, 0) + 1
+    print(json.dumps({"latencies": latencies, "statuses": statuses}))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def run_round(server: Server, kind: str, clients: int, seconds: float) -> dict[str, Any]:
+    port = int(server.base.rsplit(":", 1)[1])
+    start_at = time.time() + 1.5  # every client connected and waiting
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--client",
+                kind,
+                "--port",
+                str(port),
+                "--token",
+                server.token,
+                "--agent",
+                f"bench-{i}",
+                "--start-at",
+                str(start_at),
+                "--seconds",
+                str(seconds),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(clients)
+    ]
+    latencies: list[float] = []
+    statuses: dict[str, int] = {}
+    for proc in procs:
+        out = json.loads(proc.communicate(timeout=seconds + 120)[0])
+        latencies += out["latencies"]
+        for code, count in out["statuses"].items():
+            statuses[code] = statuses.get(code, 0) + count
+    return {
+        "requests": len(latencies),
+        "per_s": round(len(latencies) / seconds, 1),
+        "p50_ms": round(statistics.median(latencies), 2),
+        "p99_ms": round(percentile(latencies, 0.99), 2),
+        "statuses": statuses,
+    }
+
+
+def seed(server: Server, tasks: int, clients: int) -> None:
+    script = (
+        "import secrets\n"
+        "from django.utils import timezone\n"
+        "from board.models import Task\n"
+        "from clawboo import registry\n"
+        f"for i in range({clients}):\n"
+        "    registry.create_agent(id=f'bench-{i}', display_name='b', team='default',"
+        " runtime='command')\n"
+        "now = timezone.now()\n"
+        "Task.objects.bulk_create([Task(id=secrets.token_hex(10), team_id='default', "
+        "title=f't{i}', incarnation_id=secrets.token_hex(8), revision=1, created_at=now, "
+        f"updated_at=now) for i in range({tasks})], batch_size=2000)\n"
+    )
+    subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "shell", "-c", script],
+        env=server.env,
+        cwd=ROOT,
+        check=True,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=12)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--tasks", type=int, default=20_000)
+    parser.add_argument("--client", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--token", help=argparse.SUPPRESS)
+    parser.add_argument("--agent", help=argparse.SUPPRESS)
+    parser.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.client:
+        client(args.port, args.token, args.client, args.agent, args.start_at, args.seconds)
+        return 0
+
+    os.environ.setdefault("PYTHONPATH", str(ROOT))
+    server = Server("memory")
+    try:
+        seed(server, args.tasks, args.clients)
+        baseline = run_round(server, "whoami", args.clients, args.seconds)
+        claims = run_round(server, "claim", args.clients, args.seconds)
+    finally:
+        server.stop()
+    ratio = round(claims["per_s"] / baseline["per_s"], 2) if baseline["per_s"] else 0.0
+    print(f"{'endpoint':24}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}  statuses")
+    for name, row in (("GET /api/whoami", baseline), ("POST claim-next", claims)):
+        print(
+            f"{name:24}{row['per_s']:>10}{row['p50_ms']:>10}{row['p99_ms']:>10}  {row['statuses']}"
+        )
+    met = ratio >= TARGET
+    print(f"claim-next / baseline = {ratio} (target >= {TARGET}): {'met' if met else 'MISSED'}")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "clients": args.clients,
+                "seconds": args.seconds,
+                "baseline": baseline,
+                "claim_next": claims,
+                "ratio": ratio,
+                "target": TARGET,
+                "met": met,
+            },
+            indent=2,
+        )
+    )
+    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

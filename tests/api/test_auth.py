@@ -1,0 +1,85 @@
+"""Every API path refuses anonymous callers, and a team's token cannot see or touch
+another team's tasks."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from rest_framework.test import APIClient
+
+from board import store
+from clawboo import registry
+from tests.api.conftest import fingerprint, make_client
+
+pytestmark = pytest.mark.django_db
+PUBLIC = ("/api/schema/", "/api/docs/")
+
+
+def operations(client) -> list[tuple[str, str]]:
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    out = []
+    for path, item in schema["paths"].items():
+        for method in item:
+            if method in ("get", "post", "patch", "put", "delete") and path not in PUBLIC:
+                out.append((method, path))
+    return out
+
+
+def test_anonymous_callers_get_401_on_every_path(client):
+    anonymous = APIClient()
+    ops = operations(client)
+    assert len(ops) > 40
+    before = fingerprint()
+    for method, path in ops:
+        url = re.sub(r"\{[^}]+\}", "x", path)
+        response = getattr(anonymous, method)(url, {}, format="json")
+        assert response.status_code == 401, (method, url, response.status_code)
+        assert response.json()["error"] == "unauthenticated"
+    assert fingerprint() == before
+
+
+def test_a_token_of_team_a_cannot_read_or_write_team_b(db):
+    registry.create_team("red", "Red")
+    registry.create_team("blue", "Blue")
+    registry.create_agent(id="red-bot", display_name="R", team="red", runtime="command")
+    blue_task = store.create_task(title="blue secret", team="blue").task
+    red = make_client("reddy", teams=("red",))
+    before = fingerprint()
+    tid = blue_task.id
+    attempts = [
+        ("get", f"/api/board/tasks/{tid}", None),
+        ("patch", f"/api/board/tasks/{tid}", {"title": "mine"}),
+        ("post", f"/api/board/tasks/{tid}/transition", {"to": "backlog"}),
+        ("post", f"/api/board/tasks/{tid}/claim", {"agent_id": "red-bot"}),
+        ("post", f"/api/board/tasks/{tid}/complete", {}),
+        ("post", f"/api/board/tasks/{tid}/fail", {"error": "x"}),
+        ("post", f"/api/board/tasks/{tid}/release", {}),
+        ("post", f"/api/board/tasks/{tid}/verdict", {"verdict": "pass"}),
+        ("post", f"/api/board/tasks/{tid}/deps", {"depends_on": tid}),
+        ("post", f"/api/board/tasks/{tid}/comments", {"body": "hi"}),
+        ("get", f"/api/board/tasks/{tid}/comments", None),
+        ("get", f"/api/board/tasks/{tid}/executions", None),
+        ("post", f"/api/board/tasks/{tid}/cancel-dependents", {}),
+        ("get", f"/api/board/tasks/{tid}/workspace", None),
+        ("get", "/api/teams/blue/chat", None),
+        ("get", "/api/teams/blue/events", None),
+    ]
+    for method, url, body in attempts:
+        response = getattr(red, method)(url, body or {}, format="json")
+        assert response.status_code in (403, 404), (method, url, response.status_code)
+    listed = red.get("/api/board/tasks?team=blue").json()["results"]
+    assert listed == []
+    create = red.post("/api/board/tasks", {"title": "x", "team": "blue"}, format="json")
+    assert create.status_code == 403
+    assert (
+        red.post(
+            "/api/board/claim-next", {"agent_id": "red-bot", "team": "blue"}, format="json"
+        ).status_code
+        == 403
+    )
+    # claim-next without a team only ever reaches the caller's own teams
+    assert (
+        red.post("/api/board/claim-next", {"agent_id": "red-bot"}, format="json").status_code == 204
+    )
+    assert fingerprint() == before
