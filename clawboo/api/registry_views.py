@@ -19,20 +19,19 @@ from clawboo.api.schema import with_errors
 from clawboo.errors import NotFound
 from clawboo.models import Agent, Runtime, Team
 
-TeamSerializer = inline_serializer(
-    "Team", {"id": serializers.CharField(), "name": serializers.CharField()}
-)
-AgentSerializer = inline_serializer(
-    "Agent",
-    {
-        "id": serializers.CharField(),
-        "display_name": serializers.CharField(),
-        "team": serializers.CharField(),
-        "runtime": serializers.ChoiceField(choices=Runtime.choices),
-        "participant_kind": serializers.ChoiceField(choices=["agent", "human"]),
-        "settings": serializers.DictField(),
-    },
-)
+_TEAM_FIELDS = {"id": serializers.CharField(), "name": serializers.CharField()}
+TeamSerializer = inline_serializer("Team", _TEAM_FIELDS)
+TeamListSerializer = inline_serializer("Team", _TEAM_FIELDS, many=True)
+_AGENT_FIELDS = {
+    "id": serializers.CharField(),
+    "display_name": serializers.CharField(),
+    "team": serializers.CharField(),
+    "runtime": serializers.ChoiceField(choices=Runtime.choices),
+    "participant_kind": serializers.ChoiceField(choices=["agent", "human"]),
+    "settings": serializers.DictField(),
+}
+AgentSerializer = inline_serializer("Agent", _AGENT_FIELDS)
+AgentListSerializer = inline_serializer("Agent", _AGENT_FIELDS, many=True)
 
 
 def team_body(team: Team) -> dict[str, Any]:
@@ -55,7 +54,7 @@ def agent_body(agent: Agent) -> dict[str, Any]:
 class TeamsView(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(operation_id="teams_list", responses=with_errors({200: TeamSerializer}))
+    @extend_schema(operation_id="teams_list", responses=with_errors({200: TeamListSerializer}))
     def get(self, request: Request) -> Response:
         teams = Team.objects.all()
         visible = team_ids(request.user)
@@ -78,7 +77,7 @@ class TeamsView(APIView):
 class AgentsView(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(operation_id="agents_list", responses=with_errors({200: AgentSerializer}))
+    @extend_schema(operation_id="agents_list", responses=with_errors({200: AgentListSerializer}))
     def get(self, request: Request) -> Response:
         agents = Agent.objects.all()
         visible = team_ids(request.user)
@@ -132,17 +131,16 @@ class AgentDetailView(APIView):
         return Response(agent_body(registry.update_agent(agent_id, body)))
 
 
-ChatSerializer = inline_serializer(
-    "ChatLine",
-    {
-        "type": serializers.CharField(),
-        "seq": serializers.IntegerField(),
-        "team": serializers.CharField(),
-        "body": serializers.CharField(),
-        "author": serializers.CharField(),
-        "task_id": serializers.CharField(allow_null=True),
-    },
-)
+_CHAT_FIELDS = {
+    "type": serializers.CharField(),
+    "seq": serializers.IntegerField(),
+    "team": serializers.CharField(),
+    "body": serializers.CharField(),
+    "author": serializers.CharField(),
+    "task_id": serializers.CharField(allow_null=True),
+}
+ChatSerializer = inline_serializer("ChatLine", _CHAT_FIELDS)
+ChatListSerializer = inline_serializer("ChatLine", _CHAT_FIELDS, many=True)
 
 
 def _visible_team(request: Request, team_id: str) -> Team:
@@ -171,7 +169,8 @@ class TeamChatView(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
-        operation_id="teams_chat_list", responses=with_errors({200: ChatSerializer}, "not_found")
+        operation_id="teams_chat_list",
+        responses=with_errors({200: ChatListSerializer}, "not_found"),
     )
     def get(self, request: Request, team_id: str) -> Response:
         _visible_team(request, team_id)

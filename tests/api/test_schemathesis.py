@@ -8,7 +8,10 @@ from hypothesis import HealthCheck, settings
 
 schemathesis = pytest.importorskip("schemathesis")
 from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.specs.openapi.checks import status_code_conformance  # noqa: E402
+from schemathesis.specs.openapi.checks import (  # noqa: E402
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from clawboo.wsgi import application  # noqa: E402
 
@@ -39,4 +42,7 @@ def test_api_survives_fuzzing(case, token):
 
     cache.clear()  # the per-client rate limit is not what is under test here
     response = case.call(headers={"Authorization": f"Token {token}"})
-    case.validate_response(response, checks=(not_a_server_error, status_code_conformance))
+    case.validate_response(
+        response,
+        checks=(not_a_server_error, status_code_conformance, response_schema_conformance),
+    )
