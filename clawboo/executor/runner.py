@@ -36,7 +36,7 @@ from clawboo.executor import verification
 from clawboo.models import Agent
 from clawboo.runtimes import RunRequest, RunResult, adapter_for, capabilities, resume_id_for
 from clawboo.runtimes.base import start_run
-from worktrees import checkouts, handoff
+from worktrees import checkouts, handoff, scaffold
 from worktrees import service as worktree_service
 
 log = logging.getLogger(__name__)
@@ -209,10 +209,29 @@ class Executor:
         if self.caps.worktrees and task.file_mutating and repo:
             with clock.phase("git"):
                 ws = worktree_service.provision_task_workspace(task.id, repo)
+                self._write_context(Path(ws.worktree_path), task)
             return Path(ws.worktree_path), True
         scratch = Path(settings.CLAWBOO_STATE_DIR) / "scratch" / task.id
         scratch.mkdir(parents=True, exist_ok=True)
         return scratch, False
+
+    def _write_context(self, worktree: Path, task: Task) -> None:
+        """Bring TASK.md up to date with the board: this attempt, who runs it, and the
+        feedback of the last one, so the checkout alone tells a runtime where it is."""
+        path = worktree / scaffold.TASK_FILE
+        text = path.read_text(encoding="utf-8") if path.exists() else f"# {task.title}\n"
+        marker = "\n## Latest from the board\n"
+        text = text.split(marker, 1)[0].rstrip("\n") + "\n"
+        lines = [
+            f"- attempt {task.attempts}"
+            + (f" of {task.max_attempts}" if task.max_attempts else "")
+            + f", run by {self.agent.display_name} ({self.agent.runtime})",
+        ]
+        if task.feedback:
+            lines.append(f"- feedback from the previous attempt: {task.feedback}")
+        if task.error:
+            lines.append(f"- last error: {task.error}")
+        path.write_text(text + marker + "\n".join(lines) + "\n", encoding="utf-8")
 
     def _prompt(self, task: Task, state: handoff.ResumeState | None) -> str:
         parts = [f"Task {task.id}: {task.title}"]

@@ -99,3 +99,15 @@ def test_dispatch_past_the_depth_ceiling_is_refused(command_agent, monkeypatch):
     assert report.task_id == grandchild.id and report.outcome == "refused"
     assert "depth" in report.error
     assert store.get_task(grandchild.id).status == "blocked"
+
+
+def test_the_checkout_carries_the_boards_latest_context(command_agent, tmp_path):
+    failing = tmp_path / "fail.py"
+    failing.write_text("import sys; sys.exit('compile error in foo.c')\n")
+    command_agent("builder", argv=["python3", str(failing)])
+    task = store.create_task(title="Retry me", max_attempts=3).task
+    Executor("builder").work_once()
+    Executor("builder").work_once()
+    text = (Path(store.get_task(task.id).worktree_ref) / "TASK.md").read_text()
+    assert "attempt 2 of 3" in text and "feedback from the previous attempt" in text
+    assert text.count("## Latest from the board") == 1
