@@ -17,7 +17,7 @@ from board import store
 from board.models import Task
 from board.transitions import Status
 from clawboo import registry
-from clawboo.api.access import require_team, scope_tasks, visible_task
+from clawboo.api.access import require_team, scope_tasks, team_ids, visible_task
 from clawboo.api.bodies import json_object, query_bool
 from clawboo.api.idempotency import idempotent
 from clawboo.api.pagination import TaskCursorPagination
@@ -336,8 +336,6 @@ class ClaimNextView(APIView):
             required=("agent_id",),
         )
         agent = _known_agent(body["agent_id"])
-        from clawboo.api.access import team_ids
-
         team: str | list[str] | None
         if body.get("team") is not None:
             team = require_team(request.user, body["team"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -135,7 +136,5 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
 
 
 def _query(scope: dict[str, Any]) -> dict[str, str]:
-    from urllib.parse import parse_qs
-
     raw = scope.get("query_string", b"").decode("latin-1")
     return {k: v[-1] for k, v in parse_qs(raw).items()}

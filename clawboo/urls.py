@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from board import api as board_api
 from board.views import board_page
 from clawboo.api import registry_views
+from clawboo.api.errors import api_404
 from routines import api as routine_api
 from worktrees import api as worktree_api
 
@@ -55,6 +56,7 @@ api_patterns = [
     path("schedules/<str:schedule_id>/run", routine_api.ScheduleRunView.as_view()),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    re_path(r"^.*$", api_404),
 ]
 
 urlpatterns = [

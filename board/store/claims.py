@@ -24,6 +24,7 @@ from board.store.tasks import find_task, list_tasks, ready_filter, with_label
 from board.store.tickets import Ticket, WriteOutcome, declined, recorded
 from board.transitions import HELD_BY_CLAIM, Status
 from clawboo import storage
+from clawboo.errors import ValidationFailed
 
 MAX_ABANDONMENTS = 3  # seed 001: fixed, separate from max_attempts
 ABANDONED_ERROR = "abandoned: its lease lapsed {n} times without renewal"
@@ -197,8 +198,6 @@ def _check_runtime(runtime: Any) -> str | None:
     if runtime is None:
         return None
     if not isinstance(runtime, str) or not runtime or len(runtime) > 32:
-        from clawboo.errors import ValidationFailed
-
         raise ValidationFailed("runtime", "must be a runtime name")
     return runtime
 
@@ -260,8 +259,6 @@ def claim_next(
     rt = _check_runtime(runtime)
     span = checks.check_lease_ms(lease_ms)
     if dispatcher not in DISPATCH_ORDER:
-        from clawboo.errors import ValidationFailed
-
         raise ValidationFailed("dispatcher", f"one of {', '.join(DISPATCH_ORDER)}")
     order = DISPATCH_ORDER[dispatcher]
     if label is not None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from board.errors import IllegalTransition
 from board.models import Task, Workspace, WorkspaceStatus
 from board.store._base import commit_change, lock_task, now
-from board.transitions import Status
+from board.store.tasks import _apply_move
+from board.transitions import Status, allowed_transitions_from, is_transition_allowed
 from clawboo import storage
 from clawboo.errors import NotFound
 
@@ -94,12 +96,7 @@ def settle_from_worktree(task_id: str, *, empty: bool) -> Task:
         target = Status.DONE if empty else Status.IN_REVIEW
         if prev == target:
             return task
-        from board.store.tasks import _apply_move
-        from board.transitions import allowed_transitions_from, is_transition_allowed
-
         if not is_transition_allowed(prev, target):
-            from board.errors import IllegalTransition
-
             raise IllegalTransition(task.id, prev, target, allowed_transitions_from(prev))
         at = now()
         if empty:

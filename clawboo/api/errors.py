@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -97,7 +97,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
-def api_404(request: Any, exception: Exception | None = None) -> Any:
-    from django.http import JsonResponse
-
+def api_404(request: Any, exception: Exception | None = None) -> JsonResponse:
+    """Unknown paths under /api/ answer in the API's error envelope, not HTML."""
     return JsonResponse(error_body("not_found", "no such path"), status=status.HTTP_404_NOT_FOUND)

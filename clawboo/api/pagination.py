@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
+
+from clawboo.errors import ValidationFailed
 
 
 class TaskCursorPagination(CursorPagination):
@@ -15,10 +18,6 @@ class TaskCursorPagination(CursorPagination):
     max_page_size = 500
 
     def decode_cursor(self, request: Any) -> Any:
-        from rest_framework.exceptions import NotFound
-
-        from clawboo.errors import ValidationFailed
-
         try:
             return super().decode_cursor(request)
         except NotFound:

@@ -11,12 +11,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from clawboo import registry
+from clawboo import chat, events, registry
 from clawboo.api.access import can_see_team, require_team, team_ids
-from clawboo.api.bodies import json_object
+from clawboo.api.bodies import json_object, query_int
 from clawboo.api.idempotency import idempotent
 from clawboo.api.schema import with_errors
 from clawboo.errors import NotFound
+from clawboo.live import frames_for
 from clawboo.models import Agent, Runtime, Team
 
 _TEAM_FIELDS = {"id": serializers.CharField(), "name": serializers.CharField()}
@@ -174,9 +175,6 @@ class TeamChatView(APIView):
     )
     def get(self, request: Request, team_id: str) -> Response:
         _visible_team(request, team_id)
-        from clawboo import chat
-        from clawboo.api.bodies import query_int
-
         limit = query_int(request.query_params.get("limit"), "limit", default=100, high=500)
         return Response(chat.recent(team_id, limit))
 
@@ -187,8 +185,6 @@ class TeamChatView(APIView):
     )
     def post(self, request: Request, team_id: str) -> Response:
         _visible_team(request, team_id)
-        from clawboo import chat
-
         body = json_object(request, ("body",), required=("body",))
         message = chat.post(team_id, body["body"], author=request.user.get_username())
         return Response(chat_body(message), status=201)
@@ -213,10 +209,6 @@ class TeamEventsView(APIView):
     )
     def get(self, request: Request, team_id: str) -> Response:
         _visible_team(request, team_id)
-        from clawboo import events
-        from clawboo.api.bodies import query_int
-        from clawboo.live import frames_for
-
         since = query_int(request.query_params.get("since"), "since", default=-1, high=2**62)
         head = events.latest_seq(team_id)
         frames = (

@@ -412,3 +412,8 @@ def test_rate_limit_answers_429(api, settings):
     codes = [api.get("/api/board/tasks").status_code for _ in range(4)]
     cache.clear()
     assert codes[:3] == [200, 200, 200] and codes[3] == 429
+
+
+def test_unknown_api_paths_answer_in_the_error_envelope(api):
+    response = api.get("/api/board/nothing-here")
+    assert response.status_code == 404 and response.json()["error"] == "not_found"
