@@ -114,9 +114,10 @@ class Task(models.Model):
                 fields=["status", "unmet_deps", "-priority", "-created_at"],
                 name="tasks_ready_list_idx",
             ),
-            # Lease expiry and the stale sweep look only at in_progress rows.
+            # Lease expiry and the stale sweep look only at in_progress rows (few: one
+            # per live worker), so one index on status serves both. No index leads
+            # with updated_at: every write and heartbeat moves it.
             models.Index(fields=["status", "lease_until"], name="tasks_status_lease_idx"),
-            models.Index(fields=["status", "updated_at"], name="tasks_status_updated_idx"),
             models.Index(fields=["team", "created_at"], name="tasks_team_created_idx"),
             models.Index(fields=["assignee_agent_id"], name="tasks_assignee_idx"),
         ]
