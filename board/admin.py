@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -120,11 +121,13 @@ class TaskForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         current = self.instance.status if self.instance.pk else None
         if "status" in self.fields:
-            if current is None:
-                options = [Status.TODO, Status.BACKLOG]
-            else:
-                options = [current, *allowed_transitions_from(current)]
-            self.fields["status"].choices = [(s, Status(s).label) for s in options]
+            options: list[str] = (
+                [Status.TODO, Status.BACKLOG]
+                if current is None
+                else [current, *allowed_transitions_from(current)]
+            )
+            status_field: Any = self.fields["status"]
+            status_field.choices = [(s, Status(s).label) for s in options]
         if "id" in self.fields:
             self.fields["id"].required = False
             self.fields["id"].help_text = "Leave empty to generate one."
@@ -370,7 +373,7 @@ class TaskAdmin(admin.ModelAdmin):
                 "tasks": qs,
                 "form": form,
                 "action": "override_verification",
-                "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+                "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
                 "opts": self.model._meta,
             },
         )

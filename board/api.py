@@ -32,7 +32,9 @@ class TaskSerializer(serializers.Serializer):
     title = serializers.CharField()
     description = serializers.CharField()
     goal = serializers.CharField()
-    context = serializers.CharField()
+    # The metaclass moves declared fields off the class, so this does not shadow
+    # Serializer.context at run time; only the type checker sees the name clash.
+    context = serializers.CharField()  # type: ignore[assignment]
     team = serializers.CharField()
     status = serializers.ChoiceField(choices=Status.choices)
     priority = serializers.IntegerField()
@@ -71,7 +73,7 @@ class TaskCreateSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=500)
     description = serializers.CharField(required=False, max_length=20_000)
     goal = serializers.CharField(required=False)
-    context = serializers.CharField(required=False)
+    context = serializers.CharField(required=False)  # type: ignore[assignment]
     team = serializers.CharField(required=False, default="default")
     status = serializers.ChoiceField(choices=["todo", "backlog"], required=False)
     priority = serializers.IntegerField(required=False, min_value=-1_000_000, max_value=1_000_000)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 
 from board.checks import check_id, check_object, check_text
@@ -22,7 +21,7 @@ def get_team(team_id: str) -> Team:
         raise NotFound(f"team {team_id!r} does not exist") from None
 
 
-def create_team(team_id: Any, name: Any = None, *, creator: AbstractBaseUser | None = None) -> Team:
+def create_team(team_id: Any, name: Any = None, *, creator: Any = None) -> Team:
     tid = check_id(team_id, "id")
     label = check_text(name if name is not None else tid, "name", limit=200, required=True)
 
@@ -45,7 +44,7 @@ def ensure_team(team_id: str, name: str | None = None) -> Team:
     return storage.write(run)
 
 
-def add_member(team_id: str, user: AbstractBaseUser) -> None:
+def add_member(team_id: str, user: Any) -> None:
     def run() -> None:
         get_team(team_id).members.add(user)
 
@@ -104,7 +103,7 @@ def create_agent(
     runtime: Any,
     participant_kind: Any = None,
     settings: Any = None,
-    user: AbstractBaseUser | None = None,
+    user: Any = None,
 ) -> Agent:
     aid = check_id(id, "id")
     name = check_text(display_name, "display_name", limit=200, required=True)

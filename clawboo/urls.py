@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path, re_path
+from django.urls import URLPattern, URLResolver, include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
@@ -12,7 +12,7 @@ from clawboo.api.errors import api_404
 from routines import api as routine_api
 from worktrees import api as worktree_api
 
-board_patterns = [
+board_patterns: list[URLPattern | URLResolver] = [
     path("tasks", board_api.TaskListView.as_view(), name="tasks"),
     path("tasks/<str:task_id>", board_api.TaskDetailView.as_view(), name="task"),
     path("tasks/<str:task_id>/transition", board_api.TransitionView.as_view()),
@@ -37,7 +37,7 @@ board_patterns = [
     path("reconcile", board_api.ReconcileView.as_view()),
 ]
 
-api_patterns = [
+api_patterns: list[URLPattern | URLResolver] = [
     path("whoami", registry_views.WhoAmIView.as_view()),
     path("teams", registry_views.TeamsView.as_view()),
     path("agents", registry_views.AgentsView.as_view()),

@@ -168,7 +168,7 @@ def _task_from_row(columns: list[str], row: tuple[Any, ...]) -> Task:
     # from_db takes a full row in the model's field order, which need not be the
     # table's column order (a migration appends columns).
     for field in Task._meta.concrete_fields:
-        value = by_column[field.column]
+        value = by_column[str(field.column)]
         for converter in _converters(field):
             value = converter(value, field, connection)
         values.append(value)

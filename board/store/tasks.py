@@ -327,7 +327,7 @@ def _check_root_rate(team_id: str, at: dt.datetime) -> None:
 
 # --- transitions -------------------------------------------------------------
 
-_KIND_BY_TARGET = {
+_KIND_BY_TARGET: dict[str, str] = {
     Status.DONE: "completed",
     Status.CANCELLED: "cancelled",
     Status.BLOCKED: "blocked",
@@ -338,9 +338,8 @@ _KIND_BY_TARGET = {
 
 def _transition_kind(prev: str, to: str) -> str:
     if to == Status.TODO:
-        return {Status.IN_PROGRESS: "released", Status.BLOCKED: "unblocked"}.get(
-            prev, "status_changed"
-        )
+        back_to_todo: dict[str, str] = {Status.IN_PROGRESS: "released", Status.BLOCKED: "unblocked"}
+        return back_to_todo.get(prev, "status_changed")
     if to == Status.IN_PROGRESS:
         return "resumed" if prev in (Status.IN_REVIEW, Status.BLOCKED) else "status_changed"
     return _KIND_BY_TARGET.get(to, "status_changed")

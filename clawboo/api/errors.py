@@ -70,7 +70,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     elif isinstance(exc, exceptions.PermissionDenied):
         body = error_body("forbidden", str(exc.detail))
     elif isinstance(exc, exceptions.Throttled):
-        body = error_body("rate_limited", str(exc.detail), retry_after=exc.wait)
+        body = error_body("rate_limited", str(exc.detail), retry_after=getattr(exc, "wait", None))
     elif isinstance(exc, exceptions.ParseError):
         body = error_body("validation_error", f"body: {exc.detail}", field="body")
     elif isinstance(exc, exceptions.ValidationError):

@@ -30,12 +30,11 @@ KEY_MAX = 255
 def _claim(request: Request, key: str, digest: str) -> IdempotencyRecord | Response:
     """Insert the in-flight record, or answer from (or refuse by) an existing one."""
     now = timezone.now()
+    user: Any = request.user  # authenticated: the wrapper checked
 
     def run() -> IdempotencyRecord | Response:
-        IdempotencyRecord.objects.filter(
-            user=request.user, key=key, created_at__lt=now - TTL
-        ).delete()
-        existing = IdempotencyRecord.objects.filter(user=request.user, key=key).first()
+        IdempotencyRecord.objects.filter(user=user, key=key, created_at__lt=now - TTL).delete()
+        existing = IdempotencyRecord.objects.filter(user=user, key=key).first()
         if existing is not None:
             if existing.body_sha256 != digest or existing.path != request.path:
                 return Response(
@@ -55,7 +54,7 @@ def _claim(request: Request, key: str, digest: str) -> IdempotencyRecord | Respo
             response["Idempotent-Replayed"] = "true"
             return response
         return IdempotencyRecord.objects.create(
-            user=request.user,
+            user=user,
             key=key,
             method=request.method or "POST",
             path=request.path,

@@ -20,10 +20,10 @@ from clawboo.errors import NotFound
 from clawboo.live import frames_for
 from clawboo.models import Agent, Runtime, Team
 
-_TEAM_FIELDS = {"id": serializers.CharField(), "name": serializers.CharField()}
+_TEAM_FIELDS: dict[str, Any] = {"id": serializers.CharField(), "name": serializers.CharField()}
 TeamSerializer = inline_serializer("Team", _TEAM_FIELDS)
 TeamListSerializer = inline_serializer("Team", _TEAM_FIELDS, many=True)
-_AGENT_FIELDS = {
+_AGENT_FIELDS: dict[str, Any] = {
     "id": serializers.CharField(),
     "display_name": serializers.CharField(),
     "team": serializers.CharField(),
@@ -132,7 +132,7 @@ class AgentDetailView(APIView):
         return Response(agent_body(registry.update_agent(agent_id, body)))
 
 
-_CHAT_FIELDS = {
+_CHAT_FIELDS: dict[str, Any] = {
     "type": serializers.CharField(),
     "seq": serializers.IntegerField(),
     "team": serializers.CharField(),
