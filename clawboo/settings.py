@@ -121,11 +121,9 @@ def database_config(url: str | None, state_dir: Path) -> dict[str, object]:
     if not url:
         state_dir.mkdir(parents=True, exist_ok=True)
         url = f"sqlite:///{state_dir / 'clawboo.sqlite3'}"
-    # Persistent connections: a fresh SQLite connection per request re-runs the
-    # pragmas and starts with a cold page cache, which the claim path feels most.
-    config: dict[str, object] = dict(
-        dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
-    )
+    # No persistent connections: under ASGI each request's sync code runs in a
+    # thread of its own, so a kept connection would only leak (Django's advice).
+    config: dict[str, object] = dict(dj_database_url.parse(url, conn_max_age=0))
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # busy_timeout is also set by pragma; Python's own default (5 s) would
         # otherwise hide contention from the jittered retry in clawboo.storage.

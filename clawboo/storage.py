@@ -19,6 +19,7 @@ import functools
 import logging
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
@@ -124,9 +125,12 @@ def write(
 
     budget = write_budget_seconds()
     deadline = time.monotonic() + budget
+    lock = _process_write_lock(using)
     attempt = 0
     while True:
         attempt += 1
+        if lock is not None and not lock.acquire(timeout=max(deadline - time.monotonic(), 0.001)):
+            raise WriteBudgetExceeded(f"another thread held the write lock for {budget:.1f}s")
         try:
             with transaction.atomic(using=using):
                 return fn(*args, **kwargs)
@@ -139,8 +143,31 @@ def write(
                     f"database stayed locked for {budget:.1f}s ({attempt} attempts)"
                 ) from exc
             # Jitter spreads racers apart; the last sleep is clamped to what is left.
-            pause = random.uniform(JITTER_MIN_MS, JITTER_MAX_MS) / 1000.0
-            time.sleep(min(pause, remaining))
+            pause = min(random.uniform(JITTER_MIN_MS, JITTER_MAX_MS) / 1000.0, remaining)
+        finally:
+            if lock is not None:
+                lock.release()
+        time.sleep(pause)
+
+
+# SQLite has one writer at a time. Threads of one process (daphne runs each
+# request's view in its own thread) queue on this lock instead of on SQLite's busy
+# handler, which sleeps in steps of up to 100 ms however soon the lock frees up.
+# Re-entrant: an after-commit hook may write again from the same thread.
+_write_locks: dict[str, threading.RLock] = {}
+_write_locks_guard = threading.Lock()
+
+
+def _process_write_lock(using: str) -> threading.RLock | None:
+    connection = connections[using]
+    if connection.vendor != "sqlite":
+        return None
+    key = str(connection.settings_dict.get("NAME"))
+    with _write_locks_guard:
+        lock = _write_locks.get(key)
+        if lock is None:
+            lock = _write_locks[key] = threading.RLock()
+        return lock
 
 
 def writes(fn: Callable[P, T]) -> Callable[P, T]:
