@@ -21,6 +21,7 @@ from django.utils.html import format_html_join
 from board import store
 from board.models import ExecutionProcess, Task, TaskComment, Workspace
 from board.transitions import Status, allowed_transitions_from
+from clawboo.admin_forms import DataLayerAdmin
 from clawboo.errors import ClawbooError
 
 
@@ -145,7 +146,7 @@ class TaskForm(forms.ModelForm):
 
 
 @admin.register(Task)
-class TaskAdmin(admin.ModelAdmin):
+class TaskAdmin(DataLayerAdmin):
     form = TaskForm
     list_display = (
         "id",
@@ -267,20 +268,7 @@ class TaskAdmin(admin.ModelAdmin):
                     }
                 store.transition(obj.pk, data["status"], human_override=override)
         except ClawbooError as exc:
-            self.message_user(request, f"Not saved: {exc.detail}", messages.ERROR)
-            raise _Refused from exc
-
-    def changeform_view(
-        self,
-        request: HttpRequest,
-        object_id: str | None = None,
-        form_url: str = "",
-        extra_context: Any = None,
-    ) -> HttpResponse:
-        try:
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        except _Refused:
-            return HttpResponseRedirect(request.get_full_path())
+            raise self.refuse(request, exc) from exc
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         return  # inlines are read-only; nothing to save around the data layer
@@ -417,10 +405,6 @@ class TaskAdmin(admin.ModelAdmin):
 class OverrideForm(forms.Form):
     by = forms.CharField(max_length=200, label="Who overrides")
     reason = forms.CharField(widget=forms.Textarea, label="Why")
-
-
-class _Refused(Exception):
-    """The data layer refused an admin save; the message is already shown."""
 
 
 @admin.register(TaskComment)

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin, messages
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.contrib import admin
+from django.http import HttpRequest
 
 from clawboo import registry
+from clawboo.admin_forms import DataLayerAdmin
 from clawboo.errors import ClawbooError
 from clawboo.models import Agent, Event, Team
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(DataLayerAdmin):
     list_display = ("id", "name", "last_event_seq", "created_at")
     search_fields = ("id", "name")
     filter_horizontal = ("members",)
@@ -33,31 +34,14 @@ class TeamAdmin(admin.ModelAdmin):
             else:
                 registry.create_team(form.cleaned_data["id"], form.cleaned_data["name"])
         except ClawbooError as exc:
-            self.message_user(request, f"Not saved: {exc.detail}", messages.ERROR)
-            raise _Refused from exc
+            raise self.refuse(request, exc) from exc
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         registry.update_team(form.instance.pk, members=list(form.cleaned_data["members"]))
 
-    def changeform_view(
-        self,
-        request: HttpRequest,
-        object_id: str | None = None,
-        form_url: str = "",
-        extra_context: Any = None,
-    ) -> HttpResponse:
-        try:
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        except _Refused:
-            return HttpResponseRedirect(request.get_full_path())
-
-
-class _Refused(Exception):
-    pass
-
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(DataLayerAdmin):
     list_display = ("id", "display_name", "team", "runtime", "participant_kind", "updated_at")
     list_filter = ("runtime", "participant_kind", "team")
     search_fields = ("id", "display_name")
@@ -91,20 +75,7 @@ class AgentAdmin(admin.ModelAdmin):
                     user=data.get("user"),
                 )
         except ClawbooError as exc:
-            self.message_user(request, f"Not saved: {exc.detail}", messages.ERROR)
-            raise _Refused from exc
-
-    def changeform_view(
-        self,
-        request: HttpRequest,
-        object_id: str | None = None,
-        form_url: str = "",
-        extra_context: Any = None,
-    ) -> HttpResponse:
-        try:
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        except _Refused:
-            return HttpResponseRedirect(request.get_full_path())
+            raise self.refuse(request, exc) from exc
 
 
 @admin.register(Event)

@@ -161,3 +161,18 @@ def test_agent_admin_validates_through_the_registry(operator):
     from clawboo.models import Agent
 
     assert Agent.objects.get(pk="bot").runtime == "codex"
+
+
+def test_a_refused_save_is_shown_and_writes_nothing(operator):
+    task = store.create_task(title="t").task
+    store.claim(task.id, "ada")
+    store.set_verdict(task.id, "fail", "red")
+    before = store.get_task(task.id).revision
+    form = {"title": "renamed", "description": "", "status": "done", "priority": "0",
+            "labels": "[]", "metadata": "{}", "override_by": "", "override_reason": "",
+            "comments-TOTAL_FORMS": "0", "comments-INITIAL_FORMS": "0",
+            "executions-TOTAL_FORMS": "0", "executions-INITIAL_FORMS": "0"}
+    response = operator.post(f"/admin/board/task/{task.id}/change/", form, follow=True)
+    assert any("Not saved" in t and "verdict" in t for t in messages_of(response))
+    task = store.get_task(task.id)
+    assert task.status == "in_progress" and task.title == "t" and task.revision == before
