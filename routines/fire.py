@@ -241,8 +241,7 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
     On timeout, a gateway error or a dropped connection the run is abandoned (the
     connection is closed) and the board task released, so no in_progress task leaks.
     """
-    config = gateway.configured()
-    if config is None:
+    if gateway.configured() is None:
         raise FireFailed("the OpenClaw gateway is not configured (CLAWBOO_OPENCLAW_GATEWAY_URL)")
     claim = board_store.claim(task.id, agent.id, agent.runtime)
     if claim.outcome == "conflict":
@@ -262,14 +261,9 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
     if routine.task_template.get("model"):
         params["model"] = routine.task_template["model"]
     try:
-        with gateway.GatewayClient(config, timeout_s=min(watchdog_ms / 1000, 30.0)) as client:
-            request_id = f"routine-{routine.id}-{slot_at}"
-            client.send_json({"type": "req", "id": request_id, "method": "agent", "params": params})
-            # The gateway answers twice on one id: accepted, then the terminal result.
-            first = client.await_response(request_id, deadline=deadline)
-            final = first
-            if first.get("status") == "accepted":
-                final = client.await_response(request_id, deadline=deadline)
+        final = gateway.run_agent(
+            params, request_id=f"routine-{routine.id}-{slot_at}", watchdog_s=watchdog_ms / 1000
+        )
     except (GatewayUnavailable, GatewayRejected) as exc:
         board_store.release(task.id, ticket=ticket)
         timed_out = time.monotonic() >= deadline

@@ -264,3 +264,68 @@ class GatewayClient:
         mask = os.urandom(4)
         masked = bytes(c ^ mask[i % 4] for i, c in enumerate(payload))
         self._sock.sendall(header + mask + masked)
+
+
+def run_agent(
+    params: dict[str, Any],
+    *,
+    request_id: str,
+    watchdog_s: float,
+    cancel: Any = None,
+) -> dict[str, Any]:
+    """Run an agent over the gateway: the ``agent`` request, answered twice on one id
+    (``accepted``, then the terminal ``ok``/``error``), under a watchdog deadline.
+
+    The one place the agent-run protocol lives (routine fires and the ``openclaw``
+    runtime adapter both call it). Raises GatewayUnavailable when not configured,
+    unreachable or past the deadline, GatewayRejected when the gateway says no.
+    """
+    config = configured()
+    if config is None:
+        raise GatewayUnavailable(
+            "the OpenClaw gateway is not configured (CLAWBOO_OPENCLAW_GATEWAY_URL)"
+        )
+    deadline = time.monotonic() + watchdog_s
+    with GatewayClient(config, timeout_s=min(watchdog_s, 30.0)) as client:
+        client.send_json({"type": "req", "id": request_id, "method": "agent", "params": params})
+        final = client.await_response(request_id, deadline=deadline)
+        while final.get("status") == "accepted":
+            if cancel is not None and cancel.is_set():
+                raise GatewayUnavailable("cancelled")
+            final = client.await_response(request_id, deadline=deadline)
+    return final
+
+
+def adapter_dispatch(job: Any, cancel: Any) -> Any:
+    """The ``openclaw`` runtime adapter's dispatch (wired at startup by the routines
+    app): a board task run by an OpenClaw agent goes through :func:`run_agent`."""
+    from clawboo.runtimes.openclaw import GatewayReply
+
+    params: dict[str, Any] = {"message": job.message, "idempotencyKey": job.idempotency_key}
+    for key, value in (
+        ("agentId", job.agent_id),
+        ("sessionKey", job.session_key),
+        ("model", job.model),
+    ):
+        if value:
+            params[key] = value
+    try:
+        final = run_agent(
+            params,
+            request_id=f"task-{job.task_id}-{secrets.token_hex(4)}",
+            watchdog_s=job.timeout_s,
+            cancel=cancel,
+        )
+    except GatewayUnavailable as exc:
+        status = "timeout" if "deadline" in exc.detail or "timed out" in exc.detail else "error"
+        return GatewayReply(status=status, error=exc.detail)
+    except GatewayRejected as exc:
+        return GatewayReply(status="error", error=exc.detail)
+    ok = final.get("status") in ("ok", None)
+    return GatewayReply(
+        status="ok" if ok else "error",
+        run_id=final.get("runId"),
+        summary=str(final.get("summary") or ""),
+        session_key=job.session_key,
+        error="" if ok else f"openclaw run ended with status {final.get('status')!r}",
+    )

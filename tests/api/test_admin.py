@@ -168,10 +168,20 @@ def test_a_refused_save_is_shown_and_writes_nothing(operator):
     store.claim(task.id, "ada")
     store.set_verdict(task.id, "fail", "red")
     before = store.get_task(task.id).revision
-    form = {"title": "renamed", "description": "", "status": "done", "priority": "0",
-            "labels": "[]", "metadata": "{}", "override_by": "", "override_reason": "",
-            "comments-TOTAL_FORMS": "0", "comments-INITIAL_FORMS": "0",
-            "executions-TOTAL_FORMS": "0", "executions-INITIAL_FORMS": "0"}
+    form = {
+        "title": "renamed",
+        "description": "",
+        "status": "done",
+        "priority": "0",
+        "labels": "[]",
+        "metadata": "{}",
+        "override_by": "",
+        "override_reason": "",
+        "comments-TOTAL_FORMS": "0",
+        "comments-INITIAL_FORMS": "0",
+        "executions-TOTAL_FORMS": "0",
+        "executions-INITIAL_FORMS": "0",
+    }
     response = operator.post(f"/admin/board/task/{task.id}/change/", form, follow=True)
     assert any("Not saved" in t and "verdict" in t for t in messages_of(response))
     task = store.get_task(task.id)

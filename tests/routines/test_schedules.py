@@ -183,3 +183,26 @@ def test_the_openclaw_watchdog_aborts_and_releases(fake, openclaw_agent, clock, 
     assert row.status == "error" and "watchdog" in row.last_error
     fired = RoutineFire.objects.get(routine_id=routine.id)
     assert board_store.get_task(fired.task_id).status == "todo"  # released, not leaked
+
+
+def test_the_openclaw_runtime_adapter_runs_an_agent_through_the_gateway(fake, settings, tmp_path):
+    """A board task run by an ``openclaw`` agent goes through the same gateway client."""
+    from clawboo.runtimes import RunRequest, adapter_for
+
+    settings.CLAWBOO_OPENCLAW_GATEWAY_URL = fake.url
+    settings.CLAWBOO_OPENCLAW_TOKEN = fake.token
+    request = RunRequest(
+        task_id="t1",
+        title="Summarise",
+        prompt="Summarise the day",
+        cwd=tmp_path,
+        timeout_s=5,
+        settings={"agent_id": "claw"},
+    )
+    result = adapter_for("openclaw").run(request)
+    assert result.outcome == "succeeded" and result.summary == "done"
+    fake.agent_delay_s = 3.0
+    slow = adapter_for("openclaw").run(
+        RunRequest(task_id="t2", title="Slow", prompt="x", cwd=tmp_path, timeout_s=0.5)
+    )
+    assert slow.outcome in ("timed_out", "failed") and slow.error

@@ -163,17 +163,28 @@ def test_openclaw_reports_a_cancelled_run_as_cancelled(
 def test_openclaw_without_a_wired_gateway_fails_clearly_and_uses_it_once_wired(
     make_request: Callable[..., RunRequest],
 ) -> None:
-    result = adapter_for("openclaw").run(make_request())
-    assert result.outcome is Outcome.FAILED
-    assert "gateway client is not wired" in result.error
+    from routines import gateway as routines_gateway
 
-    gateway = FakeGateway(GatewayReply(status="ok"))
-    wire_gateway_dispatch(gateway)
+    wire_gateway_dispatch(None)  # the routines app wires its client at startup
     try:
+        result = adapter_for("openclaw").run(make_request())
+        assert result.outcome is Outcome.FAILED
+        assert "gateway client is not wired" in result.error
+
+        gateway = FakeGateway(GatewayReply(status="ok"))
+        wire_gateway_dispatch(gateway)
         assert adapter_for("openclaw").run(make_request()).outcome is Outcome.SUCCEEDED
+        assert len(gateway.calls) == 1
     finally:
-        wire_gateway_dispatch(None)
-    assert len(gateway.calls) == 1
+        wire_gateway_dispatch(routines_gateway.adapter_dispatch)
+
+
+def test_the_routines_gateway_client_is_wired_at_startup_and_reports_not_configured(
+    make_request: Callable[..., RunRequest], settings
+) -> None:
+    settings.CLAWBOO_OPENCLAW_GATEWAY_URL = ""
+    result = adapter_for("openclaw").run(make_request())
+    assert result.outcome is Outcome.FAILED and "not configured" in result.error
 
 
 def test_two_attempts_without_an_attempt_id_get_distinct_idempotency_keys(
