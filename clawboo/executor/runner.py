@@ -443,9 +443,11 @@ def work_loop(
     poll_s: float = 1.0,
     once: bool = False,
     report: Callable[[WorkReport], None] | None = None,
+    discover: Callable[[], list[str]] | None = None,
 ) -> None:
     """One thread per agent, each claiming and working its team's ready tasks until
-    ``stop`` is set (or, with ``once``, until nothing is ready)."""
+    ``stop`` is set (or, with ``once``, until nothing is ready). With ``discover``,
+    agents registered later get a thread of their own too."""
 
     def loop(agent_id: str) -> None:
         try:
@@ -465,10 +467,21 @@ def work_loop(
 
             connection.close()
 
-    threads = [
-        threading.Thread(target=loop, args=(a,), name=f"work-{a}", daemon=True) for a in agent_ids
-    ]
-    for thread in threads:
+    threads: dict[str, threading.Thread] = {}
+
+    def start(agent_id: str) -> None:
+        thread = threading.Thread(
+            target=loop, args=(agent_id,), name=f"work-{agent_id}", daemon=True
+        )
+        threads[agent_id] = thread
         thread.start()
-    for thread in threads:
+
+    for agent_id in agent_ids:
+        start(agent_id)
+    if discover is not None and not once:
+        while not stop.wait(max(poll_s * 5, 0.5)):
+            for agent_id in discover():
+                if agent_id not in threads:
+                    start(agent_id)
+    for thread in list(threads.values()):
         thread.join()

@@ -164,3 +164,40 @@ def test_a_different_runtime_resumes_from_the_handoff_without_the_native_session
     ]
     Executor("cc2").work_once()
     assert f"--resume={session}" in claude.call()["argv"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_work_all_picks_up_an_agent_registered_after_it_started(repo, state_dir, database_url):
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "clawboo.settings",
+        "CLAWBOO_STATE_DIR": str(state_dir),
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+    }
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "work", "--all", "--poll-ms", "100"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert worker.stdout is not None
+        assert "no agents yet" in worker.stdout.readline()  # started before the agent
+        registry.create_agent(
+            id="late",
+            display_name="Late",
+            team="default",
+            runtime="command",
+            settings={"argv": ["true"]},
+        )
+        task = store.create_task(title="For the newcomer", file_mutating=False).task
+        poll(lambda: store.get_task(task.id).status == "done", what="the task done")
+        assert store.get_task(task.id).assignee_agent_id == "late"
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=20)

@@ -31,19 +31,13 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         agents: list[str] = list(options["agent"])
-        if options["all"]:
-            for agent in Agent.objects.order_by("id"):
-                caps = capabilities(agent.runtime)
-                if caps.automated and caps.integration == "one-shot":
-                    agents.append(agent.id)
         missing = [a for a in agents if not Agent.objects.filter(pk=a).exists()]
         if missing:
             raise CommandError(f"no agent {missing[0]!r} in the registry")
-        if not agents:
-            if options["all"]:
-                self.stdout.write("work: no automated agents yet; waiting for some to exist")
-            else:
-                raise CommandError("name an agent with --agent, or use --all")
+        if options["all"]:
+            agents += [a for a in runnable_agents() if a not in agents]
+        elif not agents:
+            raise CommandError("name an agent with --agent, or use --all")
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
@@ -56,13 +50,23 @@ class Command(BaseCommand):
                 line += f": {result.error[:200]}"
             self.stdout.write(line)
 
-        if not agents:
-            # With --all and an empty registry, look again for agents every poll.
-            while not stop.wait(options["poll_ms"] / 1000):
-                if Agent.objects.exists():
-                    return self.handle(*args, **options)
-            return
-        self.stdout.write(f"work: {', '.join(agents)} (poll {options['poll_ms']} ms)")
+        shown = ", ".join(agents) if agents else "no agents yet (watching for new ones)"
+        self.stdout.write(f"work: {shown} (poll {options['poll_ms']} ms)")
         work_loop(
-            agents, stop, poll_s=options["poll_ms"] / 1000, once=options["once"], report=report
+            agents,
+            stop,
+            poll_s=options["poll_ms"] / 1000,
+            once=options["once"],
+            report=report,
+            discover=runnable_agents if options["all"] else None,
         )
+
+
+def runnable_agents() -> list[str]:
+    """Agents whose runtime the executor runs (automated, one-shot)."""
+    found = []
+    for agent in Agent.objects.order_by("id"):
+        caps = capabilities(agent.runtime)
+        if caps.automated and caps.integration == "one-shot":
+            found.append(agent.id)
+    return found
