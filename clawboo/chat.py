@@ -128,6 +128,8 @@ def narration_for(event: Event) -> str | None:
         return None
     if event.kind == "errored" and task.get("error"):
         return f"{title} failed: {str(task['error'])[:120]}"
-    actor = f"{who} " if who and event.kind in ("completed", "review_requested") else ""
+    # Only a review request is the assignee's own doing; a task can be completed or
+    # cancelled by anyone (a reviewer, an operator), so those are not attributed.
+    actor = f"{who} " if who and event.kind == "review_requested" else ""
     line = f"{actor}{verb} {title}"
     return line if actor else line[:1].upper() + line[1:]
