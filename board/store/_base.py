@@ -10,7 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from board.errors import TaskNotFound
-from board.models import Task, TaskDep
+from board.models import Task, TaskComment, TaskDep
 from clawboo import events
 
 WRITE_LOG_KEEP = 4  # seed 001: a task keeps its four most recent write receipts
@@ -95,3 +95,17 @@ def record_event(task: Task, kind: str, *, prev_status: str | None) -> None:
         task_id=task.id,
         prev_status=changed_status,
     )
+
+
+def set_fields(task: Task, **values: Any) -> set[str]:
+    """Assign the values that differ; return the names of the fields that changed."""
+    changed = set()
+    for name, value in values.items():
+        if getattr(task, name) != value:
+            setattr(task, name, value)
+            changed.add(name)
+    return changed
+
+
+def add_comment_row(task: Task, author: str, body: str, at: dt.datetime) -> TaskComment:
+    return TaskComment.objects.create(task=task, author=author, body=body, created_at=at)

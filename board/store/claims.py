@@ -20,7 +20,15 @@ from board import checks
 from board.errors import ClaimConflict
 from board.models import ExecutionStatus, Task
 from board.store._base import commit_change, db_time, lock_task, now, record_event
-from board.store.tasks import find_task, list_tasks, ready_filter, with_label
+from board.store.executions import close_running
+from board.store.tasks import (
+    clear_claim,
+    clear_verdict,
+    find_task,
+    list_tasks,
+    ready_filter,
+    with_label,
+)
 from board.store.tickets import Ticket, WriteOutcome, declined, recorded
 from board.transitions import HELD_BY_CLAIM, Status
 from clawboo import storage
@@ -403,13 +411,10 @@ def _any_lapsed(at: dt.datetime) -> bool:
 
 def _abandon(task: Task, at: dt.datetime, *, reason: str) -> Task:
     """Release an owner-less in_progress task: todo, or blocked after 3 abandonments."""
-    from board.store.executions import close_running
-    from board.store.tasks import _clear_claim, _clear_verdict
-
     prev = task.status
     close_running(task, ExecutionStatus.TIMED_OUT, error=reason, at=at)
     task.abandonments += 1
-    _clear_claim(task)
+    clear_claim(task)
     fields = {"abandonments", "status", "assignee_agent_id", "assignee_runtime", "lease_until"}
     if task.abandonments >= MAX_ABANDONMENTS:
         task.status = Status.BLOCKED
@@ -418,7 +423,7 @@ def _abandon(task: Task, at: dt.datetime, *, reason: str) -> Task:
         kind = "blocked"
     else:
         task.status = Status.TODO
-        _clear_verdict(task)
+        clear_verdict(task)
         fields |= {"verdict", "verdict_evidence", "verdict_at", "human_override"}
         kind = "released"
     commit_change(task, kind, prev_status=prev, fields=fields, at=at)

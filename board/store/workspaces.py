@@ -5,7 +5,7 @@ from __future__ import annotations
 from board.errors import IllegalTransition
 from board.models import Task, Workspace, WorkspaceStatus
 from board.store._base import commit_change, lock_task, now
-from board.store.tasks import _apply_move
+from board.store.tasks import apply_move
 from board.transitions import Status, allowed_transitions_from, is_transition_allowed
 from clawboo import storage
 from clawboo.errors import NotFound
@@ -102,7 +102,7 @@ def settle_from_worktree(task_id: str, *, empty: bool) -> Task:
         if empty:
             # Bypass the gate: no deliverable, nothing a verdict could be about.
             task.verdict = None
-        fields = _apply_move(task, target, override=None, at=at) | {"verdict"}
+        fields = apply_move(task, target, override=None, at=at) | {"verdict"}
         kind = "completed" if empty else "review_requested"
         return commit_change(task, kind, prev_status=prev, fields=fields, at=at)
 

@@ -1,0 +1,302 @@
+"""Field writes (assignee, priority, labels, metadata, edits), the verification
+verdict, comments and the task's pointers to its worktree."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from django.db.models import QuerySet
+
+from board import checks
+from board.models import Task, TaskComment, Verdict
+from board.store._base import (
+    add_comment_row,
+    commit_change,
+    lock_task,
+    now,
+    record_event,
+    set_fields,
+)
+from board.store.tasks import get_task
+from board.store.tickets import WriteOutcome, declined, recorded, unchanged
+from board.transitions import (
+    is_locked,
+    is_terminal,
+)
+from clawboo import storage
+from clawboo.errors import Conflict, ValidationFailed
+
+# SPEC §10 ceilings (the agent create path; see create_task).
+MAX_DEPTH = 2
+MAX_LIVE_CHILDREN = 24
+ROOT_RATE_LIMIT = 30
+ROOT_RATE_WINDOW = dt.timedelta(milliseconds=300_000)
+EVIDENCE_TAIL = 4_000
+DEFAULT_TEAM = "default"
+
+
+# --- field writes ------------------------------------------------------------
+
+
+def _field_write(
+    task_id: str,
+    kind: str,
+    mutate: Callable[[Task], set[str]],
+    refuse: Callable[[Task], str | None] | None = None,
+) -> WriteOutcome:
+    def run() -> WriteOutcome:
+        task = lock_task(task_id)
+        if refuse is not None:
+            reason = refuse(task)
+            if reason is not None:
+                return declined(task, reason)
+        fields = mutate(task)
+        if not fields:
+            return unchanged(task)
+        commit_change(task, kind, prev_status=task.status, fields=fields)
+        return recorded(task)
+
+    return storage.write(run)
+
+
+def set_scheduled_by(task_id: str, owner: str, *, expect: str | None = None) -> Task:
+    """Stamp the task's firing owner (``tasks.scheduled_by``): ``manual``, ``clawboo``, …
+
+    Locks the row (:func:`lock_task`); with ``expect``, refuses with
+    :class:`Conflict` when the current owner differs, so a caller that checked the
+    owner earlier cannot overwrite a concurrent registration. Safe inside an outer
+    write (``storage.write`` nests as a savepoint), which is how a routine
+    registration stamps its bound task in its own transaction. A same-owner write
+    changes nothing (no revision bump, no event).
+    """
+    owner = checks.check_id(owner, "scheduled_by")
+
+    def run() -> Task:
+        task = lock_task(task_id)
+        if expect is not None and task.scheduled_by != expect:
+            raise Conflict(
+                f"task {task_id!r} is scheduled by {task.scheduled_by!r}, not {expect!r}",
+                task_id=task_id,
+                owner=task.scheduled_by,
+            )
+        if task.scheduled_by == owner:
+            return task
+        task.scheduled_by = owner
+        return commit_change(
+            task, "metadata_changed", prev_status=task.status, fields={"scheduled_by"}
+        )
+
+    return storage.write(run)
+
+
+def _assignee_refusal(task: Task) -> str | None:
+    if is_locked(task.status):
+        return "immutable-assignee"
+    if is_terminal(task.status):
+        return "terminal"
+    return None
+
+
+def set_assignee(task_id: str, agent_id: Any) -> WriteOutcome:
+    """Declines ``immutable-assignee`` on a locked task and ``terminal`` on a settled one."""
+    value = None if agent_id is None else checks.check_agent_id(agent_id, "assignee_agent_id")
+    return _field_write(
+        task_id,
+        "assignee_changed",
+        lambda t: set_fields(t, assignee_agent_id=value),
+        refuse=_assignee_refusal,
+    )
+
+
+def set_priority(task_id: str, priority: Any) -> WriteOutcome:
+    value = checks.check_priority(priority)
+    return _field_write(task_id, "priority_changed", lambda t: set_fields(t, priority=value))
+
+
+def set_labels(task_id: str, labels: Any) -> WriteOutcome:
+    value = checks.check_labels(labels)
+    return _field_write(task_id, "label_changed", lambda t: set_fields(t, labels=value))
+
+
+def add_label(task_id: str, label: Any) -> WriteOutcome:
+    value = checks.check_label(label)
+    return _field_write(
+        task_id,
+        "label_changed",
+        lambda t: set() if value in t.labels else set_fields(t, labels=[*t.labels, value]),
+    )
+
+
+def remove_label(task_id: str, label: Any) -> WriteOutcome:
+    value = checks.check_label(label)
+    return _field_write(
+        task_id,
+        "label_changed",
+        lambda t: (
+            set_fields(t, labels=[x for x in t.labels if x != value])
+            if value in t.labels
+            else set()
+        ),
+    )
+
+
+def patch_metadata(task_id: str, patch: Any) -> WriteOutcome:
+    """Merges ``patch`` (keys set to null are removed); always ``recorded``, as seed 001 says."""
+    value = checks.check_object(patch, "metadata")
+
+    def mutate(task: Task) -> set[str]:
+        merged = dict(task.metadata or {})
+        for key, item in value.items():
+            if item is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = item
+        task.metadata = merged
+        return {"metadata"}
+
+    return _field_write(task_id, "metadata_changed", mutate)
+
+
+_EDITABLE = ("title", "description", "priority", "labels", "metadata", "assignee_agent_id")
+
+
+def update_task(task_id: str, changes: dict[str, Any]) -> Task:
+    """The API's PATCH: several field writes in one transaction.
+
+    Unlike the advisory field writes, a refused assignee change raises
+    :class:`Conflict` (the caller asked for exactly this change).
+    """
+    checks.unknown_keys(changes, _EDITABLE, "a task update")
+    clean: dict[str, Any] = {}
+    if "title" in changes:
+        clean["title"] = checks.check_title(changes["title"])
+    if "description" in changes:
+        clean["description"] = checks.check_text(changes["description"], "description")
+    if "priority" in changes:
+        clean["priority"] = checks.check_priority(changes["priority"])
+    if "labels" in changes:
+        clean["labels"] = checks.check_labels(changes["labels"])
+    if "metadata" in changes:
+        clean["metadata"] = checks.check_object(changes["metadata"], "metadata")
+    if "assignee_agent_id" in changes:
+        value = changes["assignee_agent_id"]
+        clean["assignee_agent_id"] = (
+            None if value is None else checks.check_agent_id(value, "assignee_agent_id")
+        )
+
+    def run() -> Task:
+        task = lock_task(task_id)
+        if "assignee_agent_id" in clean and clean["assignee_agent_id"] != task.assignee_agent_id:
+            reason = _assignee_refusal(task)
+            if reason is not None:
+                raise Conflict(
+                    f"the assignee of a {task.status} task cannot change",
+                    reason=reason,
+                    status=task.status,
+                )
+        kinds = []
+        fields: set[str] = set()
+        for name, value in clean.items():
+            if getattr(task, name) != value:
+                setattr(task, name, value)
+                fields.add(name)
+                kinds.append(_FIELD_KIND[name])
+        if not fields:
+            return task
+        kind = kinds[0] if len(set(kinds)) == 1 else "updated"
+        return commit_change(task, kind, prev_status=task.status, fields=fields)
+
+    return storage.write(run)
+
+
+_FIELD_KIND = {
+    "title": "updated",
+    "description": "updated",
+    "priority": "priority_changed",
+    "labels": "label_changed",
+    "metadata": "metadata_changed",
+    "assignee_agent_id": "assignee_changed",
+}
+
+
+# --- verification ------------------------------------------------------------
+
+
+def set_verdict(task_id: str, verdict: Any, evidence: Any = None) -> Task:
+    """Store a verification verdict with its evidence (the last 4,000 characters)."""
+    if verdict not in Verdict.values:
+        raise ValidationFailed("verdict", f"must be one of {', '.join(Verdict.values)}")
+    if evidence is not None and not isinstance(evidence, str):
+        raise ValidationFailed("evidence", "must be a string")
+    tail = (evidence or "")[-EVIDENCE_TAIL:]
+
+    def run() -> Task:
+        task = lock_task(task_id)
+        if is_terminal(task.status):
+            raise Conflict(
+                f"task {task_id!r} is {task.status}; its verdict is final", status=task.status
+            )
+        at = now()
+        task.verdict, task.verdict_evidence, task.verdict_at = str(verdict), tail, at
+        return commit_change(
+            task,
+            "verification_recorded",
+            prev_status=task.status,
+            fields={"verdict", "verdict_evidence", "verdict_at"},
+            at=at,
+        )
+
+    return storage.write(run)
+
+
+# --- comments ----------------------------------------------------------------
+
+
+def add_comment(task_id: str, body: Any, author: Any) -> TaskComment:
+    text = checks.check_text(body, "body", required=True)
+    who = checks.check_text(author, "author", limit=200, required=True)
+
+    def run() -> TaskComment:
+        task = lock_task(task_id)
+        comment = add_comment_row(task, who, text, now())
+        record_event(task, "commented", prev_status=task.status)
+        return comment
+
+    return storage.write(run)
+
+
+def list_comments(task_id: str) -> QuerySet[TaskComment]:
+    get_task(task_id)
+    return TaskComment.objects.filter(task_id=task_id).order_by("created_at", "id")
+
+
+def set_worktree_refs(task_id: str, worktree_ref: str | None, branch_ref: str | None) -> Task:
+    """Point the task at its checkout (called by the worktrees app)."""
+
+    def run() -> Task:
+        task = lock_task(task_id)
+        fields = set_fields(task, worktree_ref=worktree_ref, branch_ref=branch_ref)
+        if not fields:
+            return task
+        return commit_change(task, "metadata_changed", prev_status=task.status, fields=fields)
+
+    return storage.write(run)
+
+
+def drop_task(task_id: str) -> Task:
+    """Soft-delete: a dropped task is never ready or claimable."""
+
+    def run() -> Task:
+        task = lock_task(task_id)
+        if task.dropped:
+            return task
+        task.dropped = True
+        return commit_change(task, "metadata_changed", prev_status=task.status, fields={"dropped"})
+
+    return storage.write(run)
+
+
+def is_assigned_to(task: Task, agent_id: str) -> bool:
+    return task.assignee_agent_id == agent_id

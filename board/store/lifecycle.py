@@ -1,0 +1,372 @@
+"""Lifecycle verbs with write verdicts (seed 001): complete, fail, block, unblock,
+await_review, resume_from_review, cancel, release — each ``recorded`` | ``unchanged``
+| ``declined(reason, status)``, guarded by ``if_allowed``, a claim ticket and
+``refuse_when_parked``, evaluated inside the write transaction."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from board import checks
+from board.errors import (
+    IllegalTransition,
+)
+from board.models import Task
+from board.store._base import (
+    commit_change,
+    lock_task,
+    now,
+    set_fields,
+)
+from board.store.tasks import apply_move, check_bool, check_override
+from board.store.tickets import Ticket, WriteOutcome, WriteToken, declined, recorded, unchanged
+from board.transitions import (
+    HELD_BY_CLAIM,
+    Status,
+    allowed_transitions_from,
+    is_terminal,
+    is_transition_allowed,
+)
+from clawboo import storage
+
+# SPEC §10 ceilings (the agent create path; see create_task).
+MAX_DEPTH = 2
+MAX_LIVE_CHILDREN = 24
+ROOT_RATE_LIMIT = 30
+ROOT_RATE_WINDOW = dt.timedelta(milliseconds=300_000)
+EVIDENCE_TAIL = 4_000
+DEFAULT_TEAM = "default"
+
+
+# --- lifecycle verbs with verdicts (seed 001) ----------------------------------
+
+
+@dataclass(frozen=True)
+class Guards:
+    ticket: Ticket | None = None
+    if_allowed: bool = False
+    refuse_when_parked: bool = False
+
+
+def _guards(ticket: Any, if_allowed: Any, refuse_when_parked: Any) -> Guards:
+    return Guards(
+        ticket=None if ticket is None else Ticket.decode(ticket),
+        if_allowed=check_bool(if_allowed, "if_allowed"),
+        refuse_when_parked=check_bool(refuse_when_parked, "refuse_when_parked"),
+    )
+
+
+def decline_reason(
+    task: Task,
+    *,
+    target: str,
+    sources: frozenset[str] | None,
+    guards: Guards,
+    at: dt.datetime,
+    always_terminal: bool = False,
+) -> str | None:
+    """The first decline reason that holds, in the contract's precedence order.
+
+    ``sources`` narrows a verb that owns one edge (``unblock`` only from blocked);
+    None means "whatever the transition table allows".
+    """
+    status = task.status
+    if (guards.if_allowed or always_terminal) and is_terminal(status):
+        # Also for a repeat of the same settlement: it may not clobber the first.
+        return "terminal"
+    ticket = guards.ticket
+    if ticket is not None and (
+        ticket.task_id != task.id or ticket.incarnation_id != task.incarnation_id
+    ):
+        return "not-my-task"
+    if guards.if_allowed and not _verb_allowed(status, target, sources):
+        return "disallowed"
+    if guards.refuse_when_parked and status == Status.IN_REVIEW:
+        return "parked"
+    if ticket is not None and (
+        ticket.attempt != task.attempts
+        or status not in HELD_BY_CLAIM
+        or (status == Status.IN_PROGRESS and task.lease_until is not None and task.lease_until < at)
+    ):
+        return "lost-claim"
+    return None
+
+
+def _verb_allowed(status: str, target: str, sources: frozenset[str] | None) -> bool:
+    if sources is not None and status not in sources:
+        return False
+    return is_transition_allowed(status, target)
+
+
+def _lifecycle(
+    task_id: str,
+    *,
+    target: str | Callable[[Task], str],
+    sources: frozenset[str] | None,
+    guards: Guards,
+    kind: str | Callable[[Task, str], str],
+    mutate: Callable[[Task, dt.datetime], set[str]] | None = None,
+    write: WriteToken | None = None,
+    override: dict[str, str] | None = None,
+    always_terminal: bool = False,
+    after: Callable[[Task, str, dt.datetime], None] | None = None,
+) -> WriteOutcome:
+    def run() -> WriteOutcome:
+        task = lock_task(task_id)
+        at = now()
+        to = target(task) if callable(target) else target
+        reason = decline_reason(
+            task, target=to, sources=sources, guards=guards, at=at, always_terminal=always_terminal
+        )
+        if reason is not None:
+            return declined(task, reason)
+        prev = task.status
+        # A verb that owns one edge runs only from that edge's source (seed 001),
+        # even when the target equals the current status: unblock on a todo task or
+        # resume_from_review on an in_progress one is refused, not a silent no-op
+        # (the latter used to push the lease out as if it were a renewal).
+        if not _verb_allowed(prev, to, sources):
+            raise IllegalTransition(task.id, prev, to, allowed_transitions_from(prev))
+        fields: set[str] = set()
+        if prev != to:
+            fields |= apply_move(task, to, override=override, at=at)
+        if mutate is not None:
+            fields |= mutate(task, at)
+        if not fields:
+            return unchanged(task)
+        if after is not None:
+            after(task, prev, at)
+        token = {"id": write.id} if write is not None else None
+        event_kind = kind(task, prev) if callable(kind) else kind
+        commit_change(task, event_kind, prev_status=prev, fields=fields, write_token=token, at=at)
+        return recorded(task)
+
+    return storage.write(run)
+
+
+def complete(
+    task_id: str,
+    output: Any = None,
+    *,
+    ticket: Any = None,
+    if_allowed: Any = False,
+    refuse_when_parked: Any = False,
+    human_override: Any = None,
+    write: WriteToken | None = None,
+) -> WriteOutcome:
+    """Settle a task ``done`` with ``output`` (passes the verification gate)."""
+    guards = _guards(ticket, if_allowed, refuse_when_parked)
+    override = check_override(human_override)
+
+    def mutate(task: Task, at: dt.datetime) -> set[str]:
+        return set_fields(task, output=output, lease_until=None)
+
+    def after(task: Task, prev: str, at: dt.datetime) -> None:
+        _close_run(task, prev, "succeeded", None, at)
+
+    return _lifecycle(
+        task_id,
+        target=Status.DONE,
+        sources=frozenset({Status.IN_PROGRESS, Status.IN_REVIEW, Status.DONE}),
+        guards=guards,
+        kind="completed",
+        mutate=mutate,
+        write=write,
+        override=override,
+        after=after,
+    )
+
+
+def _close_run(task: Task, prev: str, outcome: str, error: str | None, at: dt.datetime) -> None:
+    if prev == Status.IN_PROGRESS:
+        from board.store.executions import close_running
+
+        close_running(task, outcome, error=error, at=at)
+
+
+def fail(
+    task_id: str,
+    error: Any,
+    *,
+    ticket: Any = None,
+    if_allowed: Any = False,
+    refuse_when_parked: Any = False,
+    write: WriteToken | None = None,
+) -> WriteOutcome:
+    """Soft fail (``attempts < max_attempts``, from in_progress) → ``todo`` with the
+    error as feedback; otherwise hard fail → ``blocked`` with ``error`` set and the
+    pending transitive dependents cancelled."""
+    message = checks.check_text(error, "error", required=True)
+    guards = _guards(ticket, if_allowed, refuse_when_parked)
+
+    def soft(task: Task) -> bool:
+        return (
+            task.status == Status.IN_PROGRESS
+            and task.max_attempts is not None
+            and task.attempts < task.max_attempts
+        )
+
+    def target(task: Task) -> str:
+        return Status.TODO if soft(task) else Status.BLOCKED
+
+    def mutate(task: Task, at: dt.datetime) -> set[str]:
+        if task.status == Status.TODO:
+            return set_fields(task, feedback=message)
+        return set_fields(task, error=message)
+
+    def after(task: Task, prev: str, at: dt.datetime) -> None:
+        _close_run(task, prev, "failed", message, at)
+        if task.status == Status.BLOCKED:
+            from board.store.deps import cascade_cancel
+
+            cascade_cancel(task.id, at=at)
+
+    return _lifecycle(
+        task_id,
+        target=target,
+        sources=frozenset({Status.IN_PROGRESS, Status.IN_REVIEW}),
+        guards=guards,
+        kind=lambda task, prev: "retried" if task.status == Status.TODO else "errored",
+        mutate=mutate,
+        write=write,
+        after=after,
+    )
+
+
+def block(
+    task_id: str,
+    reason: Any = None,
+    *,
+    ticket: Any = None,
+    if_allowed: Any = False,
+    refuse_when_parked: Any = False,
+    write: WriteToken | None = None,
+) -> WriteOutcome:
+    note = checks.check_text(reason, "reason") or None
+
+    def mutate(task: Task, at: dt.datetime) -> set[str]:
+        return set_fields(task, feedback=note) if note else set()
+
+    return _lifecycle(
+        task_id,
+        target=Status.BLOCKED,
+        sources=None,
+        guards=_guards(ticket, if_allowed, refuse_when_parked),
+        kind="blocked",
+        mutate=mutate,
+        write=write,
+    )
+
+
+def unblock(
+    task_id: str,
+    *,
+    ticket: Any = None,
+    if_allowed: Any = False,
+    refuse_when_parked: Any = False,
+    write: WriteToken | None = None,
+) -> WriteOutcome:
+    """blocked → todo; refuses every other status (raises, or declines ``disallowed``)."""
+    return _lifecycle(
+        task_id,
+        target=Status.TODO,
+        sources=frozenset({Status.BLOCKED}),
+        guards=_guards(ticket, if_allowed, refuse_when_parked),
+        kind="unblocked",
+        write=write,
+    )
+
+
+def await_review(
+    task_id: str,
+    *,
+    ticket: Any = None,
+    if_allowed: Any = False,
+    refuse_when_parked: Any = False,
+    write: WriteToken | None = None,
+) -> WriteOutcome:
+    """in_progress → in_review: park the task for a person; its lease stops mattering."""
+    return _lifecycle(
+        task_id,
+        target=Status.IN_REVIEW,
+        sources=frozenset({Status.IN_PROGRESS}),
+        guards=_guards(ticket, if_allowed, refuse_when_parked),
+        kind="review_requested",
+        write=write,
+    )
+
+
+def resume_from_review(
+    task_id: str,
+    feedback: Any = None,
+    *,
+    ticket: Any = None,
+    if_allowed: Any = False,
+    refuse_when_parked: Any = False,
+    write: WriteToken | None = None,
+) -> WriteOutcome:
+    """in_review → in_progress with optional feedback, on a fresh lease of the
+    span its claim was granted."""
+    note = checks.check_text(feedback, "feedback") or None
+
+    def mutate(task: Task, at: dt.datetime) -> set[str]:
+        span = task.lease_duration_ms or checks.DEFAULT_LEASE_MS
+        changed = set_fields(task, lease_until=at + dt.timedelta(milliseconds=span))
+        if note:
+            changed |= set_fields(task, feedback=note)
+        return changed
+
+    return _lifecycle(
+        task_id,
+        target=Status.IN_PROGRESS,
+        sources=frozenset({Status.IN_REVIEW}),
+        guards=_guards(ticket, if_allowed, refuse_when_parked),
+        kind="resumed",
+        mutate=mutate,
+        write=write,
+    )
+
+
+def cancel(
+    task_id: str,
+    *,
+    ticket: Any = None,
+    if_allowed: Any = False,
+    refuse_when_parked: Any = False,
+    write: WriteToken | None = None,
+) -> WriteOutcome:
+    """Cancel; always advisory on a settled task (declines ``terminal``)."""
+
+    def after(task: Task, prev: str, at: dt.datetime) -> None:
+        _close_run(task, prev, "cancelled", "cancelled", at)
+
+    return _lifecycle(
+        task_id,
+        target=Status.CANCELLED,
+        sources=None,
+        guards=_guards(ticket, if_allowed, refuse_when_parked),
+        kind="cancelled",
+        write=write,
+        always_terminal=True,
+        after=after,
+    )
+
+
+def release(task_id: str, *, ticket: Any = None, write: WriteToken | None = None) -> WriteOutcome:
+    """in_progress → todo: clears assignee, runtime, lease and verdict for a re-claim."""
+
+    def after(task: Task, prev: str, at: dt.datetime) -> None:
+        _close_run(task, prev, "cancelled", "released", at)
+
+    return _lifecycle(
+        task_id,
+        target=Status.TODO,
+        sources=frozenset({Status.IN_PROGRESS}),
+        guards=_guards(ticket, False, False),
+        kind="released",
+        write=write,
+        after=after,
+    )
