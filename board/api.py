@@ -15,6 +15,16 @@ from rest_framework.views import APIView
 
 from board import store
 from board.models import Task
+from board.serializers import (
+    ClaimedSerializer,
+    CommentSerializer,
+    ExecutionSerializer,
+    OutcomeSerializer,
+    OverrideSerializer,
+    TaskCreateSerializer,
+    TaskPatchSerializer,
+    TaskSerializer,
+)
 from board.transitions import Status
 from clawboo import registry
 from clawboo.api.access import require_team, scope_tasks, team_ids, visible_task
@@ -23,121 +33,6 @@ from clawboo.api.idempotency import idempotent
 from clawboo.api.pagination import TaskCursorPagination
 from clawboo.api.schema import with_errors
 from clawboo.errors import Conflict, ValidationFailed
-
-# --- shapes (documentation) ----------------------------------------------------
-
-
-class TaskSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    title = serializers.CharField()
-    description = serializers.CharField()
-    goal = serializers.CharField()
-    # The metaclass moves declared fields off the class, so this does not shadow
-    # Serializer.context at run time; only the type checker sees the name clash.
-    context = serializers.CharField()  # type: ignore[assignment]
-    team = serializers.CharField()
-    status = serializers.ChoiceField(choices=Status.choices)
-    priority = serializers.IntegerField()
-    labels = serializers.ListField(child=serializers.CharField())
-    metadata = serializers.DictField()
-    input = serializers.JSONField(allow_null=True)
-    output = serializers.JSONField(allow_null=True)
-    error = serializers.CharField(allow_null=True)
-    feedback = serializers.CharField(allow_null=True)
-    assignee_agent_id = serializers.CharField(allow_null=True)
-    assignee_runtime = serializers.CharField(allow_null=True)
-    created_by_agent_id = serializers.CharField(allow_null=True)
-    parent_task_id = serializers.CharField(allow_null=True)
-    attempts = serializers.IntegerField()
-    max_attempts = serializers.IntegerField(allow_null=True)
-    abandonments = serializers.IntegerField()
-    lease_until = serializers.DateTimeField(allow_null=True)
-    lease_duration_ms = serializers.IntegerField(allow_null=True)
-    worktree_ref = serializers.CharField(allow_null=True)
-    branch_ref = serializers.CharField(allow_null=True)
-    scheduled_by = serializers.CharField()
-    file_mutating = serializers.BooleanField()
-    verification = serializers.DictField(allow_null=True)
-    cost = serializers.DictField()
-    dropped = serializers.BooleanField()
-    revision = serializers.IntegerField()
-    incarnation_id = serializers.CharField()
-    depends_on = serializers.ListField(child=serializers.CharField())
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
-    started_at = serializers.DateTimeField(allow_null=True)
-    completed_at = serializers.DateTimeField(allow_null=True)
-
-
-class TaskCreateSerializer(serializers.Serializer):
-    title = serializers.CharField(max_length=500)
-    description = serializers.CharField(required=False, max_length=20_000)
-    goal = serializers.CharField(required=False)
-    context = serializers.CharField(required=False)  # type: ignore[assignment]
-    team = serializers.CharField(required=False, default="default")
-    status = serializers.ChoiceField(choices=["todo", "backlog"], required=False)
-    priority = serializers.IntegerField(required=False, min_value=-1_000_000, max_value=1_000_000)
-    labels = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
-    metadata = serializers.DictField(required=False)
-    input = serializers.JSONField(required=False)
-    parent_task_id = serializers.CharField(required=False, allow_null=True)
-    file_mutating = serializers.BooleanField(required=False, default=True)
-    max_attempts = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    id = serializers.CharField(required=False, max_length=128)
-    depends_on = serializers.ListField(child=serializers.CharField(), required=False)
-    created_by_agent_id = serializers.CharField(required=False, allow_null=True)
-
-
-class TaskPatchSerializer(serializers.Serializer):
-    title = serializers.CharField(required=False, max_length=500)
-    description = serializers.CharField(required=False)
-    priority = serializers.IntegerField(required=False)
-    labels = serializers.ListField(child=serializers.CharField(), required=False)
-    metadata = serializers.DictField(required=False)
-    assignee_agent_id = serializers.CharField(required=False, allow_null=True)
-
-
-OverrideSerializer = inline_serializer(
-    "HumanOverride", {"by": serializers.CharField(), "reason": serializers.CharField()}
-)
-ClaimedSerializer = inline_serializer(
-    "Claimed", {"task": TaskSerializer(), "ticket": serializers.CharField()}
-)
-OutcomeSerializer = inline_serializer(
-    "WriteOutcome",
-    {
-        "outcome": serializers.ChoiceField(choices=["recorded", "unchanged", "declined"]),
-        "reason": serializers.CharField(required=False),
-        "status": serializers.CharField(required=False),
-        "task": TaskSerializer(),
-    },
-)
-
-
-class ExecutionSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    task_id = serializers.CharField()
-    agent_id = serializers.CharField()
-    runtime = serializers.CharField(allow_null=True)
-    attempt = serializers.IntegerField()
-    status = serializers.CharField()
-    tokens_in = serializers.IntegerField()
-    tokens_out = serializers.IntegerField()
-    cost_cents = serializers.IntegerField()
-    git_before = serializers.CharField(allow_null=True)
-    git_after = serializers.CharField(allow_null=True)
-    error = serializers.CharField(allow_null=True)
-    recovery_tombstone = serializers.CharField(allow_null=True)
-    started_at = serializers.DateTimeField()
-    finished_at = serializers.DateTimeField(allow_null=True)
-
-
-class CommentSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    author = serializers.CharField()
-    body = serializers.CharField()
-    created_at = serializers.DateTimeField()
-
 
 # --- rendering -------------------------------------------------------------------
 
