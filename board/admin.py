@@ -91,6 +91,21 @@ class LabelFilter(admin.SimpleListFilter):
         return queryset
 
 
+# Bulk moves the admin offers; each row still goes through the transition table.
+MOVE_TARGETS = (Status.TODO, Status.BACKLOG, Status.BLOCKED, Status.IN_REVIEW, Status.DONE)
+
+
+def _move_action(to: str) -> Any:
+    """An admin action moving each selected task to ``to``, reporting each row."""
+
+    def action(modeladmin: Any, request: HttpRequest, qs: QuerySet[Task]) -> None:
+        modeladmin._each(request, qs, f"Moved to {to}", lambda tid: store.transition(tid, to))
+
+    action.__name__ = f"move_to_{to}"
+    note = " (verification gate applies)" if to == Status.DONE else ""
+    return admin.action(description=f"Move to {Status(to).label.lower()}{note}")(action)
+
+
 EDITABLE = ("title", "description", "priority", "labels", "metadata")
 
 
@@ -167,11 +182,7 @@ class TaskAdmin(DataLayerAdmin):
     actions = [
         "release_tasks",
         "cancel_tasks",
-        "move_to_todo",
-        "move_to_backlog",
-        "move_to_blocked",
-        "move_to_in_review",
-        "move_to_done",
+        *(_move_action(status) for status in MOVE_TARGETS),
         "override_verification",
     ]
     change_list_template = "admin/board/task/change_list.html"
@@ -316,29 +327,6 @@ class TaskAdmin(DataLayerAdmin):
     @admin.action(description="Cancel")
     def cancel_tasks(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
         self._each(request, qs, "Cancelled", lambda tid: store.cancel(tid))
-
-    def _move(self, request: HttpRequest, qs: QuerySet[Task], to: str) -> None:
-        self._each(request, qs, f"Moved to {to}", lambda tid: store.transition(tid, to))
-
-    @admin.action(description="Move to todo")
-    def move_to_todo(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
-        self._move(request, qs, Status.TODO)
-
-    @admin.action(description="Move to backlog")
-    def move_to_backlog(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
-        self._move(request, qs, Status.BACKLOG)
-
-    @admin.action(description="Move to blocked")
-    def move_to_blocked(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
-        self._move(request, qs, Status.BLOCKED)
-
-    @admin.action(description="Move to in review")
-    def move_to_in_review(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
-        self._move(request, qs, Status.IN_REVIEW)
-
-    @admin.action(description="Move to done (verification gate applies)")
-    def move_to_done(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
-        self._move(request, qs, Status.DONE)
 
     @admin.action(description="Mark done with a human override of a failed verification…")
     def override_verification(self, request: HttpRequest, qs: QuerySet[Task]) -> Any:

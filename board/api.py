@@ -200,7 +200,7 @@ class ClaimView(APIView):
         body = json_object(request, ("agent_id", "runtime", "lease_ms"), required=("agent_id",))
         agent = _known_agent(body["agent_id"])
         result = store.claim(task_id, agent, body.get("runtime"), lease_ms=body.get("lease_ms"))
-        result.raise_for_outcome()
+        result.raise_for_outcome(task_id)
         assert result.task is not None
         return Response({"task": task_body(result.task), "ticket": result.ticket})
 

@@ -15,7 +15,6 @@ lets callers keep the never-retry-a-409 rule. Any other error propagates at once
 
 from __future__ import annotations
 
-import functools
 import logging
 import random
 import sqlite3
@@ -168,19 +167,3 @@ def _process_write_lock(using: str) -> threading.RLock | None:
         if lock is None:
             lock = _write_locks[key] = threading.RLock()
         return lock
-
-
-def writes(fn: Callable[P, T]) -> Callable[P, T]:
-    """Decorator form of :func:`write` for data-layer functions."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        return write(fn, *args, **kwargs)
-
-    return wrapper
-
-
-def lock_row_sql(connection: Any) -> str:
-    """The ``FOR UPDATE`` suffix where the backend has row locks ("" on SQLite,
-    whose ``BEGIN IMMEDIATE`` already holds the database write lock)."""
-    return " FOR UPDATE" if connection.features.has_select_for_update else ""

@@ -17,14 +17,13 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from board import checks
-from board.errors import ClaimConflict
+from board.errors import ClaimConflict, TaskNotFound
 from board.models import ExecutionStatus, Task
 from board.store._base import commit_change, db_time, lock_task, now, record_event
 from board.store.executions import close_running
 from board.store.tasks import (
     clear_claim,
     clear_verdict,
-    find_task,
     list_tasks,
     ready_filter,
     with_label,
@@ -57,11 +56,10 @@ class ClaimResult:
     def ok(self) -> bool:
         return self.outcome == "ok"
 
-    def raise_for_outcome(self) -> ClaimResult:
+    def raise_for_outcome(self, task_id: str) -> ClaimResult:
+        """The refusal as the one exception type per outcome (for the API)."""
         if self.outcome == "not_found":
-            from board.errors import TaskNotFound
-
-            raise TaskNotFound("?" if self.task is None else self.task.id)
+            raise TaskNotFound(task_id)
         if self.outcome == "conflict":
             raise ClaimConflict(
                 "the task is not claimable: someone else holds it, or it is not ready"
@@ -481,7 +479,3 @@ def heartbeat(task_id: str, ticket: Any) -> WriteOutcome:
 
 def committed_lease_span(task: Task) -> int:
     return task.lease_duration_ms or checks.DEFAULT_LEASE_MS
-
-
-def find(task_id: str) -> Task | None:
-    return find_task(task_id)

@@ -73,6 +73,7 @@ def close_execution(
     tokens_in: int = 0,
     tokens_out: int = 0,
     cost_cents: int = 0,
+    git_before: str | None = None,
     git_after: str | None = None,
     exit_code: int | None = None,
     error: str | None = None,
@@ -104,6 +105,9 @@ def close_execution(
         row.status = outcome
         row.finished_at = now()
         row.tokens_in, row.tokens_out, row.cost_cents = tokens_in, tokens_out, cost_cents
+        if git_before is not None and row.git_before is None:
+            # Opened before its checkout existed: stamp where the work began.
+            row.git_before = git_before
         row.git_after = git_after
         row.exit_code = exit_code
         row.error = error

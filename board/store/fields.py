@@ -296,7 +296,3 @@ def drop_task(task_id: str) -> Task:
         return commit_change(task, "metadata_changed", prev_status=task.status, fields={"dropped"})
 
     return storage.write(run)
-
-
-def is_assigned_to(task: Task, agent_id: str) -> bool:
-    return task.assignee_agent_id == agent_id

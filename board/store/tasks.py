@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Exists, OuterRef, Q, QuerySet
+from django.db.models import BooleanField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from board import checks
@@ -63,14 +63,6 @@ def get_task(task_id: str) -> Task:
 
 def find_task(task_id: str) -> Task | None:
     return Task.objects.filter(pk=task_id).first()
-
-
-def unmet_dependency() -> Exists:
-    """True for a task with at least one dependency that is not done: the definition
-    ``Task.unmet_deps`` counts, kept for checking the counter against the graph."""
-    return Exists(
-        TaskDep.objects.filter(task_id=OuterRef("pk")).exclude(depends_on__status=Status.DONE)
-    )
 
 
 def ready_filter() -> Q:

@@ -404,16 +404,10 @@ class Executor:
     ) -> None:
         if execution_id is None:
             return
-        from board.models import ExecutionProcess
-
-        if git_before is not None:
-            # The row was opened before the checkout existed; stamp where work began.
-            ExecutionProcess.objects.filter(pk=execution_id, git_before__isnull=True).update(
-                git_before=git_before
-            )
         store.close_execution(
             execution_id,
             outcome,
+            git_before=git_before,
             tokens_in=(result.tokens_in or 0) if result else 0,
             tokens_out=(result.tokens_out or 0) if result else 0,
             cost_cents=(result.cost_cents or 0) if result else 0,
