@@ -27,7 +27,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
-from bench.benchdb import BenchDB, pg_answers  # noqa: E402
+from bench.benchdb import SQLITE_PRAGMAS, BenchDB, pg_answers  # noqa: E402
 
 RESULTS = HERE / "results" / "claim.json"
 TARGET = 0.5
@@ -91,8 +91,8 @@ def raw_worker(backend: str, url: str, agent: str, barrier: Path, seconds: float
         import sqlite3
 
         conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None, timeout=0.25)
-        for pragma in ("journal_mode=WAL", "busy_timeout=250", "synchronous=NORMAL"):
-            conn.execute(f"PRAGMA {pragma}")
+        for pragma in SQLITE_PRAGMAS:  # the board's own connections' recipe
+            conn.execute(pragma)
     else:
         import psycopg
 

@@ -11,6 +11,7 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 
+from board import snapshot
 from board.transitions import Status
 
 
@@ -127,60 +128,12 @@ class Task(models.Model):
 
     @property
     def verification(self) -> dict[str, Any] | None:
-        if self.verdict is None and self.human_override is None:
-            return None
-        return {
-            "verdict": self.verdict,
-            "evidence": self.verdict_evidence,
-            "at": self.verdict_at.isoformat() if self.verdict_at else None,
-            "human_override": self.human_override,
-        }
+        return snapshot.verification(self)
 
     def as_dict(self, depends_on: list[str] | None = None) -> dict[str, Any]:
-        """The task body of the API and of task-change events (one shape for both)."""
-
-        def iso(value: Any) -> str | None:
-            return value.isoformat() if value is not None else None
-
-        return {
-            "id": self.id,
-            "title": self.title,
-            "description": self.description,
-            "goal": self.goal,
-            "context": self.context,
-            "team": self.team_id,
-            "status": self.status,
-            "priority": self.priority,
-            "labels": list(self.labels or []),
-            "metadata": dict(self.metadata or {}),
-            "input": self.input,
-            "output": self.output,
-            "error": self.error,
-            "feedback": self.feedback,
-            "assignee_agent_id": self.assignee_agent_id,
-            "assignee_runtime": self.assignee_runtime,
-            "created_by_agent_id": self.created_by_agent_id,
-            "parent_task_id": self.parent_task_id,
-            "attempts": self.attempts,
-            "max_attempts": self.max_attempts,
-            "abandonments": self.abandonments,
-            "lease_until": iso(self.lease_until),
-            "lease_duration_ms": self.lease_duration_ms,
-            "worktree_ref": self.worktree_ref,
-            "branch_ref": self.branch_ref,
-            "scheduled_by": self.scheduled_by,
-            "file_mutating": self.file_mutating,
-            "verification": self.verification,
-            "cost": {"tokens": self.cost_tokens, "cents": self.cost_cents},
-            "dropped": self.dropped,
-            "revision": self.revision,
-            "incarnation_id": self.incarnation_id,
-            "depends_on": sorted(depends_on) if depends_on is not None else None,
-            "created_at": iso(self.created_at),
-            "updated_at": iso(self.updated_at),
-            "started_at": iso(self.started_at),
-            "completed_at": iso(self.completed_at),
-        }
+        """The task body of the API and of task-change events (one shape for both,
+        declared in :mod:`board.snapshot`)."""
+        return snapshot.body(self, depends_on)
 
 
 class TaskDep(models.Model):

@@ -128,6 +128,13 @@ def database_config(url: str | None, state_dir: Path) -> dict[str, object]:
         # busy_timeout is also set by pragma; Python's own default (5 s) would
         # otherwise hide contention from the jittered retry in clawboo.storage.
         config["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 0.25}
+    elif config["ENGINE"] == "django.db.backends.postgresql":
+        # Server-side prepared statements for the few statements that ask for them
+        # (the claim: board.store.claims), once one has run this often on a
+        # connection. Django's own queries bind client-side and are never prepared.
+        options = dict(config.get("OPTIONS") or {})  # type: ignore[call-overload]
+        options.setdefault("prepare_threshold", 5)
+        config["OPTIONS"] = options
     return config
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import sqlite3
 import threading
 import time
@@ -117,6 +118,31 @@ def write(
     outermost caller (a savepoint cannot be re-run on its own), so ``fn`` simply
     runs in a savepoint and any error propagates.
     """
+    return _retrying(True, fn, *args, **kwargs)
+
+
+def statement(
+    fn: Callable[P, T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """Run ``fn``, which issues exactly one SQL statement, as its own transaction.
+
+    The statement runs in autocommit, so it commits as it returns: no ``BEGIN`` and
+    ``COMMIT`` round trips, and the locks it takes are released the moment it is
+    done (the claim relies on this on PostgreSQL: its one statement also takes the
+    team's event-sequence row). Same retry rule and budget as :func:`write`; inside
+    an enclosing ``atomic`` block it runs in a savepoint like :func:`write`.
+    """
+    return _retrying(False, fn, *args, **kwargs)
+
+
+def _retrying(
+    in_transaction: bool,
+    fn: Callable[P, T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
     using = DEFAULT_DB_ALIAS
     if connections[using].in_atomic_block:
         with transaction.atomic(using=using):
@@ -131,6 +157,8 @@ def write(
         if lock is not None and not lock.acquire(timeout=max(deadline - time.monotonic(), 0.001)):
             raise WriteBudgetExceeded(f"another thread held the write lock for {budget:.1f}s")
         try:
+            if not in_transaction:
+                return fn(*args, **kwargs)
             with transaction.atomic(using=using):
                 return fn(*args, **kwargs)
         except DatabaseError as exc:
@@ -147,6 +175,51 @@ def write(
             if lock is not None:
                 lock.release()
         time.sleep(pause)
+
+
+def fetch_one(sql: str, params: list[Any]) -> tuple[list[str], tuple[Any, ...]] | None:
+    """Run one statement on the driver's own cursor: its column names and first row.
+
+    For the few statements on a lock-bound hot path (the claim and its event): it
+    skips Django's cursor wrappers (query logging, the placeholder rewrite on every
+    call). ``sql`` uses Django's ``%s`` placeholders. On PostgreSQL the cursor binds
+    server-side, so psycopg prepares the statement once it has run
+    ``prepare_threshold`` times on the connection (settings) and the planner stops
+    running on every call. Driver errors surface as Django's, for :func:`write`'s
+    retry rule.
+    """
+    connection = connections[DEFAULT_DB_ALIAS]
+    connection.ensure_connection()
+    raw = connection.connection
+    with connection.wrap_database_errors:
+        if connection.vendor == "postgresql":
+            import psycopg
+
+            cursor = psycopg.Cursor(raw)  # Django's own cursors bind client-side
+            cursor.execute(sql, params)
+        else:
+            text = _QMARK.get(sql)
+            if text is None:
+                # Django's conversion for SQLite (%s -> ?, %% -> %), once per text.
+                text = _QMARK[sql] = _FORMAT_MARK.sub("?", sql).replace("%%", "%")
+            cursor = sqlite3.Cursor(raw)  # type: ignore[assignment]  # not Django's: it rewrites marks again
+            cursor.execute(text, params)
+        try:
+            row = cursor.fetchone()
+            if row is None:
+                return None
+            columns = _COLUMNS.get(sql)
+            if columns is None:
+                columns = _COLUMNS[sql] = [col[0] for col in cursor.description or ()]
+            return columns, tuple(row)
+        finally:
+            cursor.close()
+
+
+_FORMAT_MARK = re.compile(r"(?<!%)%s")
+_QMARK: dict[str, str] = {}
+# A statement's result columns, by its text (fixed for a given text).
+_COLUMNS: dict[str, list[str]] = {}
 
 
 # SQLite has one writer at a time. Threads of one process (daphne runs each

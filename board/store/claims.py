@@ -9,17 +9,18 @@ transient lock errors are, by :func:`clawboo.storage.write`.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import QuerySet
 
-from board import checks
+from board import checks, snapshot
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import ExecutionStatus, Task
-from board.store._base import commit_change, db_time, lock_task, now, record_event
+from board.store._base import commit_change, db_time, lock_task, now
 from board.store.executions import close_running
 from board.store.tasks import (
     clear_claim,
@@ -30,7 +31,7 @@ from board.store.tasks import (
 )
 from board.store.tickets import Ticket, WriteOutcome, declined, recorded
 from board.transitions import HELD_BY_CLAIM, Status
-from clawboo import storage
+from clawboo import events, storage
 from clawboo.errors import ValidationFailed
 
 MAX_ABANDONMENTS = 3  # seed 001: fixed, separate from max_attempts
@@ -97,51 +98,110 @@ _SENTINEL = "\x00claim-target\x00"
 # Python cost, and a worker asks the same shape (its team, its dispatcher) each time.
 _SQL_CACHE: dict[tuple[Any, ...], tuple[str, list[Any]]] = {}
 
+_CLAIMED = "claimed"
+
+
+def _event_payload_sql(vendor: str) -> str:
+    """The claim event's payload — what :func:`record_event` writes — as SQL over
+    the claimed row ``t``; binds the previous status."""
+    if vendor == "postgresql":
+        build, mark = "jsonb_build_object", "%s::text"
+    else:
+        build, mark = "json_object", "%s"
+    return (
+        f"{build}('task', {snapshot.body_sql(vendor, 't')}, "
+        f"'prev_status', {mark}, 'revision', t.revision)"
+    )
+
+
+_EVENT_PAYLOAD_SQL = {vendor: _event_payload_sql(vendor) for vendor in ("sqlite", "postgresql")}
+
 
 def _claim_sql(candidates: QuerySet[Task], sets: str) -> tuple[str, list[Any]]:
-    """The conditional UPDATE … RETURNING for the first of ``candidates``.
+    """The claim of the first of ``candidates``, with its event, as SQL.
 
-    SQLite: one statement under the database write lock. PostgreSQL: the candidate
-    is picked with ``FOR UPDATE SKIP LOCKED`` so racers move on to the next task.
-    Returns the SQL and the candidate query's parameters (the SET parameters come
-    first on SQLite, after them on PostgreSQL: see :func:`_claim_update`).
+    SQLite: one conditional ``UPDATE … RETURNING`` under the database write lock;
+    the event follows in the same transaction (:func:`events.append_derived`).
+    PostgreSQL: one statement — the candidate picked ``FOR UPDATE SKIP LOCKED`` so
+    racers move on to the next task, the conditional UPDATE, and the event appended
+    by data-modifying CTEs — so the team's sequence row is locked only for the
+    statement's own commit. Returns the SQL and the candidate query's parameters
+    (see :func:`_claim_update` for the order of the rest).
     """
     table = Task._meta.db_table
     if connection.vendor == "postgresql":
-        pick = candidates.values("id")[:1].select_for_update(skip_locked=True, of=("self",))
-        pick_sql, pick_params = pick.query.sql_with_params()
+        # The locking clause by hand: the ORM compiles select_for_update() only
+        # inside a transaction, and this statement is its own transaction.
+        pick_sql, pick_params = candidates.values("id")[:1].query.sql_with_params()
+        pick_sql += f" FOR UPDATE OF {connection.ops.quote_name(table)} SKIP LOCKED"
+        chained = events.chained_sql(_CLAIMED, _event_payload_sql("postgresql"))
         sql = (
-            f"WITH candidate AS ({pick_sql}) "  # noqa: S608 - composed from ORM SQL
-            f"UPDATE {table} SET {sets} FROM candidate "
+            f"WITH candidate AS ({pick_sql}), "  # noqa: S608 - composed from ORM SQL
+            f"{_CLAIMED} AS (UPDATE {table} SET {sets} FROM candidate "
             f"WHERE {table}.id = candidate.id AND {_qualified_guard(table)} "
-            f"RETURNING {table}.*"
+            f"RETURNING {table}.*), {chained} "
+            f"SELECT {_CLAIMED}.*, ev.seq, ev.payload, ev.created_at FROM {_CLAIMED}, ev"
         )
     else:
         pick_sql, pick_params = candidates.values("id")[:1].query.sql_with_params()
         sql = (
             f"UPDATE {table} SET {sets} "  # noqa: S608 - composed from ORM SQL
-            f"WHERE id = ({pick_sql}) AND {_GUARD} RETURNING *"
+            f"WHERE id = ({pick_sql}) AND {_GUARD} RETURNING {_sqlite_returning()}"
         )
     return sql, list(pick_params)
 
 
-def _claim_update(
+# Declared column types for which Django registers sqlite3 converters.
+_CONVERTED_DECLTYPES = frozenset({"bool", "date", "time", "datetime", "timestamp"})
+
+
+def _sqlite_returning() -> str:
+    """Every tasks column, those with a converting declared type as expressions.
+
+    sqlite3 runs Django's Python converters (text to datetime, 0/1 to bool) on
+    declared types as a row is fetched — inside the write lock, for the claim. An
+    expression has no declared type, so the row comes back raw and the ORM's own
+    converters (:func:`_task_from_row`) do that work after commit.
+    """
+    parts = []
+    for field in Task._meta.concrete_fields:
+        col = connection.ops.quote_name(str(field.column))
+        decltype = str(field.db_type(connection) or "").split("(")[0].strip().lower()
+        if decltype in ("bool",):
+            parts.append(f"({col} + 0) AS {col}")
+        elif decltype in _CONVERTED_DECLTYPES:
+            parts.append(f"CAST({col} AS TEXT) AS {col}")
+        else:
+            parts.append(col)
+    return ", ".join(parts)
+
+
+_EVENT_SOURCE = f"FROM {Task._meta.db_table} t WHERE t.id = %s"  # noqa: S608 - table name only
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A claim statement with its parameters, made before any lock is taken."""
+
+    sql: str
+    params: list[Any]
+    at: dt.datetime
+
+
+def _prepare(
     key: tuple[Any, ...] | None,
     build: Callable[[], QuerySet[Task]],
     agent_id: str,
     runtime: str | None,
-    at: dt.datetime,
     lease_ms: int,
-    *,
-    target: str | None = None,
-) -> Task | None:
-    """Claim the first task of ``build()`` with one conditional UPDATE … RETURNING.
-
-    ``key`` names the query's shape for the SQL cache (None: do not cache); a
-    ``target`` task id is bound where the shape has the sentinel id.
-    """
+    target: str | None,
+) -> _Prepared:
+    """``key`` names the query's shape for the SQL cache (None: do not cache); a
+    ``target`` task id is bound where the shape has the sentinel id."""
+    at = now()
     sets, set_params = _set_clause(agent_id, runtime, at, lease_ms)
-    cache_key = None if key is None else (connection.vendor, connection.alias, *key)
+    vendor = connection.vendor
+    cache_key = None if key is None else (vendor, connection.alias, *key)
     cached = _SQL_CACHE.get(cache_key) if cache_key is not None else None
     if cached is None:
         cached = _claim_sql(build(), sets)
@@ -150,50 +210,128 @@ def _claim_update(
     sql, pick_params = cached
     if target is not None:
         pick_params = [target if p == _SENTINEL else p for p in pick_params]
-    if connection.vendor == "postgresql":
-        params = [*pick_params, *set_params, False]
+    prev = Status.TODO
+    if vendor == "postgresql":
+        params = [*pick_params, *set_params, False, "claimed", prev, at, prev]
     else:
         params = [*set_params, *pick_params, False]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        columns = [col[0] for col in cursor.description]
-    return _task_from_row(columns, row)
+    return _Prepared(sql, params, at)
 
 
-_FIELD_BY_COLUMN = {f.column: f for f in Task._meta.concrete_fields}
+def _claim_update(prepared: _Prepared) -> tuple[list[str], tuple[Any, ...], Any] | None:
+    """Claim the first candidate and record its ``claimed`` event.
+
+    SQLite: call inside the write transaction. PostgreSQL: call outside one
+    (through ``storage.statement``), as the statement is its own transaction.
+    Returns the claimed row and the event's payload as stored, turned into a Task
+    and its body by the caller after the locks are gone: on SQLite this runs under
+    the database's one write lock, and every microsecond here is paid by every
+    racer (``bench/claim.py``).
+    """
+    found = storage.fetch_one(prepared.sql, prepared.params)
+    if found is None:
+        return None
+    columns, row = found
+    prev = Status.TODO
+    if connection.vendor == "postgresql":
+        seq, payload, created_at = row[-3:]
+        columns, row = columns[:-3], row[:-3]
+        events.chained_written(
+            row[columns.index("team_id")],
+            "claimed",
+            task_id=row[columns.index("id")],
+            prev_status=prev,
+            seq=seq,
+            payload=payload,
+            created_at=created_at,
+        )
+    else:
+        task_id = row[columns.index("id")]
+        payload = events.append_derived(
+            row[columns.index("team_id")],
+            "claimed",
+            task_id=task_id,
+            prev_status=prev,
+            payload_sql=_EVENT_PAYLOAD_SQL["sqlite"],
+            source_sql=_EVENT_SOURCE,
+            params=[prev, task_id],
+            at=prepared.at,
+        )
+    return columns, row, payload
+
+
+def _claim_once(
+    key: tuple[Any, ...] | None,
+    build: Callable[[], QuerySet[Task]],
+    agent_id: str,
+    runtime: str | None,
+    lease_ms: int,
+    *,
+    target: str | None = None,
+) -> Task | None:
+    """One claim attempt as its own transaction, lapsed leases released first."""
+    prepared = _prepare(key, build, agent_id, runtime, lease_ms, target)
+    lapsed_ids = [target] if target is not None else None
+    if connection.vendor == "postgresql":
+        if _any_lapsed(prepared.at):
+            storage.write(release_lapsed, prepared.at, lapsed_ids)
+        claimed = storage.statement(_claim_update, prepared)
+    else:
+        attempts = 0
+
+        def run() -> tuple[list[str], tuple[Any, ...], Any] | None:
+            nonlocal attempts, prepared
+            attempts += 1
+            if attempts > 1:  # a retry after a busy database: stamp it afresh
+                prepared = _prepare(key, build, agent_id, runtime, lease_ms, target)
+            release_lapsed(prepared.at, lapsed_ids)
+            return _claim_update(prepared)
+
+        claimed = storage.write(run)
+    if claimed is None:
+        return None
+    columns, row, payload = claimed
+    task = _task_from_row(columns, row)
+    if isinstance(payload, str | bytes):
+        payload = json.loads(payload)
+    # The API answers with this same body (see board.api.task_body).
+    task._snapshot = payload["task"]  # type: ignore[attr-defined]
+    return task
+
+
+# How to turn a claim row into a Task, by (database, column list): the position
+# of each model field in the row and the converters the ORM would apply.
+_ROW_PLANS: dict[tuple[str, tuple[str, ...]], list[tuple[int, list[Any], Any]]] = {}
+_ATTNAMES = [f.attname for f in Task._meta.concrete_fields]
 
 
 def _task_from_row(columns: list[str], row: tuple[Any, ...]) -> Task:
-    """A Task from a RETURNING row, converted as the ORM would (cheaper than a
+    """A Task from a claim row, converted as the ORM would (cheaper than a
     RawQuerySet, which resolves its converters and init order on every call)."""
-    by_column = dict(zip(columns, row, strict=True))
-    values = []
-    # from_db takes a full row in the model's field order, which need not be the
-    # table's column order (a migration appends columns).
-    for field in Task._meta.concrete_fields:
-        value = by_column[str(field.column)]
-        for converter in _converters(field):
-            value = converter(value, field, connection)
-        values.append(value)
-    return Task.from_db(connection.alias, [f.attname for f in Task._meta.concrete_fields], values)
-
-
-_CONVERTERS: dict[tuple[str, str], list[Any]] = {}
-
-
-def _converters(field: Any) -> list[Any]:
-    key = (connection.vendor, field.column)
-    found = _CONVERTERS.get(key)
-    if found is None:
-        found = [
-            *connection.ops.get_db_converters(field.cached_col),
-            *field.get_db_converters(connection),
+    db = connections[DEFAULT_DB_ALIAS]
+    key = (db.alias, tuple(columns))
+    plan = _ROW_PLANS.get(key)
+    if plan is None:
+        # from_db takes a full row in the model's field order, which need not be
+        # the table's column order (a migration appends columns).
+        plan = _ROW_PLANS[key] = [
+            (
+                columns.index(str(field.column)),
+                [
+                    *db.ops.get_db_converters(field.cached_col),
+                    *field.get_db_converters(db),
+                ],
+                field,
+            )
+            for field in Task._meta.concrete_fields
         ]
-        _CONVERTERS[key] = found
-    return found
+    values = []
+    for index, converters, field in plan:
+        value = row[index]
+        for converter in converters:
+            value = converter(value, field, db)
+        values.append(value)
+    return Task.from_db(db.alias, _ATTNAMES, values)
 
 
 def _qualified_guard(table: str) -> str:
@@ -219,29 +357,23 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
     rt = _check_runtime(runtime)
     span = checks.check_lease_ms(lease_ms)
 
-    def run() -> ClaimResult:
-        at = now()
-        release_lapsed(at, task_ids=[task_id])
-        task = _claim_update(
-            ("one",),
-            lambda: Task.objects.filter(ready_filter(), pk=_SENTINEL),
-            agent,
-            rt,
-            at,
-            span,
-            target=task_id,
-        )
-        if task is None:
-            if Task.objects.filter(pk=task_id).exists():
-                return ClaimResult("conflict")
-            return ClaimResult("not_found")
-        return _claimed(task)
-
-    return storage.write(run)
+    task = _claim_once(
+        ("one",),
+        lambda: Task.objects.filter(ready_filter(), pk=_SENTINEL),
+        agent,
+        rt,
+        span,
+        target=task_id,
+    )
+    if task is None:
+        if Task.objects.filter(pk=task_id).exists():
+            return ClaimResult("conflict")
+        return ClaimResult("not_found")
+    return _claimed(task)
 
 
 def _claimed(task: Task) -> ClaimResult:
-    record_event(task, "claimed", prev_status=Status.TODO)
+    # Outside the transaction: signing the ticket needs nothing the lock protects.
     return ClaimResult("ok", task, Ticket.for_task(task).encode())
 
 
@@ -286,19 +418,13 @@ def claim_next(
 
     key = None if eligibility is not None else ("next", dispatcher, teams, label)
 
-    def run() -> ClaimResult | None:
-        at = now()
-        release_lapsed(at)
-        task = _claim_update(key, candidates, agent, rt, at, span)
-        return _claimed(task) if task is not None else None
-
     # On PostgreSQL a racer can lose the row between pick and update only if the
     # row changed under it; a few fresh picks settle that without spinning.
     for _ in range(3):
-        result = storage.write(run)
-        if result is not None or connection.vendor != "postgresql":
-            return result
-        if not _any_ready(team, label):
+        task = _claim_once(key, candidates, agent, rt, span)
+        if task is not None:
+            return _claimed(task)
+        if connection.vendor != "postgresql" or not _any_ready(team, label):
             return None
     return None
 
