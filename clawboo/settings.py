@@ -125,9 +125,15 @@ def database_config(url: str | None, state_dir: Path) -> dict[str, object]:
     # thread of its own, so a kept connection would only leak (Django's advice).
     config: dict[str, object] = dict(dj_database_url.parse(url, conn_max_age=0))
     if config["ENGINE"] == "django.db.backends.sqlite3":
+        # Django's backend plus a pool of idle connections (clawboo.db.sqlite3).
+        config["ENGINE"] = "clawboo.db.sqlite3"
         # busy_timeout is also set by pragma; Python's own default (5 s) would
         # otherwise hide contention from the jittered retry in clawboo.storage.
-        config["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 0.25}
+        config["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 0.25,
+            "pool_size": env_int("CLAWBOO_SQLITE_POOL_SIZE", 8),
+        }
     elif config["ENGINE"] == "django.db.backends.postgresql":
         # Server-side prepared statements for the few statements that ask for them
         # (the claim: board.store.claims), once one has run this often on a

@@ -58,8 +58,8 @@ _PG_TRANSIENT = {"40001", "40P01"}
 @receiver(connection_created)
 def apply_sqlite_pragmas(sender: Any, connection: Any, **kwargs: Any) -> None:
     """Set the contention recipe on every new SQLite connection (no-op elsewhere)."""
-    if connection.vendor != "sqlite":
-        return
+    if connection.vendor != "sqlite" or getattr(connection, "reused_connection", False):
+        return  # a pooled connection (clawboo.db.sqlite3) has them already
     with connection.cursor() as cursor:
         for name, value in SQLITE_PRAGMAS:
             if name == "journal_mode" and _is_memory_database(connection):

@@ -13,6 +13,8 @@ from routines import api as routine_api
 from worktrees import api as worktree_api
 
 board_patterns: list[URLPattern | URLResolver] = [
+    # First: every worker polls it, and Django tries patterns in order.
+    path("claim-next", board_api.ClaimNextView.as_view()),
     path("tasks", board_api.TaskListView.as_view(), name="tasks"),
     path("tasks/<str:task_id>", board_api.TaskDetailView.as_view(), name="task"),
     path("tasks/<str:task_id>/transition", board_api.TransitionView.as_view()),
@@ -33,11 +35,11 @@ board_patterns: list[URLPattern | URLResolver] = [
     path("tasks/<str:task_id>/workspace/complete", worktree_api.WorkspaceCompleteView.as_view()),
     path("tasks/<str:task_id>/workspace/review", worktree_api.WorkspaceReviewView.as_view()),
     path("tasks/<str:task_id>/workspace/handoff", worktree_api.WorkspaceHandoffView.as_view()),
-    path("claim-next", board_api.ClaimNextView.as_view()),
     path("reconcile", board_api.ReconcileView.as_view()),
 ]
 
 api_patterns: list[URLPattern | URLResolver] = [
+    path("board/", include(board_patterns)),  # first: the agents' hot paths
     path("whoami", registry_views.WhoAmIView.as_view()),
     path("teams", registry_views.TeamsView.as_view()),
     path("agents", registry_views.AgentsView.as_view()),
@@ -45,7 +47,6 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("teams/<str:team_id>/chat", registry_views.TeamChatView.as_view()),
     path("teams/<str:team_id>/events", registry_views.TeamEventsView.as_view()),
     path("worktrees/gc", worktree_api.GcView.as_view()),
-    path("board/", include(board_patterns)),
     path("routines", routine_api.RoutineListView.as_view()),
     path("routines/<str:routine_id>", routine_api.RoutineDetailView.as_view()),
     path("routines/<str:routine_id>/pause", routine_api.RoutinePauseView.as_view()),

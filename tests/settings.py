@@ -14,7 +14,7 @@ from clawboo.settings import database_config  # noqa: E402
 
 _url = os.environ.get("CLAWBOO_TEST_DATABASE_URL", "")
 DATABASES = {"default": database_config(_url or None, STATE_DIR)}  # noqa: F405
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # A real file (not :memory:), so subprocess tests share the database and WAL applies.
     DATABASES["default"]["TEST"] = {"NAME": str(STATE_DIR / "test.sqlite3")}  # noqa: F405
 else:
