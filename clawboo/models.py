@@ -6,6 +6,8 @@ these tables go through :mod:`clawboo.registry` and :mod:`clawboo.events`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings as django_settings
 from django.db import models
 
@@ -72,8 +74,25 @@ class Agent(models.Model):
         return f"{self.display_name} ({self.runtime})"
 
 
+class RowIdField(models.BigAutoField):
+    """A ``BigAutoField`` that is SQLite's plain rowid, without ``AUTOINCREMENT``.
+
+    ``AUTOINCREMENT`` makes every insert also update ``sqlite_sequence``: one more
+    page written per event, i.e. per board write, on the claim's path. Its only
+    gain, never reusing the id of a deleted newest row, means nothing for an
+    append-only log addressed by (team, seq).
+    """
+
+    def db_type_suffix(self, connection: Any) -> str | None:
+        if connection.vendor == "sqlite":
+            return None
+        return super().db_type_suffix(connection)
+
+
 class Event(models.Model):
     """One committed mutation, in per-team commit order; the replay log for "since N"."""
+
+    id = RowIdField(primary_key=True)
 
     # No index of its own: (team, seq) below leads with it, and every board write
     # inserts an event, so each index here is paid on the claim path.
