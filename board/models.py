@@ -96,24 +96,31 @@ class Task(models.Model):
         ordering = ["-priority", "-created_at"]
         indexes = [
             # claim-next (fifo/topological/priority) and the ready list: an index
-            # range over one status, already in dispatch order. (Not partial
-            # indexes: the ORM binds 'todo' as a parameter, which SQLite's planner
-            # cannot match against a partial index's WHERE.)
+            # range already in dispatch order. Partial, over todo rows only: a claim
+            # then only deletes an entry from each (a page written instead of two),
+            # and the indexes stay the size of the backlog, not of the history. The
+            # ready predicate names 'todo' as a literal (board.store.tasks.
+            # ready_filter) so the planners can match these WHERE clauses.
             models.Index(
-                fields=["status", "unmet_deps", "created_at", "id"], name="tasks_ready_fifo_idx"
+                fields=["unmet_deps", "created_at", "id"],
+                name="tasks_ready_fifo_idx",
+                condition=Q(status="todo"),
             ),
             models.Index(
-                fields=["status", "unmet_deps", "-priority", "created_at", "id"],
+                fields=["unmet_deps", "-priority", "created_at", "id"],
                 name="tasks_ready_prio_idx",
+                condition=Q(status="todo"),
             ),
             models.Index(
-                fields=["status", "team", "unmet_deps", "created_at", "id"],
+                fields=["team", "unmet_deps", "created_at", "id"],
                 name="tasks_ready_team_idx",
+                condition=Q(status="todo"),
             ),
             # The ready list's own order: priority desc, then newest first.
             models.Index(
-                fields=["status", "unmet_deps", "-priority", "-created_at"],
+                fields=["unmet_deps", "-priority", "-created_at"],
                 name="tasks_ready_list_idx",
+                condition=Q(status="todo"),
             ),
             # Lease expiry and the stale sweep look only at in_progress rows (few: one
             # per live worker), so one index on status serves both. No index leads

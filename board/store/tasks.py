@@ -72,7 +72,12 @@ def ready_filter() -> Q:
     keeps in the same transactions that change the graph or finish a task. The claim
     SQL embeds the queryset built from this, so listing and claiming agree.
     """
-    return Q(status=Status.TODO, dropped=False, unmet_deps=0)
+    # 'todo' as a literal, not a bound parameter: the ready indexes are partial
+    # (WHERE status = 'todo') and a planner can only match that against a literal.
+    return Q(status=_TODO_LITERAL, dropped=False, unmet_deps=0)
+
+
+_TODO_LITERAL = RawSQL(f"'{Status.TODO}'", ())  # noqa: S611 - a constant
 
 
 _DEPENDENTS_DONE_SQL = (
