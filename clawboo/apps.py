@@ -12,4 +12,4 @@ class ClawbooConfig(AppConfig):
         from clawboo import events, live, storage  # noqa: F401
 
         # After commit: push every event to the team's live board (with its narration).
-        events.subscribe(live.publish)
+        events.subscribe(live.publish, wants=live.has_audience)

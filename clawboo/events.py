@@ -23,16 +23,32 @@ log = logging.getLogger(__name__)
 
 # Called after commit with each committed event; the live board registers here.
 _listeners: list[Callable[[Event], None]] = []
+# Optional per-listener "does anyone here want team T's events?", asked before an
+# Event is even built for delivery (the claim's hot path skips it when nobody does).
+_interest: dict[Callable[[Event], None], Callable[[str], bool]] = {}
 
 
-def subscribe(listener: Callable[[Event], None]) -> None:
+def subscribe(
+    listener: Callable[[Event], None], *, wants: Callable[[str], bool] | None = None
+) -> None:
     if listener not in _listeners:
         _listeners.append(listener)
+    if wants is not None:
+        _interest[listener] = wants
 
 
 def unsubscribe(listener: Callable[[Event], None]) -> None:
     if listener in _listeners:
         _listeners.remove(listener)
+    _interest.pop(listener, None)
+
+
+def _anyone_wants(team_id: str) -> bool:
+    for listener in _listeners:
+        wants = _interest.get(listener)
+        if wants is None or wants(team_id):
+            return True
+    return False
 
 
 def next_seq(team_id: str) -> int:
@@ -206,7 +222,7 @@ def _deliver_after_commit(
     created_at: Any,
 ) -> None:
     def deliver() -> None:
-        if not _listeners:
+        if not _anyone_wants(team_id):
             return  # nobody in this process listens: skip building the Event
         _deliver(
             Event(

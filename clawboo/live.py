@@ -101,6 +101,17 @@ def _background() -> _Publisher:
         return _publisher
 
 
+def has_audience(team_id: str) -> bool:
+    """Whether publishing team ``team_id``'s events from this process can reach anyone:
+    with the in-memory layer, only if one of this process's consumers watches it."""
+    layer = get_channel_layer()
+    if layer is None:
+        return False
+    if isinstance(layer, InMemoryChannelLayer):
+        return bool(layer.groups.get(group_name(team_id)))
+    return True
+
+
 def publish(event: Event) -> None:
     layer = get_channel_layer()
     if layer is None:
