@@ -132,7 +132,7 @@ def database_config(url: str | None, state_dir: Path) -> dict[str, object]:
         config["OPTIONS"] = {
             "transaction_mode": "IMMEDIATE",
             "timeout": 0.25,
-            "pool_size": env_int("CLAWBOO_SQLITE_POOL_SIZE", 8),
+            "pool_size": env_int("CLAWBOO_SQLITE_POOL_SIZE", 32),
         }
     elif config["ENGINE"] == "django.db.backends.postgresql":
         # Server-side prepared statements for the few statements that ask for them
