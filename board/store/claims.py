@@ -139,8 +139,8 @@ def _claim_sql(candidates: QuerySet[Task], sets: str) -> tuple[str, list[Any]]:
             f"WITH candidate AS ({pick_sql}), "  # noqa: S608 - composed from ORM SQL
             f"{_CLAIMED} AS (UPDATE {table} SET {sets} FROM candidate "
             f"WHERE {table}.id = candidate.id AND {_qualified_guard(table)} "
-            f"RETURNING {table}.*), {chained} "
-            f"SELECT {_CLAIMED}.*, ev.seq, ev.payload, ev.created_at FROM {_CLAIMED}, ev"
+            f"RETURNING {_columns(table)}), {chained} "
+            f"SELECT {_columns(_CLAIMED)}, ev.seq, ev.payload, ev.created_at FROM {_CLAIMED}, ev"
         )
     else:
         pick_sql, pick_params = candidates.values("id")[:1].query.sql_with_params()
@@ -149,6 +149,14 @@ def _claim_sql(candidates: QuerySet[Task], sets: str) -> tuple[str, list[Any]]:
             f"WHERE id = ({pick_sql}) AND {_GUARD} RETURNING {_sqlite_returning()}"
         )
     return sql, list(pick_params)
+
+
+def _columns(table: str) -> str:
+    """The model's columns by name, not ``*``: the statement is prepared once per
+    connection, and a column added by a later migration must not change its
+    result type under a running worker."""
+    quote = connection.ops.quote_name
+    return ", ".join(f"{table}.{quote(str(f.column))}" for f in Task._meta.concrete_fields)
 
 
 # Declared column types for which Django registers sqlite3 converters.

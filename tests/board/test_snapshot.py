@@ -102,3 +102,15 @@ def test_claim_next_events_keep_the_team_sequence_gap_free(default_team):
         Event.objects.filter(team_id=default_team, seq__gt=start).values_list("seq", flat=True)
     )
     assert seqs == list(range(start + 1, start + 6))
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements")
+def test_a_prepared_claim_survives_a_column_added_by_a_later_migration(default_team):
+    for i in range(8):
+        store.create_task(title=f"t{i}")
+    for _ in range(6):  # past prepare_threshold: the claim is now a prepared statement
+        assert store.claim_next("ada") is not None
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending FK checks
+        cursor.execute("ALTER TABLE tasks ADD COLUMN added_later integer")
+    assert store.claim_next("ada") is not None
