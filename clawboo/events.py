@@ -241,6 +241,9 @@ def _deliver_after_commit(
 
 def _deliver(event: Event) -> None:
     for listener in list(_listeners):
+        wants = _interest.get(listener)
+        if wants is not None and not wants(event.team_id):
+            continue
         try:
             listener(event)
         except Exception:  # best-effort: a listener never fails the write that committed

@@ -83,3 +83,23 @@ def test_comments_keep_their_author_and_order_and_emit_an_event(default_team):
         ("bob", "second"),
     ]
     assert kinds(task.id).count("commented") == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_listener_hears_a_claim_after_commit_only_for_teams_it_wants(default_team):
+    registry.ensure_team("other")
+    heard: list[Event] = []
+    events.subscribe(heard.append, wants=lambda team: team == "other")
+    try:
+        store.create_task(title="here")
+        store.claim_next("ada", team="default")
+        assert heard == []  # nobody wants "default": no Event is even built
+        task = store.create_task(title="there", team="other").task
+        got = store.claim_next("ada", team="other")
+        assert [e.kind for e in heard] == ["added", "claimed"]
+        claimed = heard[-1]
+        assert claimed.seq == events.latest_seq("other")
+        assert claimed.payload["task"] == got.task.as_dict(depends_on=[])
+        assert claimed.payload["task"]["id"] == task.id
+    finally:
+        events.unsubscribe(heard.append)
