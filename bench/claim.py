@@ -7,8 +7,9 @@ answers) PostgreSQL.
 Prints a table and writes ``bench/results/claim.json``. The raw baseline runs the
 claim the board runs — pick the oldest ready task (todo, not dropped, every
 dependency done), conditional UPDATE … RETURNING, SKIP LOCKED on PostgreSQL, BEGIN
-IMMEDIATE and the same jittered retry on SQLite — but with no ORM, no event log and
-no lease bookkeeping. Target: board ≥ 0.5× raw at 12 processes.
+IMMEDIATE and the same jittered retry on SQLite, on connections with the storage
+layer's pragmas — but with no ORM, no event log and no lease bookkeeping. Target:
+board ≥ 0.5× raw at 12 processes.
 """
 
 from __future__ import annotations

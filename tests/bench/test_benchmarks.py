@@ -25,9 +25,10 @@ def run_bench(script: str) -> dict:
 
 @pytest.mark.timeout(900)
 @pytest.mark.xfail(
-    reason="known gap (issue 2): claim-next reaches ~0.15x the raw UPDATE loop; the "
-    "event log written in the claim's transaction and Django's per-statement cost "
-    "stand between it and 0.5x",
+    reason="known gap (issue 2): at 12 processes claim-next reaches ~0.16x (SQLite) and "
+    "~0.28x (PostgreSQL) of the raw UPDATE loop: the durable event written in the "
+    "claim's transaction, the per-team sequence row it serialises on (PostgreSQL) and "
+    "Django's per-claim Python on 2 cores stand between it and 0.5x",
     strict=False,
 )
 def test_board_claim_next_reaches_half_the_raw_baseline_at_twelve_processes():
@@ -44,3 +45,10 @@ def test_claim_next_p99_stays_under_5_ms_at_100k_tasks_on_sqlite():
     assert (sqlite["tasks"], sqlite["edges"]) == (100_000, 199_996)
     assert "INDEX" in sqlite["explain"]["claim_next_candidate"].upper()
     assert report["target_met"], sqlite["claim_next"]
+
+
+@pytest.mark.timeout(900)
+def test_http_claim_next_reaches_70_percent_of_the_whoami_baseline():
+    report = run_bench("api.py")
+    assert report["claim_next"]["statuses"] == {"200": report["claim_next"]["requests"]}
+    assert report["met"], (report["ratio"], report["pair_ratios"])
