@@ -90,3 +90,27 @@ def test_pool_size_zero_closes_for_real(tmp_path):
     db.ensure_connection()
     assert db.connection is not first and not db.reused_connection
     db.close()
+
+
+def test_a_forked_child_never_reuses_its_parents_pooled_connection(tmp_path):
+    import os
+
+    db = wrapper(tmp_path / "e.sqlite3", pool_size=2)
+    db.ensure_connection()
+    parent_conn = id(db.connection)
+    db.close()  # pooled, as connections.close_all() before a fork would leave it
+    pid = os.fork()
+    if pid == 0:  # the child: a fresh connection, never the parent's
+        try:
+            db.ensure_connection()
+            reused = db.reused_connection or id(db.connection) == parent_conn
+            with db.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            os._exit(1 if reused else 0)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    db.ensure_connection()
+    assert db.reused_connection  # the parent still has its own
+    db.close()

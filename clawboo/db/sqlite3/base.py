@@ -15,6 +15,7 @@ PostgreSQL connections itself (``OPTIONS["pool"]``) but not SQLite's.
 
 from __future__ import annotations
 
+import os
 import queue
 import sqlite3
 import threading
@@ -73,6 +74,21 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
 _pools: dict[str, queue.Queue[Any]] = {}
 _pools_guard = threading.Lock()
+# Connections a parent process pooled before it forked (django-q2's cluster forks
+# its workers after closing connections, which here means pooling them). A child
+# must never use them — SQLite forbids carrying a connection across fork() — nor
+# close them, so they are kept here, untouched, for the child's lifetime.
+_inherited: list[queue.Queue[Any]] = []
+
+
+def _forget_pools_in_child() -> None:
+    global _pools_guard
+    _pools_guard = threading.Lock()  # the parent may have held it while forking
+    _inherited.extend(_pools.values())
+    _pools.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 
 def drain_pools() -> None:
