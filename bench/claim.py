@@ -3,6 +3,7 @@ loop on the same table, with 1, 4 and 12 processes, on a SQLite file and (when i
 answers) PostgreSQL.
 
     python bench/claim.py [--seconds 2] [--procs 1,4,12] [--backends sqlite,postgresql]
+                          [--decompose]
 
 Prints a table and writes ``bench/results/claim.json``. The raw baseline runs the
 claim the board runs — pick the oldest ready task (todo, not dropped, every
@@ -10,6 +11,10 @@ dependency done), conditional UPDATE … RETURNING, SKIP LOCKED on PostgreSQL, B
 IMMEDIATE and the same jittered retry on SQLite, on connections with the storage
 layer's pragmas — but with no ORM, no event log and no lease bookkeeping. Target:
 board ≥ 0.5× raw at 12 processes.
+
+``--decompose`` adds ``raw_event``: the raw loop that also writes, in the same
+transaction, what the board must (the team's sequence bump and an event row of the
+board's size) — how much of the gap is the durable event itself.
 """
 
 from __future__ import annotations
@@ -87,7 +92,30 @@ def board_worker(agent: str, barrier: Path, seconds: float) -> dict[str, Any]:
     return {"count": count, "end": time.time(), "over_budget": over_budget}
 
 
-def raw_worker(backend: str, url: str, agent: str, barrier: Path, seconds: float) -> dict:
+# What the raw_event loop writes per claim besides the claim: the team's sequence
+# bump and an event row carrying a task body of the board's size (~0.9 kB).
+RAW_EVENT_PAYLOAD = json.dumps(
+    {"task": {f"field_{i}": "x" * 14 for i in range(38)}, "prev_status": "todo", "revision": 2}
+)
+SEQ_SQL = (
+    "UPDATE teams SET last_event_seq = last_event_seq + 1 WHERE id = {p} RETURNING last_event_seq"
+)
+EVENT_SQL = (
+    "INSERT INTO events (team_id, seq, kind, task_id, prev_status, created_at, payload) "
+    "VALUES ({p}, {p}, 'claimed', {p}, 'todo', {p}, {p})"
+)
+
+
+def raw_event(conn: Any, mark: str, row: Any, stamp: Any) -> None:
+    """The durable event, as plainly as it can be written: two statements, payload
+    prepared beforehand, no ORM (the board builds the body from the claimed row)."""
+    seq = conn.execute(SEQ_SQL.format(p=mark), ["default"]).fetchone()[0]
+    conn.execute(EVENT_SQL.format(p=mark), ["default", seq, row[0], stamp, RAW_EVENT_PAYLOAD])
+
+
+def raw_worker(
+    backend: str, url: str, agent: str, barrier: Path, seconds: float, *, event: bool = False
+) -> dict:
     if backend == "sqlite":
         import sqlite3
 
@@ -108,13 +136,16 @@ def raw_worker(backend: str, url: str, agent: str, barrier: Path, seconds: float
             except sqlite3.OperationalError:
                 time.sleep(random.uniform(0.02, 0.15))  # the board's retry policy
                 continue
-            row = conn.execute(
-                RAW_SQLITE, [agent, stamp.strftime("%Y-%m-%d %H:%M:%S.%f")]
-            ).fetchone()
+            text = stamp.strftime("%Y-%m-%d %H:%M:%S.%f")
+            row = conn.execute(RAW_SQLITE, [agent, text]).fetchone()
+            if event and row is not None:
+                raw_event(conn, "?", row, text)
             conn.execute("COMMIT")
         else:
             with conn.transaction():
                 row = conn.execute(RAW_PG, [agent, stamp]).fetchone()
+                if event and row is not None:
+                    raw_event(conn, "%s", row, stamp)
         if row is None:
             break
         count += 1
@@ -182,7 +213,12 @@ def main() -> int:
     parser.add_argument("--procs", default="1,4,12")
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--tasks", type=int, default=40_000)
-    parser.add_argument("--worker", choices=["board", "raw"])
+    parser.add_argument("--worker", choices=["board", "raw", "raw_event"])
+    parser.add_argument(
+        "--decompose",
+        action="store_true",
+        help="also run raw_event: the raw loop plus the event the board must write",
+    )
     parser.add_argument("--agent")
     parser.add_argument("--barrier")
     parser.add_argument("--url")
@@ -194,7 +230,14 @@ def main() -> int:
         if args.worker == "board":
             out = board_worker(args.agent, barrier, args.seconds)
         else:
-            out = raw_worker(args.backend, args.url, args.agent, barrier, args.seconds)
+            out = raw_worker(
+                args.backend,
+                args.url,
+                args.agent,
+                barrier,
+                args.seconds,
+                event=args.worker == "raw_event",
+            )
         print(json.dumps(out), flush=True)
         return 0
 
@@ -210,7 +253,8 @@ def main() -> int:
         "load_before": os.getloadavg()[0],
         "results": [],
     }
-    print(f"{'backend':<11} {'procs':>5} {'board/s':>9} {'raw/s':>9} {'ratio':>6}")
+    extra = f" {'raw+event/s':>12} {'ratio':>6}" if args.decompose else ""
+    print(f"{'backend':<11} {'procs':>5} {'board/s':>9} {'raw/s':>9} {'ratio':>6}{extra}")
     for backend in backends:
         db = BenchDB(backend)
         try:
@@ -220,11 +264,17 @@ def main() -> int:
                 ratio = board["per_sec"] / raw["per_sec"] if raw["per_sec"] else 0.0
                 row = {"backend": backend, "procs": n, "board": board, "raw": raw,
                        "ratio": round(ratio, 2)}  # fmt: skip
-                report["results"].append(row)
-                print(
-                    f"{backend:<11} {n:>5} {board['per_sec']:>9} {raw['per_sec']:>9} {ratio:>6.2f}",
-                    flush=True,
+                line = (
+                    f"{backend:<11} {n:>5} {board['per_sec']:>9} {raw['per_sec']:>9} {ratio:>6.2f}"
                 )
+                if args.decompose:
+                    with_event = run_one(db, "raw_event", n, args.seconds, args.tasks)
+                    share = with_event["per_sec"] / raw["per_sec"] if raw["per_sec"] else 0.0
+                    row["raw_event"] = with_event
+                    row["raw_event_ratio"] = round(share, 2)
+                    line += f" {with_event['per_sec']:>12} {share:>6.2f}"
+                report["results"].append(row)
+                print(line, flush=True)
         finally:
             db.drop()
     at12 = [r for r in report["results"] if r["procs"] == 12]
