@@ -11,12 +11,16 @@ import os
 import sys
 from collections.abc import Sequence
 
+from clawboo import procs
+
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or (args[0].startswith("-") and args[0] != "--version"):
         args = ["up", *args]
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")
+    if os.environ.get(procs.ENV_FLAG) == "1":
+        procs.forks_die_with_parent()  # started by `clawboo up`: see clawboo.procs
     try:
         from django.core.management import execute_from_command_line
 

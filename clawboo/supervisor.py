@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from clawboo.procs import ENV_FLAG, die_with_parent
+
 log = logging.getLogger(__name__)
 
 BACKOFF_MIN_S = 1.0
@@ -158,14 +160,16 @@ class Supervisor:
         out: IO[bytes] | int = child.log_file or subprocess.DEVNULL
         child.proc = subprocess.Popen(
             list(child.spec.argv),
-            env=self.env,
+            env={**(os.environ if self.env is None else self.env), ENV_FLAG: "1"},
             cwd=self.cwd,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             # Its own session and process group: Ctrl-C in the terminal reaches only
-            # the supervisor, and stopping the child reaches its grandchildren too.
+            # the supervisor, and stopping the child reaches its grandchildren too;
+            # and it dies if the supervisor is killed outright (clawboo.procs).
             start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         child.started_at = self.clock()
         child.restart_at = None

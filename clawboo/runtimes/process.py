@@ -3,6 +3,9 @@
 Every one-shot adapter goes through :func:`run_process`. The child is started in a
 new session (``start_new_session=True``) so it leads its own process group; on
 timeout or cancel the whole group gets SIGTERM, then SIGKILL after a grace period.
+It also dies with the thread that started it (:mod:`clawboo.procs`): a worker
+killed mid-run (SIGKILL, OOM) takes its agent with it, instead of leaving it editing
+a worktree whose task the board hands out again when the lease lapses.
 The timeout is enforced by the waiting thread, not by reading output, so a child
 that hangs silently is still stopped. When the child exits on its own, anything it
 left running in its group is stopped the same way: a one-shot run leaves no orphans.
@@ -20,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from clawboo.procs import die_with_parent
 from clawboo.runtimes.base import OutputCallback
 
 DEFAULT_GRACE_S = 5.0
@@ -95,6 +99,7 @@ def run_process(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=die_with_parent,
         )
     except OSError as exc:
         return ProcessRun(launch_error=f"could not start {argv[0]}: {exc}")

@@ -3,6 +3,7 @@ subprocess on a free port with its own state dir."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -304,6 +305,26 @@ def test_up_serves_the_board_and_sigterm_leaves_no_process_behind(tmp_path):
     assert processes_of(state) == [], out
     assert "first admin" not in out
     assert "up to date" in out
+
+
+def test_up_killed_outright_takes_its_children_with_it(tmp_path):
+    state = tmp_path / "state"
+    port = free_port()
+    up = Up(state, port, "--no-workers")
+    try:
+        up.wait_serving()
+        children = [pid for pid in processes_of(state) if pid != up.proc.pid]
+        assert len(children) >= 3  # daphne, the cluster (and its workers), the ticker
+        up.proc.kill()  # SIGKILL: the supervisor gets no chance to stop anything
+        up.proc.wait(timeout=10)
+        # Its children run in sessions of their own, out of reach of a signal to its
+        # group; none may go on serving or writing without it.
+        wait_for(lambda: processes_of(state) == [], 20, what="the children to die")
+    finally:
+        for pid in processes_of(state):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        up.out.close()
 
 
 def test_the_console_script_runs_up_by_default_and_passes_other_commands_to_django(

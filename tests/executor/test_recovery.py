@@ -105,6 +105,45 @@ def test_a_killed_worker_is_swept_and_a_second_worker_finishes_in_the_same_workt
     assert (worktree / "partial.txt").exists() and (worktree / "feature.txt").exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_dies_with_its_sigkilled_worker(repo, state_dir, tmp_path, database_url):
+    slow = tmp_path / "slow.py"
+    slow.write_text(SLOW_SCRIPT)
+    registry.create_agent(
+        id="slow",
+        display_name="Slow",
+        team="default",
+        runtime="command",
+        settings={"argv": [sys.executable, str(slow)], "repo_path": str(repo)},
+    )
+    task = store.create_task(title="Long job", metadata={"verify_cmd": VERIFY_OK}).task
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "clawboo.settings",
+        "CLAWBOO_STATE_DIR": str(state_dir),
+        "CLAWBOO_REPO_ROOTS": str(repo.parent),
+        "PYTHONPATH": str(ROOT),
+    }
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "work", "--agent", "slow", "--once"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        worktree = Path(poll(lambda: store.get_task(task.id).worktree_ref, what="a worktree"))
+        poll(lambda: (worktree / "partial.txt").exists(), what="the agent at work")
+        assert _agent_pids(slow)
+    finally:
+        worker.kill()  # SIGKILL to the worker alone: nothing of ours runs after it
+        worker.wait(timeout=10)
+    # The agent ran in its own session, out of reach of a killpg on the worker; it
+    # must still not outlive the worker and keep editing the task's worktree.
+    poll(lambda: not _agent_pids(slow), deadline_s=10, what="the agent to die")
+
+
 def _agent_pids(script: Path) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():

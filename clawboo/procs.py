@@ -1,0 +1,56 @@
+"""Child processes that do not outlive their parent.
+
+A child started in its own session (as agents and ``clawboo up``'s parts are, so a
+stop can reach their whole process group) is out of reach of anything aimed at
+the parent's group: killed with SIGKILL, or by the OOM killer, the parent could
+otherwise leave it running. On Linux the child asks the kernel, between fork and
+exec, for SIGKILL when the thread that started it dies (``PR_SET_PDEATHSIG``).
+Pass :func:`die_with_parent` as ``preexec_fn``; elsewhere it does nothing.
+
+A child that forks workers of its own (django-q2's cluster forks a sentinel, which
+forks the workers) passes the rule down with :func:`forks_die_with_parent`: the
+supervisor sets ``CLAWBOO_DIE_WITH_PARENT=1`` for its children and the console
+script honours it, so killing ``clawboo up`` outright leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+
+def _linux_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _linux_prctl()
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = int(signal.SIGKILL)
+
+
+def die_with_parent() -> None:
+    """In the child, before exec: one foreign call, no locks, safe after fork.
+
+    The signal follows the *thread* that started the child, so call ``Popen`` from
+    a thread that outlives it (both callers wait for their child on that thread or
+    on the process's main thread).
+    """
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, _SIGKILL)
+
+
+ENV_FLAG = "CLAWBOO_DIE_WITH_PARENT"
+
+
+def forks_die_with_parent() -> None:
+    """Every process this one forks from now on (and they in turn) dies with the
+    thread that forked it. For the processes the supervisor starts."""
+    os.register_at_fork(after_in_child=die_with_parent)
