@@ -134,7 +134,7 @@ def _claim_sql(candidates: QuerySet[Task], sets: str) -> tuple[str, list[Any]]:
         # inside a transaction, and this statement is its own transaction.
         pick_sql, pick_params = candidates.values("id")[:1].query.sql_with_params()
         pick_sql += f" FOR UPDATE OF {connection.ops.quote_name(table)} SKIP LOCKED"
-        chained = events.chained_sql(_CLAIMED, _event_payload_sql("postgresql"))
+        chained = events.chained_sql(_CLAIMED, _EVENT_PAYLOAD_SQL["postgresql"])
         sql = (
             f"WITH candidate AS ({pick_sql}), "  # noqa: S608 - composed from ORM SQL
             f"{_CLAIMED} AS (UPDATE {table} SET {sets} FROM candidate "
@@ -175,7 +175,7 @@ def _sqlite_returning() -> str:
     for field in Task._meta.concrete_fields:
         col = connection.ops.quote_name(str(field.column))
         decltype = str(field.db_type(connection) or "").split("(")[0].strip().lower()
-        if decltype in ("bool",):
+        if decltype == "bool":
             parts.append(f"({col} + 0) AS {col}")
         elif decltype in _CONVERTED_DECLTYPES:
             parts.append(f"CAST({col} AS TEXT) AS {col}")

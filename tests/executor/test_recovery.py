@@ -48,10 +48,11 @@ def poll(predicate, deadline_s: float = 30.0, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_killed_worker_is_swept_and_a_second_worker_finishes_in_the_same_worktree(
-    repo, state_dir, tmp_path, database_url, settings
-):
+def slow_agent_worker(
+    repo: Path, state_dir: Path, tmp_path: Path, database_url: str
+) -> tuple[Path, subprocess.Popen[bytes]]:
+    """Register the ``slow`` command agent and start ``manage.py work --once`` for it
+    as a real process in its own session; return the agent's script and the worker."""
     slow = tmp_path / "slow.py"
     slow.write_text(SLOW_SCRIPT)
     registry.create_agent(
@@ -61,7 +62,6 @@ def test_a_killed_worker_is_swept_and_a_second_worker_finishes_in_the_same_workt
         runtime="command",
         settings={"argv": [sys.executable, str(slow)], "repo_path": str(repo)},
     )
-    task = store.create_task(title="Two-step job", metadata={"verify_cmd": VERIFY_OK}).task
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -75,10 +75,19 @@ def test_a_killed_worker_is_swept_and_a_second_worker_finishes_in_the_same_workt
         [sys.executable, "manage.py", "work", "--agent", "slow", "--once"],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    return slow, worker
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_worker_is_swept_and_a_second_worker_finishes_in_the_same_worktree(
+    repo, state_dir, tmp_path, database_url, settings
+):
+    task = store.create_task(title="Two-step job", metadata={"verify_cmd": VERIFY_OK}).task
+    slow, worker = slow_agent_worker(repo, state_dir, tmp_path, database_url)
     try:
         worktree = Path(poll(lambda: store.get_task(task.id).worktree_ref, what="a worktree"))
         poll(lambda: (worktree / "partial.txt").exists(), what="partial work")
@@ -107,31 +116,8 @@ def test_a_killed_worker_is_swept_and_a_second_worker_finishes_in_the_same_workt
 
 @pytest.mark.django_db(transaction=True)
 def test_an_agent_dies_with_its_sigkilled_worker(repo, state_dir, tmp_path, database_url):
-    slow = tmp_path / "slow.py"
-    slow.write_text(SLOW_SCRIPT)
-    registry.create_agent(
-        id="slow",
-        display_name="Slow",
-        team="default",
-        runtime="command",
-        settings={"argv": [sys.executable, str(slow)], "repo_path": str(repo)},
-    )
     task = store.create_task(title="Long job", metadata={"verify_cmd": VERIFY_OK}).task
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": "clawboo.settings",
-        "CLAWBOO_STATE_DIR": str(state_dir),
-        "CLAWBOO_REPO_ROOTS": str(repo.parent),
-        "PYTHONPATH": str(ROOT),
-    }
-    worker = subprocess.Popen(
-        [sys.executable, "manage.py", "work", "--agent", "slow", "--once"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    slow, worker = slow_agent_worker(repo, state_dir, tmp_path, database_url)
     try:
         worktree = Path(poll(lambda: store.get_task(task.id).worktree_ref, what="a worktree"))
         poll(lambda: (worktree / "partial.txt").exists(), what="the agent at work")
