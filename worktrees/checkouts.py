@@ -496,7 +496,8 @@ def gc_worktrees(
     now: float | None = None,
     on_reaped: Callable[[str, Path], None] | None = None,
 ) -> GcReport:
-    """Reap checkouts older than ``max_age_hours`` and all but the ``keep`` newest.
+    """Reap checkouts older than ``max_age_hours`` and all but the ``keep`` newest,
+    and review checkouts older than ``max_age_hours``.
 
     Commit-before-drop (``clawboo: gc autosave task <id>``), branch kept. A task
     for which ``is_active`` is true is skipped; it is asked again inside the
@@ -534,7 +535,33 @@ def gc_worktrees(
                 on_reaped(cand.task_id, cand.path)
         except Exception as exc:  # noqa: BLE001 - one bad checkout must not stop the sweep
             report.failures.append({**entry, "error": f"{type(exc).__name__}: {exc}"})
+    _gc_reviews(horizon, report)
     return report
+
+
+def _gc_reviews(horizon: float, report: GcReport) -> None:
+    """Drop review checkouts last touched before ``horizon``. They are detached and
+    read-only copies of a commit (nothing to save), made again on the next review."""
+    root = reviews_root()
+    if not root.is_dir():
+        return
+    for repo_dir in sorted(root.iterdir()):
+        if repo_dir.is_symlink() or not repo_dir.is_dir():
+            continue
+        for path in sorted(repo_dir.iterdir()):
+            entry = {"review": path.name, "path": str(path)}
+            if path.is_symlink() or not path.is_dir():
+                report.skipped.append({**entry, "reason": "not a checkout directory"})
+                continue
+            try:
+                with path_lock(path):
+                    git_dir = Path(git_out(["rev-parse", "--absolute-git-dir"], cwd=path))
+                    if _last_active(path, git_dir) >= horizon:
+                        continue
+                    drop_checkout(_repo_of(path), path, root)
+                report.reaped.append(entry)
+            except Exception as exc:  # noqa: BLE001 - one bad checkout must not stop the sweep
+                report.failures.append({**entry, "error": f"{type(exc).__name__}: {exc}"})
 
 
 __all__ = [

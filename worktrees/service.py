@@ -249,7 +249,8 @@ def gc(
 ) -> dict[str, Any]:
     """Reap old checkouts (age and count), commit-before-drop, branches kept;
     tasks ``in_progress``/``in_review`` are skipped (re-checked inside the lock).
-    Reaped workspace rows become ``stale``. Returns ``{reaped, skipped, failures}``."""
+    Reaped workspace rows become ``stale``. Old review checkouts go too (entries
+    with ``review`` instead of ``task_id``). Returns ``{reaped, skipped, failures}``."""
     if isinstance(max_age_hours, bool) or not isinstance(max_age_hours, int | float):
         raise ValidationFailed("max_age_hours", "must be a number")
     if not 0 <= max_age_hours <= 24 * 365 * 10:

@@ -160,3 +160,21 @@ def test_bad_gc_parameters_are_refused():
         service.gc(max_age_hours=-1)
     with pytest.raises(ValidationFailed):
         service.gc(keep="many")
+
+
+def test_old_review_checkouts_are_reaped_and_young_ones_kept(repo, provision):
+    task, ws, path = provision()
+    review = Path(service.review(task.id)["path"])
+    assert review.is_dir()
+    park(task.id)
+
+    young = service.gc(now=time.time())
+    assert review.is_dir() and not [r for r in young["reaped"] if "review" in r]
+
+    report = service.gc(now=time.time() + LATER)
+    assert {"review": review.name, "path": str(review)} in report["reaped"]
+    assert not review.exists()
+    assert str(review) not in git(repo, "worktree", "list", "--porcelain")
+    # The next review simply makes it again (once the reaped task checkout is back).
+    service.resume(task.id)
+    assert Path(service.review(task.id)["path"]) == review and review.is_dir()
