@@ -58,17 +58,10 @@ def next_seq(team_id: str) -> int:
     lock (PostgreSQL) or runs under the database write lock (SQLite), so a later
     sequence number can only be handed out after the earlier one commits.
     """
-    table = Team._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET last_event_seq = last_event_seq + 1 "  # noqa: S608
-            "WHERE id = %s RETURNING last_event_seq",
-            [team_id],
-        )
-        row = cursor.fetchone()
-    if row is None:
+    found = storage.fetch_one(_NEXT_SEQ_SQL, [team_id])
+    if found is None:
         raise LookupError(f"unknown team {team_id!r}")
-    return int(row[0])
+    return int(found[1][0])
 
 
 def append(
@@ -140,10 +133,7 @@ def append_derived(
     """
     if not connection.in_atomic_block:
         raise RuntimeError("events.append_derived must run inside the mutation's transaction")
-    found = storage.fetch_one(_NEXT_SEQ_SQL, [team_id])
-    if found is None:
-        raise LookupError(f"unknown team {team_id!r}")
-    seq = int(found[1][0])
+    seq = next_seq(team_id)
     created_at = at or timezone.now()
     found = storage.fetch_one(
         _DERIVED_SQL.format(payload=payload_sql, source=source_sql),
