@@ -65,11 +65,15 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if size <= 0 or self.is_in_memory_db():
             return None
         key = str(self.settings_dict["NAME"])
-        with _pools_guard:
-            pool = _pools.get(key)
-            if pool is None:
-                pool = _pools[key] = queue.Queue(maxsize=size)
-            return pool
+        pool = _pools.get(key)
+        if pool is None:
+            with _pools_guard:
+                pool = _pools.get(key)
+                if pool is None:
+                    # Last in, first out: the connection just closed has the warmest
+                    # statement cache.
+                    pool = _pools[key] = queue.LifoQueue(maxsize=size)
+        return pool
 
 
 _pools: dict[str, queue.Queue[Any]] = {}
