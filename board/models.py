@@ -127,7 +127,14 @@ class Task(models.Model):
             # with updated_at: every write and heartbeat moves it.
             models.Index(fields=["status", "lease_until"], name="tasks_status_lease_idx"),
             models.Index(fields=["team", "created_at"], name="tasks_team_created_idx"),
-            models.Index(fields=["assignee_agent_id"], name="tasks_assignee_idx"),
+            # Unassigned rows (the whole backlog) stay out: a claim adds one entry
+            # instead of moving one, and "tasks of agent X" still uses it (x = ?
+            # implies x IS NOT NULL to both planners).
+            models.Index(
+                fields=["assignee_agent_id"],
+                name="tasks_assignee_idx",
+                condition=Q(assignee_agent_id__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
