@@ -25,10 +25,10 @@ def run_bench(script: str) -> dict:
 
 @pytest.mark.timeout(900)
 @pytest.mark.xfail(
-    reason="known gap (issue 2): at 12 processes claim-next reaches ~0.17x (SQLite) and "
-    "~0.28x (PostgreSQL) of the raw UPDATE loop. `bench/claim.py --decompose` shows the "
-    "floor: a raw loop that also writes the durable event reaches 0.68x (SQLite) and "
-    "0.27x (PostgreSQL, serialised on the team's sequence row) - the board is at that "
+    reason="known gap (issue 2): at 12 processes claim-next reaches ~0.16x (SQLite) and "
+    "~0.30x (PostgreSQL) of the raw UPDATE loop. `bench/claim.py --decompose` shows the "
+    "floor: a raw loop that also writes the durable event reaches ~0.64x (SQLite) and "
+    "~0.29x (PostgreSQL, serialised on the team's sequence row) - the board is at that "
     "floor on PostgreSQL; on SQLite the rest is Django's per-claim Python on 2 cores",
     strict=False,
 )
