@@ -193,9 +193,9 @@ def fetch_one(sql: str, params: list[Any]) -> tuple[list[str], tuple[Any, ...]] 
     raw = connection.connection
     with connection.wrap_database_errors:
         if connection.vendor == "postgresql":
-            import psycopg
+            from psycopg import Cursor  # only installed with the postgres extra
 
-            cursor = psycopg.Cursor(raw)  # Django's own cursors bind client-side
+            cursor = Cursor(raw)  # Django's own cursors bind client-side
             cursor.execute(sql, params)
         else:
             text = _QMARK.get(sql)

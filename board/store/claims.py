@@ -88,9 +88,12 @@ def _set_clause(
     )
 
 
-# The guard of seed 000's claim, re-checked by the UPDATE itself so that at most one
-# concurrent caller can win. Readiness (deps done) comes from ready_filter().
-_GUARD = "status = 'todo' AND assignee_agent_id IS NULL AND dropped = %s"
+def _guard(table: str | None = None) -> str:
+    """The guard of seed 000's claim, re-checked by the UPDATE itself so that at most
+    one concurrent caller can win (columns qualified by ``table`` when given).
+    Readiness (deps done) comes from ready_filter()."""
+    q = f"{table}." if table else ""
+    return f"{q}status = 'todo' AND {q}assignee_agent_id IS NULL AND {q}dropped = %s"
 
 
 _SENTINEL = "\x00claim-target\x00"
@@ -138,7 +141,7 @@ def _claim_sql(candidates: QuerySet[Task], sets: str) -> tuple[str, list[Any]]:
         sql = (
             f"WITH candidate AS ({pick_sql}), "  # noqa: S608 - composed from ORM SQL
             f"{_CLAIMED} AS (UPDATE {table} SET {sets} FROM candidate "
-            f"WHERE {table}.id = candidate.id AND {_qualified_guard(table)} "
+            f"WHERE {table}.id = candidate.id AND {_guard(table)} "
             f"RETURNING {_columns(table)}), {chained} "
             f"SELECT {_columns(_CLAIMED)}, ev.seq, ev.payload, ev.created_at FROM {_CLAIMED}, ev"
         )
@@ -146,7 +149,7 @@ def _claim_sql(candidates: QuerySet[Task], sets: str) -> tuple[str, list[Any]]:
         pick_sql, pick_params = candidates.values("id")[:1].query.sql_with_params()
         sql = (
             f"UPDATE {table} SET {sets} "  # noqa: S608 - composed from ORM SQL
-            f"WHERE id = ({pick_sql}) AND {_GUARD} RETURNING {_sqlite_returning()}"
+            f"WHERE id = ({pick_sql}) AND {_guard()} RETURNING {_sqlite_returning()}"
         )
     return sql, list(pick_params)
 
@@ -340,10 +343,6 @@ def _task_from_row(columns: list[str], row: tuple[Any, ...]) -> Task:
             value = converter(value, field, db)
         values.append(value)
     return Task.from_db(db.alias, _ATTNAMES, values)
-
-
-def _qualified_guard(table: str) -> str:
-    return f"{table}.status = 'todo' AND {table}.assignee_agent_id IS NULL AND {table}.dropped = %s"
 
 
 def _check_runtime(runtime: Any) -> str | None:
