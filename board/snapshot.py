@@ -123,7 +123,10 @@ def _sqlite(kind: Kind, col: str, t: str) -> str:
         return f"(replace({c}, ' ', 'T') || '+00:00')"
     if kind == "verification":
         return (
-            f"json(CASE WHEN {t}.verdict IS NULL AND {t}.human_override IS NULL THEN NULL "
+            # typeof(), not IS NULL: in an UPDATE's RETURNING (the claim's), SQLite
+            # 3.40 answers IS NULL wrongly for some columns of this table.
+            f"json(CASE WHEN typeof({t}.verdict) = 'null' "
+            f"AND typeof({t}.human_override) = 'null' THEN NULL "
             f"ELSE json_object('verdict', {t}.verdict, 'evidence', {t}.verdict_evidence, "
             f"'at', {_sqlite('time', 'verdict_at', t)}, "
             f"'human_override', json({t}.human_override)) END)"

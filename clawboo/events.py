@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from clawboo import storage
@@ -99,7 +99,7 @@ def append(
                 connection.ops.adapt_datetimefield_value(event.created_at),
             ],
         )
-    transaction.on_commit(lambda: _deliver(event))
+    storage.on_commit(lambda: _deliver(event))
     return event
 
 
@@ -110,69 +110,52 @@ _INSERT_SQL = (
 )
 
 
-def append_derived(
+def append_text(
     team_id: str,
     kind: str,
     *,
     task_id: str | None,
     prev_status: str | None,
-    payload_sql: str,
-    source_sql: str,
-    params: list[Any],
-    at: dt.datetime | None = None,
-) -> str:
-    """Like :func:`append`, but the payload is a SQL expression over the one row of
-    ``source_sql`` (``FROM … WHERE …``), built by the database inside the INSERT
-    instead of in Python; ``params`` bind the payload's placeholders, then the
-    source's. ``at`` stamps the event (default: now). Returns the payload as
-    stored (JSON text).
+    payload: str,
+    at: dt.datetime,
+    stored_at: Any = None,
+) -> None:
+    """Like :func:`append`, with the payload already JSON text — made by the
+    database in the mutation's own statement (the claim's ``RETURNING``) — and
+    ``stored_at``, ``at`` as the backend stores it, when the caller has it.
 
-    For writes whose lock-held time matters (the claim): nothing is built in
-    Python while the write lock is held; the Event is made, and delivered, after
-    commit (and only when someone in this process listens).
+    For writes whose lock-held time matters (the claim, in a
+    :func:`~clawboo.storage.driver_write`): two precompiled statements and nothing
+    built in Python while the write lock is held; the Event is made, and
+    delivered, after commit (and only when someone in this process listens).
     """
-    if not connection.in_atomic_block:
-        raise RuntimeError("events.append_derived must run inside the mutation's transaction")
     seq = next_seq(team_id)
-    created_at = at or timezone.now()
-    found = storage.fetch_one(
-        _DERIVED_SQL.format(payload=payload_sql, source=source_sql),
-        [
-            team_id,
-            seq,
-            kind,
-            task_id,
-            prev_status,
-            connection.ops.adapt_datetimefield_value(created_at),
-            *params,
-        ],
+    if stored_at is None:
+        stored_at = connection.ops.adapt_datetimefield_value(at)
+    storage.fetch_one(
+        _INSERT_TEXT_SQL, [team_id, seq, kind, task_id, prev_status, payload, stored_at]
     )
-    if found is None:
-        raise LookupError(f"no source row for the {kind!r} event of {task_id!r}")
-    payload = found[1][0]
-    _deliver_after_commit(team_id, kind, task_id, prev_status, seq, payload, created_at)
-    return payload if isinstance(payload, str) else json.dumps(payload)
+    _deliver_after_commit(team_id, kind, task_id, prev_status, seq, payload, at)
 
 
 _NEXT_SEQ_SQL = (
     f"UPDATE {Team._meta.db_table} SET last_event_seq = last_event_seq + 1 "  # noqa: S608
     "WHERE id = %s RETURNING last_event_seq"
 )
-_DERIVED_SQL = (
-    f"INSERT INTO {Event._meta.db_table} "  # noqa: S608 - table name only
-    "(team_id, seq, kind, task_id, prev_status, created_at, payload, tenant_id) "
-    "SELECT %s, %s, %s, %s, %s, %s, {payload}, NULL {source} RETURNING payload"
-)
+# RETURNING: fetch_one steps the statement once, which runs the INSERT.
+_INSERT_TEXT_SQL = _INSERT_SQL + " RETURNING seq"
 
 
-def chained_sql(source: str, payload_sql: str) -> str:
+def chained_sql(source: str) -> str:
     """PostgreSQL: CTE members that append one event for the one row of the
-    data-modifying CTE ``source`` (which must yield ``id`` and ``team_id``), so a
-    mutation and its event are a single statement.
+    data-modifying CTE ``source`` (which must yield ``id``, ``team_id`` and the
+    payload as ``event_payload``), so a mutation and its event are a single
+    statement. The payload is built in ``source`` (its ``RETURNING``), before the
+    team's sequence row is locked: that lock is held until the commit.
 
-    Appends ``seq_alloc`` and ``ev`` (``RETURNING seq, payload, created_at``) to a
-    ``WITH`` list; binds, in order: kind, prev_status, created_at, then whatever
-    ``payload_sql`` binds. Hand what ``ev`` returned to :func:`chained_written`.
+    Appends ``seq_alloc`` and ``ev`` (``RETURNING seq, created_at``) to a ``WITH``
+    list; binds, in order: kind, prev_status, created_at. Hand what ``ev``
+    returned to :func:`chained_written`.
     """
     team = Team._meta.db_table
     return (
@@ -181,9 +164,9 @@ def chained_sql(source: str, payload_sql: str) -> str:
         f"RETURNING {team}.id AS team_id, {team}.last_event_seq AS seq), "
         f"ev AS (INSERT INTO {Event._meta.db_table} "
         "(team_id, seq, kind, task_id, prev_status, created_at, payload, tenant_id) "
-        "SELECT s.team_id, s.seq, %s, t.id, %s::varchar, %s, "
-        f"{payload_sql}, NULL FROM {source} t JOIN seq_alloc s ON s.team_id = t.team_id "
-        "RETURNING seq, payload, created_at)"
+        "SELECT s.team_id, s.seq, %s, t.id, %s::varchar, %s, t.event_payload, NULL "
+        f"FROM {source} t JOIN seq_alloc s ON s.team_id = t.team_id "
+        "RETURNING seq, created_at)"
     )
 
 
@@ -226,7 +209,7 @@ def _deliver_after_commit(
             )
         )
 
-    transaction.on_commit(deliver)
+    storage.on_commit(deliver)
 
 
 def _deliver(event: Event) -> None:

@@ -118,7 +118,7 @@ def write(
     outermost caller (a savepoint cannot be re-run on its own), so ``fn`` simply
     runs in a savepoint and any error propagates.
     """
-    return _retrying(True, fn, *args, **kwargs)
+    return _retrying(_ATOMIC, fn, *args, **kwargs)
 
 
 def statement(
@@ -134,11 +134,55 @@ def statement(
     team's event-sequence row). Same retry rule and budget as :func:`write`; inside
     an enclosing ``atomic`` block it runs in a savepoint like :func:`write`.
     """
-    return _retrying(False, fn, *args, **kwargs)
+    return _retrying(_AUTOCOMMIT, fn, *args, **kwargs)
+
+
+def driver_write(
+    fn: Callable[P, T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """Like :func:`write`, for a ``fn`` that only issues :func:`fetch_one` statements.
+
+    On SQLite the transaction is begun and committed on the driver connection
+    itself (``BEGIN IMMEDIATE`` … ``COMMIT``) rather than through Django's
+    ``atomic``, whose bookkeeping would run while the database's one write lock is
+    held — the claim's hot path (``bench/claim.py``). Django stays in autocommit
+    throughout and sees no transaction; the rollback on any error is ours. Use
+    :func:`on_commit` for side effects. Elsewhere, and inside an enclosing
+    ``atomic`` block, this is :func:`write`.
+    """
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
+        return _retrying(_ATOMIC, fn, *args, **kwargs)
+    return _retrying(_DRIVER, fn, *args, **kwargs)
+
+
+def on_commit(callback: Callable[[], None]) -> None:
+    """Run ``callback`` once the current write has committed (never if it rolls
+    back): after a :func:`driver_write`'s own ``COMMIT``, else Django's
+    ``transaction.on_commit`` (at once in autocommit, after a statement has run)."""
+    pending = _pending.callbacks
+    if pending is not None:
+        pending.append(callback)
+    else:
+        transaction.on_commit(callback)
+
+
+class _Pending(threading.local):
+    # The after-commit callbacks of the driver_write running in this thread.
+    callbacks: list[Callable[[], None]] | None = None
+
+
+_pending = _Pending()
+
+# How _retrying runs fn: in Django's atomic, bare in autocommit, or in a driver-level
+# transaction (SQLite only).
+_ATOMIC, _AUTOCOMMIT, _DRIVER = "atomic", "autocommit", "driver"
 
 
 def _retrying(
-    in_transaction: bool,
+    mode: str,
     fn: Callable[P, T],
     *args: P.args,
     **kwargs: P.kwargs,
@@ -157,10 +201,13 @@ def _retrying(
         if lock is not None and not lock.acquire(timeout=max(deadline - time.monotonic(), 0.001)):
             raise WriteBudgetExceeded(f"another thread held the write lock for {budget:.1f}s")
         try:
-            if not in_transaction:
+            if mode == _AUTOCOMMIT:
                 return fn(*args, **kwargs)
-            with transaction.atomic(using=using):
-                return fn(*args, **kwargs)
+            if mode == _ATOMIC:
+                with transaction.atomic(using=using):
+                    return fn(*args, **kwargs)
+            result, committed = _driver_transaction(using, fn, *args, **kwargs)
+            break
         except DatabaseError as exc:
             if not is_transient_lock_error(exc):
                 raise
@@ -175,6 +222,33 @@ def _retrying(
             if lock is not None:
                 lock.release()
         time.sleep(pause)
+    # A driver_write's side effects: committed, and the write lock is free again.
+    for callback in committed:
+        callback()
+    return result
+
+
+def _driver_transaction(
+    using: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+) -> tuple[T, list[Callable[[], None]]]:
+    connection = connections[using]
+    connection.ensure_connection()
+    raw = connection.connection
+    callbacks: list[Callable[[], None]] = []
+    _pending.callbacks = callbacks
+    try:
+        with connection.wrap_database_errors:
+            raw.execute(_BEGIN)
+            try:
+                result = fn(*args, **kwargs)
+                raw.execute("COMMIT")
+            except BaseException:
+                if raw.in_transaction:
+                    raw.rollback()
+                raise
+    finally:
+        _pending.callbacks = None
+    return result, callbacks
 
 
 def fetch_one(sql: str, params: list[Any]) -> tuple[list[str], tuple[Any, ...]] | None:
@@ -216,6 +290,8 @@ def fetch_one(sql: str, params: list[Any]) -> tuple[list[str], tuple[Any, ...]] 
             cursor.close()
 
 
+# The storage recipe's transaction mode (settings' transaction_mode: IMMEDIATE).
+_BEGIN = "BEGIN IMMEDIATE"
 _FORMAT_MARK = re.compile(r"(?<!%)%s")
 _QMARK: dict[str, str] = {}
 # A statement's result columns, by its text (fixed for a given text).

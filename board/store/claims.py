@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
+from django.db.models.base import ModelState
 
 from board import checks, snapshot
 from board.errors import ClaimConflict, TaskNotFound
@@ -69,9 +71,9 @@ class ClaimResult:
 
 
 def _set_clause(
-    agent_id: str, runtime: str | None, at: dt.datetime, lease_ms: int
+    db: BaseDatabaseWrapper, agent_id: str, runtime: str | None, at: dt.datetime, lease_ms: int
 ) -> tuple[str, list[Any]]:
-    stamp = db_time(at)
+    stamp = db.ops.adapt_datetimefield_value(at)
     return (
         "assignee_agent_id = %s, assignee_runtime = %s, status = 'in_progress', "
         "updated_at = %s, lease_until = %s, lease_duration_ms = %s, "
@@ -81,7 +83,7 @@ def _set_clause(
             agent_id,
             runtime,
             stamp,
-            db_time(at + dt.timedelta(milliseconds=lease_ms)),
+            db.ops.adapt_datetimefield_value(at + dt.timedelta(milliseconds=lease_ms)),
             lease_ms,
             stamp,
         ],
@@ -102,63 +104,75 @@ _SENTINEL = "\x00claim-target\x00"
 _SQL_CACHE: dict[tuple[Any, ...], tuple[str, list[Any]]] = {}
 
 _CLAIMED = "claimed"
+# The claim event's payload, a result column of the claim's own UPDATE.
+_PAYLOAD = "event_payload"
+
+
+# How the claim's UPDATE names the claimed row: SQLite's RETURNING does not see an
+# alias of the updated table, so there it is the table's own name.
+_ROW = {"postgresql": "t", "sqlite": Task._meta.db_table}
 
 
 def _event_payload_sql(vendor: str) -> str:
     """The claim event's payload — what :func:`record_event` writes — as SQL over
-    the claimed row ``t``; binds the previous status."""
+    the claimed row; binds the previous status."""
     if vendor == "postgresql":
         build, mark = "jsonb_build_object", "%s::text"
     else:
         build, mark = "json_object", "%s"
+    row = _ROW[vendor]
     return (
-        f"{build}('task', {snapshot.body_sql(vendor, 't')}, "
-        f"'prev_status', {mark}, 'revision', t.revision)"
+        f"{build}('task', {snapshot.body_sql(vendor, row)}, "
+        f"'prev_status', {mark}, 'revision', {row}.revision)"
     )
 
 
-_EVENT_PAYLOAD_SQL = {vendor: _event_payload_sql(vendor) for vendor in ("sqlite", "postgresql")}
+_EVENT_PAYLOAD_SQL = {vendor: _event_payload_sql(vendor) for vendor in _ROW}
 
 
-def _claim_sql(candidates: QuerySet[Task], sets: str) -> tuple[str, list[Any]]:
-    """The claim of the first of ``candidates``, with its event, as SQL.
+def _claim_sql(
+    db: BaseDatabaseWrapper, candidates: QuerySet[Task], sets: str
+) -> tuple[str, list[Any]]:
+    """The claim of the first of ``candidates`` as one conditional ``UPDATE``
+    returning the claimed row and its event's payload, built by the database from
+    the updated row (bound: the SET clause's values, the candidate query's, the
+    guard's and the payload's previous status — see :func:`_prepare`).
 
-    SQLite: one conditional ``UPDATE … RETURNING`` under the database write lock;
-    the event follows in the same transaction (:func:`events.append_derived`).
-    PostgreSQL: one statement — the candidate picked ``FOR UPDATE SKIP LOCKED`` so
-    racers move on to the next task, the conditional UPDATE, and the event appended
-    by data-modifying CTEs — so the team's sequence row is locked only for the
-    statement's own commit. Returns the SQL and the candidate query's parameters
-    (see :func:`_claim_update` for the order of the rest).
+    SQLite: one ``UPDATE … RETURNING`` under the database write lock; the event
+    follows in the same transaction (:func:`events.append_text`). PostgreSQL: one
+    statement — the candidate picked ``FOR UPDATE SKIP LOCKED`` so racers move on
+    to the next task, the conditional UPDATE, and the event appended by
+    data-modifying CTEs — so the team's sequence row is locked only for the
+    statement's own commit. Returns the SQL and the candidate query's parameters.
     """
     table = Task._meta.db_table
-    if connection.vendor == "postgresql":
+    pick_sql, pick_params = candidates.values("id")[:1].query.sql_with_params()
+    payload = f"{_EVENT_PAYLOAD_SQL[db.vendor]} AS {_PAYLOAD}"
+    if db.vendor == "postgresql":
         # The locking clause by hand: the ORM compiles select_for_update() only
         # inside a transaction, and this statement is its own transaction.
-        pick_sql, pick_params = candidates.values("id")[:1].query.sql_with_params()
-        pick_sql += f" FOR UPDATE OF {connection.ops.quote_name(table)} SKIP LOCKED"
-        chained = events.chained_sql(_CLAIMED, _EVENT_PAYLOAD_SQL["postgresql"])
+        pick_sql += f" FOR UPDATE OF {db.ops.quote_name(table)} SKIP LOCKED"
         sql = (
             f"WITH candidate AS ({pick_sql}), "  # noqa: S608 - composed from ORM SQL
-            f"{_CLAIMED} AS (UPDATE {table} SET {sets} FROM candidate "
-            f"WHERE {table}.id = candidate.id AND {_guard(table)} "
-            f"RETURNING {_columns(table)}), {chained} "
-            f"SELECT {_columns(_CLAIMED)}, ev.seq, ev.payload, ev.created_at FROM {_CLAIMED}, ev"
+            f"{_CLAIMED} AS (UPDATE {table} AS t SET {sets} FROM candidate "
+            f"WHERE t.id = candidate.id AND {_guard('t')} "
+            f"RETURNING {_columns(db, 't')}, {payload}), {events.chained_sql(_CLAIMED)} "
+            f"SELECT {_CLAIMED}.*, ev.seq, ev.created_at FROM {_CLAIMED}, ev"
         )
     else:
-        pick_sql, pick_params = candidates.values("id")[:1].query.sql_with_params()
         sql = (
             f"UPDATE {table} SET {sets} "  # noqa: S608 - composed from ORM SQL
-            f"WHERE id = ({pick_sql}) AND {_guard()} RETURNING {_sqlite_returning()}"
+            f"WHERE {table}.id = ({pick_sql}) AND {_guard(table)} "
+            f"RETURNING {_sqlite_returning(db, table)}, {payload}"
         )
     return sql, list(pick_params)
 
 
-def _columns(table: str) -> str:
+def _columns(db: BaseDatabaseWrapper, table: str) -> str:
     """The model's columns by name, not ``*``: the statement is prepared once per
     connection, and a column added by a later migration must not change its
     result type under a running worker."""
-    quote = connection.ops.quote_name
+    quote = db.ops.quote_name
     return ", ".join(f"{table}.{quote(str(f.column))}" for f in Task._meta.concrete_fields)
 
 
@@ -166,7 +180,7 @@ def _columns(table: str) -> str:
 _CONVERTED_DECLTYPES = frozenset({"bool", "date", "time", "datetime", "timestamp"})
 
 
-def _sqlite_returning() -> str:
+def _sqlite_returning(db: BaseDatabaseWrapper, table: str) -> str:
     """Every tasks column, those with a converting declared type as expressions.
 
     sqlite3 runs Django's Python converters (text to datetime, 0/1 to bool) on
@@ -176,18 +190,15 @@ def _sqlite_returning() -> str:
     """
     parts = []
     for field in Task._meta.concrete_fields:
-        col = connection.ops.quote_name(str(field.column))
-        decltype = str(field.db_type(connection) or "").split("(")[0].strip().lower()
+        col = db.ops.quote_name(str(field.column))
+        decltype = str(field.db_type(db) or "").split("(")[0].strip().lower()
         if decltype == "bool":
-            parts.append(f"({col} + 0) AS {col}")
+            parts.append(f"({table}.{col} + 0) AS {col}")
         elif decltype in _CONVERTED_DECLTYPES:
-            parts.append(f"CAST({col} AS TEXT) AS {col}")
+            parts.append(f"CAST({table}.{col} AS TEXT) AS {col}")
         else:
-            parts.append(col)
+            parts.append(f"{table}.{col}")
     return ", ".join(parts)
-
-
-_EVENT_SOURCE = f"FROM {Task._meta.db_table} t WHERE t.id = %s"  # noqa: S608 - table name only
 
 
 @dataclass(frozen=True)
@@ -197,9 +208,11 @@ class _Prepared:
     sql: str
     params: list[Any]
     at: dt.datetime
+    stamp: Any  # ``at`` as the backend stores it
 
 
 def _prepare(
+    db: BaseDatabaseWrapper,
     key: tuple[Any, ...] | None,
     build: Callable[[], QuerySet[Task]],
     agent_id: str,
@@ -210,65 +223,79 @@ def _prepare(
     """``key`` names the query's shape for the SQL cache (None: do not cache); a
     ``target`` task id is bound where the shape has the sentinel id."""
     at = now()
-    sets, set_params = _set_clause(agent_id, runtime, at, lease_ms)
-    vendor = connection.vendor
-    cache_key = None if key is None else (vendor, connection.alias, *key)
+    sets, set_params = _set_clause(db, agent_id, runtime, at, lease_ms)
+    cache_key = None if key is None else (db.vendor, db.alias, *key)
     cached = _SQL_CACHE.get(cache_key) if cache_key is not None else None
     if cached is None:
-        cached = _claim_sql(build(), sets)
+        cached = _claim_sql(db, build(), sets)
         if cache_key is not None:
             _SQL_CACHE[cache_key] = cached
     sql, pick_params = cached
     if target is not None:
         pick_params = [target if p == _SENTINEL else p for p in pick_params]
     prev = Status.TODO
-    if vendor == "postgresql":
-        params = [*pick_params, *set_params, False, "claimed", prev, at, prev]
+    if db.vendor == "postgresql":
+        params = [*pick_params, *set_params, False, prev, "claimed", prev, at]
     else:
-        params = [*set_params, *pick_params, False]
-    return _Prepared(sql, params, at)
+        params = [*set_params, *pick_params, False, prev]
+    return _Prepared(sql, params, at, set_params[2])
 
 
-def _claim_update(prepared: _Prepared) -> tuple[list[str], tuple[Any, ...], Any] | None:
+# What a claim statement gave back: the claimed row's columns and values, and its
+# event's payload (JSON text).
+_Claimed = tuple[list[str], tuple[Any, ...], Any]
+
+
+def _claim_update(prepared: _Prepared) -> _Claimed | None:
     """Claim the first candidate and record its ``claimed`` event.
 
-    SQLite: call inside the write transaction. PostgreSQL: call outside one
-    (through ``storage.statement``), as the statement is its own transaction.
-    Returns the claimed row and the event's payload as stored, turned into a Task
-    and its body by the caller after the locks are gone: on SQLite this runs under
-    the database's one write lock, and every microsecond here is paid by every
-    racer (``bench/claim.py``).
+    SQLite: call inside the write transaction (:func:`storage.driver_write`).
+    PostgreSQL: call outside one (through ``storage.statement``), as the statement
+    is its own transaction. The row is turned into a Task by the caller after the
+    locks are gone: on SQLite this runs under the database's one write lock, and
+    every microsecond here is paid by every racer (``bench/claim.py``).
     """
     found = storage.fetch_one(prepared.sql, prepared.params)
     if found is None:
         return None
     columns, row = found
-    prev = Status.TODO
+    plan = _RESULT_PLANS.get(prepared.sql)
+    if plan is None:
+        plan = _RESULT_PLANS[prepared.sql] = (
+            columns.index("id"),
+            columns.index("team_id"),
+            columns.index(_PAYLOAD),
+            len(Task._meta.concrete_fields),
+        )
+    id_at, team_at, payload_at, width = plan
+    payload = row[payload_at]
     if connection.vendor == "postgresql":
-        seq, payload, created_at = row[-3:]
-        columns, row = columns[:-3], row[:-3]
+        seq, created_at = row[-2:]
         events.chained_written(
-            row[columns.index("team_id")],
+            row[team_at],
             "claimed",
-            task_id=row[columns.index("id")],
-            prev_status=prev,
+            task_id=row[id_at],
+            prev_status=Status.TODO,
             seq=seq,
             payload=payload,
             created_at=created_at,
         )
     else:
-        task_id = row[columns.index("id")]
-        payload = events.append_derived(
-            row[columns.index("team_id")],
+        events.append_text(
+            row[team_at],
             "claimed",
-            task_id=task_id,
-            prev_status=prev,
-            payload_sql=_EVENT_PAYLOAD_SQL["sqlite"],
-            source_sql=_EVENT_SOURCE,
-            params=[prev, task_id],
+            task_id=row[id_at],
+            prev_status=Status.TODO,
+            payload=payload,
             at=prepared.at,
+            stored_at=prepared.stamp,
         )
-    return columns, row, payload
+    return columns[:width], row[:width], payload
+
+
+# Per claim statement: where the id, team and payload sit in its result row, and
+# how many leading columns are the task's.
+_RESULT_PLANS: dict[str, tuple[int, int, int, int]] = {}
 
 
 def _claim_once(
@@ -281,20 +308,25 @@ def _claim_once(
     target: str | None = None,
 ) -> Task | None:
     """One claim attempt as its own transaction, lapsed leases released first."""
-    prepared = _prepare(key, build, agent_id, runtime, lease_ms, target)
+    db = connections[DEFAULT_DB_ALIAS]
+    prepared = _prepare(db, key, build, agent_id, runtime, lease_ms, target)
     lapsed_ids = [target] if target is not None else None
-    if connection.vendor == "postgresql":
+    if db.vendor == "postgresql":
         if _any_lapsed(prepared.at):
             storage.write(release_lapsed, prepared.at, lapsed_ids)
         claimed = storage.statement(_claim_update, prepared)
+    elif not _any_lapsed(prepared.at):
+        # The common case: nothing to release, so the claim is the transaction's
+        # only work, run on the driver connection (no ORM bookkeeping in the lock).
+        claimed = storage.driver_write(_claim_update, prepared)
     else:
         attempts = 0
 
-        def run() -> tuple[list[str], tuple[Any, ...], Any] | None:
+        def run() -> _Claimed | None:
             nonlocal attempts, prepared
             attempts += 1
             if attempts > 1:  # a retry after a busy database: stamp it afresh
-                prepared = _prepare(key, build, agent_id, runtime, lease_ms, target)
+                prepared = _prepare(db, key, build, agent_id, runtime, lease_ms, target)
             release_lapsed(prepared.at, lapsed_ids)
             return _claim_update(prepared)
 
@@ -302,7 +334,7 @@ def _claim_once(
     if claimed is None:
         return None
     columns, row, payload = claimed
-    task = _task_from_row(columns, row)
+    task = _task_from_row(db, columns, row)
     if isinstance(payload, str | bytes):
         payload = json.loads(payload)
     # The API answers with this same body (see board.api.task_body).
@@ -312,21 +344,27 @@ def _claim_once(
 
 # How to turn a claim row into a Task, by (database, column list): the position
 # of each model field in the row and the converters the ORM would apply.
-_ROW_PLANS: dict[tuple[str, tuple[str, ...]], list[tuple[int, list[Any], Any]]] = {}
-_ATTNAMES = [f.attname for f in Task._meta.concrete_fields]
+_ROW_PLANS: dict[tuple[str, tuple[str, ...]], list[tuple[str, int, list[Any], Any]]] = {}
 
 
-def _task_from_row(columns: list[str], row: tuple[Any, ...]) -> Task:
-    """A Task from a claim row, converted as the ORM would (cheaper than a
-    RawQuerySet, which resolves its converters and init order on every call)."""
-    db = connections[DEFAULT_DB_ALIAS]
+def _task_from_row(db: BaseDatabaseWrapper, columns: list[str], row: tuple[Any, ...]) -> Task:
+    """A Task from a claim row, converted as the ORM would.
+
+    Built as ``Model.from_db`` leaves an instance — the field values (after the
+    ORM's converters) and a ``_state`` saying which database it came from — but
+    without running ``Model.__init__`` field by field: that and a RawQuerySet's
+    per-call setup were a fifth of a claim's Python time. ``Task`` defines no
+    ``__init__`` of its own and nothing here listens to ``pre_init``/``post_init``;
+    ``tests/board/test_claim_storm.py`` checks the result equals the ORM's.
+    """
     key = (db.alias, tuple(columns))
     plan = _ROW_PLANS.get(key)
     if plan is None:
-        # from_db takes a full row in the model's field order, which need not be
-        # the table's column order (a migration appends columns).
+        # The row's column order need not be the model's field order (a migration
+        # appends columns).
         plan = _ROW_PLANS[key] = [
             (
+                field.attname,
                 columns.index(str(field.column)),
                 [
                     *db.ops.get_db_converters(field.cached_col),
@@ -336,13 +374,19 @@ def _task_from_row(columns: list[str], row: tuple[Any, ...]) -> Task:
             )
             for field in Task._meta.concrete_fields
         ]
-    values = []
-    for index, converters, field in plan:
+    values = {}
+    for attname, index, converters, field in plan:
         value = row[index]
-        for converter in converters:
-            value = converter(value, field, db)
-        values.append(value)
-    return Task.from_db(db.alias, _ATTNAMES, values)
+        if value is not None:
+            for converter in converters:
+                value = converter(value, field, db)
+        values[attname] = value
+    task = Task.__new__(Task)
+    task.__dict__.update(values)
+    state = task._state = ModelState()
+    state.adding = False
+    state.db = db.alias
+    return task
 
 
 def _check_runtime(runtime: Any) -> str | None:
