@@ -256,26 +256,32 @@ def fetch_one(sql: str, params: list[Any]) -> tuple[list[str], tuple[Any, ...]] 
 
     For the few statements on a lock-bound hot path (the claim and its event): it
     skips Django's cursor wrappers (query logging, the placeholder rewrite on every
-    call). ``sql`` uses Django's ``%s`` placeholders. On PostgreSQL the cursor binds
-    server-side, so psycopg prepares the statement once it has run
-    ``prepare_threshold`` times on the connection (settings) and the planner stops
-    running on every call. Driver errors surface as Django's, for :func:`write`'s
-    retry rule.
+    call). ``sql`` uses Django's ``%s`` placeholders, rewritten once per text into
+    the driver's own (``?``; PostgreSQL's ``$1``…, sent as they are by psycopg's
+    RawCursor — its own rewrite is not cached for statements as long as the
+    claim's). On PostgreSQL the statement binds server-side, so psycopg prepares it
+    once it has run ``prepare_threshold`` times on the connection (settings) and
+    the planner stops running on every call; and the row comes back in binary,
+    which neither side has to format or parse as text (jsonb still arrives as JSON
+    text, as Django's own cursors get it). Driver errors surface as Django's, for
+    :func:`write`'s retry rule.
     """
     connection = connections[DEFAULT_DB_ALIAS]
     connection.ensure_connection()
     raw = connection.connection
     with connection.wrap_database_errors:
         if connection.vendor == "postgresql":
-            from psycopg import Cursor  # only installed with the postgres extra
+            from psycopg import RawCursor  # only installed with the postgres extra
 
-            cursor = Cursor(raw)  # Django's own cursors bind client-side
-            cursor.execute(sql, params)
+            text = _DOLLAR.get(sql)
+            if text is None:
+                text = _DOLLAR[sql] = _native_marks(sql, lambda n: f"${n}")
+            cursor = RawCursor(raw)
+            cursor.execute(text, params, binary=True)
         else:
             text = _QMARK.get(sql)
             if text is None:
-                # Django's conversion for SQLite (%s -> ?, %% -> %), once per text.
-                text = _QMARK[sql] = _FORMAT_MARK.sub("?", sql).replace("%%", "%")
+                text = _QMARK[sql] = _native_marks(sql, lambda n: "?")
             cursor = sqlite3.Cursor(raw)  # type: ignore[assignment]  # not Django's: it rewrites marks again
             cursor.execute(text, params)
         try:
@@ -290,12 +296,49 @@ def fetch_one(sql: str, params: list[Any]) -> tuple[list[str], tuple[Any, ...]] 
             cursor.close()
 
 
+def _native_marks(sql: str, mark: Callable[[int], str]) -> str:
+    """Django's ``%s`` placeholders as the driver's (the n-th by ``mark(n)``), ``%%``
+    as ``%``."""
+    count = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count
+        if match.group() == "%%":
+            return "%"
+        count += 1
+        return mark(count)
+
+    return _MARKS.sub(replace, sql)
+
+
 # The storage recipe's transaction mode (settings' transaction_mode: IMMEDIATE).
 _BEGIN = "BEGIN IMMEDIATE"
-_FORMAT_MARK = re.compile(r"(?<!%)%s")
+_MARKS = re.compile(r"%%|%s")
 _QMARK: dict[str, str] = {}
+_DOLLAR: dict[str, str] = {}
 # A statement's result columns, by its text (fixed for a given text).
 _COLUMNS: dict[str, list[str]] = {}
+
+
+@receiver(connection_created)
+def load_binary_jsonb_as_text(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """PostgreSQL: jsonb in a binary result (:func:`fetch_one`) as its JSON text, as
+    Django registers it for text results — JSONField parses it itself."""
+    if connection.vendor != "postgresql":
+        return
+    from psycopg.adapt import Loader
+    from psycopg.pq import Format
+
+    class JsonbTextBinaryLoader(Loader):
+        format = Format.BINARY
+
+        def load(self, data: Any) -> str:
+            data = bytes(data)
+            if data[:1] != b"\x01":  # jsonb's binary format: a version byte, then text
+                raise ValueError(f"unknown jsonb binary format version {data[:1]!r}")
+            return data[1:].decode()
+
+    connection.connection.adapters.register_loader("jsonb", JsonbTextBinaryLoader)
 
 
 # SQLite has one writer at a time. Threads of one process (daphne runs each
