@@ -100,6 +100,45 @@ def body(task: Any, depends_on: list[str] | None = None) -> dict[str, Any]:
     return {key: render(task, column, depends_on) for key, column, render in _PY_FIELDS}
 
 
+# Task fields a body does not show, or shows only in part (a verification of None
+# hides any evidence left behind): what a Task rebuilt from its body needs besides.
+BEYOND_BODY: tuple[str, ...] = (
+    "unmet_deps",
+    "tenant_id",
+    "write_log",
+    "write_log_truncated",
+    "create_fingerprint",
+    "verdict_evidence",
+    "verdict_at",
+)
+
+
+def _time(value: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(value) if value is not None else None
+
+
+def fields_from_body(task_body: dict[str, Any]) -> dict[str, Any]:
+    """The task's field values (by attribute name) that ``task_body`` shows: the
+    inverse of :func:`body`, for every field but :data:`BEYOND_BODY`. The claim
+    builds its Task from the body its own statement made (``board.store.claims``);
+    ``tests/board/test_snapshot.py`` checks the round trip for tasks in every shape.
+    """
+    values: dict[str, Any] = {}
+    for key, column, kind in FIELDS:
+        value = task_body[key]
+        if kind == "time":
+            values[column] = _time(value)
+        elif kind == "verification":
+            values["verdict"] = value["verdict"] if value else None
+            values["human_override"] = value["human_override"] if value else None
+        elif kind == "cost":
+            values["cost_tokens"] = value["tokens"]
+            values["cost_cents"] = value["cents"]
+        elif kind != "deps":
+            values[column] = value
+    return values
+
+
 # --- SQL -----------------------------------------------------------------------
 
 

@@ -156,45 +156,45 @@ def _claim_sql(
             f"WITH candidate AS ({pick_sql}), "  # noqa: S608 - composed from ORM SQL
             f"{_CLAIMED} AS (UPDATE {table} AS t SET {sets} FROM candidate "
             f"WHERE t.id = candidate.id AND {_guard('t')} "
-            f"RETURNING {_columns(db, 't')}, {payload}), {events.chained_sql(_CLAIMED)} "
+            f"RETURNING {_returning(db, 't')}, {payload}), {events.chained_sql(_CLAIMED)} "
             f"SELECT {_CLAIMED}.*, ev.seq, ev.created_at FROM {_CLAIMED}, ev"
         )
     else:
         sql = (
             f"UPDATE {table} SET {sets} "  # noqa: S608 - composed from ORM SQL
             f"WHERE {table}.id = ({pick_sql}) AND {_guard(table)} "
-            f"RETURNING {_sqlite_returning(db, table)}, {payload}"
+            f"RETURNING {_returning(db, table)}, {payload}"
         )
     return sql, list(pick_params)
 
 
-def _columns(db: BaseDatabaseWrapper, table: str) -> str:
-    """The model's columns by name, not ``*``: the statement is prepared once per
-    connection, and a column added by a later migration must not change its
-    result type under a running worker."""
-    quote = db.ops.quote_name
-    return ", ".join(f"{table}.{quote(str(f.column))}" for f in Task._meta.concrete_fields)
-
-
+# What the claim's UPDATE returns besides its event's payload: the payload's task
+# body carries the rest of the claimed row (snapshot.fields_from_body).
+_RETURNED = ("id", "team_id", *snapshot.BEYOND_BODY)
+_FIELD = {field.attname: field for field in Task._meta.concrete_fields}
 # Declared column types for which Django registers sqlite3 converters.
 _CONVERTED_DECLTYPES = frozenset({"bool", "date", "time", "datetime", "timestamp"})
 
 
-def _sqlite_returning(db: BaseDatabaseWrapper, table: str) -> str:
-    """Every tasks column, those with a converting declared type as expressions.
+def _returning(db: BaseDatabaseWrapper, table: str) -> str:
+    """The :data:`_RETURNED` columns of the claimed row, by name (not ``*``: the
+    statement is prepared once per connection, and a column added by a later
+    migration must not change its result type under a running worker).
 
-    sqlite3 runs Django's Python converters (text to datetime, 0/1 to bool) on
-    declared types as a row is fetched — inside the write lock, for the claim. An
-    expression has no declared type, so the row comes back raw and the ORM's own
-    converters (:func:`_task_from_row`) do that work after commit.
+    SQLite: those with a converting declared type as expressions. sqlite3 runs
+    Django's Python converters (text to datetime, 0/1 to bool) on declared types
+    as a row is fetched — inside the write lock, for the claim. An expression has
+    no declared type, so the row comes back raw and the ORM's own converters
+    (:func:`_task_from_claim`) do that work after commit.
     """
     parts = []
-    for field in Task._meta.concrete_fields:
+    for name in _RETURNED:
+        field = _FIELD[name]
         col = db.ops.quote_name(str(field.column))
         decltype = str(field.db_type(db) or "").split("(")[0].strip().lower()
-        if decltype == "bool":
+        if db.vendor == "sqlite" and decltype == "bool":
             parts.append(f"({table}.{col} + 0) AS {col}")
-        elif decltype in _CONVERTED_DECLTYPES:
+        elif db.vendor == "sqlite" and decltype in _CONVERTED_DECLTYPES:
             parts.append(f"CAST({table}.{col} AS TEXT) AS {col}")
         else:
             parts.append(f"{table}.{col}")
@@ -265,7 +265,7 @@ def _claim_update(prepared: _Prepared) -> _Claimed | None:
             columns.index("id"),
             columns.index("team_id"),
             columns.index(_PAYLOAD),
-            len(Task._meta.concrete_fields),
+            len(_RETURNED),
         )
     id_at, team_at, payload_at, width = plan
     payload = row[payload_at]
@@ -294,7 +294,7 @@ def _claim_update(prepared: _Prepared) -> _Claimed | None:
 
 
 # Per claim statement: where the id, team and payload sit in its result row, and
-# how many leading columns are the task's.
+# how many leading columns are the task's (_RETURNED).
 _RESULT_PLANS: dict[str, tuple[int, int, int, int]] = {}
 
 
@@ -334,47 +334,45 @@ def _claim_once(
     if claimed is None:
         return None
     columns, row, payload = claimed
-    task = _task_from_row(db, columns, row)
     if isinstance(payload, str | bytes):
         payload = json.loads(payload)
+    task = _task_from_claim(db, columns, row, payload["task"])
     # The API answers with this same body (see board.api.task_body).
     task._snapshot = payload["task"]  # type: ignore[attr-defined]
     return task
 
 
-# How to turn a claim row into a Task, by (database, column list): the position
-# of each model field in the row and the converters the ORM would apply.
+# How to convert a claim's returned columns as the ORM would, by (database, column
+# list): each field's position in the row and its converters.
 _ROW_PLANS: dict[tuple[str, tuple[str, ...]], list[tuple[str, int, list[Any], Any]]] = {}
 
 
-def _task_from_row(db: BaseDatabaseWrapper, columns: list[str], row: tuple[Any, ...]) -> Task:
-    """A Task from a claim row, converted as the ORM would.
+def _task_from_claim(
+    db: BaseDatabaseWrapper, columns: list[str], row: tuple[Any, ...], task_body: dict[str, Any]
+) -> Task:
+    """The claimed Task: its body's fields, and the returned columns the body does
+    not show (converted as the ORM would).
 
-    Built as ``Model.from_db`` leaves an instance — the field values (after the
-    ORM's converters) and a ``_state`` saying which database it came from — but
-    without running ``Model.__init__`` field by field: that and a RawQuerySet's
-    per-call setup were a fifth of a claim's Python time. ``Task`` defines no
-    ``__init__`` of its own and nothing here listens to ``pre_init``/``post_init``;
-    ``tests/board/test_claim_storm.py`` checks the result equals the ORM's.
+    Built as ``Model.from_db`` leaves an instance — the field values and a
+    ``_state`` saying which database it came from — but without running
+    ``Model.__init__`` field by field: that, a RawQuerySet's per-call setup, and
+    returning and converting every column inside the write lock were a quarter of
+    a claim's time. ``Task`` defines no ``__init__`` of its own and nothing here
+    listens to ``pre_init``/``post_init``; ``tests/board/test_snapshot.py`` checks
+    the result equals the ORM's own for tasks in every shape.
     """
     key = (db.alias, tuple(columns))
     plan = _ROW_PLANS.get(key)
     if plan is None:
-        # The row's column order need not be the model's field order (a migration
-        # appends columns).
-        plan = _ROW_PLANS[key] = [
-            (
-                field.attname,
-                columns.index(str(field.column)),
-                [
-                    *db.ops.get_db_converters(field.cached_col),
-                    *field.get_db_converters(db),
-                ],
-                field,
-            )
-            for field in Task._meta.concrete_fields
-        ]
-    values = {}
+        plan = _ROW_PLANS[key] = []
+        for name in _RETURNED:
+            field = _FIELD[name]
+            converters = [
+                *db.ops.get_db_converters(field.cached_col),
+                *field.get_db_converters(db),
+            ]
+            plan.append((field.attname, columns.index(str(field.column)), converters, field))
+    values = snapshot.fields_from_body(task_body)
     for attname, index, converters, field in plan:
         value = row[index]
         if value is not None:

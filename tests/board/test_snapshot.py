@@ -114,3 +114,37 @@ def test_a_prepared_claim_survives_a_column_added_by_a_later_migration(default_t
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending FK checks
         cursor.execute("ALTER TABLE tasks ADD COLUMN added_later integer")
     assert store.claim_next("ada") is not None
+
+
+def test_a_task_rebuilt_from_its_body_equals_the_orms_for_tasks_in_every_shape(default_team):
+    ids = tasks_in_every_shape()
+    attnames = {field.attname for field in Task._meta.concrete_fields}
+    for task_id in ids:
+        orm = store.get_task(task_id)
+        values = snapshot.fields_from_body(body_from_sql(task_id))
+        assert set(values) | set(snapshot.BEYOND_BODY) == attnames
+        for name, value in values.items():
+            assert value == getattr(orm, name), (task_id, name)
+
+
+def test_the_task_a_claim_returns_equals_the_orms_after_the_claim(default_team):
+    parent = store.create_task(title="parent").task
+    store.complete(parent.id, {"ok": True}, ticket=store.claim(parent.id, "ada").ticket)
+    task = store.create_task(
+        title="claim me",
+        labels=["x"],
+        metadata={"k": [1, None]},
+        input={"a": 1},
+        depends_on=[parent.id],
+        max_attempts=3,
+    ).task
+    claimed = store.claim_next("bob", runtime="codex").task
+    assert claimed is not None and claimed.id == task.id
+    orm = Task.objects.get(pk=task.id)
+    for field in Task._meta.concrete_fields:
+        assert getattr(claimed, field.attname) == getattr(orm, field.attname), field.attname
+    assert claimed._state.adding is False and claimed._state.db == orm._state.db
+    assert claimed.pk == orm.pk and claimed == orm
+    claimed.title = "renamed"
+    claimed.save(update_fields=["title"])  # a usable instance, as the ORM's is
+    assert Task.objects.get(pk=task.id).title == "renamed"
