@@ -182,12 +182,12 @@ def _sqlite(kind: Kind, col: str, t: str) -> str:
 
 
 def _pg_time(c: str) -> str:
-    # isoformat(): microseconds only when non-zero, always the UTC offset.
-    utc = f"({c} AT TIME ZONE 'UTC')"
+    # isoformat(): microseconds only when non-zero, always the UTC offset. One
+    # to_char (the costly part of the body) and a replace: '.000000' can only be
+    # the fraction.
     return (
-        f"(to_char({utc}, 'YYYY-MM-DD\"T\"HH24:MI:SS') || "
-        f"CASE WHEN mod(EXTRACT(MICROSECONDS FROM {c})::bigint, 1000000) = 0 THEN '' "
-        f"ELSE to_char({utc}, '.US') END || '+00:00')"
+        f"(replace(to_char({c} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US'), "
+        "'.000000', '') || '+00:00')"
     )
 
 
