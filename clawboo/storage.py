@@ -170,8 +170,10 @@ def on_commit(callback: Callable[[], None]) -> None:
 
 
 class _Pending(threading.local):
-    # The after-commit callbacks of the driver_write running in this thread.
+    # The after-commit callbacks of the driver_write running in this thread, and
+    # its driver connection (for fetch_one, while the write lock is held).
     callbacks: list[Callable[[], None]] | None = None
+    raw: Any = None
 
 
 _pending = _Pending()
@@ -236,6 +238,7 @@ def _driver_transaction(
     raw = connection.connection
     callbacks: list[Callable[[], None]] = []
     _pending.callbacks = callbacks
+    _pending.raw = raw
     try:
         with connection.wrap_database_errors:
             raw.execute(_BEGIN)
@@ -247,7 +250,7 @@ def _driver_transaction(
                     raw.rollback()
                 raise
     finally:
-        _pending.callbacks = None
+        _pending.callbacks = _pending.raw = None
     return result, callbacks
 
 
@@ -266,6 +269,24 @@ def fetch_one(sql: str, params: list[Any]) -> tuple[list[str], tuple[Any, ...]] 
     text, as Django's own cursors get it). Driver errors surface as Django's, for
     :func:`write`'s retry rule.
     """
+    raw = _pending.raw
+    if raw is not None:
+        # Inside a driver_write (SQLite), which holds the write lock and maps the
+        # driver's errors itself: straight to its connection.
+        text = _QMARK.get(sql)
+        if text is None:
+            text = _QMARK[sql] = _native_marks(sql, lambda n: "?")
+        cursor = raw.execute(text, params)
+        try:
+            row = cursor.fetchone()
+            if row is None:
+                return None
+            columns = _COLUMNS.get(sql)
+            if columns is None:
+                columns = _COLUMNS[sql] = [col[0] for col in cursor.description or ()]
+            return columns, tuple(row)
+        finally:
+            cursor.close()
     connection = connections[DEFAULT_DB_ALIAS]
     connection.ensure_connection()
     raw = connection.connection
