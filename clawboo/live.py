@@ -13,6 +13,7 @@ loses anything; publishing is therefore best-effort and kept off the write path:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import queue
 import threading
@@ -27,9 +28,11 @@ from clawboo.models import Event
 log = logging.getLogger(__name__)
 
 
+@functools.lru_cache(maxsize=1024)
 def group_name(team_id: str) -> str:
     # Channels group names allow ASCII letters, digits, hyphens, underscores, periods.
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in team_id)
+    # Cached: asked after every committed write (has_audience), for a few teams.
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in team_id)
     return f"board.{safe}"[:90]
 
 
