@@ -153,7 +153,11 @@ def driver_write(
     ``atomic`` block, this is :func:`write`.
     """
     connection = connections[DEFAULT_DB_ALIAS]
-    if connection.vendor != "sqlite" or connection.in_atomic_block:
+    if (
+        connection.vendor != "sqlite"
+        or connection.in_atomic_block
+        or not connection.get_autocommit()  # a transaction Django manages is open
+    ):
         return _retrying(_ATOMIC, fn, *args, **kwargs)
     return _retrying(_DRIVER, fn, *args, **kwargs)
 

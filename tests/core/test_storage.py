@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, connections
+from django.db import IntegrityError, connection, connections, transaction
 from django.db.utils import OperationalError
 from django.test import override_settings
 
@@ -268,3 +268,89 @@ def test_threads_of_one_process_write_at_once_and_every_write_lands(default_team
     assert store.list_tasks().count() == 200
     assert Event.objects.filter(kind="added").count() == 200
     assert max(slowest) < 1.0  # queued behind at most a few peers, never a busy timeout
+
+
+# --- driver_write: the claim's transaction on the driver connection -------------
+
+_TEAM_INSERT = "INSERT INTO teams (id, name, last_event_seq, created_at) VALUES (%s, %s, 0, %s)"
+
+
+def insert_team(team_id: str) -> None:
+    storage.fetch_one(_TEAM_INSERT + " RETURNING id", [team_id, team_id, "2026-01-01 00:00:00"])
+
+
+def test_driver_write_commits_and_runs_its_side_effects_only_after_the_commit(sleeps):
+    seen: list[bool] = []
+
+    def body() -> str:
+        insert_team("driven")
+        storage.on_commit(lambda: seen.append(Team.objects.filter(pk="driven").exists()))
+        assert seen == []  # not yet: the write lock is still held
+        return "done"
+
+    assert storage.driver_write(body) == "done"
+    assert seen == [True]  # after commit, and the row was there to see
+    assert connection.get_autocommit() and not connection.in_atomic_block
+
+
+def test_driver_write_rolls_back_on_any_error_and_runs_no_side_effect(sleeps):
+    effects: list[int] = []
+
+    def body() -> None:
+        insert_team("rolled-back")
+        storage.on_commit(lambda: effects.append(1))
+        raise ValueError("refused after the insert")
+
+    with pytest.raises(ValueError):
+        storage.driver_write(body)
+    assert not Team.objects.filter(pk="rolled-back").exists()
+    assert effects == [] and sleeps == []
+    storage.driver_write(insert_team, "next-one")  # the connection is usable again
+    assert Team.objects.filter(pk="next-one").exists()
+
+
+def test_driver_write_reruns_the_whole_transaction_on_a_transient_lock_error(sleeps):
+    attempts: list[int] = []
+
+    def body() -> None:
+        attempts.append(1)
+        insert_team(f"attempt-{len(attempts)}")
+        if len(attempts) < 3:
+            raise_transient("busy")
+
+    storage.driver_write(body)
+    assert len(attempts) == 3 and len(sleeps) == 2
+    ids = set(Team.objects.filter(pk__startswith="attempt-").values_list("pk", flat=True))
+    assert ids == {"attempt-3"}  # the failed attempts left nothing behind
+
+
+def test_driver_write_waits_out_a_lock_held_by_another_connection(sleeps):
+    if not on_sqlite():
+        pytest.skip("the database-wide write lock is SQLite's")
+    holder = sqlite3.connect(
+        connection.settings_dict["NAME"], isolation_level=None, check_same_thread=False
+    )
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.4, holder.rollback)
+    release.start()
+    try:
+        started = time.monotonic()
+        storage.driver_write(insert_team, "after-the-holder")
+        elapsed = time.monotonic() - started
+    finally:
+        release.join()
+        holder.close()
+    assert Team.objects.filter(pk="after-the-holder").exists()
+    assert 0.35 <= elapsed < 1.5
+
+
+def test_driver_write_inside_an_atomic_block_is_part_of_it(sleeps):
+    effects: list[int] = []
+    with pytest.raises(RuntimeError), transaction.atomic():
+        storage.driver_write(
+            lambda: (insert_team("inside"), storage.on_commit(lambda: effects.append(1)))
+        )
+        assert Team.objects.filter(pk="inside").exists()
+        raise RuntimeError("the outer block rolls back")
+    assert not Team.objects.filter(pk="inside").exists()
+    assert effects == []
