@@ -194,13 +194,14 @@ def _retrying(
     **kwargs: P.kwargs,
 ) -> T:
     using = DEFAULT_DB_ALIAS
-    if connections[using].in_atomic_block:
+    connection = connections[using]
+    if connection.in_atomic_block:
         with transaction.atomic(using=using):
             return fn(*args, **kwargs)
 
     budget = write_budget_seconds()
     deadline = time.monotonic() + budget
-    lock = _process_write_lock(using)
+    lock = _process_write_lock(connection)
     attempt = 0
     while True:
         attempt += 1
@@ -212,7 +213,7 @@ def _retrying(
             if mode == _ATOMIC:
                 with transaction.atomic(using=using):
                     return fn(*args, **kwargs)
-            result, committed = _driver_transaction(using, fn, *args, **kwargs)
+            result, committed = _driver_transaction(connection, fn, *args, **kwargs)
             break
         except DatabaseError as exc:
             if not is_transient_lock_error(exc):
@@ -235,9 +236,8 @@ def _retrying(
 
 
 def _driver_transaction(
-    using: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+    connection: Any, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs
 ) -> tuple[T, list[Callable[[], None]]]:
-    connection = connections[using]
     connection.ensure_connection()
     raw = connection.connection
     callbacks: list[Callable[[], None]] = []
@@ -374,13 +374,12 @@ _write_locks: dict[str, threading.RLock] = {}
 _write_locks_guard = threading.Lock()
 
 
-def _process_write_lock(using: str) -> threading.RLock | None:
-    connection = connections[using]
+def _process_write_lock(connection: Any) -> threading.RLock | None:
     if connection.vendor != "sqlite":
         return None
     key = str(connection.settings_dict.get("NAME"))
-    with _write_locks_guard:
-        lock = _write_locks.get(key)
-        if lock is None:
-            lock = _write_locks[key] = threading.RLock()
-        return lock
+    lock = _write_locks.get(key)  # a dict read is atomic; create under the guard
+    if lock is None:
+        with _write_locks_guard:
+            lock = _write_locks.setdefault(key, threading.RLock())
+    return lock
