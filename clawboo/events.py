@@ -129,6 +129,8 @@ def append_text(
     built in Python while the write lock is held; the Event is made, and
     delivered, after commit (and only when someone in this process listens).
     """
+    if not storage.in_write():
+        raise RuntimeError("events.append_text must run inside the mutation's transaction")
     seq = next_seq(team_id)
     if stored_at is None:
         stored_at = connection.ops.adapt_datetimefield_value(at)

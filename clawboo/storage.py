@@ -173,6 +173,12 @@ def on_commit(callback: Callable[[], None]) -> None:
         transaction.on_commit(callback)
 
 
+def in_write() -> bool:
+    """Whether a write transaction is open in this thread (Django's, or a
+    :func:`driver_write`'s, which Django does not see)."""
+    return _pending.raw is not None or connections[DEFAULT_DB_ALIAS].in_atomic_block
+
+
 class _Pending(threading.local):
     # The after-commit callbacks of the driver_write running in this thread, and
     # its driver connection (for fetch_one, while the write lock is held).

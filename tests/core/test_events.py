@@ -103,3 +103,19 @@ def test_a_listener_hears_a_claim_after_commit_only_for_teams_it_wants(default_t
         assert claimed.payload["task"]["id"] == task.id
     finally:
         events.unsubscribe(heard.append)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_event_outside_a_write_transaction_is_refused(default_team):
+    from django.utils import timezone
+
+    with pytest.raises(RuntimeError):
+        events.append_text(
+            default_team,
+            "claimed",
+            task_id=None,
+            prev_status=None,
+            payload="{}",
+            at=timezone.now(),
+        )
+    assert events.latest_seq(default_team) == 0
