@@ -283,20 +283,7 @@ def fetch_one(sql: str, params: list[Any]) -> tuple[list[str], tuple[Any, ...]] 
     if raw is not None:
         # Inside a driver_write (SQLite), which holds the write lock and maps the
         # driver's errors itself: straight to its connection.
-        text = _QMARK.get(sql)
-        if text is None:
-            text = _QMARK[sql] = _native_marks(sql, lambda n: "?")
-        cursor = raw.execute(text, params)
-        try:
-            row = cursor.fetchone()
-            if row is None:
-                return None
-            columns = _COLUMNS.get(sql)
-            if columns is None:
-                columns = _COLUMNS[sql] = [col[0] for col in cursor.description or ()]
-            return columns, tuple(row)
-        finally:
-            cursor.close()
+        return _first_row(sql, raw.execute(_sqlite_text(sql), params))
     connection = connections[DEFAULT_DB_ALIAS]
     connection.ensure_connection()
     raw = connection.connection
@@ -310,21 +297,30 @@ def fetch_one(sql: str, params: list[Any]) -> tuple[list[str], tuple[Any, ...]] 
             cursor = RawCursor(raw)
             cursor.execute(text, params, binary=True)
         else:
-            text = _QMARK.get(sql)
-            if text is None:
-                text = _QMARK[sql] = _native_marks(sql, lambda n: "?")
             cursor = sqlite3.Cursor(raw)  # type: ignore[assignment]  # not Django's: it rewrites marks again
-            cursor.execute(text, params)
-        try:
-            row = cursor.fetchone()
-            if row is None:
-                return None
-            columns = _COLUMNS.get(sql)
-            if columns is None:
-                columns = _COLUMNS[sql] = [col[0] for col in cursor.description or ()]
-            return columns, tuple(row)
-        finally:
-            cursor.close()
+            cursor.execute(_sqlite_text(sql), params)
+        return _first_row(sql, cursor)
+
+
+def _sqlite_text(sql: str) -> str:
+    text = _QMARK.get(sql)
+    if text is None:
+        text = _QMARK[sql] = _native_marks(sql, lambda n: "?")
+    return text
+
+
+def _first_row(sql: str, cursor: Any) -> tuple[list[str], tuple[Any, ...]] | None:
+    """The column names (cached by statement text) and first row of ``cursor``."""
+    try:
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        columns = _COLUMNS.get(sql)
+        if columns is None:
+            columns = _COLUMNS[sql] = [col[0] for col in cursor.description or ()]
+        return columns, tuple(row)
+    finally:
+        cursor.close()
 
 
 def _native_marks(sql: str, mark: Callable[[int], str]) -> str:

@@ -5,9 +5,11 @@ unretried; propagate anything else at once; give up on a wall-clock budget."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -115,24 +117,31 @@ def test_backoff_pauses_are_jittered_between_20_and_150_ms(sleeps):
     assert len(set(sleeps)) > 1  # jittered, not a fixed step
 
 
-def test_a_sqlite_write_waits_out_a_lock_held_by_another_connection(sleeps):
-    """A real SQLITE_BUSY at BEGIN IMMEDIATE, released before the budget runs out."""
+@contextlib.contextmanager
+def sqlite_write_lock_held_for(seconds: float) -> Iterator[None]:
+    """Another connection holds SQLite's write lock, releasing it after ``seconds``."""
     if not on_sqlite():
         pytest.skip("the database-wide write lock is SQLite's")
     holder = sqlite3.connect(
         connection.settings_dict["NAME"], isolation_level=None, check_same_thread=False
     )
     holder.execute("BEGIN IMMEDIATE")
-    release = threading.Timer(0.4, holder.rollback)
+    release = threading.Timer(seconds, holder.rollback)
     release.start()
-    calls: list[int] = []
     try:
-        started = time.monotonic()
-        storage.write(lambda: calls.append(1) or Team.objects.create(pk="after-lock", name="x"))
-        elapsed = time.monotonic() - started
+        yield
     finally:
         release.join()
         holder.close()
+
+
+def test_a_sqlite_write_waits_out_a_lock_held_by_another_connection(sleeps):
+    """A real SQLITE_BUSY at BEGIN IMMEDIATE, released before the budget runs out."""
+    calls: list[int] = []
+    with sqlite_write_lock_held_for(0.4):
+        started = time.monotonic()
+        storage.write(lambda: calls.append(1) or Team.objects.create(pk="after-lock", name="x"))
+        elapsed = time.monotonic() - started
     assert Team.objects.filter(pk="after-lock").exists()
     assert calls == [1]  # the failed attempts never got as far as the body
     assert sleeps  # it backed off at least once
@@ -325,21 +334,10 @@ def test_driver_write_reruns_the_whole_transaction_on_a_transient_lock_error(sle
 
 
 def test_driver_write_waits_out_a_lock_held_by_another_connection(sleeps):
-    if not on_sqlite():
-        pytest.skip("the database-wide write lock is SQLite's")
-    holder = sqlite3.connect(
-        connection.settings_dict["NAME"], isolation_level=None, check_same_thread=False
-    )
-    holder.execute("BEGIN IMMEDIATE")
-    release = threading.Timer(0.4, holder.rollback)
-    release.start()
-    try:
+    with sqlite_write_lock_held_for(0.4):
         started = time.monotonic()
         storage.driver_write(insert_team, "after-the-holder")
         elapsed = time.monotonic() - started
-    finally:
-        release.join()
-        holder.close()
     assert Team.objects.filter(pk="after-the-holder").exists()
     assert 0.35 <= elapsed < 1.5
 
