@@ -3,7 +3,7 @@ loop on the same table, with 1, 4 and 12 processes, on a SQLite file and (when i
 answers) PostgreSQL.
 
     python bench/claim.py [--seconds 2] [--procs 1,4,12] [--backends sqlite,postgresql]
-                          [--decompose]
+                          [--decompose] [--rounds 1] [--raw-busy-us 0]
 
 Prints a table and writes ``bench/results/claim.json``. The raw baseline runs the
 claim the board runs — pick the oldest ready task (todo, not dropped, every
@@ -28,6 +28,7 @@ import datetime as dt
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -187,7 +188,9 @@ def run_one(
     db: BenchDB, impl: str, procs: int, seconds: float, tasks: int, busy_us: float = 0.0
 ) -> dict[str, Any]:
     seed(db, tasks)
-    barrier = db.tmp / f"barrier-{impl}-{procs}"
+    # A fresh barrier per run: a worker that found an old one would start at once,
+    # timed from that run's start.
+    barrier = db.tmp / f"barrier-{impl}-{procs}-{time.monotonic_ns()}"
     workers = [
         subprocess.Popen(
             [
@@ -231,12 +234,49 @@ def run_one(
     }
 
 
+def measure(db: BenchDB, backend: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One table row: ``--rounds`` rounds of board and raw (and raw_event), the order
+    alternating round by round (ABBA) so a drift of the machine's speed falls on both;
+    each figure is the median run (the upper one of an even count), the ratio the
+    median of the rounds' ratios."""
+    runs: dict[str, list[dict[str, Any]]] = {"board": [], "raw": [], "raw_event": []}
+    impls = ["board", "raw", *(["raw_event"] if args.decompose else [])]
+    for r in range(args.rounds):
+        for impl in impls if r % 2 == 0 else reversed(impls):
+            busy_us = 0.0 if impl == "board" else args.raw_busy_us
+            runs[impl].append(run_one(db, impl, n, args.seconds, args.tasks, busy_us))
+
+    def share(impl: str) -> float:
+        ratios = [
+            a["per_sec"] / b["per_sec"] if b["per_sec"] else 0.0
+            for a, b in zip(runs[impl], runs["raw"], strict=True)
+        ]
+        return round(statistics.median(ratios), 2)
+
+    def median_run(impl: str) -> dict[str, Any]:
+        ordered = sorted(runs[impl], key=lambda run: run["per_sec"])
+        return {**ordered[len(ordered) // 2], "rounds": [run["per_sec"] for run in runs[impl]]}
+
+    row: dict[str, Any] = {"backend": backend, "procs": n, "board": median_run("board"),
+                           "raw": median_run("raw"), "ratio": share("board")}  # fmt: skip
+    if args.decompose:
+        row["raw_event"] = median_run("raw_event")
+        row["raw_event_ratio"] = share("raw_event")
+    return row
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--procs", default="1,4,12")
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--tasks", type=int, default=40_000)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="rounds per cell, board and raw alternating (ABBA); medians are reported",
+    )
     parser.add_argument("--worker", choices=["board", "raw", "raw_event"])
     parser.add_argument(
         "--decompose",
@@ -279,6 +319,7 @@ def main() -> int:
     procs = [int(p) for p in args.procs.split(",")]
     report: dict[str, Any] = {
         "seconds_per_run": args.seconds,
+        "rounds": args.rounds,
         "raw_busy_us": args.raw_busy_us,
         "target_ratio_at_12": TARGET,
         "cpus": os.cpu_count(),
@@ -291,21 +332,15 @@ def main() -> int:
         db = BenchDB(backend)
         try:
             for n in procs:
-                board = run_one(db, "board", n, args.seconds, args.tasks)
-                raw = run_one(db, "raw", n, args.seconds, args.tasks, args.raw_busy_us)
-                ratio = board["per_sec"] / raw["per_sec"] if raw["per_sec"] else 0.0
-                row = {"backend": backend, "procs": n, "board": board, "raw": raw,
-                       "ratio": round(ratio, 2)}  # fmt: skip
+                row = measure(db, backend, n, args)
+                ratio = row["ratio"]
+                board, raw = row["board"], row["raw"]
                 line = (
                     f"{backend:<11} {n:>5} {board['per_sec']:>9} {raw['per_sec']:>9} {ratio:>6.2f}"
                 )
                 if args.decompose:
-                    with_event = run_one(
-                        db, "raw_event", n, args.seconds, args.tasks, args.raw_busy_us
-                    )
-                    share = with_event["per_sec"] / raw["per_sec"] if raw["per_sec"] else 0.0
-                    row["raw_event"] = with_event
-                    row["raw_event_ratio"] = round(share, 2)
+                    with_event = row["raw_event"]
+                    share = row["raw_event_ratio"]
                     line += f" {with_event['per_sec']:>12} {share:>6.2f}"
                 report["results"].append(row)
                 print(line, flush=True)
