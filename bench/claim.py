@@ -16,6 +16,10 @@ board ≥ 0.5× raw at 12 processes.
 transaction, what the board must (the team's sequence bump and an event row of the
 board's size) — how much of the gap is the durable event itself.
 
+Each run's JSON also records the workers' CPU per claim in their timed loops
+(``user_us``, ``sys_us``): with many processes on few cores, the loop is as fast as
+its CPU per claim lets it be.
+
 ``--raw-busy-us N`` (a diagnostic) gives every raw-loop claim N µs of CPU work
 outside its transaction, as the board's per-claim Python is: with many processes on
 few cores the loop is CPU-bound, and this shows what such work alone costs it.
@@ -86,6 +90,7 @@ def board_worker(agent: str, barrier: Path, seconds: float) -> dict[str, Any]:
     from clawboo.storage import WriteBudgetExceeded
 
     count = over_budget = 0
+    cpu0 = os.times()
     while time.time() < start + seconds:
         try:
             if store.claim_next(agent) is None:
@@ -94,7 +99,7 @@ def board_worker(agent: str, barrier: Path, seconds: float) -> dict[str, Any]:
             over_budget += 1
             continue
         count += 1
-    return {"count": count, "end": time.time(), "over_budget": over_budget}
+    return {"count": count, "end": time.time(), "over_budget": over_budget, **_cpu(cpu0)}
 
 
 # What the raw_event loop writes per claim besides the claim: the team's sequence
@@ -116,6 +121,11 @@ def raw_event(conn: Any, mark: str, row: Any, stamp: Any) -> None:
     prepared beforehand, no ORM (the board builds the body from the claimed row)."""
     seq = conn.execute(SEQ_SQL.format(p=mark), ["default"]).fetchone()[0]
     conn.execute(EVENT_SQL.format(p=mark), ["default", seq, row[0], stamp, RAW_EVENT_PAYLOAD])
+
+
+def _cpu(before: Any) -> dict[str, float]:
+    after = os.times()
+    return {"user": after.user - before.user, "sys": after.system - before.system}
 
 
 def busy(seconds: float) -> None:
@@ -147,6 +157,7 @@ def raw_worker(
         conn = psycopg.connect(url, autocommit=True)
     start = wait_for(barrier)
     count = 0
+    cpu0 = os.times()
     while time.time() < start + seconds:
         stamp = dt.datetime.now(dt.UTC)
         if busy_us:
@@ -170,7 +181,7 @@ def raw_worker(
         if row is None:
             break
         count += 1
-    return {"count": count, "end": time.time()}
+    return {"count": count, "end": time.time(), **_cpu(cpu0)}
 
 
 # --- driver side ---------------------------------------------------------------
@@ -231,6 +242,9 @@ def run_one(
         "seconds": round(elapsed, 3),
         "per_sec": round(claimed / elapsed),
         "over_budget": sum(r.get("over_budget", 0) for r in results),
+        # CPU per claim in the workers' timed loops (µs), user and system.
+        "user_us": round(sum(r["user"] for r in results) / max(claimed, 1) * 1e6),
+        "sys_us": round(sum(r["sys"] for r in results) / max(claimed, 1) * 1e6),
     }
 
 

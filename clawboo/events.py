@@ -58,10 +58,10 @@ def next_seq(team_id: str) -> int:
     lock (PostgreSQL) or runs under the database write lock (SQLite), so a later
     sequence number can only be handed out after the earlier one commits.
     """
-    found = storage.fetch_one(_NEXT_SEQ_SQL, [team_id])
+    found = storage.fetch_row(_NEXT_SEQ_SQL, [team_id])
     if found is None:
         raise LookupError(f"unknown team {team_id!r}")
-    return int(found[1][0])
+    return int(found[0])
 
 
 def append(
@@ -134,7 +134,7 @@ def append_text(
     seq = next_seq(team_id)
     if stored_at is None:
         stored_at = connection.ops.adapt_datetimefield_value(at)
-    storage.fetch_one(
+    storage.fetch_row(
         _INSERT_TEXT_SQL, [team_id, seq, kind, task_id, prev_status, payload, stored_at]
     )
     _deliver_after_commit(team_id, kind, task_id, prev_status, seq, payload, at)
@@ -144,7 +144,7 @@ _NEXT_SEQ_SQL = (
     f"UPDATE {Team._meta.db_table} SET last_event_seq = last_event_seq + 1 "  # noqa: S608
     "WHERE id = %s RETURNING last_event_seq"
 )
-# RETURNING: fetch_one steps the statement once, which runs the INSERT.
+# RETURNING: fetch_row steps the statement once, which runs the INSERT.
 _INSERT_TEXT_SQL = _INSERT_SQL + " RETURNING seq"
 
 

@@ -21,7 +21,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
@@ -118,7 +118,7 @@ def write(
     outermost caller (a savepoint cannot be re-run on its own), so ``fn`` simply
     runs in a savepoint and any error propagates.
     """
-    return _retrying(_ATOMIC, fn, *args, **kwargs)
+    return _retrying(_ATOMIC, connections[DEFAULT_DB_ALIAS], fn, args, kwargs)
 
 
 def statement(
@@ -134,7 +134,7 @@ def statement(
     team's event-sequence row). Same retry rule and budget as :func:`write`; inside
     an enclosing ``atomic`` block it runs in a savepoint like :func:`write`.
     """
-    return _retrying(_AUTOCOMMIT, fn, *args, **kwargs)
+    return _retrying(_AUTOCOMMIT, connections[DEFAULT_DB_ALIAS], fn, args, kwargs)
 
 
 def driver_write(
@@ -142,7 +142,7 @@ def driver_write(
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
-    """Like :func:`write`, for a ``fn`` that only issues :func:`fetch_one` statements.
+    """Like :func:`write`, for a ``fn`` that only issues :func:`fetch_row` statements.
 
     On SQLite the transaction is begun and committed on the driver connection
     itself (``BEGIN IMMEDIATE`` … ``COMMIT``) rather than through Django's
@@ -158,8 +158,8 @@ def driver_write(
         or connection.in_atomic_block
         or not connection.get_autocommit()  # a transaction Django manages is open
     ):
-        return _retrying(_ATOMIC, fn, *args, **kwargs)
-    return _retrying(_DRIVER, fn, *args, **kwargs)
+        return _retrying(_ATOMIC, connection, fn, args, kwargs)
+    return _retrying(_DRIVER, connection, fn, args, kwargs)
 
 
 def on_commit(callback: Callable[[], None]) -> None:
@@ -181,7 +181,7 @@ def in_write() -> bool:
 
 class _Pending(threading.local):
     # The after-commit callbacks of the driver_write running in this thread, and
-    # its driver connection (for fetch_one, while the write lock is held).
+    # its driver connection (for fetch_row, while the write lock is held).
     callbacks: list[Callable[[], None]] | None = None
     raw: Any = None
 
@@ -194,15 +194,10 @@ _ATOMIC, _AUTOCOMMIT, _DRIVER = "atomic", "autocommit", "driver"
 
 
 def _retrying(
-    mode: str,
-    fn: Callable[P, T],
-    *args: P.args,
-    **kwargs: P.kwargs,
+    mode: str, connection: Any, fn: Callable[..., T], args: Any, kwargs: dict[str, Any]
 ) -> T:
-    using = DEFAULT_DB_ALIAS
-    connection = connections[using]
     if connection.in_atomic_block:
-        with transaction.atomic(using=using):
+        with transaction.atomic(using=connection.alias):
             return fn(*args, **kwargs)
 
     budget = write_budget_seconds()
@@ -214,13 +209,13 @@ def _retrying(
         if lock is not None and not lock.acquire(timeout=max(deadline - time.monotonic(), 0.001)):
             raise WriteBudgetExceeded(f"another thread held the write lock for {budget:.1f}s")
         try:
+            if mode == _DRIVER:
+                result, committed = _driver_transaction(connection, fn, args, kwargs)
+                break
             if mode == _AUTOCOMMIT:
                 return fn(*args, **kwargs)
-            if mode == _ATOMIC:
-                with transaction.atomic(using=using):
-                    return fn(*args, **kwargs)
-            result, committed = _driver_transaction(connection, fn, *args, **kwargs)
-            break
+            with transaction.atomic(using=connection.alias):
+                return fn(*args, **kwargs)
         except DatabaseError as exc:
             if not is_transient_lock_error(exc):
                 raise
@@ -242,13 +237,15 @@ def _retrying(
 
 
 def _driver_transaction(
-    connection: Any, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+    connection: Any, fn: Callable[..., T], args: Any, kwargs: dict[str, Any]
 ) -> tuple[T, list[Callable[[], None]]]:
-    connection.ensure_connection()
+    if connection.connection is None:
+        connection.ensure_connection()
     raw = connection.connection
     callbacks: list[Callable[[], None]] = []
-    _pending.callbacks = callbacks
-    _pending.raw = raw
+    pending = _pending
+    pending.callbacks = callbacks
+    pending.raw = raw
     try:
         with connection.wrap_database_errors:
             raw.execute(_BEGIN)
@@ -260,17 +257,18 @@ def _driver_transaction(
                     raw.rollback()
                 raise
     finally:
-        _pending.callbacks = _pending.raw = None
+        pending.callbacks = pending.raw = None
     return result, callbacks
 
 
-def fetch_one(sql: str, params: list[Any]) -> tuple[list[str], tuple[Any, ...]] | None:
-    """Run one statement on the driver's own cursor: its column names and first row.
+def fetch_row(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+    """Run one statement on the driver's own cursor and return its first row.
 
-    For the few statements on a lock-bound hot path (the claim and its event): it
-    skips Django's cursor wrappers (query logging, the placeholder rewrite on every
-    call). ``sql`` uses Django's ``%s`` placeholders, rewritten once per text into
-    the driver's own (``?``; PostgreSQL's ``$1``…, sent as they are by psycopg's
+    For the few statements on a lock-bound hot path (the claim and its event),
+    whose callers know their result's columns by position: it skips Django's
+    cursor wrappers (query logging, the placeholder rewrite on every call).
+    ``sql`` uses Django's ``%s`` placeholders, rewritten once per text into the
+    driver's own (``?``; PostgreSQL's ``$1``…, sent as they are by psycopg's
     RawCursor — its own rewrite is not cached for statements as long as the
     claim's). On PostgreSQL the statement binds server-side, so psycopg prepares it
     once it has run ``prepare_threshold`` times on the connection (settings) and
@@ -282,8 +280,13 @@ def fetch_one(sql: str, params: list[Any]) -> tuple[list[str], tuple[Any, ...]] 
     raw = _pending.raw
     if raw is not None:
         # Inside a driver_write (SQLite), which holds the write lock and maps the
-        # driver's errors itself: straight to its connection.
-        return _first_row(sql, raw.execute(_sqlite_text(sql), params))
+        # driver's errors itself: straight to its connection. A RETURNING
+        # statement has made all its changes by its first row.
+        text = _QMARK.get(sql)
+        if text is None:
+            text = _QMARK[sql] = _native_marks(sql, lambda n: "?")
+        row: tuple[Any, ...] | None = raw.execute(text, params).fetchone()
+        return row
     connection = connections[DEFAULT_DB_ALIAS]
     connection.ensure_connection()
     raw = connection.connection
@@ -297,30 +300,16 @@ def fetch_one(sql: str, params: list[Any]) -> tuple[list[str], tuple[Any, ...]] 
             cursor = RawCursor(raw)
             cursor.execute(text, params, binary=True)
         else:
+            text = _QMARK.get(sql)
+            if text is None:
+                text = _QMARK[sql] = _native_marks(sql, lambda n: "?")
             cursor = sqlite3.Cursor(raw)  # type: ignore[assignment]  # not Django's: it rewrites marks again
-            cursor.execute(_sqlite_text(sql), params)
-        return _first_row(sql, cursor)
-
-
-def _sqlite_text(sql: str) -> str:
-    text = _QMARK.get(sql)
-    if text is None:
-        text = _QMARK[sql] = _native_marks(sql, lambda n: "?")
-    return text
-
-
-def _first_row(sql: str, cursor: Any) -> tuple[list[str], tuple[Any, ...]] | None:
-    """The column names (cached by statement text) and first row of ``cursor``."""
-    try:
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        columns = _COLUMNS.get(sql)
-        if columns is None:
-            columns = _COLUMNS[sql] = [col[0] for col in cursor.description or ()]
-        return columns, tuple(row)
-    finally:
-        cursor.close()
+            cursor.execute(text, params)
+        try:
+            found = cursor.fetchone()
+            return None if found is None else tuple(found)
+        finally:
+            cursor.close()
 
 
 def _native_marks(sql: str, mark: Callable[[int], str]) -> str:
@@ -343,13 +332,11 @@ _BEGIN = "BEGIN IMMEDIATE"
 _MARKS = re.compile(r"%%|%s")
 _QMARK: dict[str, str] = {}
 _DOLLAR: dict[str, str] = {}
-# A statement's result columns, by its text (fixed for a given text).
-_COLUMNS: dict[str, list[str]] = {}
 
 
 @receiver(connection_created)
 def load_binary_jsonb_as_text(sender: Any, connection: Any, **kwargs: Any) -> None:
-    """PostgreSQL: jsonb in a binary result (:func:`fetch_one`) as its JSON text, as
+    """PostgreSQL: jsonb in a binary result (:func:`fetch_row`) as its JSON text, as
     Django registers it for text results — JSONField parses it itself."""
     if connection.vendor != "postgresql":
         return

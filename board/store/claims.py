@@ -12,7 +12,7 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -22,7 +22,7 @@ from django.db.models.base import ModelState
 from board import checks, snapshot
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import ExecutionStatus, Task
-from board.store._base import commit_change, db_time, lock_task, now
+from board.store._base import commit_change, lock_task, now
 from board.store.executions import close_running
 from board.store.tasks import (
     clear_claim,
@@ -70,24 +70,28 @@ class ClaimResult:
         return self
 
 
-def _set_clause(
+# The claim's SET clause; binds what _set_params gives, in order.
+_SET_SQL = (
+    "assignee_agent_id = %s, assignee_runtime = %s, status = 'in_progress', "
+    "updated_at = %s, lease_until = %s, lease_duration_ms = %s, "
+    "attempts = attempts + 1, started_at = COALESCE(started_at, %s), "
+    "revision = revision + 1"
+)
+
+
+def _set_params(
     db: BaseDatabaseWrapper, agent_id: str, runtime: str | None, at: dt.datetime, lease_ms: int
-) -> tuple[str, list[Any]]:
-    stamp = db.ops.adapt_datetimefield_value(at)
-    return (
-        "assignee_agent_id = %s, assignee_runtime = %s, status = 'in_progress', "
-        "updated_at = %s, lease_until = %s, lease_duration_ms = %s, "
-        "attempts = attempts + 1, started_at = COALESCE(started_at, %s), "
-        "revision = revision + 1",
-        [
-            agent_id,
-            runtime,
-            stamp,
-            db.ops.adapt_datetimefield_value(at + dt.timedelta(milliseconds=lease_ms)),
-            lease_ms,
-            stamp,
-        ],
-    )
+) -> list[Any]:
+    adapt = db.ops.adapt_datetimefield_value
+    stamp = adapt(at)
+    return [
+        agent_id,
+        runtime,
+        stamp,
+        adapt(at + dt.timedelta(milliseconds=lease_ms)),
+        lease_ms,
+        stamp,
+    ]
 
 
 def _guard(table: str | None = None) -> str:
@@ -201,14 +205,14 @@ def _returning(db: BaseDatabaseWrapper, table: str) -> str:
     return ", ".join(parts)
 
 
-@dataclass(frozen=True)
-class _Prepared:
+class _Prepared(NamedTuple):
     """A claim statement with its parameters, made before any lock is taken."""
 
     sql: str
     params: list[Any]
     at: dt.datetime
     stamp: Any  # ``at`` as the backend stores it
+    vendor: str
 
 
 def _prepare(
@@ -223,27 +227,35 @@ def _prepare(
     """``key`` names the query's shape for the SQL cache (None: do not cache); a
     ``target`` task id is bound where the shape has the sentinel id."""
     at = now()
-    sets, set_params = _set_clause(db, agent_id, runtime, at, lease_ms)
-    cache_key = None if key is None else (db.vendor, db.alias, *key)
+    set_params = _set_params(db, agent_id, runtime, at, lease_ms)
+    cache_key = None if key is None else (db.alias, *key)
     cached = _SQL_CACHE.get(cache_key) if cache_key is not None else None
     if cached is None:
-        cached = _claim_sql(db, build(), sets)
+        cached = _claim_sql(db, build(), _SET_SQL)
         if cache_key is not None:
             _SQL_CACHE[cache_key] = cached
     sql, pick_params = cached
     if target is not None:
         pick_params = [target if p == _SENTINEL else p for p in pick_params]
-    prev = Status.TODO
-    if db.vendor == "postgresql":
-        params = [*pick_params, *set_params, False, prev, "claimed", prev, at]
+    vendor = db.vendor
+    if vendor == "postgresql":
+        params = [*pick_params, *set_params, False, _TODO, _KIND, _TODO, at]
     else:
-        params = [*set_params, *pick_params, False, prev]
-    return _Prepared(sql, params, at, set_params[2])
+        params = [*set_params, *pick_params, False, _TODO]
+    return _Prepared(sql, params, at, set_params[2], vendor)
 
 
-# What a claim statement gave back: the claimed row's columns and values, and its
+_TODO = str(Status.TODO)
+_KIND = "claimed"  # the claim event's kind
+# Where a claim statement's result columns sit: the task's (_RETURNED), its event's
+# payload, and on PostgreSQL the event's sequence number and stamp.
+_WIDTH = len(_RETURNED)
+_PAYLOAD_AT = _WIDTH
+_TEAM_AT = _RETURNED.index("team_id")
+
+# What a claim statement gave back: the claimed row's _RETURNED columns, and its
 # event's payload (JSON text).
-_Claimed = tuple[list[str], tuple[Any, ...], Any]
+_Claimed = tuple[tuple[Any, ...], Any]
 
 
 def _claim_update(prepared: _Prepared) -> _Claimed | None:
@@ -255,47 +267,31 @@ def _claim_update(prepared: _Prepared) -> _Claimed | None:
     locks are gone: on SQLite this runs under the database's one write lock, and
     every microsecond here is paid by every racer (``bench/claim.py``).
     """
-    found = storage.fetch_one(prepared.sql, prepared.params)
-    if found is None:
+    row = storage.fetch_row(prepared.sql, prepared.params)
+    if row is None:
         return None
-    columns, row = found
-    plan = _RESULT_PLANS.get(prepared.sql)
-    if plan is None:
-        plan = _RESULT_PLANS[prepared.sql] = (
-            columns.index("id"),
-            columns.index("team_id"),
-            columns.index(_PAYLOAD),
-            len(_RETURNED),
-        )
-    id_at, team_at, payload_at, width = plan
-    payload = row[payload_at]
-    if connection.vendor == "postgresql":
-        seq, created_at = row[-2:]
+    payload = row[_PAYLOAD_AT]
+    if prepared.vendor == "postgresql":
         events.chained_written(
-            row[team_at],
-            "claimed",
-            task_id=row[id_at],
-            prev_status=Status.TODO,
-            seq=seq,
+            row[_TEAM_AT],
+            _KIND,
+            task_id=row[0],
+            prev_status=_TODO,
+            seq=row[_PAYLOAD_AT + 1],
             payload=payload,
-            created_at=created_at,
+            created_at=row[_PAYLOAD_AT + 2],
         )
     else:
         events.append_text(
-            row[team_at],
-            "claimed",
-            task_id=row[id_at],
-            prev_status=Status.TODO,
+            row[_TEAM_AT],
+            _KIND,
+            task_id=row[0],
+            prev_status=_TODO,
             payload=payload,
             at=prepared.at,
             stored_at=prepared.stamp,
         )
-    return columns[:width], row[:width], payload
-
-
-# Per claim statement: where the id, team and payload sit in its result row, and
-# how many leading columns are the task's (_RETURNED).
-_RESULT_PLANS: dict[str, tuple[int, int, int, int]] = {}
+    return row[:_WIDTH], payload
 
 
 def _claim_once(
@@ -311,11 +307,11 @@ def _claim_once(
     db = connections[DEFAULT_DB_ALIAS]
     prepared = _prepare(db, key, build, agent_id, runtime, lease_ms, target)
     lapsed_ids = [target] if target is not None else None
-    if db.vendor == "postgresql":
-        if _any_lapsed(prepared.at):
+    if prepared.vendor == "postgresql":
+        if _any_lapsed(db, prepared.at):
             storage.write(release_lapsed, prepared.at, lapsed_ids)
         claimed = storage.statement(_claim_update, prepared)
-    elif not _any_lapsed(prepared.at):
+    elif not _any_lapsed(db, prepared.at):
         # The common case: nothing to release, so the claim is the transaction's
         # only work, run on the driver connection (no ORM bookkeeping in the lock).
         claimed = storage.driver_write(_claim_update, prepared)
@@ -333,22 +329,21 @@ def _claim_once(
         claimed = storage.write(run)
     if claimed is None:
         return None
-    columns, row, payload = claimed
-    if isinstance(payload, str | bytes):
-        payload = json.loads(payload)
-    task = _task_from_claim(db, columns, row, payload["task"])
+    row, payload = claimed
+    task_body = json.loads(payload)["task"] if isinstance(payload, str | bytes) else payload["task"]
+    task = _task_from_claim(db, row, task_body)
     # The API answers with this same body (see board.api.task_body).
-    task._snapshot = payload["task"]  # type: ignore[attr-defined]
+    task._snapshot = task_body  # type: ignore[attr-defined]
     return task
 
 
-# How to convert a claim's returned columns as the ORM would, by (database, column
-# list): each field's position in the row and its converters.
-_ROW_PLANS: dict[tuple[str, tuple[str, ...]], list[tuple[str, int, list[Any], Any]]] = {}
+# How to convert a claim's returned columns as the ORM would, per database: each
+# _RETURNED field's attribute name, its converters and the field.
+_ROW_PLANS: dict[str, list[tuple[str, list[Any], Any]]] = {}
 
 
 def _task_from_claim(
-    db: BaseDatabaseWrapper, columns: list[str], row: tuple[Any, ...], task_body: dict[str, Any]
+    db: BaseDatabaseWrapper, row: tuple[Any, ...], task_body: dict[str, Any]
 ) -> Task:
     """The claimed Task: its body's fields, and the returned columns the body does
     not show (converted as the ORM would).
@@ -361,20 +356,18 @@ def _task_from_claim(
     listens to ``pre_init``/``post_init``; ``tests/board/test_snapshot.py`` checks
     the result equals the ORM's own for tasks in every shape.
     """
-    key = (db.alias, tuple(columns))
-    plan = _ROW_PLANS.get(key)
+    plan = _ROW_PLANS.get(db.alias)
     if plan is None:
-        plan = _ROW_PLANS[key] = []
+        plan = _ROW_PLANS[db.alias] = []
         for name in _RETURNED:
             field = _FIELD[name]
             converters = [
                 *db.ops.get_db_converters(field.cached_col),
                 *field.get_db_converters(db),
             ]
-            plan.append((field.attname, columns.index(str(field.column)), converters, field))
+            plan.append((field.attname, converters, field))
     values = snapshot.fields_from_body(task_body)
-    for attname, index, converters, field in plan:
-        value = row[index]
+    for (attname, converters, field), value in zip(plan, row, strict=True):
         if value is not None:
             for converter in converters:
                 value = converter(value, field, db)
@@ -539,7 +532,7 @@ def release_lapsed(at: dt.datetime, task_ids: Iterable[str] | None = None) -> li
     error instead of handing it out again. The task's running execution is
     closed ``timed_out``.
     """
-    if not _any_lapsed(at):
+    if not _any_lapsed(connection, at):
         # claim_next calls this on every claim; nearly always nothing has lapsed, and
         # building the ORM query below cost a quarter of a claim (bench/claim.py).
         return []
@@ -568,14 +561,14 @@ LAPSE_CHECK_EVERY = dt.timedelta(milliseconds=250)
 _quiet_until: dict[str, dt.datetime] = {}
 
 
-def _any_lapsed(at: dt.datetime) -> bool:
+def _any_lapsed(db: BaseDatabaseWrapper, at: dt.datetime) -> bool:
     """One cheap index probe (tasks_status_lease_idx) with precompiled SQL."""
-    alias = connection.alias
+    alias = db.alias
     quiet = _quiet_until.get(alias)
     if quiet is not None and quiet - LAPSE_CHECK_EVERY <= at < quiet:
         return False
-    with connection.cursor() as cursor:
-        cursor.execute(_ANY_LAPSED_SQL, [db_time(at)])
+    with db.cursor() as cursor:
+        cursor.execute(_ANY_LAPSED_SQL, [db.ops.adapt_datetimefield_value(at)])
         found = cursor.fetchone() is not None
     if not found:
         _quiet_until[alias] = at + LAPSE_CHECK_EVERY

@@ -285,7 +285,7 @@ _TEAM_INSERT = "INSERT INTO teams (id, name, last_event_seq, created_at) VALUES 
 
 
 def insert_team(team_id: str) -> None:
-    storage.fetch_one(_TEAM_INSERT + " RETURNING id", [team_id, team_id, "2026-01-01 00:00:00"])
+    storage.fetch_row(_TEAM_INSERT + " RETURNING id", [team_id, team_id, "2026-01-01 00:00:00"])
 
 
 def test_driver_write_commits_and_runs_its_side_effects_only_after_the_commit(sleeps):
