@@ -154,12 +154,17 @@ class TaskDep(models.Model):
     """``task`` is not ready until ``depends_on`` is done."""
 
     pk = models.CompositePrimaryKey("task_id", "depends_on_id")
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="dep_links")
+    # No index of a foreign key's own: the primary key (task_id first) serves
+    # lookups by task, and Meta's named index lookups by dependency.
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="dep_links", db_index=False
+    )
     depends_on = models.ForeignKey(
         Task,
         on_delete=models.CASCADE,
         related_name="dependent_links",
         db_column="depends_on_task_id",
+        db_index=False,
     )
     created_at = models.DateTimeField()
     tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
