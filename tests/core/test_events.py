@@ -119,3 +119,37 @@ def test_an_event_outside_a_write_transaction_is_refused(default_team):
             at=timezone.now(),
         )
     assert events.latest_seq(default_team) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_postgres_claim_queues_for_its_team_sequence_and_numbers_after_the_holder(
+    default_team,
+):
+    """The claim's statement waits on the team's advisory queue before its sequence
+    row (a queue wakes one waiter per commit; the row's own waiters all wake)."""
+    import threading
+
+    from django.db import connection, connections, transaction
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the advisory queue is PostgreSQL's")
+    task = store.create_task(title="t").task
+    got: list[store.ClaimResult] = []
+
+    def claim() -> None:
+        try:
+            got.append(store.claim(task.id, "ada"))
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(events._SEQ_QUEUE.format(team="%s"), [default_team])
+        racer = threading.Thread(target=claim)
+        racer.start()
+        racer.join(0.5)
+        assert racer.is_alive()  # queued behind this transaction
+        before = events.latest_seq(default_team)
+    racer.join(10)
+    assert got and got[0].ok
+    claimed = Event.objects.get(task_id=task.id, kind="claimed")
+    assert claimed.seq == before + 1
