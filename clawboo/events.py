@@ -57,8 +57,14 @@ def next_seq(team_id: str) -> int:
     Must run inside the mutation's transaction. The UPDATE takes the team row's
     lock (PostgreSQL) or runs under the database write lock (SQLite), so a later
     sequence number can only be handed out after the earlier one commits.
+    On PostgreSQL it queues for the row like the claim (:func:`chained_sql`):
+    every taker of the row takes the queue first, so the two locks are always
+    taken in one order.
     """
-    found = storage.fetch_row(_NEXT_SEQ_SQL, [team_id])
+    if connection.vendor == "postgresql":
+        found = storage.fetch_row(_NEXT_SEQ_QUEUED_SQL, [team_id, team_id])
+    else:
+        found = storage.fetch_row(_NEXT_SEQ_SQL, [team_id])
     if found is None:
         raise LookupError(f"unknown team {team_id!r}")
     return int(found[0])
@@ -144,6 +150,15 @@ _NEXT_SEQ_SQL = (
     f"UPDATE {Team._meta.db_table} SET last_event_seq = last_event_seq + 1 "  # noqa: S608
     "WHERE id = %s RETURNING last_event_seq"
 )
+# PostgreSQL: a transaction-scoped advisory lock per team, taken in front of the
+# team's sequence row by everyone who takes the row (as a subquery of the UPDATE,
+# so before the row is touched): see chained_sql.
+_SEQ_QUEUE = "SELECT pg_advisory_xact_lock(hashtextextended('clawboo.event-seq:' || {team}, 0))"
+_NEXT_SEQ_QUEUED_SQL = (
+    f"UPDATE {Team._meta.db_table} SET last_event_seq = last_event_seq + 1 "  # noqa: S608
+    f"FROM ({_SEQ_QUEUE.format(team='%s')}) AS queued WHERE id = %s "
+    "RETURNING last_event_seq"
+)
 # RETURNING: fetch_row steps the statement once, which runs the INSERT.
 _INSERT_TEXT_SQL = _INSERT_SQL + " RETURNING seq"
 
@@ -177,11 +192,6 @@ def chained_sql(source: str) -> str:
         f"FROM {source} t JOIN seq_alloc s ON s.team_id = t.team_id "
         "RETURNING seq, created_at)"
     )
-
-
-# A transaction-scoped advisory lock per team, taken (as a lateral subquery, so
-# before the row it guards is touched) in front of the team's sequence row.
-_SEQ_QUEUE = "SELECT pg_advisory_xact_lock(hashtextextended('clawboo.event-seq:' || {team}, 0))"
 
 
 def chained_written(

@@ -121,35 +121,50 @@ def test_an_event_outside_a_write_transaction_is_refused(default_team):
     assert events.latest_seq(default_team) == 0
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_postgres_claim_queues_for_its_team_sequence_and_numbers_after_the_holder(
-    default_team,
-):
-    """The claim's statement waits on the team's advisory queue before its sequence
-    row (a queue wakes one waiter per commit; the row's own waiters all wake)."""
+def _queued_behind_the_team_sequence(team: str, write) -> None:
+    """``write`` (in a thread of its own) waits while this thread holds the team's
+    PostgreSQL sequence queue, and completes once it is released."""
     import threading
 
     from django.db import connection, connections, transaction
 
-    if connection.vendor != "postgresql":
-        pytest.skip("the advisory queue is PostgreSQL's")
-    task = store.create_task(title="t").task
-    got: list[store.ClaimResult] = []
+    done: list[object] = []
 
-    def claim() -> None:
+    def run() -> None:
         try:
-            got.append(store.claim(task.id, "ada"))
+            done.append(write())
         finally:
             connections.close_all()  # this thread's own connection
 
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(events._SEQ_QUEUE.format(team="%s"), [default_team])
-        racer = threading.Thread(target=claim)
+        cursor.execute(events._SEQ_QUEUE.format(team="%s"), [team])
+        racer = threading.Thread(target=run)
         racer.start()
         racer.join(0.5)
         assert racer.is_alive()  # queued behind this transaction
-        before = events.latest_seq(default_team)
     racer.join(10)
-    assert got and got[0].ok
-    claimed = Event.objects.get(task_id=task.id, kind="claimed")
-    assert claimed.seq == before + 1
+    assert done
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("write", ["claim", "create"])
+def test_postgres_writers_queue_for_their_team_sequence_on_one_lock(default_team, write):
+    """Every taker of the team's sequence row queues on the team's advisory lock
+    first — the claim (whose waiters the queue wakes one at a time, not as a herd)
+    and every other write — so the two locks are always taken in one order."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the sequence queue is PostgreSQL's")
+    task = store.create_task(title="t").task
+    before = events.latest_seq(default_team)
+    if write == "claim":
+        _queued_behind_the_team_sequence(default_team, lambda: store.claim(task.id, "ada"))
+        written = Event.objects.get(task_id=task.id, kind="claimed")
+    else:
+        made = []
+        _queued_behind_the_team_sequence(
+            default_team, lambda: made.append(store.create_task(title="u").task)
+        )
+        written = Event.objects.get(task_id=made[0].id, kind="added")
+    assert written.seq == before + 1
