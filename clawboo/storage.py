@@ -239,8 +239,7 @@ def _retrying(
 def _driver_transaction(
     connection: Any, fn: Callable[..., T], args: Any, kwargs: dict[str, Any]
 ) -> tuple[T, list[Callable[[], None]]]:
-    if connection.connection is None:
-        connection.ensure_connection()
+    connection.ensure_connection()
     raw = connection.connection
     callbacks: list[Callable[[], None]] = []
     pending = _pending
@@ -282,10 +281,7 @@ def fetch_row(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
         # Inside a driver_write (SQLite), which holds the write lock and maps the
         # driver's errors itself: straight to its connection. A RETURNING
         # statement has made all its changes by its first row.
-        text = _QMARK.get(sql)
-        if text is None:
-            text = _QMARK[sql] = _native_marks(sql, lambda n: "?")
-        row: tuple[Any, ...] | None = raw.execute(text, params).fetchone()
+        row: tuple[Any, ...] | None = raw.execute(_qmarks(sql), params).fetchone()
         return row
     connection = connections[DEFAULT_DB_ALIAS]
     connection.ensure_connection()
@@ -300,16 +296,20 @@ def fetch_row(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
             cursor = RawCursor(raw)
             cursor.execute(text, params, binary=True)
         else:
-            text = _QMARK.get(sql)
-            if text is None:
-                text = _QMARK[sql] = _native_marks(sql, lambda n: "?")
             cursor = sqlite3.Cursor(raw)  # type: ignore[assignment]  # not Django's: it rewrites marks again
-            cursor.execute(text, params)
+            cursor.execute(_qmarks(sql), params)
         try:
             found = cursor.fetchone()
             return None if found is None else tuple(found)
         finally:
             cursor.close()
+
+
+def _qmarks(sql: str) -> str:
+    text = _QMARK.get(sql)
+    if text is None:
+        text = _QMARK[sql] = _native_marks(sql, lambda n: "?")
+    return text
 
 
 def _native_marks(sql: str, mark: Callable[[int], str]) -> str:
