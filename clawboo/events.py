@@ -146,19 +146,16 @@ def append_text(
     _deliver_after_commit(team_id, kind, task_id, prev_status, seq, payload, at)
 
 
-_NEXT_SEQ_SQL = (
-    f"UPDATE {Team._meta.db_table} SET last_event_seq = last_event_seq + 1 "  # noqa: S608
-    "WHERE id = %s RETURNING last_event_seq"
-)
 # PostgreSQL: a transaction-scoped advisory lock per team, taken in front of the
 # team's sequence row by everyone who takes the row (as a subquery of the UPDATE,
 # so before the row is touched): see chained_sql.
 _SEQ_QUEUE = "SELECT pg_advisory_xact_lock(hashtextextended('clawboo.event-seq:' || {team}, 0))"
-_NEXT_SEQ_QUEUED_SQL = (
+_NEXT_SEQ = (
     f"UPDATE {Team._meta.db_table} SET last_event_seq = last_event_seq + 1 "  # noqa: S608
-    f"FROM ({_SEQ_QUEUE.format(team='%s')}) AS queued WHERE id = %s "
-    "RETURNING last_event_seq"
+    "{queue}WHERE id = %s RETURNING last_event_seq"
 )
+_NEXT_SEQ_SQL = _NEXT_SEQ.format(queue="")
+_NEXT_SEQ_QUEUED_SQL = _NEXT_SEQ.format(queue=f"FROM ({_SEQ_QUEUE.format(team='%s')}) AS queued ")
 # RETURNING: fetch_row steps the statement once, which runs the INSERT.
 _INSERT_TEXT_SQL = _INSERT_SQL + " RETURNING seq"
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from board.errors import TaskNotFound
@@ -21,9 +22,10 @@ def now() -> dt.datetime:
     return timezone.now()
 
 
-def db_time(value: dt.datetime | None) -> Any:
-    """A datetime as the backend stores it, for raw SQL parameters."""
-    return connection.ops.adapt_datetimefield_value(value)
+def db_time(value: dt.datetime | None, db: BaseDatabaseWrapper | None = None) -> Any:
+    """A datetime as the backend (``db``, else the default connection) stores it,
+    for raw SQL parameters."""
+    return (db or connection).ops.adapt_datetimefield_value(value)
 
 
 def lock_task(task_id: str) -> Task:

@@ -22,7 +22,7 @@ from django.db.models.base import ModelState
 from board import checks, snapshot
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import ExecutionStatus, Task
-from board.store._base import commit_change, lock_task, now
+from board.store._base import commit_change, db_time, lock_task, now
 from board.store.executions import close_running
 from board.store.tasks import (
     clear_claim,
@@ -82,13 +82,12 @@ _SET_SQL = (
 def _set_params(
     db: BaseDatabaseWrapper, agent_id: str, runtime: str | None, at: dt.datetime, lease_ms: int
 ) -> list[Any]:
-    adapt = db.ops.adapt_datetimefield_value
-    stamp = adapt(at)
+    stamp = db_time(at, db)
     return [
         agent_id,
         runtime,
         stamp,
-        adapt(at + dt.timedelta(milliseconds=lease_ms)),
+        db_time(at + dt.timedelta(milliseconds=lease_ms), db),
         lease_ms,
         stamp,
     ]
@@ -134,9 +133,7 @@ def _event_payload_sql(vendor: str) -> str:
 _EVENT_PAYLOAD_SQL = {vendor: _event_payload_sql(vendor) for vendor in _ROW}
 
 
-def _claim_sql(
-    db: BaseDatabaseWrapper, candidates: QuerySet[Task], sets: str
-) -> tuple[str, list[Any]]:
+def _claim_sql(db: BaseDatabaseWrapper, candidates: QuerySet[Task]) -> tuple[str, list[Any]]:
     """The claim of the first of ``candidates`` as one conditional ``UPDATE``
     returning the claimed row and its event's payload, built by the database from
     the updated row (bound: the SET clause's values, the candidate query's, the
@@ -158,14 +155,14 @@ def _claim_sql(
         pick_sql += f" FOR UPDATE OF {db.ops.quote_name(table)} SKIP LOCKED"
         sql = (
             f"WITH candidate AS ({pick_sql}), "  # noqa: S608 - composed from ORM SQL
-            f"{_CLAIMED} AS (UPDATE {table} AS t SET {sets} FROM candidate "
+            f"{_CLAIMED} AS (UPDATE {table} AS t SET {_SET_SQL} FROM candidate "
             f"WHERE t.id = candidate.id AND {_guard('t')} "
             f"RETURNING {_returning(db, 't')}, {payload}), {events.chained_sql(_CLAIMED)} "
             f"SELECT {_CLAIMED}.*, ev.seq, ev.created_at FROM {_CLAIMED}, ev"
         )
     else:
         sql = (
-            f"UPDATE {table} SET {sets} "  # noqa: S608 - composed from ORM SQL
+            f"UPDATE {table} SET {_SET_SQL} "  # noqa: S608 - composed from ORM SQL
             f"WHERE {table}.id = ({pick_sql}) AND {_guard(table)} "
             f"RETURNING {_returning(db, table)}, {payload}"
         )
@@ -231,7 +228,7 @@ def _prepare(
     cache_key = None if key is None else (db.alias, *key)
     cached = _SQL_CACHE.get(cache_key) if cache_key is not None else None
     if cached is None:
-        cached = _claim_sql(db, build(), _SET_SQL)
+        cached = _claim_sql(db, build())
         if cache_key is not None:
             _SQL_CACHE[cache_key] = cached
     sql, pick_params = cached
@@ -568,7 +565,7 @@ def _any_lapsed(db: BaseDatabaseWrapper, at: dt.datetime) -> bool:
     if quiet is not None and quiet - LAPSE_CHECK_EVERY <= at < quiet:
         return False
     with db.cursor() as cursor:
-        cursor.execute(_ANY_LAPSED_SQL, [db.ops.adapt_datetimefield_value(at)])
+        cursor.execute(_ANY_LAPSED_SQL, [db_time(at, db)])
         found = cursor.fetchone() is not None
     if not found:
         _quiet_until[alias] = at + LAPSE_CHECK_EVERY
