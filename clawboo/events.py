@@ -125,15 +125,19 @@ def append_text(
     payload: str,
     at: dt.datetime,
     stored_at: Any = None,
-) -> None:
+    deliver: bool = True,
+) -> int:
     """Like :func:`append`, with the payload already JSON text — made by the
     database in the mutation's own statement (the claim's ``RETURNING``) — and
     ``stored_at``, ``at`` as the backend stores it, when the caller has it.
+    Returns the event's sequence number.
 
     For writes whose lock-held time matters (the claim, in a
     :func:`~clawboo.storage.driver_write`): two precompiled statements and nothing
     built in Python while the write lock is held; the Event is made, and
     delivered, after commit (and only when someone in this process listens).
+    ``deliver=False`` leaves the delivery to the caller (:func:`written`, once it
+    knows the write committed): the claim combiner writes for other processes.
     """
     if not storage.in_write():
         raise RuntimeError("events.append_text must run inside the mutation's transaction")
@@ -143,7 +147,9 @@ def append_text(
     storage.fetch_row(
         _INSERT_TEXT_SQL, [team_id, seq, kind, task_id, prev_status, payload, stored_at]
     )
-    _deliver_after_commit(team_id, kind, task_id, prev_status, seq, payload, at)
+    if deliver:
+        _deliver_after_commit(team_id, kind, task_id, prev_status, seq, payload, at)
+    return seq
 
 
 # PostgreSQL: a transaction-scoped advisory lock per team, taken in front of the
@@ -175,7 +181,7 @@ def chained_sql(source: str) -> str:
 
     Appends ``seq_alloc`` and ``ev`` (``RETURNING seq, created_at``) to a ``WITH``
     list; binds, in order: kind, prev_status, created_at. Hand what ``ev``
-    returned to :func:`chained_written`.
+    returned to :func:`written`.
     """
     team = Team._meta.db_table
     return (
@@ -191,7 +197,7 @@ def chained_sql(source: str) -> str:
     )
 
 
-def chained_written(
+def written(
     team_id: str,
     kind: str,
     *,
@@ -201,8 +207,9 @@ def chained_written(
     payload: Any,
     created_at: Any,
 ) -> None:
-    """Deliver the event a :func:`chained_sql` statement wrote, after its commit
-    (at once when the statement ran in autocommit: it has committed)."""
+    """Deliver an event written without delivery — by a :func:`chained_sql`
+    statement, or :func:`append_text` with ``deliver=False`` — after its commit
+    (at once outside a write transaction: it has committed)."""
     _deliver_after_commit(team_id, kind, task_id, prev_status, int(seq), payload, created_at)
 
 

@@ -290,11 +290,8 @@ def fetch_row(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
         if connection.vendor == "postgresql":
             from psycopg import RawCursor  # only installed with the postgres extra
 
-            text = _DOLLAR.get(sql)
-            if text is None:
-                text = _DOLLAR[sql] = _native_marks(sql, lambda n: f"${n}")
             cursor = RawCursor(raw)
-            cursor.execute(text, params, binary=True)
+            cursor.execute(_dollars(sql), params, binary=True)
         else:
             cursor = sqlite3.Cursor(raw)  # type: ignore[assignment]  # not Django's: it rewrites marks again
             cursor.execute(_qmarks(sql), params)
@@ -303,6 +300,64 @@ def fetch_row(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
             return None if found is None else tuple(found)
         finally:
             cursor.close()
+
+
+def fetch_rows_atomically(
+    statements: Sequence[tuple[str, Sequence[Any]]],
+) -> list[tuple[Any, ...] | None]:
+    """Run ``statements`` as one write transaction and return each one's first row.
+
+    PostgreSQL: ``BEGIN``, the statements and ``COMMIT`` go out in one round trip
+    (psycopg's pipeline mode) instead of one per statement — the claim combiner's
+    batch, whose locks are held until that commit. SQLite: a :func:`driver_write`
+    of :func:`fetch_row` calls. Same retry rule and budget as :func:`write`; on
+    an error the transaction is rolled back and nothing of it stays.
+    """
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.vendor != "postgresql":
+        return driver_write(lambda: [fetch_row(sql, params) for sql, params in statements])
+    if connection.in_atomic_block or not connection.get_autocommit():
+        return write(lambda: [fetch_row(sql, params) for sql, params in statements])
+    return _retrying(_AUTOCOMMIT, connection, _pipelined, (connection, statements), {})
+
+
+def _pipelined(
+    connection: Any, statements: Sequence[tuple[str, Sequence[Any]]]
+) -> list[tuple[Any, ...] | None]:
+    from psycopg import RawCursor
+    from psycopg.pq import TransactionStatus
+
+    connection.ensure_connection()
+    raw = connection.connection
+    with connection.wrap_database_errors:
+        cursors = []
+        try:
+            with raw.pipeline():
+                raw.execute("BEGIN")
+                for sql, params in statements:
+                    cursor = RawCursor(raw)
+                    cursor.execute(_dollars(sql), params, binary=True)
+                    cursors.append(cursor)
+                raw.execute("COMMIT")
+        except BaseException:
+            # A failed statement leaves the transaction open and aborted (the
+            # pipeline skipped the COMMIT): end it, so nothing of it stays.
+            if raw.info.transaction_status != TransactionStatus.IDLE:
+                raw.execute("ROLLBACK")
+            raise
+        rows = []
+        for cursor in cursors:
+            found = cursor.fetchone()
+            rows.append(None if found is None else tuple(found))
+            cursor.close()
+        return rows
+
+
+def _dollars(sql: str) -> str:
+    text = _DOLLAR.get(sql)
+    if text is None:
+        text = _DOLLAR[sql] = _native_marks(sql, lambda n: f"${n}")
+    return text
 
 
 def _qmarks(sql: str) -> str:

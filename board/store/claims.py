@@ -22,6 +22,7 @@ from django.db.models.base import ModelState
 from board import checks, snapshot
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import ExecutionStatus, Task
+from board.store import combiner
 from board.store._base import commit_change, db_time, lock_task, now
 from board.store.executions import close_running
 from board.store.tasks import (
@@ -35,6 +36,7 @@ from board.store.tickets import Ticket, WriteOutcome, declined, recorded
 from board.transitions import HELD_BY_CLAIM, Status
 from clawboo import events, storage
 from clawboo.errors import ValidationFailed
+from clawboo.models import Event
 
 MAX_ABANDONMENTS = 3  # seed 001: fixed, separate from max_attempts
 ABANDONED_ERROR = "abandoned: its lease lapsed {n} times without renewal"
@@ -210,6 +212,7 @@ class _Prepared(NamedTuple):
     at: dt.datetime
     stamp: Any  # ``at`` as the backend stores it
     vendor: str
+    agent_id: str
 
 
 def _prepare(
@@ -239,7 +242,7 @@ def _prepare(
         params = [*pick_params, *set_params, False, _TODO, _KIND, _TODO, at]
     else:
         params = [*set_params, *pick_params, False, _TODO]
-    return _Prepared(sql, params, at, set_params[2], vendor)
+    return _Prepared(sql, params, at, set_params[2], vendor, agent_id)
 
 
 _TODO = str(Status.TODO)
@@ -250,45 +253,124 @@ _WIDTH = len(_RETURNED)
 _PAYLOAD_AT = _WIDTH
 _TEAM_AT = _RETURNED.index("team_id")
 
-# What a claim statement gave back: the claimed row's _RETURNED columns, and its
-# event's payload (JSON text).
-_Claimed = tuple[tuple[Any, ...], Any]
+
+class _Claimed(NamedTuple):
+    """What a claim's statements gave back: the claimed row's :data:`_RETURNED`
+    columns, its event's payload (JSON text), and the event's sequence number and
+    stamp (for the delivery after commit)."""
+
+    row: tuple[Any, ...]
+    payload: Any
+    seq: int
+    created_at: Any
 
 
-def _claim_update(prepared: _Prepared) -> _Claimed | None:
-    """Claim the first candidate and record its ``claimed`` event.
+def _claim_statements(prepared: _Prepared) -> _Claimed | None:
+    """Claim the first candidate and write its ``claimed`` event; deliver nothing.
 
     SQLite: call inside the write transaction (:func:`storage.driver_write`).
-    PostgreSQL: call outside one (through ``storage.statement``), as the statement
-    is its own transaction. The row is turned into a Task by the caller after the
-    locks are gone: on SQLite this runs under the database's one write lock, and
-    every microsecond here is paid by every racer (``bench/claim.py``).
+    PostgreSQL: outside a transaction the statement is its own (through
+    ``storage.statement``); inside one (the claim combiner's batch) it joins it.
+    The row is turned into a Task by the caller after the locks are gone: on
+    SQLite this runs under the database's one write lock, and every microsecond
+    here is paid by every racer (``bench/claim.py``).
     """
     row = storage.fetch_row(prepared.sql, prepared.params)
     if row is None:
         return None
-    payload = row[_PAYLOAD_AT]
     if prepared.vendor == "postgresql":
-        events.chained_written(
-            row[_TEAM_AT],
-            _KIND,
-            task_id=row[0],
-            prev_status=_TODO,
-            seq=row[_PAYLOAD_AT + 1],
-            payload=payload,
-            created_at=row[_PAYLOAD_AT + 2],
-        )
-    else:
-        events.append_text(
-            row[_TEAM_AT],
-            _KIND,
-            task_id=row[0],
-            prev_status=_TODO,
-            payload=payload,
-            at=prepared.at,
-            stored_at=prepared.stamp,
-        )
-    return row[:_WIDTH], payload
+        return _claimed_pg(row)
+    payload = row[_PAYLOAD_AT]
+    seq = events.append_text(
+        row[_TEAM_AT],
+        _KIND,
+        task_id=row[0],
+        prev_status=_TODO,
+        payload=payload,
+        at=prepared.at,
+        stored_at=prepared.stamp,
+        deliver=False,
+    )
+    return _Claimed(row[:_WIDTH], payload, seq, prepared.at)
+
+
+def _claimed_pg(row: tuple[Any, ...]) -> _Claimed:
+    # PostgreSQL's claim statement returns its event's sequence number and stamp too.
+    return _Claimed(row[:_WIDTH], row[_PAYLOAD_AT], row[_PAYLOAD_AT + 1], row[_PAYLOAD_AT + 2])
+
+
+def claim_batch(batch: list[_Prepared]) -> list[_Claimed | None]:
+    """Several prepared claims as one write transaction, in order (the claim
+    combiner's batch; a later claim sees the earlier ones' rows claimed). Their
+    events are written, not delivered: each claimer delivers its own."""
+    if batch and batch[0].vendor == "postgresql":
+        rows = storage.fetch_rows_atomically([(p.sql, p.params) for p in batch])
+        return [None if row is None else _claimed_pg(row) for row in rows]
+    return storage.driver_write(lambda: [_claim_statements(p) for p in batch])
+
+
+def _deliver_claim(claimed: _Claimed) -> None:
+    """The claim's event to this process's listeners, once its write committed."""
+    events.written(
+        claimed.row[_TEAM_AT],
+        _KIND,
+        task_id=claimed.row[0],
+        prev_status=_TODO,
+        seq=int(claimed.seq),
+        payload=claimed.payload,
+        created_at=claimed.created_at,
+    )
+
+
+def _claim_update(prepared: _Prepared) -> _Claimed | None:
+    """The claim's statements, its event delivered after the write commits."""
+    claimed = _claim_statements(prepared)
+    if claimed is not None:
+        _deliver_claim(claimed)
+    return claimed
+
+
+def _claim_fast(db: BaseDatabaseWrapper, prepared: _Prepared) -> _Claimed | None:
+    """The claim with nothing to release first: through this machine's claim
+    combiner when it answers (:mod:`board.store.combiner`), else as its own
+    transaction — one statement on PostgreSQL, a driver-level write on SQLite."""
+    if combiner.usable(db):
+        try:
+            claimed = combiner.claim(db, prepared)
+        except combiner.ReplyLost:
+            # The request went out and no answer came back: it may have committed.
+            claimed = _claimed_by(db, prepared)
+            if claimed is not None:
+                _deliver_claim(claimed)
+                return claimed
+        else:
+            if claimed is not combiner.NOT_RUN:
+                if claimed is not None:
+                    _deliver_claim(claimed)  # the combiner has committed it
+                return claimed
+    if prepared.vendor == "postgresql":
+        return storage.statement(_claim_update, prepared)
+    return storage.driver_write(_claim_update, prepared)
+
+
+def _claimed_by(db: BaseDatabaseWrapper, prepared: _Prepared) -> _Claimed | None:
+    """The claim ``prepared`` made, if it committed — the row it stamped (its
+    agent, and ``updated_at`` set to the request's own stamp) with that row's
+    claim event — read back as the claim's statement returns them."""
+    table = Task._meta.db_table
+    sql = (
+        f"SELECT {_returning(db, table)}, e.payload, e.seq, e.created_at "  # noqa: S608
+        f"FROM {table} JOIN {Event._meta.db_table} e "
+        f"ON e.task_id = {table}.id AND e.kind = %s "
+        f"WHERE {table}.assignee_agent_id = %s AND {table}.status = 'in_progress' "
+        f"AND {table}.updated_at = %s ORDER BY e.seq DESC LIMIT 1"
+    )
+    with db.cursor() as cursor:
+        cursor.execute(sql, [_KIND, prepared.agent_id, prepared.stamp])
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    return _Claimed(tuple(found[:_WIDTH]), found[_WIDTH], found[_WIDTH + 1], found[_WIDTH + 2])
 
 
 def _claim_once(
@@ -307,11 +389,11 @@ def _claim_once(
     if prepared.vendor == "postgresql":
         if _any_lapsed(db, prepared.at):
             storage.write(release_lapsed, prepared.at, lapsed_ids)
-        claimed = storage.statement(_claim_update, prepared)
+        claimed = _claim_fast(db, prepared)
     elif not _any_lapsed(db, prepared.at):
         # The common case: nothing to release, so the claim is the transaction's
         # only work, run on the driver connection (no ORM bookkeeping in the lock).
-        claimed = storage.driver_write(_claim_update, prepared)
+        claimed = _claim_fast(db, prepared)
     else:
         attempts = 0
 
@@ -326,7 +408,7 @@ def _claim_once(
         claimed = storage.write(run)
     if claimed is None:
         return None
-    row, payload = claimed
+    row, payload = claimed.row, claimed.payload
     task_body = json.loads(payload)["task"] if isinstance(payload, str | bytes) else payload["task"]
     task = _task_from_claim(db, row, task_body)
     # The API answers with this same body (see board.api.task_body).
