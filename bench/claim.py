@@ -12,9 +12,14 @@ IMMEDIATE and the same jittered retry on SQLite, on connections with the storage
 layer's pragmas — but with no ORM, no event log and no lease bookkeeping. Target:
 board ≥ 0.5× raw at 12 processes.
 
+The board's claims go through its claim combiner (``board/store/combiner.py``), as
+they do by default: one writer per database batching the local processes' claims.
+
 ``--decompose`` adds ``raw_event``: the raw loop that also writes, in the same
 transaction, what the board must (the team's sequence bump and an event row of the
-board's size) — how much of the gap is the durable event itself.
+board's size) — how much of the gap is the durable event itself; and
+``board_direct``: the board with the combiner switched off, each claim its own
+transaction.
 
 Each run's JSON also records the workers' CPU per claim in their timed loops
 (``user_us``, ``sys_us``): with many processes on few cores, the loop is as fast as
@@ -202,13 +207,16 @@ def run_one(
     # A fresh barrier per run: a worker that found an old one would start at once,
     # timed from that run's start.
     barrier = db.tmp / f"barrier-{impl}-{procs}-{time.monotonic_ns()}"
+    env = db.env
+    if impl == "board_direct":
+        env = {**env, "CLAWBOO_CLAIM_COMBINER": "0"}
     workers = [
         subprocess.Popen(
             [
                 sys.executable,
                 __file__,
                 "--worker",
-                impl,
+                "board" if impl == "board_direct" else impl,
                 "--agent",
                 f"w{i}",
                 "--barrier",
@@ -222,7 +230,7 @@ def run_one(
                 "--raw-busy-us",
                 str(busy_us),
             ],
-            env=db.env,
+            env=env,
             stdout=subprocess.PIPE,
             text=True,
         )  # fmt: skip
@@ -253,8 +261,13 @@ def measure(db: BenchDB, backend: str, n: int, args: argparse.Namespace) -> dict
     alternating round by round (ABBA) so a drift of the machine's speed falls on both;
     each figure is the median run (the upper one of an even count), the ratio the
     median of the rounds' ratios."""
-    runs: dict[str, list[dict[str, Any]]] = {"board": [], "raw": [], "raw_event": []}
-    impls = ["board", "raw", *(["raw_event"] if args.decompose else [])]
+    runs: dict[str, list[dict[str, Any]]] = {
+        "board": [],
+        "raw": [],
+        "raw_event": [],
+        "board_direct": [],
+    }
+    impls = ["board", "raw", *(["raw_event", "board_direct"] if args.decompose else [])]
     for r in range(args.rounds):
         for impl in impls if r % 2 == 0 else reversed(impls):
             busy_us = 0.0 if impl == "board" else args.raw_busy_us
@@ -276,6 +289,8 @@ def measure(db: BenchDB, backend: str, n: int, args: argparse.Namespace) -> dict
     if args.decompose:
         row["raw_event"] = median_run("raw_event")
         row["raw_event_ratio"] = share("raw_event")
+        row["board_direct"] = median_run("board_direct")
+        row["board_direct_ratio"] = share("board_direct")
     return row
 
 
@@ -340,7 +355,9 @@ def main() -> int:
         "load_before": os.getloadavg()[0],
         "results": [],
     }
-    extra = f" {'raw+event/s':>12} {'ratio':>6}" if args.decompose else ""
+    extra = ""
+    if args.decompose:
+        extra = f" {'raw+event/s':>12} {'ratio':>6} {'direct/s':>9} {'ratio':>6}"
     print(f"{'backend':<11} {'procs':>5} {'board/s':>9} {'raw/s':>9} {'ratio':>6}{extra}")
     for backend in backends:
         db = BenchDB(backend)
@@ -356,6 +373,8 @@ def main() -> int:
                     with_event = row["raw_event"]
                     share = row["raw_event_ratio"]
                     line += f" {with_event['per_sec']:>12} {share:>6.2f}"
+                    direct = row["board_direct"]
+                    line += f" {direct['per_sec']:>9} {row['board_direct_ratio']:>6.2f}"
                 report["results"].append(row)
                 print(line, flush=True)
         finally:

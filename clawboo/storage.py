@@ -16,6 +16,7 @@ lets callers keep the never-retry-a-409 rule. Any other error propagates at once
 from __future__ import annotations
 
 import logging
+import os
 import random
 import re
 import sqlite3
@@ -416,6 +417,17 @@ def load_binary_jsonb_as_text(sender: Any, connection: Any, **kwargs: Any) -> No
 # Re-entrant: an after-commit hook may write again from the same thread.
 _write_locks: dict[str, threading.RLock] = {}
 _write_locks_guard = threading.Lock()
+
+
+def _forget_write_locks() -> None:
+    # A forked child has one thread; a lock that another thread of its parent held
+    # at the fork would stay held in the child forever.
+    global _write_locks_guard
+    _write_locks.clear()
+    _write_locks_guard = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_write_locks)
 
 
 def _process_write_lock(connection: Any) -> threading.RLock | None:

@@ -6,8 +6,8 @@
 waits for FILE to appear, so a test can line every process up before the race.
 
 Commands: ``claim``, ``drain`` (claim_next until nothing is ready), ``link``,
-``create-child``, ``write-storm`` and ``crash-worker`` (claims, opens an execution,
-heartbeats until it is killed).
+``create-child``, ``write-storm``, ``crash-worker`` (claims, opens an execution,
+heartbeats until it is killed) and ``host`` (hosts the claim combiner until killed).
 """
 
 from __future__ import annotations
@@ -73,8 +73,16 @@ def cmd_drain(args: argparse.Namespace) -> dict[str, Any]:
             over_budget += 1
             continue
         if result is None:
-            return {"claimed": claimed, "over_budget": over_budget}
+            return {"claimed": claimed, "over_budget": over_budget, **combiner_stats()}
         claimed.append(result.task.id)
+
+
+def combiner_stats() -> dict[str, int]:
+    """What this process's claim combiner did, if it hosted one."""
+    from board.store import combiner
+
+    hosts = combiner.hosted()
+    return {"served": sum(h.served for h in hosts), "batches": sum(h.batches for h in hosts)}
 
 
 def cmd_link(args: argparse.Namespace) -> dict[str, Any]:
@@ -136,6 +144,24 @@ def cmd_crash_worker(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(args.beat_ms / 1000)
 
 
+def cmd_host(args: argparse.Namespace) -> dict[str, Any]:
+    """Host the claim combiner, say so once it has answered ``--report-after``
+    requests, and serve until killed."""
+    from django.db import connection
+
+    from board.store import combiner
+
+    paths = combiner._paths(connection)
+    assert paths is not None and combiner._host_start(connection, *paths)
+    emit({"hosting": True, "pid": os.getpid()})
+    (host,) = combiner.hosted()
+    while host.served < args.report_after:
+        time.sleep(0.001)
+    emit({"served": host.served})
+    while True:
+        time.sleep(1)
+
+
 COMMANDS = {
     "claim": cmd_claim,
     "drain": cmd_drain,
@@ -143,6 +169,7 @@ COMMANDS = {
     "create-child": cmd_create_child,
     "write-storm": cmd_write_storm,
     "crash-worker": cmd_crash_worker,
+    "host": cmd_host,
 }
 
 
@@ -170,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("task")
     p.add_argument("--agent", required=True)
     p.add_argument("--beat-ms", type=int, default=100)
+    p = sub.add_parser("host")
+    p.add_argument("--report-after", type=int, default=1)
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")

@@ -94,10 +94,12 @@ def usable(db: BaseDatabaseWrapper) -> bool:
     """Whether a claim on ``db`` may go to the combiner: it is switched on, the
     claim is not part of a transaction of the caller's, and the database can be
     shared between processes (an in-memory SQLite database cannot)."""
+    from clawboo.storage import in_write
+
     return (
         enabled()
         and db.alias == DEFAULT_DB_ALIAS
-        and not db.in_atomic_block
+        and not in_write()  # (a write of this thread's own: the combiner would wait on it)
         and db.get_autocommit()
         and _paths(db) is not None
     )
@@ -491,6 +493,14 @@ def stop_all(timeout: float = 5.0) -> None:
         hosts = list(_hosts.values())
     for host in hosts:
         host.stop(timeout)
+
+
+def reset() -> None:
+    """Stop this process's combiners and drop this thread's connection to any: the
+    next claim finds, or becomes, a combiner afresh."""
+    stop_all()
+    if _client.sock is not None:
+        _forget(_client.sock)
 
 
 def hosted() -> list[_Host]:

@@ -14,11 +14,19 @@ from tests.board.seed import bulk_tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+# Claims race directly, or through this machine's claim combiner (board.store.combiner).
+PATHS = pytest.mark.parametrize(
+    "combiner_env",
+    [{"CLAWBOO_CLAIM_COMBINER": "0"}, {"CLAWBOO_CLAIM_COMBINER": "1"}],
+    ids=["direct", "combined"],
+)
 
-def test_twelve_processes_racing_for_one_task_leave_one_winner(default_team, race):
+
+@PATHS
+def test_twelve_processes_racing_for_one_task_leave_one_winner(default_team, race, combiner_env):
     task = store.create_task(title="the only task").task
 
-    results = race([["claim", task.id, "--agent", f"w{i}"] for i in range(12)])
+    results = race([["claim", task.id, "--agent", f"w{i}"] for i in range(12)], combiner_env)
 
     outcomes = Counter(r["outcome"] for r in results)
     assert outcomes == {"ok": 1, "conflict": 11}
@@ -29,10 +37,13 @@ def test_twelve_processes_racing_for_one_task_leave_one_winner(default_team, rac
     assert fresh.assignee_agent_id == f"w{winner}"
 
 
-def test_twelve_processes_drain_two_thousand_tasks_each_claimed_exactly_once(default_team, race):
+@PATHS
+def test_twelve_processes_drain_two_thousand_tasks_each_claimed_exactly_once(
+    default_team, race, combiner_env
+):
     ids = bulk_tasks(2000)
 
-    results = race([["drain", "--agent", f"w{i}"] for i in range(12)])
+    results = race([["drain", "--agent", f"w{i}"] for i in range(12)], combiner_env)
 
     claimed = [task_id for r in results for task_id in r["claimed"]]
     assert len(claimed) == 2000
