@@ -169,6 +169,8 @@ CLAWBOO_BOARD_STALE_SWEEP_MS = env_int("CLAWBOO_BOARD_STALE_SWEEP_MS", 60_000)
 CLAWBOO_DB_WRITE_BUDGET_MS = env_int("CLAWBOO_DB_WRITE_BUDGET_MS", 1_500)
 # Local claims go through one writer per database (board.store.combiner).
 CLAWBOO_CLAIM_COMBINER = env_bool("CLAWBOO_CLAIM_COMBINER", True)
+# From how many processes claiming at once it is used (0: its per-database default).
+CLAWBOO_CLAIM_COMBINER_CROWD = env_int("CLAWBOO_CLAIM_COMBINER_CROWD", 0, low=0)
 CLAWBOO_HEARTBEAT_MS = env_int("CLAWBOO_HEARTBEAT_MS", 30_000)
 CLAWBOO_HTTP_RATE_LIMIT = env_int("CLAWBOO_HTTP_RATE_LIMIT", 3_000, low=0)
 CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = env_int("CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 600_000)

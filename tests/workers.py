@@ -152,7 +152,7 @@ def cmd_host(args: argparse.Namespace) -> dict[str, Any]:
     from board.store import combiner
 
     paths = combiner._paths(connection)
-    assert paths is not None and combiner._host_start(connection, *paths)
+    assert paths is not None and combiner._host_start(connection, paths.sock, paths.lock)
     emit({"hosting": True, "pid": os.getpid()})
     (host,) = combiner.hosted()
     while host.served < args.report_after:

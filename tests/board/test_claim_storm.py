@@ -17,7 +17,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # Claims race directly, or through this machine's claim combiner (board.store.combiner).
 PATHS = pytest.mark.parametrize(
     "combiner_env",
-    [{"CLAWBOO_CLAIM_COMBINER": "0"}, {"CLAWBOO_CLAIM_COMBINER": "1"}],
+    [
+        {"CLAWBOO_CLAIM_COMBINER": "0"},
+        {"CLAWBOO_CLAIM_COMBINER": "1", "CLAWBOO_CLAIM_COMBINER_CROWD": "1"},
+    ],
     ids=["direct", "combined"],
 )
 

@@ -11,6 +11,7 @@ import signal
 import socket
 import struct
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -28,13 +29,15 @@ from tests.conftest import read_json_line
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ON = {"CLAWBOO_CLAIM_COMBINER": "1"}
+# Through the combiner from the first claim on, however few processes claim.
+ON = {"CLAWBOO_CLAIM_COMBINER": "1", "CLAWBOO_CLAIM_COMBINER_CROWD": "1"}
 
 
 @pytest.fixture(autouse=True)
 def fresh_combiner(settings: Any) -> Iterator[None]:
     """No combiner of an earlier test is hosted here or connected to."""
     settings.CLAWBOO_CLAIM_COMBINER = True
+    settings.CLAWBOO_CLAIM_COMBINER_CROWD = 1
     combiner.reset()
     yield
     combiner.reset()
@@ -127,7 +130,7 @@ def test_a_lost_answer_still_gives_the_claimer_exactly_its_claim(default_team, c
     ids = bulk_tasks(3)
     paths = combiner._paths(connection)
     assert paths is not None
-    server = serve_once(paths[0], run=committed)
+    server = serve_once(paths.sock, run=committed)
     seen: list[Event] = []
     events.subscribe(seen.append)
     try:
@@ -218,7 +221,7 @@ def test_a_forked_child_neither_hosts_nor_uses_its_parents_connection(default_te
     assert host.thread.is_alive() and combiner.hosted() == [host]
     paths = combiner._paths(connection)
     assert paths is not None
-    probe = os.open(paths[1], os.O_RDWR)
+    probe = os.open(paths.lock, os.O_RDWR)
     try:
         with pytest.raises(BlockingIOError):  # the parent still holds the role
             fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -237,12 +240,41 @@ def test_an_idle_host_gives_its_role_back(default_team, monkeypatch):
 
     assert not host.thread.is_alive() and not combiner.hosted()
     paths = combiner._paths(connection)
-    assert paths is not None and not os.path.exists(paths[0])
-    probe = os.open(paths[1], os.O_RDWR)
+    assert paths is not None and not os.path.exists(paths.sock)
+    probe = os.open(paths.lock, os.O_RDWR)
     try:
         fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free for the next host
     finally:
         os.close(probe)
+
+
+def test_claims_go_direct_until_enough_processes_claim_at_once(default_team, settings):
+    settings.CLAWBOO_CLAIM_COMBINER_CROWD = 3
+    bulk_tasks(3)
+    paths = combiner._paths(connection)
+    assert paths is not None
+    crowd = combiner._crowd(paths.crowd)
+    assert crowd is not None
+    crowd.map[:] = bytes(len(crowd.map))  # earlier tests' workers claimed here too
+    crowd.counted_at = 0  # count afresh
+    assert store.claim_next("ada") is not None
+    assert not combiner.hosted()  # alone: claimed directly
+
+    # Two more processes claimed just now (their stamps, in their slots).
+    now = time.monotonic_ns()
+    for pid in (os.getpid() + 1, os.getpid() + 2):
+        combiner._CROWD_SLOT.pack_into(
+            crowd.map, (pid % combiner._CROWD_SLOTS) * combiner._CROWD_SLOT.size, pid, now
+        )
+    crowd.counted_at = 0
+    assert store.claim_next("ada") is not None
+    (host,) = combiner.hosted()
+    assert host.served == 1  # three at once: through the combiner
+
+    time.sleep(combiner.CROWD_WINDOW_NS / 1e9 + 0.1)  # the others went quiet
+    crowd.counted_at = 0
+    assert store.claim_next("ada") is not None
+    assert host.served == 1
 
 
 def test_switched_off_it_is_never_asked(default_team, settings):
@@ -255,5 +287,5 @@ def test_switched_off_it_is_never_asked(default_team, settings):
 def test_its_socket_lives_in_a_directory_only_this_user_can_enter(default_team):
     paths = combiner._paths(connection)
     assert paths is not None
-    info = os.stat(os.path.dirname(paths[0]))
+    info = os.stat(os.path.dirname(paths.sock))
     assert info.st_uid == os.getuid() and info.st_mode & 0o077 == 0
