@@ -15,6 +15,7 @@ lets callers keep the never-retry-a-409 rule. Any other error propagates at once
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -317,7 +318,13 @@ def fetch_rows_atomically(
     connection = connections[DEFAULT_DB_ALIAS]
     if connection.vendor != "postgresql":
         return driver_write(lambda: [fetch_row(sql, params) for sql, params in statements])
-    if connection.in_atomic_block or not connection.get_autocommit():
+    from psycopg import Pipeline
+
+    if (
+        connection.in_atomic_block
+        or not connection.get_autocommit()
+        or not Pipeline.is_supported()  # libpq older than 14
+    ):
         return write(lambda: [fetch_row(sql, params) for sql, params in statements])
     return _retrying(_AUTOCOMMIT, connection, _pipelined, (connection, statements), {})
 
@@ -343,8 +350,12 @@ def _pipelined(
         except BaseException:
             # A failed statement leaves the transaction open and aborted (the
             # pipeline skipped the COMMIT): end it, so nothing of it stays.
-            if raw.info.transaction_status != TransactionStatus.IDLE:
-                raw.execute("ROLLBACK")
+            if raw.info.transaction_status in (
+                TransactionStatus.INTRANS,
+                TransactionStatus.INERROR,
+            ):
+                with contextlib.suppress(Exception):  # a broken connection: the error says so
+                    raw.execute("ROLLBACK")
             raise
         rows = []
         for cursor in cursors:
