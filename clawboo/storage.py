@@ -348,6 +348,8 @@ def _pipelined(
                     cursors.append(cursor)
                 raw.execute("COMMIT")
         except BaseException:
+            for cursor in cursors:
+                cursor.close()
             # A failed statement leaves the transaction open and aborted (the
             # pipeline skipped the COMMIT): end it, so nothing of it stays.
             if raw.info.transaction_status in (

@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 try:
@@ -84,7 +84,7 @@ MAX_BATCH = 64
 IDLE_SECONDS = 10.0
 # How long a claimer waits for its answer before it treats the answer as lost. A
 # batch is bounded by the write budget (1.5 s) plus its statements; this is slack.
-REPLY_TIMEOUT_SECONDS = 30.0
+REPLY_TIMEOUT_SECONDS = 10.0
 
 _HEADER = struct.Struct("!I")
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
@@ -226,7 +226,8 @@ class _Crowd:
         if at - self.counted_at > _CROWD_RECOUNT_NS:
             stamps = self._layout.unpack_from(self.map)[1::2]
             horizon = at - CROWD_WINDOW_NS
-            self.counted = sum(1 for stamped in stamps if stamped > horizon)
+            # A stamp from the future is from before a reboot (a new monotonic clock).
+            self.counted = sum(1 for stamped in stamps if horizon < stamped <= at + CROWD_WINDOW_NS)
             self.counted_at = at
         return self.counted
 
@@ -255,15 +256,22 @@ class _Client(threading.local):
         # The claim statements this connection has sent, by text: each goes once,
         # then by number (a claim's SQL is a few kB, its parameters a few dozen bytes).
         self.sent: dict[str, int] = {}
+        # The combiner's database session (PostgreSQL: backend pid and start), from
+        # its hello and each answer: what to end before reading back a lost claim.
+        self.session: Any = None
 
 
 _client = _Client()
+# Combiners that went silent, by socket: claims go direct until then (monotonic s).
+_silent_until: dict[str, float] = {}
+SILENT_PAUSE_SECONDS = 10.0
 
 
 def claim(db: BaseDatabaseWrapper, prepared: Any) -> Any:
     """Have the combiner run ``prepared``'s claim: what its statements returned
     (None: nothing to claim), :data:`NOT_RUN` when no combiner answers, or raises
-    :class:`ReplyLost` when the request went out and its answer did not come."""
+    :class:`ReplyLost` when the request went out and no answer came back — by then
+    the combiner's transaction has ended, so the claim can be read back."""
     where = _paths(db)
     if where is None:
         return NOT_RUN
@@ -276,30 +284,72 @@ def claim(db: BaseDatabaseWrapper, prepared: Any) -> Any:
     host = _hosts.get(where.sock)
     if host is not None and not host.others:
         return NOT_RUN  # we host it and nobody else is here: nothing to combine with
+    if _silent_until.get(where.sock, 0.0) > time.monotonic():
+        return NOT_RUN
     sock = _connection(db, where.sock, where.lock)
     if sock is None:
         return NOT_RUN
-    sent = _client.sent
-    ident = sent.get(prepared.sql)
+    client = _client
+    ident = client.sent.get(prepared.sql)
     if ident is None:
-        ident = sent[prepared.sql] = len(sent)
+        ident = client.sent[prepared.sql] = len(client.sent)
         message = (ident, prepared)
     else:
         message = (ident, prepared._replace(sql=""))
     try:
         _send(sock, message)
-    except OSError:
-        # Nothing went out whole: a combiner that reads a torn frame drops it.
+    except BaseException as exc:
+        # Nothing went out whole (sendall raises only then): the combiner drops a
+        # torn frame when the connection closes, and nothing ran.
         _forget(sock)
-        return NOT_RUN
+        if isinstance(exc, OSError):
+            return NOT_RUN
+        raise
     try:
-        kind, value = pickle.loads(_receive(sock))  # noqa: S301 - our own combiner's answer
-    except (OSError, EOFError, pickle.UnpicklingError) as exc:
+        kind, value, client.session = pickle.loads(_receive(sock))  # noqa: S301 - our combiner
+    except BaseException as exc:
+        session = client.session
         _forget(sock)
+        if not isinstance(exc, OSError | EOFError | pickle.UnpicklingError):
+            raise  # interrupted: the connection is gone, the claim may stand
+        if isinstance(exc, TimeoutError):
+            _silent_until[where.sock] = time.monotonic() + SILENT_PAUSE_SECONDS
+        _end_session(db, session)
         raise ReplyLost(str(exc) or type(exc).__name__) from exc
+    if kind == "lost":  # the combiner cannot tell whether its batch committed
+        _end_session(db, client.session)
+        raise ReplyLost("the combiner's transaction failed with its outcome unknown")
     if kind == "error":
         raise value
     return value
+
+
+def _end_session(db: BaseDatabaseWrapper, session: Any) -> None:
+    """Make sure the combiner's transaction is over before a lost claim is read back.
+
+    PostgreSQL keeps running what a dead host had sent (its whole pipelined batch,
+    COMMIT included), so the claim could commit after the read-back found nothing:
+    end that session and wait for it to go (``pg_terminate_backend`` with a timeout
+    aborts a transaction that has not committed). SQLite's transactions die with
+    their process, and a live host's batch is bounded by the write budget.
+    """
+    if session is None or db.vendor != "postgresql":
+        return
+    pid, started = session
+    alive = "FROM pg_stat_activity WHERE pid = %s AND backend_start = %s"
+    with db.cursor() as cursor:
+        try:
+            cursor.execute(f"SELECT pg_terminate_backend(pid, 5000) {alive}", [pid, started])
+            cursor.fetchall()
+            return
+        except DatabaseError:  # not allowed to end it: wait for it to end instead
+            log.warning("claim combiner: cannot end session %s; waiting for it", pid)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            cursor.execute(f"SELECT 1 {alive}", [pid, started])
+            if cursor.fetchone() is None:
+                return
+            time.sleep(0.05)
 
 
 def _connection(db: BaseDatabaseWrapper, sock_path: str, lock_path: str) -> socket.socket | None:
@@ -315,8 +365,17 @@ def _connection(db: BaseDatabaseWrapper, sock_path: str, lock_path: str) -> sock
     sock = _connect(sock_path)
     if sock is None and _host_start(db, sock_path, lock_path):
         sock = _connect(sock_path)
-    if sock is not None:
-        client.sock, client.path, client.sent = sock, sock_path, {}
+    if sock is None:
+        return None
+    try:  # the combiner says hello with its database session first
+        kind, _, session = pickle.loads(_receive(sock))  # noqa: S301 - our combiner
+    except Exception:  # noqa: BLE001 - no working combiner there: claim directly
+        sock.close()
+        return None
+    if kind != "hello":
+        sock.close()
+        return None
+    client.sock, client.path, client.sent, client.session = sock, sock_path, {}, session
     return sock
 
 
@@ -341,6 +400,9 @@ def _forget(sock: socket.socket) -> None:
 def _send(sock: socket.socket, message: Any) -> None:
     body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     sock.sendall(_HEADER.pack(len(body)) + body)
+
+
+_frame = _send  # one frame, either way
 
 
 def _receive(sock: socket.socket) -> bytes:
@@ -383,10 +445,14 @@ class _Host:
         self.inode = os.stat(sock_path).st_ino
         self.stopping = threading.Event()
         self.wake_r, self.wake_w = os.pipe()
+        self.closed = False  # under _hosts_guard: the wake pipe is gone
+        self.selector = selectors.DefaultSelector()
         self.thread = threading.Thread(
             target=self.serve, name="clawboo-claim-combiner", daemon=True
         )
         self.peers: dict[socket.socket, _Peer] = {}
+        self._session: Any = None
+        self._session_of: Any = None
         self.others = 0  # connected claimers in other processes
         self.served = 0  # requests answered, and in how many transactions
         self.batches = 0
@@ -394,7 +460,7 @@ class _Host:
     # The thread ---------------------------------------------------------------
 
     def serve(self) -> None:
-        selector = selectors.DefaultSelector()
+        selector = self.selector
         selector.register(self.listener, selectors.EVENT_READ)
         selector.register(self.wake_r, selectors.EVENT_READ)
         idle_since = time.monotonic()
@@ -422,16 +488,36 @@ class _Host:
             conn, _ = self.listener.accept()
         except OSError:
             return
-        pid, uid, _ = _PEERCRED.unpack(
-            conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-        )
-        if uid != os.getuid():
+        try:
+            pid, uid, _ = _PEERCRED.unpack(
+                conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+            )
+            if uid != os.getuid():
+                raise PermissionError(f"a claimer of another user (uid {uid})")
+            conn.settimeout(5.0)  # for answers; reads only follow select()
+            _frame(conn, ("hello", None, self.session()))
+            selector.register(conn, selectors.EVENT_READ)
+        except Exception:  # noqa: BLE001 - that claimer claims directly
             conn.close()
             return
-        conn.settimeout(5.0)  # for answers; reads only follow select()
-        selector.register(conn, selectors.EVENT_READ)
         self.peers[conn] = _Peer(pid)
         self.others = sum(1 for peer in self.peers.values() if peer.pid != os.getpid())
+
+    def session(self) -> Any:
+        """This thread's database session, as claimers name it to end it
+        (PostgreSQL: backend pid and start; SQLite: None)."""
+        db = connections[DEFAULT_DB_ALIAS]
+        if db.vendor != "postgresql":
+            return None
+        db.ensure_connection()
+        if self._session_of is not db.connection:
+            with db.connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+                )
+                self._session = tuple(cursor.fetchone() or ())
+            self._session_of = db.connection
+        return self._session
 
     def _read(
         self,
@@ -472,11 +558,15 @@ class _Host:
         answers = _run_batch([request for _, request in batch])
         self.batches += 1
         self.served += len(batch)  # before any answer: a claimer may look at once
-        for (conn, _), answer in zip(batch, answers, strict=True):
+        try:
+            session = self.session()
+        except Exception:  # noqa: BLE001 - the claimers keep the one they had
+            session = None
+        for (conn, _), (kind, value) in zip(batch, answers, strict=True):
             try:
-                body = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+                body = pickle.dumps((kind, value, session), protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:  # noqa: BLE001 - an unpicklable error
-                body = pickle.dumps(("error", RuntimeError(repr(exc))))
+                body = pickle.dumps(("error", RuntimeError(repr(exc)), session))
             try:
                 conn.sendall(_HEADER.pack(len(body)) + body)
             except OSError:
@@ -502,13 +592,15 @@ class _Host:
         for conn in list(self.peers):
             self._drop(conn, selector)
         selector.close()
-        for closing in (
-            self.listener.close,
-            lambda: os.close(self.wake_r),
-            lambda: os.close(self.wake_w),
-        ):
-            with contextlib.suppress(OSError):
-                closing()
+        with _hosts_guard:  # stop() writes to the wake pipe under it
+            self.closed = True
+            for closing in (
+                self.listener.close,
+                lambda: os.close(self.wake_r),
+                lambda: os.close(self.wake_w),
+            ):
+                with contextlib.suppress(OSError):
+                    closing()
         with contextlib.suppress(OSError):
             os.close(self.lock_fd)  # releases the flock
         connections.close_all()  # this thread's own connection
@@ -517,9 +609,10 @@ class _Host:
 
     def stop(self, timeout: float = 5.0) -> None:
         self.stopping.set()
-        with contextlib.suppress(OSError):
-            os.write(self.wake_w, b"x")
-        if self.thread is not threading.current_thread():
+        with _hosts_guard, contextlib.suppress(OSError):
+            if not self.closed:  # (a closed pipe's number may be another file's now)
+                os.write(self.wake_w, b"x")
+        if self.thread is not threading.current_thread() and self.thread.ident is not None:
             self.thread.join(timeout)
 
 
@@ -532,19 +625,46 @@ def _run_batch(requests: list[Any]) -> list[tuple[str, Any]]:
     try:
         return [("ok", claimed) for claimed in claim_batch(requests)]
     except WriteBudgetExceeded as exc:
-        # Locked for the whole budget: each alone would wait as long again.
+        # Locked for the whole budget, nothing written: each alone would wait as long.
         return [("error", exc)] * len(requests)
-    except Exception as exc:  # noqa: BLE001 - handed to the claimers below
-        connections[DEFAULT_DB_ALIAS].close()  # reconnect if the connection broke
+    except Exception as exc:  # noqa: BLE001 - sorted out below
+        if not _rolled_back(exc):
+            # Whether the batch committed is unknown: each claimer reads its claim back.
+            connections[DEFAULT_DB_ALIAS].close()
+            return [("lost", None)] * len(requests)
+        # A statement failed, so the transaction rolled back: run each alone, and
+        # the error stays with its own request.
         if len(requests) == 1:
             return [("error", exc)]
     answers: list[tuple[str, Any]] = []
     for prepared in requests:
         try:
             answers.append(("ok", claim_batch([prepared])[0]))
-        except Exception as exc:  # noqa: BLE001 - the claimer raises it
-            answers.append(("error", exc))
+        except Exception as exc:  # noqa: BLE001 - as above
+            if _rolled_back(exc):
+                answers.append(("error", exc))
+            else:
+                connections[DEFAULT_DB_ALIAS].close()
+                answers.append(("lost", None))
     return answers
+
+
+def _rolled_back(exc: BaseException) -> bool:
+    """Whether a failed batch certainly wrote nothing. SQLite: always (a failed
+    statement or COMMIT is rolled back in this process). PostgreSQL: when the
+    server said why (an SQLSTATE), unless it was about the connection (class 08);
+    a connection lost without one may have lost a COMMIT's answer, not its effect."""
+    if connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
+        return True
+    seen: BaseException | None = exc
+    for _ in range(8):  # (a chain can loop)
+        if seen is None:
+            break
+        sqlstate = getattr(seen, "sqlstate", None)
+        if sqlstate:
+            return not str(sqlstate).startswith("08")
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 _hosts: dict[str, _Host] = {}
@@ -579,7 +699,7 @@ def _host_start(db: BaseDatabaseWrapper, sock_path: str, lock_path: str) -> bool
             return False
         host = _Host(sock_path, lock_fd, listener)
         _hosts[sock_path] = host
-    host.thread.start()
+        host.thread.start()  # under the guard: stop() never meets an unstarted thread
     log.debug("claim combiner started for %s", db.settings_dict.get("NAME"))
     return True
 
@@ -611,11 +731,16 @@ def _after_fork_in_child() -> None:
     global _hosts_guard
     _hosts_guard = threading.Lock()  # another thread may have held it at the fork
     for host in list(_hosts.values()):
+        # Every copy goes, the claimers' connections included: a copy kept open
+        # here would hide the host's death from them (no EOF).
         for fd in (host.lock_fd, host.wake_r, host.wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        with contextlib.suppress(OSError):
-            host.listener.close()
+        for sock in (host.listener, *host.peers):
+            with contextlib.suppress(OSError):
+                sock.close()
+        with contextlib.suppress(Exception):
+            host.selector.close()
     _hosts.clear()
     if _client.sock is not None:
         with contextlib.suppress(OSError):

@@ -111,6 +111,8 @@ def serve_once(path: str, *, run: bool) -> threading.Thread:
 
     def serve() -> None:
         conn, _ = listener.accept()
+        hello = pickle.dumps(("hello", None, None))
+        conn.sendall(struct.pack("!I", len(hello)) + hello)
         size = struct.unpack("!I", conn.recv(4, socket.MSG_WAITALL))[0]
         _, prepared = pickle.loads(conn.recv(size, socket.MSG_WAITALL))
         if run:
