@@ -79,6 +79,19 @@ def _default_team_survives_flush(request: pytest.FixtureRequest) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_channel_layer() -> Any:
+    """Each test gets its own channel layer instance. channels-redis keeps its
+    receive lock per instance, bound to the event loop that made it: a consumer of
+    an earlier test cancelled while holding it leaves it locked to a loop that is
+    gone, and the next test's consumer fails ("bound to a different event loop")."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True)
 def _no_claim_combiner_outlives_its_test() -> Any:
     """A test's claim combiner (board.store.combiner) must not serve the next test,
     whose workers may claim through it, nor keep a session open at teardown."""

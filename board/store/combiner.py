@@ -31,11 +31,14 @@ How:
   claim runs directly as before: the combiner is an accelerator, never a
   requirement, and the database still arbitrates every claim.
 * If the host dies or the answer is lost after a request went out, the claimer
-  looks the claim up by its own stamp (agent and ``updated_at``): a claim that
-  committed is returned, one that did not is run directly. (A host that is alive
-  but silent for :data:`REPLY_TIMEOUT_SECONDS` and commits afterwards leaves that
-  agent a second task, which nobody renews: its lease lapses and it is handed out
-  again. Nothing is claimed twice or lost.)
+  first makes sure the host's transaction is over (PostgreSQL would otherwise go on
+  running a dead host's pipelined batch, COMMIT included: the claimer ends that
+  session and waits for it), then looks its claim up by its own stamp (agent and
+  ``updated_at``): a claim that committed is returned, one that did not is run
+  directly. The same when the host cannot tell whether its batch committed (its
+  connection failed). (On SQLite, a host stopped mid-batch for longer than
+  :data:`REPLY_TIMEOUT_SECONDS` that then resumes commits a claim its claimer has
+  given up on: nobody renews it, its lease lapses and it is handed out again.)
 * Claims go to it only while enough processes claim at once (:data:`CROWD`,
   counted on a shared-memory page every claimer stamps): below that, the round
   trip costs more than batching saves.
