@@ -558,13 +558,15 @@ class _Host:
     def _answer(
         self, batch: list[tuple[socket.socket, Any]], selector: selectors.BaseSelector
     ) -> None:
+        # The session that runs the batch, named before it runs: a batch that fails
+        # closes it, and the claimers must end this one, not its successor.
+        try:
+            session = self.session()
+        except Exception:  # noqa: BLE001 - no connection: the batch fails on its own
+            session = None
         answers = _run_batch([request for _, request in batch])
         self.batches += 1
         self.served += len(batch)  # before any answer: a claimer may look at once
-        try:
-            session = self.session()
-        except Exception:  # noqa: BLE001 - the claimers keep the one they had
-            session = None
         for (conn, _), (kind, value) in zip(batch, answers, strict=True):
             try:
                 body = pickle.dumps((kind, value, session), protocol=pickle.HIGHEST_PROTOCOL)
