@@ -102,9 +102,10 @@ def test_the_host_claims_directly_while_nobody_else_is_connected(default_team):
     assert host.served == served  # no round trip to its own thread
 
 
-def serve_once(path: str, *, run: bool) -> threading.Thread:
+def serve_once(path: str, *, run: bool, say_lost: bool = False) -> threading.Thread:
     """A stand-in combiner at ``path`` that takes one request, commits its claim if
-    ``run``, and hangs up without answering: the answer is lost either way."""
+    ``run``, and hangs up without answering — or answers that it cannot tell
+    whether its batch committed (``say_lost``): the claimer cannot know either way."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(1)
@@ -118,6 +119,9 @@ def serve_once(path: str, *, run: bool) -> threading.Thread:
         if run:
             claims.claim_batch([prepared])
             connections.close_all()
+        if say_lost:
+            lost = pickle.dumps(("lost", None, None))
+            conn.sendall(struct.pack("!I", len(lost)) + lost)
         conn.close()
         listener.close()
         os.unlink(path)
@@ -127,12 +131,13 @@ def serve_once(path: str, *, run: bool) -> threading.Thread:
     return thread
 
 
+@pytest.mark.parametrize("say_lost", [False, True], ids=["hangs-up", "says-lost"])
 @pytest.mark.parametrize("committed", [True, False], ids=["committed", "not-run"])
-def test_a_lost_answer_still_gives_the_claimer_exactly_its_claim(default_team, committed):
+def test_a_lost_answer_still_gives_the_claimer_exactly_its_claim(default_team, committed, say_lost):
     ids = bulk_tasks(3)
     paths = combiner._paths(connection)
     assert paths is not None
-    server = serve_once(paths.sock, run=committed)
+    server = serve_once(paths.sock, run=committed, say_lost=say_lost)
     seen: list[Event] = []
     events.subscribe(seen.append)
     try:
@@ -175,6 +180,27 @@ def test_a_request_that_fails_fails_only_itself(default_team):
     owners = dict(Task.objects.filter(status="in_progress").values_list("id", "assignee_agent_id"))
     assert owners == {ids[0]: "ada", ids[1]: "cy"}
     assert claimed_seqs() == [1, 2]
+
+
+class FakeDriverError(Exception):
+    def __init__(self, sqlstate: str | None) -> None:
+        super().__init__(sqlstate)
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "on_postgresql"),
+    [("23505", True), ("42703", True), ("40P01", True), ("08006", False), (None, False)],
+)
+def test_only_a_certain_rollback_reruns_a_batch_request_by_request(sqlstate, on_postgresql):
+    """SQLite rolls a failed batch back in-process; PostgreSQL's outcome is certain
+    only when the server said why, and not about the connection."""
+    try:
+        raise RuntimeError("wrapped") from FakeDriverError(sqlstate)
+    except RuntimeError as exc:
+        wrapped = exc
+    expected = on_postgresql if connection.vendor == "postgresql" else True
+    assert combiner._rolled_back(wrapped) is expected
 
 
 def test_a_batch_is_one_transaction_that_leaves_nothing_when_it_fails(default_team):
