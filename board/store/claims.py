@@ -360,8 +360,10 @@ def _claimed_by(db: BaseDatabaseWrapper, prepared: _Prepared) -> _Claimed | None
     table = Task._meta.db_table
     sql = (
         f"SELECT {_returning(db, table)}, e.payload, e.seq, e.created_at "  # noqa: S608
-        f"FROM {table} JOIN {Event._meta.db_table} e "
-        f"ON e.task_id = {table}.id AND e.kind = %s "
+        # (team, seq) is the event log's index: read backwards from the newest event
+        # of the task's team, the claim's is among the last.
+        f"FROM {table} JOIN {Event._meta.db_table} e ON e.team_id = {table}.team_id "
+        f"AND e.task_id = {table}.id AND e.kind = %s "
         f"WHERE {table}.assignee_agent_id = %s AND {table}.status = 'in_progress' "
         f"AND {table}.updated_at = %s ORDER BY e.seq DESC LIMIT 1"
     )
