@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from django.db import connection
 from django.utils import timezone
@@ -61,13 +61,7 @@ def next_seq(team_id: str) -> int:
     every taker of the row takes the queue first, so the two locks are always
     taken in one order.
     """
-    if connection.vendor == "postgresql":
-        found = storage.fetch_row(_NEXT_SEQ_QUEUED_SQL, [team_id, team_id])
-    else:
-        found = storage.fetch_row(_NEXT_SEQ_SQL, [team_id])
-    if found is None:
-        raise LookupError(f"unknown team {team_id!r}")
-    return int(found[0])
+    return _bump_seq(team_id, 1)
 
 
 def append(
@@ -132,38 +126,83 @@ def append_text(
     ``stored_at``, ``at`` as the backend stores it, when the caller has it.
     Returns the event's sequence number.
 
-    For writes whose lock-held time matters (the claim, in a
-    :func:`~clawboo.storage.driver_write`): two precompiled statements and nothing
-    built in Python while the write lock is held; the Event is made, and
-    delivered, after commit (and only when someone in this process listens).
     ``deliver=False`` leaves the delivery to the caller (:func:`written`, once it
-    knows the write committed): the claim combiner writes for other processes.
+    knows the write committed). See :func:`append_texts`.
     """
-    if not storage.in_write():
-        raise RuntimeError("events.append_text must run inside the mutation's transaction")
-    seq = next_seq(team_id)
     if stored_at is None:
         stored_at = connection.ops.adapt_datetimefield_value(at)
-    storage.fetch_row(
-        _INSERT_TEXT_SQL, [team_id, seq, kind, task_id, prev_status, payload, stored_at]
-    )
+    (seq,) = append_texts([TextEvent(team_id, kind, task_id, prev_status, payload, stored_at)])
     if deliver:
         _deliver_after_commit(team_id, kind, task_id, prev_status, seq, payload, at)
     return seq
+
+
+class TextEvent(NamedTuple):
+    """An event to append with its payload already JSON text and its stamp as the
+    backend stores it (:func:`append_texts`)."""
+
+    team_id: str
+    kind: str
+    task_id: str | None
+    prev_status: str | None
+    payload: str
+    stored_at: Any
+
+
+def append_texts(rows: Sequence[TextEvent]) -> list[int]:
+    """Append ``rows`` in order, in the current write transaction, and return
+    their sequence numbers; nothing is delivered (hand each to :func:`written`
+    once the write has committed).
+
+    For writes whose lock-held time matters (the claim and the claim combiner's
+    batch of claims, in a :func:`~clawboo.storage.driver_write`): one sequence
+    bump per team for all its rows and one ``executemany`` of precompiled
+    INSERTs, nothing built in Python while the write lock is held beyond the
+    parameter lists.
+    """
+    if not storage.in_write():
+        raise RuntimeError("events.append_texts must run inside the mutation's transaction")
+    if not rows:
+        return []
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.team_id] = counts.get(row.team_id, 0) + 1
+    # Teams in one order (sorted), so two batches never wait on each other's rows.
+    first = {team: _bump_seq(team, counts[team]) - counts[team] + 1 for team in sorted(counts)}
+    seqs = []
+    params = []
+    for row in rows:
+        seq = first[row.team_id]
+        first[row.team_id] = seq + 1
+        seqs.append(seq)
+        params.append(
+            (row.team_id, seq, row.kind, row.task_id, row.prev_status, row.payload, row.stored_at)
+        )
+    storage.execute_many(_INSERT_SQL, params)
+    return seqs
+
+
+def _bump_seq(team_id: str, count: int) -> int:
+    """Take ``count`` sequence numbers of the team's; returns the last of them."""
+    if connection.vendor == "postgresql":
+        found = storage.fetch_row(_BUMP_SEQ_QUEUED_SQL, [count, team_id, team_id])
+    else:
+        found = storage.fetch_row(_BUMP_SEQ_SQL, [count, team_id])
+    if found is None:
+        raise LookupError(f"unknown team {team_id!r}")
+    return int(found[0])
 
 
 # PostgreSQL: a transaction-scoped advisory lock per team, taken in front of the
 # team's sequence row by everyone who takes the row (as a subquery of the UPDATE,
 # so before the row is touched): see chained_sql.
 _SEQ_QUEUE = "SELECT pg_advisory_xact_lock(hashtextextended('clawboo.event-seq:' || {team}, 0))"
-_NEXT_SEQ = (
-    f"UPDATE {Team._meta.db_table} SET last_event_seq = last_event_seq + 1 "  # noqa: S608
+_BUMP_SEQ = (
+    f"UPDATE {Team._meta.db_table} SET last_event_seq = last_event_seq + %s "  # noqa: S608
     "{queue}WHERE id = %s RETURNING last_event_seq"
 )
-_NEXT_SEQ_SQL = _NEXT_SEQ.format(queue="")
-_NEXT_SEQ_QUEUED_SQL = _NEXT_SEQ.format(queue=f"FROM ({_SEQ_QUEUE.format(team='%s')}) AS queued ")
-# RETURNING: fetch_row steps the statement once, which runs the INSERT.
-_INSERT_TEXT_SQL = _INSERT_SQL + " RETURNING seq"
+_BUMP_SEQ_SQL = _BUMP_SEQ.format(queue="")
+_BUMP_SEQ_QUEUED_SQL = _BUMP_SEQ.format(queue=f"FROM ({_SEQ_QUEUE.format(team='%s')}) AS queued ")
 
 
 def chained_sql(source: str) -> str:
@@ -210,7 +249,30 @@ def written(
     """Deliver an event written without delivery — by a :func:`chained_sql`
     statement, or :func:`append_text` with ``deliver=False`` — after its commit
     (at once outside a write transaction: it has committed)."""
-    _deliver_after_commit(team_id, kind, task_id, prev_status, int(seq), payload, created_at)
+    if storage.in_write():
+        _deliver_after_commit(team_id, kind, task_id, prev_status, int(seq), payload, created_at)
+    elif _anyone_wants(team_id):  # (the claim's hot path: nobody here listens, mostly)
+        _deliver(_event(team_id, kind, task_id, prev_status, int(seq), payload, created_at))
+
+
+def _event(
+    team_id: str,
+    kind: str,
+    task_id: str | None,
+    prev_status: str | None,
+    seq: int,
+    payload: Any,
+    created_at: Any,
+) -> Event:
+    return Event(
+        team_id=team_id,
+        seq=seq,
+        kind=kind,
+        task_id=task_id,
+        prev_status=prev_status,
+        payload=json.loads(payload) if isinstance(payload, str | bytes) else payload,
+        created_at=created_at,
+    )
 
 
 def _deliver_after_commit(
@@ -225,17 +287,7 @@ def _deliver_after_commit(
     def deliver() -> None:
         if not _anyone_wants(team_id):
             return  # nobody in this process listens: skip building the Event
-        _deliver(
-            Event(
-                team_id=team_id,
-                seq=seq,
-                kind=kind,
-                task_id=task_id,
-                prev_status=prev_status,
-                payload=json.loads(payload) if isinstance(payload, str | bytes) else payload,
-                created_at=created_at,
-            )
-        )
+        _deliver(_event(team_id, kind, task_id, prev_status, seq, payload, created_at))
 
     storage.on_commit(deliver)
 

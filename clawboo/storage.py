@@ -304,6 +304,18 @@ def fetch_row(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
             cursor.close()
 
 
+def execute_many(sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Run one statement for each of ``rows`` (``%s`` placeholders), inside the
+    current write: on a :func:`driver_write`'s own connection when there is one
+    (the claim's event rows), else on Django's cursor."""
+    raw = _pending.raw
+    if raw is not None:
+        raw.executemany(_qmarks(sql), rows)
+        return
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
 def fetch_rows_atomically(
     statements: Sequence[tuple[str, Sequence[Any]]],
 ) -> list[tuple[Any, ...] | None]:

@@ -22,10 +22,19 @@ def now() -> dt.datetime:
     return timezone.now()
 
 
+_UTC = dt.UTC
+
+
 def db_time(value: dt.datetime | None, db: BaseDatabaseWrapper | None = None) -> Any:
     """A datetime as the backend (``db``, else the default connection) stores it,
     for raw SQL parameters."""
-    return (db or connection).ops.adapt_datetimefield_value(value)
+    db = db or connection
+    if value is not None and value.tzinfo is _UTC and db.vendor == "sqlite" and db.timezone is _UTC:
+        # What Django's adapt_datetimefield_value gives for a UTC stamp on a UTC
+        # connection (naive, str()), without its checks: the claim stamps twice per
+        # call, on its hot path. tests/board/test_claims_sql.py checks they agree.
+        return str(value.replace(tzinfo=None))
+    return db.ops.adapt_datetimefield_value(value)
 
 
 def lock_task(task_id: str) -> Task:

@@ -271,27 +271,35 @@ def _claim_statements(prepared: _Prepared) -> _Claimed | None:
     SQLite: call inside the write transaction (:func:`storage.driver_write`).
     PostgreSQL: outside a transaction the statement is its own (through
     ``storage.statement``); inside one (the claim combiner's batch) it joins it.
-    The row is turned into a Task by the caller after the locks are gone: on
-    SQLite this runs under the database's one write lock, and every microsecond
-    here is paid by every racer (``bench/claim.py``).
     """
-    row = storage.fetch_row(prepared.sql, prepared.params)
-    if row is None:
-        return None
     if prepared.vendor == "postgresql":
-        return _claimed_pg(row)
-    payload = row[_PAYLOAD_AT]
-    seq = events.append_text(
-        row[_TEAM_AT],
-        _KIND,
-        task_id=row[0],
-        prev_status=_TODO,
-        payload=payload,
-        at=prepared.at,
-        stored_at=prepared.stamp,
-        deliver=False,
+        row = storage.fetch_row(prepared.sql, prepared.params)
+        return None if row is None else _claimed_pg(row)
+    return _claim_rows([prepared])[0]
+
+
+def _claim_rows(batch: list[_Prepared]) -> list[_Claimed | None]:
+    """SQLite: the claims of ``batch`` in order, then their events (one sequence
+    bump per team and one ``executemany``), inside the write transaction.
+
+    The rows are turned into Tasks by the claimers after the locks are gone: this
+    runs under the database's one write lock, and every microsecond here is paid
+    by every racer (``bench/claim.py``).
+    """
+    rows = [storage.fetch_row(p.sql, p.params) for p in batch]
+    won = [(p, row) for p, row in zip(batch, rows, strict=True) if row is not None]
+    seqs = iter(
+        events.append_texts(
+            [
+                events.TextEvent(row[_TEAM_AT], _KIND, row[0], _TODO, row[_PAYLOAD_AT], p.stamp)
+                for p, row in won
+            ]
+        )
     )
-    return _Claimed(row[:_WIDTH], payload, seq, prepared.at)
+    return [
+        None if row is None else _Claimed(row[:_WIDTH], row[_PAYLOAD_AT], next(seqs), p.at)
+        for p, row in zip(batch, rows, strict=True)
+    ]
 
 
 def _claimed_pg(row: tuple[Any, ...]) -> _Claimed:
@@ -306,7 +314,7 @@ def claim_batch(batch: list[_Prepared]) -> list[_Claimed | None]:
     if batch and batch[0].vendor == "postgresql":
         rows = storage.fetch_rows_atomically([(p.sql, p.params) for p in batch])
         return [None if row is None else _claimed_pg(row) for row in rows]
-    return storage.driver_write(lambda: [_claim_statements(p) for p in batch])
+    return storage.driver_write(_claim_rows, batch)
 
 
 def _deliver_claim(claimed: _Claimed) -> None:
@@ -346,6 +354,7 @@ def _claim_fast(db: BaseDatabaseWrapper, prepared: _Prepared) -> _Claimed | None
         else:
             if claimed is not combiner.NOT_RUN:
                 if claimed is not None:
+                    claimed = _Claimed(*claimed)
                     _deliver_claim(claimed)  # the combiner has committed it
                 return claimed
     if prepared.vendor == "postgresql":

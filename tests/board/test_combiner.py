@@ -115,7 +115,8 @@ def serve_once(path: str, *, run: bool, say_lost: bool = False) -> threading.Thr
         hello = pickle.dumps(("hello", None, None))
         conn.sendall(struct.pack("!I", len(hello)) + hello)
         size = struct.unpack("!I", conn.recv(4, socket.MSG_WAITALL))[0]
-        _, prepared = pickle.loads(conn.recv(size, socket.MSG_WAITALL))
+        _, *fields = pickle.loads(conn.recv(size, socket.MSG_WAITALL))
+        prepared = claims._Prepared(*fields)
         if run:
             claims.claim_batch([prepared])
             connections.close_all()

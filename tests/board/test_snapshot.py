@@ -148,3 +148,22 @@ def test_the_task_a_claim_returns_equals_the_orms_after_the_claim(default_team):
     claimed.title = "renamed"
     claimed.save(update_fields=["title"])  # a usable instance, as the ORM's is
     assert Task.objects.get(pk=task.id).title == "renamed"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        dt.datetime(2026, 11, 30, 22, 1, 2, 345678, tzinfo=dt.UTC),
+        dt.datetime(2026, 11, 30, 22, 1, 2, tzinfo=dt.UTC),  # a zero fraction
+        dt.datetime(2026, 11, 30, 23, 1, 2, 5, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+        dt.datetime(2026, 11, 30, 22, 1, 2),  # naive
+        None,
+    ],
+    ids=["utc", "utc-whole-second", "other-zone", "naive", "none"],
+)
+def test_the_claim_s_stamps_are_stored_as_django_stores_them(value, settings):
+    # db_time's shortcut for UTC stamps on SQLite must give Django's own answer.
+    from board.store._base import db_time
+
+    settings.USE_TZ = value is None or value.tzinfo is not None
+    assert db_time(value, connection) == connection.ops.adapt_datetimefield_value(value)

@@ -168,3 +168,48 @@ def test_postgres_writers_queue_for_their_team_sequence_on_one_lock(default_team
         )
         written = Event.objects.get(task_id=made[0].id, kind="added")
     assert written.seq == before + 1
+
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_of_text_events_takes_each_team_s_next_numbers_in_order(default_team):
+    # The claim combiner's batch: one sequence bump per team, the rows in order.
+    from django.db import connection
+    from django.utils import timezone
+
+    from board.store._base import db_time
+
+    registry.ensure_team("other")
+    store.create_task(title="a")  # the default team's event 1
+    stored = db_time(timezone.now(), connection)
+    teams = ["default", "other", "default", "other", "other"]
+    rows = [
+        events.TextEvent(team, "claimed", None, "todo", f'{{"n": {n}}}', stored)
+        for n, team in enumerate(teams)
+    ]
+    seqs = storage.driver_write(events.append_texts, rows)
+    assert seqs == [2, 1, 3, 2, 3]
+    assert events.latest_seq("default") == 3 and events.latest_seq("other") == 3
+    written = Event.objects.filter(kind="claimed").values_list("team_id", "seq", "payload")
+    assert sorted((team, seq, payload["n"]) for team, seq, payload in written) == [
+        ("default", 2, 0),
+        ("default", 3, 2),
+        ("other", 1, 1),
+        ("other", 2, 3),
+        ("other", 3, 4),
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_text_events_need_a_write_transaction_and_a_known_team(default_team):
+    from django.db import connection
+    from django.utils import timezone
+
+    from board.store._base import db_time
+
+    row = events.TextEvent("nope", "claimed", None, None, "{}", db_time(timezone.now(), connection))
+    with pytest.raises(RuntimeError):
+        events.append_texts([row])
+    with pytest.raises(LookupError):
+        storage.driver_write(events.append_texts, [row])
+    assert not Event.objects.filter(kind="claimed").exists()
