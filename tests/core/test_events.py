@@ -170,7 +170,6 @@ def test_postgres_writers_queue_for_their_team_sequence_on_one_lock(default_team
     assert written.seq == before + 1
 
 
-
 @pytest.mark.django_db(transaction=True)
 def test_a_batch_of_text_events_takes_each_team_s_next_numbers_in_order(default_team):
     # The claim combiner's batch: one sequence bump per team, the rows in order.
