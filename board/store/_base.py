@@ -32,7 +32,7 @@ def db_time(value: dt.datetime | None, db: BaseDatabaseWrapper | None = None) ->
     if value is not None and value.tzinfo is _UTC and db.vendor == "sqlite" and db.timezone is _UTC:
         # What Django's adapt_datetimefield_value gives for a UTC stamp on a UTC
         # connection (naive, str()), without its checks: the claim stamps twice per
-        # call, on its hot path. tests/board/test_claims_sql.py checks they agree.
+        # call, on its hot path. tests/board/test_snapshot.py checks they agree.
         return str(value.replace(tzinfo=None))
     return db.ops.adapt_datetimefield_value(value)
 

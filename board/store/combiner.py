@@ -271,10 +271,11 @@ SILENT_PAUSE_SECONDS = 10.0
 
 
 def claim(db: BaseDatabaseWrapper, prepared: Any) -> Any:
-    """Have the combiner run ``prepared``'s claim: what its statements returned,
-    as a plain tuple (None: nothing to claim), :data:`NOT_RUN` when no combiner answers, or raises
-    :class:`ReplyLost` when the request went out and no answer came back — by then
-    the combiner's transaction has ended, so the claim can be read back."""
+    """Have the combiner run ``prepared``'s claim: what its statements returned, as
+    a plain tuple (None: nothing to claim), :data:`NOT_RUN` when no combiner
+    answers, or raises :class:`ReplyLost` when the request went out and no answer
+    came back — by then the combiner's transaction has ended, so the claim can be
+    read back."""
     where = _paths(db)
     if where is None:
         return NOT_RUN
@@ -567,12 +568,11 @@ class _Host:
         except Exception:  # noqa: BLE001 - no connection: the batch fails on its own
             session = None
         answers = _run_batch([request for _, request in batch])
-        # (A claim's answer goes as a plain tuple, as its request came.)
         self.batches += 1
         self.served += len(batch)  # before any answer: a claimer may look at once
         for (conn, _), (kind, value) in zip(batch, answers, strict=True):
             if kind == "ok" and value is not None:
-                value = tuple(value)
+                value = tuple(value)  # plain, as its request came (see claim())
             try:
                 body = pickle.dumps((kind, value, session), protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:  # noqa: BLE001 - an unpicklable error
