@@ -7,7 +7,7 @@ hangs off :func:`on_committed` and runs strictly after commit.
 
 from __future__ import annotations
 
-import datetime as dt
+import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -108,33 +108,6 @@ _INSERT_SQL = (
     "(team_id, seq, kind, task_id, prev_status, payload, created_at, tenant_id) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, NULL)"
 )
-
-
-def append_text(
-    team_id: str,
-    kind: str,
-    *,
-    task_id: str | None,
-    prev_status: str | None,
-    payload: str,
-    at: dt.datetime,
-    stored_at: Any = None,
-    deliver: bool = True,
-) -> int:
-    """Like :func:`append`, with the payload already JSON text — made by the
-    database in the mutation's own statement (the claim's ``RETURNING``) — and
-    ``stored_at``, ``at`` as the backend stores it, when the caller has it.
-    Returns the event's sequence number.
-
-    ``deliver=False`` leaves the delivery to the caller (:func:`written`, once it
-    knows the write committed). See :func:`append_texts`.
-    """
-    if stored_at is None:
-        stored_at = connection.ops.adapt_datetimefield_value(at)
-    (seq,) = append_texts([TextEvent(team_id, kind, task_id, prev_status, payload, stored_at)])
-    if deliver:
-        _deliver_after_commit(team_id, kind, task_id, prev_status, seq, payload, at)
-    return seq
 
 
 class TextEvent(NamedTuple):
@@ -247,35 +220,18 @@ def written(
     created_at: Any,
 ) -> None:
     """Deliver an event written without delivery — by a :func:`chained_sql`
-    statement, or :func:`append_text` with ``deliver=False`` — after its commit
+    statement, or :func:`append_texts` — after its commit
     (at once outside a write transaction: it has committed)."""
-    if storage.in_write():
-        _deliver_after_commit(team_id, kind, task_id, prev_status, int(seq), payload, created_at)
-    elif _anyone_wants(team_id):  # (the claim's hot path: nobody here listens, mostly)
-        _deliver(_event(team_id, kind, task_id, prev_status, int(seq), payload, created_at))
-
-
-def _event(
-    team_id: str,
-    kind: str,
-    task_id: str | None,
-    prev_status: str | None,
-    seq: int,
-    payload: Any,
-    created_at: Any,
-) -> Event:
-    return Event(
-        team_id=team_id,
-        seq=seq,
-        kind=kind,
-        task_id=task_id,
-        prev_status=prev_status,
-        payload=json.loads(payload) if isinstance(payload, str | bytes) else payload,
-        created_at=created_at,
+    deliver = functools.partial(
+        _deliver_if_wanted, team_id, kind, task_id, prev_status, int(seq), payload, created_at
     )
+    if storage.in_write():
+        storage.on_commit(deliver)
+    else:
+        deliver()  # (the claim's hot path: no on_commit machinery for a committed write)
 
 
-def _deliver_after_commit(
+def _deliver_if_wanted(
     team_id: str,
     kind: str,
     task_id: str | None,
@@ -284,12 +240,19 @@ def _deliver_after_commit(
     payload: Any,
     created_at: Any,
 ) -> None:
-    def deliver() -> None:
-        if not _anyone_wants(team_id):
-            return  # nobody in this process listens: skip building the Event
-        _deliver(_event(team_id, kind, task_id, prev_status, seq, payload, created_at))
-
-    storage.on_commit(deliver)
+    if not _anyone_wants(team_id):
+        return  # nobody in this process listens (mostly so): skip building the Event
+    _deliver(
+        Event(
+            team_id=team_id,
+            seq=seq,
+            kind=kind,
+            task_id=task_id,
+            prev_status=prev_status,
+            payload=json.loads(payload) if isinstance(payload, str | bytes) else payload,
+            created_at=created_at,
+        )
+    )
 
 
 def _deliver(event: Event) -> None:

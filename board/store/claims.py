@@ -142,7 +142,7 @@ def _claim_sql(db: BaseDatabaseWrapper, candidates: QuerySet[Task]) -> tuple[str
     guard's and the payload's previous status — see :func:`_prepare`).
 
     SQLite: one ``UPDATE … RETURNING`` under the database write lock; the event
-    follows in the same transaction (:func:`events.append_text`). PostgreSQL: one
+    follows in the same transaction (:func:`events.append_texts`). PostgreSQL: one
     statement — the candidate picked ``FOR UPDATE SKIP LOCKED`` so racers move on
     to the next task, the conditional UPDATE, and the event appended by
     data-modifying CTEs — so the team's sequence row is locked only for the
