@@ -21,9 +21,11 @@ board's size) — how much of the gap is the durable event itself; and
 ``board_direct``: the board with the combiner switched off, each claim its own
 transaction.
 
-Each run's JSON also records the workers' CPU per claim in their timed loops
-(``user_us``, ``sys_us``): with many processes on few cores, the loop is as fast as
-its CPU per claim lets it be.
+Each run's JSON also records, per claim in the workers' timed loops, their CPU
+(``user_us``, ``sys_us``) and context switches (``vcsw`` waits, ``ivcsw``
+preemptions), and the claims per combiner transaction (``per_batch``): with many
+processes on few cores, the loop is as fast as its CPU per claim lets it be, and a
+process woken for each claim runs it with cold caches (``bench/claim_cold.py``).
 
 ``--raw-busy-us N`` (a diagnostic) gives every raw-loop claim N µs of CPU work
 outside its transaction, as the board's per-claim Python is: with many processes on
@@ -37,6 +39,7 @@ import datetime as dt
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -95,7 +98,7 @@ def board_worker(agent: str, barrier: Path, seconds: float) -> dict[str, Any]:
     from clawboo.storage import WriteBudgetExceeded
 
     count = over_budget = 0
-    cpu0 = os.times()
+    cpu0 = _usage()
     while time.time() < start + seconds:
         try:
             if store.claim_next(agent) is None:
@@ -104,7 +107,19 @@ def board_worker(agent: str, barrier: Path, seconds: float) -> dict[str, Any]:
             over_budget += 1
             continue
         count += 1
-    return {"count": count, "end": time.time(), "over_budget": over_budget, **_cpu(cpu0)}
+    cpu = _cpu(cpu0)
+    from board.store import combiner
+
+    hosted = [(host.served, host.batches) for host in combiner.hosted()]
+    return {
+        "count": count,
+        "end": time.time(),
+        "over_budget": over_budget,
+        # This process's claim combiner, if it hosted one: requests and batches.
+        "served": sum(served for served, _ in hosted),
+        "batches": sum(batches for _, batches in hosted),
+        **cpu,
+    }
 
 
 # What the raw_event loop writes per claim besides the claim: the team's sequence
@@ -128,9 +143,16 @@ def raw_event(conn: Any, mark: str, row: Any, stamp: Any) -> None:
     conn.execute(EVENT_SQL.format(p=mark), ["default", seq, row[0], stamp, RAW_EVENT_PAYLOAD])
 
 
-def _cpu(before: Any) -> dict[str, float]:
-    after = os.times()
-    return {"user": after.user - before.user, "sys": after.system - before.system}
+def _usage() -> tuple[float, float, int, int]:
+    """This process's CPU (user, system) and context switches (voluntary: it
+    waited; involuntary: it was preempted) so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime, usage.ru_stime, usage.ru_nvcsw, usage.ru_nivcsw
+
+
+def _cpu(before: tuple[float, float, int, int]) -> dict[str, float]:
+    user, system, waited, preempted = (a - b for a, b in zip(_usage(), before, strict=True))
+    return {"user": user, "sys": system, "vcsw": waited, "ivcsw": preempted}
 
 
 def busy(seconds: float) -> None:
@@ -162,7 +184,7 @@ def raw_worker(
         conn = psycopg.connect(url, autocommit=True)
     start = wait_for(barrier)
     count = 0
-    cpu0 = os.times()
+    cpu0 = _usage()
     while time.time() < start + seconds:
         stamp = dt.datetime.now(dt.UTC)
         if busy_us:
@@ -250,9 +272,18 @@ def run_one(
         "seconds": round(elapsed, 3),
         "per_sec": round(claimed / elapsed),
         "over_budget": sum(r.get("over_budget", 0) for r in results),
-        # CPU per claim in the workers' timed loops (µs), user and system.
+        # Claims per combiner transaction (0: no combiner ran).
+        "per_batch": round(
+            sum(r.get("served", 0) for r in results)
+            / max(sum(r.get("batches", 0) for r in results), 1),
+            2,
+        ),
+        # Per claim in the workers' timed loops: CPU (µs), user and system, and
+        # context switches, voluntary (waits) and involuntary (preemptions).
         "user_us": round(sum(r["user"] for r in results) / max(claimed, 1) * 1e6),
         "sys_us": round(sum(r["sys"] for r in results) / max(claimed, 1) * 1e6),
+        "vcsw": round(sum(r["vcsw"] for r in results) / max(claimed, 1), 2),
+        "ivcsw": round(sum(r["ivcsw"] for r in results) / max(claimed, 1), 2),
     }
 
 
