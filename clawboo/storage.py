@@ -464,3 +464,85 @@ def _process_write_lock(connection: Any) -> threading.RLock | None:
         with _write_locks_guard:
             lock = _write_locks.setdefault(key, threading.RLock())
     return lock
+
+
+# --- background checkpoints (SQLite) ---------------------------------------------
+
+
+def connect_sqlite(path: str) -> sqlite3.Connection:
+    """A driver connection of our own to the SQLite file at ``path``, outside
+    Django (autocommit, usable from any thread), with the contention recipe every
+    SQLite connection gets."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        for name, value in SQLITE_PRAGMAS:
+            conn.execute(f"PRAGMA {name}={value}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+class Checkpointer:
+    """Backfills a SQLite database's WAL from a thread and connection of its own,
+    each time it is poked.
+
+    Why: under ``wal_autocheckpoint=50`` a writer whose commit takes the WAL past 50
+    frames checkpoints inside that ``COMMIT``: it copies the frames into the database
+    file and waits for two fsyncs before it can do anything else. A writer that
+    commits back to back (the claim combiner's host) pokes this after each commit
+    instead. The checkpoint then runs beside the writer's next transaction (the
+    driver releases the GIL, and a checkpoint needs no write lock), the WAL is
+    backfilled before it reaches 50 frames, and the writer's next transaction
+    restarts it from the top: the pragma stays on every connection, the writer's
+    own autocheckpoint finds nothing to do, and the WAL stays below its bound.
+    Measured (``bench/claim.py --procs 12``, SQLite, 3 rounds): the combined claim
+    rate rose about a fifth (1732 to 2064-2139 claims/s on one machine).
+
+    A checkpoint that fails (another one running, the file gone) is harmless: the
+    writers' own autocheckpoint still bounds the WAL.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.runs = 0  # checkpoints completed
+        self._poked = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(
+            target=self._serve, name="clawboo-checkpointer", daemon=True
+        )
+        self._thread.start()
+
+    def poke(self) -> None:
+        """Ask for a checkpoint (pokes while one runs make one more, not one each)."""
+        self._poked.set()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping = True
+        self._poked.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _serve(self) -> None:
+        try:
+            conn = connect_sqlite(self.path)
+        except sqlite3.Error:
+            log.warning("checkpointer for %s could not connect", self.path, exc_info=True)
+            return
+        try:
+            while True:
+                self._poked.wait()
+                if self._stopping:
+                    break
+                self._poked.clear()  # before the checkpoint: a poke during it runs another
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error:
+                    log.debug("checkpoint of %s failed", self.path, exc_info=True)
+                else:
+                    self.runs += 1
+        finally:
+            conn.close()

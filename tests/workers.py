@@ -82,7 +82,12 @@ def combiner_stats() -> dict[str, int]:
     from board.store import combiner
 
     hosts = combiner.hosted()
-    return {"served": sum(h.served for h in hosts), "batches": sum(h.batches for h in hosts)}
+    return {
+        "served": sum(h.served for h in hosts),
+        "batches": sum(h.batches for h in hosts),
+        # SQLite: the WAL checkpoints its checkpointer ran beside the batches.
+        "checkpoints": sum(h.checkpointer.runs for h in hosts if h.checkpointer is not None),
+    }
 
 
 def cmd_link(args: argparse.Namespace) -> dict[str, Any]:

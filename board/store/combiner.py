@@ -73,6 +73,8 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from clawboo import storage
+
 try:
     import fcntl
 except ImportError:  # not a POSIX system: no combiner
@@ -131,12 +133,10 @@ def usable(db: BaseDatabaseWrapper) -> bool:
     """Whether a claim on ``db`` may go to the combiner: it is switched on, the
     claim is not part of a transaction of the caller's, and the database can be
     shared between processes (an in-memory SQLite database cannot)."""
-    from clawboo.storage import in_write
-
     return (
         enabled()
         and db.alias == DEFAULT_DB_ALIAS
-        and not in_write()  # (a write of this thread's own: the combiner would wait on it)
+        and not storage.in_write()  # (a write of this thread's own: the combiner would wait on it)
         and db.get_autocommit()
         and _paths(db) is not None
     )
@@ -443,8 +443,13 @@ class _Peer:
 class _Host:
     """This process's combiner for one database: its lock, socket and thread."""
 
-    def __init__(self, sock_path: str, lock_fd: int, listener: socket.socket) -> None:
+    def __init__(
+        self, sock_path: str, lock_fd: int, listener: socket.socket, sqlite_path: str | None
+    ) -> None:
         self.sock_path = sock_path
+        # SQLite: the file whose WAL a checkpointer backfills beside the batches.
+        self.sqlite_path = sqlite_path
+        self.checkpointer: storage.Checkpointer | None = None
         self.lock_fd = lock_fd
         self.listener = listener
         self.inode = os.stat(sock_path).st_ino
@@ -470,6 +475,9 @@ class _Host:
         selector.register(self.wake_r, selectors.EVENT_READ)
         idle_since = time.monotonic()
         try:
+            if self.sqlite_path is not None:
+                # Checkpoints off this thread: see storage.Checkpointer.
+                self.checkpointer = storage.Checkpointer(self.sqlite_path)
             while not self.stopping.is_set():
                 batch: list[tuple[socket.socket, Any]] = []
                 for key, _ in selector.select(timeout=1.0):
@@ -568,6 +576,8 @@ class _Host:
         except Exception:  # noqa: BLE001 - no connection: the batch fails on its own
             session = None
         answers = _run_batch([request for _, request in batch])
+        if self.checkpointer is not None and any(kind == "ok" for kind, _ in answers):
+            self.checkpointer.poke()  # a transaction committed: backfill it
         self.batches += 1
         self.served += len(batch)  # before any answer: a claimer may look at once
         for (conn, _), (kind, value) in zip(batch, answers, strict=True):
@@ -611,6 +621,8 @@ class _Host:
             ):
                 with contextlib.suppress(OSError):
                     closing()
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         with contextlib.suppress(OSError):
             os.close(self.lock_fd)  # releases the flock
         connections.close_all()  # this thread's own connection
@@ -636,11 +648,10 @@ def _run_batch(requests: list[Any]) -> list[tuple[str, Any]]:
     """Each request's claim, all in one write transaction; a batch that fails is
     re-run one request at a time, so an error belongs to its own request only."""
     from board.store.claims import claim_batch
-    from clawboo.storage import WriteBudgetExceeded
 
     try:
         return [("ok", claimed) for claimed in claim_batch(requests)]
-    except WriteBudgetExceeded as exc:
+    except storage.WriteBudgetExceeded as exc:
         # Locked for the whole budget, nothing written: each alone would wait as long.
         return [("error", exc)] * len(requests)
     except Exception as exc:  # noqa: BLE001 - sorted out below
@@ -713,7 +724,8 @@ def _host_start(db: BaseDatabaseWrapper, sock_path: str, lock_path: str) -> bool
             listener.close()
             os.close(lock_fd)
             return False
-        host = _Host(sock_path, lock_fd, listener)
+        sqlite_path = str(db.settings_dict["NAME"]) if db.vendor == "sqlite" else None
+        host = _Host(sock_path, lock_fd, listener, sqlite_path)
         _hosts[sock_path] = host
         host.thread.start()  # under the guard: stop() never meets an unstarted thread
     log.debug("claim combiner started for %s", db.settings_dict.get("NAME"))

@@ -72,6 +72,8 @@ def test_twelve_processes_drain_through_one_writer_in_shared_transactions(defaul
     batches = sum(r["batches"] for r in results)
     assert served > 0  # the claims went through a combiner...
     assert served > batches  # ...and shared its transactions
+    if connection.vendor == "sqlite":  # ...whose WAL a thread beside them backfilled
+        assert sum(r["checkpoints"] for r in results) > 0
 
 
 def test_a_combiner_killed_mid_drain_loses_and_doubles_no_claim(default_team, run_worker, race):
@@ -268,6 +270,8 @@ def test_an_idle_host_gives_its_role_back(default_team, monkeypatch):
     host.thread.join(5)
 
     assert not host.thread.is_alive() and not combiner.hosted()
+    if connection.vendor == "sqlite":  # its checkpointer went with it
+        assert host.checkpointer is not None and not host.checkpointer.is_alive()
     paths = combiner._paths(connection)
     assert paths is not None and not os.path.exists(paths.sock)
     probe = os.open(paths.lock, os.O_RDWR)

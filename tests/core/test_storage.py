@@ -6,10 +6,11 @@ unretried; propagate anything else at once; give up on a wall-clock budget."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -352,3 +353,80 @@ def test_driver_write_inside_an_atomic_block_is_part_of_it(sleeps):
         raise RuntimeError("the outer block rolls back")
     assert not Team.objects.filter(pk="inside").exists()
     assert effects == []
+
+
+# --- the checkpointer (SQLite) ------------------------------------------------------
+
+FRAME = 4096 + 24  # a WAL frame: one page and its header
+
+
+def grow_wal(conn: sqlite3.Connection, commits: int) -> None:
+    for _ in range(commits):  # each commit: a page of its own, and the table's root
+        conn.execute("INSERT INTO filler (body) VALUES (randomblob(3000))")
+
+
+def wal_frames(path: Any) -> int:
+    return os.path.getsize(f"{path}-wal") // FRAME
+
+
+@pytest.fixture
+def wal_file(tmp_path: Any) -> Iterator[tuple[Any, sqlite3.Connection]]:
+    """A SQLite file in WAL mode and a writer on it with the storage recipe."""
+    path = tmp_path / "wal.sqlite3"
+    writer = storage.connect_sqlite(str(path))
+    writer.execute("CREATE TABLE filler (id INTEGER PRIMARY KEY, body BLOB)")
+    writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # start from an empty WAL
+    yield path, writer
+    writer.close()
+
+
+def wait_for(predicate: Callable[[], bool], seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_poked_checkpointer_backfills_the_wal_so_the_writer_restarts_it(wal_file):
+    path, writer = wal_file
+    checkpointer = storage.Checkpointer(str(path))
+    try:
+        grow_wal(writer, 7)
+        before = wal_frames(path)
+        assert 7 <= before < 25  # two of these stay under the writer's own autocheckpoint
+
+        checkpointer.poke()
+        assert wait_for(lambda: checkpointer.runs == 1)
+        grow_wal(writer, 7)
+
+        # Backfilled, so the writer wrote its next frames from the WAL's top again
+        # (growing on, the file would have taken another `before` frames).
+        assert wal_frames(path) <= before + 2
+    finally:
+        checkpointer.stop()
+    assert not checkpointer.is_alive()
+
+
+@pytest.mark.django_db(transaction=False)
+def test_without_a_checkpoint_the_wal_grows_until_the_writer_checkpoints(wal_file):
+    path, writer = wal_file
+    grow_wal(writer, 7)
+    before = wal_frames(path)
+
+    grow_wal(writer, 7)
+
+    assert wal_frames(path) >= 2 * before - 2  # (the control of the test above)
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_checkpointer_that_cannot_open_its_database_stops_quietly(tmp_path):
+    (tmp_path / "not-a-database").write_bytes(b"x" * 4096)
+    checkpointer = storage.Checkpointer(str(tmp_path / "not-a-database"))
+
+    assert wait_for(lambda: not checkpointer.is_alive())
+    checkpointer.poke()  # nobody listens, nothing hangs
+    checkpointer.stop()
+    assert checkpointer.runs == 0
