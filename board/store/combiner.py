@@ -42,6 +42,9 @@ How:
 * Claims go to it only while enough processes claim at once (:data:`CROWD`,
   counted on a shared-memory page every claimer stamps): below that, the round
   trip costs more than batching saves.
+* On SQLite the host's WAL checkpoints run beside its batches, on a
+  :class:`clawboo.storage.Checkpointer` it pokes after each commit, not inside
+  its ``COMMIT`` (where they would wait for two fsyncs with every claimer waiting).
 * The host gives up the role after :data:`IDLE_SECONDS` with no claimer
   connected, at exit, and in a forked child (which never inherits it).
 

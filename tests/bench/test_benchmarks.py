@@ -25,13 +25,15 @@ def run_bench(script: str) -> dict:
 
 @pytest.mark.timeout(900)
 @pytest.mark.xfail(
-    reason="known gap (issue 2), SQLite only: at 12 processes claim-next reaches ~0.3x "
-    "of the raw UPDATE loop there (PostgreSQL meets the target, ~0.6x, with the claim "
-    "combiner batching local claims; board/store/combiner.py). The raw loop's losers "
-    "sleep in SQLite's busy handler, so its winner claims many times in a row with warm "
-    "caches (~60 us of CPU per claim); every combined claim wakes a process that has not "
-    "run since its last one, and its ~30 us of warm Python costs ~190 us cold "
-    "(`bench/claim_cold.py`: 3-5x after 16-64 MB written between claims)",
+    reason="known gap (issue 2), chiefly SQLite: at 12 processes claim-next reaches "
+    "~0.33-0.40x of the raw UPDATE loop there (PostgreSQL reaches 0.46-0.63x from run "
+    "to run, with the claim combiner batching local claims; board/store/combiner.py). "
+    "The raw loop's losers sleep in SQLite's busy handler, so its winner claims many "
+    "times in a row with warm caches; every combined claim wakes a process that has not "
+    "run since its last one (its warm Python costs several times as much cold: "
+    "`bench/claim_cold.py`), and the combiner's host, one thread, is the serial "
+    "bottleneck: its statements, commit and socket work per claim, and waiting for a "
+    "core among 12 busy processes",
     strict=False,
 )
 def test_board_claim_next_reaches_half_the_raw_baseline_at_twelve_processes():
