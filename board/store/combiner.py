@@ -479,8 +479,12 @@ class _Host:
         idle_since = time.monotonic()
         try:
             if self.sqlite_path is not None:
-                # Checkpoints off this thread: see storage.Checkpointer.
-                self.checkpointer = storage.Checkpointer(self.sqlite_path)
+                # Checkpoints off this thread: see storage.Checkpointer. Without one
+                # (no thread to be had) the host's commits checkpoint as any writer's.
+                try:
+                    self.checkpointer = storage.Checkpointer(self.sqlite_path)
+                except RuntimeError:
+                    log.warning("claim combiner: no checkpointer thread", exc_info=True)
             while not self.stopping.is_set():
                 batch: list[tuple[socket.socket, Any]] = []
                 for key, _ in selector.select(timeout=1.0):
