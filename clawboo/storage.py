@@ -473,7 +473,9 @@ def connect_sqlite(path: str) -> sqlite3.Connection:
     """A driver connection of our own to the SQLite file at ``path``, outside
     Django (autocommit, usable from any thread), with the contention recipe every
     SQLite connection gets."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, uri=path.startswith("file:")
+    )
     try:
         for name, value in SQLITE_PRAGMAS:
             conn.execute(f"PRAGMA {name}={value}")
