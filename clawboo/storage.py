@@ -63,10 +63,15 @@ def apply_sqlite_pragmas(sender: Any, connection: Any, **kwargs: Any) -> None:
     if connection.vendor != "sqlite" or getattr(connection, "reused_connection", False):
         return  # a pooled connection (clawboo.db.sqlite3) has them already
     with connection.cursor() as cursor:
-        for name, value in SQLITE_PRAGMAS:
-            if name == "journal_mode" and _is_memory_database(connection):
-                continue  # an in-memory database cannot be WAL; it has one connection anyway
-            cursor.execute(f"PRAGMA {name}={value}")
+        _set_pragmas(cursor.execute, memory=_is_memory_database(connection))
+
+
+def _set_pragmas(execute: Callable[[str], Any], *, memory: bool = False) -> None:
+    """The recipe, through ``execute`` (a Django cursor's or a driver connection's)."""
+    for name, value in SQLITE_PRAGMAS:
+        if name == "journal_mode" and memory:
+            continue  # an in-memory database cannot be WAL; it has one connection anyway
+        execute(f"PRAGMA {name}={value}")
 
 
 def _is_memory_database(connection: Any) -> bool:
@@ -477,8 +482,7 @@ def connect_sqlite(path: str) -> sqlite3.Connection:
         path, isolation_level=None, check_same_thread=False, uri=path.startswith("file:")
     )
     try:
-        for name, value in SQLITE_PRAGMAS:
-            conn.execute(f"PRAGMA {name}={value}")
+        _set_pragmas(conn.execute)
     except BaseException:
         conn.close()
         raise
