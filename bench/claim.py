@@ -19,7 +19,15 @@ they do by default: one writer per database batching the local processes' claims
 transaction, what the board must (the team's sequence bump and an event row of the
 board's size) — how much of the gap is the durable event itself; and
 ``board_direct``: the board with the combiner switched off, each claim its own
-transaction.
+transaction. Two upper bounds, for where the gap lies:
+
+* ``board_sql``: the board's own claim statement and event (the SQL and parameters
+  ``claim_next`` makes), run by the raw loop on the driver connection, each claim
+  its own transaction, with no other Python around them: what a design that
+  commits each claim alone can reach at best.
+* ``board_bare``: the board's claim as ``claim_next`` makes it (through the
+  combiner, its event delivered after commit) but with no result built from it
+  (no body parsed, no Task, no ticket): what trimming the caller's side can reach.
 
 Each run's JSON also records, per claim in the workers' timed loops, their CPU
 (``user_us``, ``sys_us``) and context switches (``vcsw`` waits, ``ivcsw``
@@ -27,7 +35,8 @@ preemptions), and the claims per combiner transaction (``per_batch``): with many
 processes on few cores, the loop is as fast as its CPU per claim lets it be, and a
 process woken for each claim runs it with cold caches (``bench/claim_cold.py``).
 
-``--raw-busy-us N`` (a diagnostic) gives every raw-loop claim N µs of CPU work
+``--raw-busy-us N`` (a diagnostic) gives every claim of the loops with no board Python
+(``raw``, ``raw_event``, ``board_sql``) N µs of CPU work
 outside its transaction, as the board's per-claim Python is: with many processes on
 few cores the loop is CPU-bound, and this shows what such work alone costs it.
 """
@@ -54,6 +63,13 @@ from bench.benchdb import SQLITE_PRAGMAS, BenchDB, pg_answers  # noqa: E402
 
 RESULTS = HERE / "results" / "claim.json"
 TARGET = 0.5
+# --decompose's extra rows, in the table's order (see the module's docstring), and
+# their headings.
+DECOMPOSED = ("raw_event", "board_direct", "board_bare", "board_sql")
+HEADINGS = {"raw_event": "raw+event/s", "board_direct": "direct/s", "board_bare": "bare/s",
+            "board_sql": "board-sql/s"}  # fmt: skip
+# The loops --raw-busy-us handicaps: those with no Python of the board's around them.
+_BUSY_LOOPS = ("raw", "raw_event", "board_sql")
 
 # The board's ready predicate, hand-written: todo, not dropped, no unmet dependency
 # (the board keeps that count in tasks.unmet_deps, indexed with status and age).
@@ -120,6 +136,107 @@ def board_worker(agent: str, barrier: Path, seconds: float) -> dict[str, Any]:
         "batches": sum(batches for _, batches in hosted),
         **cpu,
     }
+
+
+def _board_claim_parts(agent: str) -> tuple[Any, Any, Any]:
+    """The database connection, and how ``claim_next(agent)`` prepares its claim
+    (topological order, every team), for the diagnostic workers."""
+    from django.db import connection
+
+    from board.models import Task
+    from board.store import claims
+    from board.store.tasks import ready_filter
+
+    def candidates() -> Any:
+        return Task.objects.filter(ready_filter()).order_by(*claims.DISPATCH_ORDER["topological"])
+
+    def prepare() -> Any:
+        return claims._prepare(
+            connection, ("next", "topological", None, None), candidates, agent, None,
+            claims.checks.DEFAULT_LEASE_MS, None,
+        )  # fmt: skip
+
+    connection.ensure_connection()
+    return connection, prepare, claims
+
+
+def board_bare_worker(agent: str, barrier: Path, seconds: float) -> dict[str, Any]:
+    """The board's claim through the combiner, nothing built from its result."""
+    import django
+
+    django.setup()
+    db, prepare, claims = _board_claim_parts(agent)
+    start = wait_for(barrier)
+    count = 0
+    cpu0 = _usage()
+    while time.time() < start + seconds:
+        if claims._claim_fast(db, prepare()) is None:
+            break
+        count += 1
+    cpu = _cpu(cpu0)
+    from board.store import combiner
+
+    hosted = [(host.served, host.batches) for host in combiner.hosted()]
+    return {
+        "count": count,
+        "end": time.time(),
+        "served": sum(served for served, _ in hosted),
+        "batches": sum(batches for _, batches in hosted),
+        **cpu,
+    }
+
+
+def board_sql_worker(
+    agent: str, barrier: Path, seconds: float, busy_us: float = 0.0
+) -> dict[str, Any]:
+    """The board's claim statements on the driver connection, each claim committed
+    alone, with nothing around them but the parameters ``claim_next`` builds:
+    SQLite's BEGIN IMMEDIATE, claim, sequence bump and event row, COMMIT (the
+    board's retry pause on a busy database); PostgreSQL's one statement that claims
+    and appends the event."""
+    import django
+
+    django.setup()
+    db, prepare, claims = _board_claim_parts(agent)
+    from clawboo import events
+    from clawboo.storage import fetch_row
+
+    raw = db.connection
+    sqlite = db.vendor == "sqlite"
+    if sqlite:
+        import sqlite3
+
+        from clawboo.storage import _qmarks
+
+        seq_sql = _qmarks(events._BUMP_SEQ_SQL)
+        insert_sql = _qmarks(events._INSERT_SQL)
+    start = wait_for(barrier)
+    count = 0
+    cpu0 = _usage()
+    while time.time() < start + seconds:
+        if busy_us:
+            busy(busy_us / 1e6)
+        prepared = prepare()
+        if sqlite:
+            try:
+                raw.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                time.sleep(random.uniform(0.02, 0.15))  # the board's retry policy
+                continue
+            row = raw.execute(_qmarks(prepared.sql), prepared.params).fetchone()
+            if row is not None:
+                team = row[claims._TEAM_AT]
+                seq = raw.execute(seq_sql, [1, team]).fetchone()[0]
+                payload = row[claims._PAYLOAD_AT]
+                raw.execute(insert_sql, [team, seq, "claimed", row[0], "todo", payload,
+                                         prepared.stamp])  # fmt: skip
+            raw.execute("COMMIT")
+        else:  # as the board sends it: its own transaction, bound server-side, prepared
+            row = fetch_row(prepared.sql, prepared.params)
+        if row is None:
+            break
+        count += 1
+    return {"count": count, "end": time.time(), **_cpu(cpu0)}
 
 
 # What the raw_event loop writes per claim besides the claim: the team's sequence
@@ -297,11 +414,13 @@ def measure(db: BenchDB, backend: str, n: int, args: argparse.Namespace) -> dict
         "raw": [],
         "raw_event": [],
         "board_direct": [],
+        "board_bare": [],
+        "board_sql": [],
     }
-    impls = ["board", "raw", *(["raw_event", "board_direct"] if args.decompose else [])]
+    impls = ["board", "raw", *(DECOMPOSED if args.decompose else [])]
     for r in range(args.rounds):
         for impl in impls if r % 2 == 0 else reversed(impls):
-            busy_us = 0.0 if impl == "board" else args.raw_busy_us
+            busy_us = args.raw_busy_us if impl in _BUSY_LOOPS else 0.0
             runs[impl].append(run_one(db, impl, n, args.seconds, args.tasks, busy_us))
 
     def share(impl: str) -> float:
@@ -320,8 +439,9 @@ def measure(db: BenchDB, backend: str, n: int, args: argparse.Namespace) -> dict
     if args.decompose:
         row["raw_event"] = median_run("raw_event")
         row["raw_event_ratio"] = share("raw_event")
-        row["board_direct"] = median_run("board_direct")
-        row["board_direct_ratio"] = share("board_direct")
+        for impl in DECOMPOSED:
+            row[impl] = median_run(impl)
+            row[f"{impl}_ratio"] = share(impl)
     return row
 
 
@@ -337,7 +457,9 @@ def main() -> int:
         default=1,
         help="rounds per cell, board and raw alternating (ABBA); medians are reported",
     )
-    parser.add_argument("--worker", choices=["board", "raw", "raw_event"])
+    parser.add_argument(
+        "--worker", choices=["board", "raw", "raw_event", "board_bare", "board_sql"]
+    )
     parser.add_argument(
         "--decompose",
         action="store_true",
@@ -359,6 +481,10 @@ def main() -> int:
         barrier = Path(args.barrier)
         if args.worker == "board":
             out = board_worker(args.agent, barrier, args.seconds)
+        elif args.worker == "board_bare":
+            out = board_bare_worker(args.agent, barrier, args.seconds)
+        elif args.worker == "board_sql":
+            out = board_sql_worker(args.agent, barrier, args.seconds, args.raw_busy_us)
         else:
             out = raw_worker(
                 args.backend,
@@ -388,7 +514,7 @@ def main() -> int:
     }
     extra = ""
     if args.decompose:
-        extra = f" {'raw+event/s':>12} {'ratio':>6} {'direct/s':>9} {'ratio':>6}"
+        extra = "".join(f" {HEADINGS[impl]:>12} {'ratio':>6}" for impl in DECOMPOSED)
     print(f"{'backend':<11} {'procs':>5} {'board/s':>9} {'raw/s':>9} {'ratio':>6}{extra}")
     for backend in backends:
         db = BenchDB(backend)
@@ -401,11 +527,8 @@ def main() -> int:
                     f"{backend:<11} {n:>5} {board['per_sec']:>9} {raw['per_sec']:>9} {ratio:>6.2f}"
                 )
                 if args.decompose:
-                    with_event = row["raw_event"]
-                    share = row["raw_event_ratio"]
-                    line += f" {with_event['per_sec']:>12} {share:>6.2f}"
-                    direct = row["board_direct"]
-                    line += f" {direct['per_sec']:>9} {row['board_direct_ratio']:>6.2f}"
+                    for impl in DECOMPOSED:
+                        line += f" {row[impl]['per_sec']:>12} {row[f'{impl}_ratio']:>6.2f}"
                 report["results"].append(row)
                 print(line, flush=True)
         finally:
