@@ -124,17 +124,17 @@ def board_worker(agent: str, barrier: Path, seconds: float) -> dict[str, Any]:
             continue
         count += 1
     cpu = _cpu(cpu0)
+    return {"count": count, "end": time.time(), "over_budget": over_budget, **_hosted(), **cpu}
+
+
+def _hosted() -> dict[str, int]:
+    """This process's claim combiner, if it hosted one: requests and batches."""
     from board.store import combiner
 
     hosted = [(host.served, host.batches) for host in combiner.hosted()]
     return {
-        "count": count,
-        "end": time.time(),
-        "over_budget": over_budget,
-        # This process's claim combiner, if it hosted one: requests and batches.
         "served": sum(served for served, _ in hosted),
         "batches": sum(batches for _, batches in hosted),
-        **cpu,
     }
 
 
@@ -174,16 +174,7 @@ def board_bare_worker(agent: str, barrier: Path, seconds: float) -> dict[str, An
             break
         count += 1
     cpu = _cpu(cpu0)
-    from board.store import combiner
-
-    hosted = [(host.served, host.batches) for host in combiner.hosted()]
-    return {
-        "count": count,
-        "end": time.time(),
-        "served": sum(served for served, _ in hosted),
-        "batches": sum(batches for _, batches in hosted),
-        **cpu,
-    }
+    return {"count": count, "end": time.time(), **_hosted(), **cpu}
 
 
 def board_sql_worker(
@@ -405,19 +396,12 @@ def run_one(
 
 
 def measure(db: BenchDB, backend: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One table row: ``--rounds`` rounds of board and raw (and raw_event), the order
+    """One table row: ``--rounds`` rounds of board and raw (and --decompose's), the order
     alternating round by round (ABBA) so a drift of the machine's speed falls on both;
     each figure is the median run (the upper one of an even count), the ratio the
     median of the rounds' ratios."""
-    runs: dict[str, list[dict[str, Any]]] = {
-        "board": [],
-        "raw": [],
-        "raw_event": [],
-        "board_direct": [],
-        "board_bare": [],
-        "board_sql": [],
-    }
     impls = ["board", "raw", *(DECOMPOSED if args.decompose else [])]
+    runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
     for r in range(args.rounds):
         for impl in impls if r % 2 == 0 else reversed(impls):
             busy_us = args.raw_busy_us if impl in _BUSY_LOOPS else 0.0
@@ -437,8 +421,6 @@ def measure(db: BenchDB, backend: str, n: int, args: argparse.Namespace) -> dict
     row: dict[str, Any] = {"backend": backend, "procs": n, "board": median_run("board"),
                            "raw": median_run("raw"), "ratio": share("board")}  # fmt: skip
     if args.decompose:
-        row["raw_event"] = median_run("raw_event")
-        row["raw_event_ratio"] = share("raw_event")
         for impl in DECOMPOSED:
             row[impl] = median_run(impl)
             row[f"{impl}_ratio"] = share(impl)
