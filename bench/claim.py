@@ -166,15 +166,21 @@ def board_bare_worker(agent: str, barrier: Path, seconds: float) -> dict[str, An
 
     django.setup()
     db, prepare, claims = _board_claim_parts(agent)
+    from clawboo.storage import WriteBudgetExceeded
+
     start = wait_for(barrier)
-    count = 0
+    count = over_budget = 0
     cpu0 = _usage()
     while time.time() < start + seconds:
-        if claims._claim_fast(db, prepare()) is None:
-            break
+        try:
+            if claims._claim_fast(db, prepare()) is None:
+                break
+        except WriteBudgetExceeded:  # rolled back, claimed nothing: as board_worker
+            over_budget += 1
+            continue
         count += 1
     cpu = _cpu(cpu0)
-    return {"count": count, "end": time.time(), **_hosted(), **cpu}
+    return {"count": count, "end": time.time(), "over_budget": over_budget, **_hosted(), **cpu}
 
 
 def board_sql_worker(
