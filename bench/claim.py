@@ -110,16 +110,23 @@ def board_worker(agent: str, barrier: Path, seconds: float) -> dict[str, Any]:
     from board import store
 
     connection.ensure_connection()
-    start = wait_for(barrier)
+    return _timed_claims(lambda: store.claim_next(agent), barrier, seconds)
+
+
+def _timed_claims(claim_one: Any, barrier: Path, seconds: float) -> dict[str, Any]:
+    """Claim with ``claim_one`` (None: nothing left) from the barrier's start for
+    ``seconds``; a claim whose write budget ran out rolled back and claimed
+    nothing, so it is counted apart and the loop polls again."""
     from clawboo.storage import WriteBudgetExceeded
 
+    start = wait_for(barrier)
     count = over_budget = 0
     cpu0 = _usage()
     while time.time() < start + seconds:
         try:
-            if store.claim_next(agent) is None:
+            if claim_one() is None:
                 break
-        except WriteBudgetExceeded:  # rolled back, claimed nothing: poll again
+        except WriteBudgetExceeded:
             over_budget += 1
             continue
         count += 1
@@ -166,21 +173,7 @@ def board_bare_worker(agent: str, barrier: Path, seconds: float) -> dict[str, An
 
     django.setup()
     db, prepare, claims = _board_claim_parts(agent)
-    from clawboo.storage import WriteBudgetExceeded
-
-    start = wait_for(barrier)
-    count = over_budget = 0
-    cpu0 = _usage()
-    while time.time() < start + seconds:
-        try:
-            if claims._claim_fast(db, prepare()) is None:
-                break
-        except WriteBudgetExceeded:  # rolled back, claimed nothing: as board_worker
-            over_budget += 1
-            continue
-        count += 1
-    cpu = _cpu(cpu0)
-    return {"count": count, "end": time.time(), "over_budget": over_budget, **_hosted(), **cpu}
+    return _timed_claims(lambda: claims._claim_fast(db, prepare()), barrier, seconds)
 
 
 def board_sql_worker(
