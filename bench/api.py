@@ -129,7 +129,7 @@ def seed(server: Server, tasks: int, clients: int) -> None:
         "import secrets\n"
         "from django.utils import timezone\n"
         "from board.models import Task\n"
-        "from clawboo import registry\n"
+        "from core import registry\n"
         f"for i in range({clients}):\n"
         "    registry.create_agent(id=f'bench-{i}', display_name='b', team='default',"
         " runtime='command')\n"

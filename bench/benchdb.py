@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from clawboo.storage import SQLITE_PRAGMAS as STORAGE_PRAGMAS
+from core.storage import SQLITE_PRAGMAS as STORAGE_PRAGMAS
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_URL = os.environ.get("CLAWBOO_BENCH_PG_URL", "postgres://root@127.0.0.1:5432/test")

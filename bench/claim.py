@@ -117,7 +117,7 @@ def _timed_claims(claim_one: Any, barrier: Path, seconds: float) -> dict[str, An
     """Claim with ``claim_one`` (None: nothing left) from the barrier's start for
     ``seconds``; a claim whose write budget ran out rolled back and claimed
     nothing, so it is counted apart and the loop polls again."""
-    from clawboo.storage import WriteBudgetExceeded
+    from core.storage import WriteBudgetExceeded
 
     start = wait_for(barrier)
     count = over_budget = 0
@@ -188,15 +188,15 @@ def board_sql_worker(
 
     django.setup()
     db, prepare, claims = _board_claim_parts(agent)
-    from clawboo import events
-    from clawboo.storage import fetch_row
+    from core import events
+    from core.storage import fetch_row
 
     raw = db.connection
     sqlite = db.vendor == "sqlite"
     if sqlite:
         import sqlite3
 
-        from clawboo.storage import _qmarks
+        from core.storage import _qmarks
 
         seq_sql = _qmarks(events._BUMP_SEQ_SQL)
         insert_sql = _qmarks(events._INSERT_SQL)

@@ -40,7 +40,7 @@ def setup_env(base: Path) -> None:
 
 
 def worker(agent: str) -> None:
-    from clawboo.executor.runner import Executor
+    from executor.runner import Executor
 
     executor = Executor(agent)
     done = failed = 0
@@ -100,7 +100,7 @@ def main() -> int:
 
         call_command("migrate", verbosity=0)
         from board import store
-        from clawboo import registry
+        from core import registry
 
         agents = [f"bench-{i}" for i in range(args.workers)]
         for agent in agents:

@@ -28,7 +28,7 @@ logging.getLogger("django-q").setLevel(logging.WARNING)  # one line per enqueue 
 from django.core.management import call_command  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from clawboo import registry  # noqa: E402
+from core import registry  # noqa: E402
 from routines.models import Routine  # noqa: E402
 from routines.ticker import Ticker  # noqa: E402
 

@@ -21,8 +21,8 @@ from django.utils.html import format_html_join
 from board import store
 from board.models import ExecutionProcess, Task, TaskComment, Workspace
 from board.transitions import Status, allowed_transitions_from
-from clawboo.admin_forms import DataLayerAdmin
-from clawboo.errors import ClawbooError
+from core.admin_forms import DataLayerAdmin
+from core.errors import ClawbooError
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

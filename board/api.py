@@ -1,5 +1,5 @@
 """REST views of the board (``/api/board/…``). Each view reads its body, checks team
-access and calls :mod:`board.store`; errors map to HTTP in ``clawboo.api.errors``."""
+access and calls :mod:`board.store`; errors map to HTTP in ``core.api.errors``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from board import store
+from board.access import scope_tasks, visible_task
 from board.models import Task
 from board.serializers import (
     ClaimedSerializer,
@@ -26,13 +27,13 @@ from board.serializers import (
     TaskSerializer,
 )
 from board.transitions import Status
-from clawboo import registry
-from clawboo.api.access import require_team, scope_tasks, team_ids, visible_task
-from clawboo.api.bodies import json_object, query_bool
-from clawboo.api.idempotency import idempotent
-from clawboo.api.pagination import TaskCursorPagination
-from clawboo.api.schema import with_errors
-from clawboo.errors import Conflict, ValidationFailed
+from core import registry
+from core.api.access import require_team, team_ids
+from core.api.bodies import json_object, query_bool
+from core.api.idempotency import idempotent
+from core.api.pagination import TaskCursorPagination
+from core.api.schema import with_errors
+from core.errors import Conflict, ValidationFailed
 
 # --- rendering -------------------------------------------------------------------
 

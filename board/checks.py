@@ -6,15 +6,31 @@ writes nothing. The constants are SPEC §10's.
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable
 from typing import Any
 
 from board.transitions import Status, is_status
-from clawboo.errors import ValidationFailed
+from core.checks import (
+    ID_PATTERN,
+    TEXT_MAX,
+    check_id,
+    check_int,
+    check_object,
+    check_text,
+    unknown_keys,
+)
+from core.errors import ValidationFailed
+
+__all__ = [
+    "ID_PATTERN",
+    "TEXT_MAX",
+    "check_id",
+    "check_int",
+    "check_object",
+    "check_text",
+    "unknown_keys",
+]
 
 TITLE_MAX = 500
-TEXT_MAX = 20_000
 LABEL_MAX = 64
 LABELS_MAX = 32
 PRIORITY_MIN = -1_000_000
@@ -23,17 +39,6 @@ MAX_ATTEMPTS_MAX = 100
 LEASE_MIN_MS = 1_000
 LEASE_MAX_MS = 74 * 24 * 60 * 60 * 1000  # ~74 days: seed 001's ceiling
 DEFAULT_LEASE_MS = 120_000
-ID_PATTERN = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
-
-
-def check_id(value: Any, field: str = "id") -> str:
-    if not isinstance(value, str) or not ID_PATTERN.match(value) or ".." in value:
-        raise ValidationFailed(
-            field,
-            "must be 1-128 characters: a letter or digit, then letters, digits, '.', '_' "
-            "or '-' (no '..')",
-        )
-    return value
 
 
 def check_title(value: Any) -> str:
@@ -41,24 +46,6 @@ def check_title(value: Any) -> str:
         raise ValidationFailed("title", "is required and must be a non-empty string")
     if len(value) > TITLE_MAX:
         raise ValidationFailed("title", f"must be at most {TITLE_MAX} characters")
-    return value
-
-
-def check_text(value: Any, field: str, *, limit: int = TEXT_MAX, required: bool = False) -> str:
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise ValidationFailed(field, "must be a string" + (" and not empty" if required else ""))
-    if len(value) > limit:
-        raise ValidationFailed(field, f"must be at most {limit} characters")
-    return value
-
-
-def check_int(value: Any, field: str, *, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationFailed(field, "must be an integer")
-    if not low <= value <= high:
-        raise ValidationFailed(field, f"must be between {low} and {high}")
     return value
 
 
@@ -93,14 +80,6 @@ def check_labels(value: Any) -> list[str]:
     if len(labels) > LABELS_MAX:
         raise ValidationFailed("labels", f"at most {LABELS_MAX} labels")
     return labels
-
-
-def check_object(value: Any, field: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValidationFailed(field, "must be a JSON object")
-    return value
 
 
 def check_create_status(value: Any) -> str:
@@ -145,9 +124,3 @@ def check_id_list(value: Any, field: str) -> list[str]:
 
 def check_agent_id(value: Any, field: str = "agent_id") -> str:
     return check_id(value, field)
-
-
-def unknown_keys(given: Iterable[str], allowed: Iterable[str], where: str) -> None:
-    extra = sorted(set(given) - set(allowed))
-    if extra:
-        raise ValidationFailed(extra[0], f"unknown field in {where}")

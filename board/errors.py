@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clawboo.errors import ClawbooError, Conflict, NotFound, RateLimited, ValidationFailed
+from core.errors import ClawbooError, Conflict, NotFound, RateLimited, ValidationFailed
 
 __all__ = [
     "ClaimConflict",

@@ -8,8 +8,8 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from board import transitions
-from clawboo.api.access import team_ids
-from clawboo.models import Team
+from core.api.access import team_ids
+from core.models import Team
 
 
 @login_required

@@ -3,13 +3,10 @@ from __future__ import annotations
 from django.apps import AppConfig
 
 
-class ClawbooConfig(AppConfig):
+class ClawbooSiteConfig(AppConfig):
+    """The project package (settings, urls, asgi) as an app only for its commands:
+    ``up`` and ``demo`` stand above every other app."""
+
     name = "clawboo"
-    verbose_name = "Clawboo core"
-
-    def ready(self) -> None:
-        # Importing the storage layer connects its per-connection pragma hook.
-        from clawboo import events, live, storage  # noqa: F401
-
-        # After commit: push every event to the team's live board (with its narration).
-        events.subscribe(live.publish, wants=live.has_audience)
+    label = "clawboo_site"
+    verbose_name = "Clawboo"

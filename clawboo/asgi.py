@@ -12,8 +12,8 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from clawboo.consumers import BoardConsumer  # noqa: E402
-from clawboo.ws_auth import auth_stack  # noqa: E402
+from core.consumers import BoardConsumer  # noqa: E402
+from core.ws_auth import auth_stack  # noqa: E402
 
 websocket_urls = [path("ws/board/", BoardConsumer.as_asgi())]
 

@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from clawboo import procs
+from core import procs
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -20,7 +20,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args = ["up", *args]
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")
     if os.environ.get(procs.ENV_FLAG) == "1":
-        procs.forks_die_with_parent()  # started by `clawboo up`: see clawboo.procs
+        procs.forks_die_with_parent()  # started by `clawboo up`: see core.procs
     try:
         from django.core.management import execute_from_command_line
 

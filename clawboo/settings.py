@@ -74,10 +74,12 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_q",
     "channels",
-    "clawboo",
+    "core",
     "board",
-    "routines",
     "worktrees",
+    "executor",
+    "routines",
+    "clawboo",
 ]
 
 MIDDLEWARE = [
@@ -114,7 +116,7 @@ ASGI_APPLICATION = "clawboo.asgi.application"
 def database_config(url: str | None, state_dir: Path) -> dict[str, object]:
     """One DATABASES entry from a URL; SQLite in the state dir when there is none.
 
-    The SQLite pragmas are applied per connection by ``clawboo.storage``; here we
+    The SQLite pragmas are applied per connection by ``core.storage``; here we
     only ask Django to open every transaction with ``BEGIN IMMEDIATE`` so a
     multi-step write takes the write lock up front instead of escalating mid-way.
     """
@@ -125,10 +127,10 @@ def database_config(url: str | None, state_dir: Path) -> dict[str, object]:
     # thread of its own, so a kept connection would only leak (Django's advice).
     config: dict[str, object] = dict(dj_database_url.parse(url, conn_max_age=0))
     if config["ENGINE"] == "django.db.backends.sqlite3":
-        # Django's backend plus a pool of idle connections (clawboo.db.sqlite3).
-        config["ENGINE"] = "clawboo.db.sqlite3"
+        # Django's backend plus a pool of idle connections (core.db.sqlite3).
+        config["ENGINE"] = "core.db.sqlite3"
         # busy_timeout is also set by pragma; Python's own default (5 s) would
-        # otherwise hide contention from the jittered retry in clawboo.storage.
+        # otherwise hide contention from the jittered retry in core.storage.
         config["OPTIONS"] = {
             "transaction_mode": "IMMEDIATE",
             "timeout": 0.25,
@@ -225,8 +227,8 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
-    "DEFAULT_THROTTLE_CLASSES": ["clawboo.api.throttling.ClientRateThrottle"],
-    "EXCEPTION_HANDLER": "clawboo.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["core.api.throttling.ClientRateThrottle"],
+    "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
 }
 # A request body larger than this is refused before it is parsed.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from clawboo.procs import ENV_FLAG, die_with_parent
+from core.procs import ENV_FLAG, die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ class Supervisor:
             stderr=subprocess.STDOUT,
             # Its own session and process group: Ctrl-C in the terminal reaches only
             # the supervisor, and stopping the child reaches its grandchildren too;
-            # and it dies if the supervisor is killed outright (clawboo.procs).
+            # and it dies if the supervisor is killed outright (core.procs).
             start_new_session=True,
             preexec_fn=die_with_parent,
         )

@@ -7,8 +7,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from board import api as board_api
 from board.views import board_page
-from clawboo.api import registry_views
-from clawboo.api.errors import api_404
+from core.api import registry_views
+from core.api.errors import api_404
 from routines import api as routine_api
 from worktrees import api as worktree_api
 

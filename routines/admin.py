@@ -8,7 +8,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from clawboo.errors import ClawbooError
+from core.errors import ClawbooError
 from routines import store
 from routines.models import Routine, RoutineFire
 

@@ -1,7 +1,7 @@
 """REST views of routines and the unified scheduler surface (``shared/API.md``
 "Routines and schedules"). Each view reads its body, checks team access and calls
 :mod:`routines.store` or the :class:`~routines.schedules.ScheduleMultiplexer`;
-refusals map to HTTP in ``clawboo.api.errors`` (nothing is written on any 4xx).
+refusals map to HTTP in ``core.api.errors`` (nothing is written on any 4xx).
 
 Team scoping follows the board: a user sees and writes the routines of their own
 teams only (another team's routine is a 404, creating in another team a 403). The
@@ -19,11 +19,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from clawboo.api.access import can_see_team, require_team, team_ids
-from clawboo.api.bodies import json_object
-from clawboo.api.idempotency import idempotent
-from clawboo.api.schema import with_errors
-from clawboo.errors import Forbidden
+from core.api.access import can_see_team, require_team, team_ids
+from core.api.bodies import json_object
+from core.api.idempotency import idempotent
+from core.api.schema import with_errors
+from core.errors import Forbidden
 from routines import store
 from routines.errors import RoutineNotFound, ScheduleNotFound
 from routines.models import CatchUp, Routine, RoutineStatus

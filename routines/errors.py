@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clawboo.errors import ClawbooError, Conflict, Forbidden, NotFound
+from core.errors import ClawbooError, Conflict, Forbidden, NotFound
 
 
 class RoutineNotFound(NotFound):
@@ -80,17 +80,3 @@ class TeamTaskDomainViolationError(ClawbooError):
 
     code = "domain_violation"
     http_status = 422
-
-
-class GatewayUnavailable(ClawbooError):
-    """The OpenClaw Gateway is not configured, not reachable or did not answer (503)."""
-
-    code = "gateway_unavailable"
-    http_status = 503
-
-
-class GatewayRejected(ClawbooError):
-    """The Gateway answered ``ok: false`` to an operator request (409 with its code)."""
-
-    code = "conflict"
-    http_status = 409

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -20,32 +20,16 @@ from django.utils import timezone as dj_timezone
 
 from board import store as board_store
 from board.models import Task
-from clawboo import events, storage
-from clawboo.models import Agent, Runtime
-from routines import gateway, occurrence
+from core import events, storage
+from core.models import Agent
+from executor import gateway
+from executor.gateway import GatewayRejected, GatewayUnavailable
+from executor.runtimes import capabilities
+from routines import occurrence
 from routines import store as routine_store
-from routines.errors import GatewayRejected, GatewayUnavailable
 from routines.models import FireOutcome, Routine, RoutineFire, RoutineStatus
 
 log = logging.getLogger(__name__)
-
-IntegrationClass = Literal["one-shot", "connected"]
-
-# The runtime capability seam: each runtime declares how Clawboo reaches it. The
-# executor's adapters will own this declaration; until they land it is stated here
-# once, and the fire path only ever asks integration_class(), never a runtime id.
-RUNTIME_INTEGRATION: dict[str, IntegrationClass] = {
-    Runtime.COMMAND: "one-shot",
-    Runtime.CLAUDE_CODE: "one-shot",
-    Runtime.CODEX: "one-shot",
-    Runtime.HERMES: "one-shot",
-    Runtime.HUMAN: "one-shot",
-    Runtime.OPENCLAW: "connected",
-}
-
-
-def integration_class(runtime: str) -> IntegrationClass:
-    return RUNTIME_INTEGRATION.get(runtime, "one-shot")
 
 
 class FireFailed(Exception):
@@ -134,7 +118,7 @@ def fire_slot(routine: Routine, agent: Agent, slot_at: int) -> DispatchResult:
     try:
         routine_store.check_not_human(agent)
         task = materialize_task(routine, slot_at)
-        path = integration_class(agent.runtime)
+        path = capabilities(agent.runtime).integration
         storage.write(_record_dispatched, routine, slot_at, task.id, path)
         if path == "connected":
             return dispatch_connected(routine, agent, task, slot_at)
@@ -203,7 +187,7 @@ def run_executor(routine: Routine, agent: Agent, task: Task, ticket: str) -> Non
 
     transaction.on_commit(
         lambda: async_task(
-            "clawboo.executor.runner.run_claimed_task",
+            "executor.runner.run_claimed_task",
             task.id,
             agent.id,
             ticket,

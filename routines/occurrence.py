@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
 
-from clawboo.errors import ValidationFailed
+from core.errors import ValidationFailed
 
 ONCE_PREFIX = "once@"
 # A slot older than this at fire time counts as missed (downtime, laptop sleep);

@@ -17,10 +17,10 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
-from routines import gateway
+from executor import gateway
+from executor.gateway import GatewayUnavailable
 from routines import store as routine_store
 from routines.errors import (
-    GatewayUnavailable,
     ObserveOnlyError,
     ScheduleNotFound,
     TeamTaskDomainViolationError,

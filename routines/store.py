@@ -1,6 +1,6 @@
 """The routines data layer: the only writer of ``scheduled_runs`` and the ticker poke.
 
-Every write runs through :func:`clawboo.storage.write` (``BEGIN IMMEDIATE`` on
+Every write runs through :func:`core.storage.write` (``BEGIN IMMEDIATE`` on
 SQLite; ``SELECT … FOR UPDATE`` on the routine row on PostgreSQL) and checks its
 ledger move against :data:`routines.models.TRANSITIONS` on the freshly read row.
 Every user-facing write also bumps the poke row, so tickers in any process re-arm.
@@ -23,9 +23,9 @@ from board import checks
 from board import store as board_store
 from board.errors import TaskNotFound
 from board.models import Task
-from clawboo import storage
-from clawboo.errors import Conflict, ValidationFailed
-from clawboo.models import Agent, ParticipantKind, Runtime, Team
+from core import storage
+from core.errors import Conflict, ValidationFailed
+from core.models import Agent, ParticipantKind, Runtime, Team
 from routines import occurrence
 from routines.errors import (
     BoundRecurringScheduleError,
@@ -518,7 +518,7 @@ def boot_resume() -> BootResumeReport:
 
 
 def _record_boot_error(routine: Routine) -> None:
-    from clawboo import events
+    from core import events
 
     events.append(
         routine.team_id,

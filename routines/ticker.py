@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Min
 from django.utils import timezone as dj_timezone
 
-from clawboo import events, storage
+from core import events, storage
 from routines import store as routine_store
 from routines.models import Routine, RoutineStatus, sources_of
 

@@ -73,7 +73,7 @@ def _default_team_survives_flush(request: pytest.FixtureRequest) -> None:
     )
     if transactional:
         request.getfixturevalue("transactional_db")
-        from clawboo.registry import ensure_team
+        from core.registry import ensure_team
 
         ensure_team("default", "Default team")
 
@@ -121,7 +121,7 @@ def _drop_stray_connections(django_db_setup: None, django_db_blocker: Any) -> An
 def default_team(db: None) -> str:
     """The team every task lands in by default (a transactional test's flush drops
     the row the data migration created, so put it back)."""
-    from clawboo.models import Team
+    from core.models import Team
 
     Team.objects.get_or_create(pk="default", defaults={"name": "Default team"})
     return "default"

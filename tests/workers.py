@@ -62,7 +62,7 @@ def cmd_drain(args: argparse.Namespace) -> dict[str, Any]:
     nothing; like a real worker we simply poll again, and report how often.
     """
     from board import store
-    from clawboo.storage import WriteBudgetExceeded
+    from core.storage import WriteBudgetExceeded
 
     claimed: list[str] = []
     over_budget = 0
@@ -92,7 +92,7 @@ def combiner_stats() -> dict[str, int]:
 
 def cmd_link(args: argparse.Namespace) -> dict[str, Any]:
     from board import store
-    from clawboo.errors import ClawbooError
+    from core.errors import ClawbooError
 
     try:
         return {"ok": True, "created": store.link(args.task, args.depends_on)}
@@ -102,7 +102,7 @@ def cmd_link(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_create_child(args: argparse.Namespace) -> dict[str, Any]:
     from board import store
-    from clawboo.errors import ClawbooError
+    from core.errors import ClawbooError
 
     try:
         task = store.create_task(

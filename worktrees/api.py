@@ -11,10 +11,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from clawboo.api.access import visible_task
-from clawboo.api.bodies import json_object
-from clawboo.api.idempotency import idempotent
-from clawboo.api.schema import with_errors
+from board.access import visible_task
+from core.api.bodies import json_object
+from core.api.idempotency import idempotent
+from core.api.schema import with_errors
 from worktrees import service
 
 WorkspaceSerializer = inline_serializer(

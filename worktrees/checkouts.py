@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
-from clawboo.errors import ClawbooError, Conflict, ValidationFailed
+from core.errors import ClawbooError, Conflict, ValidationFailed
 from worktrees.checks import check_repo_path, check_task_id
 from worktrees.git import GitError, git_out, run_git
 from worktrees.locks import path_lock

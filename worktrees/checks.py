@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from board.checks import check_id
-from clawboo.errors import ValidationFailed
+from core.errors import ValidationFailed
 
 __all__ = ["check_base_ref", "check_base_sha", "check_id", "check_repo_path", "check_task_id"]
 

@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from clawboo.errors import ClawbooError
+from core.errors import ClawbooError
 
 GIT_TIMEOUT_S = 60.0
 IDENTITY_NAME = "clawboo"

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from clawboo.errors import ValidationFailed
+from core.errors import ValidationFailed
 from worktrees.scaffold import COMMAND_SLOTS, HANDOFF_FILE, INIT_FILE, PROGRESS_FILE
 
 TEXT_MAX = 20_000

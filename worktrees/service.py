@@ -19,7 +19,7 @@ from board import store
 from board.errors import NotFileMutating
 from board.models import Task, Workspace, WorkspaceStatus
 from board.transitions import is_locked
-from clawboo.errors import Conflict, ValidationFailed
+from core.errors import Conflict, ValidationFailed
 from worktrees import checkouts, handoff
 from worktrees.checks import check_base_ref, check_base_sha, check_task_id
 from worktrees.locks import path_lock

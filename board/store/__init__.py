@@ -2,7 +2,7 @@
 
 Views, consumers, admin actions, other apps and tests call these functions; none
 of them saves a board row directly. Every write runs in one transaction through
-:func:`clawboo.storage.write` (``BEGIN IMMEDIATE`` on SQLite, row locks on
+:func:`core.storage.write` (``BEGIN IMMEDIATE`` on SQLite, row locks on
 PostgreSQL) and records its task-change event in that same transaction.
 """
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from board.errors import TaskNotFound
 from board.models import Task, TaskComment, TaskDep
-from clawboo import events
+from core import events
 
 WRITE_LOG_KEEP = 4  # seed 001: a task keeps its four most recent write receipts
 

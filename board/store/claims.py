@@ -3,7 +3,7 @@
 The claim is one conditional ``UPDATE … RETURNING`` (raw SQL: Django's
 ``QuerySet.update()`` returns no rows), kept in :func:`_claim_update`. A zero-row
 result is data — ``conflict`` or ``not_found`` — and is never retried; only
-transient lock errors are, by :func:`clawboo.storage.write`.
+transient lock errors are, by :func:`core.storage.write`.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from board.store.tasks import (
 )
 from board.store.tickets import Ticket, WriteOutcome, declined, recorded
 from board.transitions import HELD_BY_CLAIM, Status
-from clawboo import events, storage
-from clawboo.errors import ValidationFailed
-from clawboo.models import Event
+from core import events, storage
+from core.errors import ValidationFailed
+from core.models import Event
 
 MAX_ABANDONMENTS = 3  # seed 001: fixed, separate from max_attempts
 ABANDONED_ERROR = "abandoned: its lease lapsed {n} times without renewal"

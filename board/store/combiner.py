@@ -43,7 +43,7 @@ How:
   counted on a shared-memory page every claimer stamps): below that, the round
   trip costs more than batching saves.
 * On SQLite the host's WAL checkpoints run beside its batches, on a
-  :class:`clawboo.storage.Checkpointer` it pokes after each commit, not inside
+  :class:`core.storage.Checkpointer` it pokes after each commit, not inside
   its ``COMMIT`` (where they would wait for two fsyncs with every claimer waiting).
 * The host gives up the role after :data:`IDLE_SECONDS` with no claimer
   connected, at exit, and in a forked child (which never inherits it).
@@ -76,7 +76,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from clawboo import storage
+from core import storage
 
 try:
     import fcntl

@@ -13,7 +13,7 @@ from board.errors import DependencyCycle, DepthExceeded
 from board.models import Task, TaskDep
 from board.store._base import commit_change, lock_task, now
 from board.transitions import Status
-from clawboo import storage
+from core import storage
 
 # Any constant works: all dependency links on PostgreSQL take this one advisory lock,
 # so two concurrent links (even on disjoint task pairs) cannot race a cycle in.

@@ -12,8 +12,8 @@ from board.models import ExecutionProcess, ExecutionStatus, Task
 from board.store._base import lock_task, now
 from board.store.tickets import Ticket
 from board.transitions import HELD_BY_CLAIM
-from clawboo import storage
-from clawboo.errors import NotFound, ValidationFailed
+from core import storage
+from core.errors import NotFound, ValidationFailed
 
 LOG_TAIL = 64_000
 CLOSED = frozenset(

@@ -25,8 +25,8 @@ from board.transitions import (
     is_locked,
     is_terminal,
 )
-from clawboo import storage
-from clawboo.errors import Conflict, ValidationFailed
+from core import storage
+from core.errors import Conflict, ValidationFailed
 
 # SPEC §10 ceilings (the agent create path; see create_task).
 MAX_DEPTH = 2

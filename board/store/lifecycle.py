@@ -30,7 +30,7 @@ from board.transitions import (
     is_terminal,
     is_transition_allowed,
 )
-from clawboo import storage
+from core import storage
 
 # SPEC §10 ceilings (the agent create path; see create_task).
 MAX_DEPTH = 2

@@ -16,7 +16,7 @@ from board.models import ExecutionProcess, ExecutionStatus, Task
 from board.store._base import now
 from board.store.claims import _abandon
 from board.transitions import Status
-from clawboo import storage
+from core import storage
 
 log = logging.getLogger(__name__)
 

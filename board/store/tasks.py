@@ -1,5 +1,5 @@
 """Tasks: create, read, transition, field writes, lifecycle verbs with verdicts,
-verification, comments. Every write runs in :func:`clawboo.storage.write`.
+verification, comments. Every write runs in :func:`core.storage.write`.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from board.transitions import (
     allowed_transitions_from,
     is_transition_allowed,
 )
-from clawboo import storage
-from clawboo.errors import ValidationFailed
-from clawboo.models import Team
+from core import storage
+from core.errors import ValidationFailed
+from core.models import Team
 
 # SPEC §10 ceilings (the agent create path; see create_task).
 MAX_DEPTH = 2

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from django.conf import settings
 
 from board.models import Task
-from clawboo.errors import ValidationFailed
+from core.errors import ValidationFailed
 
 _TICKET_SALT = "clawboo.board.ticket"
 # HMAC keys derived from each secret key once, not per ticket. Django's signing

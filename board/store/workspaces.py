@@ -7,8 +7,8 @@ from board.models import Task, Workspace, WorkspaceStatus
 from board.store._base import commit_change, lock_task, now
 from board.store.tasks import apply_move
 from board.transitions import Status, allowed_transitions_from, is_transition_allowed
-from clawboo import storage
-from clawboo.errors import NotFound
+from core import storage
+from core.errors import NotFound
 
 
 def live_workspace(task_id: str) -> Workspace | None:

@@ -9,8 +9,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from board.models import ExecutionProcess, Task, TaskComment, TaskDep
-from clawboo import registry
-from clawboo.models import Agent, Event, IdempotencyRecord, Team
+from core import registry
+from core.models import Agent, Event, IdempotencyRecord, Team
 
 
 def make_client(username: str, *, teams: tuple[str, ...] = ("default",), staff: bool = False):

@@ -158,7 +158,7 @@ def test_agent_admin_validates_through_the_registry(operator):
         },
     )
     assert response.status_code == 302
-    from clawboo.models import Agent
+    from core.models import Agent
 
     assert Agent.objects.get(pk="bot").runtime == "codex"
 

@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from board import store
-from clawboo import registry
+from core import registry
 from tests.api.conftest import fingerprint, make_client
 
 pytestmark = pytest.mark.django_db

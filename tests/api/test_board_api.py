@@ -135,7 +135,7 @@ def test_get_unknown_task_is_404(api):
 
 
 def test_other_teams_tasks_are_invisible(api, unchanged):
-    from clawboo import registry
+    from core import registry
 
     registry.create_team("red", "Red")
     task = store.create_task(title="secret", team="red").task
@@ -158,7 +158,7 @@ def test_patch_edits_fields_and_refuses_assignee_on_locked(api, agent, unchanged
             f"/api/board/tasks/{task['id']}", {"assignee_agent_id": "ada-bot"}, format="json"
         )
     assert response.status_code == 200  # same assignee: no change
-    from clawboo import registry
+    from core import registry
 
     registry.create_agent(id="bob", display_name="Bob", team="default", runtime="codex")
     with unchanged():

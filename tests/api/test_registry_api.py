@@ -16,7 +16,7 @@ def test_teams_creator_becomes_member_and_sees_it(api, unchanged):
 
 
 def test_staff_see_every_team(staff_api):
-    from clawboo import registry
+    from core import registry
 
     registry.create_team("blue", "Blue")
     assert "blue" in {t["id"] for t in staff_api.get("/api/teams").json()}

@@ -12,8 +12,8 @@ from django.db.models import Sum
 from board import store
 from board.errors import TaskNotFound
 from board.models import ExecutionProcess, Task, TaskComment, TaskDep
-from clawboo.errors import ClawbooError, ValidationFailed
-from clawboo.models import Event, Team
+from core.errors import ClawbooError, ValidationFailed
+from core.models import Event, Team
 
 pytestmark = pytest.mark.django_db
 

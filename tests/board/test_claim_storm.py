@@ -9,7 +9,7 @@ import pytest
 
 from board import store
 from board.models import Task
-from clawboo.models import Event, Team
+from core.models import Event, Team
 from tests.board.seed import bulk_tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -22,8 +22,8 @@ from django.db import connection, connections, transaction
 from board import store
 from board.models import Task
 from board.store import claims, combiner
-from clawboo import events, storage
-from clawboo.models import Event, Team
+from core import events, storage
+from core.models import Event, Team
 from tests.board.seed import bulk_tasks
 from tests.conftest import read_json_line
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from board import snapshot, store
 from board.models import Task
-from clawboo import events
-from clawboo.models import Event, Team
+from core import events
+from core.models import Event, Team
 from tests.board.states import task_in
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ import pytest
 
 from board import store
 from board.errors import VerificationRequired
-from clawboo.models import Event
+from core.models import Event
 from tests.board.states import task_in
 
 pytestmark = pytest.mark.django_db

@@ -7,8 +7,8 @@ import pytest
 
 from board import store
 from board.errors import VerificationRequired
-from clawboo import events, registry, storage
-from clawboo.models import Event
+from core import events, registry, storage
+from core.models import Event
 from tests.board.states import task_in
 
 

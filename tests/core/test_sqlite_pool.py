@@ -1,4 +1,4 @@
-"""The pooled SQLite backend (clawboo.db.sqlite3): a closed connection is kept for
+"""The pooled SQLite backend (core.db.sqlite3): a closed connection is kept for
 the next request, clean, with the storage layer's pragmas still in force."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from clawboo.db.sqlite3.base import DatabaseWrapper
-from clawboo.storage import SQLITE_PRAGMAS
+from core.db.sqlite3.base import DatabaseWrapper
+from core.storage import SQLITE_PRAGMAS
 
 pytestmark = pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite backend")
 

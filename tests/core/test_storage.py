@@ -20,8 +20,8 @@ from django.test import override_settings
 
 from board import store
 from board.models import Task
-from clawboo import storage
-from clawboo.models import Team
+from core import storage
+from core.models import Team
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -251,7 +251,7 @@ def test_threads_of_one_process_write_at_once_and_every_write_lands(default_team
     from django.db import connection
 
     from board import store
-    from clawboo.models import Event
+    from core.models import Event
 
     if connection.vendor != "sqlite":
         pytest.skip("the process-local write lock is SQLite's")

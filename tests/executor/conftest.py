@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from clawboo import registry
+from core import registry
 from tests.worktrees.conftest import git, make_repo  # noqa: F401 - shared helpers
 
 # A `command` agent's script: edits the checkout the way the test says (via env).

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 
 from board import store
-from clawboo.executor.runner import Executor
+from executor.runner import Executor
 
 pytestmark = pytest.mark.django_db
 

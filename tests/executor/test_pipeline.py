@@ -9,7 +9,7 @@ import pytest
 
 from board import store
 from board.errors import VerificationRequired
-from clawboo.executor.runner import Executor
+from executor.runner import Executor
 from tests.executor.conftest import VERIFY_OK
 
 pytestmark = pytest.mark.django_db

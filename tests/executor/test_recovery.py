@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from board import store
-from clawboo import registry
-from clawboo.executor.runner import Executor
+from core import registry
+from executor.runner import Executor
 from tests.executor.conftest import VERIFY_OK
 from tests.runtimes.stand_ins import fixture_lines, install_stand_in
 

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
 from board import store
-from clawboo import registry
+from core import registry
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 playwright_api = pytest.importorskip("playwright.sync_api")

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
 from board import store
-from clawboo import registry
+from core import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,7 +12,7 @@ import websockets
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-from clawboo import registry
+from core import registry
 from tests.live.conftest import redis_url
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,8 +13,8 @@ from django.db import transaction
 from rest_framework.authtoken.models import Token
 
 from board import store
-from clawboo import registry
 from clawboo.asgi import application
+from core import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -116,7 +116,7 @@ def test_since_replays_a_burst_of_500_with_no_gap_or_duplicate(settings):
         await late.receive_json_from()
         await late.send_json_to({"type": "since", "seq": hello["seq"]})
         await database_sync_to_async(burst)(250)
-        from clawboo import events
+        from core import events
 
         last = await database_sync_to_async(events.latest_seq)("default")
         got_live = [f["seq"] for f in await frames_until(live, lambda f, s: f["seq"] == last)]
@@ -133,7 +133,7 @@ def test_since_replays_a_burst_of_500_with_no_gap_or_duplicate(settings):
 
 
 def test_frames_arriving_out_of_order_are_delivered_in_sequence():
-    from clawboo import events, live
+    from core import events, live
 
     key = token_for("ada")
     held: list = []

@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 import time_machine
 
-from clawboo import registry
-from clawboo.models import Agent
+from core import registry
+from core.models import Agent
 
 START = dt.datetime(2030, 1, 7, 8, 0, tzinfo=dt.UTC)
 

@@ -14,7 +14,7 @@ from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
 from board import store as board_store
-from clawboo import registry
+from core import registry
 from routines import api as routine_api
 from routines.models import Routine, RoutineFire, TickerPoke
 from routines.schedules import (
@@ -573,8 +573,8 @@ def test_an_observe_only_source_refuses_writes_with_403(staff, monkeypatch):
 
 
 def test_set_scheduled_by_refuses_an_unexpected_owner_and_nests_in_a_write(team):
-    from clawboo import storage
-    from clawboo.errors import Conflict
+    from core import storage
+    from core.errors import Conflict
 
     task = board_store.create_task(title="Ship it", team="ops").task
     with unchanged(), pytest.raises(Conflict):

@@ -5,7 +5,7 @@ import datetime as dt
 import pytest
 
 from board import store as board_store
-from clawboo.models import Event
+from core.models import Event
 from routines import fire, store
 from routines.models import Routine, RoutineFire
 from routines.ticker import Ticker

@@ -6,8 +6,8 @@ import itertools
 import pytest
 
 from board import store as board_store
-from clawboo import storage
-from clawboo.errors import ValidationFailed
+from core import storage
+from core.errors import ValidationFailed
 from routines import store
 from routines.errors import (
     BoundRecurringScheduleError,

@@ -5,7 +5,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from clawboo.errors import ValidationFailed
+from core.errors import ValidationFailed
 from routines import occurrence
 
 UTC = ZoneInfo("UTC")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from board.models import Task
-from clawboo import registry
+from core import registry
 from routines import store
 from routines.models import Routine, RoutineFire
 from routines.ticker import Ticker

@@ -6,10 +6,10 @@ import socket
 import pytest
 
 from board import store as board_store
-from routines import gateway, store
+from executor import gateway
+from executor.gateway import GatewayRejected, GatewayUnavailable
+from routines import store
 from routines.errors import (
-    GatewayRejected,
-    GatewayUnavailable,
     ObserveOnlyError,
     ScheduleNotFound,
     TeamTaskDomainViolationError,
@@ -187,7 +187,7 @@ def test_the_openclaw_watchdog_aborts_and_releases(fake, openclaw_agent, clock, 
 
 def test_the_openclaw_runtime_adapter_runs_an_agent_through_the_gateway(fake, settings, tmp_path):
     """A board task run by an ``openclaw`` agent goes through the same gateway client."""
-    from clawboo.runtimes import RunRequest, adapter_for
+    from executor.runtimes import RunRequest, adapter_for
 
     settings.CLAWBOO_OPENCLAW_GATEWAY_URL = fake.url
     settings.CLAWBOO_OPENCLAW_TOKEN = fake.token

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from clawboo.runtimes import RunRequest
+from executor.runtimes import RunRequest
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from clawboo.runtimes import Outcome, RunRequest, adapter_for, start_run
-from clawboo.runtimes.claude_code import ClaudeStreamParser
+from executor.runtimes import Outcome, RunRequest, adapter_for, start_run
+from executor.runtimes.claude_code import ClaudeStreamParser
 from tests.runtimes.stand_ins import (
     fixture_lines,
     install_stand_in,

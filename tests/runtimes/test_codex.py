@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from clawboo.runtimes import Outcome, RunRequest, adapter_for
-from clawboo.runtimes.codex import CodexEventParser
+from executor.runtimes import Outcome, RunRequest, adapter_for
+from executor.runtimes.codex import CodexEventParser
 from tests.runtimes.stand_ins import (
     fixture_lines,
     install_stand_in,

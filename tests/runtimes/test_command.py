@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clawboo.runtimes import Outcome, RunRequest, adapter_for
+from executor.runtimes import Outcome, RunRequest, adapter_for
 from tests.runtimes.stand_ins import install_stand_in, kill_if_running, wait_until_gone
 
 EDIT_SCRIPT = """\

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from clawboo.runtimes import Outcome, RunRequest, adapter_for
-from clawboo.runtimes.hermes import HermesOutputParser
+from executor.runtimes import Outcome, RunRequest, adapter_for
+from executor.runtimes.hermes import HermesOutputParser
 from tests.runtimes.stand_ins import FIXTURES, install_stand_in, kill_if_running, wait_until_gone
 
 USAGE_REPORT = (FIXTURES / "hermes_usage.json").read_text()

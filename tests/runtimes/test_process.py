@@ -7,7 +7,7 @@ import sys
 import threading
 from pathlib import Path
 
-from clawboo.runtimes.process import run_process
+from executor.runtimes.process import run_process
 from tests.runtimes.stand_ins import install_stand_in, is_running, kill_if_running, wait_until_gone
 
 ENV = {"PATH": "/usr/bin:/bin"}

@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from clawboo.models import Runtime
-from clawboo.runtimes import (
+from core.models import Runtime
+from executor.gateway import GatewayDispatch, GatewayReply
+from executor.runtimes import (
     RUNTIMES,
     Capabilities,
     HumanWorkRequired,
@@ -19,12 +20,9 @@ from clawboo.runtimes import (
     capabilities,
     resume_id_for,
 )
-from clawboo.runtimes.base import usd_to_cents
-from clawboo.runtimes.openclaw import (
-    GatewayDispatch,
-    GatewayReply,
+from executor.runtimes.base import usd_to_cents
+from executor.runtimes.openclaw import (
     OpenClawAdapter,
-    wire_gateway_dispatch,
 )
 
 
@@ -160,26 +158,7 @@ def test_openclaw_reports_a_cancelled_run_as_cancelled(
     assert result.outcome is Outcome.CANCELLED
 
 
-def test_openclaw_without_a_wired_gateway_fails_clearly_and_uses_it_once_wired(
-    make_request: Callable[..., RunRequest],
-) -> None:
-    from routines import gateway as routines_gateway
-
-    wire_gateway_dispatch(None)  # the routines app wires its client at startup
-    try:
-        result = adapter_for("openclaw").run(make_request())
-        assert result.outcome is Outcome.FAILED
-        assert "gateway client is not wired" in result.error
-
-        gateway = FakeGateway(GatewayReply(status="ok"))
-        wire_gateway_dispatch(gateway)
-        assert adapter_for("openclaw").run(make_request()).outcome is Outcome.SUCCEEDED
-        assert len(gateway.calls) == 1
-    finally:
-        wire_gateway_dispatch(routines_gateway.adapter_dispatch)
-
-
-def test_the_routines_gateway_client_is_wired_at_startup_and_reports_not_configured(
+def test_openclaw_uses_the_gateway_client_and_reports_it_not_configured(
     make_request: Callable[..., RunRequest], settings
 ) -> None:
     settings.CLAWBOO_OPENCLAW_GATEWAY_URL = ""

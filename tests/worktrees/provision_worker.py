@@ -20,7 +20,7 @@ def main() -> int:
     task_id, repo_path, go_file = sys.argv[1:4]
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")
     django.setup()
-    from clawboo.errors import ClawbooError
+    from core.errors import ClawbooError
     from worktrees import service
 
     print("ready", flush=True)

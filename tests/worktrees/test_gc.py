@@ -154,7 +154,7 @@ def test_the_management_command_runs_a_sweep(repo, provision):
 
 
 def test_bad_gc_parameters_are_refused():
-    from clawboo.errors import ValidationFailed
+    from core.errors import ValidationFailed
 
     with pytest.raises(ValidationFailed):
         service.gc(max_age_hours=-1)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from clawboo.errors import ValidationFailed
+from core.errors import ValidationFailed
 from worktrees import service
 from worktrees.handoff import read_handoff, reconstruct_state, validate_handoff, write_handoff
 

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from clawboo.errors import ValidationFailed
+from core.errors import ValidationFailed
 from worktrees import checkouts, service
 from worktrees import git as gitmod
 from worktrees.checks import check_base_ref, check_base_sha, check_task_id

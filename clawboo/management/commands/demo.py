@@ -19,8 +19,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
 from board import store
-from clawboo import registry
-from clawboo.models import Agent, Team
+from core import registry
+from core.models import Agent, Team
 
 CALC = '''"""A tiny module the demo agent extends."""
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from clawboo.errors import ClawbooError
+from core.errors import ClawbooError
 from worktrees import service
 
 

@@ -1,0 +1,102 @@
+"""The one place where refusals become HTTP: every 4xx/5xx body is
+``{"error": <code>, "detail": <sentence>, ...}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from core.errors import ClawbooError
+
+HTTP_STATUS: dict[str, int] = {
+    "validation_error": 400,
+    "bound_recurring": 400,
+    "unauthenticated": 401,
+    "forbidden": 403,
+    "observe_only": 403,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "unsupported_media_type": 415,
+    "conflict": 409,
+    "illegal_transition": 409,
+    "verification_required": 409,
+    "cycle": 409,
+    "depth_exceeded": 409,
+    "too_many_children": 409,
+    "ownership_conflict": 409,
+    "not_file_mutating": 422,
+    "domain_violation": 422,
+    "rate_limited": 429,
+    "not_implemented": 501,
+    "gateway_unavailable": 503,
+    "provision_failed": 500,
+    "git_failed": 500,
+}
+
+
+def status_for(code: str) -> int:
+    return HTTP_STATUS.get(code, 400)
+
+
+def error_body(code: str, detail: str, **extra: Any) -> dict[str, Any]:
+    return {"error": code, "detail": detail, **extra}
+
+
+def _first_field_error(detail: Any, prefix: str = "") -> tuple[str, str]:
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = key if key != "non_field_errors" else (prefix or "body")
+            return _first_field_error(value, f"{prefix}.{name}" if prefix else str(name))
+    if isinstance(detail, list) and detail:
+        return _first_field_error(detail[0], prefix)
+    return (prefix or "body", str(detail))
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's exception hook: domain errors by code, framework errors by kind."""
+    if isinstance(exc, ClawbooError):
+        body = exc.as_dict()
+    elif isinstance(exc, Http404):
+        body = error_body("not_found", "not found")
+    elif isinstance(exc, DjangoPermissionDenied):
+        body = error_body("forbidden", "you do not have access to this")
+    elif isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        body = error_body("unauthenticated", str(exc.detail))
+    elif isinstance(exc, exceptions.PermissionDenied):
+        body = error_body("forbidden", str(exc.detail))
+    elif isinstance(exc, exceptions.Throttled):
+        body = error_body("rate_limited", str(exc.detail), retry_after=getattr(exc, "wait", None))
+    elif isinstance(exc, exceptions.ParseError):
+        body = error_body("validation_error", f"body: {exc.detail}", field="body")
+    elif isinstance(exc, exceptions.ValidationError):
+        field, message = _first_field_error(exc.detail)
+        body = error_body("validation_error", f"{field}: {message}", field=field)
+    elif isinstance(exc, exceptions.MethodNotAllowed):
+        body = error_body("method_not_allowed", str(exc.detail))
+    elif isinstance(exc, exceptions.UnsupportedMediaType):
+        body = error_body("unsupported_media_type", str(exc.detail))
+    elif isinstance(exc, exceptions.NotFound):
+        body = error_body("not_found", str(exc.detail))
+    elif isinstance(exc, exceptions.APIException):
+        body = error_body("error", str(exc.detail))
+        set_rollback()
+        return Response(body, status=exc.status_code)
+    else:
+        return None
+    set_rollback()
+    response = Response(body, status=status_for(body["error"]))
+    if body["error"] == "unauthenticated":
+        response["WWW-Authenticate"] = 'Token realm="api"'
+    if body["error"] == "rate_limited" and body.get("retry_after"):
+        response["Retry-After"] = str(int(body["retry_after"]) + 1)
+    return response
+
+
+def api_404(request: Any, exception: Exception | None = None) -> JsonResponse:
+    """Unknown paths under /api/ answer in the API's error envelope, not HTML."""
+    return JsonResponse(error_body("not_found", "no such path"), status=status.HTTP_404_NOT_FOUND)

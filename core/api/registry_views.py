@@ -1,0 +1,250 @@
+"""``/api/teams`` and ``/api/agents``: the registry of record over REST."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core import chat, events, registry
+from core.api.access import can_see_team, require_team, team_ids
+from core.api.bodies import json_object, query_int
+from core.api.idempotency import idempotent
+from core.api.schema import with_errors
+from core.errors import NotFound
+from core.live import frames_for
+from core.models import Agent, Runtime, Team
+
+_TEAM_FIELDS: dict[str, Any] = {"id": serializers.CharField(), "name": serializers.CharField()}
+TeamSerializer = inline_serializer("Team", _TEAM_FIELDS)
+TeamListSerializer = inline_serializer("Team", _TEAM_FIELDS, many=True)
+_AGENT_FIELDS: dict[str, Any] = {
+    "id": serializers.CharField(),
+    "display_name": serializers.CharField(),
+    "team": serializers.CharField(),
+    "runtime": serializers.ChoiceField(choices=Runtime.choices),
+    "participant_kind": serializers.ChoiceField(choices=["agent", "human"]),
+    "settings": serializers.DictField(),
+}
+AgentSerializer = inline_serializer("Agent", _AGENT_FIELDS)
+AgentListSerializer = inline_serializer("Agent", _AGENT_FIELDS, many=True)
+
+
+def team_body(team: Team) -> dict[str, Any]:
+    return {"id": team.id, "name": team.name, "created_at": team.created_at.isoformat()}
+
+
+def agent_body(agent: Agent) -> dict[str, Any]:
+    return {
+        "id": agent.id,
+        "display_name": agent.display_name,
+        "team": agent.team_id,
+        "runtime": agent.runtime,
+        "participant_kind": agent.participant_kind,
+        "settings": agent.settings,
+        "created_at": agent.created_at.isoformat(),
+        "updated_at": agent.updated_at.isoformat(),
+    }
+
+
+class TeamsView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(operation_id="teams_list", responses=with_errors({200: TeamListSerializer}))
+    def get(self, request: Request) -> Response:
+        teams = Team.objects.all()
+        visible = team_ids(request.user)
+        if visible is not None:
+            teams = teams.filter(pk__in=visible)
+        return Response([team_body(t) for t in teams.order_by("id")])
+
+    @extend_schema(
+        operation_id="teams_create",
+        request=TeamSerializer,
+        responses=with_errors({201: TeamSerializer}, "validation_error", "conflict"),
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        body = json_object(request, ("id", "name"), required=("id",))
+        team = registry.create_team(body["id"], body.get("name"), creator=request.user)
+        return Response(team_body(team), status=201)
+
+
+class AgentsView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(operation_id="agents_list", responses=with_errors({200: AgentListSerializer}))
+    def get(self, request: Request) -> Response:
+        agents = Agent.objects.all()
+        visible = team_ids(request.user)
+        if visible is not None:
+            agents = agents.filter(team_id__in=visible)
+        return Response([agent_body(a) for a in agents.order_by("id")])
+
+    @extend_schema(
+        operation_id="agents_create",
+        request=AgentSerializer,
+        responses=with_errors({201: AgentSerializer}, "validation_error", "forbidden", "conflict"),
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        body = json_object(
+            request,
+            ("id", "display_name", "team", "runtime", "participant_kind", "settings"),
+            required=("id", "display_name", "team", "runtime"),
+        )
+        require_team(request.user, body["team"])
+        return Response(agent_body(registry.create_agent(**body)), status=201)
+
+
+class AgentDetailView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    def _agent(self, request: Request, agent_id: str) -> Agent:
+        agent = Agent.objects.filter(pk=agent_id).first()
+        if agent is None or not can_see_team(request.user, agent.team_id):
+            raise NotFound(f"agent {agent_id!r} does not exist")
+        return agent
+
+    @extend_schema(
+        operation_id="agents_retrieve", responses=with_errors({200: AgentSerializer}, "not_found")
+    )
+    def get(self, request: Request, agent_id: str) -> Response:
+        return Response(agent_body(self._agent(request, agent_id)))
+
+    @extend_schema(
+        operation_id="agents_update",
+        request=AgentSerializer,
+        responses=with_errors({200: AgentSerializer}, "not_found", "validation_error", "forbidden"),
+    )
+    def patch(self, request: Request, agent_id: str) -> Response:
+        self._agent(request, agent_id)
+        body = json_object(
+            request, ("display_name", "team", "runtime", "participant_kind", "settings")
+        )
+        if "team" in body:
+            require_team(request.user, body["team"])
+        return Response(agent_body(registry.update_agent(agent_id, body)))
+
+
+_CHAT_FIELDS: dict[str, Any] = {
+    "type": serializers.CharField(),
+    "seq": serializers.IntegerField(),
+    "team": serializers.CharField(),
+    "body": serializers.CharField(),
+    "author": serializers.CharField(),
+    "task_id": serializers.CharField(allow_null=True),
+}
+ChatSerializer = inline_serializer("ChatLine", _CHAT_FIELDS)
+ChatListSerializer = inline_serializer("ChatLine", _CHAT_FIELDS, many=True)
+
+
+def _visible_team(request: Request, team_id: str) -> Team:
+    team = Team.objects.filter(pk=team_id).first()
+    if team is None or not can_see_team(request.user, team_id):
+        raise NotFound(f"team {team_id!r} does not exist")
+    return team
+
+
+def chat_body(message: Any) -> dict[str, Any]:
+    return {
+        "type": "chat",
+        "seq": message.event_seq,
+        "team": message.team_id,
+        "body": message.body,
+        "author": message.author,
+        "task_id": message.task_id,
+        "created_at": message.created_at.isoformat(),
+    }
+
+
+class TeamChatView(APIView):
+    """The team's chat room: narration of board changes and people's messages.
+    Posting here never changes the board."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="teams_chat_list",
+        responses=with_errors({200: ChatListSerializer}, "not_found"),
+    )
+    def get(self, request: Request, team_id: str) -> Response:
+        _visible_team(request, team_id)
+        limit = query_int(request.query_params.get("limit"), "limit", default=100, high=500)
+        return Response(chat.recent(team_id, limit))
+
+    @extend_schema(
+        operation_id="teams_chat_create",
+        request=inline_serializer("ChatPost", {"body": serializers.CharField()}),
+        responses=with_errors({201: ChatSerializer}, "not_found", "validation_error"),
+    )
+    def post(self, request: Request, team_id: str) -> Response:
+        _visible_team(request, team_id)
+        body = json_object(request, ("body",), required=("body",))
+        message = chat.post(team_id, body["body"], author=request.user.get_username())
+        return Response(chat_body(message), status=201)
+
+
+class TeamEventsView(APIView):
+    """The durable event log: ``?since=N`` replays what a websocket would have sent."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="teams_events_list",
+        responses=with_errors(
+            {
+                200: inline_serializer(
+                    "Events", {"seq": serializers.IntegerField(), "events": serializers.ListField()}
+                )
+            },
+            "not_found",
+            "validation_error",
+        ),
+    )
+    def get(self, request: Request, team_id: str) -> Response:
+        _visible_team(request, team_id)
+        since = query_int(request.query_params.get("since"), "since", default=-1, high=2**62)
+        head = events.latest_seq(team_id)
+        frames = (
+            [] if since < 0 else [f for e in events.since(team_id, since) for f in frames_for(e)]
+        )
+        return Response({"seq": head, "events": frames})
+
+
+class WhoAmIView(APIView):
+    """Who the credentials belong to and which teams they see: a cheap authenticated
+    call for agents checking their token (and the API bench's baseline)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="whoami",
+        responses=with_errors(
+            {
+                200: inline_serializer(
+                    "WhoAmI",
+                    {
+                        "username": serializers.CharField(),
+                        "staff": serializers.BooleanField(),
+                        "teams": serializers.ListField(
+                            child=serializers.CharField(), allow_null=True
+                        ),
+                    },
+                )
+            }
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        return Response(
+            {
+                "username": request.user.get_username(),
+                "staff": bool(request.user.is_staff),
+                "teams": team_ids(request.user),
+            }
+        )

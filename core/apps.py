@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class CoreConfig(AppConfig):
+    """The foundation: teams, the agent registry, the event log, chat narration,
+    storage and the API kit. It imports no other app of the project.
+
+    Its label stays ``clawboo`` (the app it was split from) so the tables, the
+    migration history and the admin's URLs of existing installs stay where they are.
+    """
+
+    name = "core"
+    label = "clawboo"
+    verbose_name = "Clawboo core"
+
+    def ready(self) -> None:
+        # Importing the storage layer connects its per-connection pragma hook.
+        from core import events, live, storage  # noqa: F401
+
+        # After commit: push every event to the team's live board (with its narration).
+        events.subscribe(live.publish, wants=live.has_audience)

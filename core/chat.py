@@ -1,0 +1,135 @@
+"""Team chat rooms: people's messages, and the narration of board changes.
+
+Narration is derived, not stored: each committed task-change event in the durable
+log has (at most) one narration line, computed by :func:`narration_for`. The live
+board pushes it right after the change, with the change's sequence number, and the
+room's history is read back from the same log. So narrating can never fail, delay
+or roll back a board write, and a rolled-back write has nothing to narrate. Chat is
+never a write path back to the board: :func:`post` only adds a message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+
+from core import events, storage
+from core.errors import ValidationFailed
+from core.models import ChatMessage, Event
+
+BODY_MAX = 20_000
+NARRATOR = "clawboo"
+
+
+def post(
+    team_id: str, body: str, *, author: str = NARRATOR, task_id: str | None = None
+) -> ChatMessage:
+    """Post a chat line; it gets a place in the team's event sequence so a
+    reconnecting client replays it with everything else."""
+    if not isinstance(body, str) or not body.strip() or len(body) > BODY_MAX:
+        raise ValidationFailed("body", f"must be 1-{BODY_MAX} characters")
+
+    def run() -> ChatMessage:
+        message = ChatMessage.objects.create(
+            team_id=team_id,
+            author=author,
+            body=body,
+            task_id=task_id,
+            created_at=timezone.now(),
+        )
+        event = events.append(
+            team_id,
+            "chat",
+            {"body": body, "author": author, "message_id": message.pk},
+            task_id=task_id,
+        )
+        message.event_seq = event.seq
+        message.save(update_fields=["event_seq"])
+        return message
+
+    return storage.write(run)
+
+
+def recent(team_id: str, limit: int = 100) -> list[dict[str, Any]]:
+    """The room's latest lines, newest first: people's messages and narration, read
+    from the event log (each line carries the sequence of its event)."""
+    lines: list[dict[str, Any]] = []
+    batch = max(limit * 4, 200)
+    before: int | None = None
+    while len(lines) < limit:
+        qs = Event.objects.filter(team_id=team_id)
+        if before is not None:
+            qs = qs.filter(seq__lt=before)
+        rows = list(qs.order_by("-seq")[:batch])
+        for event in rows:
+            line = line_for(event)
+            if line is not None:
+                lines.append(line)
+                if len(lines) == limit:
+                    break
+        if len(rows) < batch:
+            break
+        before = rows[-1].seq
+    return lines
+
+
+def line_for(event: Event) -> dict[str, Any] | None:
+    """The chat frame of an event: a person's message, or the narration of a change."""
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    if event.kind == "chat":
+        body, author = payload.get("body"), payload.get("author")
+    else:
+        body, author = narration_for(event), NARRATOR
+    if not body:
+        return None
+    return {
+        "type": "chat",
+        "seq": event.seq,
+        "team": event.team_id,
+        "body": body,
+        "author": author,
+        "task_id": event.task_id,
+        "created_at": event.created_at.isoformat(),
+    }
+
+
+def _title(task: dict[str, Any]) -> str:
+    title = str(task.get("title") or task.get("id") or "a task")
+    return title if len(title) <= 80 else title[:77] + "..."
+
+
+_VERBS = {
+    "added": "created",
+    "completed": "completed",
+    "errored": "failed",
+    "retried": "will retry",
+    "blocked": "blocked",
+    "unblocked": "unblocked",
+    "review_requested": "sent to review",
+    "resumed": "resumed",
+    "cancelled": "cancelled",
+    "released": "released",
+    "verification_overridden": "overrode verification on",
+}
+
+
+def narration_for(event: Event) -> str | None:
+    """One line describing a task change, or None for changes not worth a line."""
+    task = event.payload.get("task") if isinstance(event.payload, dict) else None
+    if not isinstance(task, dict):
+        return None
+    title = f"'{_title(task)}'"
+    who = task.get("assignee_agent_id")
+    if event.kind == "claimed":
+        return f"{who or 'someone'} claimed {title}"
+    verb = _VERBS.get(event.kind)
+    if verb is None:
+        return None
+    if event.kind == "errored" and task.get("error"):
+        return f"{title} failed: {str(task['error'])[:120]}"
+    # Only a review request is the assignee's own doing; a task can be completed or
+    # cancelled by anyone (a reviewer, an operator), so those are not attributed.
+    actor = f"{who} " if who and event.kind == "review_requested" else ""
+    line = f"{actor}{verb} {title}"
+    return line if actor else line[:1].upper() + line[1:]

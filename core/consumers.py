@@ -1,0 +1,140 @@
+"""``/ws/board/?team=T``: every committed board change, in order, with no gap.
+
+On connect the server says ``hello`` with the team's latest sequence. A client
+that sends ``{"type": "since", "seq": N}`` first receives every event after N from
+the durable log, then live ones. Live frames can reach this process out of order
+(several servers commit concurrently); the consumer delivers strictly in sequence
+order, filling any gap from the log and dropping duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from core import events
+from core.live import frames_for, group_name
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_BAD_REQUEST = 4400
+REPLAY_BATCH = 500
+# A channel layer may drop frames when a client's queue is full; a cheap periodic
+# look at the log's head delivers anything that was dropped with nothing after it.
+TAIL_CHECK_SECONDS = 3.0
+
+
+@database_sync_to_async
+def _can_see(user: Any, team_id: str) -> bool:
+    from core.api.access import can_see_team
+    from core.models import Team
+
+    return Team.objects.filter(pk=team_id).exists() and can_see_team(user, team_id)
+
+
+@database_sync_to_async
+def _latest(team_id: str) -> int:
+    return events.latest_seq(team_id)
+
+
+@database_sync_to_async
+def _events_after(
+    team_id: str, seq: int, upto: int | None = None
+) -> list[tuple[int, list[dict[str, Any]]]]:
+    rows = events.since(team_id, seq, limit=REPLAY_BATCH)
+    return [(e.seq, frames_for(e)) for e in rows if upto is None or e.seq <= upto]
+
+
+class BoardConsumer(AsyncJsonWebsocketConsumer):
+    team: str
+    last_seq: int
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        params = _query(self.scope)
+        team = params.get("team", "default")
+        if not await _can_see(user, team):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.team = team
+        self.lock = asyncio.Lock()
+        await self.channel_layer.group_add(group_name(team), self.channel_name)
+        await self.accept()
+        # Live frames are delivered only past this point: "since" may move it back.
+        self.last_seq = await _latest(team)
+        await self.send_json({"type": "hello", "seq": self.last_seq, "team": team})
+        self.tail_task = asyncio.create_task(self._watch_tail())
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "tail_task"):
+            self.tail_task.cancel()
+        if hasattr(self, "team"):
+            await self.channel_layer.group_discard(group_name(self.team), self.channel_name)
+
+    async def _watch_tail(self) -> None:
+        while True:
+            await asyncio.sleep(TAIL_CHECK_SECONDS)
+            head = await _latest(self.team)
+            if head > self.last_seq:
+                async with self.lock:
+                    await self._catch_up(head)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not isinstance(content, dict) or content.get("type") != "since":
+            await self.send_json(
+                {
+                    "type": "error",
+                    "error": "validation_error",
+                    "detail": 'send {"type": "since", "seq": N}',
+                }
+            )
+            return
+        seq = content.get("seq")
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+            await self.send_json(
+                {
+                    "type": "error",
+                    "error": "validation_error",
+                    "detail": "seq must be a non-negative integer",
+                }
+            )
+            return
+        async with self.lock:
+            self.last_seq = seq
+            await self._catch_up(None)
+
+    async def _catch_up(self, upto: int | None) -> None:
+        """Send everything in the log after last_seq (up to ``upto``), in order."""
+        while True:
+            batch = await _events_after(self.team, self.last_seq, upto)
+            for seq, frames in batch:
+                for frame in frames:
+                    await self.send_json(frame)
+                self.last_seq = seq
+            if len(batch) < REPLAY_BATCH or (upto is not None and self.last_seq >= upto):
+                return
+
+    async def board_event(self, message: dict[str, Any]) -> None:
+        async with self.lock:
+            seq = message["seq"]
+            if seq <= self.last_seq:
+                return  # already delivered (by replay or an earlier gap fill)
+            if seq > self.last_seq + 1:
+                await self._catch_up(seq - 1)
+                if seq <= self.last_seq:
+                    return
+            for frame in message["frames"]:
+                await self.send_json(frame)
+            self.last_seq = seq
+
+
+def _query(scope: dict[str, Any]) -> dict[str, str]:
+    raw = scope.get("query_string", b"").decode("latin-1")
+    return {k: v[-1] for k, v in parse_qs(raw).items()}

@@ -1,0 +1,1 @@
+"""Database backends of our own (see :mod:`core.db.sqlite3`)."""

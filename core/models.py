@@ -1,0 +1,165 @@
+"""Core registry of record: teams, agents, and the durable per-team event log.
+
+The board, routines and worktrees reference agents and teams by id. Writes to
+these tables go through :mod:`core.registry` and :mod:`core.events`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.db import models
+
+
+class Runtime(models.TextChoices):
+    COMMAND = "command"
+    CLAUDE_CODE = "claude-code"
+    CODEX = "codex"
+    HERMES = "hermes"
+    OPENCLAW = "openclaw"
+    HUMAN = "human"
+
+
+class ParticipantKind(models.TextChoices):
+    AGENT = "agent"
+    HUMAN = "human"
+
+
+class Team(models.Model):
+    id = models.CharField(primary_key=True, max_length=64)
+    name = models.CharField(max_length=200)
+    members = models.ManyToManyField(
+        django_settings.AUTH_USER_MODEL, related_name="teams", blank=True
+    )
+    # Highest event sequence handed out for this team. Bumped with a row-locking
+    # UPDATE inside each mutation's transaction, so sequence order is commit order.
+    last_event_seq = models.BigIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "teams"
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.name or self.id
+
+
+class Agent(models.Model):
+    id = models.CharField(primary_key=True, max_length=128)
+    display_name = models.CharField(max_length=200)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="agents")
+    runtime = models.CharField(max_length=32, choices=Runtime.choices)
+    participant_kind = models.CharField(
+        max_length=16, choices=ParticipantKind.choices, default=ParticipantKind.AGENT
+    )
+    settings = models.JSONField(default=dict, blank=True)
+    user = models.ForeignKey(
+        django_settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="agents",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "agents"
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.display_name} ({self.runtime})"
+
+
+class RowIdField(models.BigAutoField):
+    """A ``BigAutoField`` that is SQLite's plain rowid, without ``AUTOINCREMENT``.
+
+    ``AUTOINCREMENT`` makes every insert also update ``sqlite_sequence``: one more
+    page written per event, i.e. per board write, on the claim's path. Its only
+    gain, never reusing the id of a deleted newest row, means nothing for an
+    append-only log addressed by (team, seq).
+    """
+
+    def db_type_suffix(self, connection: Any) -> str | None:
+        if connection.vendor == "sqlite":
+            return None
+        return super().db_type_suffix(connection)
+
+
+class Event(models.Model):
+    """One committed mutation, in per-team commit order; the replay log for "since N"."""
+
+    id = RowIdField(primary_key=True)
+
+    # No index of its own: (team, seq) below leads with it, and every board write
+    # inserts an event, so each index here is paid on the claim path.
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="events", db_index=False)
+    seq = models.BigIntegerField()
+    kind = models.CharField(max_length=48)
+    task_id = models.CharField(max_length=128, null=True, blank=True)
+    prev_status = models.CharField(max_length=16, null=True, blank=True)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "events"
+        ordering = ["team", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "seq"], name="events_team_seq_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}#{self.seq} {self.kind}"
+
+
+class IdempotencyRecord(models.Model):
+    """The first answer to a POST carrying an ``Idempotency-Key`` (kept 24 h).
+
+    A row is inserted *before* the request runs (``status`` 0 = in flight), so two
+    concurrent retries cannot both run: the unique key makes the second one wait
+    its turn as a 409.
+    """
+
+    user = models.ForeignKey(django_settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    key = models.CharField(max_length=255)
+    method = models.CharField(max_length=8)
+    path = models.CharField(max_length=1024)
+    body_sha256 = models.CharField(max_length=64)
+    status = models.IntegerField(default=0)
+    response = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "idempotency_records"
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="idempotency_user_key_unique"),
+        ]
+        indexes = [models.Index(fields=["created_at"], name="idempotency_created_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} [{self.key}]"
+
+
+class ChatMessage(models.Model):
+    """A line in a team's chat room. Narration of board changes lands here; chat is
+    never a write path back to the board."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="chat_messages")
+    author = models.CharField(max_length=200)
+    body = models.TextField()
+    task_id = models.CharField(max_length=128, null=True, blank=True)
+    event_seq = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "chat_messages"
+        ordering = ["team", "created_at", "id"]
+        indexes = [models.Index(fields=["team", "created_at"], name="chat_team_created_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}: {self.body[:60]}"

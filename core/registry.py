@@ -1,0 +1,179 @@
+"""The registry of record: teams and agents (the only writer of those tables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection
+
+from core import storage
+from core.checks import check_id, check_object, check_text
+from core.errors import Conflict, NotFound, ValidationFailed
+from core.models import Agent, ParticipantKind, Runtime, Team
+
+DEFAULT_TEAM = "default"
+
+
+def get_team(team_id: str) -> Team:
+    try:
+        return Team.objects.get(pk=team_id)
+    except Team.DoesNotExist:
+        raise NotFound(f"team {team_id!r} does not exist") from None
+
+
+def create_team(team_id: Any, name: Any = None, *, creator: Any = None) -> Team:
+    tid = check_id(team_id, "id")
+    label = check_text(name if name is not None else tid, "name", limit=200, required=True)
+
+    def run() -> Team:
+        if Team.objects.filter(pk=tid).exists():
+            raise Conflict(f"team {tid!r} already exists")
+        team = Team.objects.create(id=tid, name=label)
+        if creator is not None:
+            team.members.add(creator)
+        return team
+
+    return storage.write(run)
+
+
+def ensure_team(team_id: str, name: str | None = None) -> Team:
+    def run() -> Team:
+        team, _ = Team.objects.get_or_create(pk=team_id, defaults={"name": name or team_id})
+        return team
+
+    return storage.write(run)
+
+
+def add_member(team_id: str, user: Any) -> None:
+    def run() -> None:
+        get_team(team_id).members.add(user)
+
+    storage.write(run)
+
+
+_AGENT_EXISTS_SQL = f"SELECT 1 FROM {Agent._meta.db_table} WHERE id = %s"  # noqa: S608
+_MEMBER_TEAMS_SQL = (
+    f"SELECT team_id FROM {Team.members.through._meta.db_table} "  # noqa: S608
+    "WHERE user_id = %s ORDER BY team_id"
+)
+
+
+def agent_exists(agent_id: str) -> bool:
+    """Precompiled: every claim over the API checks the agent it names."""
+    with connection.cursor() as cursor:
+        cursor.execute(_AGENT_EXISTS_SQL, [agent_id])
+        return cursor.fetchone() is not None
+
+
+def member_team_ids(user_id: Any) -> list[str]:
+    """The teams a user belongs to (precompiled: asked on every API request)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_MEMBER_TEAMS_SQL, [user_id])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def get_agent(agent_id: str) -> Agent:
+    try:
+        return Agent.objects.get(pk=agent_id)
+    except Agent.DoesNotExist:
+        raise NotFound(f"agent {agent_id!r} does not exist") from None
+
+
+def _check_runtime(value: Any) -> str:
+    if value not in Runtime.values:
+        raise ValidationFailed(
+            "runtime", f"unknown runtime {value!r}; one of {', '.join(Runtime.values)}"
+        )
+    return str(value)
+
+
+def _check_kind(value: Any) -> str:
+    if value is None:
+        return ParticipantKind.AGENT
+    if value not in ParticipantKind.values:
+        raise ValidationFailed("participant_kind", "must be 'agent' or 'human'")
+    return str(value)
+
+
+def create_agent(
+    *,
+    id: Any,  # noqa: A002 - the API's field name
+    display_name: Any,
+    team: Any,
+    runtime: Any,
+    participant_kind: Any = None,
+    settings: Any = None,
+    user: Any = None,
+) -> Agent:
+    aid = check_id(id, "id")
+    name = check_text(display_name, "display_name", limit=200, required=True)
+    tid = check_id(team, "team")
+    rt = _check_runtime(runtime)
+    kind = _check_kind(participant_kind)
+    conf = check_object(settings, "settings")
+
+    def run() -> Agent:
+        if Agent.objects.filter(pk=aid).exists():
+            raise Conflict(f"agent {aid!r} already exists")
+        if not Team.objects.filter(pk=tid).exists():
+            raise ValidationFailed("team", f"no team {tid!r}")
+        return Agent.objects.create(
+            id=aid,
+            display_name=name,
+            team_id=tid,
+            runtime=rt,
+            participant_kind=kind,
+            settings=conf,
+            user=user,
+        )
+
+    return storage.write(run)
+
+
+_AGENT_EDITABLE = ("display_name", "runtime", "participant_kind", "settings", "team")
+
+
+def update_agent(agent_id: str, changes: dict[str, Any]) -> Agent:
+    extra = sorted(set(changes) - set(_AGENT_EDITABLE))
+    if extra:
+        raise ValidationFailed(extra[0], "unknown field in an agent update")
+    clean: dict[str, Any] = {}
+    if "display_name" in changes:
+        clean["display_name"] = check_text(
+            changes["display_name"], "display_name", limit=200, required=True
+        )
+    if "runtime" in changes:
+        clean["runtime"] = _check_runtime(changes["runtime"])
+    if "participant_kind" in changes:
+        clean["participant_kind"] = _check_kind(changes["participant_kind"])
+    if "settings" in changes:
+        clean["settings"] = check_object(changes["settings"], "settings")
+    if "team" in changes:
+        clean["team_id"] = check_id(changes["team"], "team")
+
+    def run() -> Agent:
+        agent = get_agent(agent_id)
+        if "team_id" in clean and not Team.objects.filter(pk=clean["team_id"]).exists():
+            raise ValidationFailed("team", f"no team {clean['team_id']!r}")
+        for name, value in clean.items():
+            setattr(agent, name, value)
+        agent.save()
+        return agent
+
+    return storage.write(run)
+
+
+def update_team(team_id: str, *, name: Any = None, members: Any = None) -> Team:
+    """Rename a team and/or set its members (the admin's save)."""
+    label = None if name is None else check_text(name, "name", limit=200, required=True)
+
+    def run() -> Team:
+        team = get_team(team_id)
+        if label is not None and label != team.name:
+            team.name = label
+            team.save(update_fields=["name"])
+        if members is not None:
+            team.members.set(members)
+        return team
+
+    return storage.write(run)

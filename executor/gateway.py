@@ -1,0 +1,370 @@
+"""A small synchronous OpenClaw Gateway operator client (RUNTIMES.md frames).
+
+One websocket connection per use: connect, answer the optional
+``connect.challenge``, send ``connect`` as a backend operator, then request/response
+frames matched by id. Every read is bounded by a deadline, so a slow or silent
+gateway surfaces as :class:`GatewayUnavailable` instead of hanging the caller.
+The websocket framing (RFC 6455, client side: masked text frames, ping/pong,
+close) is implemented here because the project carries no websocket client library.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import secrets
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from core.errors import ClawbooError
+
+PROTOCOL_VERSION = 3
+CLIENT_VERSION = "0.1.0"
+DEFAULT_TIMEOUT_S = 5.0
+_WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+_OP_TEXT, _OP_CLOSE, _OP_PING, _OP_PONG = 0x1, 0x8, 0x9, 0xA
+
+
+class GatewayUnavailable(ClawbooError):
+    """The OpenClaw Gateway is not configured, not reachable or did not answer (503)."""
+
+    code = "gateway_unavailable"
+    http_status = 503
+
+
+class GatewayRejected(ClawbooError):
+    """The Gateway answered ``ok: false`` to an operator request (409 with its code)."""
+
+    code = "conflict"
+    http_status = 409
+
+
+@dataclass(frozen=True)
+class GatewayDispatch:
+    """The ``agent`` request's parameters (RUNTIMES.md), in Python names."""
+
+    message: str
+    idempotency_key: str
+    agent_id: str | None
+    session_key: str | None
+    model: str | None
+    timeout_s: float
+    task_id: str
+
+
+@dataclass
+class GatewayReply:
+    """The run's end as the gateway reported it."""
+
+    status: str  # "ok" | "error" | "timeout"
+    run_id: str | None = None
+    summary: str = ""
+    error: str = ""
+    session_key: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_cents: int | None = None
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    url: str
+    token: str
+
+
+def configured() -> GatewayConfig | None:
+    """The gateway named by settings (``CLAWBOO_OPENCLAW_GATEWAY_URL`` /
+    ``CLAWBOO_OPENCLAW_TOKEN``, read from the environment there), or None."""
+    url = getattr(settings, "CLAWBOO_OPENCLAW_GATEWAY_URL", "") or ""
+    token = getattr(settings, "CLAWBOO_OPENCLAW_TOKEN", "") or ""
+    return GatewayConfig(url=url, token=token) if url else None
+
+
+class GatewayClient:
+    """Operator connection to one gateway. Use as a context manager."""
+
+    def __init__(self, config: GatewayConfig, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.config = config
+        self.timeout_s = timeout_s
+        self._sock: socket.socket | None = None
+        self._buffer = b""
+        self.hello: dict[str, Any] = {}
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    def __enter__(self) -> GatewayClient:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def connect(self) -> dict[str, Any]:
+        deadline = time.monotonic() + self.timeout_s
+        parts = urlsplit(self.config.url)
+        if parts.scheme not in ("ws", "wss") or not parts.hostname:
+            raise GatewayUnavailable(f"gateway url {self.config.url!r} is not a ws:// url")
+        port = parts.port or (443 if parts.scheme == "wss" else 18789)
+        try:
+            sock = socket.create_connection((parts.hostname, port), timeout=self.timeout_s)
+            if parts.scheme == "wss":
+                sock = ssl.create_default_context().wrap_socket(
+                    sock, server_hostname=parts.hostname
+                )
+            self._sock = sock
+            self._handshake(parts.hostname, port, parts.path or "/", deadline)
+        except OSError as exc:
+            self.close()
+            raise GatewayUnavailable(f"gateway unreachable: {exc}") from None
+        # The server may speak first with a challenge; answer with connect either way.
+        self.hello = self.request(
+            "connect",
+            {
+                "minProtocol": PROTOCOL_VERSION,
+                "maxProtocol": PROTOCOL_VERSION,
+                "client": {
+                    "id": "gateway-client",
+                    "version": CLIENT_VERSION,
+                    "platform": "python",
+                    "mode": "backend",
+                },
+                "role": "operator",
+                "scopes": ["operator.read", "operator.write"],
+                "caps": [],
+                "auth": {"token": self.config.token},
+            },
+            deadline=deadline,
+        )
+        return self.hello
+
+    def close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._send_frame(_OP_CLOSE, struct.pack("!H", 1000))
+            except OSError:
+                pass
+            self._sock.close()
+            self._sock = None
+
+    # --- requests ----------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        deadline: float | None = None,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """Send one ``req`` and return the first matching ``res`` payload."""
+        request_id = secrets.token_hex(8)
+        self.send_json({"type": "req", "id": request_id, "method": method, "params": params})
+        return self.await_response(request_id, deadline=deadline, on_event=on_event)
+
+    def await_response(
+        self,
+        request_id: str,
+        *,
+        deadline: float | None = None,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """The next ``res`` for ``request_id``; raises GatewayRejected on ``ok: false``."""
+        deadline = deadline if deadline is not None else time.monotonic() + self.timeout_s
+        while True:
+            frame = self.receive_json(deadline)
+            if frame.get("type") == "event":
+                if on_event is not None:
+                    on_event(frame)
+                continue
+            if frame.get("type") != "res" or frame.get("id") != request_id:
+                continue  # parse defensively: skip what we do not know
+            if frame.get("ok"):
+                payload = frame.get("payload")
+                return payload if isinstance(payload, dict) else {}
+            error = frame.get("error") or {}
+            raise GatewayRejected(
+                str(error.get("message") or "gateway refused the request"),
+                gateway_code=error.get("code"),
+                retryable=bool(error.get("retryable", False)),
+            )
+
+    # --- frames ------------------------------------------------------------------
+
+    def send_json(self, value: dict[str, Any]) -> None:
+        try:
+            self._send_frame(_OP_TEXT, json.dumps(value).encode())
+        except OSError as exc:
+            raise GatewayUnavailable(f"gateway connection lost: {exc}") from None
+
+    def receive_json(self, deadline: float) -> dict[str, Any]:
+        while True:
+            opcode, payload = self._read_frame(deadline)
+            if opcode == _OP_PING:
+                self._send_frame(_OP_PONG, payload)
+                continue
+            if opcode == _OP_CLOSE:
+                raise GatewayUnavailable("gateway closed the connection")
+            if opcode != _OP_TEXT:
+                continue
+            try:
+                value = json.loads(payload.decode())
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+
+    def _handshake(self, host: str, port: int, path: str, deadline: float) -> None:
+        key = base64.b64encode(os.urandom(16)).decode()
+        request = (
+            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+            "Sec-WebSocket-Version: 13\r\n\r\n"
+        )
+        assert self._sock is not None
+        self._sock.sendall(request.encode())
+        while b"\r\n\r\n" not in self._buffer:
+            self._fill(deadline)
+        head, self._buffer = self._buffer.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        if " 101 " not in f"{lines[0]} ":
+            raise GatewayUnavailable(f"gateway refused the websocket upgrade: {lines[0]}")
+        expected = base64.b64encode(hashlib.sha1((key + _WS_GUID).encode()).digest()).decode()  # noqa: S324 - RFC 6455
+        accept = {
+            k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])
+        }.get("sec-websocket-accept")
+        if accept != expected:
+            raise GatewayUnavailable("gateway answered the upgrade with a bad accept key")
+
+    def _fill(self, deadline: float) -> None:
+        if self._sock is None:
+            raise GatewayUnavailable("gateway connection is closed")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise GatewayUnavailable("gateway did not answer in time")
+        self._sock.settimeout(remaining)
+        try:
+            chunk = self._sock.recv(65536)
+        except TimeoutError:
+            raise GatewayUnavailable("gateway did not answer in time") from None
+        except OSError as exc:
+            raise GatewayUnavailable(f"gateway connection lost: {exc}") from None
+        if not chunk:
+            raise GatewayUnavailable("gateway closed the connection")
+        self._buffer += chunk
+
+    def _take(self, count: int, deadline: float) -> bytes:
+        while len(self._buffer) < count:
+            self._fill(deadline)
+        out, self._buffer = self._buffer[:count], self._buffer[count:]
+        return out
+
+    def _read_frame(self, deadline: float) -> tuple[int, bytes]:
+        message = b""
+        opcode = 0
+        while True:
+            b1, b2 = self._take(2, deadline)
+            fin, op = b1 & 0x80, b1 & 0x0F
+            length = b2 & 0x7F
+            if length == 126:
+                (length,) = struct.unpack("!H", self._take(2, deadline))
+            elif length == 127:
+                (length,) = struct.unpack("!Q", self._take(8, deadline))
+            mask = self._take(4, deadline) if b2 & 0x80 else b""
+            data = self._take(length, deadline)
+            if mask:
+                data = bytes(c ^ mask[i % 4] for i, c in enumerate(data))
+            if op >= 0x8:  # control frames may interleave with a fragmented message
+                return op, data
+            if op != 0:
+                opcode = op
+            message += data
+            if fin:
+                return opcode, message
+
+    def _send_frame(self, opcode: int, payload: bytes) -> None:
+        if self._sock is None:
+            raise OSError("not connected")
+        header = bytes([0x80 | opcode])
+        length = len(payload)
+        if length < 126:
+            header += bytes([0x80 | length])
+        elif length < 65536:
+            header += bytes([0x80 | 126]) + struct.pack("!H", length)
+        else:
+            header += bytes([0x80 | 127]) + struct.pack("!Q", length)
+        mask = os.urandom(4)
+        masked = bytes(c ^ mask[i % 4] for i, c in enumerate(payload))
+        self._sock.sendall(header + mask + masked)
+
+
+def run_agent(
+    params: dict[str, Any],
+    *,
+    request_id: str,
+    watchdog_s: float,
+    cancel: Any = None,
+) -> dict[str, Any]:
+    """Run an agent over the gateway: the ``agent`` request, answered twice on one id
+    (``accepted``, then the terminal ``ok``/``error``), under a watchdog deadline.
+
+    The one place the agent-run protocol lives (routine fires and the ``openclaw``
+    runtime adapter both call it). Raises GatewayUnavailable when not configured,
+    unreachable or past the deadline, GatewayRejected when the gateway says no.
+    """
+    config = configured()
+    if config is None:
+        raise GatewayUnavailable(
+            "the OpenClaw gateway is not configured (CLAWBOO_OPENCLAW_GATEWAY_URL)"
+        )
+    deadline = time.monotonic() + watchdog_s
+    with GatewayClient(config, timeout_s=min(watchdog_s, 30.0)) as client:
+        client.send_json({"type": "req", "id": request_id, "method": "agent", "params": params})
+        final = client.await_response(request_id, deadline=deadline)
+        while final.get("status") == "accepted":
+            if cancel is not None and cancel.is_set():
+                raise GatewayUnavailable("cancelled")
+            final = client.await_response(request_id, deadline=deadline)
+    return final
+
+
+def adapter_dispatch(job: GatewayDispatch, cancel: Any) -> GatewayReply:
+    """The ``openclaw`` runtime adapter's dispatch: a board task run by an OpenClaw
+    agent goes through :func:`run_agent`."""
+    params: dict[str, Any] = {"message": job.message, "idempotencyKey": job.idempotency_key}
+    for key, value in (
+        ("agentId", job.agent_id),
+        ("sessionKey", job.session_key),
+        ("model", job.model),
+    ):
+        if value:
+            params[key] = value
+    try:
+        final = run_agent(
+            params,
+            request_id=f"task-{job.task_id}-{secrets.token_hex(4)}",
+            watchdog_s=job.timeout_s,
+            cancel=cancel,
+        )
+    except GatewayUnavailable as exc:
+        status = "timeout" if "deadline" in exc.detail or "timed out" in exc.detail else "error"
+        return GatewayReply(status=status, error=exc.detail)
+    except GatewayRejected as exc:
+        return GatewayReply(status="error", error=exc.detail)
+    ok = final.get("status") in ("ok", None)
+    return GatewayReply(
+        status="ok" if ok else "error",
+        run_id=final.get("runId"),
+        summary=str(final.get("summary") or ""),
+        session_key=job.session_key,
+        error="" if ok else f"openclaw run ended with status {final.get('status')!r}",
+    )

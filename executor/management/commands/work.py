@@ -1,0 +1,72 @@
+"""``python manage.py work --agent A [--agent B] | --all [--once]``: foreground workers
+that claim their team's ready tasks and run them through the executor."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from core.models import Agent
+from executor.runner import WorkReport, work_loop
+from executor.runtimes import capabilities
+
+
+class Command(BaseCommand):
+    help = "Work ready board tasks with the named agents (or every automated one-shot agent)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--agent", action="append", default=[], help="agent id (repeatable)")
+        parser.add_argument(
+            "--all", action="store_true", help="every agent whose runtime the executor runs"
+        )
+        parser.add_argument(
+            "--once", action="store_true", help="stop when no agent has a ready task"
+        )
+        parser.add_argument(
+            "--poll-ms", type=int, default=1000, help="idle wait between looks at the board"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        agents: list[str] = list(options["agent"])
+        missing = [a for a in agents if not Agent.objects.filter(pk=a).exists()]
+        if missing:
+            raise CommandError(f"no agent {missing[0]!r} in the registry")
+        if options["all"]:
+            agents += [a for a in runnable_agents() if a not in agents]
+        elif not agents:
+            raise CommandError("name an agent with --agent, or use --all")
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+
+        def report(result: WorkReport) -> None:
+            line = f"work: {result.agent_id} {result.task_id} → {result.outcome}"
+            if result.status:
+                line += f" (task {result.status})"
+            if result.error:
+                line += f": {result.error[:200]}"
+            self.stdout.write(line)
+
+        shown = ", ".join(agents) if agents else "no agents yet (watching for new ones)"
+        self.stdout.write(f"work: {shown} (poll {options['poll_ms']} ms)")
+        work_loop(
+            agents,
+            stop,
+            poll_s=options["poll_ms"] / 1000,
+            once=options["once"],
+            report=report,
+            discover=runnable_agents if options["all"] else None,
+        )
+
+
+def runnable_agents() -> list[str]:
+    """Agents whose runtime the executor runs (automated, one-shot)."""
+    found = []
+    for agent in Agent.objects.order_by("id"):
+        caps = capabilities(agent.runtime)
+        if caps.automated and caps.integration == "one-shot":
+            found.append(agent.id)
+    return found

@@ -1,0 +1,481 @@
+"""The executor: a claimed task worked by its agent's runtime, verified, and landed.
+
+claim → open execution row → provision / resume / rebuild the worktree → run the
+adapter with a heartbeat renewing the lease → write or read AGENT_HANDOFF.json →
+verify (init.sh's VERIFY_CMD; verdict + evidence) → complete the worktree (empty →
+``done``, non-empty → ``in_review`` behind the gate) → close the execution row with
+outcome, cost and git before/after. A failed run maps to a soft or hard fail; with
+``keep_for_resume`` the handoff is written, the task released to ``todo`` and the
+worktree kept so another runtime resumes it.
+
+Every board write goes through :mod:`board.store`; settling writes carry the claim
+ticket, so a worker that lost its claim (lease lapsed, stale sweep) records nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from board import store
+from board.errors import DepthExceeded
+from board.models import Task
+from core import registry
+from core.errors import ClawbooError
+from core.models import Agent
+from executor import verification
+from executor.runtimes import RunRequest, RunResult, adapter_for, capabilities, resume_id_for
+from executor.runtimes.base import start_run
+from worktrees import checkouts, handoff, scaffold
+from worktrees import service as worktree_service
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_S = 30.0
+DEFAULT_RUN_TIMEOUT_S = 3600.0
+LOG_TAIL = 64_000
+
+
+@dataclass
+class WorkReport:
+    """What one pass of the executor did (returned to callers and benches)."""
+
+    agent_id: str
+    task_id: str | None = None
+    outcome: str = "idle"  # idle | succeeded | failed | timed_out | cancelled | lost | refused
+    status: str | None = None
+    execution_id: int | None = None
+    worktree: str | None = None  # cleaned | retained | kept | None
+    verdict: str | None = None
+    error: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class _Clock:
+    """Wall time per phase (git, runtime, board, verify) for the end-to-end bench."""
+
+    def __init__(self, report: WorkReport) -> None:
+        self.report = report
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            spent = time.perf_counter() - start
+            self.report.timings[name] = self.report.timings.get(name, 0.0) + spent
+
+
+def heartbeat_seconds() -> float:
+    return float(getattr(settings, "CLAWBOO_HEARTBEAT_MS", HEARTBEAT_S * 1000)) / 1000.0
+
+
+class Executor:
+    """Runs the board's tasks for one agent. Each step is a method a test can call."""
+
+    def __init__(
+        self,
+        agent_id: str,
+        *,
+        keep_for_resume: bool = False,
+        lease_ms: int | None = None,
+        run_timeout_s: float | None = None,
+        heartbeat_s: float | None = None,
+        on_output: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.agent: Agent = registry.get_agent(agent_id)
+        self.caps = capabilities(self.agent.runtime)
+        self.keep_for_resume = keep_for_resume
+        self.lease_ms = lease_ms
+        self.run_timeout_s = run_timeout_s or float(
+            self.agent.settings.get("timeout_s", DEFAULT_RUN_TIMEOUT_S)
+        )
+        self.heartbeat_s = heartbeat_s if heartbeat_s is not None else heartbeat_seconds()
+        self.on_output = on_output
+
+    # --- entry points ---------------------------------------------------------
+
+    def work_once(self, *, team: str | None = None) -> WorkReport:
+        """Claim the next ready task of the agent's team and work it (or report idle)."""
+        report = WorkReport(agent_id=self.agent.id)
+        if not self.caps.automated or self.caps.integration != "one-shot":
+            report.outcome = "refused"
+            report.error = f"runtime {self.agent.runtime!r} is not run by this executor"
+            return report
+        with _Clock(report).phase("board"):
+            claimed = store.claim_next(
+                self.agent.id,
+                runtime=self.agent.runtime,
+                team=team or self.agent.team_id,
+                lease_ms=self.lease_ms,
+            )
+        if claimed is None or claimed.task is None or claimed.ticket is None:
+            return report
+        return self.run_claimed(claimed.task.id, claimed.ticket, report=report)
+
+    def run_claimed(
+        self, task_id: str, ticket: str, *, report: WorkReport | None = None
+    ) -> WorkReport:
+        """Work a task this agent already claimed (``ticket`` from the claim)."""
+        report = report or WorkReport(agent_id=self.agent.id)
+        report.task_id = task_id
+        clock = _Clock(report)
+        execution_id: int | None = None
+        try:
+            with clock.phase("board"):
+                task = store.get_task(task_id)
+                refusal = self._dispatch_refusal(task)
+                if refusal is not None:
+                    store.fail(task_id, refusal, ticket=ticket, if_allowed=True)
+                    report.outcome, report.error = "refused", refusal
+                    return self._finish(report)
+                execution = store.open_execution(
+                    task_id, ticket, runtime=self.agent.runtime, pid=os.getpid()
+                )
+                execution_id = report.execution_id = execution.id
+            cwd, in_worktree = self._workspace(task, clock)
+            git_before = self._head(cwd) if in_worktree else None
+            result = self._run(task, ticket, cwd, in_worktree, clock)
+            if result is None:  # the claim was lost mid-run: record nothing on the task
+                report.outcome = "lost"
+                self._close(execution_id, "cancelled", None, git_before, None, "claim lost")
+                return self._finish(report)
+            if in_worktree:
+                with clock.phase("git"):
+                    self._write_handoff(cwd, result)
+            if result.outcome != "succeeded":
+                return self._failed(
+                    report, execution_id, ticket, result, git_before, cwd, in_worktree, clock
+                )
+            if self.keep_for_resume:
+                with clock.phase("board"):
+                    store.release(task_id, ticket=ticket)
+                git_after = self._checkpoint(cwd, task_id, clock) if in_worktree else None
+                self._close(execution_id, "succeeded", result, git_before, git_after, None)
+                report.outcome, report.worktree = "succeeded", "kept"
+                return self._finish(report)
+            return self._land(
+                report, execution_id, task, ticket, result, git_before, cwd, in_worktree, clock
+            )
+        except Exception as exc:  # never leave a running execution row behind
+            log.exception("executor failed on task %s", task_id)
+            detail = exc.detail if isinstance(exc, ClawbooError) else f"{type(exc).__name__}: {exc}"
+            report.outcome, report.error = "failed", detail
+            if execution_id is not None:
+                self._close(execution_id, "failed", None, None, None, detail)
+            try:
+                store.fail(task_id, f"executor error: {detail}", ticket=ticket, if_allowed=True)
+            except Exception:
+                log.exception("could not record the failure of task %s", task_id)
+            return self._finish(report)
+
+    # --- steps ----------------------------------------------------------------
+
+    def _dispatch_refusal(self, task: Task) -> str | None:
+        if not self.caps.automated:
+            return f"runtime {self.agent.runtime!r} needs a person; the executor does not run it"
+        try:
+            store.check_dispatch_depth(task.id, store.MAX_DEPTH)
+        except DepthExceeded as exc:
+            return exc.detail
+        return None
+
+    def _repo_path(self, task: Task) -> str | None:
+        for source in (task.metadata or {}, self.agent.settings or {}):
+            value = source.get("repo_path")
+            if isinstance(value, str) and value:
+                return value
+        return None
+
+    def _workspace(self, task: Task, clock: _Clock) -> tuple[Path, bool]:
+        """The task's checkout (provisioned, resumed, or rebuilt from its branch when
+        the row is stale or the directory is gone), or a scratch dir for work that
+        needs no worktree."""
+        repo = self._repo_path(task)
+        if self.caps.worktrees and task.file_mutating and repo:
+            with clock.phase("git"):
+                ws = worktree_service.provision_task_workspace(task.id, repo)
+                self._write_context(Path(ws.worktree_path), task)
+            return Path(ws.worktree_path), True
+        scratch = Path(settings.CLAWBOO_STATE_DIR) / "scratch" / task.id
+        scratch.mkdir(parents=True, exist_ok=True)
+        return scratch, False
+
+    def _write_context(self, worktree: Path, task: Task) -> None:
+        """Bring TASK.md up to date with the board: this attempt, who runs it, and the
+        feedback of the last one, so the checkout alone tells a runtime where it is."""
+        path = worktree / scaffold.TASK_FILE
+        text = path.read_text(encoding="utf-8") if path.exists() else f"# {task.title}\n"
+        marker = "\n## Latest from the board\n"
+        text = text.split(marker, 1)[0].rstrip("\n") + "\n"
+        lines = [
+            f"- attempt {task.attempts}"
+            + (f" of {task.max_attempts}" if task.max_attempts else "")
+            + f", run by {self.agent.display_name} ({self.agent.runtime})",
+        ]
+        if task.feedback:
+            lines.append(f"- feedback from the previous attempt: {task.feedback}")
+        if task.error:
+            lines.append(f"- last error: {task.error}")
+        path.write_text(text + marker + "\n".join(lines) + "\n", encoding="utf-8")
+
+    def _prompt(self, task: Task, state: handoff.ResumeState | None) -> str:
+        parts = [f"Task {task.id}: {task.title}"]
+        if task.description:
+            parts.append(task.description)
+        if task.feedback:
+            parts.append(f"Feedback from the previous attempt: {task.feedback}")
+        if state is not None and state.source != "none":
+            if state.done:
+                parts.append("Already done: " + "; ".join(state.done))
+            if state.broken:
+                parts.append("Broken or unverified: " + "; ".join(state.broken))
+            if state.next:
+                parts.append(f"Next best step: {state.next}")
+        parts.append(
+            "Read TASK.md and task-progress.md, run ./init.sh, do the work, and before you "
+            "stop write AGENT_HANDOFF.json (done / broken / next)."
+        )
+        return "\n\n".join(parts)
+
+    def _run(
+        self, task: Task, ticket: str, cwd: Path, in_worktree: bool, clock: _Clock
+    ) -> RunResult | None:
+        """Run the adapter, heartbeating every ``heartbeat_s`` (first beat at once).
+        Returns None when a heartbeat finds the claim lost (the run is cancelled)."""
+        state = handoff.reconstruct_state(cwd) if in_worktree else None
+        resume = resume_id_for(
+            self.agent.runtime,
+            state.lastRuntime if state else None,
+            state.nativeSessionId if state else None,
+        )
+        request = RunRequest(
+            task_id=task.id,
+            title=task.title,
+            prompt=self._prompt(task, state),
+            cwd=cwd,
+            timeout_s=self.run_timeout_s,
+            settings=dict(self.agent.settings or {}),
+            resume_session_id=resume,
+        )
+        adapter = adapter_for(self.agent.runtime)
+        with clock.phase("runtime"):
+            handle = start_run(adapter, request, on_output=self.on_output)
+        lost = False
+        while True:
+            with clock.phase("board"):
+                beat = store.heartbeat(task.id, ticket)
+            if beat.declined:
+                lost = True
+                handle.cancel()
+            with clock.phase("runtime"):
+                finished = handle.wait(self.heartbeat_s)
+            if finished:
+                break
+        result = handle.result()
+        return None if lost else result
+
+    def _write_handoff(self, cwd: Path, result: RunResult) -> None:
+        """Keep the runtime's own handoff if it wrote one this run; else write ours."""
+        existing = handoff.read_handoff(cwd)
+        if existing is not None and existing.get("runtime") == self.agent.runtime:
+            if result.native_session_id and not existing.get("nativeSessionId"):
+                existing["nativeSessionId"] = result.native_session_id
+                handoff.write_handoff(cwd, existing)
+            return
+        ok = result.outcome == "succeeded"
+        doc: dict[str, Any] = {
+            "handoffFrom": self.agent.display_name,
+            "runtime": self.agent.runtime,
+            "timestamp": dt.datetime.now(dt.UTC).isoformat(),
+            "completedSubtasks": [result.summary[:2000]] if ok and result.summary else [],
+            "brokenOrUnverified": [] if ok else [(result.error or result.outcome)[:2000]],
+            "nextBestStep": "verify and review the change"
+            if ok
+            else "fix what broke, then re-run ./init.sh",
+            "warnings": [],
+        }
+        if result.native_session_id:
+            doc["nativeSessionId"] = result.native_session_id
+        handoff.write_handoff(cwd, doc)
+
+    def _checkpoint(self, cwd: Path, task_id: str, clock: _Clock) -> str:
+        with clock.phase("git"):
+            return checkouts.commit_worktree_work(cwd, task_id)
+
+    def _head(self, cwd: Path) -> str | None:
+        try:
+            return checkouts.git_out(["rev-parse", "HEAD"], cwd=cwd)
+        except ClawbooError:
+            return None
+
+    def _failed(
+        self,
+        report: WorkReport,
+        execution_id: int,
+        ticket: str,
+        result: RunResult,
+        git_before: str | None,
+        cwd: Path,
+        in_worktree: bool,
+        clock: _Clock,
+    ) -> WorkReport:
+        """A failed run: soft fail (back to todo with feedback) or hard fail (blocked);
+        the worktree is kept so the next attempt resumes from the handoff."""
+        message = result.error or f"run {result.outcome}"
+        git_after = self._checkpoint(cwd, report.task_id or "", clock) if in_worktree else None
+        self._close(execution_id, result.outcome, result, git_before, git_after, message)
+        with clock.phase("board"):
+            store.fail(report.task_id or "", message, ticket=ticket, if_allowed=True)
+        report.outcome, report.error = str(result.outcome), message
+        report.worktree = "kept" if in_worktree else None
+        return self._finish(report)
+
+    def _land(
+        self,
+        report: WorkReport,
+        execution_id: int,
+        task: Task,
+        ticket: str,
+        result: RunResult,
+        git_before: str | None,
+        cwd: Path,
+        in_worktree: bool,
+        clock: _Clock,
+    ) -> WorkReport:
+        if not in_worktree:
+            with clock.phase("board"):
+                outcome = store.complete(
+                    task.id,
+                    {"summary": result.summary},
+                    ticket=ticket,
+                    if_allowed=True,
+                    refuse_when_parked=True,
+                )
+            if outcome.declined and outcome.reason == "lost-claim":
+                report.outcome = "lost"
+                self._close(execution_id, "cancelled", result, None, None, "claim lost")
+                return self._finish(report)
+            self._close(execution_id, "succeeded", result, None, None, None)
+            report.outcome = "succeeded"
+            return self._finish(report)
+        with clock.phase("verify"):
+            verdict = verification.verify(cwd, task)
+        if verdict is not None:
+            with clock.phase("board"):
+                store.set_verdict(task.id, verdict.verdict, verdict.evidence)
+            report.verdict = verdict.verdict
+        git_after = self._checkpoint(cwd, task.id, clock)
+        with clock.phase("board"):
+            fence = store.renew_lease(task.id, ticket)
+        if fence.declined:
+            report.outcome = "lost"
+            self._close(execution_id, "cancelled", result, git_before, git_after, "claim lost")
+            return self._finish(report)
+        with clock.phase("git"):
+            landed = worktree_service.complete(task.id)
+        report.worktree = landed["result"]
+        self._close(execution_id, "succeeded", result, git_before, git_after, None)
+        report.outcome = "succeeded"
+        return self._finish(report)
+
+    def _close(
+        self,
+        execution_id: int | None,
+        outcome: str,
+        result: RunResult | None,
+        git_before: str | None,
+        git_after: str | None,
+        error: str | None,
+    ) -> None:
+        if execution_id is None:
+            return
+        store.close_execution(
+            execution_id,
+            outcome,
+            git_before=git_before,
+            tokens_in=(result.tokens_in or 0) if result else 0,
+            tokens_out=(result.tokens_out or 0) if result else 0,
+            cost_cents=(result.cost_cents or 0) if result else 0,
+            git_after=git_after,
+            exit_code=result.exit_code if result else None,
+            error=error,
+            log=(result.log_tail or "")[-LOG_TAIL:] if result else None,
+            native_session_id=result.native_session_id if result else None,
+        )
+
+    def _finish(self, report: WorkReport) -> WorkReport:
+        if report.task_id:
+            task = store.find_task(report.task_id)
+            report.status = task.status if task else None
+        return report
+
+
+def run_claimed_task(task_id: str, agent_id: str, ticket: str) -> dict[str, Any]:
+    """The django-q2 entry point (routine fires): work a task the fire already claimed."""
+    return Executor(agent_id).run_claimed(task_id, ticket).as_dict()
+
+
+def work_loop(
+    agent_ids: list[str],
+    stop: threading.Event,
+    *,
+    poll_s: float = 1.0,
+    once: bool = False,
+    report: Callable[[WorkReport], None] | None = None,
+    discover: Callable[[], list[str]] | None = None,
+) -> None:
+    """One thread per agent, each claiming and working its team's ready tasks until
+    ``stop`` is set (or, with ``once``, until nothing is ready). With ``discover``,
+    agents registered later get a thread of their own too."""
+
+    def loop(agent_id: str) -> None:
+        try:
+            executor = Executor(agent_id)
+            while not stop.is_set():
+                result = executor.work_once()
+                if result.outcome != "idle" and report is not None:
+                    report(result)
+                if result.outcome in ("idle", "refused"):
+                    if once:
+                        return
+                    stop.wait(poll_s)
+        except Exception:
+            log.exception("worker for agent %s stopped", agent_id)
+        finally:
+            from django.db import connection
+
+            connection.close()
+
+    threads: dict[str, threading.Thread] = {}
+
+    def start(agent_id: str) -> None:
+        thread = threading.Thread(
+            target=loop, args=(agent_id,), name=f"work-{agent_id}", daemon=True
+        )
+        threads[agent_id] = thread
+        thread.start()
+
+    for agent_id in agent_ids:
+        start(agent_id)
+    if discover is not None and not once:
+        while not stop.wait(max(poll_s * 5, 0.5)):
+            for agent_id in discover():
+                if agent_id not in threads:
+                    start(agent_id)
+    for thread in list(threads.values()):
+        thread.join()

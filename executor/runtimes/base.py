@@ -1,0 +1,208 @@
+"""The one interface every runtime adapter speaks, and the values it trades in.
+
+The executor builds a :class:`RunRequest`, asks :func:`executor.runtimes.adapter_for`
+for the agent's adapter, and calls ``adapter.run(request, cancel=..., on_output=...)``
+(blocking) or :func:`start_run` (in a thread, so the caller can heartbeat meanwhile).
+Adapters never raise for a failed run: every way a run can end, including "the
+binary is not installed", comes back as a :class:`RunResult`. The one exception is
+the ``human`` seam, which refuses to run at all (:class:`HumanWorkRequired`).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+Integration = Literal["one-shot", "connected"]
+
+# Called with ("stdout" | "stderr", line without its newline) as output arrives;
+# the executor uses it for the live log. It must not block for long.
+OutputCallback = Callable[[str, str], None]
+
+
+class Outcome(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the executor may assume about a runtime.
+
+    ``integration``: ``one-shot`` runs a process per task and waits for it;
+    ``connected`` hands the task to a long-lived service (or a person) that reports back.
+    ``worktrees``: whether the runtime works inside the task's git worktree.
+    ``automated``: False only for ``human`` -- the executor must not dispatch to it.
+    """
+
+    integration: Integration
+    worktrees: bool
+    automated: bool = True
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    task_id: str
+    title: str
+    prompt: str
+    cwd: Path
+    timeout_s: float
+    # The agent registry row's ``settings`` dict (argv, model, permission_mode, ...).
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    # Native session to continue; pass it only through :func:`resume_id_for`.
+    resume_session_id: str | None = None
+    task_file: Path | None = None
+    handoff_file: Path | None = None
+    # Extra environment for the child, applied last (overrides the CLAWBOO_* defaults).
+    env: Mapping[str, str] = field(default_factory=dict)
+    # Distinguishes two attempts at one task (e.g. the execution row id); connected
+    # runtimes derive their idempotency key from it.
+    attempt_id: str | None = None
+
+    def task_environment(self) -> dict[str, str]:
+        """The CLAWBOO_* variables the run sees, plus ``env`` extras."""
+        task_file = self.task_file or self.cwd / "TASK.md"
+        handoff_file = self.handoff_file or self.cwd / "AGENT_HANDOFF.json"
+        return {
+            "CLAWBOO_TASK_ID": self.task_id,
+            "CLAWBOO_TASK_TITLE": self.title,
+            "CLAWBOO_TASK_FILE": str(task_file),
+            "CLAWBOO_HANDOFF_FILE": str(handoff_file),
+            **self.env,
+        }
+
+
+@dataclass
+class RunResult:
+    outcome: Outcome
+    exit_code: int | None = None
+    native_session_id: str | None = None
+    # None means the runtime did not report it (not zero).
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_cents: int | None = None
+    summary: str = ""
+    error: str = ""
+    log_tail: str = ""
+    duration_s: float = 0.0
+
+    @property
+    def succeeded(self) -> bool:
+        return self.outcome is Outcome.SUCCEEDED
+
+
+class HumanWorkRequired(NotImplementedError):
+    """Raised when asked to *run* a task assigned to a person: nothing can execute it.
+
+    A ``NotImplementedError`` so that code which forgot to check
+    ``capabilities(runtime).automated`` fails loudly rather than marking work done.
+    """
+
+
+class RuntimeAdapter(ABC):
+    runtime: str
+    capabilities: Capabilities
+
+    @abstractmethod
+    def run(
+        self,
+        request: RunRequest,
+        *,
+        cancel: threading.Event | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> RunResult:
+        """Run one task to its end; block until then. Setting ``cancel`` stops it."""
+
+
+class RunHandle:
+    """An adapter run in a background thread, so the caller can heartbeat meanwhile."""
+
+    def __init__(
+        self,
+        adapter: RuntimeAdapter,
+        request: RunRequest,
+        on_output: OutputCallback | None = None,
+    ) -> None:
+        self._cancel = threading.Event()
+        self._result: RunResult | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._target,
+            args=(adapter, request, on_output),
+            name=f"run-{request.task_id}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _target(
+        self, adapter: RuntimeAdapter, request: RunRequest, on_output: OutputCallback | None
+    ) -> None:
+        try:
+            self._result = adapter.run(request, cancel=self._cancel, on_output=on_output)
+        except BaseException as exc:  # re-raised in the caller's thread by result()
+            self._error = exc
+
+    def cancel(self) -> None:
+        """Ask the run to stop; its process group is terminated, then killed."""
+        self._cancel.set()
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds; True when the run has ended."""
+        self._thread.join(timeout)
+        return self.done()
+
+    def result(self) -> RunResult:
+        """The run's result; blocks until it ends. Re-raises what the adapter raised."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+def start_run(
+    adapter: RuntimeAdapter, request: RunRequest, on_output: OutputCallback | None = None
+) -> RunHandle:
+    """Start ``adapter.run(request)`` in a thread and return its handle."""
+    return RunHandle(adapter, request, on_output)
+
+
+def usd_to_cents(usd: object) -> int | None:
+    """A CLI's USD cost as whole cents, half up; None when absent or not a number."""
+    if isinstance(usd, bool) or not isinstance(usd, int | float | str):
+        return None
+    try:
+        value = Decimal(str(usd))
+    except InvalidOperation:
+        return None
+    if not value.is_finite() or value < 0:
+        return None
+    return int((value * 100).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def as_count(value: object) -> int:
+    """A token count from untrusted JSON: a non-negative int, else 0."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0
+    return max(value, 0)
+
+
+def prompt_argument(prompt: str) -> str:
+    """The prompt made safe as a positional argument.
+
+    CLIs parse a leading ``-`` as a flag (and codex reads ``-`` as "prompt on stdin"),
+    so a prompt that starts with a markdown list item would be misread. A leading
+    newline is invisible to the model and keeps it a positional value.
+    """
+    return "\n" + prompt if prompt.startswith("-") else prompt

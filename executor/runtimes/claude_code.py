@@ -1,0 +1,154 @@
+"""The ``claude-code`` runtime: ``claude -p`` with ``--output-format stream-json``.
+
+Wire format (RUNTIMES.md): one JSON object per line, keyed by ``type``. ``system``
+(subtype ``init``) names the session; ``assistant`` lines carry text and per-message
+usage; ``result`` ends the run. ``is_error`` decides success -- it can be true with
+``subtype: "success"``. Unknown types and fields are ignored; malformed lines skipped.
+
+Settings: ``model``, ``permission_mode``, ``max_turns``, ``allowed_tools`` (list or
+"a,b"), ``extra_args`` (list, inserted before the prompt), ``binary``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from executor.runtimes.base import RunRequest, as_count, usd_to_cents
+from executor.runtimes.oneshot import (
+    LineParser,
+    OneShotCliAdapter,
+    SettingsError,
+    json_line,
+    setting_list,
+    setting_str,
+)
+
+PERMISSION_MODES = {"acceptEdits", "plan", "bypassPermissions", "default", "dontAsk"}
+
+
+class ClaudeStreamParser(LineParser):
+    def __init__(self) -> None:
+        super().__init__()
+        # Claude Code prints one assistant line per content block, each repeating the
+        # message's usage: count each message id once, keeping its latest figures.
+        self._usage_by_message: dict[str, tuple[int, int]] = {}
+        self._last_text = ""
+
+    def feed(self, line: str) -> None:
+        event = json_line(line)
+        if event is None:
+            return
+        kind = event.get("type")
+        session_id = event.get("session_id")
+        if isinstance(session_id, str) and session_id:
+            self.parsed.native_session_id = session_id
+        if kind == "assistant":
+            self._read_assistant(event)
+        elif kind == "result":
+            self._read_result(event)
+
+    def _read_assistant(self, event: dict[str, Any]) -> None:
+        message = event.get("message")
+        if not isinstance(message, dict):
+            return
+        content = message.get("content")
+        if isinstance(content, list):
+            texts = [
+                block["text"]
+                for block in content
+                if isinstance(block, dict)
+                and block.get("type") == "text"
+                and isinstance(block.get("text"), str)
+            ]
+            if texts:
+                self._last_text = "\n".join(texts)
+                if self.parsed.ok is None:
+                    self.parsed.summary = self._last_text
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            message_id = message.get("id")
+            # Without an id each line counts on its own ("#n" cannot clash with "msg_...").
+            key = message_id if isinstance(message_id, str) else f"#{len(self._usage_by_message)}"
+            self._usage_by_message[key] = (
+                _input_tokens(usage),
+                as_count(usage.get("output_tokens")),
+            )
+            if self.parsed.ok is None:  # the result line's totals, once seen, win
+                self.parsed.tokens_in = sum(u[0] for u in self._usage_by_message.values())
+                self.parsed.tokens_out = sum(u[1] for u in self._usage_by_message.values())
+
+    def _read_result(self, event: dict[str, Any]) -> None:
+        is_error = event.get("is_error")
+        subtype = event.get("subtype")
+        text = event.get("result")
+        # Judge by is_error; fall back to subtype only if is_error is missing.
+        ok = (not is_error) if isinstance(is_error, bool) else subtype == "success"
+        self.parsed.ok = ok
+        if isinstance(text, str):
+            self.parsed.summary = text
+        elif self._last_text:
+            self.parsed.summary = self._last_text
+        if not ok:
+            detail = text if isinstance(text, str) and text else ""
+            errors = event.get("errors")
+            if not detail and isinstance(errors, list):
+                detail = "; ".join(str(e) for e in errors if e)
+            label = subtype if isinstance(subtype, str) and subtype else "error"
+            self.parsed.error = f"claude reported {label}" + (f": {detail}" if detail else "")
+        cost = usd_to_cents(event.get("total_cost_usd"))
+        if cost is not None:
+            self.parsed.cost_cents = cost
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            self.parsed.tokens_in = _input_tokens(usage)
+            self.parsed.tokens_out = as_count(usage.get("output_tokens"))
+
+
+def _input_tokens(usage: dict[str, Any]) -> int:
+    # Anthropic reports cached prompt tokens apart from input_tokens; all three
+    # are prompt tokens the run consumed.
+    return (
+        as_count(usage.get("input_tokens"))
+        + as_count(usage.get("cache_creation_input_tokens"))
+        + as_count(usage.get("cache_read_input_tokens"))
+    )
+
+
+class ClaudeCodeAdapter(OneShotCliAdapter):
+    runtime = "claude-code"
+    binary = "claude"
+
+    def build_argv(self, request: RunRequest, executable: str, scratch: Path) -> list[str]:
+        settings = request.settings
+        argv = [executable, "--output-format", "stream-json", "--verbose"]
+        mode = setting_str(settings, "permission_mode")
+        if mode is not None:
+            if mode not in PERMISSION_MODES:
+                raise SettingsError(
+                    f"permission_mode {mode!r} is not one of {sorted(PERMISSION_MODES)}"
+                )
+            argv += ["--permission-mode", mode]
+        model = setting_str(settings, "model")
+        if model is not None:
+            argv += ["--model", model]
+        max_turns = settings.get("max_turns")
+        if max_turns is not None:
+            if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+                raise SettingsError("max_turns must be a positive integer")
+            argv += ["--max-turns", str(max_turns)]
+        tools = setting_list(settings, "allowed_tools", comma_separated=True)
+        if tools:
+            argv += ["--allowedTools", ",".join(tools)]
+        if request.resume_session_id:
+            # The equals form, so an id starting with "-" is not read as a flag.
+            argv.append(f"--resume={request.resume_session_id}")
+        argv += setting_list(settings, "extra_args")
+        # The prompt goes last after "--" (as the Agent SDK does): --allowedTools takes
+        # several values and would swallow a following prompt, and a prompt starting
+        # with "-" must not be read as a flag.
+        argv += ["-p", "--", request.prompt]
+        return argv
+
+    def new_parser(self, request: RunRequest) -> LineParser:
+        return ClaudeStreamParser()

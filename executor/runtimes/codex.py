@@ -1,0 +1,97 @@
+"""The ``codex`` runtime: ``codex exec --json``, resumed with ``codex exec --json resume``.
+
+Wire format (RUNTIMES.md, codex-rs ``exec_events.rs``): JSONL events keyed by ``type``:
+``thread.started{thread_id}``, ``turn.started``, ``item.started|updated|completed
+{item}``, ``turn.completed{usage}``, ``turn.failed{error{message}}``,
+``error{message}``. The ``thread_id`` is the native session id. The last terminal
+event decides: a ``turn.completed`` after a transient ``error`` is still success.
+Codex reports tokens but no cost, so ``cost_cents`` stays None.
+
+Settings: ``model``, ``sandbox`` (default ``workspace-write``), ``extra_args``
+(inserted before the prompt / ``resume``), ``binary``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from executor.runtimes.base import RunRequest, as_count, prompt_argument
+from executor.runtimes.oneshot import (
+    LineParser,
+    OneShotCliAdapter,
+    SettingsError,
+    json_line,
+    setting_list,
+    setting_str,
+)
+
+SANDBOX_MODES = {"read-only", "workspace-write", "danger-full-access"}
+
+
+class CodexEventParser(LineParser):
+    def feed(self, line: str) -> None:
+        event = json_line(line)
+        if event is None:
+            return
+        kind = event.get("type")
+        if kind == "thread.started":
+            thread_id = event.get("thread_id")
+            if isinstance(thread_id, str) and thread_id:
+                self.parsed.native_session_id = thread_id
+        elif kind == "turn.completed":
+            self._add_usage(event.get("usage"))
+            self.parsed.ok = True
+            self.parsed.error = ""
+        elif kind == "turn.failed":
+            self.parsed.ok = False
+            self.parsed.error = "codex turn failed: " + _message(event.get("error"))
+        elif kind == "error":
+            self.parsed.ok = False
+            self.parsed.error = "codex error: " + _message(event)
+        elif kind == "item.completed":
+            item = event.get("item")
+            if isinstance(item, dict) and item.get("type") == "agent_message":
+                text = item.get("text")
+                if isinstance(text, str):
+                    self.parsed.summary = text
+
+    def _add_usage(self, usage: object) -> None:
+        if not isinstance(usage, dict):
+            return
+        # input_tokens already includes cached_input_tokens (OpenAI's convention).
+        self.parsed.tokens_in = (self.parsed.tokens_in or 0) + as_count(usage.get("input_tokens"))
+        self.parsed.tokens_out = (self.parsed.tokens_out or 0) + as_count(
+            usage.get("output_tokens")
+        )
+
+
+def _message(payload: Any) -> str:
+    if isinstance(payload, dict) and isinstance(payload.get("message"), str):
+        return payload["message"]
+    return "no message"
+
+
+class CodexAdapter(OneShotCliAdapter):
+    runtime = "codex"
+    binary = "codex"
+
+    def build_argv(self, request: RunRequest, executable: str, scratch: Path) -> list[str]:
+        settings = request.settings
+        sandbox = setting_str(settings, "sandbox") or "workspace-write"
+        if sandbox not in SANDBOX_MODES:
+            raise SettingsError(f"sandbox {sandbox!r} is not one of {sorted(SANDBOX_MODES)}")
+        # Exec-level flags go before "resume" and are repeated on resume: a resumed
+        # session does not keep the sandbox or working directory by itself.
+        argv = [executable, "exec", "--json", "--sandbox", sandbox, "-C", str(request.cwd)]
+        model = setting_str(settings, "model")
+        if model is not None:
+            argv += ["--model", model]
+        argv += setting_list(settings, "extra_args")
+        if request.resume_session_id:
+            argv += ["resume", request.resume_session_id]
+        argv.append(prompt_argument(request.prompt))
+        return argv
+
+    def new_parser(self, request: RunRequest) -> LineParser:
+        return CodexEventParser()

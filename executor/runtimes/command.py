@@ -1,0 +1,55 @@
+"""The ``command`` runtime: a configured argv run in the worktree, no agent CLI needed.
+
+``settings["argv"]`` is a list of strings, run without a shell. The task's context
+arrives in ``CLAWBOO_TASK_*`` environment variables. Exit 0 means the run finished;
+whether the work passes is the verification gate's call, not this adapter's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from executor.runtimes.base import RunRequest
+from executor.runtimes.oneshot import LineParser, OneShotCliAdapter, SettingsError, setting_list
+
+SUMMARY_CHARS = 500
+
+
+class CommandOutputParser(LineParser):
+    """Keeps the last non-empty stdout line as the run's summary."""
+
+    def feed(self, line: str) -> None:
+        if line.strip():
+            self.parsed.summary = line.strip()[:SUMMARY_CHARS]
+
+
+class CommandAdapter(OneShotCliAdapter):
+    runtime = "command"
+    binary = ""
+    requires_verdict = False
+
+    def executable_name(self, request: RunRequest) -> str:
+        return configured_argv(request)[0]
+
+    def locate(self, name: str, request: RunRequest, env: Mapping[str, str]) -> str | None:
+        # A path (./run.sh, /usr/bin/true) is taken as given, relative to the
+        # worktree like the child sees it; a bare name is looked up on PATH.
+        if os.sep in name:
+            path = Path(name) if os.path.isabs(name) else request.cwd / name
+            return str(path) if path.is_file() else None
+        return super().locate(name, request, env)
+
+    def build_argv(self, request: RunRequest, executable: str, scratch: Path) -> list[str]:
+        return [executable, *configured_argv(request)[1:]]
+
+    def new_parser(self, request: RunRequest) -> LineParser:
+        return CommandOutputParser()
+
+
+def configured_argv(request: RunRequest) -> list[str]:
+    argv = setting_list(request.settings, "argv")
+    if not argv or not isinstance(request.settings.get("argv"), list):
+        raise SettingsError('settings["argv"] must be a non-empty list of strings')
+    return argv

@@ -1,0 +1,96 @@
+"""The ``openclaw`` runtime: connected, over the OpenClaw Gateway websocket.
+
+The gateway client (connect handshake, ``agent`` request, ``agent.wait``, lifecycle
+events) is :mod:`executor.gateway`. This adapter turns a :class:`RunRequest` into a
+:class:`GatewayDispatch`, hands it to the client (or to the ``dispatch=`` callable
+given to :class:`OpenClawAdapter`), and maps the :class:`GatewayReply` to a
+:class:`RunResult`.
+
+The dispatch callable owns the wait: it must return by ``timeout_s`` (reporting
+``status="timeout"``) and should return promptly with any status once ``cancel``
+is set. OpenClaw agents keep their own workspace, so ``worktrees`` is False.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+
+from executor import gateway
+from executor.gateway import GatewayDispatch, GatewayReply
+from executor.runtimes.base import (
+    Capabilities,
+    Outcome,
+    OutputCallback,
+    RunRequest,
+    RunResult,
+    RuntimeAdapter,
+)
+from executor.runtimes.oneshot import SettingsError, setting_str
+
+GatewayDispatchFn = Callable[[GatewayDispatch, threading.Event], GatewayReply]
+
+
+class OpenClawAdapter(RuntimeAdapter):
+    runtime = "openclaw"
+    capabilities = Capabilities(integration="connected", worktrees=False)
+
+    def __init__(self, dispatch: GatewayDispatchFn | None = None) -> None:
+        self._dispatch = dispatch
+
+    def run(
+        self,
+        request: RunRequest,
+        *,
+        cancel: threading.Event | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> RunResult:
+        dispatch = self._dispatch or gateway.adapter_dispatch
+        try:
+            job = gateway_dispatch_for(request)
+        except SettingsError as exc:
+            return RunResult(outcome=Outcome.FAILED, error=f"bad openclaw settings: {exc}")
+        cancel = cancel or threading.Event()
+        try:
+            reply = dispatch(job, cancel)
+        except Exception as exc:  # a gateway/network failure is a failed run, not a crash
+            return RunResult(outcome=Outcome.FAILED, error=f"openclaw dispatch failed: {exc}")
+        return result_from_reply(reply, cancelled=cancel.is_set(), job=job)
+
+
+def gateway_dispatch_for(request: RunRequest) -> GatewayDispatch:
+    settings = request.settings
+    # Same attempt, same key: a retried send after a dropped socket is not a second run.
+    attempt = request.attempt_id or uuid.uuid4().hex
+    return GatewayDispatch(
+        message=request.prompt,
+        idempotency_key=f"clawboo:{request.task_id}:{attempt}",
+        agent_id=setting_str(settings, "agent_id"),
+        session_key=request.resume_session_id or setting_str(settings, "session_key"),
+        model=setting_str(settings, "model"),
+        timeout_s=request.timeout_s,
+        task_id=request.task_id,
+    )
+
+
+def result_from_reply(reply: GatewayReply, *, cancelled: bool, job: GatewayDispatch) -> RunResult:
+    result = RunResult(
+        outcome=Outcome.FAILED,
+        native_session_id=reply.session_key or job.session_key,
+        tokens_in=reply.tokens_in,
+        tokens_out=reply.tokens_out,
+        cost_cents=reply.cost_cents,
+        summary=reply.summary,
+    )
+    if cancelled:
+        result.outcome = Outcome.CANCELLED
+        result.error = "cancelled"
+    elif reply.status == "ok":
+        result.outcome = Outcome.SUCCEEDED
+    elif reply.status == "timeout":
+        result.outcome = Outcome.TIMED_OUT
+        result.error = reply.error or f"openclaw run timed out after {job.timeout_s:g}s"
+    else:
+        result.error = reply.error or f"openclaw run ended with status {reply.status!r}"
+    return result

@@ -1,0 +1,73 @@
+"""The deterministic verification gate: run the checkout's ``init.sh`` (install +
+VERIFY_CMD), keep the output as evidence, and turn the exit code into a verdict.
+
+The builder is not the judge: this runs after the runtime finished, in the same
+checkout, with the same process-group hygiene as the runtimes (timeout kills the
+whole group). A task without a VERIFY_CMD gets no verdict: unverified, not failing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from board.models import Task, Verdict
+from executor.runtimes.oneshot import WORKER_ONLY_ENV
+from executor.runtimes.process import run_process
+
+GATE_TIMEOUT_S = 600.0  # SPEC §10: deterministic gate timeout 10 min
+EVIDENCE_TAIL = 4_000
+VERIFICATION_FILE = "VERIFICATION.md"
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    verdict: str
+    evidence: str
+    exit_code: int | None
+
+
+def verify_command(task: Task) -> str:
+    value = (task.metadata or {}).get("verify_cmd")
+    return value if isinstance(value, str) else ""
+
+
+def _environment() -> dict[str, str]:
+    # The gate sees the machine's tools but none of the server's own secrets.
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in WORKER_ONLY_ENV and not k.startswith("CLAWBOO_")
+    }
+
+
+def verify(worktree: Path, task: Task, *, timeout_s: float = GATE_TIMEOUT_S) -> GateVerdict | None:
+    """Run ``./init.sh`` in the checkout; None when the task has no VERIFY_CMD."""
+    if not verify_command(task) or not (worktree / "init.sh").exists():
+        return None
+    run = run_process(["bash", "init.sh"], cwd=worktree, env=_environment(), timeout_s=timeout_s)
+    if run.launch_error:
+        output, code = run.launch_error, None
+    else:
+        output, code = run.log_tail, run.exit_code
+    passed = code == 0 and not run.timed_out
+    if run.timed_out:
+        output += f"\n[verification timed out after {timeout_s:.0f}s]"
+    evidence = output[-EVIDENCE_TAIL:]
+    verdict = Verdict.PASS if passed else Verdict.FAIL
+    _write_evidence(worktree, task, verdict, code, evidence)
+    return GateVerdict(verdict=str(verdict), evidence=evidence, exit_code=code)
+
+
+def _write_evidence(
+    worktree: Path, task: Task, verdict: str, code: int | None, evidence: str
+) -> None:
+    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    (worktree / VERIFICATION_FILE).write_text(
+        f"# Verification: {task.id}\n\n"
+        f"Verdict: **{verdict}** (exit code {code}) at {stamp}\n\n"
+        f"## ./init.sh output (last {EVIDENCE_TAIL} characters)\n\n```\n{evidence}\n```\n",
+        encoding="utf-8",
+    )
