@@ -39,9 +39,6 @@ from core.errors import Conflict, ValidationFailed
 
 
 def task_body(task: Task) -> dict[str, Any]:
-    snapshot = getattr(task, "_snapshot", None)  # set by the write that returned it
-    if snapshot is not None and snapshot["revision"] == task.revision:
-        return snapshot
     return task.as_dict(depends_on=store.depends_on_ids(task.id))
 
 

@@ -129,20 +129,10 @@ def database_config(url: str | None, state_dir: Path) -> dict[str, object]:
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # Django's backend plus a pool of idle connections (core.db.sqlite3).
         config["ENGINE"] = "core.db.sqlite3"
-        # busy_timeout is also set by pragma; Python's own default (5 s) would
-        # otherwise hide contention from the jittered retry in core.storage.
         config["OPTIONS"] = {
             "transaction_mode": "IMMEDIATE",
-            "timeout": 0.25,
             "pool_size": env_int("CLAWBOO_SQLITE_POOL_SIZE", 32),
         }
-    elif config["ENGINE"] == "django.db.backends.postgresql":
-        # Server-side prepared statements for the few statements that ask for them
-        # (the claim: board.store.claims), once one has run this often on a
-        # connection. Django's own queries bind client-side and are never prepared.
-        options = dict(config.get("OPTIONS") or {})  # type: ignore[call-overload]
-        options.setdefault("prepare_threshold", 5)
-        config["OPTIONS"] = options
     return config
 
 
@@ -169,10 +159,6 @@ CLAWBOO_REDIS_URL = os.environ.get("CLAWBOO_REDIS_URL", "")
 CLAWBOO_BOARD_STALE_TTL_MS = env_int("CLAWBOO_BOARD_STALE_TTL_MS", 180_000)
 CLAWBOO_BOARD_STALE_SWEEP_MS = env_int("CLAWBOO_BOARD_STALE_SWEEP_MS", 60_000)
 CLAWBOO_DB_WRITE_BUDGET_MS = env_int("CLAWBOO_DB_WRITE_BUDGET_MS", 1_500)
-# Local claims go through one writer per database (board.store.combiner).
-CLAWBOO_CLAIM_COMBINER = env_bool("CLAWBOO_CLAIM_COMBINER", True)
-# From how many processes claiming at once it is used (0: its per-database default).
-CLAWBOO_CLAIM_COMBINER_CROWD = env_int("CLAWBOO_CLAIM_COMBINER_CROWD", 0, low=0)
 CLAWBOO_HEARTBEAT_MS = env_int("CLAWBOO_HEARTBEAT_MS", 30_000)
 CLAWBOO_HTTP_RATE_LIMIT = env_int("CLAWBOO_HTTP_RATE_LIMIT", 3_000, low=0)
 CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = env_int("CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 600_000)

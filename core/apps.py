@@ -20,4 +20,4 @@ class CoreConfig(AppConfig):
         from core import events, live, storage  # noqa: F401
 
         # After commit: push every event to the team's live board (with its narration).
-        events.subscribe(live.publish, wants=live.has_audience)
+        events.subscribe(live.publish)

@@ -13,7 +13,6 @@ loses anything; publishing is therefore best-effort and kept off the write path:
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import queue
 import threading
@@ -28,10 +27,8 @@ from core.models import Event
 log = logging.getLogger(__name__)
 
 
-@functools.lru_cache(maxsize=1024)
 def group_name(team_id: str) -> str:
     # Channels group names allow ASCII letters, digits, hyphens, underscores, periods.
-    # Cached: asked after every committed write (has_audience), for a few teams.
     safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in team_id)
     return f"board.{safe}"[:90]
 
@@ -102,17 +99,6 @@ def _background() -> _Publisher:
         if _publisher is None:
             _publisher = _Publisher()
         return _publisher
-
-
-def has_audience(team_id: str) -> bool:
-    """Whether publishing team ``team_id``'s events from this process can reach anyone:
-    with the in-memory layer, only if one of this process's consumers watches it."""
-    layer = get_channel_layer()
-    if layer is None:
-        return False
-    if isinstance(layer, InMemoryChannelLayer):
-        return bool(layer.groups.get(group_name(team_id)))
-    return True
 
 
 def publish(event: Event) -> None:

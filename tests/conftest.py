@@ -91,17 +91,6 @@ def _fresh_channel_layer() -> Any:
     channel_layers.backends.clear()
 
 
-@pytest.fixture(autouse=True)
-def _no_claim_combiner_outlives_its_test() -> Any:
-    """A test's claim combiner (board.store.combiner) must not serve the next test,
-    whose workers may claim through it, nor keep a session open at teardown."""
-    yield
-    from board.store import combiner
-
-    if combiner.hosted() or combiner._client.sock is not None:
-        combiner.reset()
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _drop_stray_connections(django_db_setup: None, django_db_blocker: Any) -> Any:
     """Before the test database is dropped, end sessions that servers, workers or

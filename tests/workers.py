@@ -7,7 +7,8 @@ waits for FILE to appear, so a test can line every process up before the race.
 
 Commands: ``claim``, ``drain`` (claim_next until nothing is ready), ``link``,
 ``create-child``, ``write-storm``, ``crash-worker`` (claims, opens an execution,
-heartbeats until it is killed) and ``host`` (hosts the claim combiner until killed).
+heartbeats until it is killed) and ``claim-loop`` (claim_next, report, pause, until
+killed).
 """
 
 from __future__ import annotations
@@ -73,21 +74,8 @@ def cmd_drain(args: argparse.Namespace) -> dict[str, Any]:
             over_budget += 1
             continue
         if result is None:
-            return {"claimed": claimed, "over_budget": over_budget, **combiner_stats()}
+            return {"claimed": claimed, "over_budget": over_budget}
         claimed.append(result.task.id)
-
-
-def combiner_stats() -> dict[str, int]:
-    """What this process's claim combiner did, if it hosted one."""
-    from board.store import combiner
-
-    hosts = combiner.hosted()
-    return {
-        "served": sum(h.served for h in hosts),
-        "batches": sum(h.batches for h in hosts),
-        # SQLite: the WAL checkpoints its checkpointer ran beside the batches.
-        "checkpoints": sum(h.checkpointer.runs for h in hosts if h.checkpointer is not None),
-    }
 
 
 def cmd_link(args: argparse.Namespace) -> dict[str, Any]:
@@ -149,22 +137,20 @@ def cmd_crash_worker(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(args.beat_ms / 1000)
 
 
-def cmd_host(args: argparse.Namespace) -> dict[str, Any]:
-    """Host the claim combiner, say so once it has answered ``--report-after``
-    requests, and serve until killed."""
-    from django.db import connection
+def cmd_claim_loop(args: argparse.Namespace) -> dict[str, Any]:
+    """claim_next, report each claim as a line, pause ``--pause-ms``; until killed."""
+    from board import store
 
-    from board.store import combiner
-
-    paths = combiner._paths(connection)
-    assert paths is not None and combiner._host_start(connection, paths.sock, paths.lock)
-    emit({"hosting": True, "pid": os.getpid()})
-    (host,) = combiner.hosted()
-    while host.served < args.report_after:
-        time.sleep(0.001)
-    emit({"served": host.served})
     while True:
-        time.sleep(1)
+        started = time.monotonic()
+        result = store.claim_next(args.agent)
+        emit(
+            {
+                "claimed": None if result is None else result.task.id,
+                "seconds": time.monotonic() - started,
+            }
+        )
+        time.sleep(args.pause_ms / 1000)
 
 
 COMMANDS = {
@@ -174,7 +160,7 @@ COMMANDS = {
     "create-child": cmd_create_child,
     "write-storm": cmd_write_storm,
     "crash-worker": cmd_crash_worker,
-    "host": cmd_host,
+    "claim-loop": cmd_claim_loop,
 }
 
 
@@ -202,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("task")
     p.add_argument("--agent", required=True)
     p.add_argument("--beat-ms", type=int, default=100)
-    p = sub.add_parser("host")
-    p.add_argument("--report-after", type=int, default=1)
+    p = sub.add_parser("claim-loop")
+    p.add_argument("--agent", required=True)
+    p.add_argument("--pause-ms", type=int, default=50)
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")

@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from board.errors import TaskNotFound
@@ -20,21 +19,6 @@ WRITE_LOG_KEEP = 4  # seed 001: a task keeps its four most recent write receipts
 def now() -> dt.datetime:
     """The board's clock: stamps and judges leases (aware, UTC)."""
     return timezone.now()
-
-
-_UTC = dt.UTC
-
-
-def db_time(value: dt.datetime | None, db: BaseDatabaseWrapper | None = None) -> Any:
-    """A datetime as the backend (``db``, else the default connection) stores it,
-    for raw SQL parameters."""
-    db = db or connection
-    if value is not None and value.tzinfo is _UTC and db.vendor == "sqlite" and db.timezone is _UTC:
-        # What Django's adapt_datetimefield_value gives for a UTC stamp on a UTC
-        # connection (naive, str()), without its checks: the claim stamps twice per
-        # call, on its hot path. tests/board/test_snapshot.py checks they agree.
-        return str(value.replace(tzinfo=None))
-    return db.ops.adapt_datetimefield_value(value)
 
 
 def lock_task(task_id: str) -> Task:
@@ -57,7 +41,7 @@ _DEPS_SQL = f"SELECT depends_on_task_id FROM {TaskDep._meta.db_table} WHERE task
 
 
 def depends_on_ids(task_id: str) -> list[str]:
-    # Raw and precompiled: this runs for every event snapshot, on the claim's hot path.
+    # Precompiled: every task-change event renders its dependencies.
     with connection.cursor() as cursor:
         cursor.execute(_DEPS_SQL, [task_id])
         return [row[0] for row in cursor.fetchall()]
@@ -95,9 +79,6 @@ def commit_change(
 
 def record_event(task: Task, kind: str, *, prev_status: str | None) -> None:
     snapshot = task.as_dict(depends_on=depends_on_ids(task.id))
-    # The API answers with this same body: keep it on the instance (by revision) so a
-    # claim over HTTP does not build it twice.
-    task._snapshot = snapshot  # type: ignore[attr-defined]
     changed_status = prev_status if prev_status != task.status else None
     events.append(
         task.team_id,

@@ -3,6 +3,8 @@ and a drain by many processes hands every task out exactly once."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections import Counter
 
 import pytest
@@ -11,25 +13,15 @@ from board import store
 from board.models import Task
 from core.models import Event, Team
 from tests.board.seed import bulk_tasks
+from tests.conftest import read_json_line
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# Claims race directly, or through this machine's claim combiner (board.store.combiner).
-PATHS = pytest.mark.parametrize(
-    "combiner_env",
-    [
-        {"CLAWBOO_CLAIM_COMBINER": "0"},
-        {"CLAWBOO_CLAIM_COMBINER": "1", "CLAWBOO_CLAIM_COMBINER_CROWD": "1"},
-    ],
-    ids=["direct", "combined"],
-)
 
-
-@PATHS
-def test_twelve_processes_racing_for_one_task_leave_one_winner(default_team, race, combiner_env):
+def test_twelve_processes_racing_for_one_task_leave_one_winner(default_team, race):
     task = store.create_task(title="the only task").task
 
-    results = race([["claim", task.id, "--agent", f"w{i}"] for i in range(12)], combiner_env)
+    results = race([["claim", task.id, "--agent", f"w{i}"] for i in range(12)])
 
     outcomes = Counter(r["outcome"] for r in results)
     assert outcomes == {"ok": 1, "conflict": 11}
@@ -40,13 +32,10 @@ def test_twelve_processes_racing_for_one_task_leave_one_winner(default_team, rac
     assert fresh.assignee_agent_id == f"w{winner}"
 
 
-@PATHS
-def test_twelve_processes_drain_two_thousand_tasks_each_claimed_exactly_once(
-    default_team, race, combiner_env
-):
+def test_twelve_processes_drain_two_thousand_tasks_each_claimed_exactly_once(default_team, race):
     ids = bulk_tasks(2000)
 
-    results = race([["drain", "--agent", f"w{i}"] for i in range(12)], combiner_env)
+    results = race([["drain", "--agent", f"w{i}"] for i in range(12)])
 
     claimed = [task_id for r in results for task_id in r["claimed"]]
     assert len(claimed) == 2000
@@ -63,3 +52,26 @@ def test_twelve_processes_drain_two_thousand_tasks_each_claimed_exactly_once(
     assert seqs == list(range(1, len(seqs) + 1))
     assert Event.objects.filter(kind="claimed").count() == 2000
     assert Team.objects.get(pk="default").last_event_seq == seqs[-1]
+
+
+def test_a_frozen_claimer_does_not_slow_another_process_claims(default_team, run_worker):
+    # Claims coordinate only in the database: a process stopped between two of its
+    # claims (SIGSTOP) holds nothing the next claimer waits for.
+    bulk_tasks(40)
+    frozen = run_worker("claim-loop", "--agent", "frozen", "--pause-ms", "20")
+    other = None
+    try:
+        assert read_json_line(frozen)["claimed"] is not None
+        os.kill(frozen.pid, signal.SIGSTOP)
+        other = run_worker("claim-loop", "--agent", "other", "--pause-ms", "0")
+        answers = [read_json_line(other) for _ in range(10)]
+    finally:
+        for proc in (frozen, other):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+
+    assert all(a["claimed"] is not None for a in answers)
+    assert max(a["seconds"] for a in answers) < 0.5
+    held = set(Task.objects.filter(assignee_agent_id="other").values_list("id", flat=True))
+    assert {a["claimed"] for a in answers} <= held

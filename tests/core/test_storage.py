@@ -6,15 +6,14 @@ unretried; propagate anything else at once; give up on a wall-clock budget."""
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, connection, connections
 from django.db.utils import OperationalError
 from django.test import override_settings
 
@@ -278,155 +277,3 @@ def test_threads_of_one_process_write_at_once_and_every_write_lands(default_team
     assert store.list_tasks().count() == 200
     assert Event.objects.filter(kind="added").count() == 200
     assert max(slowest) < 1.0  # queued behind at most a few peers, never a busy timeout
-
-
-# --- driver_write: the claim's transaction on the driver connection -------------
-
-_TEAM_INSERT = "INSERT INTO teams (id, name, last_event_seq, created_at) VALUES (%s, %s, 0, %s)"
-
-
-def insert_team(team_id: str) -> None:
-    storage.fetch_row(_TEAM_INSERT + " RETURNING id", [team_id, team_id, "2026-01-01 00:00:00"])
-
-
-def test_driver_write_commits_and_runs_its_side_effects_only_after_the_commit(sleeps):
-    seen: list[bool] = []
-
-    def body() -> str:
-        insert_team("driven")
-        storage.on_commit(lambda: seen.append(Team.objects.filter(pk="driven").exists()))
-        assert seen == []  # not yet: the write lock is still held
-        return "done"
-
-    assert storage.driver_write(body) == "done"
-    assert seen == [True]  # after commit, and the row was there to see
-    assert connection.get_autocommit() and not connection.in_atomic_block
-
-
-def test_driver_write_rolls_back_on_any_error_and_runs_no_side_effect(sleeps):
-    effects: list[int] = []
-
-    def body() -> None:
-        insert_team("rolled-back")
-        storage.on_commit(lambda: effects.append(1))
-        raise ValueError("refused after the insert")
-
-    with pytest.raises(ValueError):
-        storage.driver_write(body)
-    assert not Team.objects.filter(pk="rolled-back").exists()
-    assert effects == [] and sleeps == []
-    storage.driver_write(insert_team, "next-one")  # the connection is usable again
-    assert Team.objects.filter(pk="next-one").exists()
-
-
-def test_driver_write_reruns_the_whole_transaction_on_a_transient_lock_error(sleeps):
-    attempts: list[int] = []
-
-    def body() -> None:
-        attempts.append(1)
-        insert_team(f"attempt-{len(attempts)}")
-        if len(attempts) < 3:
-            raise_transient("busy")
-
-    storage.driver_write(body)
-    assert len(attempts) == 3 and len(sleeps) == 2
-    ids = set(Team.objects.filter(pk__startswith="attempt-").values_list("pk", flat=True))
-    assert ids == {"attempt-3"}  # the failed attempts left nothing behind
-
-
-def test_driver_write_waits_out_a_lock_held_by_another_connection(sleeps):
-    with sqlite_write_lock_held_for(0.4):
-        started = time.monotonic()
-        storage.driver_write(insert_team, "after-the-holder")
-        elapsed = time.monotonic() - started
-    assert Team.objects.filter(pk="after-the-holder").exists()
-    assert 0.35 <= elapsed < 1.5
-
-
-def test_driver_write_inside_an_atomic_block_is_part_of_it(sleeps):
-    effects: list[int] = []
-    with pytest.raises(RuntimeError), transaction.atomic():
-        storage.driver_write(
-            lambda: (insert_team("inside"), storage.on_commit(lambda: effects.append(1)))
-        )
-        assert Team.objects.filter(pk="inside").exists()
-        raise RuntimeError("the outer block rolls back")
-    assert not Team.objects.filter(pk="inside").exists()
-    assert effects == []
-
-
-# --- the checkpointer (SQLite) ------------------------------------------------------
-
-FRAME = 4096 + 24  # a WAL frame: one page and its header
-
-
-def grow_wal(conn: sqlite3.Connection, commits: int) -> None:
-    for _ in range(commits):  # each commit: a page of its own, and the table's root
-        conn.execute("INSERT INTO filler (body) VALUES (randomblob(3000))")
-
-
-def wal_frames(path: Any) -> int:
-    return os.path.getsize(f"{path}-wal") // FRAME
-
-
-@pytest.fixture
-def wal_file(tmp_path: Any) -> Iterator[tuple[Any, sqlite3.Connection]]:
-    """A SQLite file in WAL mode and a writer on it with the storage recipe."""
-    path = tmp_path / "wal.sqlite3"
-    writer = storage.connect_sqlite(str(path))
-    writer.execute("CREATE TABLE filler (id INTEGER PRIMARY KEY, body BLOB)")
-    writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # start from an empty WAL
-    yield path, writer
-    writer.close()
-
-
-def wait_for(predicate: Callable[[], bool], seconds: float = 5.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
-@pytest.mark.django_db(transaction=False)
-def test_a_poked_checkpointer_backfills_the_wal_so_the_writer_restarts_it(wal_file):
-    path, writer = wal_file
-    checkpointer = storage.Checkpointer(str(path))
-    try:
-        grow_wal(writer, 7)
-        before = wal_frames(path)
-        assert 7 <= before < 25  # two of these stay under the writer's own autocheckpoint
-
-        checkpointer.poke()
-        assert wait_for(lambda: checkpointer.runs == 1)
-        grow_wal(writer, 7)
-
-        # Backfilled, so the writer wrote its next frames from the WAL's top again
-        # (growing on, the file would have taken another `before` frames).
-        assert wal_frames(path) <= before + 2
-    finally:
-        checkpointer.stop()
-    assert not checkpointer.is_alive()
-
-
-@pytest.mark.django_db(transaction=False)
-def test_without_a_checkpoint_the_wal_grows_until_the_writer_checkpoints(wal_file):
-    path, writer = wal_file
-    grow_wal(writer, 7)
-    before = wal_frames(path)
-
-    grow_wal(writer, 7)
-
-    assert wal_frames(path) >= 2 * before - 2  # (the control of the test above)
-
-
-@pytest.mark.django_db(transaction=False)
-def test_a_checkpointer_that_cannot_open_its_database_stops_quietly(tmp_path):
-    (tmp_path / "not-a-database").write_bytes(b"x" * 4096)
-    checkpointer = storage.Checkpointer(str(tmp_path / "not-a-database"))
-
-    assert wait_for(lambda: not checkpointer.is_alive())
-    checkpointer.poke()  # nobody listens, nothing hangs
-    checkpointer.stop()
-    assert checkpointer.runs == 0
