@@ -27,7 +27,7 @@ from typing import Any
 
 from django.conf import settings
 
-from board import store
+from board import ceilings, store
 from board.errors import DepthExceeded
 from board.models import Task
 from core import registry
@@ -189,7 +189,7 @@ class Executor:
         if not self.caps.automated:
             return f"runtime {self.agent.runtime!r} needs a person; the executor does not run it"
         try:
-            store.check_dispatch_depth(task.id, store.MAX_DEPTH)
+            store.check_dispatch_depth(task.id, ceilings.MAX_DEPTH)
         except DepthExceeded as exc:
             return exc.detail
         return None

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -46,18 +45,6 @@ def dispatch_deadline_s() -> int:
 
 
 FIRE_TASK = "routines.fire.run_fire"
-_broker: Any = None
-
-
-def _get_broker() -> Any:
-    """One django-q2 broker per process: django-q2 otherwise builds one per call,
-    which dominated the cost of enqueueing a burst of fires."""
-    from django_q.brokers import get_broker
-
-    global _broker
-    if _broker is None:
-        _broker = get_broker()
-    return _broker
 
 
 def enqueue_fire(routine_id: str) -> None:
@@ -69,72 +56,7 @@ def enqueue_fire(routine_id: str) -> None:
         routine_id,
         task_name=f"routine-{routine_id}",
         timeout=dispatch_deadline_s(),
-        broker=_get_broker(),
     )
-
-
-def _fire_package(routine_id: str) -> str:
-    """The signed queue payload ``async_task`` would build for :func:`enqueue_fire`
-    (same task dict, same Conf overrides, same ``pre_enqueue`` signal)."""
-    from django_q.conf import Conf
-    from django_q.humanhash import uuid
-    from django_q.signals import pre_enqueue
-    from django_q.signing import SignedPackage
-
-    tag = uuid()
-    task: dict[str, Any] = {
-        "id": tag[1],
-        "name": f"routine-{routine_id}",
-        "func": FIRE_TASK,
-        "args": (routine_id,),
-        "timeout": dispatch_deadline_s(),
-    }
-    if Conf.CACHED:
-        task["cached"] = Conf.CACHED
-    if Conf.ACK_FAILURES:
-        task["ack_failure"] = Conf.ACK_FAILURES
-    task["kwargs"] = {}
-    task["started"] = dj_timezone.now()
-    pre_enqueue.send(sender="django_q", task=task)
-    return SignedPackage.dumps(task)
-
-
-def enqueue_fires(routine_ids: Sequence[str]) -> None:
-    """Hand a tick's claimed rows to django-q2 workers, cheaply.
-
-    With the ORM broker (the default) every queue row is written in ONE write
-    transaction (a bulk insert of the payloads ``async_task`` would have built):
-    one fsync instead of one per fire. Only the enqueue is batched; each fire is
-    still its own queue row, run by whichever worker takes it, so one slow or
-    failing fire never blocks or aborts another. Other brokers and ``sync`` mode
-    (tests) enqueue one by one, and one failing enqueue never stops the rest: its
-    row stays ``claimed`` and boot-resume requeues it.
-    """
-    if not routine_ids:
-        return
-    from django_q.brokers.orm import ORM
-    from django_q.conf import Conf
-    from django_q.models import OrmQ
-
-    broker = _get_broker()
-    if Conf.SYNC or not isinstance(broker, ORM):
-        for routine_id in routine_ids:
-            try:
-                enqueue_fire(routine_id)
-            except Exception:
-                log.exception("could not enqueue the fire of routine %s", routine_id)
-        return
-    packages = [_fire_package(routine_id) for routine_id in routine_ids]
-    key = broker.list_key or Conf.CLUSTER_NAME
-    stamp = dj_timezone.now()
-
-    def run() -> None:
-        OrmQ.objects.using(Conf.ORM).bulk_create(
-            [OrmQ(key=key, payload=payload, lock=stamp) for payload in packages],
-            batch_size=500,
-        )
-
-    storage.write(run)
 
 
 class Ticker:
@@ -147,16 +69,7 @@ class Ticker:
         poke_interval_ms: int = POKE_INTERVAL_MS,
     ) -> None:
         self.clock = clock
-        # A custom per-fire enqueue (tests, tools) is called once per won claim; the
-        # default batches a tick's fires into one queue write (enqueue_fires).
-        self.enqueue_many: Callable[[Sequence[str]], None] = enqueue_fires
-        if enqueue is not None:
-
-            def each(routine_ids: Sequence[str]) -> None:
-                for routine_id in routine_ids:
-                    enqueue(routine_id)
-
-            self.enqueue_many = each
+        self.enqueue = enqueue or enqueue_fire
         self.max_arm_ms = max_arm_ms
         self.poke_interval_ms = poke_interval_ms
         self.stop_event = threading.Event()
@@ -196,12 +109,12 @@ class Ticker:
 
         return storage.write(run)
 
-    def claim_one(self, routine_id: str, *, enqueue: bool = True) -> bool:
+    def claim_one(self, routine_id: str) -> bool:
         """``queued → claimed`` for one row, atomically; False = someone else's.
 
-        A won claim records ``routine_fired`` in the same transaction and (unless
-        the caller batches, as :meth:`claim_phase` does) enqueues the dispatch
-        after commit.
+        A won claim records ``routine_fired`` in the same transaction and enqueues
+        its dispatch after commit. A failing enqueue is logged and stops nothing
+        else: the row stays ``claimed`` and boot-resume requeues it.
         """
 
         def run() -> bool:
@@ -215,17 +128,16 @@ class Ticker:
             if row is None:
                 return False  # another ticker got there first: data, not an error
             events.append(row[0], "routine_fired", {"routine_id": routine_id, "slot_at": row[1]})
-            if enqueue:
-                transaction.on_commit(lambda: self.enqueue_many([routine_id]))
+            transaction.on_commit(lambda: self.enqueue(routine_id), robust=True)
             return True
 
         return storage.write(run)
 
     def claim_phase(self) -> tuple[list[str], list[str]]:
-        """Claim every queued row, one at a time, then enqueue the won ones in one
-        batch. Includes rows queued by run-now, by boot-resume or by a ticker that
-        died after its due-pass. A crash between a claim and the enqueue leaves the
-        row ``claimed``; boot-resume requeues it (as it would after on_commit)."""
+        """Claim every queued row, one at a time, each enqueued as its claim commits.
+        Includes rows queued by run-now, by boot-resume or by a ticker that died
+        after its due-pass. A crash between a claim and its enqueue leaves the row
+        ``claimed``; boot-resume requeues it."""
         queued = list(
             Routine.objects.filter(status=RoutineStatus.QUEUED)
             .order_by("fire_slot", "id")
@@ -234,8 +146,7 @@ class Ticker:
         won: list[str] = []
         lost: list[str] = []
         for routine_id in queued:
-            (won if self.claim_one(routine_id, enqueue=False) else lost).append(routine_id)
-        self.enqueue_many(won)
+            (won if self.claim_one(routine_id) else lost).append(routine_id)
         return won, lost
 
     def tick(self) -> TickReport:

@@ -199,9 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     if getattr(args, "max_live_children", None) is not None:
         # The cap is a module constant; the cap-race test lowers it for this process.
-        from board.store import tasks
+        from board import ceilings
 
-        tasks.MAX_LIVE_CHILDREN = args.max_live_children
+        ceilings.MAX_LIVE_CHILDREN = args.max_live_children
     wait_at_barrier(args.barrier)
     emit(COMMANDS[args.command](args))
     return 0

@@ -6,6 +6,7 @@ of them saves a board row directly. Every write runs in one transaction through
 PostgreSQL) and records its task-change event in that same transaction.
 """
 
+from board.ceilings import MAX_DEPTH, MAX_LIVE_CHILDREN, ROOT_RATE_LIMIT
 from board.store._base import depends_on_ids, lock_task, now
 from board.store.claims import (
     DISPATCH_ORDER,
@@ -60,9 +61,6 @@ from board.store.lifecycle import (
 )
 from board.store.recovery import reconcile_orphans, release_stale, run_boot_passes
 from board.store.tasks import (
-    MAX_DEPTH,
-    MAX_LIVE_CHILDREN,
-    ROOT_RATE_LIMIT,
     Created,
     create_task,
     depends_on_map,

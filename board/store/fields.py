@@ -3,7 +3,6 @@ verdict, comments and the task's pointers to its worktree."""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -29,10 +28,6 @@ from core import storage
 from core.errors import Conflict, ValidationFailed
 
 # SPEC §10 ceilings (the agent create path; see create_task).
-MAX_DEPTH = 2
-MAX_LIVE_CHILDREN = 24
-ROOT_RATE_LIMIT = 30
-ROOT_RATE_WINDOW = dt.timedelta(milliseconds=300_000)
 EVIDENCE_TAIL = 4_000
 DEFAULT_TEAM = "default"
 

@@ -33,10 +33,6 @@ from board.transitions import (
 from core import storage
 
 # SPEC §10 ceilings (the agent create path; see create_task).
-MAX_DEPTH = 2
-MAX_LIVE_CHILDREN = 24
-ROOT_RATE_LIMIT = 30
-ROOT_RATE_WINDOW = dt.timedelta(milliseconds=300_000)
 EVIDENCE_TAIL = 4_000
 DEFAULT_TEAM = "default"
 

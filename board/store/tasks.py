@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.models import BooleanField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
-from board import checks
+from board import ceilings, checks
 from board.errors import (
     DepthExceeded,
     IllegalTransition,
@@ -43,10 +43,6 @@ from core.errors import ValidationFailed
 from core.models import Team
 
 # SPEC §10 ceilings (the agent create path; see create_task).
-MAX_DEPTH = 2
-MAX_LIVE_CHILDREN = 24
-ROOT_RATE_LIMIT = 30
-ROOT_RATE_WINDOW = dt.timedelta(milliseconds=300_000)
 EVIDENCE_TAIL = 4_000
 DEFAULT_TEAM = "default"
 
@@ -286,22 +282,22 @@ def _check_parent_ceilings(parent_id: str) -> None:
         lock_task(parent_id)  # serialises concurrent creates under one parent
     except TaskNotFound:
         raise ValidationFailed("parent_task_id", f"no task {parent_id!r}") from None
-    depth = len(ancestors(parent_id))
-    if depth >= MAX_DEPTH:
+    depth, max_depth = len(ancestors(parent_id)), ceilings.MAX_DEPTH
+    if depth >= max_depth:
         raise DepthExceeded(
-            f"parent {parent_id!r} is at depth {depth}; tasks nest at most {MAX_DEPTH} deep",
+            f"parent {parent_id!r} is at depth {depth}; tasks nest at most {max_depth} deep",
             depth=depth,
-            max_depth=MAX_DEPTH,
+            max_depth=max_depth,
         )
     live = (
         Task.objects.filter(parent_task_id=parent_id, dropped=False)
         .exclude(status__in=(Status.DONE, Status.CANCELLED))
         .count()
     )
-    if live >= MAX_LIVE_CHILDREN:
+    limit = ceilings.MAX_LIVE_CHILDREN
+    if live >= limit:
         raise TooManyChildren(
-            f"parent {parent_id!r} already has {live} live children (max {MAX_LIVE_CHILDREN})",
-            limit=MAX_LIVE_CHILDREN,
+            f"parent {parent_id!r} already has {live} live children (max {limit})", limit=limit
         )
 
 
@@ -313,13 +309,13 @@ def _check_root_rate(team_id: str, at: dt.datetime) -> None:
         team_id=team_id,
         parent_task__isnull=True,
         created_by_agent_id__isnull=False,
-        created_at__gt=at - ROOT_RATE_WINDOW,
+        created_at__gt=at - ceilings.ROOT_RATE_WINDOW,
     ).count()
-    if recent >= ROOT_RATE_LIMIT:
+    if recent >= ceilings.ROOT_RATE_LIMIT:
         raise RootRateLimited(
             f"team {team_id!r} had {recent} agent-created root tasks in the last 5 minutes "
-            f"(max {ROOT_RATE_LIMIT})",
-            limit=ROOT_RATE_LIMIT,
+            f"(max {ceilings.ROOT_RATE_LIMIT})",
+            limit=ceilings.ROOT_RATE_LIMIT,
         )
 
 

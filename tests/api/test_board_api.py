@@ -372,7 +372,7 @@ def test_depth_and_children_caps_are_409(api, unchanged, monkeypatch):
             "/api/board/tasks", {"title": "t", "parent_task_id": grandchild["id"]}, format="json"
         )
     assert deep.status_code == 409 and deep.json()["error"] == "depth_exceeded"
-    monkeypatch.setattr("board.store.tasks.MAX_LIVE_CHILDREN", 1)
+    monkeypatch.setattr("board.ceilings.MAX_LIVE_CHILDREN", 1)
     with unchanged():
         many = api.post(
             "/api/board/tasks", {"title": "t", "parent_task_id": root["id"]}, format="json"
@@ -381,7 +381,7 @@ def test_depth_and_children_caps_are_409(api, unchanged, monkeypatch):
 
 
 def test_agent_root_creates_are_rate_limited_429(api, agent, unchanged, monkeypatch):
-    monkeypatch.setattr("board.store.tasks.ROOT_RATE_LIMIT", 2)
+    monkeypatch.setattr("board.ceilings.ROOT_RATE_LIMIT", 2)
     for _ in range(2):
         create(api, created_by_agent_id="ada-bot")
     with unchanged():

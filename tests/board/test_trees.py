@@ -9,10 +9,9 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from board import store
+from board import ceilings, store
 from board.errors import DepthExceeded, RootRateLimited, TooManyChildren
 from board.models import Task
-from board.store import tasks as task_store
 
 
 @pytest.mark.django_db(transaction=True)
@@ -35,7 +34,7 @@ def test_twenty_processes_creating_children_under_a_cap_of_five_make_exactly_fiv
 
 @pytest.mark.django_db
 def test_live_children_are_capped_and_settled_ones_do_not_count(default_team, monkeypatch):
-    monkeypatch.setattr(task_store, "MAX_LIVE_CHILDREN", 2)
+    monkeypatch.setattr(ceilings, "MAX_LIVE_CHILDREN", 2)
     parent = store.create_task(title="p").task
     first = store.create_task(title="c1", parent_task_id=parent.id).task
     store.create_task(title="c2", parent_task_id=parent.id)

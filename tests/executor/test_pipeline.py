@@ -92,7 +92,7 @@ def test_dispatch_past_the_depth_ceiling_is_refused(command_agent, monkeypatch):
     root = store.create_task(title="root", file_mutating=False).task
     child = store.create_task(title="child", parent_task_id=root.id, file_mutating=False).task
     grandchild = store.create_task(title="gc", parent_task_id=child.id, file_mutating=False).task
-    monkeypatch.setattr("board.store.MAX_DEPTH", 1)
+    monkeypatch.setattr("board.ceilings.MAX_DEPTH", 1)
     store.transition(root.id, "backlog")
     store.transition(child.id, "backlog")
     report = Executor("builder").work_once()

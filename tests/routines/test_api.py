@@ -235,12 +235,15 @@ def test_an_illegal_ledger_move_is_409_with_from_to_allowed(api, agent):
 # --- the issue-7 policies, through the API --------------------------------------------
 
 
-def test_error_halts_until_resumed_through_the_api(api, openclaw_agent, clock):
+def test_error_halts_until_resumed_through_the_api(
+    api, openclaw_agent, clock, django_capture_on_commit_callbacks
+):
     """A failed recurring fire (here: the gateway is not configured) parks the row in
     error with next_run_at null; it never fires again until a human resumes it."""
     rid = create(api, openclaw_agent)["id"]
     clock.shift(dt.timedelta(hours=1))
-    Ticker().tick()
+    with django_capture_on_commit_callbacks(execute=True):  # the fire is enqueued on commit
+        Ticker().tick()
     halted = api.get(f"/api/routines/{rid}").json()
     assert halted["status"] == "error" and "not configured" in halted["last_error"]
     assert halted["next_run_at"] is None and halted["next_run_at_ms"] is None

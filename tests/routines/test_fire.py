@@ -158,9 +158,12 @@ def test_the_human_seam_is_typed_at_fire_time(agent, clock, monkeypatch):
     assert row.status == "error" and "not implemented" in row.last_error
 
 
-def test_a_ticks_fires_are_enqueued_in_one_queue_write(agent, clock, monkeypatch):
-    """With the ORM broker the claimed rows become one OrmQ row each, carrying the
-    same signed payload async_task builds, written in one transaction."""
+def test_a_ticks_fires_are_enqueued_through_async_task_after_each_claim_commits(
+    agent, clock, monkeypatch
+):
+    """With the ORM broker each claimed row becomes one OrmQ row, enqueued by
+    django-q2's async_task once the claim has committed (seen from the enqueue:
+    the row is already ``claimed`` in the database)."""
     from django_q.conf import Conf
     from django_q.models import OrmQ
     from django_q.signing import SignedPackage
@@ -168,10 +171,16 @@ def test_a_ticks_fires_are_enqueued_in_one_queue_write(agent, clock, monkeypatch
     from routines import ticker as ticker_module
 
     monkeypatch.setattr(Conf, "SYNC", False)
-    monkeypatch.setattr(ticker_module, "_broker", None)
+    seen: list[str] = []
+
+    def enqueue(routine_id: str) -> None:
+        seen.append(Routine.objects.get(pk=routine_id).status)
+        ticker_module.enqueue_fire(routine_id)
+
     first, second = make(agent), make(agent, spec="30 * * * *")
     clock.shift(dt.timedelta(hours=1))
-    report = Ticker().tick()
+    report = Ticker(enqueue=enqueue).tick()
+    assert seen == ["claimed", "claimed"]
     assert sorted(report.claimed) == sorted([first.id, second.id])
     payloads = [SignedPackage.loads(q.payload) for q in OrmQ.objects.all()]
     assert sorted(p["args"][0] for p in payloads) == sorted([first.id, second.id])
@@ -179,4 +188,3 @@ def test_a_ticks_fires_are_enqueued_in_one_queue_write(agent, clock, monkeypatch
     assert all(p["name"] == f"routine-{p['args'][0]}" and p["kwargs"] == {} for p in payloads)
     statuses = set(Routine.objects.values_list("status", flat=True))
     assert statuses == {"claimed"}  # queued for a worker, not run inline
-    monkeypatch.setattr(ticker_module, "_broker", None)
