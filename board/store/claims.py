@@ -5,10 +5,11 @@ SQLite, so the whole of it runs under the database's write lock):
 
 1. release the lapsed leases the candidates need (an index probe first: nearly
    always there is nothing to release);
-2. one conditional ``UPDATE … RETURNING`` that picks the candidate in a subquery
-   (the ready predicate and the dispatcher's order, from the ORM; on PostgreSQL
-   ``FOR UPDATE SKIP LOCKED``, so racers move on to the next task) and re-checks
-   seed 000's guard itself, so at most one racer wins a task;
+2. one conditional ``UPDATE … RETURNING`` — of a small fixed set, written once
+   below: one per dispatcher order, scoped to teams or not — that picks the
+   candidate in a subquery (the ready predicate of :mod:`board.store.tasks`, on
+   PostgreSQL ``FOR UPDATE SKIP LOCKED`` so racers move on to the next task) and
+   re-checks seed 000's guard itself, so at most one racer wins a task;
 3. the ``claimed`` event, in the same transaction, delivered after commit.
 
 Zero rows is data — ``conflict`` or ``not_found`` — and is never retried; only
@@ -18,19 +19,19 @@ transient lock errors are, by :func:`core.storage.write`.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from django.db import connection
-from django.db.models import QuerySet
 
 from board import checks
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import ExecutionStatus, Task
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.executions import close_running
-from board.store.tasks import clear_claim, clear_verdict, ready_filter, with_label
+from board.store.tasks import READY_SQL, clear_claim, clear_verdict, label_param, label_sql
 from board.store.tickets import Ticket, WriteOutcome, declined, recorded
 from board.transitions import HELD_BY_CLAIM, Status
 from core import storage
@@ -38,14 +39,6 @@ from core.errors import ValidationFailed
 
 MAX_ABANDONMENTS = 3  # seed 001: fixed, separate from max_attempts
 ABANDONED_ERROR = "abandoned: its lease lapsed {n} times without renewal"
-
-# fifo and topological behave identically (seed 001): earliest created first;
-# readiness (all deps done) is the topological part.
-DISPATCH_ORDER: dict[str, tuple[str, ...]] = {
-    "topological": ("created_at", "id"),
-    "fifo": ("created_at", "id"),
-    "priority": ("-priority", "created_at", "id"),
-}
 
 
 @dataclass(frozen=True)
@@ -70,50 +63,81 @@ class ClaimResult:
 
 
 _TABLE = Task._meta.db_table
-# The claim itself, written once. The guard is seed 000's, re-checked by the UPDATE
-# on the row it is about to change; readiness (deps done) comes with the candidate
-# subquery, built from ready_filter(). Binds: the SET values (agent, runtime,
-# stamp, lease end, lease span, stamp), the candidate's parameters, then False for
-# ``dropped``.
-_CLAIM_SQL = (
-    f"UPDATE {_TABLE} SET assignee_agent_id = %s, assignee_runtime = %s, "  # noqa: S608
-    "status = 'in_progress', updated_at = %s, lease_until = %s, lease_duration_ms = %s, "
-    "attempts = attempts + 1, started_at = COALESCE(started_at, %s), revision = revision + 1 "
-    f"WHERE {_TABLE}.id = ({{candidate}}) AND {_TABLE}.status = 'todo' "
-    f"AND {_TABLE}.assignee_agent_id IS NULL AND {_TABLE}.dropped = %s "
-    "RETURNING *"
+# The claim's SET clause and seed 000's guard, re-checked by the UPDATE on the row
+# it changes, so that at most one racer wins a task. Binds: agent, runtime, stamp,
+# lease end, lease span, stamp.
+_SET = (
+    "assignee_agent_id = %s, assignee_runtime = %s, status = 'in_progress', "
+    "updated_at = %s, lease_until = %s, lease_duration_ms = %s, "
+    "attempts = attempts + 1, started_at = COALESCE(started_at, %s), revision = revision + 1"
 )
-# Is any lease lapsed (among ``ids``)? An index probe (tasks_status_lease_idx).
+_GUARD = (
+    f"{_TABLE}.status = 'todo' AND {_TABLE}.assignee_agent_id IS NULL AND {_TABLE}.dropped = FALSE"
+)
+# claim(): the one task, if it is ready. Binds: the SET values, the task id.
+_CLAIM_ONE_SQL = (
+    f"UPDATE {_TABLE} SET {_SET} WHERE {_TABLE}.id = %s AND {_GUARD} "  # noqa: S608
+    f"AND {READY_SQL} RETURNING *"
+)
+
+
+def _claim_next_sql(vendor: str, order: str, scoped: bool) -> str:
+    """claim_next(): the first ready, unassigned task in ``order``, picked in a
+    subquery (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so racers move on to the next
+    task) and claimed under the guard. Binds: the SET values, [the teams — a JSON
+    array on SQLite, an array on PostgreSQL —], the label (or None) twice."""
+    teams = ""
+    if scoped:
+        teams = (
+            f"AND {_TABLE}.team_id = ANY(%s) "
+            if vendor == "postgresql"
+            else f"AND {_TABLE}.team_id IN (SELECT value FROM json_each(%s)) "  # noqa: S608
+        )
+    no_label = "%s::text IS NULL" if vendor == "postgresql" else "%s IS NULL"
+    lock = " FOR UPDATE SKIP LOCKED" if vendor == "postgresql" else ""
+    pick = (
+        f"SELECT {_TABLE}.id FROM {_TABLE} WHERE {READY_SQL} "  # noqa: S608
+        f"AND {_TABLE}.assignee_agent_id IS NULL {teams}"
+        f"AND ({no_label} OR {label_sql(vendor)}) ORDER BY {order} LIMIT 1{lock}"
+    )
+    return (
+        f"UPDATE {_TABLE} SET {_SET} WHERE {_TABLE}.id = ({pick}) "  # noqa: S608
+        f"AND {_GUARD} RETURNING *"
+    )
+
+
+# The dispatchers' orders (seed 001). fifo and topological behave identically:
+# earliest created first; readiness (all deps done) is the topological part.
+DISPATCH_ORDER: dict[str, str] = {
+    "topological": "created_at, id",
+    "fifo": "created_at, id",
+    "priority": "priority DESC, created_at, id",
+}
+# Every claim-next statement, written once: per database, dispatcher order, and
+# whether the candidates are scoped to teams.
+_CLAIM_NEXT_SQL = {
+    (vendor, dispatcher, scoped): _claim_next_sql(vendor, order, scoped)
+    for vendor in ("sqlite", "postgresql")
+    for dispatcher, order in DISPATCH_ORDER.items()
+    for scoped in (False, True)
+}
+# Is any lease lapsed? An index probe (tasks_status_lease_idx).
 _ANY_LAPSED_SQL = f"SELECT 1 FROM {_TABLE} WHERE status = 'in_progress' AND lease_until < %s"  # noqa: S608
 
 
-def _claim_first(
-    candidates: QuerySet[Task], agent_id: str, runtime: str | None, lease_ms: int
-) -> Task | None:
-    """Claim the first of ``candidates`` for ``agent_id``; None when none could be.
-
-    Runs inside the caller's write transaction. The claimed row comes back from
-    the UPDATE's own ``RETURNING`` (through a raw queryset, so the ORM converts its
-    columns), and its ``claimed`` event is written in the same transaction.
-    """
+def _set_params(agent_id: str, runtime: str | None, lease_ms: int) -> list[Any]:
     at = now()
-    pick = candidates.values("id")[:1]
-    if connection.features.has_select_for_update:
-        pick = pick.select_for_update(skip_locked=True, of=("self",))
-    pick_sql, pick_params = pick.query.sql_with_params()
     ops = connection.ops
     stamp = ops.adapt_datetimefield_value(at)
-    params = [
-        agent_id,
-        runtime,
-        stamp,
-        ops.adapt_datetimefield_value(at + dt.timedelta(milliseconds=lease_ms)),
-        lease_ms,
-        stamp,
-        *pick_params,
-        False,
-    ]
-    claimed = list(Task.objects.raw(_CLAIM_SQL.format(candidate=pick_sql), params))
+    lease_end = ops.adapt_datetimefield_value(at + dt.timedelta(milliseconds=lease_ms))
+    return [agent_id, runtime, stamp, lease_end, lease_ms, stamp]
+
+
+def _claim_row(sql: str, params: list[Any]) -> Task | None:
+    """Run one claim statement inside the caller's write transaction; the claimed
+    task (from the UPDATE's own ``RETURNING``, converted by the ORM), with its
+    ``claimed`` event written in the same transaction, or None."""
+    claimed = list(Task.objects.raw(sql, params))
     if not claimed:
         return None
     task = claimed[0]
@@ -121,7 +145,10 @@ def _claim_first(
     return task
 
 
-def _release_lapsed_first(at: dt.datetime, task_id: str | None = None) -> None:
+def _release_lapsed_first(task_id: str | None = None) -> None:
+    """Release the lapsed leases a claim's candidates need (``task_id``'s, or any),
+    after an index probe that nearly always finds none."""
+    at = now()
     sql, params = _ANY_LAPSED_SQL, [connection.ops.adapt_datetimefield_value(at)]
     if task_id is not None:
         sql, params = f"{sql} AND id = %s", [*params, task_id]
@@ -152,8 +179,8 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
     span = checks.check_lease_ms(lease_ms)
 
     def run() -> Task | None:
-        _release_lapsed_first(now(), task_id)
-        return _claim_first(Task.objects.filter(ready_filter(), pk=task_id), agent, rt, span)
+        _release_lapsed_first(task_id)
+        return _claim_row(_CLAIM_ONE_SQL, [*_set_params(agent, rt, span), task_id])
 
     task = storage.write(run)
     if task is None:
@@ -194,16 +221,16 @@ def claim_next(
     if teams == []:
         return None  # a caller who sees no team has nothing to claim
 
-    candidates = Task.objects.filter(ready_filter())
+    vendor = connection.vendor
+    sql = _CLAIM_NEXT_SQL[vendor, dispatcher, teams is not None]
+    scope: list[Any] = []
     if teams is not None:
-        candidates = candidates.filter(team_id__in=teams)
-    if label is not None:
-        candidates = with_label(candidates, label)
-    candidates = candidates.order_by(*DISPATCH_ORDER[dispatcher])
+        scope = [teams if vendor == "postgresql" else json.dumps(teams)]
+    labelled = [label, None if label is None else label_param(vendor, label)]
 
     def run() -> Task | None:
-        _release_lapsed_first(now())
-        return _claim_first(candidates, agent, rt, span)
+        _release_lapsed_first()
+        return _claim_row(sql, [*_set_params(agent, rt, span), *scope, *labelled])
 
     task = storage.write(run)
     return None if task is None else _claimed(task)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Q, QuerySet
+from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
 from board import ceilings, checks
@@ -61,19 +61,33 @@ def find_task(task_id: str) -> Task | None:
     return Task.objects.filter(pk=task_id).first()
 
 
-def ready_filter() -> Q:
-    """The ready predicate, declared once: todo, not dropped, every dependency done.
+_T = Task._meta.db_table
+# The ready predicate, declared once, as SQL over a tasks row: todo, not dropped,
+# every dependency done. "Every dependency done" is the counter ``unmet_deps = 0``,
+# which the data layer keeps in the same transactions that change the graph or
+# finish a task. 'todo' is a literal, not a bound parameter: the ready indexes are
+# partial (WHERE status = 'todo') and a planner can only match that to a literal.
+READY_SQL = (
+    f'"{_T}"."status" = \'{Status.TODO}\' AND "{_T}"."dropped" = FALSE AND "{_T}"."unmet_deps" = 0'
+)
 
-    "Every dependency done" is the counter ``unmet_deps == 0``, which the data layer
-    keeps in the same transactions that change the graph or finish a task. The claim
-    SQL embeds the queryset built from this, so listing and claiming agree.
-    """
-    # 'todo' as a literal, not a bound parameter: the ready indexes are partial
-    # (WHERE status = 'todo') and a planner can only match that against a literal.
-    return Q(status=_TODO_LITERAL, dropped=False, unmet_deps=0)
+
+def ready_filter() -> RawSQL:
+    """:data:`READY_SQL` as a queryset filter (``Task.objects.filter(ready_filter())``):
+    listing and claiming read readiness from the same text."""
+    return RawSQL(READY_SQL, (), output_field=BooleanField())  # noqa: S611 - a constant
 
 
-_TODO_LITERAL = RawSQL(f"'{Status.TODO}'", ())  # noqa: S611 - a constant
+def label_sql(vendor: str) -> str:
+    """ "The task carries label ``%s``" as SQL over a tasks row; bind
+    :func:`label_param`'s value."""
+    if vendor == "postgresql":
+        return f'"{_T}"."labels" @> %s::jsonb'
+    return f'EXISTS (SELECT 1 FROM json_each("{_T}"."labels") WHERE value = %s)'  # noqa: S608
+
+
+def label_param(vendor: str, label: str) -> Any:
+    return json.dumps([label]) if vendor == "postgresql" else label
 
 
 _DEPENDENTS_DONE_SQL = (
@@ -89,18 +103,12 @@ def _dependency_done(task_id: str) -> None:
 
 
 def with_label(qs: QuerySet[Task], label: str) -> QuerySet[Task]:
-    table = Task._meta.db_table
-    if connection.vendor == "postgresql":
-        sql = f'"{table}"."labels" @> %s::jsonb'  # noqa: S608 - table name only
-        param: Any = json.dumps([label])
-    else:
-        sql = f'EXISTS (SELECT 1 FROM json_each("{table}"."labels") WHERE value = %s)'  # noqa: S608
-        param = label
-    return qs.annotate(
-        _has_label=RawSQL(  # noqa: S611 - label is a bound parameter
-            sql, [param], output_field=BooleanField()
+    vendor = connection.vendor
+    return qs.filter(
+        RawSQL(  # noqa: S611 - the label is a bound parameter
+            label_sql(vendor), [label_param(vendor, label)], output_field=BooleanField()
         )
-    ).filter(_has_label=True)
+    )
 
 
 def list_tasks(
