@@ -3,6 +3,8 @@
 :func:`append` is called *inside* the mutation's transaction, so an event exists
 exactly when its mutation committed; it is delivered to the listeners (the live
 board, with its narration) by ``transaction.on_commit``, strictly after commit.
+An event that may have made work claimable also wakes idle workers
+(:mod:`core.wakeups`), at commit.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from core import wakeups
 from core.models import Event, Team
 
 log = logging.getLogger(__name__)
@@ -32,6 +35,20 @@ def unsubscribe(listener: Callable[[Event], None]) -> None:
     if listener in _listeners:
         _listeners.remove(listener)
 
+
+# Events after which nothing can have become claimable: the rest wake idle workers.
+_QUIET_KINDS = frozenset(
+    {
+        "claimed",
+        "commented",
+        "dependency_added",
+        "verification_overridden",
+        "routine_fired",
+        "routine_dispatched",
+        "routine_completed",
+        "routine_error",
+    }
+)
 
 # Precompiled: every board mutation runs both in its transaction.
 _BUMP_SEQ_SQL = (
@@ -94,6 +111,8 @@ def append(
                 connection.ops.adapt_datetimefield_value(event.created_at),
             ],
         )
+    if kind not in _QUIET_KINDS:
+        wakeups.notify(wakeups.BOARD)
     transaction.on_commit(lambda: _deliver(event))
     return event
 

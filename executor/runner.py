@@ -30,7 +30,7 @@ from django.conf import settings
 from board import ceilings, store
 from board.errors import DepthExceeded
 from board.models import Task
-from core import registry
+from core import registry, wakeups
 from core.errors import ClawbooError
 from core.models import Agent
 from executor import verification
@@ -430,30 +430,38 @@ def run_claimed_task(task_id: str, agent_id: str, ticket: str) -> dict[str, Any]
     return Executor(agent_id).run_claimed(task_id, ticket).as_dict()
 
 
+# How often work --all looks for agents registered since it started.
+DISCOVER_S = 5.0
+
+
 def work_loop(
     agent_ids: list[str],
     stop: threading.Event,
     *,
-    poll_s: float = 1.0,
+    poll_s: float = 5.0,
     once: bool = False,
     report: Callable[[WorkReport], None] | None = None,
     discover: Callable[[], list[str]] | None = None,
 ) -> None:
     """One thread per agent, each claiming and working its team's ready tasks until
     ``stop`` is set (or, with ``once``, until nothing is ready). With ``discover``,
-    agents registered later get a thread of their own too."""
+    agents registered later get a thread of their own too.
+
+    An idle thread waits for the board to change (:mod:`core.wakeups`), so work that
+    becomes claimable is claimed at once; ``poll_s`` is only the safety net."""
 
     def loop(agent_id: str) -> None:
         try:
             executor = Executor(agent_id)
             while not stop.is_set():
+                since = wakeups.seen(wakeups.BOARD)  # before the look: no lost wake
                 result = executor.work_once()
                 if result.outcome != "idle" and report is not None:
                     report(result)
                 if result.outcome in ("idle", "refused"):
                     if once:
                         return
-                    stop.wait(poll_s)
+                    wakeups.wait(wakeups.BOARD, since, poll_s)
         except Exception:
             log.exception("worker for agent %s stopped", agent_id)
         finally:
@@ -472,10 +480,15 @@ def work_loop(
 
     for agent_id in agent_ids:
         start(agent_id)
-    if discover is not None and not once:
-        while not stop.wait(max(poll_s * 5, 0.5)):
-            for agent_id in discover():
+    if not once:
+        # Until stopped: look for agents registered since (on a board change, or
+        # every DISCOVER_S). Whoever sets ``stop`` calls wakeups.wake_all().
+        while not stop.is_set():
+            since = wakeups.seen(wakeups.BOARD)
+            for agent_id in discover() if discover is not None else ():
                 if agent_id not in threads:
                     start(agent_id)
+            wakeups.wait(wakeups.BOARD, since, DISCOVER_S)
+        wakeups.wake_all()  # idle threads return to see the stop
     for thread in list(threads.values()):
         thread.join()

@@ -23,7 +23,7 @@ from board import checks
 from board import store as board_store
 from board.errors import TaskNotFound
 from board.models import Task
-from core import storage
+from core import storage, wakeups
 from core.errors import Conflict, ValidationFailed
 from core.models import Agent, ParticipantKind, Runtime, Team
 from routines import occurrence
@@ -212,6 +212,7 @@ def _release_bound_task(task_id: str | None) -> None:
 
 def poke() -> None:
     """Tell every ticker (any process) to re-arm now. Call inside the write."""
+    wakeups.notify(wakeups.ROUTINES)
     if not TickerPoke.objects.filter(pk=1).update(seq=F("seq") + 1):
         TickerPoke.objects.get_or_create(pk=1, defaults={"seq": 1})
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Min
 from django.utils import timezone as dj_timezone
 
-from core import events, storage
+from core import events, storage, wakeups
 from routines import store as routine_store
 from routines.models import Routine, RoutineStatus, sources_of
 
@@ -173,14 +174,20 @@ class Ticker:
     # --- the loop ------------------------------------------------------------------
 
     def wait(self, delay_ms: int) -> str:
-        """Sleep until the timer fires, a poke arrives or stop is asked; say which."""
-        seen = routine_store.poke_seq()
+        """Sleep until the timer fires, a poke arrives or stop is asked; say which.
+
+        A poke wakes it at once (:mod:`core.wakeups`); the poke row is still
+        re-read every ``poke_interval`` as a safety net."""
         remaining = delay_ms
         while remaining > 0:
+            since = wakeups.seen(wakeups.ROUTINES)
+            seen = routine_store.poke_seq()
             step = min(remaining, self.poke_interval_ms)
-            if self.stop_event.wait(step / 1000):
+            started = time.monotonic()
+            wakeups.wait(wakeups.ROUTINES, since, step / 1000)
+            if self.stop_event.is_set():
                 return "stop"
-            remaining -= step
+            remaining -= int((time.monotonic() - started) * 1000)
             if routine_store.poke_seq() != seen:
                 return "poke"
         return "timer"
@@ -198,3 +205,4 @@ class Ticker:
 
     def stop(self) -> None:
         self.stop_event.set()
+        wakeups.wake_all()

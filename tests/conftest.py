@@ -96,6 +96,9 @@ def _drop_stray_connections(django_db_setup: None, django_db_blocker: Any) -> An
     """Before the test database is dropped, end sessions that servers, workers or
     threads left open on it (PostgreSQL refuses to drop a database in use)."""
     yield
+    from core import wakeups
+
+    wakeups.stop_watching()  # its connection must not outlive the database
     with django_db_blocker.unblock():
         if connection.vendor != "postgresql":
             return

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core import wakeups
 from core.models import Agent
 from executor.runner import WorkReport, work_loop
 from executor.runtimes import capabilities
@@ -26,7 +27,10 @@ class Command(BaseCommand):
             "--once", action="store_true", help="stop when no agent has a ready task"
         )
         parser.add_argument(
-            "--poll-ms", type=int, default=1000, help="idle wait between looks at the board"
+            "--poll-ms",
+            type=int,
+            default=5000,
+            help="safety-net look at the board while idle (changes wake workers at once)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -39,8 +43,13 @@ class Command(BaseCommand):
         elif not agents:
             raise CommandError("name an agent with --agent, or use --all")
         stop = threading.Event()
+
+        def stop_now(*_: Any) -> None:
+            stop.set()
+            wakeups.wake_all()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+            signal.signal(sig, stop_now)
 
         def report(result: WorkReport) -> None:
             line = f"work: {result.agent_id} {result.task_id} → {result.outcome}"
