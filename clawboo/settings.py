@@ -177,8 +177,8 @@ CLAWBOO_REPO_ROOTS = [
 if CLAWBOO_REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [CLAWBOO_REDIS_URL], "capacity": 1000},
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [CLAWBOO_REDIS_URL]},
         }
     }
 else:

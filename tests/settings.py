@@ -29,12 +29,11 @@ if _redis:
     CLAWBOO_REDIS_URL = _redis
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             # A per-run prefix keeps concurrent suites on one Redis apart.
             "CONFIG": {
                 "hosts": [_redis],
                 "prefix": f"clawboo-test-{os.getpid()}",
-                "capacity": 1000,
             },
         }
     }
