@@ -10,6 +10,7 @@ never a write path back to the board: :func:`post` only adds a message.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.utils import timezone
@@ -49,6 +50,12 @@ def post(
         return message
 
     return storage.write(run)
+
+
+def prune_before(cutoff: dt.datetime) -> int:
+    """Delete people's chat messages older than ``cutoff`` (their narration goes
+    with the event log's retention); return how many."""
+    return storage.write(lambda: ChatMessage.objects.filter(created_at__lt=cutoff).delete()[0])
 
 
 def recent(team_id: str, limit: int = 100) -> list[dict[str, Any]]:

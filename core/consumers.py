@@ -2,9 +2,11 @@
 
 On connect the server says ``hello`` with the team's latest sequence. A client
 that sends ``{"type": "since", "seq": N}`` first receives every event after N from
-the durable log, then live ones. Live frames can reach this process out of order
-(several servers commit concurrently); the consumer delivers strictly in sequence
-order, filling any gap from the log and dropping duplicates.
+the durable log, then live ones — or, when the log no longer holds them (pruned,
+:mod:`core.retention`), a ``reload`` frame and live ones from there. Live frames
+can reach this process out of order (several servers commit concurrently); the
+consumer delivers strictly in sequence order, filling any gap from the log and
+dropping duplicates.
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ def _can_see(user: Any, team_id: str) -> bool:
 @database_sync_to_async
 def _latest(team_id: str) -> int:
     return events.latest_seq(team_id)
+
+
+@database_sync_to_async
+def _replay_gap(team_id: str, seq: int) -> int | None:
+    return events.replay_gap(team_id, seq)
 
 
 @database_sync_to_async
@@ -107,6 +114,20 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
             )
             return
         async with self.lock:
+            oldest = await _replay_gap(self.team, seq)
+            if oldest is not None:
+                # What came after ``seq`` was pruned: the client must reload the
+                # board, then take live events from here.
+                self.last_seq = await _latest(self.team)
+                await self.send_json(
+                    {
+                        "type": "reload",
+                        "seq": self.last_seq,
+                        "oldest_seq": oldest,
+                        "detail": f"events after {seq} are no longer kept; reload the board",
+                    }
+                )
+                return
             self.last_seq = seq
             await self._catch_up(None)
 

@@ -9,6 +9,7 @@ An event that may have made work claimable also wakes idle workers
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 from collections.abc import Callable
@@ -123,6 +124,49 @@ def _deliver(event: Event) -> None:
             listener(event)
         except Exception:  # best-effort: a listener never fails the write that committed
             log.exception("event listener failed for %s", event)
+
+
+def prune_before(cutoff: dt.datetime, *, batch: int = 5_000) -> int:
+    """Delete every team's events older than ``cutoff``; return how many.
+
+    A team's sequence only grows, so what goes is a prefix of its log: everything
+    up to the newest event stamped before ``cutoff``. Deleted in short transactions
+    of ``batch`` events, so writers wait behind none of them for long. A replay
+    that asks for what went is told to reload (:func:`replay_gap`).
+    """
+    from django.db.models import Max, Min
+
+    from core import storage
+
+    removed = 0
+    for team_id in Team.objects.values_list("id", flat=True):
+        old = Event.objects.filter(team_id=team_id, created_at__lt=cutoff)
+        bounds = old.aggregate(low=Min("seq"), high=Max("seq"))
+        low, high = bounds["low"], bounds["high"]
+        if high is None:
+            continue
+        while low <= high:
+            upto = min(low + batch - 1, high)
+            removed += storage.write(_delete_range, team_id, low, upto)
+            low = upto + 1
+    return removed
+
+
+def _delete_range(team_id: str, low: int, high: int) -> int:
+    return Event.objects.filter(team_id=team_id, seq__gte=low, seq__lte=high).delete()[0]
+
+
+def replay_gap(team_id: str, seq: int) -> int | None:
+    """If events after ``seq`` were pruned, the oldest one kept (0: none kept); else
+    None — the log still holds everything after ``seq``."""
+    if seq >= latest_seq(team_id):
+        return None
+    oldest = (
+        Event.objects.filter(team_id=team_id).order_by("seq").values_list("seq", flat=True).first()
+    )
+    if oldest is None:
+        return 0
+    return oldest if oldest > seq + 1 else None
 
 
 def since(team_id: str, seq: int, *, limit: int = 1000) -> list[Event]:

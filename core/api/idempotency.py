@@ -27,6 +27,14 @@ TTL = dt.timedelta(hours=24)
 KEY_MAX = 255
 
 
+def prune_expired() -> int:
+    """Delete the records past their :data:`TTL`; return how many."""
+    cutoff = timezone.now() - TTL
+    return storage.write(
+        lambda: IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()[0]
+    )
+
+
 def _claim(request: Request, key: str, digest: str) -> IdempotencyRecord | Response:
     """Insert the in-flight record, or answer from (or refuse by) an existing one."""
     now = timezone.now()

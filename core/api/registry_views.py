@@ -200,7 +200,14 @@ class TeamEventsView(APIView):
         responses=with_errors(
             {
                 200: inline_serializer(
-                    "Events", {"seq": serializers.IntegerField(), "events": serializers.ListField()}
+                    "Events",
+                    {
+                        "seq": serializers.IntegerField(),
+                        "events": serializers.ListField(),
+                        "reload": serializers.BooleanField(
+                            help_text="events after `since` are no longer kept: reload the board"
+                        ),
+                    },
                 )
             },
             "not_found",
@@ -211,10 +218,12 @@ class TeamEventsView(APIView):
         _visible_team(request, team_id)
         since = query_int(request.query_params.get("since"), "since", default=-1, high=2**62)
         head = events.latest_seq(team_id)
+        if since >= 0 and events.replay_gap(team_id, since) is not None:
+            return Response({"seq": head, "events": [], "reload": True})
         frames = (
             [] if since < 0 else [f for e in events.since(team_id, since) for f in frames_for(e)]
         )
-        return Response({"seq": head, "events": frames})
+        return Response({"seq": head, "events": frames, "reload": False})
 
 
 class WhoAmIView(APIView):

@@ -201,6 +201,13 @@
         if (frame.seq > lastSeq) socket.send(JSON.stringify({ type: "since", seq: lastSeq }));
         return;
       }
+      if (frame.type === "reload") {
+        // What we missed is no longer in the log: start over from the tasks.
+        lastSeq = frame.seq;
+        tasks.clear();
+        load();
+        return;
+      }
       apply(frame);
     };
     socket.onclose = () => {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import Any
 
 from django.conf import settings
@@ -150,7 +151,18 @@ class Command(BaseCommand):
         supervisor.run()
 
 
-def stale_sweep() -> int:
-    from board.store import release_stale
+_next_prune = 0.0
 
-    return len(release_stale())
+
+def stale_sweep() -> int:
+    """The interval sweep of ``up``: release stale tasks; and, once an hour, prune
+    the history past its retention (core.retention)."""
+    from board.store import release_stale
+    from core import retention
+
+    global _next_prune
+    released = len(release_stale())
+    if time.monotonic() >= _next_prune:
+        _next_prune = time.monotonic() + retention.PRUNE_EVERY.total_seconds()
+        retention.prune()
+    return released

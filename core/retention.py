@@ -1,0 +1,47 @@
+"""Bounded history: the event log, chat messages and idempotency records are kept
+for a while, then pruned (``manage.py prune``; ``clawboo up`` runs it hourly).
+
+``CLAWBOO_HISTORY_RETENTION_DAYS`` (default 30; 0 keeps everything) bounds the
+event log and chat; idempotency records go after their 24 h window. The board's
+tasks are never pruned: only the history of their changes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass
+
+from django.conf import settings
+from django.utils import timezone
+
+from core import chat, events
+from core.api import idempotency
+
+PRUNE_EVERY = dt.timedelta(hours=1)
+
+
+@dataclass
+class PruneReport:
+    events: int = 0
+    chat_messages: int = 0
+    idempotency_records: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def retention() -> dt.timedelta | None:
+    days = int(getattr(settings, "CLAWBOO_HISTORY_RETENTION_DAYS", 30))
+    return dt.timedelta(days=days) if days > 0 else None
+
+
+def prune(now: dt.datetime | None = None) -> PruneReport:
+    """Delete the history older than the retention window (and expired
+    idempotency records)."""
+    report = PruneReport(idempotency_records=idempotency.prune_expired())
+    keep = retention()
+    if keep is not None:
+        cutoff = (now or timezone.now()) - keep
+        report.events = events.prune_before(cutoff)
+        report.chat_messages = chat.prune_before(cutoff)
+    return report
