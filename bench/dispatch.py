@@ -1,0 +1,234 @@
+"""Dispatch latency: how soon an idle worker starts on work that became claimable.
+
+    python bench/dispatch.py [--tasks 40] [--chain 20] [--backends sqlite,postgresql]
+
+Two measurements per database (SQLite file; PostgreSQL when it answers), each with
+real ``manage.py work`` processes whose safety-net poll is 60 s, so only a wake
+can explain a quick claim:
+
+* ``ready→claimed``: tasks created one at a time while two workers idle; the
+  latency is the claim event's stamp minus the task's creation stamp (one clock,
+  the database writer's). p50 and p99.
+* ``chain``: ``--chain`` dependent file-mutating no-op tasks (each waits on the
+  one before), worked by one worker from the first creation to the last done. Per
+  hop, against a bare loop in the same run that does the git commands the
+  executor must do per task (worktree add on a new branch, scaffold commit, diff
+  against the base, worktree remove, branch delete) and nothing else. The ratio is
+  the executor's whole hop over the bare git hop.
+
+Prints a table and writes ``bench/results/dispatch.json``. Targets: p50 ≤ 50 ms and
+p99 ≤ 250 ms; chain hop ≤ 1.5× the bare git hop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT)]
+from bench.benchdb import BenchDB, pg_answers  # noqa: E402
+
+RESULTS = HERE / "results" / "dispatch.json"
+P50_TARGET_MS, P99_TARGET_MS, HOP_TARGET = 50.0, 250.0, 1.5
+GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        [*GIT, *args], cwd=cwd, check=True, capture_output=True, text=True, timeout=60
+    )
+    return done.stdout
+
+
+def make_repo(path: Path) -> None:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    for i in range(20):
+        (path / f"file{i}.txt").write_text(f"line {i}\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+
+
+def bare_git_hops(repo: Path, hops: int) -> float:
+    """Seconds per hop of the git work alone."""
+    base = git(repo, "rev-parse", "HEAD").strip()
+    root = repo.parent / "bare-worktrees"
+    started = time.monotonic()
+    for n in range(hops):
+        path, branch = root / f"t{n}", f"bare/task-{n}"
+        git(repo, "worktree", "add", "-q", "-b", branch, str(path), base)
+        for name in ("TASK.md", "task-progress.md", "DECISIONS.json", "init.sh", "VERIFICATION.md"):
+            (path / name).write_text(f"{name} of task {n}\n")
+        git(path, "add", "-A")
+        git(path, "commit", "-q", "--no-verify", "-m", f"scaffold task {n}")
+        git(path, "diff", "--stat", "HEAD", "--", ".")
+        git(repo, "worktree", "remove", "--force", str(path))
+        git(repo, "branch", "-D", branch)
+    return (time.monotonic() - started) / hops
+
+
+def start_worker(agent: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "work", "--agent", agent, "--poll-ms", "60000"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for(predicate: Any, what: str, deadline_s: float = 120.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.002)
+
+
+def measure(backend: str, tasks: int, chain: int) -> dict[str, Any]:
+    """One backend's run, in this process: Django is set up from the environment
+    that :func:`main` prepared (a throwaway database, a state dir)."""
+    import django
+
+    django.setup()
+    workers: list[subprocess.Popen[str]] = []
+    try:
+        repo = Path(os.environ["CLAWBOO_REPO_ROOTS"]) / "app"
+        make_repo(repo)
+        from board import store
+        from board.models import Task
+        from core import registry
+        from core.models import Event
+
+        for agent, mutating in (("idle-a", False), ("idle-b", False), ("chain", True)):
+            settings: dict[str, Any] = {"argv": ["true"]}
+            if mutating:
+                settings["repo_path"] = str(repo)
+            registry.create_agent(
+                id=agent, display_name=agent, team="default", runtime="command", settings=settings
+            )
+        # --- ready → claimed, two idle workers --------------------------------
+        workers = [start_worker("idle-a"), start_worker("idle-b")]
+        for proc in workers:
+            assert proc.stdout is not None
+            proc.stdout.readline()  # "work: …": it is up
+        time.sleep(1.0)  # both find nothing and go idle (a 60 s wait)
+        latencies = []
+        for n in range(tasks):
+            task = store.create_task(title=f"ready {n}", file_mutating=False).task
+            wait_for(
+                lambda t=task: Event.objects.filter(task_id=t.id, kind="claimed").exists(),
+                "a claim",
+            )
+            claimed = Event.objects.get(task_id=task.id, kind="claimed").created_at
+            latencies.append((claimed - task.created_at).total_seconds() * 1000)
+            wait_for(lambda t=task: Task.objects.get(pk=t.id).status == "done", "the task done")
+        for proc in workers:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        # --- a chain of dependent tasks through the executor -------------------
+        workers = [start_worker("chain")]
+        assert workers[0].stdout is not None
+        workers[0].stdout.readline()
+        time.sleep(1.0)
+        ids: list[str] = []
+        started = time.monotonic()
+        for n in range(chain):
+            deps = [ids[-1]] if ids else []
+            ids.append(store.create_task(title=f"hop {n}", depends_on=deps).task.id)
+        wait_for(
+            lambda: Task.objects.filter(pk__in=ids, status="done").count() == len(ids),
+            "the chain done",
+            deadline_s=600,
+        )
+        hop_s = (time.monotonic() - started) / chain
+        os.killpg(workers[0].pid, signal.SIGTERM)
+        workers[0].wait(timeout=30)
+        workers = []
+        bare_s = bare_git_hops(repo, chain)
+        latencies.sort()
+        return {
+            "backend": backend,
+            "tasks": tasks,
+            "p50_ms": round(statistics.median(latencies), 1),
+            "p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 1),
+            "max_ms": round(latencies[-1], 1),
+            "chain": chain,
+            "hop_ms": round(hop_s * 1000, 1),
+            "bare_git_hop_ms": round(bare_s * 1000, 1),
+            "hop_ratio": round(hop_s / bare_s, 2),
+        }
+    finally:
+        for proc in workers:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        from django.db import connections
+
+        connections.close_all()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=40)
+    parser.add_argument("--chain", type=int, default=20)
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a backend's run, in a child
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one, args.tasks, args.chain)))
+        return 0
+    rows = []
+    for backend in args.backends.split(","):
+        if backend == "postgresql" and not pg_answers():
+            print("postgresql: not answering, skipped")
+            continue
+        db = BenchDB(backend)
+        try:
+            env = {**db.env, "CLAWBOO_REPO_ROOTS": str(db.tmp / "repos")}
+            argv = [sys.executable, __file__, "--one", backend, "--tasks", str(args.tasks)]
+            done = subprocess.run(
+                [*argv, "--chain", str(args.chain)],
+                env=env, cwd=ROOT, check=True, capture_output=True, text=True, timeout=1800,
+            )  # fmt: skip
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        finally:
+            db.drop()
+            shutil.rmtree(db.tmp, ignore_errors=True)
+    print(f"{'backend':<11}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}{'hop ms':>9}"
+          f"{'git hop ms':>12}{'ratio':>7}")  # fmt: skip
+    for r in rows:
+        print(f"{r['backend']:<11}{r['p50_ms']:>8}{r['p99_ms']:>8}{r['max_ms']:>8}"
+              f"{r['hop_ms']:>9}{r['bare_git_hop_ms']:>12}{r['hop_ratio']:>7}")  # fmt: skip
+    met = all(
+        r["p50_ms"] <= P50_TARGET_MS
+        and r["p99_ms"] <= P99_TARGET_MS
+        and r["hop_ratio"] <= HOP_TARGET
+        for r in rows
+    )
+    print(
+        f"targets (p50 ≤ {P50_TARGET_MS:g} ms, p99 ≤ {P99_TARGET_MS:g} ms, "
+        f"hop ≤ {HOP_TARGET}× bare git): {'met' if met else 'MISSED'}"
+    )
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"rows": rows, "targets_met": met}, indent=2))
+    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
