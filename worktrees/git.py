@@ -19,8 +19,12 @@ IDENTITY_NAME = "clawboo"
 IDENTITY_EMAIL = "clawboo@localhost"
 
 # Config forced on every invocation: no hooks (a repo's pre-commit must not run on
-# our scaffold/autosave commits), no signing prompts, no pager, no fsmonitor daemon.
+# our scaffold/autosave commits), no signing prompts, no pager, no fsmonitor daemon,
+# and no housekeeping after each of our commits (git's auto-maintenance would run
+# on every task's scaffold and checkpoint commits; the repo's owner keeps theirs).
 _FORCED_CONFIG = (
+    "maintenance.auto=false",
+    "gc.auto=0",
     "core.hooksPath=/dev/null",
     "commit.gpgSign=false",
     "tag.gpgSign=false",
