@@ -126,24 +126,28 @@ def _deliver(event: Event) -> None:
             log.exception("event listener failed for %s", event)
 
 
-def prune_before(cutoff: dt.datetime, *, batch: int = 5_000) -> int:
-    """Delete every team's events older than ``cutoff``; return how many.
+def prune(cutoff: dt.datetime | None, *, keep_last: int | None = None, batch: int = 5_000) -> int:
+    """Delete each team's events older than ``cutoff`` and beyond its newest
+    ``keep_last``; return how many.
 
-    A team's sequence only grows, so what goes is a prefix of its log: everything
-    up to the newest event stamped before ``cutoff``. Deleted in short transactions
-    of ``batch`` events, so writers wait behind none of them for long. A replay
-    that asks for what went is told to reload (:func:`replay_gap`).
+    A team's sequence only grows, so what goes is a prefix of its log. Deleted in
+    short transactions of ``batch`` events, so writers wait behind none of them for
+    long. A replay that asks for what went is told to reload (:func:`replay_gap`).
     """
     from django.db.models import Max, Min
 
     from core import storage
 
     removed = 0
-    for team_id in Team.objects.values_list("id", flat=True):
-        old = Event.objects.filter(team_id=team_id, created_at__lt=cutoff)
-        bounds = old.aggregate(low=Min("seq"), high=Max("seq"))
-        low, high = bounds["low"], bounds["high"]
-        if high is None:
+    for team_id, head in Team.objects.values_list("id", "last_event_seq"):
+        high = -1
+        if cutoff is not None:
+            stale = Event.objects.filter(team_id=team_id, created_at__lt=cutoff)
+            high = stale.aggregate(high=Max("seq"))["high"] or -1
+        if keep_last is not None:
+            high = max(high, head - keep_last)
+        low = Event.objects.filter(team_id=team_id).aggregate(low=Min("seq"))["low"]
+        if low is None:
             continue
         while low <= high:
             upto = min(low + batch - 1, high)

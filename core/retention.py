@@ -2,8 +2,9 @@
 for a while, then pruned (``manage.py prune``; ``clawboo up`` runs it hourly).
 
 ``CLAWBOO_HISTORY_RETENTION_DAYS`` (default 30; 0 keeps everything) bounds the
-event log and chat; idempotency records go after their 24 h window. The board's
-tasks are never pruned: only the history of their changes.
+event log and chat by age, ``CLAWBOO_HISTORY_MAX_EVENTS`` (default 0: no bound)
+each team's event log by count; idempotency records go after their 24 h window.
+The board's tasks are never pruned: only the history of their changes.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ def prune(now: dt.datetime | None = None) -> PruneReport:
     idempotency records)."""
     report = PruneReport(idempotency_records=idempotency.prune_expired())
     keep = retention()
-    if keep is not None:
-        cutoff = (now or timezone.now()) - keep
-        report.events = events.prune_before(cutoff)
+    cutoff = None if keep is None else (now or timezone.now()) - keep
+    max_events = int(getattr(settings, "CLAWBOO_HISTORY_MAX_EVENTS", 0))
+    report.events = events.prune(cutoff, keep_last=max_events or None)
+    if cutoff is not None:
         report.chat_messages = chat.prune_before(cutoff)
     return report

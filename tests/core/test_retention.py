@@ -54,6 +54,17 @@ def test_retention_zero_keeps_everything(default_team, settings):
     assert Event.objects.count() == 10
 
 
+def test_a_count_bound_keeps_each_team_s_newest_events(default_team, settings):
+    settings.CLAWBOO_HISTORY_RETENTION_DAYS = 0
+    settings.CLAWBOO_HISTORY_MAX_EVENTS = 4
+    for n in range(10):
+        store.create_task(title=f"t{n}")
+
+    assert retention.prune().events == 6
+    assert sorted(Event.objects.values_list("seq", flat=True)) == [7, 8, 9, 10]
+    assert retention.prune().events == 0
+
+
 def test_old_chat_and_expired_idempotency_records_go_too(default_team):
     from core import chat
 
