@@ -7,6 +7,7 @@ environment work before the product's gateway client is pointed at it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import socket
@@ -69,10 +70,11 @@ class GatewayClient:
         self.events: list[dict[str, Any]] = []
         self.hello: dict[str, Any] = {}
         self._ws: ClientConnection | None = None
+        self._stack = contextlib.ExitStack()
         self._ids = itertools.count(1)
 
     def __enter__(self) -> GatewayClient:
-        self._ws = connect(self.url, open_timeout=10, max_size=None)
+        self._ws = self._stack.enter_context(connect(self.url, open_timeout=10, max_size=None))
         try:
             self.hello = self.request("connect", self.connect_params, timeout_s=20)
         except BaseException:
@@ -84,9 +86,8 @@ class GatewayClient:
         self.close()
 
     def close(self) -> None:
-        if self._ws is not None:
-            self._ws.close()
-            self._ws = None
+        self._ws = None
+        self._stack.close()
 
     def send(self, method: str, params: dict[str, Any]) -> str:
         assert self._ws is not None

@@ -146,6 +146,29 @@ def hermes_env(home: Path, base_url_v1: str, key: str = FAKE_KEY) -> dict[str, s
     return {**base_env(home), "HERMES_HOME": str(hermes_home)}
 
 
+AUTH_FAILURE_PROVIDER = "fakeauth"
+
+
+def openclaw_provider(base_url_v1: str) -> dict[str, Any]:
+    return {
+        "baseUrl": base_url_v1,
+        "apiKey": "sk-fake-local",
+        "api": "openai-completions",
+        "timeoutSeconds": 60,
+        "models": [
+            {
+                "id": "fake-model",
+                "name": "Fake Model",
+                "reasoning": False,
+                "input": ["text"],
+                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                "contextWindow": 128000,
+                "maxTokens": 4096,
+            }
+        ],
+    }
+
+
 def openclaw_config(port: int, workspace: Path, base_url_v1: str, log_file: Path) -> dict[str, Any]:
     """``openclaw.json`` for a headless loopback gateway with a token and no channels."""
     return {
@@ -160,24 +183,10 @@ def openclaw_config(port: int, workspace: Path, base_url_v1: str, log_file: Path
         },
         "models": {
             "mode": "merge",
+            # Two providers on the same endpoint: after a 401 the gateway disables a
+            # provider's key for about a minute, so auth-failure cases use their own.
             "providers": {
-                "fake": {
-                    "baseUrl": base_url_v1,
-                    "apiKey": "sk-fake-local",
-                    "api": "openai-completions",
-                    "timeoutSeconds": 60,
-                    "models": [
-                        {
-                            "id": "fake-model",
-                            "name": "Fake Model",
-                            "reasoning": False,
-                            "input": ["text"],
-                            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-                            "contextWindow": 128000,
-                            "maxTokens": 4096,
-                        }
-                    ],
-                }
+                name: openclaw_provider(base_url_v1) for name in ("fake", AUTH_FAILURE_PROVIDER)
             },
         },
         "logging": {"file": str(log_file)},
