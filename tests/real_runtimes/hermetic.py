@@ -103,7 +103,8 @@ def claude_env(home: Path, base_url: str, key: str = FAKE_KEY) -> dict[str, str]
     }
 
 
-CODEX_KEY_ENV = "CLAWBOO_FAKE_OPENAI_KEY"
+# Not CLAWBOO_*: the executor keeps those from agents.
+CODEX_KEY_ENV = "FAKE_OPENAI_KEY"
 
 
 def codex_env(home: Path, base_url_v1: str, key: str = FAKE_KEY) -> dict[str, str]:
