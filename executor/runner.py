@@ -297,6 +297,8 @@ class Executor:
         if existing is not None and existing.get("runtime") == self.agent.runtime:
             if result.native_session_id and not existing.get("nativeSessionId"):
                 existing["nativeSessionId"] = result.native_session_id
+                # A field the reader had to drop is not written back; the writer is.
+                existing.setdefault("handoffFrom", self.agent.display_name)
                 handoff.write_handoff(cwd, existing)
             return
         ok = result.outcome == "succeeded"
