@@ -381,10 +381,48 @@ def adapter_dispatch(job: GatewayDispatch, cancel: Any) -> GatewayReply:
     except GatewayRejected as exc:
         return GatewayReply(status="error", error=exc.detail)
     ok = final.get("status") in ("ok", None)
+    tokens_in, tokens_out = reply_usage(final)
     return GatewayReply(
         status="ok" if ok else "error",
         run_id=final.get("runId"),
-        summary=str(final.get("summary") or ""),
+        summary=reply_text(final),
         session_key=job.session_key,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
         error="" if ok else f"openclaw run ended with status {final.get('status')!r}",
     )
+
+
+def reply_text(final: dict[str, Any]) -> str:
+    """The agent's reply in a final ``agent`` payload.
+
+    Gateway 2026.9 puts it in ``result.payloads[].text``; its ``summary`` is only the
+    word "completed" (or "aborted"). Older gateways put the reply in ``summary``.
+    """
+    result = final.get("result")
+    payloads = result.get("payloads") if isinstance(result, dict) else None
+    if isinstance(payloads, list):
+        texts = [
+            p["text"] for p in payloads if isinstance(p, dict) and isinstance(p.get("text"), str)
+        ]
+        if texts:
+            return "\n".join(texts)
+    summary = final.get("summary")
+    return summary if isinstance(summary, str) and summary != "completed" else ""
+
+
+def reply_usage(final: dict[str, Any]) -> tuple[int | None, int | None]:
+    """Tokens in and out from ``result.meta.agentMeta.usage {input, output}``."""
+    result = final.get("result")
+    meta = result.get("meta") if isinstance(result, dict) else None
+    agent_meta = meta.get("agentMeta") if isinstance(meta, dict) else None
+    usage = agent_meta.get("usage") if isinstance(agent_meta, dict) else None
+    if not isinstance(usage, dict):
+        return None, None
+
+    def count(value: object) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return None
+        return value
+
+    return count(usage.get("input")), count(usage.get("output"))

@@ -75,3 +75,26 @@ def test_a_runtime_own_life_schedule_is_created_paused_resumed_run_and_deleted(
     assert api.delete(f"/api/schedules/{sid}").status_code == 204
     listed = api.get("/api/schedules").json()["schedules"]
     assert sid not in [r["id"] for r in listed]
+
+
+def test_an_openclaw_agent_run_through_the_adapter_reports_the_agents_reply(
+    settings, gateway: GatewayProcess, tmp_path
+) -> None:
+    from executor.runtimes import RunRequest, adapter_for
+
+    settings.CLAWBOO_OPENCLAW_GATEWAY_URL = gateway.url
+    settings.CLAWBOO_OPENCLAW_TOKEN = GATEWAY_TOKEN
+    (gateway.workspace / "hello.txt").unlink(missing_ok=True)
+    result = adapter_for("openclaw").run(
+        RunRequest(
+            task_id=f"t-{uuid.uuid4().hex[:6]}",
+            title="Write hello.txt",
+            prompt="Write hello.txt",
+            cwd=tmp_path,
+            timeout_s=120,
+        )
+    )
+    assert result.outcome == "succeeded", result.error
+    assert result.summary == "DONE: wrote the file."
+    assert result.tokens_in and result.tokens_out
+    assert (gateway.workspace / "hello.txt").read_text() == "hello from the fake model\n"

@@ -185,7 +185,17 @@ class FakeGateway:
             )
             self.loop.call_later(
                 self.agent_delay_s,
-                lambda: ok({"runId": "run1", "status": "ok", "summary": "done", "result": {}}),
+                lambda: ok(
+                    {
+                        "runId": "run1",
+                        "status": "ok",
+                        "summary": "completed",
+                        "result": {
+                            "payloads": [{"text": "done", "mediaUrl": None}],
+                            "meta": {"agentMeta": {"usage": {"input": 120, "output": 7}}},
+                        },
+                    }
+                ),
             )
             return None
         return fail("UNKNOWN_METHOD", method)

@@ -217,7 +217,9 @@ def test_the_openclaw_runtime_adapter_runs_an_agent_through_the_gateway(fake, se
         settings={"agent_id": "claw"},
     )
     result = adapter_for("openclaw").run(request)
+    # The reply is in result.payloads; "completed" is the gateway's word, not the agent's.
     assert result.outcome == "succeeded" and result.summary == "done"
+    assert (result.tokens_in, result.tokens_out) == (120, 7)
     fake.agent_delay_s = 3.0
     slow = adapter_for("openclaw").run(
         RunRequest(task_id="t2", title="Slow", prompt="x", cwd=tmp_path, timeout_s=0.5)
