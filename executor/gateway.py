@@ -28,7 +28,13 @@ from django.conf import settings
 
 from core.errors import ClawbooError
 
-PROTOCOL_VERSION = 3
+# Offered as a range: gateway 2026.9 speaks 4 only and refuses a client offering 3
+# alone ("protocol mismatch", expectedProtocol 4); older gateways speak 3.
+MIN_PROTOCOL = 3
+MAX_PROTOCOL = 4
+# operator.admin: cron writes and an agent run that names its model need it (2026.9);
+# chat.abort of a run started on another connection too.
+SCOPES = ("operator.read", "operator.write", "operator.admin")
 CLIENT_VERSION = "0.1.0"
 DEFAULT_TIMEOUT_S = 5.0
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -127,25 +133,37 @@ class GatewayClient:
             self.close()
             raise GatewayUnavailable(f"gateway unreachable: {exc}") from None
         # The server may speak first with a challenge; answer with connect either way.
-        self.hello = self.request(
-            "connect",
-            {
-                "minProtocol": PROTOCOL_VERSION,
-                "maxProtocol": PROTOCOL_VERSION,
-                "client": {
-                    "id": "gateway-client",
-                    "version": CLIENT_VERSION,
-                    "platform": "python",
-                    "mode": "backend",
-                },
-                "role": "operator",
-                "scopes": ["operator.read", "operator.write"],
-                "caps": [],
-                "auth": {"token": self.config.token},
+        # A gateway still starting answers UNAVAILABLE, retryable, with retryAfterMs:
+        # retry on the same connection until the deadline.
+        while True:
+            try:
+                self.hello = self.request("connect", self._connect_params(), deadline=deadline)
+                return self.hello
+            except GatewayRejected as exc:
+                wait_s = (exc.extra.get("retry_after_ms") or 500) / 1000
+                if not exc.extra.get("retryable") or time.monotonic() + wait_s >= deadline:
+                    self.close()
+                    raise
+                time.sleep(wait_s)
+            except BaseException:
+                self.close()
+                raise
+
+    def _connect_params(self) -> dict[str, Any]:
+        return {
+            "minProtocol": MIN_PROTOCOL,
+            "maxProtocol": MAX_PROTOCOL,
+            "client": {
+                "id": "gateway-client",
+                "version": CLIENT_VERSION,
+                "platform": "python",
+                "mode": "backend",
             },
-            deadline=deadline,
-        )
-        return self.hello
+            "role": "operator",
+            "scopes": list(SCOPES),
+            "caps": [],
+            "auth": {"token": self.config.token},
+        }
 
     def close(self) -> None:
         if self._sock is not None:
@@ -192,10 +210,12 @@ class GatewayClient:
                 payload = frame.get("payload")
                 return payload if isinstance(payload, dict) else {}
             error = frame.get("error") or {}
+            retry_after = error.get("retryAfterMs")
             raise GatewayRejected(
                 str(error.get("message") or "gateway refused the request"),
                 gateway_code=error.get("code"),
                 retryable=bool(error.get("retryable", False)),
+                retry_after_ms=retry_after if isinstance(retry_after, int | float) else None,
             )
 
     # --- frames ------------------------------------------------------------------
@@ -361,10 +381,48 @@ def adapter_dispatch(job: GatewayDispatch, cancel: Any) -> GatewayReply:
     except GatewayRejected as exc:
         return GatewayReply(status="error", error=exc.detail)
     ok = final.get("status") in ("ok", None)
+    tokens_in, tokens_out = reply_usage(final)
     return GatewayReply(
         status="ok" if ok else "error",
         run_id=final.get("runId"),
-        summary=str(final.get("summary") or ""),
+        summary=reply_text(final),
         session_key=job.session_key,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
         error="" if ok else f"openclaw run ended with status {final.get('status')!r}",
     )
+
+
+def reply_text(final: dict[str, Any]) -> str:
+    """The agent's reply in a final ``agent`` payload.
+
+    Gateway 2026.9 puts it in ``result.payloads[].text``; its ``summary`` is only the
+    word "completed" (or "aborted"). Older gateways put the reply in ``summary``.
+    """
+    result = final.get("result")
+    payloads = result.get("payloads") if isinstance(result, dict) else None
+    if isinstance(payloads, list):
+        texts = [
+            p["text"] for p in payloads if isinstance(p, dict) and isinstance(p.get("text"), str)
+        ]
+        if texts:
+            return "\n".join(texts)
+    summary = final.get("summary")
+    return summary if isinstance(summary, str) and summary != "completed" else ""
+
+
+def reply_usage(final: dict[str, Any]) -> tuple[int | None, int | None]:
+    """Tokens in and out from ``result.meta.agentMeta.usage {input, output}``."""
+    result = final.get("result")
+    meta = result.get("meta") if isinstance(result, dict) else None
+    agent_meta = meta.get("agentMeta") if isinstance(meta, dict) else None
+    usage = agent_meta.get("usage") if isinstance(agent_meta, dict) else None
+    if not isinstance(usage, dict):
+        return None, None
+
+    def count(value: object) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return None
+        return value
+
+    return count(usage.get("input")), count(usage.get("output"))

@@ -162,10 +162,12 @@ class Executor:
                     report, execution_id, ticket, result, git_before, cwd, in_worktree, clock
                 )
             if self.keep_for_resume:
+                git_after = self._checkpoint(cwd, task_id, clock) if in_worktree else None
+                # Closed before the release, which would close a still-running row as
+                # cancelled -- and lose the native session the next run resumes.
+                self._close(execution_id, "succeeded", result, git_before, git_after, None)
                 with clock.phase("board"):
                     store.release(task_id, ticket=ticket)
-                git_after = self._checkpoint(cwd, task_id, clock) if in_worktree else None
-                self._close(execution_id, "succeeded", result, git_before, git_after, None)
                 report.outcome, report.worktree = "succeeded", "kept"
                 return self._finish(report)
             return self._land(
@@ -295,6 +297,8 @@ class Executor:
         if existing is not None and existing.get("runtime") == self.agent.runtime:
             if result.native_session_id and not existing.get("nativeSessionId"):
                 existing["nativeSessionId"] = result.native_session_id
+                # A field the reader had to drop is not written back; the writer is.
+                existing.setdefault("handoffFrom", self.agent.display_name)
                 handoff.write_handoff(cwd, existing)
             return
         ok = result.outcome == "succeeded"

@@ -262,7 +262,7 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
         raise FireFailed(f"openclaw run ended with status {final.get('status')!r}")
     board_store.complete(
         task.id,
-        {"summary": final.get("summary"), "run_id": final.get("runId")},
+        {"summary": gateway.reply_text(final), "run_id": final.get("runId")},
         ticket=ticket,
         if_allowed=True,
     )

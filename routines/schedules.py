@@ -214,6 +214,10 @@ class OpenClawGatewayCronScheduleSource:
                 "create a Clawboo routine instead"
             )
         params = {k: v for k, v in body.items() if k != "domain"}
+        # The gateway's default delivery ("announce") fails closed when it has no
+        # channel: the run does its work and is still marked an error. Nothing is
+        # announced unless the body asks for it.
+        params.setdefault("delivery", {"mode": "none"})
         return self.project(self._call("cron.add", params))
 
     def update(self, native_id: str, patch: dict[str, Any]) -> ScheduleRow:

@@ -1,7 +1,10 @@
 """AGENT_HANDOFF.json: the structured clock-out artifact, and cold resume from it.
 
 The handoff is parsed, not interpreted: :func:`validate_handoff` is its schema
-(role-neutral; ``runtime`` may be ``human``). :func:`reconstruct_state` is the
+(role-neutral; ``runtime`` may be ``human``), strict for what Clawboo writes;
+:func:`read_handoff` reads what is in a checkout leniently (a handoff from the
+original Clawboo, whose ``roomCursor`` is ``{roomId, lastSeenSeq}``, or from a newer
+tool), so one odd field costs that field, not the whole handoff. :func:`reconstruct_state` is the
 clock-in read and uses only the checkout: the handoff, else the ``## Done`` /
 ``## Blocked`` bullets of ``task-progress.md``, plus ``init.sh`` for commands.
 """
@@ -10,10 +13,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import re
 import shlex
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +27,8 @@ from django.utils import timezone
 
 from core.errors import ValidationFailed
 from worktrees.scaffold import COMMAND_SLOTS, HANDOFF_FILE, INIT_FILE, PROGRESS_FILE
+
+log = logging.getLogger(__name__)
 
 TEXT_MAX = 20_000
 NAME_MAX = 200
@@ -114,19 +121,8 @@ def _timestamp(value: Any) -> str:
     return value
 
 
-def validate_handoff(data: Any) -> dict[str, Any]:
-    """The handoff schema: returns the normalised document or raises
-    :class:`ValidationFailed` naming the first bad field (``handoff.<field>``).
-
-    Unknown top-level fields are refused rather than dropped, so a typo such as
-    ``nextStep`` fails loudly instead of silently losing the next step.
-    """
-    if not isinstance(data, dict):
-        raise ValidationFailed("handoff", "must be a JSON object")
-    extra = sorted(set(data) - set(FIELDS))
-    if extra:
-        raise ValidationFailed(_field(extra[0]), f"unknown field; allowed: {', '.join(FIELDS)}")
-    runtime = _text(data.get("runtime"), "runtime", required=True)
+def _runtime(value: Any) -> str:
+    runtime = _text(value, "runtime", required=True)
     assert runtime is not None
     if not RUNTIME_PATTERN.match(runtime):
         raise ValidationFailed(
@@ -134,32 +130,104 @@ def validate_handoff(data: Any) -> dict[str, Any]:
             "must be an executor id such as 'claude-code', 'codex' or 'human' "
             "(letters, digits, '.', '_', ':', '-'; at most 64)",
         )
-    cursor = data.get("roomCursor")
-    if cursor is not None and (
-        isinstance(cursor, bool)
-        or not isinstance(cursor, str | int)
-        or (isinstance(cursor, int) and cursor < 0)
-        or (isinstance(cursor, str) and len(cursor) > NAME_MAX)
+    return runtime
+
+
+ROOM_CURSOR_KEYS = ("roomId", "lastSeenSeq")
+
+
+def _room_cursor(value: Any) -> str | int | dict[str, Any] | None:
+    """A string, a non-negative integer, or the original Clawboo's object
+    ``{"roomId": "...", "lastSeenSeq": 12}``."""
+    if isinstance(value, dict):
+        extra = sorted(set(value) - set(ROOM_CURSOR_KEYS))
+        if extra:
+            raise ValidationFailed(
+                _field(f"roomCursor.{extra[0]}"), "unknown key; allowed: roomId, lastSeenSeq"
+            )
+        room = _text(value.get("roomId"), "roomCursor.roomId", required=True, limit=NAME_MAX)
+        seq = value.get("lastSeenSeq")
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+            raise ValidationFailed(
+                _field("roomCursor.lastSeenSeq"), "must be a non-negative integer"
+            )
+        return {"roomId": room, "lastSeenSeq": seq}
+    if value is not None and (
+        isinstance(value, bool)
+        or not isinstance(value, str | int)
+        or (isinstance(value, int) and value < 0)
+        or (isinstance(value, str) and len(value) > NAME_MAX)
     ):
-        raise ValidationFailed(_field("roomCursor"), "must be a string or a non-negative integer")
-    doc: dict[str, Any] = {
-        "handoffFrom": _text(data.get("handoffFrom"), "handoffFrom", required=True, limit=NAME_MAX),
-        "runtime": runtime,
-        "timestamp": _timestamp(data.get("timestamp")),
-        "completedSubtasks": _text_list(data.get("completedSubtasks"), "completedSubtasks"),
-        "brokenOrUnverified": _text_list(data.get("brokenOrUnverified"), "brokenOrUnverified"),
-        "nextBestStep": _text(data.get("nextBestStep"), "nextBestStep", required=False),
-        "whyBlocked": _text(data.get("whyBlocked"), "whyBlocked", required=False),
-        "commands": _text_map(data.get("commands"), "commands", COMMAND_KEYS),
-        "evidence": _text_map(data.get("evidence"), "evidence", EVIDENCE_KEYS),
-        "warnings": _text_list(data.get("warnings"), "warnings"),
-        "nativeSessionId": _text(
-            data.get("nativeSessionId"), "nativeSessionId", required=False, limit=NAME_MAX
-        ),
-    }
-    if cursor is not None:
-        doc["roomCursor"] = cursor
+        raise ValidationFailed(
+            _field("roomCursor"),
+            "must be a string, a non-negative integer or an object {roomId, lastSeenSeq}",
+        )
+    return value
+
+
+# One reader per field: the value normalised, or ValidationFailed naming the field.
+_READERS: dict[str, Callable[[Any], Any]] = {
+    "handoffFrom": lambda v: _text(v, "handoffFrom", required=True, limit=NAME_MAX),
+    "runtime": _runtime,
+    "timestamp": _timestamp,
+    "completedSubtasks": lambda v: _text_list(v, "completedSubtasks"),
+    "brokenOrUnverified": lambda v: _text_list(v, "brokenOrUnverified"),
+    "nextBestStep": lambda v: _text(v, "nextBestStep", required=False),
+    "whyBlocked": lambda v: _text(v, "whyBlocked", required=False),
+    "commands": lambda v: _text_map(v, "commands", COMMAND_KEYS),
+    "evidence": lambda v: _text_map(v, "evidence", EVIDENCE_KEYS),
+    "warnings": lambda v: _text_list(v, "warnings"),
+    "nativeSessionId": lambda v: _text(v, "nativeSessionId", required=False, limit=NAME_MAX),
+    "roomCursor": _room_cursor,
+}
+assert tuple(_READERS) == FIELDS
+
+
+def validate_handoff(data: Any) -> dict[str, Any]:
+    """The handoff schema: returns the normalised document or raises
+    :class:`ValidationFailed` naming the first bad field (``handoff.<field>``).
+
+    Unknown top-level fields are refused rather than dropped, so a typo such as
+    ``nextStep`` fails loudly instead of silently losing the next step. This is the
+    gate for handoffs written through Clawboo; :func:`read_handoff` is the lenient
+    reader of what is already in a checkout.
+    """
+    if not isinstance(data, dict):
+        raise ValidationFailed("handoff", "must be a JSON object")
+    extra = sorted(set(data) - set(FIELDS))
+    if extra:
+        raise ValidationFailed(_field(extra[0]), f"unknown field; allowed: {', '.join(FIELDS)}")
+    doc = {name: read(data.get(name)) for name, read in _READERS.items()}
+    if doc["roomCursor"] is None:
+        del doc["roomCursor"]
     return doc
+
+
+def salvage_handoff(data: Any) -> tuple[dict[str, Any] | None, list[str]]:
+    """What can be read of a handoff another tool wrote, and the fields dropped.
+
+    A field of an unexpected shape (or an unknown one) costs that field only: it is
+    dropped and read as absent. Only a document that is not an object, or whose
+    ``runtime`` is unusable -- nothing in it could be attributed -- is no handoff.
+    """
+    if not isinstance(data, dict):
+        return None, []
+    dropped = sorted(set(data) - set(FIELDS))
+    doc: dict[str, Any] = {}
+    for name, read in _READERS.items():
+        try:
+            doc[name] = read(data.get(name))
+        except ValidationFailed:
+            if name == "runtime":
+                return None, [name]
+            dropped.append(name)
+            try:
+                doc[name] = read(None)  # the field's absent value
+            except ValidationFailed:
+                pass  # a required field (handoffFrom): left out
+    if doc.get("roomCursor") is None:
+        doc.pop("roomCursor", None)
+    return doc, dropped
 
 
 def write_handoff(worktree: Path, data: Any) -> dict[str, Any]:
@@ -179,12 +247,17 @@ def write_handoff(worktree: Path, data: Any) -> dict[str, Any]:
 
 
 def read_handoff(worktree: Path) -> dict[str, Any] | None:
-    """The valid handoff, or None when it is absent or malformed (malformed = none)."""
+    """The checkout's handoff as far as it can be read (:func:`salvage_handoff`), or
+    None when it is absent, not JSON, not an object, or has no usable ``runtime``."""
     try:
         raw = (worktree / HANDOFF_FILE).read_text(encoding="utf-8")
-        return validate_handoff(json.loads(raw))
-    except (OSError, ValueError, ValidationFailed):
+        data = json.loads(raw)
+    except (OSError, ValueError, RecursionError):
         return None
+    doc, dropped = salvage_handoff(data)
+    if doc is not None and dropped:
+        log.info("%s: dropped handoff field(s) of an unexpected shape: %s", worktree, dropped)
+    return doc
 
 
 @dataclass

@@ -3,10 +3,16 @@
 Wire format (RUNTIMES.md): one JSON object per line, keyed by ``type``. ``system``
 (subtype ``init``) names the session; ``assistant`` lines carry text and per-message
 usage; ``result`` ends the run. ``is_error`` decides success -- it can be true with
-``subtype: "success"``. Unknown types and fields are ignored; malformed lines skipped.
+``subtype: "success"`` (a model 401 is exactly that, exit 1). A tool call the
+permission mode refused (a ``system``/``permission_denied`` line, the result's
+``permission_denials``) fails the run too: the real CLI still ends it ``success``,
+``is_error: false``, exit 0, with nothing written. Unknown types and fields are
+ignored; malformed lines skipped.
 
-Settings: ``model``, ``permission_mode``, ``max_turns``, ``allowed_tools`` (list or
-"a,b"), ``extra_args`` (list, inserted before the prompt), ``binary``.
+Settings: ``model``, ``permission_mode`` (default ``acceptEdits``: with no mode a
+``-p`` run may not write, and ``bypassPermissions`` exits 1 as root),
+``max_turns``, ``allowed_tools`` (list or "a,b"), ``extra_args`` (list, inserted
+before the prompt), ``binary``.
 """
 
 from __future__ import annotations
@@ -24,7 +30,18 @@ from executor.runtimes.oneshot import (
     setting_str,
 )
 
-PERMISSION_MODES = {"acceptEdits", "plan", "bypassPermissions", "default", "dontAsk"}
+# What Claude Code 2.1.332 accepts: "acceptEdits, auto, bypassPermissions, manual,
+# dontAsk, plan", and still "default" (shown as "default", as is "manual").
+PERMISSION_MODES = {
+    "acceptEdits",
+    "auto",
+    "bypassPermissions",
+    "default",
+    "dontAsk",
+    "manual",
+    "plan",
+}
+DEFAULT_PERMISSION_MODE = "acceptEdits"
 
 
 class ClaudeStreamParser(LineParser):
@@ -34,6 +51,8 @@ class ClaudeStreamParser(LineParser):
         # message's usage: count each message id once, keeping its latest figures.
         self._usage_by_message: dict[str, tuple[int, int]] = {}
         self._last_text = ""
+        # Tool calls the permission mode refused: tool name -> the CLI's message.
+        self.denials: dict[str, str] = {}
 
     def feed(self, line: str) -> None:
         event = json_line(line)
@@ -45,8 +64,15 @@ class ClaudeStreamParser(LineParser):
             self.parsed.native_session_id = session_id
         if kind == "assistant":
             self._read_assistant(event)
+        elif kind == "system" and event.get("subtype") == "permission_denied":
+            self._deny(event.get("tool_name"), event.get("message"))
         elif kind == "result":
             self._read_result(event)
+
+    def _deny(self, tool: object, message: object) -> None:
+        name = tool if isinstance(tool, str) and tool else "a tool"
+        if name not in self.denials or (isinstance(message, str) and message):
+            self.denials[name] = message if isinstance(message, str) else ""
 
     def _read_assistant(self, event: dict[str, Any]) -> None:
         message = event.get("message")
@@ -89,13 +115,30 @@ class ClaudeStreamParser(LineParser):
             self.parsed.summary = text
         elif self._last_text:
             self.parsed.summary = self._last_text
+        denials = event.get("permission_denials")
+        if isinstance(denials, list):
+            for denial in denials:
+                if isinstance(denial, dict):
+                    self._deny(denial.get("tool_name"), None)
         if not ok:
             detail = text if isinstance(text, str) and text else ""
             errors = event.get("errors")
             if not detail and isinstance(errors, list):
                 detail = "; ".join(str(e) for e in errors if e)
-            label = subtype if isinstance(subtype, str) and subtype else "error"
+            status = event.get("api_error_status")
+            if isinstance(status, int) and not isinstance(status, bool):
+                label = f"an API error (HTTP {status})"
+            elif isinstance(subtype, str) and subtype and subtype != "success":
+                label = subtype
+            else:
+                label = "an error"
             self.parsed.error = f"claude reported {label}" + (f": {detail}" if detail else "")
+        elif self.denials:
+            self.parsed.ok = False
+            refused = "; ".join(
+                f"{tool}: {message}" if message else tool for tool, message in self.denials.items()
+            )
+            self.parsed.error = f"claude was refused permission ({refused})"
         cost = usd_to_cents(event.get("total_cost_usd"))
         if cost is not None:
             self.parsed.cost_cents = cost
@@ -122,13 +165,12 @@ class ClaudeCodeAdapter(OneShotCliAdapter):
     def build_argv(self, request: RunRequest, executable: str, scratch: Path) -> list[str]:
         settings = request.settings
         argv = [executable, "--output-format", "stream-json", "--verbose"]
-        mode = setting_str(settings, "permission_mode")
-        if mode is not None:
-            if mode not in PERMISSION_MODES:
-                raise SettingsError(
-                    f"permission_mode {mode!r} is not one of {sorted(PERMISSION_MODES)}"
-                )
-            argv += ["--permission-mode", mode]
+        mode = setting_str(settings, "permission_mode") or DEFAULT_PERMISSION_MODE
+        if mode not in PERMISSION_MODES:
+            raise SettingsError(
+                f"permission_mode {mode!r} is not one of {sorted(PERMISSION_MODES)}"
+            )
+        argv += ["--permission-mode", mode]
         model = setting_str(settings, "model")
         if model is not None:
             argv += ["--model", model]

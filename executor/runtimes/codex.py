@@ -1,10 +1,13 @@
 """The ``codex`` runtime: ``codex exec --json``, resumed with ``codex exec --json resume``.
 
-Wire format (RUNTIMES.md, codex-rs ``exec_events.rs``): JSONL events keyed by ``type``:
+Wire format (RUNTIMES.md, codex-rs ``exec_events.rs``, checked against the real CLI
+0.171.0): JSONL events keyed by ``type``:
 ``thread.started{thread_id}``, ``turn.started``, ``item.started|updated|completed
 {item}``, ``turn.completed{usage}``, ``turn.failed{error{message}}``,
 ``error{message}``. The ``thread_id`` is the native session id. The last terminal
-event decides: a ``turn.completed`` after a transient ``error`` is still success.
+event decides: a ``turn.completed`` after a transient ``error`` is still success, and
+an ``item`` of type ``error`` (a custom provider's "model metadata not found") is a
+warning, not a failure. A model 401 is ``error`` then ``turn.failed``, exit 1.
 Codex reports tokens but no cost, so ``cost_cents`` stays None.
 
 Settings: ``model``, ``sandbox`` (default ``workspace-write``), ``extra_args``
@@ -82,8 +85,12 @@ class CodexAdapter(OneShotCliAdapter):
         if sandbox not in SANDBOX_MODES:
             raise SettingsError(f"sandbox {sandbox!r} is not one of {sorted(SANDBOX_MODES)}")
         # Exec-level flags go before "resume" and are repeated on resume: a resumed
-        # session does not keep the sandbox or working directory by itself.
+        # session does not keep the sandbox or working directory by itself, and flags
+        # after "resume" are rejected. Codex refuses a directory that is not a git
+        # checkout unless told otherwise; the executor chose this one (the task's
+        # worktree, or its scratch dir for work that needs none).
         argv = [executable, "exec", "--json", "--sandbox", sandbox, "-C", str(request.cwd)]
+        argv.append("--skip-git-repo-check")
         model = setting_str(settings, "model")
         if model is not None:
             argv += ["--model", model]

@@ -1,11 +1,21 @@
-"""The ``hermes`` runtime: ``hermes -z <prompt> --usage-file PATH`` (one-shot mode).
+"""The ``hermes`` runtime: ``hermes -z`` for a new session, ``hermes chat -q -Q
+--resume`` to continue one.
 
-In ``-z`` mode stdout is the final answer only, so the exit code decides and the
-whole stdout is the summary. Tokens, cost and the session id come from the JSON
-usage report Hermes writes to ``--usage-file`` -- read after exit, from a scratch
-directory outside the worktree. The report's exact shape is not pinned down in
-RUNTIMES.md, so it is read defensively: common key spellings, top level or under
-``usage``; anything missing stays None.
+What the real CLI (0.19.0) does, and why this module reads it the way it does:
+
+- ``hermes -z PROMPT --usage-file PATH`` prints the final answer only. It **exits 0
+  even when the model call failed**, printing the error as its answer; only the usage
+  report says how the run ended (``"completed": false, "failed": true``). So the
+  report, when there is one, is the verdict; without one the exit code decides.
+  The report is flat: ``input_tokens``, ``output_tokens``, ``estimated_cost_usd``,
+  ``cost_status`` (``"unknown"`` means no price, not a cost of 0), ``session_id``.
+- ``-z`` ignores ``--resume`` (every run is a new session). ``hermes chat -q PROMPT
+  -Q --resume ID`` really resumes: it exits 1 when the model failed, prints the
+  answer last on stdout after tool previews, and ``session_id: ID`` on stderr. It
+  takes no ``--usage-file``, so a resumed run's tokens and cost are unknown. It is
+  given the approvals ``-z`` grants itself (``--yolo``, ``--accept-hooks``): there
+  is nobody to answer a prompt.
+- ``--provider`` without ``--model`` exits 2: refused here before anything runs.
 
 Settings: ``model``, ``provider``, ``toolsets`` (list or "a,b"), ``extra_args``,
 ``binary``.
@@ -14,11 +24,19 @@ Settings: ``model``, ``provider``, ``toolsets`` (list or "a,b"), ``extra_args``,
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from executor.runtimes.base import RunRequest, as_count, prompt_argument, usd_to_cents
-from executor.runtimes.oneshot import LineParser, OneShotCliAdapter, setting_list, setting_str
+from executor.runtimes.oneshot import (
+    LineParser,
+    OneShotCliAdapter,
+    SettingsError,
+    setting_list,
+    setting_str,
+)
+from executor.runtimes.process import ProcessRun
 
 USAGE_FILE = "usage.json"
 # The final answer is kept whole up to this size; beyond it only the start is kept.
@@ -28,25 +46,49 @@ _INPUT_KEYS = ("input_tokens", "prompt_tokens", "total_input_tokens")
 _OUTPUT_KEYS = ("output_tokens", "completion_tokens", "total_output_tokens")
 _COST_KEYS = ("total_cost_usd", "cost_usd", "estimated_cost_usd")
 _SESSION_KEYS = ("session_id", "sessionId", "session")
+_SESSION_LINE = re.compile(r"^session_id: (\S+)\s*$")
+# chat -Q's decorations before the answer: "  ⚠ ..." notices and "  ┊ ..." tool
+# previews; a "┊ review diff" preview is followed by the diff itself.
+_DECORATION = re.compile(r"^\s+[⚠┊]")
+_DIFF_LINE = re.compile(r"^(a/.* → b/|@@ |[+\- \\])")
 
 
 class HermesOutputParser(LineParser):
-    """Collects stdout (the final text) as the summary."""
+    """Collects stdout (the final text) as the summary; in chat mode, the session id
+    from stderr and the answer without the tool previews."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, chat: bool = False) -> None:
         super().__init__()
+        self.chat = chat
         self._chars = 0
         self._lines: list[str] = []
+        self._in_diff = False
 
     def feed(self, line: str) -> None:
+        if self.chat and self._is_decoration(line):
+            return
         if self._chars >= SUMMARY_CHARS:
             return
         self._lines.append(line)
         self._chars += len(line) + 1
         self.parsed.summary = "\n".join(self._lines).strip()[:SUMMARY_CHARS]
 
+    def _is_decoration(self, line: str) -> bool:
+        if _DECORATION.match(line):
+            self._in_diff = "review diff" in line
+            return True
+        if self._in_diff and _DIFF_LINE.match(line):
+            return True
+        self._in_diff = False
+        return False
+
+    def feed_stderr(self, line: str) -> None:
+        match = _SESSION_LINE.match(line)
+        if match:
+            self.parsed.native_session_id = match.group(1)
+
     def read_usage(self, report: object) -> None:
-        """Fill tokens, cost and session id from the parsed usage report."""
+        """Fill tokens, cost, session id and the verdict from the usage report."""
         if not isinstance(report, dict):
             return
         nested = report.get("usage")
@@ -58,12 +100,20 @@ class HermesOutputParser(LineParser):
             tokens_out = _first(source, _OUTPUT_KEYS)
             if tokens_out is not None:
                 self.parsed.tokens_out = as_count(tokens_out)
-            cost = usd_to_cents(_first(source, _COST_KEYS))
-            if cost is not None:
-                self.parsed.cost_cents = cost
+            if source.get("cost_status") != "unknown":
+                cost = usd_to_cents(_first(source, _COST_KEYS))
+                if cost is not None:
+                    self.parsed.cost_cents = cost
             session = _first(source, _SESSION_KEYS)
             if isinstance(session, str) and session:
                 self.parsed.native_session_id = session
+        failed, completed = report.get("failed"), report.get("completed")
+        if failed is True or completed is False:
+            self.parsed.ok = False
+            detail = self.parsed.summary or str(report.get("failure") or "")
+            self.parsed.error = "hermes reported a failed run" + (f": {detail}" if detail else "")
+        elif completed is True:
+            self.parsed.ok = True
 
 
 def _first(source: dict[str, Any], keys: tuple[str, ...]) -> Any:
@@ -80,30 +130,42 @@ class HermesAdapter(OneShotCliAdapter):
 
     def build_argv(self, request: RunRequest, executable: str, scratch: Path) -> list[str]:
         settings = request.settings
-        argv = [executable, "-z", prompt_argument(request.prompt)]
-        argv += ["--usage-file", str(scratch / USAGE_FILE)]
+        prompt = prompt_argument(request.prompt)
+        if request.resume_session_id:
+            # The equals form, so an id starting with "-" is not read as a flag.
+            argv = [executable, "chat", "-q", prompt, "-Q"]
+            argv += [f"--resume={request.resume_session_id}", "--yolo", "--accept-hooks"]
+        else:
+            argv = [executable, "-z", prompt, "--usage-file", str(scratch / USAGE_FILE)]
         model = setting_str(settings, "model")
         if model is not None:
             argv += ["--model", model]
         provider = setting_str(settings, "provider")
         if provider is not None:
+            if model is None:
+                raise SettingsError("provider needs model (hermes exits 2 without it)")
             argv += ["--provider", provider]
         toolsets = setting_list(settings, "toolsets", comma_separated=True)
         if toolsets:
             argv += ["--toolsets", ",".join(toolsets)]
-        if request.resume_session_id:
-            # The equals form, so an id starting with "-" is not read as a flag.
-            argv.append(f"--resume={request.resume_session_id}")
         argv += setting_list(settings, "extra_args")
         return argv
 
     def new_parser(self, request: RunRequest) -> LineParser:
-        return HermesOutputParser()
+        return HermesOutputParser(chat=bool(request.resume_session_id))
 
-    def after_exit(self, request: RunRequest, parser: LineParser, scratch: Path) -> None:
+    def after_exit(
+        self, request: RunRequest, parser: LineParser, scratch: Path, process: ProcessRun
+    ) -> None:
         assert isinstance(parser, HermesOutputParser)
+        if parser.chat:
+            # chat -q's verdict is its exit code; its reason is the answer it printed.
+            if process.exit_code not in (0, None) and parser.parsed.summary:
+                last = parser.parsed.summary.rsplit("\n", 1)[-1]
+                parser.parsed.error = f"hermes exited with code {process.exit_code}: {last}"
+            return
         try:
             report = json.loads((scratch / USAGE_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
-            return  # no report (killed, older version): usage stays unknown
+            return  # no report (killed, older version): the exit code decides
         parser.read_usage(report)

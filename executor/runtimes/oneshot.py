@@ -52,6 +52,9 @@ class LineParser:
     def feed(self, line: str) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def feed_stderr(self, line: str) -> None:
+        """A stderr line; most CLIs keep nothing there worth parsing."""
+
 
 class OneShotCliAdapter(RuntimeAdapter):
     capabilities = Capabilities(integration="one-shot", worktrees=True)
@@ -81,7 +84,9 @@ class OneShotCliAdapter(RuntimeAdapter):
     def new_parser(self, request: RunRequest) -> LineParser:
         """A fresh parser for one run."""
 
-    def after_exit(self, request: RunRequest, parser: LineParser, scratch: Path) -> None:
+    def after_exit(
+        self, request: RunRequest, parser: LineParser, scratch: Path, process: ProcessRun
+    ) -> None:
         """Hook for reading what the CLI left in ``scratch`` (e.g. a usage file)."""
 
     def run(
@@ -111,10 +116,11 @@ class OneShotCliAdapter(RuntimeAdapter):
                 env=env,
                 timeout_s=request.timeout_s,
                 on_stdout_line=parser.feed,
+                on_stderr_line=parser.feed_stderr,
                 on_output=on_output,
                 cancel=cancel,
             )
-            self.after_exit(request, parser, scratch)
+            self.after_exit(request, parser, scratch, process)
         return judge(process, parser.parsed, request, requires_verdict=self.requires_verdict)
 
 

@@ -76,11 +76,13 @@ def run_process(
     env: Mapping[str, str],
     timeout_s: float,
     on_stdout_line: Callable[[str], None] | None = None,
+    on_stderr_line: Callable[[str], None] | None = None,
     on_output: OutputCallback | None = None,
     cancel: threading.Event | None = None,
     grace_s: float = DEFAULT_GRACE_S,
 ) -> ProcessRun:
-    """Run ``argv`` to its end, streaming stdout lines to ``on_stdout_line``.
+    """Run ``argv`` to its end, streaming stdout (stderr) lines to ``on_stdout_line``
+    (``on_stderr_line``).
 
     Blocks until the process and its readers are done. ``env`` is the child's whole
     environment. Never raises for anything the child does; a failure to start
@@ -111,18 +113,22 @@ def run_process(
     run = ProcessRun()
     parser_errors = [0]
 
+    def parse(on_line: Callable[[str], None] | None, line: str) -> None:
+        if on_line is None:
+            return
+        try:
+            on_line(line)
+        except Exception as exc:
+            parser_errors[0] += 1
+            log.add(f"[clawboo] parser error: {exc!r}")
+
     def read_stdout() -> None:
         assert proc.stdout is not None
         for raw in iter(proc.stdout.readline, b""):
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             log.add(line)
             _call_quietly(on_output, "stdout", line)
-            if on_stdout_line is not None:
-                try:
-                    on_stdout_line(line)
-                except Exception as exc:
-                    parser_errors[0] += 1
-                    log.add(f"[clawboo] parser error: {exc!r}")
+            parse(on_stdout_line, line)
 
     def read_stderr() -> None:
         assert proc.stderr is not None
@@ -131,6 +137,7 @@ def run_process(
             log.add(line)
             stderr.add(line)
             _call_quietly(on_output, "stderr", line)
+            parse(on_stderr_line, line)
 
     readers = [
         threading.Thread(target=read_stdout, name=f"stdout-{pgid}", daemon=True),

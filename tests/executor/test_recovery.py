@@ -16,7 +16,7 @@ from board import store
 from core import registry
 from executor.runner import Executor
 from tests.executor.conftest import VERIFY_OK
-from tests.runtimes.stand_ins import fixture_lines, install_stand_in
+from tests.runtimes.stand_ins import install_stand_in, real_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -153,8 +153,10 @@ def bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.django_db
 def test_a_different_runtime_resumes_from_the_handoff_without_the_native_session(repo, bin_dir):
-    claude = install_stand_in(bin_dir, "claude", stdout=fixture_lines("claude_success.jsonl"))
-    codex = install_stand_in(bin_dir, "codex", stdout=fixture_lines("codex_success.jsonl"))
+    claude = install_stand_in(
+        bin_dir, "claude", stdout=real_lines("claude-code/run1-write-file.stream.jsonl")
+    )
+    codex = install_stand_in(bin_dir, "codex", stdout=real_lines("codex/run1-write-file.jsonl"))
     for agent_id, runtime in (("cc", "claude-code"), ("cx", "codex"), ("cc2", "claude-code")):
         registry.create_agent(
             id=agent_id,

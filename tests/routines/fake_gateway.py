@@ -1,5 +1,7 @@
-"""A small local OpenClaw Gateway stand-in speaking the RUNTIMES.md frames over a real
-websocket server (raw asyncio), run on its own loop thread."""
+"""A small local OpenClaw Gateway stand-in speaking the frames the real gateway
+(2026.9.6) sent (shared/runtimes/openclaw/*.jsonl) over a real websocket server (raw
+asyncio), run on its own loop thread. Like the real one it speaks protocol 4 only,
+refuses cron writes without ``operator.admin``, and can be "still starting"."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import threading
 from typing import Any
 
 _GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+PROTOCOL = 4
+ADMIN_METHODS = frozenset({"cron.add", "cron.update", "cron.remove", "cron.run"})
 
 
 class _Peer:
@@ -20,6 +24,7 @@ class _Peer:
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer
+        self.scopes: list[str] = []
 
     def send(self, frame: dict[str, Any]) -> None:
         data = json.dumps(frame).encode()
@@ -51,6 +56,8 @@ class FakeGateway:
         self.jobs: dict[str, dict[str, Any]] = {}
         self.silent_methods: set[str] = set()  # never answered (slow gateway)
         self.agent_delay_s = 0.0
+        # The first N connects answer UNAVAILABLE/retryable, as a gateway still starting.
+        self.starting_connects = 0
         self.requests: list[dict[str, Any]] = []
         self.loop = asyncio.new_event_loop()
         self.server = self.loop.run_until_complete(
@@ -75,6 +82,7 @@ class FakeGateway:
             ).encode()
         )
         peer = _Peer(writer)
+        peer.scopes = []
         peer.send(
             {"type": "event", "event": "connect.challenge", "payload": {"nonce": "n1", "ts": 0}}
         )
@@ -109,17 +117,41 @@ class FakeGateway:
         if method in self.silent_methods:
             return
         if method == "connect":
+            if self.starting_connects > 0:
+                self.starting_connects -= 1
+                return proto.send(
+                    {
+                        "type": "res",
+                        "id": rid,
+                        "ok": False,
+                        "error": {
+                            "code": "UNAVAILABLE",
+                            "message": "gateway starting; retry shortly",
+                            "retryable": True,
+                            "retryAfterMs": 50,
+                            "details": {"reason": "startup-sidecars"},
+                        },
+                    }
+                )
+            if not params.get("minProtocol", 0) <= PROTOCOL <= params.get("maxProtocol", 0):
+                return fail("INVALID_REQUEST", "protocol mismatch")
             if params.get("auth", {}).get("token") != self.token:
-                return fail("UNAUTHORIZED", "bad token")
+                return fail(
+                    "INVALID_REQUEST",
+                    "unauthorized: gateway token mismatch (provide gateway auth token)",
+                )
+            proto.scopes = list(params.get("scopes") or [])
             return ok(
                 {
                     "type": "hello-ok",
-                    "protocol": 3,
+                    "protocol": PROTOCOL,
                     "server": {"version": "test", "connId": "c1"},
                     "features": {"methods": [], "events": []},
                     "policy": {},
                 }
             )
+        if method in ADMIN_METHODS and "operator.admin" not in proto.scopes:
+            return fail("FORBIDDEN", "missing scope: operator.admin")
         if method == "cron.list":
             return ok({"jobs": list(self.jobs.values())})
         if method == "cron.add":
@@ -153,7 +185,17 @@ class FakeGateway:
             )
             self.loop.call_later(
                 self.agent_delay_s,
-                lambda: ok({"runId": "run1", "status": "ok", "summary": "done", "result": {}}),
+                lambda: ok(
+                    {
+                        "runId": "run1",
+                        "status": "ok",
+                        "summary": "completed",
+                        "result": {
+                            "payloads": [{"text": "done", "mediaUrl": None}],
+                            "meta": {"agentMeta": {"usage": {"input": 120, "output": 7}}},
+                        },
+                    }
+                ),
             )
             return None
         return fail("UNKNOWN_METHOD", method)

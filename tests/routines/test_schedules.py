@@ -71,7 +71,24 @@ def test_gateway_cron_list_add_update_run_remove(fake):
         mux.delete(row.id)
     connect = fake.requests[0]
     assert connect["method"] == "connect"
-    assert connect["params"]["role"] == "operator" and connect["params"]["maxProtocol"] == 3
+    params = connect["params"]
+    assert params["role"] == "operator"
+    assert (params["minProtocol"], params["maxProtocol"]) == (3, 4)
+    assert "operator.admin" in params["scopes"]
+
+
+def test_a_gateway_still_starting_is_retried_until_it_answers(fake):
+    fake.starting_connects = 3
+    with gateway.GatewayClient(gateway.GatewayConfig(fake.url, fake.token), timeout_s=5) as client:
+        assert client.hello["protocol"] == 4
+    assert [r["method"] for r in fake.requests] == ["connect"] * 4
+
+
+def test_a_gateway_that_keeps_starting_past_the_deadline_is_refused(fake):
+    fake.starting_connects = 1000
+    with pytest.raises(GatewayRejected) as info:
+        gateway.GatewayClient(gateway.GatewayConfig(fake.url, fake.token), timeout_s=0.5).connect()
+    assert info.value.extra["retryable"] is True
 
 
 def test_team_task_creates_are_refused_at_both_walls(fake):
@@ -200,7 +217,9 @@ def test_the_openclaw_runtime_adapter_runs_an_agent_through_the_gateway(fake, se
         settings={"agent_id": "claw"},
     )
     result = adapter_for("openclaw").run(request)
+    # The reply is in result.payloads; "completed" is the gateway's word, not the agent's.
     assert result.outcome == "succeeded" and result.summary == "done"
+    assert (result.tokens_in, result.tokens_out) == (120, 7)
     fake.agent_delay_s = 3.0
     slow = adapter_for("openclaw").run(
         RunRequest(task_id="t2", title="Slow", prompt="x", cwd=tmp_path, timeout_s=0.5)

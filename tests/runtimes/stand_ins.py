@@ -96,6 +96,15 @@ def fixture_lines(name: str) -> list[str]:
     return FIXTURES.joinpath(name).read_text().splitlines()
 
 
+def real_lines(name: str) -> list[str]:
+    """Lines a real tool printed (``fixtures/real/<tool>/...``, from shared/runtimes)."""
+    return FIXTURES.joinpath("real", name).read_text().splitlines()
+
+
+def real_text(name: str) -> str:
+    return FIXTURES.joinpath("real", name).read_text()
+
+
 def is_running(pid: int) -> bool:
     """True while ``pid`` is a live (non-zombie) process."""
     try:

@@ -1,5 +1,5 @@
-"""Claude Code: the stream-json parser over recorded lines, and the adapter against a
-stand-in ``claude`` on PATH."""
+"""Claude Code: the stream-json parser over lines the real CLI (2.1.332) printed, and
+the adapter against a stand-in ``claude`` on PATH that prints them."""
 
 from __future__ import annotations
 
@@ -14,44 +14,72 @@ from tests.runtimes.stand_ins import (
     fixture_lines,
     install_stand_in,
     kill_if_running,
+    real_lines,
     wait_until_gone,
 )
+
+WRITE = "claude-code/run1-write-file.stream.jsonl"
+MAX_TURNS = "claude-code/run3-max-turns-1.stream.jsonl"
+DENIED = "claude-code/run4-permission-default-denied.stream.jsonl"
+AUTH_401 = "claude-code/run5-auth-401.stream.jsonl"
+SESSION = "2d8a13c0-bd52-4062-ab48-c69bedce91d7"
 
 
 def parse(name: str) -> ClaudeStreamParser:
     parser = ClaudeStreamParser()
-    for line in fixture_lines(name):
+    lines = fixture_lines(name) if name.endswith("noisy.jsonl") else real_lines(name)
+    for line in lines:
         parser.feed(line)
     return parser
 
 
 def test_the_parser_reads_session_cost_tokens_and_text_from_a_successful_run() -> None:
-    parsed = parse("claude_success.jsonl").parsed
+    parsed = parse(WRITE).parsed
 
     assert parsed.ok is True
-    assert parsed.native_session_id == "5f0c2a6e-8d1b-4c6f-9a43-2b7e1d0c9f11"
-    assert parsed.cost_cents == 5  # 0.0478 USD, half up
-    assert parsed.tokens_in == 20 + 3000 + 3000  # input plus both cache counts
-    assert parsed.tokens_out == 115
-    assert parsed.summary == "Updated greeting.txt to say hello, world."
+    assert parsed.native_session_id == SESSION
+    assert parsed.cost_cents == 10  # 0.102076 USD
+    assert (parsed.tokens_in, parsed.tokens_out) == (25449, 14)
+    assert parsed.summary == "DONE: wrote the file."
     assert parsed.error == ""
 
 
-def test_the_parser_judges_by_is_error_even_when_the_subtype_says_success() -> None:
-    parsed = parse("claude_error_success_subtype.jsonl").parsed
+def test_a_model_401_is_is_error_with_subtype_success_and_fails() -> None:
+    parsed = parse(AUTH_401).parsed
 
     assert parsed.ok is False
-    assert parsed.error == "claude reported success: API Error: 529 Overloaded"
-    assert parsed.native_session_id == "7a8b9c0d-1111-2222-3333-444455556666"
+    assert parsed.error == (
+        "claude reported an API error (HTTP 401): Invalid API key · Fix external API key"
+    )
+    assert parsed.native_session_id == "75bd7868-ff2e-4977-94aa-a1da961e2510"
 
 
-def test_the_parser_names_the_error_subtype_when_there_is_no_result_text() -> None:
-    parsed = parse("claude_max_turns.jsonl").parsed
+def test_max_turns_names_the_subtype_and_its_errors() -> None:
+    parsed = parse(MAX_TURNS).parsed
 
     assert parsed.ok is False
-    assert parsed.error == "claude reported error_max_turns"
-    assert parsed.cost_cents == 101  # 1.005 USD rounds half up, not to even
-    assert (parsed.tokens_in, parsed.tokens_out) == (900, 300)
+    assert parsed.error == "claude reported error_max_turns: Reached maximum number of turns (1)"
+    assert parsed.cost_cents == 5  # 0.050816 USD
+    assert (parsed.tokens_in, parsed.tokens_out) == (12669, 7)
+
+
+def test_a_refused_write_fails_the_run_though_the_result_says_success() -> None:
+    parsed = parse(DENIED).parsed
+
+    assert parsed.ok is False
+    assert parsed.error == (
+        "claude was refused permission (Write: Claude requested permissions to write to "
+        "/srv/example/cc/work/hello.txt, but you haven't granted it yet.)"
+    )
+    assert parsed.summary == "DONE: wrote the file."  # what the model claimed
+
+
+def test_usd_cost_rounds_half_up() -> None:
+    parser = ClaudeStreamParser()
+    parser.feed(
+        '{"type":"result","subtype":"error_max_turns","is_error":true,"total_cost_usd":1.005}'
+    )
+    assert parser.parsed.cost_cents == 101  # not to even
 
 
 def test_the_parser_skips_malformed_lines_unknown_types_and_bad_field_values() -> None:
@@ -65,20 +93,23 @@ def test_the_parser_skips_malformed_lines_unknown_types_and_bad_field_values() -
 
 def test_before_the_result_line_usage_counts_each_message_once() -> None:
     parser = ClaudeStreamParser()
-    for line in fixture_lines("claude_success.jsonl")[:5]:  # stop before "result"
+    for line in real_lines(WRITE)[:4]:  # stop before "result"
         parser.feed(line)
 
-    # msg_01A appears twice with the same usage; msg_01B once.
-    assert parser.parsed.tokens_in == (12 + 3000) + (8 + 3000)
-    assert parser.parsed.tokens_out == 95 + 20
-    assert parser.parsed.summary == "Updated greeting.txt."
+    assert parser.parsed.tokens_in == 12675 + 12774
+    assert parser.parsed.tokens_out == 1 + 1
+    assert parser.parsed.summary == "DONE: wrote the file."
     assert parser.parsed.ok is None
+
+    # The same message id seen twice (one line per content block) counts once.
+    parser.feed(real_lines(WRITE)[3])
+    assert parser.parsed.tokens_in == 12675 + 12774
 
 
 def test_a_successful_run_builds_the_documented_argv_and_captures_cost(
     bin_dir: Path, worktree: Path, make_request: Callable[..., RunRequest]
 ) -> None:
-    claude = install_stand_in(bin_dir, "claude", stdout=fixture_lines("claude_success.jsonl"))
+    claude = install_stand_in(bin_dir, "claude", stdout=real_lines(WRITE))
     settings = {
         "model": "claude-sonnet-4-5",
         "permission_mode": "acceptEdits",
@@ -93,11 +124,11 @@ def test_a_successful_run_builds_the_documented_argv_and_captures_cost(
     )
 
     assert result.outcome is Outcome.SUCCEEDED, result.error
-    assert result.native_session_id == "5f0c2a6e-8d1b-4c6f-9a43-2b7e1d0c9f11"
-    assert result.cost_cents == 5
-    assert (result.tokens_in, result.tokens_out) == (6020, 115)
-    assert result.summary == "Updated greeting.txt to say hello, world."
-    assert len(live) == 6
+    assert result.native_session_id == SESSION
+    assert result.cost_cents == 10
+    assert (result.tokens_in, result.tokens_out) == (25449, 14)
+    assert result.summary == "DONE: wrote the file."
+    assert len(live) == 5
     call = claude.call()
     assert call["argv"] == [
         "--output-format",
@@ -123,7 +154,7 @@ def test_a_successful_run_builds_the_documented_argv_and_captures_cost(
 def test_resume_passes_the_session_id_in_the_equals_form(
     bin_dir: Path, make_request: Callable[..., RunRequest]
 ) -> None:
-    claude = install_stand_in(bin_dir, "claude", stdout=fixture_lines("claude_success.jsonl"))
+    claude = install_stand_in(bin_dir, "claude", stdout=real_lines(WRITE))
 
     adapter_for("claude-code").run(make_request(resume_session_id="-starts-with-dash"))
 
@@ -132,20 +163,68 @@ def test_resume_passes_the_session_id_in_the_equals_form(
     assert argv.index("--resume=-starts-with-dash") < argv.index("--")
 
 
-def test_an_error_result_is_a_failed_run_even_with_subtype_success(
+def test_an_auth_failure_is_a_failed_run_with_the_reason(
     bin_dir: Path, make_request: Callable[..., RunRequest]
 ) -> None:
-    install_stand_in(
-        bin_dir, "claude", stdout=fixture_lines("claude_error_success_subtype.jsonl"), exit_code=1
-    )
+    install_stand_in(bin_dir, "claude", stdout=real_lines(AUTH_401), exit_code=1)
 
     result = adapter_for("claude-code").run(make_request())
 
     assert result.outcome is Outcome.FAILED
     assert result.exit_code == 1
-    assert result.error == "claude reported success: API Error: 529 Overloaded"
-    assert result.cost_cents == 0  # 0.0012 USD
-    assert result.native_session_id == "7a8b9c0d-1111-2222-3333-444455556666"
+    assert result.error.startswith("claude reported an API error (HTTP 401)")
+    assert result.cost_cents == 0
+
+
+def test_with_no_permission_mode_set_it_runs_accept_edits(
+    bin_dir: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    claude = install_stand_in(bin_dir, "claude", stdout=real_lines(WRITE))
+
+    result = adapter_for("claude-code").run(make_request())
+
+    assert result.outcome is Outcome.SUCCEEDED, result.error
+    argv = claude.call()["argv"]
+    assert argv[argv.index("--permission-mode") + 1] == "acceptEdits"
+
+
+def test_a_denied_write_with_exit_0_is_a_failed_run(
+    bin_dir: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    install_stand_in(bin_dir, "claude", stdout=real_lines(DENIED))
+
+    result = adapter_for("claude-code").run(make_request(settings={"permission_mode": "default"}))
+
+    assert result.exit_code == 0
+    assert result.outcome is Outcome.FAILED
+    assert result.error.startswith("claude was refused permission (Write: ")
+
+
+def test_the_modes_the_real_cli_accepts_are_accepted(
+    bin_dir: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    claude = install_stand_in(bin_dir, "claude", stdout=real_lines(WRITE))
+    for mode in ("acceptEdits", "auto", "bypassPermissions", "manual", "dontAsk", "plan"):
+        adapter_for("claude-code").run(make_request(settings={"permission_mode": mode}))
+        argv = claude.call()["argv"]
+        assert argv[argv.index("--permission-mode") + 1] == mode
+
+
+def test_bypass_permissions_as_root_fails_with_the_clis_reason(
+    bin_dir: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    stderr = real_lines("claude-code/run7-bypassPermissions-as-root.stderr.txt")
+    install_stand_in(bin_dir, "claude", stderr=stderr, exit_code=1)
+
+    result = adapter_for("claude-code").run(
+        make_request(settings={"permission_mode": "bypassPermissions"})
+    )
+
+    assert result.outcome is Outcome.FAILED
+    assert result.error == (
+        "exited with code 1: --dangerously-skip-permissions cannot be used with root/sudo "
+        "privileges for security reasons"
+    )
 
 
 def test_malformed_and_unknown_lines_among_good_ones_do_not_fail_the_run(
@@ -165,7 +244,7 @@ def test_a_run_that_exits_without_a_result_line_is_not_a_success(
     install_stand_in(
         bin_dir,
         "claude",
-        stdout=fixture_lines("claude_success.jsonl")[:3],
+        stdout=real_lines(WRITE)[:3],
         stderr=["Error: socket hang up"],
     )
 
@@ -173,15 +252,13 @@ def test_a_run_that_exits_without_a_result_line_is_not_a_success(
 
     assert result.outcome is Outcome.FAILED
     assert result.error == "ended without reporting a result: Error: socket hang up"
-    assert result.native_session_id == "5f0c2a6e-8d1b-4c6f-9a43-2b7e1d0c9f11"
+    assert result.native_session_id == SESSION
 
 
 def test_a_hang_past_the_timeout_kills_the_whole_process_group(
     bin_dir: Path, make_request: Callable[..., RunRequest]
 ) -> None:
-    claude = install_stand_in(
-        bin_dir, "claude", stdout=fixture_lines("claude_success.jsonl")[:1], hang=True
-    )
+    claude = install_stand_in(bin_dir, "claude", stdout=real_lines(WRITE)[:1], hang=True)
 
     result = adapter_for("claude-code").run(make_request(timeout_s=1.0))
 
@@ -189,7 +266,7 @@ def test_a_hang_past_the_timeout_kills_the_whole_process_group(
     try:
         assert result.outcome is Outcome.TIMED_OUT
         # What was learned before the hang is kept: the session can be resumed.
-        assert result.native_session_id == "5f0c2a6e-8d1b-4c6f-9a43-2b7e1d0c9f11"
+        assert result.native_session_id == SESSION
         assert wait_until_gone(grandchild)
     finally:
         kill_if_running(grandchild)
@@ -231,7 +308,7 @@ def test_claude_missing_from_path_is_a_clear_failed_result(
 def test_an_unknown_permission_mode_is_refused_before_anything_runs(
     bin_dir: Path, make_request: Callable[..., RunRequest]
 ) -> None:
-    claude = install_stand_in(bin_dir, "claude", stdout=fixture_lines("claude_success.jsonl"))
+    claude = install_stand_in(bin_dir, "claude", stdout=real_lines(WRITE))
 
     result = adapter_for("claude-code").run(make_request(settings={"permission_mode": "yolo"}))
 
@@ -240,9 +317,9 @@ def test_an_unknown_permission_mode_is_refused_before_anything_runs(
     assert not Path(f"{claude.path}.call.json").exists()
 
 
-def test_the_fixture_lines_are_valid_json_objects() -> None:
-    # The noisy fixture is broken on purpose; the recorded ones must parse cleanly,
+def test_the_recorded_lines_are_valid_json_objects() -> None:
+    # The noisy fixture is broken on purpose; the real ones must parse cleanly,
     # or the tests above would pass for the wrong reason.
-    for name in ("claude_success.jsonl", "claude_error_success_subtype.jsonl"):
-        for line in fixture_lines(name):
+    for name in (WRITE, MAX_TURNS, DENIED, AUTH_401):
+        for line in real_lines(name):
             assert isinstance(json.loads(line), dict)

@@ -1,5 +1,5 @@
-"""Codex: the exec --json event parser over recorded lines, and the adapter against a
-stand-in ``codex`` on PATH."""
+"""Codex: the exec --json event parser over lines the real CLI (0.171.0) printed, and
+the adapter against a stand-in ``codex`` on PATH that prints them."""
 
 from __future__ import annotations
 
@@ -12,34 +12,43 @@ from tests.runtimes.stand_ins import (
     fixture_lines,
     install_stand_in,
     kill_if_running,
+    real_lines,
     wait_until_gone,
 )
+
+WRITE = "codex/run1-write-file.jsonl"
+AUTH_401 = "codex/run3-auth-401.jsonl"
+THREAD = "01a230a7-5848-7f81-8306-aaf76b3e470c"
 
 
 def parse(name: str) -> CodexEventParser:
     parser = CodexEventParser()
-    for line in fixture_lines(name):
+    lines = real_lines(name) if name.startswith("codex/") else fixture_lines(name)
+    for line in lines:
         parser.feed(line)
     return parser
 
 
 def test_the_parser_reads_thread_usage_and_the_last_agent_message() -> None:
-    parsed = parse("codex_success.jsonl").parsed
+    parsed = parse(WRITE).parsed
 
+    # The "Model metadata ... not found" error *item* a custom provider gets is not a
+    # failure of the run.
     assert parsed.ok is True
-    assert parsed.native_session_id == "0199a213-81c0-7800-8aa1-bbab2a035a53"
-    assert parsed.tokens_in == 24763  # cached tokens are already inside input_tokens
-    assert parsed.tokens_out == 122
+    assert parsed.native_session_id == THREAD
+    assert parsed.tokens_in == 21128  # cached tokens are already inside input_tokens
+    assert parsed.tokens_out == 14
     assert parsed.cost_cents is None  # codex reports no cost
-    assert parsed.summary == "Changed greeting.txt as asked."
+    assert parsed.summary == "DONE: wrote the file."
 
 
 def test_a_failed_turn_is_a_failure_with_its_message() -> None:
-    parsed = parse("codex_turn_failed.jsonl").parsed
+    parsed = parse(AUTH_401).parsed
 
     assert parsed.ok is False
     assert parsed.error == (
-        "codex turn failed: stream disconnected before completion: rate limit exceeded"
+        "codex turn failed: unexpected status 401 Unauthorized: Incorrect API key provided "
+        "(fake), url: http://127.0.0.1:45683/v1/responses"
     )
 
 
@@ -70,13 +79,13 @@ def test_usage_adds_up_over_several_turns() -> None:
 def test_a_new_run_builds_exec_json_with_the_sandbox_and_worktree(
     bin_dir: Path, worktree: Path, make_request: Callable[..., RunRequest]
 ) -> None:
-    codex = install_stand_in(bin_dir, "codex", stdout=fixture_lines("codex_success.jsonl"))
+    codex = install_stand_in(bin_dir, "codex", stdout=real_lines(WRITE))
 
     result = adapter_for("codex").run(make_request(settings={"model": "gpt-5-codex"}))
 
     assert result.outcome is Outcome.SUCCEEDED, result.error
-    assert result.native_session_id == "0199a213-81c0-7800-8aa1-bbab2a035a53"
-    assert (result.tokens_in, result.tokens_out) == (24763, 122)
+    assert result.native_session_id == THREAD
+    assert (result.tokens_in, result.tokens_out) == (21128, 14)
     call = codex.call()
     assert call["argv"] == [
         "exec",
@@ -85,6 +94,7 @@ def test_a_new_run_builds_exec_json_with_the_sandbox_and_worktree(
         "workspace-write",
         "-C",
         str(worktree),
+        "--skip-git-repo-check",
         "--model",
         "gpt-5-codex",
         "Read TASK.md and do it.",
@@ -96,7 +106,7 @@ def test_a_new_run_builds_exec_json_with_the_sandbox_and_worktree(
 def test_resume_repeats_the_flags_then_names_the_thread(
     bin_dir: Path, worktree: Path, make_request: Callable[..., RunRequest]
 ) -> None:
-    codex = install_stand_in(bin_dir, "codex", stdout=fixture_lines("codex_success.jsonl"))
+    codex = install_stand_in(bin_dir, "codex", stdout=real_lines(WRITE))
 
     adapter_for("codex").run(make_request(resume_session_id="0199a213-81c0", prompt="continue"))
 
@@ -107,6 +117,7 @@ def test_resume_repeats_the_flags_then_names_the_thread(
         "workspace-write",
         "-C",
         str(worktree),
+        "--skip-git-repo-check",
         "resume",
         "0199a213-81c0",
         "continue",
@@ -116,7 +127,7 @@ def test_resume_repeats_the_flags_then_names_the_thread(
 def test_a_prompt_starting_with_a_dash_is_not_read_as_a_flag(
     bin_dir: Path, make_request: Callable[..., RunRequest]
 ) -> None:
-    codex = install_stand_in(bin_dir, "codex", stdout=fixture_lines("codex_success.jsonl"))
+    codex = install_stand_in(bin_dir, "codex", stdout=real_lines(WRITE))
 
     adapter_for("codex").run(make_request(prompt="- edit greeting.txt"))
 
@@ -126,13 +137,13 @@ def test_a_prompt_starting_with_a_dash_is_not_read_as_a_flag(
 def test_a_failed_turn_fails_the_run_even_if_codex_exits_zero(
     bin_dir: Path, make_request: Callable[..., RunRequest]
 ) -> None:
-    install_stand_in(bin_dir, "codex", stdout=fixture_lines("codex_turn_failed.jsonl"))
+    install_stand_in(bin_dir, "codex", stdout=real_lines(AUTH_401))
 
     result = adapter_for("codex").run(make_request())
 
     assert result.outcome is Outcome.FAILED
-    assert result.error.startswith("codex turn failed: stream disconnected")
-    assert result.native_session_id == "0199a213-dead-7800-8aa1-bbab2a035a53"
+    assert result.error.startswith("codex turn failed: unexpected status 401 Unauthorized")
+    assert result.native_session_id == "01a230a7-be23-7d13-ba5f-a3aa7bf26077"
 
 
 def test_malformed_lines_among_good_ones_do_not_fail_the_run(
@@ -148,16 +159,14 @@ def test_malformed_lines_among_good_ones_do_not_fail_the_run(
 def test_a_hang_past_the_timeout_kills_the_whole_process_group(
     bin_dir: Path, make_request: Callable[..., RunRequest]
 ) -> None:
-    codex = install_stand_in(
-        bin_dir, "codex", stdout=fixture_lines("codex_success.jsonl")[:2], hang=True
-    )
+    codex = install_stand_in(bin_dir, "codex", stdout=real_lines(WRITE)[:2], hang=True)
 
     result = adapter_for("codex").run(make_request(timeout_s=1.0))
 
     grandchild = codex.grandchild_pid()
     try:
         assert result.outcome is Outcome.TIMED_OUT
-        assert result.native_session_id == "0199a213-81c0-7800-8aa1-bbab2a035a53"
+        assert result.native_session_id == THREAD
         assert wait_until_gone(grandchild)
     finally:
         kill_if_running(grandchild)
@@ -166,7 +175,7 @@ def test_a_hang_past_the_timeout_kills_the_whole_process_group(
 def test_an_unknown_sandbox_is_refused(
     bin_dir: Path, make_request: Callable[..., RunRequest]
 ) -> None:
-    install_stand_in(bin_dir, "codex", stdout=fixture_lines("codex_success.jsonl"))
+    install_stand_in(bin_dir, "codex", stdout=real_lines(WRITE))
 
     result = adapter_for("codex").run(make_request(settings={"sandbox": "none"}))
 

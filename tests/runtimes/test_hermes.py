@@ -1,5 +1,5 @@
-"""Hermes one-shot mode against a stand-in ``hermes`` on PATH: final text on stdout,
-usage from the --usage-file report."""
+"""Hermes against a stand-in ``hermes`` on PATH that prints what the real CLI (0.19.0)
+printed: ``-z`` with its --usage-file report (the verdict), ``chat -q -Q --resume``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,15 @@ from pathlib import Path
 
 from executor.runtimes import Outcome, RunRequest, adapter_for
 from executor.runtimes.hermes import HermesOutputParser
-from tests.runtimes.stand_ins import FIXTURES, install_stand_in, kill_if_running, wait_until_gone
+from tests.runtimes.stand_ins import (
+    install_stand_in,
+    kill_if_running,
+    real_lines,
+    real_text,
+    wait_until_gone,
+)
 
-USAGE_REPORT = (FIXTURES / "hermes_usage.json").read_text()
+USAGE_REPORT = real_text("hermes/run1-oneshot.usage.json")
 
 
 def test_a_run_returns_stdout_as_the_summary_and_reads_the_usage_report(
@@ -19,38 +25,108 @@ def test_a_run_returns_stdout_as_the_summary_and_reads_the_usage_report(
     hermes = install_stand_in(
         bin_dir,
         "hermes",
-        stdout=["I changed greeting.txt.", "", "All tests pass."],
+        stdout=real_lines("hermes/run1-oneshot.stdout.txt"),
         usage_report=USAGE_REPORT,
     )
 
     result = adapter_for("hermes").run(
-        make_request(settings={"model": "anthropic/claude-sonnet-4", "toolsets": "terminal,file"})
+        make_request(settings={"model": "fake-model", "toolsets": "terminal,file"})
     )
 
     assert result.outcome is Outcome.SUCCEEDED, result.error
-    assert result.summary == "I changed greeting.txt.\n\nAll tests pass."
-    assert (result.tokens_in, result.tokens_out) == (5120, 640)
-    assert result.cost_cents == 2  # 0.0235 USD
-    assert result.native_session_id == "20250930_101500_ab12cd"
+    assert result.summary == "DONE: wrote the file."
+    assert (result.tokens_in, result.tokens_out) == (27139, 14)
+    assert result.cost_cents is None  # cost_status "unknown": no price, not 0
+    assert result.native_session_id == "20261201_081148_fd5f60"
     call = hermes.call()
     argv = call["argv"]
     assert argv[:2] == ["-z", "Read TASK.md and do it."]
     usage_file = Path(argv[argv.index("--usage-file") + 1])
     assert worktree not in usage_file.parents  # never written into the diff
     assert not usage_file.exists()  # the scratch dir is cleaned up
-    assert argv[argv.index("--model") + 1] == "anthropic/claude-sonnet-4"
+    assert argv[argv.index("--model") + 1] == "fake-model"
     assert argv[argv.index("--toolsets") + 1] == "terminal,file"
     assert call["cwd"] == str(worktree)
 
 
-def test_resume_uses_the_equals_form(
+def test_a_model_failure_with_exit_0_is_failed_by_the_usage_report(
     bin_dir: Path, make_request: Callable[..., RunRequest]
 ) -> None:
-    hermes = install_stand_in(bin_dir, "hermes", stdout=["ok"])
+    install_stand_in(
+        bin_dir,
+        "hermes",
+        stdout=real_lines("hermes/run3-auth-401.stdout.txt"),
+        usage_report=real_text("hermes/run3-auth-401.usage.json"),
+    )
 
-    adapter_for("hermes").run(make_request(resume_session_id="20250930_101500_ab12cd"))
+    result = adapter_for("hermes").run(make_request())
 
-    assert "--resume=20250930_101500_ab12cd" in hermes.call()["argv"]
+    assert result.exit_code == 0
+    assert result.outcome is Outcome.FAILED
+    assert result.error == (
+        "hermes reported a failed run: HTTP 401: Incorrect API key provided (fake)"
+    )
+    assert (result.tokens_in, result.native_session_id) == (None, None)
+
+
+def test_resume_continues_the_session_with_chat_q(
+    bin_dir: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    hermes = install_stand_in(
+        bin_dir,
+        "hermes",
+        stdout=real_lines("hermes/run4-chat-q-Q.stdout.txt"),
+        stderr=real_lines("hermes/run5-chat-q-Q-resume.stderr.txt"),
+    )
+
+    result = adapter_for("hermes").run(
+        make_request(resume_session_id="20261201_081148_fd5f60", settings={"model": "m"})
+    )
+
+    assert result.outcome is Outcome.SUCCEEDED, result.error
+    assert hermes.call()["argv"] == [
+        "chat",
+        "-q",
+        "Read TASK.md and do it.",
+        "-Q",
+        "--resume=20261201_081148_fd5f60",
+        "--yolo",
+        "--accept-hooks",
+        "--model",
+        "m",
+    ]
+    assert result.native_session_id == "20261201_081148_fd5f60"
+    # The tool preview and its diff are not the answer.
+    assert result.summary == "DONE: wrote the file."
+    assert (result.tokens_in, result.cost_cents) == (None, None)
+
+
+def test_a_resumed_run_that_exits_1_fails_with_the_printed_reason(
+    bin_dir: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    install_stand_in(
+        bin_dir,
+        "hermes",
+        stdout=["HTTP 401: Incorrect API key provided (fake)"],
+        stderr=["", "session_id: 20261201_081148_fd5f60"],
+        exit_code=1,
+    )
+
+    result = adapter_for("hermes").run(make_request(resume_session_id="20261201_081148_fd5f60"))
+
+    assert result.outcome is Outcome.FAILED
+    assert result.error == "hermes exited with code 1: HTTP 401: Incorrect API key provided (fake)"
+
+
+def test_provider_without_model_is_refused_before_anything_runs(
+    bin_dir: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    install_stand_in(bin_dir, "hermes", stdout=["ok"])
+
+    result = adapter_for("hermes").run(make_request(settings={"provider": "custom"}))
+
+    assert result.outcome is Outcome.FAILED
+    assert result.error == "bad hermes settings: provider needs model (hermes exits 2 without it)"
 
 
 def test_no_usage_report_leaves_tokens_and_cost_unknown(
@@ -75,7 +151,7 @@ def test_a_malformed_usage_report_is_ignored(
     assert result.cost_cents is None
 
 
-def test_the_usage_reader_accepts_openai_style_keys_and_skips_bad_values() -> None:
+def test_the_usage_reader_accepts_other_key_spellings_and_skips_bad_values() -> None:
     parser = HermesOutputParser()
 
     parser.read_usage({"prompt_tokens": 7, "completion_tokens": 3, "cost_usd": "x"})

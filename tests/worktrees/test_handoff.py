@@ -60,6 +60,7 @@ def test_a_human_can_hand_off_and_the_timestamp_defaults_to_now():
         ({"warnings": [None]}, "handoff.warnings[0]", "string"),
         ({"nativeSessionId": 5}, "handoff.nativeSessionId", "string"),
         ({"roomCursor": -1}, "handoff.roomCursor", "non-negative"),
+        ({"roomCursor": {"roomId": "r"}}, "handoff.roomCursor.lastSeenSeq", "non-negative"),
         ({"nextStep": "typo"}, "handoff.nextStep", "unknown field"),
         ({"completedSubtasks": ["x" * 20_001]}, "handoff.completedSubtasks[0]", "at most"),
     ],
@@ -120,7 +121,7 @@ def test_reconstruct_falls_back_to_the_progress_log(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "content", ["{not json", '{"runtime": "codex"}', "[]", '{"handoffFrom": 1, "runtime": "x"}']
+    "content", ["{not json", "[]", '{"handoffFrom": "ada"}', '{"handoffFrom": "a", "runtime": 7}']
 )
 def test_a_malformed_handoff_counts_as_none(tmp_path, content):
     _progress(tmp_path)
@@ -128,6 +129,61 @@ def test_a_malformed_handoff_counts_as_none(tmp_path, content):
     state = reconstruct_state(tmp_path)
     assert state.source == "progress"
     assert state.done == ["parser", "lexer"]
+
+
+# What the original Clawboo (TypeScript) writes: its roomCursor is an object.
+ORIGINAL = {
+    "handoffFrom": "ada (claude-code)",
+    "runtime": "claude-code",
+    "timestamp": "2025-01-31T12:00:00.000Z",
+    "completedSubtasks": ["parser handles empty input"],
+    "brokenOrUnverified": [],
+    "nextBestStep": "wire the flag into main()",
+    "nativeSessionId": "sess-123",
+    "roomCursor": {"roomId": "room-7", "lastSeenSeq": 41},
+}
+
+
+def test_a_handoff_from_the_original_clawboo_is_read_with_its_room_cursor(tmp_path):
+    (tmp_path / "AGENT_HANDOFF.json").write_text(json.dumps(ORIGINAL))
+    doc = read_handoff(tmp_path)
+    assert doc is not None
+    assert doc["roomCursor"] == {"roomId": "room-7", "lastSeenSeq": 41}
+    state = reconstruct_state(tmp_path)
+    assert state.source == "handoff" and state.nativeSessionId == "sess-123"
+    assert validate_handoff(ORIGINAL)["roomCursor"] == ORIGINAL["roomCursor"]
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("roomCursor", {"roomId": "r", "lastSeenSeq": "forty-one"}),
+        ("roomCursor", {"room": "r"}),
+        ("completedSubtasks", "one string, not a list"),
+        ("commands", {"init": "./init.sh", "deploy": "make ship"}),
+        ("timestamp", "yesterday"),
+        ("aFieldFromANewerTool", {"x": 1}),
+    ],
+)
+def test_a_field_of_an_unexpected_shape_costs_that_field_only(tmp_path, field, value):
+    (tmp_path / "AGENT_HANDOFF.json").write_text(json.dumps({**ORIGINAL, field: value}))
+    doc = read_handoff(tmp_path)
+    assert doc is not None
+    assert doc["nativeSessionId"] == "sess-123"
+    assert doc["nextBestStep"] == "wire the flag into main()"
+    if field == "completedSubtasks":
+        assert doc["completedSubtasks"] == []
+    if field == "roomCursor":
+        assert "roomCursor" not in doc
+    with pytest.raises(ValidationFailed):  # writing stays strict
+        validate_handoff({**ORIGINAL, field: value})
+
+
+def test_a_bad_handoff_from_is_dropped_and_the_rest_still_resumes(tmp_path):
+    (tmp_path / "AGENT_HANDOFF.json").write_text(json.dumps({**ORIGINAL, "handoffFrom": 7}))
+    state = reconstruct_state(tmp_path)
+    assert state.source == "handoff"
+    assert state.lastRuntime == "claude-code" and state.nativeSessionId == "sess-123"
 
 
 @pytest.mark.django_db
