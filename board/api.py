@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from board import store
+from board import checks, store
 from board.access import scope_tasks, visible_task
 from board.models import Task
 from board.serializers import (
@@ -27,8 +27,8 @@ from board.serializers import (
     TaskSerializer,
 )
 from board.transitions import Status
-from core import registry
-from core.api.access import require_team, team_ids
+from core import server_commands
+from core.api.access import act_as, act_as_assignee, can_see_team, require_team, team_ids
 from core.api.bodies import json_object, query_bool
 from core.api.idempotency import idempotent
 from core.api.pagination import TaskCursorPagination
@@ -52,10 +52,27 @@ def outcome_body(outcome: store.WriteOutcome) -> dict[str, Any]:
     return {**outcome.as_dict(), "task": task_body(outcome.task)}
 
 
-def _known_agent(agent_id: Any, field: str = "agent_id") -> str:
-    if not isinstance(agent_id, str) or not registry.agent_exists(agent_id):
-        raise ValidationFailed(field, f"no agent {agent_id!r} in the registry")
-    return agent_id
+def _visible_ref(request: Request, task_id: Any, field: str) -> None:
+    """A task named in a body: one the caller cannot see is refused exactly like
+    one that does not exist (the data layer's own 400 for an unknown id)."""
+    if isinstance(task_id, str):
+        task = store.find_task(task_id) if checks.ID_PATTERN.match(task_id) else None
+        if task is not None and not can_see_team(request.user, task.team_id):
+            raise ValidationFailed(field, f"no task {task_id!r}")
+
+
+def _override(request: Request, value: Any) -> Any:
+    """A human override is recorded as the authenticated user's (audit): ``by`` may
+    be left out, and if given must name that user."""
+    if not isinstance(value, dict):
+        return value  # the data layer names what is wrong
+    who = request.user.get_username()
+    given = value.get("by")
+    if given is not None and given != who:
+        raise ValidationFailed(
+            "human_override.by", f"is the authenticated user ({who!r}); leave it out"
+        )
+    return {**value, "by": who}
 
 
 _COMMON_TASK_ERRORS = ("not_found",)
@@ -114,12 +131,14 @@ class TaskListView(APIView):
         body = json_object(request, TaskCreateSerializer().fields, required=("title",))
         require_team(request.user, body.get("team", "default"))
         if body.get("created_by_agent_id") is not None:
-            _known_agent(body["created_by_agent_id"], "created_by_agent_id")
-        parent = body.get("parent_task_id")
-        if isinstance(parent, str):
-            parent_task = Task.objects.filter(pk=parent).first()
-            if parent_task is not None:
-                require_team(request.user, parent_task.team_id, "parent_task_id")
+            act_as(request, body["created_by_agent_id"], "created_by_agent_id")
+        _visible_ref(request, body.get("parent_task_id"), "parent_task_id")
+        deps = body.get("depends_on")
+        for dep in deps if isinstance(deps, list) else ():
+            _visible_ref(request, dep, "depends_on")
+        server_commands.check_task_commands(
+            body.get("metadata"), operator=server_commands.is_operator(request.user)
+        )
         result = store.create_task(**body)
         return Response(task_body(result.task), status=201 if result.created else 200)
 
@@ -143,7 +162,10 @@ class TaskDetailView(APIView):
         visible_task(request.user, task_id)
         body = json_object(request, TaskPatchSerializer().fields)
         if body.get("assignee_agent_id") is not None:
-            _known_agent(body["assignee_agent_id"], "assignee_agent_id")
+            act_as(request, body["assignee_agent_id"], "assignee_agent_id")
+        server_commands.check_task_commands(
+            body.get("metadata"), operator=server_commands.is_operator(request.user)
+        )
         return Response(task_body(store.update_task(task_id, body)))
 
 
@@ -171,7 +193,12 @@ class TransitionView(APIView):
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         body = json_object(request, ("to", "human_override"), required=("to",))
-        task = store.transition(task_id, body["to"], human_override=body.get("human_override"))
+        task = store.transition(
+            task_id,
+            body["to"],
+            human_override=_override(request, body.get("human_override")),
+            actor=request.user.get_username(),
+        )
         return Response(task_body(task))
 
 
@@ -196,7 +223,7 @@ class ClaimView(APIView):
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         body = json_object(request, ("agent_id", "runtime", "lease_ms"), required=("agent_id",))
-        agent = _known_agent(body["agent_id"])
+        agent = act_as(request, body["agent_id"])
         result = store.claim(task_id, agent, body.get("runtime"), lease_ms=body.get("lease_ms"))
         result.raise_for_outcome(task_id)
         assert result.task is not None
@@ -230,7 +257,7 @@ class ClaimNextView(APIView):
             ("agent_id", "runtime", "dispatcher", "label", "team", "lease_ms"),
             required=("agent_id",),
         )
-        agent = _known_agent(body["agent_id"])
+        agent = act_as(request, body["agent_id"])
         team: str | list[str] | None
         if body.get("team") is not None:
             team = require_team(request.user, body["team"])
@@ -273,7 +300,7 @@ class HeartbeatView(APIView):
         ),
     )
     def post(self, request: Request, task_id: str) -> Response:
-        visible_task(request.user, task_id)
+        act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, ("ticket", "lease_ms"), required=("ticket",))
         outcome = store.renew_lease(task_id, body["ticket"], lease_ms=body.get("lease_ms"))
         _raise_declined(outcome)
@@ -293,7 +320,7 @@ class ReleaseView(APIView):
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
-        visible_task(request.user, task_id)
+        act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, ("ticket",))
         outcome = store.release(task_id, ticket=body.get("ticket"))
         _raise_declined(outcome)
@@ -329,7 +356,7 @@ class CompleteView(APIView):
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
-        visible_task(request.user, task_id)
+        act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, ("output", "human_override", *_SETTLE_FIELDS))
         outcome = store.complete(
             task_id,
@@ -337,7 +364,7 @@ class CompleteView(APIView):
             ticket=body.get("ticket"),
             if_allowed=body.get("if_allowed", False),
             refuse_when_parked=body.get("refuse_when_parked", False),
-            human_override=body.get("human_override"),
+            human_override=_override(request, body.get("human_override")),
         )
         return Response(outcome_body(outcome))
 
@@ -362,7 +389,7 @@ class FailView(APIView):
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
-        visible_task(request.user, task_id)
+        act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, ("error", *_SETTLE_FIELDS), required=("error",))
         outcome = store.fail(
             task_id,
@@ -474,7 +501,13 @@ class CommentsView(APIView):
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         body = json_object(request, ("body", "author"), required=("body",))
-        author = body.get("author") or request.user.get_username()
+        # Audit: a comment is the authenticated user's, or an agent's they may act as.
+        who = request.user.get_username()
+        author = body.get("author")
+        if author is None or author == who:
+            author = who
+        else:
+            act_as(request, author, "author")
         return Response(_comment(store.add_comment(task_id, body["body"], author)), status=201)
 
 

@@ -35,6 +35,26 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 STATE_DIR = Path(os.environ.get("CLAWBOO_STATE_DIR", ".clawboo")).expanduser().resolve()
 
+
+def ensure_private_dir(path: Path) -> None:
+    """Create the state dir owner-only: it holds the database, and with it every API
+    token, and the generated secret key. An existing directory is left as it is
+    (``clawboo up`` reports and tightens a state dir others can read)."""
+    if not path.exists():
+        path.mkdir(parents=True, mode=0o700, exist_ok=True)
+        path.chmod(0o700)
+
+
+def ensure_private_file(path: Path) -> None:
+    """Create an empty file owner-only unless it exists. SQLite gives its -wal and
+    -shm files the database file's permissions, so this covers all three."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
 DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
@@ -46,8 +66,9 @@ if not SECRET_KEY:
     elif DEBUG or os.environ.get("CLAWBOO_ALLOW_GENERATED_SECRET", "1") == "1":
         from django.core.management.utils import get_random_secret_key
 
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(STATE_DIR)
         SECRET_KEY = get_random_secret_key()
+        ensure_private_file(key_file)
         key_file.write_text(SECRET_KEY)
         key_file.chmod(0o600)
     else:
@@ -84,6 +105,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before everything that reads the request: oversized bodies and unstorable
+    # paths under /api/ are refused as JSON here (core.api.middleware).
+    "core.api.middleware.ApiGuardMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -121,7 +145,8 @@ def database_config(url: str | None, state_dir: Path) -> dict[str, object]:
     multi-step write takes the write lock up front instead of escalating mid-way.
     """
     if not url:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(state_dir)
+        ensure_private_file(state_dir / "clawboo.sqlite3")
         url = f"sqlite:///{state_dir / 'clawboo.sqlite3'}"
     # No persistent connections: under ASGI each request's sync code runs in a
     # thread of its own, so a kept connection would only leak (Django's advice).
@@ -151,7 +176,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = STATE_DIR / "static"
 
-LOGIN_URL = "/admin/login/"
+# The board's own login, for every team member; the admin's stays staff-only.
+LOGIN_URL = "/board/login/"
+LOGIN_REDIRECT_URL = "/board/"
+LOGOUT_REDIRECT_URL = "/board/login/"
+# Under /api/ a CSRF refusal is the API's JSON envelope (core.api.errors).
+CSRF_FAILURE_VIEW = "core.api.errors.csrf_failure"
 
 # --- Clawboo knobs -----------------------------------------------------------
 CLAWBOO_STATE_DIR = STATE_DIR
@@ -171,6 +201,41 @@ CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS = env_int("CLAWBOO_ROUTINE_DISPATCH_DEADLIN
 # gateway cron schedule source reports "degraded: not configured".
 CLAWBOO_OPENCLAW_GATEWAY_URL = os.environ.get("CLAWBOO_OPENCLAW_GATEWAY_URL", "")
 CLAWBOO_OPENCLAW_TOKEN = os.environ.get("CLAWBOO_OPENCLAW_TOKEN", "")
+
+
+def env_json_list(name: str) -> list[object]:
+    """A JSON list knob. A security allowlist that does not parse stops the server,
+    rather than silently allowing nothing or everything."""
+    import json
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return []
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not JSON: {exc}") from None
+    if not isinstance(value, list):
+        raise ImproperlyConfigured(f"{name} must be a JSON list")
+    return value
+
+
+# What non-staff users may make the server run (core.server_commands). Agents:
+# [{"runtime": "claude-code", "settings": {}}, ...], matched exactly (timeout_s aside).
+CLAWBOO_AGENT_ALLOWLIST = env_json_list("CLAWBOO_AGENT_ALLOWLIST")
+if not all(
+    isinstance(e, dict)
+    and isinstance(e.get("runtime"), str)
+    and isinstance(e.get("settings", {}), dict)
+    for e in CLAWBOO_AGENT_ALLOWLIST
+):
+    raise ImproperlyConfigured(
+        'CLAWBOO_AGENT_ALLOWLIST entries are {"runtime": "...", "settings": {...}}'
+    )
+# Task metadata commands (install_cmd / verify_cmd / start_cmd): exact strings.
+CLAWBOO_TASK_COMMAND_ALLOWLIST = env_json_list("CLAWBOO_TASK_COMMAND_ALLOWLIST")
+if not all(isinstance(e, str) for e in CLAWBOO_TASK_COMMAND_ALLOWLIST):
+    raise ImproperlyConfigured("CLAWBOO_TASK_COMMAND_ALLOWLIST is a JSON list of strings")
 CLAWBOO_REPO_ROOTS = [
     Path(p).expanduser().resolve()
     for p in os.environ.get("CLAWBOO_REPO_ROOTS", "").split(os.pathsep)
@@ -207,18 +272,20 @@ Q_CLUSTER = {
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes an anonymous call a 401, not a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "core.api.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "DEFAULT_THROTTLE_CLASSES": ["core.api.throttling.ClientRateThrottle"],
     "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
+    # ASCII-escaped JSON: any text renders, so a response never fails after its write.
+    "UNICODE_JSON": False,
 }
 # A request body larger than this is refused before it is parsed.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024

@@ -42,13 +42,31 @@ class TeamAdmin(DataLayerAdmin):
 
 @admin.register(Agent)
 class AgentAdmin(DataLayerAdmin):
-    list_display = ("id", "display_name", "team", "runtime", "participant_kind", "updated_at")
+    list_display = (
+        "id",
+        "display_name",
+        "team",
+        "runtime",
+        "participant_kind",
+        "owner",
+        "updated_at",
+    )
     list_filter = ("runtime", "participant_kind", "team")
     search_fields = ("id", "display_name")
-    fields = ("id", "display_name", "team", "runtime", "participant_kind", "settings", "user")
+    fields = (
+        "id",
+        "display_name",
+        "team",
+        "runtime",
+        "participant_kind",
+        "settings",
+        "owner",
+        "approved_by",
+    )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return ("id", "user") if obj else ()
+        # Saving here is an operator's approval of what the agent runs (core.server_commands).
+        return ("id", "approved_by") if obj else ("approved_by",)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
         data = form.cleaned_data
@@ -62,7 +80,10 @@ class AgentAdmin(DataLayerAdmin):
                         "runtime": data["runtime"],
                         "participant_kind": data["participant_kind"],
                         "settings": data.get("settings") or {},
+                        "owner": data.get("owner"),
                     },
+                    operator=True,
+                    approved_by=request.user,
                 )
             else:
                 registry.create_agent(
@@ -72,7 +93,9 @@ class AgentAdmin(DataLayerAdmin):
                     runtime=data["runtime"],
                     participant_kind=data["participant_kind"],
                     settings=data.get("settings") or {},
-                    user=data.get("user"),
+                    owner=data.get("owner"),
+                    operator=True,
+                    approved_by=request.user,
                 )
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc

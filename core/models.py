@@ -55,12 +55,27 @@ class Agent(models.Model):
         max_length=16, choices=ParticipantKind.choices, default=ParticipantKind.AGENT
     )
     settings = models.JSONField(default=dict, blank=True)
-    user = models.ForeignKey(
+    # Who may act as this agent (claim, heartbeat, settle, be assigned, create as it):
+    # its owner, or staff. No owner: staff only.
+    owner = models.ForeignKey(
         django_settings.AUTH_USER_MODEL,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="agents",
+    )
+    # What the agent runs on the server is an operator's decision (core.execution):
+    # the fingerprint of the runtime and settings a staff user last saved. The
+    # executor runs the agent only while its current fingerprint matches (or the
+    # settings are allowlisted), so a row changed around the registry does not run.
+    approved_fingerprint = models.CharField(max_length=64, blank=True, default="", editable=False)
+    approved_by = models.ForeignKey(
+        django_settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -72,6 +87,24 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.display_name} ({self.runtime})"
+
+
+class AgentToken(models.Model):
+    """An API key bound to one agent: it authenticates as the agent's owner and may
+    act as that agent and no other (``create_agent_token <user> --agent A``)."""
+
+    key = models.CharField(primary_key=True, max_length=40)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens")
+    user = models.ForeignKey(
+        django_settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_tokens"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "agent_tokens"
+
+    def __str__(self) -> str:
+        return f"token of {self.agent_id} for {self.user_id}"
 
 
 class RowIdField(models.BigAutoField):

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import connection
 
-from core import storage
+from core import server_commands, storage
 from core.checks import check_id, check_object, check_text
 from core.errors import Conflict, NotFound, ValidationFailed
 from core.models import Agent, ParticipantKind, Runtime, Team
@@ -52,6 +52,7 @@ def add_member(team_id: str, user: Any) -> None:
 
 
 _AGENT_EXISTS_SQL = f"SELECT 1 FROM {Agent._meta.db_table} WHERE id = %s"  # noqa: S608
+_AGENT_SCOPE_SQL = f"SELECT team_id, owner_id FROM {Agent._meta.db_table} WHERE id = %s"  # noqa: S608
 _MEMBER_TEAMS_SQL = (
     f"SELECT team_id FROM {Team.members.through._meta.db_table} "  # noqa: S608
     "WHERE user_id = %s ORDER BY team_id"
@@ -63,6 +64,14 @@ def agent_exists(agent_id: str) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(_AGENT_EXISTS_SQL, [agent_id])
         return cursor.fetchone() is not None
+
+
+def agent_scope(agent_id: str) -> tuple[str, Any] | None:
+    """(team, owner id) of an agent, or None (precompiled: every claim asks it)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_AGENT_SCOPE_SQL, [agent_id])
+        row = cursor.fetchone()
+    return None if row is None else (row[0], row[1])
 
 
 def member_team_ids(user_id: Any) -> list[str]:
@@ -103,14 +112,23 @@ def create_agent(
     runtime: Any,
     participant_kind: Any = None,
     settings: Any = None,
-    user: Any = None,
+    owner: Any = None,
+    operator: bool = True,
+    approved_by: Any = None,
 ) -> Agent:
+    """Register an agent owned by ``owner`` (None: only staff may act as it).
+
+    ``operator`` says the caller may decide what the agent runs on the server (staff,
+    the admin, the CLI); otherwise its runtime and settings must be allowlisted
+    (:mod:`core.server_commands`, 403). An operator's save stamps their fingerprint.
+    """
     aid = check_id(id, "id")
     name = check_text(display_name, "display_name", limit=200, required=True)
     tid = check_id(team, "team")
     rt = _check_runtime(runtime)
     kind = _check_kind(participant_kind)
     conf = check_object(settings, "settings")
+    server_commands.check_agent_execution(rt, conf, operator=operator)
 
     def run() -> Agent:
         if Agent.objects.filter(pk=aid).exists():
@@ -124,16 +142,22 @@ def create_agent(
             runtime=rt,
             participant_kind=kind,
             settings=conf,
-            user=user,
+            owner=owner,
+            approved_fingerprint=server_commands.fingerprint(rt, conf) if operator else "",
+            approved_by=approved_by if operator else None,
         )
 
     return storage.write(run)
 
 
-_AGENT_EDITABLE = ("display_name", "runtime", "participant_kind", "settings", "team")
+_AGENT_EDITABLE = ("display_name", "runtime", "participant_kind", "settings", "team", "owner")
 
 
-def update_agent(agent_id: str, changes: dict[str, Any]) -> Agent:
+def update_agent(
+    agent_id: str, changes: dict[str, Any], *, operator: bool = True, approved_by: Any = None
+) -> Agent:
+    """Change an agent. A new runtime or settings from a non-operator must be
+    allowlisted (403); an operator's change re-stamps the approved fingerprint."""
     extra = sorted(set(changes) - set(_AGENT_EDITABLE))
     if extra:
         raise ValidationFailed(extra[0], "unknown field in an agent update")
@@ -150,13 +174,23 @@ def update_agent(agent_id: str, changes: dict[str, Any]) -> Agent:
         clean["settings"] = check_object(changes["settings"], "settings")
     if "team" in changes:
         clean["team_id"] = check_id(changes["team"], "team")
+    if "owner" in changes:
+        clean["owner"] = changes["owner"]
 
     def run() -> Agent:
         agent = get_agent(agent_id)
         if "team_id" in clean and not Team.objects.filter(pk=clean["team_id"]).exists():
             raise ValidationFailed("team", f"no team {clean['team_id']!r}")
+        runtime = clean.get("runtime", agent.runtime)
+        conf = clean.get("settings", agent.settings)
+        executes = "runtime" in clean or "settings" in clean
+        if executes:
+            server_commands.check_agent_execution(runtime, conf, operator=operator)
         for name, value in clean.items():
             setattr(agent, name, value)
+        if executes and operator:
+            agent.approved_fingerprint = server_commands.fingerprint(runtime, conf)
+            agent.approved_by = approved_by
         agent.save()
         return agent
 

@@ -30,7 +30,7 @@ from django.conf import settings
 from board import ceilings, store
 from board.errors import DepthExceeded
 from board.models import Task
-from core import registry, wakeups
+from core import registry, server_commands, wakeups
 from core.errors import ClawbooError
 from core.models import Agent
 from executor import verification
@@ -116,6 +116,11 @@ class Executor:
             report.outcome = "refused"
             report.error = f"runtime {self.agent.runtime!r} is not run by this executor"
             return report
+        # Checked before claiming too, so an unapproved agent takes no work at all.
+        not_approved = server_commands.agent_run_refusal(registry.get_agent(self.agent.id))
+        if not_approved is not None:
+            report.outcome, report.error = "refused", not_approved
+            return report
         with _Clock(report).phase("board"):
             claimed = store.claim_next(
                 self.agent.id,
@@ -138,6 +143,8 @@ class Executor:
         try:
             with clock.phase("board"):
                 task = store.get_task(task_id)
+                # Fresh: what runs is what was checked, even if the row changed since.
+                self.agent = registry.get_agent(self.agent.id)
                 refusal = self._dispatch_refusal(task)
                 if refusal is not None:
                     store.fail(task_id, refusal, ticket=ticket, if_allowed=True)
@@ -188,8 +195,12 @@ class Executor:
     # --- steps ----------------------------------------------------------------
 
     def _dispatch_refusal(self, task: Task) -> str | None:
+        self.caps = capabilities(self.agent.runtime)
         if not self.caps.automated:
             return f"runtime {self.agent.runtime!r} needs a person; the executor does not run it"
+        not_approved = server_commands.agent_run_refusal(self.agent)
+        if not_approved is not None:
+            return not_approved
         try:
             store.check_dispatch_depth(task.id, ceilings.MAX_DEPTH)
         except DepthExceeded as exc:
@@ -457,11 +468,20 @@ def work_loop(
     def loop(agent_id: str) -> None:
         try:
             executor = Executor(agent_id)
+            last_refusal: str | None = None
             while not stop.is_set():
                 since = wakeups.seen(wakeups.BOARD)  # before the look: no lost wake
                 result = executor.work_once()
-                if result.outcome != "idle" and report is not None:
+                # A refusal (e.g. an agent no operator approved) is reported once, not
+                # at every poll, until it changes.
+                refusal = result.error if result.outcome == "refused" else None
+                if (
+                    result.outcome != "idle"
+                    and report is not None
+                    and (refusal is None or refusal != last_refusal)
+                ):
                     report(result)
+                last_refusal = refusal
                 if result.outcome in ("idle", "refused"):
                     if once:
                         return

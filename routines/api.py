@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api.access import can_see_team, require_team, team_ids
+from core.api.access import act_as, can_see_team, require_team, team_ids
 from core.api.bodies import json_object
 from core.api.idempotency import idempotent
 from core.api.schema import with_errors
@@ -221,6 +221,7 @@ class RoutineListView(APIView):
     def post(self, request: Request) -> Response:
         body = json_object(request, _CREATE_FIELDS, required=("agent_id", "team", "cron_spec"))
         require_team(request.user, body["team"])
+        act_as(request, body["agent_id"])  # a routine fires as its agent
         routine = store.create_routine(**body)
         return Response(routine.as_dict(), status=201)
 
@@ -251,6 +252,8 @@ class RoutineDetailView(APIView):
     def patch(self, request: Request, routine_id: str) -> Response:
         visible_routine(request.user, routine_id)
         body = json_object(request, RoutinePatchSerializer().fields)
+        if "agent_id" in body:
+            act_as(request, body["agent_id"])
         return Response(store.update_routine(routine_id, body).as_dict())
 
     @extend_schema(
@@ -340,6 +343,7 @@ class ScheduleListView(APIView):
                 required=("source", "agent_id", "team", "cron_spec"),
             )
             require_team(request.user, body["team"])
+            act_as(request, body["agent_id"])
         else:
             body = json_object(request, data or {}, required=("source",))
             if not isinstance(source_name, str):
@@ -364,6 +368,8 @@ class ScheduleDetailView(APIView):
         _check_schedule_access(request.user, mux, schedule_id)
         data = request.data if isinstance(request.data, dict) else None
         body = json_object(request, data or {})
+        if "agent_id" in body:
+            act_as(request, body["agent_id"])
         return Response(mux.update(schedule_id, body).as_dict())
 
     @extend_schema(

@@ -55,10 +55,12 @@ def commit_change(
     fields: Iterable[str],
     write_token: dict[str, Any] | None = None,
     at: dt.datetime | None = None,
+    actor: str | None = None,
 ) -> Task:
     """Persist a changed task: revision +1, updated_at, optional write receipt, event.
 
-    Runs inside the caller's write transaction; the event is part of it.
+    Runs inside the caller's write transaction; the event is part of it. ``actor``
+    names the authenticated user of a human move, for the audit.
     """
     task.revision += 1
     task.updated_at = at or now()
@@ -73,17 +75,26 @@ def commit_change(
         task.write_log = log
         update.add("write_log")
     task.save(update_fields=sorted(update))
-    record_event(task, kind, prev_status=prev_status)
+    record_event(task, kind, prev_status=prev_status, actor=actor)
     return task
 
 
-def record_event(task: Task, kind: str, *, prev_status: str | None) -> None:
+def record_event(
+    task: Task, kind: str, *, prev_status: str | None, actor: str | None = None
+) -> None:
     snapshot = task.as_dict(depends_on=depends_on_ids(task.id))
     changed_status = prev_status if prev_status != task.status else None
+    payload: dict[str, Any] = {
+        "task": snapshot,
+        "prev_status": changed_status,
+        "revision": task.revision,
+    }
+    if actor is not None:
+        payload["actor"] = actor
     events.append(
         task.team_id,
         kind,
-        {"task": snapshot, "prev_status": changed_status, "revision": task.revision},
+        payload,
         task_id=task.id,
         prev_status=changed_status,
     )

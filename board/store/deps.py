@@ -14,6 +14,7 @@ from board.models import Task, TaskDep
 from board.store._base import commit_change, lock_task, now
 from board.transitions import Status
 from core import storage
+from core.errors import ValidationFailed
 
 # Any constant works: all dependency links on PostgreSQL take this one advisory lock,
 # so two concurrent links (even on disjoint task pairs) cannot race a cycle in.
@@ -55,6 +56,8 @@ def link(task_id: str, depends_on: Any) -> bool:
         # look at its status and the insert: a deadlock with that completion is a
         # transient error storage.write re-runs.
         dep_task = lock_task(dep)
+        if dep_task.team_id != task.team_id:  # a dependency never crosses teams
+            raise ValidationFailed("depends_on", f"no task {dep!r} on team {task.team_id!r}")
         if dep == task_id or _reaches(dep, task_id):
             raise DependencyCycle(
                 f"{task_id!r} cannot depend on {dep!r}: {dep!r} already depends on it",
@@ -126,16 +129,25 @@ def depth_of(task_id: str) -> int:
 
 
 def dependent_ids(task_id: str) -> list[str]:
-    """Every task that transitively waits on ``task_id`` (validated)."""
+    """Every task of ``task_id``'s team that transitively waits on it (validated).
+
+    The walk never leaves the team, even over links made before dependencies were
+    kept within a team: one team's failure never reaches another's tasks.
+    """
     table = TaskDep._meta.db_table
+    tasks = Task._meta.db_table
     sql = (
         f"WITH RECURSIVE down(id) AS ("  # noqa: S608
-        f" SELECT task_id FROM {table} WHERE depends_on_task_id = %s"
+        f" SELECT d.task_id FROM {table} d JOIN {tasks} t ON t.id = d.task_id"
+        f" WHERE d.depends_on_task_id = %s"
+        f" AND t.team_id = (SELECT team_id FROM {tasks} WHERE id = %s)"
         f" UNION SELECT d.task_id FROM {table} d JOIN down ON d.depends_on_task_id = down.id"
+        f" JOIN {tasks} t ON t.id = d.task_id"
+        f" WHERE t.team_id = (SELECT team_id FROM {tasks} WHERE id = %s)"
         f") SELECT id FROM down"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [task_id])
+        cursor.execute(sql, [task_id, task_id, task_id])
         rows = cursor.fetchall()
     ids = [row[0] for row in rows]
     if not all(isinstance(i, str) for i in ids):

@@ -200,7 +200,7 @@ def create_task(
         "priority": checks.check_priority(0 if priority is None else priority),
         "labels": checks.check_labels(labels),
         "metadata": checks.check_object(metadata, "metadata"),
-        "input": input,
+        "input": checks.check_storable(input, "input"),
         "parent_task_id": None
         if parent_task_id is None
         else checks.check_id(parent_task_id, "parent_task_id"),
@@ -235,16 +235,21 @@ def _create(task_id: str | None, clean: dict[str, Any], fingerprint: str) -> Cre
     at = now()
     parent_id = clean["parent_task_id"]
     if parent_id is not None:
-        _check_parent_ceilings(parent_id)
+        _check_parent_ceilings(parent_id, clean["team"])
     elif clean["created_by_agent_id"] is not None:
         _check_root_rate(clean["team"], at)
     deps = clean["depends_on"]
     unmet = 0
     if deps:
-        found = dict(Task.objects.filter(pk__in=deps).values_list("id", "status"))
+        # A dependency never crosses teams: another team's task is not found here.
+        found = dict(
+            Task.objects.filter(pk__in=deps, team_id=clean["team"]).values_list("id", "status")
+        )
         missing = [d for d in deps if d not in found]
         if missing:
-            raise ValidationFailed("depends_on", f"no task {missing[0]!r}")
+            raise ValidationFailed(
+                "depends_on", f"no task {missing[0]!r} on team {clean['team']!r}"
+            )
         unmet = sum(1 for d in deps if found[d] != Status.DONE)
     task = Task.objects.create(
         id=task_id or secrets.token_hex(10),
@@ -285,11 +290,13 @@ def ancestors(task_id: str) -> list[str]:
     return ancestor_ids(task_id)
 
 
-def _check_parent_ceilings(parent_id: str) -> None:
+def _check_parent_ceilings(parent_id: str, team_id: str) -> None:
     try:
-        lock_task(parent_id)  # serialises concurrent creates under one parent
+        parent = lock_task(parent_id)  # serialises concurrent creates under one parent
     except TaskNotFound:
         raise ValidationFailed("parent_task_id", f"no task {parent_id!r}") from None
+    if parent.team_id != team_id:  # a tree never crosses teams
+        raise ValidationFailed("parent_task_id", f"no task {parent_id!r} on team {team_id!r}")
     depth, max_depth = len(ancestors(parent_id)), ceilings.MAX_DEPTH
     if depth >= max_depth:
         raise DepthExceeded(
@@ -385,7 +392,7 @@ def apply_move(
                 f"Human override of a {task.verdict!r} verification verdict: {override['reason']}",
                 at,
             )
-            record_event(task, "verification_overridden", prev_status=prev)
+            record_event(task, "verification_overridden", prev_status=prev, actor=override["by"])
         task.completed_at = at
         fields.add("completed_at")
         if prev != Status.DONE:
@@ -422,9 +429,12 @@ def clear_verdict(task: Task) -> None:
     task.human_override = None
 
 
-def transition(task_id: str, to: Any, *, human_override: Any = None) -> Task:
+def transition(
+    task_id: str, to: Any, *, human_override: Any = None, actor: str | None = None
+) -> Task:
     """Move a task to ``to``, checked against the freshly read row in the write
-    transaction. Same-status is a no-op; illegal raises :class:`IllegalTransition`."""
+    transaction. Same-status is a no-op; illegal raises :class:`IllegalTransition`.
+    ``actor``: the authenticated user who moved it (recorded on the event)."""
     target = checks.check_status(to)
     override = check_override(human_override)
 
@@ -442,7 +452,12 @@ def transition(task_id: str, to: Any, *, human_override: Any = None) -> Task:
 
             close_running(task, "cancelled", error=f"moved to {target}", at=at)
         return commit_change(
-            task, _transition_kind(prev, target), prev_status=prev, fields=fields, at=at
+            task,
+            _transition_kind(prev, target),
+            prev_status=prev,
+            fields=fields,
+            at=at,
+            actor=actor,
         )
 
     return storage.write(run)

@@ -1,12 +1,20 @@
-"""Who sees what: a user sees and writes only the teams they belong to; staff see all."""
+"""Who sees what, and who may act as whom.
+
+A user sees and writes only the teams they belong to; staff see all. What the
+caller cannot see answers exactly as what does not exist (no existence oracle).
+Acting as an agent (claim, heartbeat, settle, be assigned, create as it) needs its
+owner's credential or staff; a token bound to one agent acts as that agent only.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from core.api.auth import bound_agent
+from core.checks import ID_PATTERN
 from core.errors import Forbidden, ValidationFailed
 from core.models import Team
-from core.registry import member_team_ids
+from core.registry import agent_scope, member_team_ids
 
 
 def team_ids(user: Any) -> list[str] | None:
@@ -22,9 +30,56 @@ def can_see_team(user: Any, team_id: str) -> bool:
 
 
 def require_team(user: Any, team_id: Any, field: str = "team") -> str:
-    """The team, if it exists and the user belongs to it (400 unknown / 403 not a member)."""
-    if not isinstance(team_id, str) or not Team.objects.filter(pk=team_id).exists():
+    """The team, if it exists and the user belongs to it; a team the user is not in
+    is refused exactly like one that does not exist (400 naming the field)."""
+    if (
+        not isinstance(team_id, str)
+        or not ID_PATTERN.match(team_id)
+        or not can_see_team(user, team_id)
+        or not Team.objects.filter(pk=team_id).exists()
+    ):
         raise ValidationFailed(field, f"no team {team_id!r}")
-    if not can_see_team(user, team_id):
-        raise Forbidden(f"you are not a member of team {team_id!r}")
     return team_id
+
+
+def act_as(request: Any, agent_id: Any, field: str = "agent_id") -> str:
+    """The agent id, if the request may act as it.
+
+    An unknown agent, or one of a team the caller cannot see: 400 (the same answer).
+    Seen but not the caller's (not its owner, not staff), or not the one agent the
+    caller's token is bound to: 403. Checked before anything is written.
+    """
+    user = request.user
+    scope = (
+        agent_scope(agent_id) if isinstance(agent_id, str) and ID_PATTERN.match(agent_id) else None
+    )
+    if scope is None or not can_see_team(user, scope[0]):
+        raise ValidationFailed(field, f"no agent {agent_id!r} in the registry")
+    bound = bound_agent(request.auth)
+    if bound is not None and bound != agent_id:
+        raise Forbidden(f"this token acts as agent {bound!r} only, not {agent_id!r}", field=field)
+    if not (user.is_staff or user.is_superuser) and scope[1] != user.pk:
+        raise Forbidden(
+            f"you may not act as agent {agent_id!r}: it belongs to another user", field=field
+        )
+    return agent_id
+
+
+def act_as_assignee(request: Any, task: Any) -> None:
+    """Heartbeats and settles act as the task's assignee: its owner's credential or
+    staff (and a bound token only for that agent). A task held by an agent the
+    caller cannot see or that is not registered: staff only. Unassigned: no check."""
+    assignee = task.assignee_agent_id
+    if assignee is None:
+        return
+    user = request.user
+    scope = agent_scope(assignee)
+    if scope is None or not can_see_team(user, scope[0]):
+        bound = bound_agent(request.auth)
+        if (user.is_staff or user.is_superuser) and bound in (None, assignee):
+            return
+        raise Forbidden(
+            f"task {task.id!r} is held by agent {assignee!r}, which you may not act as",
+            field="agent_id",
+        )
+    act_as(request, assignee, "agent_id")

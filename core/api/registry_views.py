@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
@@ -11,12 +12,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core import chat, events, registry
-from core.api.access import can_see_team, require_team, team_ids
+from core import chat, events, registry, server_commands
+from core.api.access import act_as, can_see_team, require_team, team_ids
 from core.api.bodies import json_object, query_int
 from core.api.idempotency import idempotent
 from core.api.schema import with_errors
-from core.errors import NotFound
+from core.errors import Forbidden, NotFound, ValidationFailed
 from core.live import frames_for
 from core.models import Agent, Runtime, Team
 
@@ -30,9 +31,32 @@ _AGENT_FIELDS: dict[str, Any] = {
     "runtime": serializers.ChoiceField(choices=Runtime.choices),
     "participant_kind": serializers.ChoiceField(choices=["agent", "human"]),
     "settings": serializers.DictField(),
+    "owner": serializers.CharField(allow_null=True, help_text="username of its owner"),
 }
 AgentSerializer = inline_serializer("Agent", _AGENT_FIELDS)
 AgentListSerializer = inline_serializer("Agent", _AGENT_FIELDS, many=True)
+
+
+def _agent_write_fields(create: bool) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "display_name": serializers.CharField(required=create),
+        "team": serializers.CharField(required=create),
+        "runtime": serializers.ChoiceField(choices=Runtime.choices, required=create),
+        "participant_kind": serializers.ChoiceField(choices=["agent", "human"], required=False),
+        "settings": serializers.DictField(
+            required=False,
+            help_text="what the runtime runs; for every runtime but 'human' staff-only "
+            "unless allowlisted (CLAWBOO_AGENT_ALLOWLIST)",
+        ),
+        "owner": serializers.CharField(
+            required=False, help_text="username; staff only (default: the caller)"
+        ),
+    }
+    return {"id": serializers.CharField(), **fields} if create else fields
+
+
+AgentCreateSerializer = inline_serializer("AgentCreate", _agent_write_fields(True))
+AgentPatchSerializer = inline_serializer("AgentPatch", _agent_write_fields(False))
 
 
 def team_body(team: Team) -> dict[str, Any]:
@@ -47,6 +71,7 @@ def agent_body(agent: Agent) -> dict[str, Any]:
         "runtime": agent.runtime,
         "participant_kind": agent.participant_kind,
         "settings": agent.settings,
+        "owner": agent.owner.get_username() if agent.owner_id else None,
         "created_at": agent.created_at.isoformat(),
         "updated_at": agent.updated_at.isoformat(),
     }
@@ -88,18 +113,26 @@ class AgentsView(APIView):
 
     @extend_schema(
         operation_id="agents_create",
-        request=AgentSerializer,
+        request=AgentCreateSerializer,
         responses=with_errors({201: AgentSerializer}, "validation_error", "forbidden", "conflict"),
     )
     @idempotent
     def post(self, request: Request) -> Response:
         body = json_object(
             request,
-            ("id", "display_name", "team", "runtime", "participant_kind", "settings"),
+            ("id", "display_name", "team", "runtime", "participant_kind", "settings", "owner"),
             required=("id", "display_name", "team", "runtime"),
         )
         require_team(request.user, body["team"])
-        return Response(agent_body(registry.create_agent(**body)), status=201)
+        operator = server_commands.is_operator(request.user)
+        owner = _owner(request, body.pop("owner", None)) or request.user
+        agent = registry.create_agent(
+            **body,
+            owner=owner,
+            operator=operator,
+            approved_by=request.user if operator else None,
+        )
+        return Response(agent_body(agent), status=201)
 
 
 class AgentDetailView(APIView):
@@ -119,17 +152,40 @@ class AgentDetailView(APIView):
 
     @extend_schema(
         operation_id="agents_update",
-        request=AgentSerializer,
+        request=AgentPatchSerializer,
         responses=with_errors({200: AgentSerializer}, "not_found", "validation_error", "forbidden"),
     )
     def patch(self, request: Request, agent_id: str) -> Response:
         self._agent(request, agent_id)
+        act_as(request, agent_id, "id")  # only its owner (or staff) changes an agent
         body = json_object(
-            request, ("display_name", "team", "runtime", "participant_kind", "settings")
+            request, ("display_name", "team", "runtime", "participant_kind", "settings", "owner")
         )
         if "team" in body:
             require_team(request.user, body["team"])
-        return Response(agent_body(registry.update_agent(agent_id, body)))
+        if "owner" in body:
+            body["owner"] = _owner(request, body["owner"])
+        operator = server_commands.is_operator(request.user)
+        agent = registry.update_agent(
+            agent_id, body, operator=operator, approved_by=request.user if operator else None
+        )
+        return Response(agent_body(agent))
+
+
+def _owner(request: Request, username: Any) -> Any:
+    """The user named as an agent's owner: staff only (anyone else owns what they make)."""
+    if username is None:
+        return None
+    if not server_commands.is_operator(request.user):
+        if username == request.user.get_username():
+            return request.user
+        raise Forbidden("only staff may register an agent for another user", field="owner")
+    if not isinstance(username, str):
+        raise ValidationFailed("owner", "must be a username")
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise ValidationFailed("owner", f"no user {username!r}")
+    return user
 
 
 _CHAT_FIELDS: dict[str, Any] = {

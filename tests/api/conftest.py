@@ -35,9 +35,15 @@ def staff_api(db):
 
 
 @pytest.fixture
-def agent(db):
+def agent(api):
+    """An agent the ``api`` client (user ada) owns, so it may act as it."""
     return registry.create_agent(
-        id="ada-bot", display_name="Ada", team="default", runtime="command"
+        id="ada-bot",
+        display_name="Ada",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"]},
+        owner=api.user,
     )
 
 

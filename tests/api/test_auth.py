@@ -42,9 +42,11 @@ def test_anonymous_callers_get_401_on_every_path(client):
 def test_a_token_of_team_a_cannot_read_or_write_team_b(db):
     registry.create_team("red", "Red")
     registry.create_team("blue", "Blue")
-    registry.create_agent(id="red-bot", display_name="R", team="red", runtime="command")
     blue_task = store.create_task(title="blue secret", team="blue").task
     red = make_client("reddy", teams=("red",))
+    registry.create_agent(
+        id="red-bot", display_name="R", team="red", runtime="human", owner=red.user
+    )
     before = fingerprint()
     tid = blue_task.id
     attempts = [
@@ -70,13 +72,16 @@ def test_a_token_of_team_a_cannot_read_or_write_team_b(db):
         assert response.status_code in (403, 404), (method, url, response.status_code)
     listed = red.get("/api/board/tasks?team=blue").json()["results"]
     assert listed == []
+    # Another team is answered exactly like a team that does not exist: no oracle.
     create = red.post("/api/board/tasks", {"title": "x", "team": "blue"}, format="json")
-    assert create.status_code == 403
+    ghost = red.post("/api/board/tasks", {"title": "x", "team": "ghost"}, format="json")
+    assert create.status_code == ghost.status_code == 400
+    assert create.json()["detail"] == ghost.json()["detail"].replace("ghost", "blue")
     assert (
         red.post(
             "/api/board/claim-next", {"agent_id": "red-bot", "team": "blue"}, format="json"
         ).status_code
-        == 403
+        == 400
     )
     # claim-next without a team only ever reaches the caller's own teams
     assert (

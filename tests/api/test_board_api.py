@@ -143,7 +143,8 @@ def test_other_teams_tasks_are_invisible(api, unchanged):
     assert api.get("/api/board/tasks").json()["results"] == []
     with unchanged():
         response = api.post("/api/board/tasks", {"title": "x", "team": "red"}, format="json")
-    assert response.status_code == 403 and response.json()["error"] == "forbidden"
+    # A team the caller is not in answers like one that does not exist.
+    assert response.status_code == 400 and response.json()["detail"] == "team: no team 'red'"
 
 
 def test_patch_edits_fields_and_refuses_assignee_on_locked(api, agent, unchanged):
@@ -160,7 +161,9 @@ def test_patch_edits_fields_and_refuses_assignee_on_locked(api, agent, unchanged
     assert response.status_code == 200  # same assignee: no change
     from core import registry
 
-    registry.create_agent(id="bob", display_name="Bob", team="default", runtime="codex")
+    registry.create_agent(
+        id="bob", display_name="Bob", team="default", runtime="codex", owner=api.user
+    )
     with unchanged():
         response = api.patch(
             f"/api/board/tasks/{task['id']}", {"assignee_agent_id": "bob"}, format="json"

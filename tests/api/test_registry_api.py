@@ -22,13 +22,20 @@ def test_staff_see_every_team(staff_api):
     assert "blue" in {t["id"] for t in staff_api.get("/api/teams").json()}
 
 
-def test_agents_registry(api, unchanged):
-    made = api.post(
+def test_agents_registry(api, staff_api, unchanged):
+    made = staff_api.post(
         "/api/agents",
-        {"id": "cc", "display_name": "Claude", "team": "default", "runtime": "claude-code"},
+        {
+            "id": "cc",
+            "display_name": "Claude",
+            "team": "default",
+            "runtime": "claude-code",
+            "owner": "ada",
+        },
         format="json",
     )
     assert made.status_code == 201 and made.json()["participant_kind"] == "agent"
+    assert made.json()["owner"] == "ada"
     with unchanged():
         bad = api.post(
             "/api/agents",

@@ -71,6 +71,38 @@ def staff(team):
     return make_client("root", teams=(), staff=True)
 
 
+# A routine fires as its agent: the API user must own the agents it names.
+@pytest.fixture
+def agent(team, api):
+    return registry.create_agent(
+        id="ada",
+        display_name="Ada",
+        team=team,
+        runtime="command",
+        settings={"argv": ["true"]},
+        owner=api.user,
+    )
+
+
+@pytest.fixture
+def openclaw_agent(team, api):
+    return registry.create_agent(
+        id="claw", display_name="Claw", team=team, runtime="openclaw", owner=api.user
+    )
+
+
+@pytest.fixture
+def human_agent(team, api):
+    return registry.create_agent(
+        id="hal",
+        display_name="Hal",
+        team=team,
+        runtime="human",
+        participant_kind="human",
+        owner=api.user,
+    )
+
+
 @pytest.fixture
 def outsider(db):
     registry.ensure_team("elsewhere", "Elsewhere")
@@ -176,9 +208,17 @@ def test_a_create_missing_a_required_field_is_a_400(api, agent):
         refused(api.post("/api/routines", [1, 2], format="json"), 400, "validation_error")
 
 
-def test_creating_in_a_team_you_are_not_in_is_403(outsider, agent):
+def test_creating_in_a_team_you_are_not_in_is_refused_like_an_unknown_team(outsider, agent):
     with unchanged():
-        refused(outsider.post("/api/routines", body(agent), format="json"), 403, "forbidden")
+        data = refused(
+            outsider.post("/api/routines", body(agent), format="json"), 400, "validation_error"
+        )
+        ghost = refused(
+            outsider.post("/api/routines", {**body(agent), "team": "ghost"}, format="json"),
+            400,
+            "validation_error",
+        )
+    assert data["detail"] == ghost["detail"].replace("ghost", "ops")
 
 
 def test_another_teams_routine_is_invisible(api, outsider, agent):
@@ -431,8 +471,8 @@ def test_routine_schedule_writes_follow_the_routine_rules(api, outsider, agent, 
             outsider.post(
                 "/api/schedules", {"source": "clawboo-routine", **body(agent)}, format="json"
             ),
-            403,
-            "forbidden",
+            400,
+            "validation_error",
         )
     rid = create(api, agent)["id"]
     with unchanged():

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from core import wakeups
+from core import server_commands, wakeups
 from core.models import Agent
 from executor.runner import WorkReport, work_loop
 from executor.runtimes import capabilities
@@ -72,10 +72,15 @@ class Command(BaseCommand):
 
 
 def runnable_agents() -> list[str]:
-    """Agents whose runtime the executor runs (automated, one-shot)."""
+    """Agents whose runtime the executor runs (automated, one-shot) and whose runtime
+    and settings an operator approved (core.server_commands)."""
     found = []
     for agent in Agent.objects.order_by("id"):
         caps = capabilities(agent.runtime)
-        if caps.automated and caps.integration == "one-shot":
+        if (
+            caps.automated
+            and caps.integration == "one-shot"
+            and server_commands.agent_run_refusal(agent) is None
+        ):
             found.append(agent.id)
     return found

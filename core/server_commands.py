@@ -1,0 +1,102 @@
+"""What runs on this server is an operator's decision.
+
+An agent on any runtime but ``human`` makes the server (or its OpenClaw gateway)
+run something chosen by its runtime and settings: a ``command`` argv, a CLI's
+binary, flags and permission mode. A task's ``install_cmd`` / ``verify_cmd`` /
+``start_cmd`` become ``init.sh`` lines the verification gate runs. Staff decide
+these; anyone else may register only what the operator allowlisted in settings
+(``CLAWBOO_AGENT_ALLOWLIST``, ``CLAWBOO_TASK_COMMAND_ALLOWLIST``).
+
+An operator's save (a staff user over the API or in the admin, or the CLI) stamps
+the agent with the fingerprint of its runtime and settings;
+the executor calls :func:`agent_run_refusal` before each run, so an agent whose
+row changed since (by any path) runs only if what it now holds is allowlisted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings as django_settings
+
+from core.errors import Forbidden
+
+# Settings that never reach a command line or an environment.
+PASSIVE_SETTINGS = frozenset({"timeout_s"})
+# The one runtime nothing on the server runs: a person, or a process that talks
+# to the API with its own credential.
+SERVERLESS_RUNTIMES = frozenset({"human"})
+TASK_COMMAND_KEYS = ("install_cmd", "verify_cmd", "start_cmd")
+
+
+def runs_on_server(runtime: str) -> bool:
+    return runtime not in SERVERLESS_RUNTIMES
+
+
+def execution_part(runtime: str, settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The runtime and the settings that decide what runs."""
+    conf = {k: v for k, v in (settings or {}).items() if k not in PASSIVE_SETTINGS}
+    return {"runtime": runtime, "settings": conf}
+
+
+def fingerprint(runtime: str, settings: Mapping[str, Any] | None) -> str:
+    text = json.dumps(execution_part(runtime, settings), sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def agent_allowlisted(runtime: str, settings: Mapping[str, Any] | None) -> bool:
+    wanted = execution_part(runtime, settings)
+    for entry in getattr(django_settings, "CLAWBOO_AGENT_ALLOWLIST", ()):
+        if execution_part(entry.get("runtime", ""), entry.get("settings")) == wanted:
+            return True
+    return False
+
+
+def check_agent_execution(
+    runtime: str, settings: Mapping[str, Any] | None, *, operator: bool
+) -> None:
+    """Refuse (403) a non-operator's agent that would run something not allowlisted."""
+    if operator or not runs_on_server(runtime) or agent_allowlisted(runtime, settings):
+        return
+    raise Forbidden(
+        f"what a {runtime!r} agent runs on the server is an operator's decision: ask a staff "
+        "user to register it, or to allowlist these settings (CLAWBOO_AGENT_ALLOWLIST)",
+        field="settings",
+    )
+
+
+def agent_run_refusal(agent: Any) -> str | None:
+    """Why the executor must not run ``agent`` now, or None. Re-checked before each run."""
+    if not runs_on_server(agent.runtime) or agent_allowlisted(agent.runtime, agent.settings):
+        return None
+    if agent.approved_fingerprint and agent.approved_fingerprint == fingerprint(
+        agent.runtime, agent.settings
+    ):
+        return None
+    return (
+        f"agent {agent.id!r}: its runtime and settings were not approved by an operator "
+        "(a staff user saves the agent, or CLAWBOO_AGENT_ALLOWLIST lists its settings)"
+    )
+
+
+def check_task_commands(metadata: Any, *, operator: bool) -> None:
+    """Refuse (403) a non-operator's task metadata naming commands the gate would run."""
+    if operator or not isinstance(metadata, Mapping):
+        return
+    allowed = set(getattr(django_settings, "CLAWBOO_TASK_COMMAND_ALLOWLIST", ()))
+    for key in TASK_COMMAND_KEYS:
+        value = metadata.get(key)
+        if value in (None, "") or (isinstance(value, str) and value in allowed):
+            continue
+        raise Forbidden(
+            f"metadata.{key}: a command the server runs is an operator's decision; ask a "
+            "staff user, or to allowlist it (CLAWBOO_TASK_COMMAND_ALLOWLIST)",
+            field=f"metadata.{key}",
+        )
+
+
+def is_operator(user: Any) -> bool:
+    return bool(user is not None and user.is_active and (user.is_staff or user.is_superuser))
