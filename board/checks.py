@@ -15,6 +15,7 @@ from core.checks import (
     check_id,
     check_int,
     check_object,
+    check_storable,
     check_text,
     unknown_keys,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "check_id",
     "check_int",
     "check_object",
+    "check_storable",
     "check_text",
     "unknown_keys",
 ]
@@ -46,7 +48,7 @@ def check_title(value: Any) -> str:
         raise ValidationFailed("title", "is required and must be a non-empty string")
     if len(value) > TITLE_MAX:
         raise ValidationFailed("title", f"must be at most {TITLE_MAX} characters")
-    return value
+    return check_text(value, "title", limit=TITLE_MAX)
 
 
 def check_priority(value: Any) -> int:
@@ -64,7 +66,7 @@ def check_label(value: Any, field: str = "label") -> str:
         raise ValidationFailed(
             field, f"each label must be a non-empty string of at most {LABEL_MAX} characters"
         )
-    return value.strip()
+    return check_text(value, field, limit=LABEL_MAX).strip()
 
 
 def check_labels(value: Any) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
@@ -10,6 +11,14 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from board import transitions
 from core.api.access import team_ids
 from core.models import Team
+
+
+class BoardLoginView(LoginView):
+    """The board's login: any active user (the admin's login admits staff only).
+    What they then see is the board of their own teams."""
+
+    template_name = "board/login.html"
+    redirect_authenticated_user = True
 
 
 @login_required
@@ -35,5 +44,6 @@ def board_page(request: HttpRequest) -> HttpResponse:
                 "transitions": transitions.as_json(),
                 "user": request.user.get_username(),
             },
+            "is_staff": request.user.is_staff,
         },
     )

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth.views import LogoutView
 from django.urls import URLPattern, URLResolver, include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from board import api as board_api
-from board.views import board_page
+from board.views import BoardLoginView, board_page
 from core.api import registry_views
 from core.api.errors import api_404
 from routines import api as routine_api
@@ -60,9 +61,17 @@ api_patterns: list[URLPattern | URLResolver] = [
     re_path(r"^.*$", api_404),
 ]
 
+# Django's error pages; under /api/ each is the JSON envelope (core.api.errors).
+handler400 = "core.api.errors.bad_request"
+handler403 = "core.api.errors.permission_denied"
+handler404 = "core.api.errors.page_not_found"
+handler500 = "core.api.errors.server_error"
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/board/", permanent=False)),
     path("board/", board_page, name="board"),
+    path("board/login/", BoardLoginView.as_view(), name="login"),
+    path("board/logout/", LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", include(api_patterns)),
 ]

@@ -13,6 +13,51 @@ from core.errors import ValidationFailed
 
 TEXT_MAX = 20_000
 ID_PATTERN = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+# JSON values nest at most this deep: far past any real payload, well inside what
+# PostgreSQL's jsonb, SQLite's JSON functions and Python's recursion all accept.
+JSON_DEPTH_MAX = 32
+# What neither database can store in text: NUL (PostgreSQL refuses it; SQLite keeps
+# it and truncates it in C), and UTF-16 surrogates, which cannot be UTF-8 at all
+# (a lone one stored on SQLite breaks every later read of its row).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def unstorable_text(value: str) -> str | None:
+    """What is wrong with a string neither database can store, or None."""
+    found = _UNSTORABLE.search(value)
+    if found is None:
+        return None
+    return "contains a NUL character" if found.group() == "\x00" else "contains a lone surrogate"
+
+
+def check_storable(value: Any, field: str) -> Any:
+    """``value`` if every string in it (keys too) is storable text, every number is
+    finite and it nests at most :data:`JSON_DEPTH_MAX` deep; else ValidationFailed
+    naming the path (``metadata.notes[2]``). Iterative: no recursion to exhaust."""
+    stack: list[tuple[Any, str, int]] = [(value, field, 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            problem = unstorable_text(item)
+            if problem:
+                raise ValidationFailed(path, problem)
+        elif isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                raise ValidationFailed(path, "must be a finite number")
+        elif isinstance(item, dict | list):
+            if depth >= JSON_DEPTH_MAX:
+                raise ValidationFailed(path, f"nests deeper than {JSON_DEPTH_MAX} levels")
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    name = str(key)
+                    problem = unstorable_text(name)
+                    if problem:
+                        raise ValidationFailed(path, f"a key {problem}")
+                    stack.append((child, f"{path}.{name}", depth + 1))
+            else:
+                for index, child in enumerate(item):
+                    stack.append((child, f"{path}[{index}]", depth + 1))
+    return value
 
 
 def check_id(value: Any, field: str = "id") -> str:
@@ -32,6 +77,9 @@ def check_text(value: Any, field: str, *, limit: int = TEXT_MAX, required: bool 
         raise ValidationFailed(field, "must be a string" + (" and not empty" if required else ""))
     if len(value) > limit:
         raise ValidationFailed(field, f"must be at most {limit} characters")
+    problem = unstorable_text(value)
+    if problem:
+        raise ValidationFailed(field, problem)
     return value
 
 
@@ -48,7 +96,7 @@ def check_object(value: Any, field: str) -> dict[str, Any]:
         return {}
     if not isinstance(value, dict):
         raise ValidationFailed(field, "must be a JSON object")
-    return value
+    return check_storable(value, field)
 
 
 def unknown_keys(given: Iterable[str], allowed: Iterable[str], where: str) -> None:

@@ -18,8 +18,9 @@ DST rules (SPEC §5):
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
 
@@ -30,6 +31,7 @@ ONCE_PREFIX = "once@"
 # it covers the ticker's 60 s rescan plus dispatch lag, so ordinary latency never
 # turns a due slot into a skipped one.
 MISSED_GRACE_MS = 120_000
+TIMEZONE_MAX = 64  # the column's width
 # The bounded `all` catch-up policy fires at most this many missed slots.
 CATCH_UP_ALL_LIMIT = 24
 # croniter's own search bound for impossible dates such as 31 February.
@@ -57,12 +59,21 @@ class Spec:
         return hour not in {"*", "*/1"}
 
 
+@functools.cache
+def _known_zones() -> frozenset[str]:
+    return frozenset(available_timezones())
+
+
 def check_timezone(name: object) -> ZoneInfo:
+    """An IANA zone by name. Looked up in the known names first: ZoneInfo itself
+    turns some strings into file system errors (too long, a directory, a NUL)."""
     if not isinstance(name, str) or not name.strip():
         raise ValidationFailed("timezone", "must be an IANA timezone name such as 'UTC'")
+    if len(name) > TIMEZONE_MAX or (name not in _known_zones() and name != "UTC"):
+        raise ValidationFailed("timezone", f"unknown timezone {name[:TIMEZONE_MAX]!r}")
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):
         raise ValidationFailed("timezone", f"unknown timezone {name!r}") from None
 
 

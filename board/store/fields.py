@@ -225,7 +225,7 @@ def set_verdict(task_id: str, verdict: Any, evidence: Any = None) -> Task:
         raise ValidationFailed("verdict", f"must be one of {', '.join(Verdict.values)}")
     if evidence is not None and not isinstance(evidence, str):
         raise ValidationFailed("evidence", "must be a string")
-    tail = (evidence or "")[-EVIDENCE_TAIL:]
+    tail = checks.check_storable((evidence or "")[-EVIDENCE_TAIL:], "evidence")
 
     def run() -> Task:
         task = lock_task(task_id)

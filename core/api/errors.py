@@ -7,6 +7,9 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, JsonResponse
+from django.views import csrf as django_csrf
+from django.views import defaults as django_defaults
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -21,6 +24,7 @@ HTTP_STATUS: dict[str, int] = {
     "observe_only": 403,
     "not_found": 404,
     "method_not_allowed": 405,
+    "payload_too_large": 413,
     "unsupported_media_type": 415,
     "conflict": 409,
     "illegal_transition": 409,
@@ -33,6 +37,7 @@ HTTP_STATUS: dict[str, int] = {
     "domain_violation": 422,
     "rate_limited": 429,
     "not_implemented": 501,
+    "server_error": 500,
     "gateway_unavailable": 503,
     "provision_failed": 500,
     "git_failed": 500,
@@ -97,6 +102,56 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
+@csrf_exempt  # an unknown path is a 404 whatever the method, not a CSRF page
 def api_404(request: Any, exception: Exception | None = None) -> JsonResponse:
     """Unknown paths under /api/ answer in the API's error envelope, not HTML."""
     return JsonResponse(error_body("not_found", "no such path"), status=status.HTTP_404_NOT_FOUND)
+
+
+# Django's own error pages, for what fails outside a DRF view (URL resolution, the
+# CSRF middleware, an uncaught exception): under /api/ they are the JSON envelope
+# too, elsewhere Django's usual pages. The project's urls.py installs them.
+
+
+def _is_api(request: Any) -> bool:
+    return str(getattr(request, "path_info", "")).startswith("/api/")
+
+
+def csrf_failure(request: Any, reason: str = "") -> Any:
+    if _is_api(request):
+        return JsonResponse(
+            error_body(
+                "forbidden",
+                f"CSRF check failed ({reason}); scripts authenticate with "
+                "'Authorization: Token <key>'",
+            ),
+            status=403,
+        )
+    return django_csrf.csrf_failure(request, reason=reason)
+
+
+def bad_request(request: Any, exception: Exception | None = None) -> Any:
+    if _is_api(request):
+        return JsonResponse(error_body("validation_error", "bad request"), status=400)
+    return django_defaults.bad_request(request, exception)
+
+
+def permission_denied(request: Any, exception: Exception | None = None) -> Any:
+    if _is_api(request):
+        return JsonResponse(error_body("forbidden", "you do not have access to this"), status=403)
+    return django_defaults.permission_denied(request, exception)
+
+
+def page_not_found(request: Any, exception: Exception | None = None) -> Any:
+    if _is_api(request):
+        return api_404(request, exception)
+    return django_defaults.page_not_found(request, exception)
+
+
+def server_error(request: Any) -> Any:
+    if _is_api(request):
+        return JsonResponse(
+            error_body("server_error", "the server failed on this request"),
+            status=500,
+        )
+    return django_defaults.server_error(request)

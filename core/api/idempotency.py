@@ -87,9 +87,14 @@ def idempotent(view_method: Callable[..., Response]) -> Callable[..., Response]:
         key = request.headers.get(HEADER)
         if not key or not request.user or not request.user.is_authenticated:
             return view_method(self, request, *args, **kwargs)
-        if len(key) > KEY_MAX:
+        if len(key) > KEY_MAX or not (key.isascii() and key.isprintable()):
             return Response(
-                error_body("validation_error", f"{HEADER}: too long", field=HEADER), status=400
+                error_body(
+                    "validation_error",
+                    f"{HEADER}: at most {KEY_MAX} printable ASCII characters",
+                    field=HEADER,
+                ),
+                status=400,
             )
         digest = hashlib.sha256(request.body).hexdigest()
         claimed = _claim(request, key, digest)

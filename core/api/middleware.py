@@ -1,0 +1,72 @@
+"""The API's door: what no view could answer well is refused here, as JSON.
+
+Under ``/api/``: a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is ``413``, before any
+of it is parsed (DRF would otherwise read the stream past Django's limit); a path
+or query string holding a NUL or a lone surrogate is ``400`` (either would reach
+a query and break it on PostgreSQL); every refusal is the usual error envelope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from core.api.errors import error_body
+from core.checks import unstorable_text
+
+API_PREFIX = "/api/"
+
+
+def is_api(request: HttpRequest) -> bool:
+    return request.path_info.startswith(API_PREFIX)
+
+
+class ApiGuardMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if is_api(request):
+            refused = self.refusal(request)
+            if refused is not None:
+                return refused
+        return self.get_response(request)
+
+    def refusal(self, request: HttpRequest) -> HttpResponse | None:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raw = request.META.get("CONTENT_LENGTH") or "0"
+        try:
+            length = int(raw)
+        except ValueError:
+            return _refuse(400, "validation_error", "Content-Length is not a number")
+        if length < 0:
+            return _refuse(400, "validation_error", "Content-Length is not a number")
+        if limit is not None and length > limit:
+            return _too_large(limit)
+        problem = unstorable_text(request.path)
+        if problem:
+            return _refuse(400, "validation_error", f"path: {problem}", field="path")
+        for key, values in request.GET.lists():
+            for text in (key, *values):
+                problem = unstorable_text(text)
+                if problem:
+                    return _refuse(
+                        400, "validation_error", f"{key}: {problem}", field=str(key)[:100]
+                    )
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            try:
+                request.body  # noqa: B018 - read now, under Django's size check
+            except RequestDataTooBig:
+                return _too_large(limit)
+        return None
+
+
+def _refuse(status: int, code: str, detail: str, **extra: object) -> JsonResponse:
+    return JsonResponse(error_body(code, detail, **extra), status=status)
+
+
+def _too_large(limit: int | None) -> JsonResponse:
+    return _refuse(413, "payload_too_large", f"the request body is over {limit} bytes", limit=limit)
