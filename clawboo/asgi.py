@@ -8,7 +8,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")
 django_http = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import path  # noqa: E402
 
@@ -21,6 +20,8 @@ application = ProtocolTypeRouter(
     {
         # The embedded default serves its own static files (admin, API docs, board).
         "http": ASGIStaticFilesHandler(django_http),
-        "websocket": AllowedHostsOriginValidator(auth_stack(URLRouter(websocket_urls))),
+        # No blanket Origin check: it guards cookie sessions only (core.ws_auth), so
+        # token clients, which send no Origin, are served.
+        "websocket": auth_stack(URLRouter(websocket_urls)),
     }
 )

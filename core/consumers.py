@@ -12,6 +12,7 @@ dropping duplicates.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -25,6 +26,7 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_BAD_REQUEST = 4400
 REPLAY_BATCH = 500
+SEQ_MAX = 2**62  # sequences are BIGINT
 # A channel layer may drop frames when a client's queue is full; a cheap periodic
 # look at the log's head delivers anything that was dropped with nothing after it.
 TAIL_CHECK_SECONDS = 3.0
@@ -33,8 +35,11 @@ TAIL_CHECK_SECONDS = 3.0
 @database_sync_to_async
 def _can_see(user: Any, team_id: str) -> bool:
     from core.api.access import can_see_team
+    from core.checks import ID_PATTERN
     from core.models import Team
 
+    if not ID_PATTERN.match(team_id):  # before the query: a NUL would break it
+        return False
     return Team.objects.filter(pk=team_id).exists() and can_see_team(user, team_id)
 
 
@@ -61,13 +66,17 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
     last_seq: int
 
     async def connect(self) -> None:
+        # Refusals accept first, then close: a close before accept is an HTTP 403 at
+        # the handshake, and the client would never see the documented close code.
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
+            await self.accept()
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         params = _query(self.scope)
         team = params.get("team", "default")
         if not await _can_see(user, team):
+            await self.accept()
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.team = team
@@ -93,6 +102,17 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
                 async with self.lock:
                     await self._catch_up(head)
 
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """A frame that is not JSON gets an error frame; the socket stays open."""
+        try:
+            content = json.loads(text_data if text_data is not None else (bytes_data or b""))
+        except (ValueError, RecursionError):
+            await self.send_json(
+                {"type": "error", "error": "validation_error", "detail": "frames are JSON objects"}
+            )
+            return
+        await self.receive_json(content)
+
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if not isinstance(content, dict) or content.get("type") != "since":
             await self.send_json(
@@ -104,7 +124,7 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
             )
             return
         seq = content.get("seq")
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= SEQ_MAX:
             await self.send_json(
                 {
                     "type": "error",
