@@ -99,7 +99,10 @@ def _move_action(to: str) -> Any:
     """An admin action moving each selected task to ``to``, reporting each row."""
 
     def action(modeladmin: Any, request: HttpRequest, qs: QuerySet[Task]) -> None:
-        modeladmin._each(request, qs, f"Moved to {to}", lambda tid: store.transition(tid, to))
+        who = request.user.get_username()
+        modeladmin._each(
+            request, qs, f"Moved to {to}", lambda tid: store.transition(tid, to, actor=who)
+        )
 
     action.__name__ = f"move_to_{to}"
     note = " (verification gate applies)" if to == Status.DONE else ""
@@ -112,9 +115,11 @@ EDITABLE = ("title", "description", "priority", "labels", "metadata")
 class TaskForm(forms.ModelForm):
     """The status menu offers the current status and its legal targets only."""
 
-    override_by = forms.CharField(required=False, label="Human override: who")
     override_reason = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Human override: why"
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Human override: why",
+        help_text="Recorded as yours (the logged-in user).",
     )
 
     class Meta:
@@ -229,7 +234,7 @@ class TaskAdmin(DataLayerAdmin):
             "max_attempts",
         ]
         if obj is not None:
-            fields += ["override_by", "override_reason"]
+            fields += ["override_reason"]
         return fields + [f for f in self.get_readonly_fields(request, obj) if f not in fields]
 
     @admin.display(description="blocked by")
@@ -271,13 +276,11 @@ class TaskAdmin(DataLayerAdmin):
             if changes:
                 store.update_task(obj.pk, changes)
             if "status" in form.changed_data:
+                who = request.user.get_username()
                 override = None
-                if data.get("override_by") or data.get("override_reason"):
-                    override = {
-                        "by": data.get("override_by"),
-                        "reason": data.get("override_reason"),
-                    }
-                store.transition(obj.pk, data["status"], human_override=override)
+                if data.get("override_reason"):
+                    override = {"by": who, "reason": data.get("override_reason")}
+                store.transition(obj.pk, data["status"], human_override=override, actor=who)
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
 
@@ -295,9 +298,12 @@ class TaskAdmin(DataLayerAdmin):
     # --- actions (per-row outcomes) ------------------------------------------
 
     def _report(self, request: HttpRequest, verb: str, results: list[tuple[str, str]]) -> None:
-        ok = [tid for tid, outcome in results if outcome in ("recorded", "unchanged")]
-        if ok:
-            self.message_user(request, f"{verb}: {', '.join(ok)}", messages.SUCCESS)
+        done = [tid for tid, outcome in results if outcome == "recorded"]
+        if done:
+            self.message_user(request, f"{verb}: {', '.join(done)}", messages.SUCCESS)
+        same = [tid for tid, outcome in results if outcome == "unchanged"]
+        if same:
+            self.message_user(request, f"Unchanged (already so): {', '.join(same)}", messages.INFO)
         for tid, outcome in results:
             if outcome not in ("recorded", "unchanged"):
                 self.message_user(request, f"{verb} {tid}: {outcome}", messages.WARNING)
@@ -313,8 +319,8 @@ class TaskAdmin(DataLayerAdmin):
                         if not outcome.declined
                         else f"declined ({outcome.reason}, task is {outcome.status})"
                     )
-                else:
-                    text = "recorded"
+                else:  # a Task: a move to the status it had writes nothing
+                    text = "recorded" if outcome.revision != task.revision else "unchanged"
             except ClawbooError as exc:
                 text = f"refused: {exc.detail}"
             results.append((task.id, text))
@@ -332,12 +338,13 @@ class TaskAdmin(DataLayerAdmin):
     def override_verification(self, request: HttpRequest, qs: QuerySet[Task]) -> Any:
         form = OverrideForm(request.POST if "apply" in request.POST else None)
         if "apply" in request.POST and form.is_valid():
-            override = {"by": form.cleaned_data["by"], "reason": form.cleaned_data["reason"]}
+            who = request.user.get_username()
+            override = {"by": who, "reason": form.cleaned_data["reason"]}
             self._each(
                 request,
                 qs,
                 "Done by override",
-                lambda tid: store.transition(tid, Status.DONE, human_override=override),
+                lambda tid: store.transition(tid, Status.DONE, human_override=override, actor=who),
             )
             return None
         return TemplateResponse(
@@ -391,7 +398,8 @@ class TaskAdmin(DataLayerAdmin):
 
 
 class OverrideForm(forms.Form):
-    by = forms.CharField(max_length=200, label="Who overrides")
+    """Who overrides is the logged-in operator, never a typed name (audit)."""
+
     reason = forms.CharField(widget=forms.Textarea, label="Why")
 
 

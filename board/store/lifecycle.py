@@ -126,6 +126,10 @@ def _lifecycle(
         # (the latter used to push the lease out as if it were a renewal).
         if not _verb_allowed(prev, to, sources):
             raise IllegalTransition(task.id, prev, to, allowed_transitions_from(prev))
+        if prev == to and is_terminal(prev):
+            # A repeat of the settle that put it there: nothing to change, and the
+            # first one's output and event stand.
+            return unchanged(task)
         fields: set[str] = set()
         if prev != to:
             fields |= apply_move(task, to, override=override, at=at)
@@ -154,6 +158,7 @@ def complete(
     write: WriteToken | None = None,
 ) -> WriteOutcome:
     """Settle a task ``done`` with ``output`` (passes the verification gate)."""
+    output = checks.check_storable(output, "output")
     guards = _guards(ticket, if_allowed, refuse_when_parked)
     override = check_override(human_override)
 
