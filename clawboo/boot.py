@@ -13,6 +13,7 @@ import logging
 import secrets
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
@@ -38,6 +39,25 @@ def migrate() -> int:
     if pending:
         call_command("migrate", interactive=False, verbosity=0)
     return pending
+
+
+PRIVATE_FILES = ("clawboo.sqlite3", "clawboo.sqlite3-wal", "clawboo.sqlite3-shm", "secret_key")
+
+
+def private_state(state_dir: Path) -> str | None:
+    """Make the state dir (0700) and its database and key files (0600) owner-only if
+    others could read them (a state dir from before this was the default); returns
+    what it changed, or None. The database holds every API token."""
+    changed = []
+    if state_dir.is_dir() and state_dir.stat().st_mode & 0o077:
+        state_dir.chmod(0o700)
+        changed.append(str(state_dir))
+    for name in PRIVATE_FILES:
+        path = state_dir / name
+        if path.is_file() and path.stat().st_mode & 0o077:
+            path.chmod(0o600)
+            changed.append(name)
+    return ", ".join(changed) + " made owner-only" if changed else None
 
 
 def database_label() -> str:

@@ -1,8 +1,9 @@
 """The ``clawboo`` console script.
 
-``clawboo`` or ``clawboo up [--host H --port P --no-workers --no-ticker]`` runs the
-whole product; any other first word is a Django management command
-(``clawboo migrate``, ``clawboo createsuperuser``, ``clawboo ticker`` …).
+``clawboo`` alone prints its commands. ``clawboo up [--host H --port P --no-workers
+--no-ticker]`` (or just the options: ``clawboo --port 9000``) runs the whole product;
+any other first word is a Django management command (``clawboo migrate``,
+``clawboo createsuperuser``, ``clawboo ticker`` …).
 """
 
 from __future__ import annotations
@@ -14,10 +15,33 @@ from collections.abc import Sequence
 from core import procs
 
 
+USAGE = """usage: clawboo <command> [options]
+
+  up                 migrate, then serve the board, API and websockets, with the
+                     workers and the routines ticker, until Ctrl-C
+                     (--host 127.0.0.1 --port 8000 --no-workers --no-ticker)
+  demo               a demo team, repository, agent, tasks and (paused) routine
+  create_agent_token <user> [--team T] [--agent A]
+                     print an API key (with --agent: a key that acts as A only)
+  approve_agents     approve what agents run on this server (operators)
+  createsuperuser    an admin user
+  migrate            apply database migrations (up does it too)
+  work | ticker | qcluster | reconcile
+                     one part alone, for a scaled deployment
+  help [command]     every command, or one command's options
+"""
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or (args[0].startswith("-") and args[0] != "--version"):
+    if not args:
+        sys.stdout.write(USAGE)
+        return
+    if args[0].startswith("-") and args[0] not in ("--version", "--help", "-h"):
         args = ["up", *args]
+    if args[0] in ("--help", "-h"):
+        sys.stdout.write(USAGE)
+        return
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")
     if os.environ.get(procs.ENV_FLAG) == "1":
         procs.forks_die_with_parent()  # started by `clawboo up`: see core.procs

@@ -327,8 +327,8 @@ def test_up_killed_outright_takes_its_children_with_it(tmp_path):
         up.out.close()
 
 
-def test_the_console_script_runs_up_by_default_and_passes_other_commands_to_django(
-    monkeypatch,
+def test_the_console_script_alone_prints_its_commands_and_passes_the_rest_to_django(
+    monkeypatch, capsys
 ):
     from clawboo import cli
 
@@ -336,11 +336,12 @@ def test_the_console_script_runs_up_by_default_and_passes_other_commands_to_djan
     monkeypatch.setattr(
         "django.core.management.execute_from_command_line", lambda argv: seen.append(argv)
     )
-    cli.main([])
+    cli.main([])  # no second server started by accident: just the commands
+    out = capsys.readouterr().out
+    assert out.startswith("usage: clawboo <command>") and "  up " in out and "demo" in out
     cli.main(["--port", "9000"])
     cli.main(["migrate", "--check"])
     assert seen == [
-        ["clawboo", "up"],
         ["clawboo", "up", "--port", "9000"],
         ["clawboo", "migrate", "--check"],
     ]

@@ -3,7 +3,7 @@
 Creates, beside the state dir, a small git repository and a ``command`` agent whose
 script really edits it; a team ``demo`` with a two-task chain (the second waits on
 the first) whose changes are verified by ``init.sh``'s VERIFY_CMD; and a recurring
-routine. With ``clawboo up`` running, the workers claim the tasks, work them in
+routine, created paused. It migrates the database first, so it works before ``up``. With ``clawboo up`` running, the workers claim the tasks, work them in
 worktrees, verify them and land them in review, live on ``/board/?team=demo``.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from board import store
 from core import registry
@@ -87,6 +87,16 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from clawboo import boot
+
+        try:  # before `up` ever ran there are no tables yet
+            applied = boot.migrate()
+        except Exception as exc:
+            raise CommandError(
+                f"could not migrate the database ({boot.one_line(exc)}); run `clawboo up` first"
+            ) from exc
+        if applied:
+            self.stdout.write(f"demo: {applied} migration(s) applied")
         state = Path(settings.CLAWBOO_STATE_DIR)
         base = Path(options["dir"]) if options["dir"] else state.parent / f"{state.name}-demo"
         base = base.resolve()
@@ -141,10 +151,15 @@ class Command(BaseCommand):
 
         if any(r.agent_id == "demo-coder" for r in routines.list_routines(team="demo")):
             return
-        routines.create_routine(
+        routine = routines.create_routine(
             agent_id="demo-coder",
             team="demo",
             cron_spec="*/5 * * * *",
             task_template={"title": "Tidy the notes", "repo_path": str(repo)},
         )
-        self.stdout.write("demo: routine every 5 minutes: 'Tidy the notes'")
+        # Paused: a demo left running should not commit to its repository every 5 minutes.
+        routines.pause_routine(routine.id)
+        self.stdout.write(
+            "demo: routine every 5 minutes: 'Tidy the notes' (paused; resume it with "
+            f"POST /api/routines/{routine.id}/resume or in the admin)"
+        )

@@ -89,6 +89,9 @@ class Command(BaseCommand):
         check_port_free(host, port)
         state_dir = settings.CLAWBOO_STATE_DIR
         self.say(f"clawboo up: state in {state_dir}")
+        tightened = boot.private_state(state_dir)
+        if tightened:
+            self.step("files", tightened)
 
         try:
             pending = boot.pending_migrations()
