@@ -156,7 +156,9 @@ class TaskDetailView(APIView):
     @extend_schema(
         operation_id="board_tasks_update",
         request=TaskPatchSerializer,
-        responses=with_errors({200: TaskSerializer}, "not_found", "validation_error", "conflict"),
+        responses=with_errors(
+            {200: TaskSerializer}, "not_found", "validation_error", "forbidden", "conflict"
+        ),
     )
     def patch(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
@@ -216,7 +218,7 @@ class ClaimView(APIView):
             },
         ),
         responses=with_errors(
-            {200: ClaimedSerializer}, "not_found", "conflict", "validation_error"
+            {200: ClaimedSerializer}, "not_found", "conflict", "validation_error", "forbidden"
         ),
     )
     @idempotent
@@ -297,6 +299,7 @@ class HeartbeatView(APIView):
             "not_found",
             "conflict",
             "validation_error",
+            "forbidden",
         ),
     )
     def post(self, request: Request, task_id: str) -> Response:
@@ -315,7 +318,12 @@ class ReleaseView(APIView):
         operation_id="board_tasks_release",
         request=inline_serializer("Release", {"ticket": serializers.CharField(required=False)}),
         responses=with_errors(
-            {200: TaskSerializer}, "not_found", "conflict", "illegal_transition", "validation_error"
+            {200: TaskSerializer},
+            "not_found",
+            "conflict",
+            "illegal_transition",
+            "validation_error",
+            "forbidden",
         ),
     )
     @idempotent
@@ -352,6 +360,7 @@ class CompleteView(APIView):
             "illegal_transition",
             "verification_required",
             "validation_error",
+            "forbidden",
         ),
     )
     @idempotent
@@ -384,7 +393,11 @@ class FailView(APIView):
             },
         ),
         responses=with_errors(
-            {200: OutcomeSerializer}, "not_found", "illegal_transition", "validation_error"
+            {200: OutcomeSerializer},
+            "not_found",
+            "illegal_transition",
+            "validation_error",
+            "forbidden",
         ),
     )
     @idempotent
@@ -495,7 +508,9 @@ class CommentsView(APIView):
                 "author": serializers.CharField(required=False),
             },
         ),
-        responses=with_errors({201: CommentSerializer}, "not_found", "validation_error"),
+        responses=with_errors(
+            {201: CommentSerializer}, "not_found", "validation_error", "forbidden"
+        ),
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:

@@ -83,7 +83,16 @@ class TaskPatchSerializer(serializers.Serializer):
 
 
 OverrideSerializer = inline_serializer(
-    "HumanOverride", {"by": serializers.CharField(), "reason": serializers.CharField()}
+    "HumanOverride",
+    {
+        "by": serializers.CharField(
+            required=False,
+            help_text="recorded as the authenticated user; if given, it must be that username",
+        ),
+        "reason": serializers.CharField(),
+    },
+    required=False,
+    help_text="an audited override of a failed verification verdict (optional)",
 )
 ClaimedSerializer = inline_serializer(
     "Claimed", {"task": TaskSerializer(), "ticket": serializers.CharField()}

@@ -299,7 +299,15 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Two "status" choice sets (board tasks, routine ledger): name the routine one.
-    "ENUM_NAME_OVERRIDES": {"RoutineStatusEnum": "routines.models.RoutineStatus"},
+    "ENUM_NAME_OVERRIDES": {
+        "RoutineStatusEnum": "routines.models.RoutineStatus",
+        "TaskStatusEnum": "board.transitions.Status",
+    },
+    # A summary on every operation, from one table (clawboo.openapi).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "clawboo.openapi.add_summaries",
+    ],
 }
 
 LOGGING = {

@@ -243,6 +243,7 @@ class RoutineDetailView(APIView):
             {200: RoutineSerializer},
             "not_found",
             "validation_error",
+            "forbidden",
             "bound_recurring",
             "conflict",
             "ownership_conflict",

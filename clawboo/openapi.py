@@ -1,0 +1,69 @@
+"""One summary per API operation, for the OpenAPI document (a drf-spectacular
+postprocessing hook). ``tests/api/test_schema.py`` checks every operation has one
+and that this table names no operation that is gone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SUMMARIES: dict[str, str] = {
+    "whoami": "Who the credentials belong to, and the teams they see",
+    "teams_list": "List the teams you belong to (staff: all)",
+    "teams_create": "Create a team (you become a member)",
+    "teams_chat_list": "Read a team's chat (board narration and messages)",
+    "teams_chat_create": "Post to a team's chat (never changes the board)",
+    "teams_events_list": "Replay a team's event log after a sequence number",
+    "agents_list": "List the agents of your teams",
+    "agents_create": "Register an agent (what it runs on the server: staff or allowlist)",
+    "agents_retrieve": "Read an agent",
+    "agents_update": "Change an agent you own (its runtime and settings: staff or allowlist)",
+    "board_tasks_list": "List tasks, filtered, newest priority first (cursor pages)",
+    "board_tasks_create": "Create a task (idempotent by client id or Idempotency-Key)",
+    "board_tasks_retrieve": "Read a task",
+    "board_tasks_update": "Edit a task's fields or assignee",
+    "board_tasks_transition": "Move a task to another status (the transition table decides)",
+    "board_tasks_claim": "Claim a task as an agent you may act as",
+    "board_claim_next": "Claim the next ready task as an agent you may act as",
+    "board_tasks_heartbeat": "Renew a claim's lease (fenced by its ticket)",
+    "board_tasks_release": "Release a claimed task back to todo",
+    "board_tasks_complete": "Settle a task done (recorded, unchanged or declined)",
+    "board_tasks_fail": "Settle a task failed: retried (todo) or blocked",
+    "board_tasks_verdict": "Store a verification verdict with evidence",
+    "board_tasks_deps_create": "Make a task wait on another task of its team",
+    "board_tasks_deps_destroy": "Remove a dependency",
+    "board_tasks_cancel_dependents": "Cancel a failed task's pending dependents (its team only)",
+    "board_tasks_comments_list": "Read a task's comments",
+    "board_tasks_comments_create": "Comment on a task (as you, or an agent you may act as)",
+    "board_tasks_executions": "Read a task's execution ledger",
+    "board_reconcile": "Run the orphan or stale recovery pass (staff)",
+    "board_tasks_workspace_retrieve": "Read a task's worktree and its resume state",
+    "board_tasks_workspace_create": "Provision a task's git worktree",
+    "board_tasks_workspace_pause": "Pause a worktree (commit, drop the checkout, keep the branch)",
+    "board_tasks_workspace_resume": "Resume a paused worktree from its branch",
+    "board_tasks_workspace_complete": "Complete a worktree: cleaned when empty, else retained",
+    "board_tasks_workspace_review": "Open a read-only review checkout",
+    "board_tasks_workspace_handoff": "Write the worktree's AGENT_HANDOFF.json",
+    "worktrees_gc": "Collect old worktrees by age and count (staff)",
+    "routines_list": "List your teams' routines",
+    "routines_create": "Create a routine firing as an agent you may act as",
+    "routines_retrieve": "Read a routine",
+    "routines_update": "Change a routine",
+    "routines_destroy": "Delete a routine",
+    "routines_pause": "Pause a routine",
+    "routines_resume": "Resume a paused or errored routine (re-armed)",
+    "routines_run_now": "Fire a routine now",
+    "schedules_list": "Every schedule source and row (always 200)",
+    "schedules_create": "Create a schedule in a manageable source",
+    "schedules_update": "Change a schedule",
+    "schedules_destroy": "Delete a schedule",
+    "schedules_run": "Run a schedule now",
+}
+
+
+def add_summaries(result: dict[str, Any], generator: Any, request: Any, public: Any) -> Any:
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            summary = SUMMARIES.get(operation.get("operationId", ""))
+            if summary and not operation.get("summary"):
+                operation["summary"] = summary
+    return result
