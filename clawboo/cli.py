@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 from core import procs
 
-
 USAGE = """usage: clawboo <command> [options]
 
   up                 migrate, then serve the board, API and websockets, with the

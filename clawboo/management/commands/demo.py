@@ -3,8 +3,9 @@
 Creates, beside the state dir, a small git repository and a ``command`` agent whose
 script really edits it; a team ``demo`` with a two-task chain (the second waits on
 the first) whose changes are verified by ``init.sh``'s VERIFY_CMD; and a recurring
-routine, created paused. It migrates the database first, so it works before ``up``. With ``clawboo up`` running, the workers claim the tasks, work them in
-worktrees, verify them and land them in review, live on ``/board/?team=demo``.
+routine, created paused. It migrates the database first, so it works before ``up``.
+With ``clawboo up`` running, the workers claim the tasks, work them in worktrees,
+verify them and land them in review, live on ``/board/?team=demo``.
 """
 
 from __future__ import annotations
