@@ -57,7 +57,7 @@ def link(task_id: str, depends_on: Any) -> bool:
         # transient error storage.write re-runs.
         dep_task = lock_task(dep)
         if dep_task.team_id != task.team_id:  # a dependency never crosses teams
-            raise ValidationFailed("depends_on", f"no task {dep!r} on team {task.team_id!r}")
+            raise ValidationFailed("depends_on", f"no task {dep!r} on this task's team")
         if dep == task_id or _reaches(dep, task_id):
             raise DependencyCycle(
                 f"{task_id!r} cannot depend on {dep!r}: {dep!r} already depends on it",

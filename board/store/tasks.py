@@ -247,9 +247,7 @@ def _create(task_id: str | None, clean: dict[str, Any], fingerprint: str) -> Cre
         )
         missing = [d for d in deps if d not in found]
         if missing:
-            raise ValidationFailed(
-                "depends_on", f"no task {missing[0]!r} on team {clean['team']!r}"
-            )
+            raise ValidationFailed("depends_on", f"no task {missing[0]!r}")
         unmet = sum(1 for d in deps if found[d] != Status.DONE)
     task = Task.objects.create(
         id=task_id or secrets.token_hex(10),
@@ -296,7 +294,7 @@ def _check_parent_ceilings(parent_id: str, team_id: str) -> None:
     except TaskNotFound:
         raise ValidationFailed("parent_task_id", f"no task {parent_id!r}") from None
     if parent.team_id != team_id:  # a tree never crosses teams
-        raise ValidationFailed("parent_task_id", f"no task {parent_id!r} on team {team_id!r}")
+        raise ValidationFailed("parent_task_id", f"no task {parent_id!r}")
     depth, max_depth = len(ancestors(parent_id)), ceilings.MAX_DEPTH
     if depth >= max_depth:
         raise DepthExceeded(

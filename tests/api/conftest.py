@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from board.models import ExecutionProcess, Task, TaskComment, TaskDep
 from core import registry
-from core.models import Agent, Event, IdempotencyRecord, Team
+from core.models import Agent, AgentToken, ChatMessage, Event, IdempotencyRecord, Team
 
 
 def make_client(username: str, *, teams: tuple[str, ...] = ("default",), staff: bool = False):
@@ -59,6 +59,14 @@ def fingerprint() -> dict[str, Any]:
         "agents": Agent.objects.count(),
         "idempotency": IdempotencyRecord.objects.count(),
         "revisions": Task.objects.aggregate(s=Sum("revision"))["s"],
+        "sequences": list(Team.objects.order_by("pk").values_list("pk", "last_event_seq")),
+        "agent_rows": list(
+            Agent.objects.order_by("pk").values_list(
+                "pk", "team_id", "runtime", "settings", "owner_id", "approved_fingerprint"
+            )
+        ),
+        "agent_tokens": AgentToken.objects.count(),
+        "chat": ChatMessage.objects.count(),
     }
 
 
