@@ -474,3 +474,23 @@ def test_the_admins_bulk_move_reports_unchanged_rows(client, unchanged):
         )
     texts = [str(m) for m in page.context["messages"]]
     assert any(t.startswith("Unchanged") and task.id in t for t in texts), texts
+
+
+def test_a_non_staff_teammate_logs_in_to_the_board_not_the_admin(db):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    user = get_user_model().objects.create_user("bea", password="pw")
+    registry.add_member("default", user)
+    registry.create_team("red", "Red")
+    browser = Client()
+    assert browser.get("/board/")["Location"].startswith("/board/login/")
+    logged = browser.post("/board/login/", {"username": "bea", "password": "pw"})
+    assert logged.status_code == 302 and logged["Location"] == "/board/"
+    page = browser.get("/board/")
+    assert page.status_code == 200 and [t.id for t in page.context["teams"]] == ["default"]
+    assert browser.get("/admin/").status_code == 302  # the admin's login, for staff
+    refused_admin = Client().post("/admin/login/", {"username": "bea", "password": "pw"})
+    assert refused_admin.status_code == 200  # the form again: not staff
+    assert browser.post("/board/logout/").status_code == 302
+    assert browser.get("/board/").status_code == 302

@@ -113,3 +113,38 @@ def test_the_board_updates_live_and_offers_only_legal_moves(
         phone.locator(f"[data-task-id='{missed.id}']").wait_for(timeout=5_000)
         phone.screenshot(path=str(tmp_path / "board-phone.png"))
         browser.close()
+
+
+def test_a_non_staff_teammate_logs_in_to_the_board_and_watches_it(daphne, settings, monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    bea = get_user_model().objects.create_user("bea", password="pw-bea-123")
+    registry.add_member("default", bea)
+    registry.create_team("red", "Red")
+    hidden = store.create_task(title="Red team secret", team="red").task
+    writer = get_user_model().objects.create_user("writer")
+    registry.add_member("default", writer)
+    key = Token.objects.create(user=writer).key
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
+        )
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        page.goto(base + "/board/")  # not logged in: the board's own login, not the admin's
+        page.wait_for_url(lambda url: "/board/login/" in url)
+        page.fill("input[name=username]", "bea")
+        page.fill("input[name=password]", "pw-bea-123")
+        page.click("#login")
+        page.wait_for_url(base + "/board/")
+        page.wait_for_selector("#conn[data-state=live]", timeout=10_000)
+        teams = page.locator("select[name=team] option").evaluate_all("os => os.map(o => o.value)")
+        assert teams == ["default"]
+        assert page.locator("a[href='/admin/']").count() == 0
+        task = api_post(base, key, "/api/board/tasks", {"title": "Watch me arrive"})
+        page.locator(f"[data-task-id='{task['id']}']").wait_for(timeout=5_000)
+        assert page.locator(f"[data-task-id='{hidden.id}']").count() == 0
+        # The admin stays staff-only: it sends her to its own login.
+        page.goto(base + "/admin/")
+        assert "/admin/login/" in page.url
+        browser.close()

@@ -1,0 +1,63 @@
+"""A fresh install's first steps (issue 22): ``clawboo demo`` before ``up`` migrates
+first and leaves its routine paused, and the state it creates is owner-only."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
+def test_demo_on_a_fresh_state_dir_migrates_and_everything_it_creates_is_owner_only(tmp_path):
+    state = tmp_path / "fresh" / ".clawboo"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", "DJANGO_SECRET_KEY")
+    }
+    env.update(CLAWBOO_STATE_DIR=str(state), PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-m", "clawboo.cli", "demo", "--dir", str(tmp_path / "demo")],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "migration(s) applied" in done.stdout and "(paused;" in done.stdout
+    assert mode(state) == 0o700
+    for name in ("clawboo.sqlite3", "secret_key"):
+        assert mode(state / name) == 0o600, name
+    for name in ("clawboo.sqlite3-wal", "clawboo.sqlite3-shm"):
+        if (state / name).exists():  # SQLite gives them the database file's mode
+            assert mode(state / name) & 0o077 == 0, name
+    with sqlite3.connect(state / "clawboo.sqlite3") as db:
+        statuses = [row[0] for row in db.execute("SELECT status FROM scheduled_runs")]
+    assert statuses == ["paused"]
+
+
+def test_up_tightens_a_state_dir_others_could_read(tmp_path):
+    from clawboo import boot
+
+    state = tmp_path / "old"
+    state.mkdir(mode=0o755)
+    state.chmod(0o755)
+    (state / "clawboo.sqlite3").write_bytes(b"")
+    (state / "clawboo.sqlite3").chmod(0o644)
+    said = boot.private_state(state)
+    assert said and "made owner-only" in said
+    assert mode(state) == 0o700 and mode(state / "clawboo.sqlite3") == 0o600
+    assert boot.private_state(state) is None  # nothing left to change
