@@ -41,7 +41,7 @@ def test_twelve_processes_claiming_over_http_get_one_200(daphne, tmp_path):
     key = Token.objects.create(user=user).key
     for i in range(12):
         registry.create_agent(
-            id=f"bot-{i}", display_name=f"Bot {i}", team="default", runtime="command"
+            id=f"bot-{i}", display_name=f"Bot {i}", team="default", runtime="human", owner=user
         )
     task = store.create_task(title="Only one of you").task
     base = daphne({"CLAWBOO_HTTP_RATE_LIMIT": "0"})
