@@ -133,13 +133,13 @@ def csrf_failure(request: Any, reason: str = "") -> Any:
 def bad_request(request: Any, exception: Exception | None = None) -> Any:
     if _is_api(request):
         return JsonResponse(error_body("validation_error", "bad request"), status=400)
-    return django_defaults.bad_request(request, exception)
+    return django_defaults.bad_request(request, exception or Exception("bad request"))
 
 
 def permission_denied(request: Any, exception: Exception | None = None) -> Any:
     if _is_api(request):
         return JsonResponse(error_body("forbidden", "you do not have access to this"), status=403)
-    return django_defaults.permission_denied(request, exception)
+    return django_defaults.permission_denied(request, exception or Exception("forbidden"))
 
 
 def page_not_found(request: Any, exception: Exception | None = None) -> Any:

@@ -32,7 +32,7 @@ class TaskCursorPagination(CursorPagination):
         # DRF decodes any base64 it is given; the position lands in a query on the
         # ordering's first field (an integer priority), so check it is one.
         if cursor is not None and cursor.position is not None:
-            if not POSITION.match(cursor.position):
+            if not POSITION.match(str(cursor.position)):
                 raise ValidationFailed("cursor", "is not a cursor this server issued")
         return cursor
 

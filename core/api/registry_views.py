@@ -71,7 +71,7 @@ def agent_body(agent: Agent) -> dict[str, Any]:
         "runtime": agent.runtime,
         "participant_kind": agent.participant_kind,
         "settings": agent.settings,
-        "owner": agent.owner.get_username() if agent.owner_id else None,
+        "owner": agent.owner.get_username() if agent.owner is not None else None,
         "created_at": agent.created_at.isoformat(),
         "updated_at": agent.updated_at.isoformat(),
     }
@@ -105,7 +105,7 @@ class AgentsView(APIView):
 
     @extend_schema(operation_id="agents_list", responses=with_errors({200: AgentListSerializer}))
     def get(self, request: Request) -> Response:
-        agents = Agent.objects.all()
+        agents = Agent.objects.select_related("owner")
         visible = team_ids(request.user)
         if visible is not None:
             agents = agents.filter(team_id__in=visible)
