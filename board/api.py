@@ -157,6 +157,12 @@ class TransitionView(APIView):
             {
                 "to": serializers.ChoiceField(choices=Status.choices),
                 "human_override": OverrideSerializer,
+                "agent_id": serializers.CharField(
+                    required=False,
+                    help_text="Into in_progress only, and required there: the agent the "
+                    "move claims the task for (its executor picks the claim up).",
+                ),
+                "lease_ms": serializers.IntegerField(required=False, min_value=1000),
             },
         ),
         responses=with_errors(
@@ -164,14 +170,25 @@ class TransitionView(APIView):
             "not_found",
             "validation_error",
             "illegal_transition",
+            "claim_required",
+            "conflict",
             "verification_required",
         ),
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        body = json_object(request, ("to", "human_override"), required=("to",))
-        task = store.transition(task_id, body["to"], human_override=body.get("human_override"))
+        body = json_object(
+            request, ("to", "human_override", "agent_id", "lease_ms"), required=("to",)
+        )
+        agent = body.get("agent_id")
+        task = store.transition(
+            task_id,
+            body["to"],
+            human_override=body.get("human_override"),
+            agent_id=None if agent is None else _known_agent(agent),
+            lease_ms=body.get("lease_ms"),
+        )
         return Response(task_body(task))
 
 
