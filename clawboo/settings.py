@@ -171,6 +171,11 @@ CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS = env_int("CLAWBOO_ROUTINE_DISPATCH_DEADLIN
 # gateway cron schedule source reports "degraded: not configured".
 CLAWBOO_OPENCLAW_GATEWAY_URL = os.environ.get("CLAWBOO_OPENCLAW_GATEWAY_URL", "")
 CLAWBOO_OPENCLAW_TOKEN = os.environ.get("CLAWBOO_OPENCLAW_TOKEN", "")
+# How an approved change lands, unless the repository's own git config says
+# (``clawboo.landing``, ``clawboo.onConflict``): ``squash`` (one commit) or ``merge``;
+# a conflict goes back to the agent (``rework``) or parks the task (``block``).
+CLAWBOO_LANDING = os.environ.get("CLAWBOO_LANDING", "squash")
+CLAWBOO_LANDING_ON_CONFLICT = os.environ.get("CLAWBOO_LANDING_ON_CONFLICT", "rework")
 CLAWBOO_REPO_ROOTS = [
     Path(p).expanduser().resolve()
     for p in os.environ.get("CLAWBOO_REPO_ROOTS", "").split(os.pathsep)

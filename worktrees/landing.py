@@ -76,10 +76,8 @@ def _config(repo: Path, key: str) -> str | None:
 def policy_for(repo: Path) -> Policy:
     """The repository's landing policy: its git config, else the settings' defaults.
     An unknown value is refused, not guessed."""
-    strategy = _config(repo, STRATEGY_KEY) or getattr(settings, "CLAWBOO_LANDING", SQUASH)
-    on_conflict = _config(repo, ON_CONFLICT_KEY) or getattr(
-        settings, "CLAWBOO_LANDING_ON_CONFLICT", REWORK
-    )
+    strategy = _config(repo, STRATEGY_KEY) or settings.CLAWBOO_LANDING
+    on_conflict = _config(repo, ON_CONFLICT_KEY) or settings.CLAWBOO_LANDING_ON_CONFLICT
     if strategy not in STRATEGIES:
         raise ValidationFailed(STRATEGY_KEY, f"must be one of {', '.join(STRATEGIES)}")
     if on_conflict not in ON_CONFLICT:
