@@ -248,3 +248,13 @@ def test_a_move_into_in_progress_without_an_agent_is_refused(command_agent):
 
 
 _EDIT_FILE0 = "import pathlib; pathlib.Path('file0.txt').write_text('changed by the agent\\n')"
+
+
+def test_an_empty_diff_lands_done_under_the_named_waiver_keeping_its_verdict(command_agent):
+    command_agent("builder", "none")
+    task = store.create_task(title="Look around", metadata={"verify_cmd": VERIFY_OK}).task
+    report = Executor("builder").work_once()
+    assert report.worktree == "cleaned" and report.verdict == "fail"
+    done = store.get_task(task.id)
+    # The gate's one exception (board.store.moves.EMPTY_DIFF): done, verdict kept as it was.
+    assert done.status == "done" and done.verdict == "fail"

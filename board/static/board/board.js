@@ -209,14 +209,17 @@
     const diff = data.diff;
     const stat = diff.stat;
     const box = el("section", { class: "review", "data-review-for": task.id });
+    const idle = !ws && !data.executions.length && !data.verification;
+    if (idle && task.status !== "in_review") return box;  // nothing to review yet
     box.append(el("h3", {}, "The work"));
+    if (!ws) box.append(el("p", { class: "muted" }, "no worktree (the task runs in place)"));
     if (ws) {
       box.append(el("p", { class: "branch" },
         "branch ", el("code", {}, ws.branch), " on ", el("code", {}, ws.base_branch || "?"),
         ` from ${(ws.base_sha || "").slice(0, 12)}`,
         ws.landing && ws.landing.result === "conflict" ? el("span", { class: "pill blocked-by" }, "conflict") : ""));
     }
-    box.append(el("p", { class: "diffstat" }, `${stat.files_changed} file(s) changed, `,
+    if (ws) box.append(el("p", { class: "diffstat" }, `${stat.files_changed} file(s) changed, `,
       el("span", { class: "add" }, `+${stat.insertions}`), " ", el("span", { class: "del" }, `−${stat.deletions}`)));
     for (const file of diff.files) {
       box.append(el("details", { class: "file", open: "" },
