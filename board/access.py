@@ -7,6 +7,7 @@ from typing import Any
 from board.errors import TaskNotFound
 from board.models import Task
 from core.api.access import can_see_team, team_ids
+from core.errors import ValidationFailed
 
 
 def visible_task(user: Any, task_id: str) -> Task:
@@ -20,3 +21,17 @@ def visible_task(user: Any, task_id: str) -> Task:
 def scope_tasks(user: Any, qs: Any) -> Any:
     teams = team_ids(user)
     return qs if teams is None else qs.filter(team_id__in=teams)
+
+
+def audited_override(request: Any, value: Any) -> Any:
+    """A human override is recorded as the authenticated user's (audit): ``by`` may
+    be left out, and if given must name that user."""
+    if not isinstance(value, dict):
+        return value  # the data layer names what is wrong
+    who = request.user.get_username()
+    given = value.get("by")
+    if given is not None and given != who:
+        raise ValidationFailed(
+            "human_override.by", f"is the authenticated user ({who!r}); leave it out"
+        )
+    return {**value, "by": who}

@@ -115,6 +115,12 @@ EDITABLE = ("title", "description", "priority", "labels", "metadata")
 class TaskForm(forms.ModelForm):
     """The status menu offers the current status and its legal targets only."""
 
+    claim_agent = forms.CharField(
+        required=False,
+        label="Claim for agent",
+        help_text="Moving into in progress takes a claim for this agent (its executor "
+        "picks it up); without one that move is refused.",
+    )
     override_reason = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -188,6 +194,7 @@ class TaskAdmin(DataLayerAdmin):
         "release_tasks",
         "cancel_tasks",
         *(_move_action(status) for status in MOVE_TARGETS),
+        "request_changes",
         "override_verification",
     ]
     change_list_template = "admin/board/task/change_list.html"
@@ -234,7 +241,7 @@ class TaskAdmin(DataLayerAdmin):
             "max_attempts",
         ]
         if obj is not None:
-            fields += ["override_reason"]
+            fields += ["claim_agent", "override_reason"]
         return fields + [f for f in self.get_readonly_fields(request, obj) if f not in fields]
 
     @admin.display(description="blocked by")
@@ -280,7 +287,13 @@ class TaskAdmin(DataLayerAdmin):
                 override = None
                 if data.get("override_reason"):
                     override = {"by": who, "reason": data.get("override_reason")}
-                store.transition(obj.pk, data["status"], human_override=override, actor=who)
+                store.transition(
+                    obj.pk,
+                    data["status"],
+                    human_override=override,
+                    agent_id=data.get("claim_agent") or None,
+                    actor=who,
+                )
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
 
@@ -297,33 +310,45 @@ class TaskAdmin(DataLayerAdmin):
 
     # --- actions (per-row outcomes) ------------------------------------------
 
-    def _report(self, request: HttpRequest, verb: str, results: list[tuple[str, str]]) -> None:
-        done = [tid for tid, outcome in results if outcome == "recorded"]
+    def _report(
+        self, request: HttpRequest, verb: str, results: list[tuple[str, str, bool]]
+    ) -> None:
+        done = [tid for tid, text, ok in results if ok and text == "recorded"]
         if done:
             self.message_user(request, f"{verb}: {', '.join(done)}", messages.SUCCESS)
-        same = [tid for tid, outcome in results if outcome == "unchanged"]
+        same = [tid for tid, text, ok in results if ok and text == "unchanged"]
         if same:
             self.message_user(request, f"Unchanged (already so): {', '.join(same)}", messages.INFO)
-        for tid, outcome in results:
-            if outcome not in ("recorded", "unchanged"):
-                self.message_user(request, f"{verb} {tid}: {outcome}", messages.WARNING)
+        for tid, text, ok in results:
+            if ok and text not in ("recorded", "unchanged"):
+                self.message_user(request, f"{verb} {tid}: {text}", messages.SUCCESS)
+            elif not ok:
+                self.message_user(request, f"{verb} {tid}: {text}", messages.WARNING)
 
     def _each(self, request: HttpRequest, qs: QuerySet[Task], verb: str, fn: Any) -> None:
-        results: list[tuple[str, str]] = []
+        """Run ``fn`` on each selected task through the data layer and report each
+        row: a WriteOutcome's verdict, a sentence ``fn`` returns, or the refusal."""
+        results: list[tuple[str, str, bool]] = []
         for task in qs.order_by("id"):
             try:
                 outcome = fn(task.id)
+                ok = True
                 if isinstance(outcome, store.WriteOutcome):
+                    ok = not outcome.declined
                     text = (
                         outcome.outcome
-                        if not outcome.declined
+                        if ok
                         else f"declined ({outcome.reason}, task is {outcome.status})"
                     )
+                    if outcome.cancelled:
+                        text += f"; cancelled dependents {', '.join(outcome.cancelled)}"
+                elif isinstance(outcome, tuple):
+                    text, ok = outcome
                 else:  # a Task: a move to the status it had writes nothing
                     text = "recorded" if outcome.revision != task.revision else "unchanged"
             except ClawbooError as exc:
-                text = f"refused: {exc.detail}"
-            results.append((task.id, text))
+                text, ok = f"refused: {exc.detail}", False
+            results.append((task.id, text, ok))
         self._report(request, verb, results)
 
     @admin.action(description="Release (in progress → todo)")
@@ -341,10 +366,7 @@ class TaskAdmin(DataLayerAdmin):
             who = request.user.get_username()
             override = {"by": who, "reason": form.cleaned_data["reason"]}
             self._each(
-                request,
-                qs,
-                "Done by override",
-                lambda tid: store.transition(tid, Status.DONE, human_override=override, actor=who),
+                request, qs, "Done by override", lambda tid: self.finish(request, tid, override)
             )
             return None
         return TemplateResponse(
@@ -356,6 +378,41 @@ class TaskAdmin(DataLayerAdmin):
                 "tasks": qs,
                 "form": form,
                 "action": "override_verification",
+                "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+                "opts": self.model._meta,
+            },
+        )
+
+    def finish(self, request: HttpRequest, task_id: str, override: dict[str, str]) -> Any:
+        """Settle one task ``done`` with a human override (the worktrees app's admin
+        lands a reviewed change instead: ``worktrees.admin``)."""
+        return store.transition(
+            task_id, Status.DONE, human_override=override, actor=request.user.get_username()
+        )
+
+    @admin.action(description="Request changes (in review → back to its agent)…")
+    def request_changes(self, request: HttpRequest, qs: QuerySet[Task]) -> Any:
+        form = FeedbackForm(request.POST if "apply" in request.POST else None)
+        if "apply" in request.POST and form.is_valid():
+            feedback = form.cleaned_data["feedback"]
+            agent = form.cleaned_data.get("agent_id") or None
+            who = request.user.get_username()
+
+            def send_back(tid: str) -> tuple[str, bool]:
+                sent = store.request_changes(tid, feedback, by=who, agent_id=agent)
+                return f"sent back to {sent.task.assignee_agent_id}", True
+
+            self._each(request, qs, "Changes requested", send_back)
+            return None
+        return TemplateResponse(
+            request,
+            "admin/board/task/feedback.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Request changes",
+                "tasks": qs,
+                "form": form,
+                "action": "request_changes",
                 "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
                 "opts": self.model._meta,
             },
@@ -395,6 +452,13 @@ class TaskAdmin(DataLayerAdmin):
                 messages.SUCCESS,
             )
         return HttpResponseRedirect(reverse("admin:board_task_changelist"))
+
+
+class FeedbackForm(forms.Form):
+    feedback = forms.CharField(widget=forms.Textarea, label="What should change")
+    agent_id = forms.CharField(
+        required=False, label="Agent", help_text="Leave empty: the agent that did the work."
+    )
 
 
 class OverrideForm(forms.Form):

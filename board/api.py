@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from board import checks, store
-from board.access import scope_tasks, visible_task
+from board.access import audited_override, scope_tasks, visible_task
 from board.models import Task
 from board.serializers import (
     ClaimedSerializer,
@@ -59,20 +59,6 @@ def _visible_ref(request: Request, task_id: Any, field: str) -> None:
         task = store.find_task(task_id) if checks.ID_PATTERN.match(task_id) else None
         if task is not None and not can_see_team(request.user, task.team_id):
             raise ValidationFailed(field, f"no task {task_id!r}")
-
-
-def _override(request: Request, value: Any) -> Any:
-    """A human override is recorded as the authenticated user's (audit): ``by`` may
-    be left out, and if given must name that user."""
-    if not isinstance(value, dict):
-        return value  # the data layer names what is wrong
-    who = request.user.get_username()
-    given = value.get("by")
-    if given is not None and given != who:
-        raise ValidationFailed(
-            "human_override.by", f"is the authenticated user ({who!r}); leave it out"
-        )
-    return {**value, "by": who}
 
 
 _COMMON_TASK_ERRORS = ("not_found",)
@@ -181,6 +167,12 @@ class TransitionView(APIView):
             {
                 "to": serializers.ChoiceField(choices=Status.choices),
                 "human_override": OverrideSerializer,
+                "agent_id": serializers.CharField(
+                    required=False,
+                    help_text="Into in_progress only, and required there: the agent the "
+                    "move claims the task for (its executor picks the claim up).",
+                ),
+                "lease_ms": serializers.IntegerField(required=False, min_value=1000),
             },
         ),
         responses=with_errors(
@@ -188,17 +180,24 @@ class TransitionView(APIView):
             "not_found",
             "validation_error",
             "illegal_transition",
+            "claim_required",
+            "conflict",
             "verification_required",
         ),
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        body = json_object(request, ("to", "human_override"), required=("to",))
+        body = json_object(
+            request, ("to", "human_override", "agent_id", "lease_ms"), required=("to",)
+        )
+        agent = body.get("agent_id")
         task = store.transition(
             task_id,
             body["to"],
-            human_override=_override(request, body.get("human_override")),
+            human_override=audited_override(request, body.get("human_override")),
+            agent_id=None if agent is None else act_as(request, agent),
+            lease_ms=body.get("lease_ms"),
             actor=request.user.get_username(),
         )
         return Response(task_body(task))
@@ -373,7 +372,7 @@ class CompleteView(APIView):
             ticket=body.get("ticket"),
             if_allowed=body.get("if_allowed", False),
             refuse_when_parked=body.get("refuse_when_parked", False),
-            human_override=_override(request, body.get("human_override")),
+            human_override=audited_override(request, body.get("human_override")),
         )
         return Response(outcome_body(outcome))
 

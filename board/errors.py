@@ -8,6 +8,7 @@ from core.errors import ClawbooError, Conflict, NotFound, RateLimited, Validatio
 
 __all__ = [
     "ClaimConflict",
+    "ClaimRequired",
     "DependencyCycle",
     "DepthExceeded",
     "IllegalTransition",
@@ -48,6 +49,12 @@ class IllegalTransition(ClawbooError):
         self.from_status = from_status
         self.to_status = to_status
         self.allowed = list(allowed)
+
+
+class ClaimRequired(ClawbooError):
+    """A move into ``in_progress`` that brings no claim: nobody would work the task."""
+
+    code = "claim_required"
 
 
 class VerificationRequired(ClawbooError):

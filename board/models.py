@@ -207,6 +207,12 @@ class Workspace(models.Model):
     branch = models.CharField(max_length=255)
     base_sha = models.CharField(max_length=64)
     base_commit = models.CharField(max_length=64, blank=True, default="")
+    # The branch of the repository the task's change lands on when approved.
+    base_branch = models.CharField(max_length=255, blank=True, default="")
+    # The work diff's stat when the checkout completed (SoR files left out).
+    diffstat = models.JSONField(null=True, blank=True)
+    # The last approval's outcome: landed (commit, strategy) or conflict (paths).
+    landing = models.JSONField(null=True, blank=True)
     status = models.CharField(
         max_length=16, choices=WorkspaceStatus.choices, default=WorkspaceStatus.ACTIVE
     )

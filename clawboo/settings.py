@@ -236,6 +236,12 @@ if not all(
 CLAWBOO_TASK_COMMAND_ALLOWLIST = env_json_list("CLAWBOO_TASK_COMMAND_ALLOWLIST")
 if not all(isinstance(e, str) for e in CLAWBOO_TASK_COMMAND_ALLOWLIST):
     raise ImproperlyConfigured("CLAWBOO_TASK_COMMAND_ALLOWLIST is a JSON list of strings")
+
+# How an approved change lands, unless the repository's own git config says
+# (``clawboo.landing``, ``clawboo.onConflict``): ``squash`` (one commit) or ``merge``;
+# a conflict goes back to the agent (``rework``) or parks the task (``block``).
+CLAWBOO_LANDING = os.environ.get("CLAWBOO_LANDING", "squash")
+CLAWBOO_LANDING_ON_CONFLICT = os.environ.get("CLAWBOO_LANDING_ON_CONFLICT", "rework")
 CLAWBOO_REPO_ROOTS = [
     Path(p).expanduser().resolve()
     for p in os.environ.get("CLAWBOO_REPO_ROOTS", "").split(os.pathsep)

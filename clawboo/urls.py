@@ -36,6 +36,9 @@ board_patterns: list[URLPattern | URLResolver] = [
     path("tasks/<str:task_id>/workspace/complete", worktree_api.WorkspaceCompleteView.as_view()),
     path("tasks/<str:task_id>/workspace/review", worktree_api.WorkspaceReviewView.as_view()),
     path("tasks/<str:task_id>/workspace/handoff", worktree_api.WorkspaceHandoffView.as_view()),
+    path("tasks/<str:task_id>/review", worktree_api.ReviewView.as_view()),
+    path("tasks/<str:task_id>/approve", worktree_api.ApproveView.as_view()),
+    path("tasks/<str:task_id>/request-changes", worktree_api.RequestChangesView.as_view()),
     path("reconcile", board_api.ReconcileView.as_view()),
 ]
 

@@ -118,6 +118,7 @@ _VERBS = {
     "cancelled": "cancelled",
     "released": "released",
     "verification_overridden": "overrode verification on",
+    "changes_requested": "sent back for changes:",
 }
 
 
@@ -135,6 +136,9 @@ def narration_for(event: Event) -> str | None:
         return None
     if event.kind == "errored" and task.get("error"):
         return f"{title} failed: {str(task['error'])[:120]}"
+    if event.kind == "cancelled" and str(task.get("error") or "").startswith("cancelled: "):
+        # A cascade: say which failure took it down (its event follows that failure's).
+        return f"Cancelled {title}: {str(task['error'])[len('cancelled: ') :][:120]}"
     # Only a review request is the assignee's own doing; a task can be completed or
     # cancelled by anyone (a reviewer, an operator), so those are not attributed.
     actor = f"{who} " if who and event.kind == "review_requested" else ""

@@ -28,7 +28,7 @@ from typing import Any
 from django.conf import settings
 
 from board import ceilings, store
-from board.errors import DepthExceeded
+from board.errors import ClaimConflict, DepthExceeded
 from board.models import Task
 from core import registry, server_commands, wakeups
 from core.errors import ClawbooError
@@ -110,7 +110,8 @@ class Executor:
     # --- entry points ---------------------------------------------------------
 
     def work_once(self, *, team: str | None = None) -> WorkReport:
-        """Claim the next ready task of the agent's team and work it (or report idle)."""
+        """Work a claim a person took for this agent (a review sent back, a blocked
+        task resumed for it), else claim the next ready task of its team (or idle)."""
         report = WorkReport(agent_id=self.agent.id)
         if not self.caps.automated or self.caps.integration != "one-shot":
             report.outcome = "refused"
@@ -121,6 +122,17 @@ class Executor:
         if not_approved is not None:
             report.outcome, report.error = "refused", not_approved
             return report
+        with _Clock(report).phase("board"):
+            started = store.start_assigned(
+                self.agent.id,
+                team=team or self.agent.team_id,
+                runtime=self.agent.runtime,
+                pid=os.getpid(),
+            )
+        if started is not None:
+            return self.run_claimed(
+                started.task.id, started.ticket, report=report, execution_id=started.execution.id
+            )
         with _Clock(report).phase("board"):
             claimed = store.claim_next(
                 self.agent.id,
@@ -133,13 +145,19 @@ class Executor:
         return self.run_claimed(claimed.task.id, claimed.ticket, report=report)
 
     def run_claimed(
-        self, task_id: str, ticket: str, *, report: WorkReport | None = None
+        self,
+        task_id: str,
+        ticket: str,
+        *,
+        report: WorkReport | None = None,
+        execution_id: int | None = None,
     ) -> WorkReport:
-        """Work a task this agent already claimed (``ticket`` from the claim)."""
+        """Work a task this agent already claimed (``ticket`` from the claim), in the
+        execution ``execution_id`` when one was opened with the claim's start."""
         report = report or WorkReport(agent_id=self.agent.id)
         report.task_id = task_id
+        report.execution_id = execution_id
         clock = _Clock(report)
-        execution_id: int | None = None
         try:
             with clock.phase("board"):
                 task = store.get_task(task_id)
@@ -147,13 +165,22 @@ class Executor:
                 self.agent = registry.get_agent(self.agent.id)
                 refusal = self._dispatch_refusal(task)
                 if refusal is not None:
+                    if execution_id is not None:
+                        self._close(execution_id, "cancelled", None, None, None, refusal)
                     store.fail(task_id, refusal, ticket=ticket, if_allowed=True)
                     report.outcome, report.error = "refused", refusal
                     return self._finish(report)
-                execution = store.open_execution(
-                    task_id, ticket, runtime=self.agent.runtime, pid=os.getpid()
-                )
-                execution_id = report.execution_id = execution.id
+                if execution_id is None:
+                    try:
+                        execution = store.open_execution(
+                            task_id, ticket, runtime=self.agent.runtime, pid=os.getpid()
+                        )
+                    except ClaimConflict:
+                        # Lost already (another executor of this agent runs it, or
+                        # the claim moved on): the task is someone else's to settle.
+                        report.outcome = "lost"
+                        return self._finish(report)
+                    execution_id = report.execution_id = execution.id
             cwd, in_worktree = self._workspace(task, clock)
             git_before = self._head(cwd) if in_worktree else None
             result = self._run(task, ticket, cwd, in_worktree, clock)
@@ -241,6 +268,7 @@ class Executor:
             + f", run by {self.agent.display_name} ({self.agent.runtime})",
         ]
         if task.feedback:
+            # A reviewer's requested changes, or why the previous attempt failed.
             lines.append(f"- feedback from the previous attempt: {task.feedback}")
         if task.error:
             lines.append(f"- last error: {task.error}")

@@ -7,8 +7,8 @@ waits for FILE to appear, so a test can line every process up before the race.
 
 Commands: ``claim``, ``drain`` (claim_next until nothing is ready), ``link``,
 ``create-child``, ``write-storm``, ``crash-worker`` (claims, opens an execution,
-heartbeats until it is killed) and ``claim-loop`` (claim_next, report, pause, until
-killed).
+heartbeats until it is killed), ``claim-loop`` (claim_next, report, pause, until
+killed) and ``approve`` (lands a reviewed task).
 """
 
 from __future__ import annotations
@@ -153,8 +153,17 @@ def cmd_claim_loop(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(args.pause_ms / 1000)
 
 
+def cmd_approve(args: argparse.Namespace) -> dict[str, Any]:
+    """Approve a task in review: land its change on its base branch."""
+    from worktrees import service
+
+    result = service.approve(args.task, by=args.by)
+    return {"result": result["result"], "commit": result.get("commit")}
+
+
 COMMANDS = {
     "claim": cmd_claim,
+    "approve": cmd_approve,
     "drain": cmd_drain,
     "link": cmd_link,
     "create-child": cmd_create_child,
@@ -191,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("claim-loop")
     p.add_argument("--agent", required=True)
     p.add_argument("--pause-ms", type=int, default=50)
+    p = sub.add_parser("approve")
+    p.add_argument("task")
+    p.add_argument("--by", default="reviewer")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")

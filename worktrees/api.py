@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from board.access import visible_task
+from board import store
+from board.access import audited_override, visible_task
+from board.api import task_body
+from board.serializers import OverrideSerializer, TaskSerializer
+from core.api.access import act_as
 from core.api.bodies import json_object
 from core.api.idempotency import idempotent
 from core.api.schema import with_errors
-from worktrees import service
+from worktrees import review, service
 
 WorkspaceSerializer = inline_serializer(
     "Workspace",
@@ -152,3 +156,176 @@ class GcView(APIView):
                 service.gc(max_age_hours=body.get("max_age_hours", 72), keep=body.get("keep", 25))
             )
         )
+
+
+# --- review: see the work, send it back, approve it -------------------------------
+
+_FILES = inline_serializer(
+    "ReviewFile",
+    many=True,
+    fields={
+        "path": serializers.CharField(),
+        "insertions": serializers.IntegerField(allow_null=True),
+        "deletions": serializers.IntegerField(allow_null=True),
+        "binary": serializers.BooleanField(),
+        "patch": serializers.CharField(allow_null=True, help_text="unified diff, capped"),
+        "truncated": serializers.BooleanField(),
+    },
+)
+ReviewSerializer = inline_serializer(
+    "Review",
+    {
+        "task_id": serializers.CharField(),
+        "status": serializers.CharField(),
+        "title": serializers.CharField(),
+        "feedback": serializers.CharField(allow_null=True),
+        "workspace": serializers.DictField(allow_null=True),
+        "diff": inline_serializer(
+            "ReviewDiff",
+            {
+                "source": serializers.ChoiceField(
+                    choices=["checkout", "branch", "landed", "unavailable"], allow_null=True
+                ),
+                "stat": serializers.DictField(),
+                "files": _FILES,
+                "offset": serializers.IntegerField(),
+                "next_offset": serializers.IntegerField(allow_null=True),
+                "max_bytes": serializers.IntegerField(),
+            },
+        ),
+        "verification": serializers.DictField(allow_null=True),
+        "executions": serializers.ListField(child=serializers.DictField()),
+        "cost": serializers.DictField(),
+    },
+)
+
+
+class ReviewView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_review",
+        description=(
+            "What a reviewer needs: the diff per file against the task's base (the "
+            "system-of-record files left out; a retained checkout's uncommitted and "
+            "untracked work included; a landed task's landing commit), the log tail, "
+            "tokens and cost of each execution and in total, the verification verdict "
+            "with its evidence, the branch and its base. The diff is paged by file "
+            "(`offset`, `limit` ≤ 500, `next_offset` in the answer) and its patch text "
+            "capped at `max_bytes` per page (≤ 2,000,000; a file past the cap comes "
+            "with `truncated: true`); `path` asks for one file's whole patch."
+        ),
+        parameters=[
+            OpenApiParameter("offset", int),
+            OpenApiParameter("limit", int),
+            OpenApiParameter("max_bytes", int),
+            OpenApiParameter("path", str),
+            OpenApiParameter("log_chars", int),
+        ],
+        responses=with_errors({200: ReviewSerializer}, "not_found", "validation_error"),
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        task = visible_task(request.user, task_id)
+        params = request.query_params
+        return Response(
+            review.review_of(
+                task,
+                path=params.get("path"),
+                offset=params.get("offset"),
+                limit=params.get("limit"),
+                max_bytes=params.get("max_bytes"),
+                log_chars=params.get("log_chars"),
+            )
+        )
+
+
+class ApproveView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_approve",
+        description=(
+            "Approve a task in review: its change lands on its base branch (one commit, "
+            "or a merge by the repository's `clawboo.landing`), without the "
+            "system-of-record files, then the task is done and its workspace cleaned. "
+            "A change that no longer applies lands nothing: `result: conflict` with the "
+            "paths, and the task goes back to its agent (or to blocked, by the "
+            "repository's `clawboo.onConflict`)."
+        ),
+        request=inline_serializer("Approve", {"human_override": OverrideSerializer}),
+        responses=with_errors(
+            {
+                200: inline_serializer(
+                    "Approved",
+                    {
+                        "result": serializers.ChoiceField(
+                            choices=["landed", "nothing", "approved", "conflict"]
+                        ),
+                        "commit": serializers.CharField(required=False, allow_null=True),
+                        "base_branch": serializers.CharField(required=False),
+                        "strategy": serializers.CharField(required=False),
+                        "conflicts": serializers.ListField(required=False),
+                        "sent": serializers.ChoiceField(
+                            choices=["rework", "blocked"], required=False
+                        ),
+                        "task": TaskSerializer(),
+                    },
+                )
+            },
+            "not_found",
+            "validation_error",
+            "illegal_transition",
+            "verification_required",
+            "landing_failed",
+        ),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        body = json_object(request, ("human_override",))
+        result = service.approve(
+            task_id,
+            by=request.user.get_username(),
+            human_override=audited_override(request, body.get("human_override")),
+        )
+        return Response({**result, "task": task_body(result["task"])})
+
+
+class RequestChangesView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_request_changes",
+        description=(
+            "Send a task in review back with feedback: claimed again for its agent (or "
+            "`agent_id`), kept as the task's `feedback` and a comment; the worktree and "
+            "branch stay, and the agent's next run resumes them with the feedback in "
+            "TASK.md."
+        ),
+        request=inline_serializer(
+            "RequestChanges",
+            {
+                "feedback": serializers.CharField(max_length=20_000),
+                "agent_id": serializers.CharField(required=False),
+            },
+        ),
+        responses=with_errors(
+            {200: TaskSerializer},
+            "not_found",
+            "validation_error",
+            "illegal_transition",
+            "claim_required",
+        ),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        body = json_object(request, ("feedback", "agent_id"), required=("feedback",))
+        agent = body.get("agent_id")
+        sent = store.request_changes(
+            task_id,
+            body["feedback"],
+            by=request.user.get_username(),
+            agent_id=None if agent is None else act_as(request, agent),
+        )
+        return Response(task_body(sent.task))

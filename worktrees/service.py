@@ -20,7 +20,7 @@ from board.errors import NotFileMutating
 from board.models import Task, Workspace, WorkspaceStatus
 from board.transitions import is_locked
 from core.errors import Conflict, ValidationFailed
-from worktrees import checkouts, handoff
+from worktrees import checkouts, handoff, landing
 from worktrees.checks import check_base_ref, check_base_sha, check_task_id
 from worktrees.locks import path_lock
 from worktrees.scaffold import TaskBrief
@@ -38,6 +38,9 @@ def workspace_as_dict(ws: Workspace) -> dict[str, Any]:
         "branch": ws.branch,
         "base_sha": ws.base_sha,
         "base_commit": ws.base_commit,
+        "base_branch": ws.base_branch,
+        "diffstat": ws.diffstat,
+        "landing": ws.landing,
         "status": ws.status,
         "created_at": ws.created_at.isoformat(),
         "updated_at": ws.updated_at.isoformat(),
@@ -73,7 +76,7 @@ def _file_mutating_task(task_id: Any) -> Task:
     return task
 
 
-def _record(task_id: str, co: checkouts.Checkout) -> Workspace:
+def _record(task_id: str, co: checkouts.Checkout, base_branch: str | None = None) -> Workspace:
     return store.record_workspace(
         task_id,
         repo_path=str(co.repo),
@@ -81,7 +84,21 @@ def _record(task_id: str, co: checkouts.Checkout) -> Workspace:
         branch=co.branch,
         base_sha=co.base_sha,
         base_commit=co.base_commit,
+        base_branch=base_branch,
     )
+
+
+def _base_branch(repo: Path, task: Task, wanted: str | None, base_ref: str | None) -> str:
+    """Where the task's change will land: ``wanted``, else the task's
+    ``metadata.base_branch``, else ``base_ref`` when it names a branch, else the
+    branch the repository has checked out ("" for a detached repository: such a
+    task can be worked and reviewed, and approving it asks for a branch)."""
+    named = wanted or _slot(task, "base_branch") or None
+    if named is None and base_ref is not None and checkouts.branch_tip(repo, base_ref):
+        named = base_ref
+    if named is None and checkouts.head_ref(repo) is None:
+        return ""
+    return landing.base_branch_of(repo, named)
 
 
 def provision_task_workspace(
@@ -89,15 +106,18 @@ def provision_task_workspace(
     repo_path: str,
     base_ref: str | None = None,
     base_sha: str | None = None,
+    base_branch: str | None = None,
 ) -> Workspace:
     """Give a file-mutating task its checkout of ``repo_path`` and return the ``active`` row.
 
-    Branch point: ``base_sha``, else ``base_ref``, else ``HEAD``, resolved to a SHA
-    before anything is created. Idempotent under races: the whole call holds the
-    checkout's lock, so a second concurrent caller (thread or process) waits and
-    then finds the healthy checkout and the row the first one recorded. A task
-    whose live workspace is stale (paused or reaped) is rebuilt from its branch
-    instead, so committed work is never reset.
+    Branch point: ``base_sha``, else ``base_ref``, else the tip of the task's base
+    branch (the branch its change will land on when approved, see
+    :func:`_base_branch`), resolved to a SHA before anything is created — so a task
+    whose dependencies landed starts from a base that contains them. Idempotent
+    under races: the whole call holds the checkout's lock, so a second concurrent
+    caller (thread or process) waits and then finds the healthy checkout and the
+    row the first one recorded. A task whose live workspace is stale (paused or
+    reaped) is rebuilt from its branch instead, so committed work is never reset.
 
     Raises NotFileMutating (422), ValidationFailed for a bad id, ref, SHA or repo
     path (400), TaskNotFound, Conflict when the task already has a workspace in
@@ -123,12 +143,14 @@ def provision_task_workspace(
             ):
                 return ws
             return _record(task.id, checkouts.resume_worktree(repo, task.id))
+        target = _base_branch(repo, task, base_branch, ref)
         if sha is not None:
             point = checkouts.resolve_commit(repo, sha, "base_sha")
         else:
-            point = checkouts.resolve_commit(repo, ref or "HEAD", "base_ref")
+            spec = ref or (f"refs/heads/{target}" if target else "HEAD")
+            point = checkouts.resolve_commit(repo, spec, "base_ref")
         co = checkouts.provision_worktree(repo, _brief(task), point)
-        return _record(task.id, co)
+        return _record(task.id, co, target)
 
 
 def workspace_state(task_id: str) -> dict[str, Any]:
@@ -183,7 +205,8 @@ def complete(task_id: str) -> dict[str, Any]:
     """Decide clean-vs-retain by the work diff against the baseline (SoR files left
     out; committed, uncommitted and untracked changes counted).
 
-    Empty: the task lands ``done`` (bypassing verification: no deliverable), then
+    Empty: the task lands ``done`` (the verification gate's one named exception,
+    ``EMPTY_DIFF``: no deliverable), then
     the checkout and branch are removed and the row ``archived``. Non-empty: the
     checkout is kept and the task moves to ``in_review``. Returns
     ``{"result": "cleaned"|"retained", "diffstat": {...}}``. The board move comes
@@ -194,13 +217,14 @@ def complete(task_id: str) -> dict[str, Any]:
     with path_lock(ws.worktree_path):
         path = _present_checkout(ws)
         diff = checkouts.work_diff(path, ws.base_commit)
+        stat = diff.as_dict()
         if diff.empty:
-            store.settle_from_worktree(ws.task_id, empty=True)
+            store.settle_from_worktree(ws.task_id, empty=True, diffstat=stat)
             checkouts.remove_worktree_and_branch(repo, ws.task_id)
             store.set_workspace_status(ws.task_id, WorkspaceStatus.ARCHIVED, keep_branch=False)
-            return {"result": "cleaned", "diffstat": diff.as_dict()}
-        store.settle_from_worktree(ws.task_id, empty=False)
-        return {"result": "retained", "diffstat": diff.as_dict()}
+            return {"result": "cleaned", "diffstat": stat}
+        store.settle_from_worktree(ws.task_id, empty=False, diffstat=stat)
+        return {"result": "retained", "diffstat": stat}
 
 
 def review(task_id: str) -> dict[str, Any]:
@@ -214,6 +238,74 @@ def review(task_id: str) -> dict[str, Any]:
         sha = checkouts.commit_worktree_work(path, ws.task_id)
         review_path = checkouts.provision_review_worktree(repo, sha)
     return {"path": str(review_path), "sha": sha, "branch": ws.branch}
+
+
+def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, Any]:
+    """Approve a task in review: land its change on its base branch, then ``done``.
+
+    Refusals come first and change nothing: not in review (IllegalTransition), a
+    verdict that needs an override (VerificationRequired). A task without a live
+    workspace (not file-mutating, or nothing retained) is simply approved. Otherwise,
+    holding the checkout's lock and the repository's landing lock
+    (:func:`worktrees.landing.land`), the work lands per the repository's policy;
+    then the task is approved (``done``, a comment naming the commit), and its
+    checkout and branch are removed and the row ``archived``.
+
+    A change that no longer applies is not forced: nothing lands, the conflicting
+    paths are kept on the workspace (``landing``) and named in the task's feedback,
+    and the task goes back to its agent (``request_changes``) — or to ``blocked``
+    with that reason when the repository's ``clawboo.onConflict`` is ``block`` or
+    there is no agent. Returns ``{"result": "landed"|"nothing"|"approved"|"conflict",
+    ...}``. LandingFailed (409) when the base branch could not be moved.
+    """
+    task = store.check_approvable(task_id, human_override)
+    ws = store.live_workspace(task.id)
+    if ws is None:
+        done = store.approve(task.id, by=by, human_override=human_override)
+        return {"result": "approved", "task": done}
+    repo = Path(ws.repo_path)
+    with path_lock(ws.worktree_path):
+        if not Path(ws.worktree_path).is_dir() or ws.status != WorkspaceStatus.ACTIVE:
+            ws = _record(task.id, checkouts.resume_worktree(repo, task.id))
+        path = _present_checkout(ws)
+        policy = landing.policy_for(repo)
+        branch = ws.base_branch or landing.base_branch_of(repo)
+        outcome = landing.land(
+            repo,
+            path,
+            task_id=task.id,
+            title=task.title,
+            base_branch=branch,
+            strategy=policy.strategy,
+        )
+        if outcome.result == "conflict":
+            return _send_back(task, outcome, policy, by)
+        store.record_landing(task.id, {**outcome.as_dict(), "by": by})
+        landed = f"commit {outcome.commit} on {branch}" if outcome.commit else None
+        done = store.approve(task.id, by=by, human_override=human_override, landed=landed)
+        checkouts.remove_worktree_and_branch(repo, task.id)
+        store.set_workspace_status(task.id, WorkspaceStatus.ARCHIVED, keep_branch=False)
+    return {**outcome.as_dict(), "task": done}
+
+
+def _send_back(
+    task: Task, outcome: landing.Landing, policy: landing.Policy, by: str
+) -> dict[str, Any]:
+    paths = outcome.conflicts
+    tip = (outcome.previous_tip or "")[:12]
+    note = (
+        f"conflict: the change no longer applies to {outcome.base_branch} (now at {tip}); "
+        f"conflicting files: {', '.join(paths)}. Bring the branch up to date "
+        f"(git merge {outcome.base_branch}), resolve them, verify, and finish again."
+    )
+    store.record_landing(task.id, {**outcome.as_dict(), "by": by})
+    if policy.on_conflict == landing.BLOCK or not task.assignee_agent_id:
+        moved = store.block(task.id, note).task
+        sent = "blocked"
+    else:
+        moved = store.request_changes(task.id, note, by=by).task
+        sent = "rework"
+    return {**outcome.as_dict(), "sent": sent, "feedback": note, "task": moved}
 
 
 def write_handoff(task_id: str, data: Any) -> dict[str, Any]:
@@ -284,6 +376,7 @@ def gc_at_startup() -> threading.Thread:
 
 
 __all__ = [
+    "approve",
     "complete",
     "gc",
     "gc_at_startup",

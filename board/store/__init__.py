@@ -28,10 +28,12 @@ from board.store.deps import (
     unlink,
 )
 from board.store.executions import (
+    Started,
     close_execution,
     list_executions,
     open_execution,
     running_execution,
+    start_assigned,
 )
 from board.store.fields import (
     add_comment,
@@ -60,6 +62,7 @@ from board.store.lifecycle import (
     unblock,
 )
 from board.store.recovery import reconcile_orphans, release_stale, run_boot_passes
+from board.store.review import Reworked, approve, check_approvable, request_changes
 from board.store.tasks import (
     Created,
     create_task,
@@ -69,6 +72,7 @@ from board.store.tasks import (
     list_tasks,
     ready_filter,
     ready_tasks,
+    ticket_of,
     transition,
 )
 from board.store.tickets import (
@@ -89,10 +93,14 @@ __all__ = [
     "ROOT_RATE_LIMIT",
     "ClaimResult",
     "Created",
+    "Reworked",
+    "Started",
     "Ticket",
     "WriteOutcome",
     "WriteToken",
     "add_comment",
+    "approve",
+    "check_approvable",
     "add_label",
     "ancestor_ids",
     "await_review",
@@ -134,14 +142,17 @@ __all__ = [
     "release_stale",
     "remove_label",
     "renew_lease",
+    "request_changes",
     "resume_from_review",
     "running_execution",
+    "start_assigned",
     "set_assignee",
     "set_labels",
     "set_priority",
     "set_scheduled_by",
     "set_verdict",
     "set_worktree_refs",
+    "ticket_of",
     "transition",
     "unblock",
     "unlink",
@@ -150,7 +161,9 @@ __all__ = [
 
 from board.store.workspaces import (  # noqa: E402
     get_workspace,
+    last_workspace,
     live_workspace,
+    record_landing,
     record_workspace,
     set_workspace_status,
     settle_from_worktree,
@@ -158,7 +171,9 @@ from board.store.workspaces import (  # noqa: E402
 
 __all__ += [
     "get_workspace",
+    "last_workspace",
     "live_workspace",
+    "record_landing",
     "record_workspace",
     "set_workspace_status",
     "settle_from_worktree",

@@ -31,7 +31,8 @@ from board.errors import ClaimConflict, TaskNotFound
 from board.models import ExecutionStatus, Task
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.executions import close_running
-from board.store.tasks import READY_SQL, clear_claim, clear_verdict, label_param, label_sql
+from board.store.moves import clear_claim, move
+from board.store.tasks import READY_SQL, label_param, label_sql
 from board.store.tickets import Ticket, WriteOutcome, declined, recorded
 from board.transitions import HELD_BY_CLAIM, Status
 from core import storage
@@ -213,7 +214,7 @@ def claim_next(
     agent = checks.check_agent_id(agent_id)
     rt = _check_runtime(runtime)
     span = checks.check_lease_ms(lease_ms)
-    if dispatcher not in DISPATCH_ORDER:
+    if not isinstance(dispatcher, str) or dispatcher not in DISPATCH_ORDER:
         raise ValidationFailed("dispatcher", f"one of {', '.join(DISPATCH_ORDER)}")
     if label is not None:
         checks.check_label(label)
@@ -259,19 +260,16 @@ def _abandon(task: Task, at: dt.datetime, *, reason: str) -> Task:
     prev = task.status
     close_running(task, ExecutionStatus.TIMED_OUT, error=reason, at=at)
     task.abandonments += 1
-    clear_claim(task)
-    fields = {"abandonments", "status", "assignee_agent_id", "assignee_runtime", "lease_until"}
     if task.abandonments >= MAX_ABANDONMENTS:
-        task.status = Status.BLOCKED
+        fields = move(task, Status.BLOCKED, at=at)
+        clear_claim(task)  # parked for a person: nobody holds it
         task.error = ABANDONED_ERROR.format(n=task.abandonments)
-        fields.add("error")
+        fields |= {"error", "assignee_agent_id", "assignee_runtime"}
         kind = "blocked"
     else:
-        task.status = Status.TODO
-        clear_verdict(task)
-        fields |= {"verdict", "verdict_evidence", "verdict_at", "human_override"}
+        fields = move(task, Status.TODO, at=at)  # clears the claim and the verdict
         kind = "released"
-    commit_change(task, kind, prev_status=prev, fields=fields, at=at)
+    commit_change(task, kind, prev_status=prev, fields=fields | {"abandonments"}, at=at)
     return task
 
 

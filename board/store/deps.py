@@ -12,6 +12,7 @@ from board import checks
 from board.errors import DependencyCycle, DepthExceeded
 from board.models import Task, TaskDep
 from board.store._base import commit_change, lock_task, now
+from board.store.moves import move
 from board.transitions import Status
 from core import storage
 from core.errors import ValidationFailed
@@ -174,9 +175,9 @@ def cascade_cancel(task_id: str, *, at: dt.datetime | None = None) -> list[Task]
     cancelled = []
     for task in qs:
         prev = task.status
-        task.status = Status.CANCELLED
+        fields = move(task, Status.CANCELLED, at=at)
         task.error = f"cancelled: dependency {task_id!r} failed"
-        commit_change(task, "cancelled", prev_status=prev, fields={"status", "error"}, at=at)
+        commit_change(task, "cancelled", prev_status=prev, fields=fields | {"error"}, at=at)
         cancelled.append(task)
     return cancelled
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import F, QuerySet
@@ -11,7 +12,7 @@ from board.errors import ClaimConflict
 from board.models import ExecutionProcess, ExecutionStatus, Task
 from board.store._base import lock_task, now
 from board.store.tickets import Ticket
-from board.transitions import HELD_BY_CLAIM
+from board.transitions import HELD_BY_CLAIM, Status
 from core import storage
 from core.errors import NotFound, ValidationFailed
 
@@ -37,7 +38,8 @@ def open_execution(
     """Open a ``running`` row for the claim the ticket names.
 
     Only after a successful claim: the ticket must be this task's current attempt,
-    still held (in_progress / in_review), or :class:`ClaimConflict` is raised.
+    still held (in_progress / in_review), and no run of the task may be open
+    already; otherwise :class:`ClaimConflict` is raised.
     """
     claim = Ticket.decode(ticket)
 
@@ -50,18 +52,74 @@ def open_execution(
             or task.status not in HELD_BY_CLAIM
         ):
             raise ClaimConflict(f"no live claim on task {task_id!r} for this ticket")
+        return _open(task, runtime=runtime, pid=pid, git_before=git_before)
+
+    return storage.write(run)
+
+
+def _open(
+    task: Task, *, runtime: str | None, pid: int | None, git_before: str | None
+) -> ExecutionProcess:
+    if ExecutionProcess.objects.filter(task_id=task.id, status=ExecutionStatus.RUNNING).exists():
+        raise ClaimConflict(f"task {task.id!r} already has a running execution")
+    at = now()
+    # Liveness starts now: the stale sweep reads tasks.updated_at.
+    Task.objects.filter(pk=task.id).update(updated_at=at)
+    return ExecutionProcess.objects.create(
+        task=task,
+        agent_id=task.assignee_agent_id or "",
+        runtime=runtime or task.assignee_runtime,
+        attempt=task.attempts,
+        pid=pid,
+        git_before=git_before,
+        started_at=at,
+    )
+
+
+@dataclass(frozen=True)
+class Started:
+    """A claim someone took for an agent, now being run by that agent's executor."""
+
+    task: Task
+    ticket: str
+    execution: ExecutionProcess
+
+
+def start_assigned(
+    agent_id: str, *, team: str | None = None, runtime: str | None = None, pid: int | None = None
+) -> Started | None:
+    """Start the oldest claim a person took for ``agent_id`` that nobody runs yet.
+
+    A move into ``in_progress`` by a person (resuming a blocked task for an agent,
+    a reviewer requesting changes) takes a claim for a named agent; this is how that
+    agent's executor picks it up: an ``in_progress`` task assigned to it, lease
+    live, with no running execution. The execution row is opened in the same
+    transaction, so of two executors of one agent only one starts it. Returns the
+    task, its claim's ticket and the execution, or None.
+    """
+
+    def run() -> Started | None:
         at = now()
-        # Liveness starts now: the stale sweep reads tasks.updated_at.
-        Task.objects.filter(pk=task.id).update(updated_at=at)
-        return ExecutionProcess.objects.create(
-            task=task,
-            agent_id=task.assignee_agent_id or "",
-            runtime=runtime or task.assignee_runtime,
-            attempt=task.attempts,
-            pid=pid,
-            git_before=git_before,
-            started_at=at,
-        )
+        qs = Task.objects.filter(
+            status=Status.IN_PROGRESS, assignee_agent_id=agent_id, lease_until__gte=at
+        ).exclude(executions__status=ExecutionStatus.RUNNING)
+        if team is not None:
+            qs = qs.filter(team_id=team)
+        for candidate in qs.order_by("updated_at", "id").values_list("id", flat=True)[:5]:
+            task = lock_task(candidate)
+            if (
+                task.status != Status.IN_PROGRESS
+                or task.assignee_agent_id != agent_id
+                or task.lease_until is None
+                or task.lease_until < at
+            ):
+                continue
+            try:
+                execution = _open(task, runtime=runtime, pid=pid, git_before=None)
+            except ClaimConflict:
+                continue
+            return Started(task, Ticket.for_task(task).encode(), execution)
+        return None
 
     return storage.write(run)
 

@@ -11,18 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from board import checks
-from board.errors import (
-    IllegalTransition,
-)
+from board.errors import IllegalTransition
 from board.models import Task
-from board.store._base import (
-    commit_change,
-    lock_task,
-    now,
-    set_fields,
-)
-from board.store.tasks import apply_move, check_bool, check_override
-from board.store.tickets import Ticket, WriteOutcome, WriteToken, declined, recorded, unchanged
+from board.store._base import commit_change, lock_task, now, set_fields
+from board.store.moves import HELD, ClaimFor, move
+from board.store.tasks import check_bool, check_override, claim_for_agent
+from board.store.tickets import Ticket, WriteOutcome, WriteToken, declined, unchanged
 from board.transitions import (
     HELD_BY_CLAIM,
     Status,
@@ -31,6 +25,7 @@ from board.transitions import (
     is_transition_allowed,
 )
 from core import storage
+from core.errors import ValidationFailed
 
 # SPEC §10 ceilings (the agent create path; see create_task).
 EVIDENCE_TAIL = 4_000
@@ -107,9 +102,14 @@ def _lifecycle(
     mutate: Callable[[Task, dt.datetime], set[str]] | None = None,
     write: WriteToken | None = None,
     override: dict[str, str] | None = None,
+    claim: ClaimFor | str | None = None,
     always_terminal: bool = False,
-    after: Callable[[Task, str, dt.datetime], None] | None = None,
+    after: Callable[[Task, str, dt.datetime], list[str] | None] | None = None,
 ) -> WriteOutcome:
+    """One lifecycle verb: guards and declines, the verb's own edge, the move
+    (:func:`board.store.moves.move`), the verb's fields, the event; then ``after``
+    (closing runs, the cascade), whose returned ids are the cascade's cancellations."""
+
     def run() -> WriteOutcome:
         task = lock_task(task_id)
         at = now()
@@ -124,25 +124,23 @@ def _lifecycle(
         # even when the target equals the current status: unblock on a todo task or
         # resume_from_review on an in_progress one is refused, not a silent no-op
         # (the latter used to push the lease out as if it were a renewal).
-        if not _verb_allowed(prev, to, sources):
+        if sources is not None and prev not in sources:
             raise IllegalTransition(task.id, prev, to, allowed_transitions_from(prev))
         if prev == to and is_terminal(prev):
             # A repeat of the settle that put it there: nothing to change, and the
             # first one's output and event stand.
             return unchanged(task)
-        fields: set[str] = set()
-        if prev != to:
-            fields |= apply_move(task, to, override=override, at=at)
+        fields = move(task, to, at=at, override=override, claim=claim)
         if mutate is not None:
             fields |= mutate(task, at)
         if not fields:
             return unchanged(task)
-        if after is not None:
-            after(task, prev, at)
         token = {"id": write.id} if write is not None else None
         event_kind = kind(task, prev) if callable(kind) else kind
         commit_change(task, event_kind, prev_status=prev, fields=fields, write_token=token, at=at)
-        return recorded(task)
+        # After the task's own event, so a cascade is narrated after the failure.
+        cancelled = after(task, prev, at) if after is not None else None
+        return WriteOutcome("recorded", task, cancelled=tuple(cancelled or ()))
 
     return storage.write(run)
 
@@ -167,6 +165,7 @@ def complete(
 
     def after(task: Task, prev: str, at: dt.datetime) -> None:
         _close_run(task, prev, "succeeded", None, at)
+        return None
 
     return _lifecycle(
         task_id,
@@ -199,7 +198,8 @@ def fail(
 ) -> WriteOutcome:
     """Soft fail (``attempts < max_attempts``, from in_progress) → ``todo`` with the
     error as feedback; otherwise hard fail → ``blocked`` with ``error`` set and the
-    pending transitive dependents cancelled."""
+    pending transitive dependents cancelled: their ids are the outcome's
+    ``cancelled``, and their events follow the failure's."""
     message = checks.check_text(error, "error", required=True)
     guards = _guards(ticket, if_allowed, refuse_when_parked)
 
@@ -218,12 +218,13 @@ def fail(
             return set_fields(task, feedback=message)
         return set_fields(task, error=message)
 
-    def after(task: Task, prev: str, at: dt.datetime) -> None:
+    def after(task: Task, prev: str, at: dt.datetime) -> list[str]:
         _close_run(task, prev, "failed", message, at)
-        if task.status == Status.BLOCKED:
-            from board.store.deps import cascade_cancel
+        if task.status != Status.BLOCKED:
+            return []
+        from board.store.deps import cascade_cancel
 
-            cascade_cancel(task.id, at=at)
+        return [t.id for t in cascade_cancel(task.id, at=at)]
 
     return _lifecycle(
         task_id,
@@ -305,20 +306,24 @@ def resume_from_review(
     feedback: Any = None,
     *,
     ticket: Any = None,
+    agent_id: Any = None,
     if_allowed: Any = False,
     refuse_when_parked: Any = False,
     write: WriteToken | None = None,
 ) -> WriteOutcome:
-    """in_review → in_progress with optional feedback, on a fresh lease of the
-    span its claim was granted."""
+    """in_review → in_progress with optional feedback. With the claim's ``ticket``
+    the agent resumes its own claim on a fresh lease of its span; with ``agent_id``
+    (a person sending it back) a new claim is taken for that agent; with neither it
+    is refused (:class:`~board.errors.ClaimRequired`)."""
     note = checks.check_text(feedback, "feedback") or None
+    if ticket is not None and agent_id is not None:
+        raise ValidationFailed("agent_id", "give a ticket or an agent_id, not both")
+    claim: ClaimFor | str | None = HELD if ticket is not None else None
+    if agent_id is not None:
+        claim = claim_for_agent(agent_id)
 
     def mutate(task: Task, at: dt.datetime) -> set[str]:
-        span = task.lease_duration_ms or checks.DEFAULT_LEASE_MS
-        changed = set_fields(task, lease_until=at + dt.timedelta(milliseconds=span))
-        if note:
-            changed |= set_fields(task, feedback=note)
-        return changed
+        return set_fields(task, feedback=note) if note else set()
 
     return _lifecycle(
         task_id,
@@ -328,6 +333,7 @@ def resume_from_review(
         kind="resumed",
         mutate=mutate,
         write=write,
+        claim=claim,
     )
 
 
@@ -343,6 +349,7 @@ def cancel(
 
     def after(task: Task, prev: str, at: dt.datetime) -> None:
         _close_run(task, prev, "cancelled", "cancelled", at)
+        return None
 
     return _lifecycle(
         task_id,
@@ -361,6 +368,7 @@ def release(task_id: str, *, ticket: Any = None, write: WriteToken | None = None
 
     def after(task: Task, prev: str, at: dt.datetime) -> None:
         _close_run(task, prev, "cancelled", "released", at)
+        return None
 
     return _lifecycle(
         task_id,

@@ -18,29 +18,26 @@ from django.db.models.expressions import RawSQL
 from board import ceilings, checks
 from board.errors import (
     DepthExceeded,
-    IllegalTransition,
     RootRateLimited,
     TaskIdTaken,
     TaskNotFound,
     TooManyChildren,
-    VerificationRequired,
 )
-from board.models import PROMOTABLE_VERDICTS, Task, TaskDep
-from board.store._base import (
-    add_comment_row,
-    commit_change,
-    lock_task,
-    now,
-    record_event,
+from board.models import Task, TaskDep
+from board.store._base import commit_change, lock_task, now, record_event
+from board.store.moves import (  # noqa: F401 - clear_* are imported from here by claims
+    ClaimFor,
+    check_override,
+    clear_claim,
+    clear_verdict,
+    kind_of,
+    move,
 )
-from board.transitions import (
-    Status,
-    allowed_transitions_from,
-    is_transition_allowed,
-)
+from board.store.tickets import Ticket
+from board.transitions import Status
 from core import storage
 from core.errors import ValidationFailed
-from core.models import Team
+from core.models import Agent, Team
 
 # SPEC §10 ceilings (the agent create path; see create_task).
 EVIDENCE_TAIL = 4_000
@@ -88,18 +85,6 @@ def label_sql(vendor: str) -> str:
 
 def label_param(vendor: str, label: str) -> Any:
     return json.dumps([label]) if vendor == "postgresql" else label
-
-
-_DEPENDENTS_DONE_SQL = (
-    f"UPDATE {Task._meta.db_table} SET unmet_deps = unmet_deps - 1 "  # noqa: S608
-    f"WHERE id IN (SELECT task_id FROM {TaskDep._meta.db_table} WHERE depends_on_task_id = %s)"
-)
-
-
-def _dependency_done(task_id: str) -> None:
-    """A task reached done (terminal): each direct dependent waits on one fewer."""
-    with connection.cursor() as cursor:
-        cursor.execute(_DEPENDENTS_DONE_SQL, [task_id])
 
 
 def with_label(qs: QuerySet[Task], label: str) -> QuerySet[Task]:
@@ -334,128 +319,73 @@ def _check_root_rate(team_id: str, at: dt.datetime) -> None:
 
 # --- transitions -------------------------------------------------------------
 
-_KIND_BY_TARGET: dict[str, str] = {
-    Status.DONE: "completed",
-    Status.CANCELLED: "cancelled",
-    Status.BLOCKED: "blocked",
-    Status.IN_REVIEW: "review_requested",
-    Status.BACKLOG: "status_changed",
-}
 
-
-def _transition_kind(prev: str, to: str) -> str:
-    if to == Status.TODO:
-        back_to_todo: dict[str, str] = {Status.IN_PROGRESS: "released", Status.BLOCKED: "unblocked"}
-        return back_to_todo.get(prev, "status_changed")
-    if to == Status.IN_PROGRESS:
-        return "resumed" if prev in (Status.IN_REVIEW, Status.BLOCKED) else "status_changed"
-    return _KIND_BY_TARGET.get(to, "status_changed")
-
-
-def check_override(value: Any) -> dict[str, str] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise ValidationFailed("human_override", "must be an object {by, reason}")
-    by, reason = value.get("by"), value.get("reason")
-    if not isinstance(by, str) or not by.strip() or len(by) > 200:
-        raise ValidationFailed("human_override", "names who overrides in 'by'")
-    if not isinstance(reason, str) or not reason.strip() or len(reason) > checks.TEXT_MAX:
-        raise ValidationFailed("human_override", "gives a 'reason'")
-    return {"by": by.strip(), "reason": reason.strip()}
-
-
-def apply_move(
-    task: Task, to: str, *, override: dict[str, str] | None, at: dt.datetime
-) -> set[str]:
-    """Apply the side rules of a legal move; return the fields changed.
-
-    The verification gate lives here, so every path to ``done`` passes it.
-    """
-    prev = task.status
-    fields = {"status"}
-    if to == Status.DONE:
-        if task.verdict is not None and task.verdict not in PROMOTABLE_VERDICTS:
-            if override is None:
-                raise VerificationRequired(
-                    f"task {task.id!r} carries a {task.verdict!r} verdict; a human override "
-                    "is needed to mark it done",
-                    verdict=task.verdict,
-                )
-            task.human_override = {**override, "at": at.isoformat(), "verdict": task.verdict}
-            fields.add("human_override")
-            add_comment_row(
-                task,
-                override["by"],
-                f"Human override of a {task.verdict!r} verification verdict: {override['reason']}",
-                at,
-            )
-            record_event(task, "verification_overridden", prev_status=prev, actor=override["by"])
-        task.completed_at = at
-        fields.add("completed_at")
-        if prev != Status.DONE:
-            _dependency_done(task.id)
-    if prev == Status.IN_PROGRESS and to == Status.TODO:
-        # Release: a cross-runtime rebind boundary (seed 000).
-        clear_claim(task)
-        clear_verdict(task)
-        fields |= _CLAIM_FIELDS | _VERDICT_FIELDS
-    if to in (Status.DONE, Status.CANCELLED, Status.BLOCKED, Status.IN_REVIEW, Status.TODO):
-        task.lease_until = None
-        fields.add("lease_until")
-    if prev == Status.BLOCKED and to in (Status.TODO, Status.IN_PROGRESS):
-        task.error = None
-        fields.add("error")
-    task.status = to
-    return fields
-
-
-_CLAIM_FIELDS = {"assignee_agent_id", "assignee_runtime", "lease_until"}
-_VERDICT_FIELDS = {"verdict", "verdict_evidence", "verdict_at", "human_override"}
-
-
-def clear_claim(task: Task) -> None:
-    task.assignee_agent_id = None
-    task.assignee_runtime = None
-    task.lease_until = None
-
-
-def clear_verdict(task: Task) -> None:
-    task.verdict = None
-    task.verdict_evidence = None
-    task.verdict_at = None
-    task.human_override = None
+def claim_for_agent(agent_id: Any, lease_ms: Any = None) -> ClaimFor:
+    """The claim a move into ``in_progress`` takes for ``agent_id`` (a registered agent;
+    its runtime comes from the registry)."""
+    agent = checks.check_agent_id(agent_id, "agent_id")
+    runtime = Agent.objects.filter(pk=agent).values_list("runtime", flat=True).first()
+    if runtime is None:
+        raise ValidationFailed("agent_id", f"no agent {agent!r} in the registry")
+    span = None if lease_ms is None else checks.check_lease_ms(lease_ms)
+    return ClaimFor(agent_id=agent, runtime=runtime, lease_ms=span)
 
 
 def transition(
-    task_id: str, to: Any, *, human_override: Any = None, actor: str | None = None
+    task_id: str,
+    to: Any,
+    *,
+    human_override: Any = None,
+    agent_id: Any = None,
+    lease_ms: Any = None,
+    actor: str | None = None,
 ) -> Task:
     """Move a task to ``to``, checked against the freshly read row in the write
-    transaction. Same-status is a no-op; illegal raises :class:`IllegalTransition`.
-    ``actor``: the authenticated user who moved it (recorded on the event)."""
+    transaction (:func:`board.store.moves.move`). Same-status is a no-op; an illegal
+    pair raises :class:`IllegalTransition`. A move into ``in_progress`` takes a claim
+    for ``agent_id`` (a new attempt and lease; :func:`ticket_of` gives its ticket),
+    and without one is refused (:class:`ClaimRequired`). ``actor``: the
+    authenticated user who moved it (recorded on the event)."""
     target = checks.check_status(to)
     override = check_override(human_override)
+    claim = None
+    if agent_id is not None:
+        if target != Status.IN_PROGRESS:
+            raise ValidationFailed("agent_id", "names who works the task: only with to=in_progress")
+        claim = claim_for_agent(agent_id, lease_ms)
+
+    if claim is not None and _status_of(task_id) == Status.TODO:
+        # From todo the move is the atomic claim itself, with its guard (ready,
+        # unassigned, not dropped): a person does not get to skip the dependencies.
+        from board.store.claims import claim as atomic_claim
+
+        result = atomic_claim(task_id, claim.agent_id, claim.runtime, lease_ms=claim.lease_ms)
+        result.raise_for_outcome(task_id)
+        assert result.task is not None
+        return result.task
 
     def run() -> Task:
         task = lock_task(task_id)
         prev = task.status
-        if prev == target:
-            return task
-        if not is_transition_allowed(prev, target):
-            raise IllegalTransition(task.id, prev, target, allowed_transitions_from(prev))
         at = now()
-        fields = apply_move(task, target, override=override, at=at)
+        fields = move(task, target, at=at, override=override, claim=claim)
+        if not fields:
+            return task
         if prev == Status.IN_PROGRESS and target in (Status.TODO, Status.CANCELLED):
             from board.store.executions import close_running
 
             close_running(task, "cancelled", error=f"moved to {target}", at=at)
         return commit_change(
-            task,
-            _transition_kind(prev, target),
-            prev_status=prev,
-            fields=fields,
-            at=at,
-            actor=actor,
+            task, kind_of(prev, target), prev_status=prev, fields=fields, at=at, actor=actor
         )
 
     return storage.write(run)
+
+
+def _status_of(task_id: str) -> str | None:
+    return Task.objects.filter(pk=task_id).values_list("status", flat=True).first()
+
+
+def ticket_of(task: Task) -> str:
+    """The ticket of the claim ``task`` holds now (after a move took one for an agent)."""
+    return Ticket.for_task(task).encode()

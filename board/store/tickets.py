@@ -74,6 +74,8 @@ class WriteOutcome:
     task: Task | None = None
     reason: str | None = None
     status: str | None = None
+    # A hard fail's cascade: the pending dependents it cancelled, in order.
+    cancelled: tuple[str, ...] = ()
 
     @property
     def recorded(self) -> bool:
@@ -88,6 +90,8 @@ class WriteOutcome:
         if self.declined:
             body["reason"] = self.reason
             body["status"] = self.status
+        if self.cancelled:
+            body["cancelled"] = list(self.cancelled)
         return body
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from board.errors import IllegalTransition
+from typing import Any
+
 from board.models import Task, Workspace, WorkspaceStatus
 from board.store._base import commit_change, lock_task, now
-from board.store.tasks import apply_move
-from board.transitions import Status, allowed_transitions_from, is_transition_allowed
+from board.store.moves import EMPTY_DIFF, move
+from board.transitions import Status
 from core import storage
 from core.errors import NotFound
 
@@ -36,8 +37,10 @@ def record_workspace(
     branch: str,
     base_sha: str,
     base_commit: str,
+    base_branch: str | None = None,
 ) -> Workspace:
-    """Create or refresh the task's live workspace row (``active``) and its pointers."""
+    """Create or refresh the task's live workspace row (``active``) and its pointers.
+    ``base_branch`` None keeps the branch the row already names."""
 
     def run() -> Workspace:
         task = lock_task(task_id)
@@ -47,6 +50,8 @@ def record_workspace(
             ws = Workspace(task=task, created_at=at)
         ws.repo_path, ws.worktree_path, ws.branch = repo_path, worktree_path, branch
         ws.base_sha, ws.base_commit = base_sha, base_commit
+        if base_branch is not None:
+            ws.base_branch = base_branch
         ws.status, ws.updated_at = WorkspaceStatus.ACTIVE, at
         ws.save()
         _point(task, worktree_path, branch)
@@ -83,27 +88,52 @@ def set_workspace_status(task_id: str, status: str, *, keep_branch: bool = True)
     return storage.write(run)
 
 
-def settle_from_worktree(task_id: str, *, empty: bool) -> Task:
-    """Land a task after its worktree completed (seed 004).
+def settle_from_worktree(
+    task_id: str, *, empty: bool, diffstat: dict[str, Any] | None = None
+) -> Task:
+    """Settle a task after its worktree completed (seed 004), keeping ``diffstat``
+    on the live workspace row.
 
-    Empty diff: ``done`` — there is no deliverable to verify, so the verification
-    gate is intentionally bypassed. Non-empty: ``in_review`` for the gate.
+    Non-empty: ``in_review``, where the verification gate waits for the approval.
+    Empty: ``done`` under the gate's one named exception, :data:`~board.store.moves.
+    EMPTY_DIFF` (no deliverable, nothing a verdict could be about); the verdict
+    stays on the task as it was.
     """
 
     def run() -> Task:
         task = lock_task(task_id)
         prev = task.status
         target = Status.DONE if empty else Status.IN_REVIEW
-        if prev == target:
-            return task
-        if not is_transition_allowed(prev, target):
-            raise IllegalTransition(task.id, prev, target, allowed_transitions_from(prev))
         at = now()
-        if empty:
-            # Bypass the gate: no deliverable, nothing a verdict could be about.
-            task.verdict = None
-        fields = apply_move(task, target, override=None, at=at) | {"verdict"}
+        ws = live_workspace(task_id)
+        if ws is not None and diffstat is not None and ws.diffstat != diffstat:
+            ws.diffstat, ws.updated_at = diffstat, at
+            ws.save(update_fields=["diffstat", "updated_at"])
+        fields = move(task, target, at=at, waiver=EMPTY_DIFF if empty else None)
+        if not fields:
+            return task
         kind = "completed" if empty else "review_requested"
         return commit_change(task, kind, prev_status=prev, fields=fields, at=at)
 
     return storage.write(run)
+
+
+def record_landing(task_id: str, landing: dict[str, Any]) -> Workspace:
+    """Keep an approval's outcome (landed commit, or the conflicting paths) on the
+    task's live workspace row."""
+
+    def run() -> Workspace:
+        lock_task(task_id)
+        ws = live_workspace(task_id)
+        if ws is None:
+            raise NotFound(f"task {task_id!r} has no workspace")
+        ws.landing, ws.updated_at = landing, now()
+        ws.save(update_fields=["landing", "updated_at"])
+        return ws
+
+    return storage.write(run)
+
+
+def last_workspace(task_id: str) -> Workspace | None:
+    """The task's newest workspace row, live or archived (a landed task's is archived)."""
+    return Workspace.objects.filter(task_id=task_id).order_by("-updated_at", "-id").first()

@@ -29,6 +29,8 @@ HTTP_STATUS: dict[str, int] = {
     "conflict": 409,
     "illegal_transition": 409,
     "verification_required": 409,
+    "claim_required": 409,
+    "landing_failed": 409,
     "cycle": 409,
     "depth_exceeded": 409,
     "too_many_children": 409,

@@ -10,6 +10,7 @@ import pytest
 from board import store
 from board.errors import IllegalTransition
 from board.transitions import allowed_transitions_from, is_terminal, is_transition_allowed
+from core import registry
 from tests.board.states import task_in
 
 STATUSES = ["backlog", "todo", "in_progress", "in_review", "blocked", "done", "cancelled"]
@@ -35,12 +36,15 @@ def test_the_table_is_the_seeds():
 @pytest.mark.django_db
 @pytest.mark.parametrize(("source", "target"), PAIRS, ids=[f"{a}->{b}" for a, b in PAIRS])
 def test_each_pair_moves_or_is_refused_with_the_allowed_list(default_team, source, target):
+    registry.create_agent(id="bob", display_name="Bob", team="default", runtime="human")
     task, _ = task_in(source)
     legal = target == source or target in SEED_TABLE[source]
     assert is_transition_allowed(source, target) == legal
+    # A move into in_progress takes a claim for a named agent (tests/board/test_moves.py).
+    claim = {"agent_id": "bob"} if target == "in_progress" and source != target else {}
 
     if legal:
-        moved = store.transition(task.id, target)
+        moved = store.transition(task.id, target, **claim)
         assert moved.status == target
         fresh = store.get_task(task.id)
         assert fresh.status == target
@@ -52,7 +56,7 @@ def test_each_pair_moves_or_is_refused_with_the_allowed_list(default_team, sourc
             assert fresh.assignee_agent_id is None and fresh.assignee_runtime is None
     else:
         with pytest.raises(IllegalTransition) as refused:
-            store.transition(task.id, target)
+            store.transition(task.id, target, **claim)
         assert refused.value.from_status == source
         assert refused.value.to_status == target
         assert set(refused.value.allowed) == SEED_TABLE[source]

@@ -10,6 +10,7 @@ import pytest
 from django.core.management import call_command
 
 from board import store
+from core import registry
 from tests.worktrees.conftest import git
 from worktrees import checkouts, service
 
@@ -134,7 +135,8 @@ def test_a_reaped_stale_workspace_is_rebuilt_from_its_branch(repo, provision):
     service.gc(now=time.time() + LATER)
     assert store.live_workspace(task.id).status == "stale"
 
-    store.transition(task.id, "in_progress")
+    registry.create_agent(id="bob", display_name="Bob", team="default", runtime="human")
+    store.transition(task.id, "in_progress", agent_id="bob")
     rebuilt = service.resume_task_workspace(task.id)
 
     assert rebuilt.status == "active"

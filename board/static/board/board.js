@@ -88,7 +88,32 @@
         el("h2", {}, config.labels[status], el("span", {}, here.length)),
         here.map(card)));
     }
-    if (selected && tasks.has(selected)) renderDetail(tasks.get(selected));
+    if (selected && tasks.has(selected)) {
+      // Only when the task changed: the panel reads its review (git) and may hold
+      // feedback being typed.
+      const shown = tasks.get(selected);
+      const key = `${shown.id}:${shown.revision}`;
+      if (key !== detailKey) { detailKey = key; renderDetail(shown); }
+    }
+  }
+  let detailKey = null;
+
+  let agents = null;                // the team's agents, for moves that claim
+  async function teamAgents() {
+    if (agents === null) {
+      const all = await api("GET", "/api/agents").catch(() => []);
+      agents = all.filter((a) => a.team === team);
+    }
+    return agents;
+  }
+
+  // A move into in_progress takes a claim for a named agent; the server refuses it
+  // without one. Default: the agent that worked the task, else the team's first.
+  async function pickAgent(task) {
+    const names = (await teamAgents()).map((a) => a.id);
+    const fallback = task.assignee_agent_id || names[0] || "";
+    const who = prompt(`Claim for which agent? (${names.join(", ") || "none registered"})`, fallback);
+    return who ? who.trim() : null;
   }
 
   function statusMenu(task) {
@@ -98,13 +123,21 @@
       onchange: async (e) => {
         const to = e.target.value;
         try {
+          if (to === "done" && task.status === "in_review") {
+            await approve(task);  // approving lands the change
+            return;
+          }
           const body = { to };
           if (to === "done" && task.verification && task.verification.verdict &&
               task.verification.verdict !== "pass") {
-            const by = prompt("Verification is not passing. Override as (your name):", config.user);
-            if (!by) { render(); return; }
-            const reason = prompt("Why override the verification verdict?") || "";
-            body.human_override = { by, reason };
+            const override = askOverride();
+            if (!override) { render(); return; }
+            body.human_override = override;
+          }
+          if (to === "in_progress") {
+            const agent = await pickAgent(task);
+            if (!agent) { render(); return; }
+            body.agent_id = agent;
           }
           upsert(await api("POST", `/api/board/tasks/${encodeURIComponent(task.id)}/transition`, body));
         } catch (err) {
@@ -115,6 +148,107 @@
     }, options.map((s) => el("option", { value: s, ...(s === task.status ? { selected: "" } : {}) },
       s === task.status ? config.labels[s] + " (current)" : config.labels[s])));
     return select;
+  }
+
+  function askOverride() {
+    const by = prompt("Verification is not passing. Override as (your name):", config.user);
+    if (!by) return null;
+    const reason = prompt("Why override the verification verdict?") || "";
+    return { by, reason };
+  }
+
+  let lastNote = null;               // what the last review action said, per task
+  function say(text, kind) {
+    lastNote = { id: selected, text, kind: kind || "" };
+    const note = $("#review-note");
+    if (note) { note.textContent = text; note.dataset.kind = lastNote.kind; }
+  }
+
+  async function approve(task) {
+    const body = {};
+    const v = task.verification;
+    if (v && v.verdict && v.verdict !== "pass") {
+      const override = askOverride();
+      if (!override) { render(); return; }
+      body.human_override = override;
+    }
+    try {
+      const result = await api("POST", `/api/board/tasks/${encodeURIComponent(task.id)}/approve`, body);
+      upsert(result.task);
+      if (result.result === "conflict") {
+        say(`Not landed: conflict in ${result.conflicts.join(", ")}; ` +
+            (result.sent === "rework" ? "sent back to its agent." : "blocked."), "bad");
+      } else if (result.result === "landed") {
+        say(`Landed ${result.commit.slice(0, 12)} on ${result.base_branch}.`, "ok");
+      } else {
+        say("Approved.", "ok");
+      }
+    } catch (err) { say(err.message, "bad"); }
+  }
+
+  async function requestChanges(task, feedback) {
+    if (!feedback.trim()) { say("Write what should change first.", "bad"); return; }
+    try {
+      upsert(await api("POST", `/api/board/tasks/${encodeURIComponent(task.id)}/request-changes`, { feedback }));
+      say("Sent back with your feedback.", "ok");
+    } catch (err) { say(err.message, "bad"); }
+  }
+
+  // A unified diff, one line per row, coloured by its first character.
+  function patchView(text) {
+    return el("pre", { class: "patch" }, (text || "").split("\n").map((line) => {
+      const kind = line.startsWith("+++") || line.startsWith("---") ? "meta"
+        : line.startsWith("+") ? "add" : line.startsWith("-") ? "del"
+        : line.startsWith("@@") ? "hunk" : line.startsWith("diff ") || line.startsWith("index ") ? "meta" : "";
+      return el("span", { class: "ln " + kind }, line + "\n");
+    }));
+  }
+
+  function reviewView(task, data) {
+    const ws = data.workspace;
+    const diff = data.diff;
+    const stat = diff.stat;
+    const box = el("section", { class: "review", "data-review-for": task.id });
+    const idle = !ws && !data.executions.length && !data.verification;
+    if (idle && task.status !== "in_review") return box;  // nothing to review yet
+    box.append(el("h3", {}, "The work"));
+    if (!ws) box.append(el("p", { class: "muted" }, "no worktree (the task runs in place)"));
+    if (ws) {
+      box.append(el("p", { class: "branch" },
+        "branch ", el("code", {}, ws.branch), " on ", el("code", {}, ws.base_branch || "?"),
+        ` from ${(ws.base_sha || "").slice(0, 12)}`,
+        ws.landing && ws.landing.result === "conflict" ? el("span", { class: "pill blocked-by" }, "conflict") : ""));
+    }
+    if (ws) box.append(el("p", { class: "diffstat" }, `${stat.files_changed} file(s) changed, `,
+      el("span", { class: "add" }, `+${stat.insertions}`), " ", el("span", { class: "del" }, `−${stat.deletions}`)));
+    for (const file of diff.files) {
+      box.append(el("details", { class: "file", open: "" },
+        el("summary", {}, el("code", {}, file.path), ` +${file.insertions ?? "bin"} −${file.deletions ?? "bin"}`,
+          file.truncated ? " (truncated)" : ""),
+        patchView(file.patch)));
+    }
+    if (diff.next_offset !== null) box.append(el("p", { class: "muted" }, `… more files from offset ${diff.next_offset}`));
+    const v = data.verification;
+    box.append(el("h3", {}, "Verification"),
+      el("p", { class: v && v.verdict ? "verdict-" + v.verdict : "" }, v && v.verdict ? v.verdict : "unverified"),
+      v && v.evidence ? el("pre", { class: "evidence" }, v.evidence) : "");
+    box.append(el("h3", {}, "Runs"),
+      el("p", {}, `total: ${data.cost.tokens} tokens, ${data.cost.cents}¢`),
+      el("ol", { class: "runs" }, data.executions.map((x) => el("li", {},
+        el("details", {},
+          el("summary", {}, `#${x.attempt} ${x.agent_id} (${x.runtime || "?"}) ${x.status} · ${x.tokens} tokens · ${x.cost_cents}¢`),
+          el("pre", { class: "log" }, x.log_tail || "(no output)"))))));
+    if (task.status === "in_review") {
+      const text = el("textarea", { id: "review-feedback", rows: "3", placeholder: "What should change?" });
+      box.append(el("div", { class: "review-actions" },
+        el("button", { id: "approve-btn", type: "button", onclick: () => approve(task) }, "Approve and land"),
+        text,
+        el("button", { id: "request-changes-btn", type: "button", onclick: () => requestChanges(task, text.value) }, "Request changes")));
+    }
+    const note = lastNote && lastNote.id === task.id ? lastNote : null;
+    box.append(el("p", { id: "review-note", class: "review-note", "data-kind": note ? note.kind : "" },
+      note ? note.text : ""));
+    return box;
   }
 
   async function renderDetail(task) {
@@ -136,24 +270,25 @@
           v ? `${v.verdict || "—"}${v.human_override ? " (override by " + v.human_override.by + ")" : ""}` : "unverified"),
         el("dt", {}, "worktree"), el("dd", {}, task.worktree_ref ? `${task.worktree_ref} @ ${task.branch_ref || ""}` : "—"),
         el("dt", {}, "error"), el("dd", {}, task.error || "—"),
+        el("dt", {}, "feedback"), el("dd", {}, task.feedback || "—"),
       ),
       task.description ? el("pre", {}, task.description) : "",
+      el("div", { id: "review" }),
       el("h3", {}, "Comments"), el("ol", { id: "comments" }),
-      el("h3", {}, "Executions"), el("ol", { id: "executions" }),
     );
     try {
-      const [comments, executions] = await Promise.all([
-        api("GET", `/api/board/tasks/${encodeURIComponent(task.id)}/comments`),
-        api("GET", `/api/board/tasks/${encodeURIComponent(task.id)}/executions`),
+      const id = encodeURIComponent(task.id);
+      const [comments, data] = await Promise.all([
+        api("GET", `/api/board/tasks/${id}/comments`),
+        api("GET", `/api/board/tasks/${id}/review`),
       ]);
       if (selected !== task.id) return;
       $("#comments").replaceChildren(...comments.map((c) => el("li", {}, `${c.author}: ${c.body}`)));
-      $("#executions").replaceChildren(...executions.map((x) =>
-        el("li", {}, `#${x.attempt} ${x.agent_id} ${x.status}${x.cost_cents ? " · " + x.cost_cents + "¢" : ""}`)));
+      $("#review").replaceChildren(reviewView(task, data));
     } catch (err) { /* the panel keeps what it has */ }
   }
 
-  function select(id) { selected = id; render(); }
+  function select(id) { selected = id; detailKey = null; render(); }
 
   function upsert(task) {
     if (task.team !== team) return;

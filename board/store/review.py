@@ -1,0 +1,111 @@
+"""The review decisions on the board: send a task back with feedback, or record
+its approval (``in_review → done``). The git half of an approval (landing the
+change on its base branch) is the worktrees app's; it calls :func:`approve` once
+the change is on the base branch, or :func:`request_changes` when it no longer
+applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from board import checks
+from board.errors import ClaimRequired, IllegalTransition
+from board.models import Task
+from board.store._base import add_comment_row, commit_change, lock_task, now, set_fields
+from board.store.moves import check_override, gate_refusal, move
+from board.store.tasks import claim_for_agent, get_task, ticket_of
+from board.transitions import Status, allowed_transitions_from
+from core import storage
+
+REVIEWER_MAX = 200
+
+
+@dataclass(frozen=True)
+class Reworked:
+    """A task sent back to be worked: claimed again for ``task.assignee_agent_id``."""
+
+    task: Task
+    ticket: str
+
+
+def _who(by: Any) -> str:
+    return checks.check_text(by, "by", limit=REVIEWER_MAX, required=True)
+
+
+def _in_review(task: Task, to: str) -> None:
+    """Review's verbs run from ``in_review`` only (as a verb that owns one edge)."""
+    if task.status != Status.IN_REVIEW:
+        raise IllegalTransition(task.id, task.status, to, allowed_transitions_from(task.status))
+
+
+def request_changes(task_id: str, feedback: Any, *, by: Any, agent_id: Any = None) -> Reworked:
+    """``in_review → in_progress``, claimed again for ``agent_id`` (default: the agent
+    that did the work), with ``feedback`` kept as the task's ``feedback`` and a comment
+    by ``by``. The task keeps its worktree and branch; the agent's executor picks the
+    claim up (``start_assigned``) and its next run resumes that checkout with the
+    feedback in ``TASK.md``.
+
+    The table has no ``in_review → todo`` edge: this is its ``in_review →
+    in_progress`` edge, and it always brings a claim. Raises :class:`ClaimRequired`
+    when there is no agent to send it back to, ``IllegalTransition`` outside review.
+    """
+    note = checks.check_text(feedback, "feedback", required=True)
+    reviewer = _who(by)
+    named = None if agent_id is None else claim_for_agent(agent_id)
+
+    def run() -> Reworked:
+        task = lock_task(task_id)
+        prev = task.status
+        _in_review(task, Status.IN_PROGRESS)
+        claim = named
+        if claim is None:
+            if not task.assignee_agent_id:
+                raise ClaimRequired(
+                    f"task {task.id!r} has no agent to send it back to: name one (agent_id)",
+                    task_id=task.id,
+                )
+            claim = claim_for_agent(task.assignee_agent_id)
+        at = now()
+        fields = move(task, Status.IN_PROGRESS, at=at, claim=claim)
+        fields |= set_fields(task, feedback=note)
+        add_comment_row(task, reviewer, f"Changes requested: {note}", at)
+        commit_change(task, "changes_requested", prev_status=prev, fields=fields, at=at)
+        return Reworked(task, ticket_of(task))
+
+    return storage.write(run)
+
+
+def approve(
+    task_id: str, *, by: Any, human_override: Any = None, landed: str | None = None
+) -> Task:
+    """``in_review → done`` through the verification gate, with a comment by ``by``
+    naming what landed (``landed``: a sentence such as "commit abc123 on main")."""
+    reviewer = _who(by)
+    override = check_override(human_override)
+
+    def run() -> Task:
+        task = lock_task(task_id)
+        prev = task.status
+        _in_review(task, Status.DONE)
+        at = now()
+        fields = move(task, Status.DONE, at=at, override=override)
+        text = f"Approved by {reviewer}" + (f"; landed {landed}" if landed else "")
+        add_comment_row(task, reviewer, text, at)
+        return commit_change(task, "completed", prev_status=prev, fields=fields, at=at)
+
+    return storage.write(run)
+
+
+def check_approvable(task_id: str, human_override: Any = None) -> Task:
+    """The approval's refusals, asked before any git work: the task must be in review
+    and pass the verification gate (``IllegalTransition``, ``VerificationRequired``).
+    :func:`approve` asks again in its own transaction."""
+    override = check_override(human_override)
+    task = get_task(task_id)
+    _in_review(task, Status.DONE)
+    refusal = gate_refusal(task, override)
+    if refusal is not None:
+        raise refusal
+    return task

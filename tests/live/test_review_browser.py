@@ -1,0 +1,91 @@
+"""The review panel in a real browser: a task in review shows its diff, its run's
+log and its verification evidence, and is approved from the page."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from board import store
+from core import registry
+from executor.runner import Executor
+from tests.executor.conftest import (  # noqa: F401 - fixtures
+    VERIFY_OK,
+    command_agent,
+    repo,
+    script,
+    state_dir,
+)
+from tests.live.test_browser import CHROMIUM, DOCS
+from tests.worktrees.conftest import git
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed"),
+]
+
+
+def test_the_review_panel_shows_the_work_and_approves_it(
+    daphne,
+    command_agent,  # noqa: F811 - the fixture imported above
+    repo,  # noqa: F811
+    settings,
+    monkeypatch,
+):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    user = get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
+    registry.add_member("default", user)
+    command_agent("builder", "write")
+    task = store.create_task(
+        title="Add the feature flag",
+        description="Write feature.txt with ok.",
+        metadata={"verify_cmd": VERIFY_OK},
+    ).task
+    assert Executor("builder").work_once().worktree == "retained"
+    assert store.get_task(task.id).status == "in_review"
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/admin/login/?next=/board/")
+        page.fill("#id_username", "op")
+        page.fill("#id_password", "pw-op-123")
+        page.click("input[type=submit]")
+        page.wait_for_url(base + "/board/")
+        page.locator(f"[data-status=in_review] [data-task-id='{task.id}']").click()
+
+        panel = page.locator(f"#detail [data-review-for='{task.id}']")
+        panel.wait_for(timeout=10_000)
+        assert "feature.txt" in panel.locator("details.file summary").inner_text()
+        assert panel.locator(".patch .add", has_text="+ok").count() == 1
+        assert "1 file(s) changed" in panel.locator(".diffstat").inner_text()
+        assert f"clawboo/task-{task.id}" in panel.locator(".branch").inner_text()
+        assert "main" in panel.locator(".branch").inner_text()
+        assert "pass" in panel.locator(".verdict-pass").inner_text()
+        assert panel.locator("pre.evidence").inner_text().strip()
+        run = panel.locator(".runs details")
+        run.locator("summary").click()
+        assert "did write" in run.locator("pre.log").inner_text()
+        assert "builder" in run.locator("summary").inner_text()
+        DOCS.mkdir(exist_ok=True)
+        page.screenshot(path=str(DOCS / "review.png"))
+
+        page.click("#approve-btn")
+        page.wait_for_selector("#review-note[data-kind=ok]", timeout=15_000)
+        assert "Landed" in page.locator("#review-note").inner_text()
+        page.locator(f"[data-status=done] [data-task-id='{task.id}']").wait_for(timeout=5_000)
+        browser.close()
+    deadline = time.monotonic() + 5
+    while store.get_task(task.id).status != "done":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert git(repo, "show", "--name-only", "--format=", "main") == "feature.txt"

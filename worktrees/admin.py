@@ -1,0 +1,144 @@
+"""The review half of the task admin: what the agent did, and approving it.
+
+The board's :class:`~board.admin.TaskAdmin` knows no git; this app stands above it,
+so it registers the task admin the console uses — the board's, plus the review
+panel on the change form (diff per file, runs with their log tails, cost,
+verification evidence, branch and base) and the "Approve and land" action, each
+row through :func:`worktrees.service.approve` with its outcome reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+from board import store
+from board.admin import TaskAdmin
+from board.models import Task
+from board.transitions import Status
+from core.errors import ClawbooError
+from worktrees import review, service
+
+admin.site.unregister(Task)
+
+
+def _approval_text(result: dict[str, Any]) -> tuple[str, bool]:
+    if result["result"] == "landed":
+        return f"landed {result['commit'][:12]} on {result['base_branch']}", True
+    if result["result"] == "conflict":
+        sent = "sent back to its agent" if result.get("sent") == "rework" else "blocked"
+        return f"conflict in {', '.join(result['conflicts'])}: {sent}", False
+    return "approved (nothing to land)", True
+
+
+@admin.register(Task)
+class ReviewTaskAdmin(TaskAdmin):
+    actions = [*TaskAdmin.actions, "approve_tasks"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Task | None = None) -> Any:
+        fields = super().get_readonly_fields(request, obj)
+        return fields if obj is None else (*fields, "review")
+
+    @admin.action(description="Approve and land (in review → done)")
+    def approve_tasks(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+        who = request.user.get_username()
+        self._each(
+            request, qs, "Approved", lambda tid: _approval_text(service.approve(tid, by=who))
+        )
+
+    def finish(self, request: HttpRequest, task_id: str, override: dict[str, str]) -> Any:
+        """A task in review is approved (its change lands); others just move to done."""
+        if store.get_task(task_id).status != Status.IN_REVIEW:
+            return super().finish(request, task_id, override)
+        who = request.user.get_username()
+        return _approval_text(service.approve(task_id, by=who, human_override=override))
+
+    @admin.display(description="review")
+    def review(self, obj: Task) -> SafeString:
+        try:
+            body = review.review_of(obj, max_bytes=400_000)
+        except ClawbooError as exc:
+            return format_html("<p>Review unavailable: {}</p>", exc.detail)
+        ws = body["workspace"]
+        diff = body["diff"]
+        parts = []
+        if ws:
+            parts.append(
+                format_html(
+                    "<p>Branch <code>{}</code> on base <code>{}</code> (from {}) — {}</p>",
+                    ws["branch"],
+                    ws["base_branch"] or "?",
+                    (ws["base_sha"] or "")[:12],
+                    ws["status"],
+                )
+            )
+            if ws.get("landing"):
+                landing = ws["landing"]
+                parts.append(
+                    format_html(
+                        "<p>Last approval: {} {}</p>",
+                        landing.get("result"),
+                        landing.get("commit") or ", ".join(landing.get("conflicts") or []),
+                    )
+                )
+        stat = diff["stat"]
+        parts.append(
+            format_html(
+                "<p>{} file(s), +{} −{}</p>",
+                stat["files_changed"],
+                stat["insertions"],
+                stat["deletions"],
+            )
+        )
+        parts.append(
+            format_html_join(
+                "",
+                "<details open><summary><code>{}</code> +{} −{}{}</summary><pre>{}</pre></details>",
+                (
+                    (
+                        f["path"],
+                        f["insertions"] if f["insertions"] is not None else "bin",
+                        f["deletions"] if f["deletions"] is not None else "bin",
+                        " (truncated)" if f["truncated"] else "",
+                        f["patch"] or "",
+                    )
+                    for f in diff["files"]
+                ),
+            )
+        )
+        v = body["verification"]
+        if v:
+            parts.append(
+                format_html(
+                    "<p>Verification: <strong>{}</strong></p><pre>{}</pre>",
+                    v.get("verdict") or "—",
+                    v.get("evidence") or "",
+                )
+            )
+        cost = body["cost"]
+        parts.append(format_html("<p>Cost: {} tokens, {}¢</p>", cost["tokens"], cost["cents"]))
+        parts.append(
+            format_html_join(
+                "",
+                "<details><summary>run #{} {} ({}) {} — {} tokens, {}¢</summary><pre>{}</pre>"
+                "</details>",
+                (
+                    (
+                        x["attempt"],
+                        x["agent_id"],
+                        x["runtime"],
+                        x["status"],
+                        x["tokens"],
+                        x["cost_cents"],
+                        x["log_tail"],
+                    )
+                    for x in body["executions"]
+                ),
+            )
+        )
+        return mark_safe("".join(parts))  # noqa: S308 - every part is format_html-escaped

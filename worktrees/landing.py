@@ -1,0 +1,266 @@
+"""Landing an approved task's change on its base branch (the git half of approval).
+
+The change is the task's checkout (committed, uncommitted and untracked work)
+measured against where it meets the base branch, with the system-of-record files
+put back as they were there — so neither the base branch's tree nor its history
+ever carries ``TASK.md`` and the rest. It lands as one commit on top of the base
+branch's tip (``squash``, the default) or as a merge of a one-commit rebuild of
+the work (``merge``), chosen per repository. Everything is built with plumbing
+(a private index file, ``merge-tree --write-tree``, ``commit-tree``): no checkout
+of the user's repository is touched until the base branch moves, and a change
+that does not apply cleanly lands nothing.
+
+Landings in one repository are serialised across threads and processes by the
+repository's landing lock (:func:`land_lock`, a per-path lock), so two approvals
+never race for the base branch: the second lands on top of the first.
+
+The base branch moves by compare-and-swap (``update-ref <new> <old>``), or, when a
+checkout of the repository has it checked out (the usual ``main`` in the user's own
+working tree), by ``merge --ff-only`` there, which refuses rather than overwrite
+local edits.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from core.errors import Conflict, ValidationFailed
+from worktrees.checks import check_base_ref
+from worktrees.git import GitError, git_out, run_git
+from worktrees.locks import path_lock
+from worktrees.scaffold import SOR_FILES
+
+SQUASH = "squash"
+MERGE = "merge"
+STRATEGIES = (SQUASH, MERGE)
+REWORK = "rework"  # a conflict sends the task back to its agent with the paths
+BLOCK = "block"  # a conflict parks the task blocked with the paths as its reason
+ON_CONFLICT = (REWORK, BLOCK)
+
+# Per-repository settings, read from the repository's own git config
+# (``git config clawboo.landing merge``); the Django settings give the defaults.
+STRATEGY_KEY = "clawboo.landing"
+ON_CONFLICT_KEY = "clawboo.onConflict"
+
+
+class LandingFailed(Conflict):
+    """The base branch could not be moved (it moved meanwhile, or its checkout has
+    local edits in the way). Nothing landed; the task stays in review."""
+
+    code = "landing_failed"
+
+
+def land_message(task_id: str, title: str) -> str:
+    return f"{title}\n\nclawboo: land task {task_id}"
+
+
+@dataclass(frozen=True)
+class Policy:
+    strategy: str
+    on_conflict: str
+
+
+def _config(repo: Path, key: str) -> str | None:
+    proc = run_git(["config", "--get", key], cwd=repo, check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def policy_for(repo: Path) -> Policy:
+    """The repository's landing policy: its git config, else the settings' defaults.
+    An unknown value is refused, not guessed."""
+    strategy = _config(repo, STRATEGY_KEY) or settings.CLAWBOO_LANDING
+    on_conflict = _config(repo, ON_CONFLICT_KEY) or settings.CLAWBOO_LANDING_ON_CONFLICT
+    if strategy not in STRATEGIES:
+        raise ValidationFailed(STRATEGY_KEY, f"must be one of {', '.join(STRATEGIES)}")
+    if on_conflict not in ON_CONFLICT:
+        raise ValidationFailed(ON_CONFLICT_KEY, f"must be one of {', '.join(ON_CONFLICT)}")
+    return Policy(strategy, on_conflict)
+
+
+def base_branch_of(repo: Path, wanted: Any = None) -> str:
+    """The branch a task's change lands on: ``wanted`` (validated, must exist), else
+    the branch the repository has checked out."""
+    if wanted is not None:
+        name = check_base_ref(wanted)
+        proc = run_git(["show-ref", "--verify", "-q", f"refs/heads/{name}"], cwd=repo, check=False)
+        if proc.returncode != 0:
+            raise ValidationFailed("base_branch", f"no branch {name!r} in the repository")
+        return name
+    proc = run_git(["symbolic-ref", "-q", "--short", "HEAD"], cwd=repo, check=False)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise ValidationFailed(
+            "base_branch", "the repository has no branch checked out: name the base branch"
+        )
+    return proc.stdout.strip()
+
+
+@contextmanager
+def land_lock(repo: Path) -> Iterator[None]:
+    """One landing at a time per repository, across processes."""
+    with path_lock(f"{repo}#land"):
+        yield
+
+
+@contextmanager
+def _scratch_index(repo: Path) -> Iterator[dict[str, str]]:
+    """A private index file, so building a tree never touches a checkout's own."""
+    root = Path(settings.CLAWBOO_STATE_DIR) / "tmp"
+    root.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix="index-", dir=root)
+    os.close(fd)
+    os.unlink(name)  # git wants to create it itself
+    try:
+        yield {"GIT_INDEX_FILE": name}
+    finally:
+        for leftover in (name, name + ".lock"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+
+
+def snapshot_tree(checkout: Path) -> str:
+    """The checkout as a tree object: HEAD plus every uncommitted and untracked
+    (not ignored) change. Writes objects, moves nothing."""
+    with _scratch_index(checkout) as env:
+        run_git(["read-tree", "HEAD"], cwd=checkout, env=env)
+        run_git(["add", "-A", "--", "."], cwd=checkout, env=env)
+        return run_git(["write-tree"], cwd=checkout, env=env).stdout.strip()
+
+
+def _tree_of(repo: Path, commit: str) -> str:
+    return git_out(["rev-parse", f"{commit}^{{tree}}"], cwd=repo)
+
+
+def _ls(repo: Path, treeish: str, path: str) -> tuple[str, str] | None:
+    out = git_out(["ls-tree", "-z", treeish, "--", path], cwd=repo).rstrip("\0")
+    if not out:
+        return None
+    meta, _, _name = out.partition("\t")
+    mode, _kind, sha = meta.split()
+    return mode, sha
+
+
+def without_sor(repo: Path, tree: str, point: str) -> str:
+    """``tree`` with each system-of-record file as it is at ``point`` (absent there:
+    removed): the work alone."""
+    with _scratch_index(repo) as env:
+        run_git(["read-tree", tree], cwd=repo, env=env)
+        for name in SOR_FILES:
+            at_point = _ls(repo, point, name)
+            if at_point is None:
+                run_git(["update-index", "--force-remove", "--", name], cwd=repo, env=env)
+            else:
+                mode, sha = at_point
+                run_git(
+                    ["update-index", "--add", "--cacheinfo", f"{mode},{sha},{name}"],
+                    cwd=repo,
+                    env=env,
+                )
+        return run_git(["write-tree"], cwd=repo, env=env).stdout.strip()
+
+
+def commit_tree(repo: Path, tree: str, parents: list[str], message: str) -> str:
+    argv = ["commit-tree", tree]
+    for parent in parents:
+        argv += ["-p", parent]
+    return run_git([*argv, "-m", message], cwd=repo).stdout.strip()
+
+
+@dataclass
+class Landing:
+    """What an attempt to land did."""
+
+    result: str  # landed | conflict | nothing
+    base_branch: str
+    strategy: str
+    commit: str | None = None  # the new tip of the base branch (landed)
+    previous_tip: str | None = None
+    conflicts: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _merge(repo: Path, ours: str, theirs: str) -> tuple[str | None, list[str]]:
+    """``merge-tree --write-tree``: the merged tree, or the conflicting paths."""
+    proc = run_git(
+        ["merge-tree", "--write-tree", "--name-only", "-z", ours, theirs], cwd=repo, check=False
+    )
+    if proc.returncode not in (0, 1):
+        raise GitError(["merge-tree", ours, theirs], proc.returncode, proc.stderr)
+    head, _, _messages = proc.stdout.partition("\0\0")
+    parts = [p for p in head.replace("\n", "\0").split("\0") if p]
+    if proc.returncode == 0:
+        return parts[0], []
+    return None, sorted(set(parts[1:]))
+
+
+def _checked_out_at(repo: Path, branch: str) -> Path | None:
+    out = git_out(["worktree", "list", "--porcelain", "-z"], cwd=repo)
+    path: str | None = None
+    for entry in out.split("\0"):
+        if entry.startswith("worktree "):
+            path = entry[len("worktree ") :]
+        elif entry == f"branch refs/heads/{branch}" and path is not None:
+            return Path(path)
+    return None
+
+
+def _advance(repo: Path, branch: str, old: str, new: str) -> None:
+    where = _checked_out_at(repo, branch)
+    if where is None:
+        proc = run_git(
+            ["update-ref", "-m", "clawboo: land", f"refs/heads/{branch}", new, old],
+            cwd=repo,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise LandingFailed(
+                f"branch {branch} moved while the change was landing; approve again",
+                branch=branch,
+            )
+        return
+    proc = run_git(["merge", "--ff-only", "--quiet", new], cwd=where, check=False)
+    if proc.returncode != 0:
+        raise LandingFailed(
+            f"could not move {branch} in its checkout {where}: "
+            f"{(proc.stderr or proc.stdout).strip()[:1000]}",
+            branch=branch,
+        )
+
+
+def land(
+    repo: Path, checkout: Path, *, task_id: str, title: str, base_branch: str, strategy: str
+) -> Landing:
+    """Land the work in ``checkout`` on ``base_branch`` of ``repo`` (under the
+    repository's landing lock). A conflict lands nothing and names the paths;
+    :class:`LandingFailed` when the branch could not be moved."""
+    if strategy not in STRATEGIES:
+        raise ValidationFailed("strategy", f"must be one of {', '.join(STRATEGIES)}")
+    with land_lock(repo):
+        tip = git_out(["rev-parse", "--verify", f"refs/heads/{base_branch}^{{commit}}"], cwd=repo)
+        head = git_out(["rev-parse", "HEAD"], cwd=checkout)
+        point = git_out(["merge-base", head, tip], cwd=repo)
+        work = without_sor(repo, snapshot_tree(checkout), point)
+        outcome = Landing("nothing", base_branch, strategy, previous_tip=tip)
+        if work == _tree_of(repo, point):
+            return outcome
+        rebuilt = commit_tree(repo, work, [point], land_message(task_id, title))
+        merged, conflicts = _merge(repo, tip, rebuilt)
+        if merged is None:
+            outcome.result, outcome.conflicts = "conflict", conflicts
+            return outcome
+        if merged == _tree_of(repo, tip):
+            return outcome  # already on the base branch
+        parents = [tip, rebuilt] if strategy == MERGE else [tip]
+        new = commit_tree(repo, merged, parents, land_message(task_id, title))
+        _advance(repo, base_branch, tip, new)
+        outcome.result, outcome.commit = "landed", new
+        return outcome
