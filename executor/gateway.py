@@ -1,30 +1,25 @@
 """A small synchronous OpenClaw Gateway operator client (RUNTIMES.md frames).
 
-One websocket connection per use: connect, answer the optional
-``connect.challenge``, send ``connect`` as a backend operator, then request/response
+One websocket connection per use (``websockets``' sync client): answer the optional
+``connect.challenge`` with ``connect`` as a backend operator, then request/response
 frames matched by id. Every read is bounded by a deadline, so a slow or silent
-gateway surfaces as :class:`GatewayUnavailable` instead of hanging the caller.
-The websocket framing (RFC 6455, client side: masked text frames, ping/pong,
-close) is implemented here because the project carries no websocket client library.
+gateway surfaces as :class:`GatewayTimedOut` instead of hanging the caller.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
+import contextlib
 import json
-import os
 import secrets
-import socket
-import ssl
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
+from websockets.exceptions import ConnectionClosed, WebSocketException
+from websockets.sync.client import ClientConnection
+from websockets.sync.client import connect as ws_connect
 
 from core.errors import ClawbooError
 
@@ -37,8 +32,9 @@ MAX_PROTOCOL = 4
 SCOPES = ("operator.read", "operator.write", "operator.admin")
 CLIENT_VERSION = "0.1.0"
 DEFAULT_TIMEOUT_S = 5.0
-_WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-_OP_TEXT, _OP_CLOSE, _OP_PING, _OP_PONG = 0x1, 0x8, 0x9, 0xA
+MAX_FRAME_BYTES = 26_214_400  # the gateway's own policy.maxPayload (2026.9)
+CANCEL_POLL_S = 0.2  # how often a waiting run looks at its cancel flag
+ABORT_TIMEOUT_S = 10.0  # chat.abort and the run's last answer after it
 
 
 class GatewayUnavailable(ClawbooError):
@@ -46,6 +42,10 @@ class GatewayUnavailable(ClawbooError):
 
     code = "gateway_unavailable"
     http_status = 503
+
+
+class GatewayTimedOut(GatewayUnavailable):
+    """The gateway did not answer before the caller's deadline."""
 
 
 class GatewayRejected(ClawbooError):
@@ -70,9 +70,9 @@ class GatewayDispatch:
 
 @dataclass
 class GatewayReply:
-    """The run's end as the gateway reported it."""
+    """The run's end as the gateway reported it (or as the watchdog or cancel ended it)."""
 
-    status: str  # "ok" | "error" | "timeout"
+    status: str  # "ok" | "error" | "timeout" | "cancelled"
     run_id: str | None = None
     summary: str = ""
     error: str = ""
@@ -102,11 +102,9 @@ class GatewayClient:
     def __init__(self, config: GatewayConfig, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.config = config
         self.timeout_s = timeout_s
-        self._sock: socket.socket | None = None
-        self._buffer = b""
+        self._ws: ClientConnection | None = None
+        self._stack = contextlib.ExitStack()  # the connection's context (websockets >= 17.1)
         self.hello: dict[str, Any] = {}
-
-    # --- lifecycle ---------------------------------------------------------------
 
     def __enter__(self) -> GatewayClient:
         self.connect()
@@ -117,37 +115,38 @@ class GatewayClient:
 
     def connect(self) -> dict[str, Any]:
         deadline = time.monotonic() + self.timeout_s
-        parts = urlsplit(self.config.url)
-        if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        if not self.config.url.startswith(("ws://", "wss://")):
             raise GatewayUnavailable(f"gateway url {self.config.url!r} is not a ws:// url")
-        port = parts.port or (443 if parts.scheme == "wss" else 18789)
         try:
-            sock = socket.create_connection((parts.hostname, port), timeout=self.timeout_s)
-            if parts.scheme == "wss":
-                sock = ssl.create_default_context().wrap_socket(
-                    sock, server_hostname=parts.hostname
+            self._ws = self._stack.enter_context(
+                ws_connect(
+                    self.config.url,
+                    open_timeout=self.timeout_s,
+                    close_timeout=1,
+                    max_size=MAX_FRAME_BYTES,
+                    proxy=None,  # a gateway is reached directly, never through HTTP(S)_PROXY
                 )
-            self._sock = sock
-            self._handshake(parts.hostname, port, parts.path or "/", deadline)
-        except OSError as exc:
-            self.close()
+            )
+        except TimeoutError:
+            raise GatewayTimedOut("gateway did not answer in time") from None
+        except (OSError, WebSocketException) as exc:
             raise GatewayUnavailable(f"gateway unreachable: {exc}") from None
         # The server may speak first with a challenge; answer with connect either way.
         # A gateway still starting answers UNAVAILABLE, retryable, with retryAfterMs:
         # retry on the same connection until the deadline.
-        while True:
-            try:
-                self.hello = self.request("connect", self._connect_params(), deadline=deadline)
-                return self.hello
-            except GatewayRejected as exc:
-                wait_s = (exc.extra.get("retry_after_ms") or 500) / 1000
-                if not exc.extra.get("retryable") or time.monotonic() + wait_s >= deadline:
-                    self.close()
-                    raise
-                time.sleep(wait_s)
-            except BaseException:
-                self.close()
-                raise
+        try:
+            while True:
+                try:
+                    self.hello = self.request("connect", self._connect_params(), deadline=deadline)
+                    return self.hello
+                except GatewayRejected as exc:
+                    wait_s = (exc.extra.get("retry_after_ms") or 500) / 1000
+                    if not exc.extra.get("retryable") or time.monotonic() + wait_s >= deadline:
+                        raise
+                    time.sleep(wait_s)
+        except BaseException:
+            self.close()
+            raise
 
     def _connect_params(self) -> dict[str, Any]:
         return {
@@ -166,13 +165,8 @@ class GatewayClient:
         }
 
     def close(self) -> None:
-        if self._sock is not None:
-            try:
-                self._send_frame(_OP_CLOSE, struct.pack("!H", 1000))
-            except OSError:
-                pass
-            self._sock.close()
-            self._sock = None
+        self._ws = None
+        self._stack.close()  # the closing handshake is bounded by close_timeout
 
     # --- requests ----------------------------------------------------------------
 
@@ -221,110 +215,35 @@ class GatewayClient:
     # --- frames ------------------------------------------------------------------
 
     def send_json(self, value: dict[str, Any]) -> None:
+        if self._ws is None:
+            raise GatewayUnavailable("gateway connection is closed")
         try:
-            self._send_frame(_OP_TEXT, json.dumps(value).encode())
-        except OSError as exc:
+            self._ws.send(json.dumps(value))
+        except (OSError, WebSocketException) as exc:
             raise GatewayUnavailable(f"gateway connection lost: {exc}") from None
 
     def receive_json(self, deadline: float) -> dict[str, Any]:
+        """The next JSON object frame before ``deadline`` (others are skipped)."""
+        if self._ws is None:
+            raise GatewayUnavailable("gateway connection is closed")
         while True:
-            opcode, payload = self._read_frame(deadline)
-            if opcode == _OP_PING:
-                self._send_frame(_OP_PONG, payload)
-                continue
-            if opcode == _OP_CLOSE:
-                raise GatewayUnavailable("gateway closed the connection")
-            if opcode != _OP_TEXT:
-                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise GatewayTimedOut("gateway did not answer in time")
             try:
-                value = json.loads(payload.decode())
+                message = self._ws.recv(timeout=remaining)
+            except TimeoutError:
+                raise GatewayTimedOut("gateway did not answer in time") from None
+            except ConnectionClosed:
+                raise GatewayUnavailable("gateway closed the connection") from None
+            except (OSError, WebSocketException) as exc:
+                raise GatewayUnavailable(f"gateway connection lost: {exc}") from None
+            try:
+                value = json.loads(message)
             except ValueError:
                 continue
             if isinstance(value, dict):
                 return value
-
-    def _handshake(self, host: str, port: int, path: str, deadline: float) -> None:
-        key = base64.b64encode(os.urandom(16)).decode()
-        request = (
-            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
-            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-            "Sec-WebSocket-Version: 13\r\n\r\n"
-        )
-        assert self._sock is not None
-        self._sock.sendall(request.encode())
-        while b"\r\n\r\n" not in self._buffer:
-            self._fill(deadline)
-        head, self._buffer = self._buffer.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin-1").split("\r\n")
-        if " 101 " not in f"{lines[0]} ":
-            raise GatewayUnavailable(f"gateway refused the websocket upgrade: {lines[0]}")
-        expected = base64.b64encode(hashlib.sha1((key + _WS_GUID).encode()).digest()).decode()  # noqa: S324 - RFC 6455
-        accept = {
-            k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])
-        }.get("sec-websocket-accept")
-        if accept != expected:
-            raise GatewayUnavailable("gateway answered the upgrade with a bad accept key")
-
-    def _fill(self, deadline: float) -> None:
-        if self._sock is None:
-            raise GatewayUnavailable("gateway connection is closed")
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise GatewayUnavailable("gateway did not answer in time")
-        self._sock.settimeout(remaining)
-        try:
-            chunk = self._sock.recv(65536)
-        except TimeoutError:
-            raise GatewayUnavailable("gateway did not answer in time") from None
-        except OSError as exc:
-            raise GatewayUnavailable(f"gateway connection lost: {exc}") from None
-        if not chunk:
-            raise GatewayUnavailable("gateway closed the connection")
-        self._buffer += chunk
-
-    def _take(self, count: int, deadline: float) -> bytes:
-        while len(self._buffer) < count:
-            self._fill(deadline)
-        out, self._buffer = self._buffer[:count], self._buffer[count:]
-        return out
-
-    def _read_frame(self, deadline: float) -> tuple[int, bytes]:
-        message = b""
-        opcode = 0
-        while True:
-            b1, b2 = self._take(2, deadline)
-            fin, op = b1 & 0x80, b1 & 0x0F
-            length = b2 & 0x7F
-            if length == 126:
-                (length,) = struct.unpack("!H", self._take(2, deadline))
-            elif length == 127:
-                (length,) = struct.unpack("!Q", self._take(8, deadline))
-            mask = self._take(4, deadline) if b2 & 0x80 else b""
-            data = self._take(length, deadline)
-            if mask:
-                data = bytes(c ^ mask[i % 4] for i, c in enumerate(data))
-            if op >= 0x8:  # control frames may interleave with a fragmented message
-                return op, data
-            if op != 0:
-                opcode = op
-            message += data
-            if fin:
-                return opcode, message
-
-    def _send_frame(self, opcode: int, payload: bytes) -> None:
-        if self._sock is None:
-            raise OSError("not connected")
-        header = bytes([0x80 | opcode])
-        length = len(payload)
-        if length < 126:
-            header += bytes([0x80 | length])
-        elif length < 65536:
-            header += bytes([0x80 | 126]) + struct.pack("!H", length)
-        else:
-            header += bytes([0x80 | 127]) + struct.pack("!Q", length)
-        mask = os.urandom(4)
-        masked = bytes(c ^ mask[i % 4] for i, c in enumerate(payload))
-        self._sock.sendall(header + mask + masked)
 
 
 def run_agent(
