@@ -246,34 +246,168 @@ class GatewayClient:
                 return value
 
 
+# --- agent runs --------------------------------------------------------------------
+
+NOT_CONFIGURED = "the OpenClaw gateway is not configured (CLAWBOO_OPENCLAW_GATEWAY_URL)"
+
+
+@dataclass
+class AgentRun:
+    """What the client has learnt of one ``agent`` run: enough to abort it.
+
+    The gateway names the run after its idempotency key and canonicalises the
+    session key (``agent:main:<key>``); both come back in the ``accepted`` answer or,
+    when no session key was sent, in the run's ``agent`` events.
+    """
+
+    run_id: str
+    session_key: str | None
+    agent_id: str | None
+    accepted: bool = False
+
+    def note_accepted(self, payload: dict[str, Any]) -> None:
+        self.accepted = True
+        self.run_id = str(payload.get("runId") or self.run_id)
+        self.session_key = payload.get("sessionKey") or self.session_key
+        self.agent_id = payload.get("agentId") or self.agent_id
+
+    def note_event(self, frame: dict[str, Any]) -> None:
+        payload = frame.get("payload")
+        if (
+            self.session_key is None
+            and isinstance(payload, dict)
+            and payload.get("runId") == self.run_id
+            and isinstance(payload.get("sessionKey"), str)
+        ):
+            self.session_key = payload["sessionKey"]
+
+    def abort_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"sessionKey": self.session_key, "runId": self.run_id}
+        if self.agent_id and not str(self.session_key).startswith("agent:"):
+            params["agentId"] = self.agent_id  # a bare key is resolved against this agent
+        return params
+
+
 def run_agent(
     params: dict[str, Any],
     *,
     request_id: str,
     watchdog_s: float,
     cancel: Any = None,
-) -> dict[str, Any]:
+) -> GatewayReply:
     """Run an agent over the gateway: the ``agent`` request, answered twice on one id
     (``accepted``, then the terminal ``ok``/``error``), under a watchdog deadline.
 
     The one place the agent-run protocol lives (routine fires and the ``openclaw``
-    runtime adapter both call it). Raises GatewayUnavailable when not configured,
-    unreachable or past the deadline, GatewayRejected when the gateway says no.
+    runtime adapter both call it). A run outlives its client's connection, so when the
+    watchdog passes or ``cancel`` is set (looked at every ``CANCEL_POLL_S``) the run is
+    aborted in the gateway (``chat.abort``) and the reply says ``timeout`` or
+    ``cancelled``. Never raises for a gateway problem: not configured, unreachable or
+    refusing is a reply with status ``error``.
     """
     config = configured()
     if config is None:
-        raise GatewayUnavailable(
-            "the OpenClaw gateway is not configured (CLAWBOO_OPENCLAW_GATEWAY_URL)"
-        )
+        return GatewayReply(status="error", error=NOT_CONFIGURED)
     deadline = time.monotonic() + watchdog_s
-    with GatewayClient(config, timeout_s=min(watchdog_s, 30.0)) as client:
-        client.send_json({"type": "req", "id": request_id, "method": "agent", "params": params})
-        final = client.await_response(request_id, deadline=deadline)
-        while final.get("status") == "accepted":
-            if cancel is not None and cancel.is_set():
-                raise GatewayUnavailable("cancelled")
-            final = client.await_response(request_id, deadline=deadline)
-    return final
+    run = AgentRun(
+        run_id=str(params["idempotencyKey"]),
+        session_key=params.get("sessionKey"),
+        agent_id=params.get("agentId"),
+    )
+    try:
+        with GatewayClient(config, timeout_s=min(watchdog_s, 30.0)) as client:
+            client.send_json({"type": "req", "id": request_id, "method": "agent", "params": params})
+            final = _await_final(client, request_id, run, deadline, cancel)
+            if final is not None:
+                return _reply_from_final(final, run)
+            outcome = abort_run(client, config, run)
+    except GatewayRejected as exc:
+        return GatewayReply(
+            status="error", run_id=run.run_id, error=exc.detail, session_key=run.session_key
+        )
+    except GatewayUnavailable as exc:
+        # Lost mid-run: the run goes on in the gateway, so end it from a new connection.
+        if run.accepted:
+            abort_run(None, config, run)
+        timed_out = isinstance(exc, GatewayTimedOut) and time.monotonic() >= deadline
+        return GatewayReply(
+            status="timeout" if timed_out else "error",
+            run_id=run.run_id if run.accepted else None,
+            error=exc.detail,
+            session_key=run.session_key,
+        )
+    if cancel is not None and cancel.is_set():
+        return GatewayReply(
+            status="cancelled",
+            run_id=run.run_id,
+            error=f"cancelled; {outcome}",
+            session_key=run.session_key,
+        )
+    return GatewayReply(
+        status="timeout",
+        run_id=run.run_id,
+        error=f"openclaw run timed out after {watchdog_s:g}s; {outcome}",
+        session_key=run.session_key,
+    )
+
+
+def _await_final(
+    client: GatewayClient, request_id: str, run: AgentRun, deadline: float, cancel: Any
+) -> dict[str, Any] | None:
+    """The run's terminal payload, or None once the deadline passed or cancel was set."""
+    while cancel is None or not cancel.is_set():
+        now = time.monotonic()
+        if now >= deadline:
+            return None
+        try:
+            payload = client.await_response(
+                request_id, deadline=min(deadline, now + CANCEL_POLL_S), on_event=run.note_event
+            )
+        except GatewayTimedOut:
+            continue
+        if payload.get("status") != "accepted":
+            return payload
+        run.note_accepted(payload)
+    return None
+
+
+def abort_run(client: GatewayClient | None, config: GatewayConfig, run: AgentRun) -> str:
+    """``chat.abort`` the run and say how that went (for the reply's error).
+
+    Sent on the run's own connection (read and write scopes suffice there), else on a
+    fresh one, where the gateway wants ``operator.admin`` (which SCOPES asks for).
+    """
+    if run.session_key is None:
+        return "not aborted: the gateway named no session for the run"
+    deadline = time.monotonic() + ABORT_TIMEOUT_S
+    try:
+        try:
+            if client is None:
+                raise GatewayUnavailable("no connection")
+            payload = client.request("chat.abort", run.abort_params(), deadline=deadline)
+        except GatewayUnavailable:
+            remaining = max(deadline - time.monotonic(), 1.0)
+            with GatewayClient(config, timeout_s=remaining) as fresh:
+                payload = fresh.request("chat.abort", run.abort_params())
+    except (GatewayUnavailable, GatewayRejected) as exc:
+        return f"the gateway did not abort it: {exc.detail}"
+    if payload.get("aborted"):
+        return "aborted in the gateway"
+    return "it had already ended in the gateway"
+
+
+def _reply_from_final(final: dict[str, Any], run: AgentRun) -> GatewayReply:
+    status = final.get("status") or "ok"
+    tokens_in, tokens_out = reply_usage(final)
+    return GatewayReply(
+        status=status if status in ("ok", "timeout") else "error",
+        run_id=final.get("runId") or run.run_id,
+        summary=reply_text(final),
+        session_key=run.session_key,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        error="" if status == "ok" else f"openclaw run ended with status {status!r}",
+    )
 
 
 def adapter_dispatch(job: GatewayDispatch, cancel: Any) -> GatewayReply:
@@ -287,28 +421,11 @@ def adapter_dispatch(job: GatewayDispatch, cancel: Any) -> GatewayReply:
     ):
         if value:
             params[key] = value
-    try:
-        final = run_agent(
-            params,
-            request_id=f"task-{job.task_id}-{secrets.token_hex(4)}",
-            watchdog_s=job.timeout_s,
-            cancel=cancel,
-        )
-    except GatewayUnavailable as exc:
-        status = "timeout" if "deadline" in exc.detail or "timed out" in exc.detail else "error"
-        return GatewayReply(status=status, error=exc.detail)
-    except GatewayRejected as exc:
-        return GatewayReply(status="error", error=exc.detail)
-    ok = final.get("status") in ("ok", None)
-    tokens_in, tokens_out = reply_usage(final)
-    return GatewayReply(
-        status="ok" if ok else "error",
-        run_id=final.get("runId"),
-        summary=reply_text(final),
-        session_key=job.session_key,
-        tokens_in=tokens_in,
-        tokens_out=tokens_out,
-        error="" if ok else f"openclaw run ended with status {final.get('status')!r}",
+    return run_agent(
+        params,
+        request_id=f"task-{job.task_id}-{secrets.token_hex(4)}",
+        watchdog_s=job.timeout_s,
+        cancel=cancel,
     )
 
 
