@@ -282,8 +282,11 @@ class AgentRun:
             self.session_key = payload["sessionKey"]
 
     def abort_params(self) -> dict[str, Any]:
-        params: dict[str, Any] = {"sessionKey": self.session_key, "runId": self.run_id}
-        if self.agent_id and not str(self.session_key).startswith("agent:"):
+        # A run sent without a session key gets the session "explicit:<runId>" of its
+        # agent, which a run aborted before its first event has not named yet.
+        session_key = self.session_key or f"explicit:{self.run_id}"
+        params: dict[str, Any] = {"sessionKey": session_key, "runId": self.run_id}
+        if self.agent_id and not session_key.startswith("agent:"):
             params["agentId"] = self.agent_id  # a bare key is resolved against this agent
         return params
 
@@ -377,8 +380,6 @@ def abort_run(client: GatewayClient | None, config: GatewayConfig, run: AgentRun
     Sent on the run's own connection (read and write scopes suffice there), else on a
     fresh one, where the gateway wants ``operator.admin`` (which SCOPES asks for).
     """
-    if run.session_key is None:
-        return "not aborted: the gateway named no session for the run"
     deadline = time.monotonic() + ABORT_TIMEOUT_S
     try:
         try:
