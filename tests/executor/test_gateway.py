@@ -85,6 +85,17 @@ def test_a_run_sent_without_a_session_key_is_aborted_by_the_one_its_events_name(
     assert fake.runs[params["idempotencyKey"]].status == "aborted"
 
 
+def test_a_run_aborted_before_its_first_event_is_aborted_by_its_explicit_session(fake) -> None:
+    fake.agent_delay_s, fake.agent_events = None, False
+    params = agent_params()
+    reply = run_agent(params, request_id="r1", watchdog_s=0.5)
+
+    assert reply.status == "timeout" and "aborted in the gateway" in reply.error
+    [abort] = [r for r in fake.requests if r["method"] == "chat.abort"]
+    assert abort["params"]["sessionKey"] == f"explicit:{params['idempotencyKey']}"
+    assert fake.runs[params["idempotencyKey"]].status == "aborted"
+
+
 def test_a_run_whose_connection_is_gone_is_aborted_from_a_new_one(fake) -> None:
     """Another connection needs operator.admin, which the client asks for."""
     fake.agent_delay_s = None

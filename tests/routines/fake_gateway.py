@@ -87,6 +87,8 @@ class FakeGateway:
         self.silent_methods: set[str] = set()  # never answered (slow gateway)
         # How long an agent run takes; None: it hangs until aborted.
         self.agent_delay_s: float | None = 0.0
+        # False: a run sends no events (as one aborted before its first event).
+        self.agent_events = True
         # The first N connects answer UNAVAILABLE/retryable, as a gateway still starting.
         self.starting_connects = 0
         self.requests: list[dict[str, Any]] = []
@@ -241,6 +243,8 @@ class FakeGateway:
         return None
 
     def _lifecycle(self, run: FakeRun, data: dict[str, Any]) -> None:
+        if not self.agent_events:
+            return
         payload = {
             "runId": run.run_id,
             "sessionKey": run.session_key,
