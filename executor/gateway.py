@@ -1,30 +1,25 @@
 """A small synchronous OpenClaw Gateway operator client (RUNTIMES.md frames).
 
-One websocket connection per use: connect, answer the optional
-``connect.challenge``, send ``connect`` as a backend operator, then request/response
+One websocket connection per use (``websockets``' sync client): answer the optional
+``connect.challenge`` with ``connect`` as a backend operator, then request/response
 frames matched by id. Every read is bounded by a deadline, so a slow or silent
-gateway surfaces as :class:`GatewayUnavailable` instead of hanging the caller.
-The websocket framing (RFC 6455, client side: masked text frames, ping/pong,
-close) is implemented here because the project carries no websocket client library.
+gateway surfaces as :class:`GatewayTimedOut` instead of hanging the caller.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
+import contextlib
 import json
-import os
 import secrets
-import socket
-import ssl
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
+from websockets.exceptions import ConnectionClosed, WebSocketException
+from websockets.sync.client import ClientConnection
+from websockets.sync.client import connect as ws_connect
 
 from core.errors import ClawbooError
 
@@ -37,8 +32,9 @@ MAX_PROTOCOL = 4
 SCOPES = ("operator.read", "operator.write", "operator.admin")
 CLIENT_VERSION = "0.1.0"
 DEFAULT_TIMEOUT_S = 5.0
-_WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-_OP_TEXT, _OP_CLOSE, _OP_PING, _OP_PONG = 0x1, 0x8, 0x9, 0xA
+MAX_FRAME_BYTES = 26_214_400  # the gateway's own policy.maxPayload (2026.9)
+CANCEL_POLL_S = 0.2  # how often a waiting run looks at its cancel flag
+ABORT_TIMEOUT_S = 10.0  # chat.abort and the run's last answer after it
 
 
 class GatewayUnavailable(ClawbooError):
@@ -46,6 +42,10 @@ class GatewayUnavailable(ClawbooError):
 
     code = "gateway_unavailable"
     http_status = 503
+
+
+class GatewayTimedOut(GatewayUnavailable):
+    """The gateway did not answer before the caller's deadline."""
 
 
 class GatewayRejected(ClawbooError):
@@ -70,9 +70,9 @@ class GatewayDispatch:
 
 @dataclass
 class GatewayReply:
-    """The run's end as the gateway reported it."""
+    """The run's end as the gateway reported it (or as the watchdog or cancel ended it)."""
 
-    status: str  # "ok" | "error" | "timeout"
+    status: str  # "ok" | "error" | "timeout" | "cancelled"
     run_id: str | None = None
     summary: str = ""
     error: str = ""
@@ -102,11 +102,9 @@ class GatewayClient:
     def __init__(self, config: GatewayConfig, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.config = config
         self.timeout_s = timeout_s
-        self._sock: socket.socket | None = None
-        self._buffer = b""
+        self._ws: ClientConnection | None = None
+        self._stack = contextlib.ExitStack()  # the connection's context (websockets >= 17.1)
         self.hello: dict[str, Any] = {}
-
-    # --- lifecycle ---------------------------------------------------------------
 
     def __enter__(self) -> GatewayClient:
         self.connect()
@@ -117,37 +115,38 @@ class GatewayClient:
 
     def connect(self) -> dict[str, Any]:
         deadline = time.monotonic() + self.timeout_s
-        parts = urlsplit(self.config.url)
-        if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        if not self.config.url.startswith(("ws://", "wss://")):
             raise GatewayUnavailable(f"gateway url {self.config.url!r} is not a ws:// url")
-        port = parts.port or (443 if parts.scheme == "wss" else 18789)
         try:
-            sock = socket.create_connection((parts.hostname, port), timeout=self.timeout_s)
-            if parts.scheme == "wss":
-                sock = ssl.create_default_context().wrap_socket(
-                    sock, server_hostname=parts.hostname
+            self._ws = self._stack.enter_context(
+                ws_connect(
+                    self.config.url,
+                    open_timeout=self.timeout_s,
+                    close_timeout=1,
+                    max_size=MAX_FRAME_BYTES,
+                    proxy=None,  # a gateway is reached directly, never through HTTP(S)_PROXY
                 )
-            self._sock = sock
-            self._handshake(parts.hostname, port, parts.path or "/", deadline)
-        except OSError as exc:
-            self.close()
+            )
+        except TimeoutError:
+            raise GatewayTimedOut("gateway did not answer in time") from None
+        except (OSError, WebSocketException) as exc:
             raise GatewayUnavailable(f"gateway unreachable: {exc}") from None
         # The server may speak first with a challenge; answer with connect either way.
         # A gateway still starting answers UNAVAILABLE, retryable, with retryAfterMs:
         # retry on the same connection until the deadline.
-        while True:
-            try:
-                self.hello = self.request("connect", self._connect_params(), deadline=deadline)
-                return self.hello
-            except GatewayRejected as exc:
-                wait_s = (exc.extra.get("retry_after_ms") or 500) / 1000
-                if not exc.extra.get("retryable") or time.monotonic() + wait_s >= deadline:
-                    self.close()
-                    raise
-                time.sleep(wait_s)
-            except BaseException:
-                self.close()
-                raise
+        try:
+            while True:
+                try:
+                    self.hello = self.request("connect", self._connect_params(), deadline=deadline)
+                    return self.hello
+                except GatewayRejected as exc:
+                    wait_s = (exc.extra.get("retry_after_ms") or 500) / 1000
+                    if not exc.extra.get("retryable") or time.monotonic() + wait_s >= deadline:
+                        raise
+                    time.sleep(wait_s)
+        except BaseException:
+            self.close()
+            raise
 
     def _connect_params(self) -> dict[str, Any]:
         return {
@@ -166,13 +165,8 @@ class GatewayClient:
         }
 
     def close(self) -> None:
-        if self._sock is not None:
-            try:
-                self._send_frame(_OP_CLOSE, struct.pack("!H", 1000))
-            except OSError:
-                pass
-            self._sock.close()
-            self._sock = None
+        self._ws = None
+        self._stack.close()  # the closing handshake is bounded by close_timeout
 
     # --- requests ----------------------------------------------------------------
 
@@ -221,110 +215,80 @@ class GatewayClient:
     # --- frames ------------------------------------------------------------------
 
     def send_json(self, value: dict[str, Any]) -> None:
+        if self._ws is None:
+            raise GatewayUnavailable("gateway connection is closed")
         try:
-            self._send_frame(_OP_TEXT, json.dumps(value).encode())
-        except OSError as exc:
+            self._ws.send(json.dumps(value))
+        except (OSError, WebSocketException) as exc:
             raise GatewayUnavailable(f"gateway connection lost: {exc}") from None
 
     def receive_json(self, deadline: float) -> dict[str, Any]:
+        """The next JSON object frame before ``deadline`` (others are skipped)."""
+        if self._ws is None:
+            raise GatewayUnavailable("gateway connection is closed")
         while True:
-            opcode, payload = self._read_frame(deadline)
-            if opcode == _OP_PING:
-                self._send_frame(_OP_PONG, payload)
-                continue
-            if opcode == _OP_CLOSE:
-                raise GatewayUnavailable("gateway closed the connection")
-            if opcode != _OP_TEXT:
-                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise GatewayTimedOut("gateway did not answer in time")
             try:
-                value = json.loads(payload.decode())
+                message = self._ws.recv(timeout=remaining)
+            except TimeoutError:
+                raise GatewayTimedOut("gateway did not answer in time") from None
+            except ConnectionClosed:
+                raise GatewayUnavailable("gateway closed the connection") from None
+            except (OSError, WebSocketException) as exc:
+                raise GatewayUnavailable(f"gateway connection lost: {exc}") from None
+            try:
+                value = json.loads(message)
             except ValueError:
                 continue
             if isinstance(value, dict):
                 return value
 
-    def _handshake(self, host: str, port: int, path: str, deadline: float) -> None:
-        key = base64.b64encode(os.urandom(16)).decode()
-        request = (
-            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
-            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-            "Sec-WebSocket-Version: 13\r\n\r\n"
-        )
-        assert self._sock is not None
-        self._sock.sendall(request.encode())
-        while b"\r\n\r\n" not in self._buffer:
-            self._fill(deadline)
-        head, self._buffer = self._buffer.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin-1").split("\r\n")
-        if " 101 " not in f"{lines[0]} ":
-            raise GatewayUnavailable(f"gateway refused the websocket upgrade: {lines[0]}")
-        expected = base64.b64encode(hashlib.sha1((key + _WS_GUID).encode()).digest()).decode()  # noqa: S324 - RFC 6455
-        accept = {
-            k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])
-        }.get("sec-websocket-accept")
-        if accept != expected:
-            raise GatewayUnavailable("gateway answered the upgrade with a bad accept key")
 
-    def _fill(self, deadline: float) -> None:
-        if self._sock is None:
-            raise GatewayUnavailable("gateway connection is closed")
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise GatewayUnavailable("gateway did not answer in time")
-        self._sock.settimeout(remaining)
-        try:
-            chunk = self._sock.recv(65536)
-        except TimeoutError:
-            raise GatewayUnavailable("gateway did not answer in time") from None
-        except OSError as exc:
-            raise GatewayUnavailable(f"gateway connection lost: {exc}") from None
-        if not chunk:
-            raise GatewayUnavailable("gateway closed the connection")
-        self._buffer += chunk
+# --- agent runs --------------------------------------------------------------------
 
-    def _take(self, count: int, deadline: float) -> bytes:
-        while len(self._buffer) < count:
-            self._fill(deadline)
-        out, self._buffer = self._buffer[:count], self._buffer[count:]
-        return out
+NOT_CONFIGURED = "the OpenClaw gateway is not configured (CLAWBOO_OPENCLAW_GATEWAY_URL)"
 
-    def _read_frame(self, deadline: float) -> tuple[int, bytes]:
-        message = b""
-        opcode = 0
-        while True:
-            b1, b2 = self._take(2, deadline)
-            fin, op = b1 & 0x80, b1 & 0x0F
-            length = b2 & 0x7F
-            if length == 126:
-                (length,) = struct.unpack("!H", self._take(2, deadline))
-            elif length == 127:
-                (length,) = struct.unpack("!Q", self._take(8, deadline))
-            mask = self._take(4, deadline) if b2 & 0x80 else b""
-            data = self._take(length, deadline)
-            if mask:
-                data = bytes(c ^ mask[i % 4] for i, c in enumerate(data))
-            if op >= 0x8:  # control frames may interleave with a fragmented message
-                return op, data
-            if op != 0:
-                opcode = op
-            message += data
-            if fin:
-                return opcode, message
 
-    def _send_frame(self, opcode: int, payload: bytes) -> None:
-        if self._sock is None:
-            raise OSError("not connected")
-        header = bytes([0x80 | opcode])
-        length = len(payload)
-        if length < 126:
-            header += bytes([0x80 | length])
-        elif length < 65536:
-            header += bytes([0x80 | 126]) + struct.pack("!H", length)
-        else:
-            header += bytes([0x80 | 127]) + struct.pack("!Q", length)
-        mask = os.urandom(4)
-        masked = bytes(c ^ mask[i % 4] for i, c in enumerate(payload))
-        self._sock.sendall(header + mask + masked)
+@dataclass
+class AgentRun:
+    """What the client has learnt of one ``agent`` run: enough to abort it.
+
+    The gateway names the run after its idempotency key and canonicalises the
+    session key (``agent:main:<key>``); both come back in the ``accepted`` answer or,
+    when no session key was sent, in the run's ``agent`` events.
+    """
+
+    run_id: str
+    session_key: str | None
+    agent_id: str | None
+    accepted: bool = False
+
+    def note_accepted(self, payload: dict[str, Any]) -> None:
+        self.accepted = True
+        self.run_id = str(payload.get("runId") or self.run_id)
+        self.session_key = payload.get("sessionKey") or self.session_key
+        self.agent_id = payload.get("agentId") or self.agent_id
+
+    def note_event(self, frame: dict[str, Any]) -> None:
+        payload = frame.get("payload")
+        if (
+            self.session_key is None
+            and isinstance(payload, dict)
+            and payload.get("runId") == self.run_id
+            and isinstance(payload.get("sessionKey"), str)
+        ):
+            self.session_key = payload["sessionKey"]
+
+    def abort_params(self) -> dict[str, Any]:
+        # A run sent without a session key gets the session "explicit:<runId>" of its
+        # agent, which a run aborted before its first event has not named yet.
+        session_key = self.session_key or f"explicit:{self.run_id}"
+        params: dict[str, Any] = {"sessionKey": session_key, "runId": self.run_id}
+        if self.agent_id and not session_key.startswith("agent:"):
+            params["agentId"] = self.agent_id  # a bare key is resolved against this agent
+        return params
 
 
 def run_agent(
@@ -333,28 +297,118 @@ def run_agent(
     request_id: str,
     watchdog_s: float,
     cancel: Any = None,
-) -> dict[str, Any]:
+) -> GatewayReply:
     """Run an agent over the gateway: the ``agent`` request, answered twice on one id
     (``accepted``, then the terminal ``ok``/``error``), under a watchdog deadline.
 
     The one place the agent-run protocol lives (routine fires and the ``openclaw``
-    runtime adapter both call it). Raises GatewayUnavailable when not configured,
-    unreachable or past the deadline, GatewayRejected when the gateway says no.
+    runtime adapter both call it). A run outlives its client's connection, so when the
+    watchdog passes or ``cancel`` is set (looked at every ``CANCEL_POLL_S``) the run is
+    aborted in the gateway (``chat.abort``) and the reply says ``timeout`` or
+    ``cancelled``. Never raises for a gateway problem: not configured, unreachable or
+    refusing is a reply with status ``error``.
     """
     config = configured()
     if config is None:
-        raise GatewayUnavailable(
-            "the OpenClaw gateway is not configured (CLAWBOO_OPENCLAW_GATEWAY_URL)"
-        )
+        return GatewayReply(status="error", error=NOT_CONFIGURED)
     deadline = time.monotonic() + watchdog_s
-    with GatewayClient(config, timeout_s=min(watchdog_s, 30.0)) as client:
-        client.send_json({"type": "req", "id": request_id, "method": "agent", "params": params})
-        final = client.await_response(request_id, deadline=deadline)
-        while final.get("status") == "accepted":
-            if cancel is not None and cancel.is_set():
-                raise GatewayUnavailable("cancelled")
-            final = client.await_response(request_id, deadline=deadline)
-    return final
+    run = AgentRun(
+        run_id=str(params["idempotencyKey"]),
+        session_key=params.get("sessionKey"),
+        agent_id=params.get("agentId"),
+    )
+    try:
+        with GatewayClient(config, timeout_s=min(watchdog_s, 30.0)) as client:
+            client.send_json({"type": "req", "id": request_id, "method": "agent", "params": params})
+            final = _await_final(client, request_id, run, deadline, cancel)
+            if final is not None:
+                return _reply_from_final(final, run)
+            outcome = abort_run(client, config, run)
+    except GatewayRejected as exc:
+        return GatewayReply(
+            status="error", run_id=run.run_id, error=exc.detail, session_key=run.session_key
+        )
+    except GatewayUnavailable as exc:
+        # Lost mid-run: the run goes on in the gateway, so end it from a new connection.
+        if run.accepted:
+            abort_run(None, config, run)
+        timed_out = isinstance(exc, GatewayTimedOut) and time.monotonic() >= deadline
+        return GatewayReply(
+            status="timeout" if timed_out else "error",
+            run_id=run.run_id if run.accepted else None,
+            error=exc.detail,
+            session_key=run.session_key,
+        )
+    if cancel is not None and cancel.is_set():
+        return GatewayReply(
+            status="cancelled",
+            run_id=run.run_id,
+            error=f"cancelled; {outcome}",
+            session_key=run.session_key,
+        )
+    return GatewayReply(
+        status="timeout",
+        run_id=run.run_id,
+        error=f"openclaw run timed out after {watchdog_s:g}s; {outcome}",
+        session_key=run.session_key,
+    )
+
+
+def _await_final(
+    client: GatewayClient, request_id: str, run: AgentRun, deadline: float, cancel: Any
+) -> dict[str, Any] | None:
+    """The run's terminal payload, or None once the deadline passed or cancel was set."""
+    while cancel is None or not cancel.is_set():
+        now = time.monotonic()
+        if now >= deadline:
+            return None
+        try:
+            payload = client.await_response(
+                request_id, deadline=min(deadline, now + CANCEL_POLL_S), on_event=run.note_event
+            )
+        except GatewayTimedOut:
+            continue
+        if payload.get("status") != "accepted":
+            return payload
+        run.note_accepted(payload)
+    return None
+
+
+def abort_run(client: GatewayClient | None, config: GatewayConfig, run: AgentRun) -> str:
+    """``chat.abort`` the run and say how that went (for the reply's error).
+
+    Sent on the run's own connection (read and write scopes suffice there), else on a
+    fresh one, where the gateway wants ``operator.admin`` (which SCOPES asks for).
+    """
+    deadline = time.monotonic() + ABORT_TIMEOUT_S
+    try:
+        try:
+            if client is None:
+                raise GatewayUnavailable("no connection")
+            payload = client.request("chat.abort", run.abort_params(), deadline=deadline)
+        except GatewayUnavailable:
+            remaining = max(deadline - time.monotonic(), 1.0)
+            with GatewayClient(config, timeout_s=remaining) as fresh:
+                payload = fresh.request("chat.abort", run.abort_params())
+    except (GatewayUnavailable, GatewayRejected) as exc:
+        return f"the gateway did not abort it: {exc.detail}"
+    if payload.get("aborted"):
+        return "aborted in the gateway"
+    return "it had already ended in the gateway"
+
+
+def _reply_from_final(final: dict[str, Any], run: AgentRun) -> GatewayReply:
+    status = final.get("status") or "ok"
+    tokens_in, tokens_out = reply_usage(final)
+    return GatewayReply(
+        status=status if status in ("ok", "timeout") else "error",
+        run_id=final.get("runId") or run.run_id,
+        summary=reply_text(final),
+        session_key=run.session_key,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        error="" if status == "ok" else f"openclaw run ended with status {status!r}",
+    )
 
 
 def adapter_dispatch(job: GatewayDispatch, cancel: Any) -> GatewayReply:
@@ -368,28 +422,11 @@ def adapter_dispatch(job: GatewayDispatch, cancel: Any) -> GatewayReply:
     ):
         if value:
             params[key] = value
-    try:
-        final = run_agent(
-            params,
-            request_id=f"task-{job.task_id}-{secrets.token_hex(4)}",
-            watchdog_s=job.timeout_s,
-            cancel=cancel,
-        )
-    except GatewayUnavailable as exc:
-        status = "timeout" if "deadline" in exc.detail or "timed out" in exc.detail else "error"
-        return GatewayReply(status=status, error=exc.detail)
-    except GatewayRejected as exc:
-        return GatewayReply(status="error", error=exc.detail)
-    ok = final.get("status") in ("ok", None)
-    tokens_in, tokens_out = reply_usage(final)
-    return GatewayReply(
-        status="ok" if ok else "error",
-        run_id=final.get("runId"),
-        summary=reply_text(final),
-        session_key=job.session_key,
-        tokens_in=tokens_in,
-        tokens_out=tokens_out,
-        error="" if ok else f"openclaw run ended with status {final.get('status')!r}",
+    return run_agent(
+        params,
+        request_id=f"task-{job.task_id}-{secrets.token_hex(4)}",
+        watchdog_s=job.timeout_s,
+        cancel=cancel,
     )
 
 

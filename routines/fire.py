@@ -10,7 +10,6 @@ path, and finally records the outcome and re-arms (or disarms) the row.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +22,9 @@ from board.models import Task
 from core import events, storage
 from core.models import Agent
 from executor import gateway
-from executor.gateway import GatewayRejected, GatewayUnavailable
 from executor.runtimes import capabilities
+from executor.runtimes.oneshot import SettingsError
+from executor.runtimes.openclaw import openclaw_agent_id
 from routines import occurrence
 from routines import store as routine_store
 from routines.models import FireOutcome, Routine, RoutineFire, RoutineStatus
@@ -223,10 +223,11 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
     stable per-routine session, wait for the terminal answer under the watchdog.
 
     On timeout, a gateway error or a dropped connection the run is abandoned (the
-    connection is closed) and the board task released, so no in_progress task leaks.
+    gateway client aborts it there) and the board task released, so no in_progress
+    task leaks; the fire is an error, a timeout saying it timed out.
     """
     if gateway.configured() is None:
-        raise FireFailed("the OpenClaw gateway is not configured (CLAWBOO_OPENCLAW_GATEWAY_URL)")
+        raise FireFailed(gateway.NOT_CONFIGURED)
     claim = board_store.claim(task.id, agent.id, agent.runtime)
     if claim.outcome == "conflict":
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="connected")
@@ -234,44 +235,39 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
         raise FireFailed(f"task {task.id!r} vanished before it could be claimed")
     ticket = claim.ticket
     watchdog_ms = openclaw_timeout_ms()
-    deadline = time.monotonic() + watchdog_ms / 1000
-    settings_of_agent = agent.settings or {}
     params: dict[str, Any] = {
         "message": _prompt(task),
         "idempotencyKey": f"clawboo-{routine.id}-{slot_at}",
-        "agentId": settings_of_agent.get("openclaw_agent_id", agent.id),
         "sessionKey": f"clawboo-routine-{routine.id}",
     }
+    try:
+        # The agent's OpenClaw agent id, as the adapter reads it; none: the default agent.
+        agent_id = openclaw_agent_id(agent.settings)
+    except SettingsError as exc:
+        board_store.release(task.id, ticket=ticket)
+        raise FireFailed(f"bad openclaw settings: {exc}") from None
+    if agent_id:
+        params["agentId"] = agent_id
     if routine.task_template.get("model"):
         params["model"] = routine.task_template["model"]
-    try:
-        final = gateway.run_agent(
-            params, request_id=f"routine-{routine.id}-{slot_at}", watchdog_s=watchdog_ms / 1000
-        )
-    except (GatewayUnavailable, GatewayRejected) as exc:
+    reply = gateway.run_agent(
+        params, request_id=f"routine-{routine.id}-{slot_at}", watchdog_s=watchdog_ms / 1000
+    )
+    if reply.status == "timeout":
         board_store.release(task.id, ticket=ticket)
-        timed_out = time.monotonic() >= deadline
-        reason = (
-            f"openclaw run exceeded the {watchdog_ms} ms watchdog; aborted and released"
-            if timed_out
-            else f"openclaw dispatch failed: {exc.detail}"
-        )
-        raise FireFailed(reason) from None
-    if final.get("status") not in ("ok", None):
+        raise FireFailed(f"{reply.error} (watchdog {watchdog_ms} ms); task released")
+    if reply.status != "ok":
         board_store.release(task.id, ticket=ticket)
-        raise FireFailed(f"openclaw run ended with status {final.get('status')!r}")
+        raise FireFailed(f"openclaw dispatch failed: {reply.error}")
     board_store.complete(
-        task.id,
-        {"summary": gateway.reply_text(final), "run_id": final.get("runId")},
-        ticket=ticket,
-        if_allowed=True,
+        task.id, {"summary": reply.summary, "run_id": reply.run_id}, ticket=ticket, if_allowed=True
     )
     return DispatchResult(
         slot_at,
         FireOutcome.COMPLETED,
         task.id,
         path="connected",
-        detail={"run_id": final.get("runId")},
+        detail={"run_id": reply.run_id},
     )
 
 

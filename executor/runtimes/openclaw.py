@@ -8,14 +8,17 @@ given to :class:`OpenClawAdapter`), and maps the :class:`GatewayReply` to a
 
 The dispatch callable owns the wait: it must return by ``timeout_s`` (reporting
 ``status="timeout"``) and should return promptly with any status once ``cancel``
-is set. OpenClaw agents keep their own workspace, so ``worktrees`` is False.
+is set; the gateway client aborts the run in the gateway in both cases (a run
+outlives its connection there). OpenClaw agents keep their own workspace, so
+``worktrees`` is False.
 """
 
 from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from executor import gateway
 from executor.gateway import GatewayDispatch, GatewayReply
@@ -59,6 +62,12 @@ class OpenClawAdapter(RuntimeAdapter):
         return result_from_reply(reply, cancelled=cancel.is_set(), job=job)
 
 
+def openclaw_agent_id(settings: Mapping[str, Any] | None) -> str | None:
+    """The OpenClaw agent an agent's runs go to (its ``agent_id`` setting), or None for
+    the gateway's default agent (``main``): a Clawboo agent id means nothing there."""
+    return setting_str(settings or {}, "agent_id")
+
+
 def gateway_dispatch_for(request: RunRequest) -> GatewayDispatch:
     settings = request.settings
     # Same attempt, same key: a retried send after a dropped socket is not a second run.
@@ -66,7 +75,7 @@ def gateway_dispatch_for(request: RunRequest) -> GatewayDispatch:
     return GatewayDispatch(
         message=request.prompt,
         idempotency_key=f"clawboo:{request.task_id}:{attempt}",
-        agent_id=setting_str(settings, "agent_id"),
+        agent_id=openclaw_agent_id(settings),
         session_key=request.resume_session_id or setting_str(settings, "session_key"),
         model=setting_str(settings, "model"),
         timeout_s=request.timeout_s,
@@ -83,7 +92,7 @@ def result_from_reply(reply: GatewayReply, *, cancelled: bool, job: GatewayDispa
         cost_cents=reply.cost_cents,
         summary=reply.summary,
     )
-    if cancelled:
+    if cancelled or reply.status == "cancelled":
         result.outcome = Outcome.CANCELLED
         result.error = "cancelled"
     elif reply.status == "ok":

@@ -123,7 +123,7 @@ def test_an_unconfigured_gateway_reports_not_configured(settings):
 
 
 def test_a_slow_gateway_read_times_out_and_serves_the_stale_cache(fake):
-    source = source_for(fake, timeout_s=0.3)
+    source = source_for(fake, timeout_s=5)
     fake.jobs["job9"] = {
         "id": "job9",
         "name": "n",
@@ -133,6 +133,7 @@ def test_a_slow_gateway_read_times_out_and_serves_the_stale_cache(fake):
     }
     assert source.read().status == "ok"
     fake.silent_methods.add("cron.list")
+    source.timeout_s = 0.3
     stale = source.read()
     assert stale.status == "degraded" and "in time" in stale.error
     assert [r.id for r in stale.rows] == ["openclaw-gateway-cron:job9"]
@@ -181,25 +182,56 @@ def test_connected_dispatch_runs_over_the_gateway(fake, openclaw_agent, clock, s
     Ticker().tick()
     fired = RoutineFire.objects.get(routine_id=routine.id)
     assert fired.outcome == "completed"
-    assert board_store.get_task(fired.task_id).status == "done"
+    task = board_store.get_task(fired.task_id)
+    assert task.status == "done" and task.output["summary"] == "done"
     agent_req = [r for r in fake.requests if r["method"] == "agent"][0]
     assert agent_req["params"]["sessionKey"] == f"clawboo-routine-{routine.id}"
+    # No OpenClaw agent configured: the gateway's default agent, never the Clawboo id.
+    assert "agentId" not in agent_req["params"]
     assert Routine.objects.get(pk=routine.id).status == "idle"
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_openclaw_watchdog_aborts_and_releases(fake, openclaw_agent, clock, settings):
+def test_a_fire_names_the_agents_configured_openclaw_agent(team, clock, settings, fake):
+    from core import registry
+
+    settings.CLAWBOO_OPENCLAW_GATEWAY_URL = fake.url
+    settings.CLAWBOO_OPENCLAW_TOKEN = fake.token
+    registry.create_agent(
+        id="claw2",
+        display_name="Claw",
+        team=team,
+        runtime="openclaw",
+        settings={"agent_id": "main"},
+    )
+    routine = store.create_routine(agent_id="claw2", team=team, cron_spec="0 * * * *")
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    assert RoutineFire.objects.get(routine_id=routine.id).outcome == "completed"
+    [agent_req] = [r for r in fake.requests if r["method"] == "agent"]
+    assert agent_req["params"]["agentId"] == "main"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_openclaw_watchdog_aborts_the_run_and_records_a_timeout(
+    fake, openclaw_agent, clock, settings
+):
     settings.CLAWBOO_OPENCLAW_GATEWAY_URL = fake.url
     settings.CLAWBOO_OPENCLAW_TOKEN = fake.token
     settings.CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = 300
-    fake.agent_delay_s = 30
+    fake.agent_delay_s = None  # hangs until aborted
     routine = store.create_routine(agent_id=openclaw_agent.id, team="ops", cron_spec="0 * * * *")
     clock.shift(dt.timedelta(hours=1))
     Ticker().tick()
     row = Routine.objects.get(pk=routine.id)
-    assert row.status == "error" and "watchdog" in row.last_error
+    assert row.status == "error"
+    assert row.last_error.startswith("openclaw run timed out after 0.3s; aborted in the gateway")
+    assert "watchdog 300 ms" in row.last_error
     fired = RoutineFire.objects.get(routine_id=routine.id)
+    assert (fired.outcome, fired.error) == ("error", row.last_error)
     assert board_store.get_task(fired.task_id).status == "todo"  # released, not leaked
+    [run] = fake.runs.values()
+    assert run.status == "aborted"  # ended in the gateway, not left running there
 
 
 def test_the_openclaw_runtime_adapter_runs_an_agent_through_the_gateway(fake, settings, tmp_path):
@@ -214,7 +246,7 @@ def test_the_openclaw_runtime_adapter_runs_an_agent_through_the_gateway(fake, se
         prompt="Summarise the day",
         cwd=tmp_path,
         timeout_s=5,
-        settings={"agent_id": "claw"},
+        settings={"agent_id": "main"},
     )
     result = adapter_for("openclaw").run(request)
     # The reply is in result.payloads; "completed" is the gateway's word, not the agent's.
@@ -224,4 +256,25 @@ def test_the_openclaw_runtime_adapter_runs_an_agent_through_the_gateway(fake, se
     slow = adapter_for("openclaw").run(
         RunRequest(task_id="t2", title="Slow", prompt="x", cwd=tmp_path, timeout_s=0.5)
     )
-    assert slow.outcome in ("timed_out", "failed") and slow.error
+    assert slow.outcome == "timed_out"
+    assert "timed out after 0.5s; aborted in the gateway" in slow.error
+    assert [r.status for r in fake.runs.values()] == ["ok", "aborted"]
+
+
+def test_the_openclaw_runtime_adapter_aborts_a_cancelled_run(fake, settings, tmp_path):
+    import threading
+
+    from executor.runtimes import RunRequest, adapter_for
+
+    settings.CLAWBOO_OPENCLAW_GATEWAY_URL = fake.url
+    settings.CLAWBOO_OPENCLAW_TOKEN = fake.token
+    fake.agent_delay_s = None
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    result = adapter_for("openclaw").run(
+        RunRequest(task_id="t3", title="Hang", prompt="x", cwd=tmp_path, timeout_s=60),
+        cancel=cancel,
+    )
+    assert result.outcome == "cancelled"
+    [run] = fake.runs.values()
+    assert run.status == "aborted"
