@@ -27,6 +27,10 @@ PG_URL = os.environ.get("CLAWBOO_BENCH_PG_URL", "postgres://root@127.0.0.1:5432/
 # exactly as the board's own connections see it (wal_autocheckpoint=50 alone halves
 # a raw UPDATE loop's rate against SQLite's default of 1000).
 SQLITE_PRAGMAS = tuple(f"PRAGMA {name}={value}" for name, value in STORAGE_PRAGMAS)
+# What reset() empties: the board's tables and django-q2's ORM queue.
+RESET_TABLES = (
+    "events", "execution_processes", "task_comments", "task_deps", "tasks", "django_q_ormq",
+)  # fmt: skip
 TASK_COLUMNS = (
     "id, team_id, title, description, goal, context, status, priority, labels, metadata, "
     "attempts, abandonments, scheduled_by, file_mutating, cost_tokens, cost_cents, dropped, "
@@ -46,7 +50,9 @@ def pg_answers() -> bool:
 
 
 class BenchDB:
-    def __init__(self, backend: str) -> None:
+    """``tag`` tells apart two PostgreSQL databases one process keeps at once."""
+
+    def __init__(self, backend: str, tag: str = "") -> None:
         self.backend = backend
         self.tmp = Path(tempfile.mkdtemp(prefix=f"clawboo-bench-{backend}-"))
         if backend == "sqlite":
@@ -55,7 +61,7 @@ class BenchDB:
         else:
             import psycopg
 
-            self.name = f"clawboo_bench_{os.getpid()}"
+            self.name = f"clawboo_bench_{os.getpid()}{tag}"
             with psycopg.connect(PG_URL, autocommit=True) as conn:
                 conn.execute(f"DROP DATABASE IF EXISTS {self.name}")
                 conn.execute(f"CREATE DATABASE {self.name}")
@@ -95,13 +101,14 @@ class BenchDB:
     def reset(self) -> None:
         conn = self.connect()
         try:
-            for table in ("events", "execution_processes", "task_comments", "task_deps", "tasks"):
+            for table in RESET_TABLES:
                 conn.execute(f"DELETE FROM {table}")
             conn.execute("UPDATE teams SET last_event_seq = 0")
             if self.backend == "sqlite":
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             else:
-                conn.execute("VACUUM ANALYZE tasks")
+                for table in RESET_TABLES:
+                    conn.execute(f"VACUUM ANALYZE {table}")
         finally:
             conn.close()
 
@@ -114,11 +121,13 @@ class BenchDB:
         priority: int = 0,
         lease_until: dt.datetime | None = None,
         parent: str | None = None,
+        unmet_deps: int = 0,
     ) -> tuple[Any, ...]:
         return (
             task_id, "default", f"task {task_id}", "", "", "", status, priority, "[]", "{}",
             0, 0, "manual", True, 0, 0, False, 1, "[]", False, secrets.token_hex(8), "",
-            self.stamp(created_at), self.stamp(created_at), self.stamp(lease_until), parent, 0,
+            self.stamp(created_at), self.stamp(created_at), self.stamp(lease_until), parent,
+            unmet_deps,
         )  # fmt: skip
 
     def insert(self, table: str, columns: str, rows: Iterable[Sequence[Any]]) -> None:
@@ -152,6 +161,10 @@ class BenchDB:
         conn = self.connect()
         try:
             conn.execute(sql)
+            conn.commit()
+            # The planner statistics insert() took predate the counts: refresh them,
+            # or stale ones send the ready queries to a sort of every todo task.
+            conn.execute("ANALYZE")
             conn.commit()
         finally:
             conn.close()
