@@ -152,12 +152,7 @@ def database_config(url: str | None, state_dir: Path) -> dict[str, object]:
     # thread of its own, so a kept connection would only leak (Django's advice).
     config: dict[str, object] = dict(dj_database_url.parse(url, conn_max_age=0))
     if config["ENGINE"] == "django.db.backends.sqlite3":
-        # Django's backend plus a pool of idle connections (core.db.sqlite3).
-        config["ENGINE"] = "core.db.sqlite3"
-        config["OPTIONS"] = {
-            "transaction_mode": "IMMEDIATE",
-            "pool_size": env_int("CLAWBOO_SQLITE_POOL_SIZE", 32),
-        }
+        config["OPTIONS"] = {"transaction_mode": "IMMEDIATE"}
     return config
 
 

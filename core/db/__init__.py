@@ -1,1 +1,0 @@
-"""Database backends of our own (see :mod:`core.db.sqlite3`)."""
