@@ -171,8 +171,8 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
                 await self._catch_up(seq - 1)
                 if seq <= self.last_seq:
                     return
-            for frame in message["frames"]:
-                await self.send_json(frame)
+            for text in message["texts"]:
+                await self.send(text_data=text)
             self.last_seq = seq
 
 

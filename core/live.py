@@ -13,6 +13,7 @@ loses anything; publishing is therefore best-effort and kept off the write path:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import queue
 import threading
@@ -68,7 +69,9 @@ def frames_for(event: Event) -> list[dict[str, Any]]:
 
 
 def _message(event: Event) -> dict[str, Any]:
-    return {"type": "board.event", "seq": event.seq, "frames": frames_for(event)}
+    # Each frame encoded once here, not once per watching client.
+    texts = [json.dumps(frame) for frame in frames_for(event)]
+    return {"type": "board.event", "seq": event.seq, "texts": texts}
 
 
 class _Publisher:
