@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP (Django, with static files) and ``/ws/board/`` (Channels)."""
+"""ASGI entry point: HTTP (Django, with static files), ``/mcp/`` (the board's MCP
+server) and ``/ws/board/`` (Channels)."""
 
 import os
 
@@ -11,6 +12,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from boardmcp.http import with_mcp  # noqa: E402
 from core.consumers import BoardConsumer  # noqa: E402
 from core.ws_auth import auth_stack  # noqa: E402
 
@@ -19,7 +21,7 @@ websocket_urls = [path("ws/board/", BoardConsumer.as_asgi())]
 application = ProtocolTypeRouter(
     {
         # The embedded default serves its own static files (admin, API docs, board).
-        "http": ASGIStaticFilesHandler(django_http),
+        "http": with_mcp(ASGIStaticFilesHandler(django_http)),
         # No blanket Origin check: it guards cookie sessions only (core.ws_auth), so
         # token clients, which send no Origin, are served.
         "websocket": auth_stack(URLRouter(websocket_urls)),

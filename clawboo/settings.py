@@ -98,6 +98,7 @@ INSTALLED_APPS = [
     "core",
     "board",
     "worktrees",
+    "boardmcp",
     "executor",
     "routines",
     "clawboo",
@@ -317,4 +318,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("CLAWBOO_LOG_LEVEL", "INFO")},
+    # The MCP SDK logs every stateless request ("Terminating session: None") at INFO.
+    "loggers": {"mcp": {"level": "WARNING"}},
 }

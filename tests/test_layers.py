@@ -1,6 +1,7 @@
 """The house's floors: each package imports only packages on its own floor or below.
 
-core (foundation) < board, worktrees < executor < routines < clawboo (the roof).
+core (foundation) < board, worktrees < boardmcp (the agents' MCP tools) < executor <
+routines < clawboo (the roof).
 Read from the source with ``ast`` (every import, at module level or inside a
 function), so a lazy import cannot hide an arrow running back up.
 """
@@ -11,7 +12,15 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FLOOR = {"core": 0, "board": 1, "worktrees": 2, "executor": 3, "routines": 4, "clawboo": 5}
+FLOOR = {
+    "core": 0,
+    "board": 1,
+    "worktrees": 2,
+    "boardmcp": 3,
+    "executor": 4,
+    "routines": 5,
+    "clawboo": 6,
+}
 
 
 def _imports(path: Path) -> set[str]:

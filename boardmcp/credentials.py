@@ -1,0 +1,181 @@
+"""Who is calling the board's MCP server, and what they may see: the caller's team
+scope is bound here, from the credential, and never from a tool argument.
+
+Three credentials name a caller:
+
+- a **run credential** (:func:`mint_run_credential`): the executor mints one per run
+  of an MCP-capable runtime; it acts as that run's agent, in the agent's team, and
+  only while the run's claim holds. The only writer of ``mcp_run_credentials``;
+- an **API token** (``Authorization: Token <key>``, the REST API's): through the
+  project's configured token authentication, so a token bound to one agent acts as
+  that agent only, and a person's token acts as the person in their teams;
+- **stdio** (``clawboo mcp --agent A``): whoever can start the command can already
+  reach the database; the process acts as agent ``A`` in its team.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.module_loading import import_string
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.exceptions import AuthenticationFailed
+
+from board import store
+from board.errors import TaskNotFound
+from board.models import Task
+from board.transitions import Status
+from boardmcp.models import RunCredential
+from core import registry, storage
+from core.api.access import team_ids
+from core.errors import ClawbooError
+from core.models import Agent
+
+RUN_KEY_PREFIX = "clawboo-run-"
+MAX_KEY_LENGTH = 128
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The identity every tool call acts under.
+
+    ``teams``: the teams it sees (None: every team, staff only). ``agent_id``: the one
+    agent it may act as (claim, heartbeat, settle, file work as), or None (a person).
+    ``task_id``/``ticket``: the run it belongs to, whose task the executor settles.
+    """
+
+    name: str
+    teams: tuple[str, ...] | None
+    agent_id: str | None = None
+    task_id: str | None = None
+    ticket: str | None = None
+    run: bool = False
+
+    def sees(self, team_id: str) -> bool:
+        return self.teams is None or team_id in self.teams
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _plausible(key: Any) -> bool:
+    # Checked before any query: a NUL or a surrogate would break the query itself.
+    return (
+        isinstance(key, str)
+        and 0 < len(key) <= MAX_KEY_LENGTH
+        and key.isascii()
+        and key.isprintable()
+    )
+
+
+def agent_caller(agent: Agent, *, task_id: str | None = None, ticket: str | None = None) -> Caller:
+    return Caller(
+        name=agent.id, teams=(agent.team_id,), agent_id=agent.id, task_id=task_id, ticket=ticket
+    )
+
+
+def caller_for_agent(agent_id: str, task_id: str | None = None) -> Caller:
+    """The stdio caller: agent ``agent_id`` (NotFound if unknown), optionally bound to
+    one of its team's tasks (TaskNotFound otherwise)."""
+    agent = registry.get_agent(agent_id)
+    if task_id is not None:
+        task = store.find_task(task_id)
+        if task is None or task.team_id != agent.team_id:
+            raise TaskNotFound(task_id)
+    return agent_caller(agent, task_id=task_id)
+
+
+# --- run credentials -------------------------------------------------------------
+
+
+def mint_run_credential(agent_id: str, task_id: str, ticket: str) -> str:
+    """A new key acting as ``agent_id`` for the run holding ``ticket`` on ``task_id``.
+    The key is returned once; only its digest is stored."""
+    key = RUN_KEY_PREFIX + secrets.token_urlsafe(32)
+
+    def run() -> None:
+        RunCredential.objects.create(
+            key_sha256=_digest(key),
+            agent_id=agent_id,
+            task_id=task_id,
+            ticket=ticket,
+            created_at=timezone.now(),
+        )
+
+    storage.write(run)
+    return key
+
+
+def revoke_run_credential(key: str) -> None:
+    storage.write(lambda: RunCredential.objects.filter(pk=_digest(key)).delete())
+
+
+def _claim_holds(task: Task | None, credential: RunCredential) -> bool:
+    if task is None or task.status != Status.IN_PROGRESS:
+        return False
+    if task.assignee_agent_id != credential.agent_id:
+        return False
+    try:
+        return store.Ticket.decode(credential.ticket) == store.Ticket.for_task(task)
+    except ClawbooError:  # a ticket signed with a key since rotated out
+        return False
+
+
+def _run_caller(key: str) -> Caller | None | bool:
+    """The run's caller; None for a void credential; False when ``key`` is none."""
+    credential = RunCredential.objects.select_related("agent").filter(pk=_digest(key)).first()
+    if credential is None:
+        return False
+    if not _claim_holds(store.find_task(credential.task_id), credential):
+        return None
+    return Caller(
+        name=credential.agent.id,
+        teams=(credential.agent.team_id,),
+        agent_id=credential.agent.id,
+        task_id=credential.task_id,
+        ticket=credential.ticket,
+        run=True,
+    )
+
+
+# --- API tokens ------------------------------------------------------------------
+
+
+def _token_authentication() -> TokenAuthentication:
+    """The REST API's own token authentication (the first configured class that is
+    one), so the MCP server accepts exactly the tokens the API does."""
+    for path in settings.REST_FRAMEWORK.get("DEFAULT_AUTHENTICATION_CLASSES", ()):
+        cls = import_string(path)
+        if issubclass(cls, TokenAuthentication):
+            return cls()
+    return TokenAuthentication()
+
+
+def _token_caller(key: str) -> Caller | None:
+    try:
+        user, token = _token_authentication().authenticate_credentials(key)
+    except AuthenticationFailed:
+        return None
+    # A token minted for one agent carries it (``agent_id``): it acts as that agent.
+    bound = getattr(token, "agent_id", None)
+    if bound is not None:
+        agent = Agent.objects.filter(pk=bound).first()
+        return None if agent is None else agent_caller(agent)
+    teams = team_ids(user)
+    return Caller(name=user.get_username(), teams=None if teams is None else tuple(teams))
+
+
+def caller_for_key(key: Any) -> Caller | None:
+    """The caller a presented key names, or None (unknown, void or malformed)."""
+    if not _plausible(key):
+        return None
+    found = _run_caller(key)
+    if found is not False:
+        return found or None
+    return _token_caller(key)

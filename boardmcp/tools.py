@@ -1,0 +1,509 @@
+"""The board's MCP tools: each a thin call into :mod:`board.store` (and the worktree
+service for the handoff) under the caller's team scope (:mod:`boardmcp.credentials`).
+
+A task the caller's teams do not hold answers exactly like one that does not exist.
+Every refusal is a board refusal (:class:`core.errors.ClawbooError`) turned into a
+tool error in one place (:meth:`BoardMcpServer.call_tool`): ``is_error`` with the
+board's error body ``{"error": <code>, "detail": ..., "retryable": false, ...}``.
+A lost claim race is ``conflict``: never retry it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+from django.db import close_old_connections
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
+
+from board import store
+from board.errors import ClaimConflict, TaskNotFound
+from board.models import Task
+from boardmcp.credentials import Caller
+from core import registry
+from core.errors import ClawbooError, Forbidden, ValidationFailed
+from worktrees import service as worktree_service
+
+SERVER_NAME = "clawboo"
+INSTRUCTIONS = (
+    "The Clawboo task board of your team. Use it to see what your team is doing "
+    "(list_tasks, get_task), to split your work (create_subtask), to leave notes for "
+    "people and other agents (comment) and to say what waits on what (link_dependency). "
+    "Tools that take task_id default to the task you were started for, if any. A tool "
+    'error carries the board\'s code; "retryable": false means do not repeat the call.'
+)
+LIST_LIMIT = 200
+# Codes a caller may usefully repeat later; every other refusal stands.
+RETRYABLE = frozenset({"rate_limited"})
+
+Status = Literal["backlog", "todo", "in_progress", "in_review", "blocked", "done", "cancelled"]
+TaskId = Annotated[str, Field(min_length=1, max_length=128)]
+Title = Annotated[str, Field(min_length=1, max_length=500)]
+Text = Annotated[str, Field(max_length=20_000)]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class BoardMcpServer(MCPServer):
+    """The SDK's server, with the board's refusals mapped to tool errors in one place.
+
+    ``default_caller`` is the caller of a stdio process; over HTTP the caller comes
+    with each request (:mod:`boardmcp.http`)."""
+
+    def __init__(self, default_caller: Caller | None = None) -> None:
+        super().__init__(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+        self.default_caller = default_caller
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            body = refusal_body(exc)
+            if body is None:
+                raise
+            return CallToolResult(
+                content=[TextContent(type="text", text=json.dumps(body))],
+                structured_content=body,
+                is_error=True,
+            )
+
+
+def refusal_body(exc: BaseException) -> dict[str, Any] | None:
+    """The board's error body for a tool failure, or None for a crash."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ClawbooError):
+            body = cause.as_dict()
+            break
+        if isinstance(cause, ValidationError):
+            error = cause.errors()[0]
+            field = ".".join(str(part) for part in error["loc"]) or "arguments"
+            body = {"error": "validation_error", "detail": f"{field}: {error['msg']}"}
+            body["field"] = field
+            break
+        cause = cause.__cause__
+    else:
+        return None
+    body["retryable"] = body["error"] in RETRYABLE
+    if body["error"] == "conflict":
+        body["detail"] += " (do not retry)"
+    return body
+
+
+def caller_of(ctx: Context) -> Caller:
+    server = ctx.mcp_server
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    caller = scope.get("clawboo.caller") if isinstance(scope, dict) else None
+    if caller is None and isinstance(server, BoardMcpServer):
+        caller = server.default_caller
+    if caller is None:  # the HTTP app authenticates before any call gets here
+        raise Forbidden("no credential")
+    return caller
+
+
+def board_call(fn: _F) -> _F:
+    """A tool body runs in a worker thread: the thread's database connection is
+    handled as Django handles a request's (stale ones closed before and after)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return run  # type: ignore[return-value]
+
+
+# --- scope -------------------------------------------------------------------------
+
+
+def _visible(caller: Caller, task_id: Any, field: str = "task_id") -> Task:
+    if not isinstance(task_id, str):
+        raise ValidationFailed(field, "must be a task id")
+    task = store.find_task(task_id)
+    if task is None or not caller.sees(task.team_id):
+        raise TaskNotFound(task_id)
+    return task
+
+
+def _task_id(caller: Caller, task_id: str | None) -> str:
+    if task_id is not None:
+        return task_id
+    if caller.task_id is None:
+        raise ValidationFailed("task_id", "required: this credential is bound to no task")
+    return caller.task_id
+
+
+def _agent(caller: Caller) -> str:
+    if caller.agent_id is None:
+        raise Forbidden(
+            "this credential acts as no agent: use a token minted for an agent, "
+            "or `clawboo mcp --agent <id>`"
+        )
+    return caller.agent_id
+
+
+def _team(caller: Caller, team: str | None) -> str:
+    """The team a create lands in: the caller's own, or one chosen within its scope."""
+    if team is not None:
+        if caller.teams is not None and team not in caller.teams:
+            raise ValidationFailed("team", f"no team {team!r}")
+        return team
+    if caller.teams:
+        return caller.teams[0]
+    return registry.DEFAULT_TEAM
+
+
+def _held(
+    caller: Caller, task_id: str | None, ticket: str | None, *, settles: bool
+) -> tuple[str, str]:
+    """The task and the ticket to fence a write with, when the caller's agent holds it.
+    A run may not settle its own task (``settles``): the executor does, after it."""
+    agent = _agent(caller)
+    tid = _task_id(caller, task_id)
+    task = _visible(caller, tid)
+    if settles and caller.run and tid == caller.task_id:
+        raise Forbidden(
+            f"task {tid!r} is settled by the executor when your run ends: finish the "
+            "work and stop (to report a failure, say so and exit with an error)"
+        )
+    if task.assignee_agent_id != agent:
+        raise ClaimConflict(
+            f"task {tid!r} is not held by agent {agent!r}; claim it first",
+            reason="not-my-task",
+            status=task.status,
+        )
+    if ticket is None:
+        own = caller.ticket if tid == caller.task_id else None
+        ticket = own or store.Ticket.for_task(task).encode()
+    return tid, ticket
+
+
+def _settled(outcome: store.WriteOutcome) -> dict[str, Any]:
+    if outcome.declined:
+        raise ClaimConflict(
+            f"declined: {outcome.reason} (task is {outcome.status})",
+            reason=outcome.reason,
+            status=outcome.status,
+        )
+    assert outcome.task is not None
+    return {"outcome": outcome.outcome, "task": _brief(outcome.task)}
+
+
+# --- rendering -----------------------------------------------------------------------
+
+
+def _brief(task: Task, depends_on: list[str] | None = None) -> dict[str, Any]:
+    """The few fields an agent needs to pick a task out of a list."""
+    body = {
+        "id": task.id,
+        "title": task.title,
+        "status": task.status,
+        "priority": task.priority,
+        "labels": task.labels,
+        "assignee_agent_id": task.assignee_agent_id,
+        "parent_task_id": task.parent_task_id,
+    }
+    if depends_on is not None:
+        body["depends_on"] = depends_on
+    return body
+
+
+def _comment(comment: Any) -> dict[str, Any]:
+    return {
+        "id": comment.id,
+        "task_id": comment.task_id,
+        "author": comment.author,
+        "body": comment.body,
+        "created_at": comment.created_at.isoformat(),
+    }
+
+
+# --- the tools -----------------------------------------------------------------------
+
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+
+@board_call
+def list_tasks(
+    ctx: Context,
+    status: Status | None = None,
+    ready: bool = False,
+    label: str | None = None,
+    parent_task_id: TaskId | None = None,
+    assignee: str | None = None,
+    limit: Annotated[int, Field(ge=1, le=LIST_LIMIT)] = 50,
+) -> dict[str, Any]:
+    """List your team's tasks, highest priority first. Use it to see what is being
+    worked on, what is ready to claim (ready=true: todo with every dependency done)
+    or what a task was split into (parent_task_id)."""
+    caller = caller_of(ctx)
+    qs = store.list_tasks(
+        team=None if caller.teams is None else list(caller.teams),
+        status=status,
+        assignee=assignee,
+        label=label,
+        parent=parent_task_id,
+        ready=ready,
+    )
+    tasks = list(qs[: limit + 1])
+    deps = store.depends_on_map([t.id for t in tasks[:limit]])
+    return {
+        "tasks": [_brief(t, deps[t.id]) for t in tasks[:limit]],
+        "truncated": len(tasks) > limit,
+    }
+
+
+@board_call
+def get_task(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
+    """One task in full: description, status, its dependencies, subtasks, comments and
+    verification verdict. Defaults to the task you were started for."""
+    caller = caller_of(ctx)
+    task = _visible(caller, _task_id(caller, task_id))
+    subtasks = list(store.list_tasks(parent=task.id))
+    return {
+        "task": task.as_dict(depends_on=store.depends_on_ids(task.id)),
+        "subtasks": [_brief(t) for t in subtasks],
+        "comments": [_comment(c) for c in store.list_comments(task.id)],
+    }
+
+
+def _create(
+    caller: Caller,
+    *,
+    title: str,
+    description: str,
+    priority: int,
+    labels: list[str] | None,
+    depends_on: list[str] | None,
+    status: str,
+    parent: Task | None,
+    team: str | None,
+) -> dict[str, Any]:
+    for dep in depends_on or ():
+        _visible(caller, dep, "depends_on")
+    created = store.create_task(
+        title=title,
+        description=description,
+        team=parent.team_id if parent is not None else _team(caller, team),
+        priority=priority,
+        labels=labels,
+        depends_on=depends_on,
+        status=status,
+        parent_task_id=parent.id if parent is not None else None,
+        # An agent filing work: the board's ceilings and rate limit apply.
+        created_by_agent_id=caller.agent_id,
+    )
+    return {"task": _brief(created.task, store.depends_on_ids(created.task.id))}
+
+
+@board_call
+def create_task(
+    ctx: Context,
+    title: Title,
+    description: Text = "",
+    priority: int = 0,
+    labels: list[str] | None = None,
+    depends_on: list[TaskId] | None = None,
+    status: Literal["todo", "backlog"] = "todo",
+    team: str | None = None,
+) -> dict[str, Any]:
+    """File a new top-level task for your team (a separate piece of work, not part of
+    yours; for that use create_subtask). Rate limited for agents."""
+    caller = caller_of(ctx)
+    return _create(
+        caller,
+        title=title,
+        description=description,
+        priority=priority,
+        labels=labels,
+        depends_on=depends_on,
+        status=status,
+        parent=None,
+        team=team,
+    )
+
+
+@board_call
+def create_subtask(
+    ctx: Context,
+    title: Title,
+    description: Text = "",
+    parent_task_id: TaskId | None = None,
+    priority: int = 0,
+    labels: list[str] | None = None,
+    depends_on: list[TaskId] | None = None,
+    status: Literal["todo", "backlog"] = "todo",
+) -> dict[str, Any]:
+    """Split work into a child task of parent_task_id (default: your task), which your
+    team's agents can then claim. Depth and per-parent child limits apply."""
+    caller = caller_of(ctx)
+    parent = _visible(caller, _task_id(caller, parent_task_id), "parent_task_id")
+    return _create(
+        caller,
+        title=title,
+        description=description,
+        priority=priority,
+        labels=labels,
+        depends_on=depends_on,
+        status=status,
+        parent=parent,
+        team=None,
+    )
+
+
+@board_call
+def comment(
+    ctx: Context,
+    body: Annotated[str, Field(min_length=1, max_length=20_000)],
+    task_id: TaskId | None = None,
+) -> dict[str, Any]:
+    """Leave a note on a task (default: your task) for people and other agents:
+    progress, a question, a finding. Signed with your name."""
+    caller = caller_of(ctx)
+    task = _visible(caller, _task_id(caller, task_id))
+    return {"comment": _comment(store.add_comment(task.id, body, caller.name))}
+
+
+@board_call
+def link_dependency(ctx: Context, task_id: TaskId, depends_on: TaskId) -> dict[str, Any]:
+    """Say that task_id cannot start until depends_on is done (refused if it would
+    make a cycle)."""
+    caller = caller_of(ctx)
+    task = _visible(caller, task_id)
+    _visible(caller, depends_on, "depends_on")
+    created = store.link(task.id, depends_on)
+    return {
+        "created": created,
+        "task": _brief(store.get_task(task.id), store.depends_on_ids(task.id)),
+    }
+
+
+@board_call
+def claim_task(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
+    """Take a ready task to work on: task_id, or the next ready one of your team.
+    A conflict means someone else has it or it is not ready: do not retry it."""
+    caller = caller_of(ctx)
+    agent = registry.get_agent(_agent(caller))
+    if task_id is not None:
+        _visible(caller, task_id)
+        result = store.claim(task_id, agent.id, agent.runtime)
+        result.raise_for_outcome(task_id)
+    else:
+        found = store.claim_next(agent.id, runtime=agent.runtime, team=agent.team_id)
+        if found is None:
+            return {"task": None, "ticket": None}
+        result = found
+    assert result.task is not None
+    return {"task": _brief(result.task), "ticket": result.ticket}
+
+
+@board_call
+def heartbeat(
+    ctx: Context, task_id: TaskId | None = None, ticket: str | None = None
+) -> dict[str, Any]:
+    """Renew your lease on a task you hold (default: your task), so it is not taken
+    back as stale during long work."""
+    caller = caller_of(ctx)
+    tid, fence = _held(caller, task_id, ticket, settles=False)
+    outcome = store.renew_lease(tid, fence)
+    _settled(outcome)
+    assert outcome.task is not None and outcome.task.lease_until is not None
+    return {"lease_until": outcome.task.lease_until.isoformat()}
+
+
+@board_call
+def complete_task(
+    ctx: Context,
+    task_id: TaskId | None = None,
+    output: dict[str, Any] | str | None = None,
+    ticket: str | None = None,
+) -> dict[str, Any]:
+    """Mark a task you hold done, with its output. Not for the task an executor run
+    was started for: the executor settles that one when you stop."""
+    caller = caller_of(ctx)
+    tid, fence = _held(caller, task_id, ticket, settles=True)
+    return _settled(store.complete(tid, output, ticket=fence, if_allowed=True))
+
+
+@board_call
+def fail_task(
+    ctx: Context, error: Text, task_id: TaskId | None = None, ticket: str | None = None
+) -> dict[str, Any]:
+    """Give up on a task you hold, saying why: it goes back to the queue while attempts
+    remain, else it is blocked for a person."""
+    caller = caller_of(ctx)
+    tid, fence = _held(caller, task_id, ticket, settles=True)
+    return _settled(store.fail(tid, error, ticket=fence, if_allowed=True))
+
+
+@board_call
+def request_review(
+    ctx: Context, task_id: TaskId | None = None, ticket: str | None = None
+) -> dict[str, Any]:
+    """Hand a task you hold to a person for review (in_progress → in_review)."""
+    caller = caller_of(ctx)
+    tid, fence = _held(caller, task_id, ticket, settles=True)
+    return _settled(store.await_review(tid, ticket=fence, if_allowed=True))
+
+
+@board_call
+def read_handoff(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
+    """The task's AGENT_HANDOFF.json (what is done, broken, next), as the last runtime
+    on it left it; null when there is none."""
+    caller = caller_of(ctx)
+    task = _visible(caller, _task_id(caller, task_id))
+    return {"handoff": worktree_service.show_handoff(task.id)}
+
+
+@board_call
+def write_handoff(
+    ctx: Context, handoff: dict[str, Any], task_id: TaskId | None = None
+) -> dict[str, Any]:
+    """Write the task's AGENT_HANDOFF.json for whoever resumes it: completedSubtasks,
+    brokenOrUnverified, nextBestStep (runtime, handoffFrom and timestamp are filled in
+    when left out). Only for a task you hold."""
+    caller = caller_of(ctx)
+    tid, _fence = _held(caller, task_id, None, settles=False)
+    agent = registry.get_agent(_agent(caller))
+    doc = {
+        "runtime": agent.runtime,
+        "handoffFrom": agent.display_name,
+        "timestamp": dt.datetime.now(dt.UTC).isoformat(),
+        **handoff,
+    }
+    return {"handoff": worktree_service.write_handoff(tid, doc)}
+
+
+TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
+    (list_tasks, READ),
+    (get_task, READ),
+    (create_task, WRITE),
+    (create_subtask, WRITE),
+    (comment, WRITE),
+    (link_dependency, WRITE),
+    (claim_task, WRITE),
+    (heartbeat, WRITE),
+    (complete_task, WRITE),
+    (fail_task, WRITE),
+    (request_review, WRITE),
+    (read_handoff, READ),
+    (write_handoff, WRITE),
+)
+
+
+def build_server(default_caller: Caller | None = None) -> BoardMcpServer:
+    server = BoardMcpServer(default_caller)
+    for fn, hints in TOOLS:
+        server.add_tool(fn, annotations=hints, structured_output=False)
+    return server
