@@ -238,6 +238,9 @@ if not all(isinstance(e, str) for e in CLAWBOO_TASK_COMMAND_ALLOWLIST):
 # a conflict goes back to the agent (``rework``) or parks the task (``block``).
 CLAWBOO_LANDING = os.environ.get("CLAWBOO_LANDING", "squash")
 CLAWBOO_LANDING_ON_CONFLICT = os.environ.get("CLAWBOO_LANDING_ON_CONFLICT", "rework")
+# The board's MCP endpoint as agents' runtimes reach it (`clawboo up` sets it to its
+# own server); unset, runs get no MCP configuration.
+CLAWBOO_MCP_URL = os.environ.get("CLAWBOO_MCP_URL", "")
 CLAWBOO_REPO_ROOTS = [
     Path(p).expanduser().resolve()
     for p in os.environ.get("CLAWBOO_REPO_ROOTS", "").split(os.pathsep)

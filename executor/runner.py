@@ -30,11 +30,19 @@ from django.conf import settings
 from board import ceilings, store
 from board.errors import ClaimConflict, DepthExceeded
 from board.models import Task
+from boardmcp import credentials as mcp_credentials
 from core import registry, server_commands, wakeups
 from core.errors import ClawbooError
 from core.models import Agent
 from executor import verification
-from executor.runtimes import RunRequest, RunResult, adapter_for, capabilities, resume_id_for
+from executor.runtimes import (
+    McpEndpoint,
+    RunRequest,
+    RunResult,
+    adapter_for,
+    capabilities,
+    resume_id_for,
+)
 from executor.runtimes.base import start_run
 from worktrees import checkouts, handoff, scaffold
 from worktrees import service as worktree_service
@@ -274,7 +282,13 @@ class Executor:
             lines.append(f"- last error: {task.error}")
         path.write_text(text + marker + "\n".join(lines) + "\n", encoding="utf-8")
 
-    def _prompt(self, task: Task, state: handoff.ResumeState | None) -> str:
+    def _mcp_url(self) -> str | None:
+        url = getattr(settings, "CLAWBOO_MCP_URL", "")
+        return url if url and self.caps.mcp else None
+
+    def _prompt(
+        self, task: Task, state: handoff.ResumeState | None, *, board_tools: bool = False
+    ) -> str:
         parts = [f"Task {task.id}: {task.title}"]
         if task.description:
             parts.append(task.description)
@@ -291,6 +305,12 @@ class Executor:
             "Read TASK.md and task-progress.md, run ./init.sh, do the work, and before you "
             "stop write AGENT_HANDOFF.json (done / broken / next)."
         )
+        if board_tools:
+            parts.append(
+                "Your team's board is at hand as the MCP server `clawboo`: split work off "
+                "with create_subtask, leave notes with comment, see the team's tasks with "
+                "list_tasks. This task is settled for you when you stop."
+            )
         return "\n\n".join(parts)
 
     def _run(
@@ -304,30 +324,40 @@ class Executor:
             state.lastRuntime if state else None,
             state.nativeSessionId if state else None,
         )
-        request = RunRequest(
-            task_id=task.id,
-            title=task.title,
-            prompt=self._prompt(task, state),
-            cwd=cwd,
-            timeout_s=self.run_timeout_s,
-            settings=dict(self.agent.settings or {}),
-            resume_session_id=resume,
-        )
-        adapter = adapter_for(self.agent.runtime)
-        with clock.phase("runtime"):
-            handle = start_run(adapter, request, on_output=self.on_output)
-        lost = False
-        while True:
-            with clock.phase("board"):
-                beat = store.heartbeat(task.id, ticket)
-            if beat.declined:
-                lost = True
-                handle.cancel()
+        mcp_url = self._mcp_url()
+        # The run's own credential on the board's MCP server: this agent, this claim.
+        key = None
+        if mcp_url:
+            key = mcp_credentials.mint_run_credential(self.agent.id, task.id, ticket)
+        try:
+            request = RunRequest(
+                task_id=task.id,
+                title=task.title,
+                prompt=self._prompt(task, state, board_tools=key is not None),
+                cwd=cwd,
+                timeout_s=self.run_timeout_s,
+                settings=dict(self.agent.settings or {}),
+                resume_session_id=resume,
+                mcp=McpEndpoint(mcp_url, key) if mcp_url and key is not None else None,
+            )
+            adapter = adapter_for(self.agent.runtime)
             with clock.phase("runtime"):
-                finished = handle.wait(self.heartbeat_s)
-            if finished:
-                break
-        result = handle.result()
+                handle = start_run(adapter, request, on_output=self.on_output)
+            lost = False
+            while True:
+                with clock.phase("board"):
+                    beat = store.heartbeat(task.id, ticket)
+                if beat.declined:
+                    lost = True
+                    handle.cancel()
+                with clock.phase("runtime"):
+                    finished = handle.wait(self.heartbeat_s)
+                if finished:
+                    break
+            result = handle.result()
+        finally:
+            if key is not None:
+                mcp_credentials.revoke_run_credential(key)
         return None if lost else result
 
     def _write_handoff(self, cwd: Path, result: RunResult) -> None:

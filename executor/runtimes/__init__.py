@@ -9,6 +9,7 @@ from __future__ import annotations
 from executor.runtimes.base import (
     Capabilities,
     HumanWorkRequired,
+    McpEndpoint,
     Outcome,
     RunHandle,
     RunRequest,
@@ -28,6 +29,7 @@ __all__ = [
     "RUNTIMES",
     "Capabilities",
     "HumanWorkRequired",
+    "McpEndpoint",
     "Outcome",
     "RunHandle",
     "RunRequest",

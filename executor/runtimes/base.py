@@ -46,6 +46,18 @@ class Capabilities:
     integration: Integration
     worktrees: bool
     automated: bool = True
+    # Whether the adapter hands the run the board's MCP server (RunRequest.mcp).
+    mcp: bool = False
+
+
+@dataclass(frozen=True)
+class McpEndpoint:
+    """The board's MCP server for one run: where it is and the run's own credential
+    (void once the run's claim is lost, deleted when the run ends)."""
+
+    url: str
+    token: str
+    name: str = "clawboo"
 
 
 @dataclass(frozen=True)
@@ -66,16 +78,24 @@ class RunRequest:
     # Distinguishes two attempts at one task (e.g. the execution row id); connected
     # runtimes derive their idempotency key from it.
     attempt_id: str | None = None
+    # The board's MCP server, for runtimes that declare ``Capabilities.mcp``.
+    mcp: McpEndpoint | None = None
 
     def task_environment(self) -> dict[str, str]:
         """The CLAWBOO_* variables the run sees, plus ``env`` extras."""
         task_file = self.task_file or self.cwd / "TASK.md"
         handoff_file = self.handoff_file or self.cwd / "AGENT_HANDOFF.json"
+        board = (
+            {"CLAWBOO_MCP_URL": self.mcp.url, "CLAWBOO_MCP_TOKEN": self.mcp.token}
+            if self.mcp is not None
+            else {}
+        )
         return {
             "CLAWBOO_TASK_ID": self.task_id,
             "CLAWBOO_TASK_TITLE": self.title,
             "CLAWBOO_TASK_FILE": str(task_file),
             "CLAWBOO_HANDOFF_FILE": str(handoff_file),
+            **board,
             **self.env,
         }
 

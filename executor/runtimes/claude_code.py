@@ -17,10 +17,12 @@ before the prompt), ``binary``.
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
-from executor.runtimes.base import RunRequest, as_count, usd_to_cents
+from executor.runtimes.base import Capabilities, RunRequest, as_count, usd_to_cents
 from executor.runtimes.oneshot import (
     LineParser,
     OneShotCliAdapter,
@@ -158,13 +160,34 @@ def _input_tokens(usage: dict[str, Any]) -> int:
     )
 
 
+def write_mcp_config(request: RunRequest, scratch: Path) -> Path:
+    """The run's ``--mcp-config`` file, in the run's private scratch dir (removed with
+    it): the board's server over HTTP with the run's credential."""
+    assert request.mcp is not None
+    path = scratch / "mcp.json"
+    server = {
+        "type": "http",
+        "url": request.mcp.url,
+        "headers": {"Authorization": f"Token {request.mcp.token}"},
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        json.dump({"mcpServers": {request.mcp.name: server}}, file)
+    return path
+
+
 class ClaudeCodeAdapter(OneShotCliAdapter):
     runtime = "claude-code"
     binary = "claude"
+    capabilities = Capabilities(integration="one-shot", worktrees=True, mcp=True)
 
     def build_argv(self, request: RunRequest, executable: str, scratch: Path) -> list[str]:
         settings = request.settings
         argv = [executable, "--output-format", "stream-json", "--verbose"]
+        if request.mcp is not None:
+            # Right after the fixed flags: --mcp-config takes several values, and the
+            # next flag ends them.
+            argv += ["--mcp-config", str(write_mcp_config(request, scratch))]
         mode = setting_str(settings, "permission_mode") or DEFAULT_PERMISSION_MODE
         if mode not in PERMISSION_MODES:
             raise SettingsError(
@@ -180,6 +203,10 @@ class ClaudeCodeAdapter(OneShotCliAdapter):
                 raise SettingsError("max_turns must be a positive integer")
             argv += ["--max-turns", str(max_turns)]
         tools = setting_list(settings, "allowed_tools", comma_separated=True)
+        if request.mcp is not None:
+            # A -p run may not call a tool its permission mode has not allowed; the
+            # board's tools are allowed by server name.
+            tools.append(f"mcp__{request.mcp.name}")
         if tools:
             argv += ["--allowedTools", ",".join(tools)]
         if request.resume_session_id:

@@ -16,10 +16,11 @@ Settings: ``model``, ``sandbox`` (default ``workspace-write``), ``extra_args``
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from executor.runtimes.base import RunRequest, as_count, prompt_argument
+from executor.runtimes.base import Capabilities, RunRequest, as_count, prompt_argument
 from executor.runtimes.oneshot import (
     LineParser,
     OneShotCliAdapter,
@@ -78,6 +79,7 @@ def _message(payload: Any) -> str:
 class CodexAdapter(OneShotCliAdapter):
     runtime = "codex"
     binary = "codex"
+    capabilities = Capabilities(integration="one-shot", worktrees=True, mcp=True)
 
     def build_argv(self, request: RunRequest, executable: str, scratch: Path) -> list[str]:
         settings = request.settings
@@ -94,6 +96,13 @@ class CodexAdapter(OneShotCliAdapter):
         model = setting_str(settings, "model")
         if model is not None:
             argv += ["--model", model]
+        if request.mcp is not None:
+            # The board's server for this run only (config.toml's mcp_servers, as
+            # overrides); the credential stays off the command line, in the
+            # environment (CLAWBOO_MCP_TOKEN, RunRequest.task_environment).
+            server = f"mcp_servers.{request.mcp.name}"
+            argv += ["-c", f"{server}.url={json.dumps(request.mcp.url)}"]
+            argv += ["-c", f'{server}.bearer_token_env_var="CLAWBOO_MCP_TOKEN"']
         argv += setting_list(settings, "extra_args")
         if request.resume_session_id:
             argv += ["resume", request.resume_session_id]

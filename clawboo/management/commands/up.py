@@ -141,6 +141,8 @@ class Command(BaseCommand):
             # Pin the state dir, so a child started elsewhere still finds the same one.
             "CLAWBOO_STATE_DIR": str(state_dir),
             "PYTHONUNBUFFERED": "1",
+            # The workers hand each agent run this endpoint (with a credential of its own).
+            "CLAWBOO_MCP_URL": os.environ.get("CLAWBOO_MCP_URL") or f"{base}/mcp/",
         }
         supervisor = Supervisor(
             child_specs(host, port, workers=workers, ticker=not options["no_ticker"]),
