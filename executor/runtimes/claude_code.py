@@ -169,6 +169,9 @@ def write_mcp_config(request: RunRequest, scratch: Path) -> Path:
         "type": "http",
         "url": request.mcp.url,
         "headers": {"Authorization": f"Token {request.mcp.token}"},
+        # In the prompt from the first turn, not deferred behind tool search (2.1.332
+        # defers MCP tools by default): the run's own board is not something to find.
+        "alwaysLoad": True,
     }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as file:

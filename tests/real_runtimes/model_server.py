@@ -15,6 +15,11 @@ whose name contains ``write`` and has a path-like and a content-like property
 (``exec_command {cmd}``); once a tool result is there, answer with the final text.
 A request that offers no tools gets the final text.
 
+When the board's MCP tools are offered (a tool named ``…create_subtask`` and one
+named ``…comment``, as each runtime prefixes them), the model first calls
+``create_subtask`` (:data:`BOARD_SUBTASK_TITLE`) and then ``comment``
+(:data:`BOARD_COMMENT`), one per turn, before writing the file and finishing.
+
 Failures are scripted per test (``server.script = Script(failure="401")``) or picked by
 the request itself: the API key :data:`BAD_KEY` is refused with a 401, and a request
 whose body contains :data:`HANG_MARKER`, :data:`ERROR_500_MARKER` or
@@ -46,6 +51,8 @@ AUTH_401_MARKER = "[[model:401]]"
 DEFAULT_FILE = "hello.txt"
 DEFAULT_CONTENT = "hello from the fake model\n"
 DEFAULT_FINAL = "DONE: wrote the file."
+BOARD_SUBTASK_TITLE = "Follow-up filed by the scripted model"
+BOARD_COMMENT = "Progress from the scripted model: subtask filed, writing the file."
 
 # Where each runtime states its working directory in what it sends (checked against
 # the real requests): Claude Code's and Hermes's system prompts, Codex's
@@ -368,15 +375,35 @@ class _ToolCall:
     arguments: dict[str, Any]
 
 
+def _board_calls(tools: list[tuple[str, dict[str, Any]]]) -> list[_ToolCall]:
+    """The board's MCP tools to call before the work, when they are offered."""
+    names = {
+        suffix: next((n for n, _ in tools if n.endswith(suffix)), None)
+        for suffix in ("create_subtask", "comment")
+    }
+    if names["create_subtask"] is None or names["comment"] is None:
+        return []
+    return [
+        _ToolCall(names["create_subtask"], {"title": BOARD_SUBTASK_TITLE}),
+        _ToolCall(names["comment"], {"body": BOARD_COMMENT}),
+    ]
+
+
 def _plan(
     server: ModelServer,
     tools: list[tuple[str, dict[str, Any]]],
     body: Any,
     *,
-    has_tool_result: bool,
+    tool_results: int,
 ) -> _ToolCall | None:
-    """The tool call to make, or None for the final text."""
-    if has_tool_result or not tools:
+    """The tool call to make, or None for the final text: the board's calls (if
+    offered), then the write, one per turn, counted by the tool results so far."""
+    if not tools:
+        return None
+    board = _board_calls(tools)
+    if tool_results < len(board):
+        return board[tool_results]
+    if tool_results > len(board):
         return None
     script = server.script
     target = _target_path(script, body)
@@ -443,13 +470,14 @@ def _anthropic_turn(handler: _Handler, entry: LoggedRequest, body: dict[str, Any
         for t in body.get("tools") or []
         if isinstance(t, dict)
     ]
-    has_result = any(
-        isinstance(block, dict) and block.get("type") == "tool_result"
+    results = sum(
+        1
         for message in body.get("messages") or []
         if isinstance(message, dict) and message.get("role") == "user"
         for block in (message.get("content") if isinstance(message.get("content"), list) else [])
+        if isinstance(block, dict) and block.get("type") == "tool_result"
     )
-    call = _plan(server, tools, body, has_tool_result=has_result)
+    call = _plan(server, tools, body, tool_results=results)
     n = server.next_id()
     model = body.get("model") or MODEL
     usage_in = _estimate_tokens(body)
@@ -526,15 +554,26 @@ def _anthropic_turn(handler: _Handler, entry: LoggedRequest, body: dict[str, Any
 def _responses_turn(handler: _Handler, entry: LoggedRequest, body: dict[str, Any]) -> None:
     server = handler.model_server
     tools = []
+    # Codex offers an MCP server's tools as one "namespace" tool (mcp__<server>) and
+    # expects a call to name the namespace and the tool apart.
+    namespaced: dict[str, tuple[str, str]] = {}
     for tool in body.get("tools") or []:
-        if isinstance(tool, dict):
+        if isinstance(tool, dict) and tool.get("type") == "namespace":
+            for inner in tool.get("tools") or []:
+                if isinstance(inner, dict) and inner.get("name"):
+                    flat = f"{tool.get('name')}__{inner['name']}"
+                    namespaced[flat] = (str(tool.get("name")), str(inner["name"]))
+                    tools.append((flat, inner.get("parameters") or {}))
+        elif isinstance(tool, dict):
             name = tool.get("name") or (tool.get("function") or {}).get("name") or tool.get("type")
             tools.append((str(name), tool.get("parameters") or {}))
     items = body.get("input") if isinstance(body.get("input"), list) else []
-    has_result = any(
-        isinstance(item, dict) and str(item.get("type", "")).endswith("_output") for item in items
+    results = sum(
+        1
+        for item in items
+        if isinstance(item, dict) and str(item.get("type", "")).endswith("_output")
     )
-    call = _plan(server, tools, body, has_tool_result=has_result)
+    call = _plan(server, tools, body, tool_results=results)
     n = server.next_id()
     model = body.get("model") or MODEL
     response_id = f"resp_fake_{n:04d}"
@@ -564,6 +603,8 @@ def _responses_turn(handler: _Handler, entry: LoggedRequest, body: dict[str, Any
             "arguments": json.dumps(call.arguments),
             "status": "completed",
         }
+        if call.name in namespaced:
+            item["namespace"], item["name"] = namespaced[call.name]
     else:
         entry.reply = "text"
         item = {
@@ -651,10 +692,10 @@ def _chat_turn(handler: _Handler, entry: LoggedRequest, body: dict[str, Any]) ->
         for t in body.get("tools") or []
         if isinstance(t, dict)
     ]
-    has_result = any(
-        isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages") or []
+    results = sum(
+        1 for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "tool"
     )
-    call = _plan(server, tools, body, has_tool_result=has_result)
+    call = _plan(server, tools, body, tool_results=results)
     n = server.next_id()
     model = body.get("model") or MODEL
     completion_id = f"chatcmpl-fake-{n:04d}"

@@ -205,3 +205,32 @@ def test_scripted_500_and_a_hang_that_stop_releases(server: ModelServer) -> None
     server.stop()
     thread.join(timeout=5)
     assert not thread.is_alive() and outcome
+
+
+def test_with_the_board_tools_offered_it_files_a_subtask_and_comments_first(
+    server: ModelServer,
+) -> None:
+    board = [
+        {"name": f"mcp__clawboo__{name}", "input_schema": {"properties": {}}}
+        for name in ("create_subtask", "comment")
+    ]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "work"}]
+    names = []
+    for turn in range(4):
+        body = {"model": "m", "tools": ANTHROPIC_TOOLS + board, "messages": messages}
+        status, text = post(server, "/v1/messages", body)
+        assert status == 200
+        block = json.loads(text)["content"][0]
+        names.append(block.get("name") or block["type"])
+        if block["type"] == "tool_use":
+            messages += [
+                {"role": "assistant", "content": [block]},
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": block["id"]}],
+                },
+            ]
+        if turn == 0:
+            assert block["input"] == {"title": "Follow-up filed by the scripted model"}
+
+    assert names == ["mcp__clawboo__create_subtask", "mcp__clawboo__comment", "Write", "text"]

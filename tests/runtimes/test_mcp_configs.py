@@ -42,6 +42,7 @@ def test_claude_code_gets_an_mcp_config_file_and_may_call_the_board_tools(
                 "type": "http",
                 "url": BOARD.url,
                 "headers": {"Authorization": f"Token {BOARD.token}"},
+                "alwaysLoad": True,
             }
         }
     }

@@ -1,0 +1,93 @@
+"""End to end: the executor runs the real Claude Code or Codex on a task with the board's
+MCP server wired in (a real daphne on the test database); the scripted model calls the
+board's ``create_subtask`` and ``comment`` tools during the run, then does the work.
+
+Afterwards the subtask and the comment are on the board, attributed to the agent, the
+task's own run completed normally (verified, in review), and the run's credential is
+gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from board import store
+from boardmcp.models import RunCredential
+from core import registry
+from executor.runner import Executor
+from tests.executor.conftest import repo, state_dir  # noqa: F401 - fixtures
+from tests.live.conftest import daphne  # noqa: F401 - fixture
+from tests.real_runtimes.hermetic import installed
+from tests.real_runtimes.model_server import BOARD_COMMENT, BOARD_SUBTASK_TITLE, ModelServer
+from tests.real_runtimes.test_executor_acceptance import RUNTIMES, VERIFY, Runtime
+
+pytestmark = [
+    pytest.mark.real_runtimes,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(240),
+]
+
+
+@pytest.fixture(params=["claude-code", "codex"])
+def runtime(request: pytest.FixtureRequest) -> Runtime:
+    return RUNTIMES[request.param]
+
+
+@pytest.fixture
+def board_url(daphne: Callable[..., str], settings: object) -> str:  # noqa: F811
+    # Tickets are signed: the server must check them with the test's key.
+    base = daphne(extra_env={"DJANGO_SECRET_KEY": settings.SECRET_KEY})  # type: ignore[attr-defined]
+    url = f"{base}/mcp/"
+    settings.CLAWBOO_MCP_URL = url  # type: ignore[attr-defined]
+    return url
+
+
+def test_the_model_files_a_subtask_and_comments_through_the_board_during_its_run(
+    runtime: Runtime,
+    board_url: str,
+    model_server: ModelServer,
+    repo: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tool = installed(runtime.tool)
+    url = model_server.url_v1 if runtime.v1 else model_server.url
+    for name, value in runtime.env(tmp_path / "agent-home", url).items():
+        monkeypatch.setenv(name, value)
+    registry.create_agent(
+        id="real",
+        display_name="Real",
+        team="default",
+        runtime=runtime.name,
+        settings={"binary": str(tool.bin), "repo_path": str(repo), "timeout_s": 150},
+    )
+    task_id = store.create_task(title="Write hello.txt", metadata={"verify_cmd": VERIFY}).task.id
+
+    report = Executor("real").work_once()
+
+    assert report.outcome == "succeeded", report.error
+    replies = model_server.replies()
+    board_calls = [r for r in replies if r.endswith(("create_subtask", "comment"))]
+    assert [r.rsplit("_", 1)[-1] for r in board_calls] == ["subtask", "comment"], replies
+    assert replies[-2:] == [runtime.tool_call, "text"], replies
+    # The tool results the model saw were the board's answers, not errors.
+    results = str(model_server.model_requests()[2].body)
+    assert BOARD_SUBTASK_TITLE in results and '"error"' not in results.replace('\\"', '"')
+
+    subtasks = list(store.list_tasks(parent=task_id))
+    assert [(t.title, t.team_id, t.created_by_agent_id) for t in subtasks] == [
+        (BOARD_SUBTASK_TITLE, "default", "real")
+    ]
+    assert subtasks[0].status == "todo"
+    comments = list(store.list_comments(task_id))
+    assert [(c.author, c.body) for c in comments] == [("real", BOARD_COMMENT)]
+
+    task = store.get_task(task_id)
+    assert task.status == "in_review" and task.verdict == "pass"
+    assert store.list_executions(task_id).get().status == "succeeded"
+    assert not RunCredential.objects.exists()
+    assert settings.CLAWBOO_MCP_URL == board_url
