@@ -1,0 +1,386 @@
+"""The board's MCP server through the SDK's own client, over both transports: Streamable
+HTTP at /mcp/ of a real daphne, and stdio (``manage.py mcp --agent A``) as a real
+subprocess, both on the test database.
+
+Each test acts as agent ``ada`` of team ``red``, holding task ``T`` (claimed as a run
+would): over HTTP with a run credential for that claim, over stdio with ``--task T``.
+Team ``blue``'s task is never visible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from django.conf import settings
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from rest_framework.authtoken.models import Token
+
+from board import store
+from board.models import Task, TaskComment
+from boardmcp import credentials
+from boardmcp.models import RunCredential
+from core import registry
+from tests.executor.conftest import repo, state_dir  # noqa: F401 - fixtures
+from tests.live.conftest import daphne  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = {
+    "list_tasks",
+    "get_task",
+    "create_task",
+    "create_subtask",
+    "comment",
+    "link_dependency",
+    "claim_task",
+    "heartbeat",
+    "complete_task",
+    "fail_task",
+    "request_review",
+    "read_handoff",
+    "write_handoff",
+}
+
+
+@dataclass
+class Board:
+    task: str  # ada's claimed task
+    other: str  # team blue's task
+    ticket: str
+
+
+@pytest.fixture
+def board() -> Board:
+    registry.create_team("red")
+    registry.create_team("blue")
+    registry.create_agent(id="ada", display_name="Ada", team="red", runtime="claude-code")
+    registry.create_agent(id="bob", display_name="Bob", team="blue", runtime="codex")
+    task = store.create_task(title="Ada's task", team="red").task.id
+    other = store.create_task(title="Blue's task", team="blue").task.id
+    claimed = store.claim(task, "ada", "claude-code")
+    assert claimed.ticket is not None
+    return Board(task=task, other=other, ticket=claimed.ticket)
+
+
+@dataclass
+class Answer:
+    error: bool
+    body: Any
+
+
+class Session:
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    async def call(self, name: str, **arguments: Any) -> Answer:
+        result = await self.session.call_tool(name, arguments)
+        text = result.content[0].text if result.content else "null"  # type: ignore[union-attr]
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = text
+        return Answer(bool(result.is_error), body)
+
+
+Connect = Callable[..., Any]
+
+
+@pytest.fixture
+def http_connect(daphne: Callable[..., str], board: Board) -> Connect:  # noqa: F811
+    base = daphne(extra_env={"DJANGO_SECRET_KEY": settings.SECRET_KEY})
+    run_key = credentials.mint_run_credential("ada", board.task, board.ticket)
+
+    @asynccontextmanager
+    async def connect(key: str | None = None) -> AsyncIterator[Session]:
+        headers = {"Authorization": f"Token {key or run_key}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as client,
+            streamable_http_client(f"{base}/mcp/", http_client=client) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield Session(session)
+
+    connect.base = base  # type: ignore[attr-defined]
+    return connect
+
+
+@pytest.fixture
+def stdio_connect(database_url: str, tmp_path: Path, board: Board) -> Connect:
+    @asynccontextmanager
+    async def connect(agent: str = "ada", task: str | None = board.task) -> AsyncIterator[Session]:
+        env = {
+            "DATABASE_URL": database_url,
+            "DJANGO_SETTINGS_MODULE": "clawboo.settings",
+            "CLAWBOO_STATE_DIR": str(tmp_path / "state"),
+            "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+            "PYTHONPATH": str(ROOT),
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        }
+        args = ["manage.py", "mcp", "--agent", agent] + (["--task", task] if task else [])
+        params = StdioServerParameters(command=sys.executable, args=args, env=env, cwd=ROOT)
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield Session(session)
+
+    return connect
+
+
+@pytest.fixture(params=["http", "stdio"])
+def connect(request: pytest.FixtureRequest) -> Connect:
+    return request.getfixturevalue(f"{request.param}_connect")
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+# --- both transports -----------------------------------------------------------------
+
+
+def test_it_lists_the_board_tools_each_with_a_description(connect: Connect) -> None:
+    async def go() -> Any:
+        async with connect() as s:
+            return (await s.session.list_tools()).tools
+
+    tools = run(go())
+    assert {t.name for t in tools} == TOOLS
+    assert all(t.description and len(t.description) > 40 for t in tools)
+
+
+def test_each_tool_answers_for_the_agents_own_team(
+    connect: Connect,
+    board: Board,
+    repo: Path,  # noqa: F811
+) -> None:
+    from worktrees import service as worktree_service
+
+    worktree_service.provision_task_workspace(board.task, str(repo))
+    # Another of ada's tasks to claim and settle, and two to review and fail.
+    spare = [store.create_task(title=f"spare {n}", team="red").task.id for n in range(3)]
+
+    async def go() -> dict[str, Answer]:
+        async with connect() as s:
+            return {
+                "list": await s.call("list_tasks"),
+                "get": await s.call("get_task"),
+                "subtask": await s.call("create_subtask", title="Split off", labels=["mcp"]),
+                "root": await s.call("create_task", title="Filed by ada"),
+                "comment": await s.call("comment", body="progress"),
+                "link": await s.call("link_dependency", task_id=spare[1], depends_on=spare[0]),
+                "beat": await s.call("heartbeat"),
+                "write": await s.call(
+                    "write_handoff",
+                    handoff={
+                        "completedSubtasks": ["a"],
+                        "brokenOrUnverified": [],
+                        "nextBestStep": "b",
+                    },
+                ),
+                "read": await s.call("read_handoff"),
+                "claim": await s.call("claim_task", task_id=spare[0]),
+                "complete": await s.call("complete_task", task_id=spare[0], output={"ok": 1}),
+                "claim2": await s.call("claim_task", task_id=spare[1]),
+                "review": await s.call("request_review", task_id=spare[1]),
+                "claim3": await s.call("claim_task", task_id=spare[2]),
+                "fail": await s.call("fail_task", task_id=spare[2], error="cannot"),
+            }
+
+    answers = run(go())
+    assert [name for name, a in answers.items() if a.error] == [], answers
+    listed = {t["id"] for t in answers["list"].body["tasks"]}
+    assert board.task in listed and board.other not in listed
+    assert answers["get"].body["task"]["id"] == board.task
+    subtask = Task.objects.get(pk=answers["subtask"].body["task"]["id"])
+    assert (subtask.parent_task_id, subtask.team_id, subtask.created_by_agent_id) == (
+        board.task,
+        "red",
+        "ada",
+    )
+    root = Task.objects.get(pk=answers["root"].body["task"]["id"])
+    assert (root.parent_task_id, root.team_id, root.created_by_agent_id) == (None, "red", "ada")
+    assert [(c.author, c.body) for c in store.list_comments(board.task)] == [("ada", "progress")]
+    assert store.depends_on_ids(spare[1]) == [spare[0]]
+    assert answers["beat"].body["lease_until"]
+    assert answers["read"].body["handoff"]["nextBestStep"] == "b"
+    assert answers["read"].body["handoff"]["runtime"] == "claude-code"
+    assert answers["claim"].body["ticket"]
+    statuses = [store.get_task(t).status for t in spare]
+    assert statuses[:2] == ["done", "in_review"] and statuses[2] in ("todo", "blocked")
+
+
+def test_another_teams_task_is_not_found_and_nothing_is_written(
+    connect: Connect, board: Board
+) -> None:
+    async def go() -> list[Answer]:
+        async with connect() as s:
+            return [
+                await s.call("get_task", task_id=board.other),
+                await s.call("comment", task_id=board.other, body="sneaky"),
+                await s.call("create_subtask", parent_task_id=board.other, title="sneaky"),
+                await s.call("link_dependency", task_id=board.task, depends_on=board.other),
+                await s.call("claim_task", task_id=board.other),
+                await s.call("read_handoff", task_id=board.other),
+            ]
+
+    answers = run(go())
+    assert [(a.error, a.body["error"]) for a in answers] == [(True, "not_found")] * len(answers)
+    assert all(board.other in a.body["detail"] for a in answers)
+    assert not TaskComment.objects.exists()
+    assert not Task.objects.filter(title="sneaky").exists()
+    assert store.depends_on_ids(board.task) == []
+    assert store.get_task(board.other).status == "todo"
+
+
+def test_a_claim_conflict_is_a_tool_error_that_says_do_not_retry(
+    connect: Connect, board: Board
+) -> None:
+    taken = store.create_task(title="taken", team="red").task.id
+    registry.create_agent(id="eve", display_name="Eve", team="red", runtime="codex")
+    store.claim(taken, "eve", "codex")
+
+    async def go() -> list[Answer]:
+        async with connect() as s:
+            return [
+                await s.call("claim_task", task_id=taken),
+                await s.call("complete_task", task_id=taken),
+            ]
+
+    claim, settle = run(go())
+    assert claim.error and claim.body["error"] == "conflict"
+    assert claim.body["retryable"] is False and "do not retry" in claim.body["detail"]
+    assert settle.error and settle.body["error"] == "conflict"
+    assert settle.body["reason"] == "not-my-task" and settle.body["retryable"] is False
+    assert store.get_task(taken).assignee_agent_id == "eve"
+
+
+def test_bad_arguments_are_clear_errors_and_write_nothing(connect: Connect, board: Board) -> None:
+    before = (Task.objects.count(), TaskComment.objects.count())
+
+    async def go() -> list[Answer]:
+        async with connect() as s:
+            return [
+                await s.call("create_subtask", title=""),
+                await s.call("create_subtask", title="x" * 501),
+                await s.call("create_task", title="ok", labels="not-a-list"),
+                await s.call("create_task", title="ok", depends_on=["no-such-task"]),
+                await s.call("comment", body=""),
+                await s.call("comment", body="x" * 20_001),
+                await s.call("list_tasks", status="finished"),
+                await s.call("list_tasks", limit=0),
+                await s.call("link_dependency", task_id=board.task),
+                await s.call("link_dependency", task_id=board.task, depends_on=board.task),
+            ]
+
+    answers = run(go())
+    assert all(a.error for a in answers), answers
+    codes = [a.body["error"] for a in answers]
+    assert codes[:3] == ["validation_error"] * 3
+    assert codes[3] == "not_found"
+    assert codes[4:9] == ["validation_error"] * 5
+    assert codes[9] in ("cycle", "validation_error")
+    fields = [a.body.get("field") for a in answers[:9]]
+    assert fields[:3] == ["title", "title", "labels"]
+    assert fields[4:9] == ["body", "body", "status", "limit", "depends_on"]
+    assert (Task.objects.count(), TaskComment.objects.count()) == before
+
+
+# --- HTTP: credentials ---------------------------------------------------------------
+
+
+def test_http_refuses_a_missing_unknown_or_void_credential(
+    http_connect: Connect, board: Board
+) -> None:
+    base = http_connect.base  # type: ignore[attr-defined]
+    key = credentials.mint_run_credential("ada", board.task, board.ticket)
+
+    def post(headers: dict[str, str]) -> httpx2.Response:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        accept = {"Accept": "application/json, text/event-stream"}
+        return httpx2.post(f"{base}/mcp/", json=body, headers={**accept, **headers})
+
+    assert post({}).status_code == 401
+    assert post({"Authorization": "Token nope"}).json()["error"] == "unauthenticated"
+    assert post({"Authorization": f"Bearer {key}"}).status_code == 200
+    store.release(board.task, ticket=board.ticket)  # the run's claim is gone
+    assert post({"Authorization": f"Token {key}"}).status_code == 401
+    before = RunCredential.objects.count()
+    credentials.revoke_run_credential(key)
+    assert RunCredential.objects.count() == before - 1
+
+
+def test_a_run_may_not_settle_its_own_task_the_executor_does(
+    http_connect: Connect, board: Board
+) -> None:
+    async def go() -> list[Answer]:
+        async with http_connect() as s:
+            return [await s.call("complete_task"), await s.call("fail_task", error="x")]
+
+    answers = run(go())
+    assert [a.body["error"] for a in answers] == ["forbidden", "forbidden"]
+    assert store.get_task(board.task).status == "in_progress"
+
+
+def test_a_persons_api_token_sees_their_teams_and_acts_as_no_agent(
+    http_connect: Connect, board: Board, django_user_model: Any
+) -> None:
+    user = django_user_model.objects.create_user("rita")
+    registry.add_member("red", user)
+    key = Token.objects.create(user=user).key
+
+    async def go() -> list[Answer]:
+        async with http_connect(key) as s:
+            return [
+                await s.call("list_tasks"),
+                await s.call("comment", task_id=board.task, body="from rita"),
+                await s.call("get_task", task_id=board.other),
+                await s.call("claim_task"),
+            ]
+
+    listed, commented, hidden, claim = run(go())
+    assert {t["id"] for t in listed.body["tasks"]} == {board.task}
+    assert commented.body["comment"]["author"] == "rita"
+    assert hidden.body["error"] == "not_found"
+    assert claim.body["error"] == "forbidden"
+
+
+# --- stdio: its agent ---------------------------------------------------------------
+
+
+def test_stdio_for_an_unknown_agent_exits_with_one_line(database_url: str, tmp_path: Path) -> None:
+    import subprocess
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "clawboo.settings",
+        "CLAWBOO_STATE_DIR": str(tmp_path / "state"),
+    }
+    done = subprocess.run(
+        [sys.executable, "manage.py", "mcp", "--agent", "ghost"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode != 0
+    assert done.stdout == ""
+    assert "agent 'ghost' does not exist" in done.stderr
