@@ -33,6 +33,7 @@ from board.transitions import Status
 from boardmcp.models import RunCredential
 from core import registry, storage
 from core.api.access import team_ids
+from core.api.auth import bound_agent
 from core.errors import ClawbooError
 from core.models import Agent
 
@@ -162,11 +163,14 @@ def _token_caller(key: str) -> Caller | None:
         user, token = _token_authentication().authenticate_credentials(key)
     except AuthenticationFailed:
         return None
-    # A token minted for one agent carries it (``agent_id``): it acts as that agent.
-    bound = getattr(token, "agent_id", None)
+    # A token minted for one agent (core.api.auth) acts as that agent only, and only
+    # while its user may act as it: the agent's owner, or staff.
+    bound = bound_agent(token)
     if bound is not None:
         agent = Agent.objects.filter(pk=bound).first()
-        return None if agent is None else agent_caller(agent)
+        if agent is None or not (user.is_staff or agent.owner_id == user.pk):
+            return None
+        return agent_caller(agent)
     teams = team_ids(user)
     return Caller(name=user.get_username(), teams=None if teams is None else tuple(teams))
 

@@ -384,3 +384,32 @@ def test_stdio_for_an_unknown_agent_exits_with_one_line(database_url: str, tmp_p
     assert done.returncode != 0
     assert done.stdout == ""
     assert "agent 'ghost' does not exist" in done.stderr
+
+
+def test_a_token_minted_for_an_agent_acts_as_that_agent_in_its_team(
+    http_connect: Connect, board: Board, django_user_model: Any
+) -> None:
+    from core.api.auth import new_key
+    from core.models import AgentToken
+
+    owner = django_user_model.objects.create_user("olga")
+    registry.update_agent("ada", {"owner": owner})
+    key = new_key()
+    AgentToken.objects.create(key=key, agent_id="ada", user=owner)
+    free = store.create_task(title="free", team="red").task.id
+
+    async def go() -> list[Answer]:
+        async with http_connect(key) as s:
+            return [
+                await s.call("claim_task", task_id=free),
+                await s.call("complete_task", task_id=free),
+                await s.call("get_task", task_id=board.other),
+                await s.call("comment", task_id=free, body="done it"),
+            ]
+
+    claimed, completed, hidden, commented = run(go())
+    assert claimed.body["task"]["assignee_agent_id"] == "ada"
+    assert completed.body["outcome"] == "recorded"
+    assert hidden.body["error"] == "not_found"
+    assert commented.body["comment"]["author"] == "ada"
+    assert store.get_task(free).status == "done"
