@@ -128,11 +128,8 @@ def _claim_holds(task: Task | None, credential: RunCredential) -> bool:
         return False
 
 
-def _run_caller(key: str) -> Caller | None | bool:
-    """The run's caller; None for a void credential; False when ``key`` is none."""
-    credential = RunCredential.objects.select_related("agent").filter(pk=_digest(key)).first()
-    if credential is None:
-        return False
+def _run_caller(credential: RunCredential) -> Caller | None:
+    """The run's caller, or None once the run's claim no longer holds."""
     if not _claim_holds(store.find_task(credential.task_id), credential):
         return None
     return Caller(
@@ -151,7 +148,8 @@ def _run_caller(key: str) -> Caller | None | bool:
 def _token_authentication() -> TokenAuthentication:
     """The REST API's own token authentication (the first configured class that is
     one), so the MCP server accepts exactly the tokens the API does."""
-    for path in settings.REST_FRAMEWORK.get("DEFAULT_AUTHENTICATION_CLASSES", ()):
+    rest: Any = settings.REST_FRAMEWORK
+    for path in rest.get("DEFAULT_AUTHENTICATION_CLASSES", ()):
         cls = import_string(path)
         if issubclass(cls, TokenAuthentication):
             return cls()
@@ -179,7 +177,7 @@ def caller_for_key(key: Any) -> Caller | None:
     """The caller a presented key names, or None (unknown, void or malformed)."""
     if not _plausible(key):
         return None
-    found = _run_caller(key)
-    if found is not False:
-        return found or None
+    credential = RunCredential.objects.select_related("agent").filter(pk=_digest(key)).first()
+    if credential is not None:
+        return _run_caller(credential)
     return _token_caller(key)

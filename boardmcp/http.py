@@ -24,9 +24,10 @@ from boardmcp.credentials import caller_for_key
 from boardmcp.tools import BoardMcpServer, build_server
 
 Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+Receive = Callable[[], Awaitable[Any]]
+Send = Callable[[Any], Awaitable[None]]
+# Loose on purpose: Django's, Starlette's and Channels' handlers each spell it apart.
+ASGIApp = Callable[..., Awaitable[None]]
 
 PATH = "/mcp"
 SCHEMES = ("token", "bearer")
