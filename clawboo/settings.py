@@ -101,10 +101,13 @@ INSTALLED_APPS = [
     "boardmcp",
     "executor",
     "routines",
+    "ops",
     "clawboo",
 ]
 
 MIDDLEWARE = [
+    # First, so its latency covers every other middleware too.
+    "ops.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Before everything that reads the request: oversized bodies and unstorable
     # paths under /api/ are refused as JSON here (core.api.middleware).
@@ -241,6 +244,28 @@ CLAWBOO_LANDING_ON_CONFLICT = os.environ.get("CLAWBOO_LANDING_ON_CONFLICT", "rew
 # The board's MCP endpoint as agents' runtimes reach it (`clawboo up` sets it to its
 # own server); unset, runs get no MCP configuration.
 CLAWBOO_MCP_URL = os.environ.get("CLAWBOO_MCP_URL", "")
+
+# Heartbeats of the ticker, workers and qcluster (core.beats), and how old the
+# newest may be before /healthz names that part as failing.
+CLAWBOO_BEAT_MS = env_int("CLAWBOO_BEAT_MS", 10_000)
+CLAWBOO_HEALTH_BEAT_STALE_MS = env_int("CLAWBOO_HEALTH_BEAT_STALE_MS", 60_000)
+# The parts whose beat /healthz requires (`clawboo up --no-ticker` drops the ticker).
+CLAWBOO_HEALTH_PARTS = [
+    p.strip()
+    for p in os.environ.get("CLAWBOO_HEALTH_PARTS", "ticker,workers,qcluster").split(",")
+    if p.strip()
+]
+# /metrics answers staff sessions, and `Authorization: Bearer <this>` when set.
+CLAWBOO_METRICS_TOKEN = os.environ.get("CLAWBOO_METRICS_TOKEN", "")
+# Notifications: how often a failed delivery is tried in all, and the sender address.
+CLAWBOO_NOTIFY_MAX_ATTEMPTS = env_int("CLAWBOO_NOTIFY_MAX_ATTEMPTS", 6)
+CLAWBOO_NOTIFY_TIMEOUT_S = env_int("CLAWBOO_NOTIFY_TIMEOUT_S", 10)
+DEFAULT_FROM_EMAIL = os.environ.get("CLAWBOO_NOTIFY_FROM", "clawboo@localhost")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 CLAWBOO_REPO_ROOTS = [
     Path(p).expanduser().resolve()
     for p in os.environ.get("CLAWBOO_REPO_ROOTS", "").split(os.pathsep)

@@ -10,6 +10,8 @@ from board import api as board_api
 from board.views import BoardLoginView, board_page
 from core.api import registry_views
 from core.api.errors import api_404
+from ops.health import healthz
+from ops.metrics import metrics_view
 from routines import api as routine_api
 from worktrees import api as worktree_api
 
@@ -72,6 +74,8 @@ handler500 = "core.api.errors.server_error"
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/board/", permanent=False)),
+    path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("board/", board_page, name="board"),
     path("board/login/", BoardLoginView.as_view(), name="login"),
     path("board/logout/", LogoutView.as_view(), name="logout"),

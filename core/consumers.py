@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -30,6 +31,8 @@ SEQ_MAX = 2**62  # sequences are BIGINT
 # A channel layer may drop frames when a client's queue is full; a cheap periodic
 # look at the log's head delivers anything that was dropped with nothing after it.
 TAIL_CHECK_SECONDS = 3.0
+# Open board sockets of this process, by team (the websocket-clients gauge of /metrics).
+connected: Counter[str] = Counter()
 
 
 @database_sync_to_async
@@ -83,12 +86,19 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
         self.lock = asyncio.Lock()
         await self.channel_layer.group_add(group_name(team), self.channel_name)
         await self.accept()
+        connected[team] += 1
+        self.counted = True
         # Live frames are delivered only past this point: "since" may move it back.
         self.last_seq = await _latest(team)
         await self.send_json({"type": "hello", "seq": self.last_seq, "team": team})
         self.tail_task = asyncio.create_task(self._watch_tail())
 
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "counted", False):
+            self.counted = False
+            connected[self.team] -= 1
+            if connected[self.team] <= 0:
+                del connected[self.team]
         if hasattr(self, "tail_task"):
             self.tail_task.cancel()
         if hasattr(self, "team"):

@@ -196,3 +196,26 @@ class ChatMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team_id}: {self.body[:60]}"
+
+
+class Heartbeat(models.Model):
+    """The last beat of one running part of Clawboo (the ticker, the executor
+    workers, the django-q2 cluster) in one process: ``/healthz`` reads them."""
+
+    part = models.CharField(max_length=32)
+    # host:pid, so two hosts (or two processes of one host) beat side by side.
+    instance = models.CharField(max_length=200)
+    host = models.CharField(max_length=200)
+    pid = models.IntegerField()
+    started_at = models.DateTimeField()
+    beat_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "heartbeats"
+        ordering = ["part", "instance"]
+        constraints = [
+            models.UniqueConstraint(fields=["part", "instance"], name="heartbeats_one_per_part"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.part} {self.instance} @ {self.beat_at.isoformat()}"

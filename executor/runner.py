@@ -31,7 +31,7 @@ from board import ceilings, store
 from board.errors import ClaimConflict, DepthExceeded
 from board.models import Task
 from boardmcp import credentials as mcp_credentials
-from core import registry, server_commands, wakeups
+from core import beats, registry, server_commands, wakeups
 from core.errors import ClawbooError
 from core.models import Agent
 from executor import verification
@@ -564,13 +564,20 @@ def work_loop(
         start(agent_id)
     if not once:
         # Until stopped: look for agents registered since (on a board change, or
-        # every DISCOVER_S). Whoever sets ``stop`` calls wakeups.wake_all().
-        while not stop.is_set():
-            since = wakeups.seen(wakeups.BOARD)
-            for agent_id in discover() if discover is not None else ():
-                if agent_id not in threads:
-                    start(agent_id)
-            wakeups.wait(wakeups.BOARD, since, DISCOVER_S)
+        # every DISCOVER_S), and beat for /healthz while any worker thread runs.
+        # Whoever sets ``stop`` calls wakeups.wake_all().
+        beater = beats.Beater("workers")
+        try:
+            while not stop.is_set():
+                since = wakeups.seen(wakeups.BOARD)
+                if not threads or any(t.is_alive() for t in threads.values()):
+                    beater.maybe_beat()
+                for agent_id in discover() if discover is not None else ():
+                    if agent_id not in threads:
+                        start(agent_id)
+                wakeups.wait(wakeups.BOARD, since, min(DISCOVER_S, beater.interval_s))
+        finally:
+            beater.stop()
         wakeups.wake_all()  # idle threads return to see the stop
     for thread in list(threads.values()):
         thread.join()

@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Min
 from django.utils import timezone as dj_timezone
 
-from core import events, storage, wakeups
+from core import beats, events, storage, wakeups
 from routines import store as routine_store
 from routines.models import Routine, RoutineStatus, sources_of
 
@@ -74,6 +74,7 @@ class Ticker:
         self.max_arm_ms = max_arm_ms
         self.poke_interval_ms = poke_interval_ms
         self.stop_event = threading.Event()
+        self.beater = beats.Beater("ticker")
 
     # --- the steps -----------------------------------------------------------------
 
@@ -180,6 +181,7 @@ class Ticker:
         re-read every ``poke_interval`` as a safety net."""
         remaining = delay_ms
         while remaining > 0:
+            self.beater.maybe_beat()
             since = wakeups.seen(wakeups.ROUTINES)
             seen = routine_store.poke_seq()
             step = min(remaining, self.poke_interval_ms)
@@ -194,14 +196,18 @@ class Ticker:
 
     def run_forever(self) -> None:
         self.boot_resume()
-        while not self.stop_event.is_set():
-            try:
-                report = self.tick()
-                if report.claimed:
-                    log.info("ticker fired %d routine(s)", len(report.claimed))
-            except Exception:  # one bad tick must not kill the actuator; next tick retries
-                log.exception("ticker tick failed")
-            self.wait(self.arm_delay_ms())
+        try:
+            while not self.stop_event.is_set():
+                self.beater.maybe_beat()
+                try:
+                    report = self.tick()
+                    if report.claimed:
+                        log.info("ticker fired %d routine(s)", len(report.claimed))
+                except Exception:  # one bad tick must not kill the actuator; next tick retries
+                    log.exception("ticker tick failed")
+                self.wait(self.arm_delay_ms())
+        finally:
+            self.beater.stop()
 
     def stop(self) -> None:
         self.stop_event.set()

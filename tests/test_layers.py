@@ -1,7 +1,7 @@
 """The house's floors: each package imports only packages on its own floor or below.
 
 core (foundation) < board, worktrees < boardmcp (the agents' MCP tools) < executor <
-routines < clawboo (the roof).
+routines < ops < clawboo (the roof).
 Read from the source with ``ast`` (every import, at module level or inside a
 function), so a lazy import cannot hide an arrow running back up.
 """
@@ -19,7 +19,8 @@ FLOOR = {
     "boardmcp": 3,
     "executor": 4,
     "routines": 5,
-    "clawboo": 6,
+    "ops": 6,
+    "clawboo": 7,
 }
 
 

@@ -1,0 +1,103 @@
+"""Heartbeats of the long-running parts (the only writer of ``heartbeats``).
+
+Each part of ``clawboo up`` that loops — the routines ticker, the executor
+workers, the django-q2 cluster — records a beat per process every
+``CLAWBOO_BEAT_MS``; ``/healthz`` reads the newest beat of each part. A part that
+stops cleanly takes its row away (:meth:`Beater.stop`), so health turns at once
+instead of after the staleness window; one that is killed simply stops beating.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import time
+
+from django.conf import settings
+from django.db.models import Max
+from django.utils import timezone
+
+from core import storage
+from core.models import Heartbeat
+
+log = logging.getLogger(__name__)
+
+# Rows of processes that died without a clean stop are dropped after this long.
+FORGET_AFTER = dt.timedelta(days=1)
+
+
+def beat_interval_s() -> float:
+    return float(getattr(settings, "CLAWBOO_BEAT_MS", 10_000)) / 1000.0
+
+
+def instance_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def beat(part: str, *, started_at: dt.datetime | None = None) -> None:
+    """Record that ``part`` is alive in this process, now."""
+    instance = instance_name()
+    at = timezone.now()
+
+    def run() -> None:
+        if Heartbeat.objects.filter(part=part, instance=instance).update(beat_at=at):
+            return
+        Heartbeat.objects.create(
+            part=part,
+            instance=instance,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started_at=started_at or at,
+            beat_at=at,
+        )
+        # A new process of this part: forget the long-dead ones.
+        Heartbeat.objects.filter(part=part, beat_at__lt=at - FORGET_AFTER).delete()
+
+    storage.write(run)
+
+
+def forget(part: str) -> None:
+    """This process's ``part`` stopped cleanly: its beat no longer counts."""
+    instance = instance_name()
+    storage.write(lambda: Heartbeat.objects.filter(part=part, instance=instance).delete())
+
+
+def last_beats() -> dict[str, dt.datetime]:
+    """The newest beat of each part, over every host and process."""
+    rows = Heartbeat.objects.values("part").annotate(last=Max("beat_at"))
+    return {row["part"]: row["last"] for row in rows}
+
+
+def beat_qcluster() -> None:
+    """The django-q2 cluster's beat, run as a scheduled task (``ops`` keeps the
+    schedule): it proves the cluster's scheduler and a worker both run."""
+    beat("qcluster")
+
+
+class Beater:
+    """A loop's heartbeat: :meth:`maybe_beat` from the loop records at most one beat
+    per interval, and never raises (a beat that cannot be written must not stop
+    the loop it reports on; the next one tries again)."""
+
+    def __init__(self, part: str, *, interval_s: float | None = None) -> None:
+        self.part = part
+        self.interval_s = beat_interval_s() if interval_s is None else interval_s
+        self.started_at = timezone.now()
+        self._last = float("-inf")
+
+    def maybe_beat(self) -> None:
+        if time.monotonic() - self._last < self.interval_s:
+            return
+        try:
+            beat(self.part, started_at=self.started_at)
+            self._last = time.monotonic()
+        except Exception:
+            log.exception("could not record the %s heartbeat", self.part)
+
+    def stop(self) -> None:
+        try:
+            forget(self.part)
+        except Exception:
+            log.exception("could not withdraw the %s heartbeat", self.part)

@@ -1,0 +1,141 @@
+"""``GET /healthz``: is this deployment able to do its job, and if not, which part
+is failing. No authentication and nothing secret in the answer (a load balancer
+or an uptime probe reads it).
+
+Parts: the database (reachable, every migration applied), the channel layer (a
+message sent to a fresh channel comes back) and the newest heartbeat of each
+long-running part that beats (:mod:`core.beats`; the ones required are
+``CLAWBOO_HEALTH_PARTS``). The answer is 200 when every part is ok, else 503
+with ``failing`` naming the parts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from core import beats
+
+CHANNEL_TIMEOUT_S = 2.0
+# The cluster beats from a minutely django-q2 schedule, which its scheduler looks at
+# every 30 s: a beat may be 90 s apart without anything being wrong.
+QCLUSTER_MIN_STALE = dt.timedelta(minutes=3)
+
+# Once every migration is applied, this process need not load the graph again: a
+# newer release means a newer process.
+_migrated = False
+
+
+@dataclass(frozen=True)
+class PartHealth:
+    name: str
+    ok: bool
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "detail": self.detail}
+
+
+def check_database() -> PartHealth:
+    global _migrated
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+        if not _migrated:
+            executor = MigrationExecutor(connection)
+            pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+            if pending:
+                return PartHealth("database", False, f"{len(pending)} migration(s) not applied")
+            _migrated = True
+    except Exception as exc:
+        return PartHealth("database", False, f"unreachable: {type(exc).__name__}")
+    return PartHealth("database", True, f"{connection.vendor}, migrated")
+
+
+async def check_channel_layer() -> PartHealth:
+    layer = get_channel_layer()
+    if layer is None:
+        return PartHealth("channels", False, "no channel layer configured")
+    kind = type(layer).__name__
+    try:
+        channel = await layer.new_channel("healthz")
+        token = secrets.token_hex(8)
+        await layer.send(channel, {"type": "healthz.ping", "token": token})
+        message = await asyncio.wait_for(layer.receive(channel), CHANNEL_TIMEOUT_S)
+    except TimeoutError:
+        return PartHealth("channels", False, f"{kind}: no answer in {CHANNEL_TIMEOUT_S:g} s")
+    except Exception as exc:
+        return PartHealth("channels", False, f"{kind}: {type(exc).__name__}")
+    if message.get("token") != token:
+        return PartHealth("channels", False, f"{kind}: a different message came back")
+    return PartHealth("channels", True, f"{kind}: round trip ok")
+
+
+def stale_after(part: str) -> dt.timedelta:
+    window = dt.timedelta(milliseconds=settings.CLAWBOO_HEALTH_BEAT_STALE_MS)
+    return max(window, QCLUSTER_MIN_STALE) if part == "qcluster" else window
+
+
+def check_beats(now: dt.datetime | None = None) -> list[PartHealth]:
+    """One result per required part: ok when its newest beat is fresh enough."""
+    at = now or timezone.now()
+    try:
+        last = beats.last_beats()
+    except Exception as exc:
+        return [
+            PartHealth(part, False, f"heartbeats unreadable: {type(exc).__name__}")
+            for part in settings.CLAWBOO_HEALTH_PARTS
+        ]
+    found = []
+    for part in settings.CLAWBOO_HEALTH_PARTS:
+        beat_at = last.get(part)
+        if beat_at is None:
+            found.append(PartHealth(part, False, "not running: no heartbeat"))
+            continue
+        age = (at - beat_at).total_seconds()
+        limit = stale_after(part)
+        if age > limit.total_seconds():
+            found.append(PartHealth(part, False, f"last beat {age:.0f} s ago (limit {limit})"))
+        else:
+            found.append(PartHealth(part, True, f"last beat {max(age, 0):.1f} s ago"))
+    return found
+
+
+def _sync_parts() -> list[PartHealth]:
+    database = check_database()
+    if not database.ok:
+        # Beats live in the database: say so once, under the part that failed.
+        return [database]
+    return [database, *check_beats()]
+
+
+async def run_checks() -> list[PartHealth]:
+    parts = await sync_to_async(_sync_parts, thread_sensitive=True)()
+    return [*parts, await check_channel_layer()]
+
+
+@never_cache
+@require_GET
+async def healthz(request: HttpRequest) -> JsonResponse:
+    parts = await run_checks()
+    failing = [part.name for part in parts if not part.ok]
+    body = {
+        "status": "failing" if failing else "ok",
+        "failing": failing,
+        "parts": {part.name: part.as_dict() for part in parts},
+    }
+    return JsonResponse(body, status=503 if failing else 200)

@@ -1,0 +1,428 @@
+"""Notifications: a person is told when they are needed.
+
+The only writer of ``notification_channels`` and ``notification_deliveries``.
+
+:func:`on_event` listens to the event log after commit (:mod:`core.events`), in
+whichever process committed, so a board write is never held up or failed by it:
+it runs after that write's commit, and every error in it is logged and dropped.
+For each event that needs a person (:func:`reason_for`) it records one delivery
+per matching channel of the team — unique on (channel, event), so an event
+notifies a channel once — and hands each to django-q2 after its own commit.
+
+A delivery is one row sent by attempts (:func:`deliver`). An attempt is claimed
+with a conditional UPDATE that also leases the row for the attempt's timeout, so
+two workers never send it at once; a failed attempt sets the next one's time by
+exponential backoff, and :func:`send_due` — a minutely django-q2 schedule — hands
+every due row back to the queue (also rows whose worker died mid-attempt). A
+webhook is a POST of the JSON body with ``X-Clawboo-Signature: sha256=<HMAC-SHA256
+of the body under the channel's secret>``; email goes through Django's email
+backend. A delivered row is never sent again; a receiver that must not act twice
+keys on ``X-Clawboo-Delivery`` (a crash between the send and its record can
+repeat an attempt).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from core import storage
+from core.errors import ValidationFailed
+from core.models import Event
+from ops.models import (
+    ChannelKind,
+    DeliveryStatus,
+    NotificationChannel,
+    NotificationDelivery,
+    Reason,
+)
+
+log = logging.getLogger(__name__)
+
+DELIVER_TASK = "ops.notify.deliver"
+SEND_DUE_SCHEDULE = "clawboo.notify-send-due"
+BACKOFF_FIRST_S = 30
+BACKOFF_MAX_S = 6 * 3600
+SIGNATURE_HEADER = "X-Clawboo-Signature"
+DELIVERY_HEADER = "X-Clawboo-Delivery"
+REASON_HEADER = "X-Clawboo-Reason"
+# How often this process re-reads which teams have channels (asked after every
+# committed write, so never a query per write).
+TEAMS_TTL_S = 5.0
+
+
+# --- which events need a person ------------------------------------------------
+
+
+def reason_for(event: Event) -> str | None:
+    """Why ``event`` needs a person, or None. Entering review or blocked is a
+    change of status (``prev_status`` set); a recorded verdict of ``fail`` is a
+    failed verification; ``routine_error`` is a routine halted in error."""
+    if event.kind == "routine_error":
+        return Reason.ROUTINE_ERROR
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    task = payload.get("task")
+    if not isinstance(task, dict):
+        return None
+    if event.kind == "verification_recorded":
+        verdict = (task.get("verification") or {}).get("verdict")
+        return Reason.VERIFICATION_FAILED if verdict == "fail" else None
+    status = task.get("status")
+    if event.prev_status is None or event.prev_status == status:
+        return None
+    if status == "in_review":
+        return Reason.REVIEW
+    if status == "blocked":
+        return Reason.BLOCKED
+    return None
+
+
+SUMMARY = {
+    Reason.REVIEW: "Task {task_id!r} ({title}) is waiting for review",
+    Reason.BLOCKED: "Task {task_id!r} ({title}) is blocked",
+    Reason.VERIFICATION_FAILED: "Task {task_id!r} ({title}) failed verification",
+    Reason.ROUTINE_ERROR: "Routine {routine_id!r} halted in error",
+}
+
+
+def body_for(event: Event, reason: str) -> str:
+    """The notification's JSON text (sorted keys, compact): the bytes signed and sent."""
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    task = payload.get("task") if isinstance(payload.get("task"), dict) else None
+    body: dict[str, Any] = {
+        "reason": reason,
+        "team": event.team_id,
+        "event": {
+            "seq": event.seq,
+            "kind": event.kind,
+            "at": event.created_at.isoformat() if event.created_at else None,
+        },
+    }
+    facts = {"task_id": event.task_id, "title": "", "routine_id": payload.get("routine_id")}
+    if task is not None:
+        body["task"] = {
+            "id": task.get("id"),
+            "title": task.get("title"),
+            "status": task.get("status"),
+            "prev_status": event.prev_status,
+            "assignee_agent_id": task.get("assignee_agent_id"),
+            "error": task.get("error"),
+            "verification": task.get("verification"),
+        }
+        facts["title"] = task.get("title") or ""
+    if reason == Reason.ROUTINE_ERROR:
+        body["routine"] = {
+            "id": payload.get("routine_id"),
+            "slot_at": payload.get("slot_at"),
+            "error": payload.get("error"),
+            "task_id": event.task_id,
+        }
+    body["summary"] = SUMMARY[Reason(reason)].format(**facts)
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+# --- the listener ------------------------------------------------------------------
+
+
+class _TeamsWithChannels:
+    """The teams that have an enabled channel, re-read at most every TEAMS_TTL_S."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.teams: frozenset[str] = frozenset()
+        self.read_at = float("-inf")
+
+    def get(self) -> frozenset[str]:
+        if time.monotonic() - self.read_at < TEAMS_TTL_S:
+            return self.teams
+        with self.lock:
+            if time.monotonic() - self.read_at >= TEAMS_TTL_S:
+                self.teams = frozenset(
+                    NotificationChannel.objects.filter(enabled=True)
+                    .values_list("team_id", flat=True)
+                    .distinct()
+                )
+                self.read_at = time.monotonic()
+        return self.teams
+
+    def forget(self) -> None:
+        self.read_at = float("-inf")
+
+
+_teams = _TeamsWithChannels()
+
+
+def team_has_channels(team_id: str) -> bool:
+    """The listener's interest (asked after each committed write): never raises."""
+    try:
+        return team_id in _teams.get()
+    except Exception:
+        log.exception("could not read the teams with notification channels")
+        return False
+
+
+def on_event(event: Event) -> None:
+    """After commit: record and queue the event's notifications, if it has any."""
+    reason = reason_for(event)
+    if reason is None:
+        return
+    channels = [
+        channel
+        for channel in NotificationChannel.objects.filter(team_id=event.team_id, enabled=True)
+        if reason in (channel.reasons or [])
+    ]
+    if channels:
+        record_deliveries(event, reason, channels)
+
+
+def record_deliveries(
+    event: Event, reason: str, channels: Iterable[NotificationChannel]
+) -> list[int]:
+    """One delivery per channel that this event has not notified yet; each is
+    handed to the queue after this write commits. Returns the new rows' ids."""
+    body = body_for(event, reason)
+
+    def run() -> list[int]:
+        at = timezone.now()
+        created = []
+        for channel in channels:
+            try:
+                with transaction.atomic():
+                    row = NotificationDelivery.objects.create(
+                        channel=channel,
+                        team_id=event.team_id,
+                        event_seq=event.seq,
+                        reason=reason,
+                        task_id=event.task_id,
+                        body=body,
+                        next_attempt_at=at,
+                        created_at=at,
+                    )
+            except IntegrityError:
+                continue  # this event already notified this channel
+            created.append(row.id)
+        if created:
+            storage.on_commit(lambda: enqueue(created))
+        return created
+
+    return storage.write(run)
+
+
+def enqueue(delivery_ids: Iterable[int]) -> None:
+    """Hand deliveries to django-q2 (inline in sync mode). One that cannot be
+    queued stays due, and :func:`send_due` queues it within a minute."""
+    from django_q.tasks import async_task
+
+    for delivery_id in delivery_ids:
+        try:
+            async_task(DELIVER_TASK, delivery_id, task_name=f"notify-{delivery_id}")
+        except Exception:
+            log.exception("could not queue notification %s", delivery_id)
+
+
+# --- attempts ----------------------------------------------------------------------
+
+
+def backoff(attempts: int) -> dt.timedelta:
+    """30 s, 2 min, 8 min, 32 min … (capped at 6 h) after the 1st, 2nd, 3rd … failure."""
+    return dt.timedelta(seconds=min(BACKOFF_FIRST_S * 4 ** max(attempts - 1, 0), BACKOFF_MAX_S))
+
+
+def max_attempts() -> int:
+    return int(settings.CLAWBOO_NOTIFY_MAX_ATTEMPTS)
+
+
+def timeout_s() -> float:
+    return float(settings.CLAWBOO_NOTIFY_TIMEOUT_S)
+
+
+def _claim_attempt(delivery_id: int, at: dt.datetime) -> int | None:
+    """Take the next attempt of a due delivery: its attempt number, or None when it
+    is not due (delivered, given up, or another worker's attempt holds its lease).
+    The lease (twice the send timeout) is how long before a dead worker's attempt
+    may be taken over."""
+    lease = at + dt.timedelta(seconds=2 * timeout_s() + 5)
+
+    def run() -> int | None:
+        row = (
+            NotificationDelivery.objects.filter(
+                pk=delivery_id,
+                status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING],
+                next_attempt_at__lte=at,
+            )
+            .values_list("attempts", flat=True)
+            .first()
+        )
+        if row is None:
+            return None
+        won = NotificationDelivery.objects.filter(
+            pk=delivery_id,
+            status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING],
+            attempts=row,
+            next_attempt_at__lte=at,
+        ).update(attempts=row + 1, next_attempt_at=lease)
+        return row + 1 if won else None  # 0 rows: another worker took this attempt
+
+    return storage.write(run)
+
+
+def _settle(delivery_id: int, attempt: int, *, ok: bool, code: int | None, error: str) -> str:
+    at = timezone.now()
+    if ok:
+        status, next_at = DeliveryStatus.DELIVERED, None
+    elif attempt >= max_attempts():
+        status, next_at = DeliveryStatus.FAILED, None
+    else:
+        status, next_at = DeliveryStatus.RETRYING, at + backoff(attempt)
+    NotificationDelivery.objects.filter(pk=delivery_id, attempts=attempt).update(
+        status=status,
+        next_attempt_at=next_at,
+        last_status_code=code,
+        last_error=error or None,
+        delivered_at=at if ok else None,
+    )
+    return str(status)
+
+
+def deliver(delivery_id: int) -> str:
+    """One attempt at one delivery (the django-q2 task). Returns the row's status
+    after it, or ``"not-due"`` when there was nothing to attempt."""
+    attempt = _claim_attempt(delivery_id, timezone.now())
+    if attempt is None:
+        return "not-due"
+    row = NotificationDelivery.objects.select_related("channel").get(pk=delivery_id)
+    try:
+        if row.channel.kind == ChannelKind.WEBHOOK:
+            code = post_webhook(row)
+            ok, error = 200 <= code < 300, "" if 200 <= code < 300 else f"HTTP {code}"
+        else:
+            send_email(row)
+            code, ok, error = None, True, ""
+    except Exception as exc:
+        code, ok, error = getattr(exc, "code", None), False, f"{type(exc).__name__}: {exc}"
+    status = storage.write(_settle, delivery_id, attempt, ok=ok, code=code, error=error[:2000])
+    if not ok:
+        log.warning("notification %s attempt %s failed: %s", delivery_id, attempt, error)
+    return status
+
+
+def sign(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def post_webhook(row: NotificationDelivery) -> int:
+    """POST the body to the channel's URL; the HTTP status (raises on no answer)."""
+    data = row.body.encode()
+    request = urllib.request.Request(  # noqa: S310 - an operator-configured http(s) URL
+        row.channel.url,
+        data=data,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "User-Agent": "clawboo-notify/1",
+            SIGNATURE_HEADER: sign(row.channel.secret, data),
+            DELIVERY_HEADER: str(row.id),
+            REASON_HEADER: row.reason,
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s()) as response:  # noqa: S310
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def send_email(row: NotificationDelivery) -> None:
+    body = json.loads(row.body)
+    lines = [body["summary"], "", f"team: {body['team']}"]
+    for key in ("task", "routine"):
+        for field, value in (body.get(key) or {}).items():
+            if value not in (None, "", {}):
+                lines.append(f"{key} {field}: {value}")
+    send_mail(
+        f"[clawboo] {body['team']}: {body['summary']}",
+        "\n".join(lines) + "\n",
+        settings.DEFAULT_FROM_EMAIL,
+        row.channel.recipient_list(),
+        fail_silently=False,
+    )
+
+
+def send_due(now: dt.datetime | None = None) -> int:
+    """Queue every delivery whose next attempt is due (the minutely schedule)."""
+    at = now or timezone.now()
+    due = list(
+        NotificationDelivery.objects.filter(
+            status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING], next_attempt_at__lte=at
+        )
+        .order_by("next_attempt_at", "id")
+        .values_list("id", flat=True)[:500]
+    )
+    enqueue(due)
+    return len(due)
+
+
+def retry_now(delivery_ids: Iterable[int]) -> int:
+    """An operator's "send again": given-up or waiting deliveries become due now."""
+    ids = list(delivery_ids)
+
+    def run() -> int:
+        return (
+            NotificationDelivery.objects.filter(pk__in=ids)
+            .exclude(status=DeliveryStatus.DELIVERED)
+            .update(status=DeliveryStatus.RETRYING, next_attempt_at=timezone.now())
+        )
+
+    changed = storage.write(run)
+    enqueue(ids)
+    return changed
+
+
+# --- channels ------------------------------------------------------------------------
+
+
+def check_channel(channel: NotificationChannel) -> None:
+    if channel.kind not in ChannelKind.values:
+        raise ValidationFailed("kind", f"must be one of {', '.join(ChannelKind.values)}")
+    if channel.kind == ChannelKind.WEBHOOK and not channel.url.startswith(("http://", "https://")):
+        raise ValidationFailed("url", "a webhook needs an http(s) URL")
+    if channel.kind == ChannelKind.EMAIL and not channel.recipient_list():
+        raise ValidationFailed("recipients", "an email channel needs at least one address")
+    reasons = channel.reasons
+    if not isinstance(reasons, list) or not reasons or set(reasons) - set(Reason.values):
+        raise ValidationFailed("reasons", f"a non-empty list of {', '.join(Reason.values)}")
+
+
+def save_channel(channel: NotificationChannel) -> NotificationChannel:
+    """Create or update a channel (the admin's and tests' way in)."""
+    check_channel(channel)
+
+    def run() -> NotificationChannel:
+        at = timezone.now()
+        if channel.created_at is None:
+            channel.created_at = at
+        channel.updated_at = at
+        channel.save()
+        return channel
+
+    saved = storage.write(run)
+    _teams.forget()
+    return saved
+
+
+def create_channel(team_id: str, name: str, kind: str, **fields: Any) -> NotificationChannel:
+    return save_channel(NotificationChannel(team_id=team_id, name=name, kind=kind, **fields))
