@@ -1,0 +1,251 @@
+"""Notifications: signed webhooks and email, after commit, once per event and
+channel, retried with backoff, never failing the board write that caused them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import json
+
+import pytest
+import time_machine
+from django.contrib.auth import get_user_model
+from django.core import mail
+from django.db import transaction
+from django.utils import timezone
+
+from board import store
+from core import registry
+from core.models import Event
+from ops import notify
+from ops.models import DeliveryStatus, NotificationDelivery
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def agent(db):
+    return registry.create_agent(id="ada", display_name="Ada", team="default", runtime="command")
+
+
+def in_progress(title: str = "Fix login") -> tuple[str, str]:
+    task = store.create_task(title=title, file_mutating=False).task
+    claimed = store.claim(task.id, "ada", runtime="command")
+    return task.id, claimed.ticket
+
+
+def webhook(receiver, **fields):
+    return notify.create_channel("default", "hook", "webhook", url=receiver.url, **fields)
+
+
+def signature_ok(channel, request) -> bool:
+    expected = (
+        "sha256=" + hmac.new(channel.secret.encode(), request["body"], hashlib.sha256).hexdigest()
+    )
+    return hmac.compare_digest(request["headers"]["X-Clawboo-Signature"], expected)
+
+
+def test_a_task_entering_review_sends_one_signed_webhook(agent, receiver):
+    channel = webhook(receiver)
+    task_id, ticket = in_progress()
+    store.await_review(task_id, ticket=ticket)
+
+    assert len(receiver.received) == 1
+    request = receiver.received[0]
+    assert signature_ok(channel, request)
+    body = json.loads(request["body"])
+    assert body["reason"] == "review" and body["team"] == "default"
+    assert body["task"]["id"] == task_id and body["task"]["status"] == "in_review"
+    assert body["task"]["prev_status"] == "in_progress"
+    assert "waiting for review" in body["summary"]
+    row = NotificationDelivery.objects.get()
+    assert request["headers"]["X-Clawboo-Delivery"] == str(row.id)
+    assert row.status == DeliveryStatus.DELIVERED and row.attempts == 1
+    assert row.last_status_code == 200
+
+
+def test_a_500_is_retried_with_backoff_and_delivered_exactly_once(agent, receiver):
+    channel = webhook(receiver)
+    receiver.script = [500]
+    task_id, ticket = in_progress()
+    store.block(task_id, "needs a decision", ticket=ticket)
+
+    row = NotificationDelivery.objects.get()
+    assert row.status == DeliveryStatus.RETRYING and row.attempts == 1
+    assert row.last_status_code == 500
+    assert row.next_attempt_at - timezone.now() > dt.timedelta(seconds=25)
+    assert notify.send_due() == 0  # not due yet: nothing is sent early
+    assert len(receiver.received) == 1
+
+    with time_machine.travel(row.next_attempt_at + dt.timedelta(seconds=1), tick=False):
+        assert notify.send_due() == 1
+        assert notify.send_due() == 0  # delivered: never queued again
+        assert notify.deliver(row.id) == "not-due"  # a duplicate queue run sends nothing
+
+    row.refresh_from_db()
+    assert row.status == DeliveryStatus.DELIVERED and row.attempts == 2
+    assert [r["status"] for r in receiver.received] == [500, 200]
+    first, second = receiver.received
+    assert first["body"] == second["body"] and signature_ok(channel, second)
+    assert first["headers"]["X-Clawboo-Delivery"] == second["headers"]["X-Clawboo-Delivery"]
+    assert json.loads(second["body"])["reason"] == "blocked"
+
+
+def test_it_gives_up_after_the_last_attempt(agent, receiver, settings):
+    settings.CLAWBOO_NOTIFY_MAX_ATTEMPTS = 2
+    webhook(receiver)
+    receiver.script = [500, 503]
+    task_id, ticket = in_progress()
+    store.block(task_id, "stuck", ticket=ticket)
+    row = NotificationDelivery.objects.get()
+    with time_machine.travel(row.next_attempt_at + dt.timedelta(seconds=1), tick=False):
+        notify.send_due()
+    row.refresh_from_db()
+    assert row.status == DeliveryStatus.FAILED and row.attempts == 2
+    assert row.last_error == "HTTP 503" and row.next_attempt_at is None
+
+
+def test_an_event_notifies_a_channel_once_however_often_it_is_heard(agent, receiver):
+    webhook(receiver)
+    task_id, ticket = in_progress()
+    store.await_review(task_id, ticket=ticket)
+    event = Event.objects.get(task_id=task_id, kind="review_requested")
+    notify.on_event(event)
+    notify.on_event(event)
+    assert NotificationDelivery.objects.count() == 1
+    assert len(receiver.received) == 1
+
+
+def test_a_failed_verification_and_a_routine_error_need_a_person(agent, receiver):
+    webhook(receiver)
+    task_id, _ = in_progress()
+    store.set_verdict(task_id, "fail", "2 tests failed")
+    store.set_verdict(task_id, "pass", "fixed")  # a pass tells nobody
+    routine_event = Event(
+        team_id="default",
+        seq=999,
+        kind="routine_error",
+        task_id=None,
+        payload={"routine_id": "r1", "error": "boom", "slot_at": 1},
+        created_at=timezone.now(),
+    )
+    assert notify.reason_for(routine_event) == "routine_error"
+    notify.on_event(routine_event)
+    reasons = [json.loads(r["body"])["reason"] for r in receiver.received]
+    assert reasons == ["verification_failed", "routine_error"]
+    assert json.loads(receiver.received[1]["body"])["routine"]["error"] == "boom"
+
+
+def test_only_the_reasons_a_channel_asks_for_reach_it(agent, receiver):
+    webhook(receiver, reasons=["blocked"])
+    task_id, ticket = in_progress()
+    store.await_review(task_id, ticket=ticket)
+    assert receiver.received == []
+
+
+def test_other_teams_and_disabled_channels_hear_nothing(agent, receiver):
+    registry.create_team("other", "Other")
+    notify.create_channel("other", "theirs", "webhook", url=receiver.url)
+    webhook(receiver, enabled=False)
+    task_id, ticket = in_progress()
+    store.await_review(task_id, ticket=ticket)
+    assert receiver.received == [] and NotificationDelivery.objects.count() == 0
+
+
+def test_email_goes_through_djangos_backend(agent, settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    notify.create_channel(
+        "default", "people", "email", recipients="ops@example.com, lead@example.com"
+    )
+    task_id, ticket = in_progress("Ship it")
+    store.await_review(task_id, ticket=ticket)
+    assert len(mail.outbox) == 1
+    message = mail.outbox[0]
+    assert message.to == ["ops@example.com", "lead@example.com"]
+    assert "Ship it" in message.subject and "waiting for review" in message.subject
+    assert NotificationDelivery.objects.get().status == DeliveryStatus.DELIVERED
+
+
+def test_a_rolled_back_write_notifies_nobody(agent, receiver):
+    webhook(receiver)
+    task_id, ticket = in_progress()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        store.await_review(task_id, ticket=ticket)
+        raise RuntimeError("roll it back")
+    assert store.get_task(task_id).status == "in_progress"
+    assert receiver.received == [] and NotificationDelivery.objects.count() == 0
+
+
+def test_a_broken_notifier_never_fails_the_board_write(agent, receiver, monkeypatch):
+    webhook(receiver)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("notifier down")
+
+    monkeypatch.setattr(notify, "record_deliveries", broken)
+    task_id, ticket = in_progress()
+    outcome = store.await_review(task_id, ticket=ticket)
+    assert outcome.recorded and store.get_task(task_id).status == "in_review"
+
+
+def test_an_unreachable_receiver_leaves_the_write_done_and_the_delivery_due(agent, settings):
+    notify.create_channel("default", "gone", "webhook", url="http://127.0.0.1:9/hook")
+    task_id, ticket = in_progress()
+    assert store.await_review(task_id, ticket=ticket).recorded
+    row = NotificationDelivery.objects.get()
+    assert row.status == DeliveryStatus.RETRYING and "URLError" in row.last_error
+
+
+def test_channels_are_checked_before_they_are_saved(db):
+    from core.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed, match="url"):
+        notify.create_channel("default", "bad", "webhook", url="ftp://x")
+    with pytest.raises(ValidationFailed, match="recipients"):
+        notify.create_channel("default", "bad", "email")
+    with pytest.raises(ValidationFailed, match="reasons"):
+        notify.create_channel("default", "bad", "email", recipients="a@b.c", reasons=["nope"])
+
+
+def test_deliveries_are_visible_and_resendable_in_the_admin(agent, receiver, client):
+    webhook(receiver)
+    receiver.script = [500]
+    task_id, ticket = in_progress()
+    store.block(task_id, "stuck", ticket=ticket)
+    row = NotificationDelivery.objects.get()
+    admin = get_user_model().objects.create_superuser("op", "op@example.com", "pw")
+    client.force_login(admin)
+    page = client.get("/admin/ops/notificationdelivery/")
+    assert page.status_code == 200 and b"retrying" in page.content
+    assert client.get(f"/admin/ops/notificationdelivery/{row.id}/change/").status_code == 200
+    response = client.post(
+        "/admin/ops/notificationdelivery/",
+        {"action": "send_again", "_selected_action": [row.id]},
+    )
+    assert response.status_code == 302
+    row.refresh_from_db()
+    assert row.status == DeliveryStatus.DELIVERED and len(receiver.received) == 2
+
+
+def test_a_channel_is_added_in_the_admin(client, receiver):
+    admin = get_user_model().objects.create_superuser("op", "op@example.com", "pw")
+    client.force_login(admin)
+    response = client.post(
+        "/admin/ops/notificationchannel/add/",
+        {
+            "team": "default",
+            "name": "hook",
+            "kind": "webhook",
+            "url": receiver.url,
+            "secret": "k" * 64,
+            "recipients": "",
+            "reasons": ["review", "blocked"],
+            "enabled": "on",
+        },
+    )
+    assert response.status_code == 302, response.content[:3000]
+    from ops.models import NotificationChannel
+
+    channel = NotificationChannel.objects.get()
+    assert channel.reasons == ["review", "blocked"] and channel.created_at is not None
