@@ -515,17 +515,19 @@ def work_loop(
     once: bool = False,
     report: Callable[[WorkReport], None] | None = None,
     discover: Callable[[], list[str]] | None = None,
+    lease_ms: int | None = None,
 ) -> None:
     """One thread per agent, each claiming and working its team's ready tasks until
     ``stop`` is set (or, with ``once``, until nothing is ready). With ``discover``,
-    agents registered later get a thread of their own too.
+    agents registered later get a thread of their own too. ``lease_ms``: the lease
+    of each claim (the board's default when None).
 
     An idle thread waits for the board to change (:mod:`core.wakeups`), so work that
     becomes claimable is claimed at once; ``poll_s`` is only the safety net."""
 
     def loop(agent_id: str) -> None:
         try:
-            executor = Executor(agent_id)
+            executor = Executor(agent_id, lease_ms=lease_ms)
             last_refusal: str | None = None
             while not stop.is_set():
                 since = wakeups.seen(wakeups.BOARD)  # before the look: no lost wake

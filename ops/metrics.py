@@ -176,7 +176,7 @@ class DeploymentCollector:
             labels=["team"],
         )
         for team in teams:
-            row = sums.get(team, {})
+            row: dict[str, Any] = sums.get(team, {})
             claims.add_metric([team], row.get("claims") or 0)
             abandoned.add_metric([team], row.get("abandoned") or 0)
         yield claims

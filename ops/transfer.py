@@ -152,9 +152,9 @@ def export_lines(team: str | None = None, report: ExportReport | None = None) ->
         users = users.filter(Q(teams__id=team) | Q(agents__team_id=team)).distinct()
     report.counts["user"] = 0
     for user in users:
-        record = {"type": "user", **{name: dump_value(getattr(user, name)) for name in USER_FIELDS}}
+        fields = {name: dump_value(getattr(user, name)) for name in USER_FIELDS}
         report.counts["user"] += 1
-        yield line(record)
+        yield line({"type": "user", **fields})
 
     members: dict[str, list[str]] = {}
     for team_id, user_id in Team.members.through.objects.values_list("team_id", "user_id"):
@@ -267,7 +267,11 @@ def import_lines(lines: Iterable[str]) -> dict[str, int]:
         for row in records.get("user", []):
             user = User.objects.filter(username=row["username"]).first()
             if user is None:
-                values = {name: load_value(User._meta.get_field(name), row[name]) for name in row}
+                values = {
+                    name: load_value(_user_field(name), row[name])
+                    for name in USER_FIELDS
+                    if name in row
+                }
                 user = User(**values)
                 user.set_unusable_password()
                 user.save()
@@ -306,6 +310,12 @@ def import_lines(lines: Iterable[str]) -> dict[str, int]:
         return counts
 
     return storage.write(run)
+
+
+def _user_field(name: str) -> models.Field[Any, Any]:
+    found = get_user_model()._meta.get_field(name)
+    assert isinstance(found, models.Field)
+    return found
 
 
 def _restamp(model: type[models.Model], rows: list[dict[str, Any]]) -> None:

@@ -144,8 +144,16 @@ class Command(BaseCommand):
             # The workers hand each agent run this endpoint (with a credential of its own).
             "CLAWBOO_MCP_URL": os.environ.get("CLAWBOO_MCP_URL") or f"{base}/mcp/",
         }
+        # /healthz (served by the daphne child) expects a beat only from the parts run.
+        ticker = not options["no_ticker"]
+        env.setdefault(
+            "CLAWBOO_HEALTH_PARTS",
+            ",".join(
+                p for p, on in (("ticker", ticker), ("workers", workers), ("qcluster", True)) if on
+            ),
+        )
         supervisor = Supervisor(
-            child_specs(host, port, workers=workers, ticker=not options["no_ticker"]),
+            child_specs(host, port, workers=workers, ticker=ticker),
             env=env,
             log_dir=state_dir / "logs",
             say=self.say,

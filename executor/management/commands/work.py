@@ -9,7 +9,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from board.checks import check_lease_ms
 from core import server_commands, wakeups
+from core.errors import ClawbooError
 from core.models import Agent
 from executor.runner import WorkReport, work_loop
 from executor.runtimes import capabilities
@@ -32,8 +34,19 @@ class Command(BaseCommand):
             default=5000,
             help="safety-net look at the board while idle (changes wake workers at once)",
         )
+        parser.add_argument(
+            "--lease-ms",
+            type=int,
+            default=None,
+            help="lease of each claim, renewed by the heartbeat (default: the board's)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["lease_ms"] is not None:
+            try:
+                check_lease_ms(options["lease_ms"])
+            except ClawbooError as exc:
+                raise CommandError(f"--lease-ms: {exc.detail}") from exc
         agents: list[str] = list(options["agent"])
         missing = [a for a in agents if not Agent.objects.filter(pk=a).exists()]
         if missing:
@@ -68,6 +81,7 @@ class Command(BaseCommand):
             once=options["once"],
             report=report,
             discover=runnable_agents if options["all"] else None,
+            lease_ms=options["lease_ms"],
         )
 
 
