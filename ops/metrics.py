@@ -161,8 +161,8 @@ class DeploymentCollector:
             ready.add_metric([team], depth.get(team, 0))
         yield ready
 
-        sums = {
-            row["team_id"]: row
+        sums: dict[str, dict[str, Any]] = {
+            row["team_id"]: dict(row)
             for row in Task.objects.order_by()
             .values("team_id")
             .annotate(claims=Sum("attempts"), abandoned=Sum("abandonments"))
@@ -176,7 +176,7 @@ class DeploymentCollector:
             labels=["team"],
         )
         for team in teams:
-            row: dict[str, Any] = sums.get(team, {})
+            row = sums.get(team, {})
             claims.add_metric([team], row.get("claims") or 0)
             abandoned.add_metric([team], row.get("abandoned") or 0)
         yield claims
