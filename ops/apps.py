@@ -18,4 +18,4 @@ class OpsConfig(AppConfig):
         from ops import notify
 
         # After commit, in whichever process committed: a person may be needed.
-        events.subscribe(notify.on_event, wants=notify.team_has_channels)
+        events.subscribe(notify.on_event)

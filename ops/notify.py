@@ -60,8 +60,8 @@ BACKOFF_MAX_S = 6 * 3600
 SIGNATURE_HEADER = "X-Clawboo-Signature"
 DELIVERY_HEADER = "X-Clawboo-Delivery"
 REASON_HEADER = "X-Clawboo-Reason"
-# How often this process re-reads which teams have channels (asked after every
-# committed write, so never a query per write).
+# How often this process re-reads which teams have channels (asked after each
+# committed write that needs a person, so a team without channels costs no query).
 TEAMS_TTL_S = 5.0
 
 
@@ -167,7 +167,7 @@ _teams = _TeamsWithChannels()
 
 
 def team_has_channels(team_id: str) -> bool:
-    """The listener's interest (asked after each committed write): never raises."""
+    """Whether the team has an enabled channel (as of a few seconds ago): never raises."""
     try:
         return team_id in _teams.get()
     except Exception:
@@ -178,7 +178,7 @@ def team_has_channels(team_id: str) -> bool:
 def on_event(event: Event) -> None:
     """After commit: record and queue the event's notifications, if it has any."""
     reason = reason_for(event)
-    if reason is None:
+    if reason is None or not team_has_channels(event.team_id):
         return
     channels = [
         channel
@@ -216,7 +216,7 @@ def record_deliveries(
                 continue  # this event already notified this channel
             created.append(row.id)
         if created:
-            storage.on_commit(lambda: enqueue(created))
+            transaction.on_commit(lambda: enqueue(created))
         return created
 
     return storage.write(run)

@@ -276,7 +276,7 @@ def hosts(database_url: str, tmp_path: Path) -> Iterator[tuple[Host, Host]]:
     db_name = connection.settings_dict["NAME"]
     allowed = ",".join(["localhost", "127.0.0.1", *(h.address for h in made)])
     for host in made:
-        tmp = tmp_path / f"tmp-{host.name}"  # the claim combiner's socket: one per machine
+        tmp = tmp_path / f"tmp-{host.name}"  # a /tmp of its own, as another machine has
         tmp.mkdir()
         host.env = {
             **os.environ,
