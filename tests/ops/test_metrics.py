@@ -153,3 +153,71 @@ def test_routine_fires_and_heartbeats_are_exposed(staff):
         "clawboo_websocket_clients",
         "clawboo_stale_sweep_releases",
     } <= families
+
+
+@pytest.mark.django_db(transaction=True)
+def test_open_websockets_are_counted_by_team(client):
+    from asgiref.sync import async_to_sync
+    from channels.testing import WebsocketCommunicator
+    from rest_framework.authtoken.models import Token
+
+    from clawboo.asgi import application
+    from ops.metrics import SocketCollector
+
+    user = get_user_model().objects.create_user("ada", password="pw")
+    registry.add_member("default", user)
+    key = Token.objects.create(user=user).key
+
+    def clients() -> float:
+        (family,) = SocketCollector().collect()
+        return sum(s.value for s in family.samples if s.labels == {"team": "default"})
+
+    async def scenario() -> tuple[float, float]:
+        ws = WebsocketCommunicator(
+            application,
+            f"/ws/board/?team=default&token={key}",
+            headers=[(b"origin", b"http://localhost")],
+        )
+        connected, _ = await ws.connect()
+        assert connected
+        await ws.receive_json_from(timeout=5)  # hello: counted by now
+        while_open = clients()
+        await ws.disconnect()
+        return while_open, clients()
+
+    assert async_to_sync(scenario)() == (1, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_routine_fire_is_counted_with_its_lateness(client):
+    import datetime as dt
+
+    import time_machine
+
+    from routines import store as routine_store
+    from routines.ticker import Ticker
+
+    staff_user = get_user_model().objects.create_user("op", password="pw", is_staff=True)
+    registry.create_agent(
+        id="ada", display_name="Ada", team="default", runtime="command", settings={"argv": ["true"]}
+    )
+    start = dt.datetime(2030, 1, 7, 8, 0, tzinfo=dt.UTC)
+    with time_machine.travel(start, tick=False) as clock:
+        routine_store.create_routine(agent_id="ada", team="default", cron_spec="0 * * * *")
+        clock.shift(dt.timedelta(hours=1, seconds=2))  # the ticker wakes 2 s after the slot
+        assert Ticker().tick().claimed
+        client.force_login(staff_user)
+        found = samples(client.get("/metrics"))
+    assert value(found, "clawboo_routine_fires_total", outcome="dispatched") == 1
+    count = "clawboo_routine_fire_lateness_seconds_count"
+    assert value(found, count, outcome="dispatched") == 1
+    lateness = value(found, "clawboo_routine_fire_lateness_seconds_sum", outcome="dispatched")
+    assert 1.5 < lateness < 2.5
+    assert (
+        value(found, "clawboo_routine_fire_lateness_seconds_bucket", le="1.0", outcome="dispatched")
+        == 0
+    )
+    assert (
+        value(found, "clawboo_routine_fire_lateness_seconds_bucket", le="5.0", outcome="dispatched")
+        == 1
+    )
