@@ -79,7 +79,7 @@ def beat_qcluster() -> None:
 class Beater:
     """A loop's heartbeat: :meth:`maybe_beat` from the loop records at most one beat
     per interval, and never raises (a beat that cannot be written must not stop
-    the loop it reports on; the next one tries again)."""
+    the loop it reports on; the next interval tries again)."""
 
     def __init__(self, part: str, *, interval_s: float | None = None) -> None:
         self.part = part
@@ -90,9 +90,10 @@ class Beater:
     def maybe_beat(self) -> None:
         if time.monotonic() - self._last < self.interval_s:
             return
+        # Stamped before trying: a database that is down is asked once an interval.
+        self._last = time.monotonic()
         try:
             beat(self.part, started_at=self.started_at)
-            self._last = time.monotonic()
         except Exception:
             log.exception("could not record the %s heartbeat", self.part)
 

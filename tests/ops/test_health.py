@@ -145,3 +145,17 @@ def test_it_turns_503_when_the_ticker_process_stops(client, database_url, tmp_pa
     response = client.get("/healthz")
     assert response.status_code == 503
     assert response.json()["failing"] == ["ticker"]
+
+
+def test_a_beat_that_cannot_be_written_never_stops_its_loop(monkeypatch):
+    calls = []
+
+    def down(part, **kwargs):
+        calls.append(part)
+        raise RuntimeError("database is down")
+
+    monkeypatch.setattr(beats, "beat", down)
+    beater = beats.Beater("ticker", interval_s=3600)
+    beater.maybe_beat()
+    beater.maybe_beat()  # within the interval: not asked again
+    assert calls == ["ticker"]
