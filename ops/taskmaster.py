@@ -11,7 +11,10 @@ siblings, as in Taskmaster); priorities high/medium/low become 2/1/0.
 Statuses map onto the board's table of moves: ``pending`` and ``in-progress`` →
 ``todo`` (nobody here holds the work), ``deferred`` → ``backlog``, ``review`` →
 ``in_review``, ``done`` → ``done``, ``blocked`` → ``blocked``, ``cancelled`` →
-``cancelled``; the original status is kept in ``metadata.taskmaster``.
+``cancelled``; the original status is kept in ``metadata.taskmaster``. Reaching
+review or done passes through a claim, held by the team's ``taskmaster-<team>``
+person-kind agent (made on first use); a task whose dependencies are not done
+stays ``todo`` (noted).
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from typing import Any
 
 from board import store
 from board.transitions import Status
-from core import storage
-from core.errors import ValidationFailed
+from core import registry, storage
+from core.errors import ClawbooError, ValidationFailed
+from core.models import Agent
 
 STATUS = {
     "pending": Status.TODO,
@@ -45,6 +49,23 @@ PATH = {
     Status.CANCELLED: (Status.CANCELLED,),
 }
 PRIORITY = {"high": 2, "medium": 1, "low": 0}
+IMPORTER_NAME = "taskmaster import"
+
+
+def importer(team: str) -> str:
+    """The participant that held the work Taskmaster says was done or is in review
+    (a move into in_progress takes a claim, and a claim names who works the task):
+    a person-kind agent of the team, made on first use."""
+    agent_id = f"taskmaster-{team}"[:128]
+    if not Agent.objects.filter(pk=agent_id).exists():
+        registry.create_agent(
+            id=agent_id,
+            display_name="Taskmaster import",
+            team=team,
+            runtime="human",
+            participant_kind="human",
+        )
+    return agent_id
 
 
 @dataclass
@@ -204,10 +225,21 @@ def import_file(text: str, *, team: str = "default") -> TaskmasterReport:
                 report.links += int(store.link(entry.board_id, dep))
         for entry in _dependencies_first(found):
             task = store.get_task(entry.board_id)
-            if task.status != entry.status:
-                for step in PATH[Status(entry.status)]:
-                    store.transition(entry.board_id, step)
-                report.moved += 1
+            if task.status == entry.status:
+                continue
+            steps = PATH[Status(entry.status)]
+            try:
+                for step in steps:
+                    store.transition(
+                        entry.board_id,
+                        step,
+                        agent_id=importer(team) if step == Status.IN_PROGRESS else None,
+                        actor=IMPORTER_NAME,
+                    )
+            except ClawbooError as exc:  # e.g. done in Taskmaster, its dependency not
+                report.notes.append(f"{entry.board_id}: left {task.status}: {exc.detail}")
+                continue
+            report.moved += 1
         return report
 
     return storage.write(run)

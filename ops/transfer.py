@@ -9,10 +9,13 @@ as ISO-8601 UTC with microseconds), so exporting what an import restored gives
 the same bytes.
 
 Left out, by design: passwords and API tokens (users are restored without a
-usable password), agent settings whose key names a secret
-(:data:`SECRET_KEY_PATTERN`), and what is not the team's work — heartbeats,
-idempotency records, notification channels (they hold secrets) and the
-django-q2 queue.
+usable password; agent tokens are not carried), agent settings whose key names a
+secret (:data:`SECRET_KEY_PATTERN`), and what is not the team's work —
+heartbeats, idempotency records, notification channels (they hold secrets) and
+the django-q2 queue. Columns that point at a user (an agent's owner, who
+approved it) are written as usernames. An agent whose settings lost a secret no
+longer matches its approval fingerprint: the executor will not run it until an
+operator puts the secret back and saves it.
 
 :func:`import_lines` restores into an empty database (nothing but the pristine
 ``default`` team and, perhaps, users) in one transaction: the restore writes
@@ -130,6 +133,29 @@ def _columns(model: type[models.Model]) -> list[models.Field[Any, Any]]:
     return list(model._meta.concrete_fields)
 
 
+def _user_columns(model: type[models.Model]) -> list[models.Field[Any, Any]]:
+    """Columns that point at a user: written as the username (ids differ between
+    databases)."""
+    return [
+        column
+        for column in _columns(model)
+        if column.is_relation and column.related_model is get_user_model()
+    ]
+
+
+def _users_of(team: str) -> set[int]:
+    """The users a team's export names: its members, and whoever its rows point at."""
+    found = set(Team.members.through.objects.filter(team_id=team).values_list("user_id", flat=True))
+    for kind in KINDS:
+        for column in _user_columns(kind.model):
+            found |= set(
+                kind.model._default_manager.filter(kind.team_filter(team))
+                .exclude(**{column.attname: None})
+                .values_list(column.attname, flat=True)
+            )
+    return found
+
+
 # --- export --------------------------------------------------------------------------
 
 
@@ -149,7 +175,7 @@ def export_lines(team: str | None = None, report: ExportReport | None = None) ->
 
     users = get_user_model().objects.order_by("username")
     if team is not None:
-        users = users.filter(Q(teams__id=team) | Q(agents__team_id=team)).distinct()
+        users = users.filter(pk__in=_users_of(team))
     report.counts["user"] = 0
     for user in users:
         fields = {name: dump_value(getattr(user, name)) for name in USER_FIELDS}
@@ -170,11 +196,12 @@ def export_lines(team: str | None = None, report: ExportReport | None = None) ->
             record: dict[str, Any] = {"type": kind.name}
             for column in columns:
                 record[column.attname] = dump_value(getattr(row, column.attname))
+            for column in _user_columns(kind.model):
+                user_id = record.pop(column.attname)
+                record[column.name] = None if user_id is None else usernames.get(user_id)
             if kind.model is Team:
                 record["members"] = sorted(members.get(row.pk, []))
             elif kind.model is Agent:
-                owner = record.pop("user_id")
-                record["user"] = usernames.get(owner) if owner is not None else None
                 record["settings"], dropped = without_secrets(record["settings"])
                 report.redacted += [f"agent {row.pk}: {where}" for where in dropped]
             report.counts[kind.name] += 1
@@ -235,17 +262,20 @@ def parse(lines: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
     return records
 
 
-def _instances(kind: Kind, rows: list[dict[str, Any]]) -> list[models.Model]:
-    columns = {column.attname: column for column in _columns(kind.model)}
+def _instances(kind: Kind, rows: list[dict[str, Any]], users: dict[str, Any]) -> list[models.Model]:
+    user_columns = {column.attname for column in _user_columns(kind.model)}
     made = []
     for row in rows:
         values = {}
-        for name, column in columns.items():
-            if name not in row:
-                if kind.model is Agent and name == "user_id":
-                    continue
-                raise ValidationFailed("file", f"{kind.name} record without {name!r}")
-            values[name] = load_value(column, row[name])
+        for column in _columns(kind.model):
+            if column.attname in user_columns:
+                # A user the export did not carry (or no user): the reference is dropped.
+                user = users.get(row.get(column.name) or "")
+                values[column.attname] = user.pk if user is not None else None
+                continue
+            if column.attname not in row:
+                raise ValidationFailed("file", f"{kind.name} record without {column.attname!r}")
+            values[column.attname] = load_value(column, row[column.attname])
         made.append(kind.model(**values))
     return made
 
@@ -284,22 +314,13 @@ def import_lines(lines: Iterable[str]) -> dict[str, int]:
         restored: list[type[models.Model]] = []
         for kind in KINDS:
             rows = records.get(kind.name, [])
-            extras = [
-                (row.pop("members", []), row.pop("user", None))
-                if kind.model in (Team, Agent)
-                else ([], None)
-                for row in rows
-            ]
-            instances = _instances(kind, rows)
-            if kind.model is Agent:
-                for agent, (_, owner) in zip(instances, extras, strict=True):
-                    agent.user = users.get(owner) if owner else None  # type: ignore[attr-defined]
+            instances = _instances(kind, rows, users)
             kind.model._default_manager.bulk_create(instances, batch_size=BATCH)
             if kind.model is Team:
                 links = [
                     Team.members.through(team_id=row["id"], user_id=users[name].pk)
-                    for row, (names, _) in zip(rows, extras, strict=True)
-                    for name in names
+                    for row in rows
+                    for name in row.get("members") or []
                     if name in users
                 ]
                 Team.members.through.objects.bulk_create(links, batch_size=BATCH)

@@ -112,7 +112,7 @@ def test_request_latency_and_claim_conflicts_are_counted_per_route(staff):
     user = get_user_model().objects.get(username="op")
     registry.add_member("default", user)
     registry.create_agent(
-        id="ada", display_name="Ada", team="default", runtime="command", user=user
+        id="ada", display_name="Ada", team="default", runtime="command", owner=user
     )
     key = Token.objects.create(user=user).key
     task = store.create_task(title="one", file_mutating=False).task

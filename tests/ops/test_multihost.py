@@ -329,7 +329,7 @@ def test_two_hosts_share_the_board(hosts: tuple[Host, Host]) -> None:
     user = get_user_model().objects.create_user("ada", password="pw")
     registry.add_member("default", user)
     key = Token.objects.create(user=user).key
-    registry.create_agent(id="api-b", display_name="B", team="default", runtime="human", user=user)
+    registry.create_agent(id="api-b", display_name="B", team="default", runtime="human", owner=user)
     for host in hosts:
         for agent in agents_of(host):
             registry.create_agent(

@@ -39,7 +39,7 @@ def build_a_team() -> None:
         display_name="Bot ✓",
         team="acme",
         runtime="command",
-        user=ada,
+        owner=ada,
         settings={"argv": ["true"], "env": {"API_TOKEN": "hush", "MODE": "fast"}},
     )
     first = store.create_task(
@@ -163,7 +163,7 @@ def test_agents_are_exported_without_secrets_and_users_without_passwords():
     records = [json.loads(text) for text in transfer.export_lines(None, report)]
     agent = next(r for r in records if r["type"] == "agent")
     assert agent["settings"] == {"argv": ["true"], "env": {"MODE": "fast"}}
-    assert agent["user"] == "ada"
+    assert agent["owner"] == "ada" and agent["approved_by"] is None
     assert report.redacted == ["agent bot: settings.env.API_TOKEN"]
     users = [r for r in records if r["type"] == "user"]
     assert [u["username"] for u in users] == ["ada", "op"]
