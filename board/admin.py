@@ -85,7 +85,7 @@ class LabelFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Task]) -> QuerySet[Task]:
         if self.value():
-            from board.store.tasks import with_label
+            from board.store.ready import with_label
 
             return with_label(queryset, self.value() or "")
         return queryset

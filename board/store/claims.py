@@ -32,7 +32,7 @@ from board.models import ExecutionStatus, Task
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.executions import close_running
 from board.store.moves import clear_claim, move
-from board.store.tasks import READY_SQL, label_param, label_sql
+from board.store.ready import READY_SQL, label_param, label_sql
 from board.store.tickets import Ticket, WriteOutcome, declined, recorded
 from board.transitions import HELD_BY_CLAIM, Status
 from core import storage

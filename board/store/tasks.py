@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db.models import QuerySet
 
 from board import ceilings, checks
 from board.errors import (
@@ -24,8 +23,9 @@ from board.errors import (
     TooManyChildren,
 )
 from board.models import Task, TaskDep
+from board.store import claims
 from board.store._base import commit_change, lock_task, now, record_event
-from board.store.moves import (  # noqa: F401 - clear_* are imported from here by claims
+from board.store.moves import (  # noqa: F401 - check_override is imported from here
     ClaimFor,
     check_override,
     clear_claim,
@@ -33,6 +33,7 @@ from board.store.moves import (  # noqa: F401 - clear_* are imported from here b
     kind_of,
     move,
 )
+from board.store.ready import ready_filter, with_label  # noqa: F401 - re-exported
 from board.store.tickets import Ticket
 from board.transitions import Status
 from core import storage
@@ -56,44 +57,6 @@ def get_task(task_id: str) -> Task:
 
 def find_task(task_id: str) -> Task | None:
     return Task.objects.filter(pk=task_id).first()
-
-
-_T = Task._meta.db_table
-# The ready predicate, declared once, as SQL over a tasks row: todo, not dropped,
-# every dependency done. "Every dependency done" is the counter ``unmet_deps = 0``,
-# which the data layer keeps in the same transactions that change the graph or
-# finish a task. 'todo' is a literal, not a bound parameter: the ready indexes are
-# partial (WHERE status = 'todo') and a planner can only match that to a literal.
-READY_SQL = (
-    f'"{_T}"."status" = \'{Status.TODO}\' AND "{_T}"."dropped" = FALSE AND "{_T}"."unmet_deps" = 0'
-)
-
-
-def ready_filter() -> RawSQL:
-    """:data:`READY_SQL` as a queryset filter (``Task.objects.filter(ready_filter())``):
-    listing and claiming read readiness from the same text."""
-    return RawSQL(READY_SQL, (), output_field=BooleanField())  # noqa: S611 - a constant
-
-
-def label_sql(vendor: str) -> str:
-    """ "The task carries label ``%s``" as SQL over a tasks row; bind
-    :func:`label_param`'s value."""
-    if vendor == "postgresql":
-        return f'"{_T}"."labels" @> %s::jsonb'
-    return f'EXISTS (SELECT 1 FROM json_each("{_T}"."labels") WHERE value = %s)'  # noqa: S608
-
-
-def label_param(vendor: str, label: str) -> Any:
-    return json.dumps([label]) if vendor == "postgresql" else label
-
-
-def with_label(qs: QuerySet[Task], label: str) -> QuerySet[Task]:
-    vendor = connection.vendor
-    return qs.filter(
-        RawSQL(  # noqa: S611 - the label is a bound parameter
-            label_sql(vendor), [label_param(vendor, label)], output_field=BooleanField()
-        )
-    )
 
 
 def list_tasks(
@@ -357,9 +320,7 @@ def transition(
     if claim is not None and _status_of(task_id) == Status.TODO:
         # From todo the move is the atomic claim itself, with its guard (ready,
         # unassigned, not dropped): a person does not get to skip the dependencies.
-        from board.store.claims import claim as atomic_claim
-
-        result = atomic_claim(task_id, claim.agent_id, claim.runtime, lease_ms=claim.lease_ms)
+        result = claims.claim(task_id, claim.agent_id, claim.runtime, lease_ms=claim.lease_ms)
         result.raise_for_outcome(task_id)
         assert result.task is not None
         return result.task

@@ -1,0 +1,52 @@
+"""The ready predicate and the label filter, declared once as SQL over a tasks row:
+listing (:func:`ready_filter`, :func:`with_label`) and claiming
+(:mod:`board.store.claims`) read them from the same text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import connection
+from django.db.models import BooleanField, QuerySet
+from django.db.models.expressions import RawSQL
+
+from board.models import Task
+from board.transitions import Status
+
+_T = Task._meta.db_table
+# The ready predicate, declared once, as SQL over a tasks row: todo, not dropped,
+# every dependency done. "Every dependency done" is the counter ``unmet_deps = 0``,
+# which the data layer keeps in the same transactions that change the graph or
+# finish a task. 'todo' is a literal, not a bound parameter: the ready indexes are
+# partial (WHERE status = 'todo') and a planner can only match that to a literal.
+READY_SQL = (
+    f'"{_T}"."status" = \'{Status.TODO}\' AND "{_T}"."dropped" = FALSE AND "{_T}"."unmet_deps" = 0'
+)
+
+
+def ready_filter() -> RawSQL:
+    """:data:`READY_SQL` as a queryset filter (``Task.objects.filter(ready_filter())``):
+    listing and claiming read readiness from the same text."""
+    return RawSQL(READY_SQL, (), output_field=BooleanField())  # noqa: S611 - a constant
+
+
+def label_sql(vendor: str) -> str:
+    """ "The task carries label ``%s``" as SQL over a tasks row; bind
+    :func:`label_param`'s value."""
+    if vendor == "postgresql":
+        return f'"{_T}"."labels" @> %s::jsonb'
+    return f'EXISTS (SELECT 1 FROM json_each("{_T}"."labels") WHERE value = %s)'  # noqa: S608
+
+
+def label_param(vendor: str, label: str) -> Any:
+    return json.dumps([label]) if vendor == "postgresql" else label
+
+
+def with_label(qs: QuerySet[Task], label: str) -> QuerySet[Task]:
+    vendor = connection.vendor
+    return qs.filter(
+        RawSQL(  # noqa: S611 - the label is a bound parameter
+            label_sql(vendor), [label_param(vendor, label)], output_field=BooleanField()
+        )
+    )
