@@ -7,6 +7,7 @@ recorded as timed out."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 import uuid
 
 import pytest
@@ -53,11 +54,20 @@ def fire_routine(claw: str, clock, template: dict) -> RoutineFire:  # noqa: F811
 
 
 def gateway_says_ended(gateway: GatewayProcess, run_id: str) -> tuple[dict, list[dict]]:
-    """``agent.wait`` for the run and its rows in the gateway's task list."""
+    """``agent.wait`` for the run and its rows in the gateway's task list.
+
+    The gateway settles its task ledger after ``agent.wait`` has answered (the abort
+    is recorded when the run's loop unwinds), so the list is read until the run's rows
+    have left ``queued``/``running`` or ten seconds have passed."""
     with GatewayClient(gateway.url, scopes=READ_WRITE) as client:
         waited = client.request("agent.wait", {"runId": run_id, "timeoutMs": 5000})
-        tasks = client.request("tasks.list", {})["tasks"]
-    return waited, [t for t in tasks if t.get("runId") == run_id]
+        deadline = time.monotonic() + 10
+        while True:
+            rows = [t for t in client.request("tasks.list", {})["tasks"] if t.get("runId") == run_id]
+            settled = all(t.get("status") not in ("queued", "running") for t in rows)
+            if settled or time.monotonic() > deadline:
+                return waited, rows
+            time.sleep(0.2)
 
 
 def test_a_connected_routine_fire_completes_with_the_agents_reply(
