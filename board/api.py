@@ -31,7 +31,7 @@ from core import server_commands
 from core.api.access import act_as, act_as_assignee, can_see_team, require_team, team_ids
 from core.api.bodies import json_object, query_bool
 from core.api.idempotency import idempotent
-from core.api.pagination import TaskCursorPagination
+from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
 from core.api.schema import with_errors
 from core.errors import Conflict, ValidationFailed
 
@@ -67,6 +67,40 @@ _COMMON_TASK_ERRORS = ("not_found",)
 # --- views -----------------------------------------------------------------------
 
 
+# The filters the task list and the column counts share (query parameters).
+_FILTER_PARAMETERS = [
+    OpenApiParameter("team", str),
+    OpenApiParameter("assignee", str),
+    OpenApiParameter("label", str),
+    OpenApiParameter("parent", str),
+    OpenApiParameter(
+        "verdict",
+        str,
+        enum=list(store.VERDICT_FILTERS),
+        description="a stored verification verdict, or 'none' for unverified tasks",
+    ),
+    OpenApiParameter(
+        "q", str, description="text in the title or description (any case), or the exact id"
+    ),
+    OpenApiParameter("dropped", bool, description="false: leave soft-deleted tasks out"),
+]
+ORDERS = ("priority", "recent")
+
+
+def _task_filters(request: Request) -> dict[str, Any]:
+    params = request.query_params
+    dropped = params.get("dropped")
+    return {
+        "team": params.get("team"),
+        "assignee": params.get("assignee"),
+        "label": params.get("label"),
+        "parent": params.get("parent"),
+        "verdict": params.get("verdict"),
+        "text": params.get("q"),
+        "dropped": None if dropped is None else query_bool(dropped, "dropped"),
+    }
+
+
 class TaskListView(APIView):
     permission_classes = [IsAuthenticated]
     pagination_class = TaskCursorPagination
@@ -75,11 +109,16 @@ class TaskListView(APIView):
         operation_id="board_tasks_list",
         parameters=[
             OpenApiParameter("status", str, enum=list(Status.values)),
-            OpenApiParameter("team", str),
-            OpenApiParameter("assignee", str),
-            OpenApiParameter("label", str),
+            *_FILTER_PARAMETERS,
             OpenApiParameter("ready", bool),
-            OpenApiParameter("parent", str),
+            OpenApiParameter(
+                "order",
+                str,
+                enum=list(ORDERS),
+                description="priority (default): priority desc, then newest created; "
+                "recent: most recently changed first (the board's done and cancelled "
+                "columns)",
+            ),
             OpenApiParameter("limit", int),
             OpenApiParameter("cursor", str),
         ],
@@ -87,16 +126,16 @@ class TaskListView(APIView):
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
+        order = params.get("order", "priority")
+        if order not in ORDERS:
+            raise ValidationFailed("order", f"must be one of {', '.join(ORDERS)}")
         qs: QuerySet[Task] = store.list_tasks(
-            team=params.get("team"),
             status=params.get("status"),
-            assignee=params.get("assignee"),
-            label=params.get("label"),
-            parent=params.get("parent"),
             ready=query_bool(params.get("ready"), "ready"),
+            **_task_filters(request),
         )
         qs = scope_tasks(request.user, qs)
-        paginator = self.pagination_class()
+        paginator = RecentTaskCursorPagination() if order == "recent" else self.pagination_class()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(task_bodies(list(page or [])))
 
@@ -125,8 +164,40 @@ class TaskListView(APIView):
         server_commands.check_task_commands(
             body.get("metadata"), operator=server_commands.is_operator(request.user)
         )
-        result = store.create_task(**body)
+        result = store.create_task(**body, actor=request.user.get_username())
         return Response(task_body(result.task), status=201 if result.created else 200)
+
+
+class TaskCountsView(APIView):
+    """How many tasks each column holds, with the list's filters: the board's column
+    headers, without reading the tasks."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_counts",
+        parameters=_FILTER_PARAMETERS,
+        responses=with_errors(
+            {
+                200: inline_serializer(
+                    "TaskCounts",
+                    {
+                        "team": serializers.CharField(allow_null=True),
+                        "counts": serializers.DictField(
+                            child=serializers.IntegerField(),
+                            help_text="every status, zeros included",
+                        ),
+                        "total": serializers.IntegerField(),
+                    },
+                )
+            },
+            "validation_error",
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        filters = _task_filters(request)
+        counts = store.count_by_status(scope_tasks(request.user, store.list_tasks(**filters)))
+        return Response({"team": filters["team"], "counts": counts, "total": sum(counts.values())})
 
 
 class TaskDetailView(APIView):

@@ -127,6 +127,24 @@ class Task(models.Model):
             # with updated_at: every write and heartbeat moves it.
             models.Index(fields=["status", "lease_until"], name="tasks_status_lease_idx"),
             models.Index(fields=["team", "created_at"], name="tasks_team_created_idx"),
+            # The board's columns: one team's tasks of one status in the board's order
+            # (priority desc, newest first), and the per-column counts as one GROUP BY
+            # this index answers alone. A heartbeat never moves its entries; a status,
+            # priority or drop change does.
+            models.Index(
+                fields=["team", "status", "dropped", "-priority", "-created_at", "id"],
+                name="tasks_board_column_idx",
+            ),
+            # The terminal columns (done, cancelled), most recently changed first, so a
+            # team's first page of history costs the same at any size. Partial: live
+            # rows, whose updated_at every heartbeat moves, are not in it. The column
+            # query names the status as a literal (board.store.ready.status_filter) so
+            # both planners can match this WHERE clause.
+            models.Index(
+                fields=["team", "status", "-updated_at", "-id"],
+                name="tasks_board_recent_idx",
+                condition=Q(status="done") | Q(status="cancelled"),
+            ),
             # Unassigned rows (the whole backlog) stay out: a claim adds one entry
             # instead of moving one, and "tasks of agent X" still uses it (x = ?
             # implies x IS NOT NULL to both planners).

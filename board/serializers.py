@@ -48,6 +48,9 @@ class TaskSerializer(serializers.Serializer):
     revision = serializers.IntegerField()
     incarnation_id = serializers.CharField()
     depends_on = serializers.ListField(child=serializers.CharField())
+    unmet_deps = serializers.IntegerField(
+        help_text="dependencies not done when this body was rendered"
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)

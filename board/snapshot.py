@@ -47,6 +47,9 @@ FIELDS: tuple[tuple[str, str, Kind], ...] = (
     ("revision", "revision", "value"),
     ("incarnation_id", "incarnation_id", "value"),
     ("depends_on", "id", "deps"),
+    # How many dependencies were not done when this body was rendered (a dependency
+    # finishing does not re-render its dependents).
+    ("unmet_deps", "unmet_deps", "value"),
     ("created_at", "created_at", "time"),
     ("updated_at", "updated_at", "time"),
     ("started_at", "started_at", "time"),

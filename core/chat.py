@@ -82,12 +82,14 @@ def recent(team_id: str, limit: int = 100) -> list[dict[str, Any]]:
 
 
 def line_for(event: Event) -> dict[str, Any] | None:
-    """The chat frame of an event: a person's message, or the narration of a change."""
+    """The chat frame of an event: a person's message, or the narration of a change.
+    ``actor`` is who did it when that is known (a person's message: its author)."""
     payload = event.payload if isinstance(event.payload, dict) else {}
     if event.kind == "chat":
         body, author = payload.get("body"), payload.get("author")
+        actor = author
     else:
-        body, author = narration_for(event), NARRATOR
+        body, author, actor = narration_for(event), NARRATOR, actor_of(event)
     if not body:
         return None
     return {
@@ -96,9 +98,25 @@ def line_for(event: Event) -> dict[str, Any] | None:
         "team": event.team_id,
         "body": body,
         "author": author,
+        "actor": actor,
         "task_id": event.task_id,
         "created_at": event.created_at.isoformat(),
     }
+
+
+def actor_of(event: Event) -> str | None:
+    """Who made a task change, when the event says: the authenticated user of a
+    person's move (``payload.actor``), the agent a task was created as, or the
+    assignee of its own claim or review request. None when the event does not say
+    (an executor settling, a sweep)."""
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    task = payload.get("task") if isinstance(payload.get("task"), dict) else {}
+    actor = payload.get("actor")
+    if event.kind == "added":
+        actor = task.get("created_by_agent_id") or actor
+    elif event.kind in ("claimed", "review_requested"):
+        actor = actor or task.get("assignee_agent_id")
+    return str(actor) if actor else None
 
 
 def _title(task: dict[str, Any]) -> str:
@@ -128,9 +146,14 @@ def narration_for(event: Event) -> str | None:
     if not isinstance(task, dict):
         return None
     title = f"'{_title(task)}'"
-    who = task.get("assignee_agent_id")
+    who = actor_of(event)
     if event.kind == "claimed":
         return f"{who or 'someone'} claimed {title}"
+    if event.kind == "status_changed":
+        # A plain move (into backlog, back to todo, a person starting it for an
+        # agent): worth a line only when a person made it.
+        status = str(task.get("status") or "?").replace("_", " ")
+        return f"{who} moved {title} to {status}" if who else None
     verb = _VERBS.get(event.kind)
     if verb is None:
         return None
@@ -139,8 +162,8 @@ def narration_for(event: Event) -> str | None:
     if event.kind == "cancelled" and str(task.get("error") or "").startswith("cancelled: "):
         # A cascade: say which failure took it down (its event follows that failure's).
         return f"Cancelled {title}: {str(task['error'])[len('cancelled: ') :][:120]}"
-    # Only a review request is the assignee's own doing; a task can be completed or
-    # cancelled by anyone (a reviewer, an operator), so those are not attributed.
-    actor = f"{who} " if who and event.kind == "review_requested" else ""
+    # Attributed only to whoever the event names (actor_of): a task can be completed
+    # or cancelled by anyone, so an unnamed one is not pinned on its assignee.
+    actor = f"{who} " if who else ""
     line = f"{actor}{verb} {title}"
     return line if actor else line[:1].upper() + line[1:]

@@ -63,7 +63,6 @@ def frames_for(event: Event) -> list[dict[str, Any]]:
             )
     line = line_for(event)
     if line is not None:
-        line.pop("created_at", None)
         frames.append(line)
     return frames
 

@@ -64,7 +64,10 @@ from board.store.lifecycle import (
 from board.store.recovery import reconcile_orphans, release_stale, run_boot_passes
 from board.store.review import Reworked, approve, check_approvable, request_changes
 from board.store.tasks import (
+    UNVERIFIED,
+    VERDICT_FILTERS,
     Created,
+    count_by_status,
     create_task,
     depends_on_map,
     find_task,
@@ -91,6 +94,8 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_LIVE_CHILDREN",
     "ROOT_RATE_LIMIT",
+    "UNVERIFIED",
+    "VERDICT_FILTERS",
     "ClaimResult",
     "Created",
     "Reworked",
@@ -114,6 +119,7 @@ __all__ = [
     "close_execution",
     "committed_lease_span",
     "complete",
+    "count_by_status",
     "create_task",
     "decline_reason",
     "depends_on_ids",

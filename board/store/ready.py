@@ -12,7 +12,7 @@ from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
 from board.models import Task
-from board.transitions import Status
+from board.transitions import Status, is_status
 
 _T = Task._meta.db_table
 # The ready predicate, declared once, as SQL over a tasks row: todo, not dropped,
@@ -50,3 +50,22 @@ def with_label(qs: QuerySet[Task], label: str) -> QuerySet[Task]:
             label_sql(vendor), [label_param(vendor, label)], output_field=BooleanField()
         )
     )
+
+
+def status_filter(status: str) -> RawSQL:
+    """The task is in ``status``, as a queryset filter with the status as a literal:
+    the board's per-column indexes are partial (the terminal ones, and the ready
+    ones over todo rows), and a planner matches a partial index only to a literal.
+    Only a status of the transition table gets here, so the literal is one of
+    seven constants."""
+    if not is_status(status):
+        raise ValueError(f"unknown status {status!r}")
+    return RawSQL(f'"{_T}"."status" = \'{status}\'', (), output_field=BooleanField())  # noqa: S611
+
+
+def dropped_filter(dropped: bool) -> RawSQL:
+    """The task is (not) soft-deleted, as a comparison an index can take: Django
+    renders ``dropped=False`` as ``NOT dropped``, which neither planner matches to
+    the board's column index."""
+    value = "TRUE" if dropped else "FALSE"
+    return RawSQL(f'"{_T}"."dropped" = {value}', (), output_field=BooleanField())  # noqa: S611

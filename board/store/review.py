@@ -71,7 +71,9 @@ def request_changes(task_id: str, feedback: Any, *, by: Any, agent_id: Any = Non
         fields = move(task, Status.IN_PROGRESS, at=at, claim=claim)
         fields |= set_fields(task, feedback=note)
         add_comment_row(task, reviewer, f"Changes requested: {note}", at)
-        commit_change(task, "changes_requested", prev_status=prev, fields=fields, at=at)
+        commit_change(
+            task, "changes_requested", prev_status=prev, fields=fields, at=at, actor=reviewer
+        )
         return Reworked(task, ticket_of(task))
 
     return storage.write(run)
@@ -93,7 +95,9 @@ def approve(
         fields = move(task, Status.DONE, at=at, override=override)
         text = f"Approved by {reviewer}" + (f"; landed {landed}" if landed else "")
         add_comment_row(task, reviewer, text, at)
-        return commit_change(task, "completed", prev_status=prev, fields=fields, at=at)
+        return commit_change(
+            task, "completed", prev_status=prev, fields=fields, at=at, actor=reviewer
+        )
 
     return storage.write(run)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from board import ceilings, checks
 from board.errors import (
@@ -22,7 +22,7 @@ from board.errors import (
     TaskNotFound,
     TooManyChildren,
 )
-from board.models import Task, TaskDep
+from board.models import Task, TaskDep, Verdict
 from board.store import claims
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.moves import (  # noqa: F401 - check_override is imported from here
@@ -33,7 +33,12 @@ from board.store.moves import (  # noqa: F401 - check_override is imported from 
     kind_of,
     move,
 )
-from board.store.ready import ready_filter, with_label  # noqa: F401 - re-exported
+from board.store.ready import (  # noqa: F401 - ready_filter is re-exported
+    dropped_filter,
+    ready_filter,
+    status_filter,
+    with_label,
+)
 from board.store.tickets import Ticket
 from board.transitions import Status
 from core import storage
@@ -59,6 +64,12 @@ def find_task(task_id: str) -> Task | None:
     return Task.objects.filter(pk=task_id).first()
 
 
+# The verdict filter's word for "no verdict stored" (unverified).
+UNVERIFIED = "none"
+VERDICT_FILTERS = (*Verdict.values, UNVERIFIED)
+SEARCH_MAX = 200
+
+
 def list_tasks(
     *,
     team: str | list[str] | None = None,
@@ -67,13 +78,21 @@ def list_tasks(
     label: str | None = None,
     parent: str | None = None,
     ready: bool = False,
+    verdict: str | None = None,
+    text: str | None = None,
+    dropped: bool | None = None,
 ) -> QuerySet[Task]:
-    """Tasks by filter; ready ones ordered priority desc, then newest first."""
+    """Tasks by filter, in the board's order: priority desc, then newest first.
+
+    ``verdict`` is a stored verdict or ``"none"`` (unverified); ``text`` matches the
+    title or description (case-insensitive) or the exact id; ``dropped`` False
+    leaves soft-deleted tasks out.
+    """
     qs = Task.objects.all()
     if team is not None:
         qs = qs.filter(team_id__in=team) if isinstance(team, list) else qs.filter(team_id=team)
     if status is not None:
-        qs = qs.filter(status=checks.check_status(status, "status"))
+        qs = qs.filter(status_filter(checks.check_status(status, "status")))
     if assignee is not None:
         qs = qs.filter(assignee_agent_id=assignee)
     if parent is not None:
@@ -82,7 +101,26 @@ def list_tasks(
         qs = with_label(qs, label)
     if ready:
         qs = qs.filter(ready_filter())
+    if verdict is not None:
+        if verdict not in VERDICT_FILTERS:
+            raise ValidationFailed("verdict", f"must be one of {', '.join(VERDICT_FILTERS)}")
+        unverified = verdict == UNVERIFIED
+        qs = qs.filter(verdict__isnull=True) if unverified else qs.filter(verdict=verdict)
+    words = checks.check_text(text, "q", limit=SEARCH_MAX).strip()
+    if words:
+        qs = qs.filter(Q(title__icontains=words) | Q(description__icontains=words) | Q(pk=words))
+    if dropped is not None:
+        qs = qs.filter(dropped_filter(dropped))
     return qs.order_by("-priority", "-created_at", "id")
+
+
+def count_by_status(qs: QuerySet[Task]) -> dict[str, int]:
+    """How many of ``qs`` sit in each status (every status named, zeros included):
+    one GROUP BY, which the board's column index answers without reading a row."""
+    counts = {str(status): 0 for status in Status}
+    for status, count in qs.order_by().values_list("status").annotate(count=Count("pk")):
+        counts[status] = count
+    return counts
 
 
 def ready_tasks(team: str | None = None) -> QuerySet[Task]:
@@ -130,8 +168,11 @@ def create_task(
     depends_on: Any = None,
     created_by_agent_id: Any = None,
     scheduled_by: Any = "manual",
+    actor: str | None = None,
 ) -> Created:
-    """Create a task (``todo`` by default, or ``backlog``).
+    """Create a task (``todo`` by default, or ``backlog``). ``actor`` names the
+    authenticated user who asked, for the narration (not part of the request's
+    identity: a retried create by someone else is still the same create).
 
     Ceilings (checked inside the write transaction, so concurrent creates cannot
     overrun them): with a parent, the parent's depth must be < 2 and it may have at
@@ -162,7 +203,7 @@ def create_task(
     }
     task_id = checks.check_id(id) if id is not None else None
     fingerprint = _fingerprint(clean)
-    return storage.write(_create, task_id, clean, fingerprint)
+    return storage.write(_create, task_id, clean, fingerprint, actor)
 
 
 def check_bool(value: Any, field: str) -> bool:
@@ -171,7 +212,9 @@ def check_bool(value: Any, field: str) -> bool:
     return value
 
 
-def _create(task_id: str | None, clean: dict[str, Any], fingerprint: str) -> Created:
+def _create(
+    task_id: str | None, clean: dict[str, Any], fingerprint: str, actor: str | None
+) -> Created:
     if task_id is not None:
         existing = Task.objects.filter(pk=task_id).first()
         if existing is not None:
@@ -225,7 +268,7 @@ def _create(task_id: str | None, clean: dict[str, Any], fingerprint: str) -> Cre
         TaskDep.objects.bulk_create(
             [TaskDep(task_id=task.id, depends_on_id=d, created_at=at) for d in deps]
         )
-    record_event(task, "added", prev_status=None)
+    record_event(task, "added", prev_status=None, actor=actor)
     return Created(task, created=True)
 
 

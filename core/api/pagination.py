@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.utils.dateparse import parse_datetime
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
@@ -16,10 +17,15 @@ POSITION = re.compile(r"\A-?[0-9]{1,7}\Z")  # a task priority (±1,000,000)
 
 
 class TaskCursorPagination(CursorPagination):
-    ordering = ("-priority", "-created_at", "id")
+    """Pages in the board's order: priority desc, then newest first."""
+
+    ordering: Any = ("-priority", "-created_at", "id")
     page_size = 50
     page_size_query_param = "limit"
     max_page_size = 500
+
+    def position_is_valid(self, position: str) -> bool:
+        return bool(POSITION.match(position))
 
     def decode_cursor(self, request: Any) -> Any:
         raw = request.query_params.get(self.cursor_query_param)
@@ -30,9 +36,9 @@ class TaskCursorPagination(CursorPagination):
         except NotFound:
             raise ValidationFailed("cursor", "is not a cursor this server issued") from None
         # DRF decodes any base64 it is given; the position lands in a query on the
-        # ordering's first field (an integer priority), so check it is one.
+        # ordering's first field, so check it is a value of that field.
         if cursor is not None and cursor.position is not None:
-            if not POSITION.match(str(cursor.position)):
+            if not self.position_is_valid(str(cursor.position)):
                 raise ValidationFailed("cursor", "is not a cursor this server issued")
         return cursor
 
@@ -48,3 +54,16 @@ class TaskCursorPagination(CursorPagination):
                 "next": {"type": "string", "nullable": True, "format": "uri"},
             },
         }
+
+
+class RecentTaskCursorPagination(TaskCursorPagination):
+    """Pages most recently changed first: the order of the board's terminal columns
+    (done, cancelled), where the newest history is what people look for."""
+
+    ordering = ("-updated_at", "-id")
+
+    def position_is_valid(self, position: str) -> bool:
+        try:
+            return parse_datetime(position) is not None
+        except ValueError:  # well-formed but impossible (month 13)
+            return False

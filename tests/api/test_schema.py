@@ -12,6 +12,7 @@ pytestmark = pytest.mark.django_db
 BOARD_PATHS = [
     ("post", "/api/board/tasks"),
     ("get", "/api/board/tasks"),
+    ("get", "/api/board/counts"),
     ("get", "/api/board/tasks/{task_id}"),
     ("patch", "/api/board/tasks/{task_id}"),
     ("post", "/api/board/tasks/{task_id}/transition"),

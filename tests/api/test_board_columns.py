@@ -1,0 +1,139 @@
+"""What the board page reads per column: pages of one status in the column's order,
+filtered as the page's URL says, and every column's count in one request."""
+
+from __future__ import annotations
+
+import pytest
+
+from board import store
+from core import registry
+
+pytestmark = pytest.mark.django_db
+
+
+def ids(page: dict) -> list[str]:
+    return [t["id"] for t in page["results"]]
+
+
+def finish(task_id: str) -> None:
+    store.transition(task_id, "cancelled")
+
+
+def test_a_terminal_column_pages_most_recently_changed_first(api):
+    tasks = [store.create_task(title=f"t{i}").task for i in range(5)]
+    # Cancelled in an order unlike their creation: the column shows the newest move first.
+    for task in (tasks[2], tasks[0], tasks[4], tasks[1], tasks[3]):
+        finish(task.id)
+    first = api.get("/api/board/tasks?status=cancelled&order=recent&limit=2").json()
+    assert ids(first) == [tasks[3].id, tasks[1].id]
+    second = api.get(first["next"]).json()
+    assert ids(second) == [tasks[4].id, tasks[0].id]
+    third = api.get(second["next"]).json()
+    assert ids(third) == [tasks[2].id] and third["next"] is None
+
+
+def test_a_card_that_changes_while_paging_is_not_shown_twice(api):
+    tasks = [store.create_task(title=f"t{i}").task for i in range(4)]
+    for task in tasks:
+        finish(task.id)
+    first = api.get("/api/board/tasks?status=cancelled&order=recent&limit=2").json()
+    store.set_labels(tasks[0].id, ["late"])  # now the newest: it would lead page one
+    rest = api.get(first["next"]).json()
+    assert ids(first) + ids(rest) == [t.id for t in reversed(tasks)][:2] + [tasks[1].id]
+
+
+def test_the_list_filters_by_verdict_text_and_dropped(api):
+    passed = store.create_task(title="Ship the parser", labels=["ui"]).task
+    store.set_verdict(passed.id, "pass")
+    failed = store.create_task(title="Fix the lexer", description="the PARSER breaks").task
+    store.set_verdict(failed.id, "fail", "3 tests failed")
+    plain = store.create_task(title="Write docs").task
+    gone = store.create_task(title="Old parser idea").task
+    store.drop_task(gone.id)
+
+    def listed(query: str) -> set[str]:
+        response = api.get(f"/api/board/tasks?{query}")
+        assert response.status_code == 200, response.json()
+        return set(ids(response.json()))
+
+    assert listed("verdict=pass") == {passed.id}
+    assert listed("verdict=fail") == {failed.id}
+    assert listed("verdict=none") == {plain.id, gone.id}
+    assert listed("q=parser") == {passed.id, failed.id, gone.id}  # title or description
+    assert listed("q=parser&dropped=false") == {passed.id, failed.id}
+    assert listed(f"q={plain.id}") == {plain.id}  # the exact id
+    assert listed("q=parser&label=ui") == {passed.id}
+
+
+def test_counts_name_every_status_with_the_lists_filters(api):
+    for title in ("a", "b", "c"):
+        store.create_task(title=title, labels=["ui"])
+    store.create_task(title="d", status="backlog")
+    done = store.create_task(title="e", labels=["ui"]).task
+    finish(done.id)
+    body = api.get("/api/board/counts?team=default").json()
+    assert body == {
+        "team": "default",
+        "counts": {
+            "backlog": 1,
+            "todo": 3,
+            "in_progress": 0,
+            "in_review": 0,
+            "blocked": 0,
+            "done": 0,
+            "cancelled": 1,
+        },
+        "total": 5,
+    }
+    labelled = api.get("/api/board/counts?team=default&label=ui&q=a").json()
+    assert labelled["counts"]["todo"] == 1 and labelled["total"] == 1
+
+
+def test_counts_of_a_team_you_cannot_see_are_zero(api):
+    registry.create_team("red", "Red")
+    store.create_task(title="secret", team="red")
+    body = api.get("/api/board/counts?team=red").json()
+    assert body["total"] == 0
+    assert api.get("/api/board/counts").json()["total"] == 0  # every team you see
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("order=oldest", "order"),
+        ("verdict=maybe", "verdict"),
+        ("dropped=perhaps", "dropped"),
+        ("q=" + "x" * 201, "q"),
+        ("status=nope", "status"),
+    ],
+)
+def test_bad_list_parameters_are_400_naming_the_field(api, unchanged, query, field):
+    with unchanged():
+        for path in ("/api/board/tasks", "/api/board/counts"):
+            if field in ("order", "status") and path.endswith("counts"):
+                continue
+            response = api.get(f"{path}?{query}")
+            assert response.status_code == 400, (path, response.json())
+            assert response.json()["error"] == "validation_error"
+            assert response.json()["field"] == field
+
+
+def test_a_cursor_of_one_order_is_refused_by_the_other(api, unchanged):
+    for i in range(4):
+        task = store.create_task(title=f"t{i}", priority=i).task  # positions, not offsets
+        if i % 2:
+            finish(task.id)
+    by_priority = api.get("/api/board/tasks?limit=1").json()["next"]
+    recent = api.get("/api/board/tasks?status=cancelled&order=recent&limit=1").json()["next"]
+    with unchanged():
+        swapped = api.get(by_priority + "&order=recent")
+        assert swapped.status_code == 400 and swapped.json()["field"] == "cursor"
+        swapped = api.get(recent.replace("order=recent", "order=priority"))
+        assert swapped.status_code == 400 and swapped.json()["field"] == "cursor"
+
+
+def test_a_task_body_says_how_many_dependencies_are_not_done(api):
+    first = store.create_task(title="first").task
+    second = store.create_task(title="second", depends_on=[first.id]).task
+    body = api.get(f"/api/board/tasks/{second.id}").json()
+    assert body["unmet_deps"] == 1 and body["depends_on"] == [first.id]
