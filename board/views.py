@@ -12,6 +12,11 @@ from board import transitions
 from core.api.access import team_ids
 from core.models import Team
 
+# Cards per column page: the live columns are work in hand, the terminal ones
+# (done, cancelled) history, where the most recent few are what people look for.
+PAGE_ACTIVE = 50
+PAGE_TERMINAL = 25
+
 
 class BoardLoginView(LoginView):
     """The board's login: any active user (the admin's login admits staff only).
@@ -31,17 +36,22 @@ def board_page(request: HttpRequest) -> HttpResponse:
     team_list = list(teams)
     ids = [t.id for t in team_list]
     team = wanted if wanted in ids else ("default" if "default" in ids else (ids or [""])[0])
+    # The page is a shell: columns arrive over the API a page at a time, so its
+    # first paint costs the same whatever the size of the team's history.
     return render(
         request,
         "board/board.html",
         {
             "teams": team_list,
             "team": team,
+            "columns": list(transitions.Status),
             "board_config": {
                 "team": team,
                 "statuses": [s.value for s in transitions.Status],
                 "labels": {s.value: s.label for s in transitions.Status},
                 "transitions": transitions.as_json(),
+                "terminal": sorted(transitions.TERMINAL),
+                "page": {"active": PAGE_ACTIVE, "terminal": PAGE_TERMINAL},
                 "user": request.user.get_username(),
             },
             "is_staff": request.user.is_staff,

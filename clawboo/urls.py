@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth.views import LogoutView
+from django.templatetags.static import static
 from django.urls import URLPattern, URLResolver, include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -75,6 +76,8 @@ handler500 = "core.api.errors.server_error"
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/board/", permanent=False)),
+    # Browsers ask for /favicon.ico on pages that name no icon (the admin's).
+    path("favicon.ico", RedirectView.as_view(url=static("board/favicon.svg"), permanent=False)),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
     path("board/", board_page, name="board"),

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -14,25 +11,13 @@ from rest_framework.authtoken.models import Token
 
 from board import store
 from core import registry
+from tests.live.browsing import CHROMIUM, DOCS, api_post, screenshot  # noqa: F401 - DOCS
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed"),
 ]
-DOCS = Path(__file__).resolve().parents[2] / "docs"
-
-
-def api_post(base: str, key: str, path: str, body: dict) -> dict:
-    request = urllib.request.Request(
-        base + path,
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Authorization": f"Token {key}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
-        return json.loads(response.read())
 
 
 def test_the_board_updates_live_and_offers_only_legal_moves(
@@ -104,14 +89,12 @@ def test_the_board_updates_live_and_offers_only_legal_moves(
         page.wait_for_selector("#conn[data-state=live]", timeout=10_000)
         assert page.locator("#chat li").count() >= 1
 
-        page.screenshot(path=str(tmp_path / "board.png"), full_page=True)
-        DOCS.mkdir(exist_ok=True)
-        page.screenshot(path=str(DOCS / "board.png"))
+        screenshot(page, "board.png", tmp_path)
         phone = browser.new_page(viewport={"width": 390, "height": 844})
         phone.context.add_cookies(page.context.cookies())
         phone.goto(base + "/board/")
         phone.locator(f"[data-task-id='{missed.id}']").wait_for(timeout=5_000)
-        phone.screenshot(path=str(tmp_path / "board-phone.png"))
+        phone.screenshot(path=str(tmp_path / "board-phone-live.png"))
         browser.close()
 
 

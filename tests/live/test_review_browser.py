@@ -19,7 +19,7 @@ from tests.executor.conftest import (  # noqa: F401 - fixtures
     script,
     state_dir,
 )
-from tests.live.test_browser import CHROMIUM, DOCS
+from tests.live.browsing import CHROMIUM, screenshot
 from tests.worktrees.conftest import git
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -34,6 +34,7 @@ def test_the_review_panel_shows_the_work_and_approves_it(
     command_agent,  # noqa: F811 - the fixture imported above
     repo,  # noqa: F811
     settings,
+    tmp_path,
     monkeypatch,
 ):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -76,10 +77,13 @@ def test_the_review_panel_shows_the_work_and_approves_it(
         run.locator("summary").click()
         assert "did write" in run.locator("pre.log").inner_text()
         assert "builder" in run.locator("summary").inner_text()
-        DOCS.mkdir(exist_ok=True)
-        page.screenshot(path=str(DOCS / "review.png"))
+        screenshot(page, "review.png", tmp_path)
 
+        # Approving asks first, in the page's own dialog.
         page.click("#approve-btn")
+        page.locator("#ask[open]").wait_for()
+        screenshot(page, "board-approve.png", tmp_path)
+        page.click("#ask-ok")
         page.wait_for_selector("#review-note[data-kind=ok]", timeout=15_000)
         assert "Landed" in page.locator("#review-note").inner_text()
         page.locator(f"[data-status=done] [data-task-id='{task.id}']").wait_for(timeout=5_000)

@@ -1,0 +1,262 @@
+"""The board as people use it, in a real browser: dragging cards (legal columns take
+them, everyone sees the move, a refused one snaps back and says why), moving from
+the keyboard, filters and search kept in the URL, history paged on demand, and a
+phone switching columns with tabs.
+
+Set ``CLAWBOO_SCREENSHOTS=1`` to refresh the pictures in ``docs/``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+
+from board import store
+from core import registry
+from tests.live.browsing import CHROMIUM, api_post, eventually, launch, log_in, screenshot
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed"),
+]
+WIDE = {"width": 1440, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture
+def operator(settings, monkeypatch):
+    """A staff member of the default team with an agent to claim for, and a token."""
+    # Playwright's sync API runs an event loop in this thread; the test's own ORM
+    # reads are still plain synchronous calls.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    # The server checks passwords with the product's hashers, not the tests' fast one.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    user = get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
+    registry.add_member("default", user)
+    registry.create_agent(
+        id="builder",
+        display_name="Builder",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"]},
+        owner=user,
+    )
+    return Token.objects.create(user=user).key
+
+
+def open_board(browser, base: str, viewport: dict = WIDE, path: str = "/board/"):
+    page = browser.new_page(viewport=viewport)
+    log_in(page, base, "op", "pw-op-123")
+    if path != "/board/":
+        page.goto(base + path)
+    page.wait_for_selector("#conn[data-state=live]", timeout=10_000)
+    return page
+
+
+def card_in(page, status: str, task_id: str):
+    return page.locator(f".column[data-status={status}] [data-task-id='{task_id}']")
+
+
+def shown_ids(page, status: str) -> list[str]:
+    return page.locator(f".column[data-status={status}] .card").evaluate_all(
+        "cards => cards.map(c => c.dataset.taskId)"
+    )
+
+
+def wait_count(page, status: str, text: str) -> None:
+    page.wait_for_function(
+        "([status, text]) => document.querySelector("
+        "`.column[data-status=${status}] [data-count]`).textContent === text",
+        arg=[status, text],
+        timeout=3_000,
+    )
+
+
+def finished(title: str, **fields) -> str:
+    task = store.create_task(title=title, **fields).task
+    assert store.claim(task.id, "builder").ok
+    store.complete(task.id)
+    return task.id
+
+
+def test_a_dragged_card_moves_for_everyone_and_a_refused_drop_snaps_back_saying_why(
+    daphne, operator, tmp_path
+):
+    fix = store.create_task(title="Fix login", labels=["auth"], priority=2).task
+    schema = store.create_task(title="Write the schema").task
+    form = store.create_task(title="Wire the form", depends_on=[schema.id]).task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base)
+        watcher = open_board(browser, base)
+        card_in(page, "todo", fix.id).wait_for()
+
+        # While a card is dragged, the columns it may move to light up; the rest step back.
+        card_in(page, "todo", fix.id).hover()
+        page.mouse.down()
+        page.locator(".column[data-status=blocked] h2").hover()
+        page.locator(".column[data-status=blocked]").hover()
+        lit = page.locator(".column.drop-ok").evaluate_all("cs => cs.map(c => c.dataset.status)")
+        dim = page.locator(".column.drop-no").evaluate_all("cs => cs.map(c => c.dataset.status)")
+        assert lit == ["backlog", "in_progress", "blocked", "cancelled"]
+        assert dim == ["in_review", "done"]
+        page.mouse.up()
+        eventually(lambda: store.get_task(fix.id).status == "blocked", "the drop reached the API")
+        card_in(page, "blocked", fix.id).wait_for(timeout=2_000)
+        card_in(watcher, "blocked", fix.id).wait_for(timeout=3_000)  # the other open page
+        wait_count(page, "blocked", "1")
+        wait_count(watcher, "todo", "2")
+        screenshot(page, "board-drag.png", tmp_path)
+
+        # An illegal column takes no drop: the card stays and the toast says why.
+        card_in(page, "todo", schema.id).drag_to(page.locator(".column[data-status=done]"))
+        toast = page.locator(".toast[data-kind=bad]").last
+        toast.wait_for(timeout=2_000)
+        assert "cannot move from Todo to Done" in toast.inner_text()
+        assert "In Progress, Blocked, Backlog, Cancelled" in toast.inner_text()
+        assert card_in(page, "todo", schema.id).count() == 1
+        assert store.get_task(schema.id).status == "todo"
+        screenshot(page, "board-illegal-drop.png", tmp_path)
+
+        # A legal move the server refuses (its dependency is not done) snaps back with
+        # the API's reason; the claim it needed was asked for in the page's dialog.
+        card_in(page, "todo", form.id).drag_to(page.locator(".column[data-status=in_progress]"))
+        page.locator("#ask[open] #claim-agent").wait_for(timeout=2_000)
+        assert page.locator("#claim-agent").input_value() == "builder"
+        page.click("#ask-ok")
+        refused = page.locator(".toast[data-kind=bad]", has_text="Wire the form")
+        refused.wait_for(timeout=3_000)
+        assert "not claimable" in refused.inner_text()
+        card_in(page, "todo", form.id).wait_for(timeout=2_000)
+        assert card_in(page, "in_progress", form.id).count() == 0
+        assert store.get_task(form.id).status == "todo"
+        # A cancelled card waits on nothing: no "blocked by" on it.
+        assert "blocked by 1" in card_in(page, "todo", form.id).inner_text()
+        store.transition(form.id, "cancelled")
+        card_in(page, "cancelled", form.id).wait_for(timeout=3_000)
+        assert "blocked by" not in card_in(page, "cancelled", form.id).inner_text()
+        browser.close()
+
+
+def test_filters_and_search_live_in_the_url_apply_to_live_changes_and_keyboard_moves(
+    daphne, operator, tmp_path
+):
+    header = store.create_task(title="Polish the header", labels=["ui"]).task
+    parser = store.create_task(
+        title="Fix the parser", labels=["backend"], description="the tokenizer drops tabs"
+    ).task
+    docs = store.create_task(title="Parser docs", labels=["docs"]).task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base)
+        card_in(page, "todo", docs.id).wait_for()
+
+        page.fill("#filter-label", "ui")
+        page.wait_for_url(lambda url: "label=ui" in url, timeout=3_000)
+        page.wait_for_function("document.querySelectorAll('.card').length === 1")
+        assert shown_ids(page, "todo") == [header.id]
+        wait_count(page, "todo", "1")
+
+        # A live change is filtered like the pages: the matching one shows, the other not.
+        unseen = api_post(base, operator, "/api/board/tasks", {"title": "Unlabelled"})
+        seen = api_post(base, operator, "/api/board/tasks", {"title": "Ui too", "labels": ["ui"]})
+        card_in(page, "todo", seen["id"]).wait_for(timeout=3_000)
+        assert card_in(page, "todo", unseen["id"]).count() == 0
+
+        page.reload()
+        page.wait_for_selector("#conn[data-state=live]", timeout=10_000)
+        assert page.locator("#filter-label").input_value() == "ui"
+        page.wait_for_function("document.querySelectorAll('.card').length === 2")
+
+        # Search: title or description, any case; the URL keeps it across a reload.
+        page.click("#clear-filters")
+        page.wait_for_url(lambda url: "label=" not in url, timeout=3_000)
+        page.fill("#filter-q", "PARSER")
+        page.wait_for_url(lambda url: "q=PARSER" in url, timeout=3_000)
+        page.wait_for_function("document.querySelectorAll('.card').length === 2")
+        assert set(shown_ids(page, "todo")) == {parser.id, docs.id}
+        page.fill("#filter-q", "tokenizer")
+        page.wait_for_url(lambda url: "q=tokenizer" in url, timeout=3_000)
+        page.wait_for_function("document.querySelectorAll('.card').length === 1")
+        screenshot(page, "board-filters.png", tmp_path)
+        page.reload()
+        page.wait_for_selector("#conn[data-state=live]", timeout=10_000)
+        assert page.locator("#filter-q").input_value() == "tokenizer"
+        page.wait_for_function("document.querySelectorAll('.card').length === 1")
+        assert shown_ids(page, "todo") == [parser.id]
+        # Back goes to the filters before the search began.
+        page.go_back()
+        page.wait_for_url(lambda url: "q=" not in url, timeout=3_000)
+        page.wait_for_function("document.querySelectorAll('.card').length === 5")
+        assert page.locator("#filter-q").input_value() == ""
+
+        # From the keyboard: focus a card, "m" opens the move menu, arrows pick, Enter moves.
+        card_in(page, "todo", parser.id).focus()
+        page.keyboard.press("m")
+        page.locator("#move-choices").wait_for(timeout=2_000)
+        choices = page.locator("#move-choices button").evaluate_all(
+            "bs => bs.map(b => b.dataset.moveTo)"
+        )
+        assert choices == ["in_progress", "blocked", "backlog", "cancelled"]
+        screenshot(page, "board-keyboard-move.png", tmp_path)
+        page.keyboard.press("ArrowDown")
+        page.keyboard.press("Enter")
+        eventually(lambda: store.get_task(parser.id).status == "blocked", "the key move landed")
+        card_in(page, "blocked", parser.id).wait_for(timeout=2_000)
+        browser.close()
+
+
+def test_history_pages_on_demand_and_a_phone_switches_columns_with_tabs(daphne, operator, tmp_path):
+    done = [finished(f"Shipped {i}", labels=["ui"] if i % 2 else []) for i in range(60)]
+    plan = store.create_task(title="Plan the sprint").task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base)
+        card_in(page, "todo", plan.id).wait_for()
+        column = page.locator(".column[data-status=done]")
+        more = column.locator("[data-load-more]")
+        # The most recent first, a page of them; the header counts them all.
+        page.wait_for_function(
+            "document.querySelectorAll('.column[data-status=done] .card').length === 25"
+        )
+        assert shown_ids(page, "done") == done[::-1][:25]
+        wait_count(page, "done", "60")
+        assert more.inner_text() == "Load 25 more (35 left)"
+        more.click()
+        page.wait_for_function(
+            "document.querySelectorAll('.column[data-status=done] .card').length === 50"
+        )
+        more.click()
+        page.wait_for_function(
+            "document.querySelectorAll('.column[data-status=done] .card').length === 60"
+        )
+        assert more.is_hidden()
+        assert shown_ids(page, "done") == done[::-1]
+        # Something finishing now leads the column, and its count.
+        fresh = finished("Shipped just now")
+        page.wait_for_function(
+            f"document.querySelector('.column[data-status=done] .card').dataset.taskId === "
+            f"'{fresh}'"
+        )
+        wait_count(page, "done", "61")
+        column.locator(".cards").evaluate("cards => cards.scrollTop = 400")
+        screenshot(page, "board-load-more.png", tmp_path)
+
+        phone = open_board(browser, base, PHONE)
+        # The backlog is empty: the first column shown is the first with cards.
+        phone.locator("[data-tab=todo][aria-selected=true]").wait_for(timeout=3_000)
+        assert phone.locator("#column-tabs").is_visible()
+        card_in(phone, "todo", plan.id).wait_for()
+        assert phone.locator(".column[data-status=done]").is_hidden()
+        phone.click("[data-tab=done]")
+        assert phone.locator(".column[data-status=todo]").is_hidden()
+        card_in(phone, "done", fresh).wait_for()
+        assert phone.locator("[data-tab=done] [data-tab-count]").inner_text() == "61"
+        screenshot(phone, "board-phone.png", tmp_path)
+        browser.close()
