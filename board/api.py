@@ -4,8 +4,10 @@ access and calls :mod:`board.store`; errors map to HTTP in ``core.api.errors``."
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.db.models import QuerySet
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
@@ -26,10 +28,11 @@ from board.serializers import (
     TaskPatchSerializer,
     TaskSerializer,
 )
-from board.transitions import Status
-from core import server_commands
+from board.store.ready import status_filter
+from board.transitions import Status, is_terminal
+from core import events, server_commands
 from core.api.access import act_as, act_as_assignee, can_see_team, require_team, team_ids
-from core.api.bodies import json_object, query_bool
+from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
 from core.api.schema import with_errors
@@ -85,6 +88,10 @@ _FILTER_PARAMETERS = [
     OpenApiParameter("dropped", bool, description="false: leave soft-deleted tasks out"),
 ]
 ORDERS = ("priority", "recent")
+# Cards in a column's first page: the live columns are work in hand, the terminal
+# ones (done, cancelled) history, where the most recent few are what people want.
+COLUMN_PAGE = 50
+TERMINAL_PAGE = 25
 
 
 def _task_filters(request: Request) -> dict[str, Any]:
@@ -198,6 +205,106 @@ class TaskCountsView(APIView):
         filters = _task_filters(request)
         counts = store.count_by_status(scope_tasks(request.user, store.list_tasks(**filters)))
         return Response({"team": filters["team"], "counts": counts, "total": sum(counts.values())})
+
+
+class BoardColumnsView(APIView):
+    """The board's first view in one request: each column's first page in that
+    column's order (live columns by priority, terminal ones most recently changed
+    first), every column's total, and the event sequence they are as of. What it
+    costs depends on the page sizes, not on how much history the team has."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_columns",
+        parameters=[
+            *_FILTER_PARAMETERS,
+            OpenApiParameter("limit", int, description=f"cards per live column ({COLUMN_PAGE})"),
+            OpenApiParameter(
+                "terminal_limit",
+                int,
+                description=f"cards in done and in cancelled ({TERMINAL_PAGE}), newest first",
+            ),
+        ],
+        responses=with_errors(
+            {
+                200: inline_serializer(
+                    "BoardColumns",
+                    {
+                        "team": serializers.CharField(allow_null=True),
+                        "seq": serializers.IntegerField(
+                            allow_null=True,
+                            help_text="the team's event sequence read before the columns: "
+                            "replay from here (websocket 'since') to miss nothing",
+                        ),
+                        "counts": serializers.DictField(child=serializers.IntegerField()),
+                        "total": serializers.IntegerField(),
+                        "columns": serializers.DictField(
+                            child=inline_serializer(
+                                "BoardColumn",
+                                {
+                                    "results": TaskSerializer(many=True),
+                                    "next": serializers.URLField(allow_null=True),
+                                },
+                            ),
+                            help_text="by status: the first page and the list URL of the next",
+                        ),
+                    },
+                )
+            },
+            "validation_error",
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        filters = _task_filters(request)
+        params = request.query_params
+        high = TaskCursorPagination.max_page_size
+        sizes = {
+            False: query_int(params.get("limit"), "limit", default=COLUMN_PAGE, low=1, high=high),
+            True: query_int(
+                params.get("terminal_limit"),
+                "terminal_limit",
+                default=TERMINAL_PAGE,
+                low=1,
+                high=high,
+            ),
+        }
+        team = filters["team"]
+        # First the head of the log: whatever commits after it arrives by replay.
+        seq = events.latest_seq(team) if team and can_see_team(request.user, team) else None
+        visible = scope_tasks(request.user, store.list_tasks(**filters))
+        counts = store.count_by_status(visible)
+        query = {k: v for k, v in params.items() if k not in ("limit", "terminal_limit", "cursor")}
+        list_url = request.build_absolute_uri(reverse("tasks"))
+        pages: dict[str, tuple[list[Task], str | None]] = {}
+        for status in Status:
+            terminal = is_terminal(status)
+            pager = RecentTaskCursorPagination() if terminal else TaskCursorPagination()
+            size = sizes[terminal]
+            column_query = {**query, "status": status.value, "limit": size}
+            if terminal:
+                column_query["order"] = "recent"
+            rows = pager.first_page(
+                visible.filter(status_filter(status)),
+                request,
+                size,
+                f"{list_url}?{urlencode(column_query)}",
+            )
+            pages[status.value] = (rows, pager.get_next_link())
+        bodies = iter(task_bodies([t for rows, _ in pages.values() for t in rows]))
+        columns = {
+            status: {"results": [next(bodies) for _ in rows], "next": link}
+            for status, (rows, link) in pages.items()
+        }
+        return Response(
+            {
+                "team": team,
+                "seq": seq,
+                "counts": counts,
+                "total": sum(counts.values()),
+                "columns": columns,
+            }
+        )
 
 
 class TaskDetailView(APIView):

@@ -9,13 +9,9 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from board import transitions
+from board.api import COLUMN_PAGE, TERMINAL_PAGE
 from core.api.access import team_ids
 from core.models import Team
-
-# Cards per column page: the live columns are work in hand, the terminal ones
-# (done, cancelled) history, where the most recent few are what people look for.
-PAGE_ACTIVE = 50
-PAGE_TERMINAL = 25
 
 
 class BoardLoginView(LoginView):
@@ -51,7 +47,7 @@ def board_page(request: HttpRequest) -> HttpResponse:
                 "labels": {s.value: s.label for s in transitions.Status},
                 "transitions": transitions.as_json(),
                 "terminal": sorted(transitions.TERMINAL),
-                "page": {"active": PAGE_ACTIVE, "terminal": PAGE_TERMINAL},
+                "page": {"active": COLUMN_PAGE, "terminal": TERMINAL_PAGE},
                 "user": request.user.get_username(),
             },
             "is_staff": request.user.is_staff,

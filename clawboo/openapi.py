@@ -18,6 +18,7 @@ SUMMARIES: dict[str, str] = {
     "agents_retrieve": "Read an agent",
     "agents_update": "Change an agent you own (its runtime and settings: staff or allowlist)",
     "board_tasks_list": "List tasks, filtered, newest priority first (cursor pages)",
+    "board_columns": "The board's first view: each column's first page, totals and the seq",
     "board_tasks_counts": "Count tasks per status (the board's column totals), filtered",
     "board_tasks_create": "Create a task (idempotent by client id or Idempotency-Key)",
     "board_tasks_retrieve": "Read a task",

@@ -110,7 +110,8 @@ def actor_of(event: Event) -> str | None:
     assignee of its own claim or review request. None when the event does not say
     (an executor settling, a sweep)."""
     payload = event.payload if isinstance(event.payload, dict) else {}
-    task = payload.get("task") if isinstance(payload.get("task"), dict) else {}
+    raw = payload.get("task")
+    task: dict[str, Any] = raw if isinstance(raw, dict) else {}
     actor = payload.get("actor")
     if event.kind == "added":
         actor = task.get("created_by_agent_id") or actor

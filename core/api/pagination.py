@@ -21,13 +21,27 @@ class TaskCursorPagination(CursorPagination):
 
     ordering: Any = ("-priority", "-created_at", "id")
     page_size = 50
-    page_size_query_param = "limit"
+    page_size_query_param: str | None = "limit"
     max_page_size = 500
 
     def position_is_valid(self, position: str) -> bool:
         return bool(POSITION.match(position))
 
+    def first_page(self, queryset: Any, request: Any, size: int, next_base: str) -> list[Any]:
+        """The first ``size`` rows of ``queryset`` in this order, for a response that
+        carries several lists; :meth:`get_next_link` then names the next page on
+        ``next_base`` (the absolute URL of the list endpoint, with the query that
+        lists these rows). The request's own ``limit`` and ``cursor`` are not read."""
+        self.page_size_query_param = None
+        self.page_size = size
+        self.first_only = True
+        page: list[Any] | None = self.paginate_queryset(queryset, request)
+        self.base_url = next_base
+        return list(page or [])
+
     def decode_cursor(self, request: Any) -> Any:
+        if getattr(self, "first_only", False):
+            return None
         raw = request.query_params.get(self.cursor_query_param)
         if raw is not None and len(raw) > CURSOR_MAX:
             raise ValidationFailed("cursor", "is not a cursor this server issued")

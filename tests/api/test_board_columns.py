@@ -137,3 +137,50 @@ def test_a_task_body_says_how_many_dependencies_are_not_done(api):
     second = store.create_task(title="second", depends_on=[first.id]).task
     body = api.get(f"/api/board/tasks/{second.id}").json()
     assert body["unmet_deps"] == 1 and body["depends_on"] == [first.id]
+
+
+def test_the_first_view_is_one_request_with_each_columns_first_page_totals_and_seq(api):
+    todo = [store.create_task(title=f"todo {i}", priority=i).task for i in range(3)]
+    store.create_task(title="later", status="backlog")
+    history = []
+    for i in range(7):
+        task = store.create_task(title=f"old {i}").task
+        finish(task.id)
+        history.append(task.id)
+    seq = api.get("/api/teams/default/events").json()["seq"]
+    body = api.get("/api/board/columns?team=default&dropped=false&limit=2&terminal_limit=3")
+    assert body.status_code == 200, body.json()
+    board = body.json()
+    assert board["seq"] == seq and board["team"] == "default"
+    assert board["counts"]["todo"] == 3 and board["counts"]["cancelled"] == 7
+    assert board["total"] == 11
+    assert set(board["columns"]) == set(board["counts"])
+    columns = board["columns"]
+    assert ids(columns["todo"]) == [todo[2].id, todo[1].id]  # the board's order
+    assert ids(api.get(columns["todo"]["next"]).json()) == [todo[0].id]
+    assert columns["backlog"]["next"] is None and columns["done"] == {"results": [], "next": None}
+    # History newest first, and its next page continues where the first stopped.
+    newest = history[::-1]
+    assert ids(columns["cancelled"]) == newest[:3]
+    rest = api.get(columns["cancelled"]["next"]).json()
+    assert ids(rest) == newest[3:6] and "order=recent" in columns["cancelled"]["next"]
+    assert ids(api.get(rest["next"]).json()) == newest[6:]
+
+
+def test_the_first_view_filters_like_the_list(api):
+    store.create_task(title="Polish the header", labels=["ui"])
+    store.create_task(title="Fix the parser")
+    board = api.get("/api/board/columns?team=default&label=ui").json()
+    assert [t["title"] for t in board["columns"]["todo"]["results"]] == ["Polish the header"]
+    assert board["total"] == 1
+    store.create_task(title="Polish the footer", labels=["ui"])
+    first = api.get("/api/board/columns?team=default&label=ui&limit=1").json()["columns"]["todo"]
+    assert "label=ui" in first["next"]  # the next page keeps the filter
+    assert [t["title"] for t in api.get(first["next"]).json()["results"]] == ["Polish the header"]
+
+
+@pytest.mark.parametrize("query", ["limit=0", "terminal_limit=501", "limit=x", "verdict=maybe"])
+def test_bad_first_view_parameters_are_400(api, unchanged, query):
+    with unchanged():
+        response = api.get(f"/api/board/columns?team=default&{query}")
+    assert response.status_code == 400 and response.json()["error"] == "validation_error"

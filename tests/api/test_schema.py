@@ -13,6 +13,7 @@ BOARD_PATHS = [
     ("post", "/api/board/tasks"),
     ("get", "/api/board/tasks"),
     ("get", "/api/board/counts"),
+    ("get", "/api/board/columns"),
     ("get", "/api/board/tasks/{task_id}"),
     ("patch", "/api/board/tasks/{task_id}"),
     ("post", "/api/board/tasks/{task_id}/transition"),

@@ -263,22 +263,15 @@
 
   function pageSize(status) { return TERMINAL.has(status) ? config.page.terminal : config.page.active; }
 
-  function pageUrl(status) {
-    const params = filterQuery();
-    params.set("status", status);
-    params.set("limit", String(pageSize(status)));
-    if (TERMINAL.has(status)) params.set("order", "recent");
-    return `/api/board/tasks?${params}`;
-  }
-
+  // "Load more": the column's next page, as the last one named it.
   async function loadPage(status) {
     const col = columns[status];
-    if (col.loading || col.next === null) return;
+    if (col.loading || !col.next) return;
     const mine = epoch;
     col.loading = true;
     col.more.disabled = true;
     try {
-      const page = await api("GET", col.next || pageUrl(status));
+      const page = await api("GET", col.next);
       if (mine !== epoch) return;
       for (const task of page.results) place(task, { fromPage: true });
       col.next = page.next || null;
@@ -286,7 +279,7 @@
       renderTabs();
       renderLabels();
     } catch (err) {
-      if (mine === epoch) toast(`Could not load ${label(status)}: ${err.message}`, "bad");
+      if (mine === epoch) toast(`Could not load more of ${label(status)}: ${err.message}`, "bad");
     } finally {
       col.loading = false;
       col.more.disabled = false;
@@ -314,11 +307,13 @@
     countsTimer = setTimeout(() => { countsTimer = null; loadCounts(); }, 800);
   }
 
-  // The columns in the order the eye needs them: work in hand first, history last.
-  const LOAD_ORDER = ["todo", "in_progress", "in_review", "blocked", "backlog", "done", "cancelled"];
-
-  function reloadColumns() {
+  // Every column's first page, its total and the event seq they are as of, in one
+  // request (GET /api/board/columns): the first view costs the same whatever the
+  // size of the team's history. Changes that arrive meanwhile wait, then apply.
+  let holding = null;
+  async function reloadColumns() {
     epoch += 1;
+    const mine = epoch;
     tabSettled = false;
     tasks.clear();
     pending.clear();
@@ -331,11 +326,33 @@
       col.loading = false;
     }
     renderAll();
-    const order = LOAD_ORDER.filter((s) => columns[s]).concat(STATUSES.filter((s) => !LOAD_ORDER.includes(s)));
-    const loads = order.slice(0, 2).map(loadPage);
-    loads.push(loadCounts());
-    for (const status of order.slice(2)) loads.push(loadPage(status));
-    return Promise.all(loads);
+    holding = [];
+    const params = filterQuery();
+    params.set("limit", String(config.page.active));
+    params.set("terminal_limit", String(config.page.terminal));
+    try {
+      const board = await api("GET", `/api/board/columns?${params}`);
+      if (mine !== epoch) return null;
+      for (const status of STATUSES) {
+        const col = columns[status];
+        const page = board.columns[status] || { results: [], next: null };
+        for (const task of page.results) place(task, { fromPage: true });
+        col.next = page.next || null;
+        col.count = board.counts[status] || 0;
+      }
+      renderAll();
+      return board;
+    } catch (err) {
+      if (mine === epoch) toast(`Could not load the board: ${err.message}`, "bad");
+      return null;
+    } finally {
+      if (mine === epoch) {
+        const held = holding || [];
+        holding = null;
+        // Already in what we loaded, or not: the revisions tell; the counts are asked again.
+        for (const frame of held) upsert(frame.task, { ...frame, seq: -1 });
+      }
+    }
   }
 
   // Put a task where it belongs (or take it off the board when it no longer matches).
@@ -1074,7 +1091,9 @@
       if (applied.size > 5000) applied.delete(applied.values().next().value);
       lastSeq = Math.max(lastSeq, frame.seq);
     }
-    if (frame.type === "task-change") upsert(frame.task, frame);
+    if (frame.type === "task-change") {
+      if (holding) holding.push(frame); else upsert(frame.task, frame);
+    }
     else if (frame.type === "chat") chatLine(frame, true);
   }
 
@@ -1199,10 +1218,15 @@
   showFilters();
   renderSide();
   (async () => {
-    // The head of the log first, then the columns: anything after it comes by "since".
-    const hello = await api("GET", `/api/teams/${enc(team)}/events`).catch(() => null);
-    if (hello) { lastSeq = hello.seq; helloSeq = hello.seq; }
-    await Promise.all([reloadColumns(), loadChat()]);
+    // The columns say which event they are as of: anything after it comes by "since".
+    const [board] = await Promise.all([reloadColumns(), loadChat()]);
+    let seq = board && board.seq;
+    if (typeof seq !== "number") {
+      const hello = await api("GET", `/api/teams/${enc(team)}/events`).catch(() => null);
+      seq = hello ? hello.seq : 0;
+    }
+    lastSeq = seq;
+    helloSeq = seq;
     connect();
     fillAssignees();
   })();
