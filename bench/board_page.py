@@ -159,11 +159,14 @@ def seed(db: BenchDB, total: int, done: int) -> float:
     return round(time.perf_counter() - started, 1)
 
 
-def explain() -> dict[str, str]:
-    """Runs in a subprocess on the seeded database: the plans of the board's reads."""
+def explain() -> dict[str, Any]:
+    """Runs in a subprocess on the seeded database: the plans of the board's reads,
+    and what each costs on the server (median of 5, ms)."""
     import django
 
     django.setup()
+    from django.db.models import Count
+
     from board import store
     from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
 
@@ -173,13 +176,20 @@ def explain() -> dict[str, str]:
         return qs.order_by(*pager.ordering)[:26]
 
     counts = store.list_tasks(team="default", dropped=False).order_by().values_list("status")
-    from django.db.models import Count
-
-    return {
-        "done_page": column("done", recent=True).explain(),
-        "todo_page": column("todo", recent=False).explain(),
-        "counts": counts.annotate(n=Count("pk")).explain(),
+    reads = {
+        "done_page": column("done", recent=True),
+        "todo_page": column("todo", recent=False),
+        "counts": counts.annotate(n=Count("pk")),
     }
+    timings = {}
+    for name, qs in reads.items():
+        runs = []
+        for _ in range(6):
+            started = time.perf_counter()
+            list(qs.all())
+            runs.append((time.perf_counter() - started) * 1000)
+        timings[name] = round(statistics.median(runs[1:]), 2)
+    return {"plans": {name: qs.explain() for name, qs in reads.items()}, "server_ms": timings}
 
 
 # --- the server and the browser ------------------------------------------------------
@@ -275,9 +285,7 @@ def measure(db: BenchDB, rounds: int, pages: int) -> dict[str, Any]:
     server = Daphne(db)
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(
-                executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-            )
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             state = logged_in_state(browser, server.base)
             context, _page, _ = load(browser, server.base, state, "default")  # warm the server
             context.close()
@@ -319,7 +327,7 @@ def run(backend: str, tasks: int, done: int, rounds: int, pages: int) -> dict[st
     db = BenchDB(backend)
     try:
         seeded = seed(db, tasks, done)
-        plans = json.loads(
+        reads = json.loads(
             subprocess.run(
                 [sys.executable, __file__, "--explain"],
                 env=db.env, capture_output=True, text=True, check=True,
@@ -336,7 +344,8 @@ def run(backend: str, tasks: int, done: int, rounds: int, pages: int) -> dict[st
             "tiny_tasks": TINY,
             "seed_seconds": seeded,
             "rounds": rounds,
-            "explain": plans,
+            "explain": reads["plans"],
+            "server_ms": reads["server_ms"],
             "ratio_fcp": round(big["fcp"]["median_ms"] / tiny["fcp"]["median_ms"], 2),
             "ratio_cards": round(big["cards"]["median_ms"] / tiny["cards"]["median_ms"], 2),
             "target_met": max(big["fcp"]["median_ms"], big["cards"]["median_ms"]) < TARGET_MS,
@@ -372,6 +381,10 @@ def report(backend: str, r: dict[str, Any]) -> None:
             f"    {name:<34} JS heap {m['js_heap_used_mb']:>6.2f} MB   "
             f"{m['dom_nodes']:>6} DOM nodes   {m['cards']:>5} cards"
         )
+    print(
+        "  server, one read (median ms): "
+        + ", ".join(f"{name} {ms}" for name, ms in r["server_ms"].items())
+    )
     for name, plan in r["explain"].items():
         print(f"  EXPLAIN {name}:")
         for line in plan.splitlines():

@@ -184,3 +184,12 @@ def test_bad_first_view_parameters_are_400(api, unchanged, query):
     with unchanged():
         response = api.get(f"/api/board/columns?team=default&{query}")
     assert response.status_code == 400 and response.json()["error"] == "validation_error"
+
+
+def test_the_first_view_can_leave_the_totals_to_a_request_of_their_own(api):
+    for i in range(3):
+        store.create_task(title=f"t{i}", priority=i)
+    board = api.get("/api/board/columns?team=default&counts=false&limit=2").json()
+    assert board["counts"] is None and board["total"] is None
+    assert len(board["columns"]["todo"]["results"]) == 2
+    assert "counts=" not in board["columns"]["todo"]["next"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from bench import claim
+from bench import board_page, claim
 from bench.benchdb import BenchDB
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +83,25 @@ def test_the_claim_benchmark_loops_drain_a_few_hundred_rows_exactly_once():
             conn.close()
     finally:
         db.drop()
+
+
+# --- the board page benchmark, smoke-tested ---------------------------------------
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not Path(board_page.CHROMIUM).exists(), reason="chromium is not installed")
+def test_the_board_page_benchmark_times_a_small_board_and_reads_its_heap():
+    pytest.importorskip("playwright.sync_api")
+    result = board_page.run(connection.vendor, tasks=300, done=280, rounds=1, pages=1)
+    for team in ("default", "tiny"):
+        assert result[team]["fcp"]["median_ms"] > 0
+        assert result[team]["cards"]["median_ms"] >= result[team]["fcp"]["median_ms"] / 10
+        # The first view: the columns' first pages, and their totals beside them.
+        assert result[team]["api_calls"] == 2
+    memory = result["memory"]
+    assert memory["default_loaded"]["cards"] < 300  # a page per column, not the team
+    assert memory["default_after_1_more_pages"]["cards"] > memory["default_loaded"]["cards"]
+    assert "tasks_board_recent_idx" in result["explain"]["done_page"]
 
 
 # --- the slow benchmarks -----------------------------------------------------------

@@ -232,12 +232,12 @@
     col.countEl.textContent = text;
     col.countEl.title = col.count === null ? "" : `${col.count} task(s)`;
     if (col.tab) $("[data-tab-count]", col.tab).textContent = text;
-    const left = col.count === null ? 0 : Math.max(0, col.count - col.ids.size);
-    const more = col.next !== null && col.next !== undefined && left > 0;
+    const left = col.count === null ? null : Math.max(0, col.count - col.ids.size);
+    const more = Boolean(col.next) && left !== 0;
     col.more.hidden = !more;
     if (more) {
-      const page = Math.min(left, pageSize(col.status));
-      col.more.textContent = `Load ${page} more (${left.toLocaleString()} left)`;
+      col.more.textContent = left === null ? "Load more"
+        : `Load ${Math.min(left, pageSize(col.status))} more (${left.toLocaleString()} left)`;
     }
   }
 
@@ -330,17 +330,22 @@
     const params = filterQuery();
     params.set("limit", String(config.page.active));
     params.set("terminal_limit", String(config.page.terminal));
+    // The totals come on their own: counting reads the whole history, the cards
+    // need only a page of each column, and should not wait for it.
+    params.set("counts", "false");
+    const answer = api("GET", `/api/board/columns?${params}`);  // asked first, served first
+    const counted = loadCounts();
     try {
-      const board = await api("GET", `/api/board/columns?${params}`);
+      const board = await answer;
       if (mine !== epoch) return null;
       for (const status of STATUSES) {
         const col = columns[status];
         const page = board.columns[status] || { results: [], next: null };
         for (const task of page.results) place(task, { fromPage: true });
         col.next = page.next || null;
-        col.count = board.counts[status] || 0;
       }
       renderAll();
+      await counted;
       return board;
     } catch (err) {
       if (mine === epoch) toast(`Could not load the board: ${err.message}`, "bad");
