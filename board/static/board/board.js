@@ -421,6 +421,8 @@
     } else {
       recount();
     }
+    // A replayed change may already be in the totals we read: ask them again.
+    if (replayed) recount();
     const dirty = new Set([task.status, ...touchedDependents(task)]);
     if (shownIn) dirty.add(shownIn);
     if (prev && columns[prev]) dirty.add(prev);
