@@ -7,6 +7,7 @@ Set ``CLAWBOO_SCREENSHOTS=1`` to refresh the pictures in ``docs/``."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,9 @@ def test_a_dragged_card_moves_for_everyone_and_a_refused_drop_snaps_back_saying_
     fix = store.create_task(title="Fix login", labels=["auth"], priority=2).task
     schema = store.create_task(title="Write the schema").task
     form = store.create_task(title="Wire the form", depends_on=[schema.id]).task
+    flaky = store.create_task(title="Flaky suite").task
+    assert store.claim(flaky.id, "builder").ok
+    store.set_verdict(flaky.id, "fail", "2 of 40 tests failed")
     base = daphne()
     with playwright_api.sync_playwright() as p:
         browser = launch(p)
@@ -134,6 +138,18 @@ def test_a_dragged_card_moves_for_everyone_and_a_refused_drop_snaps_back_saying_
         card_in(page, "todo", form.id).wait_for(timeout=2_000)
         assert card_in(page, "in_progress", form.id).count() == 0
         assert store.get_task(form.id).status == "todo"
+        # Its card says what the runner knows: the failed gate, the lease left, who has it.
+        badges = card_in(page, "in_progress", flaky.id).inner_text()
+        assert "verify failed" in badges and "builder" in badges
+        assert re.search(r"lease \d+m( \d+s)? left", badges), badges
+        assert re.search(r"beat \d+s ago", badges), badges
+        # Done over a failing verdict asks for an override, with a reason, in a dialog.
+        card_in(page, "in_progress", flaky.id).drag_to(page.locator(".column[data-status=done]"))
+        page.locator("#ask[open] #override-reason").fill("the flake is tracked upstream")
+        page.click("#ask-ok")
+        card_in(page, "done", flaky.id).wait_for(timeout=3_000)
+        override = store.get_task(flaky.id).human_override
+        assert override["by"] == "op" and override["reason"] == "the flake is tracked upstream"
         # A cancelled card waits on nothing: no "blocked by" on it.
         assert "blocked by 1" in card_in(page, "todo", form.id).inner_text()
         store.transition(form.id, "cancelled")
