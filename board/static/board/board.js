@@ -7,7 +7,7 @@
 // the size of the team's history. Filters live in the URL's query string and apply
 // to the pages and to live frames alike.
 import {
-  $, el, api, timed, startClock, initials, money, tokens, toast, ask,
+$, el, api, timed, startClock, initials, money, tokens, toast, ask,
 } from "./kit.js";
 import { reviewView } from "./review.js";
 
@@ -38,101 +38,101 @@ const enc = encodeURIComponent;
 // --- filters (kept in the URL) ----------------------------------------------------
 
 function readFilters() {
-const params = new URLSearchParams(location.search);
-const out = {};
-for (const key of FILTER_KEYS) out[key] = (params.get(key) || "").trim();
-return out;
+  const params = new URLSearchParams(location.search);
+  const out = {};
+  for (const key of FILTER_KEYS) out[key] = (params.get(key) || "").trim();
+  return out;
 }
 
 function filtersActive() { return FILTER_KEYS.some((k) => filters[k]); }
 
 function filterQuery() {
-const params = new URLSearchParams({ team, dropped: "false" });
-for (const key of FILTER_KEYS) if (filters[key]) params.set(key, filters[key]);
-return params;
+  const params = new URLSearchParams({ team, dropped: "false" });
+  for (const key of FILTER_KEYS) if (filters[key]) params.set(key, filters[key]);
+  return params;
 }
 
 function writeUrl(push) {
-const params = new URLSearchParams(location.search);
-params.set("team", team);
-for (const key of FILTER_KEYS) {
-  if (filters[key]) params.set(key, filters[key]); else params.delete(key);
-}
-const url = `${location.pathname}?${params}`;
-if (url === location.pathname + location.search) return;
-if (push) history.pushState(null, "", url); else history.replaceState(null, "", url);
+  const params = new URLSearchParams(location.search);
+  params.set("team", team);
+  for (const key of FILTER_KEYS) {
+    if (filters[key]) params.set(key, filters[key]); else params.delete(key);
+  }
+  const url = `${location.pathname}?${params}`;
+  if (url === location.pathname + location.search) return;
+  if (push) history.pushState(null, "", url); else history.replaceState(null, "", url);
 }
 
 // The same rule as the server's filters (board.store.list_tasks), for live frames.
 function matches(task) {
-if (task.dropped) return false;
-if (filters.label && !(task.labels || []).includes(filters.label)) return false;
-if (filters.assignee && task.assignee_agent_id !== filters.assignee) return false;
-if (filters.verdict) {
-  const verdict = (task.verification && task.verification.verdict) || "none";
-  if (verdict !== filters.verdict) return false;
-}
-if (filters.q) {
-  const q = filters.q.toLowerCase();
-  const hit = (task.title || "").toLowerCase().includes(q) ||
-    (task.description || "").toLowerCase().includes(q) || task.id === filters.q;
-  if (!hit) return false;
-}
-return true;
+  if (task.dropped) return false;
+  if (filters.label && !(task.labels || []).includes(filters.label)) return false;
+  if (filters.assignee && task.assignee_agent_id !== filters.assignee) return false;
+  if (filters.verdict) {
+    const verdict = (task.verification && task.verification.verdict) || "none";
+    if (verdict !== filters.verdict) return false;
+  }
+  if (filters.q) {
+    const q = filters.q.toLowerCase();
+    const hit = (task.title || "").toLowerCase().includes(q) ||
+      (task.description || "").toLowerCase().includes(q) || task.id === filters.q;
+    if (!hit) return false;
+  }
+  return true;
 }
 
 function showFilters() {
-const form = $("#filters");
-for (const key of FILTER_KEYS) {
-  const input = form.elements[key];
-  if (input.value !== filters[key]) {
-    if (input.tagName === "SELECT" && filters[key] && ![...input.options].some((o) => o.value === filters[key])) {
-      input.append(el("option", { value: filters[key] }, filters[key]));
+  const form = $("#filters");
+  for (const key of FILTER_KEYS) {
+    const input = form.elements[key];
+    if (input.value !== filters[key]) {
+      if (input.tagName === "SELECT" && filters[key] && ![...input.options].some((o) => o.value === filters[key])) {
+        input.append(el("option", { value: filters[key] }, filters[key]));
+      }
+      input.value = filters[key];
     }
-    input.value = filters[key];
+    input.dataset.active = filters[key] ? "true" : "false";
   }
-  input.dataset.active = filters[key] ? "true" : "false";
-}
-$("#clear-filters").hidden = !filtersActive();
+  $("#clear-filters").hidden = !filtersActive();
 }
 
 function setFilters(next, push) {
-const changed = FILTER_KEYS.some((k) => (next[k] || "") !== filters[k]);
-if (!changed) return;
-for (const key of FILTER_KEYS) filters[key] = (next[key] || "").trim();
-writeUrl(push);
-showFilters();
-reloadColumns();
+  const changed = FILTER_KEYS.some((k) => (next[k] || "") !== filters[k]);
+  if (!changed) return;
+  for (const key of FILTER_KEYS) filters[key] = (next[key] || "").trim();
+  writeUrl(push);
+  showFilters();
+  reloadColumns();
 }
 
 // --- columns ---------------------------------------------------------------------
 
 const columns = {};
 for (const status of STATUSES) {
-const node = $(`.column[data-status="${status}"]`);
-columns[status] = {
-  status, node,
-  cards: $("[data-cards]", node),
-  countEl: $("[data-count]", node),
-  more: $("[data-load-more]", node),
-  tab: $(`[data-tab="${status}"]`),
-  ids: new Set(),     // ids of the cards this column holds
-  count: null,        // the server's total (kept current by live frames)
-  next: undefined,    // undefined: not loaded yet; null: nothing more; else the next page
-  loading: false,
-};
-columns[status].more.addEventListener("click", () => loadPage(status));
+  const node = $(`.column[data-status="${status}"]`);
+  columns[status] = {
+    status, node,
+    cards: $("[data-cards]", node),
+    countEl: $("[data-count]", node),
+    more: $("[data-load-more]", node),
+    tab: $(`[data-tab="${status}"]`),
+    ids: new Set(),     // ids of the cards this column holds
+    count: null,        // the server's total (kept current by live frames)
+    next: undefined,    // undefined: not loaded yet; null: nothing more; else the next page
+    loading: false,
+  };
+  columns[status].more.addEventListener("click", () => loadPage(status));
 }
 
 // The column's order, as the server pages it: live columns priority first, then
 // newest; terminal columns most recently changed first.
 function compare(status, a, b) {
-if (TERMINAL.has(status)) {
-  return a.updated_at === b.updated_at ? (a.id < b.id ? 1 : -1) : (a.updated_at < b.updated_at ? 1 : -1);
-}
-if (a.priority !== b.priority) return b.priority - a.priority;
-if (a.created_at !== b.created_at) return a.created_at < b.created_at ? 1 : -1;
-return a.id < b.id ? -1 : 1;
+  if (TERMINAL.has(status)) {
+    return a.updated_at === b.updated_at ? (a.id < b.id ? 1 : -1) : (a.updated_at < b.updated_at ? 1 : -1);
+  }
+  if (a.priority !== b.priority) return b.priority - a.priority;
+  if (a.created_at !== b.created_at) return a.created_at < b.created_at ? 1 : -1;
+  return a.id < b.id ? -1 : 1;
 }
 
 const statusOf = (task) => pending.get(task.id) || task.status;
@@ -141,94 +141,94 @@ const statusOf = (task) => pending.get(task.id) || task.status;
 // complete; otherwise only one that sorts before the last loaded card (the rest
 // arrive with "load more", in order).
 function fits(col, task) {
-if (col.next === null) return true;
-if (col.next === undefined) return false;
-let last = null;
-for (const id of col.ids) {
-  const other = tasks.get(id);
-  if (other && (last === null || compare(col.status, other, last) > 0)) last = other;
-}
-return last === null || compare(col.status, task, last) < 0;
+  if (col.next === null) return true;
+  if (col.next === undefined) return false;
+  let last = null;
+  for (const id of col.ids) {
+    const other = tasks.get(id);
+    if (other && (last === null || compare(col.status, other, last) > 0)) last = other;
+  }
+  return last === null || compare(col.status, task, last) < 0;
 }
 
 function renderCount(col) {
-const text = col.count === null ? "·" : col.count.toLocaleString();
-col.countEl.textContent = text;
-col.countEl.title = col.count === null ? "" : `${col.count} task(s)`;
-if (col.tab) $("[data-tab-count]", col.tab).textContent = text;
-const left = col.count === null ? null : Math.max(0, col.count - col.ids.size);
-const more = Boolean(col.next) && left !== 0;
-col.more.hidden = !more;
-if (more) {
-  col.more.textContent = left === null ? "Load more"
-    : `Load ${Math.min(left, pageSize(col.status))} more (${left.toLocaleString()} left)`;
-}
+  const text = col.count === null ? "·" : col.count.toLocaleString();
+  col.countEl.textContent = text;
+  col.countEl.title = col.count === null ? "" : `${col.count} task(s)`;
+  if (col.tab) $("[data-tab-count]", col.tab).textContent = text;
+  const left = col.count === null ? null : Math.max(0, col.count - col.ids.size);
+  const more = Boolean(col.next) && left !== 0;
+  col.more.hidden = !more;
+  if (more) {
+    col.more.textContent = left === null ? "Load more"
+      : `Load ${Math.min(left, pageSize(col.status))} more (${left.toLocaleString()} left)`;
+  }
 }
 
 function renderColumn(status) {
-const col = columns[status];
-const here = [...col.ids].map((id) => tasks.get(id)).filter(Boolean).sort((a, b) => compare(status, a, b));
-const focusedId = document.activeElement && document.activeElement.dataset
-  ? document.activeElement.dataset.taskId : null;
-col.cards.replaceChildren(...here.map(cardNode));
-if (focusedId && col.ids.has(focusedId)) {
-  const again = col.cards.querySelector(`[data-task-id="${CSS.escape(focusedId)}"]`);
-  if (again && document.activeElement !== again) again.focus({ preventScroll: true });
-}
-col.node.dataset.loading = col.next === undefined ? "true" : "false";
-renderCount(col);
+  const col = columns[status];
+  const here = [...col.ids].map((id) => tasks.get(id)).filter(Boolean).sort((a, b) => compare(status, a, b));
+  const focusedId = document.activeElement && document.activeElement.dataset
+    ? document.activeElement.dataset.taskId : null;
+  col.cards.replaceChildren(...here.map(cardNode));
+  if (focusedId && col.ids.has(focusedId)) {
+    const again = col.cards.querySelector(`[data-task-id="${CSS.escape(focusedId)}"]`);
+    if (again && document.activeElement !== again) again.focus({ preventScroll: true });
+  }
+  col.node.dataset.loading = col.next === undefined ? "true" : "false";
+  renderCount(col);
 }
 
 function renderAll() {
-for (const status of STATUSES) renderColumn(status);
-renderTabs();
-renderLabels();
+  for (const status of STATUSES) renderColumn(status);
+  renderTabs();
+  renderLabels();
 }
 
 function pageSize(status) { return TERMINAL.has(status) ? config.page.terminal : config.page.active; }
 
 // "Load more": the column's next page, as the last one named it.
 async function loadPage(status) {
-const col = columns[status];
-if (col.loading || !col.next) return;
-const mine = epoch;
-col.loading = true;
-col.more.disabled = true;
-try {
-  const page = await api("GET", col.next);
-  if (mine !== epoch) return;
-  for (const task of page.results) place(task, { fromPage: true });
-  col.next = page.next || null;
-  renderColumn(status);
-  renderTabs();
-  renderLabels();
-} catch (err) {
-  if (mine === epoch) toast(`Could not load more of ${label(status)}: ${err.message}`, "bad");
-} finally {
-  col.loading = false;
-  col.more.disabled = false;
-}
+  const col = columns[status];
+  if (col.loading || !col.next) return;
+  const mine = epoch;
+  col.loading = true;
+  col.more.disabled = true;
+  try {
+    const page = await api("GET", col.next);
+    if (mine !== epoch) return;
+    for (const task of page.results) place(task, { fromPage: true });
+    col.next = page.next || null;
+    renderColumn(status);
+    renderTabs();
+    renderLabels();
+  } catch (err) {
+    if (mine === epoch) toast(`Could not load more of ${label(status)}: ${err.message}`, "bad");
+  } finally {
+    col.loading = false;
+    col.more.disabled = false;
+  }
 }
 
 async function loadCounts() {
-const mine = epoch;
-try {
-  const body = await api("GET", `/api/board/counts?${filterQuery()}`);
-  if (mine !== epoch) return;
-  for (const status of STATUSES) {
-    columns[status].count = body.counts[status] || 0;
-    renderCount(columns[status]);
-  }
-  renderTabs();
-} catch (err) { /* the headers keep what they have */ }
+  const mine = epoch;
+  try {
+    const body = await api("GET", `/api/board/counts?${filterQuery()}`);
+    if (mine !== epoch) return;
+    for (const status of STATUSES) {
+      columns[status].count = body.counts[status] || 0;
+      renderCount(columns[status]);
+    }
+    renderTabs();
+  } catch (err) { /* the headers keep what they have */ }
 }
 
 // Counts a live frame could not settle exactly (a card we never loaded, under a
 // filter) are asked again, at most about once a second.
 let countsTimer = null;
 function recount() {
-if (countsTimer) return;
-countsTimer = setTimeout(() => { countsTimer = null; loadCounts(); }, 800);
+  if (countsTimer) return;
+  countsTimer = setTimeout(() => { countsTimer = null; loadCounts(); }, 800);
 }
 
 // Every column's first page, its total and the event seq they are as of, in one
@@ -236,194 +236,195 @@ countsTimer = setTimeout(() => { countsTimer = null; loadCounts(); }, 800);
 // size of the team's history. Changes that arrive meanwhile wait, then apply.
 let holding = null;
 async function reloadColumns() {
-epoch += 1;
-const mine = epoch;
-tabSettled = false;
-tasks.clear();
-pending.clear();
-cardCache.clear();
-for (const status of STATUSES) {
-  const col = columns[status];
-  col.ids.clear();
-  col.count = null;
-  col.next = undefined;
-  col.loading = false;
-}
-renderAll();
-holding = [];
-const params = filterQuery();
-params.set("limit", String(config.page.active));
-params.set("terminal_limit", String(config.page.terminal));
-// The totals come on their own: counting reads the whole history, the cards
-// need only a page of each column, and should not wait for it.
-params.set("counts", "false");
-const answer = api("GET", `/api/board/columns?${params}`);  // asked first, served first
-const counted = loadCounts();
-try {
-  const board = await answer;
-  if (mine !== epoch) return null;
+  epoch += 1;
+  const mine = epoch;
+  tabSettled = false;
+  tasks.clear();
+  pending.clear();
+  cardCache.clear();
   for (const status of STATUSES) {
     const col = columns[status];
-    const page = board.columns[status] || { results: [], next: null };
-    for (const task of page.results) place(task, { fromPage: true });
-    col.next = page.next || null;
+    col.ids.clear();
+    col.count = null;
+    col.next = undefined;
+    col.loading = false;
   }
   renderAll();
-  await counted;
-  return board;
-} catch (err) {
-  if (mine === epoch) toast(`Could not load the board: ${err.message}`, "bad");
-  return null;
-} finally {
-  if (mine === epoch) {
-    const held = holding || [];
-    holding = null;
-    // Already in what we loaded, or not: the revisions tell; the counts are asked again.
-    for (const frame of held) upsert(frame.task, { ...frame, seq: -1 });
+  holding = [];
+  const params = filterQuery();
+  params.set("limit", String(config.page.active));
+  params.set("terminal_limit", String(config.page.terminal));
+  // The totals come on their own: counting reads the whole history, the cards
+  // need only a page of each column, and should not wait for it.
+  params.set("counts", "false");
+  let counted = null;
+  try {
+    const board = await api("GET", `/api/board/columns?${params}`);
+    // Asked once the cards are in hand, so the two never compete on the server.
+    counted = loadCounts();
+    if (mine !== epoch) return null;
+    for (const status of STATUSES) {
+      const col = columns[status];
+      const page = board.columns[status] || { results: [], next: null };
+      for (const task of page.results) place(task, { fromPage: true });
+      col.next = page.next || null;
+    }
+    renderAll();
+    await counted;
+    return board;
+  } catch (err) {
+    if (mine === epoch) toast(`Could not load the board: ${err.message}`, "bad");
+    return null;
+  } finally {
+    if (mine === epoch) {
+      const held = holding || [];
+      holding = null;
+      // Already in what we loaded, or not: the revisions tell; the counts are asked again.
+      for (const frame of held) upsert(frame.task, { ...frame, seq: -1 });
+    }
   }
-}
 }
 
 // Put a task where it belongs (or take it off the board when it no longer matches).
 function place(task, how) {
-const old = tasks.get(task.id);
-if (old && old.revision > task.revision) return { stale: true };
-if (task.status === "done") doneIds.add(task.id);
-if (doneIds.size > 50000) doneIds.delete(doneIds.values().next().value);
-const fromStatus = old ? statusOf(old) : null;
-if (old) {
-  columns[fromStatus] && columns[fromStatus].ids.delete(task.id);
-  tasks.delete(task.id);
-}
-const col = columns[task.status];
-if (!col || !matches(task)) return { removedFrom: fromStatus };
-if (how.fromPage || old || fits(col, task)) {
-  tasks.set(task.id, task);
-  col.ids.add(task.id);
-}
-return { removedFrom: fromStatus, placed: col.ids.has(task.id) };
+  const old = tasks.get(task.id);
+  if (old && old.revision > task.revision) return { stale: true };
+  if (task.status === "done") doneIds.add(task.id);
+  if (doneIds.size > 50000) doneIds.delete(doneIds.values().next().value);
+  const fromStatus = old ? statusOf(old) : null;
+  if (old) {
+    columns[fromStatus] && columns[fromStatus].ids.delete(task.id);
+    tasks.delete(task.id);
+  }
+  const col = columns[task.status];
+  if (!col || !matches(task)) return { removedFrom: fromStatus };
+  if (how.fromPage || old || fits(col, task)) {
+    tasks.set(task.id, task);
+    col.ids.add(task.id);
+  }
+  return { removedFrom: fromStatus, placed: col.ids.has(task.id) };
 }
 
 function touchedDependents(task) {
-const out = new Set();
-if (task.status !== "done") return out;
-for (const other of tasks.values()) {
-  if ((other.depends_on || []).includes(task.id)) out.add(statusOf(other));
-}
-return out;
+  const out = new Set();
+  if (task.status !== "done") return out;
+  for (const other of tasks.values()) {
+    if ((other.depends_on || []).includes(task.id)) out.add(statusOf(other));
+  }
+  return out;
 }
 
 // A task-change frame (or our own write's answer): move the card, keep the counts.
 function upsert(task, frame) {
-if (task.team !== team) return;
-const old = tasks.get(task.id);
-if (old && old.revision >= task.revision && !frame) {
-  return;
-}
-if (old && old.revision > task.revision) return;
-const wasSame = old && old.revision === task.revision;
-const shownIn = old ? statusOf(old) : null;   // where its card is (a move may be on its way)
-const before = old ? old.status : null;       // where the counts have it
-const result = place(task, {});
-if (result.stale || wasSame) { renderDetailIfShown(); return; }
-const kind = frame && frame.kind;
-const replayed = frame && frame.seq <= helloSeq;
-const prev = frame && frame.prev_status !== undefined ? (frame.prev_status || task.status) : null;
-const now = matches(task);
-// The counts: exact when we held the card (it matched) or it is new; otherwise we
-// cannot know whether the old version matched the filters, so ask again.
-if (old) {
-  if (columns[before] && columns[before].count !== null) columns[before].count -= 1;
-  if (now && columns[task.status].count !== null) columns[task.status].count += 1;
-} else if (kind === "added" && !replayed) {
-  if (now && columns[task.status].count !== null) columns[task.status].count += 1;
-} else if (frame && !filtersActive() && !replayed && prev) {
-  if (prev !== task.status) {
-    if (columns[prev] && columns[prev].count !== null) columns[prev].count = Math.max(0, columns[prev].count - 1);
-    if (now && columns[task.status].count !== null) columns[task.status].count += 1;
+  if (task.team !== team) return;
+  const old = tasks.get(task.id);
+  if (old && old.revision >= task.revision && !frame) {
+    return;
   }
-} else {
-  recount();
-}
-// A replayed change may already be in the totals we read: ask them again.
-if (replayed) recount();
-const dirty = new Set([task.status, ...touchedDependents(task)]);
-if (shownIn) dirty.add(shownIn);
-if (prev && columns[prev]) dirty.add(prev);
-for (const status of dirty) if (columns[status]) renderColumn(status);
-renderTabs();
-renderLabels();
-renderDetailIfShown();
+  if (old && old.revision > task.revision) return;
+  const wasSame = old && old.revision === task.revision;
+  const shownIn = old ? statusOf(old) : null;   // where its card is (a move may be on its way)
+  const before = old ? old.status : null;       // where the counts have it
+  const result = place(task, {});
+  if (result.stale || wasSame) { renderDetailIfShown(); return; }
+  const kind = frame && frame.kind;
+  const replayed = frame && frame.seq <= helloSeq;
+  const prev = frame && frame.prev_status !== undefined ? (frame.prev_status || task.status) : null;
+  const now = matches(task);
+  // The counts: exact when we held the card (it matched) or it is new; otherwise we
+  // cannot know whether the old version matched the filters, so ask again.
+  if (old) {
+    if (columns[before] && columns[before].count !== null) columns[before].count -= 1;
+    if (now && columns[task.status].count !== null) columns[task.status].count += 1;
+  } else if (kind === "added" && !replayed) {
+    if (now && columns[task.status].count !== null) columns[task.status].count += 1;
+  } else if (frame && !filtersActive() && !replayed && prev) {
+    if (prev !== task.status) {
+      if (columns[prev] && columns[prev].count !== null) columns[prev].count = Math.max(0, columns[prev].count - 1);
+      if (now && columns[task.status].count !== null) columns[task.status].count += 1;
+    }
+  } else {
+    recount();
+  }
+  // A replayed change may already be in the totals we read: ask them again.
+  if (replayed) recount();
+  const dirty = new Set([task.status, ...touchedDependents(task)]);
+  if (shownIn) dirty.add(shownIn);
+  if (prev && columns[prev]) dirty.add(prev);
+  for (const status of dirty) if (columns[status]) renderColumn(status);
+  renderTabs();
+  renderLabels();
+  renderDetailIfShown();
 }
 
 // --- cards -----------------------------------------------------------------------
 
 function blockedBy(task) {
-if (TERMINAL.has(task.status) || !(task.depends_on || []).length) return 0;
-const waiting = task.depends_on.filter((id) => {
-  const dep = tasks.get(id);
-  return !(doneIds.has(id) || (dep && dep.status === "done"));
-}).length;
-// unmet_deps is the server's count when the body was rendered; a dependency that
-// finished since is one we saw done.
-return typeof task.unmet_deps === "number" ? Math.min(task.unmet_deps, waiting) : waiting;
+  if (TERMINAL.has(task.status) || !(task.depends_on || []).length) return 0;
+  const waiting = task.depends_on.filter((id) => {
+    const dep = tasks.get(id);
+    return !(doneIds.has(id) || (dep && dep.status === "done"));
+  }).length;
+  // unmet_deps is the server's count when the body was rendered; a dependency that
+  // finished since is one we saw done.
+  return typeof task.unmet_deps === "number" ? Math.min(task.unmet_deps, waiting) : waiting;
 }
 
 function badges(task) {
-const out = [];
-const status = task.status;
-for (const name of task.labels || []) {
-  out.push(el("span", { class: "pill label", "data-label": name, title: `label ${name}` }, name));
-}
-const waits = blockedBy(task);
-if (waits) out.push(el("span", { class: "pill blocked-by", title: "dependencies not done" }, `blocked by ${waits}`));
-const v = task.verification;
-if (v && v.verdict) {
-  const overridden = v.human_override ? ` (override by ${v.human_override.by})` : "";
-  if (v.verdict === "pass") out.push(el("span", { class: "badge ok verdict", title: "verification passed" }, "✓ verified"));
-  else if (v.verdict === "fail") out.push(el("span", { class: "badge bad verdict", title: (v.evidence || "verification failed").slice(-400) + overridden }, "✗ verify failed" + (v.human_override ? " · overridden" : "")));
-  else out.push(el("span", { class: "badge warn verdict", title: "completed with debt" + overridden }, "⚠ debt"));
-}
-if (task.error && status !== "done") {
-  out.push(el("span", { class: "badge bad error", title: task.error }, "⚠ " + (task.error.length > 28 ? task.error.slice(0, 27) + "…" : task.error)));
-}
-const cost = task.cost || {};
-if (cost.cents || cost.tokens) {
-  out.push(el("span", { class: "badge quiet cost", title: `${cost.tokens || 0} tokens, ${cost.cents || 0}¢` },
-    [cost.cents ? money(cost.cents) : null, cost.tokens ? `${tokens(cost.tokens)} tok` : null].filter(Boolean).join(" · ")));
-}
-if (status === "in_progress" && task.lease_until) {
-  // The last beat (or the claim) set lease_until = then + lease_duration_ms.
-  const beat = task.lease_duration_ms
-    ? new Date(Date.parse(task.lease_until) - task.lease_duration_ms).toISOString() : task.updated_at;
-  out.push(timed("span", "badge quiet beat", "beat", beat, "last heartbeat"));
-  out.push(timed("span", "badge quiet lease", "lease", task.lease_until, "lease until " + new Date(task.lease_until).toLocaleString()));
-}
-if (task.assignee_agent_id) {
-  out.push(el("span", { class: "assignee", title: `assignee ${task.assignee_agent_id}${task.assignee_runtime ? " (" + task.assignee_runtime + ")" : ""}` },
-    el("span", { class: "avatar" }, initials(task.assignee_agent_id)), task.assignee_agent_id));
-}
-return out;
+  const out = [];
+  const status = task.status;
+  for (const name of task.labels || []) {
+    out.push(el("span", { class: "pill label", "data-label": name, title: `label ${name}` }, name));
+  }
+  const waits = blockedBy(task);
+  if (waits) out.push(el("span", { class: "pill blocked-by", title: "dependencies not done" }, `blocked by ${waits}`));
+  const v = task.verification;
+  if (v && v.verdict) {
+    const overridden = v.human_override ? ` (override by ${v.human_override.by})` : "";
+    if (v.verdict === "pass") out.push(el("span", { class: "badge ok verdict", title: "verification passed" }, "✓ verified"));
+    else if (v.verdict === "fail") out.push(el("span", { class: "badge bad verdict", title: (v.evidence || "verification failed").slice(-400) + overridden }, "✗ verify failed" + (v.human_override ? " · overridden" : "")));
+    else out.push(el("span", { class: "badge warn verdict", title: "completed with debt" + overridden }, "⚠ debt"));
+  }
+  if (task.error && status !== "done") {
+    out.push(el("span", { class: "badge bad error", title: task.error }, "⚠ " + (task.error.length > 28 ? task.error.slice(0, 27) + "…" : task.error)));
+  }
+  const cost = task.cost || {};
+  if (cost.cents || cost.tokens) {
+    out.push(el("span", { class: "badge quiet cost", title: `${cost.tokens || 0} tokens, ${cost.cents || 0}¢` },
+      [cost.cents ? money(cost.cents) : null, cost.tokens ? `${tokens(cost.tokens)} tok` : null].filter(Boolean).join(" · ")));
+  }
+  if (status === "in_progress" && task.lease_until) {
+    // The last beat (or the claim) set lease_until = then + lease_duration_ms.
+    const beat = task.lease_duration_ms
+      ? new Date(Date.parse(task.lease_until) - task.lease_duration_ms).toISOString() : task.updated_at;
+    out.push(timed("span", "badge quiet beat", "beat", beat, "last heartbeat"));
+    out.push(timed("span", "badge quiet lease", "lease", task.lease_until, "lease until " + new Date(task.lease_until).toLocaleString()));
+  }
+  if (task.assignee_agent_id) {
+    out.push(el("span", { class: "assignee", title: `assignee ${task.assignee_agent_id}${task.assignee_runtime ? " (" + task.assignee_runtime + ")" : ""}` },
+      el("span", { class: "avatar" }, initials(task.assignee_agent_id)), task.assignee_agent_id));
+  }
+  return out;
 }
 
 function cardNode(task) {
-const shownAs = statusOf(task);
-const key = [task.revision, shownAs, task.id === selected, blockedBy(task), pending.has(task.id)].join("|");
-const cached = cardCache.get(task.id);
-if (cached && cached.key === key) return cached.node;
-const node = el("article", {
-  class: "card" + (task.id === selected ? " selected" : "") + (pending.has(task.id) ? " pending" : ""),
-  "data-task-id": task.id, tabindex: "0", draggable: "true",
-  "aria-label": `${task.title} (${label(shownAs)})`,
-},
-  el("div", { class: "top-line" },
-    el("span", { class: "prio" + (task.priority > 0 ? " hi" : ""), title: "priority" }, "P" + task.priority),
-    el("span", { class: "id", title: task.id }, task.id),
-    task.status === "done" && task.completed_at ? timed("span", "when", "ago", task.completed_at, "done") : null),
-  el("div", { class: "title" }, task.title),
-  el("div", { class: "meta" }, badges(task)));
-cardCache.set(task.id, { key, node });
-return node;
+  const shownAs = statusOf(task);
+  const key = [task.revision, shownAs, task.id === selected, blockedBy(task), pending.has(task.id)].join("|");
+  const cached = cardCache.get(task.id);
+  if (cached && cached.key === key) return cached.node;
+  const node = el("article", {
+    class: "card" + (task.id === selected ? " selected" : "") + (pending.has(task.id) ? " pending" : ""),
+    "data-task-id": task.id, tabindex: "0", draggable: "true",
+    "aria-label": `${task.title} (${label(shownAs)})`,
+  },
+    el("div", { class: "top-line" },
+      el("span", { class: "prio" + (task.priority > 0 ? " hi" : ""), title: "priority" }, "P" + task.priority),
+      el("span", { class: "id", title: task.id }, task.id),
+      task.status === "done" && task.completed_at ? timed("span", "when", "ago", task.completed_at, "done") : null),
+    el("div", { class: "title" }, task.title),
+    el("div", { class: "meta" }, badges(task)));
+  cardCache.set(task.id, { key, node });
+  return node;
 }
 
 function cardEl(id) { return $(`.card[data-task-id="${CSS.escape(id)}"]`); }
@@ -431,37 +432,37 @@ function cardEl(id) { return $(`.card[data-task-id="${CSS.escape(id)}"]`); }
 // Events on the columns, not on each card: cards are re-rendered often.
 const board = $("#columns");
 board.addEventListener("click", (e) => {
-const card = e.target.closest(".card");
-if (card) select(card.dataset.taskId);
+  const card = e.target.closest(".card");
+  if (card) select(card.dataset.taskId);
 });
 board.addEventListener("keydown", (e) => {
-const card = e.target.closest(".card");
-if (!card || e.target !== card) return;
-const task = tasks.get(card.dataset.taskId);
-if (!task) return;
-if (e.key === "Enter" || e.key === " ") { e.preventDefault(); select(task.id); return; }
-if (e.key === "m" || e.key === "M") { e.preventDefault(); moveMenu(task); return; }
-const nav = { ArrowDown: [0, 1], ArrowUp: [0, -1], ArrowRight: [1, 0], ArrowLeft: [-1, 0] }[e.key];
-if (nav) { e.preventDefault(); focusNeighbour(card, nav[0], nav[1]); }
+  const card = e.target.closest(".card");
+  if (!card || e.target !== card) return;
+  const task = tasks.get(card.dataset.taskId);
+  if (!task) return;
+  if (e.key === "Enter" || e.key === " ") { e.preventDefault(); select(task.id); return; }
+  if (e.key === "m" || e.key === "M") { e.preventDefault(); moveMenu(task); return; }
+  const nav = { ArrowDown: [0, 1], ArrowUp: [0, -1], ArrowRight: [1, 0], ArrowLeft: [-1, 0] }[e.key];
+  if (nav) { e.preventDefault(); focusNeighbour(card, nav[0], nav[1]); }
 });
 
 function visibleColumns() {
-return STATUSES.filter((s) => columns[s].node.offsetParent !== null);
+  return STATUSES.filter((s) => columns[s].node.offsetParent !== null);
 }
 
 function focusNeighbour(card, dx, dy) {
-const status = card.closest(".column").dataset.status;
-if (dy) {
-  const sibling = dy > 0 ? card.nextElementSibling : card.previousElementSibling;
-  if (sibling) sibling.focus();
-  return;
-}
-const shown = visibleColumns();
-const index = card.parentElement ? [...card.parentElement.children].indexOf(card) : 0;
-for (let i = shown.indexOf(status) + dx; i >= 0 && i < shown.length; i += dx) {
-  const cards = columns[shown[i]].cards.children;
-  if (cards.length) { cards[Math.min(index, cards.length - 1)].focus(); return; }
-}
+  const status = card.closest(".column").dataset.status;
+  if (dy) {
+    const sibling = dy > 0 ? card.nextElementSibling : card.previousElementSibling;
+    if (sibling) sibling.focus();
+    return;
+  }
+  const shown = visibleColumns();
+  const index = card.parentElement ? [...card.parentElement.children].indexOf(card) : 0;
+  for (let i = shown.indexOf(status) + dx; i >= 0 && i < shown.length; i += dx) {
+    const cards = columns[shown[i]].cards.children;
+    if (cards.length) { cards[Math.min(index, cards.length - 1)].focus(); return; }
+  }
 }
 
 // --- drag and drop ---------------------------------------------------------------
@@ -471,351 +472,351 @@ let drag = null;                  // {id, from, over}
 function legal(from, to) { return (config.transitions[from] || []).includes(to); }
 
 function illegalReason(task, to) {
-const from = statusOf(task);
-const allowed = (config.transitions[from] || []).map(label);
-return `"${task.title}" cannot move from ${label(from)} to ${label(to)}` +
-  (allowed.length ? `: from ${label(from)} it can go to ${allowed.join(", ")}.` : `: ${label(from)} is final.`);
+  const from = statusOf(task);
+  const allowed = (config.transitions[from] || []).map(label);
+  return `"${task.title}" cannot move from ${label(from)} to ${label(to)}` +
+    (allowed.length ? `: from ${label(from)} it can go to ${allowed.join(", ")}.` : `: ${label(from)} is final.`);
 }
 
 board.addEventListener("dragstart", (e) => {
-const card = e.target.closest(".card");
-const task = card && tasks.get(card.dataset.taskId);
-if (!task || pending.has(task.id)) { e.preventDefault(); return; }
-drag = { id: task.id, from: statusOf(task), over: null };
-e.dataTransfer.setData("text/plain", task.id);
-e.dataTransfer.effectAllowed = "move";
-card.classList.add("drag-source");
-document.body.classList.add("dragging");
-for (const status of STATUSES) {
-  if (status === drag.from) continue;
-  columns[status].node.classList.add(legal(drag.from, status) ? "drop-ok" : "drop-no");
-}
+  const card = e.target.closest(".card");
+  const task = card && tasks.get(card.dataset.taskId);
+  if (!task || pending.has(task.id)) { e.preventDefault(); return; }
+  drag = { id: task.id, from: statusOf(task), over: null };
+  e.dataTransfer.setData("text/plain", task.id);
+  e.dataTransfer.effectAllowed = "move";
+  card.classList.add("drag-source");
+  document.body.classList.add("dragging");
+  for (const status of STATUSES) {
+    if (status === drag.from) continue;
+    columns[status].node.classList.add(legal(drag.from, status) ? "drop-ok" : "drop-no");
+  }
 });
 
 board.addEventListener("dragover", (e) => {
-if (!drag) return;
-const column = e.target.closest(".column");
-if (!column) return;
-const to = column.dataset.status;
-drag.over = to;
-if (to !== drag.from && legal(drag.from, to)) {
-  e.preventDefault();   // only a legal target accepts the drop
-  e.dataTransfer.dropEffect = "move";
-  for (const status of STATUSES) columns[status].node.classList.toggle("drop-hover", status === to);
-} else {
-  for (const status of STATUSES) columns[status].node.classList.remove("drop-hover");
-}
+  if (!drag) return;
+  const column = e.target.closest(".column");
+  if (!column) return;
+  const to = column.dataset.status;
+  drag.over = to;
+  if (to !== drag.from && legal(drag.from, to)) {
+    e.preventDefault();   // only a legal target accepts the drop
+    e.dataTransfer.dropEffect = "move";
+    for (const status of STATUSES) columns[status].node.classList.toggle("drop-hover", status === to);
+  } else {
+    for (const status of STATUSES) columns[status].node.classList.remove("drop-hover");
+  }
 });
 
 board.addEventListener("drop", (e) => {
-if (!drag) return;
-const column = e.target.closest(".column");
-if (!column) return;
-e.preventDefault();
-const task = tasks.get(drag.id);
-const to = column.dataset.status;
-drag.dropped = true;
-if (task && to !== drag.from && legal(drag.from, to)) moveTask(task, to);
+  if (!drag) return;
+  const column = e.target.closest(".column");
+  if (!column) return;
+  e.preventDefault();
+  const task = tasks.get(drag.id);
+  const to = column.dataset.status;
+  drag.dropped = true;
+  if (task && to !== drag.from && legal(drag.from, to)) moveTask(task, to);
 });
 
 board.addEventListener("dragend", () => {
-if (!drag) return;
-const { id, from, over, dropped } = drag;
-drag = null;
-document.body.classList.remove("dragging");
-for (const status of STATUSES) columns[status].node.classList.remove("drop-ok", "drop-no", "drop-hover");
-const card = cardEl(id);
-if (card) card.classList.remove("drag-source");
-const task = tasks.get(id);
-if (!dropped && task && over && over !== from && !legal(from, over)) {
-  snapBack(id);
-  toast(illegalReason(task, over), "bad");
-}
+  if (!drag) return;
+  const { id, from, over, dropped } = drag;
+  drag = null;
+  document.body.classList.remove("dragging");
+  for (const status of STATUSES) columns[status].node.classList.remove("drop-ok", "drop-no", "drop-hover");
+  const card = cardEl(id);
+  if (card) card.classList.remove("drag-source");
+  const task = tasks.get(id);
+  if (!dropped && task && over && over !== from && !legal(from, over)) {
+    snapBack(id);
+    toast(illegalReason(task, over), "bad");
+  }
 });
 
 function snapBack(id) {
-const card = cardEl(id);
-if (!card) return;
-card.classList.remove("snapped");
-void card.offsetWidth;  // restart the animation
-card.classList.add("snapped");
+  const card = cardEl(id);
+  if (!card) return;
+  card.classList.remove("snapped");
+  void card.offsetWidth;  // restart the animation
+  card.classList.add("snapped");
 }
 
 // --- moves -----------------------------------------------------------------------
 
 let agents = null;                // the team's agents, for moves that claim
 async function teamAgents() {
-if (agents === null) {
-  const all = await api("GET", "/api/agents").catch(() => []);
-  agents = all.filter((a) => a.team === team);
-}
-return agents;
+  if (agents === null) {
+    const all = await api("GET", "/api/agents").catch(() => []);
+    agents = all.filter((a) => a.team === team);
+  }
+  return agents;
 }
 
 function needsOverride(task) {
-const v = task.verification;
-return Boolean(v && v.verdict && v.verdict !== "pass");
+  const v = task.verification;
+  return Boolean(v && v.verdict && v.verdict !== "pass");
 }
 
 // Move a task, through whatever the move needs first (an agent to claim it for, an
 // override of a failing verdict, an approval). The card shows in its new column at
 // once; a refusal puts it back and says why.
 async function moveTask(task, to) {
-const from = statusOf(task);
-if (to === from) return false;
-if (!legal(from, to)) { snapBack(task.id); toast(illegalReason(task, to), "bad"); return false; }
-if (to === "done" && from === "in_review") return approve(task);
-const body = { to };
-if (to === "done" && needsOverride(task)) {
-  const answer = await overrideDialog(task);
-  if (!answer) { snapBack(task.id); return false; }
-  body.human_override = { reason: answer.reason };
-}
-if (to === "in_progress") {
-  const agent = await claimDialog(task);
-  if (!agent) { snapBack(task.id); return false; }
-  body.agent_id = agent;
-}
-showPending(task, to);
-try {
-  const moved = await api("POST", `/api/board/tasks/${enc(task.id)}/transition`, body);
-  clearPending(task);
-  upsert(moved);
-  return true;
-} catch (err) {
-  clearPending(task);
-  snapBack(task.id);
-  toast(`Could not move "${task.title}" to ${label(to)}: ${err.message}`, "bad");
-  renderDetailIfShown(true);
-  return false;
-}
+  const from = statusOf(task);
+  if (to === from) return false;
+  if (!legal(from, to)) { snapBack(task.id); toast(illegalReason(task, to), "bad"); return false; }
+  if (to === "done" && from === "in_review") return approve(task);
+  const body = { to };
+  if (to === "done" && needsOverride(task)) {
+    const answer = await overrideDialog(task);
+    if (!answer) { snapBack(task.id); return false; }
+    body.human_override = { reason: answer.reason };
+  }
+  if (to === "in_progress") {
+    const agent = await claimDialog(task);
+    if (!agent) { snapBack(task.id); return false; }
+    body.agent_id = agent;
+  }
+  showPending(task, to);
+  try {
+    const moved = await api("POST", `/api/board/tasks/${enc(task.id)}/transition`, body);
+    clearPending(task);
+    upsert(moved);
+    return true;
+  } catch (err) {
+    clearPending(task);
+    snapBack(task.id);
+    toast(`Could not move "${task.title}" to ${label(to)}: ${err.message}`, "bad");
+    renderDetailIfShown(true);
+    return false;
+  }
 }
 
 function showPending(task, to) {
-const from = statusOf(task);
-pending.set(task.id, to);
-columns[from].ids.delete(task.id);
-columns[to].ids.add(task.id);
-renderColumn(from);
-renderColumn(to);
+  const from = statusOf(task);
+  pending.set(task.id, to);
+  columns[from].ids.delete(task.id);
+  columns[to].ids.add(task.id);
+  renderColumn(from);
+  renderColumn(to);
 }
 
 function clearPending(task) {
-const to = pending.get(task.id);
-if (to === undefined) return;
-pending.delete(task.id);
-const current = tasks.get(task.id);
-columns[to].ids.delete(task.id);
-if (current && columns[current.status]) columns[current.status].ids.add(task.id);
-renderColumn(to);
-if (current) renderColumn(current.status);
+  const to = pending.get(task.id);
+  if (to === undefined) return;
+  pending.delete(task.id);
+  const current = tasks.get(task.id);
+  columns[to].ids.delete(task.id);
+  if (current && columns[current.status]) columns[current.status].ids.add(task.id);
+  renderColumn(to);
+  if (current) renderColumn(current.status);
 }
 
 // --- dialogs (one <dialog>, filled per question) ------------------------------------
 
 async function claimDialog(task) {
-const names = (await teamAgents()).map((a) => a.id);
-const fallback = task.assignee_agent_id || names[0] || "";
-const field = names.length
-  ? el("select", { name: "agent", id: "claim-agent" }, names.map((n) => el("option", { value: n, selected: n === fallback }, n)))
-  : el("input", { name: "agent", id: "claim-agent", value: fallback, placeholder: "agent id", required: true });
-const data = await ask({
-  title: `Start "${task.title}"`,
-  body: [el("p", { class: "muted" }, "Moving a task into In progress claims it for an agent; its executor picks the claim up."),
-    el("label", {}, "Claim for agent", field)],
-  ok: "Claim and start",
-  validate: (d) => (String(d.get("agent") || "").trim() ? null : "Name the agent that works it."),
-});
-return data ? String(data.get("agent")).trim() : null;
+  const names = (await teamAgents()).map((a) => a.id);
+  const fallback = task.assignee_agent_id || names[0] || "";
+  const field = names.length
+    ? el("select", { name: "agent", id: "claim-agent" }, names.map((n) => el("option", { value: n, selected: n === fallback }, n)))
+    : el("input", { name: "agent", id: "claim-agent", value: fallback, placeholder: "agent id", required: true });
+  const data = await ask({
+    title: `Start "${task.title}"`,
+    body: [el("p", { class: "muted" }, "Moving a task into In progress claims it for an agent; its executor picks the claim up."),
+      el("label", {}, "Claim for agent", field)],
+    ok: "Claim and start",
+    validate: (d) => (String(d.get("agent") || "").trim() ? null : "Name the agent that works it."),
+  });
+  return data ? String(data.get("agent")).trim() : null;
 }
 
 function overrideField(task) {
-const v = task.verification || {};
-return [
-  el("p", {}, "Verification is ", el("strong", { class: "verdict-" + v.verdict }, v.verdict),
-    `. Landing it anyway is an override recorded as ${config.user}'s, with your reason.`),
-  v.evidence ? el("pre", { class: "evidence" }, v.evidence.slice(-1500)) : null,
-  el("label", {}, "Why override the verdict?", el("textarea", { name: "reason", id: "override-reason", rows: "3", required: true })),
-];
+  const v = task.verification || {};
+  return [
+    el("p", {}, "Verification is ", el("strong", { class: "verdict-" + v.verdict }, v.verdict),
+      `. Landing it anyway is an override recorded as ${config.user}'s, with your reason.`),
+    v.evidence ? el("pre", { class: "evidence" }, v.evidence.slice(-1500)) : null,
+    el("label", {}, "Why override the verdict?", el("textarea", { name: "reason", id: "override-reason", rows: "3", required: true })),
+  ];
 }
 
 async function overrideDialog(task) {
-const data = await ask({
-  title: `Override verification of "${task.title}"`,
-  body: overrideField(task),
-  ok: "Override and move to Done",
-  okClass: "danger",
-  validate: (d) => (String(d.get("reason") || "").trim() ? null : "Say why the verdict is overridden."),
-});
-return data ? { reason: String(data.get("reason")).trim() } : null;
+  const data = await ask({
+    title: `Override verification of "${task.title}"`,
+    body: overrideField(task),
+    ok: "Override and move to Done",
+    okClass: "danger",
+    validate: (d) => (String(d.get("reason") || "").trim() ? null : "Say why the verdict is overridden."),
+  });
+  return data ? { reason: String(data.get("reason")).trim() } : null;
 }
 
 async function moveMenu(task) {
-const from = statusOf(task);
-const targets = config.transitions[from] || [];
-let chosen = null;
-const buttons = targets.map((to) => el("button", {
-  type: "button", class: "btn", "data-move-to": to,
-  onclick: () => { chosen = to; $("#ask").close(); },
-}, label(to)));
-buttons.forEach((b, i) => b.addEventListener("keydown", (e) => {
-  const step = { ArrowDown: 1, ArrowUp: -1 }[e.key];
-  if (step) { e.preventDefault(); buttons[(i + step + buttons.length) % buttons.length].focus(); }
-}));
-await ask({
-  title: `Move "${task.title}"`,
-  body: targets.length
-    ? [el("p", { class: "muted" }, `From ${label(from)} to:`), el("div", { class: "choices", id: "move-choices" }, buttons)]
-    : [el("p", {}, `${label(from)} is final: nothing to move to.`)],
-  ok: null,
-});
-if (chosen) {
-  await moveTask(task, chosen);
-  const card = cardEl(task.id);
-  if (card) card.focus();
-}
+  const from = statusOf(task);
+  const targets = config.transitions[from] || [];
+  let chosen = null;
+  const buttons = targets.map((to) => el("button", {
+    type: "button", class: "btn", "data-move-to": to,
+    onclick: () => { chosen = to; $("#ask").close(); },
+  }, label(to)));
+  buttons.forEach((b, i) => b.addEventListener("keydown", (e) => {
+    const step = { ArrowDown: 1, ArrowUp: -1 }[e.key];
+    if (step) { e.preventDefault(); buttons[(i + step + buttons.length) % buttons.length].focus(); }
+  }));
+  await ask({
+    title: `Move "${task.title}"`,
+    body: targets.length
+      ? [el("p", { class: "muted" }, `From ${label(from)} to:`), el("div", { class: "choices", id: "move-choices" }, buttons)]
+      : [el("p", {}, `${label(from)} is final: nothing to move to.`)],
+    ok: null,
+  });
+  if (chosen) {
+    await moveTask(task, chosen);
+    const card = cardEl(task.id);
+    if (card) card.focus();
+  }
 }
 
 // --- review ------------------------------------------------------------------------
 
 let lastNote = null;               // what the last review action said, per task
 function say(text, kind) {
-lastNote = { id: selected, text, kind: kind || "" };
-const note = $("#review-note");
-if (note) { note.textContent = text; note.dataset.kind = lastNote.kind; }
-toast(text, kind);
+  lastNote = { id: selected, text, kind: kind || "" };
+  const note = $("#review-note");
+  if (note) { note.textContent = text; note.dataset.kind = lastNote.kind; }
+  toast(text, kind);
 }
 
 async function approve(task) {
-const override = needsOverride(task);
-const data = await ask({
-  title: `Approve "${task.title}"`,
-  body: [el("p", {}, "Approving lands the task's change on its base branch and moves it to Done."),
-    override ? overrideField(task) : null],
-  ok: "Approve and land",
-  okClass: override ? "danger" : "ok",
-  validate: (d) => (override && !String(d.get("reason") || "").trim() ? "Say why the verdict is overridden." : null),
-});
-if (!data) { snapBack(task.id); renderDetailIfShown(true); return false; }
-const body = override ? { human_override: { reason: String(data.get("reason")).trim() } } : {};
-showPending(task, "done");
-try {
-  const result = await api("POST", `/api/board/tasks/${enc(task.id)}/approve`, body);
-  clearPending(task);
-  upsert(result.task);
-  if (result.result === "conflict") {
-    say(`Not landed: conflict in ${result.conflicts.join(", ")}; ` +
-        (result.sent === "rework" ? "sent back to its agent." : "blocked."), "bad");
-  } else if (result.result === "landed") {
-    say(`Landed ${result.commit.slice(0, 12)} on ${result.base_branch}.`, "ok");
-  } else {
-    say("Approved.", "ok");
+  const override = needsOverride(task);
+  const data = await ask({
+    title: `Approve "${task.title}"`,
+    body: [el("p", {}, "Approving lands the task's change on its base branch and moves it to Done."),
+      override ? overrideField(task) : null],
+    ok: "Approve and land",
+    okClass: override ? "danger" : "ok",
+    validate: (d) => (override && !String(d.get("reason") || "").trim() ? "Say why the verdict is overridden." : null),
+  });
+  if (!data) { snapBack(task.id); renderDetailIfShown(true); return false; }
+  const body = override ? { human_override: { reason: String(data.get("reason")).trim() } } : {};
+  showPending(task, "done");
+  try {
+    const result = await api("POST", `/api/board/tasks/${enc(task.id)}/approve`, body);
+    clearPending(task);
+    upsert(result.task);
+    if (result.result === "conflict") {
+      say(`Not landed: conflict in ${result.conflicts.join(", ")}; ` +
+          (result.sent === "rework" ? "sent back to its agent." : "blocked."), "bad");
+    } else if (result.result === "landed") {
+      say(`Landed ${result.commit.slice(0, 12)} on ${result.base_branch}.`, "ok");
+    } else {
+      say("Approved.", "ok");
+    }
+    return true;
+  } catch (err) {
+    clearPending(task);
+    snapBack(task.id);
+    say(err.message, "bad");
+    return false;
   }
-  return true;
-} catch (err) {
-  clearPending(task);
-  snapBack(task.id);
-  say(err.message, "bad");
-  return false;
-}
 }
 
 async function requestChanges(task) {
-const data = await ask({
-  title: `Request changes on "${task.title}"`,
-  body: [el("p", { class: "muted" }, "The task goes back to its agent with your feedback; it keeps its worktree and branch."),
-    el("label", {}, "What should change?", el("textarea", { name: "feedback", id: "review-feedback", rows: "4", required: true }))],
-  ok: "Send back",
-  validate: (d) => (String(d.get("feedback") || "").trim() ? null : "Write what should change first."),
-});
-if (!data) return;
-try {
-  upsert(await api("POST", `/api/board/tasks/${enc(task.id)}/request-changes`, { feedback: String(data.get("feedback")) }));
-  say("Sent back with your feedback.", "ok");
-} catch (err) { say(err.message, "bad"); }
+  const data = await ask({
+    title: `Request changes on "${task.title}"`,
+    body: [el("p", { class: "muted" }, "The task goes back to its agent with your feedback; it keeps its worktree and branch."),
+      el("label", {}, "What should change?", el("textarea", { name: "feedback", id: "review-feedback", rows: "4", required: true }))],
+    ok: "Send back",
+    validate: (d) => (String(d.get("feedback") || "").trim() ? null : "Write what should change first."),
+  });
+  if (!data) return;
+  try {
+    upsert(await api("POST", `/api/board/tasks/${enc(task.id)}/request-changes`, { feedback: String(data.get("feedback")) }));
+    say("Sent back with your feedback.", "ok");
+  } catch (err) { say(err.message, "bad"); }
 }
 
 // --- the detail panel ----------------------------------------------------------------
 
 function statusMenu(task) {
-const options = [task.status, ...(config.transitions[task.status] || [])];
-return el("select", {
-  class: "status-menu", "aria-label": "Move to",
-  onchange: async (e) => {
-    const moved = await moveTask(task, e.target.value);
-    if (!moved) e.target.value = task.status;
-  },
-}, options.map((s) => el("option", { value: s, selected: s === task.status },
-  s === task.status ? label(s) + " (current)" : label(s))));
+  const options = [task.status, ...(config.transitions[task.status] || [])];
+  return el("select", {
+    class: "status-menu", "aria-label": "Move to",
+    onchange: async (e) => {
+      const moved = await moveTask(task, e.target.value);
+      if (!moved) e.target.value = task.status;
+    },
+  }, options.map((s) => el("option", { value: s, selected: s === task.status },
+    s === task.status ? label(s) + " (current)" : label(s))));
 }
 
 let detailKey = null;
 function renderDetailIfShown(force) {
-if (!selected) return;
-const shown = tasks.get(selected);
-if (!shown) return;
-// Only when the task changed: the panel reads its review (git) and may hold
-// what is being typed.
-const key = `${shown.id}:${shown.revision}`;
-if (force || key !== detailKey) { detailKey = key; renderDetail(shown); }
+  if (!selected) return;
+  const shown = tasks.get(selected);
+  if (!shown) return;
+  // Only when the task changed: the panel reads its review (git) and may hold
+  // what is being typed.
+  const key = `${shown.id}:${shown.revision}`;
+  if (force || key !== detailKey) { detailKey = key; renderDetail(shown); }
 }
 
 async function renderDetail(task) {
-const panel = $("#detail");
-panel.hidden = false;
-const v = task.verification;
-const cost = task.cost || {};
-panel.replaceChildren(
-  el("button", { type: "button", class: "btn ghost close", "aria-label": "Close", onclick: () => select(null) }, "×"),
-  el("h2", {}, task.title),
-  el("div", { class: "detail-actions" }, el("label", {}, "Status ", statusMenu(task))),
-  el("dl", {},
-    el("dt", {}, "id"), el("dd", {}, task.id),
-    el("dt", {}, "assignee"), el("dd", {}, task.assignee_agent_id || "—"),
-    el("dt", {}, "labels"), el("dd", {}, (task.labels || []).join(", ") || "—"),
-    el("dt", {}, "attempts"), el("dd", {}, `${task.attempts}${task.max_attempts ? " / " + task.max_attempts : ""}`),
-    el("dt", {}, "depends on"), el("dd", {}, (task.depends_on || []).map((id) => {
-      const dep = tasks.get(id);
-      return `${dep ? dep.title : id} (${dep ? label(dep.status) : doneIds.has(id) ? label("done") : "not on screen"})`;
-    }).join(", ") || "—"),
-    el("dt", {}, "verification"), el("dd", { class: v && v.verdict ? "verdict-" + v.verdict : "" },
-      v ? `${v.verdict || "—"}${v.human_override ? " (override by " + v.human_override.by + ")" : ""}` : "unverified"),
-    el("dt", {}, "cost"), el("dd", {}, `${cost.tokens || 0} tokens, ${cost.cents || 0}¢`),
-    el("dt", {}, "worktree"), el("dd", {}, task.worktree_ref ? `${task.worktree_ref} @ ${task.branch_ref || ""}` : "—"),
-    el("dt", {}, "error"), el("dd", {}, task.error || "—"),
-    el("dt", {}, "feedback"), el("dd", {}, task.feedback || "—"),
-    el("dt", {}, "created"), el("dd", {}, timed("time", "", "ago", task.created_at)),
-    el("dt", {}, "updated"), el("dd", {}, timed("time", "", "ago", task.updated_at)),
-  ),
-  task.description ? el("pre", {}, task.description) : "",
-  el("div", { id: "review" }),
-  el("h3", {}, "Comments"), el("ol", { id: "comments" }),
-);
-try {
-  const id = enc(task.id);
-  const [comments, data] = await Promise.all([
-    api("GET", `/api/board/tasks/${id}/comments`),
-    api("GET", `/api/board/tasks/${id}/review`),
-  ]);
-  if (selected !== task.id) return;
-  $("#comments").replaceChildren(...comments.map((c) => el("li", {},
-    el("strong", {}, c.author), ": ", c.body, " ", timed("time", "muted", "ago", c.created_at))));
-  const note = lastNote && lastNote.id === task.id ? lastNote : null;
-  $("#review").replaceChildren(reviewView(task, data, { note, approve, requestChanges }));
-} catch (err) { /* the panel keeps what it has */ }
+  const panel = $("#detail");
+  panel.hidden = false;
+  const v = task.verification;
+  const cost = task.cost || {};
+  panel.replaceChildren(
+    el("button", { type: "button", class: "btn ghost close", "aria-label": "Close", onclick: () => select(null) }, "×"),
+    el("h2", {}, task.title),
+    el("div", { class: "detail-actions" }, el("label", {}, "Status ", statusMenu(task))),
+    el("dl", {},
+      el("dt", {}, "id"), el("dd", {}, task.id),
+      el("dt", {}, "assignee"), el("dd", {}, task.assignee_agent_id || "—"),
+      el("dt", {}, "labels"), el("dd", {}, (task.labels || []).join(", ") || "—"),
+      el("dt", {}, "attempts"), el("dd", {}, `${task.attempts}${task.max_attempts ? " / " + task.max_attempts : ""}`),
+      el("dt", {}, "depends on"), el("dd", {}, (task.depends_on || []).map((id) => {
+        const dep = tasks.get(id);
+        return `${dep ? dep.title : id} (${dep ? label(dep.status) : doneIds.has(id) ? label("done") : "not on screen"})`;
+      }).join(", ") || "—"),
+      el("dt", {}, "verification"), el("dd", { class: v && v.verdict ? "verdict-" + v.verdict : "" },
+        v ? `${v.verdict || "—"}${v.human_override ? " (override by " + v.human_override.by + ")" : ""}` : "unverified"),
+      el("dt", {}, "cost"), el("dd", {}, `${cost.tokens || 0} tokens, ${cost.cents || 0}¢`),
+      el("dt", {}, "worktree"), el("dd", {}, task.worktree_ref ? `${task.worktree_ref} @ ${task.branch_ref || ""}` : "—"),
+      el("dt", {}, "error"), el("dd", {}, task.error || "—"),
+      el("dt", {}, "feedback"), el("dd", {}, task.feedback || "—"),
+      el("dt", {}, "created"), el("dd", {}, timed("time", "", "ago", task.created_at)),
+      el("dt", {}, "updated"), el("dd", {}, timed("time", "", "ago", task.updated_at)),
+    ),
+    task.description ? el("pre", {}, task.description) : "",
+    el("div", { id: "review" }),
+    el("h3", {}, "Comments"), el("ol", { id: "comments" }),
+  );
+  try {
+    const id = enc(task.id);
+    const [comments, data] = await Promise.all([
+      api("GET", `/api/board/tasks/${id}/comments`),
+      api("GET", `/api/board/tasks/${id}/review`),
+    ]);
+    if (selected !== task.id) return;
+    $("#comments").replaceChildren(...comments.map((c) => el("li", {},
+      el("strong", {}, c.author), ": ", c.body, " ", timed("time", "muted", "ago", c.created_at))));
+    const note = lastNote && lastNote.id === task.id ? lastNote : null;
+    $("#review").replaceChildren(reviewView(task, data, { note, approve, requestChanges }));
+  } catch (err) { /* the panel keeps what it has */ }
 }
 
 function select(id) {
-const before = selected;
-selected = id;
-detailKey = null;
-for (const key of [before, id]) {
-  const task = key && tasks.get(key);
-  if (task) renderColumn(statusOf(task));
-}
-if (!id) $("#detail").hidden = true;
-renderSide();
-if (id) renderDetailIfShown(true);
+  const before = selected;
+  selected = id;
+  detailKey = null;
+  for (const key of [before, id]) {
+    const task = key && tasks.get(key);
+    if (task) renderColumn(statusOf(task));
+  }
+  if (!id) $("#detail").hidden = true;
+  renderSide();
+  if (id) renderDetailIfShown(true);
 }
 
 // --- the side panel: the task's detail, and the chat (open or folded away) ---------
@@ -825,78 +826,78 @@ const stored = localStorage.getItem("clawboo.chat");
 let chatOpen = stored ? stored === "open" : window.innerWidth >= 1700;
 let unread = 0;
 function renderSide() {
-document.body.dataset.chat = chatOpen ? "open" : "closed";
-$("#chat-toggle").setAttribute("aria-pressed", chatOpen ? "true" : "false");
-$(".layout").classList.toggle("with-side", chatOpen || Boolean(selected));
-if (chatOpen) unread = 0;
-$("#chat-unread").hidden = !unread;
-$("#chat-unread").textContent = String(unread);
-if (chatOpen) $("#chat").scrollTop = $("#chat").scrollHeight;
+  document.body.dataset.chat = chatOpen ? "open" : "closed";
+  $("#chat-toggle").setAttribute("aria-pressed", chatOpen ? "true" : "false");
+  $(".layout").classList.toggle("with-side", chatOpen || Boolean(selected));
+  if (chatOpen) unread = 0;
+  $("#chat-unread").hidden = !unread;
+  $("#chat-unread").textContent = String(unread);
+  if (chatOpen) $("#chat").scrollTop = $("#chat").scrollHeight;
 }
 $("#chat-toggle").addEventListener("click", () => {
-chatOpen = !chatOpen;
-localStorage.setItem("clawboo.chat", chatOpen ? "open" : "closed");
-renderSide();
+  chatOpen = !chatOpen;
+  localStorage.setItem("clawboo.chat", chatOpen ? "open" : "closed");
+  renderSide();
 });
 
 // --- phone: column tabs ----------------------------------------------------------------
 
 function renderTabs() {
-if (!tabPicked && !tabSettled) {
-  // The first column with something in it (an empty backlog is not news).
-  const counted = STATUSES.every((s) => columns[s].count !== null);
-  const first = STATUSES.find((s) => (columns[s].count || columns[s].ids.size) > 0);
-  if (counted) { activeTab = first || activeTab || STATUSES[1]; tabSettled = true; }
-  else if (!activeTab || !(columns[activeTab].ids.size)) activeTab = first || STATUSES[1] || STATUSES[0];
-}
-for (const status of STATUSES) {
-  const col = columns[status];
-  const on = status === activeTab;
-  col.node.classList.toggle("active", on);
-  if (col.tab) col.tab.setAttribute("aria-selected", on ? "true" : "false");
-}
+  if (!tabPicked && !tabSettled) {
+    // The first column with something in it (an empty backlog is not news).
+    const counted = STATUSES.every((s) => columns[s].count !== null);
+    const first = STATUSES.find((s) => (columns[s].count || columns[s].ids.size) > 0);
+    if (counted) { activeTab = first || activeTab || STATUSES[1]; tabSettled = true; }
+    else if (!activeTab || !(columns[activeTab].ids.size)) activeTab = first || STATUSES[1] || STATUSES[0];
+  }
+  for (const status of STATUSES) {
+    const col = columns[status];
+    const on = status === activeTab;
+    col.node.classList.toggle("active", on);
+    if (col.tab) col.tab.setAttribute("aria-selected", on ? "true" : "false");
+  }
 }
 
 for (const status of STATUSES) {
-const tab = columns[status].tab;
-if (tab) tab.addEventListener("click", () => { tabPicked = true; activeTab = status; renderTabs(); });
+  const tab = columns[status].tab;
+  if (tab) tab.addEventListener("click", () => { tabPicked = true; activeTab = status; renderTabs(); });
 }
 
 // --- labels and assignees for the filters -------------------------------------------
 
 const labelsSeen = new Set();
 function renderLabels() {
-let grew = false;
-for (const task of tasks.values()) {
-  for (const name of task.labels || []) if (!labelsSeen.has(name)) { labelsSeen.add(name); grew = true; }
-}
-if (grew) $("#label-options").replaceChildren(...[...labelsSeen].sort().map((n) => el("option", { value: n })));
+  let grew = false;
+  for (const task of tasks.values()) {
+    for (const name of task.labels || []) if (!labelsSeen.has(name)) { labelsSeen.add(name); grew = true; }
+  }
+  if (grew) $("#label-options").replaceChildren(...[...labelsSeen].sort().map((n) => el("option", { value: n })));
 }
 
 async function fillAssignees() {
-const select = $("#filter-assignee");
-const known = new Set([...select.options].map((o) => o.value));
-for (const agent of await teamAgents()) {
-  if (!known.has(agent.id)) select.append(el("option", { value: agent.id }, agent.display_name ? `${agent.display_name} (${agent.id})` : agent.id));
-}
-showFilters();
+  const select = $("#filter-assignee");
+  const known = new Set([...select.options].map((o) => o.value));
+  for (const agent of await teamAgents()) {
+    if (!known.has(agent.id)) select.append(el("option", { value: agent.id }, agent.display_name ? `${agent.display_name} (${agent.id})` : agent.id));
+  }
+  showFilters();
 }
 
 // --- chat ------------------------------------------------------------------------
 
 function chatLine(frame, live) {
-const log = $("#chat");
-if (live && !chatOpen) { unread += 1; renderSide(); }
-// Narration already names who did it; a person's message is shown as theirs.
-const person = frame.author && frame.author !== "clawboo" ? frame.author : null;
-const who = frame.actor || person;
-const at = frame.created_at || new Date().toISOString();
-log.append(el("li", { "data-seq": frame.seq },
-  el("span", { class: "avatar" + (who ? "" : " bot"), title: who || "clawboo" }, who ? initials(who) : "✦"),
-  el("span", { class: "line" }, person ? el("span", { class: "actor" }, person + ": ") : null, frame.body),
-  timed("time", "", "ago", at)));
-while (log.children.length > 300) log.firstChild.remove();
-log.scrollTop = log.scrollHeight;
+  const log = $("#chat");
+  if (live && !chatOpen) { unread += 1; renderSide(); }
+  // Narration already names who did it; a person's message is shown as theirs.
+  const person = frame.author && frame.author !== "clawboo" ? frame.author : null;
+  const who = frame.actor || person;
+  const at = frame.created_at || new Date().toISOString();
+  log.append(el("li", { "data-seq": frame.seq },
+    el("span", { class: "avatar" + (who ? "" : " bot"), title: who || "clawboo" }, who ? initials(who) : "✦"),
+    el("span", { class: "line" }, person ? el("span", { class: "actor" }, person + ": ") : null, frame.body),
+    timed("time", "", "ago", at)));
+  while (log.children.length > 300) log.firstChild.remove();
+  log.scrollTop = log.scrollHeight;
 }
 
 // --- the socket --------------------------------------------------------------------
@@ -905,133 +906,133 @@ log.scrollTop = log.scrollHeight;
 // once per seq, so a replay that overlaps what we have changes nothing.
 const applied = new Set();
 function apply(frame) {
-if (typeof frame.seq === "number") {
-  const key = `${frame.type}:${frame.seq}`;
-  if (applied.has(key)) return;
-  applied.add(key);
-  if (applied.size > 5000) applied.delete(applied.values().next().value);
-  lastSeq = Math.max(lastSeq, frame.seq);
-}
-if (frame.type === "task-change") {
-  if (holding) holding.push(frame); else upsert(frame.task, frame);
-}
-else if (frame.type === "chat") chatLine(frame, true);
+  if (typeof frame.seq === "number") {
+    const key = `${frame.type}:${frame.seq}`;
+    if (applied.has(key)) return;
+    applied.add(key);
+    if (applied.size > 5000) applied.delete(applied.values().next().value);
+    lastSeq = Math.max(lastSeq, frame.seq);
+  }
+  if (frame.type === "task-change") {
+    if (holding) holding.push(frame); else upsert(frame.task, frame);
+  }
+  else if (frame.type === "chat") chatLine(frame, true);
 }
 
 function setConn(state, text) {
-const badge = $("#conn");
-badge.dataset.state = state;
-badge.textContent = text;
+  const badge = $("#conn");
+  badge.dataset.state = state;
+  badge.textContent = text;
 }
 
 function connect() {
-const scheme = location.protocol === "https:" ? "wss" : "ws";
-socket = new WebSocket(`${scheme}://${location.host}/ws/board/?team=${enc(team)}`);
-socket.onopen = () => { retryMs = 500; };
-socket.onmessage = (msg) => {
-  const frame = JSON.parse(msg.data);
-  if (frame.type === "hello") {
-    setConn("live", "live");
-    helloSeq = Math.max(helloSeq, frame.seq);
-    // Replay everything after what we have: nothing missed while we were away.
-    if (frame.seq > lastSeq) socket.send(JSON.stringify({ type: "since", seq: lastSeq }));
-    return;
-  }
-  if (frame.type === "reload") {
-    // What we missed is no longer in the log: start over from the tasks.
-    lastSeq = frame.seq;
-    helloSeq = Math.max(helloSeq, frame.seq);
-    reloadColumns();
-    return;
-  }
-  apply(frame);
-};
-socket.onclose = () => {
-  setConn("reconnecting", "reconnecting…");
-  setTimeout(connect, retryMs);
-  retryMs = Math.min(retryMs * 2, 8000);
-};
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  socket = new WebSocket(`${scheme}://${location.host}/ws/board/?team=${enc(team)}`);
+  socket.onopen = () => { retryMs = 500; };
+  socket.onmessage = (msg) => {
+    const frame = JSON.parse(msg.data);
+    if (frame.type === "hello") {
+      setConn("live", "live");
+      helloSeq = Math.max(helloSeq, frame.seq);
+      // Replay everything after what we have: nothing missed while we were away.
+      if (frame.seq > lastSeq) socket.send(JSON.stringify({ type: "since", seq: lastSeq }));
+      return;
+    }
+    if (frame.type === "reload") {
+      // What we missed is no longer in the log: start over from the tasks.
+      lastSeq = frame.seq;
+      helloSeq = Math.max(helloSeq, frame.seq);
+      reloadColumns();
+      return;
+    }
+    apply(frame);
+  };
+  socket.onclose = () => {
+    setConn("reconnecting", "reconnecting…");
+    setTimeout(connect, retryMs);
+    retryMs = Math.min(retryMs * 2, 8000);
+  };
 }
 
 async function loadChat() {
-try {
-  const lines = await api("GET", `/api/teams/${enc(team)}/chat?limit=50`);
-  for (const line of lines.reverse()) {
-    // A replay after these must not show them twice (nor move lastSeq past a
-    // task change we have not applied).
-    applied.add(`chat:${line.seq}`);
-    chatLine(line);
-  }
-} catch (err) { /* chat is narration; the board works without it */ }
+  try {
+    const lines = await api("GET", `/api/teams/${enc(team)}/chat?limit=50`);
+    for (const line of lines.reverse()) {
+      // A replay after these must not show them twice (nor move lastSeq past a
+      // task change we have not applied).
+      applied.add(`chat:${line.seq}`);
+      chatLine(line);
+    }
+  } catch (err) { /* chat is narration; the board works without it */ }
 }
 
 // --- the page's own controls -----------------------------------------------------------
 
 $("#new-task-btn").addEventListener("click", () => $("#new-task").showModal());
 $("#new-task-form").addEventListener("submit", async (e) => {
-const form = e.target;
-if (e.submitter && e.submitter.value === "cancel") return;
-e.preventDefault();
-const data = new FormData(form);
-const body = {
-  title: data.get("title"), team,
-  description: data.get("description") || "",
-  priority: parseInt(data.get("priority") || "0", 10),
-  labels: String(data.get("labels") || "").split(",").map((s) => s.trim()).filter(Boolean),
-};
-if (data.get("backlog")) body.status = "backlog";
-try {
-  const created = await api("POST", "/api/board/tasks", body);
-  upsert(created, { kind: "added", seq: Infinity, prev_status: null });
-  form.reset();
-  $("#new-task-error").textContent = "";
-  $("#new-task").close();
-  if (!matches(created)) toast(`Created "${created.title}"; the filters hide it.`, "ok");
-} catch (err) {
-  $("#new-task-error").textContent = err.message;
-}
+  const form = e.target;
+  if (e.submitter && e.submitter.value === "cancel") return;
+  e.preventDefault();
+  const data = new FormData(form);
+  const body = {
+    title: data.get("title"), team,
+    description: data.get("description") || "",
+    priority: parseInt(data.get("priority") || "0", 10),
+    labels: String(data.get("labels") || "").split(",").map((s) => s.trim()).filter(Boolean),
+  };
+  if (data.get("backlog")) body.status = "backlog";
+  try {
+    const created = await api("POST", "/api/board/tasks", body);
+    upsert(created, { kind: "added", seq: Infinity, prev_status: null });
+    form.reset();
+    $("#new-task-error").textContent = "";
+    $("#new-task").close();
+    if (!matches(created)) toast(`Created "${created.title}"; the filters hide it.`, "ok");
+  } catch (err) {
+    $("#new-task-error").textContent = err.message;
+  }
 });
 
 const filterForm = $("#filters");
 filterForm.addEventListener("submit", (e) => e.preventDefault());
 let typing = null;
 filterForm.addEventListener("input", (e) => {
-const name = e.target.name;
-if (name !== "q" && name !== "label") return;
-clearTimeout(typing);
-// While typing, the URL follows; a search begun is one history entry, not one a key.
-const push = !filters[name];
-typing = setTimeout(() => setFilters(Object.fromEntries(new FormData(filterForm)), push), 300);
+  const name = e.target.name;
+  if (name !== "q" && name !== "label") return;
+  clearTimeout(typing);
+  // While typing, the URL follows; a search begun is one history entry, not one a key.
+  const push = !filters[name];
+  typing = setTimeout(() => setFilters(Object.fromEntries(new FormData(filterForm)), push), 300);
 });
 filterForm.addEventListener("change", () => {
-clearTimeout(typing);
-const next = Object.fromEntries(new FormData(filterForm));
-if (FILTER_KEYS.some((k) => (next[k] || "").trim() !== filters[k])) setFilters(next, true);
-else writeUrl(true);
+  clearTimeout(typing);
+  const next = Object.fromEntries(new FormData(filterForm));
+  if (FILTER_KEYS.some((k) => (next[k] || "").trim() !== filters[k])) setFilters(next, true);
+  else writeUrl(true);
 });
 $("#clear-filters").addEventListener("click", () => setFilters({}, true));
 window.addEventListener("popstate", () => {
-const next = readFilters();
-if (FILTER_KEYS.some((k) => next[k] !== filters[k])) {
-  filters = next;
-  showFilters();
-  reloadColumns();
-}
+  const next = readFilters();
+  if (FILTER_KEYS.some((k) => next[k] !== filters[k])) {
+    filters = next;
+    showFilters();
+    reloadColumns();
+  }
 });
 
 document.addEventListener("keydown", (e) => {
-if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey) return;
-const typingInto = e.target.closest && e.target.closest("input, textarea, select, dialog");
-if (typingInto) {
-  if (e.key === "Escape" && e.target.id === "filter-q" && e.target.value) {
-    e.target.value = "";
-    setFilters({ ...filters, q: "" }, true);
+  if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey) return;
+  const typingInto = e.target.closest && e.target.closest("input, textarea, select, dialog");
+  if (typingInto) {
+    if (e.key === "Escape" && e.target.id === "filter-q" && e.target.value) {
+      e.target.value = "";
+      setFilters({ ...filters, q: "" }, true);
+    }
+    return;
   }
-  return;
-}
-if (e.key === "/") { e.preventDefault(); $("#filter-q").focus(); }
-else if (e.key === "n") { e.preventDefault(); $("#new-task").showModal(); }
-else if (e.key === "Escape" && selected) select(null);
+  if (e.key === "/") { e.preventDefault(); $("#filter-q").focus(); }
+  else if (e.key === "n") { e.preventDefault(); $("#new-task").showModal(); }
+  else if (e.key === "Escape" && selected) select(null);
 });
 
 // --- start -------------------------------------------------------------------------
@@ -1040,15 +1041,15 @@ startClock();
 showFilters();
 renderSide();
 (async () => {
-// The columns say which event they are as of: anything after it comes by "since".
-const [board] = await Promise.all([reloadColumns(), loadChat()]);
-let seq = board && board.seq;
-if (typeof seq !== "number") {
-  const hello = await api("GET", `/api/teams/${enc(team)}/events`).catch(() => null);
-  seq = hello ? hello.seq : 0;
-}
-lastSeq = seq;
-helloSeq = seq;
-connect();
-fillAssignees();
+  // The columns say which event they are as of: anything after it comes by "since".
+  const [board] = await Promise.all([reloadColumns(), loadChat()]);
+  let seq = board && board.seq;
+  if (typeof seq !== "number") {
+    const hello = await api("GET", `/api/teams/${enc(team)}/events`).catch(() => null);
+    seq = hello ? hello.seq : 0;
+  }
+  lastSeq = seq;
+  helloSeq = seq;
+  connect();
+  fillAssignees();
 })();
