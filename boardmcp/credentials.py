@@ -117,6 +117,20 @@ def revoke_run_credential(key: str) -> None:
     storage.write(lambda: RunCredential.objects.filter(pk=_digest(key)).delete())
 
 
+def prune_void_run_credentials() -> int:
+    """Delete the run credentials whose claim no longer holds (a run killed before it
+    could revoke its own); return how many. They authenticate nothing already: this
+    only keeps the table to the runs that are live."""
+    void = [
+        credential.pk
+        for credential in RunCredential.objects.all()
+        if not _claim_holds(store.find_task(credential.task_id), credential)
+    ]
+    if void:
+        storage.write(lambda: RunCredential.objects.filter(pk__in=void).delete())
+    return len(void)
+
+
 def _claim_holds(task: Task | None, credential: RunCredential) -> bool:
     if task is None or task.status != Status.IN_PROGRESS:
         return False

@@ -10,6 +10,7 @@ Team ``blue``'s task is never visible.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import sys
@@ -413,3 +414,18 @@ def test_a_token_minted_for_an_agent_acts_as_that_agent_in_its_team(
     assert hidden.body["error"] == "not_found"
     assert commented.body["comment"]["author"] == "ada"
     assert store.get_task(free).status == "done"
+
+
+def test_pruning_deletes_only_the_credentials_of_runs_whose_claim_is_gone(board: Board) -> None:
+    live = credentials.mint_run_credential("ada", board.task, board.ticket)
+    orphan_task = store.create_task(title="Killed run's task", team="red").task.id
+    orphan_ticket = store.claim(orphan_task, "ada", "claude-code").ticket
+    assert orphan_ticket is not None
+    orphan = credentials.mint_run_credential("ada", orphan_task, orphan_ticket)
+    store.release(orphan_task, ticket=orphan_ticket)  # its run died; nobody revoked the key
+
+    assert credentials.prune_void_run_credentials() == 1
+    assert credentials.prune_void_run_credentials() == 0
+    left = set(RunCredential.objects.values_list("key_sha256", flat=True))
+    assert left == {hashlib.sha256(live.encode()).hexdigest()}
+    assert hashlib.sha256(orphan.encode()).hexdigest() not in left
