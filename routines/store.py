@@ -284,6 +284,21 @@ def state_of(routine: Routine, at_ms: int | None = None) -> RoutineState:
     return RoutineState.ARMED
 
 
+def offered_moves(routine: Routine) -> tuple[str, ...]:
+    """The moves a person may ask of this row now, of ``pause``, ``resume`` and
+    ``run-now`` (what the page and the admin offer; the writes still decide)."""
+    moves: list[str] = []
+    if routine.status != RoutineStatus.PAUSED and is_transition_allowed(
+        routine.status, RoutineStatus.PAUSED
+    ):
+        moves.append("pause")
+    if routine.status in (RoutineStatus.PAUSED, RoutineStatus.ERROR):
+        moves.append("resume")
+    if routine.status == RoutineStatus.IDLE:
+        moves.append("run-now")
+    return tuple(moves)
+
+
 @dataclass(frozen=True)
 class FireRow:
     """One fired slot with the board task it materialized (None: not yet, or gone)."""
