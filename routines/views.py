@@ -58,13 +58,17 @@ class RoutineRow:
 
 def _row(routine: Routine, fires: list[store.FireRow], notes: list[Any]) -> RoutineRow:
     tz = routine.timezone
+    state = store.state_of(routine)
+    # A paused or errored row keeps its old slot, but fires nothing until resumed
+    # (which re-arms from then): showing that slot would promise a fire.
+    upcoming = None if state in ("paused", "error") else routine.next_run_at
     return RoutineRow(
         routine=routine,
         title=str((routine.task_template or {}).get("title") or store.DEFAULT_TITLE),
         words=schedule_in_words(routine.cron_spec, tz),
-        state=store.state_of(routine),
-        next_stamp=local_stamp(routine.next_run_at, tz),
-        next_at=local_time(routine.next_run_at, tz) if routine.next_run_at is not None else None,
+        state=state,
+        next_stamp=local_stamp(upcoming, tz),
+        next_at=local_time(upcoming, tz) if upcoming is not None else None,
         last_stamp=local_stamp(routine.last_run_at, tz),
         last_at=local_time(routine.last_run_at, tz) if routine.last_run_at is not None else None,
         moves=store.offered_moves(routine),
