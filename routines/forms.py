@@ -144,7 +144,7 @@ class RoutineForm(forms.ModelForm):
 
     # --- validation and saving ----------------------------------------------------
 
-    def clean(self) -> dict[str, Any]:
+    def clean(self) -> dict[str, Any] | None:
         data = super().clean()
         if self.errors:
             return data  # each field's own error first
@@ -172,10 +172,12 @@ class RoutineForm(forms.ModelForm):
         else:
             self.add_error(None, exc.detail)
 
+    def save_m2m(self) -> None:
+        """Nothing related is edited here (the admin calls this after a save)."""
+
     def save(self, commit: bool = True) -> Any:
         """Write through the routines data layer (commit=False writes nothing)."""
         if not commit:
-            self.save_m2m = lambda: None  # nothing related to save
             return self.instance
         if self.instance._state.adding:
             routine = store.create_routine(**self.create_arguments())
