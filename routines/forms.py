@@ -161,6 +161,8 @@ class RoutineForm(forms.ModelForm):
     def add_refusal(self, exc: ClawbooError) -> None:
         """Show a data-layer refusal beside the field it names, else above the form."""
         named = str(getattr(exc, "field", None) or exc.extra.get("field") or "")
+        if not named and "task_id" in exc.extra:
+            named = "team_task_id"  # the one-owner and one-shot refusals of a bound task
         detail = exc.detail
         if named and detail.startswith(f"{named}: "):
             detail = detail[len(named) + 2 :]

@@ -131,3 +131,17 @@ def test_deleting_in_the_admin_goes_through_the_store(operator):
     response = operator.post(f"/admin/routines/routine/{routine.id}/delete/", {"post": "yes"})
     assert response.status_code == 302
     assert not Routine.objects.exists() and store.poke_seq() == before + 1
+
+
+def test_a_bound_task_with_another_firing_owner_is_refused_and_nothing_saved(operator):
+    from board import store as board_store
+
+    task = board_store.create_task(title="Fired elsewhere", team="ops").task
+    board_store.set_scheduled_by(task.id, "openclaw")
+    response = operator.post(
+        "/admin/routines/routine/add/",
+        {**FORM, "cron_spec": "once@2030-02-01T09:00", "team_task_id": task.id},
+        follow=True,
+    )
+    assert any("already fired by 'openclaw'" in m for m in messages_of(response))
+    assert not Routine.objects.exists()

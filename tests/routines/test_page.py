@@ -122,7 +122,7 @@ def test_a_routine_is_created_edited_and_paused_from_the_page(browser, clock):
     [
         ({"cron_spec": "61 * * * *"}, "cron_spec", "is not a valid cron expression"),
         ({"cron_spec": "once@2020-01-01T00:00"}, "cron_spec", "is in the past"),
-        ({"cron_spec": "0 9 * * *", "team_task_id": "t1"}, "__all__", "must be a one-shot"),
+        ({"cron_spec": "0 9 * * *", "team_task_id": "t1"}, "team_task_id", "must be a one-shot"),
         ({"timezone": "Mars/Olympus"}, "timezone", "Select a valid choice"),
         ({"title": ""}, "title", "This field is required"),
     ],
@@ -204,3 +204,19 @@ def test_recent_fires_link_to_their_tasks(browser, clock):
     body = browser.get("/board/routines/").content.decode()
     assert f'href="/api/board/tasks/{task.id}"' in body
     assert "Triage of the day" in body and "Mon 7 Jan 2030, 09:00 EST" in body
+
+
+def test_a_task_another_owner_fires_is_refused_on_the_page(browser, clock):
+    from board import store as board_store
+
+    task = board_store.create_task(title="Fired elsewhere", team="ops").task
+    board_store.set_scheduled_by(task.id, "openclaw")
+    response = browser.post(
+        "/board/routines/new/",
+        {**FORM, "cron_spec": "once@2030-02-01T09:00", "team_task_id": task.id},
+    )
+    assert response.status_code == 200
+    errors = response.context["form"].errors["team_task_id"]
+    assert errors == [f"task {task.id!r} is already fired by 'openclaw'"]
+    assert not Routine.objects.exists()
+    assert board_store.get_task(task.id).scheduled_by == "openclaw"
