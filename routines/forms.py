@@ -19,7 +19,7 @@ from django import forms
 
 from core.errors import ClawbooError
 from core.models import Agent, Team
-from routines import store
+from routines import occurrence, store
 from routines.models import Routine
 
 # The task_template keys the form edits, each a field of its own.
@@ -85,6 +85,10 @@ class RoutineForm(forms.ModelForm):
     class Meta:
         model = Routine
         fields = ("team", "agent", "cron_spec", "timezone", "catch_up")
+        help_texts = {
+            "catch_up": "After downtime: fire the newest missed slot (latest), none of them "
+            "(skip), or each of them, up to 24 (all).",
+        }
 
     def __init__(self, *args: Any, teams: list[str] | None = None, **kwargs: Any) -> None:
         """``teams``: the teams the person may see (None: all, as for staff)."""
@@ -144,10 +148,20 @@ class RoutineForm(forms.ModelForm):
 
     # --- validation and saving ----------------------------------------------------
 
-    def clean(self) -> dict[str, Any] | None:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        data: dict[str, Any] = super().clean() or {}
         if self.errors:
-            return data  # each field's own error first
+            # The data layer's checks need every field; the schedule alone can still be
+            # checked now, so a bad spec is not left for a second round.
+            schedule_edited = self.instance._state.adding or {"cron_spec", "timezone"} & set(
+                self.changed_data
+            )
+            if schedule_edited and {"cron_spec", "timezone"} <= set(data):
+                try:
+                    occurrence.validate_new(data["cron_spec"], data["timezone"], store.now_ms())
+                except ClawbooError as exc:
+                    self.add_refusal(exc)
+            return data
         try:
             if self.instance._state.adding:
                 store.check_create(**self.create_arguments())

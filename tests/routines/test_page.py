@@ -220,3 +220,12 @@ def test_a_task_another_owner_fires_is_refused_on_the_page(browser, clock):
     assert errors == [f"task {task.id!r} is already fired by 'openclaw'"]
     assert not Routine.objects.exists()
     assert board_store.get_task(task.id).scheduled_by == "openclaw"
+
+
+def test_a_bad_schedule_is_named_even_when_other_fields_are_missing(browser, clock):
+    response = browser.post(
+        "/board/routines/new/", {**FORM, "agent": "", "cron_spec": "99 * * * *"}
+    )
+    errors = response.context["form"].errors
+    assert "This field is required." in errors["agent"]
+    assert "is not a valid cron expression" in " ".join(errors["cron_spec"])
