@@ -32,7 +32,7 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(params=["claude-code", "codex"])
+@pytest.fixture(params=["claude-code", "codex", "hermes"])
 def runtime(request: pytest.FixtureRequest) -> Runtime:
     return RUNTIMES[request.param]
 
