@@ -91,3 +91,45 @@ def test_the_model_files_a_subtask_and_comments_through_the_board_during_its_run
     assert store.list_executions(task_id).get().status == "succeeded"
     assert not RunCredential.objects.exists()
     assert settings.CLAWBOO_MCP_URL == board_url
+
+
+def test_hermes_resumes_its_session_with_the_board_wired_in(
+    board_url: str,
+    model_server: ModelServer,
+    repo: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each run has a Hermes home of its own (the board in its config.yaml); the
+    session store stays the user's, so the next run continues the same session."""
+    runtime = RUNTIMES["hermes"]
+    tool = installed(runtime.tool)
+    user_home = tmp_path / "agent-home"
+    for name, value in runtime.env(user_home, model_server.url_v1).items():
+        monkeypatch.setenv(name, value)
+    registry.create_agent(
+        id="real",
+        display_name="Real",
+        team="default",
+        runtime=runtime.name,
+        settings={"binary": str(tool.bin), "repo_path": str(repo), "timeout_s": 150},
+    )
+    task_id = store.create_task(title="Write hello.txt", metadata={"verify_cmd": VERIFY}).task.id
+    first = Executor("real", keep_for_resume=True).work_once()
+    assert first.outcome == "succeeded" and first.worktree == "kept", first.error
+    requests_before = len(model_server.model_requests())
+
+    second = Executor("real").work_once()
+
+    assert second.task_id == task_id and second.outcome == "succeeded", second.error
+    runs = sorted(store.list_executions(task_id), key=lambda e: e.id)
+    assert runs[0].native_session_id and runs[1].native_session_id == runs[0].native_session_id
+    resumed = model_server.model_requests()[requests_before:]
+    # The first run's conversation, board calls included, with the board's tools offered.
+    assert resumed and BOARD_SUBTASK_TITLE in str(resumed[0].body)
+    assert "create_subtask" in str(resumed[0].body.get("tools"))
+    assert [r.reply for r in resumed] == ["text"]
+    assert (user_home / ".hermes" / "state.db").is_file()
+    assert [t.title for t in store.list_tasks(parent=task_id)] == [BOARD_SUBTASK_TITLE]
+    assert store.get_task(task_id).status == "in_review"
+    assert not RunCredential.objects.exists()
