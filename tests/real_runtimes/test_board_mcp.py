@@ -1,5 +1,5 @@
-"""End to end: the executor runs the real Claude Code or Codex on a task with the board's
-MCP server wired in (a real daphne on the test database); the scripted model calls the
+"""End to end: the executor runs the real Claude Code, Codex or Hermes on a task with the
+board's MCP server wired in (a real daphne on the test database); the scripted model calls the
 board's ``create_subtask`` and ``comment`` tools during the run, then does the work.
 
 Afterwards the subtask and the comment are on the board, attributed to the agent, the
@@ -46,8 +46,18 @@ def board_url(daphne: Callable[..., str], settings: object) -> str:  # noqa: F81
     return url
 
 
+@pytest.fixture(params=[None, "file"], ids=["config-toolsets", "toolsets-setting"])
+def toolsets(request: pytest.FixtureRequest, runtime: Runtime) -> str | None:
+    """Hermes also with a ``toolsets`` setting: ``-z --toolsets`` keeps an MCP server
+    only when the home's config.yaml lists it (the run's does)."""
+    if request.param is not None and runtime.name != "hermes":
+        pytest.skip("a Hermes setting")
+    return request.param
+
+
 def test_the_model_files_a_subtask_and_comments_through_the_board_during_its_run(
     runtime: Runtime,
+    toolsets: str | None,
     board_url: str,
     model_server: ModelServer,
     repo: Path,  # noqa: F811
@@ -58,12 +68,13 @@ def test_the_model_files_a_subtask_and_comments_through_the_board_during_its_run
     url = model_server.url_v1 if runtime.v1 else model_server.url
     for name, value in runtime.env(tmp_path / "agent-home", url).items():
         monkeypatch.setenv(name, value)
+    agent_settings = {"binary": str(tool.bin), "repo_path": str(repo), "timeout_s": 150}
     registry.create_agent(
         id="real",
         display_name="Real",
         team="default",
         runtime=runtime.name,
-        settings={"binary": str(tool.bin), "repo_path": str(repo), "timeout_s": 150},
+        settings={**agent_settings, **({"toolsets": toolsets} if toolsets else {})},
     )
     task_id = store.create_task(title="Write hello.txt", metadata={"verify_cmd": VERIFY}).task.id
 
