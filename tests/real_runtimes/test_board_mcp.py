@@ -9,6 +9,7 @@ gone.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from core import registry
 from executor.runner import Executor
 from tests.executor.conftest import repo, state_dir  # noqa: F401 - fixtures
 from tests.live.conftest import daphne  # noqa: F401 - fixture
-from tests.real_runtimes.hermetic import installed
+from tests.real_runtimes.hermetic import Tool, installed
 from tests.real_runtimes.model_server import BOARD_COMMENT, BOARD_SUBTASK_TITLE, ModelServer
 from tests.real_runtimes.test_executor_acceptance import RUNTIMES, VERIFY, Runtime
 
@@ -46,6 +47,21 @@ def board_url(daphne: Callable[..., str], settings: object) -> str:  # noqa: F81
     return url
 
 
+def with_mcp_client(tool: Tool) -> Tool:
+    """Hermes as installed, with its MCP client (the ``mcp`` extra), which it needs
+    for any MCP server and whose absence it does not report."""
+    if tool.name == "hermes":
+        python = tool.bin.parent / "python"
+        probe = subprocess.run([python, "-c", "import mcp"], capture_output=True, check=False)
+        if probe.returncode != 0:
+            pytest.fail(
+                f"hermes at {tool.bin} has no MCP client (hermes-agent[mcp]): "
+                "run `bash .ci/runtimes.sh` again",
+                pytrace=False,
+            )
+    return tool
+
+
 @pytest.fixture(params=[None, "file"], ids=["config-toolsets", "toolsets-setting"])
 def toolsets(request: pytest.FixtureRequest, runtime: Runtime) -> str | None:
     """Hermes also with a ``toolsets`` setting: ``-z --toolsets`` keeps an MCP server
@@ -64,7 +80,7 @@ def test_the_model_files_a_subtask_and_comments_through_the_board_during_its_run
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    tool = installed(runtime.tool)
+    tool = with_mcp_client(installed(runtime.tool))
     url = model_server.url_v1 if runtime.v1 else model_server.url
     for name, value in runtime.env(tmp_path / "agent-home", url).items():
         monkeypatch.setenv(name, value)
@@ -114,7 +130,7 @@ def test_hermes_resumes_its_session_with_the_board_wired_in(
     """Each run has a Hermes home of its own (the board in its config.yaml); the
     session store stays the user's, so the next run continues the same session."""
     runtime = RUNTIMES["hermes"]
-    tool = installed(runtime.tool)
+    tool = with_mcp_client(installed(runtime.tool))
     user_home = tmp_path / "agent-home"
     for name, value in runtime.env(user_home, model_server.url_v1).items():
         monkeypatch.setenv(name, value)
