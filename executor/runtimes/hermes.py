@@ -176,7 +176,11 @@ class HermesAdapter(OneShotCliAdapter):
             return
         _, profile = hermes_home.split_profile(setting_list(request.settings, "extra_args"))
         home = hermes_home.user_home(env, profile)
-        env["HERMES_HOME"] = str(hermes_home.make_run_home(scratch, home, request.mcp))
+        try:
+            run_home = hermes_home.make_run_home(scratch, home, request.mcp)
+        except OSError as exc:
+            raise SettingsError(f"cannot make the run's hermes home from {home}: {exc}") from exc
+        env["HERMES_HOME"] = str(run_home)
 
     def new_parser(self, request: RunRequest) -> LineParser:
         return HermesOutputParser(chat=bool(request.resume_session_id))

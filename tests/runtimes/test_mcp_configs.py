@@ -285,6 +285,21 @@ def test_a_hermes_config_that_cannot_be_read_fails_the_run_before_it_starts(
     assert not Path(f"{hermes.path}.call.json").exists()
 
 
+def test_a_hermes_home_that_cannot_be_prepared_fails_the_run_before_it_starts(
+    bin_dir: Path, hermes_user_home: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    hermes = install_stand_in(bin_dir, "hermes", stdout=["done"])
+    (hermes_user_home / "sessions").write_text("not a directory")
+
+    result = adapter_for("hermes").run(make_request(mcp=BOARD))
+
+    assert result.outcome is Outcome.FAILED
+    assert result.error.startswith(
+        f"bad hermes settings: cannot make the run's hermes home from {hermes_user_home}: "
+    )
+    assert not Path(f"{hermes.path}.call.json").exists()
+
+
 def test_the_board_joins_a_cli_toolset_list_that_allows_only_named_mcp_servers() -> None:
     allow_list = {"platform_toolsets": {"cli": ["file", "docs"]}, "mcp_servers": {"docs": {}}}
     no_list = {"platform_toolsets": {"cli": ["file", "terminal"]}}
