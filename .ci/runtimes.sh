@@ -101,21 +101,22 @@ else
 fi
 
 # Hermes pins many libraries exactly and installs top-level modules named agent,
-# tools, gateway: it gets a virtualenv of its own.
+# tools, gateway: it gets a virtualenv of its own. With its `mcp` extra (the MCP
+# client SDK): without it Hermes silently has no MCP servers, the board's included.
 hermes_install() {
   local venv="$DIR/hermes/venv" start=$SECONDS how=reused
   local bin="$venv/bin/hermes" have=""
   [ -x "$venv/bin/python" ] && have=$("$venv/bin/python" -c \
-    'import importlib.metadata as m; print(m.version("hermes-agent"))' 2>/dev/null)
+    'import importlib.metadata as m, mcp; print(m.version("hermes-agent"))' 2>/dev/null)
   if [ "$have" != "$HERMES_VERSION" ] || [ ! -x "$bin" ]; then
     how=installed
     if ! { "$PY" -m venv "$venv" && timeout 900 "$venv/bin/python" -m pip install -q \
-        "hermes-agent==$HERMES_VERSION"; } >"$DIR/logs/hermes.log" 2>&1; then
+        "hermes-agent[mcp]==$HERMES_VERSION"; } >"$DIR/logs/hermes.log" 2>&1; then
       local index
       index=$("$venv/bin/python" -m pip config get global.index-url 2>/dev/null || true)
       index=${PIP_INDEX_URL:-${index:-https://pypi.org/simple}}
       if reachable "${index%/}/hermes-agent/"; then
-        report hermes failed "$HERMES_VERSION" "" 0 "" "pip install hermes-agent==$HERMES_VERSION failed"
+        report hermes failed "$HERMES_VERSION" "" 0 "" "pip install hermes-agent[mcp]==$HERMES_VERSION failed"
       else
         report hermes unreachable "$HERMES_VERSION" "" 0 "" "package index $index not reachable"
       fi

@@ -189,6 +189,8 @@ class TaskDep(models.Model):
 
     class Meta:
         db_table = "task_deps"
+        verbose_name = "task dependency"
+        verbose_name_plural = "task dependencies"
         indexes = [models.Index(fields=["depends_on"], name="task_deps_depends_on_idx")]
 
     def __str__(self) -> str:
@@ -289,6 +291,7 @@ class ExecutionProcess(models.Model):
 
     class Meta:
         db_table = "execution_processes"
+        verbose_name_plural = "execution processes"
         ordering = ["-started_at", "-id"]
         indexes = [models.Index(fields=["status", "task"], name="executions_status_idx")]
 

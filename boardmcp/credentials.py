@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
@@ -34,6 +34,7 @@ from boardmcp.models import RunCredential
 from core import registry, storage
 from core.api.access import team_ids
 from core.api.auth import bound_agent
+from core.api.throttling import user_client
 from core.errors import ClawbooError
 from core.models import Agent
 
@@ -56,6 +57,9 @@ class Caller:
     task_id: str | None = None
     ticket: str | None = None
     run: bool = False
+    # Whose request budget a call spends (core.api.throttling): the token's user, or
+    # the run's agent.
+    client: str = ""
 
     def sees(self, team_id: str) -> bool:
         return self.teams is None or team_id in self.teams
@@ -117,6 +121,20 @@ def revoke_run_credential(key: str) -> None:
     storage.write(lambda: RunCredential.objects.filter(pk=_digest(key)).delete())
 
 
+def prune_void_run_credentials() -> int:
+    """Delete the run credentials whose claim no longer holds (a run killed before it
+    could revoke its own); return how many. They authenticate nothing already: this
+    only keeps the table to the runs that are live."""
+    void = [
+        credential.pk
+        for credential in RunCredential.objects.all()
+        if not _claim_holds(store.find_task(credential.task_id), credential)
+    ]
+    if void:
+        storage.write(lambda: RunCredential.objects.filter(pk__in=void).delete())
+    return len(void)
+
+
 def _claim_holds(task: Task | None, credential: RunCredential) -> bool:
     if task is None or task.status != Status.IN_PROGRESS:
         return False
@@ -139,6 +157,7 @@ def _run_caller(credential: RunCredential) -> Caller | None:
         task_id=credential.task_id,
         ticket=credential.ticket,
         run=True,
+        client=f"agent:{credential.agent.id}",
     )
 
 
@@ -168,9 +187,13 @@ def _token_caller(key: str) -> Caller | None:
         agent = Agent.objects.filter(pk=bound).first()
         if agent is None or not (user.is_staff or agent.owner_id == user.pk):
             return None
-        return agent_caller(agent)
+        return replace(agent_caller(agent), client=user_client(user.pk))
     teams = team_ids(user)
-    return Caller(name=user.get_username(), teams=None if teams is None else tuple(teams))
+    return Caller(
+        name=user.get_username(),
+        teams=None if teams is None else tuple(teams),
+        client=user_client(user.pk),
+    )
 
 
 def caller_for_key(key: Any) -> Caller | None:

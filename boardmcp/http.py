@@ -22,6 +22,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from boardmcp.credentials import caller_for_key
 from boardmcp.tools import BoardMcpServer, build_server
+from core.api import throttling
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Any]]
@@ -111,6 +112,16 @@ class McpHttpApp:
                 **{"www-authenticate": 'Token realm="mcp"'},
             )
             return
+        if caller.client:
+            wait = await database_sync_to_async(throttling.wait_for)(caller.client)
+            if wait is not None:
+                await _json(
+                    send,
+                    429,
+                    {"error": "rate_limited", "detail": "too many requests", "retry_after": wait},
+                    **{"retry-after": str(int(wait) + 1)},
+                )
+                return
         app = await self._started()
         await app(
             {**scope, "path": PATH, "raw_path": PATH.encode(), "clawboo.caller": caller},

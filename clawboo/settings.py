@@ -82,7 +82,7 @@ ALLOWED_HOSTS = [
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "clawboo.console.ClawbooAdminConfig",  # the admin, as the Clawboo console
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -102,6 +102,7 @@ INSTALLED_APPS = [
     "executor",
     "routines",
     "ops",
+    "ops.queue",  # django-q2's tables in the admin, as the background queue
     "clawboo",
 ]
 

@@ -14,6 +14,7 @@ from core.api.errors import api_404
 from ops.health import healthz
 from ops.metrics import metrics_view
 from routines import api as routine_api
+from routines import views as routine_views
 from worktrees import api as worktree_api
 
 board_patterns: list[URLPattern | URLResolver] = [
@@ -82,6 +83,14 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
     path("board/", board_page, name="board"),
+    path("board/routines/", routine_views.routines_page, name="routines"),
+    path("board/routines/new/", routine_views.new_routine, name="routine-new"),
+    path("board/routines/<str:routine_id>/edit/", routine_views.edit_routine, name="routine-edit"),
+    path(
+        "board/routines/<str:routine_id>/<str:move>/",
+        routine_views.move_routine,
+        name="routine-move",
+    ),
     path("board/login/", BoardLoginView.as_view(), name="login"),
     path("board/logout/", LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

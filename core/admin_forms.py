@@ -1,10 +1,15 @@
-"""What every admin page that saves through a data layer shares."""
+"""What every admin page that saves through a data layer shares, and the form
+fields the console edits JSON columns with."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput, JSONString
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from core.errors import ClawbooError
@@ -33,3 +38,92 @@ class DataLayerAdmin(admin.ModelAdmin):
             return super().changeform_view(request, object_id, form_url, extra_context)
         except SaveRefused:
             return HttpResponseRedirect(request.get_full_path())
+
+
+class CommaListField(forms.CharField):
+    """A list of short strings typed as ``bug, backend`` (a JSON list is read too, so
+    a pasted ``["bug", "backend"]`` still works); shown back as ``bug, backend``.
+    What a valid item is stays the data layer's call."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("widget", forms.TextInput(attrs={"class": "vTextField"}))
+        kwargs.setdefault("help_text", "Comma-separated, e.g. <code>bug, backend</code>.")
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            return ", ".join(str(item) for item in value)
+        return value
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        if isinstance(value, list | tuple):
+            return [str(item) for item in value]
+        text = str(value or "").strip()
+        if text.startswith("["):
+            try:
+                items = json.loads(text)
+            except ValueError:
+                raise ValidationError(
+                    "Enter the items separated by commas, or a JSON list of strings.",
+                    code="invalid",
+                ) from None
+            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                raise ValidationError("A JSON list here must hold strings only.", code="invalid")
+            return [i.strip() for i in items if i.strip()]
+        return [item.strip() for item in text.split(",") if item.strip()]
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        try:
+            return list(initial or []) != self.to_python(data)
+        except ValidationError:
+            return True
+
+
+class PrettyJSONField(forms.JSONField):
+    """JSON edited as indented text; invalid JSON is refused with the parser's own
+    reason and place (line, column), and ``object_only`` refuses anything but an
+    object. Empty input reads as ``{}`` (object_only) or ``null``."""
+
+    def __init__(self, *, object_only: bool = False, **kwargs: Any) -> None:
+        self.object_only = object_only
+        kwargs.setdefault("required", False)
+        kwargs.setdefault(
+            "widget",
+            forms.Textarea(
+                attrs={
+                    "rows": 8,
+                    "spellcheck": "false",
+                    "class": "vLargeTextField",
+                    "style": "font-family: ui-monospace, monospace; font-size: 12px",
+                }
+            ),
+        )
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> Any:
+        if self.disabled:
+            return value
+        if value in self.empty_values or (isinstance(value, str) and not value.strip()):
+            return {} if self.object_only else None
+        if isinstance(value, list | dict | int | float | JSONString):
+            converted = value
+        else:
+            try:
+                converted = json.loads(value, cls=self.decoder)
+            except json.JSONDecodeError as exc:
+                raise ValidationError(
+                    "Not valid JSON: %(reason)s (line %(line)s, column %(column)s).",
+                    code="invalid",
+                    params={"reason": exc.msg, "line": exc.lineno, "column": exc.colno},
+                ) from None
+        if self.object_only and not isinstance(converted, dict):
+            raise ValidationError(
+                'Must be a JSON object, such as {"key": "value"}.', code="invalid"
+            )
+        return JSONString(converted) if isinstance(converted, str) else converted
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, InvalidJSONInput):
+            return value  # the text as typed, for the person to fix
+        return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)

@@ -13,7 +13,9 @@ A delivery is one row sent by attempts (:func:`deliver`). An attempt is claimed
 with a conditional UPDATE that also leases the row for the attempt's timeout, so
 two workers never send it at once; a failed attempt sets the next one's time by
 exponential backoff, and :func:`send_due` — a minutely django-q2 schedule — hands
-every due row back to the queue (also rows whose worker died mid-attempt). A
+every due row back to the queue (also rows whose worker died mid-attempt), after
+:func:`catch_up` has recorded what a listener missed because its process died
+between a write's commit and the listener. A
 webhook is a POST of the JSON body with ``X-Clawboo-Signature: sha256=<HMAC-SHA256
 of the body under the channel's secret>``; email goes through Django's email
 backend. A delivered row is never sent again; a receiver that must not act twice
@@ -63,6 +65,10 @@ REASON_HEADER = "X-Clawboo-Reason"
 # How often this process re-reads which teams have channels (asked after each
 # committed write that needs a person, so a team without channels costs no query).
 TEAMS_TTL_S = 5.0
+# How far back the minutely schedule looks for events whose notifications were never
+# recorded, and the kinds (besides changes of status) that can need a person.
+CATCH_UP_WINDOW = dt.timedelta(minutes=15)
+CANDIDATE_KINDS = ("routine_error", "verification_recorded")
 
 
 # --- which events need a person ------------------------------------------------
@@ -362,9 +368,70 @@ def send_email(row: NotificationDelivery) -> None:
     )
 
 
-def send_due(now: dt.datetime | None = None) -> int:
-    """Queue every delivery whose next attempt is due (the minutely schedule)."""
+def catch_up(now: dt.datetime | None = None) -> int:
+    """Record the deliveries the listener missed for the last CATCH_UP_WINDOW of
+    events (its process died between a write's commit and the listener); return how
+    many. A channel hears only events newer than itself, and once, as from the
+    listener."""
     at = now or timezone.now()
+    since = at - CATCH_UP_WINDOW
+    channels = list(NotificationChannel.objects.filter(enabled=True))
+    if not channels:
+        return 0
+    heard = set(
+        NotificationDelivery.objects.filter(created_at__gte=since).values_list(
+            "channel_id", "team_id", "event_seq"
+        )
+    )
+    recorded = 0
+    for team_id in sorted({c.team_id for c in channels}):
+        team_channels = [c for c in channels if c.team_id == team_id]
+        for event in _events_since(team_id, since, at):
+            reason = reason_for(event)
+            if reason is None:
+                continue
+            missed = [
+                c
+                for c in team_channels
+                if reason in (c.reasons or [])
+                and c.created_at <= event.created_at
+                and (c.id, team_id, event.seq) not in heard
+            ]
+            if missed:
+                recorded += len(record_deliveries(event, reason, missed))
+    return recorded
+
+
+def _events_since(team_id: str, since: dt.datetime, until: dt.datetime) -> list[Event]:
+    """The team's events of the window that can need a person, newest first: read
+    backwards along the (team, seq) index a page at a time, so the cost is the
+    window's, not the log's."""
+    found: list[Event] = []
+    newest = Event.objects.filter(team_id=team_id).order_by("-seq")
+    below: int | None = None
+    while True:
+        page = list((newest if below is None else newest.filter(seq__lt=below))[:200])
+        for event in page:
+            if event.created_at < since:
+                return found
+            if event.created_at <= until and (
+                event.kind in CANDIDATE_KINDS or event.prev_status is not None
+            ):
+                found.append(event)
+        if len(page) < 200:
+            return found
+        below = page[-1].seq
+
+
+def send_due(now: dt.datetime | None = None) -> int:
+    """Queue every delivery whose next attempt is due (the minutely schedule), after
+    recording what the listener missed (:func:`catch_up`)."""
+    at = now or timezone.now()
+    try:
+        if caught := catch_up(at):
+            log.warning("recorded %d notification(s) the event listener missed", caught)
+    except Exception:  # the due deliveries still go out
+        log.exception("notification catch-up failed")
     due = list(
         NotificationDelivery.objects.filter(
             status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING], next_attempt_at__lte=at

@@ -1,4 +1,7 @@
-"""Routine admin: read-mostly; pause / resume / run-now go through the ledger."""
+"""Routine admin: add and change through :class:`routines.forms.RoutineForm` (whose
+checks and writes are :mod:`routines.store`'s), pause / resume / run-now as actions
+on the ledger. The ledger's epoch-ms stamps are shown as dates in each routine's
+own timezone."""
 
 from __future__ import annotations
 
@@ -7,10 +10,16 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
+from core.admin_forms import DataLayerAdmin
 from core.errors import ClawbooError
 from routines import store
+from routines.forms import RoutineForm
 from routines.models import Routine, RoutineFire
+from routines.wording import local_stamp, schedule_in_words
 
 
 def _apply(
@@ -31,37 +40,139 @@ def _apply(
         modeladmin.message_user(request, f"{verb} {done} routine(s)")
 
 
+def _task_link(task_id: str | None) -> SafeString | str:
+    if not task_id:
+        return "—"
+    return format_html(
+        '<a href="{}">{}</a>', reverse("admin:board_task_change", args=[task_id]), task_id
+    )
+
+
 @admin.register(Routine)
-class RoutineAdmin(admin.ModelAdmin):
+class RoutineAdmin(DataLayerAdmin):
+    form = RoutineForm
     list_display = (
         "id",
+        "title",
         "agent",
         "team",
-        "cron_spec",
-        "timezone",
-        "status",
+        "schedule",
+        "state",
         "next_run_local",
-        "last_error",
+        "last_run_local",
     )
     list_filter = ("status", "team")
-    readonly_fields = [f.name for f in Routine._meta.fields] + ["next_run_local", "last_run_local"]
+    list_select_related = ("agent",)
+    search_fields = ("id", "cron_spec", "agent__id")
     actions = ("pause", "resume", "run_now")
+    # The ledger's own columns: shown, written only by the store and the ticker.
+    ledger_fields = (
+        "status",
+        "state",
+        "schedule",
+        "next_run_local",
+        "last_run_local",
+        "last_error",
+        "bound_task_id",
+        "created_at",
+        "updated_at",
+        "recent_fires",
+    )
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # created through the API, which validates the spec and ownership
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.ledger_fields if obj is not None else ()
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        sets: list[tuple[str | None, dict[str, Any]]] = [
+            (None, {"fields": ("team", "agent", "cron_spec", "timezone", "catch_up")}),
+            (
+                "Task each fire creates",
+                {
+                    "fields": (
+                        "title",
+                        "description",
+                        "kind",
+                        "priority",
+                        "repo_path",
+                        "model",
+                        "max_node_cents",
+                        "team_task_id",
+                    )
+                },
+            ),
+        ]
+        if obj is not None:
+            sets.insert(0, ("Ledger", {"fields": self.ledger_fields}))
+        return sets
 
-    @admin.display(description="next run (routine's timezone)")
+    # --- saving through the data layer ---------------------------------------------
+
+    def save_model(self, request: HttpRequest, obj: Routine, form: Any, change: bool) -> None:
+        try:
+            saved = form.save()
+        except ClawbooError as exc:
+            raise self.refuse(request, exc) from exc
+        obj.pk = saved.pk  # the admin's log entry and redirect name the stored row
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        return  # no relations are edited here
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Routine]) -> None:
+        for routine in queryset:
+            store.delete_routine(routine.id)
+
+    def delete_model(self, request: HttpRequest, obj: Routine) -> None:
+        store.delete_routine(obj.id)
+
+    # --- columns ----------------------------------------------------------------------
+
+    @admin.display(description="task title")
+    def title(self, obj: Routine) -> str:
+        return str((obj.task_template or {}).get("title") or "—")
+
+    @admin.display(description="schedule")
+    def schedule(self, obj: Routine) -> SafeString:
+        return format_html(
+            '{}<br><code class="quiet">{}</code> {}',
+            schedule_in_words(obj.cron_spec, obj.timezone),
+            obj.cron_spec,
+            obj.timezone,
+        )
+
+    @admin.display(description="state")
+    def state(self, obj: Routine) -> str:
+        return store.state_of(obj).label
+
+    @admin.display(description="next fire (routine's timezone)", ordering="next_run_at")
     def next_run_local(self, obj: Routine) -> str:
-        when = obj.local_time(obj.next_run_at)
-        return when.isoformat() if when else "—"
+        return local_stamp(obj.next_run_at, obj.timezone)
 
-    @admin.display(description="last run (routine's timezone)")
+    @admin.display(description="last fire (routine's timezone)", ordering="last_run_at")
     def last_run_local(self, obj: Routine) -> str:
-        when = obj.local_time(obj.last_run_at)
-        return when.isoformat() if when else "—"
+        return local_stamp(obj.last_run_at, obj.timezone)
+
+    @admin.display(description="recent fires")
+    def recent_fires(self, obj: Routine) -> SafeString | str:
+        rows = store.recent_fires([obj.id], per_routine=10)[obj.id]
+        if not rows:
+            return "—"
+        return format_html(
+            "<table><tr><th>slot</th><th>outcome</th><th>task</th></tr>{}</table>",
+            format_html_join(
+                "",
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                (
+                    (
+                        local_stamp(row.fire.slot_at, obj.timezone),
+                        row.fire.outcome + (f": {row.fire.error}" if row.fire.error else ""),
+                        _task_link(row.fire.task_id),
+                    )
+                    for row in rows
+                ),
+            ),
+        )
+
+    # --- actions ----------------------------------------------------------------------
 
     @admin.action(description="Pause")
     def pause(self, request: HttpRequest, queryset: QuerySet[Routine]) -> None:
@@ -75,21 +186,25 @@ class RoutineAdmin(admin.ModelAdmin):
     def run_now(self, request: HttpRequest, queryset: QuerySet[Routine]) -> None:
         _apply(self, request, queryset, "Queued", store.run_routine_now)
 
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Routine]) -> None:
-        for routine in queryset:
-            store.delete_routine(routine.id)
-
-    def delete_model(self, request: HttpRequest, obj: Routine) -> None:
-        store.delete_routine(obj.id)
-
 
 @admin.register(RoutineFire)
 class RoutineFireAdmin(admin.ModelAdmin):
-    list_display = ("routine", "slot_at", "task_id", "outcome", "fired_at")
+    list_display = ("routine", "slot", "task", "outcome", "fired_at", "finished_at")
     list_filter = ("outcome",)
+    list_select_related = ("routine",)
+    fields = ("routine", "slot", "task", "outcome", "error", "fired_at", "finished_at")
+    readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description="slot (routine's timezone)", ordering="slot_at")
+    def slot(self, obj: RoutineFire) -> str:
+        return local_stamp(obj.slot_at, obj.routine.timezone)
+
+    @admin.display(description="task")
+    def task(self, obj: RoutineFire) -> SafeString | str:
+        return _task_link(obj.task_id)

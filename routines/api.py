@@ -171,6 +171,24 @@ def schedule_multiplexer(user: Any) -> ScheduleMultiplexer:
 _CREATE_FIELDS = tuple(RoutineCreateSerializer().fields)
 
 
+def check_may_create(request: Any, team: Any, agent_id: Any) -> None:
+    """Who may create a routine: a member of its team (else 400, as if no such team)
+    who may act as its agent (a routine fires as its agent: its owner or staff, 403).
+    The one rule for the API, the routines page and anything else that creates."""
+    require_team(request.user, team)
+    act_as(request, agent_id)
+
+
+def check_may_edit(request: Any, routine_id: str, changes: dict[str, Any]) -> Routine:
+    """Who may edit a routine: one who sees its team (else 404); handing it to another
+    agent needs the right to act as that agent. Pause, resume and run-now need only
+    the first half."""
+    routine = visible_routine(request.user, routine_id)
+    if "agent_id" in changes:
+        act_as(request, changes["agent_id"])
+    return routine
+
+
 def _check_schedule_access(user: Any, mux: ScheduleMultiplexer, schedule_id: str) -> None:
     """Routine rows follow team scoping (404 outside it); other sources are not team
     work, so only staff write them."""
@@ -220,8 +238,7 @@ class RoutineListView(APIView):
     @idempotent
     def post(self, request: Request) -> Response:
         body = json_object(request, _CREATE_FIELDS, required=("agent_id", "team", "cron_spec"))
-        require_team(request.user, body["team"])
-        act_as(request, body["agent_id"])  # a routine fires as its agent
+        check_may_create(request, body["team"], body["agent_id"])
         routine = store.create_routine(**body)
         return Response(routine.as_dict(), status=201)
 
@@ -253,8 +270,7 @@ class RoutineDetailView(APIView):
     def patch(self, request: Request, routine_id: str) -> Response:
         visible_routine(request.user, routine_id)
         body = json_object(request, RoutinePatchSerializer().fields)
-        if "agent_id" in body:
-            act_as(request, body["agent_id"])
+        check_may_edit(request, routine_id, body)
         return Response(store.update_routine(routine_id, body).as_dict())
 
     @extend_schema(
@@ -343,8 +359,7 @@ class ScheduleListView(APIView):
                 ("source", "domain", *_CREATE_FIELDS),
                 required=("source", "agent_id", "team", "cron_spec"),
             )
-            require_team(request.user, body["team"])
-            act_as(request, body["agent_id"])
+            check_may_create(request, body["team"], body["agent_id"])
         else:
             body = json_object(request, data or {}, required=("source",))
             if not isinstance(source_name, str):

@@ -160,7 +160,8 @@ class RoutineFire(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.routine_id}@{self.slot_at} {self.outcome}"
+        slot = dt.datetime.fromtimestamp(self.slot_at / 1000, tz=dt.UTC)
+        return f"{self.routine_id} at {slot:%Y-%m-%d %H:%M} UTC ({self.outcome})"
 
 
 class TickerPoke(models.Model):

@@ -14,8 +14,9 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from django.db import IntegrityError
+from django.db import IntegrityError, models
 from django.db.models import F, QuerySet
 from django.utils import timezone as dj_timezone
 
@@ -39,6 +40,7 @@ from routines.models import (
     TRANSITIONS,
     CatchUp,
     Routine,
+    RoutineFire,
     RoutineStatus,
     TickerPoke,
     is_transition_allowed,
@@ -245,6 +247,85 @@ def list_routines(
     return qs.order_by("created_at", "id")
 
 
+class RoutineState(models.TextChoices):
+    """What a person is told about a routine (the ledger's status, read against the
+    clock), derived here only: the routines page and the admin both show this."""
+
+    ARMED = "armed", "armed"  # waiting for its next slot
+    RUNNING = "running", "running"  # a fire is queued or in flight
+    LATE = "late", "late"  # a slot is past due and nothing has fired it
+    ERROR = "error", "error"  # the last fire failed: parked for a person (resume)
+    PAUSED = "paused", "paused"
+    SPENT = "spent", "spent"  # a one-shot that has fired: nothing left to fire
+
+
+def state_of(routine: Routine, at_ms: int | None = None) -> RoutineState:
+    """The routine's state at ``at_ms`` (default now).
+
+    Late means a slot older than :data:`routines.occurrence.MISSED_GRACE_MS` is still
+    waiting: the ticker rescans every 60 s, so only a stopped ticker (or one far
+    behind) leaves a slot that old unfired.
+    """
+    at = now_ms() if at_ms is None else at_ms
+    if routine.status == RoutineStatus.PAUSED:
+        return RoutineState.PAUSED
+    if routine.status == RoutineStatus.ERROR:
+        return RoutineState.ERROR
+    if routine.status == RoutineStatus.QUEUED:
+        due = routine.fire_slot if routine.fire_slot is not None else routine.next_run_at
+        late = due is not None and at - due > occurrence.MISSED_GRACE_MS
+        return RoutineState.LATE if late else RoutineState.RUNNING
+    if routine.status in _IN_FLIGHT:
+        return RoutineState.RUNNING
+    if routine.next_run_at is None:
+        return RoutineState.SPENT
+    if at - routine.next_run_at > occurrence.MISSED_GRACE_MS:
+        return RoutineState.LATE
+    return RoutineState.ARMED
+
+
+def offered_moves(routine: Routine) -> tuple[str, ...]:
+    """The moves a person may ask of this row now, of ``pause``, ``resume`` and
+    ``run-now`` (what the page and the admin offer; the writes still decide)."""
+    moves: list[str] = []
+    if routine.status != RoutineStatus.PAUSED and is_transition_allowed(
+        routine.status, RoutineStatus.PAUSED
+    ):
+        moves.append("pause")
+    if routine.status in (RoutineStatus.PAUSED, RoutineStatus.ERROR):
+        moves.append("resume")
+    if routine.status == RoutineStatus.IDLE:
+        moves.append("run-now")
+    return tuple(moves)
+
+
+@dataclass(frozen=True)
+class FireRow:
+    """One fired slot with the board task it materialized (None: not yet, or gone)."""
+
+    fire: RoutineFire
+    task: Task | None
+
+
+def recent_fires(routine_ids: list[str], per_routine: int = 5) -> dict[str, list[FireRow]]:
+    """The newest fires of each routine, newest first, with their tasks' titles and
+    statuses (one small query per routine on the (routine, slot) index, one for the
+    tasks)."""
+    fires = {
+        rid: list(RoutineFire.objects.filter(routine_id=rid).order_by("-slot_at")[:per_routine])
+        for rid in routine_ids
+    }
+    task_ids = {f.task_id for rows in fires.values() for f in rows if f.task_id}
+    tasks = {
+        t.id: t
+        for t in Task.objects.filter(pk__in=task_ids).only("id", "title", "status", "team_id")
+    }
+    return {
+        rid: [FireRow(f, tasks.get(f.task_id) if f.task_id else None) for f in rows]
+        for rid, rows in fires.items()
+    }
+
+
 def lock_routine(routine_id: str) -> Routine:
     """Read the routine row for a write: call inside the write transaction only."""
     row = Routine.objects.select_for_update().filter(pk=routine_id).first()
@@ -274,6 +355,55 @@ def move(routine: Routine, to_status: str, **fields: Any) -> Routine:
 # --- writes ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class CheckedCreate:
+    """The inputs of a create, each checked (what :func:`check_create` returns)."""
+
+    team_id: str
+    agent: Agent
+    spec: occurrence.Spec
+    tz: ZoneInfo
+    template: dict[str, Any]
+    catch_up: str
+
+
+def _check_bound_recurring(spec: occurrence.Spec, template: dict[str, Any]) -> None:
+    bound = template.get("team_task_id")
+    if bound is not None and not spec.is_one_shot:
+        raise BoundRecurringScheduleError(
+            "a routine bound to an existing task must be a one-shot (once@…): the task "
+            "is claimable exactly once",
+            task_id=bound,
+        )
+
+
+def check_create(
+    *,
+    agent_id: Any,
+    team: Any,
+    cron_spec: Any,
+    timezone: Any = "UTC",
+    task_template: Any = None,
+    catch_up: Any = None,
+    at_ms: int | None = None,
+) -> CheckedCreate:
+    """Every refusal of :func:`create_routine` that needs no lock, in its order, and
+    nothing written: forms call it to show a refusal beside its field, and
+    :func:`create_routine` calls it again inside its write. (The bound task's owner
+    is checked only there, under the task's lock.)"""
+    team_id = checks.check_id(team, "team")
+    spec, tz = occurrence.validate_new(
+        cron_spec, timezone or "UTC", now_ms() if at_ms is None else at_ms
+    )
+    template = check_task_template(task_template)
+    policy = _check_catch_up(catch_up)
+    _check_bound_recurring(spec, template)
+    if not Team.objects.filter(pk=team_id).exists():
+        raise ValidationFailed("team", f"no team {team_id!r}")
+    agent = _check_agent(agent_id, team_id)
+    return CheckedCreate(team_id, agent, spec, tz, template, policy)
+
+
 def create_routine(
     *,
     agent_id: Any,
@@ -291,38 +421,38 @@ def create_routine(
     DuplicateFiringOwnerError (409); a human participant →
     HumanParticipantNotImplemented (501).
     """
-    team_id = checks.check_id(team, "team")
     at = now_ms()
-    spec, tz = occurrence.validate_new(cron_spec, timezone or "UTC", at)
-    template = check_task_template(task_template)
-    policy = _check_catch_up(catch_up)
-    bound = template["team_task_id"]
-    if bound is not None and not spec.is_one_shot:
-        raise BoundRecurringScheduleError(
-            "a routine bound to an existing task must be a one-shot (once@…): the task "
-            "is claimable exactly once",
-            task_id=bound,
-        )
+    # Once before the write (a refusal takes no lock), once inside it (the team or
+    # the agent may have changed in between).
+    inputs = dict(
+        agent_id=agent_id,
+        team=team,
+        cron_spec=cron_spec,
+        timezone=timezone,
+        task_template=task_template,
+        catch_up=catch_up,
+        at_ms=at,
+    )
+    check_create(**inputs)
 
     def run() -> Routine:
-        if not Team.objects.filter(pk=team_id).exists():
-            raise ValidationFailed("team", f"no team {team_id!r}")
-        agent = _check_agent(agent_id, team_id)
-        bound_task = _check_bound_task(bound, team_id, None) if bound is not None else None
+        checked = check_create(**inputs)
+        bound = checked.template["team_task_id"]
+        bound_task = _check_bound_task(bound, checked.team_id, None) if bound is not None else None
         stamp = dj_timezone.now()
         try:
             routine = Routine.objects.create(
                 id=secrets.token_hex(8),
-                agent=agent,
-                team_id=team_id,
-                cron_spec=spec.text,
-                timezone=str(tz.key),
-                task_template=template,
+                agent=checked.agent,
+                team_id=checked.team_id,
+                cron_spec=checked.spec.text,
+                timezone=str(checked.tz.key),
+                task_template=checked.template,
                 bound_task_id=bound,
                 status=RoutineStatus.IDLE,
-                next_run_at=occurrence.first_slot(spec, tz, at),
+                next_run_at=occurrence.first_slot(checked.spec, checked.tz, at),
                 scheduled_by=FIRING_OWNER,
-                catch_up=policy,
+                catch_up=checked.catch_up,
                 created_at=stamp,
                 updated_at=stamp,
             )
@@ -339,7 +469,51 @@ def create_routine(
     return storage.write(run)
 
 
-_EDITABLE = ("agent_id", "cron_spec", "timezone", "task_template", "catch_up")
+EDITABLE = ("agent_id", "cron_spec", "timezone", "task_template", "catch_up")
+
+
+@dataclass(frozen=True)
+class CheckedUpdate:
+    """A routine's fields after an edit, each checked (what :func:`check_update` returns)."""
+
+    agent: Agent | None  # None: the agent is unchanged
+    spec: occurrence.Spec
+    tz: ZoneInfo
+    template: dict[str, Any]
+    catch_up: str
+
+
+def check_update(routine: Routine, changes: Any, at_ms: int | None = None) -> CheckedUpdate:
+    """Every refusal of :func:`update_routine` for this row that needs no lock, and
+    nothing written: forms call it with the row they show, :func:`update_routine`
+    with the row it locked. Refused with RoutineBusy (409) while a fire is in flight."""
+    if not isinstance(changes, dict):
+        raise ValidationFailed("body", "must be an object")
+    unknown = sorted(set(changes) - set(EDITABLE))
+    if unknown:
+        raise ValidationFailed(unknown[0], "unknown field in a routine update")
+    template = (
+        check_task_template(changes["task_template"])
+        if "task_template" in changes
+        else routine.task_template
+    )
+    policy = _check_catch_up(changes["catch_up"]) if "catch_up" in changes else routine.catch_up
+    if routine.status in _IN_FLIGHT:
+        raise RoutineBusy(
+            f"routine {routine.id!r} is {routine.status}; edit it after the fire settles",
+            status=routine.status,
+        )
+    spec_text = changes.get("cron_spec", routine.cron_spec)
+    tz_name = changes.get("timezone", routine.timezone)
+    if "cron_spec" in changes or "timezone" in changes:
+        spec, tz = occurrence.validate_new(spec_text, tz_name, now_ms() if at_ms is None else at_ms)
+    else:
+        # Unchanged: a spent one-shot's past date is no reason to refuse a title edit.
+        tz = occurrence.check_timezone(tz_name)
+        spec = occurrence.parse_spec(spec_text, tz)
+    _check_bound_recurring(spec, template)
+    agent = _check_agent(changes["agent_id"], routine.team_id) if "agent_id" in changes else None
+    return CheckedUpdate(agent, spec, tz, template, policy)
 
 
 def update_routine(routine_id: str, changes: dict[str, Any]) -> Routine:
@@ -349,49 +523,35 @@ def update_routine(routine_id: str, changes: dict[str, Any]) -> Routine:
     """
     if not isinstance(changes, dict):
         raise ValidationFailed("body", "must be an object")
-    unknown = sorted(set(changes) - set(_EDITABLE))
+    unknown = sorted(set(changes) - set(EDITABLE))
     if unknown:
         raise ValidationFailed(unknown[0], "unknown field in a routine update")
-    template = check_task_template(changes["task_template"]) if "task_template" in changes else None
-    policy = _check_catch_up(changes["catch_up"]) if "catch_up" in changes else None
+    # The template and catch-up need no row: refuse them before taking the lock.
+    if "task_template" in changes:
+        check_task_template(changes["task_template"])
+    if "catch_up" in changes:
+        _check_catch_up(changes["catch_up"])
 
     def run() -> Routine:
         routine = lock_routine(routine_id)
-        if routine.status in _IN_FLIGHT:
-            raise RoutineBusy(
-                f"routine {routine_id!r} is {routine.status}; edit it after the fire settles",
-                status=routine.status,
-            )
         at = now_ms()
-        spec_text = changes.get("cron_spec", routine.cron_spec)
-        tz_name = changes.get("timezone", routine.timezone)
-        if "cron_spec" in changes or "timezone" in changes:
-            spec, tz = occurrence.validate_new(spec_text, tz_name, at)
-        else:
-            tz = occurrence.check_timezone(tz_name)
-            spec = occurrence.parse_spec(spec_text, tz)
-        new_template = template if template is not None else routine.task_template
-        bound = new_template.get("team_task_id")
-        if bound is not None and not spec.is_one_shot:
-            raise BoundRecurringScheduleError(
-                "a routine bound to an existing task must be a one-shot", task_id=bound
-            )
+        checked = check_update(routine, changes, at)
+        bound = checked.template.get("team_task_id")
         previous_bound = routine.bound_task_id
         if bound is not None and bound != previous_bound:
             _stamp_bound_task(_check_bound_task(bound, routine.team_id, routine.id))
         if previous_bound is not None and bound != previous_bound:
             _release_bound_task(previous_bound)
-        if "agent_id" in changes:
-            routine.agent = _check_agent(changes["agent_id"], routine.team_id)
-        routine.cron_spec = spec.text
-        routine.timezone = str(tz.key)
-        routine.task_template = new_template
+        if checked.agent is not None:
+            routine.agent = checked.agent
+        routine.cron_spec = checked.spec.text
+        routine.timezone = str(checked.tz.key)
+        routine.task_template = checked.template
         routine.bound_task_id = bound
-        if policy is not None:
-            routine.catch_up = policy
+        routine.catch_up = checked.catch_up
         fields: dict[str, Any] = {}
         if routine.status == RoutineStatus.IDLE:
-            fields["next_run_at"] = occurrence.first_slot(spec, tz, at)
+            fields["next_run_at"] = occurrence.first_slot(checked.spec, checked.tz, at)
         move(routine, routine.status, **fields)
         poke()
         return routine

@@ -55,7 +55,8 @@ def act_as(request: Any, agent_id: Any, field: str = "agent_id") -> str:
     )
     if scope is None or not can_see_team(user, scope[0]):
         raise ValidationFailed(field, f"no agent {agent_id!r} in the registry")
-    bound = bound_agent(request.auth)
+    # A plain Django request (a page, the admin) carries no API credential.
+    bound = bound_agent(getattr(request, "auth", None))
     if bound is not None and bound != agent_id:
         raise Forbidden(f"this token acts as agent {bound!r} only, not {agent_id!r}", field=field)
     if not (user.is_staff or user.is_superuser) and scope[1] != user.pk:

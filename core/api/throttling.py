@@ -1,4 +1,9 @@
-"""The general per-client HTTP limit: ``CLAWBOO_HTTP_RATE_LIMIT`` requests per 60 s."""
+"""The general per-client HTTP limit: ``CLAWBOO_HTTP_RATE_LIMIT`` requests per 60 s.
+
+One budget per client, shared by the REST API (a DRF throttle) and the MCP server
+(:func:`wait_for`, called before the SDK sees a request): a person's token spends the
+same budget on either door.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,10 @@ from typing import Any
 
 from django.conf import settings
 from rest_framework.throttling import SimpleRateThrottle
+
+
+def user_client(user_pk: Any) -> str:
+    return f"user:{user_pk}"
 
 
 class ClientRateThrottle(SimpleRateThrottle):
@@ -22,7 +31,25 @@ class ClientRateThrottle(SimpleRateThrottle):
 
     def get_cache_key(self, request: Any, view: Any) -> str:
         if request.user and request.user.is_authenticated:
-            ident = f"user:{request.user.pk}"
+            ident = user_client(request.user.pk)
         else:
             ident = f"ip:{self.get_ident(request)}"
         return f"clawboo-throttle:{ident}"
+
+
+class _NamedClientThrottle(ClientRateThrottle):
+    def __init__(self, client: str) -> None:
+        super().__init__()
+        self.client = client
+
+    def get_cache_key(self, request: Any, view: Any) -> str:
+        return f"clawboo-throttle:{self.client}"
+
+
+def wait_for(client: str) -> float | None:
+    """Spend one request of ``client``'s budget: None if allowed, else the seconds to
+    wait before the next one is."""
+    throttle = _NamedClientThrottle(client)
+    if throttle.allow_request(None, None):
+        return None
+    return throttle.wait() or 1.0

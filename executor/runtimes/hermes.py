@@ -17,6 +17,12 @@ What the real CLI (0.19.0) does, and why this module reads it the way it does:
   is nobody to answer a prompt.
 - ``--provider`` without ``--model`` exits 2: refused here before anything runs.
 
+The board's MCP server (``RunRequest.mcp``) reaches Hermes only through
+``mcp_servers:`` in ``$HERMES_HOME/config.yaml``: the run gets a home of its own in
+its scratch dir, the user's linked entry by entry with the board added to the config
+(:mod:`executor.runtimes.hermes_home`, which says why and what stays the user's).
+``--toolsets`` names the board too when the agent's settings list toolsets.
+
 Settings: ``model``, ``provider``, ``toolsets`` (list or "a,b"), ``extra_args``,
 ``binary``.
 """
@@ -28,7 +34,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from executor.runtimes.base import RunRequest, as_count, prompt_argument, usd_to_cents
+from executor.runtimes import hermes_home
+from executor.runtimes.base import (
+    Capabilities,
+    RunRequest,
+    as_count,
+    prompt_argument,
+    usd_to_cents,
+)
 from executor.runtimes.oneshot import (
     LineParser,
     OneShotCliAdapter,
@@ -127,6 +140,7 @@ class HermesAdapter(OneShotCliAdapter):
     runtime = "hermes"
     binary = "hermes"
     requires_verdict = False
+    capabilities = Capabilities(integration="one-shot", worktrees=True, mcp=True)
 
     def build_argv(self, request: RunRequest, executable: str, scratch: Path) -> list[str]:
         settings = request.settings
@@ -146,10 +160,27 @@ class HermesAdapter(OneShotCliAdapter):
                 raise SettingsError("provider needs model (hermes exits 2 without it)")
             argv += ["--provider", provider]
         toolsets = setting_list(settings, "toolsets", comma_separated=True)
+        if toolsets and request.mcp is not None:
+            toolsets.append(request.mcp.name)
         if toolsets:
             argv += ["--toolsets", ",".join(toolsets)]
-        argv += setting_list(settings, "extra_args")
+        extra = setting_list(settings, "extra_args")
+        if request.mcp is not None:
+            # The run's home is the profile's already (hermes_home.user_home).
+            extra, _ = hermes_home.split_profile(extra)
+        argv += extra
         return argv
+
+    def prepare_run(self, request: RunRequest, scratch: Path, env: dict[str, str]) -> None:
+        if request.mcp is None:
+            return
+        _, profile = hermes_home.split_profile(setting_list(request.settings, "extra_args"))
+        home = hermes_home.user_home(env, profile)
+        try:
+            run_home = hermes_home.make_run_home(scratch, home, request.mcp)
+        except OSError as exc:
+            raise SettingsError(f"cannot make the run's hermes home from {home}: {exc}") from exc
+        env["HERMES_HOME"] = str(run_home)
 
     def new_parser(self, request: RunRequest) -> LineParser:
         return HermesOutputParser(chat=bool(request.resume_session_id))

@@ -84,6 +84,10 @@ class OneShotCliAdapter(RuntimeAdapter):
     def new_parser(self, request: RunRequest) -> LineParser:
         """A fresh parser for one run."""
 
+    def prepare_run(self, request: RunRequest, scratch: Path, env: dict[str, str]) -> None:
+        """Hook for what a run needs besides its argv: files in ``scratch`` (removed
+        with it) and ``env`` entries pointing at them. May raise :class:`SettingsError`."""
+
     def after_exit(
         self, request: RunRequest, parser: LineParser, scratch: Path, process: ProcessRun
     ) -> None:
@@ -105,6 +109,7 @@ class OneShotCliAdapter(RuntimeAdapter):
                 if executable is None:
                     return RunResult(outcome=Outcome.FAILED, error=f"{name} not found on PATH")
                 argv = self.build_argv(request, executable, scratch)
+                self.prepare_run(request, scratch, env)
             except SettingsError as exc:
                 return RunResult(
                     outcome=Outcome.FAILED, error=f"bad {self.runtime} settings: {exc}"

@@ -10,6 +10,7 @@ Team ``blue``'s task is never visible.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import sys
@@ -360,6 +361,35 @@ def test_a_persons_api_token_sees_their_teams_and_acts_as_no_agent(
     assert claim.body["error"] == "forbidden"
 
 
+def test_mcp_and_the_rest_api_spend_one_request_budget_per_client(
+    daphne: Callable[..., str],  # noqa: F811
+    board: Board,
+    django_user_model: Any,
+) -> None:
+    base = daphne(
+        extra_env={"DJANGO_SECRET_KEY": settings.SECRET_KEY, "CLAWBOO_HTTP_RATE_LIMIT": "3"}
+    )
+    user = django_user_model.objects.create_user("rita")
+    registry.add_member("red", user)
+    headers = {"Authorization": f"Token {Token.objects.create(user=user).key}"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    def mcp() -> httpx2.Response:
+        return httpx2.post(f"{base}/mcp/", json=body, headers={**accept, **headers})
+
+    assert httpx2.get(f"{base}/api/whoami", headers=headers).status_code == 200
+    assert [mcp().status_code, mcp().status_code] == [200, 200]
+    refused = mcp()  # the fourth request in the minute, whichever door it knocks on
+    assert refused.status_code == 429
+    assert refused.json()["error"] == "rate_limited"
+    assert int(refused.headers["retry-after"]) >= 1
+    assert httpx2.get(f"{base}/api/whoami", headers=headers).status_code == 429
+    run_key = credentials.mint_run_credential("ada", board.task, board.ticket)
+    other = {"Authorization": f"Bearer {run_key}"}  # the run's agent has a budget of its own
+    assert httpx2.post(f"{base}/mcp/", json=body, headers={**accept, **other}).status_code == 200
+
+
 # --- stdio: its agent ---------------------------------------------------------------
 
 
@@ -413,3 +443,18 @@ def test_a_token_minted_for_an_agent_acts_as_that_agent_in_its_team(
     assert hidden.body["error"] == "not_found"
     assert commented.body["comment"]["author"] == "ada"
     assert store.get_task(free).status == "done"
+
+
+def test_pruning_deletes_only_the_credentials_of_runs_whose_claim_is_gone(board: Board) -> None:
+    live = credentials.mint_run_credential("ada", board.task, board.ticket)
+    orphan_task = store.create_task(title="Killed run's task", team="red").task.id
+    orphan_ticket = store.claim(orphan_task, "ada", "claude-code").ticket
+    assert orphan_ticket is not None
+    orphan = credentials.mint_run_credential("ada", orphan_task, orphan_ticket)
+    store.release(orphan_task, ticket=orphan_ticket)  # its run died; nobody revoked the key
+
+    assert credentials.prune_void_run_credentials() == 1
+    assert credentials.prune_void_run_credentials() == 0
+    left = set(RunCredential.objects.values_list("key_sha256", flat=True))
+    assert left == {hashlib.sha256(live.encode()).hexdigest()}
+    assert hashlib.sha256(orphan.encode()).hexdigest() not in left

@@ -249,3 +249,41 @@ def test_a_channel_is_added_in_the_admin(client, receiver):
 
     channel = NotificationChannel.objects.get()
     assert channel.reasons == ["review", "blocked"] and channel.created_at is not None
+
+
+def test_a_notification_the_listener_missed_is_recorded_by_the_minutely_schedule(
+    agent, receiver, monkeypatch
+):
+    # The process that committed the write died before its listener ran: no delivery.
+    channel = webhook(receiver)
+    from core import events
+
+    monkeypatch.setattr(events, "_listeners", [lambda event: None])
+    task_id, ticket = in_progress()
+    store.await_review(task_id, ticket=ticket)
+    assert not NotificationDelivery.objects.exists()
+
+    assert notify.catch_up() == 1
+    notify.send_due()
+    row = NotificationDelivery.objects.get()
+    assert (row.channel_id, row.task_id, row.reason) == (channel.id, task_id, "review")
+    assert len(receiver.received) == 1 and row.status == DeliveryStatus.DELIVERED
+    assert notify.catch_up() == 0  # once per (channel, event), however often it runs
+
+
+def test_catch_up_leaves_events_older_than_its_window_and_older_than_the_channel(
+    agent, receiver, monkeypatch
+):
+    from core import events
+
+    monkeypatch.setattr(events, "_listeners", [lambda event: None])
+    early_id, early_ticket = in_progress("Before the channel")
+    store.await_review(early_id, ticket=early_ticket)
+    webhook(receiver)  # created after that event: it hears only what follows
+    task_id, ticket = in_progress()
+    store.await_review(task_id, ticket=ticket)
+
+    later = timezone.now() + notify.CATCH_UP_WINDOW + dt.timedelta(minutes=1)
+    assert notify.catch_up(later) == 0  # outside the window
+    assert notify.catch_up() == 1
+    assert NotificationDelivery.objects.get().task_id == task_id

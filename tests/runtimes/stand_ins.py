@@ -1,8 +1,9 @@
 """Stand-in agent CLIs: small real executables on PATH that speak the documented lines.
 
 A stand-in named ``claude`` (or ``codex``, ``hermes``) is a Python script that reads
-its scenario from ``<name>.scenario.json`` beside it, records its argv, cwd and
-CLAWBOO_* environment to ``<name>.call.json``, prints the scenario's stdout lines,
+its scenario from ``<name>.scenario.json`` beside it, records its argv, cwd,
+CLAWBOO_*/HERMES_* environment (and the directories the scenario names) to
+``<name>.call.json``, prints the scenario's stdout lines,
 and then exits, or hangs with a grandchild ``sleep`` whose pid it writes to
 ``<name>.grandchild`` -- so the real adapter code runs unchanged against it.
 """
@@ -27,8 +28,25 @@ scenario = json.load(open(me + ".scenario.json"))
 call = {{
     "argv": sys.argv[1:],
     "cwd": os.getcwd(),
-    "env": {{k: v for k, v in os.environ.items() if k.startswith("CLAWBOO_")}},
+    "env": {{k: v for k, v in os.environ.items() if k.startswith(("CLAWBOO_", "HERMES_"))}},
 }}
+# What the directory an env var names held while the CLI ran (e.g. HERMES_HOME).
+for var in scenario.get("snapshot_dirs", []):
+    directory = os.environ.get(var)
+    if not directory or not os.path.isdir(directory):
+        continue
+    entries = {{}}
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        entry = {{"link": os.readlink(path) if os.path.islink(path) else None}}
+        if not os.path.islink(path) and os.path.isfile(path):
+            entry["mode"] = oct(os.stat(path).st_mode & 0o777)
+            entry["text"] = open(path).read()
+        entries[name] = entry
+    call.setdefault("dirs", {{}})[var] = {{
+        "mode": oct(os.stat(directory).st_mode & 0o777),
+        "entries": entries,
+    }}
 with open(me + ".call.json.tmp", "w") as f:
     json.dump(call, f)
 os.replace(me + ".call.json.tmp", me + ".call.json")
@@ -58,7 +76,9 @@ class StandIn:
     path: Path
 
     def call(self) -> dict[str, Any]:
-        """What the stand-in was run with: argv (without argv[0]), cwd, CLAWBOO_* env."""
+        """What the stand-in was run with: argv (without argv[0]), cwd, CLAWBOO_* and
+        HERMES_* env, and ``dirs``: each ``snapshot_dirs`` directory's entries as it
+        saw them (``link`` target, or ``mode`` and ``text`` of a file)."""
         return json.loads(Path(f"{self.path}.call.json").read_text())
 
     def grandchild_pid(self) -> int:
@@ -75,6 +95,7 @@ def install_stand_in(
     hang: bool = False,
     ignore_sigterm: bool = False,
     usage_report: str | None = None,
+    snapshot_dirs: tuple[str, ...] = (),
 ) -> StandIn:
     bin_dir.mkdir(parents=True, exist_ok=True)
     path = bin_dir / name
@@ -87,6 +108,7 @@ def install_stand_in(
         "hang": hang,
         "ignore_sigterm": ignore_sigterm,
         "usage_report": usage_report,
+        "snapshot_dirs": list(snapshot_dirs),
     }
     Path(f"{path}.scenario.json").write_text(json.dumps(scenario))
     return StandIn(path)

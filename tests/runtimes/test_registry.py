@@ -34,10 +34,9 @@ def test_every_runtime_an_agent_can_name_has_an_adapter() -> None:
 
 def test_capabilities_are_declared_per_runtime() -> None:
     one_shot = Capabilities(integration="one-shot", worktrees=True)
-    for runtime in ("command", "hermes"):
-        assert capabilities(runtime) == one_shot
+    assert capabilities("command") == one_shot
     # These hand their runs the board's MCP server.
-    for runtime in ("claude-code", "codex"):
+    for runtime in ("claude-code", "codex", "hermes"):
         assert capabilities(runtime) == Capabilities("one-shot", worktrees=True, mcp=True)
     assert capabilities("openclaw") == Capabilities(integration="connected", worktrees=False)
     assert capabilities("human").automated is False

@@ -169,8 +169,10 @@ _next_prune = 0.0
 
 def stale_sweep() -> int:
     """The interval sweep of ``up``: release stale tasks; and, once an hour, prune
-    the history past its retention (core.retention)."""
+    the history past its retention (core.retention) and the credentials of runs
+    that died without revoking them."""
     from board.store import release_stale
+    from boardmcp.credentials import prune_void_run_credentials
     from core import retention
 
     global _next_prune
@@ -178,4 +180,5 @@ def stale_sweep() -> int:
     if time.monotonic() >= _next_prune:
         _next_prune = time.monotonic() + retention.PRUNE_EVERY.total_seconds()
         retention.prune()
+        prune_void_run_credentials()
     return released

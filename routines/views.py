@@ -1,0 +1,197 @@
+"""The routines page: every routine of the teams a person can see, its schedule in
+words, next and last fire in its own timezone, its state and its recent fires; and
+create / edit / pause / resume / run-now.
+
+Views stay thin: reads and writes are :mod:`routines.store`'s, checks are
+:class:`routines.forms.RoutineForm`'s (the store's), and who may create or edit is
+the REST API's rule (:func:`routines.api.check_may_create` /
+:func:`~routines.api.check_may_edit`). A refusal is shown beside its field or its
+routine; nothing here answers a refusal with a 500.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from core.api.access import team_ids
+from core.errors import ClawbooError, NotFound
+from core.models import Team
+from routines import store
+from routines.api import check_may_create, check_may_edit, visible_routine
+from routines.forms import RoutineForm
+from routines.models import Routine
+from routines.wording import local_stamp, local_time, schedule_in_words
+
+RECENT_FIRES = 5
+_MOVES = {
+    "pause": (store.pause_routine, "Paused"),
+    "resume": (store.resume_routine, "Resumed"),
+    "run-now": (store.run_routine_now, "Queued to run now"),
+}
+
+
+@dataclass(frozen=True)
+class RoutineRow:
+    """One routine as the page shows it."""
+
+    routine: Routine
+    title: str
+    words: str
+    state: str
+    next_stamp: str
+    next_at: dt.datetime | None
+    last_stamp: str
+    last_at: dt.datetime | None
+    moves: tuple[str, ...]
+    fires: list[tuple[str, store.FireRow]]  # (slot in the routine's timezone, fire)
+    notes: list[Any]  # messages about this routine from the last action
+
+
+def _row(routine: Routine, fires: list[store.FireRow], notes: list[Any]) -> RoutineRow:
+    tz = routine.timezone
+    state = store.state_of(routine)
+    # A paused or errored row keeps its old slot, but fires nothing until resumed
+    # (which re-arms from then): showing that slot would promise a fire.
+    upcoming = None if state in ("paused", "error") else routine.next_run_at
+    return RoutineRow(
+        routine=routine,
+        title=str((routine.task_template or {}).get("title") or store.DEFAULT_TITLE),
+        words=schedule_in_words(routine.cron_spec, tz),
+        state=state,
+        next_stamp=local_stamp(upcoming, tz),
+        next_at=local_time(upcoming, tz) if upcoming is not None else None,
+        last_stamp=local_stamp(routine.last_run_at, tz),
+        last_at=local_time(routine.last_run_at, tz) if routine.last_run_at is not None else None,
+        moves=store.offered_moves(routine),
+        fires=[(local_stamp(f.fire.slot_at, tz), f) for f in fires],
+        notes=notes,
+    )
+
+
+def _visible_teams(request: HttpRequest) -> list[Team]:
+    visible = team_ids(request.user)
+    teams = Team.objects.all() if visible is None else Team.objects.filter(pk__in=visible)
+    return list(teams.order_by("id"))
+
+
+@login_required
+def routines_page(request: HttpRequest) -> HttpResponse:
+    teams = _visible_teams(request)
+    ids = [t.id for t in teams]
+    wanted = request.GET.get("team") or ""
+    team = wanted if wanted in ids else ""
+    routines = list(store.list_routines(team=[team] if team else ids))
+    fires = store.recent_fires([r.id for r in routines], per_routine=RECENT_FIRES)
+    notes: dict[str, list[Any]] = {}
+    general: list[Any] = []
+    for message in messages.get_messages(request):
+        tag = message.extra_tags or ""
+        if tag.startswith("routine:"):
+            notes.setdefault(tag.removeprefix("routine:"), []).append(message)
+        else:
+            general.append(message)
+    return render(
+        request,
+        "routines/routines.html",
+        {
+            "teams": teams,
+            "team": team,
+            "rows": [_row(r, fires[r.id], notes.get(r.id, [])) for r in routines],
+            "general_messages": general,
+            "is_staff": request.user.is_staff,
+        },
+    )
+
+
+def _form_page(request: HttpRequest, form: RoutineForm, routine: Routine | None) -> HttpResponse:
+    return render(
+        request,
+        "routines/routine_form.html",
+        {
+            "form": form,
+            "routine": routine,
+            "row": _row(routine, [], []) if routine is not None else None,
+            "is_staff": request.user.is_staff,
+        },
+    )
+
+
+def _back_to(routine: Routine) -> HttpResponseRedirect:
+    return HttpResponseRedirect(f"{reverse('routines')}#routine-{routine.id}")
+
+
+@login_required
+def new_routine(request: HttpRequest) -> HttpResponse:
+    teams = team_ids(request.user)
+    if request.method != "POST":
+        return _form_page(request, RoutineForm(teams=teams), None)
+    form = RoutineForm(request.POST, teams=teams)
+    if form.is_valid():
+        try:
+            data = form.cleaned_data
+            check_may_create(request, data["team"].pk, data["agent"].pk)
+            routine = form.save()
+        except ClawbooError as exc:
+            form.add_refusal(exc)
+        else:
+            messages.success(request, "Routine created", extra_tags=f"routine:{routine.id}")
+            return _back_to(routine)
+    return _form_page(request, form, None)
+
+
+def _visible_or_404(request: HttpRequest, routine_id: str) -> Routine:
+    try:
+        return visible_routine(request.user, routine_id)
+    except NotFound:
+        raise Http404("no such routine") from None
+
+
+@login_required
+def edit_routine(request: HttpRequest, routine_id: str) -> HttpResponse:
+    routine = _visible_or_404(request, routine_id)
+    teams = team_ids(request.user)
+    if request.method != "POST":
+        return _form_page(request, RoutineForm(instance=routine, teams=teams), routine)
+    form = RoutineForm(request.POST, instance=routine, teams=teams)
+    if form.is_valid():
+        try:
+            check_may_edit(request, routine_id, form.changes())
+            saved = form.save()
+        except NotFound:
+            raise Http404("no such routine") from None
+        except ClawbooError as exc:
+            form.add_refusal(exc)
+        else:
+            messages.success(request, "Routine saved", extra_tags=f"routine:{saved.id}")
+            return _back_to(saved)
+    # Show the row as stored, not as the rejected form left the instance.
+    return _form_page(request, form, store.get_routine(routine_id))
+
+
+@login_required
+@require_POST
+def move_routine(request: HttpRequest, routine_id: str, move: str) -> HttpResponse:
+    if move not in _MOVES:
+        raise Http404("no such move")
+    routine = _visible_or_404(request, routine_id)
+    write, verb = _MOVES[move]
+    tag = f"routine:{routine.id}"
+    try:
+        check_may_edit(request, routine_id, {})
+        write(routine_id)
+    except NotFound:
+        raise Http404("no such routine") from None
+    except ClawbooError as exc:
+        messages.error(request, f"Not done: {exc.detail}", extra_tags=tag)
+    else:
+        messages.success(request, verb, extra_tags=tag)
+    return _back_to(routine)

@@ -1,0 +1,172 @@
+"""The routines page and the console in a real browser (headless Chromium, Playwright)
+against a real daphne on the test database."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from board import store as board_store
+from core import registry
+from routines import store
+from routines.models import Routine, RoutineFire, RoutineStatus
+from routines.wording import local_stamp
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed"),
+]
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+
+
+def screenshot_path(tmp_path: Path, name: str) -> Path:
+    """docs/ only when asked (CLAWBOO_SCREENSHOTS=1): a test run leaves the tree alone."""
+    if os.environ.get("CLAWBOO_SCREENSHOTS") == "1":
+        DOCS.mkdir(exist_ok=True)
+        return DOCS / name
+    return tmp_path / name
+
+
+def row(page, routine_id: str):
+    return page.locator(f"tbody#routine-{routine_id}")
+
+
+def test_a_person_creates_edits_and_pauses_a_routine_on_the_page(
+    daphne, tmp_path, settings, monkeypatch
+):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    registry.ensure_team("ops", "Ops")
+    mia = get_user_model().objects.create_user("mia", password="pw-mia-123")
+    registry.add_member("ops", mia)
+    registry.create_agent(
+        id="mine", display_name="Mia's agent", team="ops", runtime="command", owner=mia
+    )
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(base + "/board/routines/")  # not logged in: the board's login first
+        page.wait_for_url(lambda url: "/board/login/" in url)
+        page.fill("input[name=username]", "mia")
+        page.fill("input[name=password]", "pw-mia-123")
+        page.click("#login")
+        page.wait_for_url(base + "/board/routines/")
+        assert "No routines" in page.inner_text("main")
+
+        # Create.
+        page.click("#new-routine")
+        page.wait_for_url(base + "/board/routines/new/")
+        page.select_option("#id_agent", "mine")
+        page.fill("#id_cron_spec", "0 9 * * 1-5")
+        page.select_option("#id_timezone", "America/New_York")
+        page.fill("#id_title", "Morning triage")
+        page.select_option("#id_kind", "research")
+        with page.expect_navigation():
+            page.click("#save-routine")
+        routine = Routine.objects.get()
+        assert (routine.agent_id, routine.cron_spec, routine.timezone) == (
+            "mine",
+            "0 9 * * 1-5",
+            "America/New_York",
+        )
+        assert routine.task_template["title"] == "Morning triage"
+        mine = row(page, routine.id)
+        assert mine.get_attribute("data-state") == "armed"
+        assert mine.locator(".words").inner_text() == "At 09:00, Monday through Friday"
+        shown = mine.locator("td.next time").inner_text()
+        assert shown == local_stamp(routine.next_run_at, "America/New_York")
+        assert shown.endswith((" 09:00 EST", " 09:00 EDT"))
+
+        # The same schedule on UTC reads 09:00 UTC: each routine in its own timezone.
+        utc = store.create_routine(agent_id="mine", team="ops", cron_spec="0 9 * * 1-5")
+        page.reload()
+        assert row(page, utc.id).locator("td.next time").inner_text().endswith(" 09:00 UTC")
+
+        # Edit: a bad spec is refused beside its field and changes nothing; a good one saves.
+        row(page, routine.id).locator("a", has_text="Edit").click()
+        page.wait_for_url(f"{base}/board/routines/{routine.id}/edit/")
+        assert page.input_value("#id_title") == "Morning triage"
+        page.fill("#id_cron_spec", "0 25 * * *")
+        with page.expect_navigation():
+            page.click("#save-routine")
+        error = page.locator("[data-field=cron_spec] .field-error").inner_text()
+        assert "is not a valid cron expression" in error
+        assert store.get_routine(routine.id).cron_spec == "0 9 * * 1-5"
+        page.fill("#id_cron_spec", "30 7 * * *")
+        page.fill("#id_title", "Early triage")
+        with page.expect_navigation():
+            page.click("#save-routine")
+        routine = store.get_routine(routine.id)
+        assert routine.cron_spec == "30 7 * * *"
+        assert routine.task_template["title"] == "Early triage"
+        assert "At 07:30" in row(page, routine.id).locator(".words").inner_text()
+
+        # Pause.
+        with page.expect_navigation():
+            row(page, routine.id).locator("button[data-move=pause]").click()
+        assert store.get_routine(routine.id).status == RoutineStatus.PAUSED
+        assert row(page, routine.id).get_attribute("data-state") == "paused"
+        assert "Paused" in row(page, routine.id).inner_text()
+        assert row(page, routine.id).locator("button[data-move=resume]").count() == 1
+
+        # A fire with its task, for the picture.
+        task = board_store.create_task(title="Early triage", team="ops").task
+        RoutineFire.objects.create(
+            routine=utc,
+            slot_at=utc.next_run_at - 86_400_000,
+            task_id=task.id,
+            outcome="dispatched",
+            fired_at=utc.created_at,
+        )
+        page.reload()
+        row(page, utc.id).locator("details summary").click()
+        link = row(page, utc.id).locator("a.task")
+        assert link.inner_text().startswith("Early triage")
+        assert link.get_attribute("href") == f"/api/board/tasks/{task.id}"
+        page.screenshot(path=str(screenshot_path(tmp_path, "routines.png")), full_page=True)
+        browser.close()
+
+
+def test_the_task_changelist_fits_a_1440_pixel_screen(daphne, tmp_path, settings, monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
+    for n in range(5):
+        created = board_store.create_task(
+            title=f"Make the importer resumable after a crash, part {n}",
+            labels=["backend", "importer"],
+        ).task
+        if n % 2:
+            board_store.claim(created.id, f"agent-with-a-longish-name-{n}")
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(base + "/admin/login/?next=/admin/board/task/")
+        page.fill("#id_username", "op")
+        page.fill("#id_password", "pw-op-123")
+        page.click("input[type=submit]")
+        page.wait_for_url(base + "/admin/board/task/")
+        assert page.title().endswith("| Clawboo console")
+        fits = page.evaluate(
+            """() => {
+                const results = document.querySelector('#changelist .results');
+                const table = document.querySelector('#result_list');
+                return {
+                    scroll: results.scrollWidth, client: results.clientWidth,
+                    right: table.getBoundingClientRect().right, viewport: window.innerWidth,
+                };
+            }"""
+        )
+        assert fits["scroll"] <= fits["client"], fits
+        assert fits["right"] <= fits["viewport"], fits
+        page.screenshot(path=str(tmp_path / "admin-tasks.png"))
+        browser.close()

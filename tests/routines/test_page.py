@@ -1,0 +1,231 @@
+"""The routines page (/board/routines/): what a team member sees and what they can do
+there, every write through routines.store and the API's permission rule."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from core import registry
+from routines import store
+from routines.models import Routine, RoutineStatus
+
+pytestmark = pytest.mark.django_db
+
+FORM = {
+    "team": "ops",
+    "agent": "mine",
+    "cron_spec": "0 9 * * 1-5",
+    "timezone": "America/New_York",
+    "catch_up": "latest",
+    "title": "Morning triage",
+    "description": "Sort the new issues",
+    "kind": "research",
+    "priority": "2",
+    "repo_path": "",
+    "model": "",
+    "max_node_cents": "",
+    "team_task_id": "",
+}
+
+
+@pytest.fixture
+def member(team):
+    user = get_user_model().objects.create_user("mia", "mia@example.com", "pw")
+    registry.add_member(team, user)
+    registry.create_agent(id="mine", display_name="Mine", team=team, runtime="command", owner=user)
+    return user
+
+
+@pytest.fixture
+def browser(clock, client, member):
+    # Logged in on the frozen clock: a session from today would have expired by 2030.
+    client.force_login(member)
+    return client
+
+
+def text_of(response) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", response.content.decode()))
+
+
+def test_it_asks_for_a_login(client):
+    response = client.get("/board/routines/")
+    assert response.status_code == 302 and response["Location"].startswith("/board/login/")
+
+
+def test_it_shows_the_next_fire_in_each_routines_own_timezone(browser, member, clock):
+    ny = store.create_routine(
+        agent_id="mine", team="ops", cron_spec="0 9 * * *", timezone="America/New_York"
+    )
+    utc = store.create_routine(agent_id="mine", team="ops", cron_spec="0 9 * * *")
+    page = browser.get("/board/routines/")
+    assert page.status_code == 200
+    body = page.content.decode()
+    # 08:00 UTC now: 09:00 UTC is an hour away, 09:00 in New York six.
+    ny_row = body[body.index(f'id="routine-{ny.id}"') :]
+    utc_row = body[body.index(f'id="routine-{utc.id}"') :]
+    assert "Mon 7 Jan 2030, 09:00 EST" in ny_row.split("</tbody>")[0]
+    assert "Mon 7 Jan 2030, 09:00 UTC" in utc_row.split("</tbody>")[0]
+    assert "At 09:00" in text_of(page) and "armed" in text_of(page)
+
+
+def test_it_lists_only_the_teams_the_person_can_see(browser, agent, clock):
+    registry.ensure_team("other", "Other")
+    registry.create_agent(id="stranger", display_name="S", team="other", runtime="command")
+    theirs = store.create_routine(agent_id="stranger", team="other", cron_spec="0 * * * *")
+    ours = store.create_routine(agent_id="mine", team="ops", cron_spec="0 * * * *")
+    body = browser.get("/board/routines/").content.decode()
+    assert ours.id in body and theirs.id not in body
+    assert browser.get(f"/board/routines/{theirs.id}/edit/").status_code == 404
+    assert browser.post(f"/board/routines/{theirs.id}/pause/").status_code == 404
+    assert store.get_routine(theirs.id).status == RoutineStatus.IDLE
+
+
+def test_a_routine_is_created_edited_and_paused_from_the_page(browser, clock):
+    created = browser.post("/board/routines/new/", FORM)
+    assert created.status_code == 302, text_of(created)[:2000]
+    routine = Routine.objects.get()
+    assert (routine.agent_id, routine.team_id, routine.cron_spec) == ("mine", "ops", "0 9 * * 1-5")
+    assert routine.timezone == "America/New_York"
+    assert routine.task_template["title"] == "Morning triage"
+    assert routine.task_template["kind"] == "research" and routine.task_template["priority"] == 2
+
+    edit = browser.get(f"/board/routines/{routine.id}/edit/")
+    assert edit.status_code == 200 and 'value="Morning triage"' in edit.content.decode()
+    saved = browser.post(
+        f"/board/routines/{routine.id}/edit/", {**FORM, "cron_spec": "30 7 * * *", "priority": "5"}
+    )
+    assert saved.status_code == 302
+    routine = store.get_routine(routine.id)
+    assert routine.cron_spec == "30 7 * * *" and routine.task_template["priority"] == 5
+    assert routine.next_run_at is not None
+
+    paused = browser.post(f"/board/routines/{routine.id}/pause/", follow=True)
+    assert store.get_routine(routine.id).status == RoutineStatus.PAUSED
+    assert "Paused" in text_of(paused)
+    # A paused routine fires nothing: no next fire is promised until it is resumed.
+    assert (
+        '<td class="next"><span class="quiet">when resumed</span></td>' in paused.content.decode()
+    )
+    resumed = browser.post(f"/board/routines/{routine.id}/resume/", follow=True)
+    assert store.get_routine(routine.id).status == RoutineStatus.IDLE
+    assert "Resumed" in text_of(resumed)
+    browser.post(f"/board/routines/{routine.id}/run-now/")
+    assert store.get_routine(routine.id).status == RoutineStatus.QUEUED
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"cron_spec": "61 * * * *"}, "cron_spec", "is not a valid cron expression"),
+        ({"cron_spec": "once@2020-01-01T00:00"}, "cron_spec", "is in the past"),
+        ({"cron_spec": "0 9 * * *", "team_task_id": "t1"}, "team_task_id", "must be a one-shot"),
+        ({"timezone": "Mars/Olympus"}, "timezone", "Select a valid choice"),
+        ({"title": ""}, "title", "This field is required"),
+    ],
+)
+def test_a_refused_create_is_explained_beside_its_field_and_writes_nothing(
+    browser, clock, change, field, message
+):
+    response = browser.post("/board/routines/new/", {**FORM, **change})
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    assert message in " ".join(errors[field]), errors
+    assert not Routine.objects.exists()
+
+
+def test_creating_as_an_agent_of_someone_else_is_refused_inline(browser, agent, clock):
+    # "ada" is on the team but has no owner: only staff may act as it (the API's rule).
+    response = browser.post("/board/routines/new/", {**FORM, "agent": "ada"})
+    assert response.status_code == 200
+    assert "you may not act as agent 'ada'" in " ".join(response.context["form"].errors["agent"])
+    assert not Routine.objects.exists()
+
+
+def test_a_move_the_ledger_refuses_is_shown_on_its_routine(browser, clock):
+    routine = store.create_routine(agent_id="mine", team="ops", cron_spec="0 9 * * *")
+    store.pause_routine(routine.id)
+    response = browser.post(f"/board/routines/{routine.id}/run-now/", follow=True)
+    assert response.status_code == 200
+    row = response.content.decode().split(f'id="routine-{routine.id}"')[1].split("</tbody>")[0]
+    assert "Not done: routine" in row and "cannot move from paused to queued" in row
+    assert store.get_routine(routine.id).status == RoutineStatus.PAUSED
+    assert browser.post(f"/board/routines/{routine.id}/explode/").status_code == 404
+    assert browser.get(f"/board/routines/{routine.id}/pause/").status_code == 405
+
+
+def test_an_edit_while_a_fire_is_in_flight_is_refused_inline(browser, clock):
+    routine = store.create_routine(agent_id="mine", team="ops", cron_spec="0 9 * * *")
+    store.run_routine_now(routine.id)
+    response = browser.post(
+        f"/board/routines/{routine.id}/edit/", {**FORM, "cron_spec": "0 10 * * *"}
+    )
+    assert response.status_code == 200
+    assert "edit it after the fire settles" in str(response.context["form"].non_field_errors())
+    assert store.get_routine(routine.id).cron_spec == "0 9 * * *"
+
+
+def test_writes_need_the_csrf_token(clock, member):
+    csrf_client = Client(enforce_csrf_checks=True)
+    csrf_client.force_login(member)
+    routine = store.create_routine(agent_id="mine", team="ops", cron_spec="0 9 * * *")
+    assert csrf_client.post(f"/board/routines/{routine.id}/pause/").status_code == 403
+    assert csrf_client.post("/board/routines/new/", FORM).status_code == 403
+    assert store.get_routine(routine.id).status == RoutineStatus.IDLE
+    page = csrf_client.get("/board/routines/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode())
+    assert token is not None
+    ok = csrf_client.post(
+        f"/board/routines/{routine.id}/pause/", {"csrfmiddlewaretoken": token.group(1)}
+    )
+    assert ok.status_code == 302
+    assert store.get_routine(routine.id).status == RoutineStatus.PAUSED
+
+
+def test_recent_fires_link_to_their_tasks(browser, clock):
+    from board import store as board_store
+    from routines.models import RoutineFire
+
+    routine = store.create_routine(
+        agent_id="mine", team="ops", cron_spec="0 9 * * *", timezone="America/New_York"
+    )
+    task = board_store.create_task(title="Triage of the day", team="ops").task
+    # A fired slot as the fire path records it (routines.fire is tested on its own).
+    RoutineFire.objects.create(
+        routine=routine,
+        slot_at=routine.next_run_at,
+        task_id=task.id,
+        outcome="dispatched",
+        fired_at=routine.created_at,
+    )
+    body = browser.get("/board/routines/").content.decode()
+    assert f'href="/api/board/tasks/{task.id}"' in body
+    assert "Triage of the day" in body and "Mon 7 Jan 2030, 09:00 EST" in body
+
+
+def test_a_task_another_owner_fires_is_refused_on_the_page(browser, clock):
+    from board import store as board_store
+
+    task = board_store.create_task(title="Fired elsewhere", team="ops").task
+    board_store.set_scheduled_by(task.id, "openclaw")
+    response = browser.post(
+        "/board/routines/new/",
+        {**FORM, "cron_spec": "once@2030-02-01T09:00", "team_task_id": task.id},
+    )
+    assert response.status_code == 200
+    errors = response.context["form"].errors["team_task_id"]
+    assert errors == [f"task {task.id!r} is already fired by 'openclaw'"]
+    assert not Routine.objects.exists()
+    assert board_store.get_task(task.id).scheduled_by == "openclaw"
+
+
+def test_a_bad_schedule_is_named_even_when_other_fields_are_missing(browser, clock):
+    response = browser.post(
+        "/board/routines/new/", {**FORM, "agent": "", "cron_spec": "99 * * * *"}
+    )
+    errors = response.context["form"].errors
+    assert "This field is required." in errors["agent"]
+    assert "is not a valid cron expression" in " ".join(errors["cron_spec"])
