@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('board', '0007_workspace_review'),
+        ('board', '0008_verbose_names'),
         ('clawboo', '0008_heartbeat'),
     ]
 

@@ -147,6 +147,7 @@ def test_a_dragged_card_moves_for_everyone_and_a_refused_drop_snaps_back_saying_
         card_in(page, "in_progress", flaky.id).drag_to(page.locator(".column[data-status=done]"))
         page.locator("#ask[open] #override-reason").fill("the flake is tracked upstream")
         page.click("#ask-ok")
+        eventually(lambda: store.get_task(flaky.id).status == "done", "the override landed")
         card_in(page, "done", flaky.id).wait_for(timeout=3_000)
         override = store.get_task(flaky.id).human_override
         assert override["by"] == "op" and override["reason"] == "the flake is tracked upstream"
