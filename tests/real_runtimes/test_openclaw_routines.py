@@ -63,7 +63,9 @@ def gateway_says_ended(gateway: GatewayProcess, run_id: str) -> tuple[dict, list
         waited = client.request("agent.wait", {"runId": run_id, "timeoutMs": 5000})
         deadline = time.monotonic() + 10
         while True:
-            rows = [t for t in client.request("tasks.list", {})["tasks"] if t.get("runId") == run_id]
+            rows = [
+                t for t in client.request("tasks.list", {})["tasks"] if t.get("runId") == run_id
+            ]
             settled = all(t.get("status") not in ("queued", "running") for t in rows)
             if settled or time.monotonic() > deadline:
                 return waited, rows
