@@ -452,17 +452,19 @@ class Executor:
             with clock.phase("board"):
                 store.set_verdict(task.id, verdict.verdict, verdict.evidence)
             report.verdict = verdict.verdict
-        git_after = self._checkpoint(cwd, task.id, clock)
         with clock.phase("board"):
             fence = store.renew_lease(task.id, ticket)
         if fence.declined:
+            # The work stays on its branch for whoever runs the task next.
+            git_after = self._checkpoint(cwd, task.id, clock)
             report.outcome = "lost"
             self._close(execution_id, "cancelled", result, git_before, git_after, "claim lost")
             return self._finish(report)
         with clock.phase("git"):
-            landed = worktree_service.complete(task.id)
+            # Retained work is checkpointed on its branch; work cleaned up is not.
+            landed = worktree_service.complete(task.id, checkpoint=True)
         report.worktree = landed["result"]
-        self._close(execution_id, "succeeded", result, git_before, git_after, None)
+        self._close(execution_id, "succeeded", result, git_before, landed["head"], None)
         report.outcome = "succeeded"
         return self._finish(report)
 
