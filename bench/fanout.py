@@ -1,7 +1,7 @@
 """Websocket fan-out: one board mutation → N connected clients.
 
     python bench/fanout.py [--clients 10,100,500] [--mutations 20] [--layers memory,redis]
-                           [--client-procs 4]
+                           [--client-procs <cores>]
 
 Starts a real daphne server (SQLite in a temp state dir), connects N websocket
 clients to ``/ws/board/?team=default``, then makes mutations through the REST API
@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -120,7 +121,8 @@ def main() -> int:
     parser.add_argument("--clients", default="10,100,500")
     parser.add_argument("--mutations", type=int, default=20)
     parser.add_argument("--layers", default="memory,redis")
-    parser.add_argument("--client-procs", type=int, default=4)
+    # One per core: more only adds processes queueing for the same cores.
+    parser.add_argument("--client-procs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--listen", nargs=4, help=argparse.SUPPRESS)  # a client process
     args = parser.parse_args()
     if args.listen:
