@@ -1,6 +1,7 @@
 """Websocket fan-out: one board mutation → N connected clients.
 
     python bench/fanout.py [--clients 10,100,500] [--mutations 20] [--layers memory,redis]
+                           [--client-procs <cores>]
 
 Starts a real daphne server (SQLite in a temp state dir), connects N websocket
 clients to ``/ws/board/?team=default``, then makes mutations through the REST API
@@ -9,6 +10,12 @@ and measures, for every client, the delay from the mutation's commit (the task's
 (layer, N), writes ``bench/results/fanout.json``. Target: p99 < 100 ms at 100 clients
 on each layer, and the Redis layer's p99 over the in-memory one's (measured in the
 same run). The Redis layer runs when Redis answers on localhost.
+
+Two things keep the client side from being what is measured: the clients are
+spread over ``--client-procs`` processes (one Python process decoding every
+client's frames in turn would add its own queue, which N browsers do not have),
+and one warm-up mutation after the clients connect is not counted (it pays the
+server's first-request costs, not the fan-out's).
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,36 +41,74 @@ RESULTS = HERE / "results" / "fanout.json"
 TARGET_MS = 100.0
 
 
-async def measure(server: Server, clients: int, mutations: int) -> list[float]:
+WARM_UP = "fanout warm-up"
+
+
+async def listen(url: str, origin: str, clients: int, mutations: int) -> list[float]:
+    """One client process: connect ``clients`` sockets, say ``ready``, and return the
+    latency of each counted change on each socket."""
     import websockets
 
-    url = server.base.replace("http", "ws") + f"/ws/board/?team=default&token={server.token}"
     sockets = []
     for _ in range(clients):
-        ws = await websockets.connect(url, origin=server.base, max_queue=None)
+        ws = await websockets.connect(url, origin=origin, max_queue=None)
         json.loads(await ws.recv())  # hello
         sockets.append(ws)
     latencies: list[float] = []
 
-    async def listen(ws: Any, expected: int) -> None:
+    async def one(ws: Any) -> None:
         seen = 0
-        while seen < expected:
-            frame = json.loads(await asyncio.wait_for(ws.recv(), 30))
+        while seen < mutations:
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 60))
             if frame.get("type") != "task-change":
                 continue
             arrived = time.time()
+            if frame["task"]["title"] == WARM_UP:
+                continue
             committed = dt.datetime.fromisoformat(frame["task"]["updated_at"]).timestamp()
             latencies.append((arrived - committed) * 1000)
             seen += 1
 
-    listeners = [asyncio.create_task(listen(ws, mutations)) for ws in sockets]
-    for i in range(mutations):
-        await asyncio.to_thread(server.create_task, f"fanout {i}")
-        await asyncio.sleep(0.05)
+    listeners = [asyncio.create_task(one(ws)) for ws in sockets]
+    print("ready", flush=True)
     await asyncio.gather(*listeners)
     for ws in sockets:
         await ws.close()
     return latencies
+
+
+def measure(server: Server, clients: int, mutations: int, procs: int) -> list[float]:
+    url = server.base.replace("http", "ws") + f"/ws/board/?team=default&token={server.token}"
+    procs = max(1, min(procs, clients))
+    shares = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--listen", url, server.base, str(n), str(mutations)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for n in shares
+    ]
+    try:
+        for child in children:
+            assert child.stdout is not None
+            if child.stdout.readline().strip() != "ready":
+                raise SystemExit("a client process did not connect")
+        server.create_task(WARM_UP)
+        time.sleep(0.2)
+        for i in range(mutations):
+            server.create_task(f"fanout {i}")
+            time.sleep(0.05)
+        latencies: list[float] = []
+        for child in children:
+            out, _ = child.communicate(timeout=120)
+            latencies += json.loads(out)
+        return latencies
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -74,7 +121,14 @@ def main() -> int:
     parser.add_argument("--clients", default="10,100,500")
     parser.add_argument("--mutations", type=int, default=20)
     parser.add_argument("--layers", default="memory,redis")
+    # One per core: more only adds processes queueing for the same cores.
+    parser.add_argument("--client-procs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--listen", nargs=4, help=argparse.SUPPRESS)  # a client process
     args = parser.parse_args()
+    if args.listen:
+        url, origin, clients, mutations = args.listen
+        print(json.dumps(asyncio.run(listen(url, origin, int(clients), int(mutations)))))
+        return 0
     layers = [layer for layer in args.layers.split(",") if layer]
     if "redis" in layers and not redis_answers():
         print("Redis is not answering: skipping the redis layer")
@@ -84,11 +138,12 @@ def main() -> int:
         server = Server(layer)
         try:
             for n in (int(x) for x in args.clients.split(",")):
-                latencies = asyncio.run(measure(server, n, args.mutations))
+                latencies = measure(server, n, args.mutations, args.client_procs)
                 rows.append(
                     {
                         "layer": layer,
                         "clients": n,
+                        "client_procs": max(1, min(args.client_procs, n)),
                         "frames": len(latencies),
                         "p50_ms": round(statistics.median(latencies), 2),
                         "p99_ms": round(percentile(latencies, 0.99), 2),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import Counter
 from typing import Any
 from urllib.parse import parse_qs
@@ -23,13 +24,16 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from core import events
 from core.live import frames_for, group_name
 
+log = logging.getLogger(__name__)
+
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_BAD_REQUEST = 4400
 REPLAY_BATCH = 500
 SEQ_MAX = 2**62  # sequences are BIGINT
 # A channel layer may drop frames when a client's queue is full; a cheap periodic
-# look at the log's head delivers anything that was dropped with nothing after it.
+# look at the log's head (one per team and process, see _TeamTail) delivers anything
+# that was dropped with nothing after it.
 TAIL_CHECK_SECONDS = 3.0
 # Open board sockets of this process, by team (the websocket-clients gauge of /metrics).
 connected: Counter[str] = Counter()
@@ -64,6 +68,51 @@ def _events_after(
     return [(e.seq, frames_for(e)) for e in rows if upto is None or e.seq <= upto]
 
 
+class _TeamTail:
+    """This process's consumers of one team (on one event loop) and the one look at
+    the team's log head every TAIL_CHECK_SECONDS that serves them all: a consumer
+    behind the head catches up from the log. One query per team, not per client."""
+
+    def __init__(self, team: str) -> None:
+        self.team = team
+        self.consumers: set[BoardConsumer] = set()
+        self.task: asyncio.Task[None] | None = None
+
+    async def watch(self) -> None:
+        while True:
+            await asyncio.sleep(TAIL_CHECK_SECONDS)
+            try:
+                head = await _latest(self.team)
+                behind = [c for c in self.consumers if head > c.last_seq]
+                await asyncio.gather(*(c.catch_up_to(head) for c in behind))
+            except Exception:  # the next look tries again; live frames go on meanwhile
+                log.exception("could not check the log head of team %s", self.team)
+
+
+_tails: dict[tuple[asyncio.AbstractEventLoop, str], _TeamTail] = {}
+
+
+def _follow_tail(consumer: BoardConsumer) -> None:
+    loop = asyncio.get_running_loop()
+    tail = _tails.get((loop, consumer.team))
+    if tail is None:
+        tail = _tails[loop, consumer.team] = _TeamTail(consumer.team)
+        tail.task = loop.create_task(tail.watch())
+    tail.consumers.add(consumer)
+
+
+def _unfollow_tail(consumer: BoardConsumer) -> None:
+    key = (asyncio.get_running_loop(), consumer.team)
+    tail = _tails.get(key)
+    if tail is None:
+        return
+    tail.consumers.discard(consumer)
+    if not tail.consumers:
+        del _tails[key]
+        if tail.task is not None:
+            tail.task.cancel()
+
+
 class BoardConsumer(AsyncJsonWebsocketConsumer):
     team: str
     last_seq: int
@@ -91,7 +140,8 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
         # Live frames are delivered only past this point: "since" may move it back.
         self.last_seq = await _latest(team)
         await self.send_json({"type": "hello", "seq": self.last_seq, "team": team})
-        self.tail_task = asyncio.create_task(self._watch_tail())
+        _follow_tail(self)
+        self.following = True
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "counted", False):
@@ -99,18 +149,17 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
             connected[self.team] -= 1
             if connected[self.team] <= 0:
                 del connected[self.team]
-        if hasattr(self, "tail_task"):
-            self.tail_task.cancel()
+        if getattr(self, "following", False):
+            self.following = False
+            _unfollow_tail(self)
         if hasattr(self, "team"):
             await self.channel_layer.group_discard(group_name(self.team), self.channel_name)
 
-    async def _watch_tail(self) -> None:
-        while True:
-            await asyncio.sleep(TAIL_CHECK_SECONDS)
-            head = await _latest(self.team)
+    async def catch_up_to(self, head: int) -> None:
+        """Deliver what the log holds up to ``head`` that this client has not had."""
+        async with self.lock:
             if head > self.last_seq:
-                async with self.lock:
-                    await self._catch_up(head)
+                await self._catch_up(head)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """A frame that is not JSON gets an error frame; the socket stays open."""
@@ -171,6 +220,17 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
                 self.last_seq = seq
             if len(batch) < REPLAY_BATCH or (upto is not None and self.last_seq >= upto):
                 return
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels runs close_old_connections in the one shared sync thread before
+        # every handler: a thread hop per client per frame, queued behind every other
+        # client's. A live frame needs no database (a gap fill goes through
+        # database_sync_to_async, which closes stale connections itself), so a change
+        # fanned out to every client skips the hop.
+        if message["type"] == "board.event":
+            await self.board_event(message)
+            return
+        await super().dispatch(message)
 
     async def board_event(self, message: dict[str, Any]) -> None:
         async with self.lock:

@@ -141,6 +141,7 @@ class Executor:
             return self.run_claimed(
                 started.task.id, started.ticket, report=report, execution_id=started.execution.id
             )
+        leased_at = time.monotonic()
         with _Clock(report).phase("board"):
             claimed = store.claim_next(
                 self.agent.id,
@@ -150,7 +151,7 @@ class Executor:
             )
         if claimed is None or claimed.task is None or claimed.ticket is None:
             return report
-        return self.run_claimed(claimed.task.id, claimed.ticket, report=report)
+        return self.run_claimed(claimed.task.id, claimed.ticket, report=report, leased_at=leased_at)
 
     def run_claimed(
         self,
@@ -159,9 +160,12 @@ class Executor:
         *,
         report: WorkReport | None = None,
         execution_id: int | None = None,
+        leased_at: float | None = None,
     ) -> WorkReport:
         """Work a task this agent already claimed (``ticket`` from the claim), in the
-        execution ``execution_id`` when one was opened with the claim's start."""
+        execution ``execution_id`` when one was opened with the claim's start.
+        ``leased_at``: when (``time.monotonic()``) the claim last set its lease, if the
+        caller knows; the first heartbeat is due one interval after it."""
         report = report or WorkReport(agent_id=self.agent.id)
         report.task_id = task_id
         report.execution_id = execution_id
@@ -191,7 +195,7 @@ class Executor:
                     execution_id = report.execution_id = execution.id
             cwd, in_worktree = self._workspace(task, clock)
             git_before = self._head(cwd) if in_worktree else None
-            result = self._run(task, ticket, cwd, in_worktree, clock)
+            result = self._run(task, ticket, cwd, in_worktree, clock, leased_at)
             if result is None:  # the claim was lost mid-run: record nothing on the task
                 report.outcome = "lost"
                 self._close(execution_id, "cancelled", None, git_before, None, "claim lost")
@@ -314,10 +318,18 @@ class Executor:
         return "\n\n".join(parts)
 
     def _run(
-        self, task: Task, ticket: str, cwd: Path, in_worktree: bool, clock: _Clock
+        self,
+        task: Task,
+        ticket: str,
+        cwd: Path,
+        in_worktree: bool,
+        clock: _Clock,
+        leased_at: float | None = None,
     ) -> RunResult | None:
-        """Run the adapter, heartbeating every ``heartbeat_s`` (first beat at once).
-        Returns None when a heartbeat finds the claim lost (the run is cancelled)."""
+        """Run the adapter, heartbeating every ``heartbeat_s``: the first beat at once,
+        or one interval after ``leased_at`` (a claim just taken renewed the lease
+        itself). Returns None when a heartbeat finds the claim lost (the run is
+        cancelled)."""
         state = handoff.reconstruct_state(cwd) if in_worktree else None
         resume = resume_id_for(
             self.agent.runtime,
@@ -344,14 +356,17 @@ class Executor:
             with clock.phase("runtime"):
                 handle = start_run(adapter, request, on_output=self.on_output)
             lost = False
+            due = 0.0 if leased_at is None else leased_at + self.heartbeat_s
             while True:
-                with clock.phase("board"):
-                    beat = store.heartbeat(task.id, ticket)
-                if beat.declined:
-                    lost = True
-                    handle.cancel()
+                if time.monotonic() >= due:
+                    with clock.phase("board"):
+                        beat = store.heartbeat(task.id, ticket)
+                    due = time.monotonic() + self.heartbeat_s
+                    if beat.declined:
+                        lost = True
+                        handle.cancel()
                 with clock.phase("runtime"):
-                    finished = handle.wait(self.heartbeat_s)
+                    finished = handle.wait(max(due - time.monotonic(), 0.0))
                 if finished:
                     break
             result = handle.result()
@@ -452,17 +467,19 @@ class Executor:
             with clock.phase("board"):
                 store.set_verdict(task.id, verdict.verdict, verdict.evidence)
             report.verdict = verdict.verdict
-        git_after = self._checkpoint(cwd, task.id, clock)
         with clock.phase("board"):
             fence = store.renew_lease(task.id, ticket)
         if fence.declined:
+            # The work stays on its branch for whoever runs the task next.
+            git_after = self._checkpoint(cwd, task.id, clock)
             report.outcome = "lost"
             self._close(execution_id, "cancelled", result, git_before, git_after, "claim lost")
             return self._finish(report)
         with clock.phase("git"):
-            landed = worktree_service.complete(task.id)
+            # Retained work is checkpointed on its branch; work cleaned up is not.
+            landed = worktree_service.complete(task.id, checkpoint=True)
         report.worktree = landed["result"]
-        self._close(execution_id, "succeeded", result, git_before, git_after, None)
+        self._close(execution_id, "succeeded", result, git_before, landed["head"], None)
         report.outcome = "succeeded"
         return self._finish(report)
 

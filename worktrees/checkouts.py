@@ -112,13 +112,26 @@ def resolve_commit(repo: Path, spec: str, field_name: str) -> str:
     return proc.stdout.strip()
 
 
-def _registered_paths(repo: Path) -> set[str]:
+def registered_worktrees(repo: Path) -> dict[str, dict[str, str]]:
+    """Every checkout git has registered for ``repo``, by path, with what
+    ``git worktree list --porcelain`` says of it (``HEAD``: its commit, ``branch``:
+    its full ref, or a ``detached`` key; ``locked``, ``prunable`` when so)."""
     out = git_out(["worktree", "list", "--porcelain", "-z"], cwd=repo)
-    return {entry[len("worktree ") :] for entry in out.split("\0") if entry.startswith("worktree ")}
+    entries: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    for line in out.split("\0"):
+        key, _, value = line.partition(" ")
+        if key == "worktree":
+            current = entries.setdefault(value, {})
+        elif not line:
+            current = None  # an empty line ends an entry
+        elif current is not None:
+            current[key] = value
+    return entries
 
 
 def is_registered(repo: Path, path: Path) -> bool:
-    return str(path) in _registered_paths(repo)
+    return str(path) in registered_worktrees(repo)
 
 
 def head_ref(path: Path) -> str | None:
@@ -159,34 +172,42 @@ def drop_checkout(repo: Path, path: Path, root: Path) -> None:
     """
     _ensure_under(path, root)
     with repo_lock(repo):
-        registered = is_registered(repo, path)
+        # A checkout on disk is removed straight away (and checked afterwards);
+        # without one, only an orphan registration can be left to clear.
+        registered = (path / ".git").exists() or is_registered(repo, path)
         if registered:
             # Twice --force: also removes a locked or dirty worktree, and a
             # registration whose directory is already gone.
             run_git(["worktree", "remove", "--force", "--force", str(path)], cwd=repo, check=False)
-            if is_registered(repo, path):
-                run_git(["worktree", "prune"], cwd=repo, check=False)
     if path.exists() or path.is_symlink():
         _ensure_under(path, root)
         shutil.rmtree(path)
     if registered:
         with repo_lock(repo):
             if is_registered(repo, path):
-                raise GitError(
-                    ["worktree", "remove", str(path)], 1, "registration survived removal"
-                )
+                # The directory is gone now, so prune can clear what remove could not.
+                run_git(["worktree", "prune"], cwd=repo, check=False)
+                if is_registered(repo, path):
+                    raise GitError(
+                        ["worktree", "remove", str(path)], 1, "registration survived removal"
+                    )
 
 
-def verify_checkout(repo: Path, path: Path, *, branch: str | None, sha: str | None = None) -> None:
-    """Both halves: the directory exists and git has it registered (on ``branch`` or at ``sha``)."""
+def verify_checkout(
+    repo: Path, path: Path, *, branch: str | None, sha: str | None = None
+) -> dict[str, str]:
+    """Both halves: the directory exists and git has it registered (on ``branch`` or
+    at ``sha``). Returns git's entry for the checkout (see :func:`registered_worktrees`)."""
     if not path.is_dir() or not (path / ".git").exists():
         raise ProvisionFailed(f"{path} was not created on disk")
-    if not is_registered(repo, path):
+    entry = registered_worktrees(repo).get(str(path))
+    if entry is None:
         raise ProvisionFailed(f"{path} is not registered with {repo}")
-    if branch is not None and head_ref(path) != f"refs/heads/{branch}":
+    if branch is not None and entry.get("branch") != f"refs/heads/{branch}":
         raise ProvisionFailed(f"{path} is not on branch {branch}")
-    if sha is not None and git_out(["rev-parse", "HEAD"], cwd=path) != sha:
+    if sha is not None and entry.get("HEAD") != sha:
         raise ProvisionFailed(f"{path} is not at {sha}")
+    return entry
 
 
 def commit_all(path: Path, message: str) -> bool:
@@ -382,8 +403,10 @@ def remove_worktree_and_branch(repo: Path, task_id: str) -> None:
     with path_lock(path):
         drop_checkout(repo, path, worktree_root())
         with repo_lock(repo):
-            if branch_tip(repo, branch) is not None:
-                run_git(["branch", "-D", "--", branch], cwd=repo)
+            deleted = run_git(["branch", "-D", "--", branch], cwd=repo, check=False)
+            # A branch already gone is what we wanted; one that stayed is a failure.
+            if deleted.returncode != 0 and branch_tip(repo, branch) is not None:
+                raise GitError(["branch", "-D", "--", branch], deleted.returncode, deleted.stderr)
 
 
 def commit_worktree_work(path: Path, task_id: str) -> str:
@@ -416,8 +439,7 @@ def provision_review_worktree(repo: Path, sha: str) -> Path:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 with repo_lock(repo):
                     run_git(["worktree", "add", "-q", "--detach", str(path), sha], cwd=repo)
-                verify_checkout(repo, path, branch=None, sha=sha)
-                if head_ref(path) is not None:
+                if "detached" not in verify_checkout(repo, path, branch=None, sha=sha):
                     raise ProvisionFailed(f"{path} is not detached")
                 return path
             except (GitError, ProvisionFailed, OSError) as exc:

@@ -96,9 +96,10 @@ def _base_branch(repo: Path, task: Task, wanted: str | None, base_ref: str | Non
     named = wanted or _slot(task, "base_branch") or None
     if named is None and base_ref is not None and checkouts.branch_tip(repo, base_ref):
         named = base_ref
-    if named is None and checkouts.head_ref(repo) is None:
-        return ""
-    return landing.base_branch_of(repo, named)
+    if named is not None:
+        return landing.base_branch_of(repo, named)
+    head = checkouts.head_ref(repo) or ""
+    return head.removeprefix("refs/heads/") if head.startswith("refs/heads/") else ""
 
 
 def provision_task_workspace(
@@ -201,7 +202,7 @@ def _present_checkout(ws: Workspace) -> Path:
     return path
 
 
-def complete(task_id: str) -> dict[str, Any]:
+def complete(task_id: str, *, checkpoint: bool = False) -> dict[str, Any]:
     """Decide clean-vs-retain by the work diff against the baseline (SoR files left
     out; committed, uncommitted and untracked changes counted).
 
@@ -212,6 +213,11 @@ def complete(task_id: str) -> dict[str, Any]:
     ``{"result": "cleaned"|"retained", "diffstat": {...}}``. The board move comes
     first, so an illegal move (IllegalTransition) leaves the checkout untouched;
     repeating a completion whose clean-up failed finishes it.
+
+    With ``checkpoint`` (the executor finishing a run), retained work is committed
+    first (``clawboo: checkpoint task <id>``), so the branch carries it into review,
+    and the result also names the checkout's ``head`` commit. Work that is cleaned
+    up has nothing worth a commit: its branch is about to go.
     """
     ws, repo = _live(task_id)
     with path_lock(ws.worktree_path):
@@ -219,12 +225,17 @@ def complete(task_id: str) -> dict[str, Any]:
         diff = checkouts.work_diff(path, ws.base_commit)
         stat = diff.as_dict()
         if diff.empty:
+            head = checkouts.git_out(["rev-parse", "HEAD"], cwd=path) if checkpoint else None
             store.settle_from_worktree(ws.task_id, empty=True, diffstat=stat)
             checkouts.remove_worktree_and_branch(repo, ws.task_id)
             store.set_workspace_status(ws.task_id, WorkspaceStatus.ARCHIVED, keep_branch=False)
-            return {"result": "cleaned", "diffstat": stat}
+            cleaned: dict[str, Any] = {"result": "cleaned", "diffstat": stat}
+            return {**cleaned, "head": head} if checkpoint else cleaned
+        retained: dict[str, Any] = {"result": "retained", "diffstat": stat}
+        if checkpoint:
+            retained["head"] = checkouts.commit_worktree_work(path, ws.task_id)
         store.settle_from_worktree(ws.task_id, empty=False, diffstat=stat)
-        return {"result": "retained", "diffstat": stat}
+        return retained
 
 
 def review(task_id: str) -> dict[str, Any]:

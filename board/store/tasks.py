@@ -233,9 +233,14 @@ def _create(
     unmet = 0
     if deps:
         # A dependency never crosses teams: another team's task is not found here.
-        found = dict(
-            Task.objects.filter(pk__in=deps, team_id=clean["team"]).values_list("id", "status")
-        )
+        # Locked (like link() does), so none can finish -- and decrement the counters
+        # of dependents it sees -- between this look at its status and our insert of
+        # the edge it would not see: that left the counter one too high for good.
+        # In id order, so two creates lock a shared pair the same way round.
+        found_qs = Task.objects.filter(pk__in=deps, team_id=clean["team"]).order_by("id")
+        if connection.features.has_select_for_update:
+            found_qs = found_qs.select_for_update()
+        found = dict(found_qs.values_list("id", "status"))
         missing = [d for d in deps if d not in found]
         if missing:
             raise ValidationFailed("depends_on", f"no task {missing[0]!r}")

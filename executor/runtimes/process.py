@@ -210,17 +210,17 @@ def _group_alive(proc: subprocess.Popen[bytes], pgid: int) -> bool:
 
     Reaping the leader first matters: an unreaped leader is a zombie that keeps
     the group id alive. Under a PID 1 that never reaps, orphaned grandchildren
-    linger as zombies too, which is why /proc is read instead of ``killpg(pgid, 0)``.
+    linger as zombies too, which is why /proc is read when ``killpg(pgid, 0)``
+    finds anyone at all (zombies included).
     """
     proc.poll()
-    proc_root = Path("/proc")
-    if not proc_root.is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False  # nobody at all in the group, not even a zombie: no need to look
+    except PermissionError:
+        return True
+    if not Path("/proc").is_dir():
         return True
     return any(True for _ in live_group_members(pgid))
 

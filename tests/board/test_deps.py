@@ -174,3 +174,69 @@ def test_the_unmet_dependency_counter_always_matches_the_graph(default_team):
     store.transition(c.id, "cancelled")
     assert_consistent()
     assert {t.id for t in store.ready_tasks()} == {b.id}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dependency_finishing_while_its_dependent_is_created_still_frees_it(
+    default_team, database_url
+):
+    """The dependent's counter either sees the dependency done or is decremented by
+    its completion, whichever commits first -- never neither (a chain stuck for good)."""
+    import threading
+    import time
+
+    import psycopg
+    from django.db import connection, connections
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite runs one write transaction at a time")
+    store.create_task(title="first", id="first")
+    held = store.claim("first", "ada")
+    created: dict[str, str] = {}
+
+    def in_thread(fn):
+        def run() -> None:
+            try:
+                fn()
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    def waiting_on_locks(db: psycopg.Connection) -> int:
+        row = db.execute(
+            "SELECT COUNT(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()
+        return row[0] if row else 0
+
+    def until(predicate) -> None:
+        deadline = time.monotonic() + 20
+        while not predicate():
+            assert time.monotonic() < deadline, "the writers never reached their locks"
+            time.sleep(0.01)
+
+    with (
+        psycopg.connect(database_url, autocommit=True) as watcher,
+        psycopg.connect(database_url) as gate,
+    ):
+        # Hold the team's event counter, so each writer stops at its event, mid-transaction.
+        gate.execute("SELECT 1 FROM teams WHERE id = 'default' FOR UPDATE")
+        finishing = in_thread(lambda: store.complete("first", ticket=held.ticket))
+        until(lambda: waiting_on_locks(watcher) == 1)
+        creating = in_thread(
+            lambda: created.update(
+                id=store.create_task(title="second", depends_on=["first"]).task.id
+            )
+        )
+        until(lambda: waiting_on_locks(watcher) == 2)
+        gate.commit()
+        finishing.join(timeout=30)
+        creating.join(timeout=30)
+
+    second = store.get_task(created["id"])
+    assert store.get_task("first").status == "done"
+    assert second.unmet_deps == 0
+    assert store.claim_next("bob").task.id == second.id

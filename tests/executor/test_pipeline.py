@@ -3,6 +3,7 @@ change → verify → in_review / done, execution rows, failures and dependencie
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,37 @@ def test_the_checkout_carries_the_boards_latest_context(command_agent, tmp_path)
     text = (Path(store.get_task(task.id).worktree_ref) / "TASK.md").read_text()
     assert "attempt 2 of 3" in text and "feedback from the previous attempt" in text
     assert text.count("## Latest from the board") == 1
+
+
+def test_a_fresh_claim_is_first_beaten_one_interval_later_and_then_every_interval(
+    command_agent, tmp_path, monkeypatch
+):
+    beats: list[str] = []
+    real = store.heartbeat
+
+    def counted(task_id: str, ticket: str):
+        beats.append(task_id)
+        return real(task_id, ticket)
+
+    monkeypatch.setattr(store, "heartbeat", counted)
+    command_agent("builder", "none")
+    quick = store.create_task(title="Quick", file_mutating=False).task
+    # The claim set the lease just now: a run shorter than the interval needs no beat.
+    assert Executor("builder", heartbeat_s=60).work_once().outcome == "succeeded"
+    assert beats == []
+
+    # A claim taken elsewhere, at a time the executor does not know: beaten at once.
+    other = store.create_task(title="Routine", file_mutating=False).task
+    held = store.claim(other.id, "builder")
+    assert Executor("builder", heartbeat_s=60).run_claimed(other.id, held.ticket).outcome == (
+        "succeeded"
+    )
+    assert beats == [other.id]
+
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time; time.sleep(0.5)\n")
+    command_agent("plodder", argv=[sys.executable, str(slow)])
+    long = store.create_task(title="Long", file_mutating=False).task
+    assert Executor("plodder", heartbeat_s=0.1).work_once().outcome == "succeeded"
+    assert beats.count(long.id) >= 3
+    assert quick.id not in beats

@@ -175,3 +175,34 @@ def test_frames_arriving_out_of_order_are_delivered_in_sequence():
         events.subscribe(live.publish)
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
     assert len(seqs) >= 3
+
+
+def test_a_change_dropped_with_nothing_after_it_arrives_by_the_shared_tail_check(monkeypatch):
+    from core import consumers, events, live
+
+    key = token_for("ada")
+    monkeypatch.setattr(consumers, "TAIL_CHECK_SECONDS", 0.2)
+
+    async def scenario() -> tuple[list, list, int]:
+        clients = [communicator(f"/ws/board/?team=default&token={key}") for _ in range(2)]
+        for ws in clients:
+            await ws.connect()
+            await ws.receive_json_from()
+        # One look at the head serves every client of the team in this process.
+        watchers = [t for (_, team), t in consumers._tails.items() if team == "default"]
+        sharing = len(watchers[0].consumers) if len(watchers) == 1 else 0
+        events.unsubscribe(live.publish)  # the layer loses this change, for everyone
+        try:
+            await database_sync_to_async(store.create_task)(title="dropped")
+        finally:
+            events.subscribe(live.publish)
+        got = [await frames_until(ws, lambda f, s: f["type"] == "task-change") for ws in clients]
+        for ws in clients:
+            await ws.disconnect()
+        return got[0], got[1], sharing
+
+    first, second, sharing = async_to_sync(scenario)()
+    assert sharing == 2
+    assert [f["task"]["title"] for f in first] == ["dropped"]
+    assert [f["task"]["title"] for f in second] == ["dropped"]
+    assert not [team for (_, team) in consumers._tails if team == "default"]

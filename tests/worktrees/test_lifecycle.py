@@ -115,6 +115,29 @@ def test_an_untracked_new_file_makes_completion_non_empty(repo, provisioned):
     assert store.live_workspace(task.id).status == "active"
 
 
+def test_a_checkpointing_completion_commits_retained_work_and_names_the_head(repo, provisioned):
+    task, ws, path = provisioned
+    (path / "feature.py").write_text("x = 1\n")  # left uncommitted by the runtime
+
+    out = service.complete(task.id, checkpoint=True)
+
+    assert out["result"] == "retained"
+    assert out["head"] == git(repo, "rev-parse", ws.branch)
+    assert git(path, "log", "-1", "--format=%s") == f"clawboo: checkpoint task {task.id}"
+    assert git(path, "status", "--porcelain") == ""
+
+
+def test_a_checkpointing_completion_of_nothing_commits_nothing(repo, provisioned):
+    task, ws, path = provisioned
+    service.write_handoff(task.id, {"handoffFrom": "ada", "runtime": "codex"})
+
+    out = service.complete(task.id, checkpoint=True)
+
+    assert out["result"] == "cleaned"
+    assert out["head"] == ws.base_commit  # the scaffold commit: no checkpoint was made
+    assert git(repo, "branch", "--list", ws.branch) == ""
+
+
 @pytest.mark.parametrize("how", ["committed", "uncommitted", "deleted"])
 def test_committed_uncommitted_and_deleted_changes_all_count(provisioned, how):
     task, ws, path = provisioned
