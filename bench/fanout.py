@@ -16,9 +16,8 @@ server's first-request costs, not the fan-out's. The clients run in
 ``--client-procs`` processes besides this one. One process decoding every
 client's frames in turn adds a queue N browsers would not have, but on a
 two-core machine more client processes compete with the server for the same
-cores and made the tail worse (p99 at 100 clients, three runs each: 28-58 ms
-with one, 26-99 ms with two), so the default is one; give more where there are
-cores to spare.
+cores and made the tail worse, so the default is one; give more where there
+are cores to spare.
 """
 
 from __future__ import annotations
