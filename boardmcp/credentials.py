@@ -125,11 +125,9 @@ def prune_void_run_credentials() -> int:
     """Delete the run credentials whose claim no longer holds (a run killed before it
     could revoke its own); return how many. They authenticate nothing already: this
     only keeps the table to the runs that are live."""
-    void = [
-        credential.pk
-        for credential in RunCredential.objects.all()
-        if not _claim_holds(store.find_task(credential.task_id), credential)
-    ]
+    credentials = list(RunCredential.objects.all())
+    tasks = Task.objects.in_bulk({c.task_id for c in credentials})
+    void = [c.pk for c in credentials if not _claim_holds(tasks.get(c.task_id), c)]
     if void:
         storage.write(lambda: RunCredential.objects.filter(pk__in=void).delete())
     return len(void)
