@@ -420,8 +420,11 @@ def test_two_hosts_share_the_board(hosts: tuple[Host, Host]) -> None:
     rescued = Task.objects.filter(pk__in=held)
     assert {t.assignee_agent_id[0] for t in rescued} == {"a"}
     assert all(t.attempts == 2 and t.abandonments == 1 for t in rescued)
-    lapsed = ExecutionProcess.objects.filter(task_id__in=held, status="timed_out")
-    assert lapsed.count() == len(held)
+    # The claim and the run's row are two transactions: a task B claimed in the last
+    # instant before the kill may have no run to close. Every run B had opened is closed.
+    first_runs = ExecutionProcess.objects.filter(task_id__in=held, attempt=1)
+    assert set(first_runs.values_list("status", flat=True)) <= {"timed_out"}
+    assert not ExecutionProcess.objects.filter(task_id__in=held, status="running").exists()
     assert Task.objects.filter(pk__in=more).exclude(status="done").count() == 0
     status, body = host_a.health()
     assert status == 200, body  # host A's workers still beat
