@@ -193,8 +193,9 @@ class Executor:
                         report.outcome = "lost"
                         return self._finish(report)
                     execution_id = report.execution_id = execution.id
-            cwd, in_worktree = self._workspace(task, clock)
-            git_before = self._head(cwd) if in_worktree else None
+            cwd, in_worktree, git_before = self._workspace(task, clock)
+            if in_worktree and git_before is None:
+                git_before = self._head(cwd)
             result = self._run(task, ticket, cwd, in_worktree, clock, leased_at)
             if result is None:  # the claim was lost mid-run: record nothing on the task
                 report.outcome = "lost"
@@ -253,19 +254,19 @@ class Executor:
                 return value
         return None
 
-    def _workspace(self, task: Task, clock: _Clock) -> tuple[Path, bool]:
+    def _workspace(self, task: Task, clock: _Clock) -> tuple[Path, bool, str | None]:
         """The task's checkout (provisioned, resumed, or rebuilt from its branch when
         the row is stale or the directory is gone), or a scratch dir for work that
-        needs no worktree."""
+        needs no worktree; and the checkout's HEAD when provisioning already knows it."""
         repo = self._repo_path(task)
         if self.caps.worktrees and task.file_mutating and repo:
             with clock.phase("git"):
-                ws = worktree_service.provision_task_workspace(task.id, repo)
+                ws, head = worktree_service.checkout_for_run(task.id, repo)
                 self._write_context(Path(ws.worktree_path), task)
-            return Path(ws.worktree_path), True
+            return Path(ws.worktree_path), True, head
         scratch = Path(settings.CLAWBOO_STATE_DIR) / "scratch" / task.id
         scratch.mkdir(parents=True, exist_ok=True)
-        return scratch, False
+        return scratch, False, None
 
     def _write_context(self, worktree: Path, task: Task) -> None:
         """Bring TASK.md up to date with the board: this attempt, who runs it, and the

@@ -344,6 +344,7 @@ class Diffstat:
     files: list[dict[str, Any]] = field(default_factory=list)
     insertions: int = 0
     deletions: int = 0
+    head: str | None = None  # the checkout's HEAD when the diff was taken
 
     @property
     def empty(self) -> bool:
@@ -385,11 +386,26 @@ def work_diff(path: Path, base_commit: str) -> Diffstat:
             "deletions": None if dels == "-" else int(dels),
         }
         stat.files.append(entry)
-    untracked = run_git(
-        ["ls-files", "-z", "--others", "--exclude-standard", "--", ".", *excludes], cwd=path
-    ).stdout
-    for name in filter(None, untracked.split("\0")):
-        stat.files.append({"path": name, "insertions": _count_lines(path / name), "deletions": 0})
+    # Untracked files (what .gitignore and the excludes leave) and HEAD in one call.
+    # --no-optional-locks: a status must not take index.lock from a git a runtime
+    # may still be running in the checkout.
+    status = run_git(
+        ["--no-optional-locks", "status", "--porcelain=v2", "-z", "--branch",
+         "--untracked-files=all", "--", ".", *excludes],
+        cwd=path,
+    ).stdout  # fmt: skip
+    records = iter(status.split("\0"))
+    for record in records:
+        if record.startswith("2 "):
+            next(records, None)  # a rename's original path, a field of its own
+        elif record.startswith("# branch.oid "):
+            oid = record.removeprefix("# branch.oid ")
+            stat.head = None if oid == "(initial)" else oid
+        elif record.startswith("? "):
+            name = record[2:]
+            stat.files.append(
+                {"path": name, "insertions": _count_lines(path / name), "deletions": 0}
+            )
     for counted in stat.files:
         stat.insertions += counted["insertions"] or 0
         stat.deletions += counted["deletions"] or 0

@@ -102,6 +102,13 @@ def _base_branch(repo: Path, task: Task, wanted: str | None, base_ref: str | Non
     return head.removeprefix("refs/heads/") if head.startswith("refs/heads/") else ""
 
 
+def checkout_for_run(task_id: str, repo_path: str) -> tuple[Workspace, str | None]:
+    """:func:`provision_task_workspace` for the executor, which also wants the
+    checkout's HEAD as its run starts: the scaffold commit of a fresh checkout
+    (known without asking git again), None for one that was resumed or kept."""
+    return _provision(task_id, repo_path)
+
+
 def provision_task_workspace(
     task_id: str,
     repo_path: str,
@@ -124,6 +131,16 @@ def provision_task_workspace(
     path (400), TaskNotFound, Conflict when the task already has a workspace in
     another repository, ProvisionFailed when git could not produce the checkout.
     """
+    return _provision(task_id, repo_path, base_ref, base_sha, base_branch)[0]
+
+
+def _provision(
+    task_id: str,
+    repo_path: str,
+    base_ref: str | None = None,
+    base_sha: str | None = None,
+    base_branch: str | None = None,
+) -> tuple[Workspace, str | None]:
     task = _file_mutating_task(task_id)
     if base_ref is not None and base_sha is not None:
         raise ValidationFailed("base_ref", "give base_ref or base_sha, not both")
@@ -142,8 +159,8 @@ def provision_task_workspace(
             if ws.status == WorkspaceStatus.ACTIVE and checkouts.checkout_healthy(
                 repo, path, ws.branch
             ):
-                return ws
-            return _record(task.id, checkouts.resume_worktree(repo, task.id))
+                return ws, None
+            return _record(task.id, checkouts.resume_worktree(repo, task.id)), None
         target = _base_branch(repo, task, base_branch, ref)
         if sha is not None:
             point = checkouts.resolve_commit(repo, sha, "base_sha")
@@ -151,7 +168,7 @@ def provision_task_workspace(
             spec = ref or (f"refs/heads/{target}" if target else "HEAD")
             point = checkouts.resolve_commit(repo, spec, "base_ref")
         co = checkouts.provision_worktree(repo, _brief(task), point)
-        return _record(task.id, co, target)
+        return _record(task.id, co, target), co.base_commit
 
 
 def workspace_state(task_id: str) -> dict[str, Any]:
@@ -225,7 +242,7 @@ def complete(task_id: str, *, checkpoint: bool = False) -> dict[str, Any]:
         diff = checkouts.work_diff(path, ws.base_commit)
         stat = diff.as_dict()
         if diff.empty:
-            head = checkouts.git_out(["rev-parse", "HEAD"], cwd=path) if checkpoint else None
+            head = diff.head
             store.settle_from_worktree(ws.task_id, empty=True, diffstat=stat)
             checkouts.remove_worktree_and_branch(repo, ws.task_id)
             store.set_workspace_status(ws.task_id, WorkspaceStatus.ARCHIVED, keep_branch=False)

@@ -98,14 +98,20 @@ def start_assigned(
     task, its claim's ticket and the execution, or None.
     """
 
+    qs = Task.objects.filter(
+        status=Status.IN_PROGRESS, assignee_agent_id=agent_id, lease_until__gte=now()
+    ).exclude(executions__status=ExecutionStatus.RUNNING)
+    if team is not None:
+        qs = qs.filter(team_id=team)
+    # Read first, outside any transaction: an executor asks before every claim, and
+    # the answer is nearly always "none" -- which must not take the write lock.
+    candidates = list(qs.order_by("updated_at", "id").values_list("id", flat=True)[:5])
+    if not candidates:
+        return None
+
     def run() -> Started | None:
         at = now()
-        qs = Task.objects.filter(
-            status=Status.IN_PROGRESS, assignee_agent_id=agent_id, lease_until__gte=at
-        ).exclude(executions__status=ExecutionStatus.RUNNING)
-        if team is not None:
-            qs = qs.filter(team_id=team)
-        for candidate in qs.order_by("updated_at", "id").values_list("id", flat=True)[:5]:
+        for candidate in candidates:
             task = lock_task(candidate)
             if (
                 task.status != Status.IN_PROGRESS
@@ -174,10 +180,11 @@ def close_execution(
         if native_session_id is not None:
             row.native_session_id = native_session_id
         row.save()
-        Task.objects.filter(pk=row.task_id).update(
-            cost_tokens=F("cost_tokens") + tokens_in + tokens_out,
-            cost_cents=F("cost_cents") + cost_cents,
-        )
+        if tokens_in or tokens_out or cost_cents:
+            Task.objects.filter(pk=row.task_id).update(
+                cost_tokens=F("cost_tokens") + tokens_in + tokens_out,
+                cost_cents=F("cost_cents") + cost_cents,
+            )
         return row
 
     return storage.write(run)

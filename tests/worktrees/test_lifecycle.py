@@ -138,6 +138,34 @@ def test_a_checkpointing_completion_of_nothing_commits_nothing(repo, provisioned
     assert git(repo, "branch", "--list", ws.branch) == ""
 
 
+def test_the_work_diff_lists_odd_untracked_names_skips_ignored_ones_and_names_the_head(
+    provisioned,
+):
+    task, ws, path = provisioned
+    (path / "build.log").write_text("ignored\n")  # the repo ignores *.log
+    (path / "? not a status line.txt").write_text("one\n")
+    (path / "tab\tand\nnewline é.txt").write_text("one\ntwo\n")
+    (path / "deep" / "er").mkdir(parents=True)
+    (path / "deep" / "er" / "x.py").write_text("x = 1\n")
+    # A staged rename whose old name reads like a status line of its own.
+    (path / "? committed.txt").write_text("kept\n")
+    git(path, "add", "? committed.txt")
+    git(path, "commit", "-qm", "agent work")
+    git(path, "mv", "? committed.txt", "# branch.oid moved.txt")
+
+    diff = checkouts.work_diff(path, ws.base_commit)
+
+    names = {f["path"] for f in diff.files}
+    assert names == {
+        "? not a status line.txt",
+        "tab\tand\nnewline é.txt",
+        "deep/er/x.py",
+        "# branch.oid moved.txt",
+    }
+    assert diff.head == git(path, "rev-parse", "HEAD") != ws.base_commit
+    assert (diff.insertions, diff.deletions) == (1 + 2 + 1 + 1, 0)
+
+
 @pytest.mark.parametrize("how", ["committed", "uncommitted", "deleted"])
 def test_committed_uncommitted_and_deleted_changes_all_count(provisioned, how):
     task, ws, path = provisioned
