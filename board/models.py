@@ -7,9 +7,11 @@ them. Every table carries the dormant ``tenant_id`` seam of seed 000.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 
 from board import snapshot
 from board.transitions import Status
@@ -157,6 +159,10 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id}: {self.title}"
+
+    def get_absolute_url(self) -> str:
+        """The task open on its team's live board (the admin's "View on site")."""
+        return f"{reverse('board')}?{urlencode({'team': self.team_id, 'task': self.id})}"
 
     @property
     def verification(self) -> dict[str, Any] | None:

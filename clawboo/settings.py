@@ -262,6 +262,9 @@ CLAWBOO_METRICS_TOKEN = os.environ.get("CLAWBOO_METRICS_TOKEN", "")
 CLAWBOO_NOTIFY_MAX_ATTEMPTS = env_int("CLAWBOO_NOTIFY_MAX_ATTEMPTS", 6)
 CLAWBOO_NOTIFY_TIMEOUT_S = env_int("CLAWBOO_NOTIFY_TIMEOUT_S", 10)
 DEFAULT_FROM_EMAIL = os.environ.get("CLAWBOO_NOTIFY_FROM", "clawboo@localhost")
+# Where people reach this server (https://board.example.com): notifications link to
+# the task on the board from it. Unset: they carry no link (`clawboo up` sets its own).
+CLAWBOO_PUBLIC_URL = os.environ.get("CLAWBOO_PUBLIC_URL", "").rstrip("/")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
 EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")

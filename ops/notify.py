@@ -42,6 +42,7 @@ from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from board.models import Task
 from core import storage
 from core.errors import ValidationFailed
 from core.models import Event
@@ -138,6 +139,9 @@ def body_for(event: Event, reason: str) -> str:
             "task_id": event.task_id,
         }
     body["summary"] = SUMMARY[Reason(reason)].format(**facts)
+    public = getattr(settings, "CLAWBOO_PUBLIC_URL", "")
+    if public and event.task_id:
+        body["url"] = public + Task(id=event.task_id, team_id=event.team_id).get_absolute_url()
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
@@ -354,7 +358,10 @@ def post_webhook(row: NotificationDelivery) -> int:
 
 def send_email(row: NotificationDelivery) -> None:
     body = json.loads(row.body)
-    lines = [body["summary"], "", f"team: {body['team']}"]
+    lines = [body["summary"], ""]
+    if body.get("url"):
+        lines += [f"Open it on the board: {body['url']}", ""]
+    lines.append(f"team: {body['team']}")
     for key in ("task", "routine"):
         for field, value in (body.get(key) or {}).items():
             if value not in (None, "", {}):

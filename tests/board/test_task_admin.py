@@ -134,3 +134,20 @@ def test_the_changelist_shows_the_columns_that_fit(operator):
     page = operator.get("/admin/board/task/")
     assert page.status_code == 200
     assert "A task with a title of ordinary length" in page.content.decode()
+
+
+def test_view_on_site_opens_the_task_on_its_teams_board(operator):
+    task = store.create_task(title="Seen from the admin").task
+    page = operator.get(f"/admin/board/task/{task.id}/change/")
+    assert "View on site" in page.content.decode()
+    jump = operator.get(f"/admin/r/{_content_type_id()}/{task.id}/")
+    assert jump.status_code == 302
+    assert jump["Location"].endswith(f"/board/?team=default&task={task.id}")
+
+
+def _content_type_id() -> int:
+    from django.contrib.contenttypes.models import ContentType
+
+    from board.models import Task
+
+    return ContentType.objects.get_for_model(Task).id

@@ -277,3 +277,36 @@ def test_history_pages_on_demand_and_a_phone_switches_columns_with_tabs(daphne, 
         assert phone.locator("[data-tab=done] [data-tab-count]").inner_text() == "61"
         screenshot(phone, "board-phone.png", tmp_path)
         browser.close()
+
+
+def test_a_link_to_one_task_opens_it_even_past_the_first_page_and_selecting_keeps_the_link(
+    daphne, operator
+):
+    old = finished("Shipped long ago")
+    for i in range(30):  # 30 done since: the old one is past the done column's first page
+        finished(f"Shipped {i}")
+    registry.create_team("elsewhere")
+    other_team = store.create_task(title="Not ours", team="elsewhere").task
+    plan = store.create_task(title="Plan the sprint").task
+    base = daphne()
+    link = store.get_task(old).get_absolute_url()
+    assert link == f"/board/?team=default&task={old}"
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, path=link)
+        page.locator("#detail h2", has_text="Shipped long ago").wait_for(timeout=5_000)
+        assert card_in(page, "done", old).is_visible()
+        assert "selected" in card_in(page, "done", old).get_attribute("class")
+        # Choosing another card puts it in the address; closing takes it out.
+        card_in(page, "todo", plan.id).click()
+        page.locator("#detail h2", has_text="Plan the sprint").wait_for()
+        assert f"task={plan.id}" in page.url and "team=default" in page.url
+        page.click("#detail .close")
+        page.wait_for_function("!location.search.includes('task=')")
+        # The link survives a reload; a task of another team's board says so.
+        page.goto(base + f"/board/?team=default&task={plan.id}")
+        page.locator("#detail h2", has_text="Plan the sprint").wait_for(timeout=5_000)
+        page.goto(base + f"/board/?team=default&task={other_team.id}")
+        page.locator(".toast", has_text="on the board of team elsewhere").wait_for(timeout=5_000)
+        assert page.locator("#detail").is_hidden()
+        browser.close()

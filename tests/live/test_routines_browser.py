@@ -126,11 +126,13 @@ def test_a_person_creates_edits_and_pauses_a_routine_on_the_page(
             outcome="dispatched",
             fired_at=utc.created_at,
         )
+        # As the fire path records it on the routine too (the "Last fire" column).
+        Routine.objects.filter(pk=utc.pk).update(last_run_at=utc.next_run_at - 86_400_000)
         page.reload()
         row(page, utc.id).locator("details summary").click()
         link = row(page, utc.id).locator("a.task")
         assert link.inner_text().startswith("Early triage")
-        assert link.get_attribute("href") == f"/api/board/tasks/{task.id}"
+        assert link.get_attribute("href") == f"/board/?team=ops&task={task.id}"
         page.screenshot(path=str(screenshot_path(tmp_path, "routines.png")), full_page=True)
         browser.close()
 

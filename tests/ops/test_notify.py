@@ -167,6 +167,29 @@ def test_email_goes_through_djangos_backend(agent, settings):
     assert NotificationDelivery.objects.get().status == DeliveryStatus.DELIVERED
 
 
+def test_a_notification_links_to_the_task_on_the_board_when_the_public_url_is_known(
+    agent, receiver, settings
+):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    settings.CLAWBOO_PUBLIC_URL = "https://board.example.com"
+    webhook(receiver)
+    notify.create_channel("default", "people", "email", recipients="ops@example.com")
+    task_id, ticket = in_progress("Ship it")
+    store.await_review(task_id, ticket=ticket)
+
+    url = f"https://board.example.com/board/?team=default&task={task_id}"
+    assert json.loads(receiver.received[0]["body"])["url"] == url
+    assert f"Open it on the board: {url}" in mail.outbox[0].body
+
+
+def test_without_a_public_url_a_notification_carries_no_link(agent, receiver, settings):
+    settings.CLAWBOO_PUBLIC_URL = ""
+    webhook(receiver)
+    task_id, ticket = in_progress()
+    store.await_review(task_id, ticket=ticket)
+    assert "url" not in json.loads(receiver.received[0]["body"])
+
+
 def test_a_rolled_back_write_notifies_nobody(agent, receiver):
     webhook(receiver)
     task_id, ticket = in_progress()

@@ -303,8 +303,19 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-def live_group_members(pgid: int) -> list[int]:
-    """Pids of non-zombie processes in group ``pgid``."""
+def live_group_members(pgid: int, settle_s: float = 5.0) -> list[int]:
+    """Pids of non-zombie processes in group ``pgid``, once it has emptied or
+    ``settle_s`` has passed: a process SIGKILLed a moment ago can still be tearing
+    down (a node process with many threads takes a while), which is not a leak."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        members = _group_members(pgid)
+        if not members or time.monotonic() >= deadline:
+            return members
+        time.sleep(0.05)
+
+
+def _group_members(pgid: int) -> list[int]:
     members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

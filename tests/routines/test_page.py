@@ -202,7 +202,7 @@ def test_recent_fires_link_to_their_tasks(browser, clock):
         fired_at=routine.created_at,
     )
     body = browser.get("/board/routines/").content.decode()
-    assert f'href="/api/board/tasks/{task.id}"' in body
+    assert f'href="/board/?team=ops&amp;task={task.id}"' in body  # the task on the board
     assert "Triage of the day" in body and "Mon 7 Jan 2030, 09:00 EST" in body
 
 

@@ -817,6 +817,44 @@ function select(id) {
   if (!id) $("#detail").hidden = true;
   renderSide();
   if (id) renderDetailIfShown(true);
+  // The open task is part of the address (?task=…): a link to it opens it here.
+  const params = new URLSearchParams(location.search);
+  if (id) params.set("task", id); else params.delete("task");
+  const url = `${location.pathname}?${params}`;
+  if (url !== location.pathname + location.search) history.replaceState(null, "", url);
+}
+
+// A link to one task (a routine's fire, the admin's "View on site"): its card may
+// be past the columns' first pages -- an old done task -- so it is fetched and placed.
+async function openLinked() {
+  const id = new URLSearchParams(location.search).get("task");
+  if (!id) return;
+  if (!tasks.has(id)) {
+    let task;
+    try {
+      task = await api("GET", `/api/board/tasks/${enc(id)}`);
+    } catch (err) {
+      toast(`Could not open task ${id}: ${err.message}`, "bad");
+      select(null);
+      return;
+    }
+    if (task.team !== team) {
+      toast(`Task "${task.title}" is on the board of team ${task.team}.`, "bad");
+      select(null);
+      return;
+    }
+    if (!place(task, { fromPage: true }).placed) {
+      toast(`"${task.title}" is hidden by the filters (or dropped).`, "bad");
+      select(null);
+      return;
+    }
+    renderColumn(task.status);
+  }
+  const shown = tasks.get(id);
+  if (!tabPicked) { activeTab = statusOf(shown); tabPicked = true; renderTabs(); }
+  select(id);
+  const card = document.querySelector(`.card[data-task-id="${CSS.escape(id)}"]`);
+  if (card) card.scrollIntoView({ block: "nearest" });
 }
 
 // --- the side panel: the task's detail, and the chat (open or folded away) ---------
@@ -1052,4 +1090,5 @@ renderSide();
   helloSeq = seq;
   connect();
   fillAssignees();
+  openLinked();
 })();

@@ -143,6 +143,8 @@ class Command(BaseCommand):
             "PYTHONUNBUFFERED": "1",
             # The workers hand each agent run this endpoint (with a credential of its own).
             "CLAWBOO_MCP_URL": os.environ.get("CLAWBOO_MCP_URL") or f"{base}/mcp/",
+            # Notifications link to the task on this server's board.
+            "CLAWBOO_PUBLIC_URL": os.environ.get("CLAWBOO_PUBLIC_URL") or base,
         }
         # /healthz (served by the daphne child) expects a beat only from the parts run.
         ticker = not options["no_ticker"]
