@@ -40,6 +40,7 @@ from typing import Any
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from board.models import Task
@@ -142,6 +143,8 @@ def body_for(event: Event, reason: str) -> str:
     public = getattr(settings, "CLAWBOO_PUBLIC_URL", "")
     if public and event.task_id:
         body["url"] = public + Task(id=event.task_id, team_id=event.team_id).get_absolute_url()
+    elif public and reason == Reason.ROUTINE_ERROR:
+        body["url"] = public + reverse("routines")
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 

@@ -180,6 +180,19 @@ def test_a_notification_links_to_the_task_on_the_board_when_the_public_url_is_kn
     url = f"https://board.example.com/board/?team=default&task={task_id}"
     assert json.loads(receiver.received[0]["body"])["url"] == url
     assert f"Open it on the board: {url}" in mail.outbox[0].body
+    # A routine that halted with no task to show links to the routines page.
+    halted = Event(
+        team_id="default",
+        seq=999,
+        kind="routine_error",
+        task_id=None,
+        payload={"routine_id": "r1", "error": "boom", "slot_at": 1},
+        created_at=timezone.now(),
+    )
+    notify.on_event(halted)
+    assert json.loads(receiver.received[1]["body"])["url"] == (
+        "https://board.example.com/board/routines/"
+    )
 
 
 def test_without_a_public_url_a_notification_carries_no_link(agent, receiver, settings):
