@@ -12,8 +12,10 @@ What the real CLI (0.19.0) does, and why this module reads it the way it does:
 - ``-z`` ignores ``--resume`` (every run is a new session). ``hermes chat -q PROMPT
   -Q --resume ID`` really resumes: it exits 1 when the model failed, prints the
   answer last on stdout after tool previews, and ``session_id: ID`` on stderr. It
-  takes no ``--usage-file``, so a resumed run's tokens and cost are unknown. It is
-  given the approvals ``-z`` grants itself (``--yolo``, ``--accept-hooks``): there
+  takes no ``--usage-file``; its tokens and cost are what the session's row in
+  Hermes's session store (``state.db``, ``sessions``: running totals per session)
+  gained during the run, read before and after it; unknown when the store cannot
+  be read. It is given the approvals ``-z`` grants itself (``--yolo``, ``--accept-hooks``): there
   is nobody to answer a prompt.
 - ``--provider`` without ``--model`` exits 2: refused here before anything runs.
 
@@ -31,6 +33,8 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +56,9 @@ from executor.runtimes.oneshot import (
 from executor.runtimes.process import ProcessRun
 
 USAGE_FILE = "usage.json"
+# A resumed session's totals in Hermes's store as the run starts (for the difference).
+SESSION_BEFORE = "session-before.json"
+SESSION_STORE = "state.db"
 # The final answer is kept whole up to this size; beyond it only the start is kept.
 SUMMARY_CHARS = 20_000
 
@@ -129,6 +136,41 @@ class HermesOutputParser(LineParser):
             self.parsed.ok = True
 
 
+    def read_session_gain(self, before: dict[str, Any], after: dict[str, Any]) -> None:
+        """A resumed run's tokens and cost: what its session's totals gained."""
+        self.parsed.tokens_in = max(0, after["input_tokens"] - before["input_tokens"])
+        self.parsed.tokens_out = max(0, after["output_tokens"] - before["output_tokens"])
+        spent = after["cost_usd"], before["cost_usd"]
+        if after["cost_status"] != "unknown" and None not in spent:
+            self.parsed.cost_cents = usd_to_cents(max(0.0, spent[0] - spent[1]))
+
+
+def session_totals(home: Path, session_id: str) -> dict[str, Any] | None:
+    """The running totals Hermes's session store keeps for ``session_id``, or None
+    (no store, no such session, a store this version cannot read). Read-only: the
+    store is the user's and Hermes's."""
+    path = (home / SESSION_STORE).resolve()
+    if not path.is_file():
+        return None
+    try:
+        with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=2)) as db:
+            row = db.execute(
+                "SELECT input_tokens, output_tokens, estimated_cost_usd, cost_status"
+                " FROM sessions WHERE id = ?",
+                (session_id,),
+            ).fetchone()
+    except sqlite3.Error:
+        return None
+    if row is None:
+        return None
+    return {
+        "input_tokens": as_count(row[0]),
+        "output_tokens": as_count(row[1]),
+        "cost_usd": row[2] if isinstance(row[2], int | float) else None,
+        "cost_status": row[3],
+    }
+
+
 def _first(source: dict[str, Any], keys: tuple[str, ...]) -> Any:
     for key in keys:
         if key in source:
@@ -172,9 +214,18 @@ class HermesAdapter(OneShotCliAdapter):
         return argv
 
     def prepare_run(self, request: RunRequest, scratch: Path, env: dict[str, str]) -> None:
+        _, profile = hermes_home.split_profile(setting_list(request.settings, "extra_args"))
+        if request.resume_session_id:
+            try:
+                store_home = hermes_home.user_home(env, profile)
+            except SettingsError:
+                store_home = None  # a profile that is not there: hermes says so itself
+            if store_home is not None:
+                before = session_totals(store_home, request.resume_session_id)
+                record = {"home": str(store_home), "totals": before}
+                (scratch / SESSION_BEFORE).write_text(json.dumps(record), encoding="utf-8")
         if request.mcp is None:
             return
-        _, profile = hermes_home.split_profile(setting_list(request.settings, "extra_args"))
         home = hermes_home.user_home(env, profile)
         try:
             run_home = hermes_home.make_run_home(scratch, home, request.mcp)
@@ -194,9 +245,28 @@ class HermesAdapter(OneShotCliAdapter):
             if process.exit_code not in (0, None) and parser.parsed.summary:
                 last = parser.parsed.summary.rsplit("\n", 1)[-1]
                 parser.parsed.error = f"hermes exited with code {process.exit_code}: {last}"
+            self._read_session_gain(request, parser, scratch)
             return
         try:
             report = json.loads((scratch / USAGE_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
             return  # no report (killed, older version): the exit code decides
         parser.read_usage(report)
+
+    def _read_session_gain(
+        self, request: RunRequest, parser: HermesOutputParser, scratch: Path
+    ) -> None:
+        try:
+            record = json.loads((scratch / SESSION_BEFORE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        before = record.get("totals")
+        session = parser.parsed.native_session_id or request.resume_session_id
+        if session != request.resume_session_id:
+            # Continued under a new id: all of that session's totals are this run's.
+            before = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+        if not isinstance(before, dict) or not session:
+            return
+        after = session_totals(Path(record["home"]), session)
+        if after is not None:
+            parser.read_session_gain(before, after)

@@ -157,6 +157,7 @@ def test_hermes_resumes_its_session_with_the_board_wired_in(
     assert "create_subtask" in str(resumed[0].body.get("tools"))
     assert [r.reply for r in resumed] == ["text"]
     assert (user_home / ".hermes" / "state.db").is_file()
+    assert runs[1].tokens_in > 0 and runs[1].tokens_out > 0  # read from that store
     assert [t.title for t in store.list_tasks(parent=task_id)] == [BOARD_SUBTASK_TITLE]
     assert store.get_task(task_id).status == "in_review"
     assert not RunCredential.objects.exists()

@@ -172,6 +172,8 @@ def test_resume_continues_the_same_native_session(
     resumed = model_server.model_requests()[requests_before:]
     assert resumed and "Write hello.txt" in str(resumed[0].body)
     assert [r.reply for r in resumed] == ["text"]
+    # The resumed run is charged its own tokens (Hermes: from its session store).
+    assert runs[1].tokens_in > 0 and runs[1].tokens_out > 0, (runs[1].tokens_in, runs[1].tokens_out)
     assert store.get_task(task_id).status == "in_review"
 
 

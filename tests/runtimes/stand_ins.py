@@ -3,7 +3,8 @@
 A stand-in named ``claude`` (or ``codex``, ``hermes``) is a Python script that reads
 its scenario from ``<name>.scenario.json`` beside it, records its argv, cwd,
 CLAWBOO_*/HERMES_* environment (and the directories the scenario names) to
-``<name>.call.json``, prints the scenario's stdout lines,
+``<name>.call.json``, runs the scenario's SQL against a store of the CLI's own,
+prints the scenario's stdout lines,
 and then exits, or hangs with a grandchild ``sleep`` whose pid it writes to
 ``<name>.grandchild`` -- so the real adapter code runs unchanged against it.
 """
@@ -50,6 +51,14 @@ for var in scenario.get("snapshot_dirs", []):
 with open(me + ".call.json.tmp", "w") as f:
     json.dump(call, f)
 os.replace(me + ".call.json.tmp", me + ".call.json")
+# What the CLI writes to a SQLite store of its own (Hermes's session totals).
+for database, statements in scenario.get("sqlite", []):
+    import sqlite3
+    db = sqlite3.connect(database)
+    for statement in statements:
+        db.execute(statement)
+    db.commit()
+    db.close()
 for line in scenario.get("stdout", []):
     print(line, flush=True)
 for line in scenario.get("stderr", []):
@@ -96,6 +105,7 @@ def install_stand_in(
     ignore_sigterm: bool = False,
     usage_report: str | None = None,
     snapshot_dirs: tuple[str, ...] = (),
+    sqlite: tuple[tuple[str, list[str]], ...] = (),
 ) -> StandIn:
     bin_dir.mkdir(parents=True, exist_ok=True)
     path = bin_dir / name
@@ -109,6 +119,7 @@ def install_stand_in(
         "ignore_sigterm": ignore_sigterm,
         "usage_report": usage_report,
         "snapshot_dirs": list(snapshot_dirs),
+        "sqlite": [list(entry) for entry in sqlite],
     }
     Path(f"{path}.scenario.json").write_text(json.dumps(scenario))
     return StandIn(path)

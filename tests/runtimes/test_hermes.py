@@ -3,8 +3,11 @@ printed: ``-z`` with its --usage-file report (the verdict), ``chat -q -Q --resum
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from executor.runtimes import Outcome, RunRequest, adapter_for
 from executor.runtimes.hermes import HermesOutputParser
@@ -17,6 +20,35 @@ from tests.runtimes.stand_ins import (
 )
 
 USAGE_REPORT = real_text("hermes/run1-oneshot.usage.json")
+SESSION = "20261201_081148_fd5f60"
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A HOME of the test's own: Hermes's store is ``$HOME/.hermes/state.db``."""
+    directory = tmp_path / "home"
+    directory.mkdir()
+    monkeypatch.setenv("HOME", str(directory))
+    monkeypatch.delenv("HERMES_HOME", raising=False)
+    return directory
+
+
+def session_store(home: Path, *, tokens: tuple[int, int], cost: float, status: str) -> Path:
+    """Hermes's session store with one session's running totals (the columns the
+    adapter reads, as hermes_state.py 0.19.0 declares them)."""
+    path = home / ".hermes" / "state.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL,"
+            " started_at REAL NOT NULL, input_tokens INTEGER DEFAULT 0,"
+            " output_tokens INTEGER DEFAULT 0, estimated_cost_usd REAL, cost_status TEXT)"
+        )
+        db.execute(
+            "INSERT INTO sessions VALUES (?, 'cli', 0, ?, ?, ?, ?)",
+            (SESSION, *tokens, cost, status),
+        )
+    return path
 
 
 def test_a_run_returns_stdout_as_the_summary_and_reads_the_usage_report(
@@ -99,6 +131,72 @@ def test_resume_continues_the_session_with_chat_q(
     # The tool preview and its diff are not the answer.
     assert result.summary == "DONE: wrote the file."
     assert (result.tokens_in, result.cost_cents) == (None, None)
+
+
+def test_a_resumed_run_counts_what_its_session_gained_in_hermes_store(
+    bin_dir: Path, home: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    # The totals the real Hermes kept for a session across its first run and a resume.
+    store = session_store(home, tokens=(27200, 14), cost=0.0, status="unknown")
+    install_stand_in(
+        bin_dir,
+        "hermes",
+        stdout=real_lines("hermes/run4-chat-q-Q.stdout.txt"),
+        stderr=real_lines("hermes/run5-chat-q-Q-resume.stderr.txt"),
+        sqlite=(
+            (
+                str(store),
+                [
+                    "UPDATE sessions SET input_tokens = 42890, output_tokens = 21"
+                    f" WHERE id = '{SESSION}'"
+                ],
+            ),
+        ),
+    )
+
+    result = adapter_for("hermes").run(make_request(resume_session_id=SESSION))
+
+    assert result.outcome is Outcome.SUCCEEDED, result.error
+    assert (result.tokens_in, result.tokens_out) == (42890 - 27200, 21 - 14)
+    assert result.cost_cents is None  # cost_status "unknown": no price, not 0
+
+
+def test_a_priced_resumed_run_is_charged_what_its_session_cost_meanwhile(
+    bin_dir: Path, home: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    store = session_store(home, tokens=(1000, 10), cost=0.10, status="estimated")
+    install_stand_in(
+        bin_dir,
+        "hermes",
+        stdout=["DONE"],
+        stderr=[f"session_id: {SESSION}"],
+        sqlite=(
+            (
+                str(store),
+                [
+                    "UPDATE sessions SET input_tokens = 1500, output_tokens = 30,"
+                    f" estimated_cost_usd = 0.25 WHERE id = '{SESSION}'"
+                ],
+            ),
+        ),
+    )
+
+    result = adapter_for("hermes").run(make_request(resume_session_id=SESSION))
+
+    assert (result.tokens_in, result.tokens_out, result.cost_cents) == (500, 20, 15)
+
+
+def test_a_resumed_run_without_a_readable_store_leaves_tokens_unknown(
+    bin_dir: Path, home: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    (home / ".hermes").mkdir()
+    (home / ".hermes" / "state.db").write_text("not a database")
+    install_stand_in(bin_dir, "hermes", stdout=["DONE"], stderr=[f"session_id: {SESSION}"])
+
+    result = adapter_for("hermes").run(make_request(resume_session_id=SESSION))
+
+    assert result.outcome is Outcome.SUCCEEDED, result.error
+    assert (result.tokens_in, result.tokens_out, result.cost_cents) == (None, None, None)
 
 
 def test_a_resumed_run_that_exits_1_fails_with_the_printed_reason(
