@@ -135,7 +135,6 @@ class HermesOutputParser(LineParser):
         elif completed is True:
             self.parsed.ok = True
 
-
     def read_session_gain(self, before: dict[str, Any], after: dict[str, Any]) -> None:
         """A resumed run's tokens and cost: what its session's totals gained."""
         self.parsed.tokens_in = max(0, after["input_tokens"] - before["input_tokens"])
