@@ -85,7 +85,8 @@ def bare_git_hops(repo: Path, hops: int) -> float:
         baseline = git_out(["rev-parse", "HEAD"], cwd=path)
         run_git(["diff", "--numstat", "-z", baseline, "--", "."], cwd=path)
         status = ["--no-optional-locks", "status", "--porcelain=v2", "-z", "--branch"]
-        run_git([*status, "--untracked-files=all", "--", "."], cwd=path)
+        quick = ["--no-renames", "--ignore-submodules=all", "--no-ahead-behind"]
+        run_git([*status, "--untracked-files=all", *quick, "--", "."], cwd=path)
         run_git(["worktree", "remove", "--force", str(path)], cwd=repo)
         run_git(["branch", "-D", branch], cwd=repo)
     return (time.monotonic() - started) / hops

@@ -36,6 +36,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -144,7 +145,7 @@ def body_for(event: Event, reason: str) -> str:
     if public and event.task_id:
         body["url"] = public + Task(id=event.task_id, team_id=event.team_id).get_absolute_url()
     elif public and reason == Reason.ROUTINE_ERROR:
-        body["url"] = public + reverse("routines")
+        body["url"] = f"{public}{reverse('routines')}?{urlencode({'team': event.team_id})}"
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db.models import F, QuerySet
 
-from board.errors import ClaimConflict
+from board.errors import ClaimConflict, TaskNotFound
 from board.models import ExecutionProcess, ExecutionStatus, Task
 from board.store._base import lock_task, now
 from board.store.tickets import Ticket
@@ -112,7 +112,10 @@ def start_assigned(
     def run() -> Started | None:
         at = now()
         for candidate in candidates:
-            task = lock_task(candidate)
+            try:
+                task = lock_task(candidate)
+            except TaskNotFound:
+                continue  # deleted since it was read
             if (
                 task.status != Status.IN_PROGRESS
                 or task.assignee_agent_id != agent_id

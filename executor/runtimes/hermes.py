@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import time
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -151,15 +152,24 @@ def session_totals(home: Path, session_id: str) -> dict[str, Any] | None:
     path = (home / SESSION_STORE).resolve()
     if not path.is_file():
         return None
-    try:
-        with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=2)) as db:
-            row = db.execute(
-                "SELECT input_tokens, output_tokens, estimated_cost_usd, cost_status"
-                " FROM sessions WHERE id = ?",
-                (session_id,),
-            ).fetchone()
-    except sqlite3.Error:
-        return None
+    row = None
+    for attempt in range(3):
+        try:
+            with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=2)) as db:
+                row = db.execute(
+                    "SELECT input_tokens, output_tokens, estimated_cost_usd, cost_status"
+                    " FROM sessions WHERE id = ?",
+                    (session_id,),
+                ).fetchone()
+            break
+        except sqlite3.DatabaseError as exc:
+            # Not a store at all, or no sessions table: nothing to read.
+            if not isinstance(exc, sqlite3.OperationalError) or "no such" in str(exc):
+                return None
+            # A reader can catch Hermes mid-checkpoint; Hermes's own readers retry too.
+            if attempt == 2:
+                return None
+            time.sleep(0.05)
     if row is None:
         return None
     return {

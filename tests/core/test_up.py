@@ -284,6 +284,9 @@ def test_up_serves_the_board_and_sigterm_leaves_no_process_behind(tmp_path):
         children = [pid for pid in processes_of(state) if pid != first.proc.pid]
         # daphne, the cluster (and its worker processes) and the ticker
         assert len(children) >= 3
+        # On a loopback address its own address is where notifications link.
+        environ = Path(f"/proc/{children[0]}/environ").read_bytes().split(b"\0")
+        assert f"CLAWBOO_PUBLIC_URL=http://127.0.0.1:{port}".encode() in environ
     finally:
         code = first.stop()
     out = first.output()

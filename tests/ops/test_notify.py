@@ -191,7 +191,7 @@ def test_a_notification_links_to_the_task_on_the_board_when_the_public_url_is_kn
     )
     notify.on_event(halted)
     assert json.loads(receiver.received[1]["body"])["url"] == (
-        "https://board.example.com/board/routines/"
+        "https://board.example.com/board/routines/?team=default"
     )
 
 

@@ -843,7 +843,8 @@ async function openLinked() {
       select(null);
       return;
     }
-    if (!place(task, { fromPage: true }).placed) {
+    // A live frame may have brought it (newer) while we asked.
+    if (!tasks.has(id) && !place(task, { fromPage: true }).placed) {
       toast(`"${task.title}" is hidden by the filters (or dropped).`, "bad");
       select(null);
       return;
@@ -851,6 +852,7 @@ async function openLinked() {
     renderColumn(task.status);
   }
   const shown = tasks.get(id);
+  if (!shown) return;
   if (!tabPicked) { activeTab = statusOf(shown); tabPicked = true; renderTabs(); }
   select(id);
   const card = document.querySelector(`.card[data-task-id="${CSS.escape(id)}"]`);

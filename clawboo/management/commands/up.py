@@ -123,9 +123,8 @@ class Command(BaseCommand):
                 f"(change it at {base}/admin/password_change/)",
             )
 
-        if host not in ("127.0.0.1", "localhost", "::1") and not {host, "*"} & set(
-            settings.ALLOWED_HOSTS
-        ):
+        loopback = host in ("127.0.0.1", "localhost", "::1")
+        if not loopback and not {host, "*"} & set(settings.ALLOWED_HOSTS):
             self.step("note", "set ALLOWED_HOSTS to the names clients will use to reach this")
         self.step("board", f"{base}/board/")
         self.step("admin", f"{base}/admin/")
@@ -143,9 +142,14 @@ class Command(BaseCommand):
             "PYTHONUNBUFFERED": "1",
             # The workers hand each agent run this endpoint (with a credential of its own).
             "CLAWBOO_MCP_URL": os.environ.get("CLAWBOO_MCP_URL") or f"{base}/mcp/",
-            # Notifications link to the task on this server's board.
-            "CLAWBOO_PUBLIC_URL": os.environ.get("CLAWBOO_PUBLIC_URL") or base,
         }
+        # Notifications link to the task on this server's board: its own address
+        # serves only when those who get them are on this machine too.
+        public = os.environ.get("CLAWBOO_PUBLIC_URL") or (base if loopback else "")
+        if public:
+            env["CLAWBOO_PUBLIC_URL"] = public
+        else:
+            self.step("note", "set CLAWBOO_PUBLIC_URL for notifications to link to the board")
         # /healthz (served by the daphne child) expects a beat only from the parts run.
         ticker = not options["no_ticker"]
         env.setdefault(
