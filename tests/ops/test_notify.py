@@ -39,6 +39,18 @@ def webhook(receiver, **fields):
     return notify.create_channel("default", "hook", "webhook", url=receiver.url, **fields)
 
 
+def routine_halted() -> Event:
+    """A routine's halt in error with no task to show, as the fire path records it."""
+    return Event(
+        team_id="default",
+        seq=999,
+        kind="routine_error",
+        task_id=None,
+        payload={"routine_id": "r1", "error": "boom", "slot_at": 1},
+        created_at=timezone.now(),
+    )
+
+
 def signature_ok(channel, request) -> bool:
     expected = (
         "sha256=" + hmac.new(channel.secret.encode(), request["body"], hashlib.sha256).hexdigest()
@@ -122,14 +134,7 @@ def test_a_failed_verification_and_a_routine_error_need_a_person(agent, receiver
     task_id, _ = in_progress()
     store.set_verdict(task_id, "fail", "2 tests failed")
     store.set_verdict(task_id, "pass", "fixed")  # a pass tells nobody
-    routine_event = Event(
-        team_id="default",
-        seq=999,
-        kind="routine_error",
-        task_id=None,
-        payload={"routine_id": "r1", "error": "boom", "slot_at": 1},
-        created_at=timezone.now(),
-    )
+    routine_event = routine_halted()
     assert notify.reason_for(routine_event) == "routine_error"
     notify.on_event(routine_event)
     reasons = [json.loads(r["body"])["reason"] for r in receiver.received]
@@ -181,14 +186,7 @@ def test_a_notification_links_to_the_task_on_the_board_when_the_public_url_is_kn
     assert json.loads(receiver.received[0]["body"])["url"] == url
     assert f"Open it on the board: {url}" in mail.outbox[0].body
     # A routine that halted with no task to show links to the routines page.
-    halted = Event(
-        team_id="default",
-        seq=999,
-        kind="routine_error",
-        task_id=None,
-        payload={"routine_id": "r1", "error": "boom", "slot_at": 1},
-        created_at=timezone.now(),
-    )
+    halted = routine_halted()
     notify.on_event(halted)
     assert json.loads(receiver.received[1]["body"])["url"] == (
         "https://board.example.com/board/routines/?team=default"
