@@ -87,18 +87,7 @@ class RoutineAdmin(DataLayerAdmin):
             (None, {"fields": ("team", "agent", "cron_spec", "timezone", "catch_up")}),
             (
                 "Task each fire creates",
-                {
-                    "fields": (
-                        "title",
-                        "description",
-                        "kind",
-                        "priority",
-                        "repo_path",
-                        "model",
-                        "max_node_cents",
-                        "team_task_id",
-                    )
-                },
+                {"fields": store.TEMPLATE_KEYS},
             ),
         ]
         if obj is not None:

@@ -23,16 +23,7 @@ from routines import occurrence, store
 from routines.models import Routine
 
 # The task_template keys the form edits, each a field of its own.
-TEMPLATE_FIELDS = (
-    "title",
-    "description",
-    "kind",
-    "priority",
-    "repo_path",
-    "model",
-    "max_node_cents",
-    "team_task_id",
-)
+TEMPLATE_FIELDS = store.TEMPLATE_KEYS
 
 
 @functools.cache

@@ -52,18 +52,18 @@ DEFAULT_TITLE = "Scheduled team task"
 # Isolation kinds: `code` provisions a worktree (file-mutating); the others do not.
 TEMPLATE_KINDS = ("code", "research", "chat")
 BOOT_RESUME_ERROR = "orphaned mid-dispatch (restart)"
-_TEMPLATE_KEYS = frozenset(
-    {
-        "title",
-        "description",
-        "kind",
-        "priority",
-        "repo_path",
-        "model",
-        "max_node_cents",
-        "team_task_id",
-    }
+# What a routine's task_template may say, in the order the forms show it.
+TEMPLATE_KEYS = (
+    "title",
+    "description",
+    "kind",
+    "priority",
+    "repo_path",
+    "model",
+    "max_node_cents",
+    "team_task_id",
 )
+_TEMPLATE_KEYS = frozenset(TEMPLATE_KEYS)
 _IN_FLIGHT = frozenset({RoutineStatus.QUEUED, RoutineStatus.CLAIMED, RoutineStatus.RUNNING})
 
 
