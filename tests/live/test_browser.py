@@ -11,7 +11,7 @@ from rest_framework.authtoken.models import Token
 
 from board import store
 from core import registry
-from tests.live.browsing import CHROMIUM, DOCS, api_post, screenshot  # noqa: F401 - DOCS
+from tests.live.browsing import CHROMIUM, DOCS, api_post, launch, screenshot  # noqa: F401 - DOCS
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
@@ -34,19 +34,7 @@ def test_the_board_updates_live_and_offers_only_legal_moves(
     base = daphne()
     port = int(base.rsplit(":", 1)[1])
     with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 800})
         page.goto(base + "/admin/login/?next=/board/")
         page.fill("#id_username", "op")
