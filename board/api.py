@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from board import checks, store
 from board.access import audited_override, scope_tasks, visible_task
-from board.models import Task
+from board.models import Task, Verdict
 from board.serializers import (
     ClaimedSerializer,
     CommentSerializer,
@@ -428,9 +428,7 @@ ClaimNextBody = inline_serializer(
     {
         "agent_id": serializers.CharField(),
         "runtime": serializers.CharField(required=False),
-        "dispatcher": serializers.ChoiceField(
-            choices=["topological", "priority", "fifo"], required=False
-        ),
+        "dispatcher": serializers.ChoiceField(choices=list(store.DISPATCH_ORDER), required=False),
         "label": serializers.CharField(required=False),
         "team": serializers.CharField(required=False),
         "lease_ms": serializers.IntegerField(required=False, min_value=1000),
@@ -622,7 +620,7 @@ class FailView(APIView):
 VerdictBody = inline_serializer(
     "VerdictBody",
     {
-        "verdict": serializers.ChoiceField(choices=["pass", "fail", "completed_with_debt"]),
+        "verdict": serializers.ChoiceField(choices=Verdict.choices),
         "evidence": serializers.CharField(required=False),
     },
 )
@@ -762,8 +760,10 @@ class ExecutionsView(APIView):
         return Response([e.as_dict() for e in store.list_executions(task_id)])
 
 
+# The board's recovery passes, by the name a caller asks for.
+RECOVERY_PASSES = {"orphans": store.reconcile_orphans, "stale": store.release_stale}
 ReconcileBody = inline_serializer(
-    "Reconcile", {"pass": serializers.ChoiceField(choices=["orphans", "stale"])}
+    "Reconcile", {"pass": serializers.ChoiceField(choices=list(RECOVERY_PASSES))}
 )
 
 
@@ -786,10 +786,6 @@ class ReconcileView(APIView):
     def post(self, request: Request) -> Response:
         body = json_object(request, ReconcileBody)
         which = body["pass"]
-        if which == "orphans":
-            released = store.reconcile_orphans()
-        elif which == "stale":
-            released = store.release_stale()
-        else:
+        if which not in RECOVERY_PASSES:
             raise ValidationFailed("pass", "must be 'orphans' or 'stale'")
-        return Response({"released": released})
+        return Response({"released": RECOVERY_PASSES[which]()})
