@@ -760,10 +760,8 @@ class ExecutionsView(APIView):
         return Response([e.as_dict() for e in store.list_executions(task_id)])
 
 
-# The board's recovery passes, by the name a caller asks for.
-RECOVERY_PASSES = {"orphans": store.reconcile_orphans, "stale": store.release_stale}
 ReconcileBody = inline_serializer(
-    "Reconcile", {"pass": serializers.ChoiceField(choices=list(RECOVERY_PASSES))}
+    "Reconcile", {"pass": serializers.ChoiceField(choices=list(store.RECOVERY_PASSES))}
 )
 
 
@@ -786,6 +784,6 @@ class ReconcileView(APIView):
     def post(self, request: Request) -> Response:
         body = json_object(request, ReconcileBody)
         which = body["pass"]
-        if which not in RECOVERY_PASSES:
-            raise ValidationFailed("pass", "must be 'orphans' or 'stale'")
-        return Response({"released": RECOVERY_PASSES[which]()})
+        if which not in store.RECOVERY_PASSES:
+            raise ValidationFailed("pass", f"must be one of {', '.join(store.RECOVERY_PASSES)}")
+        return Response({"released": store.RECOVERY_PASSES[which]()})
