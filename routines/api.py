@@ -125,7 +125,13 @@ SchedulesSerializer = inline_serializer(
 )
 
 
-class ScheduleCreateSerializer(OpenBody):
+class SchedulePatchSerializer(OpenBody, RoutinePatchSerializer):
+    """A routine's patch (or pause/resume), or the gateway's cron.update patch."""
+
+    action = serializers.ChoiceField(choices=["pause", "resume"], required=False)
+
+
+class ScheduleCreateSerializer(OpenBody, RoutinePatchSerializer):
     """'clawboo-routine': the body of a routine create (agent_id, team and cron_spec
     required); 'openclaw-gateway-cron': the gateway's cron.add params, passed through."""
 
@@ -135,12 +141,7 @@ class ScheduleCreateSerializer(OpenBody):
         "'openclaw-gateway-cron' (the gateway's cron.add params)"
     )
     domain = serializers.ChoiceField(choices=list(get_args(Domain)), required=False)
-    agent_id = serializers.CharField(required=False)
     team = serializers.CharField(required=False)
-    cron_spec = serializers.CharField(required=False)
-    timezone = serializers.CharField(required=False)
-    task_template = RoutineTaskTemplateSerializer(required=False)
-    catch_up = serializers.ChoiceField(choices=CatchUp.choices, required=False)
 
 
 class ScheduleRoutineCreateSerializer(RoutineCreateSerializer):
@@ -148,17 +149,6 @@ class ScheduleRoutineCreateSerializer(RoutineCreateSerializer):
 
     source = serializers.CharField()  # type: ignore[assignment]
     domain = serializers.ChoiceField(choices=list(get_args(Domain)), required=False)
-
-
-class SchedulePatchSerializer(OpenBody):
-    """A routine's patch (or pause/resume), or the gateway's cron.update patch."""
-
-    action = serializers.ChoiceField(choices=["pause", "resume"], required=False)
-    agent_id = serializers.CharField(required=False)
-    cron_spec = serializers.CharField(required=False)
-    timezone = serializers.CharField(required=False)
-    task_template = RoutineTaskTemplateSerializer(required=False)
-    catch_up = serializers.ChoiceField(choices=CatchUp.choices, required=False)
 
 
 _SCHEDULE_WRITE_ERRORS = (
