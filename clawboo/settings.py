@@ -321,7 +321,8 @@ REST_FRAMEWORK = {
     # ASCII-escaped JSON: any text renders, so a response never fails after its write.
     "UNICODE_JSON": False,
 }
-# A request body larger than this is refused before it is parsed.
+# A request body larger than this is refused (413) while it arrives, before it is
+# stored or parsed (clawboo.bodylimit), anonymous or not.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 
 SPECTACULAR_SETTINGS = {
