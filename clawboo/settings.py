@@ -342,6 +342,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "clawboo.openapi.add_summaries",
+        "clawboo.openapi.add_busy",
     ],
 }
 
