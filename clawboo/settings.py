@@ -260,7 +260,9 @@ CLAWBOO_HEALTH_PARTS = [
 CLAWBOO_METRICS_TOKEN = os.environ.get("CLAWBOO_METRICS_TOKEN", "")
 # Notifications: how often a failed delivery is tried in all, and the sender address.
 CLAWBOO_NOTIFY_MAX_ATTEMPTS = env_int("CLAWBOO_NOTIFY_MAX_ATTEMPTS", 6)
-CLAWBOO_NOTIFY_TIMEOUT_S = env_int("CLAWBOO_NOTIFY_TIMEOUT_S", 10)
+CLAWBOO_NOTIFY_TIMEOUT_S = env_int("CLAWBOO_NOTIFY_TIMEOUT_S", 10)  # a whole attempt, not a read
+# Threads per process that send notifications (not django-q2 workers: see ops.notify).
+CLAWBOO_NOTIFY_SENDERS = env_int("CLAWBOO_NOTIFY_SENDERS", 4)
 DEFAULT_FROM_EMAIL = os.environ.get("CLAWBOO_NOTIFY_FROM", "clawboo@localhost")
 # Where people reach this server (https://board.example.com): notifications link to
 # the task on the board from it. Unset: they carry no link (`clawboo up` sets its own).
