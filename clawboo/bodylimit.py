@@ -97,6 +97,9 @@ class BoundedWebRequest(WebRequest):  # type: ignore[misc]
 
         reactor: Any = installed  # daphne's, installed before any connection
         self._refused = True
+        # Twisted answers ``Expect: 100-continue`` right after gotLength: a refused
+        # body must not be invited after its refusal.
+        self.requestHeaders.removeHeader(b"expect")
         body = refusal_body(limit)
         head = (
             "HTTP/1.1 413 Payload Too Large\r\n"

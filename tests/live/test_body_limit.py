@@ -71,11 +71,15 @@ class SpoolWatch:
         self.thread.join(timeout=5)
 
 
-def stream_upload(base: str, *, chunked: bool) -> tuple[int, dict[str, Any], int]:
+def stream_upload(
+    base: str, *, chunked: bool, expect: bool = False
+) -> tuple[int, dict[str, Any], int]:
     """POST a 300 MB body, anonymously, until the server answers; (status, body, sent)."""
     url = urlsplit(base)
     sock = socket.create_connection((url.hostname, url.port), timeout=30)
     framing = "Transfer-Encoding: chunked\r\n" if chunked else f"Content-Length: {HUGE}\r\n"
+    if expect:  # as curl asks before a large body
+        framing += "Expect: 100-continue\r\n"
     sock.sendall(
         (
             f"POST /api/board/tasks HTTP/1.1\r\nHost: {url.netloc}\r\n"
@@ -105,23 +109,29 @@ def stream_upload(base: str, *, chunked: bool) -> tuple[int, dict[str, Any], int
             break
         answer += data
     sock.close()
+    assert b"100 Continue" not in answer  # a refused body is never invited
     head, _, body = answer.partition(b"\r\n\r\n")
     status = int(head.split(b" ")[1])
     return status, json.loads(body), sent
 
 
-@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+@pytest.mark.parametrize(
+    ("chunked", "expect"),
+    [(False, False), (True, False), (False, True)],
+    ids=["content-length", "chunked", "expect-100-continue"],
+)
 def test_a_300_mb_anonymous_body_is_refused_before_it_is_stored(
     daphne: Callable[..., str],  # noqa: F811
     tmp_path: Path,
     chunked: bool,
+    expect: bool,
 ) -> None:
     spool = tmp_path / "spool"
     spool.mkdir()
     base = daphne(extra_env={"TMPDIR": str(spool)})
     pid = server_pid(int(urlsplit(base).port or 0))
     with SpoolWatch(pid, spool) as watch:
-        status, body, sent = stream_upload(base, chunked=chunked)
+        status, body, sent = stream_upload(base, chunked=chunked, expect=expect)
     assert status == 413
     assert body["error"] == "payload_too_large" and body["limit"] == 2 * 1024 * 1024
     assert watch.peak < 3 * 1024 * 1024, watch.peak
