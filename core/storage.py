@@ -21,6 +21,7 @@ import random
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -190,11 +191,52 @@ def _retrying(connection: Any, fn: Callable[..., T], args: Any, kwargs: dict[str
         time.sleep(pause)
 
 
-# SQLite has one writer at a time. Threads of one process (daphne runs each
-# request's view in its own thread) queue on this lock instead of on SQLite's busy
-# handler, which sleeps in steps of up to 100 ms however soon the lock frees up.
-# Re-entrant: an after-commit hook may write again from the same thread.
-_write_locks: dict[str, threading.RLock] = {}
+class FairWriteLock:
+    """A re-entrant lock granted in arrival order.
+
+    Threads of one process (daphne runs each request's view in its own thread)
+    queue on it for SQLite's one writer instead of on SQLite's busy handler, which
+    sleeps in steps of up to 100 ms however soon the lock frees up. In order,
+    because a plain lock lets a releasing thread barge ahead of the waiters: under
+    load one unlucky write could wait out its whole budget while later ones
+    passed. Re-entrant: an after-commit hook may write again from the same thread.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._owner: int | None = None
+        self._depth = 0
+        self._waiting: deque[object] = deque()
+
+    def acquire(self, timeout: float) -> bool:
+        me = threading.get_ident()
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            if self._owner == me:
+                self._depth += 1
+                return True
+            ticket = object()
+            self._waiting.append(ticket)
+            while self._owner is not None or self._waiting[0] is not ticket:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._waiting.remove(ticket)
+                    self._cond.notify_all()  # the next in line may be first now
+                    return False
+                self._cond.wait(remaining)
+            self._waiting.popleft()
+            self._owner, self._depth = me, 1
+            return True
+
+    def release(self) -> None:
+        with self._cond:
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = None
+                self._cond.notify_all()
+
+
+_write_locks: dict[str, FairWriteLock] = {}
 _write_locks_guard = threading.Lock()
 
 
@@ -214,12 +256,12 @@ def _forget_write_locks() -> None:
 os.register_at_fork(after_in_child=_forget_write_locks)
 
 
-def _process_write_lock(connection: Any) -> threading.RLock | None:
+def _process_write_lock(connection: Any) -> FairWriteLock | None:
     if connection.vendor != "sqlite":
         return None
     key = str(connection.settings_dict.get("NAME"))
     lock = _write_locks.get(key)  # a dict read is atomic; create under the guard
     if lock is None:
         with _write_locks_guard:
-            lock = _write_locks.setdefault(key, threading.RLock())
+            lock = _write_locks.setdefault(key, FairWriteLock())
     return lock
