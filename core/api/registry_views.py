@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 
 from core import chat, events, registry, server_commands
 from core.api.access import act_as, can_see_team, require_team, team_ids
+from core.api.auth import bound_agents
 from core.api.bodies import json_object, query_int
 from core.api.idempotency import idempotent
 from core.api.schema import with_errors
@@ -300,16 +301,23 @@ class WhoAmIView(APIView):
                         "teams": serializers.ListField(
                             child=serializers.CharField(), allow_null=True
                         ),
+                        # A machine token: the agents it may run (a remote worker's
+                        # default set).
+                        "agents": serializers.ListField(
+                            child=serializers.CharField(), required=False
+                        ),
                     },
                 )
             }
         ),
     )
     def get(self, request: Request) -> Response:
-        return Response(
-            {
-                "username": request.user.get_username(),
-                "staff": bool(request.user.is_staff),
-                "teams": team_ids(request.user),
-            }
-        )
+        body: dict[str, Any] = {
+            "username": request.user.get_username(),
+            "staff": bool(request.user.is_staff),
+            "teams": team_ids(request.user),
+        }
+        machine = bound_agents(request.auth)
+        if machine is not None:
+            body["agents"] = sorted(machine)
+        return Response(body)
