@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from core import machines, registry
 from core.admin_forms import DataLayerAdmin
 from core.errors import ClawbooError
-from core.models import Agent, Event, MachineToken, Team
+from core.models import Agent, Event, Heartbeat, MachineToken, Team
 
 
 @admin.register(Team)
@@ -158,3 +158,17 @@ class MachineTokenAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[MachineToken]) -> None:
         revoked = sum(machines.revoke(token.pk) for token in queryset)
         self.message_user(request, f"revoked {revoked} machine token(s)")
+
+
+@admin.register(Heartbeat)
+class HeartbeatAdmin(admin.ModelAdmin):
+    """The parts and hosts that beat, remote workers among them (read-only)."""
+
+    list_display = ("part", "host", "instance", "beat_at", "detail")
+    list_filter = ("part",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

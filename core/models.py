@@ -209,6 +209,8 @@ class Heartbeat(models.Model):
     pid = models.IntegerField()
     started_at = models.DateTimeField()
     beat_at = models.DateTimeField()
+    # A remote worker's beat says what it runs: {"agents": [...], "running": [...]}.
+    detail = models.JSONField(default=dict, blank=True)
 
     class Meta:
         db_table = "heartbeats"

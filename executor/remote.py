@@ -146,6 +146,7 @@ class Worker:
         heartbeat_s: float,
         poll_s: float,
         run_timeout_s: float,
+        lease_ms: int | None = None,
     ) -> None:
         self.api = api
         self.agents = list(agents)
@@ -153,18 +154,23 @@ class Worker:
         self.heartbeat_s = heartbeat_s
         self.poll_s = poll_s
         self.run_timeout_s = run_timeout_s
+        self.lease_ms = lease_ms
         self.host = socket.gethostname()
         self.started = time.time()
         self.running: list[str] = []
+        self.revoked = threading.Event()
 
     # --- the loop -------------------------------------------------------------
 
     def serve(self, once: bool = False) -> None:
         teams = sorted({self.agent(a)["team"] for a in self.agents})
         wakers = [Waker(self.api.server, self.api.token, team) for team in teams]
+        self.beat()
+        threading.Thread(target=self._beat_loop, name="worker-beat", daemon=True).start()
         try:
             while True:
-                self.beat()
+                if self.revoked.is_set():
+                    raise Revoked("the worker beat was refused")
                 worked = any([self.work_one(agent) for agent in self.agents])
                 if worked:
                     continue
@@ -184,25 +190,27 @@ class Worker:
 
     def _wait_any(self, wakers: Sequence[Waker], seconds: float) -> None:
         deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.revoked.is_set():
             for waker in wakers:
                 if waker.wake.is_set():
                     waker.wake.clear()
                     return
             time.sleep(0.02)
 
+    def _beat_loop(self) -> None:
+        # Its own thread: a host stays seen while a long run holds the main loop.
+        while not self.revoked.wait(self.heartbeat_s):
+            try:
+                self.beat()
+            except Revoked:
+                self.revoked.set()
+            except OSError as exc:  # the server is briefly unreachable
+                log.warning("worker beat: %s", exc)
+
     def beat(self) -> None:
+        body = {"pid": os.getpid(), "agents": self.agents, "running": list(self.running)}
         try:
-            self.api.call(
-                "POST",
-                "/api/workers/beat",
-                {
-                    "host": self.host,
-                    "pid": os.getpid(),
-                    "agents": self.agents,
-                    "running": self.running,
-                },
-            )
+            self.api.call("POST", "/api/workers/beat", body)
         except ApiError as exc:
             if exc.status != 404:  # an older server without the endpoint
                 log.warning("worker beat refused: %s", exc)
@@ -211,7 +219,10 @@ class Worker:
         return self.api.call("GET", f"/api/agents/{urllib.parse.quote(agent_id)}")[1]
 
     def work_one(self, agent_id: str) -> bool:
-        status, claimed = self.api.call("POST", "/api/board/claim-next", {"agent_id": agent_id})
+        claim: dict[str, Any] = {"agent_id": agent_id}
+        if self.lease_ms:
+            claim["lease_ms"] = self.lease_ms
+        status, claimed = self.api.call("POST", "/api/board/claim-next", claim)
         if status == 204 or not claimed:
             return False
         task, ticket = claimed["task"], claimed["ticket"]
@@ -322,7 +333,10 @@ class Worker:
         handle = start_run(adapter_for(agent["runtime"]), request)
         while not handle.wait(self.heartbeat_s):
             try:
-                self.api.call("POST", f"{base}/heartbeat", {"ticket": ticket})
+                beat: dict[str, Any] = {"ticket": ticket}
+                if self.lease_ms:
+                    beat["lease_ms"] = self.lease_ms
+                self.api.call("POST", f"{base}/heartbeat", beat)
             except Revoked:
                 handle.cancel()
                 handle.wait(30)
@@ -368,6 +382,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--heartbeat", type=float, default=10.0, help="seconds between beats")
     parser.add_argument("--poll", type=float, default=30.0, help="seconds between idle checks")
     parser.add_argument("--run-timeout", type=float, default=3600.0)
+    parser.add_argument(
+        "--lease-ms", type=int, help="lease asked for on claims and heartbeats (server default)"
+    )
     parser.add_argument("--once", action="store_true", help="work what is ready, then exit")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -381,7 +398,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not agents:
             parser.error("no --agent given and the token names none")
         Worker(
-            api, agents, Path(args.cache_dir), args.heartbeat, args.poll, args.run_timeout
+            api,
+            agents,
+            Path(args.cache_dir),
+            args.heartbeat,
+            args.poll,
+            args.run_timeout,
+            args.lease_ms,
         ).serve(once=args.once)
     except Revoked as exc:
         sys.stderr.write(f"clawboo worker: the server refused the token ({exc}); stopping\n")

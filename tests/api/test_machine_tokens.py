@@ -107,3 +107,20 @@ def test_staff_mint_and_revoke_machine_tokens_in_the_admin(fleet, admin_client):
         {"action": "revoke", "_selected_action": [token.pk]},
     )
     assert machines.by_key(key) is None
+
+
+def test_a_machine_token_beats_as_a_remote_worker_and_shows_in_healthz(fleet, capsys, client):
+    key = mint(capsys, "--host", "gpu-1", "--agent", "a-bot")
+    beat = token_client(key).post(
+        "/api/workers/beat", {"pid": 42, "agents": ["a-bot"], "running": ["t1"]}, format="json"
+    )
+    assert beat.status_code == 204
+    workers = client.get("/healthz").json()["remote_workers"]
+    assert [(w["host"], w["agents"], w["running"]) for w in workers] == [
+        ("gpu-1", ["a-bot"], ["t1"])
+    ]
+
+
+def test_only_a_machine_token_beats_as_a_remote_worker(api):
+    refused = api.post("/api/workers/beat", {"pid": 1}, format="json")
+    assert refused.status_code == 403 and refused.json()["error"] == "forbidden"

@@ -3,16 +3,22 @@ a URL and a machine key, no database, and works the board over HTTP and the sock
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from board import store
 from core import machines, registry
+from core.models import Event
+from executor.runner import Executor
 from tests.conftest import ROOT
 from tests.live.conftest import daphne  # noqa: F401 - the fixture
 
@@ -39,17 +45,27 @@ def bare_remote(tmp_path: Path) -> Path:
     return remote
 
 
-def start_worker(base: str, key: str, tmp_path: Path, *agents: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def start_worker(
+    base: str, key: str, tmp_path: Path, *agents: str, extra: tuple[str, ...] = (), env_add=None
+) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_add or {})}
     # Nothing that could lead it to the database: it must not need one.
     for name in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", "CLAWBOO_TEST_DATABASE_URL"):
         env.pop(name, None)
     argv = [sys.executable, "-m", "clawboo.cli", "worker", "--server", base, "--token", key]
     for agent in agents:
         argv += ["--agent", agent]
-    argv += ["--heartbeat", "0.5", "--cache-dir", str(tmp_path / "worker")]
+    argv += ["--heartbeat", "0.5", "--cache-dir", str(tmp_path / "worker"), *extra]
     log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - closed with the process
     return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+
+
+def http_body(url: str) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - loopback
+            return answer.read()
+    except urllib.error.HTTPError as exc:  # 503: parts not running here; the body counts
+        return exc.read()
 
 
 def wait_for(check, seconds: float, what: str, worker=None, tmp_path=None) -> None:
@@ -87,6 +103,10 @@ def test_a_chain_of_dependent_tasks_is_worked_remotely_and_pushed(daphne, tmp_pa
             "the chain done",
             tmp_path=tmp_path,
         )
+        # Seen as a host: /healthz names it (informational, whatever the other parts say).
+        health = json.loads(http_body(base + "/healthz"))
+        assert [w["host"] for w in health["remote_workers"]] == ["laptop"]
+        assert health["remote_workers"][0]["agents"] == ["far-bot"]
     finally:
         worker.kill()
         worker.wait(10)
@@ -146,3 +166,46 @@ def test_a_worker_for_an_agent_its_token_is_not_bound_to_is_refused(daphne, tmp_
     assert worker.wait(30) == 2
     assert "403" in (tmp_path / "worker.log").read_text()
     assert store.get_task(task.id).status == "todo"
+
+
+def test_a_killed_remote_worker_loses_its_lease_and_a_local_worker_finishes(daphne, tmp_path):  # noqa: F811
+    for agent_id in ("either-bot", "local-bot"):
+        registry.create_agent(
+            id=agent_id,
+            display_name=agent_id,
+            team="default",
+            runtime="command",
+            # Slow only on the remote host, which sets CLAWBOO_SLOW.
+            settings={"argv": ["sh", "-c", '[ -n "$CLAWBOO_SLOW" ] && sleep 60; echo finished']},
+        )
+    _, key = machines.mint("vm", ["either-bot"])
+    base = daphne(SERVER_ENV)
+    task = store.create_task(title="survive").task
+    worker = start_worker(
+        base,
+        key,
+        tmp_path,
+        "either-bot",
+        extra=("--lease-ms", "1500"),
+        env_add={"CLAWBOO_SLOW": "1"},
+    )
+    try:
+        claimed = lambda: store.get_task(task.id).status == "in_progress"  # noqa: E731
+        wait_for(claimed, 30, "claimed remotely", tmp_path=tmp_path)
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+    # Nothing special: the lease lapses and the next claim takes the task back.
+    deadline = time.monotonic() + 30
+    report = Executor("local-bot").work_once()
+    while report.outcome in ("idle", None) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        report = Executor("local-bot").work_once()
+    assert report.task_id == task.id and report.outcome == "succeeded", report
+    finished = store.get_task(task.id)
+    assert finished.status == "done", (finished.attempts, finished.abandonments)
+    kinds = list(
+        Event.objects.filter(task_id=task.id).order_by("seq").values_list("kind", flat=True)
+    )
+    assert kinds.count("claimed") == 2 and "released" in kinds, kinds
+    assert finished.assignee_agent_id in (None, "local-bot")
