@@ -31,7 +31,7 @@ from board import ceilings, store
 from board.errors import ClaimConflict, DepthExceeded
 from board.models import Task
 from boardmcp import credentials as mcp_credentials
-from core import beats, registry, server_commands, wakeups
+from core import beats, reconnect, registry, server_commands, wakeups
 from core.errors import ClawbooError
 from core.models import Agent
 from executor import verification
@@ -521,6 +521,14 @@ def run_claimed_task(task_id: str, agent_id: str, ticket: str) -> dict[str, Any]
     return Executor(agent_id).run_claimed(task_id, ticket).as_dict()
 
 
+def _unavailable_detail(error: str | None) -> bool:
+    """A run that failed because the database went away mid-run (the executor
+    settles what it can and reports the error as text)."""
+    return bool(error) and any(
+        name in (error or "") for name in ("OperationalError", "InterfaceError")
+    )
+
+
 # How often work --all looks for agents registered since it started.
 DISCOVER_S = 5.0
 
@@ -544,12 +552,26 @@ def work_loop(
     becomes claimable is claimed at once; ``poll_s`` is only the safety net."""
 
     def loop(agent_id: str) -> None:
+        outage = reconnect.Outage(f"worker {agent_id}")
+        executor: Executor | None = None
+        last_refusal: str | None = None
         try:
-            executor = Executor(agent_id, lease_ms=lease_ms)
-            last_refusal: str | None = None
             while not stop.is_set():
+                reconnect.fresh()
                 since = wakeups.seen(wakeups.BOARD)  # before the look: no lost wake
-                result = executor.work_once()
+                try:
+                    if executor is None:
+                        executor = Executor(agent_id, lease_ms=lease_ms)
+                    result = executor.work_once()
+                except Exception as exc:
+                    if not reconnect.is_unavailable(exc):
+                        raise
+                    # The database went away (restart, terminated connection, a
+                    # file that stays locked): wait, reconnect, carry on working.
+                    stop.wait(outage.lost(exc))
+                    continue
+                if result.outcome != "failed" or not _unavailable_detail(result.error):
+                    outage.ok()
                 # A refusal (e.g. an agent no operator approved) is reported once, not
                 # at every poll, until it changes.
                 refusal = result.error if result.outcome == "refused" else None
@@ -587,14 +609,23 @@ def work_loop(
         # every DISCOVER_S), and beat for /healthz while any worker thread runs.
         # Whoever sets ``stop`` calls wakeups.wake_all().
         beater = beats.Beater("workers")
+        outage = reconnect.Outage("workers")
         try:
             while not stop.is_set():
+                reconnect.fresh()
                 since = wakeups.seen(wakeups.BOARD)
                 if not threads or any(t.is_alive() for t in threads.values()):
                     beater.maybe_beat()
-                for agent_id in discover() if discover is not None else ():
-                    if agent_id not in threads:
-                        start(agent_id)
+                try:
+                    for agent_id in discover() if discover is not None else ():
+                        if agent_id not in threads:
+                            start(agent_id)
+                except Exception as exc:
+                    if not reconnect.is_unavailable(exc):
+                        raise
+                    stop.wait(outage.lost(exc))
+                    continue
+                outage.ok()
                 wakeups.wait(wakeups.BOARD, since, min(DISCOVER_S, beater.interval_s))
         finally:
             beater.stop()

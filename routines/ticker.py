@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Min
 from django.utils import timezone as dj_timezone
 
-from core import beats, events, storage, wakeups
+from core import beats, events, reconnect, storage, wakeups
 from routines import store as routine_store
 from routines.models import Routine, RoutineStatus, sources_of
 
@@ -195,19 +195,39 @@ class Ticker:
         return "timer"
 
     def run_forever(self) -> None:
-        self.boot_resume()
+        """Boot-resume, then tick and wait until stopped. A database that goes away
+        (restart, terminated connection, a file that stays locked) stops nothing:
+        the loop drops the connection, backs off and carries on once it answers."""
+        outage = reconnect.Outage("ticker")
+        resumed = False
         try:
             while not self.stop_event.is_set():
                 self.beater.maybe_beat()
+                reconnect.fresh()
                 try:
-                    report = self.tick()
-                    if report.claimed:
-                        log.info("ticker fired %d routine(s)", len(report.claimed))
-                except Exception:  # one bad tick must not kill the actuator; next tick retries
-                    log.exception("ticker tick failed")
-                self.wait(self.arm_delay_ms())
+                    if not resumed:
+                        self.boot_resume()
+                        resumed = True
+                    delay = self._tick_and_arm()
+                    outage.ok()
+                    self.wait(delay)
+                except Exception as exc:
+                    if not reconnect.is_unavailable(exc):
+                        raise
+                    self.stop_event.wait(outage.lost(exc))
         finally:
             self.beater.stop()
+
+    def _tick_and_arm(self) -> int:
+        try:
+            report = self.tick()
+            if report.claimed:
+                log.info("ticker fired %d routine(s)", len(report.claimed))
+        except Exception as exc:  # one bad tick must not kill the actuator; next tick retries
+            if reconnect.is_unavailable(exc):
+                raise
+            log.exception("ticker tick failed")
+        return self.arm_delay_ms()
 
     def stop(self) -> None:
         self.stop_event.set()
