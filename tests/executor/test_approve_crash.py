@@ -18,6 +18,7 @@ import pytest
 from django.conf import settings
 
 from board import store
+from core.models import Event
 from executor.runner import Executor
 from tests.conftest import ROOT, read_json_line
 from tests.worktrees.conftest import git
@@ -175,3 +176,16 @@ def test_a_landing_killed_before_git_moved_is_rolled_back_and_its_lock_cleared(c
     assert store.get_task(task_id).status == "done" and on_main(repo, task_id)
     assert not (repo / ".git" / "index.lock").exists()
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_the_board_side_of_an_approval_is_one_event(command_agent, repo):
+    command_agent("builder", argv=[sys.executable, "-c", WRITE])
+    task_id = reviewed_task(1)
+    before = Event.objects.filter(task_id=task_id).count()
+    assert service.approve(task_id, by="reviewer")["result"] == "landed"
+    after = list(Event.objects.filter(task_id=task_id).order_by("seq")[before:])
+    assert [e.kind for e in after] == ["completed"]
+    payload = after[0].payload["task"]
+    assert payload["status"] == "done" and payload["worktree_ref"] is None
+    ws = store.last_workspace(task_id)
+    assert ws is not None and ws.status == "archived" and ws.landing["state"] == "landed"
