@@ -224,10 +224,18 @@ class Executor:
             log.exception("executor failed on task %s", task_id)
             detail = exc.detail if isinstance(exc, ClawbooError) else f"{type(exc).__name__}: {exc}"
             report.outcome, report.error = "failed", detail
-            if execution_id is not None:
-                self._close(execution_id, "failed", None, None, None, detail)
             try:
-                store.fail(task_id, f"executor error: {detail}", ticket=ticket, if_allowed=True)
+                # A database that went away mid-run is waited for (a while), so the
+                # failure is recorded rather than left to the lease to lapse.
+                if execution_id is not None:
+                    settle_despite_outage(
+                        lambda: self._close(execution_id, "failed", None, None, None, detail)
+                    )
+                settle_despite_outage(
+                    lambda: store.fail(
+                        task_id, f"executor error: {detail}", ticket=ticket, if_allowed=True
+                    )
+                )
             except Exception:
                 log.exception("could not record the failure of task %s", task_id)
             return self._finish(report)
@@ -357,15 +365,26 @@ class Executor:
             with clock.phase("runtime"):
                 handle = start_run(adapter, request, on_output=self.on_output)
             lost = False
+            outage = reconnect.Outage(f"run of task {task.id}")
             due = 0.0 if leased_at is None else leased_at + self.heartbeat_s
             while True:
                 if time.monotonic() >= due:
-                    with clock.phase("board"):
-                        beat = store.heartbeat(task.id, ticket)
-                    due = time.monotonic() + self.heartbeat_s
-                    if beat.declined:
-                        lost = True
-                        handle.cancel()
+                    try:
+                        with clock.phase("board"):
+                            beat = store.heartbeat(task.id, ticket)
+                    except Exception as exc:
+                        if not reconnect.is_unavailable(exc):
+                            raise
+                        # The database is away: the run goes on, and the beat is
+                        # tried again soon. If the lease lapses meanwhile, the first
+                        # beat that gets through is declined and cancels the run.
+                        due = time.monotonic() + outage.lost(exc)
+                    else:
+                        outage.ok()
+                        due = time.monotonic() + self.heartbeat_s
+                        if beat.declined:
+                            lost = True
+                            handle.cancel()
                 with clock.phase("runtime"):
                     finished = handle.wait(max(due - time.monotonic(), 0.0))
                 if finished:
@@ -373,7 +392,7 @@ class Executor:
             result = handle.result()
         finally:
             if key is not None:
-                mcp_credentials.revoke_run_credential(key)
+                settle_despite_outage(lambda: mcp_credentials.revoke_run_credential(key))
         return None if lost else result
 
     def _write_handoff(self, cwd: Path, result: RunResult) -> None:
@@ -519,6 +538,27 @@ class Executor:
 def run_claimed_task(task_id: str, agent_id: str, ticket: str) -> dict[str, Any]:
     """The django-q2 entry point (routine fires): work a task the fire already claimed."""
     return Executor(agent_id).run_claimed(task_id, ticket).as_dict()
+
+
+# How long a worker waits for the database to settle a run it already finished.
+SETTLE_PATIENCE_S = 60.0
+
+
+def settle_despite_outage(write: Callable[[], Any], patience_s: float = SETTLE_PATIENCE_S) -> Any:
+    """Run ``write``; while the database is unavailable, reconnect with backoff and
+    try again, for up to ``patience_s`` (then the error propagates)."""
+    outage = reconnect.Outage("settling a run")
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            result = write()
+        except Exception as exc:
+            if not reconnect.is_unavailable(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(outage.lost(exc))
+            continue
+        outage.ok()
+        return result
 
 
 def _unavailable_detail(error: str | None) -> bool:
