@@ -226,16 +226,21 @@ class Executor:
             report.outcome, report.error = "failed", detail
             try:
                 # A database that went away mid-run is waited for (a while), so the
-                # failure is recorded rather than left to the lease to lapse.
+                # outcome is recorded rather than left to the lease to lapse.
                 if execution_id is not None:
                     settle_despite_outage(
                         lambda: self._close(execution_id, "failed", None, None, None, detail)
                     )
-                settle_despite_outage(
-                    lambda: store.fail(
-                        task_id, f"executor error: {detail}", ticket=ticket, if_allowed=True
+                if reconnect.is_unavailable(exc):
+                    # Not the task's fault: it goes back to todo to be run again (its
+                    # checkout, if any, is resumed), not failed.
+                    settle_despite_outage(lambda: store.release(task_id, ticket=ticket))
+                else:
+                    settle_despite_outage(
+                        lambda: store.fail(
+                            task_id, f"executor error: {detail}", ticket=ticket, if_allowed=True
+                        )
                     )
-                )
             except Exception:
                 log.exception("could not record the failure of task %s", task_id)
             return self._finish(report)

@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.db.utils import OperationalError
 
@@ -63,6 +64,8 @@ def processes(database_url: str, tmp_path: Path) -> Iterator[dict[str, subproces
         "PYTHONUNBUFFERED": "1",
         "CLAWBOO_BEAT_MS": "300",
         "CLAWBOO_LOG_LEVEL": "INFO",
+        # Shared, so three processes starting at once never race to make one.
+        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
     }
     commands = {
         "workers": ["work", "--all", "--poll-ms", "1000"],
