@@ -22,12 +22,16 @@ import datetime as dt
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.db import connection
 from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 BACKOFF_MIN_S = 0.2
 BACKOFF_MAX_S = 2.0
@@ -127,3 +131,21 @@ class Outage:
         with _state_lock:
             _back_at = timezone.now()
             _down = max(_down - 1, 0)
+
+
+def patiently(fn: Callable[[], T], name: str, patience_s: float) -> T:
+    """Run ``fn``; while the database is unavailable, reconnect with backoff and run
+    it again, for up to ``patience_s`` (then the error propagates). For a write
+    that must not be lost to a brief outage: a run's outcome, a fire's enqueue."""
+    outage = Outage(name)
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            result = fn()
+        except Exception as exc:
+            if not is_unavailable(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(outage.lost(exc))
+            continue
+        outage.ok()
+        return result

@@ -550,20 +550,8 @@ SETTLE_PATIENCE_S = 60.0
 
 
 def settle_despite_outage(write: Callable[[], Any], patience_s: float = SETTLE_PATIENCE_S) -> Any:
-    """Run ``write``; while the database is unavailable, reconnect with backoff and
-    try again, for up to ``patience_s`` (then the error propagates)."""
-    outage = reconnect.Outage("settling a run")
-    deadline = time.monotonic() + patience_s
-    while True:
-        try:
-            result = write()
-        except Exception as exc:
-            if not reconnect.is_unavailable(exc) or time.monotonic() >= deadline:
-                raise
-            time.sleep(outage.lost(exc))
-            continue
-        outage.ok()
-        return result
+    """Run ``write``, waiting out a database outage for up to ``patience_s``."""
+    return reconnect.patiently(write, "settling a run", patience_s)
 
 
 def _unavailable_detail(error: str | None) -> bool:

@@ -46,6 +46,9 @@ def dispatch_deadline_s() -> int:
 
 
 FIRE_TASK = "routines.fire.run_fire"
+# How long a won claim's enqueue waits out a database outage before it is left
+# to boot-resume.
+ENQUEUE_PATIENCE_S = 60.0
 
 
 def enqueue_fire(routine_id: str) -> None:
@@ -130,10 +133,18 @@ class Ticker:
             if row is None:
                 return False  # another ticker got there first: data, not an error
             events.append(row[0], "routine_fired", {"routine_id": routine_id, "slot_at": row[1]})
-            transaction.on_commit(lambda: self.enqueue(routine_id), robust=True)
+            transaction.on_commit(lambda: self._enqueue_patiently(routine_id), robust=True)
             return True
 
         return storage.write(run)
+
+    def _enqueue_patiently(self, routine_id: str) -> None:
+        """Hand the claimed row on, waiting out a database outage (the queue is a
+        table too): an enqueue lost to it would leave the row ``claimed`` until
+        the next boot-resume."""
+        reconnect.patiently(
+            lambda: self.enqueue(routine_id), f"ticker enqueue {routine_id}", ENQUEUE_PATIENCE_S
+        )
 
     def claim_phase(self) -> tuple[list[str], list[str]]:
         """Claim every queued row, one at a time, each enqueued as its claim commits.
