@@ -304,7 +304,9 @@ def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, A
         settled = {entry["task_id"]: entry for entry in _recover_repo(repo)}
         if settled.get(task.id, {}).get("result") == "completed":
             # This task's own landing, killed after its base branch moved: done now.
-            return {**settled[task.id]["landing"], "task": store.get_task(task.id)}
+            record = settled[task.id]["landing"]
+            shown = {k: record.get(k) for k in landing.Landing.__dataclass_fields__}
+            return {**shown, "task": store.get_task(task.id)}
         task = store.check_approvable(task_id, human_override)
         ws = store.get_workspace(task.id)
         with path_lock(ws.worktree_path):

@@ -189,3 +189,59 @@ def test_the_board_side_of_an_approval_is_one_event(command_agent, repo):
     assert payload["status"] == "done" and payload["worktree_ref"] is None
     ws = store.last_workspace(task_id)
     assert ws is not None and ws.status == "archived" and ws.landing["state"] == "landed"
+
+
+def test_a_landing_killed_after_git_moved_is_completed_by_the_next_approve_in_the_repo(
+    command_agent, repo
+):
+    """Deterministic: task A's landing moved main and died before the board knew.
+    Approving B completes A (done, checkout gone) and lands B on top; approving A
+    again is refused as already done."""
+    command_agent("builder", argv=[sys.executable, "-c", WRITE])
+    first, second = reviewed_task(1), reviewed_task(2)
+    ws = store.get_workspace(first)
+    with landing.land_lock(repo):
+        prepared = landing.prepare(
+            repo,
+            Path(ws.worktree_path),
+            task_id=first,
+            title="Crash 1",
+            base_branch="main",
+            strategy="squash",
+        )
+        store.begin_landing(
+            first, {**prepared.as_dict(), "by": "reviewer", "started_at": time.time()}
+        )
+        landing.advance(repo, prepared)
+    assert on_main(repo, first) and store.get_task(first).status == "in_review"
+
+    assert service.approve(second, by="reviewer")["result"] == "landed"
+    assert store.get_task(first).status == "done"
+    assert store.last_workspace(first).status == "archived"
+    assert not Path(ws.worktree_path).exists()
+    assert store.get_task(second).status == "done" and on_main(repo, second)
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_approving_again_a_task_whose_landing_died_after_git_moved_finishes_it(command_agent, repo):
+    command_agent("builder", argv=[sys.executable, "-c", WRITE])
+    task_id = reviewed_task(1)
+    ws = store.get_workspace(task_id)
+    with landing.land_lock(repo):
+        prepared = landing.prepare(
+            repo,
+            Path(ws.worktree_path),
+            task_id=task_id,
+            title="Crash 1",
+            base_branch="main",
+            strategy="squash",
+        )
+        store.begin_landing(
+            task_id, {**prepared.as_dict(), "by": "reviewer", "started_at": time.time()}
+        )
+        landing.advance(repo, prepared)
+    result = service.approve(task_id, by="reviewer")
+    assert result["result"] == "landed" and result["commit"] == prepared.commit
+    assert set(result) == {*landing.Landing.__dataclass_fields__, "task"}
+    assert result["task"].status == "done"
+    assert git(repo, "rev-list", "--count", f"{prepared.previous_tip}..main") == "1"
