@@ -302,6 +302,8 @@ Q_CLUSTER = {
     "catch_up": False,
     "ack_failures": True,
     "save_limit": 500,
+    # The ORM broker whose pusher waits out a database outage instead of dying.
+    "broker_class": "core.qbroker.ReconnectingORM",
 }
 
 # --- REST framework ----------------------------------------------------------

@@ -209,6 +209,10 @@ class Heartbeat(models.Model):
     pid = models.IntegerField()
     started_at = models.DateTimeField()
     beat_at = models.DateTimeField()
+    # When a loop of this process last lost the database, and got it back (null
+    # while it is down, or never lost): written with the first beat that gets through.
+    db_lost_at = models.DateTimeField(null=True, blank=True)
+    db_back_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "heartbeats"

@@ -65,7 +65,20 @@ from board.store.recovery import (
     release_stale,
     run_boot_passes,
 )
-from board.store.review import Reworked, approve, check_approvable, request_changes
+from board.store.review import (
+    LANDING_LANDED,
+    LANDING_PENDING,
+    LANDING_ROLLED_BACK,
+    Reworked,
+    approve,
+    begin_landing,
+    check_approvable,
+    finish_landing,
+    pending_landings,
+    repos_with_pending_landings,
+    request_changes,
+    roll_back_landing,
+)
 from board.store.tasks import (
     UNVERIFIED,
     VERDICT_FILTERS,
@@ -117,8 +130,16 @@ __all__ = [
     "WriteOutcome",
     "WriteToken",
     "add_comment",
+    "LANDING_LANDED",
+    "LANDING_PENDING",
+    "LANDING_ROLLED_BACK",
     "approve",
+    "begin_landing",
     "check_approvable",
+    "finish_landing",
+    "pending_landings",
+    "repos_with_pending_landings",
+    "roll_back_landing",
     "add_label",
     "ancestor_ids",
     "await_review",
