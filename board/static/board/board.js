@@ -1021,6 +1021,9 @@ $("#new-task-form").addEventListener("submit", async (e) => {
     labels: String(data.get("labels") || "").split(",").map((s) => s.trim()).filter(Boolean),
   };
   if (data.get("backlog")) body.status = "backlog";
+  // What judges the work: the server holds it to the staff/allowlist rule (403).
+  const verify = String(data.get("verify_cmd") || "").trim();
+  if (verify) body.metadata = { verify_cmd: verify };
   try {
     const created = await api("POST", "/api/board/tasks", body);
     upsert(created, { kind: "added", seq: Infinity, prev_status: null });
