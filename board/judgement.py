@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.errors import ValidationFailed
+
 # A blocking finding makes the verdict ``fail``; a debt finding keeps ``pass``.
 BLOCKING_SEVERITIES = ("security", "crash", "data_loss", "wrong_algorithm", "missing_ac")
 DEBT_SEVERITIES = ("style", "perf", "other")
@@ -107,3 +109,38 @@ def render(task: Any, at: str | None) -> dict[str, Any] | None:
         "reviewer": extra.get("reviewer"),
         "attempts": list(extra.get("attempts") or []),
     }
+
+
+# --- a person's line comments (review like a pull request) ---------------------------
+
+MAX_LINE_COMMENTS = 100
+
+
+def clean_line_comments(raw: Any) -> list[dict[str, Any]]:
+    """A reviewer's line comments ``[{file, line, body}]`` as stored and sent; raises
+    ValidationFailed naming the first bad one."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or len(raw) > MAX_LINE_COMMENTS:
+        raise ValidationFailed("comments", f"a list of at most {MAX_LINE_COMMENTS} objects")
+    clean = []
+    for n, item in enumerate(raw):
+        where = f"comments[{n}]"
+        if not isinstance(item, dict) or set(item) - {"file", "line", "body"}:
+            raise ValidationFailed(where, "must be an object {file, line, body}")
+        path = _text(item.get("file"), PATH_MAX)
+        body = _text(item.get("body"), BODY_MAX)
+        line = item.get("line")
+        if path is None:
+            raise ValidationFailed(f"{where}.file", "names a file of the diff")
+        if not isinstance(line, int) or isinstance(line, bool) or line < 1:
+            raise ValidationFailed(f"{where}.line", "must be a line number (1 or more)")
+        if body is None:
+            raise ValidationFailed(f"{where}.body", "says what should change")
+        clean.append({"file": path, "line": line, "body": body})
+    return clean
+
+
+def line_comments_text(comments: list[dict[str, Any]]) -> str:
+    """The comments as the agent reads them: one ``file:line: text`` per line."""
+    return "\n".join(f"- {c['file']}:{c['line']}: {c['body']}" for c in comments)

@@ -133,19 +133,13 @@ def write_fix_context(worktree: Path, agent: Agent, fix: FixRequest) -> None:
     """Put the fix request into the checkout's handoff, so a runtime that clocks in
     from it (any runtime) reads what to fix; TASK.md carries it as the task's
     feedback at the next run."""
-    existing = handoff.read_handoff(worktree) or {}
-    doc = {
-        "handoffFrom": existing.get("handoffFrom") or agent.display_name,
-        "runtime": existing.get("runtime") or agent.runtime,
-        "timestamp": store.now().isoformat(),
-        "completedSubtasks": existing.get("completedSubtasks") or [],
-        "brokenOrUnverified": [f"{fix.what}. Why: {fix.why}"[: handoff.TEXT_MAX]],
-        "nextBestStep": fix.how_to_fix,
-        "warnings": existing.get("warnings") or [],
-    }
-    if existing.get("nativeSessionId"):
-        doc["nativeSessionId"] = existing["nativeSessionId"]
-    handoff.write_handoff(worktree, doc)
+    handoff.note_for_next_run(
+        worktree,
+        who=agent.display_name,
+        runtime=agent.runtime,
+        broken=[f"{fix.what}. Why: {fix.why}"],
+        next_step=fix.how_to_fix,
+    )
 
 
 def judge(

@@ -286,3 +286,37 @@ def test_a_big_change_gets_the_critic(builder, critic, settings):
     store.create_task(title="Add feature", metadata={"verify_cmd": VERIFY_OK})
     assert Executor("builder").work_once().verdict == "pass"
     assert notes.exists()
+
+
+# --- 5. review like a pull request ---------------------------------------------------
+
+
+def test_request_changes_carries_line_comments_to_the_agents_next_run(builder, settings):
+    from tests.api.conftest import make_client
+
+    builder()
+    task = store.create_task(title="Add feature", metadata={"verify_cmd": VERIFY_OK}).task
+    Executor("builder").work_once()
+    client = make_client("ada")
+    bad = client.post(
+        f"/api/board/tasks/{task.id}/request-changes",
+        {"comments": [{"file": "feature.txt", "line": 0, "body": "x"}]},
+        format="json",
+    )
+    assert bad.status_code == 400 and bad.json()["field"] == "comments[0].line"
+    sent = client.post(
+        f"/api/board/tasks/{task.id}/request-changes",
+        {
+            "feedback": "Nearly.",
+            "comments": [{"file": "feature.txt", "line": 1, "body": "say OK, loudly"}],
+        },
+        format="json",
+    )
+    assert sent.status_code == 200, sent.content
+    assert sent.json()["feedback"] == "Nearly.\nLine comments:\n- feature.txt:1: say OK, loudly"
+    worktree = Path(store.get_task(task.id).worktree_ref)
+    handoff = json.loads((worktree / "AGENT_HANDOFF.json").read_text())
+    assert "feature.txt:1: say OK, loudly" in handoff["brokenOrUnverified"][0]
+    again = Executor("builder").work_once()  # the agent's next run
+    assert again.task_id == task.id
+    assert "- feature.txt:1: say OK, loudly" in (worktree / "TASK.md").read_text()
