@@ -169,3 +169,33 @@ def test_findings_and_line_comments_render_at_their_lines_and_go_to_the_agent(
     assert "feature.txt:1: write OK in capitals" in handoff["brokenOrUnverified"][0]
     assert Executor("builder").work_once().task_id == task.id  # the agent's next run
     assert "feature.txt:1: write OK in capitals" in (worktree / "TASK.md").read_text()
+
+
+def test_the_boards_new_task_carries_a_verify_command(daphne, settings, monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    user = get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
+    registry.add_member("default", user)
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/admin/login/?next=/board/")
+        page.fill("#id_username", "op")
+        page.fill("#id_password", "pw-op-123")
+        page.click("input[type=submit]")
+        page.wait_for_url(base + "/board/")
+        page.click("#new-task-btn")
+        page.fill("#new-task-form [name=title]", "Judged from the start")
+        page.fill("#new-task-verify", "pytest -q")
+        page.click("#create-task")
+        page.locator("[data-status=todo] .card", has_text="Judged from the start").wait_for(
+            timeout=10_000
+        )
+        browser.close()
+    [task] = store.list_tasks(team="default")
+    assert task.metadata == {"verify_cmd": "pytest -q"}
