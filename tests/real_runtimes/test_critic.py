@@ -1,8 +1,9 @@
-"""The critic with a real runtime (GOVERNANCE §4): a real Claude Code reviewer, on the
-scripted model endpoint, answers one blocking finding at ``app.py:3`` -- a green gate
-becomes ``fail``; the builder's next run has the finding in ``TASK.md``; the second
-round passes, and the change lands. The critic's checkout has no branch, and the file
-its model writes there reaches neither the task's branch nor the base.
+"""The critic with a real runtime (GOVERNANCE §4): a real Claude Code reviewer (and a
+Codex and a Hermes one), on the scripted model endpoint, answers one blocking finding at
+``app.py:3`` -- a green gate becomes ``fail``; the builder's next run has the finding in
+``TASK.md``; the second round passes, and the change lands. The critic's checkout has no
+branch, and the file its model writes there reaches neither the task's branch nor the
+base.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from core import registry
 from executor import critic
 from executor.runner import Executor
 from tests.executor.conftest import repo, state_dir  # noqa: F401 - fixtures
-from tests.real_runtimes.hermetic import claude_env, installed
+from tests.real_runtimes.hermetic import installed
 from tests.real_runtimes.model_server import DEFAULT_FILE, ModelServer
+from tests.real_runtimes.test_executor_acceptance import RUNTIMES, Runtime
 from tests.worktrees.conftest import git
 from worktrees import checkouts
 from worktrees import service as worktree_service
@@ -57,15 +59,23 @@ BLOCKING = {
 GATE = "python3 -c 'import app; assert app.ratio(6, 3) == 2'"
 
 
+@pytest.fixture(params=sorted(RUNTIMES))
+def runtime(request: pytest.FixtureRequest) -> Runtime:
+    """The critic's runtime: Claude Code (the acceptance), Codex and Hermes alike."""
+    return RUNTIMES[request.param]
+
+
 @pytest.fixture
 def team(
+    runtime: Runtime,
     repo: Path,  # noqa: F811
     model_server: ModelServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Path:
-    tool = installed("claude-code")
-    for name, value in claude_env(tmp_path / "critic-home", model_server.url).items():
+    tool = installed(runtime.tool)
+    url = model_server.url_v1 if runtime.v1 else model_server.url
+    for name, value in runtime.env(tmp_path / "critic-home", url).items():
         monkeypatch.setenv(name, value)
     script = tmp_path / "builder.py"
     script.write_text(BUILDER)
@@ -80,7 +90,7 @@ def team(
         id="critic",
         display_name="Critic",
         team="default",
-        runtime="claude-code",
+        runtime=runtime.name,
         settings={"binary": str(tool.bin), "timeout_s": 120},
     )
     registry.set_reviewer_agent("default", "critic")
@@ -110,8 +120,11 @@ def review_checkouts(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]
     return seen
 
 
-def test_a_real_claude_code_critic_fails_a_green_gate_and_the_fixed_round_lands(
-    team: Path, model_server: ModelServer, review_checkouts: list[dict[str, object]]
+def test_a_real_critic_fails_a_green_gate_and_the_fixed_round_lands(
+    runtime: Runtime,
+    team: Path,
+    model_server: ModelServer,
+    review_checkouts: list[dict[str, object]],
 ) -> None:
     base_repo = team
     task_id = store.create_task(
@@ -126,9 +139,9 @@ def test_a_real_claude_code_critic_fails_a_green_gate_and_the_fixed_round_lands(
     verification = task.as_dict()["verification"]
     assert verification["gate"]["exit_code"] == 0  # the gate was green
     assert verification["findings"] == BLOCKING["findings"]
-    assert verification["reviewer"] == {"agent": "critic", "runtime": "claude-code", "model": None}
+    assert verification["reviewer"] == {"agent": "critic", "runtime": runtime.name, "model": None}
     assert task.status == "in_progress" and "app.py:3" in task.feedback
-    # The critic ran through Claude Code in a detached checkout of the committed change.
+    # The critic ran through its runtime in a detached checkout of the committed change.
     [checkout] = review_checkouts
     assert checkout["symbolic"] != 0 and checkout["head"] == checkout["sha"]
     assert not Path(str(checkout["path"])).exists()
@@ -137,7 +150,7 @@ def test_a_real_claude_code_critic_fails_a_green_gate_and_the_fixed_round_lands(
     ]
     assert stated, "the critic's model never heard of its checkout"
     runs = [x for x in store.list_executions(task_id) if x.agent_id == "critic"]
-    assert len(runs) == 1 and runs[0].runtime == "claude-code" and runs[0].status == "succeeded"
+    assert len(runs) == 1 and runs[0].runtime == runtime.name and runs[0].status == "succeeded"
     assert runs[0].tokens_in > 0 and runs[0].tokens_out > 0
 
     model_server.script.final_text = json.dumps({"findings": []})
@@ -154,6 +167,6 @@ def test_a_real_claude_code_critic_fails_a_green_gate_and_the_fixed_round_lands(
     assert landed["result"] == "landed"
     assert "if b else 0" in git(base_repo, "show", "main:app.py")
     # What the critic's model wrote in its checkouts reached neither branch nor base.
-    assert model_server.replies().count("tool_call:Write") == 2  # it did write, twice
+    assert model_server.replies().count(runtime.tool_call) == 2  # it did write, twice
     assert DEFAULT_FILE not in git(base_repo, "ls-tree", "-r", "--name-only", "main")
     assert not (worktree / DEFAULT_FILE).exists()
