@@ -190,12 +190,14 @@ def review(
         log=result.log_tail,
         pid=os.getpid(),
     )
+    return CriticReport(findings=findings, reviewer=reviewer_body(reviewer))
+
+
+def reviewer_body(reviewer: Agent) -> dict[str, Any]:
+    """The verdict's ``reviewer``: who reviewed, on which runtime and model."""
     model = (reviewer.settings or {}).get("model")
-    return CriticReport(
-        findings=findings,
-        reviewer={
-            "agent": reviewer.id,
-            "runtime": reviewer.runtime,
-            "model": model if isinstance(model, str) else None,
-        },
-    )
+    return {
+        "agent": reviewer.id,
+        "runtime": reviewer.runtime,
+        "model": model if isinstance(model, str) else None,
+    }

@@ -28,6 +28,7 @@ from django.conf import settings
 
 from board import judgement, store
 from board.models import Task, Verdict, Workspace
+from core.errors import ClawbooError
 from core.models import Agent
 from executor import critic, verification
 from worktrees import checkouts, handoff
@@ -226,12 +227,22 @@ def _critic(
     if reviewer is None:
         return None
     head = checkouts.commit_worktree_work(worktree, task.id)
-    return critic.review(
-        task,
-        reviewer,
-        repo=Path(ws.repo_path),
-        base=ws.base_commit,
-        head=head,
-        ticket=ticket,
-        heartbeat_s=heartbeat_s,
-    )
+    try:
+        return critic.review(
+            task,
+            reviewer,
+            repo=Path(ws.repo_path),
+            base=ws.base_commit,
+            head=head,
+            ticket=ticket,
+            heartbeat_s=heartbeat_s,
+        )
+    except (ClawbooError, OSError) as exc:
+        # A critic that could not run is no verdict on the builder's work: the change
+        # goes on, with a finding that says so.
+        log.exception("the critic of task %s could not run", task.id)
+        detail = exc.detail if isinstance(exc, ClawbooError) else str(exc)
+        return critic.CriticReport(
+            findings=[{"severity": "other", "title": "the critic could not run", "body": detail}],
+            reviewer=critic.reviewer_body(reviewer),
+        )

@@ -320,3 +320,24 @@ def test_request_changes_carries_line_comments_to_the_agents_next_run(builder, s
     again = Executor("builder").work_once()  # the agent's next run
     assert again.task_id == task.id
     assert "- feature.txt:1: say OK, loudly" in (worktree / "TASK.md").read_text()
+
+
+def test_a_critic_that_cannot_run_leaves_a_finding_not_a_failure(
+    builder, critic, settings, monkeypatch
+):
+    from executor import critic as critic_module
+    from worktrees.checkouts import ProvisionFailed
+
+    def broken(repo, sha):
+        raise ProvisionFailed("disk full")
+
+    monkeypatch.setattr(critic_module.checkouts, "provision_review_worktree", broken)
+    critic()
+    builder()
+    task = store.create_task(
+        title="Add feature", labels=["risk"], metadata={"verify_cmd": VERIFY_OK}
+    ).task
+    assert Executor("builder").work_once().verdict == "pass"
+    verification = store.get_task(task.id).as_dict()["verification"]
+    assert verification["findings"][0]["title"] == "the critic could not run"
+    assert "disk full" in verification["findings"][0]["body"]
