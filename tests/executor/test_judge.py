@@ -193,6 +193,10 @@ def test_a_gate_that_always_fails_gets_two_attempts_then_debt_blocked_and_one_no
     assert all(a["gate"]["exit_code"] == 1 for a in verification["attempts"])
     assert "verification gate failed" in (Path(task.worktree_ref) / "TASK.md").read_text()
     assert person_reasons(task.id) == ["blocked"]
+    from core import chat
+
+    fixed = Event.objects.get(task_id=task.id, kind="fix_requested")
+    assert chat.narration_for(fixed) == "Sent back to its builder to fix: 'Add feature'"
     assert [x.status for x in store.list_executions(task.id)] == ["succeeded", "succeeded"]
 
 
