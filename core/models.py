@@ -35,6 +35,11 @@ class Team(models.Model):
     # Highest event sequence handed out for this team. Bumped with a row-locking
     # UPDATE inside each mutation's transaction, so sequence order is commit order.
     last_event_seq = models.BigIntegerField(default=0, editable=False)
+    # The critic of the team's risky changes (GOVERNANCE §4): an agent of this team
+    # reviews a change its builder finished; null: no critic.
+    reviewer_agent = models.ForeignKey(
+        "Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
 

@@ -2,7 +2,7 @@
 
 claim → open execution row → provision / resume / rebuild the worktree → run the
 adapter with a heartbeat renewing the lease → write or read AGENT_HANDOFF.json →
-verify (init.sh's VERIFY_CMD; verdict + evidence) → complete the worktree (empty →
+judge (the gate, the critic, the fix loop: :mod:`executor.judge`) → complete the worktree (empty →
 ``done``, non-empty → ``in_review`` behind the gate) → close the execution row with
 outcome, cost and git before/after. A failed run maps to a soft or hard fail; with
 ``keep_for_resume`` the handoff is written, the task released to ``todo`` and the
@@ -34,7 +34,7 @@ from boardmcp import credentials as mcp_credentials
 from core import beats, reconnect, registry, server_commands, wakeups
 from core.errors import ClawbooError
 from core.models import Agent
-from executor import verification
+from executor import judge
 from executor.runtimes import (
     McpEndpoint,
     RunRequest,
@@ -489,11 +489,24 @@ class Executor:
             report.outcome = "succeeded"
             return self._finish(report)
         with clock.phase("verify"):
-            verdict = verification.verify(cwd, task)
-        if verdict is not None:
-            with clock.phase("board"):
-                store.set_verdict(task.id, verdict.verdict, verdict.evidence)
-            report.verdict = verdict.verdict
+            judged = judge.judge(
+                task,
+                self.agent,
+                ticket,
+                cwd,
+                repo_path=self._repo_path(task),
+                heartbeat_s=self.heartbeat_s,
+            )
+        report.verdict = judged.verdict
+        if judged.action != "review":
+            # Sent back to fix, or blocked with its debt: the judge recorded it.
+            git_after = self._head(cwd)
+            lost = judged.action == "lost"
+            closed, note = ("cancelled", "claim lost") if lost else ("succeeded", None)
+            self._close(execution_id, closed, result, git_before, git_after, note)
+            report.outcome = "lost" if lost else "succeeded"
+            report.worktree = "kept"
+            return self._finish(report)
         with clock.phase("board"):
             fence = store.renew_lease(task.id, ticket)
         if fence.declined:

@@ -48,6 +48,12 @@ from board.store.fields import (
     set_verdict,
     update_task,
 )
+from board.store.judgement import (
+    record_review_run,
+    record_verification,
+    send_back_for_fix,
+    settle_with_debt,
+)
 from board.store.lifecycle import (
     await_review,
     block,
@@ -195,6 +201,10 @@ __all__ = [
     "set_priority",
     "set_scheduled_by",
     "set_verdict",
+    "record_verification",
+    "record_review_run",
+    "send_back_for_fix",
+    "settle_with_debt",
     "set_workspace_status",
     "settle_from_worktree",
     "ticket_of",

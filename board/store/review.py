@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from board import checks
+from board import checks, judgement
 from board.errors import ClaimRequired, IllegalTransition
 from board.models import Task, Workspace, WorkspaceStatus
 from board.store._base import add_comment_row, commit_change, lock_task, now, set_fields
@@ -43,18 +43,26 @@ def _in_review(task: Task, to: str) -> None:
         raise IllegalTransition(task.id, task.status, to, allowed_transitions_from(task.status))
 
 
-def request_changes(task_id: str, feedback: Any, *, by: Any, agent_id: Any = None) -> Reworked:
+def request_changes(
+    task_id: str, feedback: Any, *, by: Any, agent_id: Any = None, comments: Any = None
+) -> Reworked:
     """``in_review → in_progress``, claimed again for ``agent_id`` (default: the agent
     that did the work), with ``feedback`` kept as the task's ``feedback`` and a comment
     by ``by``. The task keeps its worktree and branch; the agent's executor picks the
     claim up (``start_assigned``) and its next run resumes that checkout with the
-    feedback in ``TASK.md``.
+    feedback in ``TASK.md``. Line ``comments`` (``[{file, line, body}]``, as on a
+    pull request) join the feedback, one ``file:line: text`` each.
 
     The table has no ``in_review → todo`` edge: this is its ``in_review →
     in_progress`` edge, and it always brings a claim. Raises :class:`ClaimRequired`
     when there is no agent to send it back to, ``IllegalTransition`` outside review.
     """
-    note = checks.check_text(feedback, "feedback", required=True)
+    lines = judgement.clean_line_comments(comments)
+    note = checks.check_text(feedback, "feedback", required=not lines) or ""
+    if lines:
+        # Like a pull request's review: the agent reads each comment at its file:line.
+        said = "Line comments:\n" + judgement.line_comments_text(lines)
+        note = checks.check_text(f"{note}\n{said}".strip(), "feedback", required=True)
     reviewer = _who(by)
     named = None if agent_id is None else claim_for_agent(agent_id)
 
