@@ -289,6 +289,7 @@ def _create(
     status: str,
     parent: Task | None,
     team: str | None,
+    repository: str | None,
 ) -> dict[str, Any]:
     for dep in depends_on or ():
         _visible(caller, dep, "depends_on")
@@ -301,6 +302,9 @@ def _create(
         depends_on=depends_on,
         status=status,
         parent_task_id=parent.id if parent is not None else None,
+        # By id only (a path is never taken from an agent); a subtask works in its
+        # parent's repository unless it names another of the team's.
+        repository=repository if repository is not None or parent is None else parent.repository_id,
         # An agent filing work: the board's ceilings and rate limit apply.
         created_by_agent_id=caller.agent_id,
     )
@@ -317,9 +321,11 @@ def create_task(
     depends_on: list[TaskId] | None = None,
     status: Literal["todo", "backlog"] = "todo",
     team: str | None = None,
+    repository: TaskId | None = None,
 ) -> dict[str, Any]:
     """File a new top-level task for your team (a separate piece of work, not part of
-    yours; for that use create_subtask). Rate limited for agents."""
+    yours; for that use create_subtask). Rate limited for agents. repository: the id of
+    one of your team's registered repositories the task's worktree is made in."""
     caller = caller_of(ctx)
     return _create(
         caller,
@@ -331,6 +337,7 @@ def create_task(
         status=status,
         parent=None,
         team=team,
+        repository=repository,
     )
 
 
@@ -344,9 +351,11 @@ def create_subtask(
     labels: list[str] | None = None,
     depends_on: list[TaskId] | None = None,
     status: Literal["todo", "backlog"] = "todo",
+    repository: TaskId | None = None,
 ) -> dict[str, Any]:
     """Split work into a child task of parent_task_id (default: your task), which your
-    team's agents can then claim. Depth and per-parent child limits apply."""
+    team's agents can then claim. Depth and per-parent child limits apply. It works in
+    the parent's repository unless repository names another of your team's."""
     caller = caller_of(ctx)
     parent = _visible(caller, _task_id(caller, parent_task_id), "parent_task_id")
     return _create(
@@ -359,6 +368,7 @@ def create_subtask(
         status=status,
         parent=parent,
         team=None,
+        repository=repository,
     )
 
 

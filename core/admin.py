@@ -8,10 +8,10 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from core import registry
+from core import registry, repositories
 from core.admin_forms import DataLayerAdmin
 from core.errors import ClawbooError
-from core.models import Agent, Event, Team
+from core.models import Agent, Event, Repository, Team
 
 
 @admin.register(Team)
@@ -99,6 +99,48 @@ class AgentAdmin(DataLayerAdmin):
                 )
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
+
+
+@admin.register(Repository)
+class RepositoryAdmin(DataLayerAdmin):
+    """Staff register a team's repositories here (the admin is staff-only); the path
+    is checked and stored as its real path by :mod:`core.repositories`."""
+
+    list_display = ("id", "team", "path", "base_branch", "landing", "updated_at")
+    list_filter = ("team",)
+    search_fields = ("id", "path")
+    fields = (
+        "id",
+        "team",
+        "path",
+        "remote",
+        "base_branch",
+        "landing",
+        "install_cmd",
+        "verify_cmd",
+    )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ("id", "team") if obj else ()
+
+    def save_model(self, request: HttpRequest, obj: Repository, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        fields = {name: data.get(name) or "" for name in repositories.EDITABLE}
+        try:
+            if change:
+                saved = repositories.update(obj.pk, fields)
+            else:
+                saved = repositories.register(team=data["team"].pk, id=data["id"], **fields)
+        except ClawbooError as exc:
+            raise self.refuse(request, exc) from exc
+        obj.pk, obj.path = saved.pk, saved.path
+
+    def delete_model(self, request: HttpRequest, obj: Repository) -> None:
+        repositories.delete(obj.pk)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for repo in queryset:
+            repositories.delete(repo.pk)
 
 
 @admin.register(Event)

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import connection
 
-from core import server_commands, storage
+from core import repositories, server_commands, storage
 from core.checks import check_id, check_object, check_text
 from core.errors import Conflict, NotFound, ValidationFailed
 from core.models import Agent, ParticipantKind, Runtime, Team
@@ -135,6 +135,7 @@ def create_agent(
             raise Conflict(f"agent {aid!r} already exists")
         if not Team.objects.filter(pk=tid).exists():
             raise ValidationFailed("team", f"no team {tid!r}")
+        _check_default_repository(conf, tid)
         return Agent.objects.create(
             id=aid,
             display_name=name,
@@ -183,6 +184,8 @@ def update_agent(
             raise ValidationFailed("team", f"no team {clean['team_id']!r}")
         runtime = clean.get("runtime", agent.runtime)
         conf = clean.get("settings", agent.settings)
+        if "settings" in clean or "team_id" in clean:
+            _check_default_repository(conf, clean.get("team_id", agent.team_id))
         executes = "runtime" in clean or "settings" in clean
         if executes:
             server_commands.check_agent_execution(runtime, conf, operator=operator)
@@ -195,6 +198,12 @@ def update_agent(
         return agent
 
     return storage.write(run)
+
+
+def _check_default_repository(conf: dict[str, Any], team_id: str) -> None:
+    """An agent's default repository (``settings.repository``) is one of its team's."""
+    if conf.get("repository") is not None:
+        repositories.of_team(conf["repository"], team_id, "settings.repository")
 
 
 def update_team(team_id: str, *, name: Any = None, members: Any = None) -> Team:

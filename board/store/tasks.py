@@ -41,7 +41,7 @@ from board.store.ready import (  # noqa: F401 - ready_filter is re-exported
 )
 from board.store.tickets import Ticket
 from board.transitions import Status
-from core import storage
+from core import repositories, storage
 from core.errors import ValidationFailed
 from core.models import Agent, Team
 
@@ -168,11 +168,16 @@ def create_task(
     depends_on: Any = None,
     created_by_agent_id: Any = None,
     scheduled_by: Any = "manual",
+    repository: Any = None,
     actor: str | None = None,
 ) -> Created:
     """Create a task (``todo`` by default, or ``backlog``). ``actor`` names the
     authenticated user who asked, for the narration (not part of the request's
     identity: a retried create by someone else is still the same create).
+
+    ``repository`` names a registered repository of the team by id; without it, a
+    ``metadata.repo_path`` must be exactly the path of one (and links the task to
+    it): a path is never taken from a body (:mod:`core.repositories`).
 
     Ceilings (checked inside the write transaction, so concurrent creates cannot
     overrun them): with a parent, the parent's depth must be < 2 and it may have at
@@ -201,6 +206,9 @@ def create_task(
         else checks.check_agent_id(created_by_agent_id, "created_by_agent_id"),
         "scheduled_by": checks.check_text(scheduled_by or "manual", "scheduled_by", limit=32),
     }
+    if repository is not None:
+        # Only when given: the fingerprints of creates made before repositories stay.
+        clean["repository"] = checks.check_id(repository, "repository")
     task_id = checks.check_id(id) if id is not None else None
     fingerprint = _fingerprint(clean)
     return storage.write(_create, task_id, clean, fingerprint, actor)
@@ -223,6 +231,7 @@ def _create(
             raise TaskIdTaken(task_id)
     if not Team.objects.filter(pk=clean["team"]).exists():
         raise ValidationFailed("team", f"no team {clean['team']!r}")
+    repository_id = task_repository(clean["team"], clean.get("repository"), clean["metadata"])
     at = now()
     parent_id = clean["parent_task_id"]
     if parent_id is not None:
@@ -262,6 +271,7 @@ def _create(
         max_attempts=clean["max_attempts"],
         created_by_agent_id=clean["created_by_agent_id"],
         scheduled_by=clean["scheduled_by"],
+        repository_id=repository_id,
         incarnation_id=secrets.token_hex(8),
         unmet_deps=unmet,
         create_fingerprint=fingerprint,
@@ -275,6 +285,18 @@ def _create(
         )
     record_event(task, "added", prev_status=None, actor=actor)
     return Created(task, created=True)
+
+
+def task_repository(team_id: str, repository: str | None, metadata: dict[str, Any]) -> str | None:
+    """The id of the registered repository a task of ``team_id`` works in: the one
+    ``repository`` names (another team's or an unknown id: 400 naming the field),
+    else the one whose path ``metadata.repo_path`` is exactly, else None."""
+    if repository is not None:
+        return repositories.of_team(repository, team_id, "repository").id
+    raw = metadata.get("repo_path")
+    if raw is None:
+        return None
+    return repositories.check_named_path(team_id, raw, "metadata.repo_path").id
 
 
 def ancestors(task_id: str) -> list[str]:
