@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from core import registry, repositories
-from core.admin_forms import DataLayerAdmin
+from core import agent_secrets, registry, repositories
+from core.admin_forms import DataLayerAdmin, PrettyJSONField
 from core.errors import ClawbooError
 from core.models import Agent, Event, Repository, Team
 
@@ -40,8 +41,32 @@ class TeamAdmin(DataLayerAdmin):
         registry.update_team(form.instance.pk, members=list(form.cleaned_data["members"]))
 
 
+class AgentForm(forms.ModelForm):
+    """Settings as indented JSON with every secret's value masked: the page shows that
+    a secret is set, never what it is; leaving the mask keeps it, typing a new value
+    replaces it (core.agent_secrets, applied by core.registry on save)."""
+
+    settings = PrettyJSONField(
+        object_only=True,
+        help_text=f"Secret values show as {agent_secrets.MASK}: leave it to keep the "
+        "secret, or type a new value to replace it.",
+    )
+
+    class Meta:
+        model = Agent
+        fields = ("id", "display_name", "team", "runtime", "participant_kind", "settings", "owner")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.initial["settings"] = agent_secrets.masked(
+                self.instance.settings, self.instance.runtime
+            )
+
+
 @admin.register(Agent)
 class AgentAdmin(DataLayerAdmin):
+    form = AgentForm
     list_display = (
         "id",
         "display_name",

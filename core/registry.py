@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import connection
 
-from core import repositories, server_commands, storage
+from core import agent_secrets, repositories, server_commands, storage
 from core.checks import check_id, check_object, check_text
 from core.errors import Conflict, NotFound, ValidationFailed
 from core.models import Agent, ParticipantKind, Runtime, Team
@@ -127,7 +127,7 @@ def create_agent(
     tid = check_id(team, "team")
     rt = _check_runtime(runtime)
     kind = _check_kind(participant_kind)
-    conf = check_object(settings, "settings")
+    conf = agent_secrets.keep_stored(check_object(settings, "settings"), {}, rt)
     server_commands.check_agent_execution(rt, conf, operator=operator)
 
     def run() -> Agent:
@@ -183,6 +183,11 @@ def update_agent(
         if "team_id" in clean and not Team.objects.filter(pk=clean["team_id"]).exists():
             raise ValidationFailed("team", f"no team {clean['team_id']!r}")
         runtime = clean.get("runtime", agent.runtime)
+        if "settings" in clean:
+            # A secret handed back as the mask an answer carried keeps its stored value.
+            clean["settings"] = agent_secrets.keep_stored(
+                clean["settings"], agent.settings, runtime
+            )
         conf = clean.get("settings", agent.settings)
         if "settings" in clean or "team_id" in clean:
             _check_default_repository(conf, clean.get("team_id", agent.team_id))
