@@ -221,3 +221,20 @@ def test_a_second_member_of_another_team_cannot_name_my_repository(root: Path, o
         format="json",
     )
     assert answer.status_code == 400 and answer.json()["field"] == "repository"
+
+
+def test_an_agents_owner_may_pick_its_default_among_the_teams_repositories(
+    api, root: Path, settings
+):
+    settings.CLAWBOO_AGENT_ALLOWLIST = [{"runtime": "claude-code", "settings": {}}]
+    shop = repositories.register(team="default", path=str(make_repo(root / "shop")))
+    body = {
+        "id": "cc",
+        "display_name": "CC",
+        "team": "default",
+        "runtime": "claude-code",
+        "settings": {"repository": shop.id},
+    }
+    made = api.post("/api/agents", body, format="json")
+    assert made.status_code == 201, made.json()
+    assert registry.get_agent("cc").settings == {"repository": shop.id}
