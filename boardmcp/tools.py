@@ -302,9 +302,8 @@ def _create(
         depends_on=depends_on,
         status=status,
         parent_task_id=parent.id if parent is not None else None,
-        # By id only (a path is never taken from an agent); a subtask works in its
-        # parent's repository unless it names another of the team's.
-        repository=repository if repository is not None or parent is None else parent.repository_id,
+        # By id only: a path is never taken from an agent.
+        repository=repository,
         # An agent filing work: the board's ceilings and rate limit apply.
         created_by_agent_id=caller.agent_id,
     )

@@ -177,7 +177,8 @@ def create_task(
 
     ``repository`` names a registered repository of the team by id; without it, a
     ``metadata.repo_path`` must be exactly the path of one (and links the task to
-    it): a path is never taken from a body (:mod:`core.repositories`).
+    it): a path is never taken from a body (:mod:`core.repositories`). Naming
+    neither, a subtask works in its parent's repository.
 
     Ceilings (checked inside the write transaction, so concurrent creates cannot
     overrun them): with a parent, the parent's depth must be < 2 and it may have at
@@ -235,7 +236,9 @@ def _create(
     at = now()
     parent_id = clean["parent_task_id"]
     if parent_id is not None:
-        _check_parent_ceilings(parent_id, clean["team"])
+        parent = _check_parent_ceilings(parent_id, clean["team"])
+        if repository_id is None:
+            repository_id = parent.repository_id  # a subtask works where its parent does
     elif clean["created_by_agent_id"] is not None:
         _check_root_rate(clean["team"], at)
     deps = clean["depends_on"]
@@ -306,7 +309,7 @@ def ancestors(task_id: str) -> list[str]:
     return ancestor_ids(task_id)
 
 
-def _check_parent_ceilings(parent_id: str, team_id: str) -> None:
+def _check_parent_ceilings(parent_id: str, team_id: str) -> Task:
     try:
         parent = lock_task(parent_id)  # serialises concurrent creates under one parent
     except TaskNotFound:
@@ -330,6 +333,7 @@ def _check_parent_ceilings(parent_id: str, team_id: str) -> None:
         raise TooManyChildren(
             f"parent {parent_id!r} already has {live} live children (max {limit})", limit=limit
         )
+    return parent
 
 
 def _check_root_rate(team_id: str, at: dt.datetime) -> None:

@@ -238,3 +238,12 @@ def test_an_agents_owner_may_pick_its_default_among_the_teams_repositories(
     made = api.post("/api/agents", body, format="json")
     assert made.status_code == 201, made.json()
     assert registry.get_agent("cc").settings == {"repository": shop.id}
+
+
+def test_a_subtask_naming_no_repository_works_in_its_parents(api, root: Path):
+    shop = repositories.register(team="default", path=str(make_repo(root / "shop")))
+    parent = api.post("/api/board/tasks", {"title": "p", "repository": shop.id}, format="json")
+    child = api.post(
+        "/api/board/tasks", {"title": "c", "parent_task_id": parent.json()["id"]}, format="json"
+    )
+    assert child.status_code == 201 and child.json()["repository"] == shop.id
