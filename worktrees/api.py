@@ -14,16 +14,16 @@ from rest_framework.views import APIView
 from board import store
 from board.access import audited_override, visible_task
 from board.api import task_body
-from board.models import Task
+from board.models import Task, WorkspaceStatus
 from board.serializers import OverrideSerializer, TaskSerializer
 from core import repositories, server_commands
 from core.api.access import act_as
-from core.api.bodies import json_object
+from core.api.bodies import BodySpec, json_object
 from core.api.idempotency import idempotent
 from core.api.schema import with_errors
 from core.errors import ValidationFailed
 from core.models import Repository
-from worktrees import review, service
+from worktrees import handoff, review, service
 
 WorkspaceSerializer = inline_serializer(
     "Workspace",
@@ -34,11 +34,31 @@ WorkspaceSerializer = inline_serializer(
         "branch": serializers.CharField(),
         "base_sha": serializers.CharField(),
         "base_commit": serializers.CharField(),
-        "status": serializers.ChoiceField(choices=["active", "archived", "stale"]),
+        "status": serializers.ChoiceField(choices=WorkspaceStatus.choices),
         "resume_state": serializers.DictField(required=False),
     },
 )
 _ANY = inline_serializer("WorkspaceResult", {"result": serializers.CharField(required=False)})
+
+
+ProvisionBody = inline_serializer(
+    "Provision",
+    {
+        "repository": serializers.CharField(
+            required=False,
+            help_text="id of a registered repository of the task's team "
+            "(default: the task's repository)",
+        ),
+        "repo_path": serializers.CharField(
+            required=False,
+            help_text="staff: any path inside CLAWBOO_REPO_ROOTS (resolved, and "
+            "registered for the task's team if need be); anyone else: exactly the "
+            "path of a registered repository of the task's team, else 400",
+        ),
+        "base_ref": serializers.CharField(required=False),
+        "base_sha": serializers.CharField(required=False),
+    },
+)
 
 
 class WorkspaceView(APIView):
@@ -46,24 +66,7 @@ class WorkspaceView(APIView):
 
     @extend_schema(
         operation_id="board_tasks_workspace_create",
-        request=inline_serializer(
-            "Provision",
-            {
-                "repository": serializers.CharField(
-                    required=False,
-                    help_text="id of a registered repository of the task's team "
-                    "(default: the task's repository)",
-                ),
-                "repo_path": serializers.CharField(
-                    required=False,
-                    help_text="staff: any path inside CLAWBOO_REPO_ROOTS (resolved, and "
-                    "registered for the task's team if need be); anyone else: exactly the "
-                    "path of a registered repository of the task's team, else 400",
-                ),
-                "base_ref": serializers.CharField(required=False),
-                "base_sha": serializers.CharField(required=False),
-            },
-        ),
+        request=ProvisionBody,
         responses=with_errors(
             {201: WorkspaceSerializer},
             "not_found",
@@ -75,7 +78,7 @@ class WorkspaceView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         task = visible_task(request.user, task_id)
-        body = json_object(request, ("repository", "repo_path", "base_ref", "base_sha"))
+        body = json_object(request, ProvisionBody)
         repo = _named_repository(request, task, body)
         ws = service.provision_task_workspace(
             task_id, repo.path, base_ref=body.get("base_ref"), base_sha=body.get("base_sha")
@@ -125,23 +128,20 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _operation(name: str, fn: Any, *, body: bool = False) -> type[APIView]:
+def _operation(name: str, fn: Any, *, body: BodySpec = None) -> type[APIView]:
     class OperationView(APIView):
         permission_classes = [IsAuthenticated]
 
         @extend_schema(
             operation_id=f"board_tasks_workspace_{name}",
-            request=inline_serializer(f"Handoff{name.title()}", {}) if body else None,
+            request=body,
             responses=with_errors({200: _ANY}, "not_found", "conflict", "validation_error"),
         )
         @idempotent
         def post(self, request: Request, task_id: str) -> Response:
             visible_task(request.user, task_id)
-            if body:
-                result = fn(task_id, request.data)
-            else:
-                json_object(request, ())
-                result = fn(task_id)
+            data = json_object(request, body)
+            result = fn(task_id) if body is None else fn(task_id, data)
             return Response(_jsonable(result))
 
     OperationView.__name__ = f"Workspace{name.title()}View"
@@ -152,7 +152,21 @@ WorkspacePauseView = _operation("pause", service.pause)
 WorkspaceResumeView = _operation("resume", service.resume)
 WorkspaceCompleteView = _operation("complete", service.complete)
 WorkspaceReviewView = _operation("review", service.review)
-WorkspaceHandoffView = _operation("handoff", service.write_handoff, body=True)
+# The handoff's keys are handoff.FIELDS; their values are checked by validate_handoff.
+HandoffBody = inline_serializer(
+    "Handoff",
+    {name: serializers.JSONField(required=name == "handoffFrom") for name in handoff.FIELDS},
+)
+WorkspaceHandoffView = _operation("handoff", service.write_handoff, body=HandoffBody)
+
+
+GcBody = inline_serializer(
+    "Gc",
+    {
+        "max_age_hours": serializers.FloatField(required=False, min_value=0),
+        "keep": serializers.IntegerField(required=False, min_value=0),
+    },
+)
 
 
 class GcView(APIView):
@@ -160,13 +174,7 @@ class GcView(APIView):
 
     @extend_schema(
         operation_id="worktrees_gc",
-        request=inline_serializer(
-            "Gc",
-            {
-                "max_age_hours": serializers.FloatField(required=False, min_value=0),
-                "keep": serializers.IntegerField(required=False, min_value=0),
-            },
-        ),
+        request=GcBody,
         responses=with_errors(
             {
                 200: inline_serializer(
@@ -183,12 +191,8 @@ class GcView(APIView):
         ),
     )
     def post(self, request: Request) -> Response:
-        body = json_object(request, ("max_age_hours", "keep"))
-        return Response(
-            _jsonable(
-                service.gc(max_age_hours=body.get("max_age_hours", 72), keep=body.get("keep", 25))
-            )
-        )
+        body = json_object(request, GcBody)
+        return Response(_jsonable(service.gc(**body)))
 
 
 # --- review: see the work, send it back, approve it -------------------------------
@@ -272,6 +276,9 @@ class ReviewView(APIView):
         )
 
 
+ApproveBody = inline_serializer("Approve", {"human_override": OverrideSerializer})
+
+
 class ApproveView(APIView):
     permission_classes = [IsAuthenticated]
 
@@ -285,7 +292,7 @@ class ApproveView(APIView):
             "paths, and the task goes back to its agent (or to blocked, by the "
             "repository's `clawboo.onConflict`)."
         ),
-        request=inline_serializer("Approve", {"human_override": OverrideSerializer}),
+        request=ApproveBody,
         responses=with_errors(
             {
                 200: inline_serializer(
@@ -315,13 +322,22 @@ class ApproveView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        body = json_object(request, ("human_override",))
+        body = json_object(request, ApproveBody)
         result = service.approve(
             task_id,
             by=request.user.get_username(),
             human_override=audited_override(request, body.get("human_override")),
         )
         return Response({**result, "task": task_body(result["task"])})
+
+
+RequestChangesBody = inline_serializer(
+    "RequestChanges",
+    {
+        "feedback": serializers.CharField(max_length=20_000),
+        "agent_id": serializers.CharField(required=False),
+    },
+)
 
 
 class RequestChangesView(APIView):
@@ -335,13 +351,7 @@ class RequestChangesView(APIView):
             "branch stay, and the agent's next run resumes them with the feedback in "
             "TASK.md."
         ),
-        request=inline_serializer(
-            "RequestChanges",
-            {
-                "feedback": serializers.CharField(max_length=20_000),
-                "agent_id": serializers.CharField(required=False),
-            },
-        ),
+        request=RequestChangesBody,
         responses=with_errors(
             {200: TaskSerializer},
             "not_found",
@@ -353,7 +363,7 @@ class RequestChangesView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        body = json_object(request, ("feedback", "agent_id"), required=("feedback",))
+        body = json_object(request, RequestChangesBody)
         agent = body.get("agent_id")
         sent = store.request_changes(
             task_id,

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import connection
 
 from board.models import ExecutionProcess, ExecutionStatus, Task
 from board.store._base import now
-from board.store.claims import _abandon
+from board.store.claims import abandon
 from board.transitions import Status
 from core import storage
 
@@ -46,7 +47,7 @@ def release_stale(ttl: dt.timedelta | None = None) -> list[str]:
         ).order_by("updated_at")
         if connection.features.has_select_for_update:
             qs = qs.select_for_update(skip_locked=True)
-        return [_abandon(task, at, reason=STALE_ERROR).id for task in qs]
+        return [abandon(task, at, reason=STALE_ERROR).id for task in qs]
 
     return storage.write(run)
 
@@ -79,17 +80,24 @@ def reconcile_orphans(ttl: dt.timedelta | None = None) -> list[str]:
             row.save(update_fields=["status", "error", "finished_at", "recovery_tombstone"])
             task = Task.objects.get(pk=row.task_id)
             if task.status == Status.IN_PROGRESS and task.id not in released:
-                _abandon(task, at, reason=ORPHAN_ERROR)
+                abandon(task, at, reason=ORPHAN_ERROR)
                 released.append(task.id)
         return released
 
     return storage.write(run)
 
 
+# The recovery passes by the name an operator asks for (API, admin, command), in order.
+RECOVERY_PASSES: dict[str, Callable[[], list[str]]] = {
+    "orphans": reconcile_orphans,
+    "stale": release_stale,
+}
+
+
 def run_boot_passes() -> dict[str, list[str]]:
     """Orphans then stale, best-effort: a failure is logged and never blocks boot."""
-    result: dict[str, list[str]] = {"orphans": [], "stale": []}
-    for name, fn in (("orphans", reconcile_orphans), ("stale", release_stale)):
+    result: dict[str, list[str]] = {name: [] for name in RECOVERY_PASSES}
+    for name, fn in RECOVERY_PASSES.items():
         try:
             result[name] = fn()
         except Exception:

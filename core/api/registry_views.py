@@ -19,7 +19,7 @@ from core.api.idempotency import idempotent
 from core.api.schema import with_errors
 from core.errors import Forbidden, NotFound, ValidationFailed
 from core.live import frames_for
-from core.models import Agent, Runtime, Team
+from core.models import Agent, ParticipantKind, Runtime, Team
 
 _TEAM_FIELDS: dict[str, Any] = {"id": serializers.CharField(), "name": serializers.CharField()}
 TeamSerializer = inline_serializer("Team", _TEAM_FIELDS)
@@ -29,7 +29,7 @@ _AGENT_FIELDS: dict[str, Any] = {
     "display_name": serializers.CharField(),
     "team": serializers.CharField(),
     "runtime": serializers.ChoiceField(choices=Runtime.choices),
-    "participant_kind": serializers.ChoiceField(choices=["agent", "human"]),
+    "participant_kind": serializers.ChoiceField(choices=ParticipantKind.choices),
     "settings": serializers.DictField(
         required=False,
         help_text="staff only (absent for anyone else); each secret-looking key's value "
@@ -46,7 +46,9 @@ def _agent_write_fields(create: bool) -> dict[str, Any]:
         "display_name": serializers.CharField(required=create),
         "team": serializers.CharField(required=create),
         "runtime": serializers.ChoiceField(choices=Runtime.choices, required=create),
-        "participant_kind": serializers.ChoiceField(choices=["agent", "human"], required=False),
+        "participant_kind": serializers.ChoiceField(
+            choices=ParticipantKind.choices, required=False
+        ),
         "settings": serializers.DictField(
             required=False,
             help_text="what the runtime runs; for every runtime but 'human' staff-only "
@@ -59,6 +61,9 @@ def _agent_write_fields(create: bool) -> dict[str, Any]:
     return {"id": serializers.CharField(), **fields} if create else fields
 
 
+TeamCreateSerializer = inline_serializer(
+    "TeamCreate", {"id": serializers.CharField(), "name": serializers.CharField(required=False)}
+)
 AgentCreateSerializer = inline_serializer("AgentCreate", _agent_write_fields(True))
 AgentPatchSerializer = inline_serializer("AgentPatch", _agent_write_fields(False))
 
@@ -98,12 +103,12 @@ class TeamsView(APIView):
 
     @extend_schema(
         operation_id="teams_create",
-        request=TeamSerializer,
+        request=TeamCreateSerializer,
         responses=with_errors({201: TeamSerializer}, "validation_error", "conflict"),
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        body = json_object(request, ("id", "name"), required=("id",))
+        body = json_object(request, TeamCreateSerializer)
         team = registry.create_team(body["id"], body.get("name"), creator=request.user)
         return Response(team_body(team), status=201)
 
@@ -127,11 +132,7 @@ class AgentsView(APIView):
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        body = json_object(
-            request,
-            ("id", "display_name", "team", "runtime", "participant_kind", "settings", "owner"),
-            required=("id", "display_name", "team", "runtime"),
-        )
+        body = json_object(request, AgentCreateSerializer)
         require_team(request.user, body["team"])
         operator = server_commands.is_operator(request.user)
         owner = _owner(request, body.pop("owner", None)) or request.user
@@ -168,9 +169,7 @@ class AgentDetailView(APIView):
     def patch(self, request: Request, agent_id: str) -> Response:
         self._agent(request, agent_id)
         act_as(request, agent_id, "id")  # only its owner (or staff) changes an agent
-        body = json_object(
-            request, ("display_name", "team", "runtime", "participant_kind", "settings", "owner")
-        )
+        body = json_object(request, AgentPatchSerializer)
         if "team" in body:
             require_team(request.user, body["team"])
         if "owner" in body:
@@ -207,6 +206,7 @@ _CHAT_FIELDS: dict[str, Any] = {
     "task_id": serializers.CharField(allow_null=True),
 }
 ChatSerializer = inline_serializer("ChatLine", _CHAT_FIELDS)
+ChatPostSerializer = inline_serializer("ChatPost", {"body": serializers.CharField()})
 ChatListSerializer = inline_serializer("ChatLine", _CHAT_FIELDS, many=True)
 
 
@@ -246,12 +246,12 @@ class TeamChatView(APIView):
 
     @extend_schema(
         operation_id="teams_chat_create",
-        request=inline_serializer("ChatPost", {"body": serializers.CharField()}),
+        request=ChatPostSerializer,
         responses=with_errors({201: ChatSerializer}, "not_found", "validation_error"),
     )
     def post(self, request: Request, team_id: str) -> Response:
         _visible_team(request, team_id)
-        body = json_object(request, ("body",), required=("body",))
+        body = json_object(request, ChatPostSerializer)
         message = chat.post(team_id, body["body"], author=request.user.get_username())
         return Response(chat_body(message), status=201)
 

@@ -114,7 +114,7 @@ class RepositoriesView(APIView):
     @idempotent
     def post(self, request: Request) -> Response:
         _require_staff(request)
-        body = json_object(request, repositories.FIELDS, required=("team", "path"))
+        body = json_object(request, RepositoryCreateSerializer)
         return Response(repositories.as_dict(repositories.register(**body)), status=201)
 
 
@@ -138,7 +138,7 @@ class RepositoryDetailView(APIView):
     def patch(self, request: Request, repo_id: str) -> Response:
         _visible(request, repo_id)
         _require_staff(request)
-        body = json_object(request, repositories.EDITABLE)
+        body = json_object(request, RepositoryPatchSerializer)
         return Response(repositories.as_dict(repositories.update(repo_id, body)))
 
     @extend_schema(

@@ -459,3 +459,16 @@ def test_pruning_deletes_only_the_credentials_of_runs_whose_claim_is_gone(board:
     left = set(RunCredential.objects.values_list("key_sha256", flat=True))
     assert left == {hashlib.sha256(live.encode()).hexdigest()}
     assert hashlib.sha256(orphan.encode()).hexdigest() not in left
+
+
+def test_the_tools_status_literals_are_the_boards_statuses():
+    # pydantic and mypy need the Literal spelled out; the board's enum is its source.
+    from typing import get_args
+
+    from board.checks import CREATE_STATUSES
+    from board.transitions import Status
+    from boardmcp import tools
+
+    assert set(get_args(tools.Status)) == set(Status.values)
+    created = tools.create_subtask.__annotations__["status"]
+    assert set(get_args(eval(created, vars(tools)))) == set(CREATE_STATUSES)
