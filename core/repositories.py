@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
 
 from core import storage
 from core.checks import check_id, check_text
@@ -172,9 +173,13 @@ def register(
             raise Conflict(f"repository {rid!r} already exists")
         if Repository.objects.filter(team_id=tid, path=str(real)).exists():
             raise Conflict(f"team {tid!r} already has the repository at {real}", field="path")
-        return Repository.objects.create(
-            id=rid or _free_id(real), team_id=tid, path=str(real), **clean
-        )
+        try:
+            with transaction.atomic():
+                return Repository.objects.create(
+                    id=rid or _free_id(real), team_id=tid, path=str(real), **clean
+                )
+        except IntegrityError:  # a concurrent registration took the id or the path
+            raise Conflict(f"repository {rid or real} was registered meanwhile") from None
 
     return storage.write(run)
 
@@ -230,7 +235,15 @@ def ensure(team_id: str, path: Any, field: str = "repo_path") -> Repository:
         again = Repository.objects.filter(team_id=team_id, path=str(real)).first()
         if again is not None:
             return again
-        return Repository.objects.create(id=_free_id(real), team_id=team_id, path=str(real))
+        try:
+            with transaction.atomic():  # a savepoint: a racer's insert is not fatal
+                return Repository.objects.create(id=_free_id(real), team_id=team_id, path=str(real))
+        except IntegrityError:
+            # Another caller registered it (or took the id) between our look and insert.
+            found = Repository.objects.filter(team_id=team_id, path=str(real)).first()
+            if found is None:
+                raise Conflict(f"could not register {real}: try again", field=field) from None
+            return found
 
     return storage.write(run)
 
