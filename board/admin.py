@@ -16,11 +16,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 
 from board import checks, store
 from board.models import ExecutionProcess, Task, TaskComment, Workspace
 from board.transitions import Status, allowed_transitions_from
+from core import repositories
 from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField
 from core.errors import ClawbooError, ValidationFailed
 
@@ -109,7 +110,7 @@ def _move_action(to: str) -> Any:
     return admin.action(description=f"Move to {Status(to).label.lower()}{note}")(action)
 
 
-EDITABLE = ("title", "description", "priority", "labels", "metadata")
+EDITABLE = ("title", "description", "priority", "labels", "metadata", "repository")
 
 
 class TaskForm(forms.ModelForm):
@@ -144,6 +145,7 @@ class TaskForm(forms.ModelForm):
             "priority",
             "labels",
             "metadata",
+            "repository",
             "parent_task",
             "file_mutating",
             "max_attempts",
@@ -176,6 +178,23 @@ class TaskForm(forms.ModelForm):
 
     def validate_unique(self) -> None:
         return
+
+
+def _repository_of(data: dict[str, Any], task: Task | None, changed: list[str]) -> str | None:
+    """The repository an admin save names: the one chosen, else the one a (new)
+    ``metadata.repo_path`` resolves to or registers (the admin is staff's)."""
+    chosen = data.get("repository")
+    if chosen is not None:
+        return str(chosen.pk)
+    raw = (data.get("metadata") or {}).get("repo_path")
+    if raw is None or (task is not None and "metadata" not in changed):
+        return None
+    if task is not None and raw == (task.metadata or {}).get("repo_path"):
+        return task.repository_id
+    team = data["team"].pk if data.get("team") is not None else task.team_id if task else None
+    if team is None:
+        return None
+    return repositories.link_path(team, raw, operator=True, field="metadata.repo_path").id
 
 
 @admin.register(Task)
@@ -217,6 +236,7 @@ class TaskAdmin(DataLayerAdmin):
             "branch_ref",
             "verdict",
             "verdict_evidence",
+            "verification_view",
             "human_override",
             "error",
             "feedback",
@@ -243,6 +263,7 @@ class TaskAdmin(DataLayerAdmin):
             "priority",
             "labels",
             "metadata",
+            "repository",
             "parent_task",
             "file_mutating",
             "max_attempts",
@@ -250,6 +271,37 @@ class TaskAdmin(DataLayerAdmin):
         if obj is not None:
             fields += ["claim_agent", "override_reason"]
         return fields + [f for f in self.get_readonly_fields(request, obj) if f not in fields]
+
+    @admin.display(description="verification")
+    def verification_view(self, obj: Task) -> Any:
+        """The verdict's gate, findings (file:line), reviewer and attempts."""
+        shown = obj.verification
+        if shown is None:
+            return "-"
+        gate = shown["gate"] or {}
+        findings = format_html_join(
+            "",
+            "<li><b>{}</b> {} <code>{}</code></li>",
+            (
+                (
+                    f["severity"],
+                    f["title"],
+                    f"{f.get('file', '')}:{f.get('line', '')}" if f.get("file") else "",
+                )
+                for f in shown["findings"]
+            ),
+        )
+        reviewer = shown["reviewer"] or {}
+        return format_html(
+            "gate: <code>{}</code> exit {} in {} ms{}<br>reviewer: {}<br>attempts: {}<ul>{}</ul>",
+            gate.get("command") or "(none configured)",
+            gate.get("exit_code"),
+            gate.get("duration_ms"),
+            " (timed out)" if gate.get("timed_out") else "",
+            reviewer.get("agent") or "-",
+            len(shown["attempts"]),
+            findings,
+        )
 
     @admin.display(description="depends on")
     def dependencies(self, obj: Task) -> Any:
@@ -266,6 +318,7 @@ class TaskAdmin(DataLayerAdmin):
     def save_model(self, request: HttpRequest, obj: Task, form: Any, change: bool) -> None:
         data = form.cleaned_data
         try:
+            repository = _repository_of(data, obj if change else None, form.changed_data)
             if not change:
                 created = store.create_task(
                     id=data.get("id"),
@@ -279,10 +332,13 @@ class TaskAdmin(DataLayerAdmin):
                     parent_task_id=data["parent_task"].pk if data.get("parent_task") else None,
                     file_mutating=bool(data.get("file_mutating")),
                     max_attempts=data.get("max_attempts"),
+                    repository=repository,
                 )
                 obj.pk = created.task.pk
                 return
             changes = {f: data[f] for f in EDITABLE if f in form.changed_data}
+            if "repository" in changes or repository is not None:
+                changes["repository"] = repository
             if changes:
                 store.update_task(obj.pk, changes)
             if "status" in form.changed_data:

@@ -194,6 +194,15 @@ CLAWBOO_HISTORY_RETENTION_DAYS = env_int("CLAWBOO_HISTORY_RETENTION_DAYS", 30, l
 # At most this many events kept per team (0: no bound by count).
 CLAWBOO_HISTORY_MAX_EVENTS = env_int("CLAWBOO_HISTORY_MAX_EVENTS", 0, low=0)
 CLAWBOO_HEARTBEAT_MS = env_int("CLAWBOO_HEARTBEAT_MS", 30_000)
+# Builder is not judge (GOVERNANCE §4; executor.judge): a file-mutating run with no
+# verify command is a failed verification unless this is false; a failing gate or
+# critic sends the task back to its builder this many times before it is blocked
+# with its debt; the critic reviews changes over these sizes (or with a parent, or
+# the label risk).
+CLAWBOO_VERIFY_REQUIRED = env_bool("CLAWBOO_VERIFY_REQUIRED", True)
+CLAWBOO_MAX_FIX_CYCLES = env_int("CLAWBOO_MAX_FIX_CYCLES", 1, low=0)
+CLAWBOO_CRITIC_MIN_FILES = env_int("CLAWBOO_CRITIC_MIN_FILES", 5, low=0)
+CLAWBOO_CRITIC_MIN_LINES = env_int("CLAWBOO_CRITIC_MIN_LINES", 300, low=0)
 CLAWBOO_HTTP_RATE_LIMIT = env_int("CLAWBOO_HTTP_RATE_LIMIT", 3_000, low=0)
 CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = env_int("CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 600_000)
 CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS = env_int("CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS", 900_000)
@@ -272,6 +281,10 @@ EMAIL_PORT = env_int("EMAIL_PORT", 25)
 EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+# Agent settings keys kept secret besides those whose names say so (core.agent_secrets).
+CLAWBOO_SECRET_SETTINGS = [
+    k.strip() for k in os.environ.get("CLAWBOO_SECRET_SETTINGS", "").split(",") if k.strip()
+]
 CLAWBOO_REPO_ROOTS = [
     Path(p).expanduser().resolve()
     for p in os.environ.get("CLAWBOO_REPO_ROOTS", "").split(os.pathsep)
@@ -302,6 +315,8 @@ Q_CLUSTER = {
     "catch_up": False,
     "ack_failures": True,
     "save_limit": 500,
+    # The ORM broker whose pusher waits out a database outage instead of dying.
+    "broker_class": "core.qbroker.ReconnectingORM",
 }
 
 # --- REST framework ----------------------------------------------------------

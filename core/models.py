@@ -35,6 +35,11 @@ class Team(models.Model):
     # Highest event sequence handed out for this team. Bumped with a row-locking
     # UPDATE inside each mutation's transaction, so sequence order is commit order.
     last_event_seq = models.BigIntegerField(default=0, editable=False)
+    # The critic of the team's risky changes (GOVERNANCE §4): an agent of this team
+    # reviews a change its builder finished; null: no critic.
+    reviewer_agent = models.ForeignKey(
+        "Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
 
@@ -211,6 +216,10 @@ class Heartbeat(models.Model):
     beat_at = models.DateTimeField()
     # A remote worker's beat says what it runs: {"agents": [...], "running": [...]}.
     detail = models.JSONField(default=dict, blank=True)
+    # When a loop of this process last lost the database, and got it back (null
+    # while it is down, or never lost): written with the first beat that gets through.
+    db_lost_at = models.DateTimeField(null=True, blank=True)
+    db_back_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "heartbeats"
@@ -260,3 +269,37 @@ class MachineToken(models.Model):
 
     def __str__(self) -> str:
         return f"machine token {self.prefix}… of {self.host}"
+
+
+class Repository(models.Model):
+    """A git repository registered to a team: the only places worktrees are made.
+
+    Registered by staff (``core.repositories``); ``path`` is the real path of the
+    repository's top level (symlinks and ``..`` resolved when it was registered), so
+    tasks, agents and routine templates name a repository by id, never by path.
+    """
+
+    id = models.CharField(primary_key=True, max_length=128)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="repositories")
+    path = models.CharField(max_length=1024)
+    remote = models.CharField(max_length=1024, blank=True, default="")
+    base_branch = models.CharField(max_length=255, blank=True, default="")
+    # "" keeps the repository's git config (clawboo.landing) and the settings' default.
+    landing = models.CharField(
+        max_length=16, blank=True, default="", choices=[("squash", "squash"), ("merge", "merge")]
+    )
+    install_cmd = models.TextField(blank=True, default="")
+    verify_cmd = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "repositories"
+        ordering = ["team", "id"]
+        verbose_name_plural = "repositories"
+        constraints = [
+            models.UniqueConstraint(fields=["team", "path"], name="repositories_team_path_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.path})"

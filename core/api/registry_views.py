@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core import beats, chat, events, registry, server_commands
+from core import agent_secrets, beats, chat, events, registry, server_commands
 from core.api.access import act_as, can_see_team, require_team, team_ids
 from core.api.auth import bound_agents
 from core.api.bodies import json_object, query_int
@@ -22,16 +22,37 @@ from core.errors import Forbidden, NotFound, ValidationFailed
 from core.live import frames_for
 from core.models import Agent, MachineToken, ParticipantKind, Runtime, Team
 
-_TEAM_FIELDS: dict[str, Any] = {"id": serializers.CharField(), "name": serializers.CharField()}
+_TEAM_FIELDS: dict[str, Any] = {
+    "id": serializers.CharField(),
+    "name": serializers.CharField(),
+    "reviewer_agent": serializers.CharField(
+        allow_null=True, required=False, help_text="the team's critic (null: no critic)"
+    ),
+}
 TeamSerializer = inline_serializer("Team", _TEAM_FIELDS)
 TeamListSerializer = inline_serializer("Team", _TEAM_FIELDS, many=True)
+TeamPatchSerializer = inline_serializer(
+    "TeamPatch",
+    {
+        "reviewer_agent": serializers.CharField(
+            allow_null=True,
+            required=False,
+            help_text="an agent of this team that reviews its risky changes; null: no "
+            "critic. Staff only.",
+        )
+    },
+)
 _AGENT_FIELDS: dict[str, Any] = {
     "id": serializers.CharField(),
     "display_name": serializers.CharField(),
     "team": serializers.CharField(),
     "runtime": serializers.ChoiceField(choices=Runtime.choices),
     "participant_kind": serializers.ChoiceField(choices=ParticipantKind.choices),
-    "settings": serializers.DictField(),
+    "settings": serializers.DictField(
+        required=False,
+        help_text="staff only (absent for anyone else); each secret-looking key's value "
+        f"reads {agent_secrets.MASK!r}, and that placeholder written back keeps the secret",
+    ),
     "owner": serializers.CharField(allow_null=True, help_text="username of its owner"),
 }
 AgentSerializer = inline_serializer("Agent", _AGENT_FIELDS)
@@ -66,21 +87,30 @@ AgentPatchSerializer = inline_serializer("AgentPatch", _agent_write_fields(False
 
 
 def team_body(team: Team) -> dict[str, Any]:
-    return {"id": team.id, "name": team.name, "created_at": team.created_at.isoformat()}
-
-
-def agent_body(agent: Agent) -> dict[str, Any]:
     return {
+        "id": team.id,
+        "name": team.name,
+        "reviewer_agent": team.reviewer_agent_id,
+        "created_at": team.created_at.isoformat(),
+    }
+
+
+def agent_body(agent: Agent, *, staff: bool) -> dict[str, Any]:
+    """An agent as the API shows it: ``settings`` to staff only, each secret in them
+    masked (core.agent_secrets); everyone else sees its runtime, not its settings."""
+    body = {
         "id": agent.id,
         "display_name": agent.display_name,
         "team": agent.team_id,
         "runtime": agent.runtime,
         "participant_kind": agent.participant_kind,
-        "settings": agent.settings,
         "owner": agent.owner.get_username() if agent.owner is not None else None,
         "created_at": agent.created_at.isoformat(),
         "updated_at": agent.updated_at.isoformat(),
     }
+    if staff:
+        body["settings"] = agent_secrets.masked(agent.settings, agent.runtime)
+    return body
 
 
 class TeamsView(APIView):
@@ -106,6 +136,34 @@ class TeamsView(APIView):
         return Response(team_body(team), status=201)
 
 
+class TeamDetailView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="teams_retrieve", responses=with_errors({200: TeamSerializer}, "not_found")
+    )
+    def get(self, request: Request, team_id: str) -> Response:
+        return Response(team_body(_visible_team(request, team_id)))
+
+    @extend_schema(
+        operation_id="teams_update",
+        request=TeamPatchSerializer,
+        responses=with_errors({200: TeamSerializer}, "not_found", "validation_error", "forbidden"),
+    )
+    def patch(self, request: Request, team_id: str) -> Response:
+        _visible_team(request, team_id)
+        body = json_object(request, TeamPatchSerializer)
+        # The critic runs on the server with its own runtime: an operator's decision.
+        if not server_commands.is_operator(request.user):
+            raise Forbidden("only staff name a team's reviewer agent", field="reviewer_agent")
+        team = (
+            registry.set_reviewer_agent(team_id, body["reviewer_agent"])
+            if "reviewer_agent" in body
+            else registry.get_team(team_id)
+        )
+        return Response(team_body(team))
+
+
 class AgentsView(APIView):
     permission_classes = [IsAuthenticated]
 
@@ -115,7 +173,8 @@ class AgentsView(APIView):
         visible = team_ids(request.user)
         if visible is not None:
             agents = agents.filter(team_id__in=visible)
-        return Response([agent_body(a) for a in agents.order_by("id")])
+        staff = server_commands.is_operator(request.user)
+        return Response([agent_body(a, staff=staff) for a in agents.order_by("id")])
 
     @extend_schema(
         operation_id="agents_create",
@@ -134,7 +193,7 @@ class AgentsView(APIView):
             operator=operator,
             approved_by=request.user if operator else None,
         )
-        return Response(agent_body(agent), status=201)
+        return Response(agent_body(agent, staff=operator), status=201)
 
 
 class AgentDetailView(APIView):
@@ -150,7 +209,12 @@ class AgentDetailView(APIView):
         operation_id="agents_retrieve", responses=with_errors({200: AgentSerializer}, "not_found")
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        return Response(agent_body(self._agent(request, agent_id)))
+        staff = server_commands.is_operator(request.user)
+        # A machine token runs its agents: it reads their settings (secrets masked;
+        # the worker host brings its own credentials).
+        machine = bound_agents(request.auth)
+        runs_it = machine is not None and agent_id in machine
+        return Response(agent_body(self._agent(request, agent_id), staff=staff or runs_it))
 
     @extend_schema(
         operation_id="agents_update",
@@ -169,7 +233,7 @@ class AgentDetailView(APIView):
         agent = registry.update_agent(
             agent_id, body, operator=operator, approved_by=request.user if operator else None
         )
-        return Response(agent_body(agent))
+        return Response(agent_body(agent, staff=operator))
 
 
 def _owner(request: Request, username: Any) -> Any:

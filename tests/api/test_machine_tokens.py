@@ -124,3 +124,11 @@ def test_a_machine_token_beats_as_a_remote_worker_and_shows_in_healthz(fleet, ca
 def test_only_a_machine_token_beats_as_a_remote_worker(api):
     refused = api.post("/api/workers/beat", {"pid": 1}, format="json")
     assert refused.status_code == 403 and refused.json()["error"] == "forbidden"
+
+
+def test_a_machine_token_reads_the_settings_of_its_agents_only(fleet, capsys):
+    registry.update_agent("a-bot", {"settings": {"note": "x"}})
+    registry.update_agent("b-bot", {"settings": {"note": "y"}})
+    client = token_client(mint(capsys, "--host", "gpu-1", "--agent", "a-bot"))
+    assert client.get("/api/agents/a-bot").json()["settings"] == {"note": "x"}
+    assert "settings" not in client.get("/api/agents/b-bot").json()

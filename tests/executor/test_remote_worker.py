@@ -72,6 +72,7 @@ def wait_for(check, seconds: float, what: str, worker=None, tmp_path=None) -> No
     deadline = time.monotonic() + seconds
     while not check():
         if time.monotonic() > deadline:
+            what = what() if callable(what) else what
             tail = (tmp_path / "worker.log").read_text()[-3000:] if tmp_path else ""
             raise AssertionError(f"{what} within {seconds}s\n{tail}")
         time.sleep(0.1)
@@ -100,7 +101,7 @@ def test_a_chain_of_dependent_tasks_is_worked_remotely_and_pushed(daphne, tmp_pa
         wait_for(
             lambda: all(store.get_task(i).status == "done" for i in ids),
             45,
-            "the chain done",
+            lambda: f"the chain done: {[store.get_task(i).error for i in ids]}",
             tmp_path=tmp_path,
         )
         # Seen as a host: /healthz names it (informational, whatever the other parts say).

@@ -3,7 +3,8 @@
 Creates, beside the state dir, a small git repository and a ``command`` agent whose
 script really edits it; a team ``demo`` with a two-task chain (the second waits on
 the first) whose changes are verified by ``init.sh``'s VERIFY_CMD; and a recurring
-routine, created paused. It migrates the database first, so it works before ``up``.
+routine, created paused, whose template names its verify command too. It migrates
+the database first, so it works before ``up``.
 With ``clawboo up`` running, the workers claim the tasks, work them in worktrees,
 verify them and land them in review, live on ``/board/?team=demo``.
 """
@@ -20,7 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from board import store
-from core import registry
+from core import registry, repositories
 from core.models import Agent, Team
 
 CALC = '''"""A tiny module the demo agent extends."""
@@ -67,6 +68,9 @@ TASKS = [
         ["demo-multiply"],
     ),
 ]
+
+
+ROUTINE_VERIFY = "grep -q -- '- tidied' NOTES.md"
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -117,6 +121,9 @@ class Command(BaseCommand):
             registry.create_team("demo", "Demo team")
         for user in get_user_model().objects.filter(is_superuser=True):
             registry.add_member("demo", user)
+        # The team's repository: tasks, the agent and the routine name it by id.
+        shop = repositories.ensure("demo", str(repo), "path")
+        self.stdout.write(f"demo: repository {shop.id!r} of team demo at {shop.path}")
         if not Agent.objects.filter(pk="demo-coder").exists():
             registry.create_agent(
                 id="demo-coder",
@@ -125,7 +132,7 @@ class Command(BaseCommand):
                 runtime="command",
                 settings={
                     "argv": [sys.executable, str(script)],
-                    "repo_path": str(repo),
+                    "repository": shop.id,
                     "timeout_s": 120,
                 },
             )
@@ -137,17 +144,18 @@ class Command(BaseCommand):
                 team="demo",
                 depends_on=deps,
                 description="Implement it in calc.py; the verification command checks it.",
-                metadata={"verify_cmd": verify, "repo_path": str(repo)},
+                metadata={"verify_cmd": verify},
+                repository=shop.id,
             )
             if created.created:
                 self.stdout.write(f"demo: task {task_id}: {title}")
-        self._routine(repo)
+        self._routine(shop.id)
         self.stdout.write(
             "demo: ready. With `clawboo up` running, open /board/?team=demo and watch the "
             "tasks get claimed, worked in worktrees, verified and land in review."
         )
 
-    def _routine(self, repo: Path) -> None:
+    def _routine(self, repository: str) -> None:
         from routines import store as routines
 
         if any(r.agent_id == "demo-coder" for r in routines.list_routines(team="demo")):
@@ -156,7 +164,12 @@ class Command(BaseCommand):
             agent_id="demo-coder",
             team="demo",
             cron_spec="*/5 * * * *",
-            task_template={"title": "Tidy the notes", "repo_path": str(repo)},
+            task_template={
+                "title": "Tidy the notes",
+                "repository": repository,
+                # Nothing lands unverified: the gate checks the notes were tidied.
+                "verify_cmd": ROUTINE_VERIFY,
+            },
         )
         # Paused: a demo left running should not commit to its repository every 5 minutes.
         routines.pause_routine(routine.id)
