@@ -9,8 +9,10 @@ the agent in a worktree of its own clone of the task's repository, pushes the
 branch ``clawboo/task-<id>`` to the repository's remote and settles the task with
 ``complete``/``fail``. A 401 (the token was revoked) stops it.
 
-The repository: ``repo_remote`` in the task's metadata or the agent's settings (a
-git URL this host can reach); without one the agent runs in a scratch directory.
+The repository: the task's registered repository (or the agent's default one) read
+from ``/api/repositories``, whose ``remote`` this host clones; else ``repo_remote``
+in the task's metadata or the agent's settings. Without one the agent runs in a
+scratch directory.
 """
 
 from __future__ import annotations
@@ -241,10 +243,8 @@ class Worker:
         try:
             if not capabilities(agent["runtime"]).automated:
                 raise RuntimeError(f"runtime {agent['runtime']!r} needs a person")
-            remote = (task.get("metadata") or {}).get("repo_remote") or (
-                agent.get("settings") or {}
-            ).get("repo_remote")
-            cwd, clone = self.workspace(task, remote)
+            remote, base_branch = self.repository(agent, task)
+            cwd, clone = self.workspace(task, remote, base_branch)
             result = self.run_agent(agent, task, ticket, cwd)
         except Revoked:
             raise
@@ -280,7 +280,26 @@ class Worker:
         except ApiError as exc:  # lost meanwhile (409): nothing of ours to record
             log.warning("%s: %s", path, exc)
 
-    def workspace(self, task: dict[str, Any], remote: str | None) -> tuple[Path, Path | None]:
+    def repository(self, agent: dict[str, Any], task: dict[str, Any]) -> tuple[str | None, str]:
+        """(remote URL, base branch) of the task's repository: the registered one the
+        task names (``/api/repositories``), else the agent's default, else a
+        ``repo_remote`` in the task's metadata or the agent's settings."""
+        conf = agent.get("settings") or {}
+        meta = task.get("metadata") or {}
+        for repo_id in (task.get("repository"), conf.get("repository")):
+            if isinstance(repo_id, str) and repo_id:
+                repo = self.api.call("GET", f"/api/repositories/{urllib.parse.quote(repo_id)}")[1]
+                if not repo.get("remote"):
+                    raise RuntimeError(f"repository {repo_id!r} has no remote to clone")
+                return repo["remote"], meta.get("base_branch") or repo.get("base_branch") or ""
+        remote = meta.get("repo_remote") or conf.get("repo_remote")
+        return (remote if isinstance(remote, str) and remote else None), meta.get(
+            "base_branch"
+        ) or ""
+
+    def workspace(
+        self, task: dict[str, Any], remote: str | None, base_branch: str = ""
+    ) -> tuple[Path, Path | None]:
         if not remote:
             scratch = self.cache_dir / "scratch" / task["id"]
             scratch.mkdir(parents=True, exist_ok=True)
@@ -290,9 +309,7 @@ class Worker:
             clone.parent.mkdir(parents=True, exist_ok=True)
             git(["clone", "--bare", "--quiet", remote, str(clone)])
         git(["fetch", "--quiet", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*"], clone)
-        base = (task.get("metadata") or {}).get("base_branch") or git(
-            ["symbolic-ref", "--short", "HEAD"], clone
-        )
+        base = base_branch or git(["symbolic-ref", "--short", "HEAD"], clone)
         start = f"refs/remotes/origin/{base}"
         # A dependency's pushed branch carries the work this task builds on.
         for dep in task.get("depends_on") or []:

@@ -176,8 +176,10 @@ def test_a_killed_remote_worker_loses_its_lease_and_a_local_worker_finishes(daph
             display_name=agent_id,
             team="default",
             runtime="command",
-            # Slow only on the remote host, which sets CLAWBOO_SLOW.
-            settings={"argv": ["sh", "-c", '[ -n "$CLAWBOO_SLOW" ] && sleep 60; echo finished']},
+            # Slow only on the remote host (its scratch directories are under worker/).
+            settings={
+                "argv": ["sh", "-c", 'case "$PWD" in */worker/*) sleep 60;; esac; echo finished']
+            },
         )
     _, key = machines.mint("vm", ["either-bot"])
     base = daphne(SERVER_ENV)
@@ -188,7 +190,6 @@ def test_a_killed_remote_worker_loses_its_lease_and_a_local_worker_finishes(daph
         tmp_path,
         "either-bot",
         extra=("--lease-ms", "1500"),
-        env_add={"CLAWBOO_SLOW": "1"},
     )
     try:
         claimed = lambda: store.get_task(task.id).status == "in_progress"  # noqa: E731
