@@ -92,7 +92,8 @@ def test_a_chain_of_dependent_tasks_is_worked_remotely_and_pushed(daphne, tmp_pa
     )
     _, key = machines.mint("laptop", ["far-bot"])
     base = daphne(SERVER_ENV)
-    worker = start_worker(base, key, tmp_path, "far-bot")
+    # A 120 s idle poll: the chain finishes in time only if socket frames wake it.
+    worker = start_worker(base, key, tmp_path, "far-bot", extra=("--poll", "120"))
     try:
         first = store.create_task(title="one").task
         second = store.create_task(title="two", depends_on=[first.id]).task
