@@ -262,7 +262,7 @@ os.register_at_fork(after_in_child=_forget_senders)
 
 
 def sender_count() -> int:
-    return int(getattr(settings, "CLAWBOO_NOTIFY_SENDERS", 4))
+    return int(settings.CLAWBOO_NOTIFY_SENDERS)
 
 
 def enqueue(delivery_ids: Iterable[int]) -> None:
