@@ -51,7 +51,8 @@ def fingerprint(runtime: str, settings: Mapping[str, Any] | None) -> str:
 
 def agent_allowlisted(runtime: str, settings: Mapping[str, Any] | None) -> bool:
     wanted = execution_part(runtime, settings)
-    for entry in django_settings.CLAWBOO_AGENT_ALLOWLIST:
+    entries: list[dict[str, Any]] = django_settings.CLAWBOO_AGENT_ALLOWLIST
+    for entry in entries:
         if execution_part(entry.get("runtime", ""), entry.get("settings")) == wanted:
             return True
     return False
