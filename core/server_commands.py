@@ -51,8 +51,9 @@ def fingerprint(runtime: str, settings: Mapping[str, Any] | None) -> str:
 
 def agent_allowlisted(runtime: str, settings: Mapping[str, Any] | None) -> bool:
     wanted = execution_part(runtime, settings)
-    entries: list[dict[str, Any]] = django_settings.CLAWBOO_AGENT_ALLOWLIST
-    for entry in entries:
+    for entry in django_settings.CLAWBOO_AGENT_ALLOWLIST:
+        # settings.py refused any entry that is not an object at startup.
+        assert isinstance(entry, dict)
         if execution_part(entry.get("runtime", ""), entry.get("settings")) == wanted:
             return True
     return False
