@@ -405,7 +405,12 @@ class ClaimView(APIView):
             },
         ),
         responses=with_errors(
-            {200: ClaimedSerializer}, "not_found", "conflict", "validation_error", "forbidden"
+            {200: ClaimedSerializer},
+            "not_found",
+            "conflict",
+            "budget_paused",
+            "validation_error",
+            "forbidden",
         ),
     )
     @idempotent
@@ -437,7 +442,9 @@ class ClaimNextView(APIView):
                 "lease_ms": serializers.IntegerField(required=False, min_value=1000),
             },
         ),
-        responses=with_errors({200: ClaimedSerializer, 204: None}, "validation_error", "forbidden"),
+        responses=with_errors(
+            {200: ClaimedSerializer, 204: None}, "budget_paused", "validation_error", "forbidden"
+        ),
     )
     @idempotent
     def post(self, request: Request) -> Response:

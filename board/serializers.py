@@ -43,7 +43,11 @@ class TaskSerializer(serializers.Serializer):
     scheduled_by = serializers.CharField()
     file_mutating = serializers.BooleanField()
     verification = serializers.DictField(allow_null=True)
-    cost = serializers.DictField()
+    max_run_cents = serializers.IntegerField(allow_null=True)
+    cost = serializers.DictField(
+        help_text="{cents, tokens, tree_cents, tree_tokens}: this task's runs (every "
+        "attempt), and its tree's (itself and every descendant), live while runs go"
+    )
     dropped = serializers.BooleanField()
     revision = serializers.IntegerField()
     incarnation_id = serializers.CharField()
@@ -71,6 +75,7 @@ class TaskCreateSerializer(serializers.Serializer):
     parent_task_id = serializers.CharField(required=False, allow_null=True)
     file_mutating = serializers.BooleanField(required=False, default=True)
     max_attempts = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    max_run_cents = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     id = serializers.CharField(required=False, max_length=128)
     depends_on = serializers.ListField(child=serializers.CharField(), required=False)
     created_by_agent_id = serializers.CharField(required=False, allow_null=True)
@@ -83,6 +88,7 @@ class TaskPatchSerializer(serializers.Serializer):
     labels = serializers.ListField(child=serializers.CharField(), required=False)
     metadata = serializers.DictField(required=False)
     assignee_agent_id = serializers.CharField(required=False, allow_null=True)
+    max_run_cents = serializers.IntegerField(required=False, allow_null=True, min_value=1)
 
 
 OverrideSerializer = inline_serializer(
@@ -120,7 +126,11 @@ class ExecutionSerializer(serializers.Serializer):
     status = serializers.CharField()
     tokens_in = serializers.IntegerField()
     tokens_out = serializers.IntegerField()
+    cache_read = serializers.IntegerField()
+    cache_write = serializers.IntegerField()
     cost_cents = serializers.IntegerField()
+    cost_status = serializers.ChoiceField(choices=["reported", "estimated", "unknown"])
+    error_class = serializers.CharField()
     git_before = serializers.CharField(allow_null=True)
     git_after = serializers.CharField(allow_null=True)
     error = serializers.CharField(allow_null=True)

@@ -11,6 +11,7 @@ from board import api as board_api
 from board.views import BoardLoginView, board_page
 from core.api import registry_views
 from core.api.errors import api_404
+from ops import budgets
 from ops.health import healthz
 from ops.metrics import metrics_view
 from routines import api as routine_api
@@ -57,6 +58,9 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("teams/<str:team_id>/chat", registry_views.TeamChatView.as_view()),
     path("teams/<str:team_id>/events", registry_views.TeamEventsView.as_view()),
     path("worktrees/gc", worktree_api.GcView.as_view()),
+    path("budgets", budgets.BudgetListView.as_view()),
+    path("budgets/<str:budget_id>", budgets.BudgetDetailView.as_view()),
+    path("budgets/<str:budget_id>/resume", budgets.BudgetResumeView.as_view()),
     path("routines", routine_api.RoutineListView.as_view()),
     path("routines/<str:routine_id>", routine_api.RoutineDetailView.as_view()),
     path("routines/<str:routine_id>/pause", routine_api.RoutinePauseView.as_view()),

@@ -154,7 +154,15 @@ def patch_metadata(task_id: str, patch: Any) -> WriteOutcome:
     return _field_write(task_id, "metadata_changed", mutate)
 
 
-_EDITABLE = ("title", "description", "priority", "labels", "metadata", "assignee_agent_id")
+_EDITABLE = (
+    "title",
+    "description",
+    "priority",
+    "labels",
+    "metadata",
+    "assignee_agent_id",
+    "max_run_cents",
+)
 
 
 def update_task(task_id: str, changes: dict[str, Any]) -> Task:
@@ -175,6 +183,8 @@ def update_task(task_id: str, changes: dict[str, Any]) -> Task:
         clean["labels"] = checks.check_labels(changes["labels"])
     if "metadata" in changes:
         clean["metadata"] = checks.check_object(changes["metadata"], "metadata")
+    if "max_run_cents" in changes:
+        clean["max_run_cents"] = checks.check_max_run_cents(changes["max_run_cents"])
     if "assignee_agent_id" in changes:
         value = changes["assignee_agent_id"]
         clean["assignee_agent_id"] = (
@@ -213,6 +223,7 @@ _FIELD_KIND = {
     "labels": "label_changed",
     "metadata": "metadata_changed",
     "assignee_agent_id": "assignee_changed",
+    "max_run_cents": "updated",
 }
 
 
