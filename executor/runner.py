@@ -51,9 +51,10 @@ from worktrees import service as worktree_service
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 30.0
-# How often a run's streamed usage is written to the board and checked against its
-# ceiling and budgets (at most; only when the stream reported more).
-USAGE_CHECK_S = 0.25
+# How long the run's loop waits for news (usage reported, the run ended) before it
+# looks again: usage is written to the board and checked against the budgets as
+# soon as it is reported, and the run's end is noticed within this.
+USAGE_CHECK_S = 0.05
 DEFAULT_RUN_TIMEOUT_S = 3600.0
 LOG_TAIL = 64_000
 
@@ -103,6 +104,8 @@ class _UsageMeter:
     def __init__(self, ceiling: int | None) -> None:
         self._lock = threading.Lock()
         self._latest: UsageSoFar | None = None
+        # Set when a report arrives, so the executor's loop writes it at once.
+        self.reported = threading.Event()
         self.ceiling = ceiling
         self.over: str | None = None
         self.cancel: Callable[[], None] | None = None
@@ -110,6 +113,7 @@ class _UsageMeter:
     def report(self, usage: UsageSoFar) -> None:
         with self._lock:
             self._latest = usage
+        self.reported.set()
         if self.ceiling is None or self.over is not None:
             return
         priced = pricing.usage_of(pricing.Tokens(**usage.__dict__))
@@ -124,6 +128,7 @@ class _UsageMeter:
     def take(self) -> UsageSoFar | None:
         with self._lock:
             latest, self._latest = self._latest, None
+            self.reported.clear()
             return latest
 
 
@@ -437,7 +442,8 @@ class Executor:
                         handle.cancel()
                 wait = min(max(due - time.monotonic(), 0.0), USAGE_CHECK_S)
                 with clock.phase("runtime"):
-                    finished = handle.wait(wait)
+                    meter.reported.wait(wait)
+                    finished = handle.done()
                 if finished:
                     break
             result = handle.result()

@@ -3,7 +3,7 @@ RUNTIMES.md with the usage the test asks for, and no model behind it.
 
 Flags (the real CLI's own flags are accepted and ignored): ``--turns N`` assistant
 messages (0: until killed, one every ``--every`` seconds), each with
-``--input-tokens`` and ``--output-tokens``; ``--cost-usd`` per turn puts a
+``--input-tokens`` and ``--output-tokens``, ``--every`` seconds apart; ``--cost-usd`` per turn puts a
 ``total_cost_usd`` on the result line (without it the run is priced from its
 tokens); ``--model`` names the model in the init line.
 """
@@ -26,7 +26,7 @@ def main(argv: list[str]) -> int:
     tokens_out = int(flag(argv, "--output-tokens", "10"))
     cost = flag(argv, "--cost-usd", "")
     model = flag(argv, "--model", "claude-opus-5-5")
-    every = float(flag(argv, "--every", "0.05"))
+    every = float(flag(argv, "--every", "0.05" if turns == 0 else "0"))
     session = str(uuid.uuid4())
 
     def say(event: dict[str, object]) -> None:
@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
                 },
             }
         )
-        if turns == 0:
+        if every:
             pause.wait(every)
     result: dict[str, object] = {
         "type": "result",
