@@ -2,10 +2,10 @@
 RUNTIMES.md with the usage the test asks for, and no model behind it.
 
 Flags (the real CLI's own flags are accepted and ignored): ``--turns N`` assistant
-messages (0: until killed, one every ``--every`` seconds), each with
-``--input-tokens`` and ``--output-tokens``, ``--every`` seconds apart; ``--cost-usd`` per turn puts a
-``total_cost_usd`` on the result line (without it the run is priced from its
-tokens); ``--model`` names the model in the init line.
+messages (0: until killed), ``--every`` seconds apart, each with ``--input-tokens``
+and ``--output-tokens``; ``--cost-usd`` per turn puts a ``total_cost_usd`` on the
+result line (without it the run is priced from its tokens); ``--model`` names the
+model in the init line.
 """
 
 from __future__ import annotations
