@@ -14,7 +14,6 @@ from board.models import CostStatus, ExecutionProcess, TaskComment
 from core import registry
 from core.models import Event
 from executor.runner import Executor
-from executor.runtimes.process import live_group_members
 
 STAND_IN = Path(__file__).with_name("stand_in_claude.py")
 
@@ -44,6 +43,22 @@ def claude_agent(db, state_dir, claude_binary):
         )
 
     return make
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Live (non-zombie) processes whose working directory is ``directory`` or below."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and (cwd == directory or directory in cwd.parents):
+            found.append(int(entry.name))
+    return found
 
 
 def run_one(agent_id: str, **task) -> ExecutionProcess:
@@ -83,7 +98,7 @@ def test_a_command_run_costs_unknown(command_agent):
     assert (execution.cost_cents, execution.cost_status) == (0, CostStatus.UNKNOWN)
 
 
-def test_a_run_that_reaches_its_ceiling_is_stopped(claude_agent):
+def test_a_run_that_reaches_its_ceiling_is_stopped(claude_agent, settings):
     # Each turn: 100000 input tokens of claude-opus-5-5 (4 $/M) = 40¢; runs forever.
     claude_agent("claude", "--turns", "0", "--input-tokens", "100000", "--every", "0.2")
     created = store.create_task(title="spend", file_mutating=False, max_run_cents=100).task
@@ -95,7 +110,7 @@ def test_a_run_that_reaches_its_ceiling_is_stopped(claude_agent):
     # Stopped at the first report at or past the ceiling (3 turns, 120¢), give or
     # take a turn printed before the signal landed.
     assert 100 <= execution.cost_cents <= 100 + 40
-    assert execution.pid is not None and not live_group_members(execution.pid)
+    assert not processes_in(Path(settings.CLAWBOO_STATE_DIR) / "scratch" / created.id)
     task = store.get_task(created.id)
     assert task.status == "todo" and task.assignee_agent_id is None
     assert task.cost_cents == execution.cost_cents
