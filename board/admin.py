@@ -109,7 +109,7 @@ def _move_action(to: str) -> Any:
     return admin.action(description=f"Move to {Status(to).label.lower()}{note}")(action)
 
 
-EDITABLE = ("title", "description", "priority", "labels", "metadata")
+EDITABLE = ("title", "description", "priority", "labels", "metadata", "max_run_cents")
 
 
 class TaskForm(forms.ModelForm):
@@ -147,6 +147,7 @@ class TaskForm(forms.ModelForm):
             "parent_task",
             "file_mutating",
             "max_attempts",
+            "max_run_cents",
         )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -225,6 +226,8 @@ class TaskAdmin(DataLayerAdmin):
             "dependencies",
             "cost_tokens",
             "cost_cents",
+            "tree_cost_tokens",
+            "tree_cost_cents",
             "created_at",
             "updated_at",
         )
@@ -246,6 +249,7 @@ class TaskAdmin(DataLayerAdmin):
             "parent_task",
             "file_mutating",
             "max_attempts",
+            "max_run_cents",
         ]
         if obj is not None:
             fields += ["claim_agent", "override_reason"]
@@ -279,6 +283,7 @@ class TaskAdmin(DataLayerAdmin):
                     parent_task_id=data["parent_task"].pk if data.get("parent_task") else None,
                     file_mutating=bool(data.get("file_mutating")),
                     max_attempts=data.get("max_attempts"),
+                    max_run_cents=data.get("max_run_cents"),
                 )
                 obj.pk = created.task.pk
                 return
@@ -491,9 +496,11 @@ class ExecutionAdmin(ReadOnlyAdmin):
         "runtime",
         "attempt",
         "status",
+        "error_class",
         "cost_cents",
+        "cost_status",
         "started_at",
         "finished_at",
     )
-    list_filter = ("status", "runtime")
+    list_filter = ("status", "runtime", "cost_status", "error_class")
     search_fields = ("task__id", "agent_id")
