@@ -135,3 +135,23 @@ def test_the_cost_is_written_while_the_run_goes(claude_agent):
     figures = [e.payload["task"]["cost"]["cents"] for e in kinds]
     assert figures == sorted(figures) and figures[0] > 0
     assert os.getpid()  # the worker itself survived the stop
+
+
+def test_a_run_whose_team_cap_is_spent_stops_at_its_next_usage_report(claude_agent):
+    from board.store import spend
+
+    team_cap = {"scope": "team", "scope_id": "default", "window": "day", "mode": "cap"}
+    budget = spend.create_budget("default", {**team_cap, "limit_cents": 50})
+    claude_agent("claude", "--turns", "0", "--input-tokens", "100000", "--every", "0.2")
+    created = store.create_task(title="spend", file_mutating=False).task
+    report = Executor("claude").work_once()
+    assert report.outcome == "cancelled"
+    (execution,) = store.list_executions(created.id)
+    assert execution.status == "cancelled" and execution.error_class == "budget"
+    # 40¢ a turn: paused at the second report (80¢), stopped there.
+    assert 80 <= execution.cost_cents <= 120
+    assert spend.get_budget(budget.pk).as_dict(store.now())["status"] == "paused"
+    (comment,) = TaskComment.objects.filter(task_id=created.id)
+    assert "50¢ day budget" in comment.body
+    # Nothing more is claimed until a person resumes the budget.
+    assert Executor("claude").work_once().outcome == "refused"
