@@ -87,13 +87,30 @@ class BudgetSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
-_WRITE: dict[str, serializers.Field[Any, Any, Any, Any]] = {
-    "scope": serializers.ChoiceField(choices=BudgetScope.values),
-    "scope_id": serializers.CharField(),
-    "window": serializers.ChoiceField(choices=BudgetWindow.values),
-    "limit_cents": serializers.IntegerField(min_value=1),
-    "mode": serializers.ChoiceField(choices=BudgetMode.values, required=False),
-}
+BudgetCreateBody = inline_serializer(
+    "BudgetCreate",
+    {
+        "scope": serializers.ChoiceField(choices=BudgetScope.values),
+        "scope_id": serializers.CharField(),
+        "window": serializers.ChoiceField(choices=BudgetWindow.values),
+        "limit_cents": serializers.IntegerField(min_value=1),
+        "mode": serializers.ChoiceField(choices=BudgetMode.values, required=False),
+    },
+)
+BudgetUpdateBody = inline_serializer(
+    "BudgetUpdate",
+    {
+        "scope": serializers.ChoiceField(choices=BudgetScope.values, required=False),
+        "scope_id": serializers.CharField(required=False),
+        "window": serializers.ChoiceField(choices=BudgetWindow.values, required=False),
+        "limit_cents": serializers.IntegerField(min_value=1, required=False),
+        "mode": serializers.ChoiceField(choices=BudgetMode.values, required=False),
+    },
+)
+BudgetResumeBody = inline_serializer(
+    "BudgetResume",
+    {"grace_cents": serializers.IntegerField(min_value=1, required=False)},
+)
 
 
 class BudgetListView(APIView):
@@ -123,11 +140,11 @@ class BudgetListView(APIView):
 
     @extend_schema(
         operation_id="budgets_create",
-        request=inline_serializer("BudgetCreate", _WRITE),
+        request=BudgetCreateBody,
         responses=with_errors({201: BudgetSerializer}, "validation_error", "forbidden"),
     )
     def post(self, request: Request) -> Response:
-        body = json_object(request, FIELDS, required=("scope", "scope_id", "window", "limit_cents"))
+        body = json_object(request, BudgetCreateBody)
         team = visible_scope_team(request.user, body["scope"], body["scope_id"])
         require_staff(request.user)
         budget = spend.create_budget(team, body)
@@ -146,23 +163,14 @@ class BudgetDetailView(APIView):
 
     @extend_schema(
         operation_id="budgets_update",
-        request=inline_serializer(
-            "BudgetUpdate",
-            {
-                "scope": serializers.ChoiceField(choices=BudgetScope.values, required=False),
-                "scope_id": serializers.CharField(required=False),
-                "window": serializers.ChoiceField(choices=BudgetWindow.values, required=False),
-                "limit_cents": serializers.IntegerField(min_value=1, required=False),
-                "mode": serializers.ChoiceField(choices=BudgetMode.values, required=False),
-            },
-        ),
+        request=BudgetUpdateBody,
         responses=with_errors(
             {200: BudgetSerializer}, "validation_error", "forbidden", "not_found"
         ),
     )
     def patch(self, request: Request, budget_id: str) -> Response:
         budget = visible_budget(request.user, budget_id)
-        body = json_object(request, FIELDS)
+        body = json_object(request, BudgetUpdateBody)
         team = None
         if "scope" in body or "scope_id" in body:
             team = visible_scope_team(
@@ -188,17 +196,14 @@ class BudgetResumeView(APIView):
 
     @extend_schema(
         operation_id="budgets_resume",
-        request=inline_serializer(
-            "BudgetResume",
-            {"grace_cents": serializers.IntegerField(min_value=1, required=False)},
-        ),
+        request=BudgetResumeBody,
         responses=with_errors(
             {200: BudgetSerializer}, "validation_error", "forbidden", "not_found"
         ),
     )
     def post(self, request: Request, budget_id: str) -> Response:
         budget = visible_budget(request.user, budget_id)
-        body = json_object(request, ("grace_cents",))
+        body = json_object(request, BudgetResumeBody)
         require_staff(request.user)
         resumed = spend.resume_budget(budget.pk, body.get("grace_cents"))
         return Response(resumed.as_dict(now()))

@@ -14,7 +14,6 @@ from board.store.claims import (
     ClaimResult,
     claim,
     claim_next,
-    committed_lease_span,
     heartbeat,
     release_lapsed,
     renew_lease,
@@ -47,7 +46,6 @@ from board.store.fields import (
     set_priority,
     set_scheduled_by,
     set_verdict,
-    set_worktree_refs,
     update_task,
 )
 from board.store.lifecycle import (
@@ -86,6 +84,15 @@ from board.store.tickets import (
     begin_write,
     did_write_land,
 )
+from board.store.workspaces import (
+    get_workspace,
+    last_workspace,
+    live_workspace,
+    record_landing,
+    record_workspace,
+    set_workspace_status,
+    settle_from_worktree,
+)
 
 __all__ = [
     "DECLINE_PRECEDENCE",
@@ -117,7 +124,6 @@ __all__ = [
     "claim",
     "claim_next",
     "close_execution",
-    "committed_lease_span",
     "complete",
     "count_by_status",
     "create_task",
@@ -130,11 +136,14 @@ __all__ = [
     "fail",
     "find_task",
     "get_task",
+    "get_workspace",
     "heartbeat",
     "link",
     "list_comments",
     "list_executions",
+    "last_workspace",
     "list_tasks",
+    "live_workspace",
     "lock_task",
     "now",
     "open_execution",
@@ -142,6 +151,8 @@ __all__ = [
     "ready_filter",
     "ready_tasks",
     "reconcile_orphans",
+    "record_landing",
+    "record_workspace",
     "release",
     "release_lapsed",
     "run_boot_passes",
@@ -157,30 +168,11 @@ __all__ = [
     "set_priority",
     "set_scheduled_by",
     "set_verdict",
-    "set_worktree_refs",
+    "set_workspace_status",
+    "settle_from_worktree",
     "ticket_of",
     "transition",
     "unblock",
     "unlink",
     "update_task",
-]
-
-from board.store.workspaces import (  # noqa: E402
-    get_workspace,
-    last_workspace,
-    live_workspace,
-    record_landing,
-    record_workspace,
-    set_workspace_status,
-    settle_from_worktree,
-)
-
-__all__ += [
-    "get_workspace",
-    "last_workspace",
-    "live_workspace",
-    "record_landing",
-    "record_workspace",
-    "set_workspace_status",
-    "settle_from_worktree",
 ]
