@@ -8,6 +8,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from board import api as board_api
+from board.usage import usage_page
 from board.views import BoardLoginView, board_page
 from core.api import registry_views
 from core.api.errors import api_404
@@ -88,6 +89,7 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("board/", board_page, name="board"),
     path("board/routines/", routine_views.routines_page, name="routines"),
+    path("board/usage/", usage_page, name="usage"),
     path("board/routines/new/", routine_views.new_routine, name="routine-new"),
     path("board/routines/<str:routine_id>/edit/", routine_views.edit_routine, name="routine-edit"),
     path(

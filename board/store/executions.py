@@ -169,10 +169,9 @@ def close_execution(
     ).check()
 
     def run() -> ExecutionProcess:
-        try:
-            row = ExecutionProcess.objects.select_for_update().get(pk=execution_id)
-        except ExecutionProcess.DoesNotExist:
-            raise NotFound(f"execution {execution_id} does not exist") from None
+        row = spend.lock_execution(execution_id)
+        if row is None:
+            raise NotFound(f"execution {execution_id} does not exist")
         if row.status != ExecutionStatus.RUNNING:
             return row
         at = now()

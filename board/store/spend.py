@@ -134,12 +134,25 @@ def record_usage(execution_id: int, usage: Usage) -> Recorded | None:
     usage.check()
 
     def run() -> Recorded | None:
-        row = ExecutionProcess.objects.select_for_update().filter(pk=execution_id).first()
+        row = lock_execution(execution_id)
         if row is None or row.status != "running":
             return None
         return Recorded(row, apply_usage(row, usage, now()))
 
     return storage.write(run)
+
+
+def lock_execution(execution_id: int) -> ExecutionProcess | None:
+    """The execution row, locked after its task's row: the order every board write
+    that touches both takes (a move that closes a run locks the task first), so a
+    usage report and a stale sweep never wait on each other in a circle."""
+    task_id = (
+        ExecutionProcess.objects.filter(pk=execution_id).values_list("task_id", flat=True).first()
+    )
+    if task_id is None:
+        return None
+    Task.objects.select_for_update().filter(pk=task_id).values_list("id").first()
+    return ExecutionProcess.objects.select_for_update().filter(pk=execution_id).first()
 
 
 def _ancestors(task_id: str) -> list[str]:
@@ -488,3 +501,53 @@ def run_ceiling(task: Task, agent_settings: dict[str, Any] | None) -> int | None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     return None
+
+
+# --- usage: what was spent, per team and agent, by period ------------------------------
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """Spend in cents per team and per agent for today, this week and this month (UTC;
+    the week begins on Monday), and per day over the last ``days`` days."""
+
+    teams: list[dict[str, Any]]
+    agents: list[dict[str, Any]]
+    daily: list[dict[str, Any]]
+
+
+def usage_report(teams: list[str], at: dt.datetime, days: int = 30) -> UsageReport:
+    """What the runs of ``teams`` cost, by when they started. Reads only."""
+    today = window_bounds(BudgetWindow.DAY, at)[0]
+    periods = {
+        "today": today,
+        "week": today - dt.timedelta(days=today.weekday()),
+        "month": window_bounds(BudgetWindow.MONTH, at)[0],
+    }
+    first = today - dt.timedelta(days=days - 1)
+    since = min(first, *periods.values())
+    runs = list(
+        ExecutionProcess.objects.filter(task__team_id__in=teams, started_at__gte=since).values_list(
+            "task__team_id", "agent_id", "started_at", "cost_cents"
+        )
+    )
+
+    def rows(key: int, names: list[str]) -> list[dict[str, Any]]:
+        out = []
+        for name in names:
+            mine = [r for r in runs if r[key] == name]
+            figures = {
+                period: sum(r[3] for r in mine if r[2] >= start)
+                for period, start in periods.items()
+            }
+            out.append({"id": name, **figures})
+        return out
+
+    daily = []
+    for n in range(days):
+        start = first + dt.timedelta(days=n)
+        end = start + dt.timedelta(days=1)
+        cents = sum(r[3] for r in runs if start <= r[2] < end)
+        daily.append({"day": start.date().isoformat(), "cents": cents})
+    agents = sorted({r[1] for r in runs if r[1]})
+    return UsageReport(rows(0, sorted(teams)), rows(1, agents), daily)
