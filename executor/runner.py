@@ -45,12 +45,11 @@ from executor.runtimes import (
     resume_id_for,
 )
 from executor.runtimes.base import Outcome, UsageSoFar, start_run
-from worktrees import checkouts, handoff, scaffold
+from worktrees import agent_files, checkouts, handoff, scaffold
 from worktrees import service as worktree_service
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_S = 30.0
 # How long the run's loop waits for news (usage reported, the run ended) before it
 # looks again: usage is written to the board and checked against the budgets as
 # soon as it is reported, and the run's end is noticed within this.
@@ -133,7 +132,7 @@ class _UsageMeter:
 
 
 def heartbeat_seconds() -> float:
-    return float(getattr(settings, "CLAWBOO_HEARTBEAT_MS", HEARTBEAT_S * 1000)) / 1000.0
+    return float(settings.CLAWBOO_HEARTBEAT_MS) / 1000.0
 
 
 class Executor:
@@ -327,7 +326,10 @@ class Executor:
         """Bring TASK.md up to date with the board: this attempt, who runs it, and the
         feedback of the last one, so the checkout alone tells a runtime where it is."""
         path = worktree / scaffold.TASK_FILE
-        text = path.read_text(encoding="utf-8") if path.exists() else f"# {task.title}\n"
+        try:  # what the agent left there: a regular file, read under a deadline
+            text = agent_files.read_text(path)
+        except (OSError, ValueError):
+            text = f"# {task.title}\n"
         marker = "\n## Latest from the board\n"
         text = text.split(marker, 1)[0].rstrip("\n") + "\n"
         lines = [
@@ -340,10 +342,10 @@ class Executor:
             lines.append(f"- feedback from the previous attempt: {task.feedback}")
         if task.error:
             lines.append(f"- last error: {task.error}")
-        path.write_text(text + marker + "\n".join(lines) + "\n", encoding="utf-8")
+        agent_files.write_text(path, text + marker + "\n".join(lines) + "\n")
 
     def _mcp_url(self) -> str | None:
-        url = getattr(settings, "CLAWBOO_MCP_URL", "")
+        url = settings.CLAWBOO_MCP_URL
         return url if url and self.caps.mcp else None
 
     def _prompt(

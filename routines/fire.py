@@ -219,7 +219,7 @@ def dispatch_one_shot(routine: Routine, agent: Agent, task: Task, slot_at: int) 
 
 
 def openclaw_timeout_ms() -> int:
-    return int(getattr(settings, "CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 600_000))
+    return int(settings.CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS)
 
 
 def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int) -> DispatchResult:
@@ -332,6 +332,10 @@ def record_outcome(routine_id: str, results: list[DispatchResult]) -> Routine | 
         last_error=None,
         fire_slot=None,
     )
+    if next_run is not None:
+        # The ticker armed while this row was in flight, blind to its next slot (at
+        # worst the 60 s rescan): wake it, or a routine every 2 s fires once a minute.
+        routine_store.poke()
     for result in results:
         events.append(
             routine.team_id,

@@ -22,10 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--stale", action="store_true", help="only the stale sweep")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        both = not options["orphans"] and not options["stale"]
-        if both or options["orphans"]:
-            released = store.reconcile_orphans()
-            self.stdout.write(f"orphans: released {len(released)} task(s) {' '.join(released)}")
-        if both or options["stale"]:
-            released = store.release_stale()
-            self.stdout.write(f"stale: released {len(released)} task(s) {' '.join(released)}")
+        asked = [name for name in store.RECOVERY_PASSES if options[name]]
+        for name in asked or store.RECOVERY_PASSES:
+            released = store.RECOVERY_PASSES[name]()
+            self.stdout.write(f"{name}: released {len(released)} task(s) {' '.join(released)}")
