@@ -74,7 +74,8 @@ def on_main(repo: Path, task_id: str) -> bool:
 
 
 def reviewed_task(n: int) -> str:
-    task = store.create_task(title=f"Crash {n}").task
+    # A gate that passes: what is under test is the landing, not the judge.
+    task = store.create_task(title=f"Crash {n}", metadata={"verify_cmd": "true"}).task
     assert Executor("builder").work_once().worktree == "retained"
     assert store.get_task(task.id).status == "in_review"
     return task.id
