@@ -193,7 +193,14 @@ class TaskAdmin(DataLayerAdmin):
         "updated_at",
     )
     list_display_links = ("title",)
-    list_filter = ("status", "team", "assignee_agent_id", LabelFilter, "verdict")
+    list_filter = (
+        "status",
+        "team",
+        "assignee_agent_id",
+        LabelFilter,
+        "verdict",
+        "approval_state",
+    )
     search_fields = ("id", "title", "description")
     ordering = ("-updated_at",)
     inlines = [CommentInline, ExecutionInline]
@@ -203,6 +210,8 @@ class TaskAdmin(DataLayerAdmin):
         *(_move_action(status) for status in MOVE_TARGETS),
         "request_changes",
         "override_verification",
+        "approve_work",
+        "deny_work",
     ]
     change_list_template = "admin/board/task/change_list.html"
 
@@ -225,6 +234,7 @@ class TaskAdmin(DataLayerAdmin):
             "dependencies",
             "cost_tokens",
             "cost_cents",
+            "approval",
             "created_at",
             "updated_at",
         )
@@ -353,6 +363,28 @@ class TaskAdmin(DataLayerAdmin):
                 text, ok = f"refused: {exc.detail}", False
             results.append((task.id, text, ok))
         self._report(request, verb, results)
+
+    @admin.display(description="approval before work")
+    def approval(self, obj: Task) -> str:
+        body = obj.approval
+        if body is None:
+            return "none needed"
+        who = f" by {body['by']}" if body["by"] else ""
+        why = f": {body['reason']}" if body["reason"] else ""
+        return f"{body['state']}{who} at {body['at']}{why}"
+
+    # Approval before work (GOVERNANCE §5): the staff user decides as themselves.
+    @admin.action(description="Approve the work (agents may take it)")
+    def approve_work(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+        who = request.user.get_username()
+        self._each(
+            request, qs, "Approved", lambda tid: store.decide_approval(tid, "approve", by=who)
+        )
+
+    @admin.action(description="Deny the work (no agent takes it)")
+    def deny_work(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+        who = request.user.get_username()
+        self._each(request, qs, "Denied", lambda tid: store.decide_approval(tid, "deny", by=who))
 
     @admin.action(description="Release (in progress → todo)")
     def release_tasks(self, request: HttpRequest, qs: QuerySet[Task]) -> None:

@@ -31,7 +31,14 @@ from board.serializers import (
 from board.store.ready import status_filter
 from board.transitions import Status, is_terminal
 from core import events, server_commands
-from core.api.access import act_as, act_as_assignee, can_see_team, require_team, team_ids
+from core.api.access import (
+    act_as,
+    act_as_assignee,
+    can_see_team,
+    require_person,
+    require_team,
+    team_ids,
+)
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
@@ -88,6 +95,7 @@ _FILTER_PARAMETERS = [
     OpenApiParameter("dropped", bool, description="false: leave soft-deleted tasks out"),
 ]
 ORDERS = ("priority", "recent")
+APPROVAL_VIEWS = ("waiting", "not_waiting")
 # Cards in a column's first page: the live columns are work in hand, the terminal
 # ones (done, cancelled) history, where the most recent few are what people want.
 COLUMN_PAGE = 50
@@ -119,6 +127,13 @@ class TaskListView(APIView):
             *_FILTER_PARAMETERS,
             OpenApiParameter("ready", bool),
             OpenApiParameter(
+                "approval",
+                str,
+                enum=list(APPROVAL_VIEWS),
+                description="waiting: only tasks waiting for a person's approval (the "
+                "board's Needs approval column); not_waiting: leave them out",
+            ),
+            OpenApiParameter(
                 "order",
                 str,
                 enum=list(ORDERS),
@@ -141,6 +156,12 @@ class TaskListView(APIView):
             ready=query_bool(params.get("ready"), "ready"),
             **_task_filters(request),
         )
+        approval = params.get("approval")
+        if approval is not None:
+            if approval not in APPROVAL_VIEWS:
+                raise ValidationFailed("approval", f"must be one of {', '.join(APPROVAL_VIEWS)}")
+            waiting = store.awaiting_filter()
+            qs = qs.filter(waiting) if approval == "waiting" else qs.exclude(waiting)
         qs = scope_tasks(request.user, qs)
         paginator = RecentTaskCursorPagination() if order == "recent" else self.pagination_class()
         page = paginator.paginate_queryset(qs, request, view=self)
@@ -175,6 +196,16 @@ class TaskListView(APIView):
         return Response(task_body(result.task), status=201 if result.created else 200)
 
 
+def column_counts(qs: QuerySet[Task]) -> dict[str, int]:
+    """Every column's total: the statuses, and "needs_approval" (the tasks waiting
+    for a person, counted there and not in their status's column)."""
+    counts = store.count_by_status(qs)
+    waiting = store.count_awaiting(qs)
+    for status, n in waiting.items():
+        counts[status] -= n
+    return {store.NEEDS_APPROVAL: sum(waiting.values()), **counts}
+
+
 class TaskCountsView(APIView):
     """How many tasks each column holds, with the list's filters: the board's column
     headers, without reading the tasks."""
@@ -203,7 +234,7 @@ class TaskCountsView(APIView):
     )
     def get(self, request: Request) -> Response:
         filters = _task_filters(request)
-        counts = store.count_by_status(scope_tasks(request.user, store.list_tasks(**filters)))
+        counts = column_counts(scope_tasks(request.user, store.list_tasks(**filters)))
         return Response({"team": filters["team"], "counts": counts, "total": sum(counts.values())})
 
 
@@ -282,11 +313,24 @@ class BoardColumnsView(APIView):
         seq = events.latest_seq(team) if team and can_see_team(request.user, team) else None
         visible = scope_tasks(request.user, store.list_tasks(**filters))
         counted = params.get("counts") is None or query_bool(params.get("counts"), "counts")
-        counts = store.count_by_status(visible) if counted else None
+        counts = column_counts(visible) if counted else None
         own = ("limit", "terminal_limit", "cursor", "counts")
         query = {k: v for k, v in params.items() if k not in own}
         list_url = request.build_absolute_uri(reverse("tasks"))
         pages: dict[str, tuple[list[Task], str | None]] = {}
+        # First the tasks waiting for a person's approval, in the board's order;
+        # their status columns leave them out.
+        waiting = TaskCursorPagination()
+        waiting_query = {**query, "approval": "waiting", "limit": sizes[False]}
+        pages[store.NEEDS_APPROVAL] = (
+            waiting.first_page(
+                visible.filter(store.awaiting_filter()),
+                request,
+                sizes[False],
+                f"{list_url}?{urlencode(waiting_query)}",
+            ),
+            waiting.get_next_link(),
+        )
         for status in Status:
             terminal = is_terminal(status)
             pager = RecentTaskCursorPagination() if terminal else TaskCursorPagination()
@@ -294,8 +338,13 @@ class BoardColumnsView(APIView):
             column_query = {**query, "status": status.value, "limit": size}
             if terminal:
                 column_query["order"] = "recent"
+            else:
+                column_query["approval"] = "not_waiting"
+            column = visible.filter(status_filter(status))
+            if not terminal:
+                column = column.exclude(store.awaiting_filter())
             rows = pager.first_page(
-                visible.filter(status_filter(status)),
+                column,
                 request,
                 size,
                 f"{list_url}?{urlencode(column_query)}",
@@ -369,6 +418,7 @@ class TransitionView(APIView):
             "validation_error",
             "illegal_transition",
             "claim_required",
+            "approval_required",
             "conflict",
             "verification_required",
         ),
@@ -391,6 +441,44 @@ class TransitionView(APIView):
         return Response(task_body(task))
 
 
+class TaskApprovalView(APIView):
+    """A person's decision on a task's approval before work (GOVERNANCE §5): any
+    member of the task's team, with their own credential (an agent's key: 403)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_approval",
+        request=inline_serializer(
+            "ApprovalDecision",
+            {
+                "decision": serializers.ChoiceField(choices=list(store.APPROVAL_DECISIONS)),
+                "reason": serializers.CharField(required=False, max_length=2_000),
+                "revision": serializers.IntegerField(
+                    required=False,
+                    help_text="the task revision you read: refused (409) if it changed since",
+                ),
+            },
+        ),
+        responses=with_errors(
+            {200: TaskSerializer}, "not_found", "validation_error", "forbidden", "conflict"
+        ),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        by = require_person(request)
+        body = json_object(request, ("decision", "reason", "revision"), required=("decision",))
+        task = store.decide_approval(
+            task_id,
+            body["decision"],
+            by=by,
+            reason=body.get("reason"),
+            revision=body.get("revision"),
+        )
+        return Response(task_body(task))
+
+
 class ClaimView(APIView):
     permission_classes = [IsAuthenticated]
 
@@ -405,7 +493,12 @@ class ClaimView(APIView):
             },
         ),
         responses=with_errors(
-            {200: ClaimedSerializer}, "not_found", "conflict", "validation_error", "forbidden"
+            {200: ClaimedSerializer},
+            "not_found",
+            "conflict",
+            "approval_required",
+            "validation_error",
+            "forbidden",
         ),
     )
     @idempotent
@@ -741,7 +834,8 @@ class ReconcileView(APIView):
     @extend_schema(
         operation_id="board_reconcile",
         request=inline_serializer(
-            "Reconcile", {"pass": serializers.ChoiceField(choices=["orphans", "stale"])}
+            "Reconcile",
+            {"pass": serializers.ChoiceField(choices=["orphans", "stale", "approvals"])},
         ),
         responses=with_errors(
             {
@@ -760,6 +854,8 @@ class ReconcileView(APIView):
             released = store.reconcile_orphans()
         elif which == "stale":
             released = store.release_stale()
+        elif which == "approvals":
+            released = store.expire_unanswered()  # the tasks whose approval expired
         else:
-            raise ValidationFailed("pass", "must be 'orphans' or 'stale'")
+            raise ValidationFailed("pass", "must be 'orphans', 'stale' or 'approvals'")
         return Response({"released": released})

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from core.errors import ClawbooError, Conflict, NotFound, RateLimited, ValidationFailed
 
 __all__ = [
+    "ApprovalRequired",
     "ClaimConflict",
     "ClaimRequired",
     "DependencyCycle",
@@ -79,3 +80,10 @@ class RootRateLimited(RateLimited):
 
 class NotFileMutating(ClawbooError):
     code = "not_file_mutating"
+
+
+class ApprovalRequired(ClawbooError):
+    """The task waits for a person's approval (GOVERNANCE §5): no claim takes it
+    until one approves. Retrying is pointless until then."""
+
+    code = "approval_required"

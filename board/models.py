@@ -23,6 +23,19 @@ class Verdict(models.TextChoices):
     COMPLETED_WITH_DEBT = "completed_with_debt"
 
 
+class ApprovalState(models.TextChoices):
+    """A task's approval before work (GOVERNANCE §5). No state (null): none needed."""
+
+    REQUIRED = "required"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+
+
+# The states a person still has to answer: the board's "Needs approval" column.
+AWAITING_APPROVAL = (ApprovalState.REQUIRED, ApprovalState.EXPIRED)
+
+
 # Only a passing deterministic gate promotes to done; "completed_with_debt" is a
 # red gate that finished anyway (seed 000: non-promotable).
 PROMOTABLE_VERDICTS = frozenset({Verdict.PASS})
@@ -79,6 +92,20 @@ class Task(models.Model):
 
     dropped = models.BooleanField(default=False)
     tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    # Approval before work (board.store.approvals writes these). Null state: the task
+    # needs none. The claim statement admits only null or approved, as a column
+    # condition, so no racer can take a task a person has not said yes to.
+    approval_state = models.CharField(
+        max_length=16, choices=ApprovalState.choices, null=True, blank=True, editable=False
+    )
+    # The revision the person saw when they decided (null while required).
+    approval_revision = models.BigIntegerField(null=True, blank=True, editable=False)
+    # Who decided (a user name), or null while nobody has.
+    approval_by = models.CharField(max_length=150, null=True, blank=True, editable=False)
+    # When the state was set: since when a required approval waits, or the decision.
+    approval_at = models.DateTimeField(null=True, blank=True, editable=False)
+    approval_reason = models.TextField(null=True, blank=True, editable=False)
 
     revision = models.BigIntegerField(default=0)
     write_log = models.JSONField(default=list, blank=True)
@@ -155,6 +182,13 @@ class Task(models.Model):
                 name="tasks_assignee_idx",
                 condition=Q(assignee_agent_id__isnull=False),
             ),
+            # The "Needs approval" column and the expiry pass: the few tasks waiting
+            # for a person, oldest first. Partial: the rest of the table is not in it.
+            models.Index(
+                fields=["team", "approval_at"],
+                name="tasks_awaiting_approval_idx",
+                condition=Q(approval_state__in=["required", "expired"]),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -163,6 +197,10 @@ class Task(models.Model):
     def get_absolute_url(self) -> str:
         """The task open on its team's live board (the admin's "View on site")."""
         return f"{reverse('board')}?{urlencode({'team': self.team_id, 'task': self.id})}"
+
+    @property
+    def approval(self) -> dict[str, Any] | None:
+        return snapshot.approval(self)
 
     @property
     def verification(self) -> dict[str, Any] | None:

@@ -12,6 +12,16 @@ from rest_framework import serializers
 from board.transitions import Status
 
 
+class ApprovalSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=["required", "approved", "denied", "expired"])
+    revision = serializers.IntegerField(
+        allow_null=True, help_text="the task revision the person saw when they decided"
+    )
+    by = serializers.CharField(allow_null=True, help_text="the user who decided")
+    at = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField(allow_null=True)
+
+
 class TaskSerializer(serializers.Serializer):
     id = serializers.CharField()
     title = serializers.CharField()
@@ -44,6 +54,11 @@ class TaskSerializer(serializers.Serializer):
     file_mutating = serializers.BooleanField()
     verification = serializers.DictField(allow_null=True)
     cost = serializers.DictField()
+    approval = ApprovalSerializer(
+        allow_null=True,
+        help_text="approval before work (null: none needed); no claim takes the task "
+        "until its state is approved",
+    )
     dropped = serializers.BooleanField()
     revision = serializers.IntegerField()
     incarnation_id = serializers.CharField()

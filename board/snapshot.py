@@ -10,7 +10,9 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any, Literal
 
-Kind = Literal["value", "bool", "list", "dict", "json", "time", "verification", "cost", "deps"]
+Kind = Literal[
+    "value", "bool", "list", "dict", "json", "time", "verification", "approval", "cost", "deps"
+]
 
 # (key in the body, the tasks column it reads, how it is rendered)
 FIELDS: tuple[tuple[str, str, Kind], ...] = (
@@ -43,6 +45,7 @@ FIELDS: tuple[tuple[str, str, Kind], ...] = (
     ("file_mutating", "file_mutating", "bool"),
     ("verification", "verdict", "verification"),
     ("cost", "cost_tokens", "cost"),
+    ("approval", "approval_state", "approval"),
     ("dropped", "dropped", "bool"),
     ("revision", "revision", "value"),
     ("incarnation_id", "incarnation_id", "value"),
@@ -75,6 +78,19 @@ def verification(task: Any) -> dict[str, Any] | None:
     }
 
 
+def approval(task: Any) -> dict[str, Any] | None:
+    """``{state, revision, by, at, reason}``, or None: the task needs no approval."""
+    if task.approval_state is None:
+        return None
+    return {
+        "state": task.approval_state,
+        "revision": task.approval_revision,
+        "by": task.approval_by,
+        "at": _iso(task.approval_at),
+        "reason": task.approval_reason,
+    }
+
+
 _PY: dict[Kind, Callable[[Any, str, list[str] | None], Any]] = {
     "value": lambda task, col, deps: getattr(task, col),
     "bool": lambda task, col, deps: bool(getattr(task, col)),
@@ -83,6 +99,7 @@ _PY: dict[Kind, Callable[[Any, str, list[str] | None], Any]] = {
     "json": lambda task, col, deps: getattr(task, col),
     "time": lambda task, col, deps: _iso(getattr(task, col)),
     "verification": lambda task, col, deps: verification(task),
+    "approval": lambda task, col, deps: approval(task),
     "cost": lambda task, col, deps: {"tokens": task.cost_tokens, "cents": task.cost_cents},
     "deps": lambda task, col, deps: sorted(deps) if deps is not None else None,
 }

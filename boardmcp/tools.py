@@ -212,6 +212,8 @@ def _brief(task: Task, depends_on: list[str] | None = None) -> dict[str, Any]:
         "labels": task.labels,
         "assignee_agent_id": task.assignee_agent_id,
         "parent_task_id": task.parent_task_id,
+        # Work an agent files waits for a person: say so, rather than look ready.
+        "approval": task.approval,
     }
     if depends_on is not None:
         body["depends_on"] = depends_on
@@ -485,6 +487,23 @@ def write_handoff(
     return {"handoff": worktree_service.write_handoff(tid, doc)}
 
 
+@board_call
+def decide_approval(
+    ctx: Context,
+    task_id: TaskId,
+    decision: Literal["approve", "deny"],
+    reason: Annotated[str, Field(max_length=2_000)] | None = None,
+) -> dict[str, Any]:
+    """A person's yes or no to a task that waits for approval before any agent takes
+    it. People only: an agent's credential is refused (forbidden)."""
+    caller = caller_of(ctx)
+    if caller.agent_id is not None or caller.run:
+        raise Forbidden("an agent never decides an approval: a person decides with their own key")
+    task = _visible(caller, task_id)
+    decided = store.decide_approval(task.id, decision, by=caller.name, reason=reason)
+    return {"task": _brief(decided), "approval": decided.approval}
+
+
 TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
     (list_tasks, READ),
     (get_task, READ),
@@ -499,6 +518,7 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
     (request_review, WRITE),
     (read_handoff, READ),
     (write_handoff, WRITE),
+    (decide_approval, WRITE),
 )
 
 

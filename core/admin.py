@@ -29,10 +29,13 @@ class TeamAdmin(DataLayerAdmin):
 
     def save_model(self, request: HttpRequest, obj: Team, form: Any, change: bool) -> None:
         try:
-            if change:
-                registry.update_team(obj.pk, name=form.cleaned_data["name"])
-            else:
+            if not change:
                 registry.create_team(form.cleaned_data["id"], form.cleaned_data["name"])
+            registry.update_team(
+                obj.pk,
+                name=form.cleaned_data["name"],
+                approval_required=form.cleaned_data.get("approval_required", False),
+            )
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
 

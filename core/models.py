@@ -35,6 +35,8 @@ class Team(models.Model):
     # Highest event sequence handed out for this team. Bumped with a row-locking
     # UPDATE inside each mutation's transaction, so sequence order is commit order.
     last_event_seq = models.BigIntegerField(default=0, editable=False)
+    # Every task of this team waits for a person's approval before any claim.
+    approval_required = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
 

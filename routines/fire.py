@@ -161,6 +161,7 @@ def materialize_task(routine: Routine, slot_at: int) -> Task:
         scheduled_by=routine_store.FIRING_OWNER,
         metadata=metadata,
         file_mutating=template.get("kind", "code") == "code",
+        approval_required=bool(template.get("approval_required", False)),
     )
     return created.task
 
@@ -203,7 +204,9 @@ def dispatch_one_shot(routine: Routine, agent: Agent, task: Task, slot_at: int) 
     is happening; the fire is recorded ``satisfied``, never retried.
     """
     claim = board_store.claim(task.id, agent.id, agent.runtime)
-    if claim.outcome == "conflict":
+    if claim.outcome in ("conflict", "approval_required"):
+        # approval_required: the task waits on the board for a person (GOVERNANCE §5);
+        # once approved, the executor's workers take it like any ready task.
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="one-shot")
     if claim.outcome != "ok" or claim.ticket is None:
         raise FireFailed(f"task {task.id!r} vanished before it could be claimed")
@@ -229,7 +232,7 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
     if gateway.configured() is None:
         raise FireFailed(gateway.NOT_CONFIGURED)
     claim = board_store.claim(task.id, agent.id, agent.runtime)
-    if claim.outcome == "conflict":
+    if claim.outcome in ("conflict", "approval_required"):
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="connected")
     if claim.outcome != "ok" or claim.ticket is None:
         raise FireFailed(f"task {task.id!r} vanished before it could be claimed")

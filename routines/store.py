@@ -62,6 +62,7 @@ TEMPLATE_KEYS = (
     "model",
     "max_node_cents",
     "team_task_id",
+    "approval_required",
 )
 _TEMPLATE_KEYS = frozenset(TEMPLATE_KEYS)
 _IN_FLIGHT = frozenset({RoutineStatus.QUEUED, RoutineStatus.CLAIMED, RoutineStatus.RUNNING})
@@ -121,6 +122,11 @@ def check_task_template(value: Any) -> dict[str, Any]:
     if bound is not None:
         bound = checks.check_id(bound, "task_template.team_task_id")
     clean["team_task_id"] = bound
+    # Each fire's task waits for a person's approval before any claim (GOVERNANCE §5).
+    approval = value.get("approval_required", False)
+    if not isinstance(approval, bool):
+        raise ValidationFailed("task_template.approval_required", "must be true or false")
+    clean["approval_required"] = approval
     return clean
 
 

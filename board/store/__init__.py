@@ -8,6 +8,14 @@ PostgreSQL) and records its task-change event in that same transaction.
 
 from board.ceilings import MAX_DEPTH, MAX_LIVE_CHILDREN, ROOT_RATE_LIMIT
 from board.store._base import depends_on_ids, lock_task, now
+from board.store.approvals import DECISIONS as APPROVAL_DECISIONS
+from board.store.approvals import (
+    NEEDS_APPROVAL,
+    awaiting_filter,
+    count_awaiting,
+    expire_unanswered,
+)
+from board.store.approvals import decide as decide_approval
 from board.store.claims import (
     DISPATCH_ORDER,
     MAX_ABANDONMENTS,
@@ -88,6 +96,12 @@ from board.store.tickets import (
 )
 
 __all__ = [
+    "APPROVAL_DECISIONS",
+    "NEEDS_APPROVAL",
+    "awaiting_filter",
+    "count_awaiting",
+    "decide_approval",
+    "expire_unanswered",
     "DECLINE_PRECEDENCE",
     "DISPATCH_ORDER",
     "MAX_ABANDONMENTS",

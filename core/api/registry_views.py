@@ -21,7 +21,13 @@ from core.errors import Forbidden, NotFound, ValidationFailed
 from core.live import frames_for
 from core.models import Agent, Runtime, Team
 
-_TEAM_FIELDS: dict[str, Any] = {"id": serializers.CharField(), "name": serializers.CharField()}
+_TEAM_FIELDS: dict[str, Any] = {
+    "id": serializers.CharField(),
+    "name": serializers.CharField(),
+    "approval_required": serializers.BooleanField(
+        required=False, help_text="every new task of the team waits for a person's approval"
+    ),
+}
 TeamSerializer = inline_serializer("Team", _TEAM_FIELDS)
 TeamListSerializer = inline_serializer("Team", _TEAM_FIELDS, many=True)
 _AGENT_FIELDS: dict[str, Any] = {
@@ -60,7 +66,12 @@ AgentPatchSerializer = inline_serializer("AgentPatch", _agent_write_fields(False
 
 
 def team_body(team: Team) -> dict[str, Any]:
-    return {"id": team.id, "name": team.name, "created_at": team.created_at.isoformat()}
+    return {
+        "id": team.id,
+        "name": team.name,
+        "approval_required": team.approval_required,
+        "created_at": team.created_at.isoformat(),
+    }
 
 
 def agent_body(agent: Agent) -> dict[str, Any]:
@@ -98,6 +109,39 @@ class TeamsView(APIView):
         body = json_object(request, ("id", "name"), required=("id",))
         team = registry.create_team(body["id"], body.get("name"), creator=request.user)
         return Response(team_body(team), status=201)
+
+
+class TeamDetailView(APIView):
+    """One team; staff change its settings (a member reads them: writes 403)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="teams_retrieve", responses=with_errors({200: TeamSerializer}, "not_found")
+    )
+    def get(self, request: Request, team_id: str) -> Response:
+        return Response(team_body(_visible_team(request, team_id)))
+
+    @extend_schema(
+        operation_id="teams_update",
+        request=inline_serializer(
+            "TeamPatch",
+            {
+                "name": serializers.CharField(required=False),
+                "approval_required": serializers.BooleanField(required=False),
+            },
+        ),
+        responses=with_errors({200: TeamSerializer}, "not_found", "validation_error", "forbidden"),
+    )
+    def patch(self, request: Request, team_id: str) -> Response:
+        _visible_team(request, team_id)
+        if not (request.user.is_staff or request.user.is_superuser):
+            raise Forbidden("only staff change a team's settings")
+        body = json_object(request, ("name", "approval_required"))
+        team = registry.update_team(
+            team_id, name=body.get("name"), approval_required=body.get("approval_required")
+        )
+        return Response(team_body(team))
 
 
 class AgentsView(APIView):

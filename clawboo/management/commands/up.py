@@ -174,15 +174,16 @@ _next_prune = 0.0
 
 
 def stale_sweep() -> int:
-    """The interval sweep of ``up``: release stale tasks; and, once an hour, prune
-    the history past its retention (core.retention) and the credentials of runs
-    that died without revoking them."""
-    from board.store import release_stale
+    """The interval sweep of ``up``: release stale tasks, expire approvals nobody
+    answered in time; and, once an hour, prune the history past its retention
+    (core.retention) and the credentials of runs that died without revoking them."""
+    from board.store import expire_unanswered, release_stale
     from boardmcp.credentials import prune_void_run_credentials
     from core import retention
 
     global _next_prune
     released = len(release_stale())
+    expire_unanswered()
     if time.monotonic() >= _next_prune:
         _next_prune = time.monotonic() + retention.PRUNE_EVERY.total_seconds()
         retention.prune()
