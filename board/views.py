@@ -14,7 +14,6 @@ from board.store import NEEDS_APPROVAL
 from core.api.access import team_ids
 from core.models import Team
 
-
 # The column of tasks waiting for a person (first; the page hides it while empty).
 NEEDS_APPROVAL_LABEL = "Needs approval"
 
