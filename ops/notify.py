@@ -71,7 +71,13 @@ TEAMS_TTL_S = 5.0
 # How far back the minutely schedule looks for events whose notifications were never
 # recorded, and the kinds (besides changes of status) that can need a person.
 CATCH_UP_WINDOW = dt.timedelta(minutes=15)
-CANDIDATE_KINDS = ("routine_error", "verification_recorded")
+CANDIDATE_KINDS = (
+    "routine_error",
+    "verification_recorded",
+    "added",
+    "approval_required",
+    "tool_approval_requested",
+)
 
 
 # --- which events need a person ------------------------------------------------
@@ -80,7 +86,9 @@ CANDIDATE_KINDS = ("routine_error", "verification_recorded")
 def reason_for(event: Event) -> str | None:
     """Why ``event`` needs a person, or None. Entering review or blocked is a
     change of status (``prev_status`` set); a recorded verdict of ``fail`` is a
-    failed verification; ``routine_error`` is a routine halted in error."""
+    failed verification; ``routine_error`` is a routine halted in error; a task
+    filed or changed that waits for approval, or a tool call waiting for a person
+    (``tool_approval_requested``), is a decision waiting."""
     if event.kind == "routine_error":
         return Reason.ROUTINE_ERROR
     payload = event.payload if isinstance(event.payload, dict) else {}
@@ -90,6 +98,12 @@ def reason_for(event: Event) -> str | None:
     if event.kind == "verification_recorded":
         verdict = (task.get("verification") or {}).get("verdict")
         return Reason.VERIFICATION_FAILED if verdict == "fail" else None
+    if event.kind == "tool_approval_requested":
+        return Reason.APPROVAL
+    if event.kind in ("added", "approval_required"):
+        # Work filed (or changed) that waits for a person before any agent takes it.
+        approval = task.get("approval") or {}
+        return Reason.APPROVAL if approval.get("state") == "required" else None
     status = task.get("status")
     if event.prev_status is None or event.prev_status == status:
         return None
@@ -105,6 +119,7 @@ SUMMARY = {
     Reason.BLOCKED: "Task {task_id!r} ({title}) is blocked",
     Reason.VERIFICATION_FAILED: "Task {task_id!r} ({title}) failed verification",
     Reason.ROUTINE_ERROR: "Routine {routine_id!r} halted in error",
+    Reason.APPROVAL: "Task {task_id!r} ({title}) waits for your approval{what}",
 }
 
 
@@ -121,7 +136,12 @@ def body_for(event: Event, reason: str) -> str:
             "at": event.created_at.isoformat() if event.created_at else None,
         },
     }
-    facts = {"task_id": event.task_id, "title": "", "routine_id": payload.get("routine_id")}
+    facts = {
+        "task_id": event.task_id,
+        "title": "",
+        "routine_id": payload.get("routine_id"),
+        "what": "",
+    }
     if task is not None:
         body["task"] = {
             "id": task.get("id"),
@@ -131,8 +151,14 @@ def body_for(event: Event, reason: str) -> str:
             "assignee_agent_id": task.get("assignee_agent_id"),
             "error": task.get("error"),
             "verification": task.get("verification"),
+            "approval": task.get("approval"),
         }
         facts["title"] = task.get("title") or ""
+    tool = payload.get("tool_approval")
+    if reason == Reason.APPROVAL and isinstance(tool, dict):
+        # A tool call waiting: what it would run (its arguments already masked).
+        body["tool_approval"] = tool
+        facts["what"] = f" to run {tool.get('tool')}"
     if reason == Reason.ROUTINE_ERROR:
         body["routine"] = {
             "id": payload.get("routine_id"),

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from board import store
-from core import registry
+from core import chat, registry
 from core.api.auth import new_key
 from core.models import AgentToken, Event
 from routines import fire as routine_fire
@@ -86,12 +86,20 @@ def test_no_claim_takes_a_waiting_task_until_a_person_approves(api, agent):
 
 def test_every_decision_is_audited_with_the_user_in_the_event_log(api):
     task = api.post("/api/board/tasks", {"title": "r", "labels": ["risk"]}, format="json").json()
-    api.post(f"/api/board/tasks/{task['id']}/approval", {"decision": "deny"}, format="json")
+    api.post(
+        f"/api/board/tasks/{task['id']}/approval",
+        {"decision": "deny", "reason": "too broad"},
+        format="json",
+    )
 
     event = Event.objects.filter(task_id=task["id"], kind="approval_decided").get()
     assert event.payload["actor"] == "ada"
     assert event.payload["task"]["approval"]["state"] == "denied"
     assert event.payload["task"]["approval"]["by"] == "ada"
+    assert event.payload["task"]["approval"]["at"] == event.payload["task"]["updated_at"]
+    # The team's chat says who decided.
+    line = chat.recent("default", limit=1)[0]
+    assert line["body"] == "ada denied 'r': too broad" and line["actor"] == "ada"
 
 
 def test_an_agent_bound_key_never_decides(api, agent, unchanged):
