@@ -43,7 +43,7 @@ from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
 from core.api.schema import with_errors
-from core.errors import Conflict, ValidationFailed
+from core.errors import Conflict, NotFound, ValidationFailed
 
 # --- rendering -------------------------------------------------------------------
 
@@ -477,6 +477,85 @@ class TaskApprovalView(APIView):
             revision=body.get("revision"),
         )
         return Response(task_body(task))
+
+
+_TOOL_APPROVAL_FIELDS: dict[str, Any] = {
+    "id": serializers.CharField(),
+    "task_id": serializers.CharField(),
+    "team": serializers.CharField(),
+    "agent_id": serializers.CharField(),
+    "tool": serializers.CharField(),
+    "arguments": serializers.DictField(help_text="secret-looking values masked (***)"),
+    "state": serializers.ChoiceField(choices=["pending", "allowed", "denied", "timed_out"]),
+    "decision": serializers.ChoiceField(
+        choices=["allow_once", "allow_always", "deny"], allow_null=True
+    ),
+    "decided_by": serializers.CharField(allow_null=True),
+    "decided_at": serializers.DateTimeField(allow_null=True),
+    "created_at": serializers.DateTimeField(),
+    "expires_at": serializers.DateTimeField(help_text="no answer by then is a deny"),
+}
+_TOOL_APPROVAL = inline_serializer("ToolApproval", _TOOL_APPROVAL_FIELDS)
+_TOOL_APPROVALS = inline_serializer("ToolApproval", _TOOL_APPROVAL_FIELDS, many=True)
+
+
+def _visible_tool_approval(request: Request, approval_id: str) -> Any:
+    found = store.list_approvals(teams=team_ids(request.user), state=None).filter(pk=approval_id)
+    row = found.first()
+    if row is None:
+        raise NotFound(f"approval {approval_id!r} does not exist", approval_id=approval_id)
+    return row
+
+
+class ToolApprovalsView(APIView):
+    """Tool calls of running agents waiting for a person (GOVERNANCE §5)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="approvals_list",
+        parameters=[
+            OpenApiParameter(
+                "state",
+                str,
+                enum=["pending", "allowed", "denied", "timed_out", "any"],
+                description="pending (default): the calls waiting now",
+            ),
+            OpenApiParameter("task", str),
+            OpenApiParameter("team", str),
+        ],
+        responses=with_errors({200: _TOOL_APPROVALS}, "validation_error"),
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        state = params.get("state", "pending")
+        teams = team_ids(request.user)
+        if params.get("team") is not None:
+            teams = [require_team(request.user, params["team"])]
+        rows = store.list_approvals(
+            teams=teams, state=None if state == "any" else state, task=params.get("task")
+        )
+        return Response([row.as_dict() for row in rows[:500]])
+
+
+class ToolApprovalDetailView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="approvals_decide",
+        request=inline_serializer(
+            "ToolApprovalDecision",
+            {"decision": serializers.ChoiceField(choices=["allow_once", "allow_always", "deny"])},
+        ),
+        responses=with_errors(
+            {200: _TOOL_APPROVAL}, "not_found", "validation_error", "forbidden", "conflict"
+        ),
+    )
+    def post(self, request: Request, approval_id: str) -> Response:
+        _visible_tool_approval(request, approval_id)
+        by = require_person(request)
+        body = json_object(request, ("decision",), required=("decision",))
+        return Response(store.decide_tool_call(approval_id, body["decision"], by=by).as_dict())
 
 
 class ClaimView(APIView):

@@ -366,3 +366,97 @@ class ExecutionProcess(models.Model):
             "started_at": iso(self.started_at),
             "finished_at": iso(self.finished_at),
         }
+
+
+class ToolApprovalState(models.TextChoices):
+    PENDING = "pending"
+    ALLOWED = "allowed"
+    DENIED = "denied"
+    # Nobody answered by the timeout: a deny (fail closed).
+    TIMED_OUT = "timed_out"
+
+
+class ToolDecision(models.TextChoices):
+    ALLOW_ONCE = "allow_once"
+    ALLOW_ALWAYS = "allow_always"
+    DENY = "deny"
+
+
+class ToolApproval(models.Model):
+    """A tool call a running agent's permission mode did not allow, waiting for a
+    person (GOVERNANCE §5): the run waits on it. Written by board.store.tool_approvals."""
+
+    id = models.CharField(primary_key=True, max_length=32)
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="tool_approvals")
+    team = models.ForeignKey("clawboo.Team", on_delete=models.CASCADE, related_name="+")
+    agent_id = models.CharField(max_length=128)
+    tool = models.CharField(max_length=255)
+    # The call's arguments with secret-looking values masked: never the secret itself.
+    arguments = models.JSONField(default=dict, blank=True)
+    tool_use_id = models.CharField(max_length=128, blank=True, default="")
+    state = models.CharField(
+        max_length=16, choices=ToolApprovalState.choices, default=ToolApprovalState.PENDING
+    )
+    decision = models.CharField(max_length=16, choices=ToolDecision.choices, null=True, blank=True)
+    decided_by = models.CharField(max_length=150, null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "tool_approvals"
+        ordering = ["-created_at", "id"]
+        indexes = [
+            # GET /api/approvals: a team's pending calls (few), oldest first.
+            models.Index(
+                fields=["team", "created_at"],
+                name="tool_approvals_pending_idx",
+                condition=Q(state="pending"),
+            ),
+            models.Index(fields=["task", "created_at"], name="tool_approvals_task_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} for {self.agent_id} on {self.task_id} ({self.state})"
+
+    def as_dict(self) -> dict[str, Any]:
+        def iso(value: Any) -> str | None:
+            return value.isoformat() if value is not None else None
+
+        return {
+            "id": self.id,
+            "task_id": self.task_id,
+            "team": self.team_id,
+            "agent_id": self.agent_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "state": self.state,
+            "decision": self.decision,
+            "decided_by": self.decided_by,
+            "decided_at": iso(self.decided_at),
+            "created_at": iso(self.created_at),
+            "expires_at": iso(self.expires_at),
+        }
+
+
+class ToolGrant(models.Model):
+    """``allow_always``: this agent may run this tool without asking again."""
+
+    agent_id = models.CharField(max_length=128)
+    tool = models.CharField(max_length=255)
+    granted_by = models.CharField(max_length=150)
+    approval = models.ForeignKey(
+        ToolApproval, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "tool_grants"
+        constraints = [
+            models.UniqueConstraint(fields=["agent_id", "tool"], name="tool_grants_agent_tool")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} may always run {self.tool}"

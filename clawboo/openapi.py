@@ -27,6 +27,8 @@ SUMMARIES: dict[str, str] = {
     "board_tasks_update": "Edit a task's fields or assignee",
     "board_tasks_transition": "Move a task to another status (the transition table decides)",
     "board_tasks_claim": "Claim a task as an agent you may act as",
+    "approvals_list": "Tool calls of running agents waiting for a person",
+    "approvals_decide": "Allow a waiting tool call once, always (agent and tool), or deny it",
     "board_tasks_approval": "Approve or deny a task's work before any agent takes it (people only)",
     "board_claim_next": "Claim the next ready task as an agent you may act as",
     "board_tasks_heartbeat": "Renew a claim's lease (fenced by its ticket)",

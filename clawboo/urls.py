@@ -52,6 +52,8 @@ board_patterns: list[URLPattern | URLResolver] = [
 api_patterns: list[URLPattern | URLResolver] = [
     path("board/", include(board_patterns)),  # first: the agents' hot paths
     path("whoami", registry_views.WhoAmIView.as_view()),
+    path("approvals", board_api.ToolApprovalsView.as_view()),
+    path("approvals/<str:approval_id>", board_api.ToolApprovalDetailView.as_view()),
     path("teams", registry_views.TeamsView.as_view()),
     path("teams/<str:team_id>", registry_views.TeamDetailView.as_view()),
     path("agents", registry_views.AgentsView.as_view()),

@@ -94,11 +94,19 @@ from board.store.tickets import (
     begin_write,
     did_write_land,
 )
+from board.store.tool_approvals import ask as ask_tool_call
+from board.store.tool_approvals import decide as decide_tool_call
+from board.store.tool_approvals import list_approvals
+from board.store.tool_approvals import wait as wait_tool_call
 
 __all__ = [
     "APPROVAL_DECISIONS",
     "NEEDS_APPROVAL",
     "awaiting_filter",
+    "ask_tool_call",
+    "decide_tool_call",
+    "list_approvals",
+    "wait_tool_call",
     "count_awaiting",
     "decide_approval",
     "expire_unanswered",

@@ -19,6 +19,8 @@ BOARD_PATHS = [
     ("post", "/api/board/tasks/{task_id}/transition"),
     ("post", "/api/board/tasks/{task_id}/claim"),
     ("post", "/api/board/tasks/{task_id}/approval"),
+    ("get", "/api/approvals"),
+    ("post", "/api/approvals/{approval_id}"),
     ("get", "/api/teams/{team_id}"),
     ("patch", "/api/teams/{team_id}"),
     ("post", "/api/board/claim-next"),

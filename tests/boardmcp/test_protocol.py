@@ -53,6 +53,8 @@ TOOLS = {
     "request_review",
     "read_handoff",
     "write_handoff",
+    "decide_approval",
+    "permission_prompt",
 }
 
 

@@ -81,6 +81,11 @@ class Script:
     workdir: str | None = None
     # How long a hang lasts at most (the server's stop ends it sooner).
     hang_s: float = 600.0
+    # A shell command the model runs through the runtime's shell tool instead of the
+    # write (Claude's ``Bash``): what a permission mode may not allow.
+    command: str | None = None
+    # Call the board's MCP tools first, when they are offered.
+    board_calls: bool = True
 
 
 @dataclass
@@ -400,12 +405,17 @@ def _plan(
     offered), then the write, one per turn, counted by the tool results so far."""
     if not tools:
         return None
-    board = _board_calls(tools)
+    board = _board_calls(tools) if server.script.board_calls else []
     if tool_results < len(board):
         return board[tool_results]
     if tool_results > len(board):
         return None
     script = server.script
+    if script.command is not None:
+        for name, _schema in tools:
+            if name in ("Bash", "bash", "shell", "exec_command"):
+                key = "cmd" if name == "exec_command" else "command"
+                return _ToolCall(name, {key: script.command})
     target = _target_path(script, body)
     for name, schema in tools:
         if "write" not in name.lower():
