@@ -181,7 +181,7 @@ class TaskListView(APIView):
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        body = json_object(request, TaskCreateSerializer().fields, required=("title",))
+        body = json_object(request, TaskCreateSerializer)
         require_team(request.user, body.get("team", "default"))
         if body.get("created_by_agent_id") is not None:
             act_as(request, body["created_by_agent_id"], "created_by_agent_id")
@@ -385,7 +385,7 @@ class TaskDetailView(APIView):
     )
     def patch(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        body = json_object(request, TaskPatchSerializer().fields)
+        body = json_object(request, TaskPatchSerializer)
         if body.get("assignee_agent_id") is not None:
             act_as(request, body["assignee_agent_id"], "assignee_agent_id")
         server_commands.check_task_commands(
@@ -394,24 +394,27 @@ class TaskDetailView(APIView):
         return Response(task_body(store.update_task(task_id, body)))
 
 
+TransitionBody = inline_serializer(
+    "Transition",
+    {
+        "to": serializers.ChoiceField(choices=Status.choices),
+        "human_override": OverrideSerializer,
+        "agent_id": serializers.CharField(
+            required=False,
+            help_text="Into in_progress only, and required there: the agent the "
+            "move claims the task for (its executor picks the claim up).",
+        ),
+        "lease_ms": serializers.IntegerField(required=False, min_value=1000),
+    },
+)
+
+
 class TransitionView(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="board_tasks_transition",
-        request=inline_serializer(
-            "Transition",
-            {
-                "to": serializers.ChoiceField(choices=Status.choices),
-                "human_override": OverrideSerializer,
-                "agent_id": serializers.CharField(
-                    required=False,
-                    help_text="Into in_progress only, and required there: the agent the "
-                    "move claims the task for (its executor picks the claim up).",
-                ),
-                "lease_ms": serializers.IntegerField(required=False, min_value=1000),
-            },
-        ),
+        request=TransitionBody,
         responses=with_errors(
             {200: TaskSerializer},
             "not_found",
@@ -426,9 +429,7 @@ class TransitionView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        body = json_object(
-            request, ("to", "human_override", "agent_id", "lease_ms"), required=("to",)
-        )
+        body = json_object(request, TransitionBody)
         agent = body.get("agent_id")
         task = store.transition(
             task_id,
@@ -441,6 +442,19 @@ class TransitionView(APIView):
         return Response(task_body(task))
 
 
+ApprovalDecisionBody = inline_serializer(
+    "ApprovalDecision",
+    {
+        "decision": serializers.ChoiceField(choices=list(store.APPROVAL_DECISIONS)),
+        "reason": serializers.CharField(required=False, max_length=2_000),
+        "revision": serializers.IntegerField(
+            required=False,
+            help_text="the task revision you read: refused (409) if it changed since",
+        ),
+    },
+)
+
+
 class TaskApprovalView(APIView):
     """A person's decision on a task's approval before work (GOVERNANCE §5): any
     member of the task's team, with their own credential (an agent's key: 403)."""
@@ -449,17 +463,7 @@ class TaskApprovalView(APIView):
 
     @extend_schema(
         operation_id="board_tasks_approval",
-        request=inline_serializer(
-            "ApprovalDecision",
-            {
-                "decision": serializers.ChoiceField(choices=list(store.APPROVAL_DECISIONS)),
-                "reason": serializers.CharField(required=False, max_length=2_000),
-                "revision": serializers.IntegerField(
-                    required=False,
-                    help_text="the task revision you read: refused (409) if it changed since",
-                ),
-            },
-        ),
+        request=ApprovalDecisionBody,
         responses=with_errors(
             {200: TaskSerializer}, "not_found", "validation_error", "forbidden", "conflict"
         ),
@@ -468,7 +472,7 @@ class TaskApprovalView(APIView):
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         by = require_person(request)
-        body = json_object(request, ("decision", "reason", "revision"), required=("decision",))
+        body = json_object(request, ApprovalDecisionBody)
         task = store.decide_approval(
             task_id,
             body["decision"],
@@ -497,6 +501,12 @@ _TOOL_APPROVAL_FIELDS: dict[str, Any] = {
 }
 _TOOL_APPROVAL = inline_serializer("ToolApproval", _TOOL_APPROVAL_FIELDS)
 _TOOL_APPROVALS = inline_serializer("ToolApproval", _TOOL_APPROVAL_FIELDS, many=True)
+
+
+ToolApprovalDecisionBody = inline_serializer(
+    "ToolApprovalDecision",
+    {"decision": serializers.ChoiceField(choices=["allow_once", "allow_always", "deny"])},
+)
 
 
 def _visible_tool_approval(request: Request, approval_id: str) -> Any:
@@ -543,10 +553,7 @@ class ToolApprovalDetailView(APIView):
 
     @extend_schema(
         operation_id="approvals_decide",
-        request=inline_serializer(
-            "ToolApprovalDecision",
-            {"decision": serializers.ChoiceField(choices=["allow_once", "allow_always", "deny"])},
-        ),
+        request=ToolApprovalDecisionBody,
         responses=with_errors(
             {200: _TOOL_APPROVAL}, "not_found", "validation_error", "forbidden", "conflict"
         ),
@@ -554,8 +561,18 @@ class ToolApprovalDetailView(APIView):
     def post(self, request: Request, approval_id: str) -> Response:
         _visible_tool_approval(request, approval_id)
         by = require_person(request)
-        body = json_object(request, ("decision",), required=("decision",))
+        body = json_object(request, ToolApprovalDecisionBody)
         return Response(store.decide_tool_call(approval_id, body["decision"], by=by).as_dict())
+
+
+ClaimBody = inline_serializer(
+    "Claim",
+    {
+        "agent_id": serializers.CharField(),
+        "runtime": serializers.CharField(required=False),
+        "lease_ms": serializers.IntegerField(required=False, min_value=1000),
+    },
+)
 
 
 class ClaimView(APIView):
@@ -563,14 +580,7 @@ class ClaimView(APIView):
 
     @extend_schema(
         operation_id="board_tasks_claim",
-        request=inline_serializer(
-            "Claim",
-            {
-                "agent_id": serializers.CharField(),
-                "runtime": serializers.CharField(required=False),
-                "lease_ms": serializers.IntegerField(required=False, min_value=1000),
-            },
-        ),
+        request=ClaimBody,
         responses=with_errors(
             {200: ClaimedSerializer},
             "not_found",
@@ -583,7 +593,7 @@ class ClaimView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        body = json_object(request, ("agent_id", "runtime", "lease_ms"), required=("agent_id",))
+        body = json_object(request, ClaimBody)
         agent = act_as(request, body["agent_id"])
         result = store.claim(task_id, agent, body.get("runtime"), lease_ms=body.get("lease_ms"))
         result.raise_for_outcome(task_id)
@@ -591,33 +601,32 @@ class ClaimView(APIView):
         return Response({"task": task_body(result.task), "ticket": result.ticket})
 
 
+ClaimNextBody = inline_serializer(
+    "ClaimNext",
+    {
+        "agent_id": serializers.CharField(),
+        "runtime": serializers.CharField(required=False),
+        "dispatcher": serializers.ChoiceField(
+            choices=["topological", "priority", "fifo"], required=False
+        ),
+        "label": serializers.CharField(required=False),
+        "team": serializers.CharField(required=False),
+        "lease_ms": serializers.IntegerField(required=False, min_value=1000),
+    },
+)
+
+
 class ClaimNextView(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="board_claim_next",
-        request=inline_serializer(
-            "ClaimNext",
-            {
-                "agent_id": serializers.CharField(),
-                "runtime": serializers.CharField(required=False),
-                "dispatcher": serializers.ChoiceField(
-                    choices=["topological", "priority", "fifo"], required=False
-                ),
-                "label": serializers.CharField(required=False),
-                "team": serializers.CharField(required=False),
-                "lease_ms": serializers.IntegerField(required=False, min_value=1000),
-            },
-        ),
+        request=ClaimNextBody,
         responses=with_errors({200: ClaimedSerializer, 204: None}, "validation_error", "forbidden"),
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        body = json_object(
-            request,
-            ("agent_id", "runtime", "dispatcher", "label", "team", "lease_ms"),
-            required=("agent_id",),
-        )
+        body = json_object(request, ClaimNextBody)
         agent = act_as(request, body["agent_id"])
         team: str | list[str] | None
         if body.get("team") is not None:
@@ -647,12 +656,21 @@ def _raise_declined(outcome: store.WriteOutcome) -> None:
         )
 
 
+HeartbeatBody = inline_serializer(
+    "Heartbeat",
+    {
+        "ticket": serializers.CharField(),
+        "lease_ms": serializers.IntegerField(required=False, min_value=1000),
+    },
+)
+
+
 class HeartbeatView(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="board_tasks_heartbeat",
-        request=inline_serializer("Heartbeat", {"ticket": serializers.CharField()}),
+        request=HeartbeatBody,
         responses=with_errors(
             {200: inline_serializer("Lease", {"lease_until": serializers.DateTimeField()})},
             "not_found",
@@ -663,11 +681,14 @@ class HeartbeatView(APIView):
     )
     def post(self, request: Request, task_id: str) -> Response:
         act_as_assignee(request, visible_task(request.user, task_id))
-        body = json_object(request, ("ticket", "lease_ms"), required=("ticket",))
+        body = json_object(request, HeartbeatBody)
         outcome = store.renew_lease(task_id, body["ticket"], lease_ms=body.get("lease_ms"))
         _raise_declined(outcome)
         assert outcome.task is not None and outcome.task.lease_until is not None
         return Response({"lease_until": outcome.task.lease_until.isoformat()})
+
+
+ReleaseBody = inline_serializer("Release", {"ticket": serializers.CharField(required=False)})
 
 
 class ReleaseView(APIView):
@@ -675,7 +696,7 @@ class ReleaseView(APIView):
 
     @extend_schema(
         operation_id="board_tasks_release",
-        request=inline_serializer("Release", {"ticket": serializers.CharField(required=False)}),
+        request=ReleaseBody,
         responses=with_errors(
             {200: TaskSerializer},
             "not_found",
@@ -688,14 +709,23 @@ class ReleaseView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         act_as_assignee(request, visible_task(request.user, task_id))
-        body = json_object(request, ("ticket",))
+        body = json_object(request, ReleaseBody)
         outcome = store.release(task_id, ticket=body.get("ticket"))
         _raise_declined(outcome)
         assert outcome.task is not None
         return Response(task_body(outcome.task))
 
 
-_SETTLE_FIELDS = ("ticket", "if_allowed", "refuse_when_parked")
+CompleteBody = inline_serializer(
+    "Complete",
+    {
+        "output": serializers.JSONField(required=False),
+        "ticket": serializers.CharField(required=False),
+        "if_allowed": serializers.BooleanField(required=False),
+        "refuse_when_parked": serializers.BooleanField(required=False),
+        "human_override": OverrideSerializer,
+    },
+)
 
 
 class CompleteView(APIView):
@@ -703,16 +733,7 @@ class CompleteView(APIView):
 
     @extend_schema(
         operation_id="board_tasks_complete",
-        request=inline_serializer(
-            "Complete",
-            {
-                "output": serializers.JSONField(required=False),
-                "ticket": serializers.CharField(required=False),
-                "if_allowed": serializers.BooleanField(required=False),
-                "refuse_when_parked": serializers.BooleanField(required=False),
-                "human_override": OverrideSerializer,
-            },
-        ),
+        request=CompleteBody,
         responses=with_errors(
             {200: OutcomeSerializer},
             "not_found",
@@ -725,7 +746,7 @@ class CompleteView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         act_as_assignee(request, visible_task(request.user, task_id))
-        body = json_object(request, ("output", "human_override", *_SETTLE_FIELDS))
+        body = json_object(request, CompleteBody)
         outcome = store.complete(
             task_id,
             body.get("output"),
@@ -737,20 +758,23 @@ class CompleteView(APIView):
         return Response(outcome_body(outcome))
 
 
+FailBody = inline_serializer(
+    "Fail",
+    {
+        "error": serializers.CharField(),
+        "ticket": serializers.CharField(required=False),
+        "if_allowed": serializers.BooleanField(required=False),
+        "refuse_when_parked": serializers.BooleanField(required=False),
+    },
+)
+
+
 class FailView(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="board_tasks_fail",
-        request=inline_serializer(
-            "Fail",
-            {
-                "error": serializers.CharField(),
-                "ticket": serializers.CharField(required=False),
-                "if_allowed": serializers.BooleanField(required=False),
-                "refuse_when_parked": serializers.BooleanField(required=False),
-            },
-        ),
+        request=FailBody,
         responses=with_errors(
             {200: OutcomeSerializer},
             "not_found",
@@ -762,7 +786,7 @@ class FailView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         act_as_assignee(request, visible_task(request.user, task_id))
-        body = json_object(request, ("error", *_SETTLE_FIELDS), required=("error",))
+        body = json_object(request, FailBody)
         outcome = store.fail(
             task_id,
             body["error"],
@@ -773,27 +797,33 @@ class FailView(APIView):
         return Response(outcome_body(outcome))
 
 
+VerdictBody = inline_serializer(
+    "VerdictBody",
+    {
+        "verdict": serializers.ChoiceField(choices=["pass", "fail", "completed_with_debt"]),
+        "evidence": serializers.CharField(required=False),
+    },
+)
+
+
 class VerdictView(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="board_tasks_verdict",
-        request=inline_serializer(
-            "VerdictBody",
-            {
-                "verdict": serializers.ChoiceField(choices=["pass", "fail", "completed_with_debt"]),
-                "evidence": serializers.CharField(required=False),
-            },
-        ),
+        request=VerdictBody,
         responses=with_errors({200: TaskSerializer}, "not_found", "validation_error", "conflict"),
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        body = json_object(request, ("verdict", "evidence"), required=("verdict",))
+        body = json_object(request, VerdictBody)
         return Response(
             task_body(store.set_verdict(task_id, body["verdict"], body.get("evidence")))
         )
+
+
+DependencyBody = inline_serializer("Dependency", {"depends_on": serializers.CharField()})
 
 
 class DepsView(APIView):
@@ -801,7 +831,7 @@ class DepsView(APIView):
 
     @extend_schema(
         operation_id="board_tasks_deps_create",
-        request=inline_serializer("Dependency", {"depends_on": serializers.CharField()}),
+        request=DependencyBody,
         responses=with_errors(
             {201: TaskSerializer, 200: TaskSerializer}, "not_found", "cycle", "validation_error"
         ),
@@ -809,7 +839,7 @@ class DepsView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        body = json_object(request, ("depends_on",), required=("depends_on",))
+        body = json_object(request, DependencyBody)
         dep = body["depends_on"]
         if isinstance(dep, str):
             visible_task(request.user, dep)
@@ -843,8 +873,17 @@ class CancelDependentsView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        json_object(request, ())
+        json_object(request, None)
         return Response({"cancelled": task_bodies(store.cancel_dependents(task_id))})
+
+
+CommentBody = inline_serializer(
+    "NewComment",
+    {
+        "body": serializers.CharField(max_length=20_000),
+        "author": serializers.CharField(required=False),
+    },
+)
 
 
 class CommentsView(APIView):
@@ -860,13 +899,7 @@ class CommentsView(APIView):
 
     @extend_schema(
         operation_id="board_tasks_comments_create",
-        request=inline_serializer(
-            "NewComment",
-            {
-                "body": serializers.CharField(max_length=20_000),
-                "author": serializers.CharField(required=False),
-            },
-        ),
+        request=CommentBody,
         responses=with_errors(
             {201: CommentSerializer}, "not_found", "validation_error", "forbidden"
         ),
@@ -874,7 +907,7 @@ class CommentsView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        body = json_object(request, ("body", "author"), required=("body",))
+        body = json_object(request, CommentBody)
         # Audit: a comment is the authenticated user's, or an agent's they may act as.
         who = request.user.get_username()
         author = body.get("author")
@@ -907,15 +940,17 @@ class ExecutionsView(APIView):
         return Response([e.as_dict() for e in store.list_executions(task_id)])
 
 
+ReconcileBody = inline_serializer(
+    "Reconcile", {"pass": serializers.ChoiceField(choices=["orphans", "stale", "approvals"])}
+)
+
+
 class ReconcileView(APIView):
     permission_classes = [IsAuthenticated, IsAdminUser]
 
     @extend_schema(
         operation_id="board_reconcile",
-        request=inline_serializer(
-            "Reconcile",
-            {"pass": serializers.ChoiceField(choices=["orphans", "stale", "approvals"])},
-        ),
+        request=ReconcileBody,
         responses=with_errors(
             {
                 200: inline_serializer(
@@ -927,7 +962,7 @@ class ReconcileView(APIView):
         ),
     )
     def post(self, request: Request) -> Response:
-        body = json_object(request, ("pass",), required=("pass",))
+        body = json_object(request, ReconcileBody)
         which = body["pass"]
         if which == "orphans":
             released = store.reconcile_orphans()

@@ -1,7 +1,8 @@
 """Shapes of the board's REST bodies for the OpenAPI document (drf-spectacular).
 
-The views validate through the data layer; these serializers describe the bodies
-(the task body itself is ``Task.as_dict``, the same shape the events carry).
+A request body's serializer names the keys its view accepts (``json_object``) and
+the schema documents; the data layer checks the values. The task body itself is
+``Task.as_dict``, the same shape the events carry.
 """
 
 from __future__ import annotations

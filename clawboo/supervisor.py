@@ -3,11 +3,11 @@
 Each child (daphne, the django-q2 cluster, the ticker, the executor workers) runs in
 its own session, so its whole process group — qcluster's worker processes included —
 can be signalled at once and nothing outlives the supervisor. A child that dies is
-reported in one line and restarted with exponential backoff; the supervisor also runs
-the board's interval stale sweep itself.
+reported in one line and restarted with exponential backoff. Periodic work is not
+the supervisor's: it is django-q2 schedules the qcluster child runs (``ops.periodic``).
 
-Every step of the loop is a method (``reap``, ``restart_due``, ``sweep_if_due``,
-``stop_all``) so a test can drive it directly, as healthchecks' ``sendalerts`` does.
+Every step of the loop is a method (``reap``, ``restart_due``, ``stop_all``) so a
+test can drive it directly, as healthchecks' ``sendalerts`` does.
 """
 
 from __future__ import annotations
@@ -126,8 +126,6 @@ class Supervisor:
         backoff_max_s: float = BACKOFF_MAX_S,
         stable_after_s: float = STABLE_AFTER_S,
         grace_s: float = STOP_GRACE_S,
-        sweep: Callable[[], int] | None = None,
-        sweep_interval_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.children = [Child(spec) for spec in specs]
@@ -139,10 +137,7 @@ class Supervisor:
         self.backoff_max_s = backoff_max_s
         self.stable_after_s = stable_after_s
         self.grace_s = grace_s
-        self.sweep = sweep
-        self.sweep_interval_s = sweep_interval_s
         self.clock = clock
-        self.next_sweep_at = clock() + sweep_interval_s
         self.stop_event = threading.Event()
         # Groups of children that died on their own; killed again at stop in case a
         # grandchild survived the leader.
@@ -220,24 +215,9 @@ class Supervisor:
                 restarted.append(child)
         return restarted
 
-    def sweep_if_due(self) -> int | None:
-        """Run the interval stale sweep when it is due; best-effort, never fatal."""
-        if self.sweep is None or self.clock() < self.next_sweep_at:
-            return None
-        self.next_sweep_at = self.clock() + self.sweep_interval_s
-        try:
-            released = self.sweep()
-        except Exception as exc:  # a locked or unreachable database must not stop serving
-            log.warning("stale sweep failed: %s", exc)
-            return None
-        if released:
-            self.say(f"stale sweep: released {released} task(s)")
-        return released
-
     def step(self) -> None:
         self.reap()
         self.restart_due()
-        self.sweep_if_due()
 
     # --- lifetime -------------------------------------------------------------
     def request_stop(self, *_: object) -> None:

@@ -1,5 +1,6 @@
 """Bounded history: the event log, chat messages and idempotency records are kept
-for a while, then pruned (``manage.py prune``; ``clawboo up`` runs it hourly).
+for a while, then pruned (``manage.py prune``; the django-q2 cluster runs it
+hourly, ``ops.periodic``).
 
 ``CLAWBOO_HISTORY_RETENTION_DAYS`` (default 30; 0 keeps everything) bounds the
 event log and chat by age, ``CLAWBOO_HISTORY_MAX_EVENTS`` (default 0: no bound)

@@ -14,8 +14,15 @@ class OpsConfig(AppConfig):
     verbose_name = "Operations"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+        from django_q.signals import post_spawn
+
         from core import events
-        from ops import notify
+        from ops import notify, periodic
 
         # After commit, in whichever process committed: a person may be needed.
         events.subscribe(notify.on_event)
+        # The periodic work's schedules: after every migrate, and as each q2 worker
+        # starts, so any deployment with a qcluster runs them (ops.periodic).
+        post_migrate.connect(periodic.register_quietly, sender=self)
+        post_spawn.connect(periodic.register_quietly, dispatch_uid="clawboo.periodic")

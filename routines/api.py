@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.access import act_as, can_see_team, require_team, team_ids
-from core.api.bodies import json_object
+from core.api.bodies import OpenBody, json_object
 from core.api.idempotency import idempotent
 from core.api.schema import with_errors
 from core.errors import Forbidden
@@ -121,21 +121,44 @@ SchedulesSerializer = inline_serializer(
         "schedules": inline_serializer("ScheduleRow", _SCHEDULE_ROW_FIELDS, many=True),
     },
 )
-ScheduleCreateSerializer = inline_serializer(
-    "ScheduleCreate",
-    {
-        "source": serializers.CharField(
-            help_text="'clawboo-routine' (body of a routine create) or "
-            "'openclaw-gateway-cron' (the gateway's cron.add params)"
-        ),
-    },
-)
-SchedulePatchSerializer = inline_serializer(
-    "SchedulePatch",
-    {
-        "action": serializers.ChoiceField(choices=["pause", "resume"], required=False),
-    },
-)
+
+
+class ScheduleCreateSerializer(OpenBody):
+    """'clawboo-routine': the body of a routine create (agent_id, team and cron_spec
+    required); 'openclaw-gateway-cron': the gateway's cron.add params, passed through."""
+
+    # Like TaskSerializer.context: the metaclass moves the field off the class.
+    source = serializers.CharField(  # type: ignore[assignment]
+        help_text="'clawboo-routine' (body of a routine create) or "
+        "'openclaw-gateway-cron' (the gateway's cron.add params)"
+    )
+    domain = serializers.ChoiceField(choices=["team-task", "runtime-own-life"], required=False)
+    agent_id = serializers.CharField(required=False)
+    team = serializers.CharField(required=False)
+    cron_spec = serializers.CharField(required=False)
+    timezone = serializers.CharField(required=False)
+    task_template = RoutineTaskTemplateSerializer(required=False)
+    catch_up = serializers.ChoiceField(choices=CatchUp.choices, required=False)
+
+
+class ScheduleRoutineCreateSerializer(RoutineCreateSerializer):
+    """A schedules create in the routine source: a routine create, closed."""
+
+    source = serializers.CharField()  # type: ignore[assignment]
+    domain = serializers.ChoiceField(choices=["team-task", "runtime-own-life"], required=False)
+
+
+class SchedulePatchSerializer(OpenBody):
+    """A routine's patch (or pause/resume), or the gateway's cron.update patch."""
+
+    action = serializers.ChoiceField(choices=["pause", "resume"], required=False)
+    agent_id = serializers.CharField(required=False)
+    cron_spec = serializers.CharField(required=False)
+    timezone = serializers.CharField(required=False)
+    task_template = RoutineTaskTemplateSerializer(required=False)
+    catch_up = serializers.ChoiceField(choices=CatchUp.choices, required=False)
+
+
 _SCHEDULE_WRITE_ERRORS = (
     "validation_error",
     "forbidden",
@@ -166,9 +189,6 @@ def schedule_multiplexer(user: Any) -> ScheduleMultiplexer:
     return ScheduleMultiplexer(
         [ClawbooRoutineScheduleSource(team=team_ids(user)), OpenClawGatewayCronScheduleSource()]
     )
-
-
-_CREATE_FIELDS = tuple(RoutineCreateSerializer().fields)
 
 
 def check_may_create(request: Any, team: Any, agent_id: Any) -> None:
@@ -237,7 +257,7 @@ class RoutineListView(APIView):
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        body = json_object(request, _CREATE_FIELDS, required=("agent_id", "team", "cron_spec"))
+        body = json_object(request, RoutineCreateSerializer)
         check_may_create(request, body["team"], body["agent_id"])
         routine = store.create_routine(**body)
         return Response(routine.as_dict(), status=201)
@@ -269,7 +289,7 @@ class RoutineDetailView(APIView):
     )
     def patch(self, request: Request, routine_id: str) -> Response:
         visible_routine(request.user, routine_id)
-        body = json_object(request, RoutinePatchSerializer().fields)
+        body = json_object(request, RoutinePatchSerializer)
         check_may_edit(request, routine_id, body)
         return Response(store.update_routine(routine_id, body).as_dict())
 
@@ -293,7 +313,7 @@ class _RoutineActionView(APIView):
 
     def post(self, request: Request, routine_id: str) -> Response:
         visible_routine(request.user, routine_id)
-        json_object(request, ())
+        json_object(request, None)
         return Response(self.act(routine_id).as_dict())
 
 
@@ -354,14 +374,10 @@ class ScheduleListView(APIView):
         data = request.data if isinstance(request.data, dict) else None
         source_name = data.get("source") if data is not None else None
         if source_name == ROUTINE_SOURCE:
-            body = json_object(
-                request,
-                ("source", "domain", *_CREATE_FIELDS),
-                required=("source", "agent_id", "team", "cron_spec"),
-            )
+            body = json_object(request, ScheduleRoutineCreateSerializer)
             check_may_create(request, body["team"], body["agent_id"])
         else:
-            body = json_object(request, data or {}, required=("source",))
+            body = json_object(request, ScheduleCreateSerializer)
             if not isinstance(source_name, str):
                 raise ScheduleNotFound(str(source_name))
             mux.source(source_name)  # unknown source → 404 before 403
@@ -382,8 +398,7 @@ class ScheduleDetailView(APIView):
     def patch(self, request: Request, schedule_id: str) -> Response:
         mux = schedule_multiplexer(request.user)
         _check_schedule_access(request.user, mux, schedule_id)
-        data = request.data if isinstance(request.data, dict) else None
-        body = json_object(request, data or {})
+        body = json_object(request, SchedulePatchSerializer)
         if "agent_id" in body:
             act_as(request, body["agent_id"])
         return Response(mux.update(schedule_id, body).as_dict())
@@ -413,5 +428,5 @@ class ScheduleRunView(APIView):
     def post(self, request: Request, schedule_id: str) -> Response:
         mux = schedule_multiplexer(request.user)
         _check_schedule_access(request.user, mux, schedule_id)
-        json_object(request, ())
+        json_object(request, None)
         return Response(mux.run(schedule_id))

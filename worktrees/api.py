@@ -16,10 +16,10 @@ from board.access import audited_override, visible_task
 from board.api import task_body
 from board.serializers import OverrideSerializer, TaskSerializer
 from core.api.access import act_as
-from core.api.bodies import json_object
+from core.api.bodies import BodySpec, json_object
 from core.api.idempotency import idempotent
 from core.api.schema import with_errors
-from worktrees import review, service
+from worktrees import handoff, review, service
 
 WorkspaceSerializer = inline_serializer(
     "Workspace",
@@ -37,19 +37,22 @@ WorkspaceSerializer = inline_serializer(
 _ANY = inline_serializer("WorkspaceResult", {"result": serializers.CharField(required=False)})
 
 
+ProvisionBody = inline_serializer(
+    "Provision",
+    {
+        "repo_path": serializers.CharField(),
+        "base_ref": serializers.CharField(required=False),
+        "base_sha": serializers.CharField(required=False),
+    },
+)
+
+
 class WorkspaceView(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="board_tasks_workspace_create",
-        request=inline_serializer(
-            "Provision",
-            {
-                "repo_path": serializers.CharField(),
-                "base_ref": serializers.CharField(required=False),
-                "base_sha": serializers.CharField(required=False),
-            },
-        ),
+        request=ProvisionBody,
         responses=with_errors(
             {201: WorkspaceSerializer},
             "not_found",
@@ -61,7 +64,7 @@ class WorkspaceView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        body = json_object(request, ("repo_path", "base_ref", "base_sha"), required=("repo_path",))
+        body = json_object(request, ProvisionBody)
         ws = service.provision_task_workspace(
             task_id, body["repo_path"], base_ref=body.get("base_ref"), base_sha=body.get("base_sha")
         )
@@ -92,23 +95,20 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _operation(name: str, fn: Any, *, body: bool = False) -> type[APIView]:
+def _operation(name: str, fn: Any, *, body: BodySpec = None) -> type[APIView]:
     class OperationView(APIView):
         permission_classes = [IsAuthenticated]
 
         @extend_schema(
             operation_id=f"board_tasks_workspace_{name}",
-            request=inline_serializer(f"Handoff{name.title()}", {}) if body else None,
+            request=body,
             responses=with_errors({200: _ANY}, "not_found", "conflict", "validation_error"),
         )
         @idempotent
         def post(self, request: Request, task_id: str) -> Response:
             visible_task(request.user, task_id)
-            if body:
-                result = fn(task_id, request.data)
-            else:
-                json_object(request, ())
-                result = fn(task_id)
+            data = json_object(request, body)
+            result = fn(task_id) if body is None else fn(task_id, data)
             return Response(_jsonable(result))
 
     OperationView.__name__ = f"Workspace{name.title()}View"
@@ -119,7 +119,21 @@ WorkspacePauseView = _operation("pause", service.pause)
 WorkspaceResumeView = _operation("resume", service.resume)
 WorkspaceCompleteView = _operation("complete", service.complete)
 WorkspaceReviewView = _operation("review", service.review)
-WorkspaceHandoffView = _operation("handoff", service.write_handoff, body=True)
+# The handoff's keys are handoff.FIELDS; their values are checked by validate_handoff.
+HandoffBody = inline_serializer(
+    "Handoff",
+    {name: serializers.JSONField(required=name == "handoffFrom") for name in handoff.FIELDS},
+)
+WorkspaceHandoffView = _operation("handoff", service.write_handoff, body=HandoffBody)
+
+
+GcBody = inline_serializer(
+    "Gc",
+    {
+        "max_age_hours": serializers.FloatField(required=False, min_value=0),
+        "keep": serializers.IntegerField(required=False, min_value=0),
+    },
+)
 
 
 class GcView(APIView):
@@ -127,13 +141,7 @@ class GcView(APIView):
 
     @extend_schema(
         operation_id="worktrees_gc",
-        request=inline_serializer(
-            "Gc",
-            {
-                "max_age_hours": serializers.FloatField(required=False, min_value=0),
-                "keep": serializers.IntegerField(required=False, min_value=0),
-            },
-        ),
+        request=GcBody,
         responses=with_errors(
             {
                 200: inline_serializer(
@@ -150,12 +158,8 @@ class GcView(APIView):
         ),
     )
     def post(self, request: Request) -> Response:
-        body = json_object(request, ("max_age_hours", "keep"))
-        return Response(
-            _jsonable(
-                service.gc(max_age_hours=body.get("max_age_hours", 72), keep=body.get("keep", 25))
-            )
-        )
+        body = json_object(request, GcBody)
+        return Response(_jsonable(service.gc(**body)))
 
 
 # --- review: see the work, send it back, approve it -------------------------------
@@ -239,6 +243,9 @@ class ReviewView(APIView):
         )
 
 
+ApproveBody = inline_serializer("Approve", {"human_override": OverrideSerializer})
+
+
 class ApproveView(APIView):
     permission_classes = [IsAuthenticated]
 
@@ -252,7 +259,7 @@ class ApproveView(APIView):
             "paths, and the task goes back to its agent (or to blocked, by the "
             "repository's `clawboo.onConflict`)."
         ),
-        request=inline_serializer("Approve", {"human_override": OverrideSerializer}),
+        request=ApproveBody,
         responses=with_errors(
             {
                 200: inline_serializer(
@@ -282,13 +289,22 @@ class ApproveView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        body = json_object(request, ("human_override",))
+        body = json_object(request, ApproveBody)
         result = service.approve(
             task_id,
             by=request.user.get_username(),
             human_override=audited_override(request, body.get("human_override")),
         )
         return Response({**result, "task": task_body(result["task"])})
+
+
+RequestChangesBody = inline_serializer(
+    "RequestChanges",
+    {
+        "feedback": serializers.CharField(max_length=20_000),
+        "agent_id": serializers.CharField(required=False),
+    },
+)
 
 
 class RequestChangesView(APIView):
@@ -302,13 +318,7 @@ class RequestChangesView(APIView):
             "branch stay, and the agent's next run resumes them with the feedback in "
             "TASK.md."
         ),
-        request=inline_serializer(
-            "RequestChanges",
-            {
-                "feedback": serializers.CharField(max_length=20_000),
-                "agent_id": serializers.CharField(required=False),
-            },
-        ),
+        request=RequestChangesBody,
         responses=with_errors(
             {200: TaskSerializer},
             "not_found",
@@ -320,7 +330,7 @@ class RequestChangesView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        body = json_object(request, ("feedback", "agent_id"), required=("feedback",))
+        body = json_object(request, RequestChangesBody)
         agent = body.get("agent_id")
         sent = store.request_changes(
             task_id,

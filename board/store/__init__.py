@@ -22,7 +22,6 @@ from board.store.claims import (
     ClaimResult,
     claim,
     claim_next,
-    committed_lease_span,
     heartbeat,
     release_lapsed,
     renew_lease,
@@ -55,7 +54,6 @@ from board.store.fields import (
     set_priority,
     set_scheduled_by,
     set_verdict,
-    set_worktree_refs,
     update_task,
 )
 from board.store.lifecycle import (
@@ -98,6 +96,15 @@ from board.store.tool_approvals import ask as ask_tool_call
 from board.store.tool_approvals import decide as decide_tool_call
 from board.store.tool_approvals import list_approvals
 from board.store.tool_approvals import wait as wait_tool_call
+from board.store.workspaces import (
+    get_workspace,
+    last_workspace,
+    live_workspace,
+    record_landing,
+    record_workspace,
+    set_workspace_status,
+    settle_from_worktree,
+)
 
 __all__ = [
     "APPROVAL_DECISIONS",
@@ -139,7 +146,6 @@ __all__ = [
     "claim",
     "claim_next",
     "close_execution",
-    "committed_lease_span",
     "complete",
     "count_by_status",
     "create_task",
@@ -152,11 +158,14 @@ __all__ = [
     "fail",
     "find_task",
     "get_task",
+    "get_workspace",
     "heartbeat",
     "link",
     "list_comments",
     "list_executions",
+    "last_workspace",
     "list_tasks",
+    "live_workspace",
     "lock_task",
     "now",
     "open_execution",
@@ -164,6 +173,8 @@ __all__ = [
     "ready_filter",
     "ready_tasks",
     "reconcile_orphans",
+    "record_landing",
+    "record_workspace",
     "release",
     "release_lapsed",
     "run_boot_passes",
@@ -179,30 +190,11 @@ __all__ = [
     "set_priority",
     "set_scheduled_by",
     "set_verdict",
-    "set_worktree_refs",
+    "set_workspace_status",
+    "settle_from_worktree",
     "ticket_of",
     "transition",
     "unblock",
     "unlink",
     "update_task",
-]
-
-from board.store.workspaces import (  # noqa: E402
-    get_workspace,
-    last_workspace,
-    live_workspace,
-    record_landing,
-    record_workspace,
-    set_workspace_status,
-    settle_from_worktree,
-)
-
-__all__ += [
-    "get_workspace",
-    "last_workspace",
-    "live_workspace",
-    "record_landing",
-    "record_workspace",
-    "set_workspace_status",
-    "settle_from_worktree",
 ]

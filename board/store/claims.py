@@ -31,11 +31,11 @@ from board.errors import ApprovalRequired, ClaimConflict, TaskNotFound
 from board.models import ExecutionStatus, Task
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.approvals import blocks_claim
-from board.store.executions import close_running
+from board.store.executions import close_run_leaving
 from board.store.moves import clear_claim, move
 from board.store.ready import READY_SQL, label_param, label_sql
-from board.store.tickets import Ticket, WriteOutcome, declined, recorded
-from board.transitions import HELD_BY_CLAIM, Status
+from board.store.tickets import Ticket, WriteOutcome, claim_standing, declined, recorded
+from board.transitions import Status
 from core import storage
 from core.errors import ValidationFailed
 
@@ -233,7 +233,7 @@ def claim_next(
     if not isinstance(dispatcher, str) or dispatcher not in DISPATCH_ORDER:
         raise ValidationFailed("dispatcher", f"one of {', '.join(DISPATCH_ORDER)}")
     if label is not None:
-        checks.check_label(label)
+        label = checks.check_label(label)
     teams = None if team is None else (team if isinstance(team, list) else [team])
     if teams == []:
         return None  # a caller who sees no team has nothing to claim
@@ -268,13 +268,12 @@ def release_lapsed(at: dt.datetime, task_ids: Iterable[str] | None = None) -> li
         qs = qs.filter(pk__in=list(task_ids))
     if connection.features.has_select_for_update:
         qs = qs.select_for_update(skip_locked=True)
-    return [_abandon(task, at, reason="lease lapsed") for task in qs]
+    return [abandon(task, at, reason="lease lapsed") for task in qs]
 
 
-def _abandon(task: Task, at: dt.datetime, *, reason: str) -> Task:
+def abandon(task: Task, at: dt.datetime, *, reason: str) -> Task:
     """Release an owner-less in_progress task: todo, or blocked after 3 abandonments."""
     prev = task.status
-    close_running(task, ExecutionStatus.TIMED_OUT, error=reason, at=at)
     task.abandonments += 1
     if task.abandonments >= MAX_ABANDONMENTS:
         fields = move(task, Status.BLOCKED, at=at)
@@ -285,6 +284,7 @@ def _abandon(task: Task, at: dt.datetime, *, reason: str) -> Task:
     else:
         fields = move(task, Status.TODO, at=at)  # clears the claim and the verdict
         kind = "released"
+    close_run_leaving(task, prev, ExecutionStatus.TIMED_OUT, error=reason, at=at)
     commit_change(task, kind, prev_status=prev, fields=fields | {"abandonments"}, at=at)
     return task
 
@@ -309,19 +309,9 @@ def renew_lease(
     def run() -> WriteOutcome:
         task = lock_task(task_id)
         at = now()
-        if claim_ticket.task_id != task.id or claim_ticket.incarnation_id != task.incarnation_id:
-            return declined(task, "not-my-task")
-        lapsed = (
-            task.status == Status.IN_PROGRESS
-            and task.lease_until is not None
-            and task.lease_until < at
-        )
-        if (
-            claim_ticket.attempt != task.attempts
-            or task.status not in HELD_BY_CLAIM
-            or (lapsed and not adopt_lapsed_lease)
-        ):
-            return declined(task, "lost-claim")
+        lost = claim_standing(claim_ticket, task, lapsed_at=None if adopt_lapsed_lease else at)
+        if lost is not None:
+            return declined(task, lost)
         length = span or task.lease_duration_ms or checks.DEFAULT_LEASE_MS
         task.lease_until = at + dt.timedelta(milliseconds=length)
         task.lease_duration_ms = length
@@ -336,7 +326,3 @@ def renew_lease(
 
 def heartbeat(task_id: str, ticket: Any) -> WriteOutcome:
     return renew_lease(task_id, ticket)
-
-
-def committed_lease_span(task: Task) -> int:
-    return task.lease_duration_ms or checks.DEFAULT_LEASE_MS

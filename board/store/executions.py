@@ -11,8 +11,8 @@ from django.db.models import F, QuerySet
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import ExecutionProcess, ExecutionStatus, Task
 from board.store._base import lock_task, now
-from board.store.tickets import Ticket
-from board.transitions import HELD_BY_CLAIM, Status
+from board.store.tickets import Ticket, claim_standing
+from board.transitions import Status
 from core import storage
 from core.errors import NotFound, ValidationFailed
 
@@ -45,12 +45,7 @@ def open_execution(
 
     def run() -> ExecutionProcess:
         task = lock_task(task_id)
-        if (
-            claim.task_id != task.id
-            or claim.incarnation_id != task.incarnation_id
-            or claim.attempt != task.attempts
-            or task.status not in HELD_BY_CLAIM
-        ):
+        if claim_standing(claim, task) is not None:
             raise ClaimConflict(f"no live claim on task {task_id!r} for this ticket")
         return _open(task, runtime=runtime, pid=pid, git_before=git_before)
 
@@ -208,6 +203,17 @@ def close_running(
     return ExecutionProcess.objects.filter(task_id=task.id, status=ExecutionStatus.RUNNING).update(
         **values
     )
+
+
+def close_run_leaving(
+    task: Task, prev: str, outcome: str, *, error: str | None, at: dt.datetime
+) -> int:
+    """The rule of every road out of ``in_progress``: the run working the task is
+    closed with ``outcome``, in the caller's transaction (after its move). Any other
+    move closes nothing."""
+    if prev != Status.IN_PROGRESS or task.status == Status.IN_PROGRESS:
+        return 0
+    return close_running(task, outcome, error=error, at=at)
 
 
 def list_executions(task_id: str) -> QuerySet[ExecutionProcess]:

@@ -280,19 +280,6 @@ def list_comments(task_id: str) -> QuerySet[TaskComment]:
     return TaskComment.objects.filter(task_id=task_id).order_by("created_at", "id")
 
 
-def set_worktree_refs(task_id: str, worktree_ref: str | None, branch_ref: str | None) -> Task:
-    """Point the task at its checkout (called by the worktrees app)."""
-
-    def run() -> Task:
-        task = lock_task(task_id)
-        fields = set_fields(task, worktree_ref=worktree_ref, branch_ref=branch_ref)
-        if not fields:
-            return task
-        return commit_change(task, "metadata_changed", prev_status=task.status, fields=fields)
-
-    return storage.write(run)
-
-
 def drop_task(task_id: str) -> Task:
     """Soft-delete: a dropped task is never ready or claimable."""
 

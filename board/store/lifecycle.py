@@ -16,9 +16,15 @@ from board.models import Task
 from board.store._base import commit_change, lock_task, now, set_fields
 from board.store.moves import HELD, ClaimFor, move
 from board.store.tasks import check_bool, check_override, claim_for_agent
-from board.store.tickets import Ticket, WriteOutcome, WriteToken, declined, unchanged
+from board.store.tickets import (
+    Ticket,
+    WriteOutcome,
+    WriteToken,
+    claim_standing,
+    declined,
+    unchanged,
+)
 from board.transitions import (
-    HELD_BY_CLAIM,
     Status,
     allowed_transitions_from,
     is_terminal,
@@ -68,22 +74,14 @@ def decline_reason(
     if (guards.if_allowed or always_terminal) and is_terminal(status):
         # Also for a repeat of the same settlement: it may not clobber the first.
         return "terminal"
-    ticket = guards.ticket
-    if ticket is not None and (
-        ticket.task_id != task.id or ticket.incarnation_id != task.incarnation_id
-    ):
-        return "not-my-task"
+    standing = None if guards.ticket is None else claim_standing(guards.ticket, task, lapsed_at=at)
+    if standing == "not-my-task":
+        return standing
     if guards.if_allowed and not _verb_allowed(status, target, sources):
         return "disallowed"
     if guards.refuse_when_parked and status == Status.IN_REVIEW:
         return "parked"
-    if ticket is not None and (
-        ticket.attempt != task.attempts
-        or status not in HELD_BY_CLAIM
-        or (status == Status.IN_PROGRESS and task.lease_until is not None and task.lease_until < at)
-    ):
-        return "lost-claim"
-    return None
+    return standing
 
 
 def _verb_allowed(status: str, target: str, sources: frozenset[str] | None) -> bool:
@@ -181,10 +179,9 @@ def complete(
 
 
 def _close_run(task: Task, prev: str, outcome: str, error: str | None, at: dt.datetime) -> None:
-    if prev == Status.IN_PROGRESS:
-        from board.store.executions import close_running
+    from board.store.executions import close_run_leaving
 
-        close_running(task, outcome, error=error, at=at)
+    close_run_leaving(task, prev, outcome, error=error, at=at)
 
 
 def fail(

@@ -14,7 +14,7 @@ from django.db import connection
 
 from board.models import ExecutionProcess, ExecutionStatus, Task
 from board.store._base import now
-from board.store.claims import _abandon
+from board.store.claims import abandon
 from board.transitions import Status
 from core import storage
 
@@ -46,7 +46,7 @@ def release_stale(ttl: dt.timedelta | None = None) -> list[str]:
         ).order_by("updated_at")
         if connection.features.has_select_for_update:
             qs = qs.select_for_update(skip_locked=True)
-        return [_abandon(task, at, reason=STALE_ERROR).id for task in qs]
+        return [abandon(task, at, reason=STALE_ERROR).id for task in qs]
 
     return storage.write(run)
 
@@ -79,7 +79,7 @@ def reconcile_orphans(ttl: dt.timedelta | None = None) -> list[str]:
             row.save(update_fields=["status", "error", "finished_at", "recovery_tombstone"])
             task = Task.objects.get(pk=row.task_id)
             if task.status == Status.IN_PROGRESS and task.id not in released:
-                _abandon(task, at, reason=ORPHAN_ERROR)
+                abandon(task, at, reason=ORPHAN_ERROR)
                 released.append(task.id)
         return released
 

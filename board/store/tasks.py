@@ -26,6 +26,7 @@ from board.errors import (
 from board.models import ApprovalState, Task, TaskDep, Verdict
 from board.store import approvals, claims
 from board.store._base import commit_change, lock_task, now, record_event
+from board.store.deps import ancestor_ids
 from board.store.moves import (  # noqa: F401 - check_override is imported from here
     ClaimFor,
     check_override,
@@ -295,13 +296,6 @@ def _create(
     return Created(task, created=True)
 
 
-def ancestors(task_id: str) -> list[str]:
-    """The parent chain of a task, nearest first (recursive query, validated)."""
-    from board.store.deps import ancestor_ids
-
-    return ancestor_ids(task_id)
-
-
 def _check_parent_ceilings(parent_id: str, team_id: str) -> None:
     try:
         parent = lock_task(parent_id)  # serialises concurrent creates under one parent
@@ -309,7 +303,7 @@ def _check_parent_ceilings(parent_id: str, team_id: str) -> None:
         raise ValidationFailed("parent_task_id", f"no task {parent_id!r}") from None
     if parent.team_id != team_id:  # a tree never crosses teams
         raise ValidationFailed("parent_task_id", f"no task {parent_id!r}")
-    depth, max_depth = len(ancestors(parent_id)), ceilings.MAX_DEPTH
+    depth, max_depth = len(ancestor_ids(parent_id)), ceilings.MAX_DEPTH
     if depth >= max_depth:
         raise DepthExceeded(
             f"parent {parent_id!r} is at depth {depth}; tasks nest at most {max_depth} deep",
@@ -404,10 +398,9 @@ def transition(
         fields = move(task, target, at=at, override=override, claim=claim)
         if not fields:
             return task
-        if prev == Status.IN_PROGRESS and target in (Status.TODO, Status.CANCELLED):
-            from board.store.executions import close_running
+        from board.store.executions import close_run_leaving
 
-            close_running(task, "cancelled", error=f"moved to {target}", at=at)
+        close_run_leaving(task, prev, "cancelled", error=f"moved to {target}", at=at)
         return commit_change(
             task, kind_of(prev, target), prev_status=prev, fields=fields, at=at, actor=actor
         )

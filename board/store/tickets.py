@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -9,6 +10,7 @@ from typing import Any, Literal
 from django.core import signing
 
 from board.models import Task
+from board.transitions import HELD_BY_CLAIM, Status
 from core.errors import ValidationFailed
 
 # Signed by Django's signing (keyed by SECRET_KEY; its fallbacks still verify, so a
@@ -64,6 +66,26 @@ class Ticket:
     @classmethod
     def for_task(cls, task: Task) -> Ticket:
         return cls(task_id=task.id, attempt=task.attempts, incarnation_id=task.incarnation_id)
+
+
+def claim_standing(
+    ticket: Ticket, task: Task, *, lapsed_at: dt.datetime | None = None
+) -> Literal["not-my-task", "lost-claim"] | None:
+    """Does ``ticket`` still hold ``task``? None when it does; else why not:
+    ``not-my-task`` (another task, or an earlier incarnation of this id) or
+    ``lost-claim`` (another attempt, a status no claim holds, or -- given
+    ``lapsed_at`` -- an in_progress lease that ran out before it)."""
+    if ticket.task_id != task.id or ticket.incarnation_id != task.incarnation_id:
+        return "not-my-task"
+    lapsed = (
+        lapsed_at is not None
+        and task.status == Status.IN_PROGRESS
+        and task.lease_until is not None
+        and task.lease_until < lapsed_at
+    )
+    if ticket.attempt != task.attempts or task.status not in HELD_BY_CLAIM or lapsed:
+        return "lost-claim"
+    return None
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,9 @@ def _agent_write_fields(create: bool) -> dict[str, Any]:
     return {"id": serializers.CharField(), **fields} if create else fields
 
 
+TeamCreateSerializer = inline_serializer(
+    "TeamCreate", {"id": serializers.CharField(), "name": serializers.CharField(required=False)}
+)
 AgentCreateSerializer = inline_serializer("AgentCreate", _agent_write_fields(True))
 AgentPatchSerializer = inline_serializer("AgentPatch", _agent_write_fields(False))
 
@@ -101,14 +104,23 @@ class TeamsView(APIView):
 
     @extend_schema(
         operation_id="teams_create",
-        request=TeamSerializer,
+        request=TeamCreateSerializer,
         responses=with_errors({201: TeamSerializer}, "validation_error", "conflict"),
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        body = json_object(request, ("id", "name"), required=("id",))
+        body = json_object(request, TeamCreateSerializer)
         team = registry.create_team(body["id"], body.get("name"), creator=request.user)
         return Response(team_body(team), status=201)
+
+
+TeamPatchBody = inline_serializer(
+    "TeamPatch",
+    {
+        "name": serializers.CharField(required=False),
+        "approval_required": serializers.BooleanField(required=False),
+    },
+)
 
 
 class TeamDetailView(APIView):
@@ -124,20 +136,14 @@ class TeamDetailView(APIView):
 
     @extend_schema(
         operation_id="teams_update",
-        request=inline_serializer(
-            "TeamPatch",
-            {
-                "name": serializers.CharField(required=False),
-                "approval_required": serializers.BooleanField(required=False),
-            },
-        ),
+        request=TeamPatchBody,
         responses=with_errors({200: TeamSerializer}, "not_found", "validation_error", "forbidden"),
     )
     def patch(self, request: Request, team_id: str) -> Response:
         _visible_team(request, team_id)
         if not (request.user.is_staff or request.user.is_superuser):
             raise Forbidden("only staff change a team's settings")
-        body = json_object(request, ("name", "approval_required"))
+        body = json_object(request, TeamPatchBody)
         team = registry.update_team(
             team_id, name=body.get("name"), approval_required=body.get("approval_required")
         )
@@ -162,11 +168,7 @@ class AgentsView(APIView):
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        body = json_object(
-            request,
-            ("id", "display_name", "team", "runtime", "participant_kind", "settings", "owner"),
-            required=("id", "display_name", "team", "runtime"),
-        )
+        body = json_object(request, AgentCreateSerializer)
         require_team(request.user, body["team"])
         operator = server_commands.is_operator(request.user)
         owner = _owner(request, body.pop("owner", None)) or request.user
@@ -202,9 +204,7 @@ class AgentDetailView(APIView):
     def patch(self, request: Request, agent_id: str) -> Response:
         self._agent(request, agent_id)
         act_as(request, agent_id, "id")  # only its owner (or staff) changes an agent
-        body = json_object(
-            request, ("display_name", "team", "runtime", "participant_kind", "settings", "owner")
-        )
+        body = json_object(request, AgentPatchSerializer)
         if "team" in body:
             require_team(request.user, body["team"])
         if "owner" in body:
@@ -241,6 +241,7 @@ _CHAT_FIELDS: dict[str, Any] = {
     "task_id": serializers.CharField(allow_null=True),
 }
 ChatSerializer = inline_serializer("ChatLine", _CHAT_FIELDS)
+ChatPostSerializer = inline_serializer("ChatPost", {"body": serializers.CharField()})
 ChatListSerializer = inline_serializer("ChatLine", _CHAT_FIELDS, many=True)
 
 
@@ -280,12 +281,12 @@ class TeamChatView(APIView):
 
     @extend_schema(
         operation_id="teams_chat_create",
-        request=inline_serializer("ChatPost", {"body": serializers.CharField()}),
+        request=ChatPostSerializer,
         responses=with_errors({201: ChatSerializer}, "not_found", "validation_error"),
     )
     def post(self, request: Request, team_id: str) -> Response:
         _visible_team(request, team_id)
-        body = json_object(request, ("body",), required=("body",))
+        body = json_object(request, ChatPostSerializer)
         message = chat.post(team_id, body["body"], author=request.user.get_username())
         return Response(chat_body(message), status=201)
 

@@ -1,5 +1,6 @@
-"""Shapes for the OpenAPI document (drf-spectacular). Views validate through the
-data layers; these serializers describe the bodies, they do not gate them."""
+"""Shapes for the OpenAPI document (drf-spectacular): the error envelope and the
+error responses of an operation. A request body's serializer is also its gate
+(``core.api.bodies.json_object``: its keys); the data layers check the values."""
 
 from __future__ import annotations
 

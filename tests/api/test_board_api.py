@@ -264,6 +264,15 @@ def test_claim_next_and_204_when_nothing_ready(api, agent):
     )
 
 
+def test_claim_next_filters_by_the_label_in_its_body(api, agent):
+    create(api, priority=9)
+    tagged = create(api, labels=["backend"])
+    body = {"agent_id": "ada-bot", "dispatcher": "priority", "label": " backend "}
+    first = api.post("/api/board/claim-next", body, format="json")
+    assert first.status_code == 200 and first.json()["task"]["id"] == tagged["id"]
+    assert api.post("/api/board/claim-next", body, format="json").status_code == 204
+
+
 def test_heartbeat_renews_and_refuses_a_foreign_ticket(api, agent, unchanged):
     a, b = create(api), create(api)
     ticket_a = claim(api, a["id"])["ticket"]

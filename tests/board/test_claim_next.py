@@ -53,6 +53,15 @@ def test_claim_next_with_a_label_claims_only_labelled_tasks(default_team):
     assert store.claim_next("bob").task.title == "plain"
 
 
+def test_a_label_asked_for_with_spaces_matches_as_it_is_stored(default_team):
+    # Labels are stored trimmed; the filter is the checked (trimmed) label, not the raw one.
+    tagged = store.create_task(title="tagged", labels=[" backend"]).task
+    store.create_task(title="plain")
+
+    assert tagged.labels == ["backend"]
+    assert store.claim_next("bob", label="backend  ").task.id == tagged.id
+
+
 def test_the_claimed_task_and_its_ticket_name_the_claim(default_team):
     task = store.create_task(title="t", labels=["x"], metadata={"k": [1, None]}).task
 

@@ -147,28 +147,6 @@ def test_stop_kills_a_process_group_that_ignores_sigterm(supervisors):
     assert "killed 1 process group(s) that ignored SIGTERM" in sup.lines
 
 
-def test_the_stale_sweep_runs_on_its_interval_and_survives_a_failure(supervisors):
-    clock = FakeClock()
-    calls = []
-
-    def sweep() -> int:
-        calls.append(clock.now)
-        if len(calls) == 2:
-            raise RuntimeError("database is locked")
-        return 2
-
-    sup = make(supervisors, [], clock=clock, sweep=sweep, sweep_interval_s=60)
-    assert sup.sweep_if_due() is None
-    clock.now += 60
-    assert sup.sweep_if_due() == 2
-    assert sup.lines == ["stale sweep: released 2 task(s)"]
-    clock.now += 60
-    assert sup.sweep_if_due() is None  # the failure is logged, not raised
-    clock.now += 30
-    sup.sweep_if_due()
-    assert len(calls) == 2
-
-
 @pytest.mark.django_db
 def test_the_first_admin_is_created_only_on_an_empty_user_table():
     username, password = boot.ensure_first_admin()

@@ -4,14 +4,15 @@ Migrate, run the boot passes, create a first admin on an empty database, print w
 to open the board, then supervise daphne, the django-q2 cluster, the ticker and the
 executor workers until Ctrl-C or SIGTERM. Each part can also run alone for a scaled
 deployment (``daphne clawboo.asgi:application``, ``manage.py qcluster``,
-``manage.py ticker``, ``manage.py work --all``).
+``manage.py ticker``, ``manage.py work --all``). The periodic work (stale sweep,
+prune, notification retries) is django-q2 schedules the qcluster runs
+(``ops.periodic``): ``up`` keeps no timer of its own.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import time
 from typing import Any
 
 from django.conf import settings
@@ -163,29 +164,6 @@ class Command(BaseCommand):
             env=env,
             log_dir=state_dir / "logs",
             say=self.say,
-            sweep=stale_sweep,
-            sweep_interval_s=settings.CLAWBOO_BOARD_STALE_SWEEP_MS / 1000,
         )
         self.say(f"logs in {state_dir / 'logs'}; Ctrl-C to stop")
         supervisor.run()
-
-
-_next_prune = 0.0
-
-
-def stale_sweep() -> int:
-    """The interval sweep of ``up``: release stale tasks, expire approvals nobody
-    answered in time; and, once an hour, prune the history past its retention
-    (core.retention) and the credentials of runs that died without revoking them."""
-    from board.store import expire_unanswered, release_stale
-    from boardmcp.credentials import prune_void_run_credentials
-    from core import retention
-
-    global _next_prune
-    released = len(release_stale())
-    expire_unanswered()
-    if time.monotonic() >= _next_prune:
-        _next_prune = time.monotonic() + retention.PRUNE_EVERY.total_seconds()
-        retention.prune()
-        prune_void_run_credentials()
-    return released

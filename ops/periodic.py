@@ -1,0 +1,126 @@
+"""Periodic work, all of it on one scheduler: django-q2's.
+
+Each job is a row of :data:`PERIODIC` (a name, the dotted function a q2 worker
+runs, how many minutes apart); :func:`register` writes them as django-q2
+``Schedule`` rows, matched by name, so any deployment that runs a ``qcluster`` runs
+them — ``clawboo up`` and the README's separate commands alike, with no private
+timer anywhere. It runs after every ``migrate`` and whenever a q2 worker starts, so
+a changed setting takes effect at the next restart. Adding a job is adding a row.
+
+django-q2 schedules in whole minutes and its scheduler looks every 30 s: an
+interval setting finer than a minute is rounded up to one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from core import storage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Periodic:
+    name: str
+    func: str
+    minutes: Callable[[], int]
+
+
+def _every_ms(ms: float) -> int:
+    return max(1, math.ceil(ms / 60_000))
+
+
+def _stale_sweep_minutes() -> int:
+    return _every_ms(settings.CLAWBOO_BOARD_STALE_SWEEP_MS)
+
+
+def _prune_minutes() -> int:
+    from core.retention import PRUNE_EVERY
+
+    return _every_ms(PRUNE_EVERY.total_seconds() * 1000)
+
+
+PERIODIC: tuple[Periodic, ...] = (
+    # Proves the cluster's scheduler and a worker both run (/healthz).
+    Periodic("clawboo.qcluster-beat", "core.beats.beat_qcluster", lambda: 1),
+    # Queues due notification deliveries: retries, and rows a dead worker left.
+    Periodic("clawboo.notify-send-due", "ops.notify.send_due", lambda: 1),
+    # Releases in_progress tasks that stopped beating.
+    Periodic("clawboo.stale-sweep", "ops.periodic.stale_sweep", _stale_sweep_minutes),
+    # Bounded history, and the credentials of runs that died without revoking them.
+    Periodic("clawboo.prune", "ops.periodic.prune", _prune_minutes),
+    # Task approvals nobody answered within CLAWBOO_APPROVAL_TTL_MS become expired.
+    Periodic("clawboo.approval-expiry", "ops.periodic.expire_approvals", lambda: 1),
+)
+
+
+def stale_sweep() -> int:
+    """The stale sweep as a scheduled job: how many tasks it released."""
+    from board.store import release_stale
+
+    released = release_stale()
+    if released:
+        log.info("stale sweep: released %d task(s)", len(released))
+    return len(released)
+
+
+def expire_approvals() -> int:
+    """The approval expiry as a scheduled job: how many approvals it expired."""
+    from board.store import expire_unanswered
+
+    expired = expire_unanswered()
+    if expired:
+        log.info("approvals: expired %d unanswered approval(s)", len(expired))
+    return len(expired)
+
+
+def prune() -> dict[str, int]:
+    """The hourly prune as a scheduled job: what it deleted."""
+    from boardmcp.credentials import prune_void_run_credentials
+    from core import retention
+
+    report = retention.prune().as_dict()
+    report["run_credentials"] = prune_void_run_credentials()
+    return report
+
+
+def register(jobs: tuple[Periodic, ...] = PERIODIC) -> list[str]:
+    """Write every job as a django-q2 schedule (idempotent): a missing one is created
+    due now, an existing one gets its current function and interval, and a duplicate
+    a concurrent registration left is deleted. Returns the names."""
+    from django_q.models import Schedule
+
+    def run() -> list[str]:
+        for job in jobs:
+            rows = list(Schedule.objects.filter(name=job.name).order_by("pk"))
+            fields: dict[str, Any] = {
+                "func": job.func,
+                "schedule_type": Schedule.MINUTES,
+                "minutes": job.minutes(),
+                "repeats": -1,
+            }
+            if not rows:
+                Schedule.objects.create(name=job.name, next_run=timezone.now(), **fields)
+                continue
+            Schedule.objects.filter(pk=rows[0].pk).update(**fields)
+            Schedule.objects.filter(pk__in=[r.pk for r in rows[1:]]).delete()
+        return [job.name for job in jobs]
+
+    return storage.write(run)
+
+
+def register_quietly(**_: Any) -> None:
+    """:func:`register` from a signal: a failure is logged, never raised (a worker that
+    cannot write the schedules still works; the rows from the last migrate stand)."""
+    try:
+        register()
+    except Exception:
+        log.exception("could not register the periodic schedules")
