@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from board import store
+from board.models import ToolApproval
 from core import registry
 from tests.live.browsing import CHROMIUM, launch, log_in, screenshot
 
@@ -59,3 +60,40 @@ def test_the_needs_approval_column_shows_waiting_work_and_empties_on_approval(
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert store.get_task(waiting.id).approval["by"] == "ada"
+
+
+def test_a_tool_call_waiting_for_a_person_shows_live_on_its_card(
+    daphne, settings, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    user = get_user_model().objects.create_user("ada", "ada@example.com", "pw-ada-123")
+    user.is_staff = True
+    user.save()
+    registry.add_member("default", user)
+    task = store.create_task(title="Migrate the data").task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1500, "height": 900})
+        log_in(page, base, "ada", "pw-ada-123")
+        card = page.locator(f"[data-status=todo] [data-task-id='{task.id}']")
+        card.wait_for(timeout=10_000)
+
+        # What the run's permission prompt records (boardmcp.tools.permission_prompt).
+        asked = store.ask_tool_call(
+            task.id, "builder", "Bash", {"command": "psql -c 'drop table x' PGPASSWORD=hunter2"}
+        )
+        assert asked is not None
+        ask = card.locator(f"[data-tool-approval='{asked.id}']")
+        ask.wait_for(timeout=10_000)
+        assert "builder wants to run Bash" in ask.inner_text()
+        assert "drop table x" in ask.inner_text() and "hunter2" not in ask.inner_text()
+        screenshot(page, "board-tool-approval.png", tmp_path)
+
+        ask.locator("[data-tool-decision=allow_once]").click()
+
+        ask.wait_for(state="detached", timeout=10_000)
+        browser.close()
+    row = ToolApproval.objects.get(pk=asked.id)
+    assert (row.state, row.decision, row.decided_by) == ("allowed", "allow_once", "ada")

@@ -27,6 +27,7 @@ const tasks = new Map();          // id -> task body, for every card loaded
 const doneIds = new Set();        // tasks seen done (a dependency that no longer blocks)
 const pending = new Map();        // id -> status a move is on its way to
 const cardCache = new Map();      // id -> {key, node}
+const toolAsks = new Map();       // task id -> Map(approval id -> a tool call waiting for a person)
 let filters = readFilters();
 let selected = null;
 let lastSeq = 0;                  // highest event seq applied
@@ -259,6 +260,7 @@ async function reloadColumns() {
   tasks.clear();
   pending.clear();
   cardCache.clear();
+  toolAsks.clear();
   for (const status of COLUMNS) {
     const col = columns[status];
     col.ids.clear();
@@ -287,7 +289,7 @@ async function reloadColumns() {
       col.next = page.next || null;
     }
     renderAll();
-    await counted;
+    await Promise.all([counted, loadToolAsks()]);
     return board;
   } catch (err) {
     if (mine === epoch) toast(`Could not load the board: ${err.message}`, "bad");
@@ -437,9 +439,54 @@ function badges(task) {
   return out;
 }
 
+// --- tool calls waiting for a person (GET /api/approvals, live frames) --------------
+
+function noteToolAsk(ask) {
+  const mine = toolAsks.get(ask.task_id) || new Map();
+  if (ask.state === "pending") mine.set(ask.id, ask); else mine.delete(ask.id);
+  if (mine.size) toolAsks.set(ask.task_id, mine); else toolAsks.delete(ask.task_id);
+  cardCache.delete(ask.task_id);
+  const task = tasks.get(ask.task_id);
+  if (task) renderColumn(columnOf(task));
+}
+
+async function loadToolAsks() {
+  try {
+    const asks = await api("GET", `/api/approvals?team=${enc(team)}`);
+    for (const ask of asks) noteToolAsk(ask);
+  } catch (err) { /* the cards show what live frames bring */ }
+}
+
+function argumentsText(args) {
+  if (args && typeof args.command === "string") return args.command;
+  const text = JSON.stringify(args || {});
+  return text.length > 300 ? text.slice(0, 299) + "…" : text;
+}
+
+function toolAskNodes(task) {
+  const mine = toolAsks.get(task.id);
+  if (!mine) return null;
+  return [...mine.values()].map((ask) => el("div", { class: "tool-ask", "data-tool-approval": ask.id },
+    el("div", { class: "tool-ask-what" }, el("strong", {}, `${ask.agent_id} wants to run ${ask.tool}`),
+      el("code", { class: "tool-ask-args" }, argumentsText(ask.arguments))),
+    el("div", { class: "approval-actions" },
+      el("button", { type: "button", class: "btn primary small", "data-tool-decision": "allow_once" }, "Allow once"),
+      el("button", { type: "button", class: "btn ghost small", "data-tool-decision": "allow_always", title: `Always let ${ask.agent_id} run ${ask.tool}` }, "Always"),
+      el("button", { type: "button", class: "btn ghost small", "data-tool-decision": "deny" }, "Deny"))));
+}
+
+async function decideToolCall(id, decision) {
+  try {
+    noteToolAsk(await api("POST", `/api/approvals/${enc(id)}`, { decision }));
+  } catch (err) {
+    toast(`Could not answer the tool call: ${err.message}`, "bad");
+  }
+}
+
 function cardNode(task) {
   const shownAs = statusOf(task);
-  const key = [task.revision, shownAs, task.id === selected, blockedBy(task), pending.has(task.id)].join("|");
+  const asks = toolAsks.get(task.id);
+  const key = [task.revision, shownAs, task.id === selected, blockedBy(task), pending.has(task.id), asks ? [...asks.keys()].join(",") : ""].join("|");
   const cached = cardCache.get(task.id);
   if (cached && cached.key === key) return cached.node;
   const node = el("article", {
@@ -453,6 +500,7 @@ function cardNode(task) {
       task.status === "done" && task.completed_at ? timed("span", "when", "ago", task.completed_at, "done") : null),
     el("div", { class: "title" }, task.title),
     el("div", { class: "meta" }, badges(task)),
+    toolAskNodes(task),
     waiting(task) ? el("div", { class: "approval-actions" },
       el("button", { type: "button", class: "btn primary small", "data-approval": "approve", title: "Approve: agents may take it" }, "Approve"),
       el("button", { type: "button", class: "btn ghost small", "data-approval": "deny", title: "Deny: no agent takes it" }, "Deny")) : null);
@@ -466,6 +514,12 @@ function cardEl(id) { return $(`.card[data-task-id="${CSS.escape(id)}"]`); }
 const board = $("#columns");
 board.addEventListener("click", (e) => {
   const card = e.target.closest(".card");
+  const toolDecision = e.target.closest("[data-tool-decision]");
+  if (card && toolDecision) {
+    e.stopPropagation();
+    decideToolCall(toolDecision.closest("[data-tool-approval]").dataset.toolApproval, toolDecision.dataset.toolDecision);
+    return;
+  }
   const decision = e.target.closest("[data-approval]");
   if (card && decision) { e.stopPropagation(); decideApproval(tasks.get(card.dataset.taskId), decision.dataset.approval); return; }
   if (card) select(card.dataset.taskId);
@@ -1012,6 +1066,7 @@ function apply(frame) {
     lastSeq = Math.max(lastSeq, frame.seq);
   }
   if (frame.type === "task-change") {
+    if (frame.tool_approval) noteToolAsk(frame.tool_approval);
     if (holding) holding.push(frame); else upsert(frame.task, frame);
   }
   else if (frame.type === "chat") chatLine(frame, true);
