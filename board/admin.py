@@ -19,7 +19,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html_join
 
 from board import checks, store
-from board.models import ExecutionProcess, Task, TaskComment, Workspace
+from board.models import ExecutionProcess, Task, TaskComment, ToolApproval, ToolGrant, Workspace
+from board.store.tool_approvals import revoke_grants
 from board.transitions import Status, allowed_transitions_from
 from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField
 from core.errors import ClawbooError, ValidationFailed
@@ -529,3 +530,48 @@ class ExecutionAdmin(ReadOnlyAdmin):
     )
     list_filter = ("status", "runtime")
     search_fields = ("task__id", "agent_id")
+
+
+@admin.register(ToolApproval)
+class ToolApprovalAdmin(ReadOnlyAdmin):
+    """Tool calls that waited for a person, and who answered (the audit). Answer a
+    pending one with the actions, as yourself."""
+
+    list_display = ("tool", "task", "agent_id", "state", "decision", "decided_by", "created_at")
+    list_filter = ("state", "decision", "tool")
+    search_fields = ("task__id", "agent_id", "tool")
+    actions = ("allow_once", "deny")
+
+    def _answer(self, request: HttpRequest, qs: QuerySet[ToolApproval], decision: str) -> None:
+        who = request.user.get_username()
+        for row in qs.order_by("created_at"):
+            try:
+                store.decide_tool_call(row.id, decision, by=who)
+                self.message_user(request, f"{decision}: {row}", messages.SUCCESS)
+            except ClawbooError as exc:
+                self.message_user(request, f"{row}: {exc.detail}", messages.WARNING)
+
+    @admin.action(description="Allow once")
+    def allow_once(self, request: HttpRequest, qs: QuerySet[ToolApproval]) -> None:
+        self._answer(request, qs, "allow_once")
+
+    @admin.action(description="Deny")
+    def deny(self, request: HttpRequest, qs: QuerySet[ToolApproval]) -> None:
+        self._answer(request, qs, "deny")
+
+
+@admin.register(ToolGrant)
+class ToolGrantAdmin(ReadOnlyAdmin):
+    """``allow_always`` grants: delete one to make the agent ask again."""
+
+    list_display = ("agent_id", "tool", "granted_by", "created_at")
+    search_fields = ("agent_id", "tool")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_staff)
+
+    def delete_model(self, request: HttpRequest, obj: ToolGrant) -> None:
+        revoke_grants([obj.pk])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ToolGrant]) -> None:
+        revoke_grants(list(queryset.values_list("pk", flat=True)))

@@ -231,3 +231,8 @@ def list_approvals(
     if task is not None:
         qs = qs.filter(task_id=task)
     return qs.order_by("created_at", "id")
+
+
+def revoke_grants(grant_ids: list[int]) -> int:
+    """Withdraw ``allow_always`` grants: those agents ask again for those tools."""
+    return storage.write(lambda: ToolGrant.objects.filter(pk__in=grant_ids).delete()[0])

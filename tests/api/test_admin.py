@@ -184,3 +184,27 @@ def test_a_refused_save_is_shown_and_writes_nothing(operator):
     assert any("Not saved" in t and "verdict" in t for t in messages_of(response))
     task = store.get_task(task.id)
     assert task.status == "in_progress" and task.title == "t" and task.revision == before
+
+
+def test_the_admin_approves_waiting_work_and_answers_tool_calls_as_the_operator(operator):
+    waiting = store.create_task(title="risky", labels=["risk"]).task
+    plain = store.create_task(title="plain").task
+    response = operator.post(
+        "/admin/board/task/",
+        {"action": "approve_work", "_selected_action": [waiting.id, plain.id]},
+        follow=True,
+    )
+    texts = messages_of(response)
+    assert any(t.startswith("Approved") and waiting.id in t for t in texts)
+    assert any("needs no approval" in t and plain.id in t for t in texts)
+    approval = store.get_task(waiting.id).approval
+    assert approval["state"] == "approved" and approval["by"] == "op"
+
+    asked = store.ask_tool_call(plain.id, "bot", "Bash", {"command": "ls"})
+    operator.post(
+        "/admin/board/toolapproval/",
+        {"action": "deny", "_selected_action": [asked.id]},
+        follow=True,
+    )
+    row = store.list_approvals(teams=None, state=None).get()
+    assert (row.state, row.decided_by) == ("denied", "op")
