@@ -471,13 +471,10 @@ class TaskAdmin(DataLayerAdmin):
             return HttpResponseRedirect(reverse("admin:board_task_changelist"))
         which = request.POST.get("pass")
         try:
-            if which == "orphans":
-                released = store.reconcile_orphans()
-            elif which == "stale":
-                released = store.release_stale()
-            else:
+            if which not in store.RECOVERY_PASSES:
                 self.message_user(request, "Unknown pass", messages.ERROR)
                 return HttpResponseRedirect(reverse("admin:board_task_changelist"))
+            released = store.RECOVERY_PASSES[which]()
         except Exception as exc:  # an operator console reports, it does not crash
             self.message_user(request, f"Reconciliation failed: {exc}", messages.ERROR)
         else:

@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from board import checks, store
 from board.access import audited_override, scope_tasks, visible_task
-from board.models import Task
+from board.models import Task, Verdict
 from board.serializers import (
     ClaimedSerializer,
     CommentSerializer,
@@ -606,9 +606,7 @@ ClaimNextBody = inline_serializer(
     {
         "agent_id": serializers.CharField(),
         "runtime": serializers.CharField(required=False),
-        "dispatcher": serializers.ChoiceField(
-            choices=["topological", "priority", "fifo"], required=False
-        ),
+        "dispatcher": serializers.ChoiceField(choices=list(store.DISPATCH_ORDER), required=False),
         "label": serializers.CharField(required=False),
         "team": serializers.CharField(required=False),
         "lease_ms": serializers.IntegerField(required=False, min_value=1000),
@@ -800,7 +798,7 @@ class FailView(APIView):
 VerdictBody = inline_serializer(
     "VerdictBody",
     {
-        "verdict": serializers.ChoiceField(choices=["pass", "fail", "completed_with_debt"]),
+        "verdict": serializers.ChoiceField(choices=Verdict.choices),
         "evidence": serializers.CharField(required=False),
     },
 )
@@ -941,7 +939,7 @@ class ExecutionsView(APIView):
 
 
 ReconcileBody = inline_serializer(
-    "Reconcile", {"pass": serializers.ChoiceField(choices=["orphans", "stale", "approvals"])}
+    "Reconcile", {"pass": serializers.ChoiceField(choices=list(store.RECOVERY_PASSES))}
 )
 
 
@@ -964,12 +962,6 @@ class ReconcileView(APIView):
     def post(self, request: Request) -> Response:
         body = json_object(request, ReconcileBody)
         which = body["pass"]
-        if which == "orphans":
-            released = store.reconcile_orphans()
-        elif which == "stale":
-            released = store.release_stale()
-        elif which == "approvals":
-            released = store.expire_unanswered()  # the tasks whose approval expired
-        else:
-            raise ValidationFailed("pass", "must be 'orphans', 'stale' or 'approvals'")
-        return Response({"released": released})
+        if which not in store.RECOVERY_PASSES:
+            raise ValidationFailed("pass", f"must be one of {', '.join(store.RECOVERY_PASSES)}")
+        return Response({"released": store.RECOVERY_PASSES[which]()})

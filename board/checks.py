@@ -84,10 +84,14 @@ def check_labels(value: Any) -> list[str]:
     return labels
 
 
+# Where a new task may start.
+CREATE_STATUSES = (Status.TODO, Status.BACKLOG)
+
+
 def check_create_status(value: Any) -> str:
     if value is None:
         return Status.TODO
-    if value not in (Status.TODO, Status.BACKLOG):
+    if value not in CREATE_STATUSES:
         raise ValidationFailed("status", "a new task starts as 'todo' or 'backlog'")
     return str(value)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
 
+from board.checks import CREATE_STATUSES
+from board.store.tickets import OUTCOMES
 from board.transitions import Status
 
 
@@ -79,7 +81,7 @@ class TaskCreateSerializer(serializers.Serializer):
     goal = serializers.CharField(required=False)
     context = serializers.CharField(required=False)  # type: ignore[assignment]
     team = serializers.CharField(required=False, default="default")
-    status = serializers.ChoiceField(choices=["todo", "backlog"], required=False)
+    status = serializers.ChoiceField(choices=list(CREATE_STATUSES), required=False)
     priority = serializers.IntegerField(required=False, min_value=-1_000_000, max_value=1_000_000)
     labels = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
     metadata = serializers.DictField(required=False)
@@ -119,7 +121,7 @@ ClaimedSerializer = inline_serializer(
 OutcomeSerializer = inline_serializer(
     "WriteOutcome",
     {
-        "outcome": serializers.ChoiceField(choices=["recorded", "unchanged", "declined"]),
+        "outcome": serializers.ChoiceField(choices=list(OUTCOMES)),
         "reason": serializers.CharField(required=False),
         "status": serializers.CharField(required=False),
         "task": TaskSerializer(),

@@ -29,7 +29,7 @@ FORGET_AFTER = dt.timedelta(days=1)
 
 
 def beat_interval_s() -> float:
-    return float(getattr(settings, "CLAWBOO_BEAT_MS", 10_000)) / 1000.0
+    return float(settings.CLAWBOO_BEAT_MS) / 1000.0
 
 
 def instance_name() -> str:

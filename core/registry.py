@@ -51,19 +51,11 @@ def add_member(team_id: str, user: Any) -> None:
     storage.write(run)
 
 
-_AGENT_EXISTS_SQL = f"SELECT 1 FROM {Agent._meta.db_table} WHERE id = %s"  # noqa: S608
 _AGENT_SCOPE_SQL = f"SELECT team_id, owner_id FROM {Agent._meta.db_table} WHERE id = %s"  # noqa: S608
 _MEMBER_TEAMS_SQL = (
     f"SELECT team_id FROM {Team.members.through._meta.db_table} "  # noqa: S608
     "WHERE user_id = %s ORDER BY team_id"
 )
-
-
-def agent_exists(agent_id: str) -> bool:
-    """Precompiled: every claim over the API checks the agent it names."""
-    with connection.cursor() as cursor:
-        cursor.execute(_AGENT_EXISTS_SQL, [agent_id])
-        return cursor.fetchone() is not None
 
 
 def agent_scope(agent_id: str) -> tuple[str, Any] | None:

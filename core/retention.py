@@ -33,7 +33,7 @@ class PruneReport:
 
 
 def retention() -> dt.timedelta | None:
-    days = int(getattr(settings, "CLAWBOO_HISTORY_RETENTION_DAYS", 30))
+    days = int(settings.CLAWBOO_HISTORY_RETENTION_DAYS)
     return dt.timedelta(days=days) if days > 0 else None
 
 
@@ -43,7 +43,7 @@ def prune(now: dt.datetime | None = None) -> PruneReport:
     report = PruneReport(idempotency_records=idempotency.prune_expired())
     keep = retention()
     cutoff = None if keep is None else (now or timezone.now()) - keep
-    max_events = int(getattr(settings, "CLAWBOO_HISTORY_MAX_EVENTS", 0))
+    max_events = int(settings.CLAWBOO_HISTORY_MAX_EVENTS)
     report.events = events.prune(cutoff, keep_last=max_events or None)
     if cutoff is not None:
         report.chat_messages = chat.prune_before(cutoff)

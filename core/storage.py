@@ -104,7 +104,7 @@ class WriteBudgetExceeded(DatabaseError):
 
 
 def write_budget_seconds() -> float:
-    return float(getattr(settings, "CLAWBOO_DB_WRITE_BUDGET_MS", 1_500)) / 1000.0
+    return float(settings.CLAWBOO_DB_WRITE_BUDGET_MS) / 1000.0
 
 
 def write(

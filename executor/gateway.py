@@ -91,8 +91,8 @@ class GatewayConfig:
 def configured() -> GatewayConfig | None:
     """The gateway named by settings (``CLAWBOO_OPENCLAW_GATEWAY_URL`` /
     ``CLAWBOO_OPENCLAW_TOKEN``, read from the environment there), or None."""
-    url = getattr(settings, "CLAWBOO_OPENCLAW_GATEWAY_URL", "") or ""
-    token = getattr(settings, "CLAWBOO_OPENCLAW_TOKEN", "") or ""
+    url = settings.CLAWBOO_OPENCLAW_GATEWAY_URL or ""
+    token = settings.CLAWBOO_OPENCLAW_TOKEN or ""
     return GatewayConfig(url=url, token=token) if url else None
 
 

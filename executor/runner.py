@@ -49,7 +49,6 @@ from worktrees import service as worktree_service
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_S = 30.0
 DEFAULT_RUN_TIMEOUT_S = 3600.0
 LOG_TAIL = 64_000
 
@@ -89,7 +88,7 @@ class _Clock:
 
 
 def heartbeat_seconds() -> float:
-    return float(getattr(settings, "CLAWBOO_HEARTBEAT_MS", HEARTBEAT_S * 1000)) / 1000.0
+    return float(settings.CLAWBOO_HEARTBEAT_MS) / 1000.0
 
 
 class Executor:
@@ -288,7 +287,7 @@ class Executor:
         path.write_text(text + marker + "\n".join(lines) + "\n", encoding="utf-8")
 
     def _mcp_url(self) -> str | None:
-        url = getattr(settings, "CLAWBOO_MCP_URL", "")
+        url = settings.CLAWBOO_MCP_URL
         return url if url and self.caps.mcp else None
 
     def _prompt(

@@ -167,7 +167,7 @@ def body_for(event: Event, reason: str) -> str:
             "task_id": event.task_id,
         }
     body["summary"] = SUMMARY[Reason(reason)].format(**facts)
-    public = getattr(settings, "CLAWBOO_PUBLIC_URL", "")
+    public = settings.CLAWBOO_PUBLIC_URL
     if public and event.task_id:
         body["url"] = public + Task(id=event.task_id, team_id=event.team_id).get_absolute_url()
     elif public and reason == Reason.ROUTINE_ERROR:

@@ -21,8 +21,11 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from django_q.models import Schedule
 
-from core import storage
+from board.store import release_stale
+from boardmcp.credentials import prune_void_run_credentials
+from core import retention, storage
 
 log = logging.getLogger(__name__)
 
@@ -31,21 +34,7 @@ log = logging.getLogger(__name__)
 class Periodic:
     name: str
     func: str
-    minutes: Callable[[], int]
-
-
-def _every_ms(ms: float) -> int:
-    return max(1, math.ceil(ms / 60_000))
-
-
-def _stale_sweep_minutes() -> int:
-    return _every_ms(settings.CLAWBOO_BOARD_STALE_SWEEP_MS)
-
-
-def _prune_minutes() -> int:
-    from core.retention import PRUNE_EVERY
-
-    return _every_ms(PRUNE_EVERY.total_seconds() * 1000)
+    minutes: Callable[[], float]  # rounded up to whole minutes, at least one
 
 
 PERIODIC: tuple[Periodic, ...] = (
@@ -54,9 +43,15 @@ PERIODIC: tuple[Periodic, ...] = (
     # Queues due notification deliveries: retries, and rows a dead worker left.
     Periodic("clawboo.notify-send-due", "ops.notify.send_due", lambda: 1),
     # Releases in_progress tasks that stopped beating.
-    Periodic("clawboo.stale-sweep", "ops.periodic.stale_sweep", _stale_sweep_minutes),
+    Periodic(
+        "clawboo.stale-sweep",
+        "ops.periodic.stale_sweep",
+        lambda: settings.CLAWBOO_BOARD_STALE_SWEEP_MS / 60_000,
+    ),
     # Bounded history, and the credentials of runs that died without revoking them.
-    Periodic("clawboo.prune", "ops.periodic.prune", _prune_minutes),
+    Periodic(
+        "clawboo.prune", "ops.periodic.prune", lambda: retention.PRUNE_EVERY.total_seconds() / 60
+    ),
     # Task approvals nobody answered within CLAWBOO_APPROVAL_TTL_MS become expired.
     Periodic("clawboo.approval-expiry", "ops.periodic.expire_approvals", lambda: 1),
 )
@@ -64,8 +59,6 @@ PERIODIC: tuple[Periodic, ...] = (
 
 def stale_sweep() -> int:
     """The stale sweep as a scheduled job: how many tasks it released."""
-    from board.store import release_stale
-
     released = release_stale()
     if released:
         log.info("stale sweep: released %d task(s)", len(released))
@@ -84,9 +77,6 @@ def expire_approvals() -> int:
 
 def prune() -> dict[str, int]:
     """The hourly prune as a scheduled job: what it deleted."""
-    from boardmcp.credentials import prune_void_run_credentials
-    from core import retention
-
     report = retention.prune().as_dict()
     report["run_credentials"] = prune_void_run_credentials()
     return report
@@ -96,7 +86,6 @@ def register(jobs: tuple[Periodic, ...] = PERIODIC) -> list[str]:
     """Write every job as a django-q2 schedule (idempotent): a missing one is created
     due now, an existing one gets its current function and interval, and a duplicate
     a concurrent registration left is deleted. Returns the names."""
-    from django_q.models import Schedule
 
     def run() -> list[str]:
         for job in jobs:
@@ -104,7 +93,7 @@ def register(jobs: tuple[Periodic, ...] = PERIODIC) -> list[str]:
             fields: dict[str, Any] = {
                 "func": job.func,
                 "schedule_type": Schedule.MINUTES,
-                "minutes": job.minutes(),
+                "minutes": max(1, math.ceil(job.minutes())),
                 "repeats": -1,
             }
             if not rows:

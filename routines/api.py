@@ -10,7 +10,7 @@ gateway's own-life cron is not team work: anyone may read it, only staff write i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -30,6 +30,8 @@ from routines.models import CatchUp, Routine, RoutineStatus
 from routines.schedules import (
     ROUTINE_SOURCE,
     ClawbooRoutineScheduleSource,
+    Domain,
+    Manageability,
     OpenClawGatewayCronScheduleSource,
     ScheduleMultiplexer,
 )
@@ -90,8 +92,8 @@ class RoutinePatchSerializer(serializers.Serializer):
 _SCHEDULE_ROW_FIELDS: dict[str, serializers.Field] = {
     "id": serializers.CharField(help_text="<source>:<native id>"),
     "source": serializers.CharField(),
-    "domain": serializers.ChoiceField(choices=["team-task", "runtime-own-life"]),
-    "manageability": serializers.ChoiceField(choices=["managed", "external-write", "observe-only"]),
+    "domain": serializers.ChoiceField(choices=list(get_args(Domain))),
+    "manageability": serializers.ChoiceField(choices=list(get_args(Manageability))),
     "name": serializers.CharField(),
     "spec": serializers.CharField(),
     "timezone": serializers.CharField(allow_null=True),
@@ -123,7 +125,13 @@ SchedulesSerializer = inline_serializer(
 )
 
 
-class ScheduleCreateSerializer(OpenBody):
+class SchedulePatchSerializer(OpenBody, RoutinePatchSerializer):
+    """A routine's patch (or pause/resume), or the gateway's cron.update patch."""
+
+    action = serializers.ChoiceField(choices=["pause", "resume"], required=False)
+
+
+class ScheduleCreateSerializer(OpenBody, RoutinePatchSerializer):
     """'clawboo-routine': the body of a routine create (agent_id, team and cron_spec
     required); 'openclaw-gateway-cron': the gateway's cron.add params, passed through."""
 
@@ -132,31 +140,15 @@ class ScheduleCreateSerializer(OpenBody):
         help_text="'clawboo-routine' (body of a routine create) or "
         "'openclaw-gateway-cron' (the gateway's cron.add params)"
     )
-    domain = serializers.ChoiceField(choices=["team-task", "runtime-own-life"], required=False)
-    agent_id = serializers.CharField(required=False)
+    domain = serializers.ChoiceField(choices=list(get_args(Domain)), required=False)
     team = serializers.CharField(required=False)
-    cron_spec = serializers.CharField(required=False)
-    timezone = serializers.CharField(required=False)
-    task_template = RoutineTaskTemplateSerializer(required=False)
-    catch_up = serializers.ChoiceField(choices=CatchUp.choices, required=False)
 
 
 class ScheduleRoutineCreateSerializer(RoutineCreateSerializer):
     """A schedules create in the routine source: a routine create, closed."""
 
     source = serializers.CharField()  # type: ignore[assignment]
-    domain = serializers.ChoiceField(choices=["team-task", "runtime-own-life"], required=False)
-
-
-class SchedulePatchSerializer(OpenBody):
-    """A routine's patch (or pause/resume), or the gateway's cron.update patch."""
-
-    action = serializers.ChoiceField(choices=["pause", "resume"], required=False)
-    agent_id = serializers.CharField(required=False)
-    cron_spec = serializers.CharField(required=False)
-    timezone = serializers.CharField(required=False)
-    task_template = RoutineTaskTemplateSerializer(required=False)
-    catch_up = serializers.ChoiceField(choices=CatchUp.choices, required=False)
+    domain = serializers.ChoiceField(choices=list(get_args(Domain)), required=False)
 
 
 _SCHEDULE_WRITE_ERRORS = (

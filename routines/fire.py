@@ -218,7 +218,7 @@ def dispatch_one_shot(routine: Routine, agent: Agent, task: Task, slot_at: int) 
 
 
 def openclaw_timeout_ms() -> int:
-    return int(getattr(settings, "CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 600_000))
+    return int(settings.CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS)
 
 
 def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int) -> DispatchResult:

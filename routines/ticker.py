@@ -42,7 +42,7 @@ class TickReport:
 
 
 def dispatch_deadline_s() -> int:
-    return int(getattr(settings, "CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS", 900_000)) // 1000
+    return int(settings.CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS) // 1000
 
 
 FIRE_TASK = "routines.fire.run_fire"

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from board import store
 from board.access import audited_override, visible_task
 from board.api import task_body
+from board.models import WorkspaceStatus
 from board.serializers import OverrideSerializer, TaskSerializer
 from core.api.access import act_as
 from core.api.bodies import BodySpec, json_object
@@ -30,7 +31,7 @@ WorkspaceSerializer = inline_serializer(
         "branch": serializers.CharField(),
         "base_sha": serializers.CharField(),
         "base_commit": serializers.CharField(),
-        "status": serializers.ChoiceField(choices=["active", "archived", "stale"]),
+        "status": serializers.ChoiceField(choices=WorkspaceStatus.choices),
         "resume_state": serializers.DictField(required=False),
     },
 )

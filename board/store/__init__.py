@@ -67,7 +67,12 @@ from board.store.lifecycle import (
     resume_from_review,
     unblock,
 )
-from board.store.recovery import reconcile_orphans, release_stale, run_boot_passes
+from board.store.recovery import (
+    RECOVERY_PASSES,
+    reconcile_orphans,
+    release_stale,
+    run_boot_passes,
+)
 from board.store.review import Reworked, approve, check_approvable, request_changes
 from board.store.tasks import (
     UNVERIFIED,
@@ -122,6 +127,7 @@ __all__ = [
     "MAX_ABANDONMENTS",
     "MAX_DEPTH",
     "MAX_LIVE_CHILDREN",
+    "RECOVERY_PASSES",
     "ROOT_RATE_LIMIT",
     "UNVERIFIED",
     "VERDICT_FILTERS",

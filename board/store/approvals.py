@@ -176,9 +176,9 @@ def ttl() -> dt.timedelta:
 
 def expire_unanswered(at: dt.datetime | None = None) -> list[str]:
     """Mark ``expired`` every approval still ``required`` past the TTL: one write,
-    an ``approval_expired`` event per task. The periodic pass (``clawboo up``'s
-    sweep, ``reconcile --approvals``); idempotent, safe in several processes (each
-    row is locked and re-read before it changes)."""
+    an ``approval_expired`` event per task. The periodic job
+    (``clawboo.approval-expiry``, ``reconcile --approvals``); idempotent, safe in
+    several processes (each row is locked and re-read before it changes)."""
     at = at or now()
     cutoff = at - ttl()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import connection
@@ -86,10 +87,17 @@ def reconcile_orphans(ttl: dt.timedelta | None = None) -> list[str]:
     return storage.write(run)
 
 
+# The recovery passes by the name an operator asks for (API, admin, command), in order.
+RECOVERY_PASSES: dict[str, Callable[[], list[str]]] = {
+    "orphans": reconcile_orphans,
+    "stale": release_stale,
+}
+
+
 def run_boot_passes() -> dict[str, list[str]]:
     """Orphans then stale, best-effort: a failure is logged and never blocks boot."""
-    result: dict[str, list[str]] = {"orphans": [], "stale": []}
-    for name, fn in (("orphans", reconcile_orphans), ("stale", release_stale)):
+    result: dict[str, list[str]] = {name: [] for name in RECOVERY_PASSES}
+    for name, fn in RECOVERY_PASSES.items():
         try:
             result[name] = fn()
         except Exception:

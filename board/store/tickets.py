@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from django.core import signing
 
@@ -88,11 +88,15 @@ def claim_standing(
     return None
 
 
+Outcome = Literal["recorded", "unchanged", "declined"]
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+
+
 @dataclass(frozen=True)
 class WriteOutcome:
     """``recorded`` | ``unchanged`` | ``declined`` (with reason and the status then)."""
 
-    outcome: Literal["recorded", "unchanged", "declined"]
+    outcome: Outcome
     task: Task | None = None
     reason: str | None = None
     status: str | None = None

@@ -22,7 +22,6 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections
 from django.db.models import QuerySet
 
 from board.errors import TaskNotFound
@@ -206,7 +205,6 @@ def wait(approval_id: str, *, deadline_s: float | None = None) -> ToolApproval:
     ends = time.monotonic() + max(0.0, limit)
     while row.state == ToolApprovalState.PENDING and time.monotonic() < ends:
         time.sleep(POLL_S)
-        close_old_connections()
         row = ToolApproval.objects.get(pk=approval_id)
     if row.state == ToolApprovalState.PENDING:
         expire(approval_id)

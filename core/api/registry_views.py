@@ -19,7 +19,7 @@ from core.api.idempotency import idempotent
 from core.api.schema import with_errors
 from core.errors import Forbidden, NotFound, ValidationFailed
 from core.live import frames_for
-from core.models import Agent, Runtime, Team
+from core.models import Agent, ParticipantKind, Runtime, Team
 
 _TEAM_FIELDS: dict[str, Any] = {
     "id": serializers.CharField(),
@@ -35,7 +35,7 @@ _AGENT_FIELDS: dict[str, Any] = {
     "display_name": serializers.CharField(),
     "team": serializers.CharField(),
     "runtime": serializers.ChoiceField(choices=Runtime.choices),
-    "participant_kind": serializers.ChoiceField(choices=["agent", "human"]),
+    "participant_kind": serializers.ChoiceField(choices=ParticipantKind.choices),
     "settings": serializers.DictField(),
     "owner": serializers.CharField(allow_null=True, help_text="username of its owner"),
 }
@@ -48,7 +48,9 @@ def _agent_write_fields(create: bool) -> dict[str, Any]:
         "display_name": serializers.CharField(required=create),
         "team": serializers.CharField(required=create),
         "runtime": serializers.ChoiceField(choices=Runtime.choices, required=create),
-        "participant_kind": serializers.ChoiceField(choices=["agent", "human"], required=False),
+        "participant_kind": serializers.ChoiceField(
+            choices=ParticipantKind.choices, required=False
+        ),
         "settings": serializers.DictField(
             required=False,
             help_text="what the runtime runs; for every runtime but 'human' staff-only "

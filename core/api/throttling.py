@@ -21,7 +21,7 @@ class ClientRateThrottle(SimpleRateThrottle):
     scope = "client"
 
     def get_rate(self) -> str | None:
-        limit = int(getattr(settings, "CLAWBOO_HTTP_RATE_LIMIT", 3000))
+        limit = int(settings.CLAWBOO_HTTP_RATE_LIMIT)
         return f"{limit}/min" if limit > 0 else None
 
     def allow_request(self, request: Any, view: Any) -> bool:

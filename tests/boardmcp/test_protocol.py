@@ -483,3 +483,16 @@ def test_a_person_decides_an_approval_over_mcp_and_a_run_never_does(
     assert asks.error and asks.body["error"] == "forbidden"  # only a run asks for its tools
     assert decided.body["approval"]["state"] == "approved"
     assert decided.body["approval"]["by"] == "rita"
+
+
+def test_the_tools_status_literals_are_the_boards_statuses():
+    # pydantic and mypy need the Literal spelled out; the board's enum is its source.
+    from typing import get_args
+
+    from board.checks import CREATE_STATUSES
+    from board.transitions import Status
+    from boardmcp import tools
+
+    assert set(get_args(tools.Status)) == set(Status.values)
+    created = tools.create_subtask.__annotations__["status"]
+    assert set(get_args(eval(created, vars(tools)))) == set(CREATE_STATUSES)

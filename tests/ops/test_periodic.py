@@ -138,8 +138,8 @@ def test_the_four_separate_commands_sweep_a_stale_task_and_prune_old_events(
             recorded = [s.result for s in Success.objects.filter(func="ops.periodic.stale_sweep")]
             if swept and pruned and 1 in recorded:
                 break
-            for proc in procs:
-                assert proc.poll() is None, logs()
+            for name, proc in zip(commands, procs, strict=True):
+                assert proc.poll() is None, f"{name} exited {proc.returncode}\n{logs()}"
             assert time.monotonic() < deadline, f"{swept=} {pruned=} {recorded=}\n{logs()}"
             time.sleep(0.25)
     finally:

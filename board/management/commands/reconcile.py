@@ -26,13 +26,11 @@ class Command(BaseCommand):
         parser.add_argument("--approvals", action="store_true", help="only the approval expiry")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        both = not (options["orphans"] or options["stale"] or options["approvals"])
-        if both or options["orphans"]:
-            released = store.reconcile_orphans()
-            self.stdout.write(f"orphans: released {len(released)} task(s) {' '.join(released)}")
-        if both or options["stale"]:
-            released = store.release_stale()
-            self.stdout.write(f"stale: released {len(released)} task(s) {' '.join(released)}")
-        if both or options["approvals"]:
+        asked = [name for name in store.RECOVERY_PASSES if options[name]]
+        everything = not asked and not options["approvals"]
+        for name in store.RECOVERY_PASSES if everything else asked:
+            released = store.RECOVERY_PASSES[name]()
+            self.stdout.write(f"{name}: released {len(released)} task(s) {' '.join(released)}")
+        if everything or options["approvals"]:
             expired = store.expire_unanswered()
             self.stdout.write(f"approvals: expired {len(expired)} task(s) {' '.join(expired)}")
