@@ -10,8 +10,8 @@ SUMMARIES: dict[str, str] = {
     "whoami": "Who the credentials belong to, and the teams they see",
     "teams_list": "List the teams you belong to (staff: all)",
     "teams_create": "Create a team (you become a member)",
-    "teams_retrieve": "One team and its settings",
-    "teams_update": "Change a team's name or approval rule (staff)",
+    "teams_retrieve": "Read a team (its reviewer agent and approval rule too)",
+    "teams_update": "Name the team's reviewer agent or set its approval rule (staff)",
     "teams_chat_list": "Read a team's chat (board narration and messages)",
     "teams_chat_create": "Post to a team's chat (never changes the board)",
     "teams_events_list": "Replay a team's event log after a sequence number",
@@ -76,4 +76,31 @@ def add_summaries(result: dict[str, Any], generator: Any, request: Any, public: 
             summary = SUMMARIES.get(operation.get("operationId", ""))
             if summary and not operation.get("summary"):
                 operation["summary"] = summary
+    return result
+
+
+WRITE_METHODS = ("post", "put", "patch", "delete")
+BUSY = "busy"
+
+
+def add_busy(result: dict[str, Any], generator: Any, request: Any, public: Any) -> Any:
+    """Every write may answer ``503 busy`` (core.api.errors): its lock budget ran out.
+    Retryable, with ``Retry-After``; reads never do."""
+    for operations in result.get("paths", {}).values():
+        for method, operation in operations.items():
+            if method not in WRITE_METHODS:
+                continue
+            responses = operation.setdefault("responses", {})
+            known = responses.get("503")
+            if known is None:
+                responses["503"] = {
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
+                    },
+                    "description": f"error: {BUSY} (retryable: see Retry-After)",
+                    "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+                }
+            elif BUSY not in known.get("description", ""):
+                known["description"] += f" | {BUSY} (retryable: see Retry-After)"
+                known.setdefault("headers", {})["Retry-After"] = {"schema": {"type": "integer"}}
     return result

@@ -198,6 +198,15 @@ CLAWBOO_HISTORY_RETENTION_DAYS = env_int("CLAWBOO_HISTORY_RETENTION_DAYS", 30, l
 # At most this many events kept per team (0: no bound by count).
 CLAWBOO_HISTORY_MAX_EVENTS = env_int("CLAWBOO_HISTORY_MAX_EVENTS", 0, low=0)
 CLAWBOO_HEARTBEAT_MS = env_int("CLAWBOO_HEARTBEAT_MS", 30_000)
+# Builder is not judge (GOVERNANCE §4; executor.judge): a file-mutating run with no
+# verify command is a failed verification unless this is false; a failing gate or
+# critic sends the task back to its builder this many times before it is blocked
+# with its debt; the critic reviews changes over these sizes (or with a parent, or
+# the label risk).
+CLAWBOO_VERIFY_REQUIRED = env_bool("CLAWBOO_VERIFY_REQUIRED", True)
+CLAWBOO_MAX_FIX_CYCLES = env_int("CLAWBOO_MAX_FIX_CYCLES", 1, low=0)
+CLAWBOO_CRITIC_MIN_FILES = env_int("CLAWBOO_CRITIC_MIN_FILES", 5, low=0)
+CLAWBOO_CRITIC_MIN_LINES = env_int("CLAWBOO_CRITIC_MIN_LINES", 300, low=0)
 CLAWBOO_HTTP_RATE_LIMIT = env_int("CLAWBOO_HTTP_RATE_LIMIT", 3_000, low=0)
 CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = env_int("CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 600_000)
 CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS = env_int("CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS", 900_000)
@@ -264,7 +273,9 @@ CLAWBOO_HEALTH_PARTS = [
 CLAWBOO_METRICS_TOKEN = os.environ.get("CLAWBOO_METRICS_TOKEN", "")
 # Notifications: how often a failed delivery is tried in all, and the sender address.
 CLAWBOO_NOTIFY_MAX_ATTEMPTS = env_int("CLAWBOO_NOTIFY_MAX_ATTEMPTS", 6)
-CLAWBOO_NOTIFY_TIMEOUT_S = env_int("CLAWBOO_NOTIFY_TIMEOUT_S", 10)
+CLAWBOO_NOTIFY_TIMEOUT_S = env_int("CLAWBOO_NOTIFY_TIMEOUT_S", 10)  # a whole attempt, not a read
+# Threads per process that send notifications (not django-q2 workers: see ops.notify).
+CLAWBOO_NOTIFY_SENDERS = env_int("CLAWBOO_NOTIFY_SENDERS", 4)
 DEFAULT_FROM_EMAIL = os.environ.get("CLAWBOO_NOTIFY_FROM", "clawboo@localhost")
 # Where people reach this server (https://board.example.com): notifications link to
 # the task on the board from it. Unset: they carry no link (`clawboo up` sets its own).
@@ -304,6 +315,8 @@ Q_CLUSTER = {
     "catch_up": False,
     "ack_failures": True,
     "save_limit": 500,
+    # The ORM broker whose pusher waits out a database outage instead of dying.
+    "broker_class": "core.qbroker.ReconnectingORM",
 }
 
 # --- REST framework ----------------------------------------------------------
@@ -325,7 +338,8 @@ REST_FRAMEWORK = {
     # ASCII-escaped JSON: any text renders, so a response never fails after its write.
     "UNICODE_JSON": False,
 }
-# A request body larger than this is refused before it is parsed.
+# A request body larger than this is refused (413) while it arrives, before it is
+# stored or parsed (clawboo.bodylimit), anonymous or not.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 
 SPECTACULAR_SETTINGS = {
@@ -345,6 +359,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "clawboo.openapi.add_summaries",
+        "clawboo.openapi.add_busy",
     ],
 }
 

@@ -16,7 +16,7 @@ from core.models import Agent, Event, Team
 
 @admin.register(Team)
 class TeamAdmin(DataLayerAdmin):
-    list_display = ("id", "name", "last_event_seq", "created_at")
+    list_display = ("id", "name", "reviewer_agent", "last_event_seq", "created_at")
     search_fields = ("id", "name")
     filter_horizontal = ("members",)
     readonly_fields = ("last_event_seq", "created_at")
@@ -31,11 +31,14 @@ class TeamAdmin(DataLayerAdmin):
         try:
             if not change:
                 registry.create_team(form.cleaned_data["id"], form.cleaned_data["name"])
+            if change:
+                registry.update_team(obj.pk, name=form.cleaned_data["name"])
             registry.update_team(
-                obj.pk,
-                name=form.cleaned_data["name"],
-                approval_required=form.cleaned_data.get("approval_required", False),
+                obj.pk, approval_required=form.cleaned_data.get("approval_required", False)
             )
+            if "reviewer_agent" in form.changed_data:
+                reviewer = form.cleaned_data["reviewer_agent"]
+                registry.set_reviewer_agent(obj.pk, reviewer.pk if reviewer else None)
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
 

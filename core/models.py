@@ -37,6 +37,11 @@ class Team(models.Model):
     last_event_seq = models.BigIntegerField(default=0, editable=False)
     # Every task of this team waits for a person's approval before any claim.
     approval_required = models.BooleanField(default=False)
+    # The critic of the team's risky changes (GOVERNANCE §4): an agent of this team
+    # reviews a change its builder finished; null: no critic.
+    reviewer_agent = models.ForeignKey(
+        "Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
 
@@ -211,6 +216,10 @@ class Heartbeat(models.Model):
     pid = models.IntegerField()
     started_at = models.DateTimeField()
     beat_at = models.DateTimeField()
+    # When a loop of this process last lost the database, and got it back (null
+    # while it is down, or never lost): written with the first beat that gets through.
+    db_lost_at = models.DateTimeField(null=True, blank=True)
+    db_back_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "heartbeats"

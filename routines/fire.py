@@ -149,7 +149,7 @@ def materialize_task(routine: Routine, slot_at: int) -> Task:
         "slot_at": slot_at,
         "kind": template.get("kind", "code"),
     }
-    for key in ("repo_path", "model", "max_node_cents"):
+    for key in ("repo_path", "model", "max_node_cents", "verify_cmd"):
         if template.get(key) is not None:
             metadata[key] = template[key]
     created = board_store.create_task(
@@ -329,6 +329,10 @@ def record_outcome(routine_id: str, results: list[DispatchResult]) -> Routine | 
         last_error=None,
         fire_slot=None,
     )
+    if next_run is not None:
+        # The ticker armed while this row was in flight, blind to its next slot (at
+        # worst the 60 s rescan): wake it, or a routine every 2 s fires once a minute.
+        routine_store.poke()
     for result in results:
         events.append(
             routine.team_id,

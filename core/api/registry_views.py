@@ -27,9 +27,27 @@ _TEAM_FIELDS: dict[str, Any] = {
     "approval_required": serializers.BooleanField(
         required=False, help_text="every new task of the team waits for a person's approval"
     ),
+    "reviewer_agent": serializers.CharField(
+        allow_null=True, required=False, help_text="the team's critic (null: no critic)"
+    ),
 }
 TeamSerializer = inline_serializer("Team", _TEAM_FIELDS)
 TeamListSerializer = inline_serializer("Team", _TEAM_FIELDS, many=True)
+TeamPatchSerializer = inline_serializer(
+    "TeamPatch",
+    {
+        "reviewer_agent": serializers.CharField(
+            allow_null=True,
+            required=False,
+            help_text="an agent of this team that reviews its risky changes; null: no "
+            "critic. Staff only.",
+        ),
+        "approval_required": serializers.BooleanField(
+            required=False,
+            help_text="every new task of the team waits for a person's approval. Staff only.",
+        ),
+    },
+)
 _AGENT_FIELDS: dict[str, Any] = {
     "id": serializers.CharField(),
     "display_name": serializers.CharField(),
@@ -75,6 +93,7 @@ def team_body(team: Team) -> dict[str, Any]:
         "id": team.id,
         "name": team.name,
         "approval_required": team.approval_required,
+        "reviewer_agent": team.reviewer_agent_id,
         "created_at": team.created_at.isoformat(),
     }
 
@@ -116,15 +135,6 @@ class TeamsView(APIView):
         return Response(team_body(team), status=201)
 
 
-TeamPatchBody = inline_serializer(
-    "TeamPatch",
-    {
-        "name": serializers.CharField(required=False),
-        "approval_required": serializers.BooleanField(required=False),
-    },
-)
-
-
 class TeamDetailView(APIView):
     """One team; staff change its settings (a member reads them: writes 403)."""
 
@@ -138,18 +148,22 @@ class TeamDetailView(APIView):
 
     @extend_schema(
         operation_id="teams_update",
-        request=TeamPatchBody,
+        request=TeamPatchSerializer,
         responses=with_errors({200: TeamSerializer}, "not_found", "validation_error", "forbidden"),
     )
     def patch(self, request: Request, team_id: str) -> Response:
         _visible_team(request, team_id)
-        if not (request.user.is_staff or request.user.is_superuser):
-            raise Forbidden("only staff change a team's settings")
-        body = json_object(request, TeamPatchBody)
-        team = registry.update_team(
-            team_id, name=body.get("name"), approval_required=body.get("approval_required")
-        )
-        return Response(team_body(team))
+        body = json_object(request, TeamPatchSerializer)
+        # The critic runs on the server with its own runtime, and the approval rule
+        # is the team's policy: an operator's decision.
+        if not server_commands.is_operator(request.user):
+            raise Forbidden("only staff change a team's settings", field="reviewer_agent")
+        rule = body.get("approval_required")
+        if rule is not None and not isinstance(rule, bool):  # checked before any write
+            raise ValidationFailed("approval_required", "must be true or false")
+        if "reviewer_agent" in body:
+            registry.set_reviewer_agent(team_id, body["reviewer_agent"])
+        return Response(team_body(registry.update_team(team_id, approval_required=rule)))
 
 
 class AgentsView(APIView):

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('clawboo', '0008_heartbeat'),
+        ('clawboo', '0010_team_reviewer_agent'),
     ]
 
     operations = [

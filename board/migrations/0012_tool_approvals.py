@@ -7,8 +7,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('board', '0010_task_approval'),
-        ('clawboo', '0009_team_approval_required'),
+        ('board', '0011_task_approval'),
+        ('clawboo', '0011_team_approval_required'),
     ]
 
     operations = [

@@ -6,8 +6,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('board', '0009_board_column_indexes'),
-        ('clawboo', '0009_team_approval_required'),
+        ('board', '0010_task_verification_detail'),
+        ('clawboo', '0011_team_approval_required'),
     ]
 
     operations = [
