@@ -19,7 +19,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from board import checks, store
-from board.models import ExecutionProcess, Task, TaskComment, Workspace
+from board.models import ExecutionProcess, Task, TaskComment, ToolApproval, ToolGrant, Workspace
+from board.store.tool_approvals import revoke_grants
 from board.transitions import Status, allowed_transitions_from
 from core import repositories
 from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField
@@ -213,7 +214,14 @@ class TaskAdmin(DataLayerAdmin):
         "updated_at",
     )
     list_display_links = ("title",)
-    list_filter = ("status", "team", "assignee_agent_id", LabelFilter, "verdict")
+    list_filter = (
+        "status",
+        "team",
+        "assignee_agent_id",
+        LabelFilter,
+        "verdict",
+        "approval_state",
+    )
     search_fields = ("id", "title", "description")
     ordering = ("-updated_at",)
     inlines = [CommentInline, ExecutionInline]
@@ -223,6 +231,8 @@ class TaskAdmin(DataLayerAdmin):
         *(_move_action(status) for status in MOVE_TARGETS),
         "request_changes",
         "override_verification",
+        "approve_work",
+        "deny_work",
     ]
     change_list_template = "admin/board/task/change_list.html"
 
@@ -248,6 +258,7 @@ class TaskAdmin(DataLayerAdmin):
             "cost_cents",
             "tree_cost_tokens",
             "tree_cost_cents",
+            "approval",
             "created_at",
             "updated_at",
         )
@@ -415,6 +426,28 @@ class TaskAdmin(DataLayerAdmin):
             results.append((task.id, text, ok))
         self._report(request, verb, results)
 
+    @admin.display(description="approval before work")
+    def approval(self, obj: Task) -> str:
+        body = obj.approval
+        if body is None:
+            return "none needed"
+        who = f" by {body['by']}" if body["by"] else ""
+        why = f": {body['reason']}" if body["reason"] else ""
+        return f"{body['state']}{who} at {body['at']}{why}"
+
+    # Approval before work (GOVERNANCE §5): the staff user decides as themselves.
+    @admin.action(description="Approve the work (agents may take it)")
+    def approve_work(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+        who = request.user.get_username()
+        self._each(
+            request, qs, "Approved", lambda tid: store.decide_approval(tid, "approve", by=who)
+        )
+
+    @admin.action(description="Deny the work (no agent takes it)")
+    def deny_work(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+        who = request.user.get_username()
+        self._each(request, qs, "Denied", lambda tid: store.decide_approval(tid, "deny", by=who))
+
     @admin.action(description="Release (in progress → todo)")
     def release_tasks(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
         self._each(request, qs, "Released", lambda tid: store.release(tid))
@@ -557,3 +590,48 @@ class ExecutionAdmin(ReadOnlyAdmin):
     )
     list_filter = ("status", "runtime", "cost_status", "error_class")
     search_fields = ("task__id", "agent_id")
+
+
+@admin.register(ToolApproval)
+class ToolApprovalAdmin(ReadOnlyAdmin):
+    """Tool calls that waited for a person, and who answered (the audit). Answer a
+    pending one with the actions, as yourself."""
+
+    list_display = ("tool", "task", "agent_id", "state", "decision", "decided_by", "created_at")
+    list_filter = ("state", "decision", "tool")
+    search_fields = ("task__id", "agent_id", "tool")
+    actions = ("allow_once", "deny")
+
+    def _answer(self, request: HttpRequest, qs: QuerySet[ToolApproval], decision: str) -> None:
+        who = request.user.get_username()
+        for row in qs.order_by("created_at"):
+            try:
+                store.decide_tool_call(row.id, decision, by=who)
+                self.message_user(request, f"{decision}: {row}", messages.SUCCESS)
+            except ClawbooError as exc:
+                self.message_user(request, f"{row}: {exc.detail}", messages.WARNING)
+
+    @admin.action(description="Allow once")
+    def allow_once(self, request: HttpRequest, qs: QuerySet[ToolApproval]) -> None:
+        self._answer(request, qs, "allow_once")
+
+    @admin.action(description="Deny")
+    def deny(self, request: HttpRequest, qs: QuerySet[ToolApproval]) -> None:
+        self._answer(request, qs, "deny")
+
+
+@admin.register(ToolGrant)
+class ToolGrantAdmin(ReadOnlyAdmin):
+    """``allow_always`` grants: delete one to make the agent ask again."""
+
+    list_display = ("agent_id", "tool", "granted_by", "created_at")
+    search_fields = ("agent_id", "tool")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_staff)
+
+    def delete_model(self, request: HttpRequest, obj: ToolGrant) -> None:
+        revoke_grants([obj.pk])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ToolGrant]) -> None:
+        revoke_grants(list(queryset.values_list("pk", flat=True)))

@@ -31,12 +31,19 @@ from board.serializers import (
 from board.store.ready import status_filter
 from board.transitions import Status, is_terminal
 from core import events, repositories, server_commands
-from core.api.access import act_as, act_as_assignee, can_see_team, require_team, team_ids
+from core.api.access import (
+    act_as,
+    act_as_assignee,
+    can_see_team,
+    require_person,
+    require_team,
+    team_ids,
+)
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
 from core.api.schema import with_errors
-from core.errors import Conflict, ValidationFailed
+from core.errors import Conflict, NotFound, ValidationFailed
 
 # --- rendering -------------------------------------------------------------------
 
@@ -105,6 +112,7 @@ _FILTER_PARAMETERS = [
     OpenApiParameter("dropped", bool, description="false: leave soft-deleted tasks out"),
 ]
 ORDERS = ("priority", "recent")
+APPROVAL_VIEWS = ("waiting", "not_waiting")
 # Cards in a column's first page: the live columns are work in hand, the terminal
 # ones (done, cancelled) history, where the most recent few are what people want.
 COLUMN_PAGE = 50
@@ -136,6 +144,13 @@ class TaskListView(APIView):
             *_FILTER_PARAMETERS,
             OpenApiParameter("ready", bool),
             OpenApiParameter(
+                "approval",
+                str,
+                enum=list(APPROVAL_VIEWS),
+                description="waiting: only tasks waiting for a person's approval (the "
+                "board's Needs approval column); not_waiting: leave them out",
+            ),
+            OpenApiParameter(
                 "order",
                 str,
                 enum=list(ORDERS),
@@ -158,6 +173,12 @@ class TaskListView(APIView):
             ready=query_bool(params.get("ready"), "ready"),
             **_task_filters(request),
         )
+        approval = params.get("approval")
+        if approval is not None:
+            if approval not in APPROVAL_VIEWS:
+                raise ValidationFailed("approval", f"must be one of {', '.join(APPROVAL_VIEWS)}")
+            waiting = store.awaiting_filter()
+            qs = qs.filter(waiting) if approval == "waiting" else qs.exclude(waiting)
         qs = scope_tasks(request.user, qs)
         paginator = RecentTaskCursorPagination() if order == "recent" else self.pagination_class()
         page = paginator.paginate_queryset(qs, request, view=self)
@@ -193,6 +214,16 @@ class TaskListView(APIView):
         return Response(task_body(result.task), status=201 if result.created else 200)
 
 
+def column_counts(qs: QuerySet[Task]) -> dict[str, int]:
+    """Every column's total: the statuses, and "needs_approval" (the tasks waiting
+    for a person, counted there and not in their status's column)."""
+    counts = store.count_by_status(qs)
+    waiting = store.count_awaiting(qs)
+    for status, n in waiting.items():
+        counts[status] -= n
+    return {store.NEEDS_APPROVAL: sum(waiting.values()), **counts}
+
+
 class TaskCountsView(APIView):
     """How many tasks each column holds, with the list's filters: the board's column
     headers, without reading the tasks."""
@@ -221,7 +252,7 @@ class TaskCountsView(APIView):
     )
     def get(self, request: Request) -> Response:
         filters = _task_filters(request)
-        counts = store.count_by_status(scope_tasks(request.user, store.list_tasks(**filters)))
+        counts = column_counts(scope_tasks(request.user, store.list_tasks(**filters)))
         return Response({"team": filters["team"], "counts": counts, "total": sum(counts.values())})
 
 
@@ -300,11 +331,24 @@ class BoardColumnsView(APIView):
         seq = events.latest_seq(team) if team and can_see_team(request.user, team) else None
         visible = scope_tasks(request.user, store.list_tasks(**filters))
         counted = params.get("counts") is None or query_bool(params.get("counts"), "counts")
-        counts = store.count_by_status(visible) if counted else None
+        counts = column_counts(visible) if counted else None
         own = ("limit", "terminal_limit", "cursor", "counts")
         query = {k: v for k, v in params.items() if k not in own}
         list_url = request.build_absolute_uri(reverse("tasks"))
         pages: dict[str, tuple[list[Task], str | None]] = {}
+        # First the tasks waiting for a person's approval, in the board's order;
+        # their status columns leave them out.
+        waiting = TaskCursorPagination()
+        waiting_query = {**query, "approval": "waiting", "limit": sizes[False]}
+        pages[store.NEEDS_APPROVAL] = (
+            waiting.first_page(
+                visible.filter(store.awaiting_filter()),
+                request,
+                sizes[False],
+                f"{list_url}?{urlencode(waiting_query)}",
+            ),
+            waiting.get_next_link(),
+        )
         for status in Status:
             terminal = is_terminal(status)
             pager = RecentTaskCursorPagination() if terminal else TaskCursorPagination()
@@ -312,8 +356,13 @@ class BoardColumnsView(APIView):
             column_query = {**query, "status": status.value, "limit": size}
             if terminal:
                 column_query["order"] = "recent"
+            else:
+                column_query["approval"] = "not_waiting"
+            column = visible.filter(status_filter(status))
+            if not terminal:
+                column = column.exclude(store.awaiting_filter())
             rows = pager.first_page(
-                visible.filter(status_filter(status)),
+                column,
                 request,
                 size,
                 f"{list_url}?{urlencode(column_query)}",
@@ -391,6 +440,7 @@ class TransitionView(APIView):
             "validation_error",
             "illegal_transition",
             "claim_required",
+            "approval_required",
             "conflict",
             "verification_required",
         ),
@@ -409,6 +459,129 @@ class TransitionView(APIView):
             actor=request.user.get_username(),
         )
         return Response(task_body(task))
+
+
+ApprovalDecisionBody = inline_serializer(
+    "ApprovalDecision",
+    {
+        "decision": serializers.ChoiceField(choices=list(store.APPROVAL_DECISIONS)),
+        "reason": serializers.CharField(required=False, max_length=2_000),
+        "revision": serializers.IntegerField(
+            required=False,
+            help_text="the task revision you read: refused (409) if it changed since",
+        ),
+    },
+)
+
+
+class TaskApprovalView(APIView):
+    """A person's decision on a task's approval before work (GOVERNANCE §5): any
+    member of the task's team, with their own credential (an agent's key: 403)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_approval",
+        request=ApprovalDecisionBody,
+        responses=with_errors(
+            {200: TaskSerializer}, "not_found", "validation_error", "forbidden", "conflict"
+        ),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        visible_task(request.user, task_id)
+        by = require_person(request)
+        body = json_object(request, ApprovalDecisionBody)
+        task = store.decide_approval(
+            task_id,
+            body["decision"],
+            by=by,
+            reason=body.get("reason"),
+            revision=body.get("revision"),
+        )
+        return Response(task_body(task))
+
+
+_TOOL_APPROVAL_FIELDS: dict[str, Any] = {
+    "id": serializers.CharField(),
+    "task_id": serializers.CharField(),
+    "team": serializers.CharField(),
+    "agent_id": serializers.CharField(),
+    "tool": serializers.CharField(),
+    "arguments": serializers.DictField(help_text="secret-looking values masked (***)"),
+    "state": serializers.ChoiceField(choices=["pending", "allowed", "denied", "timed_out"]),
+    "decision": serializers.ChoiceField(
+        choices=["allow_once", "allow_always", "deny"], allow_null=True
+    ),
+    "decided_by": serializers.CharField(allow_null=True),
+    "decided_at": serializers.DateTimeField(allow_null=True),
+    "created_at": serializers.DateTimeField(),
+    "expires_at": serializers.DateTimeField(help_text="no answer by then is a deny"),
+}
+_TOOL_APPROVAL = inline_serializer("ToolApproval", _TOOL_APPROVAL_FIELDS)
+_TOOL_APPROVALS = inline_serializer("ToolApproval", _TOOL_APPROVAL_FIELDS, many=True)
+
+
+ToolApprovalDecisionBody = inline_serializer(
+    "ToolApprovalDecision",
+    {"decision": serializers.ChoiceField(choices=["allow_once", "allow_always", "deny"])},
+)
+
+
+def _visible_tool_approval(request: Request, approval_id: str) -> Any:
+    found = store.list_approvals(teams=team_ids(request.user), state=None).filter(pk=approval_id)
+    row = found.first()
+    if row is None:
+        raise NotFound(f"approval {approval_id!r} does not exist", approval_id=approval_id)
+    return row
+
+
+class ToolApprovalsView(APIView):
+    """Tool calls of running agents waiting for a person (GOVERNANCE §5)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="approvals_list",
+        parameters=[
+            OpenApiParameter(
+                "state",
+                str,
+                enum=["pending", "allowed", "denied", "timed_out", "any"],
+                description="pending (default): the calls waiting now",
+            ),
+            OpenApiParameter("task", str),
+            OpenApiParameter("team", str),
+        ],
+        responses=with_errors({200: _TOOL_APPROVALS}, "validation_error"),
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        state = params.get("state", "pending")
+        teams = team_ids(request.user)
+        if params.get("team") is not None:
+            teams = [require_team(request.user, params["team"])]
+        rows = store.list_approvals(
+            teams=teams, state=None if state == "any" else state, task=params.get("task")
+        )
+        return Response([row.as_dict() for row in rows[:500]])
+
+
+class ToolApprovalDetailView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="approvals_decide",
+        request=ToolApprovalDecisionBody,
+        responses=with_errors(
+            {200: _TOOL_APPROVAL}, "not_found", "validation_error", "forbidden", "conflict"
+        ),
+    )
+    def post(self, request: Request, approval_id: str) -> Response:
+        _visible_tool_approval(request, approval_id)
+        by = require_person(request)
+        body = json_object(request, ToolApprovalDecisionBody)
+        return Response(store.decide_tool_call(approval_id, body["decision"], by=by).as_dict())
 
 
 ClaimBody = inline_serializer(
@@ -432,6 +605,7 @@ class ClaimView(APIView):
             "not_found",
             "conflict",
             "budget_paused",
+            "approval_required",
             "validation_error",
             "forbidden",
         ),

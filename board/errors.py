@@ -9,6 +9,7 @@ from core.errors import ClawbooError, Conflict, NotFound, RateLimited, Validatio
 __all__ = [
     "BudgetNotFound",
     "BudgetPaused",
+    "ApprovalRequired",
     "ClaimConflict",
     "ClaimRequired",
     "DependencyCycle",
@@ -102,3 +103,10 @@ class BudgetPaused(ClawbooError):
             scope=scope,
             scope_id=scope_id,
         )
+
+
+class ApprovalRequired(ClawbooError):
+    """The task waits for a person's approval (GOVERNANCE §5): no claim takes it
+    until one approves. Retrying is pointless until then."""
+
+    code = "approval_required"

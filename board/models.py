@@ -24,6 +24,19 @@ class Verdict(models.TextChoices):
     COMPLETED_WITH_DEBT = "completed_with_debt"
 
 
+class ApprovalState(models.TextChoices):
+    """A task's approval before work (GOVERNANCE §5). No state (null): none needed."""
+
+    REQUIRED = "required"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+
+
+# The states a person still has to answer: the board's "Needs approval" column.
+AWAITING_APPROVAL = (ApprovalState.REQUIRED, ApprovalState.EXPIRED)
+
+
 # Only a passing deterministic gate promotes to done; "completed_with_debt" is a
 # red gate that finished anyway (seed 000: non-promotable).
 PROMOTABLE_VERDICTS = frozenset({Verdict.PASS})
@@ -101,6 +114,20 @@ class Task(models.Model):
     dropped = models.BooleanField(default=False)
     tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
 
+    # Approval before work (board.store.approvals writes these). Null state: the task
+    # needs none. The claim statement admits only null or approved, as a column
+    # condition, so no racer can take a task a person has not said yes to.
+    approval_state = models.CharField(
+        max_length=16, choices=ApprovalState.choices, null=True, blank=True, editable=False
+    )
+    # The revision the person saw when they decided (null while required).
+    approval_revision = models.BigIntegerField(null=True, blank=True, editable=False)
+    # Who decided (a user name), or null while nobody has.
+    approval_by = models.CharField(max_length=150, null=True, blank=True, editable=False)
+    # When the state was set: since when a required approval waits, or the decision.
+    approval_at = models.DateTimeField(null=True, blank=True, editable=False)
+    approval_reason = models.TextField(null=True, blank=True, editable=False)
+
     revision = models.BigIntegerField(default=0)
     write_log = models.JSONField(default=list, blank=True)
     write_log_truncated = models.BooleanField(default=False)
@@ -176,6 +203,13 @@ class Task(models.Model):
                 name="tasks_assignee_idx",
                 condition=Q(assignee_agent_id__isnull=False),
             ),
+            # The "Needs approval" column and the expiry pass: the few tasks waiting
+            # for a person, oldest first. Partial: the rest of the table is not in it.
+            models.Index(
+                fields=["team", "approval_at"],
+                name="tasks_awaiting_approval_idx",
+                condition=Q(approval_state__in=["required", "expired"]),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -184,6 +218,10 @@ class Task(models.Model):
     def get_absolute_url(self) -> str:
         """The task open on its team's live board (the admin's "View on site")."""
         return f"{reverse('board')}?{urlencode({'team': self.team_id, 'task': self.id})}"
+
+    @property
+    def approval(self) -> dict[str, Any] | None:
+        return snapshot.approval(self)
 
     @property
     def verification(self) -> dict[str, Any] | None:
@@ -482,3 +520,97 @@ def window_bounds(window: str, at: dt.datetime) -> tuple[dt.datetime, dt.datetim
         end = (start + dt.timedelta(days=32)).replace(day=1)
         return start, end
     return EPOCH, NEVER
+
+
+class ToolApprovalState(models.TextChoices):
+    PENDING = "pending"
+    ALLOWED = "allowed"
+    DENIED = "denied"
+    # Nobody answered by the timeout: a deny (fail closed).
+    TIMED_OUT = "timed_out"
+
+
+class ToolDecision(models.TextChoices):
+    ALLOW_ONCE = "allow_once"
+    ALLOW_ALWAYS = "allow_always"
+    DENY = "deny"
+
+
+class ToolApproval(models.Model):
+    """A tool call a running agent's permission mode did not allow, waiting for a
+    person (GOVERNANCE §5): the run waits on it. Written by board.store.tool_approvals."""
+
+    id = models.CharField(primary_key=True, max_length=32)
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="tool_approvals")
+    team = models.ForeignKey("clawboo.Team", on_delete=models.CASCADE, related_name="+")
+    agent_id = models.CharField(max_length=128)
+    tool = models.CharField(max_length=255)
+    # The call's arguments with secret-looking values masked: never the secret itself.
+    arguments = models.JSONField(default=dict, blank=True)
+    tool_use_id = models.CharField(max_length=128, blank=True, default="")
+    state = models.CharField(
+        max_length=16, choices=ToolApprovalState.choices, default=ToolApprovalState.PENDING
+    )
+    decision = models.CharField(max_length=16, choices=ToolDecision.choices, null=True, blank=True)
+    decided_by = models.CharField(max_length=150, null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "tool_approvals"
+        ordering = ["-created_at", "id"]
+        indexes = [
+            # GET /api/approvals: a team's pending calls (few), oldest first.
+            models.Index(
+                fields=["team", "created_at"],
+                name="tool_approvals_pending_idx",
+                condition=Q(state="pending"),
+            ),
+            models.Index(fields=["task", "created_at"], name="tool_approvals_task_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} for {self.agent_id} on {self.task_id} ({self.state})"
+
+    def as_dict(self) -> dict[str, Any]:
+        def iso(value: Any) -> str | None:
+            return value.isoformat() if value is not None else None
+
+        return {
+            "id": self.id,
+            "task_id": self.task_id,
+            "team": self.team_id,
+            "agent_id": self.agent_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "state": self.state,
+            "decision": self.decision,
+            "decided_by": self.decided_by,
+            "decided_at": iso(self.decided_at),
+            "created_at": iso(self.created_at),
+            "expires_at": iso(self.expires_at),
+        }
+
+
+class ToolGrant(models.Model):
+    """``allow_always``: this agent may run this tool without asking again."""
+
+    agent_id = models.CharField(max_length=128)
+    tool = models.CharField(max_length=255)
+    granted_by = models.CharField(max_length=150)
+    approval = models.ForeignKey(
+        ToolApproval, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "tool_grants"
+        constraints = [
+            models.UniqueConstraint(fields=["agent_id", "tool"], name="tool_grants_agent_tool")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} may always run {self.tool}"

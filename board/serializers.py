@@ -17,6 +17,16 @@ from board.store.tickets import OUTCOMES
 from board.transitions import Status
 
 
+class ApprovalSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=["required", "approved", "denied", "expired"])
+    revision = serializers.IntegerField(
+        allow_null=True, help_text="the task revision the person saw when they decided"
+    )
+    by = serializers.CharField(allow_null=True, help_text="the user who decided")
+    at = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField(allow_null=True)
+
+
 class GateSerializer(serializers.Serializer):
     command = serializers.CharField(allow_null=True)
     exit_code = serializers.IntegerField(allow_null=True)
@@ -99,6 +109,11 @@ class TaskSerializer(serializers.Serializer):
     cost = serializers.DictField(
         help_text="{cents, tokens, tree_cents, tree_tokens}: this task's runs (every "
         "attempt), and its tree's (itself and every descendant), live while runs go"
+    )
+    approval = ApprovalSerializer(
+        allow_null=True,
+        help_text="approval before work (null: none needed); no claim takes the task "
+        "until its state is approved",
     )
     dropped = serializers.BooleanField()
     revision = serializers.IntegerField()

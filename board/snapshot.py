@@ -12,7 +12,9 @@ from typing import Any, Literal
 
 from board import judgement
 
-Kind = Literal["value", "bool", "list", "dict", "json", "time", "verification", "cost", "deps"]
+Kind = Literal[
+    "value", "bool", "list", "dict", "json", "time", "verification", "approval", "cost", "deps"
+]
 
 # (key in the body, the tasks column it reads, how it is rendered)
 FIELDS: tuple[tuple[str, str, Kind], ...] = (
@@ -47,6 +49,7 @@ FIELDS: tuple[tuple[str, str, Kind], ...] = (
     ("verification", "verdict", "verification"),
     ("max_run_cents", "max_run_cents", "value"),
     ("cost", "cost_tokens", "cost"),
+    ("approval", "approval_state", "approval"),
     ("dropped", "dropped", "bool"),
     ("revision", "revision", "value"),
     ("incarnation_id", "incarnation_id", "value"),
@@ -72,6 +75,19 @@ def verification(task: Any) -> dict[str, Any] | None:
     return judgement.render(task, _iso(task.verdict_at))
 
 
+def approval(task: Any) -> dict[str, Any] | None:
+    """``{state, revision, by, at, reason}``, or None: the task needs no approval."""
+    if task.approval_state is None:
+        return None
+    return {
+        "state": task.approval_state,
+        "revision": task.approval_revision,
+        "by": task.approval_by,
+        "at": _iso(task.approval_at),
+        "reason": task.approval_reason,
+    }
+
+
 _PY: dict[Kind, Callable[[Any, str, list[str] | None], Any]] = {
     "value": lambda task, col, deps: getattr(task, col),
     "bool": lambda task, col, deps: bool(getattr(task, col)),
@@ -80,6 +96,7 @@ _PY: dict[Kind, Callable[[Any, str, list[str] | None], Any]] = {
     "json": lambda task, col, deps: getattr(task, col),
     "time": lambda task, col, deps: _iso(getattr(task, col)),
     "verification": lambda task, col, deps: verification(task),
+    "approval": lambda task, col, deps: approval(task),
     "cost": lambda task, col, deps: {
         "cents": task.cost_cents,
         "tokens": task.cost_tokens,

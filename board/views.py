@@ -10,8 +10,12 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 
 from board import transitions
 from board.api import COLUMN_PAGE, TERMINAL_PAGE
+from board.store import NEEDS_APPROVAL
 from core.api.access import team_ids
 from core.models import Team
+
+# The column of tasks waiting for a person (first; the page hides it while empty).
+NEEDS_APPROVAL_LABEL = "Needs approval"
 
 
 class BoardLoginView(LoginView):
@@ -40,11 +44,15 @@ def board_page(request: HttpRequest) -> HttpResponse:
         {
             "teams": team_list,
             "team": team,
-            "columns": list(transitions.Status),
+            "columns": [(NEEDS_APPROVAL, NEEDS_APPROVAL_LABEL)]
+            + [(s.value, s.label) for s in transitions.Status],
             "board_config": {
                 "team": team,
                 "statuses": [s.value for s in transitions.Status],
-                "labels": {s.value: s.label for s in transitions.Status},
+                "labels": {
+                    NEEDS_APPROVAL: NEEDS_APPROVAL_LABEL,
+                    **{s.value: s.label for s in transitions.Status},
+                },
                 "transitions": transitions.as_json(),
                 "terminal": sorted(transitions.TERMINAL),
                 "page": {"active": COLUMN_PAGE, "terminal": TERMINAL_PAGE},

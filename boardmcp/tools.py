@@ -223,6 +223,8 @@ def _brief(task: Task, depends_on: list[str] | None = None) -> dict[str, Any]:
         "labels": task.labels,
         "assignee_agent_id": task.assignee_agent_id,
         "parent_task_id": task.parent_task_id,
+        # Work an agent files waits for a person: say so, rather than look ready.
+        "approval": task.approval,
     }
     if depends_on is not None:
         body["depends_on"] = depends_on
@@ -529,6 +531,59 @@ def spend(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
     return body
 
 
+def decide_approval(
+    ctx: Context,
+    task_id: TaskId,
+    decision: Literal["approve", "deny"],
+    reason: Annotated[str, Field(max_length=2_000)] | None = None,
+) -> dict[str, Any]:
+    """A person's yes or no to a task that waits for approval before any agent takes
+    it. People only: an agent's credential is refused (forbidden)."""
+    caller = caller_of(ctx)
+    if caller.agent_id is not None or caller.run:
+        raise Forbidden("an agent never decides an approval: a person decides with their own key")
+    task = _visible(caller, task_id)
+    decided = store.decide_approval(task.id, decision, by=caller.name, reason=reason)
+    return {"task": _brief(decided), "approval": decided.approval}
+
+
+# The tool Claude Code asks when its permission mode does not allow a call
+# (``--permission-prompt-tool mcp__<server>__permission_prompt``; executor.runtimes.
+# claude_code). Its contract (2.1.332): called with {tool_name, input, tool_use_id};
+# answers one JSON text, {"behavior": "allow", "updatedInput": {...}} or
+# {"behavior": "deny", "message": "..."}.
+PERMISSION_PROMPT_TOOL = "permission_prompt"
+
+
+@board_call
+def permission_prompt(
+    ctx: Context,
+    tool_name: Annotated[str, Field(min_length=1, max_length=255)],
+    input: dict[str, Any] | None = None,  # noqa: A002 - the runtime's own argument name
+    tool_use_id: str | None = None,
+) -> dict[str, Any]:
+    """Asked by the runtime, not by the model: a tool call your permission mode does
+    not allow waits for a person of your team, who allows it or not. No answer in
+    time is a no."""
+    caller = caller_of(ctx)
+    if not caller.run or caller.agent_id is None or caller.task_id is None:
+        raise Forbidden("only a run's own credential asks for a tool call's approval")
+    arguments = input or {}
+    pending = store.ask_tool_call(
+        caller.task_id, caller.agent_id, tool_name, arguments, tool_use_id or ""
+    )
+    if pending is None:  # allow_always holds for this agent and tool
+        return {"behavior": "allow", "updatedInput": arguments}
+    answer = store.wait_tool_call(pending.id)
+    if answer.state == "allowed":
+        return {"behavior": "allow", "updatedInput": arguments}
+    if answer.state == "denied":
+        message = f"{answer.decided_by} denied running {tool_name} (approval {answer.id})"
+    else:
+        message = f"nobody approved running {tool_name} in time (approval {answer.id}): denied"
+    return {"behavior": "deny", "message": message}
+
+
 TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
     (list_tasks, READ),
     (get_task, READ),
@@ -544,6 +599,8 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
     (read_handoff, READ),
     (write_handoff, WRITE),
     (spend, READ),
+    (decide_approval, WRITE),
+    (permission_prompt, WRITE),
 )
 
 

@@ -188,6 +188,10 @@ CLAWBOO_STATE_DIR = STATE_DIR
 CLAWBOO_REDIS_URL = os.environ.get("CLAWBOO_REDIS_URL", "")
 CLAWBOO_BOARD_STALE_TTL_MS = env_int("CLAWBOO_BOARD_STALE_TTL_MS", 180_000)
 CLAWBOO_BOARD_STALE_SWEEP_MS = env_int("CLAWBOO_BOARD_STALE_SWEEP_MS", 60_000)
+# Approvals (GOVERNANCE §5): a task's approval unanswered this long expires; a tool
+# call waiting for a person this long is denied (fail closed).
+CLAWBOO_APPROVAL_TTL_MS = env_int("CLAWBOO_APPROVAL_TTL_MS", 24 * 3600 * 1000)
+CLAWBOO_TOOL_APPROVAL_TIMEOUT_MS = env_int("CLAWBOO_TOOL_APPROVAL_TIMEOUT_MS", 600_000)
 CLAWBOO_DB_WRITE_BUDGET_MS = env_int("CLAWBOO_DB_WRITE_BUDGET_MS", 1_500)
 # Days of event log and chat kept (core.retention); 0 keeps everything.
 CLAWBOO_HISTORY_RETENTION_DAYS = env_int("CLAWBOO_HISTORY_RETENTION_DAYS", 30, low=0)

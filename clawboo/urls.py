@@ -28,6 +28,7 @@ board_patterns: list[URLPattern | URLResolver] = [
     path("tasks/<str:task_id>", board_api.TaskDetailView.as_view(), name="task"),
     path("tasks/<str:task_id>/transition", board_api.TransitionView.as_view()),
     path("tasks/<str:task_id>/claim", board_api.ClaimView.as_view()),
+    path("tasks/<str:task_id>/approval", board_api.TaskApprovalView.as_view()),
     path("tasks/<str:task_id>/heartbeat", board_api.HeartbeatView.as_view()),
     path("tasks/<str:task_id>/release", board_api.ReleaseView.as_view()),
     path("tasks/<str:task_id>/complete", board_api.CompleteView.as_view()),
@@ -54,7 +55,10 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("board/", include(board_patterns)),  # first: the agents' hot paths
     path("whoami", registry_views.WhoAmIView.as_view()),
     path("workers/beat", registry_views.WorkerBeatView.as_view()),
+    path("approvals", board_api.ToolApprovalsView.as_view()),
+    path("approvals/<str:approval_id>", board_api.ToolApprovalDetailView.as_view()),
     path("teams", registry_views.TeamsView.as_view()),
+    path("teams/<str:team_id>", registry_views.TeamDetailView.as_view()),
     path("agents", registry_views.AgentsView.as_view()),
     path("agents/<str:agent_id>", registry_views.AgentDetailView.as_view()),
     path("teams/<str:team_id>", registry_views.TeamDetailView.as_view()),

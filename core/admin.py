@@ -31,10 +31,13 @@ class TeamAdmin(DataLayerAdmin):
 
     def save_model(self, request: HttpRequest, obj: Team, form: Any, change: bool) -> None:
         try:
+            if not change:
+                registry.create_team(form.cleaned_data["id"], form.cleaned_data["name"])
             if change:
                 registry.update_team(obj.pk, name=form.cleaned_data["name"])
-            else:
-                registry.create_team(form.cleaned_data["id"], form.cleaned_data["name"])
+            registry.update_team(
+                obj.pk, approval_required=form.cleaned_data.get("approval_required", False)
+            )
             if "reviewer_agent" in form.changed_data:
                 reviewer = form.cleaned_data["reviewer_agent"]
                 registry.set_reviewer_agent(obj.pk, reviewer.pk if reviewer else None)

@@ -157,6 +157,15 @@ def narration_for(event: Event) -> str | None:
         # agent): worth a line only when a person made it.
         status = str(task.get("status") or "?").replace("_", " ")
         return f"{who} moved {title} to {status}" if who else None
+    if event.kind == "approval_decided":
+        approval = task.get("approval") or {}
+        said = "approved" if approval.get("state") == "approved" else "denied"
+        why = f": {str(approval['reason'])[:120]}" if approval.get("reason") else ""
+        return f"{who or approval.get('by') or 'someone'} {said} {title}{why}"
+    if event.kind == "approval_required":
+        return f"{title} waits for a person's approval again (it changed)"
+    if event.kind == "approval_expired":
+        return f"Nobody approved {title} in time: its approval expired"
     verb = _VERBS.get(event.kind)
     if verb is None:
         return None

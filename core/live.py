@@ -49,6 +49,12 @@ def frames_for(event: Event) -> list[dict[str, Any]]:
                     "kind": event.kind,
                     "task": payload["task"],
                     "prev_status": payload.get("prev_status"),
+                    # A tool call waiting for a person, or its answer: shown on the card.
+                    **(
+                        {"tool_approval": payload["tool_approval"]}
+                        if "tool_approval" in payload
+                        else {}
+                    ),
                 }
             )
         else:

@@ -35,6 +35,8 @@ class Team(models.Model):
     # Highest event sequence handed out for this team. Bumped with a row-locking
     # UPDATE inside each mutation's transaction, so sequence order is commit order.
     last_event_seq = models.BigIntegerField(default=0, editable=False)
+    # Every task of this team waits for a person's approval before any claim.
+    approval_required = models.BooleanField(default=False)
     # The critic of the team's risky changes (GOVERNANCE §4): an agent of this team
     # reviews a change its builder finished; null: no critic.
     reviewer_agent = models.ForeignKey(

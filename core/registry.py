@@ -225,15 +225,24 @@ def _check_default_repository(conf: dict[str, Any], team_id: str) -> None:
         repositories.of_team(conf["repository"], team_id, "settings.repository")
 
 
-def update_team(team_id: str, *, name: Any = None, members: Any = None) -> Team:
-    """Rename a team and/or set its members (the admin's save)."""
+def update_team(
+    team_id: str, *, name: Any = None, members: Any = None, approval_required: Any = None
+) -> Team:
+    """Rename a team, set its members, or whether its new tasks wait for a person's
+    approval (the admin's save, ``PATCH /api/teams/{id}``). The approval rule
+    applies to tasks created from then on; tasks already filed keep theirs."""
     label = None if name is None else check_text(name, "name", limit=200, required=True)
+    if approval_required is not None and not isinstance(approval_required, bool):
+        raise ValidationFailed("approval_required", "must be true or false")
 
     def run() -> Team:
         team = get_team(team_id)
         if label is not None and label != team.name:
             team.name = label
             team.save(update_fields=["name"])
+        if approval_required is not None and approval_required != team.approval_required:
+            team.approval_required = approval_required
+            team.save(update_fields=["approval_required"])
         if members is not None:
             team.members.set(members)
         return team

@@ -20,6 +20,7 @@ class Reason(models.TextChoices):
     BUDGET_WARNING = "budget_warning", "a budget reaches 80 %"
     BUDGET_EXHAUSTED = "budget_exhausted", "a budget reaches 100 %"
     BUDGET_STOPPED = "budget_stopped", "a run is stopped for spend"
+    APPROVAL = "approval", "work or a tool call waits for a person's approval"
 
 
 class ChannelKind(models.TextChoices):

@@ -81,6 +81,9 @@ CANDIDATE_KINDS = (
     "budget_warning",
     "budget_exhausted",
     "budget_stopped",
+    "added",
+    "approval_required",
+    "tool_approval_requested",
 )
 # Events that are a person's moment by their kind alone (each is written once).
 _KIND_REASONS = {
@@ -97,7 +100,9 @@ _KIND_REASONS = {
 def reason_for(event: Event) -> str | None:
     """Why ``event`` needs a person, or None. Entering review or blocked is a
     change of status (``prev_status`` set); a recorded verdict of ``fail`` is a
-    failed verification; ``routine_error`` is a routine halted in error."""
+    failed verification; ``routine_error`` is a routine halted in error; a task
+    filed or changed that waits for approval, or a tool call waiting for a person
+    (``tool_approval_requested``), is a decision waiting."""
     if event.kind in _KIND_REASONS:
         return _KIND_REASONS[event.kind]
     payload = event.payload if isinstance(event.payload, dict) else {}
@@ -107,6 +112,12 @@ def reason_for(event: Event) -> str | None:
     if event.kind == "verification_recorded":
         verdict = (task.get("verification") or {}).get("verdict")
         return Reason.VERIFICATION_FAILED if verdict == "fail" else None
+    if event.kind == "tool_approval_requested":
+        return Reason.APPROVAL
+    if event.kind in ("added", "approval_required"):
+        # Work filed (or changed) that waits for a person before any agent takes it.
+        approval = task.get("approval") or {}
+        return Reason.APPROVAL if approval.get("state") == "required" else None
     status = task.get("status")
     if event.prev_status is None or event.prev_status == status:
         return None
@@ -125,6 +136,7 @@ SUMMARY = {
     Reason.BUDGET_WARNING: "The {scope} {scope_id!r} has spent {spent}¢ of its {limit}¢ budget",
     Reason.BUDGET_EXHAUSTED: "The {scope} {scope_id!r} has spent its {limit}¢ budget ({spent}¢)",
     Reason.BUDGET_STOPPED: "A run of task {task_id!r} ({title}) was stopped for spend",
+    Reason.APPROVAL: "Task {task_id!r} ({title}) waits for your approval{what}",
 }
 
 
@@ -151,6 +163,7 @@ def body_for(event: Event, reason: str) -> str:
         "scope_id": budget.get("scope_id"),
         "spent": budget.get("spent_cents"),
         "limit": budget.get("limit_cents"),
+        "what": "",
     }
     if budget:
         body["budget"] = budget
@@ -163,8 +176,14 @@ def body_for(event: Event, reason: str) -> str:
             "assignee_agent_id": task.get("assignee_agent_id"),
             "error": task.get("error"),
             "verification": task.get("verification"),
+            "approval": task.get("approval"),
         }
         facts["title"] = task.get("title") or ""
+    tool = payload.get("tool_approval")
+    if reason == Reason.APPROVAL and isinstance(tool, dict):
+        # A tool call waiting: what it would run (its arguments already masked).
+        body["tool_approval"] = tool
+        facts["what"] = f" to run {tool.get('tool')}"
     if reason == Reason.ROUTINE_ERROR:
         body["routine"] = {
             "id": payload.get("routine_id"),

@@ -52,6 +52,8 @@ PERIODIC: tuple[Periodic, ...] = (
     Periodic(
         "clawboo.prune", "ops.periodic.prune", lambda: retention.PRUNE_EVERY.total_seconds() / 60
     ),
+    # Task approvals nobody answered within CLAWBOO_APPROVAL_TTL_MS become expired.
+    Periodic("clawboo.approval-expiry", "ops.periodic.expire_approvals", lambda: 1),
 )
 
 
@@ -61,6 +63,16 @@ def stale_sweep() -> int:
     if released:
         log.info("stale sweep: released %d task(s)", len(released))
     return len(released)
+
+
+def expire_approvals() -> int:
+    """The approval expiry as a scheduled job: how many approvals it expired."""
+    from board.store import expire_unanswered
+
+    expired = expire_unanswered()
+    if expired:
+        log.info("approvals: expired %d unanswered approval(s)", len(expired))
+    return len(expired)
 
 
 def prune() -> dict[str, int]:

@@ -164,6 +164,7 @@ def materialize_task(routine: Routine, slot_at: int) -> Task:
         repository=template.get("repository"),
         # The template's per-node cost cap is the run's ceiling (0: none).
         max_run_cents=template.get("max_node_cents") or None,
+        approval_required=bool(template.get("approval_required", False)),
     )
     return created.task
 
@@ -206,7 +207,9 @@ def dispatch_one_shot(routine: Routine, agent: Agent, task: Task, slot_at: int) 
     is happening; the fire is recorded ``satisfied``, never retried.
     """
     claim = board_store.claim(task.id, agent.id, agent.runtime)
-    if claim.outcome == "conflict":
+    if claim.outcome in ("conflict", "approval_required"):
+        # approval_required: the task waits on the board for a person (GOVERNANCE §5);
+        # once approved, the executor's workers take it like any ready task.
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="one-shot")
     if claim.refusal is not None:
         raise FireFailed(claim.refusal.detail)
@@ -234,7 +237,7 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
     if gateway.configured() is None:
         raise FireFailed(gateway.NOT_CONFIGURED)
     claim = board_store.claim(task.id, agent.id, agent.runtime)
-    if claim.outcome == "conflict":
+    if claim.outcome in ("conflict", "approval_required"):
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="connected")
     if claim.refusal is not None:
         raise FireFailed(claim.refusal.detail)

@@ -91,6 +91,12 @@ class RoutineForm(forms.ModelForm):
         max_length=128,
         help_text="Fire an existing task instead of a fresh one (one-shot schedules only).",
     )
+    approval_required = forms.BooleanField(
+        label="Needs approval",
+        required=False,
+        help_text="Each fire's task waits for a person of the team to approve it before "
+        "any agent takes it.",
+    )
 
     class Meta:
         model = Routine

@@ -64,6 +64,7 @@ TEMPLATE_KEYS = (
     "max_node_cents",
     "team_task_id",
     "verify_cmd",
+    "approval_required",
 )
 _TEMPLATE_KEYS = frozenset(TEMPLATE_KEYS)
 _IN_FLIGHT = frozenset({RoutineStatus.QUEUED, RoutineStatus.CLAIMED, RoutineStatus.RUNNING})
@@ -127,6 +128,11 @@ def check_task_template(value: Any) -> dict[str, Any]:
     clean["repository"] = (
         None if named is None else checks.check_id(named, "task_template.repository")
     )
+    # Each fire's task waits for a person's approval before any claim (GOVERNANCE §5).
+    approval = value.get("approval_required", False)
+    if not isinstance(approval, bool):
+        raise ValidationFailed("task_template.approval_required", "must be true or false")
+    clean["approval_required"] = approval
     return clean
 
 

@@ -8,6 +8,14 @@ PostgreSQL) and records its task-change event in that same transaction.
 
 from board.ceilings import MAX_DEPTH, MAX_LIVE_CHILDREN, ROOT_RATE_LIMIT
 from board.store._base import depends_on_ids, lock_task, now
+from board.store.approvals import DECISIONS as APPROVAL_DECISIONS
+from board.store.approvals import (
+    NEEDS_APPROVAL,
+    awaiting_filter,
+    count_awaiting,
+    expire_unanswered,
+)
+from board.store.approvals import decide as decide_approval
 from board.store.claims import (
     DISPATCH_ORDER,
     MAX_ABANDONMENTS,
@@ -108,6 +116,10 @@ from board.store.tickets import (
     begin_write,
     did_write_land,
 )
+from board.store.tool_approvals import ask as ask_tool_call
+from board.store.tool_approvals import decide as decide_tool_call
+from board.store.tool_approvals import list_approvals
+from board.store.tool_approvals import wait as wait_tool_call
 from board.store.workspaces import (
     get_workspace,
     last_workspace,
@@ -119,6 +131,16 @@ from board.store.workspaces import (
 )
 
 __all__ = [
+    "APPROVAL_DECISIONS",
+    "NEEDS_APPROVAL",
+    "awaiting_filter",
+    "ask_tool_call",
+    "decide_tool_call",
+    "list_approvals",
+    "wait_tool_call",
+    "count_awaiting",
+    "decide_approval",
+    "expire_unanswered",
     "DECLINE_PRECEDENCE",
     "DISPATCH_ORDER",
     "MAX_ABANDONMENTS",

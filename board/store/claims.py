@@ -27,10 +27,11 @@ from typing import Any, Literal
 from django.db import connection
 
 from board import checks
-from board.errors import BudgetPaused, ClaimConflict, TaskNotFound
+from board.errors import ApprovalRequired, BudgetPaused, ClaimConflict, TaskNotFound
 from board.models import ExecutionStatus, Task
 from board.store import spend
 from board.store._base import commit_change, lock_task, now, record_event
+from board.store.approvals import blocks_claim
 from board.store.executions import close_run_leaving
 from board.store.moves import clear_claim, move
 from board.store.ready import READY_SQL, label_param, label_sql
@@ -45,7 +46,7 @@ ABANDONED_ERROR = "abandoned: its lease lapsed {n} times without renewal"
 
 @dataclass(frozen=True)
 class ClaimResult:
-    outcome: Literal["ok", "conflict", "not_found", "budget_paused"]
+    outcome: Literal["ok", "conflict", "not_found", "budget_paused", "approval_required"]
     task: Task | None = None
     ticket: str | None = None
     # The refusal's own exception, when it has more to say than its outcome.
@@ -61,6 +62,11 @@ class ClaimResult:
             raise TaskNotFound(task_id)
         if self.refusal is not None:
             raise self.refusal
+        if self.outcome == "approval_required":
+            raise ApprovalRequired(
+                f"task {task_id!r} waits for a person's approval before any claim",
+                task_id=task_id,
+            )
         if self.outcome == "conflict":
             raise ClaimConflict(
                 "the task is not claimable: someone else holds it, or it is not ready"
@@ -77,8 +83,12 @@ _SET = (
     "updated_at = %s, lease_until = %s, lease_duration_ms = %s, "
     "attempts = attempts + 1, started_at = COALESCE(started_at, %s), revision = revision + 1"
 )
+# Approval before work (GOVERNANCE §5, board.store.approvals): a task a person has
+# not approved is never taken. A column condition, in the pick and in the guard.
+_APPROVED = f"({_TABLE}.approval_state IS NULL OR {_TABLE}.approval_state = 'approved')"
 _GUARD = (
     f"{_TABLE}.status = 'todo' AND {_TABLE}.assignee_agent_id IS NULL AND {_TABLE}.dropped = FALSE"
+    f" AND {_APPROVED}"
 )
 # claim(): the one task, if it is ready. Binds: the SET values, the task id.
 _CLAIM_ONE_SQL = (
@@ -110,7 +120,7 @@ def _claim_next_sql(vendor: str, order: str, scoped: bool, excluding: bool = Fal
     lock = " FOR UPDATE SKIP LOCKED" if vendor == "postgresql" else ""
     pick = (
         f"SELECT {_TABLE}.id FROM {_TABLE} WHERE {READY_SQL} "  # noqa: S608
-        f"AND {_TABLE}.assignee_agent_id IS NULL {teams}"
+        f"AND {_TABLE}.assignee_agent_id IS NULL AND {_APPROVED} {teams}"
         f"AND ({no_label} OR {label_sql(vendor)}) ORDER BY {order} LIMIT 1{lock}"
     )
     return (
@@ -182,11 +192,13 @@ def _check_runtime(runtime: Any) -> str | None:
 
 
 def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = None) -> ClaimResult:
-    """Claim one task for ``agent_id``: ``ok`` (with a ticket), ``conflict`` or ``not_found``.
+    """Claim one task for ``agent_id``: ``ok`` (with a ticket), ``conflict``,
+    ``approval_required`` or ``not_found``.
 
-    Refused (``conflict``) unless the task is todo, unassigned, not dropped, and
-    every dependency is done. A lapsed lease on this task is released first, so
-    an abandoned task is claimable as a fresh attempt. Never retried on conflict.
+    Refused unless the task is todo, unassigned, not dropped, approved (or needing
+    no approval: ``approval_required`` otherwise), and every dependency is done. A
+    lapsed lease on this task is released first, so an abandoned task is claimable
+    as a fresh attempt. Never retried on conflict.
     """
     agent = checks.check_agent_id(agent_id)
     rt = _check_runtime(runtime)
@@ -204,9 +216,13 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
     except BudgetPaused as paused:
         return ClaimResult("budget_paused", refusal=paused)
     if task is None:
-        if Task.objects.filter(pk=task_id).exists():
-            return ClaimResult("conflict")
-        return ClaimResult("not_found")
+        # Which refusal holds first (GOVERNANCE §3's order), read after the fact.
+        found = Task.objects.filter(pk=task_id).values_list("approval_state", flat=True)
+        if not found:
+            return ClaimResult("not_found")
+        if blocks_claim(found[0]):
+            return ClaimResult("approval_required")
+        return ClaimResult("conflict")
     return _claimed(task)
 
 

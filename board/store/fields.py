@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 
 from board import checks, judgement
 from board.models import Task, TaskComment, Verdict
+from board.store import approvals
 from board.store._base import (
     add_comment_row,
     commit_change,
@@ -50,7 +51,11 @@ def _field_write(
         fields = mutate(task)
         if not fields:
             return unchanged(task)
-        commit_change(task, kind, prev_status=task.status, fields=fields)
+        at = now()
+        asked = approvals.ask_again_after_edit(task, fields, at)
+        commit_change(task, kind, prev_status=task.status, fields=fields | asked, at=at)
+        if asked:
+            approvals.record_required(task)
         return recorded(task)
 
     return storage.write(run)
@@ -174,6 +179,9 @@ _EDITABLE = (
 def update_task(task_id: str, changes: dict[str, Any]) -> Task:
     """The API's PATCH: several field writes in one transaction.
 
+    An edit of what the work is voids a decided approval (back to ``required``,
+    :func:`board.store.approvals.ask_again_after_edit`).
+
     Unlike the advisory field writes, a refused assignee change raises
     :class:`Conflict` (the caller asked for exactly this change).
     """
@@ -229,7 +237,12 @@ def update_task(task_id: str, changes: dict[str, Any]) -> Task:
         if not fields:
             return task
         kind = kinds[0] if len(set(kinds)) == 1 else "updated"
-        return commit_change(task, kind, prev_status=task.status, fields=fields)
+        at = now()
+        asked = approvals.ask_again_after_edit(task, fields, at)
+        commit_change(task, kind, prev_status=task.status, fields=fields | asked, at=at)
+        if asked:
+            approvals.record_required(task)
+        return task
 
     return storage.write(run)
 

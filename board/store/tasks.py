@@ -16,14 +16,15 @@ from django.db.models import Count, Q, QuerySet
 
 from board import ceilings, checks
 from board.errors import (
+    ApprovalRequired,
     DepthExceeded,
     RootRateLimited,
     TaskIdTaken,
     TaskNotFound,
     TooManyChildren,
 )
-from board.models import Task, TaskDep, Verdict
-from board.store import claims
+from board.models import ApprovalState, Task, TaskDep, Verdict
+from board.store import approvals, claims
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.deps import ancestor_ids
 from board.store.moves import (  # noqa: F401 - check_override is imported from here
@@ -171,6 +172,7 @@ def create_task(
     scheduled_by: Any = "manual",
     repository: Any = None,
     max_run_cents: Any = None,
+    approval_required: Any = False,
     actor: str | None = None,
 ) -> Created:
     """Create a task (``todo`` by default, or ``backlog``). ``actor`` names the
@@ -186,6 +188,10 @@ def create_task(
     overrun them): with a parent, the parent's depth must be < 2 and it may have at
     most 24 live children; a root create naming ``created_by_agent_id`` is limited
     to 30 per team per rolling 5 minutes. Operators creating roots by hand are not.
+
+    The task waits for a person's approval (:mod:`board.store.approvals`) when an
+    agent creates it, it is labelled ``risk``, its team requires approval, or the
+    caller says so (``approval_required``: a routine whose template asks for it).
     """
     clean: dict[str, Any] = {
         "title": checks.check_title(title),
@@ -209,6 +215,7 @@ def create_task(
         else checks.check_agent_id(created_by_agent_id, "created_by_agent_id"),
         "scheduled_by": checks.check_text(scheduled_by or "manual", "scheduled_by", limit=32),
         "max_run_cents": checks.check_max_run_cents(max_run_cents),
+        "approval_required": check_bool(approval_required, "approval_required"),
     }
     if repository is not None:
         # Only when given: the fingerprints of creates made before repositories stay.
@@ -237,10 +244,19 @@ def _create(
             if existing.create_fingerprint == fingerprint:
                 return Created(existing, created=False)
             raise TaskIdTaken(task_id)
-    if not Team.objects.filter(pk=clean["team"]).exists():
+    team_rule = list(
+        Team.objects.filter(pk=clean["team"]).values_list("approval_required", flat=True)
+    )
+    if not team_rule:
         raise ValidationFailed("team", f"no team {clean['team']!r}")
     repository_id = task_repository(clean["team"], clean.get("repository"), clean["metadata"])
     at = now()
+    waits = approvals.needs_approval(
+        created_by_agent_id=clean["created_by_agent_id"],
+        labels=clean["labels"],
+        team_requires=team_rule[0],
+        routine_requires=clean["approval_required"],
+    )
     parent_id = clean["parent_task_id"]
     if parent_id is not None:
         parent = _check_parent_ceilings(parent_id, clean["team"])
@@ -289,6 +305,8 @@ def _create(
         revision=1,
         created_at=at,
         updated_at=at,
+        approval_state=ApprovalState.REQUIRED if waits else None,
+        approval_at=at if waits else None,
     )
     if deps:
         TaskDep.objects.bulk_create(
@@ -402,6 +420,12 @@ def transition(
 
     def run() -> Task:
         task = lock_task(task_id)
+        if claim is not None and approvals.blocks_claim(task.approval_state):
+            # The claim statement's rule, for the moves that claim outside it.
+            raise ApprovalRequired(
+                f"task {task_id!r} waits for a person's approval before any claim",
+                task_id=task_id,
+            )
         prev = task.status
         at = now()
         fields = move(task, target, at=at, override=override, claim=claim)

@@ -90,3 +90,15 @@ def act_as_assignee(request: Any, task: Any) -> None:
             field="agent_id",
         )
     act_as(request, assignee, "agent_id")
+
+
+def require_person(request: Any, what: str = "decide an approval") -> str:
+    """The authenticated user's name, if the request comes with their own
+    credential: a key bound to an agent never decides for a person (403)."""
+    bound = bound_agent(getattr(request, "auth", None))
+    if bound is not None:
+        raise Forbidden(
+            f"a key bound to agent {bound!r} may not {what}: a person decides with "
+            "their own credential"
+        )
+    return str(request.user.get_username())

@@ -33,6 +33,7 @@ HTTP_STATUS: dict[str, int] = {
     "illegal_transition": 409,
     "verification_required": 409,
     "claim_required": 409,
+    "approval_required": 409,
     "landing_failed": 409,
     "cycle": 409,
     "depth_exceeded": 409,

@@ -25,6 +25,9 @@ from core.models import Agent, MachineToken, ParticipantKind, Runtime, Team
 _TEAM_FIELDS: dict[str, Any] = {
     "id": serializers.CharField(),
     "name": serializers.CharField(),
+    "approval_required": serializers.BooleanField(
+        required=False, help_text="every new task of the team waits for a person's approval"
+    ),
     "reviewer_agent": serializers.CharField(
         allow_null=True, required=False, help_text="the team's critic (null: no critic)"
     ),
@@ -39,7 +42,11 @@ TeamPatchSerializer = inline_serializer(
             required=False,
             help_text="an agent of this team that reviews its risky changes; null: no "
             "critic. Staff only.",
-        )
+        ),
+        "approval_required": serializers.BooleanField(
+            required=False,
+            help_text="every new task of the team waits for a person's approval. Staff only.",
+        ),
     },
 )
 _AGENT_FIELDS: dict[str, Any] = {
@@ -90,6 +97,7 @@ def team_body(team: Team) -> dict[str, Any]:
     return {
         "id": team.id,
         "name": team.name,
+        "approval_required": team.approval_required,
         "reviewer_agent": team.reviewer_agent_id,
         "created_at": team.created_at.isoformat(),
     }
@@ -137,6 +145,8 @@ class TeamsView(APIView):
 
 
 class TeamDetailView(APIView):
+    """One team; staff change its settings (a member reads them: writes 403)."""
+
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
@@ -153,15 +163,16 @@ class TeamDetailView(APIView):
     def patch(self, request: Request, team_id: str) -> Response:
         _visible_team(request, team_id)
         body = json_object(request, TeamPatchSerializer)
-        # The critic runs on the server with its own runtime: an operator's decision.
+        # The critic runs on the server with its own runtime, and the approval rule
+        # is the team's policy: an operator's decision.
         if not server_commands.is_operator(request.user):
-            raise Forbidden("only staff name a team's reviewer agent", field="reviewer_agent")
-        team = (
+            raise Forbidden("only staff change a team's settings", field="reviewer_agent")
+        rule = body.get("approval_required")
+        if rule is not None and not isinstance(rule, bool):  # checked before any write
+            raise ValidationFailed("approval_required", "must be true or false")
+        if "reviewer_agent" in body:
             registry.set_reviewer_agent(team_id, body["reviewer_agent"])
-            if "reviewer_agent" in body
-            else registry.get_team(team_id)
-        )
-        return Response(team_body(team))
+        return Response(team_body(registry.update_team(team_id, approval_required=rule)))
 
 
 class AgentsView(APIView):

@@ -186,6 +186,13 @@ def write_mcp_config(request: RunRequest, scratch: Path) -> Path:
     return path
 
 
+def permission_prompt_tool(server: str) -> str:
+    """The board's permission prompt tool as Claude Code names an MCP tool."""
+    from boardmcp.tools import PERMISSION_PROMPT_TOOL
+
+    return f"mcp__{server}__{PERMISSION_PROMPT_TOOL}"
+
+
 class ClaudeCodeAdapter(OneShotCliAdapter):
     runtime = "claude-code"
     binary = "claude"
@@ -219,6 +226,10 @@ class ClaudeCodeAdapter(OneShotCliAdapter):
             tools.append(f"mcp__{request.mcp.name}")
         if tools:
             argv += ["--allowedTools", ",".join(tools)]
+        if request.mcp is not None:
+            # A call the permission mode does not allow asks a person through the
+            # board (GOVERNANCE §5) instead of failing: the run waits for the answer.
+            argv += ["--permission-prompt-tool", permission_prompt_tool(request.mcp.name)]
         if request.resume_session_id:
             # The equals form, so an id starting with "-" is not read as a flag.
             argv.append(f"--resume={request.resume_session_id}")

@@ -186,6 +186,30 @@ def test_a_refused_save_is_shown_and_writes_nothing(operator):
     assert task.status == "in_progress" and task.title == "t" and task.revision == before
 
 
+def test_the_admin_approves_waiting_work_and_answers_tool_calls_as_the_operator(operator):
+    waiting = store.create_task(title="risky", labels=["risk"]).task
+    plain = store.create_task(title="plain").task
+    response = operator.post(
+        "/admin/board/task/",
+        {"action": "approve_work", "_selected_action": [waiting.id, plain.id]},
+        follow=True,
+    )
+    texts = messages_of(response)
+    assert any(t.startswith("Approved") and waiting.id in t for t in texts)
+    assert any("needs no approval" in t and plain.id in t for t in texts)
+    approval = store.get_task(waiting.id).approval
+    assert approval["state"] == "approved" and approval["by"] == "op"
+
+    asked = store.ask_tool_call(plain.id, "bot", "Bash", {"command": "ls"})
+    operator.post(
+        "/admin/board/toolapproval/",
+        {"action": "deny", "_selected_action": [asked.id]},
+        follow=True,
+    )
+    row = store.list_approvals(teams=None, state=None).get()
+    assert (row.state, row.decided_by) == ("denied", "op")
+
+
 def test_the_task_page_shows_the_structured_verdict(operator):
     task = store.create_task(title="Judged").task
     detail = {

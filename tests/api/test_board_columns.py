@@ -75,6 +75,7 @@ def test_counts_name_every_status_with_the_lists_filters(api):
     assert body == {
         "team": "default",
         "counts": {
+            "needs_approval": 0,
             "backlog": 1,
             "todo": 3,
             "in_progress": 0,

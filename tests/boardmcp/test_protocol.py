@@ -54,6 +54,8 @@ TOOLS = {
     "read_handoff",
     "write_handoff",
     "spend",
+    "decide_approval",
+    "permission_prompt",
 }
 
 
@@ -463,6 +465,29 @@ def test_pruning_deletes_only_the_credentials_of_runs_whose_claim_is_gone(board:
     left = set(RunCredential.objects.values_list("key_sha256", flat=True))
     assert left == {hashlib.sha256(live.encode()).hexdigest()}
     assert hashlib.sha256(orphan.encode()).hexdigest() not in left
+
+
+def test_a_person_decides_an_approval_over_mcp_and_a_run_never_does(
+    http_connect: Connect, board: Board, django_user_model: Any
+) -> None:
+    waiting = store.create_task(title="risky", team="red", labels=["risk"]).task.id
+    user = django_user_model.objects.create_user("rita")
+    registry.add_member("red", user)
+    key = Token.objects.create(user=user).key
+
+    async def go() -> list[Answer]:
+        async with http_connect() as run_session:
+            refused = await run_session.call("decide_approval", task_id=waiting, decision="approve")
+        async with http_connect(key) as person:
+            asks = await person.call("permission_prompt", tool_name="Bash", input={"command": "ls"})
+            decided = await person.call("decide_approval", task_id=waiting, decision="approve")
+        return [refused, asks, decided]
+
+    refused, asks, decided = run(go())
+    assert refused.error and refused.body["error"] == "forbidden"
+    assert asks.error and asks.body["error"] == "forbidden"  # only a run asks for its tools
+    assert decided.body["approval"]["state"] == "approved"
+    assert decided.body["approval"]["by"] == "rita"
 
 
 def test_the_tools_status_literals_are_the_boards_statuses():

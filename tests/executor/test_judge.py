@@ -219,6 +219,7 @@ def test_a_round_that_passes_after_a_fix_lands_in_review_with_both_attempts(
     task = store.create_task(
         title="Add feature", labels=["risk"], metadata={"verify_cmd": "test -s feature.txt"}
     ).task
+    store.decide_approval(task.id, "approve", by="ada")  # risk waits for a person
     first = Executor("builder").work_once()
     assert first.verdict == "fail"
     sent = store.get_task(task.id)
@@ -231,7 +232,8 @@ def test_a_round_that_passes_after_a_fix_lands_in_review_with_both_attempts(
     verification = task.as_dict()["verification"]
     assert [len(a["findings"]) for a in verification["attempts"]] == [1, 1]
     assert verification["findings"] == [{"severity": "style", "title": "name it better"}]
-    assert person_reasons(task.id) == ["review"]
+    # Filed with "risk": it first waited for a person's approval (GOVERNANCE §5).
+    assert person_reasons(task.id) == ["approval", "review"]
 
 
 # --- 3. the critic ------------------------------------------------------------------
@@ -246,6 +248,7 @@ def test_a_blocking_finding_fails_a_green_gate_and_the_critic_runs_branchless(
     task = store.create_task(
         title="Add feature", labels=["risk"], metadata={"verify_cmd": "test -s feature.txt"}
     ).task
+    store.decide_approval(task.id, "approve", by="ada")  # risk waits for a person
     report = Executor("builder").work_once()
     assert report.verdict == "completed_with_debt"
     task = store.get_task(task.id)
@@ -279,6 +282,7 @@ def test_unparseable_critic_output_is_one_non_blocking_finding(builder, critic, 
     task = store.create_task(
         title="Add feature", labels=["risk"], metadata={"verify_cmd": VERIFY_OK}
     ).task
+    store.decide_approval(task.id, "approve", by="ada")  # risk waits for a person
     assert Executor("builder").work_once().verdict == "pass"
     findings = store.get_task(task.id).as_dict()["verification"]["findings"]
     assert len(findings) == 1 and findings[0]["severity"] == "other"
@@ -352,6 +356,7 @@ def test_a_critic_that_cannot_run_leaves_a_finding_not_a_failure(
     task = store.create_task(
         title="Add feature", labels=["risk"], metadata={"verify_cmd": VERIFY_OK}
     ).task
+    store.decide_approval(task.id, "approve", by="ada")  # risk waits for a person
     assert Executor("builder").work_once().verdict == "pass"
     verification = store.get_task(task.id).as_dict()["verification"]
     assert verification["findings"][0]["title"] == "the critic could not run"

@@ -148,3 +148,18 @@ def test_the_four_separate_commands_sweep_a_stale_task_and_prune_old_events(
     assert NAMES <= set(Schedule.objects.values_list("name", flat=True))
     run = ExecutionProcess.objects.get(task_id=task.id)
     assert run.status == "timed_out"
+
+
+@pytest.mark.django_db
+def test_the_approval_expiry_runs_as_a_schedule(default_team, settings):
+    settings.CLAWBOO_APPROVAL_TTL_MS = 60_000
+    waiting = store.create_task(title="risky", labels=["risk"]).task
+    Task.objects.filter(pk=waiting.id).update(approval_at=timezone.now() - dt.timedelta(minutes=5))
+    periodic.register()
+    assert Schedule.objects.get(name="clawboo.approval-expiry").func == (
+        "ops.periodic.expire_approvals"
+    )
+
+    async_task("ops.periodic.expire_approvals", sync=True)
+
+    assert store.get_task(waiting.id).approval["state"] == "expired"

@@ -84,6 +84,11 @@ class Script:
     # Never finish: every turn calls the write tool again, so the run keeps
     # reporting usage until something stops it (the spend ceiling's test).
     keep_going: bool = False
+    # A shell command the model runs through the runtime's shell tool instead of the
+    # write (Claude's ``Bash``): what a permission mode may not allow.
+    command: str | None = None
+    # Call the board's MCP tools first, when they are offered.
+    board_calls: bool = True
 
 
 @dataclass
@@ -403,12 +408,17 @@ def _plan(
     offered), then the write, one per turn, counted by the tool results so far."""
     if not tools:
         return None
-    board = _board_calls(tools)
+    board = _board_calls(tools) if server.script.board_calls else []
     if tool_results < len(board):
         return board[tool_results]
     script = server.script
     if tool_results > len(board) and not script.keep_going:
         return None
+    if script.command is not None:
+        for name, _schema in tools:
+            if name in ("Bash", "bash", "shell", "exec_command"):
+                key = "cmd" if name == "exec_command" else "command"
+                return _ToolCall(name, {key: script.command})
     target = _target_path(script, body)
     for name, schema in tools:
         if "write" not in name.lower():

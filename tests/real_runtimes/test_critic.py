@@ -130,6 +130,7 @@ def test_a_real_critic_fails_a_green_gate_and_the_fixed_round_lands(
     task_id = store.create_task(
         title="Add ratio()", labels=["risk"], metadata={"verify_cmd": GATE}
     ).task.id
+    store.decide_approval(task_id, "approve", by="ada")  # risk waits for a person first
     model_server.script.final_text = json.dumps(BLOCKING)
 
     first = Executor("builder").work_once()

@@ -1,8 +1,11 @@
-"""``python manage.py reconcile [--orphans|--stale]``: the board's recovery passes.
+"""``python manage.py reconcile [--orphans|--stale|--approvals]``: the board's
+recovery passes.
 
-Without a flag both run: orphan reconciliation (running executions whose task
-stopped beating are failed with a tombstone) and the stale sweep (in_progress tasks
-past the TTL with a running execution are released). Each is one write transaction.
+Without a flag all run: orphan reconciliation (running executions whose task
+stopped beating are failed with a tombstone), the stale sweep (in_progress tasks
+past the TTL with a running execution are released) and the approval expiry
+(approvals unanswered past ``CLAWBOO_APPROVAL_TTL_MS`` become ``expired``). Each is
+one write transaction.
 """
 
 from __future__ import annotations
@@ -20,9 +23,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--orphans", action="store_true", help="only the orphan pass")
         parser.add_argument("--stale", action="store_true", help="only the stale sweep")
+        parser.add_argument("--approvals", action="store_true", help="only the approval expiry")
 
     def handle(self, *args: Any, **options: Any) -> None:
         asked = [name for name in store.RECOVERY_PASSES if options[name]]
-        for name in asked or store.RECOVERY_PASSES:
+        everything = not asked and not options["approvals"]
+        for name in store.RECOVERY_PASSES if everything else asked:
             released = store.RECOVERY_PASSES[name]()
             self.stdout.write(f"{name}: released {len(released)} task(s) {' '.join(released)}")
+        if everything or options["approvals"]:
+            expired = store.expire_unanswered()
+            self.stdout.write(f"approvals: expired {len(expired)} task(s) {' '.join(expired)}")

@@ -14,6 +14,12 @@ import { clearDrafts, draftsFor, reviewView } from "./review.js";
 const config = JSON.parse(document.getElementById("board-config").textContent);
 const team = config.team;
 const STATUSES = config.statuses;
+// Tasks waiting for a person's approval sit in a column of their own, first, which
+// is hidden while it is empty (GOVERNANCE §5); their status columns leave them out.
+const NEEDS = "needs_approval";
+const COLUMNS = [NEEDS, ...STATUSES];
+const WAITING_STATES = new Set(["required", "expired"]);
+const OPEN_STATUSES = new Set(["backlog", "todo", "blocked"]);
 const TERMINAL = new Set(config.terminal || ["done", "cancelled"]);
 const FILTER_KEYS = ["q", "label", "assignee", "verdict"];
 
@@ -21,6 +27,7 @@ const tasks = new Map();          // id -> task body, for every card loaded
 const doneIds = new Set();        // tasks seen done (a dependency that no longer blocks)
 const pending = new Map();        // id -> status a move is on its way to
 const cardCache = new Map();      // id -> {key, node}
+const toolAsks = new Map();       // task id -> Map(approval id -> a tool call waiting for a person)
 let filters = readFilters();
 let selected = null;
 let lastSeq = 0;                  // highest event seq applied
@@ -33,6 +40,11 @@ let tabPicked = false;            // the person chose one: keep it
 let tabSettled = false;           // the first non-empty column, once the counts said
 
 const label = (status) => config.labels[status] || status;
+// The same rule as the server's (board.store.approvals.awaiting_filter).
+const waiting = (task) => Boolean(task.approval && WAITING_STATES.has(task.approval.state) && OPEN_STATUSES.has(task.status));
+// The column a task belongs in (its home), and the one its card shows in now (a
+// move may be on its way).
+const homeOf = (task) => (waiting(task) ? NEEDS : task.status);
 const enc = encodeURIComponent;
 
 // --- filters (kept in the URL) ----------------------------------------------------
@@ -108,7 +120,7 @@ function setFilters(next, push) {
 // --- columns ---------------------------------------------------------------------
 
 const columns = {};
-for (const status of STATUSES) {
+for (const status of COLUMNS) {
   const node = $(`.column[data-status="${status}"]`);
   columns[status] = {
     status, node,
@@ -136,6 +148,7 @@ function compare(status, a, b) {
 }
 
 const statusOf = (task) => pending.get(task.id) || task.status;
+const columnOf = (task) => pending.get(task.id) || homeOf(task);
 
 // Whether a card belongs among the loaded ones: every card does once the column is
 // complete; otherwise only one that sorts before the last loaded card (the rest
@@ -176,11 +189,16 @@ function renderColumn(status) {
     if (again && document.activeElement !== again) again.focus({ preventScroll: true });
   }
   col.node.dataset.loading = col.next === undefined ? "true" : "false";
+  if (status === NEEDS) {
+    const empty = !(col.ids.size || col.count);
+    col.node.hidden = empty;
+    if (col.tab) col.tab.hidden = empty;
+  }
   renderCount(col);
 }
 
 function renderAll() {
-  for (const status of STATUSES) renderColumn(status);
+  for (const status of COLUMNS) renderColumn(status);
   renderTabs();
   renderLabels();
 }
@@ -215,7 +233,7 @@ async function loadCounts() {
   try {
     const body = await api("GET", `/api/board/counts?${filterQuery()}`);
     if (mine !== epoch) return;
-    for (const status of STATUSES) {
+    for (const status of COLUMNS) {
       columns[status].count = body.counts[status] || 0;
       renderCount(columns[status]);
     }
@@ -242,7 +260,8 @@ async function reloadColumns() {
   tasks.clear();
   pending.clear();
   cardCache.clear();
-  for (const status of STATUSES) {
+  toolAsks.clear();
+  for (const status of COLUMNS) {
     const col = columns[status];
     col.ids.clear();
     col.count = null;
@@ -263,14 +282,14 @@ async function reloadColumns() {
     // Asked once the cards are in hand, so the two never compete on the server.
     counted = loadCounts();
     if (mine !== epoch) return null;
-    for (const status of STATUSES) {
+    for (const status of COLUMNS) {
       const col = columns[status];
       const page = board.columns[status] || { results: [], next: null };
       for (const task of page.results) place(task, { fromPage: true });
       col.next = page.next || null;
     }
     renderAll();
-    await counted;
+    await Promise.all([counted, loadToolAsks()]);
     return board;
   } catch (err) {
     if (mine === epoch) toast(`Could not load the board: ${err.message}`, "bad");
@@ -291,12 +310,12 @@ function place(task, how) {
   if (old && old.revision > task.revision) return { stale: true };
   if (task.status === "done") doneIds.add(task.id);
   if (doneIds.size > 50000) doneIds.delete(doneIds.values().next().value);
-  const fromStatus = old ? statusOf(old) : null;
+  const fromStatus = old ? columnOf(old) : null;
   if (old) {
     columns[fromStatus] && columns[fromStatus].ids.delete(task.id);
     tasks.delete(task.id);
   }
-  const col = columns[task.status];
+  const col = columns[homeOf(task)];
   if (!col || !matches(task)) return { removedFrom: fromStatus };
   if (how.fromPage || old || fits(col, task)) {
     tasks.set(task.id, task);
@@ -309,7 +328,7 @@ function touchedDependents(task) {
   const out = new Set();
   if (task.status !== "done") return out;
   for (const other of tasks.values()) {
-    if ((other.depends_on || []).includes(task.id)) out.add(statusOf(other));
+    if ((other.depends_on || []).includes(task.id)) out.add(columnOf(other));
   }
   return out;
 }
@@ -323,8 +342,9 @@ function upsert(task, frame) {
   }
   if (old && old.revision > task.revision) return;
   const wasSame = old && old.revision === task.revision;
-  const shownIn = old ? statusOf(old) : null;   // where its card is (a move may be on its way)
-  const before = old ? old.status : null;       // where the counts have it
+  const shownIn = old ? columnOf(old) : null;   // where its card is (a move may be on its way)
+  const before = old ? homeOf(old) : null;       // where the counts have it
+  const home = homeOf(task);
   const result = place(task, {});
   if (result.stale || wasSame) { renderDetailIfShown(); return; }
   const kind = frame && frame.kind;
@@ -335,9 +355,11 @@ function upsert(task, frame) {
   // cannot know whether the old version matched the filters, so ask again.
   if (old) {
     if (columns[before] && columns[before].count !== null) columns[before].count -= 1;
-    if (now && columns[task.status].count !== null) columns[task.status].count += 1;
+    if (now && columns[home].count !== null) columns[home].count += 1;
   } else if (kind === "added" && !replayed) {
-    if (now && columns[task.status].count !== null) columns[task.status].count += 1;
+    if (now && columns[home].count !== null) columns[home].count += 1;
+  } else if (kind && kind.startsWith("approval")) {
+    recount();  // it changed columns without changing status: we cannot know from where
   } else if (frame && !filtersActive() && !replayed && prev) {
     if (prev !== task.status) {
       if (columns[prev] && columns[prev].count !== null) columns[prev].count = Math.max(0, columns[prev].count - 1);
@@ -348,7 +370,7 @@ function upsert(task, frame) {
   }
   // A replayed change may already be in the totals we read: ask them again.
   if (replayed) recount();
-  const dirty = new Set([task.status, ...touchedDependents(task)]);
+  const dirty = new Set([home, ...touchedDependents(task)]);
   if (shownIn) dirty.add(shownIn);
   if (prev && columns[prev]) dirty.add(prev);
   for (const status of dirty) if (columns[status]) renderColumn(status);
@@ -375,6 +397,16 @@ function badges(task) {
   const status = task.status;
   for (const name of task.labels || []) {
     out.push(el("span", { class: "pill label", "data-label": name, title: `label ${name}` }, name));
+  }
+  const a = task.approval;
+  if (a && a.state === "denied") {
+    out.push(el("span", { class: "badge bad approval", title: `denied by ${a.by}${a.reason ? ": " + a.reason : ""}` }, "✗ approval denied"));
+  } else if (a && a.state === "expired") {
+    out.push(el("span", { class: "badge warn approval", title: "nobody answered in time; still waiting for a person" }, "⌛ approval expired"));
+  } else if (a && a.state === "required") {
+    out.push(el("span", { class: "badge warn approval", title: a.reason || "waits for a person's approval before any agent takes it" }, "needs approval"));
+  } else if (a && a.state === "approved") {
+    out.push(el("span", { class: "badge ok approval", title: `approved by ${a.by} (revision ${a.revision})` }, "✓ approved"));
   }
   const waits = blockedBy(task);
   if (waits) out.push(el("span", { class: "pill blocked-by", title: "dependencies not done" }, `blocked by ${waits}`));
@@ -410,9 +442,54 @@ function badges(task) {
   return out;
 }
 
+// --- tool calls waiting for a person (GET /api/approvals, live frames) --------------
+
+function noteToolAsk(ask) {
+  const mine = toolAsks.get(ask.task_id) || new Map();
+  if (ask.state === "pending") mine.set(ask.id, ask); else mine.delete(ask.id);
+  if (mine.size) toolAsks.set(ask.task_id, mine); else toolAsks.delete(ask.task_id);
+  cardCache.delete(ask.task_id);
+  const task = tasks.get(ask.task_id);
+  if (task) renderColumn(columnOf(task));
+}
+
+async function loadToolAsks() {
+  try {
+    const asks = await api("GET", `/api/approvals?team=${enc(team)}`);
+    for (const ask of asks) noteToolAsk(ask);
+  } catch (err) { /* the cards show what live frames bring */ }
+}
+
+function argumentsText(args) {
+  if (args && typeof args.command === "string") return args.command;
+  const text = JSON.stringify(args || {});
+  return text.length > 300 ? text.slice(0, 299) + "…" : text;
+}
+
+function toolAskNodes(task) {
+  const mine = toolAsks.get(task.id);
+  if (!mine) return null;
+  return [...mine.values()].map((ask) => el("div", { class: "tool-ask", "data-tool-approval": ask.id },
+    el("div", { class: "tool-ask-what" }, el("strong", {}, `${ask.agent_id} wants to run ${ask.tool}`),
+      el("code", { class: "tool-ask-args" }, argumentsText(ask.arguments))),
+    el("div", { class: "approval-actions" },
+      el("button", { type: "button", class: "btn primary small", "data-tool-decision": "allow_once" }, "Allow once"),
+      el("button", { type: "button", class: "btn ghost small", "data-tool-decision": "allow_always", title: `Always let ${ask.agent_id} run ${ask.tool}` }, "Always"),
+      el("button", { type: "button", class: "btn ghost small", "data-tool-decision": "deny" }, "Deny"))));
+}
+
+async function decideToolCall(id, decision) {
+  try {
+    noteToolAsk(await api("POST", `/api/approvals/${enc(id)}`, { decision }));
+  } catch (err) {
+    toast(`Could not answer the tool call: ${err.message}`, "bad");
+  }
+}
+
 function cardNode(task) {
   const shownAs = statusOf(task);
-  const key = [task.revision, shownAs, task.id === selected, blockedBy(task), pending.has(task.id)].join("|");
+  const asks = toolAsks.get(task.id);
+  const key = [task.revision, shownAs, task.id === selected, blockedBy(task), pending.has(task.id), asks ? [...asks.keys()].join(",") : ""].join("|");
   const cached = cardCache.get(task.id);
   if (cached && cached.key === key) return cached.node;
   const node = el("article", {
@@ -425,7 +502,11 @@ function cardNode(task) {
       el("span", { class: "id", title: task.id }, task.id),
       task.status === "done" && task.completed_at ? timed("span", "when", "ago", task.completed_at, "done") : null),
     el("div", { class: "title" }, task.title),
-    el("div", { class: "meta" }, badges(task)));
+    el("div", { class: "meta" }, badges(task)),
+    toolAskNodes(task),
+    waiting(task) ? el("div", { class: "approval-actions" },
+      el("button", { type: "button", class: "btn primary small", "data-approval": "approve", title: "Approve: agents may take it" }, "Approve"),
+      el("button", { type: "button", class: "btn ghost small", "data-approval": "deny", title: "Deny: no agent takes it" }, "Deny")) : null);
   cardCache.set(task.id, { key, node });
   return node;
 }
@@ -436,8 +517,39 @@ function cardEl(id) { return $(`.card[data-task-id="${CSS.escape(id)}"]`); }
 const board = $("#columns");
 board.addEventListener("click", (e) => {
   const card = e.target.closest(".card");
+  const toolDecision = e.target.closest("[data-tool-decision]");
+  if (card && toolDecision) {
+    e.stopPropagation();
+    decideToolCall(toolDecision.closest("[data-tool-approval]").dataset.toolApproval, toolDecision.dataset.toolDecision);
+    return;
+  }
+  const decision = e.target.closest("[data-approval]");
+  if (card && decision) { e.stopPropagation(); decideApproval(tasks.get(card.dataset.taskId), decision.dataset.approval); return; }
   if (card) select(card.dataset.taskId);
 });
+
+// A person's decision on a waiting task (POST /api/board/tasks/{id}/approval),
+// naming the revision they saw: a task changed meanwhile is refused, not approved.
+async function decideApproval(task, decision) {
+  if (!task) return;
+  const body = { decision, revision: task.revision };
+  if (decision === "deny") {
+    const data = await ask({
+      title: `Deny "${task.title}"?`,
+      body: el("label", {}, "No agent will take it. Why (optional)",
+        el("input", { name: "reason", maxlength: "2000", id: "deny-reason" })),
+      ok: "Deny", okClass: "danger",
+    });
+    if (data === null) return;
+    const reason = String(data.get("reason") || "").trim();
+    if (reason) body.reason = reason;
+  }
+  try {
+    upsert(await api("POST", `/api/board/tasks/${enc(task.id)}/approval`, body));
+  } catch (err) {
+    toast(`Could not ${decision} "${task.title}": ${err.message}`, "bad");
+  }
+}
 board.addEventListener("keydown", (e) => {
   const card = e.target.closest(".card");
   if (!card || e.target !== card) return;
@@ -450,7 +562,7 @@ board.addEventListener("keydown", (e) => {
 });
 
 function visibleColumns() {
-  return STATUSES.filter((s) => columns[s].node.offsetParent !== null);
+  return COLUMNS.filter((s) => columns[s].node.offsetParent !== null);
 }
 
 function focusNeighbour(card, dx, dy) {
@@ -596,7 +708,7 @@ async function moveTask(task, to) {
 }
 
 function showPending(task, to) {
-  const from = statusOf(task);
+  const from = columnOf(task);
   pending.set(task.id, to);
   columns[from].ids.delete(task.id);
   columns[to].ids.add(task.id);
@@ -610,9 +722,9 @@ function clearPending(task) {
   pending.delete(task.id);
   const current = tasks.get(task.id);
   columns[to].ids.delete(task.id);
-  if (current && columns[current.status]) columns[current.status].ids.add(task.id);
+  if (current && columns[homeOf(current)]) columns[homeOf(current)].ids.add(task.id);
   renderColumn(to);
-  if (current) renderColumn(current.status);
+  if (current) renderColumn(homeOf(current));
 }
 
 // --- dialogs (one <dialog>, filled per question) ------------------------------------
@@ -823,7 +935,7 @@ function select(id) {
   detailKey = null;
   for (const key of [before, id]) {
     const task = key && tasks.get(key);
-    if (task) renderColumn(statusOf(task));
+    if (task) renderColumn(columnOf(task));
   }
   if (!id) $("#detail").hidden = true;
   renderSide();
@@ -860,11 +972,11 @@ async function openLinked() {
       select(null);
       return;
     }
-    renderColumn(task.status);
+    renderColumn(homeOf(task));
   }
   const shown = tasks.get(id);
   if (!shown) return;
-  if (!tabPicked) { activeTab = statusOf(shown); tabPicked = true; renderTabs(); }
+  if (!tabPicked) { activeTab = columnOf(shown); tabPicked = true; renderTabs(); }
   select(id);
   const card = document.querySelector(`.card[data-task-id="${CSS.escape(id)}"]`);
   if (card) card.scrollIntoView({ block: "nearest" });
@@ -896,12 +1008,12 @@ $("#chat-toggle").addEventListener("click", () => {
 function renderTabs() {
   if (!tabPicked && !tabSettled) {
     // The first column with something in it (an empty backlog is not news).
-    const counted = STATUSES.every((s) => columns[s].count !== null);
-    const first = STATUSES.find((s) => (columns[s].count || columns[s].ids.size) > 0);
+    const counted = COLUMNS.every((s) => columns[s].count !== null);
+    const first = COLUMNS.find((s) => (columns[s].count || columns[s].ids.size) > 0);
     if (counted) { activeTab = first || activeTab || STATUSES[1]; tabSettled = true; }
     else if (!activeTab || !(columns[activeTab].ids.size)) activeTab = first || STATUSES[1] || STATUSES[0];
   }
-  for (const status of STATUSES) {
+  for (const status of COLUMNS) {
     const col = columns[status];
     const on = status === activeTab;
     col.node.classList.toggle("active", on);
@@ -909,7 +1021,7 @@ function renderTabs() {
   }
 }
 
-for (const status of STATUSES) {
+for (const status of COLUMNS) {
   const tab = columns[status].tab;
   if (tab) tab.addEventListener("click", () => { tabPicked = true; activeTab = status; renderTabs(); });
 }
@@ -965,6 +1077,7 @@ function apply(frame) {
     lastSeq = Math.max(lastSeq, frame.seq);
   }
   if (frame.type === "task-change") {
+    if (frame.tool_approval) noteToolAsk(frame.tool_approval);
     if (holding) holding.push(frame); else upsert(frame.task, frame);
   }
   else if (frame.type === "chat") chatLine(frame, true);
