@@ -32,6 +32,9 @@ def board_page(request: HttpRequest) -> HttpResponse:
     team_list = list(teams)
     ids = [t.id for t in team_list]
     team = wanted if wanted in ids else ("default" if "default" in ids else (ids or [""])[0])
+    # A link to a team the person cannot see says so, rather than quietly showing
+    # another board that looks like the one they were sent to.
+    team_refused = wanted if wanted and wanted not in ids else None
     # The page is a shell: columns arrive over the API a page at a time, so its
     # first paint costs the same whatever the size of the team's history.
     return render(
@@ -40,6 +43,7 @@ def board_page(request: HttpRequest) -> HttpResponse:
         {
             "teams": team_list,
             "team": team,
+            "team_refused": team_refused,
             "columns": list(transitions.Status),
             "board_config": {
                 "team": team,

@@ -465,6 +465,17 @@ function focusNeighbour(card, dx, dy) {
   }
 }
 
+// The skip link (the page's first tab stop) lands on the first card shown, so the
+// arrows work after two key presses rather than a tour of the header and filters.
+$("#skip-to-cards").addEventListener("click", (e) => {
+  e.preventDefault();
+  for (const status of visibleColumns()) {
+    const first = columns[status].cards.firstElementChild;
+    if (first) { first.focus(); return; }
+  }
+  board.focus();
+});
+
 // --- drag and drop ---------------------------------------------------------------
 
 let drag = null;                  // {id, from, over}
@@ -515,20 +526,28 @@ board.addEventListener("drop", (e) => {
   e.preventDefault();
   const task = tasks.get(drag.id);
   const to = column.dataset.status;
-  drag.dropped = true;
-  if (task && to !== drag.from && legal(drag.from, to)) moveTask(task, to);
+  const legalDrop = task && to !== drag.from && legal(drag.from, to);
+  // The move re-renders the card, so the dragged node leaves the page and its
+  // dragend never arrives: the drag ends here, not there.
+  endDrag();
+  if (legalDrop) moveTask(task, to);
 });
 
-board.addEventListener("dragend", () => {
-  if (!drag) return;
-  const { id, from, over, dropped } = drag;
+// Take every trace of a drag off the page: the columns' lit and dimmed states, the
+// body's drag mode and the source card's look (on whatever node shows it now).
+function endDrag() {
   drag = null;
   document.body.classList.remove("dragging");
   for (const status of STATUSES) columns[status].node.classList.remove("drop-ok", "drop-no", "drop-hover");
-  const card = cardEl(id);
-  if (card) card.classList.remove("drag-source");
+  for (const node of document.querySelectorAll(".card.drag-source")) node.classList.remove("drag-source");
+}
+
+board.addEventListener("dragend", () => {
+  if (!drag) return;
+  const { id, from, over } = drag;
+  endDrag();
   const task = tasks.get(id);
-  if (!dropped && task && over && over !== from && !legal(from, over)) {
+  if (task && over && over !== from && !legal(from, over)) {
     snapBack(id);
     toast(illegalReason(task, over), "bad");
   }
