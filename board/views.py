@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
@@ -53,6 +54,12 @@ def board_page(request: HttpRequest) -> HttpResponse:
                 "terminal": sorted(transitions.TERMINAL),
                 "page": {"active": COLUMN_PAGE, "terminal": TERMINAL_PAGE},
                 "user": request.user.get_username(),
+                # Who a comment can @-mention besides the team's agents.
+                "members": sorted(
+                    get_user_model()
+                    .objects.filter(teams__id=team)
+                    .values_list("username", flat=True)
+                ),
             },
             "is_staff": request.user.is_staff,
         },

@@ -39,6 +39,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.urls import reverse
@@ -71,7 +72,7 @@ TEAMS_TTL_S = 5.0
 # How far back the minutely schedule looks for events whose notifications were never
 # recorded, and the kinds (besides changes of status) that can need a person.
 CATCH_UP_WINDOW = dt.timedelta(minutes=15)
-CANDIDATE_KINDS = ("routine_error", "verification_recorded")
+CANDIDATE_KINDS = ("routine_error", "verification_recorded", "commented")
 
 
 # --- which events need a person ------------------------------------------------
@@ -87,6 +88,10 @@ def reason_for(event: Event) -> str | None:
     task = payload.get("task")
     if not isinstance(task, dict):
         return None
+    if event.kind == "commented":
+        comment = payload.get("comment")
+        mentioned = comment.get("mentions") if isinstance(comment, dict) else None
+        return Reason.MENTIONED if mentioned else None
     if event.kind == "verification_recorded":
         verdict = (task.get("verification") or {}).get("verdict")
         return Reason.VERIFICATION_FAILED if verdict == "fail" else None
@@ -105,6 +110,7 @@ SUMMARY = {
     Reason.BLOCKED: "Task {task_id!r} ({title}) is blocked",
     Reason.VERIFICATION_FAILED: "Task {task_id!r} ({title}) failed verification",
     Reason.ROUTINE_ERROR: "Routine {routine_id!r} halted in error",
+    Reason.MENTIONED: "{author} mentioned {mentions} on task {task_id!r} ({title})",
 }
 
 
@@ -122,6 +128,16 @@ def body_for(event: Event, reason: str) -> str:
         },
     }
     facts = {"task_id": event.task_id, "title": "", "routine_id": payload.get("routine_id")}
+    if reason == Reason.MENTIONED:
+        comment = payload.get("comment") or {}
+        body["comment"] = {
+            "id": comment.get("id"),
+            "author": comment.get("author"),
+            "body": comment.get("body"),
+            "mentions": comment.get("mentions") or [],
+        }
+        facts["author"] = comment.get("author") or "someone"
+        facts["mentions"] = ", ".join("@" + name for name in body["comment"]["mentions"])
     if task is not None:
         body["task"] = {
             "id": task.get("id"),
@@ -366,17 +382,34 @@ def send_email(row: NotificationDelivery) -> None:
     if body.get("url"):
         lines += [f"Open it on the board: {body['url']}", ""]
     lines.append(f"team: {body['team']}")
-    for key in ("task", "routine"):
+    for key in ("task", "routine", "comment"):
         for field, value in (body.get(key) or {}).items():
-            if value not in (None, "", {}):
+            if value not in (None, "", {}, []):
                 lines.append(f"{key} {field}: {value}")
     send_mail(
         f"[clawboo] {body['team']}: {body['summary']}",
         "\n".join(lines) + "\n",
         settings.DEFAULT_FROM_EMAIL,
-        row.channel.recipient_list(),
+        recipients_of(row, body),
         fail_silently=False,
     )
+
+
+def recipients_of(row: NotificationDelivery, body: dict[str, Any]) -> list[str]:
+    """The channel's addresses, and for a mention also the mentioned people's own
+    (those of the team with an email address): the person named is the one told."""
+    addresses = row.channel.recipient_list()
+    mentioned = (body.get("comment") or {}).get("mentions") or []
+    if row.reason == Reason.MENTIONED and mentioned:
+        people = (
+            get_user_model()
+            .objects.filter(teams__id=row.team_id, username__in=mentioned)
+            .exclude(email="")
+            .order_by("username")
+            .values_list("email", flat=True)
+        )
+        addresses += [a for a in people if a not in addresses]
+    return addresses
 
 
 def catch_up(now: dt.datetime | None = None) -> int:

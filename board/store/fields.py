@@ -3,9 +3,11 @@ verdict, comments and the task's pointers to its worktree."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
 from board import checks
@@ -26,6 +28,7 @@ from board.transitions import (
 )
 from core import storage
 from core.errors import Conflict, ValidationFailed
+from core.models import Agent
 
 # SPEC §10 ceilings (the agent create path; see create_task).
 EVIDENCE_TAIL = 4_000
@@ -249,6 +252,27 @@ def set_verdict(task_id: str, verdict: Any, evidence: Any = None) -> Task:
 # --- comments ----------------------------------------------------------------
 
 
+# "@name" where name is a member's username or an agent's id (no "@" inside an
+# address: "ada@example.com" mentions no one).
+_MENTION = re.compile(r"(?<![\w@.])@([\w.+-]+)")
+COMMENT_EXCERPT = 500
+
+
+def mentions_in(team_id: str, text: str) -> list[str]:
+    """The team's people (usernames) and agents (ids) that ``text`` @-mentions, in
+    the order first mentioned; a name that is neither is plain text."""
+    named = list(dict.fromkeys(m.rstrip(".") for m in _MENTION.findall(text)))
+    if not named:
+        return []
+    people = set(
+        get_user_model()
+        .objects.filter(teams__id=team_id, username__in=named)
+        .values_list("username", flat=True)
+    )
+    agents = set(Agent.objects.filter(team_id=team_id, id__in=named).values_list("id", flat=True))
+    return [name for name in named if name in people or name in agents]
+
+
 def add_comment(task_id: str, body: Any, author: Any) -> TaskComment:
     text = checks.check_text(body, "body", required=True)
     who = checks.check_text(author, "author", limit=200, required=True)
@@ -256,7 +280,17 @@ def add_comment(task_id: str, body: Any, author: Any) -> TaskComment:
     def run() -> TaskComment:
         task = lock_task(task_id)
         comment = add_comment_row(task, who, text, now())
-        record_event(task, "commented", prev_status=task.status)
+        # The event carries who was mentioned: notifications (ops.notify) tell them.
+        mentioned = mentions_in(task.team_id, text)
+        extra = {
+            "comment": {
+                "id": comment.id,
+                "author": who,
+                "body": text[:COMMENT_EXCERPT],
+                "mentions": mentioned,
+            }
+        }
+        record_event(task, "commented", prev_status=task.status, extra=extra)
         return comment
 
     return storage.write(run)

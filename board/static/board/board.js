@@ -10,6 +10,7 @@ import {
 $, el, api, timed, startClock, initials, money, tokens, toast, ask,
 } from "./kit.js";
 import { reviewView } from "./review.js";
+import { markdown } from "./markdown.js";
 
 const config = JSON.parse(document.getElementById("board-config").textContent);
 const team = config.team;
@@ -809,20 +810,80 @@ async function renderDetail(task) {
     ),
     task.description ? el("pre", {}, task.description) : "",
     el("div", { id: "review" }),
-    el("h3", {}, "Comments"), el("ol", { id: "comments" }),
+    el("h3", {}, "Comments"), el("ol", { id: "comments", class: "comments" }),
+    commentForm(task),
   );
   try {
     const id = enc(task.id);
-    const [comments, data] = await Promise.all([
-      api("GET", `/api/board/tasks/${id}/comments`),
+    const [, data] = await Promise.all([
+      loadComments(task.id),
       api("GET", `/api/board/tasks/${id}/review`),
     ]);
     if (selected !== task.id) return;
-    $("#comments").replaceChildren(...comments.map((c) => el("li", {},
-      el("strong", {}, c.author), ": ", c.body, " ", timed("time", "muted", "ago", c.created_at))));
     const note = lastNote && lastNote.id === task.id ? lastNote : null;
     $("#review").replaceChildren(reviewView(task, data, { note, approve, requestChanges }));
   } catch (err) { /* the panel keeps what it has */ }
+}
+
+// --- discussion: comments on the open task, with @-mentions --------------------------
+
+let mentionable = null;           // people and agents of the team, by name
+async function mentionNames() {
+  if (mentionable === null) {
+    mentionable = new Set([...(config.members || []), ...(await teamAgents()).map((a) => a.id)]);
+  }
+  return mentionable;
+}
+
+async function loadComments(taskId) {
+  const [comments, known] = await Promise.all([
+    api("GET", `/api/board/tasks/${enc(taskId)}/comments`), mentionNames()]);
+  const list = $("#comments");
+  if (selected !== taskId || !list) return;
+  list.replaceChildren(...comments.map((c) => el("li", { "data-comment-id": c.id },
+    el("div", { class: "comment-head" }, el("strong", {}, c.author), " ", timed("time", "muted", "ago", c.created_at)),
+    markdown(c.body, known))));
+}
+
+function insertAt(field, text) {
+  const at = field.selectionStart ?? field.value.length;
+  const before = field.value.slice(0, at);
+  const gap = before && !/\s$/.test(before) ? " " : "";
+  field.value = before + gap + text + " " + field.value.slice(field.selectionEnd ?? at);
+  field.focus();
+}
+
+function commentForm(task) {
+  const field = el("textarea", {
+    name: "body", id: "comment-body", rows: "3", required: true, maxlength: "20000",
+    placeholder: "Comment… **bold**, *italics*, `code`, [link](https://…), @name tells them",
+    "aria-label": "Comment",
+  });
+  const chips = el("div", { class: "mention-chips", "aria-label": "Mention" });
+  mentionNames().then((names) => chips.replaceChildren(...[...names].sort().map((n) =>
+    el("button", { type: "button", class: "chip", onclick: () => insertAt(field, "@" + n) }, "@" + n))));
+  const error = el("p", { class: "form-error", role: "alert" });
+  const form = el("form", {
+    class: "comment-form", id: "comment-form",
+    onsubmit: async (e) => {
+      e.preventDefault();
+      const body = field.value.trim();
+      if (!body) return;
+      const button = form.querySelector("button[type=submit]");
+      button.disabled = true;
+      try {
+        await api("POST", `/api/board/tasks/${enc(task.id)}/comments`, { body });
+        field.value = "";
+        error.textContent = "";
+        await loadComments(task.id);
+      } catch (err) { error.textContent = err.message; }
+      finally { button.disabled = false; }
+    },
+  }, field, chips, error, el("button", { type: "submit", class: "btn primary", id: "comment-send" }, "Comment"));
+  field.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); form.requestSubmit(); }
+  });
+  return form;
 }
 
 function select(id) {
@@ -953,11 +1014,24 @@ function chatLine(frame, live) {
   const at = frame.created_at || new Date().toISOString();
   log.append(el("li", { "data-seq": frame.seq },
     el("span", { class: "avatar" + (who ? "" : " bot"), title: who || "clawboo" }, who ? initials(who) : "✦"),
-    el("span", { class: "line" }, person ? el("span", { class: "actor" }, person + ": ") : null, frame.body),
+    el("span", { class: "line" }, person ? el("span", { class: "actor" }, person + ": ") : null,
+      person ? markdown(frame.body, mentionable) : frame.body),
     timed("time", "", "ago", at)));
   while (log.children.length > 300) log.firstChild.remove();
   log.scrollTop = log.scrollHeight;
 }
+
+$("#chat-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const field = $("#chat-body");
+  const body = field.value.trim();
+  if (!body) return;
+  try {
+    // The line itself comes back over the websocket, like everyone else's.
+    await api("POST", `/api/teams/${enc(team)}/chat`, { body });
+    field.value = "";
+  } catch (err) { toast(`Could not post: ${err.message}`, "bad"); }
+});
 
 // --- the socket --------------------------------------------------------------------
 
@@ -974,6 +1048,9 @@ function apply(frame) {
   }
   if (frame.type === "task-change") {
     if (holding) holding.push(frame); else upsert(frame.task, frame);
+    if (frame.kind === "commented" && frame.task && frame.task.id === selected) {
+      loadComments(selected).catch(() => {});
+    }
   }
   else if (frame.type === "chat") chatLine(frame, true);
 }
