@@ -337,12 +337,13 @@ class TaskDetailView(APIView):
     def patch(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         body = json_object(request, TaskPatchSerializer)
+        if_revision = body.pop("if_revision", None)
         if body.get("assignee_agent_id") is not None:
             act_as(request, body["assignee_agent_id"], "assignee_agent_id")
         server_commands.check_task_commands(
             body.get("metadata"), operator=server_commands.is_operator(request.user)
         )
-        return Response(task_body(store.update_task(task_id, body)))
+        return Response(task_body(store.update_task(task_id, body, if_revision=if_revision)))
 
 
 TransitionBody = inline_serializer(

@@ -86,6 +86,13 @@ class TaskPatchSerializer(serializers.Serializer):
     labels = serializers.ListField(child=serializers.CharField(), required=False)
     metadata = serializers.DictField(required=False)
     assignee_agent_id = serializers.CharField(required=False, allow_null=True)
+    if_revision = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        help_text="the revision the editor saw: if the task moved on since, nothing is "
+        "written and the answer is 409 conflict (reason stale_revision) with the task "
+        "as it is now",
+    )
 
 
 OverrideSerializer = inline_serializer(

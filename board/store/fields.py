@@ -15,6 +15,7 @@ from board.models import Task, TaskComment, Verdict
 from board.store._base import (
     add_comment_row,
     commit_change,
+    depends_on_ids,
     lock_task,
     now,
     record_event,
@@ -160,13 +161,20 @@ def patch_metadata(task_id: str, patch: Any) -> WriteOutcome:
 _EDITABLE = ("title", "description", "priority", "labels", "metadata", "assignee_agent_id")
 
 
-def update_task(task_id: str, changes: dict[str, Any]) -> Task:
+def update_task(task_id: str, changes: dict[str, Any], *, if_revision: Any = None) -> Task:
     """The API's PATCH: several field writes in one transaction.
 
     Unlike the advisory field writes, a refused assignee change raises
-    :class:`Conflict` (the caller asked for exactly this change).
+    :class:`Conflict` (the caller asked for exactly this change). With
+    ``if_revision`` (the revision the editor saw), an edit of a task that moved on
+    since raises :class:`Conflict` carrying the task as it is now, so whoever lost
+    the race sees the newer values instead of overwriting them.
     """
     checks.unknown_keys(changes, _EDITABLE, "a task update")
+    if if_revision is not None and (
+        isinstance(if_revision, bool) or not isinstance(if_revision, int) or if_revision < 0
+    ):
+        raise ValidationFailed("if_revision", "must be a non-negative integer")
     clean: dict[str, Any] = {}
     if "title" in changes:
         clean["title"] = checks.check_title(changes["title"])
@@ -186,6 +194,14 @@ def update_task(task_id: str, changes: dict[str, Any]) -> Task:
 
     def run() -> Task:
         task = lock_task(task_id)
+        if if_revision is not None and task.revision != if_revision:
+            raise Conflict(
+                f"task {task_id!r} changed since revision {if_revision} "
+                f"(it is at revision {task.revision})",
+                reason="stale_revision",
+                revision=task.revision,
+                task=task.as_dict(depends_on=depends_on_ids(task.id)),
+            )
         if "assignee_agent_id" in clean and clean["assignee_agent_id"] != task.assignee_agent_id:
             reason = _assignee_refusal(task)
             if reason is not None:

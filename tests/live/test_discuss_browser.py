@@ -84,3 +84,49 @@ def test_a_comment_with_a_mention_is_rendered_safely_seen_by_others_and_notifies
         page.click("#chat-send")
         watcher.locator("#chat li em", has_text="5").wait_for(timeout=2_000)
         card_in(page, "todo", task.id).wait_for()
+
+
+def test_an_edit_in_place_reaches_everyone_and_one_that_lost_the_race_says_so(
+    daphne, team, operator
+):
+    task = store.create_task(title="Fix login", labels=["auth"]).task
+    other = store.create_task(title="Write the schema").task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE, f"/board/?task={task.id}")
+        rival = open_board(browser, base, WIDE, f"/board/?task={task.id}")
+        # Both open the editor on the same revision.
+        for each in (page, rival):
+            each.click("#edit-task")
+            each.locator("#edit-title").wait_for()
+        page.fill("#edit-title", "Fix the login form")
+        page.fill("#edit-labels", "auth, ui")
+        page.fill("#edit-priority", "3")
+        page.fill("#edit-depends", other.id)
+        page.click("#edit-save")
+        page.locator("#detail-title", has_text="Fix the login form").wait_for(timeout=3_000)
+        saved = store.get_task(task.id)
+        assert (saved.title, saved.labels, saved.priority) == (
+            "Fix the login form",
+            ["auth", "ui"],
+            3,
+        )
+        assert store.depends_on_ids(task.id) == [other.id]
+
+        # The other page's card shows the new title within a second; its open
+        # editor keeps what is typed and says the task moved on.
+        card_in(rival, "todo", task.id).locator(".title", has_text="Fix the login form").wait_for(
+            timeout=1_000
+        )
+        rival.locator("#edit-note", has_text="changed while you edit").wait_for(timeout=1_000)
+        rival.fill("#edit-title", "Fix login (rival)")
+        rival.click("#edit-save")
+        note = rival.locator("#edit-note", has_text="Not saved")
+        note.wait_for(timeout=3_000)
+        assert "Fix the login form" in note.inner_text()
+        assert store.get_task(task.id).title == "Fix the login form"
+        # Saving again, knowingly, puts theirs over it.
+        rival.click("#edit-save")
+        rival.locator("#detail-title", has_text="Fix login (rival)").wait_for(timeout=3_000)
+        page.locator("#detail-title", has_text="Fix login (rival)").wait_for(timeout=1_000)

@@ -778,7 +778,101 @@ function renderDetailIfShown(force) {
   // Only when the task changed: the panel reads its review (git) and may hold
   // what is being typed.
   const key = `${shown.id}:${shown.revision}`;
+  // An open editor keeps what is being typed: it is told the task moved on instead.
+  if (editing && editing.id === shown.id && !force) {
+    if (shown.revision !== editing.revision) editNote(shown);
+    return;
+  }
   if (force || key !== detailKey) { detailKey = key; renderDetail(shown); }
+}
+
+// --- edit in place ------------------------------------------------------------------
+// The editor remembers the revision it started from; the PATCH carries it
+// (if_revision), so an edit that lost a race is refused and shows the newer values.
+
+let editing = null;               // {id, revision} while the detail's editor is open
+const splitList = (text) => String(text || "").split(",").map((s) => s.trim()).filter(Boolean);
+
+function editNote(now, lost) {
+  const note = $("#edit-note");
+  if (!note) return;
+  const theirs = [`title “${now.title}”`, `priority ${now.priority}`,
+    `labels ${(now.labels || []).join(", ") || "—"}`,
+    `depends on ${(now.depends_on || []).join(", ") || "—"}`];
+  note.hidden = false;
+  note.dataset.kind = lost ? "bad" : "warn";
+  note.replaceChildren(
+    el("strong", {}, lost ? "Not saved: someone else changed this task first." : "This task changed while you edit."),
+    ` It now reads (revision ${now.revision}): ${theirs.join("; ")}. `,
+    lost ? "Save again to put yours over it, or cancel to keep theirs." : "");
+  if (lost) editing.revision = now.revision;
+}
+
+function editForm(task) {
+  editing = { id: task.id, revision: task.revision };
+  const field = (name, node) => el("label", {}, name, node);
+  const form = el("form", { class: "edit-form", id: "edit-form" },
+    el("p", { class: "edit-note", id: "edit-note", role: "alert", hidden: true }),
+    field("Title", el("input", { name: "title", id: "edit-title", value: task.title, required: true, maxlength: "500" })),
+    field("Description", el("textarea", { name: "description", id: "edit-description", rows: "4" }, task.description || "")),
+    el("div", { class: "row" },
+      field("Priority", el("input", { name: "priority", id: "edit-priority", type: "number", value: String(task.priority) })),
+      field("Labels", el("input", { name: "labels", id: "edit-labels", value: (task.labels || []).join(", "), placeholder: "comma, separated" }))),
+    field("Depends on", el("input", { name: "depends_on", id: "edit-depends", value: (task.depends_on || []).join(", "), placeholder: "task ids, comma separated" })),
+    el("p", { class: "form-error", id: "edit-error", role: "alert" }),
+    el("menu", {},
+      el("button", { type: "button", class: "btn ghost", id: "edit-cancel", onclick: () => { editing = null; renderDetailIfShown(true); } }, "Cancel"),
+      el("button", { type: "submit", class: "btn primary", id: "edit-save" }, "Save")));
+  form.addEventListener("submit", (e) => { e.preventDefault(); saveEdit(task.id, form); });
+  return form;
+}
+
+async function saveEdit(id, form) {
+  const data = new FormData(form);
+  const current = tasks.get(id) || {};
+  const changes = {};
+  const title = String(data.get("title") || "").trim();
+  if (title !== current.title) changes.title = title;
+  const description = String(data.get("description") || "");
+  if (description !== (current.description || "")) changes.description = description;
+  const priority = parseInt(String(data.get("priority") || "0"), 10);
+  if (priority !== current.priority) changes.priority = priority;
+  const labels = splitList(data.get("labels"));
+  if (labels.join("\n") !== (current.labels || []).join("\n")) changes.labels = labels;
+  const wanted = splitList(data.get("depends_on"));
+  const had = current.depends_on || [];
+  const error = $("#edit-error");
+  error.textContent = "";
+  const button = $("#edit-save");
+  button.disabled = true;
+  try {
+    let saved = null;
+    if (Object.keys(changes).length) {
+      saved = await api("PATCH", `/api/board/tasks/${enc(id)}`, { ...changes, if_revision: editing.revision });
+    }
+    for (const dep of wanted.filter((d) => !had.includes(d))) {
+      saved = await api("POST", `/api/board/tasks/${enc(id)}/deps`, { depends_on: dep });
+    }
+    for (const dep of had.filter((d) => !wanted.includes(d))) {
+      await api("DELETE", `/api/board/tasks/${enc(id)}/deps/${enc(dep)}`);
+      saved = null;
+    }
+    if (saved === null) saved = await api("GET", `/api/board/tasks/${enc(id)}`);
+    editing = null;
+    upsert(saved);
+    renderDetailIfShown(true);
+    toast("Saved.", "ok");
+  } catch (err) {
+    const body = err.body || {};
+    if (body.error === "conflict" && body.reason === "stale_revision" && body.task) {
+      upsert(body.task);
+      editNote(body.task, true);
+    } else {
+      error.textContent = err.message;
+    }
+  } finally {
+    button.disabled = false;
+  }
 }
 
 async function renderDetail(task) {
@@ -788,8 +882,13 @@ async function renderDetail(task) {
   const cost = task.cost || {};
   panel.replaceChildren(
     el("button", { type: "button", class: "btn ghost close", "aria-label": "Close", onclick: () => select(null) }, "×"),
-    el("h2", {}, task.title),
-    el("div", { class: "detail-actions" }, el("label", {}, "Status ", statusMenu(task))),
+    el("h2", { id: "detail-title" }, task.title),
+    el("div", { class: "detail-actions" }, el("label", {}, "Status ", statusMenu(task)),
+      el("button", { type: "button", class: "btn", id: "edit-task", onclick: () => {
+        $("#edit-slot").replaceChildren(editForm(tasks.get(task.id) || task));
+        $("#edit-title").focus();
+      } }, "Edit")),
+    el("div", { id: "edit-slot" }),
     el("dl", {},
       el("dt", {}, "id"), el("dd", {}, task.id),
       el("dt", {}, "assignee"), el("dd", {}, task.assignee_agent_id || "—"),
@@ -888,6 +987,7 @@ function commentForm(task) {
 
 function select(id) {
   const before = selected;
+  if (id !== before) editing = null;
   selected = id;
   detailKey = null;
   for (const key of [before, id]) {
