@@ -27,6 +27,7 @@ from board.errors import ClaimConflict, TaskNotFound
 from board.models import Task
 from boardmcp.credentials import Caller
 from core import registry
+from core.checks import check_storable
 from core.errors import ClawbooError, Forbidden, ValidationFailed
 from worktrees import service as worktree_service
 
@@ -43,7 +44,11 @@ LIST_LIMIT = 200
 RETRYABLE = frozenset({"rate_limited"})
 
 Status = Literal["backlog", "todo", "in_progress", "in_review", "blocked", "done", "cancelled"]
-TaskId = Annotated[str, Field(min_length=1, max_length=128)]
+# The board's id shape (core.checks.ID_PATTERN, spelled for pydantic's regex engine,
+# which has no \Z), checked before any query: a NUL reaching PostgreSQL would crash
+# the tool instead of refusing it.
+_ID_SHAPE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+TaskId = Annotated[str, Field(min_length=1, max_length=128, pattern=_ID_SHAPE)]
 Title = Annotated[str, Field(min_length=1, max_length=500)]
 Text = Annotated[str, Field(max_length=20_000)]
 
@@ -62,8 +67,13 @@ class BoardMcpServer(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
+            # Text neither database stores (NUL, lone surrogates) is refused in any
+            # argument, before a tool could hand it to a query.
+            for key, value in (arguments or {}).items():
+                check_storable(key, "arguments")
+                check_storable(value, str(key))
             return await super().call_tool(name, arguments, context)
-        except ToolError as exc:
+        except (ToolError, ValidationFailed) as exc:
             body = refusal_body(exc)
             if body is None:
                 raise

@@ -14,15 +14,19 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 from django.urls import path  # noqa: E402
 
 from boardmcp.http import with_mcp  # noqa: E402
+from clawboo import bodylimit  # noqa: E402
 from core.consumers import BoardConsumer  # noqa: E402
 from core.ws_auth import auth_stack  # noqa: E402
+
+# Before daphne accepts a connection: bodies are bounded while they arrive.
+bodylimit.install()
 
 websocket_urls = [path("ws/board/", BoardConsumer.as_asgi())]
 
 application = ProtocolTypeRouter(
     {
         # The embedded default serves its own static files (admin, API docs, board).
-        "http": with_mcp(ASGIStaticFilesHandler(django_http)),
+        "http": bodylimit.BodyLimitApp(with_mcp(ASGIStaticFilesHandler(django_http))),
         # No blanket Origin check: it guards cookie sessions only (core.ws_auth), so
         # token clients, which send no Origin, are served.
         "websocket": auth_stack(URLRouter(websocket_urls)),

@@ -72,3 +72,30 @@ def add_summaries(result: dict[str, Any], generator: Any, request: Any, public: 
             if summary and not operation.get("summary"):
                 operation["summary"] = summary
     return result
+
+
+WRITE_METHODS = ("post", "put", "patch", "delete")
+BUSY = "busy"
+
+
+def add_busy(result: dict[str, Any], generator: Any, request: Any, public: Any) -> Any:
+    """Every write may answer ``503 busy`` (core.api.errors): its lock budget ran out.
+    Retryable, with ``Retry-After``; reads never do."""
+    for operations in result.get("paths", {}).values():
+        for method, operation in operations.items():
+            if method not in WRITE_METHODS:
+                continue
+            responses = operation.setdefault("responses", {})
+            known = responses.get("503")
+            if known is None:
+                responses["503"] = {
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
+                    },
+                    "description": f"error: {BUSY} (retryable: see Retry-After)",
+                    "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+                }
+            elif BUSY not in known.get("description", ""):
+                known["description"] += f" | {BUSY} (retryable: see Retry-After)"
+                known.setdefault("headers", {})["Retry-After"] = {"schema": {"type": "integer"}}
+    return result

@@ -260,7 +260,9 @@ CLAWBOO_HEALTH_PARTS = [
 CLAWBOO_METRICS_TOKEN = os.environ.get("CLAWBOO_METRICS_TOKEN", "")
 # Notifications: how often a failed delivery is tried in all, and the sender address.
 CLAWBOO_NOTIFY_MAX_ATTEMPTS = env_int("CLAWBOO_NOTIFY_MAX_ATTEMPTS", 6)
-CLAWBOO_NOTIFY_TIMEOUT_S = env_int("CLAWBOO_NOTIFY_TIMEOUT_S", 10)
+CLAWBOO_NOTIFY_TIMEOUT_S = env_int("CLAWBOO_NOTIFY_TIMEOUT_S", 10)  # a whole attempt, not a read
+# Threads per process that send notifications (not django-q2 workers: see ops.notify).
+CLAWBOO_NOTIFY_SENDERS = env_int("CLAWBOO_NOTIFY_SENDERS", 4)
 DEFAULT_FROM_EMAIL = os.environ.get("CLAWBOO_NOTIFY_FROM", "clawboo@localhost")
 # Where people reach this server (https://board.example.com): notifications link to
 # the task on the board from it. Unset: they carry no link (`clawboo up` sets its own).
@@ -321,7 +323,8 @@ REST_FRAMEWORK = {
     # ASCII-escaped JSON: any text renders, so a response never fails after its write.
     "UNICODE_JSON": False,
 }
-# A request body larger than this is refused before it is parsed.
+# A request body larger than this is refused (413) while it arrives, before it is
+# stored or parsed (clawboo.bodylimit), anonymous or not.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 
 SPECTACULAR_SETTINGS = {
@@ -341,6 +344,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "clawboo.openapi.add_summaries",
+        "clawboo.openapi.add_busy",
     ],
 }
 

@@ -21,6 +21,7 @@ import random
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -61,11 +62,47 @@ def apply_sqlite_pragmas(sender: Any, connection: Any, **kwargs: Any) -> None:
     if connection.vendor != "sqlite":
         return
     memory = _is_memory_database(connection)
+    if not memory:
+        keep_wal_index(str(connection.settings_dict.get("NAME")))
     with connection.cursor() as cursor:
         for name, value in SQLITE_PRAGMAS:
             if name == "journal_mode" and memory:
                 continue  # an in-memory database cannot be WAL; it has one connection anyway
             cursor.execute(f"PRAGMA {name}={value}")
+
+
+# A WAL database is read through its wal-index (the ``-shm`` file). When a process's
+# last connection closes, SQLite drops that index, and the next connection rebuilds
+# it, allocating 32 kB on disk: with the disk full, every read -- opening a
+# connection even -- then fails ("disk I/O error"). One idle connection per process
+# and database file keeps the index in place for the process's lifetime, so reads
+# need no disk space at all.
+_keepers: dict[str, tuple[int, sqlite3.Connection]] = {}
+_forked_keepers: list[sqlite3.Connection] = []
+_keepers_guard = threading.Lock()
+
+
+def keep_wal_index(path: str) -> None:
+    """Hold one idle connection to the SQLite file at ``path`` (once per file)."""
+    try:
+        inode = os.stat(path).st_ino
+    except OSError:
+        return  # not created yet: the connection opening it makes it
+    held = _keepers.get(path)
+    if held is not None and held[0] == inode:
+        return
+    with _keepers_guard:
+        held = _keepers.get(path)
+        if held is not None and held[0] == inode:
+            return
+        try:
+            keeper = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            keeper.execute("SELECT count(*) FROM sqlite_master").fetchall()  # maps the index
+        except sqlite3.Error:
+            return  # the disk is already full: nothing to keep; the read says why
+        if held is not None:
+            held[1].close()  # the file was replaced (a test database re-created)
+        _keepers[path] = (inode, keeper)
 
 
 def _is_memory_database(connection: Any) -> bool:
@@ -154,31 +191,77 @@ def _retrying(connection: Any, fn: Callable[..., T], args: Any, kwargs: dict[str
         time.sleep(pause)
 
 
-# SQLite has one writer at a time. Threads of one process (daphne runs each
-# request's view in its own thread) queue on this lock instead of on SQLite's busy
-# handler, which sleeps in steps of up to 100 ms however soon the lock frees up.
-# Re-entrant: an after-commit hook may write again from the same thread.
-_write_locks: dict[str, threading.RLock] = {}
+class FairWriteLock:
+    """A re-entrant lock granted in arrival order.
+
+    Threads of one process (daphne runs each request's view in its own thread)
+    queue on it for SQLite's one writer instead of on SQLite's busy handler, which
+    sleeps in steps of up to 100 ms however soon the lock frees up. In order,
+    because a plain lock lets a releasing thread barge ahead of the waiters: under
+    load one unlucky write could wait out its whole budget while later ones
+    passed. Re-entrant: an after-commit hook may write again from the same thread.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._owner: int | None = None
+        self._depth = 0
+        self._waiting: deque[object] = deque()
+
+    def acquire(self, timeout: float) -> bool:
+        me = threading.get_ident()
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            if self._owner == me:
+                self._depth += 1
+                return True
+            ticket = object()
+            self._waiting.append(ticket)
+            while self._owner is not None or self._waiting[0] is not ticket:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._waiting.remove(ticket)
+                    self._cond.notify_all()  # the next in line may be first now
+                    return False
+                self._cond.wait(remaining)
+            self._waiting.popleft()
+            self._owner, self._depth = me, 1
+            return True
+
+    def release(self) -> None:
+        with self._cond:
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = None
+                self._cond.notify_all()
+
+
+_write_locks: dict[str, FairWriteLock] = {}
 _write_locks_guard = threading.Lock()
 
 
 def _forget_write_locks() -> None:
     # A forked child has one thread; a lock that another thread of its parent held
     # at the fork would stay held in the child forever.
-    global _write_locks_guard
+    global _write_locks_guard, _keepers_guard
     _write_locks.clear()
     _write_locks_guard = threading.Lock()
+    # The parent's keepers are the parent's: never closed here (closing a SQLite
+    # connection opened before a fork can drop the parent's locks), only forgotten.
+    _forked_keepers.extend(conn for _, conn in _keepers.values())
+    _keepers.clear()
+    _keepers_guard = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_write_locks)
 
 
-def _process_write_lock(connection: Any) -> threading.RLock | None:
+def _process_write_lock(connection: Any) -> FairWriteLock | None:
     if connection.vendor != "sqlite":
         return None
     key = str(connection.settings_dict.get("NAME"))
     lock = _write_locks.get(key)  # a dict read is atomic; create under the guard
     if lock is None:
         with _write_locks_guard:
-            lock = _write_locks.setdefault(key, threading.RLock())
+            lock = _write_locks.setdefault(key, FairWriteLock())
     return lock

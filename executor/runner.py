@@ -44,7 +44,7 @@ from executor.runtimes import (
     resume_id_for,
 )
 from executor.runtimes.base import start_run
-from worktrees import checkouts, handoff, scaffold
+from worktrees import agent_files, checkouts, handoff, scaffold
 from worktrees import service as worktree_service
 
 log = logging.getLogger(__name__)
@@ -271,7 +271,10 @@ class Executor:
         """Bring TASK.md up to date with the board: this attempt, who runs it, and the
         feedback of the last one, so the checkout alone tells a runtime where it is."""
         path = worktree / scaffold.TASK_FILE
-        text = path.read_text(encoding="utf-8") if path.exists() else f"# {task.title}\n"
+        try:  # what the agent left there: a regular file, read under a deadline
+            text = agent_files.read_text(path)
+        except (OSError, ValueError):
+            text = f"# {task.title}\n"
         marker = "\n## Latest from the board\n"
         text = text.split(marker, 1)[0].rstrip("\n") + "\n"
         lines = [
@@ -284,7 +287,7 @@ class Executor:
             lines.append(f"- feedback from the previous attempt: {task.feedback}")
         if task.error:
             lines.append(f"- last error: {task.error}")
-        path.write_text(text + marker + "\n".join(lines) + "\n", encoding="utf-8")
+        agent_files.write_text(path, text + marker + "\n".join(lines) + "\n")
 
     def _mcp_url(self) -> str | None:
         url = settings.CLAWBOO_MCP_URL

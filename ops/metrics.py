@@ -344,12 +344,16 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
 CLAIM_ROUTE_SUFFIXES = ("/claim", "/claim-next")
 
 
+# Every label comes from a closed set: the method any client may invent is one of
+# these or ``other``, the route is a URL pattern, never the raw path.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"})
+
+
 def _observe(request: HttpRequest, status: int, started: float) -> None:
     match = getattr(request, "resolver_match", None)
     route = match.route if match is not None else "unmatched"
-    REQUEST_SECONDS.labels(request.method or "", route, str(status)).observe(
-        time.perf_counter() - started
-    )
+    method = request.method if request.method in METHODS else "other"
+    REQUEST_SECONDS.labels(method, route, str(status)).observe(time.perf_counter() - started)
     if status == 409 and route.endswith(CLAIM_ROUTE_SUFFIXES):
         CLAIM_CONFLICTS.inc()
 

@@ -7,13 +7,14 @@ whichever process committed, so a board write is never held up or failed by it:
 it runs after that write's commit, and every error in it is logged and dropped.
 For each event that needs a person (:func:`reason_for`) it records one delivery
 per matching channel of the team — unique on (channel, event), so an event
-notifies a channel once — and hands each to django-q2 after its own commit.
+notifies a channel once — and hands each, after its own commit, to a few sender
+threads of that process (never django-q2's workers, which fire routines).
 
 A delivery is one row sent by attempts (:func:`deliver`). An attempt is claimed
 with a conditional UPDATE that also leases the row for the attempt's timeout, so
 two workers never send it at once; a failed attempt sets the next one's time by
 exponential backoff, and :func:`send_due` — a minutely django-q2 schedule — hands
-every due row back to the queue (also rows whose worker died mid-attempt), after
+every due row back to a sender (also rows whose sender died mid-attempt), after
 :func:`catch_up` has recorded what a listener missed because its process died
 between a write's commit and the listener. A
 webhook is a POST of the JSON body with ``X-Clawboo-Signature: sha256=<HMAC-SHA256
@@ -25,23 +26,27 @@ repeat an attempt).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
 import json
 import logging
+import os
+import re
+import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from http.client import HTTPConnection, HTTPSConnection
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, close_old_connections, transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -59,7 +64,6 @@ from ops.models import (
 
 log = logging.getLogger(__name__)
 
-DELIVER_TASK = "ops.notify.deliver"
 SEND_DUE_SCHEDULE = "clawboo.notify-send-due"
 BACKOFF_FIRST_S = 30
 BACKOFF_MAX_S = 6 * 3600
@@ -252,16 +256,64 @@ def record_deliveries(
     return storage.write(run)
 
 
-def enqueue(delivery_ids: Iterable[int]) -> None:
-    """Hand deliveries to django-q2 (inline in sync mode). One that cannot be
-    queued stays due, and :func:`send_due` queues it within a minute."""
-    from django_q.tasks import async_task
+# Deliveries are sent by a few threads of the process that recorded them, never by
+# django-q2's workers: those fire routines, and a slow receiver (however bounded
+# each attempt is) must not stand between a routine and its fire. Nothing is lost
+# with the process: a row is due until an attempt claims it, a claimed attempt's
+# lease runs out, and the minutely :func:`send_due` hands both back to a sender.
+_senders: ThreadPoolExecutor | None = None
+_queued: set[int] = set()
+_senders_guard = threading.Lock()
 
+
+def _forget_senders() -> None:
+    # A forked child has none of its parent's threads: it starts its own pool.
+    global _senders, _senders_guard
+    _senders = None
+    _queued.clear()
+    _senders_guard = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_senders)
+
+
+def sender_count() -> int:
+    return int(getattr(settings, "CLAWBOO_NOTIFY_SENDERS", 4))
+
+
+def enqueue(delivery_ids: Iterable[int]) -> None:
+    """Hand deliveries to this process's senders (inline when django-q2 runs in sync
+    mode, as in tests). A delivery already waiting for a sender is not queued twice;
+    one that cannot be queued stays due, and :func:`send_due` queues it again."""
+    from django_q.conf import Conf
+
+    global _senders
     for delivery_id in delivery_ids:
-        try:
-            async_task(DELIVER_TASK, delivery_id, task_name=f"notify-{delivery_id}")
-        except Exception:
-            log.exception("could not queue notification %s", delivery_id)
+        if Conf.SYNC:
+            deliver(delivery_id)
+            continue
+        with _senders_guard:
+            if delivery_id in _queued:
+                continue
+            if _senders is None:
+                _senders = ThreadPoolExecutor(sender_count(), thread_name_prefix="clawboo-notify")
+            _queued.add(delivery_id)
+            try:
+                _senders.submit(_send_queued, delivery_id)
+            except RuntimeError:  # the interpreter is shutting down
+                _queued.discard(delivery_id)
+
+
+def _send_queued(delivery_id: int) -> None:
+    close_old_connections()
+    try:
+        deliver(delivery_id)
+    except Exception:
+        log.exception("notification %s could not be attempted", delivery_id)
+    finally:
+        with _senders_guard:
+            _queued.discard(delivery_id)
+        close_old_connections()
 
 
 # --- attempts ----------------------------------------------------------------------
@@ -329,7 +381,7 @@ def _settle(delivery_id: int, attempt: int, *, ok: bool, code: int | None, error
 
 
 def deliver(delivery_id: int) -> str:
-    """One attempt at one delivery (the django-q2 task). Returns the row's status
+    """One attempt at one delivery (on a sender thread). Returns the row's status
     after it, or ``"not-due"`` when there was nothing to attempt."""
     attempt = _claim_attempt(delivery_id, timezone.now())
     if attempt is None:
@@ -354,26 +406,67 @@ def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+class DeliveryDeadline(Exception):
+    """The receiver did not answer within the attempt's total deadline."""
+
+
 def post_webhook(row: NotificationDelivery) -> int:
-    """POST the body to the channel's URL; the HTTP status (raises on no answer)."""
+    """POST the body to the channel's URL; the HTTP status (raises on no answer).
+
+    One deadline (``CLAWBOO_NOTIFY_TIMEOUT_S``) bounds the whole exchange -- connect,
+    send, the status line -- not each read: a receiver dripping a byte at a time
+    cannot stretch it. A redirect is not followed (its status is a failed attempt),
+    so the signed body only ever goes to the configured address."""
     data = row.body.encode()
-    request = urllib.request.Request(  # noqa: S310 - an operator-configured http(s) URL
-        row.channel.url,
-        data=data,
-        method="POST",
-        headers={
-            "Content-Type": "application/json",
-            "User-Agent": "clawboo-notify/1",
-            SIGNATURE_HEADER: sign(row.channel.secret, data),
-            DELIVERY_HEADER: str(row.id),
-            REASON_HEADER: row.reason,
-        },
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s()) as response:  # noqa: S310
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
+    url = urlsplit(row.channel.url)
+    deadline = timeout_s()
+    connection_class = HTTPSConnection if url.scheme == "https" else HTTPConnection
+    conn = connection_class(url.hostname or "", url.port, timeout=deadline)
+    target = (url.path or "/") + (f"?{url.query}" if url.query else "")
+    answer: dict[str, Any] = {}
+
+    def exchange() -> None:
+        try:
+            conn.request(
+                "POST",
+                target,
+                body=data,
+                headers={
+                    "Content-Type": "application/json",
+                    "User-Agent": "clawboo-notify/1",
+                    SIGNATURE_HEADER: sign(row.channel.secret, data),
+                    DELIVERY_HEADER: str(row.id),
+                    REASON_HEADER: row.reason,
+                },
+            )
+            answer["status"] = conn.getresponse().status
+        except BaseException as exc:  # handed to the caller below
+            answer["error"] = exc
+
+    sender = threading.Thread(target=exchange, name="clawboo-webhook", daemon=True)
+    sender.start()
+    sender.join(deadline)
+    if sender.is_alive():
+        # Unblock the exchange's read; the thread then ends on its own.
+        if conn.sock is not None:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+        sender.join(1)
+        conn.close()
+        raise DeliveryDeadline(f"no answer within {deadline:g}s")
+    conn.close()
+    if "error" in answer:
+        raise answer["error"]
+    return int(answer["status"])
+
+
+def email_subject(text: str) -> str:
+    """One header line: a title's line breaks (which Django refuses in a header,
+    ``BadHeaderError``) and other control characters fold to single spaces."""
+    return " ".join(_CONTROL.sub(" ", text).split())
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 
 
 def send_email(row: NotificationDelivery) -> None:
@@ -387,7 +480,7 @@ def send_email(row: NotificationDelivery) -> None:
             if value not in (None, "", {}, []):
                 lines.append(f"{key} {field}: {value}")
     send_mail(
-        f"[clawboo] {body['team']}: {body['summary']}",
+        email_subject(f"[clawboo] {body['team']}: {body['summary']}"),
         "\n".join(lines) + "\n",
         settings.DEFAULT_FROM_EMAIL,
         recipients_of(row, body),

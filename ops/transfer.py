@@ -39,6 +39,7 @@ from django.db.models import Q
 
 from board.models import ExecutionProcess, Task, TaskComment, TaskDep, Workspace
 from core import storage
+from core.checks import check_storable
 from core.errors import ClawbooError, ValidationFailed
 from core.models import Agent, ChatMessage, Event, Team
 from routines.models import Routine, RoutineFire
@@ -234,32 +235,240 @@ def _work_present() -> list[str]:
 
 
 def parse(lines: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-    """Records by type, checked for shape; a bad line is named by its number."""
+    """Records by type, the whole file checked before anything is written: each
+    record's shape, columns, types and text (:func:`check_record`), then the file
+    as a whole (:func:`check_file`). The first fault found is refused, named by its
+    line: ``ValidationFailed("file", "line 7: task record: status 'finished' is
+    not one of …")``."""
     records: dict[str, list[dict[str, Any]]] = {}
+    numbers: dict[str, list[int]] = {}
     header = None
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValidationFailed("file", f"line {number}: not JSON ({exc.msg})") from None
-        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
-            raise ValidationFailed("file", f"line {number}: not a record with a 'type'")
-        kind = record.pop("type")
-        if header is None:
-            if kind != FORMAT or record.get("version") != VERSION:
-                raise ValidationFailed("file", f"line 1: not a {FORMAT} version {VERSION} file")
-            header = record
-            continue
-        if kind == "end":
-            continue
-        if kind != "user" and kind not in BY_NAME:
-            raise ValidationFailed("file", f"line {number}: unknown record type {kind!r}")
-        records.setdefault(kind, []).append(record)
+    trailer: tuple[int, dict[str, Any]] | None = None
+    number = 0
+    try:
+        for number, text in enumerate(lines, start=1):
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValidationFailed("file", f"line {number}: not JSON ({exc.msg})") from None
+            except RecursionError:
+                raise ValidationFailed("file", f"line {number}: nested too deep") from None
+            if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+                raise ValidationFailed("file", f"line {number}: not a record with a 'type'")
+            kind = record.pop("type")
+            if header is None:
+                if kind != FORMAT or record.get("version") != VERSION:
+                    raise ValidationFailed("file", f"line 1: not a {FORMAT} version {VERSION} file")
+                header = record
+                continue
+            if trailer is not None:
+                raise ValidationFailed("file", f"line {number}: a record after the end record")
+            if kind == "end":
+                trailer = (number, record)
+                continue
+            if kind != "user" and kind not in BY_NAME:
+                raise ValidationFailed("file", f"line {number}: unknown record type {kind!r}")
+            check_record(kind, record, number)
+            records.setdefault(kind, []).append(record)
+            numbers.setdefault(kind, []).append(number)
+    except UnicodeDecodeError:
+        raise ValidationFailed("file", f"line {number + 1}: not UTF-8 text") from None
     if header is None:
         raise ValidationFailed("file", "empty: no export header")
+    check_file(records, numbers, trailer, number)
     return records
+
+
+# --- the checks an import makes before it writes ---------------------------------------
+
+
+def _allowed_columns(kind: str) -> dict[str, models.Field[Any, Any] | None]:
+    """The keys a record of ``kind`` may carry: its model's columns as exported (a
+    user column under its name, holding a username), plus ``members`` for a team."""
+    if kind == "user":
+        return {name: _user_field(name) for name in USER_FIELDS}
+    model = BY_NAME[kind].model
+    user_columns = {column.attname for column in _user_columns(model)}
+    allowed: dict[str, models.Field[Any, Any] | None] = {}
+    for column in _columns(model):
+        allowed[column.name if column.attname in user_columns else column.attname] = (
+            None if column.attname in user_columns else column
+        )
+    if model is Team:
+        allowed["members"] = None
+    return allowed
+
+
+def check_record(kind: str, record: dict[str, Any], number: int) -> None:
+    """One record's columns (none unknown, none missing), each value's type, range,
+    length and choice, and its text (no NUL or lone surrogate, on any database)."""
+    where = f"line {number}: {kind} record"
+    allowed = _allowed_columns(kind)
+    for key in record:
+        if key not in allowed:
+            raise ValidationFailed("file", f"{where}: unknown column {key!r}")
+    for name, column in allowed.items():
+        if name not in record:
+            if kind == "user" and name != "username":
+                continue  # a user's optional fields default
+            if column is None and name != "members":
+                continue  # a user reference left out is no reference
+            if name == "members":
+                continue
+            raise ValidationFailed("file", f"{where}: no {name!r} column")
+        value = record[name]
+        try:
+            check_storable(value, name)
+        except ValidationFailed as exc:
+            raise ValidationFailed("file", f"{where}: {exc.detail}") from None
+        if column is None:
+            if name == "members":
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ValidationFailed("file", f"{where}: members must be a list of usernames")
+            elif value is not None and not isinstance(value, str):
+                raise ValidationFailed("file", f"{where}: {name} must be a username or null")
+            continue
+        problem = _value_problem(column, value)
+        if problem:
+            raise ValidationFailed("file", f"{where}: {name} {problem}")
+
+
+def _value_problem(column: models.Field[Any, Any], value: Any) -> str | None:
+    if value is None:
+        return None if column.null else "must not be null"
+    if isinstance(column, models.JSONField):
+        return None
+    if isinstance(column, models.BooleanField):
+        return None if isinstance(value, bool) else "must be true or false"
+    if isinstance(column, models.DateTimeField):
+        if not isinstance(value, str):
+            return "must be an ISO-8601 time"
+        try:
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return f"{value[:40]!r} is not an ISO-8601 time"
+        return None if parsed.tzinfo is not None else "must carry its UTC offset"
+    target = getattr(column, "target_field", column) if column.is_relation else column
+    if isinstance(target, models.IntegerField):
+        if not isinstance(value, int) or isinstance(value, bool):
+            return "must be an integer"
+        low, high = connection.ops.integer_field_range(target.get_internal_type())
+        if (low is not None and value < low) or (high is not None and value > high):
+            return f"{value} is out of range"
+        return None
+    if isinstance(target, models.FloatField):
+        return (
+            None
+            if isinstance(value, int | float) and not isinstance(value, bool)
+            else ("must be a number")
+        )
+    if isinstance(target, models.CharField | models.TextField):
+        if not isinstance(value, str):
+            return "must be text"
+        if target.max_length is not None and len(value) > target.max_length:
+            return f"is longer than {target.max_length} characters"
+        if column.choices:
+            allowed = [str(choice) for choice, _ in column.flatchoices]
+            if value not in allowed:
+                return f"{value[:40]!r} is not one of {', '.join(allowed)}"
+    return None
+
+
+def _key(kind: Kind, record: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(record.get(name) for name in kind.order)
+
+
+def _numbered(
+    kind: str, records: dict[str, list[dict[str, Any]]], numbers: dict[str, list[int]]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    return zip(numbers.get(kind, []), records.get(kind, []), strict=True)
+
+
+def check_file(
+    records: dict[str, list[dict[str, Any]]],
+    numbers: dict[str, list[int]],
+    trailer: tuple[int, dict[str, Any]] | None,
+    last_line: int,
+) -> None:
+    """The file as a whole: it ends with its end record (else it was cut short),
+    whose counts match the records; no key twice; every reference names a record of
+    the file (or the pristine ``default`` team) and every user a user record."""
+    if trailer is None:
+        raise ValidationFailed(
+            "file", f"truncated: no end record after line {last_line} (an incomplete copy?)"
+        )
+    end_line, end = trailer
+    counts = end.get("counts")
+    if not isinstance(counts, dict):
+        raise ValidationFailed("file", f"line {end_line}: the end record has no counts")
+    for kind in sorted(set(counts) | set(records)):
+        held = len(records.get(kind, []))
+        said = counts.get(kind, 0)
+        if said != held:
+            raise ValidationFailed(
+                "file",
+                f"line {end_line}: the end record counts {said!r} {kind} record(s), "
+                f"the file holds {held}",
+            )
+    keys: dict[str, set[Any]] = {}
+    usernames: set[str] = set()
+    for number, user in _numbered("user", records, numbers):
+        if user["username"] in usernames:
+            raise ValidationFailed("file", f"line {number}: user {user['username']!r} twice")
+        usernames.add(user["username"])
+    for kind in KINDS:
+        seen: set[tuple[Any, ...]] = set()
+        for number, record in zip(
+            numbers.get(kind.name, []), records.get(kind.name, []), strict=True
+        ):
+            key = _key(kind, record)
+            if key in seen:
+                raise ValidationFailed("file", f"line {number}: {kind.name} {key!r} twice")
+            seen.add(key)
+        if kind.model._meta.pk is not None and kind.model._meta.pk.attname in kind.order:
+            keys[kind.name] = {key[0] for key in seen}
+    by_model = {kind.model: kind.name for kind in KINDS}
+    for kind in KINDS:
+        user_columns = _user_columns(kind.model)
+        references = [
+            column
+            for column in _columns(kind.model)
+            if column.is_relation and column.related_model in by_model
+        ]
+        for number, record in zip(
+            numbers.get(kind.name, []), records.get(kind.name, []), strict=True
+        ):
+            for column in references:
+                value = record.get(column.attname)
+                if value is None:
+                    continue
+                target = by_model[column.related_model]  # type: ignore[index]
+                if value in keys.get(target, set()):
+                    continue
+                if target == "team" and value == "default":
+                    continue  # the pristine default team of the database restored into
+                raise ValidationFailed(
+                    "file",
+                    f"line {number}: {kind.name} record: {column.attname} {value!r} "
+                    f"names no {target} record of the file",
+                )
+            for column in user_columns:
+                name = record.get(column.name)
+                if name is not None and name not in usernames:
+                    raise ValidationFailed(
+                        "file",
+                        f"line {number}: {kind.name} record: {column.name} {name!r} "
+                        "names no user record of the file",
+                    )
+            members = record.get("members") if kind.model is Team else None
+            for name in members or ():
+                if name not in usernames:
+                    raise ValidationFailed(
+                        "file",
+                        f"line {number}: team record: member {name!r} names no user record",
+                    )
 
 
 def _instances(kind: Kind, rows: list[dict[str, Any]], users: dict[str, Any]) -> list[models.Model]:

@@ -326,6 +326,10 @@ def record_outcome(routine_id: str, results: list[DispatchResult]) -> Routine | 
         last_error=None,
         fire_slot=None,
     )
+    if next_run is not None:
+        # The ticker armed while this row was in flight, blind to its next slot (at
+        # worst the 60 s rescan): wake it, or a routine every 2 s fires once a minute.
+        routine_store.poke()
     for result in results:
         events.append(
             routine.team_id,

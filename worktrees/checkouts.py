@@ -11,7 +11,9 @@ the repository's lock, so two tasks of one repo never race on ``packed-refs`` or
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +24,7 @@ from typing import Any
 from django.conf import settings
 
 from core.errors import ClawbooError, Conflict, ValidationFailed
+from worktrees import agent_files
 from worktrees.checks import check_repo_path, check_task_id
 from worktrees.git import GitError, git_out, run_git
 from worktrees.locks import path_lock
@@ -211,13 +214,38 @@ def verify_checkout(
 
 
 def commit_all(path: Path, message: str) -> bool:
-    """Commit every change (tracked, deleted, untracked) in the checkout. False if clean."""
+    """Commit every change (tracked, deleted, untracked) in the checkout. False if clean.
+
+    A tracked path an agent turned into a FIFO, device or socket is left out: git
+    refuses to add one ("can only add regular files"), and would fail the whole
+    commit. (Git skips untracked special files on its own.)"""
     status = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd=path).stdout
     if not status:
         return False
-    run_git(["add", "-A"], cwd=path)
+    excludes = [f":(exclude,literal){name}" for name in _special_paths(path, status)]
+    run_git(["add", "-A", "--", ".", *excludes], cwd=path)
     run_git(["commit", "-q", "--no-verify", "--allow-empty", "-m", message], cwd=path)
     return True
+
+
+def _special_paths(path: Path, status: str) -> list[str]:
+    """Paths of a ``status --porcelain=v1 -z`` that are neither a file, a symlink
+    nor a directory now."""
+    found = []
+    records = iter(status.split("\0"))
+    for record in records:
+        if len(record) < 4:
+            continue
+        if record[0] in "RC":
+            next(records, None)  # a rename's original path, a field of its own
+        name = record[3:]
+        try:
+            mode = os.lstat(path / name).st_mode
+        except OSError:
+            continue  # deleted: git records that
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
+            found.append(name)
+    return found
 
 
 @dataclass(frozen=True)
@@ -360,13 +388,12 @@ class Diffstat:
 
 
 def _count_lines(path: Path) -> int | None:
+    """An untracked file's lines; None (git's "-") for a binary file and for what is
+    not a regular file: an agent's FIFO, device or symlink is never read."""
     try:
-        data = path.read_bytes()
+        return agent_files.count_lines(path)
     except OSError:
         return None
-    if b"\0" in data[:8000]:
-        return None  # binary, like git's "-"
-    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 def work_diff(path: Path, base_commit: str) -> Diffstat:

@@ -26,6 +26,7 @@ from typing import Any
 from django.utils import timezone
 
 from core.errors import ValidationFailed
+from worktrees import agent_files
 from worktrees.scaffold import COMMAND_SLOTS, HANDOFF_FILE, INIT_FILE, PROGRESS_FILE
 
 log = logging.getLogger(__name__)
@@ -250,7 +251,7 @@ def read_handoff(worktree: Path) -> dict[str, Any] | None:
     """The checkout's handoff as far as it can be read (:func:`salvage_handoff`), or
     None when it is absent, not JSON, not an object, or has no usable ``runtime``."""
     try:
-        raw = (worktree / HANDOFF_FILE).read_text(encoding="utf-8")
+        raw = agent_files.read_text(worktree / HANDOFF_FILE)
         data = json.loads(raw)
     except (OSError, ValueError, RecursionError):
         return None
@@ -300,8 +301,8 @@ def init_commands(worktree: Path) -> dict[str, str | None]:
     """Commands from ``init.sh``'s slots (the script itself is ``init``)."""
     commands: dict[str, str | None] = {"init": None, "verify": None, "start": None}
     try:
-        text = (worktree / INIT_FILE).read_text(encoding="utf-8")
-    except OSError:
+        text = agent_files.read_text(worktree / INIT_FILE)
+    except (OSError, ValueError):
         return commands
     commands["init"] = f"./{INIT_FILE}"
     slots: dict[str, str] = {}
@@ -335,8 +336,8 @@ def reconstruct_state(worktree: Path) -> ResumeState:
             source="handoff",
         )
     try:
-        text = (worktree / PROGRESS_FILE).read_text(encoding="utf-8")
-    except OSError:
+        text = agent_files.read_text(worktree / PROGRESS_FILE)
+    except (OSError, ValueError):
         return ResumeState(commands=commands)
     sections = progress_sections(text)
     blocked = sections.get("blocked", [])

@@ -15,6 +15,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from worktrees import agent_files
+
 TASK_FILE = "TASK.md"
 PROGRESS_FILE = "task-progress.md"
 DECISIONS_FILE = "DECISIONS.json"
@@ -161,6 +163,8 @@ def write_scaffold(root: Path, brief: TaskBrief) -> None:
         VERIFICATION_FILE: verification_md(brief),
     }
     for name, text in contents.items():
-        (root / name).write_text(text, encoding="utf-8")
+        # Replaced, never written through: the repository may hold any of these
+        # names as a symlink.
+        agent_files.write_text(root / name, text)
     init = root / INIT_FILE
     os.chmod(init, 0o755)  # noqa: S103 - a script the runtime must be able to run

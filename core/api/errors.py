@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404, JsonResponse
+from django.db.utils import DatabaseError
+from django.http import Http404, HttpResponse, JsonResponse
 from django.views import csrf as django_csrf
 from django.views import defaults as django_defaults
 from django.views.decorators.csrf import csrf_exempt
@@ -15,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from core.errors import ClawbooError
+from core.storage import WriteBudgetExceeded, is_transient_lock_error
 
 HTTP_STATUS: dict[str, int] = {
     "validation_error": 400,
@@ -41,9 +44,23 @@ HTTP_STATUS: dict[str, int] = {
     "not_implemented": 501,
     "server_error": 500,
     "gateway_unavailable": 503,
+    "busy": 503,
     "provision_failed": 500,
     "git_failed": 500,
 }
+
+
+# A write that could not get the database's lock in its budget (SQLite's one writer,
+# a PostgreSQL serialization failure that outlasted its retries) is the server's
+# moment, not the request's fault: ``503 busy`` with a Retry-After, never a 500.
+BUSY_RETRY_AFTER_S = 1
+BUSY_DETAIL = "the database is busy with other writes; retry after a moment"
+
+
+def is_busy(exc: BaseException | None) -> bool:
+    return isinstance(exc, WriteBudgetExceeded) or (
+        isinstance(exc, DatabaseError) and is_transient_lock_error(exc)
+    )
 
 
 def status_for(code: str) -> int:
@@ -89,6 +106,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         body = error_body("unsupported_media_type", str(exc.detail))
     elif isinstance(exc, exceptions.NotFound):
         body = error_body("not_found", str(exc.detail))
+    elif is_busy(exc):
+        body = error_body("busy", BUSY_DETAIL, retry_after=BUSY_RETRY_AFTER_S)
     elif isinstance(exc, exceptions.APIException):
         body = error_body("error", str(exc.detail))
         set_rollback()
@@ -101,6 +120,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response["WWW-Authenticate"] = 'Token realm="api"'
     if body["error"] == "rate_limited" and body.get("retry_after"):
         response["Retry-After"] = str(int(body["retry_after"]) + 1)
+    if body["error"] == "busy":
+        response["Retry-After"] = str(BUSY_RETRY_AFTER_S)
     return response
 
 
@@ -151,9 +172,24 @@ def page_not_found(request: Any, exception: Exception | None = None) -> Any:
 
 
 def server_error(request: Any) -> Any:
+    # Django calls this inside its except block: the failure is still at hand.
+    if is_busy(sys.exc_info()[1]):
+        return busy_response(request)
     if _is_api(request):
         return JsonResponse(
             error_body("server_error", "the server failed on this request"),
             status=500,
         )
     return django_defaults.server_error(request)
+
+
+def busy_response(request: Any) -> HttpResponse:
+    """``503 busy`` outside a DRF view (middleware, a session save, a plain view)."""
+    response: HttpResponse
+    if _is_api(request):
+        body = error_body("busy", BUSY_DETAIL, retry_after=BUSY_RETRY_AFTER_S)
+        response = JsonResponse(body, status=503)
+    else:
+        response = HttpResponse(BUSY_DETAIL, status=503, content_type="text/plain")
+    response["Retry-After"] = str(BUSY_RETRY_AFTER_S)
+    return response

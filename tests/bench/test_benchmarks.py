@@ -169,3 +169,13 @@ def test_http_claim_next_reaches_70_percent_of_the_whoami_baseline():
     report = run_bench("api.py")
     assert report["claim_next"]["statuses"] == {"200": report["claim_next"]["requests"]}
     assert report["met"], (report["ratio"], report["pair_ratios"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_fifty_clients_for_a_minute_on_sqlite_see_no_server_error():
+    report = run_bench("sqlite_clients.py")
+    assert report["clients"] == 50 and report["seconds"] == 60
+    assert report["server_errors"] == 0, report
+    assert report["failed_operations"] == 0, report
+    assert report["busy_without_retry_after"] == 0, report

@@ -471,3 +471,29 @@ def test_the_tools_status_literals_are_the_boards_statuses():
     assert set(get_args(tools.Status)) == set(Status.values)
     created = tools.create_subtask.__annotations__["status"]
     assert set(get_args(eval(created, vars(tools)))) == set(CREATE_STATUSES)
+
+
+def test_a_nul_or_a_malformed_id_is_a_validation_error_not_a_crash(
+    connect: Connect, board: Board
+) -> None:
+    before = (Task.objects.count(), TaskComment.objects.count())
+
+    async def go() -> list[Answer]:
+        async with connect() as s:
+            return [
+                await s.call("get_task", task_id="T\x00"),
+                await s.call("get_task", task_id="../etc"),
+                await s.call("claim_task", task_id="a\x00b"),
+                await s.call("link_dependency", task_id=board.task, depends_on="x\x00"),
+                await s.call("list_tasks", label="bug\x00"),
+                await s.call("comment", body="hi\x00", task_id=board.task),
+                await s.call("create_task", title="ok", depends_on=["y\x00"]),
+            ]
+
+    answers = run(go())
+    assert [a.body["error"] for a in answers] == ["validation_error"] * 7, answers
+    fields = [a.body.get("field") for a in answers]
+    assert fields[:6] == ["task_id", "task_id", "task_id", "depends_on", "label", "body"]
+    assert fields[6].startswith("depends_on")
+    assert all(a.body["retryable"] is False for a in answers)
+    assert (Task.objects.count(), TaskComment.objects.count()) == before

@@ -286,3 +286,38 @@ def test_threads_of_one_process_write_at_once_and_every_write_lands(default_team
     assert store.list_tasks().count() == 200
     assert Event.objects.filter(kind="added").count() == 200
     assert max(slowest) < 1.0  # queued behind at most a few peers, never a busy timeout
+
+
+def test_the_process_write_lock_is_granted_in_arrival_order_and_re_entrant():
+    import threading
+    import time
+
+    from core.storage import FairWriteLock
+
+    lock = FairWriteLock()
+    assert lock.acquire(1) and lock.acquire(1)  # re-entrant for its holder
+    order: list[int] = []
+    arrived: list[int] = []
+
+    def waiter(n: int) -> None:
+        arrived.append(n)
+        assert lock.acquire(10)
+        order.append(n)
+        lock.release()
+
+    threads = []
+    for n in range(8):
+        thread = threading.Thread(target=waiter, args=(n,))
+        thread.start()
+        threads.append(thread)
+        deadline = time.monotonic() + 5
+        while len(lock._waiting) < n + 1 and time.monotonic() < deadline:
+            time.sleep(0.001)  # each queued before the next arrives
+    late = threading.Thread(target=lambda: order.append(-1 if not lock.acquire(0.05) else 99))
+    late.start()
+    late.join()
+    lock.release()
+    lock.release()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert order == [-1, *range(8)]  # the late one gave up; the rest in arrival order

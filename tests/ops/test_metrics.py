@@ -221,3 +221,24 @@ def test_a_routine_fire_is_counted_with_its_lateness(client):
         value(found, "clawboo_routine_fire_lateness_seconds_bucket", le="5.0", outcome="dispatched")
         == 1
     )
+
+
+def test_invented_methods_and_paths_add_no_series(staff, client):
+    import secrets
+
+    def series() -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+        return {key for key in samples(staff.get("/metrics")) if key[0].startswith("clawboo_http")}
+
+    paths = ["/api/board/tasks", "/nowhere"]
+    for path in paths:  # the one `other` series each path kind may have
+        client.generic("BREW", path)
+        client.generic("BREW", f"{path}/{secrets.token_hex(4)}")
+    before = series()
+    for n in range(300):
+        method = "X" + secrets.token_hex(4).upper()
+        path = paths[n % 2] + ("" if n % 3 else f"/{secrets.token_hex(4)}")
+        client.generic(method, path)
+    after = series()
+    assert after == before
+    other = [labels for name, labels in after if ("method", "other") in labels]
+    assert other  # the invented methods were counted, under one label

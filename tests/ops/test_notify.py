@@ -228,7 +228,7 @@ def test_an_unreachable_receiver_leaves_the_write_done_and_the_delivery_due(agen
     task_id, ticket = in_progress()
     assert store.await_review(task_id, ticket=ticket).recorded
     row = NotificationDelivery.objects.get()
-    assert row.status == DeliveryStatus.RETRYING and "URLError" in row.last_error
+    assert row.status == DeliveryStatus.RETRYING and "Connection" in row.last_error
 
 
 def test_channels_are_checked_before_they_are_saved(db):
@@ -321,6 +321,138 @@ def test_catch_up_leaves_events_older_than_its_window_and_older_than_the_channel
     assert notify.catch_up(later) == 0  # outside the window
     assert notify.catch_up() == 1
     assert NotificationDelivery.objects.get().task_id == task_id
+
+
+# --- bounded delivery ----------------------------------------------------------------
+
+
+@pytest.fixture
+def dripping():
+    """A receiver that answers one byte every 2 s, for as long as anyone listens."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def drip(conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)
+            for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n":
+                if stop.wait(2):
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=drip, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/hook"
+    stop.set()
+    server.close()
+
+
+def test_a_receiver_dripping_bytes_cannot_stretch_the_deadline(agent, dripping, settings):
+    import time
+
+    settings.CLAWBOO_NOTIFY_TIMEOUT_S = 2
+    notify.create_channel("default", "slow", "webhook", url=dripping)
+    task_id, ticket = in_progress()
+    started = time.monotonic()
+    store.await_review(task_id, ticket=ticket)  # sync django-q2 in tests: sent inline
+    assert time.monotonic() - started < 5  # 2 s deadline, not 2 s per byte
+    row = NotificationDelivery.objects.get()
+    assert row.status == DeliveryStatus.RETRYING
+    assert "DeliveryDeadline" in row.last_error and "2s" in row.last_error
+
+
+def test_a_redirect_is_a_failed_delivery_never_followed(agent, receiver):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(307)
+            self.send_header("Location", receiver.url)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        notify.create_channel("default", "moved", "webhook", url=url)
+        task_id, ticket = in_progress()
+        store.await_review(task_id, ticket=ticket)
+    finally:
+        server.shutdown()
+        server.server_close()
+    row = NotificationDelivery.objects.get()
+    assert row.status == DeliveryStatus.RETRYING and row.last_status_code == 307
+    assert receiver.received == []  # the signed body never went to the other address
+
+
+def test_slow_webhooks_are_sent_off_the_django_q_workers(agent, dripping, settings):
+    """Outside sync mode nothing is queued for django-q2 (whose workers fire
+    routines): this process's senders take the deliveries, each within its deadline."""
+    import time
+
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+
+    settings.CLAWBOO_NOTIFY_TIMEOUT_S = 1
+    notify.create_channel("default", "slow", "webhook", url=dripping)
+    for n in range(6):  # each first attempt sent inline (sync mode) and timed out
+        task_id, ticket = in_progress(f"task {n}")
+        store.await_review(task_id, ticket=ticket)
+    due = timezone.now()
+    NotificationDelivery.objects.update(status=DeliveryStatus.RETRYING, next_attempt_at=due)
+    ids = list(NotificationDelivery.objects.values_list("id", flat=True))
+    assert len(ids) == 6
+    Conf.SYNC = False
+    try:
+        started = time.monotonic()
+        notify.enqueue(ids)
+        assert time.monotonic() - started < 0.5  # handed off, not sent, by the caller
+        assert OrmQ.objects.count() == 0
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            # Settled: the next attempt backs off minutes (a claim's lease is seconds).
+            settled = NotificationDelivery.objects.filter(
+                attempts=2, next_attempt_at__gt=timezone.now() + dt.timedelta(seconds=60)
+            ).count()
+            if settled == len(ids):
+                break
+            time.sleep(0.1)
+    finally:
+        Conf.SYNC = True
+    assert settled == len(ids)
+    # Four senders, 1 s each: two rounds, not six deadlines in a row.
+    assert time.monotonic() - started < 5
+
+
+def test_a_title_with_a_line_break_is_mailed_with_a_folded_subject(agent, settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    notify.create_channel("default", "people", "email", recipients="ops@example.com")
+    task_id, ticket = in_progress("Ship it\r\nBcc: evil@example.com\nnow")
+    store.await_review(task_id, ticket=ticket)
+    assert NotificationDelivery.objects.get().status == DeliveryStatus.DELIVERED
+    subject = mail.outbox[0].subject
+    assert "\n" not in subject and "\r" not in subject
+    assert "Ship it Bcc: evil@example.com now" in subject
+    assert mail.outbox[0].bcc == []
 
 
 def test_an_at_mention_in_a_comment_tells_the_person_named(agent, settings):

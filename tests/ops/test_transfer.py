@@ -299,3 +299,155 @@ def test_a_file_that_is_not_taskmasters_is_refused():
         taskmaster.import_file('{"hello": 1}')
     with pytest.raises(ValidationFailed, match="not JSON"):
         taskmaster.import_file("{")
+
+
+# --- damaged files: refused whole, one line naming the fault, nothing written -------
+
+
+def _records(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def _text(records: list[dict]) -> list[str]:
+    return [json.dumps(record, ensure_ascii=False) + "\n" for record in records]
+
+
+def _first(records: list[dict], kind: str) -> dict:
+    return next(record for record in records if record["type"] == kind)
+
+
+def _truncated(records):
+    return records[: len(records) // 2]
+
+
+def _wrong_count(records):
+    records[-1]["counts"]["task"] += 1
+    return records
+
+
+def _unknown_column(records):
+    _first(records, "task")["colour"] = "red"
+    return records
+
+
+def _missing_column(records):
+    del _first(records, "comment")["body"]
+    return records
+
+
+def _status_outside_the_seven(records):
+    _first(records, "task")["status"] = "finished"
+    return records
+
+
+def _wrong_type(records):
+    _first(records, "task")["priority"] = "high"
+    return records
+
+
+def _bad_time(records):
+    _first(records, "task")["created_at"] = "yesterday"
+    return records
+
+
+def _dangling_reference(records):
+    _first(records, "task_dep")["depends_on_id"] = "no-such-task"
+    return records
+
+
+def _unknown_user(records):
+    _first(records, "agent")["owner"] = "mallory"
+    return records
+
+
+def _nul(records):
+    _first(records, "task")["title"] = "bad\u0000title"
+    return records
+
+
+def _too_long(records):
+    _first(records, "task")["title"] = "x" * 501
+    return records
+
+
+def _twice(records):
+    task = _first(records, "task")
+    records.insert(records.index(task), dict(task))
+    records[-1]["counts"]["task"] += 1
+    return records
+
+
+def _after_the_end(records):
+    return [*records, dict(_first(records, "chat"))]
+
+
+DAMAGE = {
+    "truncated": (_truncated, "truncated: no end record"),
+    "wrong count": (_wrong_count, "the end record counts 4 task record(s), the file holds 3"),
+    "unknown column": (_unknown_column, "task record: unknown column 'colour'"),
+    "missing column": (_missing_column, "comment record: no 'body' column"),
+    "status": (_status_outside_the_seven, "status 'finished' is not one of backlog, todo"),
+    "type": (_wrong_type, "task record: priority must be an integer"),
+    "time": (_bad_time, "created_at 'yesterday' is not an ISO-8601 time"),
+    "reference": (_dangling_reference, "depends_on_id 'no-such-task' names no task record"),
+    "user": (_unknown_user, "owner 'mallory' names no user record"),
+    "nul": (_nul, "title: contains a NUL character"),
+    "too long": (_too_long, "title is longer than 500 characters"),
+    "twice": (_twice, "twice"),
+    "after the end": (_after_the_end, "a record after the end record"),
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("damage", DAMAGE, ids=list(DAMAGE))
+def test_a_damaged_export_is_refused_whole_naming_the_fault(damage):
+    build_a_team()
+    damaged = _text(DAMAGE[damage][0](_records(export_text("acme"))))
+    before = export_text()
+    # Checked whole before the write (even before the database is found not empty).
+    with pytest.raises(transfer.ValidationFailed) as refused:
+        transfer.import_lines(damaged)
+    assert DAMAGE[damage][1] in refused.value.detail
+    assert "\n" not in refused.value.detail
+    assert export_text() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_import_command_refuses_in_one_line_without_a_traceback(tmp_path):
+    build_a_team()
+    text = export_text("acme")
+    state = tmp_path / "state"
+    fresh = fresh_databases(tmp_path)
+    try:
+        for _vendor, url in fresh:
+            clawboo(url, state, "migrate")
+            for name, body in (
+                ("nul.jsonl", "".join(_text(_nul(_records(text))))),
+                ("cut.jsonl", text[: len(text) // 2]),
+                ("binary.jsonl", None),
+            ):
+                path = tmp_path / name
+                if body is None:
+                    path.write_bytes(b'{"type":"clawboo-export","version":1}\n\xff\xfe\n')
+                else:
+                    path.write_text(body)
+                done = subprocess.run(
+                    [sys.executable, "-m", "clawboo.cli", "import", str(path)],
+                    env={
+                        **os.environ,
+                        "DATABASE_URL": url,
+                        "DJANGO_SETTINGS_MODULE": "clawboo.settings",
+                        "CLAWBOO_STATE_DIR": str(state),
+                        "PYTHONPATH": str(ROOT),
+                    },
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
+                assert done.returncode != 0, name
+                assert "Traceback" not in done.stderr, done.stderr
+                assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+            assert '"type":"task"' not in clawboo(url, state, "export")  # nothing written
+    finally:
+        drop_databases(fresh)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
 from core.errors import ClawbooError
 from ops import taskmaster, transfer
@@ -41,5 +42,11 @@ class Command(BaseCommand):
                 counts = transfer.import_lines(stream)
         except ClawbooError as exc:
             raise CommandError(exc.detail) from exc
+        except (DatabaseError, ValueError, TypeError, KeyError) as exc:
+            # The file was checked whole before the write began, so this is a fault
+            # the checks missed; the write's transaction rolled back all of it.
+            raise CommandError(
+                f"import failed, nothing written: {type(exc).__name__}: {exc}"
+            ) from exc
         summary = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
         self.stdout.write(f"imported {summary or 'nothing'}")

@@ -1,0 +1,41 @@
+"""50 real clients against one daphne on SQLite for a while: no 500, ever; a write
+that cannot get the lock in time is ``503 busy`` with a Retry-After, and the clients
+that honour it all get through. (``bench/sqlite_clients.py`` runs the 60 s version.)"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from rest_framework.authtoken.models import Token
+
+from bench.sqlite_clients import run_clients
+from core import registry
+from tests.live.conftest import daphne  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
+
+
+def test_fifty_clients_on_sqlite_never_see_a_500(daphne: Callable[..., str]) -> None:  # noqa: F811
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's one writer is what this loads")
+    user = get_user_model().objects.create_user("load", password="pw")
+    registry.add_member("default", user)
+    token = Token.objects.create(user=user).key
+    base = daphne(extra_env={"CLAWBOO_HTTP_RATE_LIMIT": "0"})
+    result = run_clients(base, token, clients=50, seconds=15)
+    assert result["operations"] > 100, result
+    assert result["server_errors"] == 0, result
+    assert result["statuses"].get("0", 0) == 0, result  # no dropped connection
+    assert result["busy_without_retry_after"] == 0, result
+    assert result["failed_operations"] == 0, result
+    # A write budget short enough that writes do run out of it: each is a 503 busy
+    # with a Retry-After (a 500 before), never an error of the server's.
+    tight = daphne(extra_env={"CLAWBOO_HTTP_RATE_LIMIT": "0", "CLAWBOO_DB_WRITE_BUDGET_MS": "60"})
+    result = run_clients(tight, token, clients=50, seconds=10)
+    assert result["busy"] > 0, result
+    assert result["server_errors"] == 0, result
+    assert result["statuses"].get("0", 0) == 0, result
+    assert result["busy_without_retry_after"] == 0, result
