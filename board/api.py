@@ -7,7 +7,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.db.models import QuerySet
+from django.http import HttpResponse
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
@@ -30,13 +32,13 @@ from board.serializers import (
 )
 from board.store.ready import status_filter
 from board.transitions import Status, is_terminal
-from core import events, server_commands
+from core import events, runlogs, server_commands
 from core.api.access import act_as, act_as_assignee, can_see_team, require_team, team_ids
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
 from core.api.schema import with_errors
-from core.errors import Conflict, ValidationFailed
+from core.errors import Conflict, NotFound, ValidationFailed
 
 # --- rendering -------------------------------------------------------------------
 
@@ -759,6 +761,32 @@ class ExecutionsView(APIView):
     def get(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         return Response([e.as_dict() for e in store.list_executions(task_id)])
+
+
+class ExecutionLogView(APIView):
+    """The whole output of one execution (core.runlogs), as a text download."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_executions_log",
+        responses={
+            (200, "text/plain"): OpenApiTypes.STR,
+            **with_errors({}, "not_found"),
+        },
+    )
+    def get(self, request: Request, task_id: str, execution_id: int) -> HttpResponse:
+        task = visible_task(request.user, task_id)
+        if not store.list_executions(task_id).filter(pk=execution_id).exists():
+            raise NotFound(f"task {task_id!r} has no execution {execution_id}")
+        if not runlogs.exists(task.team_id, task.id, execution_id):
+            raise NotFound(f"execution {execution_id} has no log (none kept, or pruned)")
+        text = runlogs.read(task.team_id, task.id, execution_id)
+        response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+        response["Content-Disposition"] = (
+            f'attachment; filename="{task_id}-execution-{execution_id}.log"'
+        )
+        return response
 
 
 ReconcileBody = inline_serializer(

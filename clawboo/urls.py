@@ -36,6 +36,10 @@ board_patterns: list[URLPattern | URLResolver] = [
     path("tasks/<str:task_id>/cancel-dependents", board_api.CancelDependentsView.as_view()),
     path("tasks/<str:task_id>/comments", board_api.CommentsView.as_view()),
     path("tasks/<str:task_id>/executions", board_api.ExecutionsView.as_view()),
+    path(
+        "tasks/<str:task_id>/executions/<int:execution_id>/log",
+        board_api.ExecutionLogView.as_view(),
+    ),
     path("tasks/<str:task_id>/workspace", worktree_api.WorkspaceView.as_view()),
     path("tasks/<str:task_id>/workspace/pause", worktree_api.WorkspacePauseView.as_view()),
     path("tasks/<str:task_id>/workspace/resume", worktree_api.WorkspaceResumeView.as_view()),

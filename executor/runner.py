@@ -34,6 +34,7 @@ from boardmcp import credentials as mcp_credentials
 from core import beats, registry, server_commands, wakeups
 from core.errors import ClawbooError
 from core.models import Agent
+from core.runlogs import RunLog
 from executor import verification
 from executor.runtimes import (
     McpEndpoint,
@@ -89,6 +90,21 @@ class _Clock:
 
 def heartbeat_seconds() -> float:
     return float(settings.CLAWBOO_HEARTBEAT_MS) / 1000.0
+
+
+def _tee(
+    log: RunLog | None, then: Callable[[str, str], None] | None
+) -> Callable[[str, str], None] | None:
+    """One output callback that writes the run's log and calls the caller's own."""
+    if log is None:
+        return then
+
+    def both(stream: str, line: str) -> None:
+        log.write(stream, line)
+        if then is not None:
+            then(stream, line)
+
+    return both
 
 
 class Executor:
@@ -195,7 +211,7 @@ class Executor:
             cwd, in_worktree, git_before = self._workspace(task, clock)
             if in_worktree and git_before is None:
                 git_before = self._head(cwd)
-            result = self._run(task, ticket, cwd, in_worktree, clock, leased_at)
+            result = self._run(task, ticket, cwd, in_worktree, clock, leased_at, execution_id)
             if result is None:  # the claim was lost mid-run: record nothing on the task
                 report.outcome = "lost"
                 self._close(execution_id, "cancelled", None, git_before, None, "claim lost")
@@ -328,6 +344,7 @@ class Executor:
         in_worktree: bool,
         clock: _Clock,
         leased_at: float | None = None,
+        execution_id: int | None = None,
     ) -> RunResult | None:
         """Run the adapter, heartbeating every ``heartbeat_s``: the first beat at once,
         or one interval after ``leased_at`` (a claim just taken renewed the lease
@@ -344,6 +361,7 @@ class Executor:
         key = None
         if mcp_url:
             key = mcp_credentials.mint_run_credential(self.agent.id, task.id, ticket)
+        log: RunLog | None = None
         try:
             request = RunRequest(
                 task_id=task.id,
@@ -356,8 +374,12 @@ class Executor:
                 mcp=McpEndpoint(mcp_url, key) if mcp_url and key is not None else None,
             )
             adapter = adapter_for(self.agent.runtime)
+            # Every line of the run, kept whole (the row keeps a tail) and streamed to
+            # whoever watches the card, as it is printed.
+            log = RunLog(task.team_id, task.id, execution_id) if execution_id is not None else None
+            on_output = _tee(log, self.on_output)
             with clock.phase("runtime"):
-                handle = start_run(adapter, request, on_output=self.on_output)
+                handle = start_run(adapter, request, on_output=on_output)
             lost = False
             due = 0.0 if leased_at is None else leased_at + self.heartbeat_s
             while True:
@@ -376,6 +398,8 @@ class Executor:
         finally:
             if key is not None:
                 mcp_credentials.revoke_run_credential(key)
+            if log is not None:
+                log.close()
         return None if lost else result
 
     def _write_handoff(self, cwd: Path, result: RunResult) -> None:

@@ -909,9 +909,14 @@ async function renderDetail(task) {
     ),
     task.description ? el("pre", {}, task.description) : "",
     el("div", { id: "review" }),
+    el("section", { id: "run-output", class: "run-output", hidden: true },
+      el("h3", {}, "Output ", el("span", { class: "muted", id: "run-output-state" }),
+        " ", el("a", { id: "run-log-download", class: "top-link", download: "" }, "download full log")),
+      el("pre", { id: "run-log", class: "run-log", "aria-live": "off" })),
     el("h3", {}, "Comments"), el("ol", { id: "comments", class: "comments" }),
     commentForm(task),
   );
+  watchOutput(task);
   try {
     const id = enc(task.id);
     const [, data] = await Promise.all([
@@ -922,6 +927,68 @@ async function renderDetail(task) {
     const note = lastNote && lastNote.id === task.id ? lastNote : null;
     $("#review").replaceChildren(reviewView(task, data, { note, approve, requestChanges }));
   } catch (err) { /* the panel keeps what it has */ }
+}
+
+// --- a run's output, live: the newest execution's log streamed over the socket -----
+
+const LOG_LINES = 2000;             // the panel keeps the last lines; the download has all
+let watched = null;                 // {task, execution, offset, text}
+
+// The server follows the task's newest run from its log files, so the first line
+// shows the moment it is printed, whenever the claim's event reaches this page.
+function watchOutput(task) {
+  if (watched && watched.task === task.id) { showOutput(); return; }
+  watched = { task: task.id, execution: null, offset: 0, text: "" };
+  sendWatch();
+}
+
+function sendWatch() {
+  if (!watched || !socket || socket.readyState !== WebSocket.OPEN) return;
+  const frame = { type: "watch-log", task: watched.task };
+  if (watched.execution !== null) { frame.execution = watched.execution; frame.offset = watched.offset; }
+  socket.send(JSON.stringify(frame));
+}
+
+function unwatchOutput() {
+  if (!watched) return;
+  watched = null;
+  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "unwatch-log" }));
+}
+
+function logFrame(frame) {
+  if (!watched || frame.task !== watched.task) return;
+  if (frame.execution !== watched.execution) {
+    if (frame.offset !== 0 && !frame.skipped) return;   // a stale stream's frame
+    watched.execution = frame.execution;                // a newer run: start over
+    watched.offset = 0;
+    watched.text = "";
+  }
+  let text = watched.text;
+  if (frame.skipped) {
+    text += `[… ${frame.skipped} bytes skipped: download the full log]\n`;
+    watched.offset = frame.offset;
+  }
+  if (frame.text !== undefined) {
+    if (frame.offset !== watched.offset) return;
+    watched.offset += new TextEncoder().encode(frame.text).length;
+    text += frame.text;
+  }
+  const lines = text.split("\n");
+  if (lines.length > LOG_LINES + 1) text = lines.slice(-LOG_LINES - 1).join("\n");
+  watched.text = text;
+  showOutput();
+}
+
+function showOutput() {
+  const section = $("#run-output");
+  if (!section || !watched || watched.execution === null) return;
+  section.hidden = false;
+  $("#run-output-state").textContent = `run #${watched.execution}`;
+  $("#run-log-download").href = `/api/board/tasks/${enc(watched.task)}/executions/${watched.execution}/log`;
+  const pre = $("#run-log");
+  const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+  pre.textContent = watched.text;
+  if (atEnd) pre.scrollTop = pre.scrollHeight;
 }
 
 // --- discussion: comments on the open task, with @-mentions --------------------------
@@ -987,7 +1054,7 @@ function commentForm(task) {
 
 function select(id) {
   const before = selected;
-  if (id !== before) editing = null;
+  if (id !== before) { editing = null; unwatchOutput(); }
   selected = id;
   detailKey = null;
   for (const key of [before, id]) {
@@ -1153,6 +1220,7 @@ function apply(frame) {
     }
   }
   else if (frame.type === "chat") chatLine(frame, true);
+  else if (frame.type === "log") logFrame(frame);
 }
 
 function setConn(state, text) {
@@ -1172,6 +1240,7 @@ function connect() {
       helloSeq = Math.max(helloSeq, frame.seq);
       // Replay everything after what we have: nothing missed while we were away.
       if (frame.seq > lastSeq) socket.send(JSON.stringify({ type: "since", seq: lastSeq }));
+      sendWatch();   // a reconnect resumes the open run's output where it left off
       return;
     }
     if (frame.type === "reload") {
