@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 
 from board import checks, store
 from board.models import ExecutionProcess, Task, TaskComment, Workspace
@@ -217,6 +217,7 @@ class TaskAdmin(DataLayerAdmin):
             "branch_ref",
             "verdict",
             "verdict_evidence",
+            "verification_view",
             "human_override",
             "error",
             "feedback",
@@ -250,6 +251,37 @@ class TaskAdmin(DataLayerAdmin):
         if obj is not None:
             fields += ["claim_agent", "override_reason"]
         return fields + [f for f in self.get_readonly_fields(request, obj) if f not in fields]
+
+    @admin.display(description="verification")
+    def verification_view(self, obj: Task) -> Any:
+        """The verdict's gate, findings (file:line), reviewer and attempts."""
+        shown = obj.verification
+        if shown is None:
+            return "-"
+        gate = shown["gate"] or {}
+        findings = format_html_join(
+            "",
+            "<li><b>{}</b> {} <code>{}</code></li>",
+            (
+                (
+                    f["severity"],
+                    f["title"],
+                    f"{f.get('file', '')}:{f.get('line', '')}" if f.get("file") else "",
+                )
+                for f in shown["findings"]
+            ),
+        )
+        reviewer = shown["reviewer"] or {}
+        return format_html(
+            "gate: <code>{}</code> exit {} in {} ms{}<br>reviewer: {}<br>attempts: {}<ul>{}</ul>",
+            gate.get("command") or "(none configured)",
+            gate.get("exit_code"),
+            gate.get("duration_ms"),
+            " (timed out)" if gate.get("timed_out") else "",
+            reviewer.get("agent") or "-",
+            len(shown["attempts"]),
+            findings,
+        )
 
     @admin.display(description="depends on")
     def dependencies(self, obj: Task) -> Any:

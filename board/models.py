@@ -73,6 +73,9 @@ class Task(models.Model):
     verdict_evidence = models.TextField(null=True, blank=True)
     verdict_at = models.DateTimeField(null=True, blank=True)
     human_override = models.JSONField(null=True, blank=True)
+    # The verdict's structure beside its word (GOVERNANCE §4): ``{gate, findings,
+    # reviewer, attempts}``; :mod:`board.judgement` declares its shape.
+    verification_detail = models.JSONField(null=True, blank=True)
 
     cost_tokens = models.BigIntegerField(default=0)
     cost_cents = models.BigIntegerField(default=0)

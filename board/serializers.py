@@ -11,8 +11,54 @@ from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
 
 from board.checks import CREATE_STATUSES
+from board.judgement import SEVERITIES
+from board.models import Verdict
 from board.store.tickets import OUTCOMES
 from board.transitions import Status
+
+
+class GateSerializer(serializers.Serializer):
+    command = serializers.CharField(allow_null=True)
+    exit_code = serializers.IntegerField(allow_null=True)
+    duration_ms = serializers.IntegerField()
+    timed_out = serializers.BooleanField()
+    output_tail = serializers.CharField()
+
+
+class FindingSerializer(serializers.Serializer):
+    severity = serializers.ChoiceField(
+        choices=SEVERITIES,
+        help_text="security, crash, data_loss, wrong_algorithm, missing_ac block; "
+        "style, perf, other are debt",
+    )
+    title = serializers.CharField()
+    body = serializers.CharField(required=False)
+    file = serializers.CharField(required=False)
+    line = serializers.IntegerField(required=False)
+    confidence = serializers.FloatField(required=False)
+
+
+class ReviewerSerializer(serializers.Serializer):
+    agent = serializers.CharField()
+    runtime = serializers.CharField()
+    model = serializers.CharField(allow_null=True)
+
+
+class AttemptSerializer(serializers.Serializer):
+    gate = GateSerializer(allow_null=True)
+    findings = FindingSerializer(many=True)
+    at = serializers.DateTimeField()
+
+
+class VerificationSerializer(serializers.Serializer):
+    verdict = serializers.ChoiceField(choices=Verdict.choices, allow_null=True)
+    evidence = serializers.CharField(allow_null=True)
+    at = serializers.DateTimeField(allow_null=True)
+    human_override = serializers.DictField(allow_null=True)
+    gate = GateSerializer(allow_null=True)
+    findings = FindingSerializer(many=True)
+    reviewer = ReviewerSerializer(allow_null=True)
+    attempts = AttemptSerializer(many=True)
 
 
 class TaskSerializer(serializers.Serializer):
@@ -45,7 +91,7 @@ class TaskSerializer(serializers.Serializer):
     branch_ref = serializers.CharField(allow_null=True)
     scheduled_by = serializers.CharField()
     file_mutating = serializers.BooleanField()
-    verification = serializers.DictField(allow_null=True)
+    verification = VerificationSerializer(allow_null=True)
     cost = serializers.DictField()
     dropped = serializers.BooleanField()
     revision = serializers.IntegerField()

@@ -10,6 +10,8 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any, Literal
 
+from board import judgement
+
 Kind = Literal["value", "bool", "list", "dict", "json", "time", "verification", "cost", "deps"]
 
 # (key in the body, the tasks column it reads, how it is rendered)
@@ -65,14 +67,7 @@ def _iso(value: dt.datetime | None) -> str | None:
 
 
 def verification(task: Any) -> dict[str, Any] | None:
-    if task.verdict is None and task.human_override is None:
-        return None
-    return {
-        "verdict": task.verdict,
-        "evidence": task.verdict_evidence,
-        "at": _iso(task.verdict_at),
-        "human_override": task.human_override,
-    }
+    return judgement.render(task, _iso(task.verdict_at))
 
 
 _PY: dict[Kind, Callable[[Any, str, list[str] | None], Any]] = {

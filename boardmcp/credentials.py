@@ -57,6 +57,9 @@ class Caller:
     task_id: str | None = None
     ticket: str | None = None
     run: bool = False
+    # A critic's run: it reads the board and settles nothing (boardmcp.tools refuses
+    # every writing tool).
+    read_only: bool = False
     # Whose request budget a call spends (core.api.throttling): the token's user, or
     # the run's agent.
     client: str = ""
@@ -99,9 +102,13 @@ def caller_for_agent(agent_id: str, task_id: str | None = None) -> Caller:
 # --- run credentials -------------------------------------------------------------
 
 
-def mint_run_credential(agent_id: str, task_id: str, ticket: str) -> str:
+def mint_run_credential(
+    agent_id: str, task_id: str, ticket: str, *, read_only: bool = False
+) -> str:
     """A new key acting as ``agent_id`` for the run holding ``ticket`` on ``task_id``.
-    The key is returned once; only its digest is stored."""
+    The key is returned once; only its digest is stored. ``read_only``: a critic's
+    key, valid while the builder's claim ``ticket`` holds, that may read the board
+    but settle nothing."""
     key = RUN_KEY_PREFIX + secrets.token_urlsafe(32)
 
     def run() -> None:
@@ -110,6 +117,7 @@ def mint_run_credential(agent_id: str, task_id: str, ticket: str) -> str:
             agent_id=agent_id,
             task_id=task_id,
             ticket=ticket,
+            read_only=read_only,
             created_at=timezone.now(),
         )
 
@@ -136,7 +144,8 @@ def prune_void_run_credentials() -> int:
 def _claim_holds(task: Task | None, credential: RunCredential) -> bool:
     if task is None or task.status != Status.IN_PROGRESS:
         return False
-    if task.assignee_agent_id != credential.agent_id:
+    # A critic reviews inside its builder's claim: the claim is another agent's.
+    if task.assignee_agent_id != credential.agent_id and not credential.read_only:
         return False
     try:
         return store.Ticket.decode(credential.ticket) == store.Ticket.for_task(task)
@@ -155,6 +164,7 @@ def _run_caller(credential: RunCredential) -> Caller | None:
         task_id=credential.task_id,
         ticket=credential.ticket,
         run=True,
+        read_only=credential.read_only,
         client=f"agent:{credential.agent.id}",
     )
 

@@ -18,6 +18,9 @@ class RunCredential(models.Model):
     # The run's claim ticket: the credential is void once the claim is lost, and
     # the run's heartbeats over MCP are fenced by it.
     ticket = models.TextField()
+    # A critic's credential: it reads the task's team board while the builder's
+    # claim holds, and settles nothing (every writing tool refuses it).
+    read_only = models.BooleanField(default=False)
     created_at = models.DateTimeField()
 
     class Meta:

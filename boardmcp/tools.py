@@ -512,8 +512,21 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
 )
 
 
+def writes(fn: _F) -> _F:
+    """A writing tool: refused to a read-only caller (a critic's run credential)."""
+
+    @functools.wraps(fn)
+    def run(ctx: Context, *args: Any, **kwargs: Any) -> Any:
+        if caller_of(ctx).read_only:
+            raise Forbidden("a reviewer's credential reads the board and settles nothing")
+        return fn(ctx, *args, **kwargs)
+
+    return run  # type: ignore[return-value]
+
+
 def build_server(default_caller: Caller | None = None) -> BoardMcpServer:
     server = BoardMcpServer(default_caller)
     for fn, hints in TOOLS:
-        server.add_tool(fn, annotations=hints, structured_output=False)
+        tool = fn if hints is READ else writes(fn)
+        server.add_tool(tool, annotations=hints, structured_output=False)
     return server

@@ -89,6 +89,16 @@ def routine_boot_resume() -> str:
     )
 
 
+def landing_recovery() -> str:
+    """Settle every approval a killed process left half-way (complete it when its
+    commit is on the base branch, else roll it back), clearing git's stale locks."""
+    from worktrees.service import recover_landings
+
+    settled = recover_landings()
+    completed = sum(1 for entry in settled if entry["result"] == "completed")
+    return f"{completed} completed, {len(settled) - completed} rolled back"
+
+
 def worktree_gc(say: Callable[[str], None], wait_s: float = GC_WAIT_S) -> str:
     """Run the worktree GC in a thread; wait a little, then let it finish unwatched.
 

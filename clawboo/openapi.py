@@ -10,6 +10,8 @@ SUMMARIES: dict[str, str] = {
     "whoami": "Who the credentials belong to, and the teams they see",
     "teams_list": "List the teams you belong to (staff: all)",
     "teams_create": "Create a team (you become a member)",
+    "teams_retrieve": "Read a team (its reviewer agent too)",
+    "teams_update": "Name the team's reviewer agent, the critic of risky changes (staff)",
     "teams_chat_list": "Read a team's chat (board narration and messages)",
     "teams_chat_create": "Post to a team's chat (never changes the board)",
     "teams_events_list": "Replay a team's event log after a sequence number",

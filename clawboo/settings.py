@@ -196,6 +196,15 @@ CLAWBOO_HISTORY_MAX_EVENTS = env_int("CLAWBOO_HISTORY_MAX_EVENTS", 0, low=0)
 CLAWBOO_HEARTBEAT_MS = env_int("CLAWBOO_HEARTBEAT_MS", 30_000)
 # The most of one execution's output kept in its full log (core.runlogs).
 CLAWBOO_RUNLOG_MAX_BYTES = env_int("CLAWBOO_RUNLOG_MAX_BYTES", 16 * 1024 * 1024, low=1024)
+# Builder is not judge (GOVERNANCE §4; executor.judge): a file-mutating run with no
+# verify command is a failed verification unless this is false; a failing gate or
+# critic sends the task back to its builder this many times before it is blocked
+# with its debt; the critic reviews changes over these sizes (or with a parent, or
+# the label risk).
+CLAWBOO_VERIFY_REQUIRED = env_bool("CLAWBOO_VERIFY_REQUIRED", True)
+CLAWBOO_MAX_FIX_CYCLES = env_int("CLAWBOO_MAX_FIX_CYCLES", 1, low=0)
+CLAWBOO_CRITIC_MIN_FILES = env_int("CLAWBOO_CRITIC_MIN_FILES", 5, low=0)
+CLAWBOO_CRITIC_MIN_LINES = env_int("CLAWBOO_CRITIC_MIN_LINES", 300, low=0)
 CLAWBOO_HTTP_RATE_LIMIT = env_int("CLAWBOO_HTTP_RATE_LIMIT", 3_000, low=0)
 CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = env_int("CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 600_000)
 CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS = env_int("CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS", 900_000)
@@ -304,6 +313,8 @@ Q_CLUSTER = {
     "catch_up": False,
     "ack_failures": True,
     "save_limit": 500,
+    # The ORM broker whose pusher waits out a database outage instead of dying.
+    "broker_class": "core.qbroker.ReconnectingORM",
 }
 
 # --- REST framework ----------------------------------------------------------

@@ -16,7 +16,7 @@ from core.models import Agent, Event, Team
 
 @admin.register(Team)
 class TeamAdmin(DataLayerAdmin):
-    list_display = ("id", "name", "last_event_seq", "created_at")
+    list_display = ("id", "name", "reviewer_agent", "last_event_seq", "created_at")
     search_fields = ("id", "name")
     filter_horizontal = ("members",)
     readonly_fields = ("last_event_seq", "created_at")
@@ -33,6 +33,9 @@ class TeamAdmin(DataLayerAdmin):
                 registry.update_team(obj.pk, name=form.cleaned_data["name"])
             else:
                 registry.create_team(form.cleaned_data["id"], form.cleaned_data["name"])
+            if "reviewer_agent" in form.changed_data:
+                reviewer = form.cleaned_data["reviewer_agent"]
+                registry.set_reviewer_agent(obj.pk, reviewer.pk if reviewer else None)
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
 

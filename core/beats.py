@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db.models import Max
 from django.utils import timezone
 
-from core import storage
+from core import reconnect, storage
 from core.models import Heartbeat
 
 log = logging.getLogger(__name__)
@@ -40,9 +40,11 @@ def beat(part: str, *, started_at: dt.datetime | None = None) -> None:
     """Record that ``part`` is alive in this process, now."""
     instance = instance_name()
     at = timezone.now()
+    lost_at, back_at = reconnect.last_outage()
 
     def run() -> None:
-        if Heartbeat.objects.filter(part=part, instance=instance).update(beat_at=at):
+        seen = {"beat_at": at, "db_lost_at": lost_at, "db_back_at": back_at}
+        if Heartbeat.objects.filter(part=part, instance=instance).update(**seen):
             return
         Heartbeat.objects.create(
             part=part,
@@ -50,7 +52,7 @@ def beat(part: str, *, started_at: dt.datetime | None = None) -> None:
             host=socket.gethostname(),
             pid=os.getpid(),
             started_at=started_at or at,
-            beat_at=at,
+            **seen,
         )
         # A new process of this part: forget the long-dead ones.
         Heartbeat.objects.filter(part=part, beat_at__lt=at - FORGET_AFTER).delete()
@@ -68,6 +70,16 @@ def last_beats() -> dict[str, dt.datetime]:
     """The newest beat of each part, over every host and process."""
     rows = Heartbeat.objects.values("part").annotate(last=Max("beat_at"))
     return {row["part"]: row["last"] for row in rows}
+
+
+def last_outages() -> dict[str, tuple[dt.datetime, dt.datetime | None]]:
+    """Per part, the newest database loss any of its processes reported, and when
+    that process got the database back (None: not yet, as far as it said)."""
+    found: dict[str, tuple[dt.datetime, dt.datetime | None]] = {}
+    for row in Heartbeat.objects.filter(db_lost_at__isnull=False).order_by("db_lost_at"):
+        assert row.db_lost_at is not None
+        found[row.part] = (row.db_lost_at, row.db_back_at)
+    return found
 
 
 def beat_qcluster() -> None:
@@ -94,8 +106,14 @@ class Beater:
         self._last = time.monotonic()
         try:
             beat(self.part, started_at=self.started_at)
-        except Exception:
-            log.exception("could not record the %s heartbeat", self.part)
+        except Exception as exc:
+            if reconnect.is_unavailable(exc):
+                # The loop's own Outage says it once; a broken connection must
+                # not outlive the outage (the next beat opens a new one).
+                reconnect.drop()
+                log.debug("could not record the %s heartbeat", self.part, exc_info=True)
+            else:
+                log.exception("could not record the %s heartbeat", self.part)
 
     def stop(self) -> None:
         try:

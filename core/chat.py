@@ -138,6 +138,8 @@ _VERBS = {
     "released": "released",
     "verification_overridden": "overrode verification on",
     "changes_requested": "sent back for changes:",
+    # The judge's round of the fix loop (executor.judge): a failed gate or critic.
+    "fix_requested": "sent back to its builder to fix:",
 }
 
 

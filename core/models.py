@@ -35,6 +35,11 @@ class Team(models.Model):
     # Highest event sequence handed out for this team. Bumped with a row-locking
     # UPDATE inside each mutation's transaction, so sequence order is commit order.
     last_event_seq = models.BigIntegerField(default=0, editable=False)
+    # The critic of the team's risky changes (GOVERNANCE §4): an agent of this team
+    # reviews a change its builder finished; null: no critic.
+    reviewer_agent = models.ForeignKey(
+        "Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
 
@@ -209,6 +214,10 @@ class Heartbeat(models.Model):
     pid = models.IntegerField()
     started_at = models.DateTimeField()
     beat_at = models.DateTimeField()
+    # When a loop of this process last lost the database, and got it back (null
+    # while it is down, or never lost): written with the first beat that gets through.
+    db_lost_at = models.DateTimeField(null=True, blank=True)
+    db_back_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "heartbeats"

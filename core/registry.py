@@ -189,6 +189,28 @@ def update_agent(
     return storage.write(run)
 
 
+def set_reviewer_agent(team_id: str, agent_id: Any) -> Team:
+    """Name the team's critic (GOVERNANCE §4): an agent of that team, or None (no
+    critic). ValidationFailed for an unknown agent or another team's."""
+    if agent_id is not None and not isinstance(agent_id, str):
+        raise ValidationFailed("reviewer_agent", "must be an agent id or null")
+
+    def run() -> Team:
+        team = get_team(team_id)
+        agent = None
+        if agent_id is not None:
+            agent = Agent.objects.filter(pk=agent_id).first()
+            if agent is None or agent.team_id != team.id:
+                raise ValidationFailed(
+                    "reviewer_agent", f"no agent {agent_id!r} in team {team.id!r}"
+                )
+        team.reviewer_agent = agent
+        team.save(update_fields=["reviewer_agent"])
+        return team
+
+    return storage.write(run)
+
+
 def update_team(team_id: str, *, name: Any = None, members: Any = None) -> Team:
     """Rename a team and/or set its members (the admin's save)."""
     label = None if name is None else check_text(name, "name", limit=200, required=True)

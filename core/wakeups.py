@@ -124,11 +124,13 @@ def _in_memory(settings_dict: dict[str, Any]) -> bool:
 
 def _watch_sqlite(settings_dict: dict[str, Any]) -> None:
     name = str(settings_dict["NAME"])
+    outage = _ListenerOutage("SQLite change watcher")
     while not _stopping.is_set():
         try:
             conn = sqlite3.connect(name, uri=name.startswith("file:"), check_same_thread=False)
             try:
                 version = conn.execute("PRAGMA data_version").fetchone()[0]
+                outage.back()
                 while not _stopping.wait(SQLITE_WATCH_S):
                     now = conn.execute("PRAGMA data_version").fetchone()[0]
                     if now != version:
@@ -137,11 +139,12 @@ def _watch_sqlite(settings_dict: dict[str, Any]) -> None:
             finally:
                 conn.close()
         except sqlite3.Error:
-            log.warning("SQLite change watcher lost its connection; retrying", exc_info=True)
+            outage.lost()
             _stopping.wait(RECONNECT_S)
 
 
 def _listen_postgresql(settings_dict: dict[str, Any]) -> None:
+    outage = _ListenerOutage("PostgreSQL change listener")
     while not _stopping.is_set():
         wrapper = connections.create_connection("default")
         try:
@@ -150,6 +153,7 @@ def _listen_postgresql(settings_dict: dict[str, Any]) -> None:
             raw.autocommit = True
             for topic in TOPICS:
                 raw.execute(f"LISTEN {topic}")
+            outage.back()
             _bump(TOPICS)  # anything that changed while nobody listened
             while not _stopping.is_set():
                 for note in raw.notifies(timeout=0.5):
@@ -157,10 +161,31 @@ def _listen_postgresql(settings_dict: dict[str, Any]) -> None:
         except Exception:
             if _stopping.is_set():
                 break
-            log.warning("PostgreSQL change listener lost its connection; retrying", exc_info=True)
+            outage.lost()
             _stopping.wait(RECONNECT_S)
         finally:
             try:
                 wrapper.close()
             except Exception:  # noqa: S110 - closing a broken connection
                 pass
+
+
+class _ListenerOutage:
+    """A listener's lost connection, logged once when lost and once when back (it
+    retries every RECONNECT_S, and a log line per retry would drown the log)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.down = False
+
+    def lost(self) -> None:
+        if self.down:
+            log.debug("%s: still no connection", self.name, exc_info=True)
+            return
+        self.down = True
+        log.warning("%s lost its connection; retrying", self.name, exc_info=True)
+
+    def back(self) -> None:
+        if self.down:
+            self.down = False
+            log.warning("%s reconnected", self.name)

@@ -2,7 +2,7 @@
 
 claim → open execution row → provision / resume / rebuild the worktree → run the
 adapter with a heartbeat renewing the lease → write or read AGENT_HANDOFF.json →
-verify (init.sh's VERIFY_CMD; verdict + evidence) → complete the worktree (empty →
+judge (the gate, the critic, the fix loop: :mod:`executor.judge`) → complete the worktree (empty →
 ``done``, non-empty → ``in_review`` behind the gate) → close the execution row with
 outcome, cost and git before/after. A failed run maps to a soft or hard fail; with
 ``keep_for_resume`` the handoff is written, the task released to ``todo`` and the
@@ -31,11 +31,11 @@ from board import ceilings, store
 from board.errors import ClaimConflict, DepthExceeded
 from board.models import Task
 from boardmcp import credentials as mcp_credentials
-from core import beats, registry, server_commands, wakeups
+from core import beats, reconnect, registry, server_commands, wakeups
 from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
-from executor import verification
+from executor import judge
 from executor.runtimes import (
     McpEndpoint,
     RunRequest,
@@ -239,10 +239,23 @@ class Executor:
             log.exception("executor failed on task %s", task_id)
             detail = exc.detail if isinstance(exc, ClawbooError) else f"{type(exc).__name__}: {exc}"
             report.outcome, report.error = "failed", detail
-            if execution_id is not None:
-                self._close(execution_id, "failed", None, None, None, detail)
             try:
-                store.fail(task_id, f"executor error: {detail}", ticket=ticket, if_allowed=True)
+                # A database that went away mid-run is waited for (a while), so the
+                # outcome is recorded rather than left to the lease to lapse.
+                if execution_id is not None:
+                    settle_despite_outage(
+                        lambda: self._close(execution_id, "failed", None, None, None, detail)
+                    )
+                if reconnect.is_unavailable(exc):
+                    # Not the task's fault: it goes back to todo to be run again (its
+                    # checkout, if any, is resumed), not failed.
+                    settle_despite_outage(lambda: store.release(task_id, ticket=ticket))
+                else:
+                    settle_despite_outage(
+                        lambda: store.fail(
+                            task_id, f"executor error: {detail}", ticket=ticket, if_allowed=True
+                        )
+                    )
             except Exception:
                 log.exception("could not record the failure of task %s", task_id)
             return self._finish(report)
@@ -381,15 +394,26 @@ class Executor:
             with clock.phase("runtime"):
                 handle = start_run(adapter, request, on_output=on_output)
             lost = False
+            outage = reconnect.Outage(f"run of task {task.id}")
             due = 0.0 if leased_at is None else leased_at + self.heartbeat_s
             while True:
                 if time.monotonic() >= due:
-                    with clock.phase("board"):
-                        beat = store.heartbeat(task.id, ticket)
-                    due = time.monotonic() + self.heartbeat_s
-                    if beat.declined:
-                        lost = True
-                        handle.cancel()
+                    try:
+                        with clock.phase("board"):
+                            beat = store.heartbeat(task.id, ticket)
+                    except Exception as exc:
+                        if not reconnect.is_unavailable(exc):
+                            raise
+                        # The database is away: the run goes on, and the beat is
+                        # tried again soon. If the lease lapses meanwhile, the first
+                        # beat that gets through is declined and cancels the run.
+                        due = time.monotonic() + outage.lost(exc)
+                    else:
+                        outage.ok()
+                        due = time.monotonic() + self.heartbeat_s
+                        if beat.declined:
+                            lost = True
+                            handle.cancel()
                 with clock.phase("runtime"):
                     finished = handle.wait(max(due - time.monotonic(), 0.0))
                 if finished:
@@ -397,7 +421,7 @@ class Executor:
             result = handle.result()
         finally:
             if key is not None:
-                mcp_credentials.revoke_run_credential(key)
+                settle_despite_outage(lambda: mcp_credentials.revoke_run_credential(key))
             if log is not None:
                 log.close()
         return None if lost else result
@@ -489,11 +513,24 @@ class Executor:
             report.outcome = "succeeded"
             return self._finish(report)
         with clock.phase("verify"):
-            verdict = verification.verify(cwd, task)
-        if verdict is not None:
-            with clock.phase("board"):
-                store.set_verdict(task.id, verdict.verdict, verdict.evidence)
-            report.verdict = verdict.verdict
+            judged = judge.judge(
+                task,
+                self.agent,
+                ticket,
+                cwd,
+                repo_path=self._repo_path(task),
+                heartbeat_s=self.heartbeat_s,
+            )
+        report.verdict = judged.verdict
+        if judged.action != "review":
+            # Sent back to fix, or blocked with its debt: the judge recorded it.
+            git_after = self._head(cwd)
+            lost = judged.action == "lost"
+            closed, note = ("cancelled", "claim lost") if lost else ("succeeded", None)
+            self._close(execution_id, closed, result, git_before, git_after, note)
+            report.outcome = "lost" if lost else "succeeded"
+            report.worktree = "kept"
+            return self._finish(report)
         with clock.phase("board"):
             fence = store.renew_lease(task.id, ticket)
         if fence.declined:
@@ -547,6 +584,23 @@ def run_claimed_task(task_id: str, agent_id: str, ticket: str) -> dict[str, Any]
     return Executor(agent_id).run_claimed(task_id, ticket).as_dict()
 
 
+# How long a worker waits for the database to settle a run it already finished.
+SETTLE_PATIENCE_S = 60.0
+
+
+def settle_despite_outage(write: Callable[[], Any], patience_s: float = SETTLE_PATIENCE_S) -> Any:
+    """Run ``write``, waiting out a database outage for up to ``patience_s``."""
+    return reconnect.patiently(write, "settling a run", patience_s)
+
+
+def _unavailable_detail(error: str | None) -> bool:
+    """A run that failed because the database went away mid-run (the executor
+    settles what it can and reports the error as text)."""
+    return bool(error) and any(
+        name in (error or "") for name in ("OperationalError", "InterfaceError")
+    )
+
+
 # How often work --all looks for agents registered since it started.
 DISCOVER_S = 5.0
 
@@ -570,12 +624,26 @@ def work_loop(
     becomes claimable is claimed at once; ``poll_s`` is only the safety net."""
 
     def loop(agent_id: str) -> None:
+        outage = reconnect.Outage(f"worker {agent_id}")
+        executor: Executor | None = None
+        last_refusal: str | None = None
         try:
-            executor = Executor(agent_id, lease_ms=lease_ms)
-            last_refusal: str | None = None
             while not stop.is_set():
+                reconnect.fresh()
                 since = wakeups.seen(wakeups.BOARD)  # before the look: no lost wake
-                result = executor.work_once()
+                try:
+                    if executor is None:
+                        executor = Executor(agent_id, lease_ms=lease_ms)
+                    result = executor.work_once()
+                except Exception as exc:
+                    if not reconnect.is_unavailable(exc):
+                        raise
+                    # The database went away (restart, terminated connection, a
+                    # file that stays locked): wait, reconnect, carry on working.
+                    stop.wait(outage.lost(exc))
+                    continue
+                if result.outcome != "failed" or not _unavailable_detail(result.error):
+                    outage.ok()
                 # A refusal (e.g. an agent no operator approved) is reported once, not
                 # at every poll, until it changes.
                 refusal = result.error if result.outcome == "refused" else None
@@ -613,14 +681,23 @@ def work_loop(
         # every DISCOVER_S), and beat for /healthz while any worker thread runs.
         # Whoever sets ``stop`` calls wakeups.wake_all().
         beater = beats.Beater("workers")
+        outage = reconnect.Outage("workers")
         try:
             while not stop.is_set():
+                reconnect.fresh()
                 since = wakeups.seen(wakeups.BOARD)
                 if not threads or any(t.is_alive() for t in threads.values()):
                     beater.maybe_beat()
-                for agent_id in discover() if discover is not None else ():
-                    if agent_id not in threads:
-                        start(agent_id)
+                try:
+                    for agent_id in discover() if discover is not None else ():
+                        if agent_id not in threads:
+                            start(agent_id)
+                except Exception as exc:
+                    if not reconnect.is_unavailable(exc):
+                        raise
+                    stop.wait(outage.lost(exc))
+                    continue
+                outage.ok()
                 wakeups.wait(wakeups.BOARD, since, min(DISCOVER_S, beater.interval_s))
         finally:
             beater.stop()

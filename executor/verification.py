@@ -3,7 +3,8 @@ VERIFY_CMD), keep the output as evidence, and turn the exit code into a verdict.
 
 The builder is not the judge: this runs after the runtime finished, in the same
 checkout, with the same process-group hygiene as the runtimes (timeout kills the
-whole group). A task without a VERIFY_CMD gets no verdict: unverified, not failing.
+whole group). Which command, and what a missing one means, is the judge's
+(:mod:`executor.judge`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from board import judgement
 from board.models import Task, Verdict
 from executor.runtimes.oneshot import WORKER_ONLY_ENV
 from executor.runtimes.process import run_process
@@ -27,9 +30,16 @@ class GateVerdict:
     verdict: str
     evidence: str
     exit_code: int | None
+    # The gate's record on the verdict (board.judgement.gate).
+    gate: dict[str, Any]
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == Verdict.PASS
 
 
 def verify_command(task: Task) -> str:
+    """The task's own verify command (its metadata; init.sh carries it)."""
     value = (task.metadata or {}).get("verify_cmd")
     return value if isinstance(value, str) else ""
 
@@ -43,11 +53,20 @@ def _environment() -> dict[str, str]:
     }
 
 
-def verify(worktree: Path, task: Task, *, timeout_s: float = GATE_TIMEOUT_S) -> GateVerdict | None:
-    """Run ``./init.sh`` in the checkout; None when the task has no VERIFY_CMD."""
-    if not verify_command(task) or not (worktree / "init.sh").exists():
+def verify(
+    worktree: Path, task: Task, command: str = "", *, timeout_s: float = GATE_TIMEOUT_S
+) -> GateVerdict | None:
+    """Run the gate in the checkout: ``./init.sh`` (install + VERIFY_CMD) when the
+    task carries its own verify command, else ``command`` (a default of the agent or
+    the repository) as it is. None when there is nothing to run (no command at all)."""
+    own = verify_command(task)
+    if own and (worktree / "init.sh").exists():
+        argv, shown = ["bash", "init.sh"], own
+    elif command:
+        argv, shown = ["bash", "-c", command], command
+    else:
         return None
-    run = run_process(["bash", "init.sh"], cwd=worktree, env=_environment(), timeout_s=timeout_s)
+    run = run_process(argv, cwd=worktree, env=_environment(), timeout_s=timeout_s)
     if run.launch_error:
         output, code = run.launch_error, None
     else:
@@ -58,7 +77,8 @@ def verify(worktree: Path, task: Task, *, timeout_s: float = GATE_TIMEOUT_S) -> 
     evidence = output[-EVIDENCE_TAIL:]
     verdict = Verdict.PASS if passed else Verdict.FAIL
     _write_evidence(worktree, task, verdict, code, evidence)
-    return GateVerdict(verdict=str(verdict), evidence=evidence, exit_code=code)
+    record = judgement.gate(shown, code, int(run.duration_s * 1000), run.timed_out, evidence)
+    return GateVerdict(verdict=str(verdict), evidence=evidence, exit_code=code, gate=record)
 
 
 def _write_evidence(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -27,7 +27,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from core import beats
+from core import beats, reconnect
 
 CHANNEL_TIMEOUT_S = 2.0
 # The cluster beats from a minutely django-q2 schedule, which its scheduler looks at
@@ -44,9 +44,10 @@ class PartHealth:
     name: str
     ok: bool
     detail: str
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "detail": self.detail}
+        return {"ok": self.ok, "detail": self.detail, **self.extra}
 
 
 def check_database() -> PartHealth:
@@ -62,6 +63,8 @@ def check_database() -> PartHealth:
                 return PartHealth("database", False, f"{len(pending)} migration(s) not applied")
             _migrated = True
     except Exception as exc:
+        # A broken connection is not kept for the next probe: it opens a new one.
+        reconnect.drop()
         return PartHealth("database", False, f"unreachable: {type(exc).__name__}")
     return PartHealth("database", True, f"{connection.vendor}, migrated")
 
@@ -95,6 +98,7 @@ def check_beats(now: dt.datetime | None = None) -> list[PartHealth]:
     at = now or timezone.now()
     try:
         last = beats.last_beats()
+        outages = beats.last_outages()
     except Exception as exc:
         return [
             PartHealth(part, False, f"heartbeats unreadable: {type(exc).__name__}")
@@ -108,11 +112,29 @@ def check_beats(now: dt.datetime | None = None) -> list[PartHealth]:
             continue
         age = (at - beat_at).total_seconds()
         limit = stale_after(part)
+        said, extra = _outage(outages.get(part))
         if age > limit.total_seconds():
-            found.append(PartHealth(part, False, f"last beat {age:.0f} s ago (limit {limit})"))
+            found.append(
+                PartHealth(part, False, f"last beat {age:.0f} s ago (limit {limit}){said}", extra)
+            )
         else:
-            found.append(PartHealth(part, True, f"last beat {max(age, 0):.1f} s ago"))
+            found.append(PartHealth(part, True, f"last beat {max(age, 0):.1f} s ago{said}", extra))
     return found
+
+
+def _outage(
+    outage: tuple[dt.datetime, dt.datetime | None] | None,
+) -> tuple[str, dict[str, Any]]:
+    """What a part said of its last database loss: a clause for the detail and the
+    timestamps (``db_lost_at``, ``db_back_at``: null while it was still down)."""
+    if outage is None:
+        return "", {}
+    lost, back = outage
+    extra = {"db_lost_at": lost.isoformat(), "db_back_at": back.isoformat() if back else None}
+    if back is None:
+        return f"; database lost at {lost:%Y-%m-%d %H:%M:%S}Z, not back", extra
+    down = (back - lost).total_seconds()
+    return f"; database lost at {lost:%Y-%m-%d %H:%M:%S}Z, back after {down:.1f} s", extra
 
 
 def _sync_parts() -> list[PartHealth]:

@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core import server_commands
 from core.api.access import act_as, can_see_team, require_team, team_ids
 from core.api.bodies import OpenBody, json_object
 from core.api.idempotency import idempotent
@@ -49,6 +50,11 @@ class RoutineTaskTemplateSerializer(serializers.Serializer):
     max_node_cents = serializers.IntegerField(required=False, allow_null=True)
     team_task_id = serializers.CharField(
         required=False, allow_null=True, help_text="bind to an existing task (one-shot only)"
+    )
+    verify_cmd = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="the verify command judging each fire's change (staff, or allowlisted)",
     )
 
 
@@ -183,12 +189,21 @@ def schedule_multiplexer(user: Any) -> ScheduleMultiplexer:
     )
 
 
-def check_may_create(request: Any, team: Any, agent_id: Any) -> None:
+def check_may_create(request: Any, team: Any, agent_id: Any, template: Any = None) -> None:
     """Who may create a routine: a member of its team (else 400, as if no such team)
-    who may act as its agent (a routine fires as its agent: its owner or staff, 403).
-    The one rule for the API, the routines page and anything else that creates."""
+    who may act as its agent (a routine fires as its agent: its owner or staff, 403),
+    and, for a template naming a verify command, staff or an allowlisted command (the
+    gate runs it on the server). The one rule for the API, the routines page and
+    anything else that creates."""
     require_team(request.user, team)
     act_as(request, agent_id)
+    _check_template_commands(request, template)
+
+
+def _check_template_commands(request: Any, template: Any) -> None:
+    server_commands.check_task_commands(
+        template, operator=server_commands.is_operator(request.user)
+    )
 
 
 def check_may_edit(request: Any, routine_id: str, changes: dict[str, Any]) -> Routine:
@@ -198,6 +213,11 @@ def check_may_edit(request: Any, routine_id: str, changes: dict[str, Any]) -> Ro
     routine = visible_routine(request.user, routine_id)
     if "agent_id" in changes:
         act_as(request, changes["agent_id"])
+    template = changes.get("task_template")
+    if isinstance(template, dict) and template.get("verify_cmd") != (
+        routine.task_template or {}
+    ).get("verify_cmd"):
+        _check_template_commands(request, template)
     return routine
 
 
@@ -250,7 +270,7 @@ class RoutineListView(APIView):
     @idempotent
     def post(self, request: Request) -> Response:
         body = json_object(request, RoutineCreateSerializer)
-        check_may_create(request, body["team"], body["agent_id"])
+        check_may_create(request, body["team"], body["agent_id"], body.get("task_template"))
         routine = store.create_routine(**body)
         return Response(routine.as_dict(), status=201)
 
@@ -367,7 +387,7 @@ class ScheduleListView(APIView):
         source_name = data.get("source") if data is not None else None
         if source_name == ROUTINE_SOURCE:
             body = json_object(request, ScheduleRoutineCreateSerializer)
-            check_may_create(request, body["team"], body["agent_id"])
+            check_may_create(request, body["team"], body["agent_id"], body.get("task_template"))
         else:
             body = json_object(request, ScheduleCreateSerializer)
             if not isinstance(source_name, str):

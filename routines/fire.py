@@ -149,7 +149,7 @@ def materialize_task(routine: Routine, slot_at: int) -> Task:
         "slot_at": slot_at,
         "kind": template.get("kind", "code"),
     }
-    for key in ("repo_path", "model", "max_node_cents"):
+    for key in ("repo_path", "model", "max_node_cents", "verify_cmd"):
         if template.get(key) is not None:
             metadata[key] = template[key]
     created = board_store.create_task(

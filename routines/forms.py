@@ -66,6 +66,12 @@ class RoutineForm(forms.ModelForm):
     repo_path = forms.CharField(label="Repository path", required=False, max_length=1024)
     model = forms.CharField(label="Model", required=False, max_length=1024)
     max_node_cents = forms.IntegerField(label="Cost cap (cents)", required=False, min_value=0)
+    verify_cmd = forms.CharField(
+        label="Verify command",
+        required=False,
+        max_length=1024,
+        help_text="Judges each fire's change (staff, or an allowlisted command).",
+    )
     team_task_id = forms.CharField(
         label="Bound task",
         required=False,
@@ -107,7 +113,7 @@ class RoutineForm(forms.ModelForm):
     def task_template(self) -> dict[str, Any]:
         data = self.cleaned_data
         template: dict[str, Any] = {name: data.get(name) for name in TEMPLATE_FIELDS}
-        for name in ("repo_path", "model", "team_task_id"):
+        for name in ("repo_path", "model", "team_task_id", "verify_cmd"):
             template[name] = template[name] or None
         template["description"] = template["description"] or ""
         return template

@@ -62,6 +62,7 @@ TEMPLATE_KEYS = (
     "model",
     "max_node_cents",
     "team_task_id",
+    "verify_cmd",
 )
 _TEMPLATE_KEYS = frozenset(TEMPLATE_KEYS)
 _IN_FLIGHT = frozenset({RoutineStatus.QUEUED, RoutineStatus.CLAIMED, RoutineStatus.RUNNING})
@@ -105,7 +106,7 @@ def check_task_template(value: Any) -> dict[str, Any]:
         clean["priority"] = checks.check_priority(value.get("priority", 0))
     except ValidationFailed as exc:
         raise sub("priority", exc) from None
-    for name in ("repo_path", "model"):
+    for name in ("repo_path", "model", "verify_cmd"):
         raw = value.get(name)
         if raw is not None and (not isinstance(raw, str) or not raw.strip() or len(raw) > 1024):
             raise ValidationFailed(f"task_template.{name}", "must be a non-empty string")

@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Min
 from django.utils import timezone as dj_timezone
 
-from core import beats, events, storage, wakeups
+from core import beats, events, reconnect, storage, wakeups
 from routines import store as routine_store
 from routines.models import Routine, RoutineStatus, sources_of
 
@@ -46,6 +46,9 @@ def dispatch_deadline_s() -> int:
 
 
 FIRE_TASK = "routines.fire.run_fire"
+# How long a won claim's enqueue waits out a database outage before it is left
+# to boot-resume.
+ENQUEUE_PATIENCE_S = 60.0
 
 
 def enqueue_fire(routine_id: str) -> None:
@@ -130,10 +133,18 @@ class Ticker:
             if row is None:
                 return False  # another ticker got there first: data, not an error
             events.append(row[0], "routine_fired", {"routine_id": routine_id, "slot_at": row[1]})
-            transaction.on_commit(lambda: self.enqueue(routine_id), robust=True)
+            transaction.on_commit(lambda: self._enqueue_patiently(routine_id), robust=True)
             return True
 
         return storage.write(run)
+
+    def _enqueue_patiently(self, routine_id: str) -> None:
+        """Hand the claimed row on, waiting out a database outage (the queue is a
+        table too): an enqueue lost to it would leave the row ``claimed`` until
+        the next boot-resume."""
+        reconnect.patiently(
+            lambda: self.enqueue(routine_id), f"ticker enqueue {routine_id}", ENQUEUE_PATIENCE_S
+        )
 
     def claim_phase(self) -> tuple[list[str], list[str]]:
         """Claim every queued row, one at a time, each enqueued as its claim commits.
@@ -195,19 +206,39 @@ class Ticker:
         return "timer"
 
     def run_forever(self) -> None:
-        self.boot_resume()
+        """Boot-resume, then tick and wait until stopped. A database that goes away
+        (restart, terminated connection, a file that stays locked) stops nothing:
+        the loop drops the connection, backs off and carries on once it answers."""
+        outage = reconnect.Outage("ticker")
+        resumed = False
         try:
             while not self.stop_event.is_set():
                 self.beater.maybe_beat()
+                reconnect.fresh()
                 try:
-                    report = self.tick()
-                    if report.claimed:
-                        log.info("ticker fired %d routine(s)", len(report.claimed))
-                except Exception:  # one bad tick must not kill the actuator; next tick retries
-                    log.exception("ticker tick failed")
-                self.wait(self.arm_delay_ms())
+                    if not resumed:
+                        self.boot_resume()
+                        resumed = True
+                    delay = self._tick_and_arm()
+                    outage.ok()
+                    self.wait(delay)
+                except Exception as exc:
+                    if not reconnect.is_unavailable(exc):
+                        raise
+                    self.stop_event.wait(outage.lost(exc))
         finally:
             self.beater.stop()
+
+    def _tick_and_arm(self) -> int:
+        try:
+            report = self.tick()
+            if report.claimed:
+                log.info("ticker fired %d routine(s)", len(report.claimed))
+        except Exception as exc:  # one bad tick must not kill the actuator; next tick retries
+            if reconnect.is_unavailable(exc):
+                raise
+            log.exception("ticker tick failed")
+        return self.arm_delay_ms()
 
     def stop(self) -> None:
         self.stop_event.set()

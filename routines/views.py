@@ -138,7 +138,7 @@ def new_routine(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         try:
             data = form.cleaned_data
-            check_may_create(request, data["team"].pk, data["agent"].pk)
+            check_may_create(request, data["team"].pk, data["agent"].pk, form.task_template())
             routine = form.save()
         except ClawbooError as exc:
             form.add_refusal(exc)

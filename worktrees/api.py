@@ -302,8 +302,22 @@ class ApproveView(APIView):
 RequestChangesBody = inline_serializer(
     "RequestChanges",
     {
-        "feedback": serializers.CharField(max_length=20_000),
+        "feedback": serializers.CharField(
+            max_length=20_000, required=False, help_text="required without comments"
+        ),
         "agent_id": serializers.CharField(required=False),
+        "comments": serializers.ListField(
+            required=False,
+            help_text="line comments [{file, line, body}], sent to the agent as file:line: text",
+            child=inline_serializer(
+                "LineComment",
+                {
+                    "file": serializers.CharField(),
+                    "line": serializers.IntegerField(min_value=1),
+                    "body": serializers.CharField(),
+                },
+            ),
+        ),
     },
 )
 
@@ -314,10 +328,11 @@ class RequestChangesView(APIView):
     @extend_schema(
         operation_id="board_tasks_request_changes",
         description=(
-            "Send a task in review back with feedback: claimed again for its agent (or "
-            "`agent_id`), kept as the task's `feedback` and a comment; the worktree and "
-            "branch stay, and the agent's next run resumes them with the feedback in "
-            "TASK.md."
+            "Send a task in review back with feedback and line comments ({file, line, "
+            "body}): claimed again for its agent (or `agent_id`), kept as the task's "
+            "`feedback` and a comment; the worktree and branch stay, and the agent's next "
+            "run resumes them with the feedback (each comment as file:line) in TASK.md "
+            "and AGENT_HANDOFF.json."
         ),
         request=RequestChangesBody,
         responses=with_errors(
@@ -333,10 +348,13 @@ class RequestChangesView(APIView):
         visible_task(request.user, task_id)
         body = json_object(request, RequestChangesBody)
         agent = body.get("agent_id")
+        by = request.user.get_username()
         sent = store.request_changes(
             task_id,
-            body["feedback"],
-            by=request.user.get_username(),
+            body.get("feedback"),
+            by=by,
             agent_id=None if agent is None else act_as(request, agent),
+            comments=body.get("comments"),
         )
+        service.note_requested_changes(task_id, sent.task.feedback or "", by=by)
         return Response(task_body(sent.task))

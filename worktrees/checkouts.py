@@ -492,6 +492,13 @@ def provision_review_worktree(repo: Path, sha: str) -> Path:
         raise ProvisionFailed(f"could not provision review checkout {path}: {last}") from last
 
 
+def remove_review_worktree(repo: Path, sha: str) -> None:
+    """Drop the detached review checkout at ``sha`` (the critic's, once it is done)."""
+    path = review_path_for(repo, sha)
+    with path_lock(path):
+        drop_checkout(repo, path, reviews_root())
+
+
 # --- garbage collection -------------------------------------------------------
 
 

@@ -350,3 +350,24 @@ def reconstruct_state(worktree: Path) -> ResumeState:
         commands=commands,
         source="progress",
     )
+
+
+def note_for_next_run(
+    worktree: Path, *, who: str, runtime: str, broken: list[str], next_step: str
+) -> dict[str, Any]:
+    """Tell whoever clocks in next what is broken and what to do first (a failed
+    gate's fix request, a reviewer's requested changes), keeping the rest of the
+    handoff that is there."""
+    existing = read_handoff(worktree) or {}
+    doc: dict[str, Any] = {
+        "handoffFrom": existing.get("handoffFrom") or who,
+        "runtime": existing.get("runtime") or runtime,
+        "timestamp": timezone.now().isoformat(),
+        "completedSubtasks": existing.get("completedSubtasks") or [],
+        "brokenOrUnverified": [item[:TEXT_MAX] for item in broken],
+        "nextBestStep": next_step[:TEXT_MAX],
+        "warnings": existing.get("warnings") or [],
+    }
+    if existing.get("nativeSessionId"):
+        doc["nativeSessionId"] = existing["nativeSessionId"]
+    return write_handoff(worktree, doc)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -236,31 +237,193 @@ def _advance(repo: Path, branch: str, old: str, new: str) -> None:
         )
 
 
+def prepare(
+    repo: Path, checkout: Path, *, task_id: str, title: str, base_branch: str, strategy: str
+) -> Landing:
+    """Build the commit that would land the work in ``checkout`` on ``base_branch``
+    (objects only: no ref, index or checkout of ``repo`` moves). ``landed`` with the
+    commit to advance to, ``conflict`` with the paths, or ``nothing``. Call it
+    under :func:`land_lock`."""
+    if strategy not in STRATEGIES:
+        raise ValidationFailed("strategy", f"must be one of {', '.join(STRATEGIES)}")
+    tip = git_out(["rev-parse", "--verify", f"refs/heads/{base_branch}^{{commit}}"], cwd=repo)
+    head = git_out(["rev-parse", "HEAD"], cwd=checkout)
+    point = git_out(["merge-base", head, tip], cwd=repo)
+    work = without_sor(repo, snapshot_tree(checkout), point)
+    outcome = Landing("nothing", base_branch, strategy, previous_tip=tip)
+    if work == _tree_of(repo, point):
+        return outcome
+    rebuilt = commit_tree(repo, work, [point], land_message(task_id, title))
+    merged, conflicts = _merge(repo, tip, rebuilt)
+    if merged is None:
+        outcome.result, outcome.conflicts = "conflict", conflicts
+        return outcome
+    if merged == _tree_of(repo, tip):
+        return outcome  # already on the base branch
+    parents = [tip, rebuilt] if strategy == MERGE else [tip]
+    outcome.result = "landed"
+    outcome.commit = commit_tree(repo, merged, parents, land_message(task_id, title))
+    return outcome
+
+
+def advance(repo: Path, outcome: Landing) -> None:
+    """Move the base branch to the prepared commit (compare-and-swap, or a
+    fast-forward of the checkout that has it checked out). :class:`LandingFailed`
+    when it could not; nothing moved then."""
+    assert outcome.commit is not None and outcome.previous_tip is not None
+    _advance(repo, outcome.base_branch, outcome.previous_tip, outcome.commit)
+
+
 def land(
     repo: Path, checkout: Path, *, task_id: str, title: str, base_branch: str, strategy: str
 ) -> Landing:
     """Land the work in ``checkout`` on ``base_branch`` of ``repo`` (under the
     repository's landing lock). A conflict lands nothing and names the paths;
     :class:`LandingFailed` when the branch could not be moved."""
-    if strategy not in STRATEGIES:
-        raise ValidationFailed("strategy", f"must be one of {', '.join(STRATEGIES)}")
     with land_lock(repo):
-        tip = git_out(["rev-parse", "--verify", f"refs/heads/{base_branch}^{{commit}}"], cwd=repo)
-        head = git_out(["rev-parse", "HEAD"], cwd=checkout)
-        point = git_out(["merge-base", head, tip], cwd=repo)
-        work = without_sor(repo, snapshot_tree(checkout), point)
-        outcome = Landing("nothing", base_branch, strategy, previous_tip=tip)
-        if work == _tree_of(repo, point):
-            return outcome
-        rebuilt = commit_tree(repo, work, [point], land_message(task_id, title))
-        merged, conflicts = _merge(repo, tip, rebuilt)
-        if merged is None:
-            outcome.result, outcome.conflicts = "conflict", conflicts
-            return outcome
-        if merged == _tree_of(repo, tip):
-            return outcome  # already on the base branch
-        parents = [tip, rebuilt] if strategy == MERGE else [tip]
-        new = commit_tree(repo, merged, parents, land_message(task_id, title))
-        _advance(repo, base_branch, tip, new)
-        outcome.result, outcome.commit = "landed", new
+        outcome = prepare(
+            repo,
+            checkout,
+            task_id=task_id,
+            title=title,
+            base_branch=base_branch,
+            strategy=strategy,
+        )
+        if outcome.result == "landed":
+            advance(repo, outcome)
         return outcome
+
+
+# --- a landing killed half-way ------------------------------------------------------
+#
+# Every landing runs under the repository's landing lock from before its record is
+# written until the board has recorded it, so whoever holds that lock and finds a
+# record still pending knows its process died (or failed) mid-way: nobody else is
+# landing in that repository. What git did is read from git itself.
+
+# A lock git made just before the record's clock read it (clock skew between the
+# database server and this host, a file system's coarse timestamps).
+LOCK_SLACK_S = 2.0
+# How long recovery waits for a git a killed landing left running to let go.
+LOCK_WAIT_S = 10.0
+
+
+def base_has(repo: Path, branch: str, commit: str) -> bool:
+    """Whether ``commit`` is on ``branch`` (its tip or behind it)."""
+    proc = run_git(
+        ["merge-base", "--is-ancestor", commit, f"refs/heads/{branch}"], cwd=repo, check=False
+    )
+    if proc.returncode not in (0, 1):
+        raise GitError(
+            ["merge-base", "--is-ancestor", commit, branch], proc.returncode, proc.stderr
+        )
+    return proc.returncode == 0
+
+
+def _git_dir(repo: Path) -> Path:
+    return Path(git_out(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=repo))
+
+
+def _lock_candidates(git_dir: Path) -> list[Path]:
+    """The lock files a landing's git commands take: the index and HEAD of the
+    repository and of each linked checkout, refs, packed-refs, the config."""
+    found = [git_dir / name for name in ("index.lock", "HEAD.lock", "packed-refs.lock")]
+    found.append(git_dir / "config.lock")
+    found.append(git_dir / "ORIG_HEAD.lock")
+    linked = git_dir / "worktrees"
+    if linked.is_dir():
+        for entry in linked.iterdir():
+            found += [entry / "index.lock", entry / "HEAD.lock", entry / "ORIG_HEAD.lock"]
+    refs = git_dir / "refs"
+    if refs.is_dir():
+        found += [p for p in refs.rglob("*.lock") if p.is_file()]
+    return [p for p in found if p.is_file() and not p.is_symlink()]
+
+
+def _held_open(path: Path) -> bool:
+    """Whether a process this host can see has ``path`` open (a git at work)."""
+    target = str(path)
+    proc_root = Path("/proc")
+    if not proc_root.is_dir():
+        return False
+    for pid_dir in proc_root.iterdir():
+        if not pid_dir.name.isdigit():
+            continue
+        try:
+            fds = list((pid_dir / "fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(fd) == target:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def clear_stale_locks(repo: Path, since: float) -> list[str]:
+    """Remove the git lock files a killed landing left in ``repo``: made at or
+    after ``since`` (the oldest unsettled landing's start, epoch seconds) and held
+    open by no process (a git it left running is waited for). Call it under
+    :func:`land_lock`, and only when a pending landing record says a landing died.
+    Returns the paths removed."""
+    removed = []
+    for lock in _lock_candidates(_git_dir(repo)):
+        try:
+            made = lock.stat().st_mtime
+        except FileNotFoundError:
+            continue
+        if made < since - LOCK_SLACK_S:
+            continue  # older than the landing: not its lock, not ours to judge
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while _held_open(lock) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _held_open(lock):
+            continue
+        try:
+            lock.unlink()
+        except FileNotFoundError:
+            continue  # its git finished and took it away
+        removed.append(str(lock))
+    return removed
+
+
+def undo_partial_fast_forward(repo: Path, branch: str, before: str, intended: str) -> list[str]:
+    """``merge --ff-only`` writes the checkout's files and index before it moves
+    the branch: killed in between, the checkout that has ``branch`` checked out
+    holds some of the landing's files while the branch did not move. Put every
+    path the landing changes back as it is at ``before`` where it holds the
+    landing's version (a path a person edited is left alone). Returns the paths."""
+    where = _checked_out_at(repo, branch)
+    if where is None:
+        return []
+    out = run_git(["diff", "--name-only", "-z", "--no-renames", before, intended], cwd=repo).stdout
+    restore: list[str] = []
+    drop: list[str] = []
+    for path in filter(None, out.split("\0")):
+        old = _ls(repo, before, path)
+        new = _ls(repo, intended, path)
+        current = _worktree_blob(where, path)
+        if current is not None and (new is None or current != new[1]):
+            continue  # not the landing's version: leave it as it is
+        if old is not None:
+            restore.append(path)
+        else:
+            drop.append(path)
+    if restore:
+        run_git(["checkout", before, "--", *restore], cwd=where)
+    for path in drop:
+        run_git(["rm", "-q", "--cached", "--ignore-unmatch", "--", path], cwd=where)
+        target = where / path
+        if target.is_file() or target.is_symlink():
+            target.unlink()
+    return restore + drop
+
+
+def _worktree_blob(where: Path, path: str) -> str | None:
+    target = where / path
+    if not (target.is_file() or target.is_symlink()):
+        return None
+    proc = run_git(["hash-object", "--", path], cwd=where, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None

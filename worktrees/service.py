@@ -11,7 +11,10 @@ never written here directly.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -274,10 +277,13 @@ def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, A
     Refusals come first and change nothing: not in review (IllegalTransition), a
     verdict that needs an override (VerificationRequired). A task without a live
     workspace (not file-mutating, or nothing retained) is simply approved. Otherwise,
-    holding the checkout's lock and the repository's landing lock
-    (:func:`worktrees.landing.land`), the work lands per the repository's policy;
-    then the task is approved (``done``, a comment naming the commit), and its
-    checkout and branch are removed and the row ``archived``.
+    holding the repository's landing lock (:func:`worktrees.landing.land_lock`) and
+    the checkout's lock, a landing of this repository that a killed process left
+    half-way is settled first (:func:`recover_landings`); then the work lands per
+    the repository's policy, crash-safe: the landing (base branch, its tip before,
+    the commit it will point at) is recorded before git moves; the checkout and
+    branch are removed; and the board's whole side — the task ``done`` with a
+    comment naming the commit, the workspace ``archived`` — is one transaction.
 
     A change that no longer applies is not forced: nothing lands, the conflicting
     paths are kept on the workspace (``landing``) and named in the task's feedback,
@@ -292,28 +298,122 @@ def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, A
         done = store.approve(task.id, by=by, human_override=human_override)
         return {"result": "approved", "task": done}
     repo = Path(ws.repo_path)
-    with path_lock(ws.worktree_path):
-        if not Path(ws.worktree_path).is_dir() or ws.status != WorkspaceStatus.ACTIVE:
-            ws = _record(task.id, checkouts.resume_worktree(repo, task.id))
-        path = _present_checkout(ws)
-        policy = landing.policy_for(repo)
-        branch = ws.base_branch or landing.base_branch_of(repo)
-        outcome = landing.land(
-            repo,
-            path,
-            task_id=task.id,
-            title=task.title,
-            base_branch=branch,
-            strategy=policy.strategy,
-        )
-        if outcome.result == "conflict":
-            return _send_back(task, outcome, policy, by)
-        store.record_landing(task.id, {**outcome.as_dict(), "by": by})
-        landed = f"commit {outcome.commit} on {branch}" if outcome.commit else None
-        done = store.approve(task.id, by=by, human_override=human_override, landed=landed)
-        checkouts.remove_worktree_and_branch(repo, task.id)
-        store.set_workspace_status(task.id, WorkspaceStatus.ARCHIVED, keep_branch=False)
+    # The landing lock first, then the checkout's: recovery takes other tasks'
+    # checkout locks while it holds the landing lock, so every approval must too.
+    with landing.land_lock(repo):
+        settled = {entry["task_id"]: entry for entry in _recover_repo(repo)}
+        if settled.get(task.id, {}).get("result") == "completed":
+            # This task's own landing, killed after its base branch moved: done now.
+            record = settled[task.id]["landing"]
+            shown = {k: record.get(k) for k in landing.Landing.__dataclass_fields__}
+            return {**shown, "task": store.get_task(task.id)}
+        task = store.check_approvable(task_id, human_override)
+        ws = store.get_workspace(task.id)
+        with path_lock(ws.worktree_path):
+            return _land_approved(task, ws, repo, by=by, human_override=human_override)
+
+
+def _land_approved(
+    task: Task, ws: Workspace, repo: Path, *, by: str, human_override: Any
+) -> dict[str, Any]:
+    if not Path(ws.worktree_path).is_dir() or ws.status != WorkspaceStatus.ACTIVE:
+        ws = _record(task.id, checkouts.resume_worktree(repo, task.id))
+    path = _present_checkout(ws)
+    policy = landing.policy_for(repo)
+    branch = ws.base_branch or landing.base_branch_of(repo)
+    outcome = landing.prepare(
+        repo,
+        path,
+        task_id=task.id,
+        title=task.title,
+        base_branch=branch,
+        strategy=policy.strategy,
+    )
+    if outcome.result == "conflict":
+        return _send_back(task, outcome, policy, by)
+    record: dict[str, Any] = {
+        **outcome.as_dict(),
+        "by": by,
+        "started_at": time.time(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+    if human_override is not None:
+        record["human_override"] = human_override
+    store.begin_landing(task.id, record)
+    if outcome.result == "landed":
+        try:
+            landing.advance(repo, outcome)
+        except landing.LandingFailed as exc:
+            store.roll_back_landing(task.id, exc.detail)
+            raise
+    done = _finish_landing(repo, task.id, record)
     return {**outcome.as_dict(), "task": done}
+
+
+def _finish_landing(repo: Path, task_id: str, record: dict[str, Any]) -> Task:
+    """The change is on its base (or there was nothing to land): the checkout and
+    branch go, then the board records the approval in one transaction."""
+    checkouts.remove_worktree_and_branch(repo, task_id)
+    commit, branch = record.get("commit"), record.get("base_branch")
+    return store.finish_landing(
+        task_id,
+        {k: v for k, v in record.items() if k not in ("human_override", "state")},
+        by=record.get("by") or "clawboo",
+        human_override=record.get("human_override"),
+        landed=f"commit {commit} on {branch}" if commit else None,
+    )
+
+
+def recover_landings() -> list[dict[str, Any]]:
+    """The boot pass: settle every landing a killed process left half-way, in each
+    repository that has one (see :func:`_recover_repo`)."""
+    settled: list[dict[str, Any]] = []
+    for repo_path in store.repos_with_pending_landings():
+        repo = Path(repo_path)
+        try:
+            with landing.land_lock(repo):
+                settled += _recover_repo(repo)
+        except Exception:  # one broken repository must not stop the others
+            log.exception("could not recover the landings of %s", repo_path)
+    return settled
+
+
+def _recover_repo(repo: Path) -> list[dict[str, Any]]:
+    """Under the repository's landing lock (so no landing of it is running), settle
+    each landing recorded but never finished: its commit is on the base branch →
+    complete it (checkout and branch removed, the board's side recorded); it is not
+    → roll it back (the files a killed fast-forward wrote put back; the task stays
+    in review). Lock files the killed git left are cleared first."""
+    pending = store.pending_landings(str(repo))
+    if not pending:
+        return []
+    since = min(float((ws.landing or {}).get("started_at") or 0) for ws in pending)
+    cleared = landing.clear_stale_locks(repo, since)
+    if cleared:
+        log.warning("cleared lock files a killed landing left in %s: %s", repo, cleared)
+    settled: list[dict[str, Any]] = []
+    for ws in pending:
+        record = dict(ws.landing or {})
+        commit, branch = record.get("commit"), str(record.get("base_branch") or "")
+        try:
+            if commit is None or landing.base_has(repo, branch, commit):
+                _finish_landing(repo, ws.task_id, record)
+                result = "completed"
+            else:
+                landing.undo_partial_fast_forward(
+                    repo, branch, str(record.get("previous_tip")), commit
+                )
+                store.roll_back_landing(
+                    ws.task_id, "interrupted before the base branch moved; approve again"
+                )
+                result = "rolled_back"
+        except Exception:
+            log.exception("could not settle the landing of task %s", ws.task_id)
+            continue
+        log.warning("landing of task %s interrupted earlier: %s", ws.task_id, result)
+        settled.append({"task_id": ws.task_id, "result": result, "landing": record})
+    return settled
 
 
 def _send_back(
@@ -334,6 +434,24 @@ def _send_back(
         moved = store.request_changes(task.id, note, by=by).task
         sent = "rework"
     return {**outcome.as_dict(), "sent": sent, "feedback": note, "task": moved}
+
+
+def note_requested_changes(task_id: str, feedback: str, *, by: str) -> bool:
+    """A reviewer's requested changes (line comments as ``file:line: text``) into the
+    task's checkout's handoff, for the agent's next run; False when there is no
+    checkout on disk (TASK.md still carries them as the task's feedback)."""
+    ws = store.live_workspace(task_id)
+    if ws is None or not Path(ws.worktree_path).is_dir():
+        return False
+    with path_lock(ws.worktree_path):
+        handoff.note_for_next_run(
+            Path(ws.worktree_path),
+            who=by,
+            runtime="human",
+            broken=[f"changes requested by {by}:\n{feedback}"],
+            next_step="address each requested change (at its file:line), verify, then stop",
+        )
+    return True
 
 
 def write_handoff(task_id: str, data: Any) -> dict[str, Any]:

@@ -48,6 +48,12 @@ from board.store.fields import (
     set_verdict,
     update_task,
 )
+from board.store.judgement import (
+    record_review_run,
+    record_verification,
+    send_back_for_fix,
+    settle_with_debt,
+)
 from board.store.lifecycle import (
     await_review,
     block,
@@ -65,7 +71,20 @@ from board.store.recovery import (
     release_stale,
     run_boot_passes,
 )
-from board.store.review import Reworked, approve, check_approvable, request_changes
+from board.store.review import (
+    LANDING_LANDED,
+    LANDING_PENDING,
+    LANDING_ROLLED_BACK,
+    Reworked,
+    approve,
+    begin_landing,
+    check_approvable,
+    finish_landing,
+    pending_landings,
+    repos_with_pending_landings,
+    request_changes,
+    roll_back_landing,
+)
 from board.store.tasks import (
     UNVERIFIED,
     VERDICT_FILTERS,
@@ -117,8 +136,16 @@ __all__ = [
     "WriteOutcome",
     "WriteToken",
     "add_comment",
+    "LANDING_LANDED",
+    "LANDING_PENDING",
+    "LANDING_ROLLED_BACK",
     "approve",
+    "begin_landing",
     "check_approvable",
+    "finish_landing",
+    "pending_landings",
+    "repos_with_pending_landings",
+    "roll_back_landing",
     "add_label",
     "ancestor_ids",
     "await_review",
@@ -174,6 +201,10 @@ __all__ = [
     "set_priority",
     "set_scheduled_by",
     "set_verdict",
+    "record_verification",
+    "record_review_run",
+    "send_back_for_fix",
+    "settle_with_debt",
     "set_workspace_status",
     "settle_from_worktree",
     "ticket_of",

@@ -10,7 +10,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
-from board import checks
+from board import checks, judgement
 from board.models import Task, TaskComment, Verdict
 from board.store._base import (
     add_comment_row,
@@ -254,11 +254,15 @@ def set_verdict(task_id: str, verdict: Any, evidence: Any = None) -> Task:
             )
         at = now()
         task.verdict, task.verdict_evidence, task.verdict_at = str(verdict), tail, at
+        # A verdict given by hand has no gate, findings or reviewer of its own; the
+        # rounds before it stay on record.
+        before = task.verification_detail if isinstance(task.verification_detail, dict) else {}
+        task.verification_detail = judgement.detail(None, [], None, before.get("attempts") or [])
         return commit_change(
             task,
             "verification_recorded",
             prev_status=task.status,
-            fields={"verdict", "verdict_evidence", "verdict_at"},
+            fields={"verdict", "verdict_evidence", "verdict_at", "verification_detail"},
             at=at,
         )
 

@@ -59,7 +59,9 @@ class ClaimFor:
 
 
 _CLAIM_FIELDS = frozenset({"assignee_agent_id", "assignee_runtime", "lease_until"})
-_VERDICT_FIELDS = frozenset({"verdict", "verdict_evidence", "verdict_at", "human_override"})
+_VERDICT_FIELDS = frozenset(
+    {"verdict", "verdict_evidence", "verdict_at", "human_override", "verification_detail"}
+)
 
 
 def check_override(value: Any) -> dict[str, str] | None:
@@ -132,6 +134,7 @@ def clear_verdict(task: Task) -> None:
     task.verdict_evidence = None
     task.verdict_at = None
     task.human_override = None
+    task.verification_detail = None
 
 
 def _take_claim(task: Task, claim: ClaimFor, at: dt.datetime) -> set[str]:

@@ -21,9 +21,26 @@ from core.errors import Forbidden, NotFound, ValidationFailed
 from core.live import frames_for
 from core.models import Agent, ParticipantKind, Runtime, Team
 
-_TEAM_FIELDS: dict[str, Any] = {"id": serializers.CharField(), "name": serializers.CharField()}
+_TEAM_FIELDS: dict[str, Any] = {
+    "id": serializers.CharField(),
+    "name": serializers.CharField(),
+    "reviewer_agent": serializers.CharField(
+        allow_null=True, required=False, help_text="the team's critic (null: no critic)"
+    ),
+}
 TeamSerializer = inline_serializer("Team", _TEAM_FIELDS)
 TeamListSerializer = inline_serializer("Team", _TEAM_FIELDS, many=True)
+TeamPatchSerializer = inline_serializer(
+    "TeamPatch",
+    {
+        "reviewer_agent": serializers.CharField(
+            allow_null=True,
+            required=False,
+            help_text="an agent of this team that reviews its risky changes; null: no "
+            "critic. Staff only.",
+        )
+    },
+)
 _AGENT_FIELDS: dict[str, Any] = {
     "id": serializers.CharField(),
     "display_name": serializers.CharField(),
@@ -65,7 +82,12 @@ AgentPatchSerializer = inline_serializer("AgentPatch", _agent_write_fields(False
 
 
 def team_body(team: Team) -> dict[str, Any]:
-    return {"id": team.id, "name": team.name, "created_at": team.created_at.isoformat()}
+    return {
+        "id": team.id,
+        "name": team.name,
+        "reviewer_agent": team.reviewer_agent_id,
+        "created_at": team.created_at.isoformat(),
+    }
 
 
 def agent_body(agent: Agent) -> dict[str, Any]:
@@ -103,6 +125,34 @@ class TeamsView(APIView):
         body = json_object(request, TeamCreateSerializer)
         team = registry.create_team(body["id"], body.get("name"), creator=request.user)
         return Response(team_body(team), status=201)
+
+
+class TeamDetailView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="teams_retrieve", responses=with_errors({200: TeamSerializer}, "not_found")
+    )
+    def get(self, request: Request, team_id: str) -> Response:
+        return Response(team_body(_visible_team(request, team_id)))
+
+    @extend_schema(
+        operation_id="teams_update",
+        request=TeamPatchSerializer,
+        responses=with_errors({200: TeamSerializer}, "not_found", "validation_error", "forbidden"),
+    )
+    def patch(self, request: Request, team_id: str) -> Response:
+        _visible_team(request, team_id)
+        body = json_object(request, TeamPatchSerializer)
+        # The critic runs on the server with its own runtime: an operator's decision.
+        if not server_commands.is_operator(request.user):
+            raise Forbidden("only staff name a team's reviewer agent", field="reviewer_agent")
+        team = (
+            registry.set_reviewer_agent(team_id, body["reviewer_agent"])
+            if "reviewer_agent" in body
+            else registry.get_team(team_id)
+        )
+        return Response(team_body(team))
 
 
 class AgentsView(APIView):

@@ -184,3 +184,34 @@ def test_a_refused_save_is_shown_and_writes_nothing(operator):
     assert any("Not saved" in t and "verdict" in t for t in messages_of(response))
     task = store.get_task(task.id)
     assert task.status == "in_progress" and task.title == "t" and task.revision == before
+
+
+def test_the_task_page_shows_the_structured_verdict(operator):
+    task = store.create_task(title="Judged").task
+    detail = {
+        "gate": {
+            "command": "pytest -q",
+            "exit_code": 0,
+            "duration_ms": 812,
+            "timed_out": False,
+            "output_tail": "3 passed",
+        },
+        "findings": [
+            {"severity": "crash", "title": "None deref", "file": "app.py", "line": 3},
+        ],
+        "reviewer": {"agent": "critic", "runtime": "codex", "model": None},
+        "attempts": [],
+    }
+    store.record_verification(task.id, "fail", "the reviewer found 1 blocking issue", detail)
+    page = operator.get(f"/admin/board/task/{task.id}/change/").content.decode()
+    assert "<code>pytest -q</code> exit 0 in 812 ms" in page
+    assert "<b>crash</b> None deref <code>app.py:3</code>" in page
+    assert "reviewer: critic" in page
+
+
+def test_the_team_page_names_its_reviewer_agent(operator):
+    from core import registry
+
+    registry.create_agent(id="critic", display_name="Critic", team="default", runtime="command")
+    page = operator.get("/admin/clawboo/team/default/change/")
+    assert page.status_code == 200 and "reviewer_agent" in page.context["adminform"].form.fields

@@ -3,6 +3,8 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
+from core import registry
+
 pytestmark = pytest.mark.django_db
 
 
@@ -59,3 +61,20 @@ def test_create_agent_token_prints_a_working_key(capsys):
     assert client.get("/api/board/tasks").status_code == 200
     call_command("create_agent_token", "robot")
     assert capsys.readouterr().out.strip() == key
+
+
+def test_staff_name_a_teams_reviewer_agent_from_that_team_only(api, staff_api, unchanged):
+    registry.create_agent(id="critic", display_name="Critic", team="default", runtime="command")
+    registry.create_team("other")
+    registry.create_agent(id="outsider", display_name="O", team="other", runtime="command")
+    with unchanged():
+        refused = api.patch("/api/teams/default", {"reviewer_agent": "critic"}, format="json")
+    assert refused.status_code == 403 and refused.json()["error"] == "forbidden"
+    wrong = staff_api.patch("/api/teams/default", {"reviewer_agent": "outsider"}, format="json")
+    assert wrong.status_code == 400 and wrong.json()["error"] == "validation_error"
+    named = staff_api.patch("/api/teams/default", {"reviewer_agent": "critic"}, format="json")
+    assert named.status_code == 200 and named.json()["reviewer_agent"] == "critic"
+    assert api.get("/api/teams/default").json()["reviewer_agent"] == "critic"
+    cleared = staff_api.patch("/api/teams/default", {"reviewer_agent": None}, format="json")
+    assert cleared.json()["reviewer_agent"] is None
+    assert api.get("/api/teams/nope").status_code == 404

@@ -20,7 +20,10 @@ WRITE = (
 
 def test_two_approvals_from_two_processes_both_land(command_agent, repo, race):
     command_agent("builder", argv=[sys.executable, "-c", WRITE])
-    tasks = [store.create_task(title=f"Task {n}").task for n in (1, 2)]
+    # A verify command the gate passes: approval then needs no override.
+    tasks = [
+        store.create_task(title=f"Task {n}", metadata={"verify_cmd": "true"}).task for n in (1, 2)
+    ]
     for _ in tasks:
         assert Executor("builder").work_once().worktree == "retained"
     base = git(repo, "rev-parse", "main")

@@ -18,6 +18,14 @@ from worktrees.scaffold import SOR_FILES
 
 pytestmark = pytest.mark.django_db
 
+
+@pytest.fixture(autouse=True)
+def unjudged(settings):
+    """These tests are about review and landing; the judge has its own
+    (tests/executor/test_judge.py): a task without a verify command lands unjudged."""
+    settings.CLAWBOO_VERIFY_REQUIRED = False
+
+
 # Each run adds the next step file, so a task that did not start from its
 # dependency's change would write step1.txt again (and conflict on landing).
 STEP_SCRIPT = """
@@ -172,9 +180,10 @@ def test_a_repository_can_land_as_a_merge(command_agent, repo, tmp_path):
     assert f"clawboo: land task {task.id}" in git(repo, "log", "-1", "--format=%B", "main")
 
 
-def test_approval_is_refused_outside_review_and_by_the_gate(command_agent, repo):
+def test_approval_is_refused_outside_review_and_by_the_gate(command_agent, repo, settings):
+    settings.CLAWBOO_VERIFY_REQUIRED = True
     command_agent("builder", "bad")
-    task = store.create_task(title="Red", metadata={"verify_cmd": VERIFY_OK}).task
+    task = store.create_task(title="Red").task  # fail (none configured)
     Executor("builder").work_once()
     tip = git(repo, "rev-parse", "main")
     from board.errors import VerificationRequired

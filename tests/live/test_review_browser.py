@@ -93,3 +93,109 @@ def test_the_review_panel_shows_the_work_and_approves_it(
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert git(repo, "show", "--name-only", "--format=", "main") == "feature.txt"
+
+
+def test_findings_and_line_comments_render_at_their_lines_and_go_to_the_agent(
+    daphne,
+    command_agent,  # noqa: F811 - the fixture imported above
+    repo,  # noqa: F811
+    settings,
+    tmp_path,
+    monkeypatch,
+):
+    import json
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    user = get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
+    registry.add_member("default", user)
+    command_agent("builder", "write")
+    task = store.create_task(title="Add the flag", metadata={"verify_cmd": VERIFY_OK}).task
+    Executor("builder").work_once()
+    # What a critic would have said, at the file's first line.
+    gate = store.get_task(task.id).as_dict()["verification"]["gate"]
+    finding = {"severity": "crash", "title": "flag is lower case", "file": "feature.txt",
+               "line": 1, "body": "callers compare with OK"}  # fmt: skip
+    detail = {"gate": gate, "findings": [finding], "reviewer": None, "attempts": []}
+    store.record_verification(task.id, "fail", "the reviewer found 1 blocking issue", detail)
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/admin/login/?next=/board/")
+        page.fill("#id_username", "op")
+        page.fill("#id_password", "pw-op-123")
+        page.click("input[type=submit]")
+        page.wait_for_url(base + "/board/")
+        page.locator(f"[data-status=in_review] [data-task-id='{task.id}']").click()
+        panel = page.locator(f"#detail [data-review-for='{task.id}']")
+        panel.wait_for(timeout=10_000)
+        diff = panel.locator(".patch[data-file='feature.txt']")
+        shown = diff.locator(".finding[data-line='1']")
+        assert "flag is lower case" in shown.inner_text()
+        # At its line: right under the diff's row for line 1 of feature.txt.
+        assert shown.evaluate("n => n.previousElementSibling.dataset.line") == "1"
+        assert "+ok" in shown.evaluate("n => n.previousElementSibling.textContent")
+
+        diff.locator(".ln[data-line='1'] button.gutter").click()
+        diff.locator(".comment-form textarea").fill("write OK in capitals")
+        diff.locator(".comment-form .comment-add").click()
+        comment = diff.locator(".line-comment[data-line='1']")
+        assert "write OK in capitals" in comment.inner_text()
+        assert (
+            comment.evaluate(
+                "n => { let p = n.previousElementSibling;"
+                " while (p && !p.classList.contains('ln')) p = p.previousElementSibling;"
+                " return p.dataset.line; }"
+            )
+            == "1"
+        )
+        screenshot(page, "review-findings.png", tmp_path)
+
+        page.click("#request-changes-btn")
+        page.locator("#ask[open]").wait_for()
+        assert "1 line comment(s)" in page.locator("#review-comment-count").inner_text()
+        page.click("#ask-ok")
+        page.wait_for_selector("#review-note[data-kind=ok]", timeout=15_000)
+        browser.close()
+    sent = store.get_task(task.id)
+    assert sent.status == "in_progress" and "- feature.txt:1: write OK in capitals" in sent.feedback
+    worktree = Path(sent.worktree_ref)
+    handoff = json.loads((worktree / "AGENT_HANDOFF.json").read_text())
+    assert "feature.txt:1: write OK in capitals" in handoff["brokenOrUnverified"][0]
+    assert Executor("builder").work_once().task_id == task.id  # the agent's next run
+    assert "feature.txt:1: write OK in capitals" in (worktree / "TASK.md").read_text()
+
+
+def test_the_boards_new_task_carries_a_verify_command(daphne, settings, monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    user = get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
+    registry.add_member("default", user)
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/admin/login/?next=/board/")
+        page.fill("#id_username", "op")
+        page.fill("#id_password", "pw-op-123")
+        page.click("input[type=submit]")
+        page.wait_for_url(base + "/board/")
+        page.click("#new-task-btn")
+        page.fill("#new-task-form [name=title]", "Judged from the start")
+        page.fill("#new-task-verify", "pytest -q")
+        page.click("#create-task")
+        page.locator("[data-status=todo] .card", has_text="Judged from the start").wait_for(
+            timeout=10_000
+        )
+        browser.close()
+    [task] = store.list_tasks(team="default")
+    assert task.metadata == {"verify_cmd": "pytest -q"}

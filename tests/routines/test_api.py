@@ -630,3 +630,22 @@ def test_set_scheduled_by_refuses_an_unexpected_owner_and_nests_in_a_write(team)
     storage.write(outer)
     stamped = board_store.get_task(task.id)
     assert (stamped.scheduled_by, stamped.revision) == ("clawboo", task.revision + 1)
+
+
+def test_a_templates_verify_command_is_staffs_or_allowlisted_and_reaches_each_fire(
+    api, staff, agent, settings
+):
+    from routines import fire
+
+    template = {"title": "Tidy", "verify_cmd": "make check"}
+    with unchanged():
+        refused(api.post("/api/routines", body(agent, task_template=template), format="json"),
+                403, "forbidden")  # fmt: skip
+    made = create(staff, agent, task_template=template)
+    assert made["task_template"]["verify_cmd"] == "make check"
+    edit = {"task_template": {**template, "verify_cmd": "rm -rf build"}}
+    refused(api.patch(f"/api/routines/{made['id']}", edit, format="json"), 403, "forbidden")
+    settings.CLAWBOO_TASK_COMMAND_ALLOWLIST = ["make check"]
+    create(api, agent, task_template=template)
+    task = fire.materialize_task(Routine.objects.get(pk=made["id"]), START_MS)
+    assert task.metadata["verify_cmd"] == "make check"

@@ -62,6 +62,7 @@ def test_create_fills_template_defaults_and_arms_after_now(agent, clock):
         "model": None,
         "max_node_cents": None,
         "team_task_id": None,
+        "verify_cmd": None,
     }
     assert routine.status == "idle" and routine.catch_up == "latest"
     assert routine.next_run_at == store.now_ms() + 3_600_000  # 09:00, never 08:00 (now)

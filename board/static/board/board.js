@@ -9,7 +9,7 @@
 import {
 $, el, api, timed, startClock, initials, money, tokens, toast, ask,
 } from "./kit.js";
-import { reviewView } from "./review.js";
+import { clearDrafts, draftsFor, reviewView } from "./review.js";
 import { markdown } from "./markdown.js";
 
 const config = JSON.parse(document.getElementById("board-config").textContent);
@@ -742,16 +742,22 @@ async function approve(task) {
 }
 
 async function requestChanges(task) {
+  const comments = draftsFor(task.id);
   const data = await ask({
     title: `Request changes on "${task.title}"`,
     body: [el("p", { class: "muted" }, "The task goes back to its agent with your feedback; it keeps its worktree and branch."),
-      el("label", {}, "What should change?", el("textarea", { name: "feedback", id: "review-feedback", rows: "4", required: true }))],
+      comments.length ? el("p", { id: "review-comment-count" }, `${comments.length} line comment(s) go with it (file:line).`) : null,
+      el("label", {}, "What should change?", el("textarea", { name: "feedback", id: "review-feedback", rows: "4" }))],
     ok: "Send back",
-    validate: (d) => (String(d.get("feedback") || "").trim() ? null : "Write what should change first."),
+    validate: (d) => (comments.length || String(d.get("feedback") || "").trim() ? null : "Write what should change first."),
   });
   if (!data) return;
+  const body = { comments };
+  const feedback = String(data.get("feedback") || "").trim();
+  if (feedback) body.feedback = feedback;
   try {
-    upsert(await api("POST", `/api/board/tasks/${enc(task.id)}/request-changes`, { feedback: String(data.get("feedback")) }));
+    upsert(await api("POST", `/api/board/tasks/${enc(task.id)}/request-changes`, body));
+    clearDrafts(task.id);
     say("Sent back with your feedback.", "ok");
   } catch (err) { say(err.message, "bad"); }
 }
@@ -1286,6 +1292,9 @@ $("#new-task-form").addEventListener("submit", async (e) => {
     labels: String(data.get("labels") || "").split(",").map((s) => s.trim()).filter(Boolean),
   };
   if (data.get("backlog")) body.status = "backlog";
+  // What judges the work: the server holds it to the staff/allowlist rule (403).
+  const verify = String(data.get("verify_cmd") || "").trim();
+  if (verify) body.metadata = { verify_cmd: verify };
   try {
     const created = await api("POST", "/api/board/tasks", body);
     upsert(created, { kind: "added", seq: Infinity, prev_status: null });

@@ -1,16 +1,97 @@
-// The review section of the detail panel: the task's diff against its base, its
-// runs with their log tails, the verification evidence, and the review buttons.
+// The review section of the detail panel: the task's diff against its base (with the
+// critic's findings and a person's line comments at their lines), its runs with their
+// log tails, the structured verdict, and the review buttons.
 
 import { el } from "./kit.js";
 
-// A unified diff, one line per row, coloured by its first character.
-function patchView(text) {
-  return el("pre", { class: "patch" }, (text || "").split("\n").map((line) => {
-    const kind = line.startsWith("+++") || line.startsWith("---") ? "meta"
-      : line.startsWith("+") ? "add" : line.startsWith("-") ? "del"
-      : line.startsWith("@@") ? "hunk" : line.startsWith("diff ") || line.startsWith("index ") ? "meta" : "";
-    return el("span", { class: "ln " + kind }, line + "\n");
-  }));
+// Severities that block the change (board.judgement.BLOCKING_SEVERITIES).
+const BLOCKING = new Set(["security", "crash", "data_loss", "wrong_algorithm", "missing_ac"]);
+
+// A person's line comments not sent yet, per task: kept across re-renders of the
+// panel, sent by "Request changes" (like a pull request's pending review).
+const drafts = new Map();
+export const draftsFor = (taskId) => drafts.get(taskId) || [];
+export const clearDrafts = (taskId) => drafts.delete(taskId);
+
+function findingView(f) {
+  const where = f.file ? `${f.file}${f.line ? ":" + f.line : ""}` : "";
+  return el("div", {
+    class: "finding sev-" + f.severity + (BLOCKING.has(f.severity) ? " blocking" : ""),
+    "data-file": f.file || "", "data-line": f.line || "",
+  }, el("b", { class: "sev" }, f.severity), " ", el("span", { class: "title" }, f.title),
+  where ? el("code", { class: "where" }, where) : "",
+  f.body ? el("div", { class: "body" }, f.body) : "");
+}
+
+function commentView(taskId, c) {
+  return el("div", { class: "line-comment", "data-file": c.file, "data-line": c.line },
+    el("b", {}, "you"), " ", el("span", { class: "body" }, c.body),
+    el("button", { type: "button", class: "btn link", title: "Drop this comment", onclick: (e) => {
+      drafts.set(taskId, draftsFor(taskId).filter((d) => d !== c));
+      e.target.closest(".line-comment").remove();
+    } }, "×"));
+}
+
+// The inline form under a line: its comment joins the drafts and shows at the line.
+function openCommentForm(taskId, file, line, row) {
+  const next = row.nextElementSibling;
+  if (next && next.classList.contains("comment-form")) { next.querySelector("textarea").focus(); return; }
+  const text = el("textarea", { rows: "2", class: "comment-text", "aria-label": `Comment on ${file}:${line}` });
+  const form = el("div", { class: "comment-form", "data-file": file, "data-line": line }, text,
+    el("button", { type: "button", class: "btn ok comment-add", onclick: () => {
+      const body = text.value.trim();
+      if (!body) { text.focus(); return; }
+      const c = { file, line, body };
+      drafts.set(taskId, [...draftsFor(taskId), c]);
+      form.replaceWith(commentView(taskId, c));
+    } }, "Add comment"),
+    el("button", { type: "button", class: "btn", onclick: () => form.remove() }, "Cancel"));
+  row.after(form);
+  text.focus();
+}
+
+// A unified diff, one line per row, coloured by its first character; each line of
+// the new side carries its number, the findings about it and the comments on it.
+function patchView(taskId, file, text, findings) {
+  const box = el("div", { class: "patch", "data-file": file });
+  let line = 0;
+  for (const raw of (text || "").split("\n")) {
+    const kind = raw.startsWith("+++") || raw.startsWith("---") ? "meta"
+      : raw.startsWith("+") ? "add" : raw.startsWith("-") ? "del"
+      : raw.startsWith("@@") ? "hunk" : raw.startsWith("diff ") || raw.startsWith("index ") ? "meta" : "";
+    let number = null;
+    if (kind === "hunk") {
+      const m = raw.match(/^@@ -\d+(?:,\d+)? \+(\d+)/);
+      line = m ? parseInt(m[1], 10) : line;
+    } else if (kind === "add" || (kind === "" && raw.startsWith(" "))) {
+      number = line++;
+    }
+    const row = el("span", { class: "ln " + kind, "data-line": number ?? "" },
+      number === null ? el("span", { class: "gutter" }, "")
+        : el("button", { type: "button", class: "gutter", title: `Comment on line ${number}`,
+            onclick: (e) => openCommentForm(taskId, file, number, e.target.closest(".ln")) }, String(number)),
+      raw + "\n");
+    box.append(row);
+    if (number === null) continue;
+    for (const f of findings.filter((f) => f.file === file && f.line === number)) box.append(findingView(f));
+    for (const c of draftsFor(taskId).filter((c) => c.file === file && c.line === number)) box.append(commentView(taskId, c));
+  }
+  return box;
+}
+
+function verificationView(v) {
+  const out = [el("h3", {}, "Verification"),
+    el("p", { class: v && v.verdict ? "verdict-" + v.verdict : "" }, v && v.verdict ? v.verdict : "unverified")];
+  if (!v) return out;
+  const g = v.gate;
+  out.push(el("p", { class: "gate" }, g
+    ? [el("code", {}, g.command || "?"), ` exit ${g.exit_code ?? "—"} in ${g.duration_ms} ms`, g.timed_out ? " (timed out)" : ""]
+    : "no verify command configured"));
+  if (v.reviewer) out.push(el("p", { class: "reviewer" }, `reviewed by ${v.reviewer.agent} (${v.reviewer.runtime}${v.reviewer.model ? ", " + v.reviewer.model : ""})`));
+  if (v.findings && v.findings.length) out.push(el("div", { class: "findings" }, v.findings.map(findingView)));
+  if (v.attempts && v.attempts.length > 1) out.push(el("p", { class: "muted attempts" }, `${v.attempts.length} rounds`));
+  if (v.evidence) out.push(el("pre", { class: "evidence" }, v.evidence));
+  return out;
 }
 
 export function reviewView(task, data, { note, approve, requestChanges }) {
@@ -19,6 +100,7 @@ export function reviewView(task, data, { note, approve, requestChanges }) {
   const stat = diff.stat;
   const box = el("section", { class: "review", "data-review-for": task.id });
   const idle = !ws && !data.executions.length && !data.verification;
+  const findings = (data.verification && data.verification.findings) || [];
   if (idle && task.status !== "in_review") return box;  // nothing to review yet
   box.append(el("h3", {}, "The work"));
   if (!ws) box.append(el("p", { class: "muted" }, "no worktree (the task runs in place)"));
@@ -34,13 +116,10 @@ export function reviewView(task, data, { note, approve, requestChanges }) {
     box.append(el("details", { class: "file", open: "" },
       el("summary", {}, el("code", {}, file.path), ` +${file.insertions ?? "bin"} −${file.deletions ?? "bin"}`,
         file.truncated ? " (truncated)" : ""),
-      patchView(file.patch)));
+      patchView(task.id, file.path, file.patch, findings)));
   }
   if (diff.next_offset !== null) box.append(el("p", { class: "muted" }, `… more files from offset ${diff.next_offset}`));
-  const v = data.verification;
-  box.append(el("h3", {}, "Verification"),
-    el("p", { class: v && v.verdict ? "verdict-" + v.verdict : "" }, v && v.verdict ? v.verdict : "unverified"),
-    v && v.evidence ? el("pre", { class: "evidence" }, v.evidence) : "");
+  box.append(...verificationView(data.verification));
   box.append(el("h3", {}, "Runs"),
     el("p", {}, `total: ${data.cost.tokens} tokens, ${data.cost.cents}¢`),
     el("ol", { class: "runs" }, data.executions.map((x) => el("li", {},

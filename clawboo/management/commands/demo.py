@@ -3,7 +3,8 @@
 Creates, beside the state dir, a small git repository and a ``command`` agent whose
 script really edits it; a team ``demo`` with a two-task chain (the second waits on
 the first) whose changes are verified by ``init.sh``'s VERIFY_CMD; and a recurring
-routine, created paused. It migrates the database first, so it works before ``up``.
+routine, created paused, whose template names its verify command too. It migrates
+the database first, so it works before ``up``.
 With ``clawboo up`` running, the workers claim the tasks, work them in worktrees,
 verify them and land them in review, live on ``/board/?team=demo``.
 """
@@ -67,6 +68,9 @@ TASKS = [
         ["demo-multiply"],
     ),
 ]
+
+
+ROUTINE_VERIFY = "grep -q -- '- tidied' NOTES.md"
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -156,7 +160,12 @@ class Command(BaseCommand):
             agent_id="demo-coder",
             team="demo",
             cron_spec="*/5 * * * *",
-            task_template={"title": "Tidy the notes", "repo_path": str(repo)},
+            task_template={
+                "title": "Tidy the notes",
+                "repo_path": str(repo),
+                # Nothing lands unverified: the gate checks the notes were tidied.
+                "verify_cmd": ROUTINE_VERIFY,
+            },
         )
         # Paused: a demo left running should not commit to its repository every 5 minutes.
         routines.pause_routine(routine.id)

@@ -1,0 +1,180 @@
+"""The judge's writes: a verdict with its structure, a round sent back to the
+builder, and the end of the fix loop (``completed_with_debt``, ``blocked``).
+
+The shape of ``verification_detail`` is :mod:`board.judgement`'s; the executor's
+judge (:mod:`executor.judge`) decides, these record. Each is one transaction with
+one event, fenced by the builder's claim ticket where the claim matters.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db.models import F
+
+from board import checks
+from board.models import ExecutionProcess, Task, Verdict
+from board.store._base import add_comment_row, commit_change, lock_task, now, set_fields
+from board.store.executions import CLOSED, LOG_TAIL
+from board.store.fields import EVIDENCE_TAIL
+from board.store.lifecycle import _guards, _lifecycle
+from board.store.tickets import Ticket, WriteOutcome, declined, recorded
+from board.transitions import Status, is_terminal
+from core import storage
+from core.errors import Conflict, ValidationFailed
+
+JUDGE = "verification"
+
+
+def _check(verdict: str, evidence: str) -> str:
+    if verdict not in Verdict.values:
+        raise ValidationFailed("verdict", f"must be one of {', '.join(Verdict.values)}")
+    return checks.check_storable(evidence[-EVIDENCE_TAIL:], "evidence")
+
+
+def record_verification(task_id: str, verdict: str, evidence: str, detail: dict[str, Any]) -> Task:
+    """Store the verdict, its evidence and its structure (event
+    ``verification_recorded``); refused (Conflict) once the task is done or cancelled."""
+    tail = _check(verdict, evidence)
+
+    def run() -> Task:
+        task = lock_task(task_id)
+        if is_terminal(task.status):
+            raise Conflict(
+                f"task {task_id!r} is {task.status}; its verdict is final", status=task.status
+            )
+        at = now()
+        fields = set_fields(
+            task,
+            verdict=verdict,
+            verdict_evidence=tail,
+            verdict_at=at,
+            verification_detail=detail,
+        )
+        return commit_change(
+            task, "verification_recorded", prev_status=task.status, fields=fields, at=at
+        )
+
+    return storage.write(run)
+
+
+def send_back_for_fix(
+    task_id: str,
+    ticket: Any,
+    *,
+    evidence: str,
+    detail: dict[str, Any],
+    feedback: str,
+    lease_ms: int | None = None,
+) -> WriteOutcome:
+    """One round of the fix loop: the task stays ``in_progress`` with its builder's
+    claim (lease renewed), ``feedback`` says what to fix, the verdict is ``fail``
+    with ``detail``. No execution of it is running afterwards, so the builder's
+    executor starts the next round (``start_assigned``). Event ``fix_requested``;
+    declines ``lost-claim`` when ``ticket`` no longer holds."""
+    claim = Ticket.decode(ticket)
+    tail = _check(Verdict.FAIL, evidence)
+    note = checks.check_text(feedback, "feedback", required=True)
+
+    def run() -> WriteOutcome:
+        task = lock_task(task_id)
+        if task.status != Status.IN_PROGRESS or claim != Ticket.for_task(task):
+            return declined(task, "lost-claim")
+        at = now()
+        span = lease_ms or task.lease_duration_ms or checks.DEFAULT_LEASE_MS
+        fields = set_fields(
+            task,
+            verdict=Verdict.FAIL.value,
+            verdict_evidence=tail,
+            verdict_at=at,
+            verification_detail=detail,
+            feedback=note,
+            lease_until=at + dt.timedelta(milliseconds=span),
+        )
+        add_comment_row(task, JUDGE, f"Sent back to fix: {note}", at)
+        commit_change(task, "fix_requested", prev_status=task.status, fields=fields, at=at)
+        return recorded(task)
+
+    return storage.write(run)
+
+
+def settle_with_debt(
+    task_id: str, ticket: Any, *, evidence: str, detail: dict[str, Any], notes: str
+) -> WriteOutcome:
+    """The fix loop is spent: ``in_progress → blocked`` with verdict
+    ``completed_with_debt`` and the debt ``notes`` as its feedback, in one write (one
+    event, so one notification: the task is blocked)."""
+    tail = _check(Verdict.COMPLETED_WITH_DEBT, evidence)
+    note = checks.check_text(notes, "notes", required=True)
+
+    def mutate(task: Task, at: dt.datetime) -> set[str]:
+        return set_fields(
+            task,
+            verdict=Verdict.COMPLETED_WITH_DEBT.value,
+            verdict_evidence=tail,
+            verdict_at=at,
+            verification_detail=detail,
+            feedback=note,
+        )
+
+    return _lifecycle(
+        task_id,
+        target=Status.BLOCKED,
+        sources=frozenset({Status.IN_PROGRESS}),
+        guards=_guards(ticket, True, False),
+        kind="blocked",
+        mutate=mutate,
+    )
+
+
+def record_review_run(
+    task_id: str,
+    *,
+    agent_id: str,
+    runtime: str,
+    started_at: dt.datetime,
+    outcome: str,
+    tokens_in: int = 0,
+    tokens_out: int = 0,
+    cost_cents: int = 0,
+    git_before: str | None = None,
+    exit_code: int | None = None,
+    error: str | None = None,
+    log: str = "",
+    pid: int | None = None,
+) -> ExecutionProcess:
+    """Record a critic's finished run as an execution of the task (its agent and
+    runtime, its cost added to the task's), like any run. It opens no claim: the
+    critic ran inside the builder's."""
+    if outcome not in CLOSED:
+        raise ValidationFailed("outcome", f"one of {', '.join(sorted(CLOSED))}")
+
+    def run() -> ExecutionProcess:
+        task = lock_task(task_id)
+        row = ExecutionProcess.objects.create(
+            task=task,
+            agent_id=agent_id,
+            runtime=runtime,
+            attempt=task.attempts,
+            status=outcome,
+            pid=pid,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost_cents=cost_cents,
+            git_before=git_before,
+            git_after=git_before,
+            exit_code=exit_code,
+            error=error,
+            log=log[-LOG_TAIL:],
+            started_at=started_at,
+            finished_at=now(),
+        )
+        if tokens_in or tokens_out or cost_cents:
+            Task.objects.filter(pk=task.id).update(
+                cost_tokens=F("cost_tokens") + tokens_in + tokens_out,
+                cost_cents=F("cost_cents") + cost_cents,
+            )
+        return row
+
+    return storage.write(run)

@@ -1,0 +1,203 @@
+"""The critic: the team's reviewer agent reads a risky change its builder finished.
+
+After a green gate, :func:`is_risky` decides whether the change needs a second pair
+of eyes (GOVERNANCE §4); :func:`review` runs the team's ``reviewer_agent`` through
+its own runtime in a detached checkout at the committed change (no branch: a
+reviewer has nothing to push, and what it writes there reaches neither the task's
+branch nor the base; the checkout is removed afterwards). Its credential on the
+board's MCP server reads and settles nothing. The run is recorded as an execution
+of the task, with its cost, like any run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from board import judgement, store
+from board.models import Task
+from boardmcp import credentials as mcp_credentials
+from core import server_commands
+from core.models import Agent, Team
+from executor.runtimes import McpEndpoint, RunRequest, RunResult, adapter_for, capabilities
+from executor.runtimes.base import start_run
+from worktrees import checkouts
+
+log = logging.getLogger(__name__)
+
+RISK_LABEL = "risk"
+DEFAULT_TIMEOUT_S = 1800.0
+PROMPT_DIFF_CHARS = 60_000
+
+
+@dataclass(frozen=True)
+class CriticReport:
+    findings: list[dict[str, Any]]
+    reviewer: dict[str, Any]
+
+
+def min_files() -> int:
+    return int(getattr(settings, "CLAWBOO_CRITIC_MIN_FILES", 5))
+
+
+def min_lines() -> int:
+    return int(getattr(settings, "CLAWBOO_CRITIC_MIN_LINES", 300))
+
+
+def is_risky(task: Task, diffstat: dict[str, Any]) -> bool:
+    """More than CLAWBOO_CRITIC_MIN_FILES files or CLAWBOO_CRITIC_MIN_LINES changed
+    lines, a task with a parent, or the label ``risk``."""
+    files = diffstat.get("files") or []
+    lines = int(diffstat.get("insertions") or 0) + int(diffstat.get("deletions") or 0)
+    return (
+        len(files) > min_files()
+        or lines > min_lines()
+        or task.parent_task_id is not None
+        or RISK_LABEL in (task.labels or [])
+    )
+
+
+def reviewer_of(task: Task) -> Agent | None:
+    """The team's reviewer agent, when one is named and the executor can run it."""
+    team = Team.objects.select_related("reviewer_agent").filter(pk=task.team_id).first()
+    agent = team.reviewer_agent if team is not None else None
+    if agent is None or agent.team_id != task.team_id:
+        return None
+    caps = capabilities(agent.runtime)
+    if not caps.automated or caps.integration != "one-shot":
+        return None
+    if server_commands.agent_run_refusal(agent) is not None:
+        log.warning("reviewer %s is not approved to run; no critic for %s", agent.id, task.id)
+        return None
+    return agent
+
+
+def prompt(task: Task, base: str, head: str, diff: str) -> str:
+    severities = ", ".join(judgement.SEVERITIES)
+    blocking = ", ".join(judgement.BLOCKING_SEVERITIES)
+    shown = diff[:PROMPT_DIFF_CHARS]
+    cut = "\n[diff truncated; run git diff yourself]" if len(diff) > len(shown) else ""
+    return (
+        f"You are the critic of task {task.id}: {task.title}\n\n"
+        f"{task.description}\n\nAcceptance criteria: {task.goal or '(none given)'}\n\n"
+        f"Review the committed change in this checkout: `git diff {base} {head}`. "
+        "Do not change any file: you review, you do not fix.\n\n"
+        f"The change:\n```diff\n{shown}{cut}\n```\n\n"
+        "Answer with exactly one JSON object and nothing else:\n"
+        '{"findings": [{"severity": "...", "title": "...", "body": "...", '
+        '"file": "path", "line": 1, "confidence": 0.9}]}\n'
+        f"severity is one of {severities}; only {blocking} block the change. "
+        'No findings: {"findings": []}.'
+    )
+
+
+def parse_findings(result: RunResult, runtime: str) -> list[dict[str, Any]]:
+    """The reviewer's one JSON object of findings; output it cannot parse becomes
+    one non-blocking ``other`` finding."""
+    texts = [result.summary]
+    if runtime == "command":
+        # A command reviewer's findings are the one JSON object it prints on stdout.
+        texts += list(reversed(result.log_tail.splitlines()))
+    for text in texts:
+        found = _findings_in(text or "")
+        if found is not None:
+            return [f for f in (judgement.clean_finding(raw) for raw in found) if f is not None]
+    said = (result.summary or result.error or result.log_tail or "").strip()
+    return [
+        {
+            "severity": "other",
+            "title": "the reviewer's answer could not be read as findings",
+            "body": said[-judgement.BODY_MAX :] or f"(no output; run {result.outcome})",
+        }
+    ]
+
+
+def _findings_in(text: str) -> list[Any] | None:
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _end = decoder.raw_decode(text, start)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and isinstance(value.get("findings"), list):
+            return list(value["findings"])
+        start = text.find("{", start + 1)
+    return None
+
+
+def review(
+    task: Task,
+    reviewer: Agent,
+    *,
+    repo: Path,
+    base: str,
+    head: str,
+    ticket: str,
+    heartbeat_s: float,
+) -> CriticReport:
+    """Run ``reviewer`` on the change ``base..head`` in a detached checkout at
+    ``head``, heartbeating the builder's claim meanwhile; record its run."""
+    checkout = checkouts.provision_review_worktree(repo, head)
+    started = store.now()
+    key: str | None = None
+    try:
+        diff = checkouts.git_out(["diff", "--no-color", base, head], cwd=checkout)
+        mcp_url = getattr(settings, "CLAWBOO_MCP_URL", "")
+        if mcp_url and capabilities(reviewer.runtime).mcp:
+            key = mcp_credentials.mint_run_credential(reviewer.id, task.id, ticket, read_only=True)
+        request = RunRequest(
+            task_id=task.id,
+            title=f"review: {task.title}",
+            prompt=prompt(task, base, head, diff),
+            cwd=checkout,
+            timeout_s=float((reviewer.settings or {}).get("timeout_s", DEFAULT_TIMEOUT_S)),
+            settings=dict(reviewer.settings or {}),
+            env={"CLAWBOO_REVIEW_BASE": base, "CLAWBOO_REVIEW_HEAD": head},
+            mcp=McpEndpoint(mcp_url, key) if key is not None else None,
+        )
+        handle = start_run(adapter_for(reviewer.runtime), request)
+        while not handle.wait(heartbeat_s):
+            if store.heartbeat(task.id, ticket).declined:
+                handle.cancel()
+        result = handle.result()
+    finally:
+        if key is not None:
+            mcp_credentials.revoke_run_credential(key)
+        try:
+            checkouts.remove_review_worktree(repo, head)
+        except Exception:
+            log.exception("could not remove the review checkout of %s", task.id)
+    findings = parse_findings(result, reviewer.runtime)
+    store.record_review_run(
+        task.id,
+        agent_id=reviewer.id,
+        runtime=reviewer.runtime,
+        started_at=started,
+        outcome=str(result.outcome),
+        tokens_in=result.tokens_in or 0,
+        tokens_out=result.tokens_out or 0,
+        cost_cents=result.cost_cents or 0,
+        git_before=head,
+        exit_code=result.exit_code,
+        error=result.error or None,
+        log=result.log_tail,
+        pid=os.getpid(),
+    )
+    return CriticReport(findings=findings, reviewer=reviewer_body(reviewer))
+
+
+def reviewer_body(reviewer: Agent) -> dict[str, Any]:
+    """The verdict's ``reviewer``: who reviewed, on which runtime and model."""
+    model = (reviewer.settings or {}).get("model")
+    return {
+        "agent": reviewer.id,
+        "runtime": reviewer.runtime,
+        "model": model if isinstance(model, str) else None,
+    }

@@ -1,0 +1,347 @@
+"""Builder is not judge (GOVERNANCE §4): the verify command's sources, ``fail (none
+configured)``, the structured verdict, the critic in a branchless checkout, and the
+bounded fix loop -- with the `command` runtime on a real repository."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from board import store
+from board.errors import VerificationRequired
+from core import registry
+from core.models import Event
+from executor.runner import Executor
+from ops import notify
+from tests.executor.conftest import VERIFY_OK
+from tests.worktrees.conftest import git
+from worktrees import service as worktree_service
+
+pytestmark = pytest.mark.django_db
+
+# A builder that writes "ok" once its context (TASK.md) names a fix request, and
+# "meh" before: a first round a critic can fail and a second that can pass.
+LEARNING_BUILDER = """
+import pathlib
+here = pathlib.Path.cwd()
+told = "feature.txt:1" in (here / "TASK.md").read_text()
+(here / "feature.txt").write_text("ok\\n" if told else "meh\\n")
+print("wrote", "ok" if told else "meh")
+"""
+
+# A `command` critic: one JSON object on stdout; a blocking finding unless the file
+# reads "ok". It also writes a file in its checkout and notes where it ran.
+CRITIC = """
+import json, pathlib, subprocess, sys
+here = pathlib.Path.cwd()
+note = pathlib.Path(sys.argv[1])
+branch = subprocess.run(["git", "symbolic-ref", "-q", "HEAD"], capture_output=True, text=True)
+with note.open("a") as out:
+    out.write(json.dumps({"cwd": str(here), "branch": branch.stdout.strip(),
+                          "code": branch.returncode}) + "\\n")
+(here / "critic-notes.txt").write_text("the critic was here\\n")
+text = (here / "feature.txt").read_text()
+mode = sys.argv[2] if len(sys.argv) > 2 else "judge"
+if mode == "garbage":
+    print("I think it is mostly fine?")
+elif text == "ok\\n":
+    print(json.dumps({"findings": [{"severity": "style", "title": "name it better"}]}))
+else:
+    print(json.dumps({"findings": [{"severity": "wrong_algorithm", "title": "says meh",
+        "body": "feature.txt must say ok", "file": "feature.txt", "line": 1,
+        "confidence": 0.9}]}))
+"""
+
+
+def person_reasons(task_id: str) -> list[str]:
+    """What this task's events notified (one reason per event that needs a person)."""
+    events = Event.objects.filter(task_id=task_id).order_by("seq")
+    return [r for r in (notify.reason_for(e) for e in events) if r is not None]
+
+
+@pytest.fixture
+def builder(command_agent, tmp_path: Path):
+    def make(agent_id: str = "builder", mode: str = "write", **settings):
+        return command_agent(agent_id, mode, **settings)
+
+    return make
+
+
+@pytest.fixture
+def learning_builder(db, repo: Path, tmp_path: Path):
+    script = tmp_path / "learning.py"
+    script.write_text(LEARNING_BUILDER)
+    return registry.create_agent(
+        id="builder",
+        display_name="Builder",
+        team="default",
+        runtime="command",
+        settings={"argv": [sys.executable, str(script)], "repo_path": str(repo)},
+    )
+
+
+@pytest.fixture
+def critic(db, tmp_path: Path):
+    script = tmp_path / "critic.py"
+    script.write_text(CRITIC)
+    notes = tmp_path / "critic-runs.jsonl"
+
+    def make(mode: str = "judge"):
+        agent = registry.create_agent(
+            id="critic",
+            display_name="Critic",
+            team="default",
+            runtime="command",
+            settings={"argv": [sys.executable, str(script), str(notes), mode], "model": "m-2"},
+        )
+        registry.set_reviewer_agent("default", agent.id)
+        return notes
+
+    return make
+
+
+# --- 1. nothing lands unverified ---------------------------------------------------
+
+
+def test_a_file_mutating_task_with_no_verify_command_cannot_be_approved_without_an_override(
+    builder,
+):
+    builder()
+    task = store.create_task(title="Add feature").task
+    report = Executor("builder").work_once()
+    assert report.verdict == "fail"
+    task = store.get_task(task.id)
+    assert task.status == "in_review"
+    verification = task.as_dict()["verification"]
+    assert verification["verdict"] == "fail"
+    assert verification["evidence"] == "(none configured)"
+    assert verification["gate"] is None and len(verification["attempts"]) == 1
+    with pytest.raises(VerificationRequired):
+        worktree_service.approve(task.id, by="ada")
+    assert store.get_task(task.id).status == "in_review"  # nothing landed
+    landed = worktree_service.approve(
+        task.id, by="ada", human_override={"by": "ada", "reason": "checked by hand"}
+    )
+    assert landed["result"] == "landed" and landed["task"].status == "done"
+
+
+def test_a_missing_verify_command_is_not_sent_through_the_fix_loop(builder, settings):
+    settings.CLAWBOO_MAX_FIX_CYCLES = 3
+    builder()
+    task = store.create_task(title="Add feature").task
+    Executor("builder").work_once()
+    task = store.get_task(task.id)
+    assert task.status == "in_review" and task.feedback is None
+    assert [e.kind for e in Event.objects.filter(kind="fix_requested")] == []
+
+
+def test_verify_required_false_restores_no_verdict(builder, settings):
+    settings.CLAWBOO_VERIFY_REQUIRED = False
+    builder()
+    task = store.create_task(title="Add feature").task
+    report = Executor("builder").work_once()
+    task = store.get_task(task.id)
+    assert report.verdict is None and task.verdict is None and task.status == "in_review"
+
+
+def test_the_agents_default_verify_command_judges_a_task_without_its_own(builder):
+    builder(verify_cmd=VERIFY_OK)
+    task = store.create_task(title="Add feature").task
+    report = Executor("builder").work_once()
+    assert report.verdict == "pass"
+    gate = store.get_task(task.id).as_dict()["verification"]["gate"]
+    assert gate["command"] == VERIFY_OK and gate["exit_code"] == 0
+    assert gate["timed_out"] is False and gate["duration_ms"] >= 0
+
+
+def test_the_tasks_own_verify_command_wins_over_the_agents(builder):
+    builder(verify_cmd="false")
+    task = store.create_task(title="Add feature", metadata={"verify_cmd": VERIFY_OK}).task
+    assert Executor("builder").work_once().verdict == "pass"
+    assert store.get_task(task.id).as_dict()["verification"]["gate"]["command"] == VERIFY_OK
+
+
+# --- 4. the fix loop ----------------------------------------------------------------
+
+
+def test_a_gate_that_always_fails_gets_two_attempts_then_debt_blocked_and_one_notification(
+    builder, settings
+):
+    settings.CLAWBOO_MAX_FIX_CYCLES = 1
+    builder(mode="bad")
+    task = store.create_task(title="Add feature", metadata={"verify_cmd": VERIFY_OK}).task
+    first = Executor("builder").work_once()
+    assert first.verdict == "fail" and first.worktree == "kept"
+    sent = store.get_task(task.id)
+    assert sent.status == "in_progress" and sent.assignee_agent_id == "builder"
+    assert "grep -qx ok feature.txt" in sent.feedback and "exited 1" in sent.feedback
+    # The fix request is in the builder's context: the handoff now, TASK.md next run.
+    handoff = json.loads((Path(sent.worktree_ref) / "AGENT_HANDOFF.json").read_text())
+    assert "verification gate failed" in handoff["brokenOrUnverified"][0]
+    assert "make `grep -qx ok feature.txt` pass" in handoff["nextBestStep"]
+
+    second = Executor("builder").work_once()  # the builder's executor picks it up
+    assert second.task_id == task.id and second.verdict == "completed_with_debt"
+    task = store.get_task(task.id)
+    assert task.status == "blocked" and task.verdict == "completed_with_debt"
+    assert "completed with debt after 2 attempt(s)" in task.feedback
+    verification = task.as_dict()["verification"]
+    assert len(verification["attempts"]) == 2
+    assert all(a["gate"]["exit_code"] == 1 for a in verification["attempts"])
+    assert "verification gate failed" in (Path(task.worktree_ref) / "TASK.md").read_text()
+    assert person_reasons(task.id) == ["blocked"]
+    from core import chat
+
+    fixed = Event.objects.get(task_id=task.id, kind="fix_requested")
+    assert chat.narration_for(fixed) == "Sent back to its builder to fix: 'Add feature'"
+    assert [x.status for x in store.list_executions(task.id)] == ["succeeded", "succeeded"]
+
+
+def test_a_round_that_passes_after_a_fix_lands_in_review_with_both_attempts(
+    learning_builder, critic, settings, repo
+):
+    settings.CLAWBOO_MAX_FIX_CYCLES = 1
+    critic()
+    task = store.create_task(
+        title="Add feature", labels=["risk"], metadata={"verify_cmd": "test -s feature.txt"}
+    ).task
+    first = Executor("builder").work_once()
+    assert first.verdict == "fail"
+    sent = store.get_task(task.id)
+    assert sent.status == "in_progress"
+    assert "feature.txt:1" in sent.feedback and "wrong_algorithm" in sent.feedback
+    second = Executor("builder").work_once()
+    assert second.verdict == "pass"
+    task = store.get_task(task.id)
+    assert task.status == "in_review"
+    verification = task.as_dict()["verification"]
+    assert [len(a["findings"]) for a in verification["attempts"]] == [1, 1]
+    assert verification["findings"] == [{"severity": "style", "title": "name it better"}]
+    assert person_reasons(task.id) == ["review"]
+
+
+# --- 3. the critic ------------------------------------------------------------------
+
+
+def test_a_blocking_finding_fails_a_green_gate_and_the_critic_runs_branchless(
+    builder, critic, settings, repo
+):
+    settings.CLAWBOO_MAX_FIX_CYCLES = 0
+    notes = critic()
+    builder(mode="bad")
+    task = store.create_task(
+        title="Add feature", labels=["risk"], metadata={"verify_cmd": "test -s feature.txt"}
+    ).task
+    report = Executor("builder").work_once()
+    assert report.verdict == "completed_with_debt"
+    task = store.get_task(task.id)
+    verification = task.as_dict()["verification"]
+    assert verification["gate"]["exit_code"] == 0
+    assert verification["findings"][0] == {
+        "severity": "wrong_algorithm",
+        "title": "says meh",
+        "body": "feature.txt must say ok",
+        "file": "feature.txt",
+        "line": 1,
+        "confidence": 0.9,
+    }
+    assert verification["reviewer"] == {"agent": "critic", "runtime": "command", "model": "m-2"}
+    run = json.loads(notes.read_text().splitlines()[0])
+    assert run["code"] != 0 and run["branch"] == ""  # detached: no branch to push
+    assert not Path(run["cwd"]).exists()  # the review checkout is gone
+    # What the critic wrote reached neither the task's branch nor the base.
+    branch = f"clawboo/task-{task.id}"
+    assert "critic-notes.txt" not in git(repo, "ls-tree", "-r", "--name-only", branch)
+    assert "critic-notes.txt" not in git(repo, "ls-tree", "-r", "--name-only", "HEAD")
+    assert not (Path(task.worktree_ref) / "critic-notes.txt").exists()
+    # The critic's run is recorded like any run.
+    runs = {(x.agent_id, x.runtime, x.status) for x in store.list_executions(task.id)}
+    assert ("critic", "command", "succeeded") in runs
+
+
+def test_unparseable_critic_output_is_one_non_blocking_finding(builder, critic, settings):
+    critic("garbage")
+    builder()
+    task = store.create_task(
+        title="Add feature", labels=["risk"], metadata={"verify_cmd": VERIFY_OK}
+    ).task
+    assert Executor("builder").work_once().verdict == "pass"
+    findings = store.get_task(task.id).as_dict()["verification"]["findings"]
+    assert len(findings) == 1 and findings[0]["severity"] == "other"
+    assert "mostly fine" in findings[0]["body"]
+
+
+def test_a_small_unlabelled_change_gets_no_critic(builder, critic, settings):
+    notes = critic()
+    builder()
+    task = store.create_task(title="Add feature", metadata={"verify_cmd": VERIFY_OK}).task
+    assert Executor("builder").work_once().verdict == "pass"
+    assert not notes.exists()
+    assert store.get_task(task.id).as_dict()["verification"]["reviewer"] is None
+
+
+def test_a_big_change_gets_the_critic(builder, critic, settings):
+    settings.CLAWBOO_CRITIC_MIN_LINES = 0  # one line is more than none
+    notes = critic()
+    builder()
+    store.create_task(title="Add feature", metadata={"verify_cmd": VERIFY_OK})
+    assert Executor("builder").work_once().verdict == "pass"
+    assert notes.exists()
+
+
+# --- 5. review like a pull request ---------------------------------------------------
+
+
+def test_request_changes_carries_line_comments_to_the_agents_next_run(builder, settings):
+    from tests.api.conftest import make_client
+
+    builder()
+    task = store.create_task(title="Add feature", metadata={"verify_cmd": VERIFY_OK}).task
+    Executor("builder").work_once()
+    client = make_client("ada")
+    bad = client.post(
+        f"/api/board/tasks/{task.id}/request-changes",
+        {"comments": [{"file": "feature.txt", "line": 0, "body": "x"}]},
+        format="json",
+    )
+    assert bad.status_code == 400 and bad.json()["field"] == "comments[0].line"
+    sent = client.post(
+        f"/api/board/tasks/{task.id}/request-changes",
+        {
+            "feedback": "Nearly.",
+            "comments": [{"file": "feature.txt", "line": 1, "body": "say OK, loudly"}],
+        },
+        format="json",
+    )
+    assert sent.status_code == 200, sent.content
+    assert sent.json()["feedback"] == "Nearly.\nLine comments:\n- feature.txt:1: say OK, loudly"
+    worktree = Path(store.get_task(task.id).worktree_ref)
+    handoff = json.loads((worktree / "AGENT_HANDOFF.json").read_text())
+    assert "feature.txt:1: say OK, loudly" in handoff["brokenOrUnverified"][0]
+    again = Executor("builder").work_once()  # the agent's next run
+    assert again.task_id == task.id
+    assert "- feature.txt:1: say OK, loudly" in (worktree / "TASK.md").read_text()
+
+
+def test_a_critic_that_cannot_run_leaves_a_finding_not_a_failure(
+    builder, critic, settings, monkeypatch
+):
+    from executor import critic as critic_module
+    from worktrees.checkouts import ProvisionFailed
+
+    def broken(repo, sha):
+        raise ProvisionFailed("disk full")
+
+    monkeypatch.setattr(critic_module.checkouts, "provision_review_worktree", broken)
+    critic()
+    builder()
+    task = store.create_task(
+        title="Add feature", labels=["risk"], metadata={"verify_cmd": VERIFY_OK}
+    ).task
+    assert Executor("builder").work_once().verdict == "pass"
+    verification = store.get_task(task.id).as_dict()["verification"]
+    assert verification["findings"][0]["title"] == "the critic could not run"
+    assert "disk full" in verification["findings"][0]["body"]
