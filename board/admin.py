@@ -21,6 +21,7 @@ from django.utils.html import format_html, format_html_join
 from board import checks, store
 from board.models import ExecutionProcess, Task, TaskComment, Workspace
 from board.transitions import Status, allowed_transitions_from
+from core import repositories
 from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField
 from core.errors import ClawbooError, ValidationFailed
 
@@ -109,7 +110,7 @@ def _move_action(to: str) -> Any:
     return admin.action(description=f"Move to {Status(to).label.lower()}{note}")(action)
 
 
-EDITABLE = ("title", "description", "priority", "labels", "metadata")
+EDITABLE = ("title", "description", "priority", "labels", "metadata", "repository")
 
 
 class TaskForm(forms.ModelForm):
@@ -144,6 +145,7 @@ class TaskForm(forms.ModelForm):
             "priority",
             "labels",
             "metadata",
+            "repository",
             "parent_task",
             "file_mutating",
             "max_attempts",
@@ -176,6 +178,23 @@ class TaskForm(forms.ModelForm):
 
     def validate_unique(self) -> None:
         return
+
+
+def _repository_of(data: dict[str, Any], task: Task | None, changed: list[str]) -> str | None:
+    """The repository an admin save names: the one chosen, else the one a (new)
+    ``metadata.repo_path`` resolves to or registers (the admin is staff's)."""
+    chosen = data.get("repository")
+    if chosen is not None:
+        return str(chosen.pk)
+    raw = (data.get("metadata") or {}).get("repo_path")
+    if raw is None or (task is not None and "metadata" not in changed):
+        return None
+    if task is not None and raw == (task.metadata or {}).get("repo_path"):
+        return task.repository_id
+    team = data["team"].pk if data.get("team") is not None else task.team_id if task else None
+    if team is None:
+        return None
+    return repositories.link_path(team, raw, operator=True, field="metadata.repo_path").id
 
 
 @admin.register(Task)
@@ -244,6 +263,7 @@ class TaskAdmin(DataLayerAdmin):
             "priority",
             "labels",
             "metadata",
+            "repository",
             "parent_task",
             "file_mutating",
             "max_attempts",
@@ -298,6 +318,7 @@ class TaskAdmin(DataLayerAdmin):
     def save_model(self, request: HttpRequest, obj: Task, form: Any, change: bool) -> None:
         data = form.cleaned_data
         try:
+            repository = _repository_of(data, obj if change else None, form.changed_data)
             if not change:
                 created = store.create_task(
                     id=data.get("id"),
@@ -311,10 +332,13 @@ class TaskAdmin(DataLayerAdmin):
                     parent_task_id=data["parent_task"].pk if data.get("parent_task") else None,
                     file_mutating=bool(data.get("file_mutating")),
                     max_attempts=data.get("max_attempts"),
+                    repository=repository,
                 )
                 obj.pk = created.task.pk
                 return
             changes = {f: data[f] for f in EDITABLE if f in form.changed_data}
+            if "repository" in changes or repository is not None:
+                changes["repository"] = repository
             if changes:
                 store.update_task(obj.pk, changes)
             if "status" in form.changed_data:

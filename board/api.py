@@ -32,7 +32,7 @@ from board.serializers import (
 )
 from board.store.ready import status_filter
 from board.transitions import Status, is_terminal
-from core import events, runlogs, server_commands
+from core import events, repositories, runlogs, server_commands
 from core.api.access import act_as, act_as_assignee, can_see_team, require_team, team_ids
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
@@ -64,6 +64,23 @@ def _visible_ref(request: Request, task_id: Any, field: str) -> None:
         task = store.find_task(task_id) if checks.ID_PATTERN.match(task_id) else None
         if task is not None and not can_see_team(request.user, task.team_id):
             raise ValidationFailed(field, f"no task {task_id!r}")
+
+
+def _staff_repo_path(request: Request, body: dict[str, Any], team: Any, task: Task | None) -> None:
+    """A staff caller's ``metadata.repo_path`` keeps working: it resolves to (or
+    registers) the team's repository, which the task then names. Anyone else's path
+    is the data layer's to judge: only a registered repository's exact path."""
+    metadata = body.get("metadata")
+    raw = metadata.get("repo_path") if isinstance(metadata, dict) else None
+    if raw is None or "repository" in body or not server_commands.is_operator(request.user):
+        return
+    if task is not None and raw == (task.metadata or {}).get("repo_path"):
+        return  # unchanged
+    if not isinstance(team, str):
+        return  # the data layer names the bad team
+    body["repository"] = repositories.link_path(
+        team, raw, operator=True, field="metadata.repo_path"
+    ).id
 
 
 _COMMON_TASK_ERRORS = ("not_found",)
@@ -173,6 +190,7 @@ class TaskListView(APIView):
         server_commands.check_task_commands(
             body.get("metadata"), operator=server_commands.is_operator(request.user)
         )
+        _staff_repo_path(request, body, body.get("team", "default"), None)
         result = store.create_task(**body, actor=request.user.get_username())
         return Response(task_body(result.task), status=201 if result.created else 200)
 
@@ -337,7 +355,7 @@ class TaskDetailView(APIView):
         ),
     )
     def patch(self, request: Request, task_id: str) -> Response:
-        visible_task(request.user, task_id)
+        task = visible_task(request.user, task_id)
         body = json_object(request, TaskPatchSerializer)
         if_revision = body.pop("if_revision", None)
         if body.get("assignee_agent_id") is not None:
@@ -345,6 +363,7 @@ class TaskDetailView(APIView):
         server_commands.check_task_commands(
             body.get("metadata"), operator=server_commands.is_operator(request.user)
         )
+        _staff_repo_path(request, body, task.team_id, task)
         return Response(task_body(store.update_task(task_id, body, if_revision=if_revision)))
 
 

@@ -68,6 +68,16 @@ class Task(models.Model):
     branch_ref = models.CharField(max_length=255, null=True, blank=True)
     scheduled_by = models.CharField(max_length=32, default="manual")
     file_mutating = models.BooleanField(default=True)
+    # The registered repository of the task's team its worktree is made in (the
+    # worktree wall, core.repositories); null: none named (the agent's default).
+    repository = models.ForeignKey(
+        "clawboo.Repository",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tasks",
+        db_index=False,
+    )
 
     verdict = models.CharField(max_length=24, choices=Verdict.choices, null=True, blank=True)
     verdict_evidence = models.TextField(null=True, blank=True)

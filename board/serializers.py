@@ -91,6 +91,9 @@ class TaskSerializer(serializers.Serializer):
     branch_ref = serializers.CharField(allow_null=True)
     scheduled_by = serializers.CharField()
     file_mutating = serializers.BooleanField()
+    repository = serializers.CharField(
+        allow_null=True, help_text="id of the team's registered repository it works in"
+    )
     verification = VerificationSerializer(allow_null=True)
     cost = serializers.DictField()
     dropped = serializers.BooleanField()
@@ -119,6 +122,13 @@ class TaskCreateSerializer(serializers.Serializer):
     input = serializers.JSONField(required=False)
     parent_task_id = serializers.CharField(required=False, allow_null=True)
     file_mutating = serializers.BooleanField(required=False, default=True)
+    repository = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="id of a registered repository of the task's team (another team's: 400); "
+        "metadata.repo_path from staff resolves to (or registers) one, from anyone else it "
+        "must be exactly a registered repository's path (else 400)",
+    )
     max_attempts = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     id = serializers.CharField(required=False, max_length=128)
     depends_on = serializers.ListField(child=serializers.CharField(), required=False)
@@ -132,6 +142,13 @@ class TaskPatchSerializer(serializers.Serializer):
     labels = serializers.ListField(child=serializers.CharField(), required=False)
     metadata = serializers.DictField(required=False)
     assignee_agent_id = serializers.CharField(required=False, allow_null=True)
+    repository = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="id of a registered repository of the task's team (another team's: 400); "
+        "metadata.repo_path from staff resolves to (or registers) one, from anyone else it "
+        "must be exactly a registered repository's path (else 400)",
+    )
     if_revision = serializers.IntegerField(
         required=False,
         min_value=0,

@@ -43,6 +43,7 @@ FIELDS: tuple[tuple[str, str, Kind], ...] = (
     ("branch_ref", "branch_ref", "value"),
     ("scheduled_by", "scheduled_by", "value"),
     ("file_mutating", "file_mutating", "bool"),
+    ("repository", "repository_id", "value"),
     ("verification", "verdict", "verification"),
     ("cost", "cost_tokens", "cost"),
     ("dropped", "dropped", "bool"),

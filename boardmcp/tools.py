@@ -299,6 +299,7 @@ def _create(
     status: str,
     parent: Task | None,
     team: str | None,
+    repository: str | None,
 ) -> dict[str, Any]:
     for dep in depends_on or ():
         _visible(caller, dep, "depends_on")
@@ -311,6 +312,8 @@ def _create(
         depends_on=depends_on,
         status=status,
         parent_task_id=parent.id if parent is not None else None,
+        # By id only: a path is never taken from an agent.
+        repository=repository,
         # An agent filing work: the board's ceilings and rate limit apply.
         created_by_agent_id=caller.agent_id,
     )
@@ -327,9 +330,11 @@ def create_task(
     depends_on: list[TaskId] | None = None,
     status: Literal["todo", "backlog"] = "todo",
     team: str | None = None,
+    repository: TaskId | None = None,
 ) -> dict[str, Any]:
     """File a new top-level task for your team (a separate piece of work, not part of
-    yours; for that use create_subtask). Rate limited for agents."""
+    yours; for that use create_subtask). Rate limited for agents. repository: the id of
+    one of your team's registered repositories the task's worktree is made in."""
     caller = caller_of(ctx)
     return _create(
         caller,
@@ -341,6 +346,7 @@ def create_task(
         status=status,
         parent=None,
         team=team,
+        repository=repository,
     )
 
 
@@ -354,9 +360,11 @@ def create_subtask(
     labels: list[str] | None = None,
     depends_on: list[TaskId] | None = None,
     status: Literal["todo", "backlog"] = "todo",
+    repository: TaskId | None = None,
 ) -> dict[str, Any]:
     """Split work into a child task of parent_task_id (default: your task), which your
-    team's agents can then claim. Depth and per-parent child limits apply."""
+    team's agents can then claim. Depth and per-parent child limits apply. It works in
+    the parent's repository unless repository names another of your team's."""
     caller = caller_of(ctx)
     parent = _visible(caller, _task_id(caller, parent_task_id), "parent_task_id")
     return _create(
@@ -369,6 +377,7 @@ def create_subtask(
         status=status,
         parent=parent,
         team=None,
+        repository=repository,
     )
 
 

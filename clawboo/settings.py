@@ -283,6 +283,10 @@ EMAIL_PORT = env_int("EMAIL_PORT", 25)
 EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+# Agent settings keys kept secret besides those whose names say so (core.agent_secrets).
+CLAWBOO_SECRET_SETTINGS = [
+    k.strip() for k in os.environ.get("CLAWBOO_SECRET_SETTINGS", "").split(",") if k.strip()
+]
 CLAWBOO_REPO_ROOTS = [
     Path(p).expanduser().resolve()
     for p in os.environ.get("CLAWBOO_REPO_ROOTS", "").split(os.pathsep)

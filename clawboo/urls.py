@@ -9,7 +9,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from board import api as board_api
 from board.views import BoardLoginView, board_page
-from core.api import registry_views
+from core.api import registry_views, repository_views
 from core.api.errors import api_404
 from ops.health import healthz
 from ops.metrics import metrics_view
@@ -59,6 +59,8 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("agents", registry_views.AgentsView.as_view()),
     path("agents/<str:agent_id>", registry_views.AgentDetailView.as_view()),
     path("teams/<str:team_id>", registry_views.TeamDetailView.as_view()),
+    path("repositories", repository_views.RepositoriesView.as_view()),
+    path("repositories/<str:repo_id>", repository_views.RepositoryDetailView.as_view()),
     path("teams/<str:team_id>/chat", registry_views.TeamChatView.as_view()),
     path("teams/<str:team_id>/events", registry_views.TeamEventsView.as_view()),
     path("worktrees/gc", worktree_api.GcView.as_view()),

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from core import registry
-from core.admin_forms import DataLayerAdmin
+from core import agent_secrets, registry, repositories
+from core.admin_forms import DataLayerAdmin, PrettyJSONField
 from core.errors import ClawbooError
-from core.models import Agent, Event, Team
+from core.models import Agent, Event, Repository, Team
 
 
 @admin.register(Team)
@@ -43,8 +44,32 @@ class TeamAdmin(DataLayerAdmin):
         registry.update_team(form.instance.pk, members=list(form.cleaned_data["members"]))
 
 
+class AgentForm(forms.ModelForm):
+    """Settings as indented JSON with every secret's value masked: the page shows that
+    a secret is set, never what it is; leaving the mask keeps it, typing a new value
+    replaces it (core.agent_secrets, applied by core.registry on save)."""
+
+    settings = PrettyJSONField(
+        object_only=True,
+        help_text=f"Secret values show as {agent_secrets.MASK}: leave it to keep the "
+        "secret, or type a new value to replace it.",
+    )
+
+    class Meta:
+        model = Agent
+        fields = ("id", "display_name", "team", "runtime", "participant_kind", "settings", "owner")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.initial["settings"] = agent_secrets.masked(
+                self.instance.settings, self.instance.runtime
+            )
+
+
 @admin.register(Agent)
 class AgentAdmin(DataLayerAdmin):
+    form = AgentForm
     list_display = (
         "id",
         "display_name",
@@ -102,6 +127,48 @@ class AgentAdmin(DataLayerAdmin):
                 )
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
+
+
+@admin.register(Repository)
+class RepositoryAdmin(DataLayerAdmin):
+    """Staff register a team's repositories here (the admin is staff-only); the path
+    is checked and stored as its real path by :mod:`core.repositories`."""
+
+    list_display = ("id", "team", "path", "base_branch", "landing", "updated_at")
+    list_filter = ("team",)
+    search_fields = ("id", "path")
+    fields = (
+        "id",
+        "team",
+        "path",
+        "remote",
+        "base_branch",
+        "landing",
+        "install_cmd",
+        "verify_cmd",
+    )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ("id", "team") if obj else ()
+
+    def save_model(self, request: HttpRequest, obj: Repository, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        fields = {name: data.get(name) or "" for name in repositories.EDITABLE}
+        try:
+            if change:
+                saved = repositories.update(obj.pk, fields)
+            else:
+                saved = repositories.register(team=data["team"].pk, id=data["id"], **fields)
+        except ClawbooError as exc:
+            raise self.refuse(request, exc) from exc
+        obj.pk, obj.path = saved.pk, saved.path
+
+    def delete_model(self, request: HttpRequest, obj: Repository) -> None:
+        repositories.delete(obj.pk)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for repo in queryset:
+            repositories.delete(repo.pk)
 
 
 @admin.register(Event)

@@ -228,3 +228,37 @@ class Heartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.part} {self.instance} @ {self.beat_at.isoformat()}"
+
+
+class Repository(models.Model):
+    """A git repository registered to a team: the only places worktrees are made.
+
+    Registered by staff (``core.repositories``); ``path`` is the real path of the
+    repository's top level (symlinks and ``..`` resolved when it was registered), so
+    tasks, agents and routine templates name a repository by id, never by path.
+    """
+
+    id = models.CharField(primary_key=True, max_length=128)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="repositories")
+    path = models.CharField(max_length=1024)
+    remote = models.CharField(max_length=1024, blank=True, default="")
+    base_branch = models.CharField(max_length=255, blank=True, default="")
+    # "" keeps the repository's git config (clawboo.landing) and the settings' default.
+    landing = models.CharField(
+        max_length=16, blank=True, default="", choices=[("squash", "squash"), ("merge", "merge")]
+    )
+    install_cmd = models.TextField(blank=True, default="")
+    verify_cmd = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "repositories"
+        ordering = ["team", "id"]
+        verbose_name_plural = "repositories"
+        constraints = [
+            models.UniqueConstraint(fields=["team", "path"], name="repositories_team_path_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.path})"

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import connection
 
-from core import server_commands, storage
+from core import agent_secrets, repositories, server_commands, storage
 from core.checks import check_id, check_object, check_text
 from core.errors import Conflict, NotFound, ValidationFailed
 from core.models import Agent, ParticipantKind, Runtime, Team
@@ -119,7 +119,7 @@ def create_agent(
     tid = check_id(team, "team")
     rt = _check_runtime(runtime)
     kind = _check_kind(participant_kind)
-    conf = check_object(settings, "settings")
+    conf = agent_secrets.keep_stored(check_object(settings, "settings"), {}, rt)
     server_commands.check_agent_execution(rt, conf, operator=operator)
 
     def run() -> Agent:
@@ -127,6 +127,7 @@ def create_agent(
             raise Conflict(f"agent {aid!r} already exists")
         if not Team.objects.filter(pk=tid).exists():
             raise ValidationFailed("team", f"no team {tid!r}")
+        _check_default_repository(conf, tid)
         return Agent.objects.create(
             id=aid,
             display_name=name,
@@ -174,7 +175,14 @@ def update_agent(
         if "team_id" in clean and not Team.objects.filter(pk=clean["team_id"]).exists():
             raise ValidationFailed("team", f"no team {clean['team_id']!r}")
         runtime = clean.get("runtime", agent.runtime)
+        if "settings" in clean:
+            # A secret handed back as the mask an answer carried keeps its stored value.
+            clean["settings"] = agent_secrets.keep_stored(
+                clean["settings"], agent.settings, runtime
+            )
         conf = clean.get("settings", agent.settings)
+        if "settings" in clean or "team_id" in clean:
+            _check_default_repository(conf, clean.get("team_id", agent.team_id))
         executes = "runtime" in clean or "settings" in clean
         if executes:
             server_commands.check_agent_execution(runtime, conf, operator=operator)
@@ -209,6 +217,12 @@ def set_reviewer_agent(team_id: str, agent_id: Any) -> Team:
         return team
 
     return storage.write(run)
+
+
+def _check_default_repository(conf: dict[str, Any], team_id: str) -> None:
+    """An agent's default repository (``settings.repository``) is one of its team's."""
+    if conf.get("repository") is not None:
+        repositories.of_team(conf["repository"], team_id, "settings.repository")
 
 
 def update_team(team_id: str, *, name: Any = None, members: Any = None) -> Team:

@@ -24,8 +24,10 @@ from django.conf import settings as django_settings
 
 from core.errors import Forbidden
 
-# Settings that never reach a command line or an environment.
-PASSIVE_SETTINGS = frozenset({"timeout_s"})
+# Settings that never reach a command line or an environment. ``repository`` picks
+# one of the team's registered repositories (staff registered them; core.registry
+# checks the team), so choosing among them is not an operator's decision.
+PASSIVE_SETTINGS = frozenset({"timeout_s", "repository"})
 # The one runtime nothing on the server runs: a person, or a process that talks
 # to the API with its own credential.
 SERVERLESS_RUNTIMES = frozenset({"human"})

@@ -31,7 +31,7 @@ from board import ceilings, store
 from board.errors import ClaimConflict, DepthExceeded
 from board.models import Task
 from boardmcp import credentials as mcp_credentials
-from core import beats, reconnect, registry, server_commands, wakeups
+from core import beats, reconnect, registry, repositories, server_commands, wakeups
 from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
@@ -276,11 +276,34 @@ class Executor:
         return None
 
     def _repo_path(self, task: Task) -> str | None:
-        for source in (task.metadata or {}, self.agent.settings or {}):
-            value = source.get("repo_path")
-            if isinstance(value, str) and value:
-                return value
-        return None
+        """Where the task's worktree is made: the task's repository, else the path its
+        metadata names, else the agent's default repository (``settings.repository``)
+        or path (``settings.repo_path``). Whatever it is, the worktree service makes a
+        worktree only in a registered repository of the task's team."""
+        if task.repository_id is not None:
+            named = repositories.registered(task.repository_id, task.team_id)
+            if named is not None:
+                return named.path
+        value = (task.metadata or {}).get("repo_path")
+        if isinstance(value, str) and value:
+            return value
+        conf = self.agent.settings or {}
+        default = conf.get("repository")
+        if isinstance(default, str) and default:
+            named = repositories.registered(default, task.team_id)
+            if named is not None:
+                return named.path
+        value = conf.get("repo_path")
+        if not isinstance(value, str) or not value:
+            return None
+        if (
+            self.agent.team_id == task.team_id
+            and repositories.registered_path(task.team_id, value) is None
+        ):
+            # The agent's settings are an operator's (approved before every run, see
+            # _dispatch_refusal): its path registers as its team's repository.
+            return repositories.ensure(task.team_id, value).path
+        return value
 
     def _workspace(self, task: Task, clock: _Clock) -> tuple[Path, bool, str | None]:
         """The task's checkout (provisioned, resumed, or rebuilt from its branch when

@@ -10,7 +10,7 @@ the same bytes.
 
 Left out, by design: passwords and API tokens (users are restored without a
 usable password; agent tokens are not carried), agent settings whose key names a
-secret (:data:`SECRET_KEY_PATTERN`), and what is not the team's work —
+secret (:mod:`core.agent_secrets`), and what is not the team's work —
 heartbeats, idempotency records, notification channels (they hold secrets) and
 the django-q2 queue. Columns that point at a user (an agent's owner, who
 approved it) are written as usernames. An agent whose settings lost a secret no
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -39,6 +38,7 @@ from django.db.models import Q
 
 from board.models import ExecutionProcess, Task, TaskComment, TaskDep, Workspace
 from core import storage
+from core.agent_secrets import without_secrets
 from core.checks import check_storable
 from core.errors import ClawbooError, ValidationFailed
 from core.models import Agent, ChatMessage, Event, Team
@@ -46,7 +46,6 @@ from routines.models import Routine, RoutineFire
 
 FORMAT = "clawboo-export"
 VERSION = 1
-SECRET_KEY_PATTERN = re.compile(r"secret|token|passw|api[_-]?key|credential|auth", re.I)
 USER_FIELDS = (
     "username",
     "email",
@@ -107,27 +106,6 @@ def load_value(model_field: models.Field[Any, Any], value: Any) -> Any:
 
 def line(record: dict[str, Any]) -> str:
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
-
-
-def without_secrets(value: Any, path: str = "settings") -> tuple[Any, list[str]]:
-    """``value`` with every key that names a secret removed, and where they were."""
-    if isinstance(value, dict):
-        kept, dropped = {}, []
-        for key, item in value.items():
-            if SECRET_KEY_PATTERN.search(str(key)):
-                dropped.append(f"{path}.{key}")
-                continue
-            kept[key], inner = without_secrets(item, f"{path}.{key}")
-            dropped += inner
-        return kept, dropped
-    if isinstance(value, list):
-        items, dropped = [], []
-        for index, item in enumerate(value):
-            kept_item, inner = without_secrets(item, f"{path}[{index}]")
-            items.append(kept_item)
-            dropped += inner
-        return items, dropped
-    return value, []
 
 
 def _columns(model: type[models.Model]) -> list[models.Field[Any, Any]]:
@@ -203,7 +181,7 @@ def export_lines(team: str | None = None, report: ExportReport | None = None) ->
             if kind.model is Team:
                 record["members"] = sorted(members.get(row.pk, []))
             elif kind.model is Agent:
-                record["settings"], dropped = without_secrets(record["settings"])
+                record["settings"], dropped = without_secrets(record["settings"], record["runtime"])
                 report.redacted += [f"agent {row.pk}: {where}" for where in dropped]
             report.counts[kind.name] += 1
             yield line(record)

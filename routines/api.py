@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core import server_commands
+from core import repositories, server_commands
 from core.api.access import act_as, can_see_team, require_team, team_ids
 from core.api.bodies import OpenBody, json_object
 from core.api.idempotency import idempotent
@@ -45,7 +45,17 @@ class RoutineTaskTemplateSerializer(serializers.Serializer):
     description = serializers.CharField(required=False)
     kind = serializers.ChoiceField(choices=list(store.TEMPLATE_KINDS), required=False)
     priority = serializers.IntegerField(required=False)
-    repo_path = serializers.CharField(required=False, allow_null=True)
+    repository = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="id of a registered repository of the routine's team (another team's: 400)",
+    )
+    repo_path = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="staff: resolves to (or registers) the team's repository; anyone else: "
+        "exactly a registered repository's path, else 400",
+    )
     model = serializers.CharField(required=False, allow_null=True)
     max_node_cents = serializers.IntegerField(required=False, allow_null=True)
     team_task_id = serializers.CharField(
@@ -206,6 +216,20 @@ def _check_template_commands(request: Any, template: Any) -> None:
     )
 
 
+def staff_template_path(request: Any, team_id: str, body: dict[str, Any]) -> None:
+    """A staff caller's ``task_template.repo_path`` resolves to (or registers) the
+    team's repository, which the template then names; anyone else's path is the data
+    layer's to judge (only a registered repository's exact path)."""
+    template = body.get("task_template")
+    if not isinstance(template, dict) or not server_commands.is_operator(request.user):
+        return
+    raw = template.get("repo_path")
+    if raw is None or template.get("repository") is not None:
+        return
+    found = repositories.link_path(team_id, raw, operator=True, field="task_template.repo_path")
+    body["task_template"] = {**template, "repository": found.id, "repo_path": found.path}
+
+
 def check_may_edit(request: Any, routine_id: str, changes: dict[str, Any]) -> Routine:
     """Who may edit a routine: one who sees its team (else 404); handing it to another
     agent needs the right to act as that agent. Pause, resume and run-now need only
@@ -271,6 +295,7 @@ class RoutineListView(APIView):
     def post(self, request: Request) -> Response:
         body = json_object(request, RoutineCreateSerializer)
         check_may_create(request, body["team"], body["agent_id"], body.get("task_template"))
+        staff_template_path(request, body["team"], body)
         routine = store.create_routine(**body)
         return Response(routine.as_dict(), status=201)
 
@@ -300,9 +325,10 @@ class RoutineDetailView(APIView):
         ),
     )
     def patch(self, request: Request, routine_id: str) -> Response:
-        visible_routine(request.user, routine_id)
+        routine = visible_routine(request.user, routine_id)
         body = json_object(request, RoutinePatchSerializer)
         check_may_edit(request, routine_id, body)
+        staff_template_path(request, routine.team_id, body)
         return Response(store.update_routine(routine_id, body).as_dict())
 
     @extend_schema(
@@ -388,6 +414,7 @@ class ScheduleListView(APIView):
         if source_name == ROUTINE_SOURCE:
             body = json_object(request, ScheduleRoutineCreateSerializer)
             check_may_create(request, body["team"], body["agent_id"], body.get("task_template"))
+            staff_template_path(request, body["team"], body)
         else:
             body = json_object(request, ScheduleCreateSerializer)
             if not isinstance(source_name, str):

@@ -161,6 +161,7 @@ def materialize_task(routine: Routine, slot_at: int) -> Task:
         scheduled_by=routine_store.FIRING_OWNER,
         metadata=metadata,
         file_mutating=template.get("kind", "code") == "code",
+        repository=template.get("repository"),
     )
     return created.task
 

@@ -17,6 +17,7 @@ from zoneinfo import available_timezones
 
 from django import forms
 
+from core import repositories
 from core.errors import ClawbooError
 from core.models import Agent, Team
 from routines import occurrence, store
@@ -63,7 +64,19 @@ class RoutineForm(forms.ModelForm):
         help_text="code provisions a git worktree for each fire; research and chat do not.",
     )
     priority = forms.IntegerField(initial=0)
-    repo_path = forms.CharField(label="Repository path", required=False, max_length=1024)
+    repository = forms.CharField(
+        label="Repository",
+        required=False,
+        max_length=128,
+        help_text="Id of one of the team's registered repositories (staff register them).",
+    )
+    repo_path = forms.CharField(
+        label="Repository path",
+        required=False,
+        max_length=1024,
+        help_text="Staff: any repository path (registered for the team when saved); "
+        "others: exactly a registered repository's path.",
+    )
     model = forms.CharField(label="Model", required=False, max_length=1024)
     max_node_cents = forms.IntegerField(label="Cost cap (cents)", required=False, min_value=0)
     verify_cmd = forms.CharField(
@@ -90,6 +103,7 @@ class RoutineForm(forms.ModelForm):
     def __init__(self, *args: Any, teams: list[str] | None = None, **kwargs: Any) -> None:
         """``teams``: the teams the person may see (None: all, as for staff)."""
         super().__init__(*args, **kwargs)
+        self.operator = teams is None
         team_qs = Team.objects.order_by("id")
         agent_qs = Agent.objects.select_related("team").order_by("team_id", "id")
         if teams is not None:
@@ -113,9 +127,14 @@ class RoutineForm(forms.ModelForm):
     def task_template(self) -> dict[str, Any]:
         data = self.cleaned_data
         template: dict[str, Any] = {name: data.get(name) for name in TEMPLATE_FIELDS}
-        for name in ("repo_path", "model", "team_task_id", "verify_cmd"):
+        for name in ("repository", "repo_path", "model", "team_task_id", "verify_cmd"):
             template[name] = template[name] or None
         template["description"] = template["description"] or ""
+        team = data["team"].pk if data.get("team") is not None else self.instance.team_id
+        if self.operator and template["repo_path"] and not template["repository"]:
+            # A staff user's path resolves to (or registers) the team's repository.
+            found = repositories.ensure(team, template["repo_path"], "task_template.repo_path")
+            template["repository"], template["repo_path"] = found.id, found.path
         return template
 
     def create_arguments(self) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from board import checks
 from board import store as board_store
 from board.errors import TaskNotFound
 from board.models import Task
-from core import storage, wakeups
+from core import repositories, storage, wakeups
 from core.errors import Conflict, ValidationFailed
 from core.models import Agent, ParticipantKind, Runtime, Team
 from routines import occurrence
@@ -58,6 +58,7 @@ TEMPLATE_KEYS = (
     "description",
     "kind",
     "priority",
+    "repository",
     "repo_path",
     "model",
     "max_node_cents",
@@ -122,7 +123,26 @@ def check_task_template(value: Any) -> dict[str, Any]:
     if bound is not None:
         bound = checks.check_id(bound, "task_template.team_task_id")
     clean["team_task_id"] = bound
+    named = value.get("repository")
+    clean["repository"] = (
+        None if named is None else checks.check_id(named, "task_template.repository")
+    )
     return clean
+
+
+def _check_template_repository(template: dict[str, Any], team_id: str) -> None:
+    """The repository a template's tasks work in is one of the routine's team's: by
+    id (``repository``), or a ``repo_path`` that is exactly a registered one's path
+    (which then names it). A path is never taken as given (core.repositories)."""
+    named = template.get("repository")
+    if named is not None:
+        repositories.of_team(named, team_id, "task_template.repository")
+    raw = template.get("repo_path")
+    if raw is None:
+        return
+    found = repositories.check_named_path(team_id, raw, "task_template.repo_path")
+    if named is None:
+        template["repository"] = found.id
 
 
 def _check_catch_up(value: Any) -> str:
@@ -402,6 +422,7 @@ def check_create(
     if not Team.objects.filter(pk=team_id).exists():
         raise ValidationFailed("team", f"no team {team_id!r}")
     agent = _check_agent(agent_id, team_id)
+    _check_template_repository(template, team_id)
     return CheckedCreate(team_id, agent, spec, tz, template, policy)
 
 
@@ -514,6 +535,8 @@ def check_update(routine: Routine, changes: Any, at_ms: int | None = None) -> Ch
         spec = occurrence.parse_spec(spec_text, tz)
     _check_bound_recurring(spec, template)
     agent = _check_agent(changes["agent_id"], routine.team_id) if "agent_id" in changes else None
+    if "task_template" in changes:
+        _check_template_repository(template, routine.team_id)
     return CheckedUpdate(agent, spec, tz, template, policy)
 
 

@@ -14,12 +14,15 @@ from rest_framework.views import APIView
 from board import store
 from board.access import audited_override, visible_task
 from board.api import task_body
-from board.models import WorkspaceStatus
+from board.models import Task, WorkspaceStatus
 from board.serializers import OverrideSerializer, TaskSerializer
+from core import repositories, server_commands
 from core.api.access import act_as
 from core.api.bodies import BodySpec, json_object
 from core.api.idempotency import idempotent
 from core.api.schema import with_errors
+from core.errors import ValidationFailed
+from core.models import Repository
 from worktrees import handoff, review, service
 
 WorkspaceSerializer = inline_serializer(
@@ -41,7 +44,17 @@ _ANY = inline_serializer("WorkspaceResult", {"result": serializers.CharField(req
 ProvisionBody = inline_serializer(
     "Provision",
     {
-        "repo_path": serializers.CharField(),
+        "repository": serializers.CharField(
+            required=False,
+            help_text="id of a registered repository of the task's team "
+            "(default: the task's repository)",
+        ),
+        "repo_path": serializers.CharField(
+            required=False,
+            help_text="staff: any path inside CLAWBOO_REPO_ROOTS (resolved, and "
+            "registered for the task's team if need be); anyone else: exactly the "
+            "path of a registered repository of the task's team, else 400",
+        ),
         "base_ref": serializers.CharField(required=False),
         "base_sha": serializers.CharField(required=False),
     },
@@ -64,10 +77,11 @@ class WorkspaceView(APIView):
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
-        visible_task(request.user, task_id)
+        task = visible_task(request.user, task_id)
         body = json_object(request, ProvisionBody)
+        repo = _named_repository(request, task, body)
         ws = service.provision_task_workspace(
-            task_id, body["repo_path"], base_ref=body.get("base_ref"), base_sha=body.get("base_sha")
+            task_id, repo.path, base_ref=body.get("base_ref"), base_sha=body.get("base_sha")
         )
         return Response(service.workspace_as_dict(ws), status=201)
 
@@ -78,6 +92,24 @@ class WorkspaceView(APIView):
     def get(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         return Response(_jsonable(service.workspace_state(task_id)))
+
+
+def _named_repository(request: Request, task: Task, body: dict[str, Any]) -> Repository:
+    """The registered repository of the task's team a provision names: by id, by a
+    staff caller's path (resolved or registered), by a registered repository's exact
+    path, or the task's own. Nothing here looks at a non-staff caller's path."""
+    if body.get("repository") is not None:
+        return repositories.of_team(body["repository"], task.team_id, "repository")
+    if "repo_path" in body:
+        return repositories.link_path(
+            task.team_id,
+            body["repo_path"],
+            operator=server_commands.is_operator(request.user),
+            field="repo_path",
+        )
+    if task.repository_id is not None:
+        return repositories.of_team(task.repository_id, task.team_id, "repository")
+    raise ValidationFailed("repository", "is required: the task names no repository")
 
 
 def _jsonable(value: Any) -> Any:

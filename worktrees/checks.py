@@ -9,15 +9,20 @@ as an option, a revision expression, a path escape or shell syntax.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
-
-from django.conf import settings
 
 from board.checks import check_id
 from core.errors import ValidationFailed
+from core.repositories import allowed_repo_roots, check_repo_path
 
-__all__ = ["check_base_ref", "check_base_sha", "check_id", "check_repo_path", "check_task_id"]
+__all__ = [
+    "allowed_repo_roots",
+    "check_base_ref",
+    "check_base_sha",
+    "check_id",
+    "check_repo_path",
+    "check_task_id",
+]
 
 REF_MAX = 255
 _REF_PATTERN = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._/-]*\Z")
@@ -49,31 +54,3 @@ def check_base_sha(value: Any) -> str:
     if not isinstance(value, str) or not _SHA_PATTERN.match(value):
         raise ValidationFailed("base_sha", "must be a commit SHA (4-64 hexadecimal characters)")
     return value.lower()
-
-
-def allowed_repo_roots() -> list[Path]:
-    return [Path(p).expanduser().resolve() for p in settings.CLAWBOO_REPO_ROOTS]
-
-
-def check_repo_path(value: Any) -> Path:
-    """An absolute path inside one of ``CLAWBOO_REPO_ROOTS`` (any absolute path
-    when the list is empty: a single-user local install), resolved through
-    symlinks so a link cannot smuggle a path out of the allowed roots.
-
-    That the path is a git work tree is checked by the caller with git itself.
-    """
-    if not isinstance(value, str | Path) or not str(value).strip():
-        raise ValidationFailed("repo_path", "is required")
-    raw = str(value)
-    if "\x00" in raw or "\n" in raw or "\r" in raw:
-        raise ValidationFailed("repo_path", "must not contain control characters")
-    path = Path(raw).expanduser()
-    if not path.is_absolute():
-        raise ValidationFailed("repo_path", "must be an absolute path")
-    resolved = path.resolve()
-    roots = allowed_repo_roots()
-    if roots and not any(resolved == root or resolved.is_relative_to(root) for root in roots):
-        raise ValidationFailed("repo_path", "is outside the allowed repository roots")
-    if not resolved.is_dir():
-        raise ValidationFailed("repo_path", "is not a directory")
-    return resolved

@@ -10,6 +10,7 @@ never written here directly.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -22,7 +23,9 @@ from board import store
 from board.errors import NotFileMutating
 from board.models import Task, Workspace, WorkspaceStatus
 from board.transitions import is_locked
+from core import repositories
 from core.errors import Conflict, ValidationFailed
+from core.models import Repository
 from worktrees import checkouts, handoff, landing
 from worktrees.checks import check_base_ref, check_base_sha, check_task_id
 from worktrees.locks import path_lock
@@ -65,8 +68,39 @@ def _brief(task: Task) -> TaskBrief:
 
 
 def _slot(task: Task, key: str) -> str:
+    """A task's ``metadata`` slot, else its repository's default (install, verify)."""
     value = (task.metadata or {}).get(key)
-    return value if isinstance(value, str) else ""
+    if isinstance(value, str) and value:
+        return value
+    repo = _repository(task) if key in ("install_cmd", "verify_cmd", "base_branch") else None
+    return getattr(repo, key, "") if repo is not None else ""
+
+
+def registered_repo(task: Task, repo_path: str) -> Path:
+    """The worktree wall: ``repo_path`` resolved (symlinks, ``..``) must be a
+    registered repository of the task's team, checked again now (a registered
+    directory swapped for a link elsewhere resolves elsewhere and is refused)."""
+    repo = checkouts.resolve_repo(repo_path)
+    if repositories.for_real_path(task.team_id, repo) is None:
+        raise ValidationFailed(
+            "repo_path", f"is not a registered repository of team {task.team_id!r}"
+        )
+    return repo
+
+
+def _repository(task: Task) -> Repository | None:
+    if task.repository_id is None:
+        return None
+    return Repository.objects.filter(pk=task.repository_id, team_id=task.team_id).first()
+
+
+def _policy(task: Task, repo: Path) -> landing.Policy:
+    """The repository's landing policy; a registered repository's ``landing`` wins."""
+    policy = landing.policy_for(repo)
+    registered = repositories.for_real_path(task.team_id, repo)
+    if registered is not None and registered.landing:
+        return dataclasses.replace(policy, strategy=registered.landing)
+    return policy
 
 
 def _file_mutating_task(task_id: Any) -> Task:
@@ -149,7 +183,7 @@ def _provision(
         raise ValidationFailed("base_ref", "give base_ref or base_sha, not both")
     ref = check_base_ref(base_ref) if base_ref is not None else None
     sha = check_base_sha(base_sha) if base_sha is not None else None
-    repo = checkouts.resolve_repo(repo_path)
+    repo = registered_repo(task, repo_path)
     path = checkouts.worktree_path_for(repo, task.id)
     with path_lock(path):
         ws = store.live_workspace(task.id)
@@ -319,7 +353,7 @@ def _land_approved(
     if not Path(ws.worktree_path).is_dir() or ws.status != WorkspaceStatus.ACTIVE:
         ws = _record(task.id, checkouts.resume_worktree(repo, task.id))
     path = _present_checkout(ws)
-    policy = landing.policy_for(repo)
+    policy = _policy(task, repo)
     branch = ws.base_branch or landing.base_branch_of(repo)
     outcome = landing.prepare(
         repo,

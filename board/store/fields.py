@@ -21,7 +21,7 @@ from board.store._base import (
     record_event,
     set_fields,
 )
-from board.store.tasks import get_task
+from board.store.tasks import get_task, task_repository
 from board.store.tickets import WriteOutcome, declined, recorded, unchanged
 from board.transitions import (
     is_locked,
@@ -152,13 +152,26 @@ def patch_metadata(task_id: str, patch: Any) -> WriteOutcome:
                 merged.pop(key, None)
             else:
                 merged[key] = item
+        changed = {"metadata"}
+        raw = merged.get("repo_path")
+        if raw is not None and raw != (task.metadata or {}).get("repo_path"):
+            task.repository_id = task_repository(task.team_id, None, merged)
+            changed.add("repository")
         task.metadata = merged
-        return {"metadata"}
+        return changed
 
     return _field_write(task_id, "metadata_changed", mutate)
 
 
-_EDITABLE = ("title", "description", "priority", "labels", "metadata", "assignee_agent_id")
+_EDITABLE = (
+    "title",
+    "description",
+    "priority",
+    "labels",
+    "metadata",
+    "assignee_agent_id",
+    "repository",
+)
 
 
 def update_task(task_id: str, changes: dict[str, Any], *, if_revision: Any = None) -> Task:
@@ -191,6 +204,8 @@ def update_task(task_id: str, changes: dict[str, Any], *, if_revision: Any = Non
         clean["assignee_agent_id"] = (
             None if value is None else checks.check_agent_id(value, "assignee_agent_id")
         )
+    if "repository" in changes and changes["repository"] is not None:
+        checks.check_id(changes["repository"], "repository")
 
     def run() -> Task:
         task = lock_task(task_id)
@@ -202,6 +217,16 @@ def update_task(task_id: str, changes: dict[str, Any], *, if_revision: Any = Non
                 revision=task.revision,
                 task=task.as_dict(depends_on=depends_on_ids(task.id)),
             )
+        if "repository" in changes:
+            named = changes["repository"]
+            clean["repository_id"] = (
+                None if named is None else task_repository(task.team_id, named, {})
+            )
+        elif "metadata" in clean:
+            raw = clean["metadata"].get("repo_path")
+            if raw is not None and raw != (task.metadata or {}).get("repo_path"):
+                # A new path in the metadata: it must be one of the team's repositories.
+                clean["repository_id"] = task_repository(task.team_id, None, clean["metadata"])
         if "assignee_agent_id" in clean and clean["assignee_agent_id"] != task.assignee_agent_id:
             reason = _assignee_refusal(task)
             if reason is not None:
@@ -232,6 +257,7 @@ _FIELD_KIND = {
     "labels": "label_changed",
     "metadata": "metadata_changed",
     "assignee_agent_id": "assignee_changed",
+    "repository_id": "updated",
 }
 
 

@@ -42,7 +42,7 @@ from board.store.ready import (  # noqa: F401 - ready_filter is re-exported
 )
 from board.store.tickets import Ticket
 from board.transitions import Status
-from core import storage
+from core import repositories, storage
 from core.errors import ValidationFailed
 from core.models import Agent, Team
 
@@ -169,11 +169,17 @@ def create_task(
     depends_on: Any = None,
     created_by_agent_id: Any = None,
     scheduled_by: Any = "manual",
+    repository: Any = None,
     actor: str | None = None,
 ) -> Created:
     """Create a task (``todo`` by default, or ``backlog``). ``actor`` names the
     authenticated user who asked, for the narration (not part of the request's
     identity: a retried create by someone else is still the same create).
+
+    ``repository`` names a registered repository of the team by id; without it, a
+    ``metadata.repo_path`` must be exactly the path of one (and links the task to
+    it): a path is never taken from a body (:mod:`core.repositories`). Naming
+    neither, a subtask works in its parent's repository.
 
     Ceilings (checked inside the write transaction, so concurrent creates cannot
     overrun them): with a parent, the parent's depth must be < 2 and it may have at
@@ -202,6 +208,9 @@ def create_task(
         else checks.check_agent_id(created_by_agent_id, "created_by_agent_id"),
         "scheduled_by": checks.check_text(scheduled_by or "manual", "scheduled_by", limit=32),
     }
+    if repository is not None:
+        # Only when given: the fingerprints of creates made before repositories stay.
+        clean["repository"] = checks.check_id(repository, "repository")
     task_id = checks.check_id(id) if id is not None else None
     fingerprint = _fingerprint(clean)
     return storage.write(_create, task_id, clean, fingerprint, actor)
@@ -224,10 +233,13 @@ def _create(
             raise TaskIdTaken(task_id)
     if not Team.objects.filter(pk=clean["team"]).exists():
         raise ValidationFailed("team", f"no team {clean['team']!r}")
+    repository_id = task_repository(clean["team"], clean.get("repository"), clean["metadata"])
     at = now()
     parent_id = clean["parent_task_id"]
     if parent_id is not None:
-        _check_parent_ceilings(parent_id, clean["team"])
+        parent = _check_parent_ceilings(parent_id, clean["team"])
+        if repository_id is None:
+            repository_id = parent.repository_id  # a subtask works where its parent does
     elif clean["created_by_agent_id"] is not None:
         _check_root_rate(clean["team"], at)
     deps = clean["depends_on"]
@@ -263,6 +275,7 @@ def _create(
         max_attempts=clean["max_attempts"],
         created_by_agent_id=clean["created_by_agent_id"],
         scheduled_by=clean["scheduled_by"],
+        repository_id=repository_id,
         incarnation_id=secrets.token_hex(8),
         unmet_deps=unmet,
         create_fingerprint=fingerprint,
@@ -278,7 +291,19 @@ def _create(
     return Created(task, created=True)
 
 
-def _check_parent_ceilings(parent_id: str, team_id: str) -> None:
+def task_repository(team_id: str, repository: str | None, metadata: dict[str, Any]) -> str | None:
+    """The id of the registered repository a task of ``team_id`` works in: the one
+    ``repository`` names (another team's or an unknown id: 400 naming the field),
+    else the one whose path ``metadata.repo_path`` is exactly, else None."""
+    if repository is not None:
+        return repositories.of_team(repository, team_id, "repository").id
+    raw = metadata.get("repo_path")
+    if raw is None:
+        return None
+    return repositories.check_named_path(team_id, raw, "metadata.repo_path").id
+
+
+def _check_parent_ceilings(parent_id: str, team_id: str) -> Task:
     try:
         parent = lock_task(parent_id)  # serialises concurrent creates under one parent
     except TaskNotFound:
@@ -302,6 +327,7 @@ def _check_parent_ceilings(parent_id: str, team_id: str) -> None:
         raise TooManyChildren(
             f"parent {parent_id!r} already has {live} live children (max {limit})", limit=limit
         )
+    return parent
 
 
 def _check_root_rate(team_id: str, at: dt.datetime) -> None:

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core import chat, events, registry, server_commands
+from core import agent_secrets, chat, events, registry, server_commands
 from core.api.access import act_as, can_see_team, require_team, team_ids
 from core.api.bodies import json_object, query_int
 from core.api.idempotency import idempotent
@@ -47,7 +47,11 @@ _AGENT_FIELDS: dict[str, Any] = {
     "team": serializers.CharField(),
     "runtime": serializers.ChoiceField(choices=Runtime.choices),
     "participant_kind": serializers.ChoiceField(choices=ParticipantKind.choices),
-    "settings": serializers.DictField(),
+    "settings": serializers.DictField(
+        required=False,
+        help_text="staff only (absent for anyone else); each secret-looking key's value "
+        f"reads {agent_secrets.MASK!r}, and that placeholder written back keeps the secret",
+    ),
     "owner": serializers.CharField(allow_null=True, help_text="username of its owner"),
 }
 AgentSerializer = inline_serializer("Agent", _AGENT_FIELDS)
@@ -90,18 +94,22 @@ def team_body(team: Team) -> dict[str, Any]:
     }
 
 
-def agent_body(agent: Agent) -> dict[str, Any]:
-    return {
+def agent_body(agent: Agent, *, staff: bool) -> dict[str, Any]:
+    """An agent as the API shows it: ``settings`` to staff only, each secret in them
+    masked (core.agent_secrets); everyone else sees its runtime, not its settings."""
+    body = {
         "id": agent.id,
         "display_name": agent.display_name,
         "team": agent.team_id,
         "runtime": agent.runtime,
         "participant_kind": agent.participant_kind,
-        "settings": agent.settings,
         "owner": agent.owner.get_username() if agent.owner is not None else None,
         "created_at": agent.created_at.isoformat(),
         "updated_at": agent.updated_at.isoformat(),
     }
+    if staff:
+        body["settings"] = agent_secrets.masked(agent.settings, agent.runtime)
+    return body
 
 
 class TeamsView(APIView):
@@ -164,7 +172,8 @@ class AgentsView(APIView):
         visible = team_ids(request.user)
         if visible is not None:
             agents = agents.filter(team_id__in=visible)
-        return Response([agent_body(a) for a in agents.order_by("id")])
+        staff = server_commands.is_operator(request.user)
+        return Response([agent_body(a, staff=staff) for a in agents.order_by("id")])
 
     @extend_schema(
         operation_id="agents_create",
@@ -183,7 +192,7 @@ class AgentsView(APIView):
             operator=operator,
             approved_by=request.user if operator else None,
         )
-        return Response(agent_body(agent), status=201)
+        return Response(agent_body(agent, staff=operator), status=201)
 
 
 class AgentDetailView(APIView):
@@ -199,7 +208,8 @@ class AgentDetailView(APIView):
         operation_id="agents_retrieve", responses=with_errors({200: AgentSerializer}, "not_found")
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        return Response(agent_body(self._agent(request, agent_id)))
+        staff = server_commands.is_operator(request.user)
+        return Response(agent_body(self._agent(request, agent_id), staff=staff))
 
     @extend_schema(
         operation_id="agents_update",
@@ -218,7 +228,7 @@ class AgentDetailView(APIView):
         agent = registry.update_agent(
             agent_id, body, operator=operator, approved_by=request.user if operator else None
         )
-        return Response(agent_body(agent))
+        return Response(agent_body(agent, staff=operator))
 
 
 def _owner(request: Request, username: Any) -> Any:

@@ -151,3 +151,48 @@ def _content_type_id() -> int:
     from board.models import Task
 
     return ContentType.objects.get_for_model(Task).id
+
+
+def test_a_task_made_in_the_admin_names_a_repository_or_registers_its_path(
+    operator, tmp_path, settings
+):
+    from core import repositories
+    from tests.worktrees.conftest import make_repo
+
+    settings.CLAWBOO_REPO_ROOTS = [tmp_path.resolve()]
+    shop = repositories.register(team="default", path=str(make_repo(tmp_path / "shop")))
+    operator.post("/admin/board/task/add/", add_form(title="named", repository=shop.id))
+    assert store.list_tasks().get(title="named").repository_id == shop.id
+    other = make_repo(tmp_path / "other")
+    operator.post(
+        "/admin/board/task/add/",
+        add_form(title="by path", metadata=f'{{"repo_path": "{other}"}}'),
+    )
+    task = store.list_tasks().get(title="by path")
+    assert repositories.get_repository(task.repository_id).path == str(other.resolve())
+
+
+def test_staff_register_a_repository_in_the_admin_by_its_real_path(operator, tmp_path, settings):
+    from core.models import Repository
+    from tests.worktrees.conftest import make_repo
+
+    settings.CLAWBOO_REPO_ROOTS = [tmp_path.resolve()]
+    repo = make_repo(tmp_path / "shop")
+    (tmp_path / "link").symlink_to(repo)
+    form = {
+        "id": "shop",
+        "team": "default",
+        "path": str(tmp_path / "link"),
+        "remote": "",
+        "base_branch": "main",
+        "landing": "",
+        "install_cmd": "",
+        "verify_cmd": "make test",
+    }
+    operator.post("/admin/clawboo/repository/add/", form)
+    assert Repository.objects.get(pk="shop").path == str(repo.resolve())
+    refused = operator.post(
+        "/admin/clawboo/repository/add/", {**form, "id": "x", "path": str(tmp_path)}, follow=True
+    )
+    assert "Not saved" in refused.content.decode()
+    assert not Repository.objects.filter(pk="x").exists()

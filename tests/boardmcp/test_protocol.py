@@ -32,7 +32,7 @@ from board import store
 from board.models import Task, TaskComment
 from boardmcp import credentials
 from boardmcp.models import RunCredential
-from core import registry
+from core import registry, repositories
 from tests.executor.conftest import repo, state_dir  # noqa: F401 - fixtures
 from tests.live.conftest import daphne  # noqa: F401 - fixture
 
@@ -172,6 +172,7 @@ def test_each_tool_answers_for_the_agents_own_team(
 ) -> None:
     from worktrees import service as worktree_service
 
+    repositories.register(team="red", path=str(repo))  # worktrees only in registered ones
     worktree_service.provision_task_workspace(board.task, str(repo))
     # Another of ada's tasks to claim and settle, and two to review and fail.
     spare = [store.create_task(title=f"spare {n}", team="red").task.id for n in range(3)]

@@ -11,12 +11,13 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from board import store
-from core import registry
+from core import registry, repositories
 from ops import notify
 from ops.models import NotificationDelivery
 from tests.live import test_board_browser
 from tests.live.browsing import CHROMIUM, eventually, launch
 from tests.live.test_board_browser import WIDE, card_in, open_board
+from tests.worktrees.conftest import make_repo
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
@@ -87,8 +88,12 @@ def test_a_comment_with_a_mention_is_rendered_safely_seen_by_others_and_notifies
 
 
 def test_an_edit_in_place_reaches_everyone_and_one_that_lost_the_race_says_so(
-    daphne, team, operator
+    daphne, team, operator, settings, tmp_path
 ):
+    roots = (tmp_path / "repos").resolve()
+    roots.mkdir()
+    settings.CLAWBOO_REPO_ROOTS = [roots]
+    repositories.register(team="default", path=str(make_repo(roots / "web")), id="web")
     task = store.create_task(title="Fix login", labels=["auth"]).task
     other = store.create_task(title="Write the schema").task
     base = daphne()
@@ -104,6 +109,8 @@ def test_an_edit_in_place_reaches_everyone_and_one_that_lost_the_race_says_so(
         page.fill("#edit-labels", "auth, ui")
         page.fill("#edit-priority", "3")
         page.fill("#edit-depends", other.id)
+        page.locator("#edit-repository[data-ready=true]").wait_for()
+        page.select_option("#edit-repository", "web")
         page.click("#edit-save")
         page.locator("#detail-title", has_text="Fix the login form").wait_for(timeout=3_000)
         saved = store.get_task(task.id)
@@ -113,6 +120,7 @@ def test_an_edit_in_place_reaches_everyone_and_one_that_lost_the_race_says_so(
             3,
         )
         assert store.depends_on_ids(task.id) == [other.id]
+        assert saved.repository_id == "web"
 
         # The other page's card shows the new title within a second; its open
         # editor keeps what is typed and says the task moved on.

@@ -58,6 +58,7 @@ def test_create_fills_template_defaults_and_arms_after_now(agent, clock):
         "description": "",
         "kind": "code",
         "priority": 0,
+        "repository": None,
         "repo_path": None,
         "model": None,
         "max_node_cents": None,

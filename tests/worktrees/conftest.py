@@ -10,6 +10,7 @@ import pytest
 
 from board import store
 from board.models import Task
+from core import repositories
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -53,8 +54,13 @@ def repos_root(tmp_path: Path, settings) -> Path:
 
 
 @pytest.fixture
-def repo(repos_root: Path, state_dir: Path) -> Path:
-    return make_repo(repos_root / "app")
+def repo(repos_root: Path, state_dir: Path, request: pytest.FixtureRequest) -> Path:
+    """A repository registered to the team ``default`` (worktrees are only made in
+    registered repositories of the task's team)."""
+    path = make_repo(repos_root / "app")
+    request.getfixturevalue("db")
+    repositories.register(team="default", path=str(path), id="app")
+    return path
 
 
 @pytest.fixture

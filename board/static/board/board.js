@@ -814,6 +814,26 @@ function editNote(now, lost) {
   if (lost) editing.revision = now.revision;
 }
 
+// The team's registered repositories (GET /api/repositories?team=…), asked once.
+let repositories = null;
+function repositoryMenu(task) {
+  const menu = el("select", { name: "repository", id: "edit-repository" },
+    el("option", { value: "" }, "— the agent's default —"));
+  const fill = (list) => {
+    const ids = list.map((r) => r.id);
+    if (task.repository && !ids.includes(task.repository)) ids.push(task.repository);
+    menu.append(...ids.map((id) => el("option", { value: id, selected: id === task.repository }, id)));
+    menu.dataset.ready = "true";   // until then a save leaves the repository alone
+  };
+  if (repositories) fill(repositories);
+  else {
+    api("GET", `/api/repositories?team=${enc(team)}`)
+      .then((list) => { repositories = list; fill(list); })
+      .catch(() => fill([]));
+  }
+  return menu;
+}
+
 function editForm(task) {
   editing = { id: task.id, revision: task.revision };
   const field = (name, node) => el("label", {}, name, node);
@@ -825,6 +845,7 @@ function editForm(task) {
       field("Priority", el("input", { name: "priority", id: "edit-priority", type: "number", value: String(task.priority) })),
       field("Labels", el("input", { name: "labels", id: "edit-labels", value: (task.labels || []).join(", "), placeholder: "comma, separated" }))),
     field("Depends on", el("input", { name: "depends_on", id: "edit-depends", value: (task.depends_on || []).join(", "), placeholder: "task ids, comma separated" })),
+    field("Repository", repositoryMenu(task)),
     el("p", { class: "form-error", id: "edit-error", role: "alert" }),
     el("menu", {},
       el("button", { type: "button", class: "btn ghost", id: "edit-cancel", onclick: () => { editing = null; renderDetailIfShown(true); } }, "Cancel"),
@@ -845,6 +866,9 @@ async function saveEdit(id, form) {
   if (priority !== current.priority) changes.priority = priority;
   const labels = splitList(data.get("labels"));
   if (labels.join("\n") !== (current.labels || []).join("\n")) changes.labels = labels;
+  const repository = String(data.get("repository") || "") || null;
+  const menu = $("#edit-repository");
+  if (menu && menu.dataset.ready === "true" && repository !== (current.repository || null)) changes.repository = repository;
   const wanted = splitList(data.get("depends_on"));
   const had = current.depends_on || [];
   const error = $("#edit-error");

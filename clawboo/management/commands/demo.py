@@ -21,7 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from board import store
-from core import registry
+from core import registry, repositories
 from core.models import Agent, Team
 
 CALC = '''"""A tiny module the demo agent extends."""
@@ -121,6 +121,9 @@ class Command(BaseCommand):
             registry.create_team("demo", "Demo team")
         for user in get_user_model().objects.filter(is_superuser=True):
             registry.add_member("demo", user)
+        # The team's repository: tasks, the agent and the routine name it by id.
+        shop = repositories.ensure("demo", str(repo), "path")
+        self.stdout.write(f"demo: repository {shop.id!r} of team demo at {shop.path}")
         if not Agent.objects.filter(pk="demo-coder").exists():
             registry.create_agent(
                 id="demo-coder",
@@ -129,7 +132,7 @@ class Command(BaseCommand):
                 runtime="command",
                 settings={
                     "argv": [sys.executable, str(script)],
-                    "repo_path": str(repo),
+                    "repository": shop.id,
                     "timeout_s": 120,
                 },
             )
@@ -141,17 +144,18 @@ class Command(BaseCommand):
                 team="demo",
                 depends_on=deps,
                 description="Implement it in calc.py; the verification command checks it.",
-                metadata={"verify_cmd": verify, "repo_path": str(repo)},
+                metadata={"verify_cmd": verify},
+                repository=shop.id,
             )
             if created.created:
                 self.stdout.write(f"demo: task {task_id}: {title}")
-        self._routine(repo)
+        self._routine(shop.id)
         self.stdout.write(
             "demo: ready. With `clawboo up` running, open /board/?team=demo and watch the "
             "tasks get claimed, worked in worktrees, verified and land in review."
         )
 
-    def _routine(self, repo: Path) -> None:
+    def _routine(self, repository: str) -> None:
         from routines import store as routines
 
         if any(r.agent_id == "demo-coder" for r in routines.list_routines(team="demo")):
@@ -162,7 +166,7 @@ class Command(BaseCommand):
             cron_spec="*/5 * * * *",
             task_template={
                 "title": "Tidy the notes",
-                "repo_path": str(repo),
+                "repository": repository,
                 # Nothing lands unverified: the gate checks the notes were tidied.
                 "verify_cmd": ROUTINE_VERIFY,
             },

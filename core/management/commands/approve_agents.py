@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from core import registry, server_commands
+from core import agent_secrets, registry, server_commands
 from core.models import Agent
 
 
@@ -40,5 +40,5 @@ class Command(BaseCommand):
             registry.update_agent(
                 agent.id, {"runtime": agent.runtime, "settings": agent.settings}, operator=True
             )
-            shown = json.dumps(agent.settings, sort_keys=True)
+            shown = json.dumps(agent_secrets.masked(agent.settings, agent.runtime), sort_keys=True)
             self.stdout.write(f"approved {agent.id}: {agent.runtime} {shown}")

@@ -1,0 +1,152 @@
+"""``/api/repositories``: the repositories registered to teams.
+
+Staff register, edit and delete them; a member reads their own teams'. A member's
+write is refused (403) before its body is looked at, so the answer says nothing
+about the path it names; another team's repository answers as an unknown one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core import repositories, server_commands
+from core.api.access import can_see_team, team_ids
+from core.api.bodies import json_object
+from core.api.idempotency import idempotent
+from core.api.schema import with_errors
+from core.errors import Forbidden, NotFound
+from core.models import Repository
+
+_LANDING = serializers.ChoiceField(
+    choices=["", *repositories.LANDINGS],
+    required=False,
+    help_text="how approved work lands: squash or merge ('' = the repository's git config "
+    "clawboo.landing, else CLAWBOO_LANDING)",
+)
+
+
+def _fields(create: bool) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "path": serializers.CharField(
+            required=create,
+            help_text="absolute path of the repository's top level, inside CLAWBOO_REPO_ROOTS "
+            "when set; symlinks and '..' are resolved and the real path is stored",
+        ),
+        "remote": serializers.CharField(required=False, allow_blank=True),
+        "base_branch": serializers.CharField(
+            required=False, allow_blank=True, help_text="where approved work lands by default"
+        ),
+        "landing": _LANDING,
+        "install_cmd": serializers.CharField(required=False, allow_blank=True),
+        "verify_cmd": serializers.CharField(
+            required=False,
+            allow_blank=True,
+            help_text="the default verification command of the repository's tasks",
+        ),
+    }
+    if create:
+        return {
+            "id": serializers.CharField(
+                required=False, help_text="default: made from the directory's name"
+            ),
+            "team": serializers.CharField(),
+            **fields,
+        }
+    return fields
+
+
+_BODY: dict[str, Any] = {
+    **_fields(True),
+    "id": serializers.CharField(),
+    "created_at": serializers.DateTimeField(),
+    "updated_at": serializers.DateTimeField(),
+}
+RepositorySerializer = inline_serializer("Repository", _BODY)
+RepositoryListSerializer = inline_serializer("Repository", _BODY, many=True)
+RepositoryCreateSerializer = inline_serializer("RepositoryCreate", _fields(True))
+RepositoryPatchSerializer = inline_serializer("RepositoryPatch", _fields(False))
+
+
+def _require_staff(request: Request) -> None:
+    if not server_commands.is_operator(request.user):
+        raise Forbidden("only staff register, change or remove repositories")
+
+
+def _visible(request: Request, repo_id: str) -> Repository:
+    repo = Repository.objects.filter(pk=repo_id).first()
+    if repo is None or not can_see_team(request.user, repo.team_id):
+        raise NotFound(f"repository {repo_id!r} does not exist")
+    return repo
+
+
+class RepositoriesView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="repositories_list",
+        parameters=[OpenApiParameter("team", str)],
+        responses=with_errors({200: RepositoryListSerializer}),
+    )
+    def get(self, request: Request) -> Response:
+        repos = Repository.objects.all()
+        visible = team_ids(request.user)
+        if visible is not None:
+            repos = repos.filter(team_id__in=visible)
+        team = request.query_params.get("team")
+        if team:
+            repos = repos.filter(team_id=team)
+        return Response([repositories.as_dict(r) for r in repos.order_by("team_id", "id")])
+
+    @extend_schema(
+        operation_id="repositories_create",
+        request=RepositoryCreateSerializer,
+        responses=with_errors(
+            {201: RepositorySerializer}, "validation_error", "forbidden", "conflict"
+        ),
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        _require_staff(request)
+        body = json_object(request, RepositoryCreateSerializer)
+        return Response(repositories.as_dict(repositories.register(**body)), status=201)
+
+
+class RepositoryDetailView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="repositories_retrieve",
+        responses=with_errors({200: RepositorySerializer}, "not_found"),
+    )
+    def get(self, request: Request, repo_id: str) -> Response:
+        return Response(repositories.as_dict(_visible(request, repo_id)))
+
+    @extend_schema(
+        operation_id="repositories_update",
+        request=RepositoryPatchSerializer,
+        responses=with_errors(
+            {200: RepositorySerializer}, "not_found", "forbidden", "validation_error", "conflict"
+        ),
+    )
+    def patch(self, request: Request, repo_id: str) -> Response:
+        _visible(request, repo_id)
+        _require_staff(request)
+        body = json_object(request, RepositoryPatchSerializer)
+        return Response(repositories.as_dict(repositories.update(repo_id, body)))
+
+    @extend_schema(
+        operation_id="repositories_destroy",
+        responses=with_errors({204: None}, "not_found", "forbidden"),
+    )
+    def delete(self, request: Request, repo_id: str) -> Response:
+        _visible(request, repo_id)
+        _require_staff(request)
+        repositories.delete(repo_id)
+        return Response(status=204)
