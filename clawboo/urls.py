@@ -94,6 +94,11 @@ urlpatterns = [
     path("board/routines/new/", routine_views.new_routine, name="routine-new"),
     path("board/routines/<str:routine_id>/edit/", routine_views.edit_routine, name="routine-edit"),
     path(
+        "board/routines/<str:routine_id>/delete/",
+        routine_views.delete_routine,
+        name="routine-delete",
+    ),
+    path(
         "board/routines/<str:routine_id>/<str:move>/",
         routine_views.move_routine,
         name="routine-move",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -125,8 +126,19 @@ def _form_page(request: HttpRequest, form: RoutineForm, routine: Routine | None)
     )
 
 
-def _back_to(routine: Routine) -> HttpResponseRedirect:
-    return HttpResponseRedirect(f"{reverse('routines')}#routine-{routine.id}")
+def _page_team(request: HttpRequest) -> str:
+    """The team the list was showing ("" for all), carried by the action's form."""
+    team = request.POST.get("team") or request.GET.get("team") or ""
+    return team if team in {t.id for t in _visible_teams(request)} else ""
+
+
+def _list_url(team: str) -> str:
+    return reverse("routines") + (f"?{urlencode({'team': team})}" if team else "")
+
+
+def _back_to(routine: Routine, team: str = "") -> HttpResponseRedirect:
+    # Back to the list as it was shown (its team), at the routine's row.
+    return HttpResponseRedirect(f"{_list_url(team)}#routine-{routine.id}")
 
 
 @login_required
@@ -194,4 +206,33 @@ def move_routine(request: HttpRequest, routine_id: str, move: str) -> HttpRespon
         messages.error(request, f"Not done: {exc.detail}", extra_tags=tag)
     else:
         messages.success(request, verb, extra_tags=tag)
-    return _back_to(routine)
+    return _back_to(routine, _page_team(request))
+
+
+@login_required
+def delete_routine(request: HttpRequest, routine_id: str) -> HttpResponse:
+    """GET asks (what goes, what stays); POST deletes and returns to the list as it was."""
+    routine = _visible_or_404(request, routine_id)
+    team = _page_team(request)
+    if request.method != "POST":
+        return render(
+            request,
+            "routines/routine_delete.html",
+            {
+                "row": _row(routine, [], []),
+                "team": team,
+                "back": f"{_list_url(team)}#routine-{routine.id}",
+                "is_staff": request.user.is_staff,
+            },
+        )
+    try:
+        check_may_edit(request, routine_id, {})
+        store.delete_routine(routine_id)
+    except NotFound:
+        raise Http404("no such routine") from None
+    except ClawbooError as exc:
+        messages.error(request, f"Not deleted: {exc.detail}", extra_tags=f"routine:{routine.id}")
+        return _back_to(routine, team)
+    title = (routine.task_template or {}).get("title") or store.DEFAULT_TITLE
+    messages.success(request, f"Deleted routine {routine.id} ({title})")
+    return HttpResponseRedirect(_list_url(team))
