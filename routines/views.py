@@ -33,6 +33,15 @@ from routines.models import Routine
 from routines.wording import local_stamp, local_time, schedule_in_words
 
 RECENT_FIRES = 5
+# One click for the schedules people ask for most (the field takes any cron).
+CRON_PRESETS = (
+    ("*/15 * * * *", "Every 15 minutes"),
+    ("0 * * * *", "Hourly"),
+    ("0 9 * * *", "Daily at 09:00"),
+    ("0 9 * * 1-5", "Weekdays at 09:00"),
+    ("0 9 * * 1", "Mondays at 09:00"),
+    ("0 0 1 * *", "Monthly, on the 1st"),
+)
 _MOVES = {
     "pause": (store.pause_routine, "Paused"),
     "resume": (store.resume_routine, "Resumed"),
@@ -121,6 +130,7 @@ def _form_page(request: HttpRequest, form: RoutineForm, routine: Routine | None)
             "form": form,
             "routine": routine,
             "row": _row(routine, [], []) if routine is not None else None,
+            "cron_presets": CRON_PRESETS,
             "is_staff": request.user.is_staff,
         },
     )

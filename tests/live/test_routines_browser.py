@@ -224,3 +224,13 @@ def test_the_page_keeps_its_team_across_actions_and_deletes_only_after_asking(
         assert not Routine.objects.filter(pk=mine.id).exists()
         assert Routine.objects.filter(pk=other.id).exists()
         assert "Deleted routine" in page.inner_text("main")
+
+        # The list refreshes itself: a routine made elsewhere shows without a reload.
+        later = store.create_routine(agent_id="ops-bot", team="ops", cron_spec="0 11 * * *")
+        row(page, later.id).wait_for(timeout=15_000)
+        assert "team=ops" in page.url
+
+        # New routine: a preset fills the schedule.
+        page.click("#new-routine")
+        page.click("#cron-presets [data-cron='0 9 * * 1-5']")
+        assert page.locator("#id_cron_spec").input_value() == "0 9 * * 1-5"
