@@ -375,15 +375,15 @@ def plans() -> dict[str, str]:
     team = [["default"] if vendor == "postgresql" else json_.dumps(["default"])]
     statements = {
         "claim_next (topological)": (
-            claims._CLAIM_NEXT_SQL[vendor, "topological", False],
+            claims._CLAIM_NEXT_SQL[vendor, "topological", False, False],
             [*claim, *no_label],
         ),
         "claim_next (topological, team)": (
-            claims._CLAIM_NEXT_SQL[vendor, "topological", True],
+            claims._CLAIM_NEXT_SQL[vendor, "topological", True, False],
             [*claim, *team, *no_label],
         ),
         "claim_next (priority)": (
-            claims._CLAIM_NEXT_SQL[vendor, "priority", False],
+            claims._CLAIM_NEXT_SQL[vendor, "priority", False, False],
             [*claim, *no_label],
         ),
         "lapse probe": (f"{claims._ANY_LAPSED_SQL} LIMIT 1", [at]),

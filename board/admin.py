@@ -110,7 +110,7 @@ def _move_action(to: str) -> Any:
     return admin.action(description=f"Move to {Status(to).label.lower()}{note}")(action)
 
 
-EDITABLE = ("title", "description", "priority", "labels", "metadata", "repository")
+EDITABLE = ("title", "description", "priority", "labels", "metadata", "repository", "max_run_cents")
 
 
 class TaskForm(forms.ModelForm):
@@ -149,6 +149,7 @@ class TaskForm(forms.ModelForm):
             "parent_task",
             "file_mutating",
             "max_attempts",
+            "max_run_cents",
         )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -245,6 +246,8 @@ class TaskAdmin(DataLayerAdmin):
             "dependencies",
             "cost_tokens",
             "cost_cents",
+            "tree_cost_tokens",
+            "tree_cost_cents",
             "created_at",
             "updated_at",
         )
@@ -267,6 +270,7 @@ class TaskAdmin(DataLayerAdmin):
             "parent_task",
             "file_mutating",
             "max_attempts",
+            "max_run_cents",
         ]
         if obj is not None:
             fields += ["claim_agent", "override_reason"]
@@ -333,6 +337,7 @@ class TaskAdmin(DataLayerAdmin):
                     file_mutating=bool(data.get("file_mutating")),
                     max_attempts=data.get("max_attempts"),
                     repository=repository,
+                    max_run_cents=data.get("max_run_cents"),
                 )
                 obj.pk = created.task.pk
                 return
@@ -544,9 +549,11 @@ class ExecutionAdmin(ReadOnlyAdmin):
         "runtime",
         "attempt",
         "status",
+        "error_class",
         "cost_cents",
+        "cost_status",
         "started_at",
         "finished_at",
     )
-    list_filter = ("status", "runtime")
+    list_filter = ("status", "runtime", "cost_status", "error_class")
     search_fields = ("task__id", "agent_id")

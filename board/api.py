@@ -431,7 +431,12 @@ class ClaimView(APIView):
         operation_id="board_tasks_claim",
         request=ClaimBody,
         responses=with_errors(
-            {200: ClaimedSerializer}, "not_found", "conflict", "validation_error", "forbidden"
+            {200: ClaimedSerializer},
+            "not_found",
+            "conflict",
+            "budget_paused",
+            "validation_error",
+            "forbidden",
         ),
     )
     @idempotent
@@ -464,7 +469,9 @@ class ClaimNextView(APIView):
     @extend_schema(
         operation_id="board_claim_next",
         request=ClaimNextBody,
-        responses=with_errors({200: ClaimedSerializer, 204: None}, "validation_error", "forbidden"),
+        responses=with_errors(
+            {200: ClaimedSerializer, 204: None}, "budget_paused", "validation_error", "forbidden"
+        ),
     )
     @idempotent
     def post(self, request: Request) -> Response:

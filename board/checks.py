@@ -61,6 +61,13 @@ def check_max_attempts(value: Any) -> int | None:
     return check_int(value, "max_attempts", low=1, high=MAX_ATTEMPTS_MAX)
 
 
+def check_max_run_cents(value: Any) -> int | None:
+    """A run's ceiling in cents: a whole number >= 1, or None for none."""
+    if value is None:
+        return None
+    return check_int(value, "max_run_cents", low=1, high=2**31 - 1)
+
+
 def check_label(value: Any, field: str = "label") -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > LABEL_MAX:
         raise ValidationFailed(

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from core.errors import ClawbooError, Conflict, NotFound, RateLimited, ValidationFailed
 
 __all__ = [
+    "BudgetNotFound",
+    "BudgetPaused",
     "ClaimConflict",
     "ClaimRequired",
     "DependencyCycle",
@@ -79,3 +81,24 @@ class RootRateLimited(RateLimited):
 
 class NotFileMutating(ClawbooError):
     code = "not_file_mutating"
+
+
+class BudgetNotFound(NotFound):
+    def __init__(self, budget_id: str) -> None:
+        super().__init__(f"budget {budget_id!r} does not exist")
+
+
+class BudgetPaused(ClawbooError):
+    """A cap budget that covers the work has reached its limit: nothing more is claimed
+    until a person resumes it or its window ends. Never retry before then."""
+
+    code = "budget_paused"
+
+    def __init__(self, budget: object) -> None:
+        scope, scope_id = getattr(budget, "scope", "?"), getattr(budget, "scope_id", "?")
+        super().__init__(
+            f"the {scope} {scope_id!r} has spent its budget; resume it or wait for its window",
+            budget=getattr(budget, "pk", None),
+            scope=scope,
+            scope_id=scope_id,
+        )

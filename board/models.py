@@ -6,6 +6,7 @@ them. Every table carries the dormant ``tenant_id`` seam of seed 000.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 from urllib.parse import urlencode
 
@@ -87,8 +88,15 @@ class Task(models.Model):
     # reviewer, attempts}``; :mod:`board.judgement` declares its shape.
     verification_detail = models.JSONField(null=True, blank=True)
 
+    # Spend: this task's own runs (every attempt), and its tree's (itself and every
+    # descendant), both kept by the data layer as runs report usage, so a card and
+    # a budget read one figure while runs go (board.store.spend).
     cost_tokens = models.BigIntegerField(default=0)
     cost_cents = models.BigIntegerField(default=0)
+    tree_cost_tokens = models.BigIntegerField(default=0)
+    tree_cost_cents = models.BigIntegerField(default=0)
+    # The per-run ceiling: a run whose cost reaches it is stopped. Null: none.
+    max_run_cents = models.BigIntegerField(null=True, blank=True)
 
     dropped = models.BooleanField(default=False)
     tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
@@ -283,6 +291,12 @@ class ExecutionStatus(models.TextChoices):
     CANCELLED = "cancelled"
 
 
+class CostStatus(models.TextChoices):
+    REPORTED = "reported"  # the runtime priced the run itself
+    ESTIMATED = "estimated"  # tokens priced by CLAWBOO_MODEL_PRICES
+    UNKNOWN = "unknown"  # no usage, or a model the table does not price
+
+
 class ExecutionProcess(models.Model):
     """One run of a task by an executor, opened only after a successful claim."""
 
@@ -297,7 +311,14 @@ class ExecutionProcess(models.Model):
     native_session_id = models.CharField(max_length=255, null=True, blank=True)
     tokens_in = models.BigIntegerField(default=0)
     tokens_out = models.BigIntegerField(default=0)
+    cache_read = models.BigIntegerField(default=0)
+    cache_write = models.BigIntegerField(default=0)
     cost_cents = models.BigIntegerField(default=0)
+    cost_status = models.CharField(
+        max_length=16, choices=CostStatus.choices, default=CostStatus.UNKNOWN
+    )
+    # Why a run failed or was stopped (GOVERNANCE.md §2), blank while it goes well.
+    error_class = models.CharField(max_length=32, blank=True, default="")
     git_before = models.CharField(max_length=64, null=True, blank=True)
     git_after = models.CharField(max_length=64, null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
@@ -332,7 +353,11 @@ class ExecutionProcess(models.Model):
             "native_session_id": self.native_session_id,
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
             "cost_cents": self.cost_cents,
+            "cost_status": self.cost_status,
+            "error_class": self.error_class,
             "git_before": self.git_before,
             "git_after": self.git_after,
             "exit_code": self.exit_code,
@@ -341,3 +366,119 @@ class ExecutionProcess(models.Model):
             "started_at": iso(self.started_at),
             "finished_at": iso(self.finished_at),
         }
+
+
+class BudgetScope(models.TextChoices):
+    TEAM = "team"
+    AGENT = "agent"
+    ROUTINE = "routine"
+    TASK_TREE = "task_tree"
+
+
+class BudgetWindow(models.TextChoices):
+    DAY = "day"
+    MONTH = "month"
+    TOTAL = "total"
+
+
+class BudgetMode(models.TextChoices):
+    WARN = "warn"
+    CAP = "cap"
+
+
+class Budget(models.Model):
+    """A spend limit on a scope (team, agent, routine, task tree) per window.
+
+    ``spent_cents`` is the scope's spend in the window that began at
+    ``window_start``, added to in the same transaction as each run's usage
+    (board.store.spend), so every worker on every host reads one figure. A cap
+    that is reached sets ``paused_until`` (the window's end): the claim tests
+    that one column, and a new window lifts the pause with no sweeper.
+    """
+
+    team = models.ForeignKey("clawboo.Team", on_delete=models.CASCADE, related_name="budgets")
+    scope = models.CharField(max_length=16, choices=BudgetScope.choices)
+    scope_id = models.CharField(max_length=128)
+    window = models.CharField(max_length=8, choices=BudgetWindow.choices)
+    limit_cents = models.BigIntegerField()
+    mode = models.CharField(max_length=8, choices=BudgetMode.choices, default=BudgetMode.WARN)
+    window_start = models.DateTimeField()
+    spent_cents = models.BigIntegerField(default=0)
+    # What this window may spend before the cap pauses it again: the limit, or more
+    # after a resume with grace. Null: the limit.
+    pause_at_cents = models.BigIntegerField(null=True, blank=True)
+    # The crossings already notified in this window (80 %, 100 %).
+    warned = models.BooleanField(default=False)
+    exhausted = models.BooleanField(default=False)
+    paused_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "budgets"
+        ordering = ["team", "scope", "scope_id", "id"]
+        indexes = [
+            models.Index(fields=["scope", "scope_id"], name="budgets_scope_idx"),
+            # The claim's probe: is anything paused right now? Nearly always empty.
+            models.Index(
+                fields=["paused_until"],
+                name="budgets_paused_idx",
+                condition=Q(paused_until__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.scope_id}: {self.limit_cents}¢/{self.window} ({self.mode})"
+
+    def window_bounds(self, at: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+        return window_bounds(self.window, at)
+
+    def spent_at(self, at: dt.datetime) -> int:
+        """The scope's spend in the window ``at`` falls in (0 in a window not begun)."""
+        return self.spent_cents if self.window_start >= window_bounds(self.window, at)[0] else 0
+
+    def status_at(self, at: dt.datetime) -> str:
+        if self.mode == BudgetMode.CAP and self.paused_until is not None and self.paused_until > at:
+            return "paused"
+        spent = self.spent_at(at)
+        if spent * 100 >= self.limit_cents * 80:
+            return "soft_capped"
+        return "active"
+
+    def as_dict(self, at: dt.datetime) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "team": self.team_id,
+            "scope": self.scope,
+            "scope_id": self.scope_id,
+            "window": self.window,
+            "limit_cents": self.limit_cents,
+            "mode": self.mode,
+            "spent_cents": self.spent_at(at),
+            "status": self.status_at(at),
+            "window_start": window_bounds(self.window, at)[0].isoformat(),
+            "pause_at_cents": self.pause_at_cents
+            if self.window_start >= window_bounds(self.window, at)[0]
+            else None,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+# A "total" window began before any run and never ends.
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+NEVER = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
+
+
+def window_bounds(window: str, at: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+    """The UTC window (start, end) ``at`` falls in: its day, its month, or all time."""
+    at = at.astimezone(dt.UTC)
+    if window == BudgetWindow.DAY:
+        start = at.replace(hour=0, minute=0, second=0, microsecond=0)
+        return start, start + dt.timedelta(days=1)
+    if window == BudgetWindow.MONTH:
+        start = at.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        end = (start + dt.timedelta(days=32)).replace(day=1)
+        return start, end
+    return EPOCH, NEVER

@@ -95,7 +95,11 @@ class TaskSerializer(serializers.Serializer):
         allow_null=True, help_text="id of the team's registered repository it works in"
     )
     verification = VerificationSerializer(allow_null=True)
-    cost = serializers.DictField()
+    max_run_cents = serializers.IntegerField(allow_null=True)
+    cost = serializers.DictField(
+        help_text="{cents, tokens, tree_cents, tree_tokens}: this task's runs (every "
+        "attempt), and its tree's (itself and every descendant), live while runs go"
+    )
     dropped = serializers.BooleanField()
     revision = serializers.IntegerField()
     incarnation_id = serializers.CharField()
@@ -130,6 +134,7 @@ class TaskCreateSerializer(serializers.Serializer):
         "must be exactly a registered repository's path (else 400)",
     )
     max_attempts = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    max_run_cents = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     id = serializers.CharField(required=False, max_length=128)
     depends_on = serializers.ListField(child=serializers.CharField(), required=False)
     created_by_agent_id = serializers.CharField(required=False, allow_null=True)
@@ -149,6 +154,7 @@ class TaskPatchSerializer(serializers.Serializer):
         "metadata.repo_path from staff resolves to (or registers) one, from anyone else it "
         "must be exactly a registered repository's path (else 400)",
     )
+    max_run_cents = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     if_revision = serializers.IntegerField(
         required=False,
         min_value=0,
@@ -193,7 +199,11 @@ class ExecutionSerializer(serializers.Serializer):
     status = serializers.CharField()
     tokens_in = serializers.IntegerField()
     tokens_out = serializers.IntegerField()
+    cache_read = serializers.IntegerField()
+    cache_write = serializers.IntegerField()
     cost_cents = serializers.IntegerField()
+    cost_status = serializers.ChoiceField(choices=["reported", "estimated", "unknown"])
+    error_class = serializers.CharField()
     git_before = serializers.CharField(allow_null=True)
     git_after = serializers.CharField(allow_null=True)
     error = serializers.CharField(allow_null=True)

@@ -45,6 +45,7 @@ FIELDS: tuple[tuple[str, str, Kind], ...] = (
     ("file_mutating", "file_mutating", "bool"),
     ("repository", "repository_id", "value"),
     ("verification", "verdict", "verification"),
+    ("max_run_cents", "max_run_cents", "value"),
     ("cost", "cost_tokens", "cost"),
     ("dropped", "dropped", "bool"),
     ("revision", "revision", "value"),
@@ -79,7 +80,12 @@ _PY: dict[Kind, Callable[[Any, str, list[str] | None], Any]] = {
     "json": lambda task, col, deps: getattr(task, col),
     "time": lambda task, col, deps: _iso(getattr(task, col)),
     "verification": lambda task, col, deps: verification(task),
-    "cost": lambda task, col, deps: {"tokens": task.cost_tokens, "cents": task.cost_cents},
+    "cost": lambda task, col, deps: {
+        "cents": task.cost_cents,
+        "tokens": task.cost_tokens,
+        "tree_cents": task.tree_cost_cents,
+        "tree_tokens": task.tree_cost_tokens,
+    },
     "deps": lambda task, col, deps: sorted(deps) if deps is not None else None,
 }
 _PY_FIELDS = tuple((key, column, _PY[kind]) for key, column, kind in FIELDS)

@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError
 from board import store
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import Task
+from board.store import spend as spend_store
 from boardmcp.credentials import Caller
 from core import registry
 from core.checks import check_storable
@@ -504,6 +505,30 @@ def write_handoff(
     return {"handoff": worktree_service.write_handoff(tid, doc)}
 
 
+@board_call
+def spend(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
+    """What your team has spent against its budgets (each with spent_cents and
+    status: active, soft_capped or paused -- a paused cap claims nothing more), and
+    what a task and its subtasks cost so far (defaults to the task you were started
+    for). Use it before splitting off more work."""
+    caller = caller_of(ctx)
+    at = store.now()
+    teams = None if caller.teams is None else list(caller.teams)
+    body: dict[str, Any] = {
+        "budgets": [b.as_dict(at) for b in spend_store.list_budgets(teams)],
+        "task": None,
+    }
+    wanted = task_id if task_id is not None else caller.task_id
+    if wanted is not None:
+        task = _visible(caller, wanted)
+        body["task"] = {
+            "id": task.id,
+            "max_run_cents": task.max_run_cents,
+            **task.as_dict()["cost"],
+        }
+    return body
+
+
 TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
     (list_tasks, READ),
     (get_task, READ),
@@ -518,6 +543,7 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
     (request_review, WRITE),
     (read_handoff, READ),
     (write_handoff, WRITE),
+    (spend, READ),
 )
 
 

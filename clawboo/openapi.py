@@ -70,6 +70,12 @@ SUMMARIES: dict[str, str] = {
     "schedules_update": "Change a schedule",
     "schedules_destroy": "Delete a schedule",
     "schedules_run": "Run a schedule now",
+    "budgets_list": "List your teams' budgets with their spend and status",
+    "budgets_create": "Create a budget over a team, agent, routine or task tree (staff)",
+    "budgets_read": "Read a budget: spent_cents and status in its current window",
+    "budgets_update": "Change a budget's limit, mode, window or scope (staff)",
+    "budgets_delete": "Delete a budget (staff)",
+    "budgets_resume": "Lift a paused cap, optionally with grace_cents more to spend (staff)",
 }
 
 

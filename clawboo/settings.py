@@ -248,6 +248,38 @@ CLAWBOO_TASK_COMMAND_ALLOWLIST = env_json_list("CLAWBOO_TASK_COMMAND_ALLOWLIST")
 if not all(isinstance(e, str) for e in CLAWBOO_TASK_COMMAND_ALLOWLIST):
     raise ImproperlyConfigured("CLAWBOO_TASK_COMMAND_ALLOWLIST is a JSON list of strings")
 
+# What a model's tokens cost, in cents per million tokens, for runs whose runtime
+# reports tokens but no price (executor.pricing): {model: {in, out, cache_read,
+# cache_write}}. The shipped table covers the models the pinned runtimes use;
+# CLAWBOO_MODEL_PRICES (JSON, same shape) adds models or replaces their rates.
+DEFAULT_MODEL_PRICES: dict[str, dict[str, int]] = {
+    # Claude Code 2.1's default model; its own price list charges these rates.
+    "claude-opus-5-5": {"in": 400, "out": 2000, "cache_read": 40, "cache_write": 500},
+    "claude-sonnet-x": {"in": 300, "out": 1500, "cache_read": 30, "cache_write": 375},
+    "gpt-5": {"in": 125, "out": 1000, "cache_read": 13, "cache_write": 0},
+    "gpt-5-codex": {"in": 125, "out": 1000, "cache_read": 13, "cache_write": 0},
+    # The scripted model the real-runtime tier points every CLI at.
+    "fake-model": {"in": 100, "out": 400, "cache_read": 10, "cache_write": 125},
+}
+
+
+def env_json_object(name: str) -> dict[str, object]:
+    import json
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object")
+    return value
+
+
+CLAWBOO_MODEL_PRICES = {**DEFAULT_MODEL_PRICES, **env_json_object("CLAWBOO_MODEL_PRICES")}
+
 # How an approved change lands, unless the repository's own git config says
 # (``clawboo.landing``, ``clawboo.onConflict``): ``squash`` (one commit) or ``merge``;
 # a conflict goes back to the agent (``rework``) or parks the task (``block``).

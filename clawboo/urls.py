@@ -8,9 +8,11 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from board import api as board_api
+from board.usage import usage_page
 from board.views import BoardLoginView, board_page
 from core.api import registry_views, repository_views
 from core.api.errors import api_404
+from ops import budgets
 from ops.health import healthz
 from ops.metrics import metrics_view
 from routines import api as routine_api
@@ -64,6 +66,9 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("teams/<str:team_id>/chat", registry_views.TeamChatView.as_view()),
     path("teams/<str:team_id>/events", registry_views.TeamEventsView.as_view()),
     path("worktrees/gc", worktree_api.GcView.as_view()),
+    path("budgets", budgets.BudgetListView.as_view()),
+    path("budgets/<str:budget_id>", budgets.BudgetDetailView.as_view()),
+    path("budgets/<str:budget_id>/resume", budgets.BudgetResumeView.as_view()),
     path("routines", routine_api.RoutineListView.as_view()),
     path("routines/<str:routine_id>", routine_api.RoutineDetailView.as_view()),
     path("routines/<str:routine_id>/pause", routine_api.RoutinePauseView.as_view()),
@@ -91,6 +96,7 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("board/", board_page, name="board"),
     path("board/routines/", routine_views.routines_page, name="routines"),
+    path("board/usage/", usage_page, name="usage"),
     path("board/routines/new/", routine_views.new_routine, name="routine-new"),
     path("board/routines/<str:routine_id>/edit/", routine_views.edit_routine, name="routine-edit"),
     path(

@@ -42,6 +42,10 @@ _QUIET_KINDS = frozenset(
     {
         "claimed",
         "commented",
+        "cost_changed",
+        "budget_stopped",
+        "budget_warning",
+        "budget_exhausted",
         "dependency_added",
         "verification_overridden",
         "routine_fired",

@@ -51,7 +51,9 @@ def fingerprint(runtime: str, settings: Mapping[str, Any] | None) -> str:
 
 def agent_allowlisted(runtime: str, settings: Mapping[str, Any] | None) -> bool:
     wanted = execution_part(runtime, settings)
-    for entry in getattr(django_settings, "CLAWBOO_AGENT_ALLOWLIST", ()):
+    for entry in django_settings.CLAWBOO_AGENT_ALLOWLIST:
+        # settings.py refused any entry that is not an object at startup.
+        assert isinstance(entry, dict)
         if execution_part(entry.get("runtime", ""), entry.get("settings")) == wanted:
             return True
     return False
@@ -88,7 +90,7 @@ def check_task_commands(metadata: Any, *, operator: bool) -> None:
     """Refuse (403) a non-operator's task metadata naming commands the gate would run."""
     if operator or not isinstance(metadata, Mapping):
         return
-    allowed = set(getattr(django_settings, "CLAWBOO_TASK_COMMAND_ALLOWLIST", ()))
+    allowed = set(django_settings.CLAWBOO_TASK_COMMAND_ALLOWLIST)
     for key in TASK_COMMAND_KEYS:
         value = metadata.get(key)
         if value in (None, "") or (isinstance(value, str) and value in allowed):

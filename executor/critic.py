@@ -43,11 +43,11 @@ class CriticReport:
 
 
 def min_files() -> int:
-    return int(getattr(settings, "CLAWBOO_CRITIC_MIN_FILES", 5))
+    return int(settings.CLAWBOO_CRITIC_MIN_FILES)
 
 
 def min_lines() -> int:
-    return int(getattr(settings, "CLAWBOO_CRITIC_MIN_LINES", 300))
+    return int(settings.CLAWBOO_CRITIC_MIN_LINES)
 
 
 def is_risky(task: Task, diffstat: dict[str, Any]) -> bool:
@@ -149,7 +149,7 @@ def review(
     key: str | None = None
     try:
         diff = checkouts.git_out(["diff", "--no-color", base, head], cwd=checkout)
-        mcp_url = getattr(settings, "CLAWBOO_MCP_URL", "")
+        mcp_url = settings.CLAWBOO_MCP_URL
         if mcp_url and capabilities(reviewer.runtime).mcp:
             key = mcp_credentials.mint_run_credential(reviewer.id, task.id, ticket, read_only=True)
         request = RunRequest(

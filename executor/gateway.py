@@ -80,6 +80,9 @@ class GatewayReply:
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost_cents: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -400,6 +403,7 @@ def abort_run(client: GatewayClient | None, config: GatewayConfig, run: AgentRun
 def _reply_from_final(final: dict[str, Any], run: AgentRun) -> GatewayReply:
     status = final.get("status") or "ok"
     tokens_in, tokens_out = reply_usage(final)
+    cache_read, cache_write = reply_cache(final)
     return GatewayReply(
         status=status if status in ("ok", "timeout") else "error",
         run_id=final.get("runId") or run.run_id,
@@ -407,6 +411,9 @@ def _reply_from_final(final: dict[str, Any], run: AgentRun) -> GatewayReply:
         session_key=run.session_key,
         tokens_in=tokens_in,
         tokens_out=tokens_out,
+        cache_read=cache_read,
+        cache_write=cache_write,
+        model=reply_model(final),
         error="" if status == "ok" else f"openclaw run ended with status {status!r}",
     )
 
@@ -448,12 +455,34 @@ def reply_text(final: dict[str, Any]) -> str:
     return summary if isinstance(summary, str) and summary != "completed" else ""
 
 
-def reply_usage(final: dict[str, Any]) -> tuple[int | None, int | None]:
-    """Tokens in and out from ``result.meta.agentMeta.usage {input, output}``."""
+def _agent_meta(final: dict[str, Any]) -> dict[str, Any]:
     result = final.get("result")
     meta = result.get("meta") if isinstance(result, dict) else None
     agent_meta = meta.get("agentMeta") if isinstance(meta, dict) else None
-    usage = agent_meta.get("usage") if isinstance(agent_meta, dict) else None
+    return agent_meta if isinstance(agent_meta, dict) else {}
+
+
+def reply_model(final: dict[str, Any]) -> str | None:
+    """The model that ran (``agentMeta.model``), which prices the run's tokens."""
+    model = _agent_meta(final).get("model")
+    return model if isinstance(model, str) and model else None
+
+
+def reply_cache(final: dict[str, Any]) -> tuple[int | None, int | None]:
+    """Cache read and write tokens from ``agentMeta.usage {cacheRead, cacheWrite}``."""
+    usage = _agent_meta(final).get("usage")
+    if not isinstance(usage, dict):
+        return None, None
+    read, write = usage.get("cacheRead"), usage.get("cacheWrite")
+    return (
+        read if isinstance(read, int) and not isinstance(read, bool) and read >= 0 else None,
+        write if isinstance(write, int) and not isinstance(write, bool) and write >= 0 else None,
+    )
+
+
+def reply_usage(final: dict[str, Any]) -> tuple[int | None, int | None]:
+    """Tokens in and out from ``result.meta.agentMeta.usage {input, output}``."""
+    usage = _agent_meta(final).get("usage")
     if not isinstance(usage, dict):
         return None, None
 

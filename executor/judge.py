@@ -28,6 +28,7 @@ from django.conf import settings
 
 from board import judgement, store
 from board.models import Task, Verdict, Workspace
+from core import repositories
 from core.errors import ClawbooError
 from core.models import Agent
 from executor import critic, verification
@@ -58,20 +59,22 @@ class FixRequest:
 
 
 def verify_required() -> bool:
-    return bool(getattr(settings, "CLAWBOO_VERIFY_REQUIRED", True))
+    return bool(settings.CLAWBOO_VERIFY_REQUIRED)
 
 
 def max_fix_cycles() -> int:
-    return int(getattr(settings, "CLAWBOO_MAX_FIX_CYCLES", 1))
+    return int(settings.CLAWBOO_MAX_FIX_CYCLES)
 
 
-def repository_verify_command(repo_path: str | None) -> str:
-    """The repository's default verify command.
-
-    Seam: the repository registry (a ``Repository`` row with ``verify_cmd``) is not on
-    this branch's base yet; until it is, a repository has no default of its own.
-    """
-    return ""
+def repository_verify_command(task: Task, repo_path: str | None) -> str:
+    """The default verify command of the repository the task works in: the one it
+    names, else the team's registered repository at ``repo_path``."""
+    repo = None
+    if task.repository_id is not None:
+        repo = repositories.registered(task.repository_id, task.team_id)
+    if repo is None and repo_path:
+        repo = repositories.for_real_path(task.team_id, Path(repo_path).resolve())
+    return repo.verify_cmd if repo is not None and repo.verify_cmd else ""
 
 
 def verify_command(task: Task, agent: Agent, repo_path: str | None) -> str:
@@ -84,7 +87,7 @@ def verify_command(task: Task, agent: Agent, repo_path: str | None) -> str:
     default = (agent.settings or {}).get("verify_cmd")
     if isinstance(default, str) and default.strip():
         return default
-    return repository_verify_command(repo_path)
+    return repository_verify_command(task, repo_path)
 
 
 def _fix_for_gate(gate: dict[str, Any]) -> FixRequest:

@@ -28,14 +28,15 @@ from typing import Any
 from django.conf import settings
 
 from board import ceilings, store
-from board.errors import ClaimConflict, DepthExceeded
+from board.errors import BudgetPaused, ClaimConflict, DepthExceeded
 from board.models import Task
+from board.store import spend as spend_store
 from boardmcp import credentials as mcp_credentials
 from core import beats, reconnect, registry, repositories, server_commands, wakeups
 from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
-from executor import judge
+from executor import judge, pricing
 from executor.runtimes import (
     McpEndpoint,
     RunRequest,
@@ -44,12 +45,16 @@ from executor.runtimes import (
     capabilities,
     resume_id_for,
 )
-from executor.runtimes.base import start_run
+from executor.runtimes.base import Outcome, UsageSoFar, start_run
 from worktrees import agent_files, checkouts, handoff, scaffold
 from worktrees import service as worktree_service
 
 log = logging.getLogger(__name__)
 
+# How long the run's loop waits for news (usage reported, the run ended) before it
+# looks again: usage is written to the board and checked against the budgets as
+# soon as it is reported, and the run's end is noticed within this.
+USAGE_CHECK_S = 0.05
 DEFAULT_RUN_TIMEOUT_S = 3600.0
 LOG_TAIL = 64_000
 
@@ -86,6 +91,45 @@ class _Clock:
         finally:
             spent = time.perf_counter() - start
             self.report.timings[name] = self.report.timings.get(name, 0.0) + spent
+
+
+class _UsageMeter:
+    """The latest usage a run's reader thread reported, taken by the executor's loop.
+
+    The ceiling is checked here, on the reader thread, as each report arrives
+    (pricing needs no database): the run is cancelled at the report that reaches
+    it, not at the loop's next look, so it overshoots by what the process printed
+    before the signal reached it."""
+
+    def __init__(self, ceiling: int | None) -> None:
+        self._lock = threading.Lock()
+        self._latest: UsageSoFar | None = None
+        # Set when a report arrives, so the executor's loop writes it at once.
+        self.reported = threading.Event()
+        self.ceiling = ceiling
+        self.over: str | None = None
+        self.cancel: Callable[[], None] | None = None
+
+    def report(self, usage: UsageSoFar) -> None:
+        with self._lock:
+            self._latest = usage
+        self.reported.set()
+        if self.ceiling is None or self.over is not None:
+            return
+        priced = pricing.usage_of(pricing.Tokens(**usage.__dict__))
+        if priced.cost_cents >= self.ceiling:
+            self.over = (
+                f"stopped: the run cost {priced.cost_cents}¢ ({priced.cost_status}), "
+                f"reaching its ceiling of {self.ceiling}¢ (max_run_cents)"
+            )
+            if self.cancel is not None:
+                self.cancel()
+
+    def take(self) -> UsageSoFar | None:
+        with self._lock:
+            latest, self._latest = self._latest, None
+            self.reported.clear()
+            return latest
 
 
 def heartbeat_seconds() -> float:
@@ -129,6 +173,8 @@ class Executor:
         )
         self.heartbeat_s = heartbeat_s if heartbeat_s is not None else heartbeat_seconds()
         self.on_output = on_output
+        # Why the current run was stopped for spend (set by _run), or None.
+        self._spend_stop: str | None = None
 
     # --- entry points ---------------------------------------------------------
 
@@ -157,13 +203,18 @@ class Executor:
                 started.task.id, started.ticket, report=report, execution_id=started.execution.id
             )
         leased_at = time.monotonic()
-        with _Clock(report).phase("board"):
-            claimed = store.claim_next(
-                self.agent.id,
-                runtime=self.agent.runtime,
-                team=team or self.agent.team_id,
-                lease_ms=self.lease_ms,
-            )
+        try:
+            with _Clock(report).phase("board"):
+                claimed = store.claim_next(
+                    self.agent.id,
+                    runtime=self.agent.runtime,
+                    team=team or self.agent.team_id,
+                    lease_ms=self.lease_ms,
+                )
+        except BudgetPaused as paused:
+            # Waits like a refusal: a resume or a new window is a board change.
+            report.outcome, report.error = "refused", paused.detail
+            return report
         if claimed is None or claimed.task is None or claimed.ticket is None:
             return report
         return self.run_claimed(claimed.task.id, claimed.ticket, report=report, leased_at=leased_at)
@@ -216,6 +267,10 @@ class Executor:
                 report.outcome = "lost"
                 self._close(execution_id, "cancelled", None, git_before, None, "claim lost")
                 return self._finish(report)
+            if self._spend_stop is not None:
+                return self._stopped_for_spend(
+                    report, execution_id, ticket, result, git_before, cwd, in_worktree, clock
+                )
             if in_worktree:
                 with clock.phase("git"):
                     self._write_handoff(cwd, result)
@@ -385,7 +440,14 @@ class Executor:
         """Run the adapter, heartbeating every ``heartbeat_s``: the first beat at once,
         or one interval after ``leased_at`` (a claim just taken renewed the lease
         itself). Returns None when a heartbeat finds the claim lost (the run is
-        cancelled)."""
+        cancelled).
+
+        The run's streamed usage is written to its execution as it comes (the task's
+        cost is live) and priced: a run that reaches its ceiling, or whose scope a
+        cap budget paused, is cancelled and ``_spend_stop`` says why."""
+        self._spend_stop = None
+        ceiling = spend_store.run_ceiling(task, dict(self.agent.settings or {}))
+        meter = _UsageMeter(ceiling)
         state = handoff.reconstruct_state(cwd) if in_worktree else None
         resume = resume_id_for(
             self.agent.runtime,
@@ -408,6 +470,7 @@ class Executor:
                 settings=dict(self.agent.settings or {}),
                 resume_session_id=resume,
                 mcp=McpEndpoint(mcp_url, key) if mcp_url and key is not None else None,
+                on_usage=meter.report,
             )
             adapter = adapter_for(self.agent.runtime)
             # Every line of the run, kept whole (the row keeps a tail) and streamed to
@@ -416,6 +479,9 @@ class Executor:
             on_output = _tee(log, self.on_output)
             with clock.phase("runtime"):
                 handle = start_run(adapter, request, on_output=on_output)
+            meter.cancel = handle.cancel
+            if meter.over is not None:  # reached before the handle was known
+                handle.cancel()
             lost = False
             outage = reconnect.Outage(f"run of task {task.id}")
             due = 0.0 if leased_at is None else leased_at + self.heartbeat_s
@@ -437,17 +503,79 @@ class Executor:
                         if beat.declined:
                             lost = True
                             handle.cancel()
+                usage = meter.take()
+                if usage is not None and execution_id is not None and not lost:
+                    try:
+                        with clock.phase("board"):
+                            stop = self._record_usage(execution_id, usage, ceiling)
+                    except Exception as exc:
+                        if not reconnect.is_unavailable(exc):
+                            raise
+                        # The database is away: this report is not written; the
+                        # run's close writes its final usage.
+                        stop = None
+                    if stop is not None and self._spend_stop is None:
+                        self._spend_stop = stop
+                        handle.cancel()
+                wait = min(max(due - time.monotonic(), 0.0), USAGE_CHECK_S)
                 with clock.phase("runtime"):
-                    finished = handle.wait(max(due - time.monotonic(), 0.0))
+                    meter.reported.wait(wait)
+                    finished = handle.done()
                 if finished:
                     break
             result = handle.result()
+            if meter.over is not None and self._spend_stop is None:
+                self._spend_stop = meter.over
         finally:
             if key is not None:
                 settle_despite_outage(lambda: mcp_credentials.revoke_run_credential(key))
             if log is not None:
                 log.close()
         return None if lost else result
+
+    def _record_usage(
+        self, execution_id: int, usage: UsageSoFar, ceiling: int | None
+    ) -> str | None:
+        """Write the run's usage so far; why it must stop (ceiling, paused budget), or None."""
+        priced = pricing.usage_of(pricing.Tokens(**usage.__dict__))
+        recorded = spend_store.record_usage(execution_id, priced)
+        if ceiling is not None and priced.cost_cents >= ceiling:
+            return (
+                f"stopped: the run cost {priced.cost_cents}¢ ({priced.cost_status}), "
+                f"reaching its ceiling of {ceiling}¢ (max_run_cents)"
+            )
+        if recorded is not None and recorded.paused:
+            budget = recorded.paused[0]
+            return (
+                f"stopped: the {budget.scope} {budget.scope_id!r} reached its "
+                f"{budget.limit_cents}¢ {budget.window} budget (cap)"
+            )
+        return None
+
+    def _stopped_for_spend(
+        self,
+        report: WorkReport,
+        execution_id: int,
+        ticket: str,
+        result: RunResult,
+        git_before: str | None,
+        cwd: Path,
+        in_worktree: bool,
+        clock: _Clock,
+    ) -> WorkReport:
+        """A run stopped for spend: execution ``cancelled`` (``error_class: budget``),
+        the task back to todo with a comment saying why, one notification."""
+        why = self._spend_stop or "stopped for spend"
+        git_after = self._checkpoint(cwd, report.task_id or "", clock) if in_worktree else None
+        result.outcome = Outcome.CANCELLED
+        self._close(execution_id, "cancelled", result, git_before, git_after, why, "budget")
+        with clock.phase("board"):
+            released = store.release(report.task_id or "", ticket=ticket)
+            if not released.declined:
+                spend_store.note_budget_stop(report.task_id or "", why)
+        report.outcome, report.error = "cancelled", why
+        report.worktree = "kept" if in_worktree else None
+        return self._finish(report)
 
     def _write_handoff(self, cwd: Path, result: RunResult) -> None:
         """Keep the runtime's own handoff if it wrote one this run; else write ours."""
@@ -521,6 +649,8 @@ class Executor:
     ) -> WorkReport:
         if not in_worktree:
             with clock.phase("board"):
+                # Before the completion, which closes the run's row with its own words.
+                spend_store.record_usage(execution_id, _priced(result))
                 outcome = store.complete(
                     task.id,
                     {"summary": result.summary},
@@ -578,16 +708,17 @@ class Executor:
         git_before: str | None,
         git_after: str | None,
         error: str | None,
+        error_class: str = "",
     ) -> None:
         if execution_id is None:
             return
+        usage = _priced(result).__dict__ if result is not None else {}
         store.close_execution(
             execution_id,
             outcome,
             git_before=git_before,
-            tokens_in=(result.tokens_in or 0) if result else 0,
-            tokens_out=(result.tokens_out or 0) if result else 0,
-            cost_cents=(result.cost_cents or 0) if result else 0,
+            error_class=error_class,
+            **usage,
             git_after=git_after,
             exit_code=result.exit_code if result else None,
             error=error,
@@ -600,6 +731,20 @@ class Executor:
             task = store.find_task(report.task_id)
             report.status = task.status if task else None
         return report
+
+
+def _priced(result: RunResult) -> spend_store.Usage:
+    """A finished run's usage with its cost: reported, estimated or unknown."""
+    return pricing.usage_of(
+        pricing.Tokens(
+            tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out,
+            cache_read=result.cache_read,
+            cache_write=result.cache_write,
+            cost_cents=result.cost_cents,
+            model=result.model,
+        )
+    )
 
 
 def run_claimed_task(task_id: str, agent_id: str, ticket: str) -> dict[str, Any]:

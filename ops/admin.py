@@ -1,5 +1,6 @@
-"""Admin for notifications: channels are saved through :mod:`ops.notify`; each
-delivery is shown with its attempts and can be sent again."""
+"""Admin for notifications and budgets: channels are saved through :mod:`ops.notify`;
+each delivery is shown with its attempts and can be sent again; budgets are saved
+through :mod:`board.store.spend`."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 
+from board.models import Budget
+from board.store import spend
 from core.admin_forms import DataLayerAdmin
-from core.errors import ClawbooError
-from ops import notify
+from core.errors import ClawbooError, ValidationFailed
+from ops import budgets, notify
 from ops.models import NotificationChannel, NotificationDelivery, Reason
 
 
@@ -71,3 +75,50 @@ class NotificationDeliveryAdmin(admin.ModelAdmin):
     def send_again(self, request: HttpRequest, queryset: QuerySet[NotificationDelivery]) -> None:
         count = notify.retry_now(queryset.values_list("id", flat=True))
         self.message_user(request, f"queued {count} delivery(ies) again")
+
+
+@admin.register(Budget)
+class BudgetAdmin(DataLayerAdmin):
+    """Budgets, saved through :mod:`board.store.spend`; the team is the scope's."""
+
+    fields = ("scope", "scope_id", "window", "limit_cents", "mode", "team", "spent", "status")
+    readonly_fields = ("team", "spent", "status")
+    list_display = ("scope", "scope_id", "team", "window", "limit_cents", "mode", "spent", "status")
+    list_filter = ("scope", "window", "mode", "team")
+    search_fields = ("scope_id",)
+    actions = ["resume"]
+
+    @admin.display(description="spent (¢, this window)")
+    def spent(self, obj: Budget) -> int | str:
+        return obj.spent_at(timezone.now()) if obj.pk else "-"
+
+    @admin.display(description="status")
+    def status(self, obj: Budget) -> str:
+        return obj.status_at(timezone.now()) if obj.pk else "-"
+
+    def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:
+        fields = {name: getattr(obj, name) for name in budgets.FIELDS}
+        try:
+            team = budgets.scope_team(obj.scope, obj.scope_id)
+            if team is None:
+                raise ValidationFailed("scope_id", f"no {obj.scope} {obj.scope_id!r}")
+            if change:
+                saved = spend.update_budget(obj.pk, fields, team)
+            else:
+                saved = spend.create_budget(team, fields)
+        except ClawbooError as exc:
+            raise self.refuse(request, exc) from exc
+        obj.pk, obj.team_id = saved.pk, saved.team_id
+
+    def delete_model(self, request: HttpRequest, obj: Budget) -> None:
+        spend.delete_budget(obj.pk)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Budget]) -> None:
+        for budget in queryset:
+            spend.delete_budget(budget.pk)
+
+    @admin.action(description="Resume (lift a paused cap until the next spend)")
+    def resume(self, request: HttpRequest, queryset: QuerySet[Budget]) -> None:
+        for budget in queryset:
+            spend.resume_budget(budget.pk)
+        self.message_user(request, f"Resumed {queryset.count()} budget(s).")

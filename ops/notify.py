@@ -76,7 +76,21 @@ TEAMS_TTL_S = 5.0
 # How far back the minutely schedule looks for events whose notifications were never
 # recorded, and the kinds (besides changes of status) that can need a person.
 CATCH_UP_WINDOW = dt.timedelta(minutes=15)
-CANDIDATE_KINDS = ("routine_error", "verification_recorded", "commented")
+CANDIDATE_KINDS = (
+    "routine_error",
+    "verification_recorded",
+    "budget_warning",
+    "budget_exhausted",
+    "budget_stopped",
+    "commented",
+)
+# Events that are a person's moment by their kind alone (each is written once).
+_KIND_REASONS = {
+    "routine_error": Reason.ROUTINE_ERROR,
+    "budget_warning": Reason.BUDGET_WARNING,
+    "budget_exhausted": Reason.BUDGET_EXHAUSTED,
+    "budget_stopped": Reason.BUDGET_STOPPED,
+}
 
 
 # --- which events need a person ------------------------------------------------
@@ -86,8 +100,8 @@ def reason_for(event: Event) -> str | None:
     """Why ``event`` needs a person, or None. Entering review or blocked is a
     change of status (``prev_status`` set); a recorded verdict of ``fail`` is a
     failed verification; ``routine_error`` is a routine halted in error."""
-    if event.kind == "routine_error":
-        return Reason.ROUTINE_ERROR
+    if event.kind in _KIND_REASONS:
+        return _KIND_REASONS[event.kind]
     payload = event.payload if isinstance(event.payload, dict) else {}
     task = payload.get("task")
     if not isinstance(task, dict):
@@ -115,6 +129,9 @@ SUMMARY = {
     Reason.VERIFICATION_FAILED: "Task {task_id!r} ({title}) failed verification",
     Reason.ROUTINE_ERROR: "Routine {routine_id!r} halted in error",
     Reason.MENTIONED: "{author} mentioned {mentions} on task {task_id!r} ({title})",
+    Reason.BUDGET_WARNING: "The {scope} {scope_id!r} has spent {spent}¢ of its {limit}¢ budget",
+    Reason.BUDGET_EXHAUSTED: "The {scope} {scope_id!r} has spent its {limit}¢ budget ({spent}¢)",
+    Reason.BUDGET_STOPPED: "A run of task {task_id!r} ({title}) was stopped for spend",
 }
 
 
@@ -131,7 +148,19 @@ def body_for(event: Event, reason: str) -> str:
             "at": event.created_at.isoformat() if event.created_at else None,
         },
     }
-    facts = {"task_id": event.task_id, "title": "", "routine_id": payload.get("routine_id")}
+    found = payload.get("budget")
+    budget: dict[str, Any] = found if isinstance(found, dict) else {}
+    facts = {
+        "task_id": event.task_id,
+        "title": "",
+        "routine_id": payload.get("routine_id"),
+        "scope": budget.get("scope"),
+        "scope_id": budget.get("scope_id"),
+        "spent": budget.get("spent_cents"),
+        "limit": budget.get("limit_cents"),
+    }
+    if budget:
+        body["budget"] = budget
     if reason == Reason.MENTIONED:
         comment = payload.get("comment") or {}
         body["comment"] = {
@@ -278,7 +307,7 @@ os.register_at_fork(after_in_child=_forget_senders)
 
 
 def sender_count() -> int:
-    return int(getattr(settings, "CLAWBOO_NOTIFY_SENDERS", 4))
+    return int(settings.CLAWBOO_NOTIFY_SENDERS)
 
 
 def enqueue(delivery_ids: Iterable[int]) -> None:

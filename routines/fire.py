@@ -162,6 +162,8 @@ def materialize_task(routine: Routine, slot_at: int) -> Task:
         metadata=metadata,
         file_mutating=template.get("kind", "code") == "code",
         repository=template.get("repository"),
+        # The template's per-node cost cap is the run's ceiling (0: none).
+        max_run_cents=template.get("max_node_cents") or None,
     )
     return created.task
 
@@ -206,6 +208,8 @@ def dispatch_one_shot(routine: Routine, agent: Agent, task: Task, slot_at: int) 
     claim = board_store.claim(task.id, agent.id, agent.runtime)
     if claim.outcome == "conflict":
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="one-shot")
+    if claim.refusal is not None:
+        raise FireFailed(claim.refusal.detail)
     if claim.outcome != "ok" or claim.ticket is None:
         raise FireFailed(f"task {task.id!r} vanished before it could be claimed")
     run_executor(routine, agent, claim.task or task, claim.ticket)
@@ -232,6 +236,8 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
     claim = board_store.claim(task.id, agent.id, agent.runtime)
     if claim.outcome == "conflict":
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="connected")
+    if claim.refusal is not None:
+        raise FireFailed(claim.refusal.detail)
     if claim.outcome != "ok" or claim.ticket is None:
         raise FireFailed(f"task {task.id!r} vanished before it could be claimed")
     ticket = claim.ticket

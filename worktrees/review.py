@@ -92,7 +92,12 @@ def _executions(task: Task, log_chars: int) -> list[dict[str, Any]]:
         log = execution.log or ""
         body["log_tail"] = log[-log_chars:]
         body["log_truncated"] = len(log) > log_chars
-        body["tokens"] = execution.tokens_in + execution.tokens_out
+        body["tokens"] = (
+            execution.tokens_in
+            + execution.tokens_out
+            + execution.cache_read
+            + execution.cache_write
+        )
         rows.append(body)
     return rows
 
@@ -170,5 +175,5 @@ def review_of(
         },
         "verification": task.verification,
         "executions": _executions(task, tail),
-        "cost": {"tokens": task.cost_tokens, "cents": task.cost_cents},
+        "cost": task.as_dict()["cost"],
     }

@@ -27,8 +27,9 @@ from typing import Any, Literal
 from django.db import connection
 
 from board import checks
-from board.errors import ClaimConflict, TaskNotFound
+from board.errors import BudgetPaused, ClaimConflict, TaskNotFound
 from board.models import ExecutionStatus, Task
+from board.store import spend
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.executions import close_run_leaving
 from board.store.moves import clear_claim, move
@@ -36,7 +37,7 @@ from board.store.ready import READY_SQL, label_param, label_sql
 from board.store.tickets import Ticket, WriteOutcome, claim_standing, declined, recorded
 from board.transitions import Status
 from core import storage
-from core.errors import ValidationFailed
+from core.errors import ClawbooError, ValidationFailed
 
 MAX_ABANDONMENTS = 3  # seed 001: fixed, separate from max_attempts
 ABANDONED_ERROR = "abandoned: its lease lapsed {n} times without renewal"
@@ -44,9 +45,11 @@ ABANDONED_ERROR = "abandoned: its lease lapsed {n} times without renewal"
 
 @dataclass(frozen=True)
 class ClaimResult:
-    outcome: Literal["ok", "conflict", "not_found"]
+    outcome: Literal["ok", "conflict", "not_found", "budget_paused"]
     task: Task | None = None
     ticket: str | None = None
+    # The refusal's own exception, when it has more to say than its outcome.
+    refusal: ClawbooError | None = None
 
     @property
     def ok(self) -> bool:
@@ -56,6 +59,8 @@ class ClaimResult:
         """The refusal as the one exception type per outcome (for the API)."""
         if self.outcome == "not_found":
             raise TaskNotFound(task_id)
+        if self.refusal is not None:
+            raise self.refusal
         if self.outcome == "conflict":
             raise ClaimConflict(
                 "the task is not claimable: someone else holds it, or it is not ready"
@@ -82,17 +87,24 @@ _CLAIM_ONE_SQL = (
 )
 
 
-def _claim_next_sql(vendor: str, order: str, scoped: bool) -> str:
+def _claim_next_sql(vendor: str, order: str, scoped: bool, excluding: bool = False) -> str:
     """claim_next(): the first ready, unassigned task in ``order``, picked in a
     subquery (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so racers move on to the next
     task) and claimed under the guard. Binds: the SET values, [the teams — a JSON
-    array on SQLite, an array on PostgreSQL —], the label (or None) twice."""
+    array on SQLite, an array on PostgreSQL —], [the task ids passed over (a paused
+    budget's trees and routines), the same way], the label (or None) twice."""
     teams = ""
     if scoped:
         teams = (
             f"AND {_TABLE}.team_id = ANY(%s) "
             if vendor == "postgresql"
             else f"AND {_TABLE}.team_id IN (SELECT value FROM json_each(%s)) "  # noqa: S608
+        )
+    if excluding:
+        teams += (
+            f"AND {_TABLE}.id <> ALL(%s) "
+            if vendor == "postgresql"
+            else f"AND {_TABLE}.id NOT IN (SELECT value FROM json_each(%s)) "  # noqa: S608
         )
     no_label = "%s::text IS NULL" if vendor == "postgresql" else "%s IS NULL"
     lock = " FOR UPDATE SKIP LOCKED" if vendor == "postgresql" else ""
@@ -117,10 +129,11 @@ DISPATCH_ORDER: dict[str, str] = {
 # Every claim-next statement, written once: per database, dispatcher order, and
 # whether the candidates are scoped to teams.
 _CLAIM_NEXT_SQL = {
-    (vendor, dispatcher, scoped): _claim_next_sql(vendor, order, scoped)
+    (vendor, dispatcher, scoped, excluding): _claim_next_sql(vendor, order, scoped, excluding)
     for vendor in ("sqlite", "postgresql")
     for dispatcher, order in DISPATCH_ORDER.items()
     for scoped in (False, True)
+    for excluding in (False, True)
 }
 # Is any lease lapsed? An index probe (tasks_status_lease_idx).
 _ANY_LAPSED_SQL = f"SELECT 1 FROM {_TABLE} WHERE status = 'in_progress' AND lease_until < %s"  # noqa: S608
@@ -181,9 +194,15 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
 
     def run() -> Task | None:
         _release_lapsed_first(task_id)
+        found = Task.objects.filter(pk=task_id).first()
+        if found is not None:
+            spend.paused_refusal(found, agent)  # budget_paused, before any conflict
         return _claim_row(_CLAIM_ONE_SQL, [*_set_params(agent, rt, span), task_id])
 
-    task = storage.write(run)
+    try:
+        task = storage.write(run)
+    except BudgetPaused as paused:
+        return ClaimResult("budget_paused", refusal=paused)
     if task is None:
         if Task.objects.filter(pk=task_id).exists():
             return ClaimResult("conflict")
@@ -223,14 +242,20 @@ def claim_next(
         return None  # a caller who sees no team has nothing to claim
 
     vendor = connection.vendor
-    sql = _CLAIM_NEXT_SQL[vendor, dispatcher, teams is not None]
-    scope: list[Any] = []
-    if teams is not None:
-        scope = [teams if vendor == "postgresql" else json.dumps(teams)]
     labelled = [label, None if label is None else label_param(vendor, label)]
 
     def run() -> Task | None:
         _release_lapsed_first()
+        # A paused cap over the agent or all its teams refuses (BudgetPaused); over
+        # some teams, trees or routines, their tasks are passed over.
+        passed = spend.paused_exclusions(agent, teams)
+        scoped_teams = teams if passed is None else passed.teams
+        excluded = [] if passed is None else passed.task_ids
+        sql = _CLAIM_NEXT_SQL[vendor, dispatcher, scoped_teams is not None, bool(excluded)]
+        scope: list[Any] = []
+        for values in (scoped_teams, excluded or None):
+            if values is not None:
+                scope.append(values if vendor == "postgresql" else json.dumps(values))
         return _claim_row(sql, [*_set_params(agent, rt, span), *scope, *labelled])
 
     task = storage.write(run)

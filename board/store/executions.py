@@ -6,10 +6,11 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 
 from board.errors import ClaimConflict, TaskNotFound
-from board.models import ExecutionProcess, ExecutionStatus, Task
+from board.models import CostStatus, ExecutionProcess, ExecutionStatus, Task
+from board.store import spend
 from board.store._base import lock_task, now
 from board.store.tickets import Ticket, claim_standing
 from board.transitions import Status
@@ -135,6 +136,10 @@ def close_execution(
     tokens_in: int = 0,
     tokens_out: int = 0,
     cost_cents: int = 0,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    cost_status: str | None = None,
+    error_class: str = "",
     git_before: str | None = None,
     git_after: str | None = None,
     exit_code: int | None = None,
@@ -142,31 +147,38 @@ def close_execution(
     log: str | None = None,
     native_session_id: str | None = None,
 ) -> ExecutionProcess:
-    """Close a running row with its outcome and add its cost to the task's ledger.
+    """Close a running row with its outcome and its final usage, which replaces what
+    the run streamed (:mod:`board.store.spend` adds the difference to the task, its
+    tree and the budgets over it).
 
+    ``cost_status`` None: ``reported`` when a cost is given, else ``unknown``.
     Closing an already-closed row changes nothing (a recovery pass may have got
     there first) and returns it as it stands.
     """
     if outcome not in CLOSED:
         raise ValidationFailed("outcome", f"one of {', '.join(sorted(CLOSED))}")
-    for name, value in (
-        ("tokens_in", tokens_in),
-        ("tokens_out", tokens_out),
-        ("cost_cents", cost_cents),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValidationFailed(name, "must be a non-negative integer")
+    if not isinstance(error_class, str) or len(error_class) > 32:
+        raise ValidationFailed("error_class", "a short error class")
+    usage = spend.Usage(
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        cache_read=cache_read,
+        cache_write=cache_write,
+        cost_cents=cost_cents,
+        cost_status=cost_status or (CostStatus.REPORTED if cost_cents else CostStatus.UNKNOWN),
+    ).check()
 
     def run() -> ExecutionProcess:
-        try:
-            row = ExecutionProcess.objects.select_for_update().get(pk=execution_id)
-        except ExecutionProcess.DoesNotExist:
-            raise NotFound(f"execution {execution_id} does not exist") from None
+        row = spend.lock_execution(execution_id)
+        if row is None:
+            raise NotFound(f"execution {execution_id} does not exist")
         if row.status != ExecutionStatus.RUNNING:
             return row
+        at = now()
+        spend.apply_usage(row, usage, at)
         row.status = outcome
-        row.finished_at = now()
-        row.tokens_in, row.tokens_out, row.cost_cents = tokens_in, tokens_out, cost_cents
+        row.finished_at = at
+        row.error_class = error_class
         if git_before is not None and row.git_before is None:
             # Opened before its checkout existed: stamp where the work began.
             row.git_before = git_before
@@ -178,11 +190,6 @@ def close_execution(
         if native_session_id is not None:
             row.native_session_id = native_session_id
         row.save()
-        if tokens_in or tokens_out or cost_cents:
-            Task.objects.filter(pk=row.task_id).update(
-                cost_tokens=F("cost_tokens") + tokens_in + tokens_out,
-                cost_cents=F("cost_cents") + cost_cents,
-            )
         return row
 
     return storage.write(run)

@@ -171,6 +171,7 @@ _EDITABLE = (
     "metadata",
     "assignee_agent_id",
     "repository",
+    "max_run_cents",
 )
 
 
@@ -199,6 +200,8 @@ def update_task(task_id: str, changes: dict[str, Any], *, if_revision: Any = Non
         clean["labels"] = checks.check_labels(changes["labels"])
     if "metadata" in changes:
         clean["metadata"] = checks.check_object(changes["metadata"], "metadata")
+    if "max_run_cents" in changes:
+        clean["max_run_cents"] = checks.check_max_run_cents(changes["max_run_cents"])
     if "assignee_agent_id" in changes:
         value = changes["assignee_agent_id"]
         clean["assignee_agent_id"] = (
@@ -258,6 +261,7 @@ _FIELD_KIND = {
     "metadata": "metadata_changed",
     "assignee_agent_id": "assignee_changed",
     "repository_id": "updated",
+    "max_run_cents": "updated",
 }
 
 

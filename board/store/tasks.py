@@ -170,6 +170,7 @@ def create_task(
     created_by_agent_id: Any = None,
     scheduled_by: Any = "manual",
     repository: Any = None,
+    max_run_cents: Any = None,
     actor: str | None = None,
 ) -> Created:
     """Create a task (``todo`` by default, or ``backlog``). ``actor`` names the
@@ -207,12 +208,17 @@ def create_task(
         if created_by_agent_id is None
         else checks.check_agent_id(created_by_agent_id, "created_by_agent_id"),
         "scheduled_by": checks.check_text(scheduled_by or "manual", "scheduled_by", limit=32),
+        "max_run_cents": checks.check_max_run_cents(max_run_cents),
     }
     if repository is not None:
         # Only when given: the fingerprints of creates made before repositories stay.
         clean["repository"] = checks.check_id(repository, "repository")
     task_id = checks.check_id(id) if id is not None else None
-    fingerprint = _fingerprint(clean)
+    # A field added later is left out while unset, so a retried create keeps the
+    # fingerprint it had before the field existed.
+    fingerprint = _fingerprint(
+        {k: v for k, v in clean.items() if v is not None or k != "max_run_cents"}
+    )
     return storage.write(_create, task_id, clean, fingerprint, actor)
 
 
@@ -276,6 +282,7 @@ def _create(
         created_by_agent_id=clean["created_by_agent_id"],
         scheduled_by=clean["scheduled_by"],
         repository_id=repository_id,
+        max_run_cents=clean["max_run_cents"],
         incarnation_id=secrets.token_hex(8),
         unmet_deps=unmet,
         create_fingerprint=fingerprint,

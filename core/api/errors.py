@@ -38,6 +38,7 @@ HTTP_STATUS: dict[str, int] = {
     "depth_exceeded": 409,
     "too_many_children": 409,
     "ownership_conflict": 409,
+    "budget_paused": 409,
     "not_file_mutating": 422,
     "domain_violation": 422,
     "rate_limited": 429,

@@ -80,6 +80,9 @@ class RunRequest:
     attempt_id: str | None = None
     # The board's MCP server, for runtimes that declare ``Capabilities.mcp``.
     mcp: McpEndpoint | None = None
+    # Called (from a reader thread) with the run's usage so far each time the
+    # stream reports more; the executor prices it for the ceiling. Must not block.
+    on_usage: Callable[[UsageSoFar], None] | None = None
 
     def task_environment(self) -> dict[str, str]:
         """The CLAWBOO_* variables the run sees, plus ``env`` extras."""
@@ -100,6 +103,18 @@ class RunRequest:
         }
 
 
+@dataclass(frozen=True)
+class UsageSoFar:
+    """A run's running usage totals as its stream reported them (None: not reported)."""
+
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+    cost_cents: int | None = None
+    model: str | None = None
+
+
 @dataclass
 class RunResult:
     outcome: Outcome
@@ -109,6 +124,10 @@ class RunResult:
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost_cents: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+    # The model the run used, when the runtime said (prices its tokens).
+    model: str | None = None
     summary: str = ""
     error: str = ""
     log_tail: str = ""

@@ -51,7 +51,7 @@ class ClaudeStreamParser(LineParser):
         super().__init__()
         # Claude Code prints one assistant line per content block, each repeating the
         # message's usage: count each message id once, keeping its latest figures.
-        self._usage_by_message: dict[str, tuple[int, int]] = {}
+        self._usage_by_message: dict[str, tuple[int, int, int, int]] = {}
         self._last_text = ""
         # Tool calls the permission mode refused: tool name -> the CLI's message.
         self.denials: dict[str, str] = {}
@@ -64,6 +64,9 @@ class ClaudeStreamParser(LineParser):
         session_id = event.get("session_id")
         if isinstance(session_id, str) and session_id:
             self.parsed.native_session_id = session_id
+        model = event.get("model")
+        if kind == "system" and event.get("subtype") == "init" and isinstance(model, str):
+            self.parsed.model = model
         if kind == "assistant":
             self._read_assistant(event)
         elif kind == "system" and event.get("subtype") == "permission_denied":
@@ -98,13 +101,13 @@ class ClaudeStreamParser(LineParser):
             message_id = message.get("id")
             # Without an id each line counts on its own ("#n" cannot clash with "msg_...").
             key = message_id if isinstance(message_id, str) else f"#{len(self._usage_by_message)}"
-            self._usage_by_message[key] = (
-                _input_tokens(usage),
-                as_count(usage.get("output_tokens")),
-            )
+            self._usage_by_message[key] = _counts(usage)
+            model = message.get("model")
+            if isinstance(model, str) and model and not model.startswith("<"):
+                self.parsed.model = model
             if self.parsed.ok is None:  # the result line's totals, once seen, win
-                self.parsed.tokens_in = sum(u[0] for u in self._usage_by_message.values())
-                self.parsed.tokens_out = sum(u[1] for u in self._usage_by_message.values())
+                totals = [sum(u[i] for u in self._usage_by_message.values()) for i in range(4)]
+                self._set_counts(tuple(totals))
 
     def _read_result(self, event: dict[str, Any]) -> None:
         is_error = event.get("is_error")
@@ -146,17 +149,21 @@ class ClaudeStreamParser(LineParser):
             self.parsed.cost_cents = cost
         usage = event.get("usage")
         if isinstance(usage, dict):
-            self.parsed.tokens_in = _input_tokens(usage)
-            self.parsed.tokens_out = as_count(usage.get("output_tokens"))
+            self._set_counts(_counts(usage))
+
+    def _set_counts(self, counts: tuple[int, ...]) -> None:
+        parsed = self.parsed
+        parsed.tokens_in, parsed.tokens_out, parsed.cache_read, parsed.cache_write = counts
 
 
-def _input_tokens(usage: dict[str, Any]) -> int:
-    # Anthropic reports cached prompt tokens apart from input_tokens; all three
-    # are prompt tokens the run consumed.
+def _counts(usage: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(input, output, cache read, cache write): Anthropic reports cached prompt
+    tokens apart from ``input_tokens``, each priced at its own rate."""
     return (
-        as_count(usage.get("input_tokens"))
-        + as_count(usage.get("cache_creation_input_tokens"))
-        + as_count(usage.get("cache_read_input_tokens"))
+        as_count(usage.get("input_tokens")),
+        as_count(usage.get("output_tokens")),
+        as_count(usage.get("cache_read_input_tokens")),
+        as_count(usage.get("cache_creation_input_tokens")),
     )
 
 

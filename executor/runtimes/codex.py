@@ -8,7 +8,8 @@ Wire format (RUNTIMES.md, codex-rs ``exec_events.rs``, checked against the real 
 event decides: a ``turn.completed`` after a transient ``error`` is still success, and
 an ``item`` of type ``error`` (a custom provider's "model metadata not found") is a
 warning, not a failure. A model 401 is ``error`` then ``turn.failed``, exit 1.
-Codex reports tokens but no cost, so ``cost_cents`` stays None.
+Codex reports tokens but no cost, so ``cost_cents`` stays None and the run is priced
+from its model: ``settings["model"]``, else the ``model`` of Codex's own config.toml.
 
 Settings: ``model``, ``sandbox`` (default ``workspace-write``), ``extra_args``
 (inserted before the prompt / ``resume``), ``binary``.
@@ -17,6 +18,8 @@ Settings: ``model``, ``sandbox`` (default ``workspace-write``), ``extra_args``
 from __future__ import annotations
 
 import json
+import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +66,16 @@ class CodexEventParser(LineParser):
     def _add_usage(self, usage: object) -> None:
         if not isinstance(usage, dict):
             return
-        # input_tokens already includes cached_input_tokens (OpenAI's convention).
-        self.parsed.tokens_in = (self.parsed.tokens_in or 0) + as_count(usage.get("input_tokens"))
-        self.parsed.tokens_out = (self.parsed.tokens_out or 0) + as_count(
-            usage.get("output_tokens")
+        # input_tokens already includes cached_input_tokens (OpenAI's convention):
+        # the cached part is priced apart, as a cache read.
+        cached = as_count(usage.get("cached_input_tokens"))
+        fresh = max(as_count(usage.get("input_tokens")) - cached, 0)
+        parsed = self.parsed
+        parsed.tokens_in = (parsed.tokens_in or 0) + fresh
+        parsed.tokens_out = (parsed.tokens_out or 0) + as_count(usage.get("output_tokens"))
+        parsed.cache_read = (parsed.cache_read or 0) + cached
+        parsed.cache_write = (parsed.cache_write or 0) + as_count(
+            usage.get("cache_write_input_tokens")
         )
 
 
@@ -111,3 +120,18 @@ class CodexAdapter(OneShotCliAdapter):
 
     def new_parser(self, request: RunRequest) -> LineParser:
         return CodexEventParser()
+
+    def default_model(self, request: RunRequest, env: Mapping[str, str]) -> str | None:
+        return setting_str(request.settings, "model") or configured_model(env)
+
+
+def configured_model(env: Mapping[str, str]) -> str | None:
+    """The ``model`` at the top of Codex's config.toml ($CODEX_HOME, else ~/.codex)."""
+    home = env.get("CODEX_HOME") or str(Path(env.get("HOME") or Path.home()) / ".codex")
+    try:
+        with (Path(home) / "config.toml").open("rb") as file:
+            config = tomllib.load(file)
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    model = config.get("model")
+    return model if isinstance(model, str) and model else None

@@ -125,6 +125,15 @@ class HermesOutputParser(LineParser):
                 cost = usd_to_cents(_first(source, _COST_KEYS))
                 if cost is not None:
                     self.parsed.cost_cents = cost
+            for key, field in (
+                ("cache_read_tokens", "cache_read"),
+                ("cache_write_tokens", "cache_write"),
+            ):
+                if key in source:
+                    setattr(self.parsed, field, as_count(source.get(key)))
+            model = source.get("model")
+            if isinstance(model, str) and model:
+                self.parsed.model = model
             session = _first(source, _SESSION_KEYS)
             if isinstance(session, str) and session:
                 self.parsed.native_session_id = session

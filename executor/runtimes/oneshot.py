@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import threading
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from executor.runtimes.base import (
     RunRequest,
     RunResult,
     RuntimeAdapter,
+    UsageSoFar,
 )
 from executor.runtimes.process import ProcessRun, run_process
 
@@ -37,6 +38,9 @@ class ParsedRun:
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost_cents: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+    model: str | None = None
     summary: str = ""
     error: str = ""
     # True/False once the stream itself said how the run ended; None if it never did.
@@ -84,6 +88,10 @@ class OneShotCliAdapter(RuntimeAdapter):
     def new_parser(self, request: RunRequest) -> LineParser:
         """A fresh parser for one run."""
 
+    def default_model(self, request: RunRequest, env: Mapping[str, str]) -> str | None:
+        """The model a run uses when its stream does not name one (prices its tokens)."""
+        return setting_str(request.settings, "model")
+
     def prepare_run(self, request: RunRequest, scratch: Path, env: dict[str, str]) -> None:
         """Hook for what a run needs besides its argv: files in ``scratch`` (removed
         with it) and ``env`` entries pointing at them. May raise :class:`SettingsError`."""
@@ -115,18 +123,50 @@ class OneShotCliAdapter(RuntimeAdapter):
                     outcome=Outcome.FAILED, error=f"bad {self.runtime} settings: {exc}"
                 )
             parser = self.new_parser(request)
+            try:
+                parser.parsed.model = self.default_model(request, env)
+            except SettingsError:
+                parser.parsed.model = None
             process = run_process(
                 argv,
                 cwd=request.cwd,
                 env=env,
                 timeout_s=request.timeout_s,
-                on_stdout_line=parser.feed,
+                on_stdout_line=_reporting_usage(parser, request),
                 on_stderr_line=parser.feed_stderr,
                 on_output=on_output,
                 cancel=cancel,
             )
             self.after_exit(request, parser, scratch, process)
         return judge(process, parser.parsed, request, requires_verdict=self.requires_verdict)
+
+
+def usage_so_far(parsed: ParsedRun) -> UsageSoFar:
+    return UsageSoFar(
+        tokens_in=parsed.tokens_in,
+        tokens_out=parsed.tokens_out,
+        cache_read=parsed.cache_read,
+        cache_write=parsed.cache_write,
+        cost_cents=parsed.cost_cents,
+        model=parsed.model,
+    )
+
+
+def _reporting_usage(parser: LineParser, request: RunRequest) -> Callable[[str], None]:
+    """``parser.feed``, telling ``request.on_usage`` each time the usage so far changes."""
+    report = request.on_usage
+    if report is None:
+        return parser.feed
+    last = [usage_so_far(parser.parsed)]
+
+    def feed(line: str) -> None:
+        parser.feed(line)
+        now = usage_so_far(parser.parsed)
+        if now != last[0]:
+            last[0] = now
+            report(now)
+
+    return feed
 
 
 class SettingsError(ValueError):
@@ -170,6 +210,9 @@ def judge(
         tokens_in=parsed.tokens_in,
         tokens_out=parsed.tokens_out,
         cost_cents=parsed.cost_cents,
+        cache_read=parsed.cache_read,
+        cache_write=parsed.cache_write,
+        model=parsed.model,
         summary=parsed.summary,
         log_tail=process.log_tail,
         duration_s=process.duration_s,

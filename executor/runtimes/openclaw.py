@@ -90,6 +90,9 @@ def result_from_reply(reply: GatewayReply, *, cancelled: bool, job: GatewayDispa
         tokens_in=reply.tokens_in,
         tokens_out=reply.tokens_out,
         cost_cents=reply.cost_cents,
+        cache_read=reply.cache_read,
+        cache_write=reply.cache_write,
+        model=reply.model or job.model,
         summary=reply.summary,
     )
     if cancelled or reply.status == "cancelled":

@@ -37,6 +37,12 @@ BOARD_PATHS = [
     ("post", "/api/agents"),
     ("get", "/api/agents/{agent_id}"),
     ("patch", "/api/agents/{agent_id}"),
+    ("get", "/api/budgets"),
+    ("post", "/api/budgets"),
+    ("get", "/api/budgets/{budget_id}"),
+    ("patch", "/api/budgets/{budget_id}"),
+    ("delete", "/api/budgets/{budget_id}"),
+    ("post", "/api/budgets/{budget_id}/resume"),
 ]
 
 

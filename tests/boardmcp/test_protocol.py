@@ -53,6 +53,7 @@ TOOLS = {
     "request_review",
     "read_handoff",
     "write_handoff",
+    "spend",
 }
 
 
@@ -202,6 +203,7 @@ def test_each_tool_answers_for_the_agents_own_team(
                 "review": await s.call("request_review", task_id=spare[1]),
                 "claim3": await s.call("claim_task", task_id=spare[2]),
                 "fail": await s.call("fail_task", task_id=spare[2], error="cannot"),
+                "spend": await s.call("spend"),
             }
 
     answers = run(go())
@@ -225,6 +227,8 @@ def test_each_tool_answers_for_the_agents_own_team(
     assert answers["claim"].body["ticket"]
     statuses = [store.get_task(t).status for t in spare]
     assert statuses[:2] == ["done", "in_review"] and statuses[2] in ("todo", "blocked")
+    assert answers["spend"].body["budgets"] == []
+    assert answers["spend"].body["task"]["tree_cents"] == 0
 
 
 def test_another_teams_task_is_not_found_and_nothing_is_written(

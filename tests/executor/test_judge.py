@@ -164,6 +164,17 @@ def test_the_tasks_own_verify_command_wins_over_the_agents(builder):
     assert store.get_task(task.id).as_dict()["verification"]["gate"]["command"] == VERIFY_OK
 
 
+def test_the_repositorys_verify_command_judges_when_task_and_agent_name_none(builder, repo):
+    from core import repositories
+
+    builder()
+    registered = repositories.ensure("default", str(repo))
+    repositories.update(registered.id, {"verify_cmd": VERIFY_OK})
+    task = store.create_task(title="Add feature").task
+    assert Executor("builder").work_once().verdict == "pass"
+    assert store.get_task(task.id).as_dict()["verification"]["gate"]["command"] == VERIFY_OK
+
+
 # --- 4. the fix loop ----------------------------------------------------------------
 
 

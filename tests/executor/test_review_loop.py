@@ -216,7 +216,12 @@ def test_the_review_shows_diff_log_cost_evidence_branch_and_base(command_agent, 
     assert seen["verification"]["verdict"] == "pass" and seen["verification"]["evidence"]
     (run,) = seen["executions"]
     assert "did write" in run["log_tail"] and "tokens" in run
-    assert seen["cost"] == {"tokens": task.cost_tokens, "cents": task.cost_cents}
+    assert seen["cost"] == {
+        "tokens": task.cost_tokens,
+        "cents": task.cost_cents,
+        "tree_tokens": task.tree_cost_tokens,
+        "tree_cents": task.tree_cost_cents,
+    }
     # Paged and capped.
     capped = review.review_of(task, max_bytes=10)
     assert capped["diff"]["files"][0]["truncated"] is True

@@ -323,6 +323,30 @@ def test_catch_up_leaves_events_older_than_its_window_and_older_than_the_channel
     assert NotificationDelivery.objects.get().task_id == task_id
 
 
+def test_a_budgets_80_and_100_percent_crossings_each_notify_once(agent, receiver):
+    from board.store import spend
+
+    webhook(receiver)
+    spend.create_budget(
+        "default",
+        {
+            "scope": "team",
+            "scope_id": "default",
+            "window": "day",
+            "limit_cents": 100,
+            "mode": "cap",
+        },
+    )
+    for cents in (50, 35, 10, 20):  # 50, 85, 95, 115: one warning, one exhaustion
+        task_id, ticket = in_progress(f"spend {cents}")
+        run = store.open_execution(task_id, ticket)
+        store.close_execution(run.id, "succeeded", cost_cents=cents)
+    bodies = [json.loads(r["body"]) for r in receiver.received]
+    assert [b["reason"] for b in bodies] == ["budget_warning", "budget_exhausted"]
+    assert bodies[0]["budget"]["spent_cents"] == 85
+    assert "spent its 100¢ budget (115¢)" in bodies[1]["summary"]
+
+
 # --- bounded delivery ----------------------------------------------------------------
 
 

@@ -81,6 +81,9 @@ class Script:
     workdir: str | None = None
     # How long a hang lasts at most (the server's stop ends it sooner).
     hang_s: float = 600.0
+    # Never finish: every turn calls the write tool again, so the run keeps
+    # reporting usage until something stops it (the spend ceiling's test).
+    keep_going: bool = False
 
 
 @dataclass
@@ -403,9 +406,9 @@ def _plan(
     board = _board_calls(tools)
     if tool_results < len(board):
         return board[tool_results]
-    if tool_results > len(board):
-        return None
     script = server.script
+    if tool_results > len(board) and not script.keep_going:
+        return None
     target = _target_path(script, body)
     for name, schema in tools:
         if "write" not in name.lower():

@@ -390,9 +390,12 @@ function badges(task) {
     out.push(el("span", { class: "badge bad error", title: task.error }, "⚠ " + (task.error.length > 28 ? task.error.slice(0, 27) + "…" : task.error)));
   }
   const cost = task.cost || {};
-  if (cost.cents || cost.tokens) {
-    out.push(el("span", { class: "badge quiet cost", title: `${cost.tokens || 0} tokens, ${cost.cents || 0}¢` },
-      [cost.cents ? money(cost.cents) : null, cost.tokens ? `${tokens(cost.tokens)} tok` : null].filter(Boolean).join(" · ")));
+  if (cost.cents || cost.tokens || cost.tree_cents) {
+    // The tree's figure when subtasks spent too: "12¢ (tree 40¢)".
+    const tree = cost.tree_cents && cost.tree_cents !== cost.cents ? ` (tree ${money(cost.tree_cents)})` : "";
+    const ceiling = task.max_run_cents ? `; ceiling ${task.max_run_cents}¢ a run` : "";
+    out.push(el("span", { class: "badge quiet cost", title: `${cost.tokens || 0} tokens, ${cost.cents || 0}¢; tree ${cost.tree_tokens || 0} tokens, ${cost.tree_cents || 0}¢${ceiling}` },
+      [cost.cents ? money(cost.cents) + tree : tree.trim() || null, cost.tokens ? `${tokens(cost.tokens)} tok` : null].filter(Boolean).join(" · ")));
   }
   if (status === "in_progress" && task.lease_until) {
     // The last beat (or the claim) set lease_until = then + lease_duration_ms.
@@ -930,7 +933,9 @@ async function renderDetail(task) {
       }).join(", ") || "—"),
       el("dt", {}, "verification"), el("dd", { class: v && v.verdict ? "verdict-" + v.verdict : "" },
         v ? `${v.verdict || "—"}${v.human_override ? " (override by " + v.human_override.by + ")" : ""}` : "unverified"),
-      el("dt", {}, "cost"), el("dd", {}, `${cost.tokens || 0} tokens, ${cost.cents || 0}¢`),
+      el("dt", {}, "cost"), el("dd", {}, `${cost.tokens || 0} tokens, ${cost.cents || 0}¢`
+        + (cost.tree_cents !== undefined ? `; with subtasks ${cost.tree_tokens || 0} tokens, ${cost.tree_cents || 0}¢` : "")
+        + (task.max_run_cents ? `; ceiling ${task.max_run_cents}¢ a run` : "")),
       el("dt", {}, "worktree"), el("dd", {}, task.worktree_ref ? `${task.worktree_ref} @ ${task.branch_ref || ""}` : "—"),
       el("dt", {}, "error"), el("dd", {}, task.error || "—"),
       el("dt", {}, "feedback"), el("dd", {}, task.feedback || "—"),
@@ -1281,12 +1286,38 @@ function connect() {
       return;
     }
     apply(frame);
+    if (frame.kind && /^budget_|^cost_changed$/.test(frame.kind)) loadSpendSoon();
   };
   socket.onclose = () => {
     setConn("reconnecting", "reconnecting…");
     setTimeout(connect, retryMs);
     retryMs = Math.min(retryMs * 2, 8000);
   };
+}
+
+// --- spend against budgets ----------------------------------------------------------
+// The team's budgets in the header: spent of limit per window, paused caps in red.
+// Re-read (at most once a second) when a run's cost or a budget changes.
+
+let spendTimer = null;
+function loadSpendSoon() {
+  if (spendTimer) return;
+  spendTimer = setTimeout(() => { spendTimer = null; loadSpend(); }, 1000);
+}
+
+async function loadSpend() {
+  const box = $("#spend");
+  if (!box) return;
+  const budgets = await api("GET", `/api/budgets?team=${enc(team)}`).catch(() => []);
+  box.hidden = !budgets.length;
+  box.replaceChildren(...budgets.map((b) => {
+    const pct = Math.min(100, Math.round((100 * b.spent_cents) / b.limit_cents));
+    const name = b.scope === "team" ? b.window : `${b.scope.replace("_", " ")} ${b.scope_id} · ${b.window}`;
+    return el("span", { class: `budget budget-${b.status}`, title: `${b.scope} ${b.scope_id}: ${b.spent_cents}¢ of ${b.limit_cents}¢ this ${b.window} (${b.mode}, ${b.status})` },
+      `${name} ${money(b.spent_cents)} / ${money(b.limit_cents)}`,
+      el("span", { class: "budget-bar", "aria-hidden": "true" }, el("span", { style: `width:${pct}%` })),
+      b.status === "paused" ? " paused" : "");
+  }));
 }
 
 async function loadChat() {
@@ -1380,7 +1411,7 @@ showFilters();
 renderSide();
 (async () => {
   // The columns say which event they are as of: anything after it comes by "since".
-  const [board] = await Promise.all([reloadColumns(), loadChat()]);
+  const [board] = await Promise.all([reloadColumns(), loadChat(), loadSpend()]);
   let seq = board && board.seq;
   if (typeof seq !== "number") {
     const hello = await api("GET", `/api/teams/${enc(team)}/events`).catch(() => null);

@@ -121,10 +121,12 @@ export function reviewView(task, data, { note, approve, requestChanges }) {
   if (diff.next_offset !== null) box.append(el("p", { class: "muted" }, `… more files from offset ${diff.next_offset}`));
   box.append(...verificationView(data.verification));
   box.append(el("h3", {}, "Runs"),
-    el("p", {}, `total: ${data.cost.tokens} tokens, ${data.cost.cents}¢`),
+    el("p", {}, `total: ${data.cost.tokens} tokens, ${data.cost.cents}¢`
+      + (data.cost.tree_cents !== undefined && data.cost.tree_cents !== data.cost.cents
+        ? `; with subtasks ${data.cost.tree_tokens} tokens, ${data.cost.tree_cents}¢` : "")),
     el("ol", { class: "runs" }, data.executions.map((x) => el("li", {},
       el("details", {},
-        el("summary", {}, `#${x.attempt} ${x.agent_id} (${x.runtime || "?"}) ${x.status} · ${x.tokens} tokens · ${x.cost_cents}¢`),
+        el("summary", {}, `#${x.attempt} ${x.agent_id} (${x.runtime || "?"}) ${x.status}${x.error_class ? " (" + x.error_class + ")" : ""} · ${x.tokens} tokens · ${x.cost_cents}¢ ${x.cost_status || ""}`),
         el("pre", { class: "log" }, x.log_tail || "(no output)"))))));
   if (task.status === "in_review") {
     box.append(el("div", { class: "review-actions" },

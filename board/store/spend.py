@@ -1,0 +1,553 @@
+"""Spend: what runs cost, rolled up to their tasks, their trees and the budgets over them.
+
+The only writer of ``budgets`` and of the spend columns of ``tasks`` and
+``execution_processes``. A run's usage arrives as running totals (while it streams,
+and once more when it ends); :func:`apply_usage` turns the difference from what
+was recorded into one addition to the execution, its task, every ancestor's tree
+total and every budget whose scope covers the run, in the caller's transaction.
+So a task's cost is live while its run goes, and a budget's ``spent_cents`` is one
+figure in the database that every worker on every host adds to and reads.
+
+A budget's crossings (80 %, 100 %) are noticed by the write that makes them and
+notified once per window (``budget_warning``, ``budget_exhausted`` events); a
+``cap`` budget that reaches its limit (or its grace) sets ``paused_until``, which
+the claim tests (:func:`paused_refusal`, :func:`paused_exclusions`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+from django.db.models import F, Q, Sum
+
+from board.errors import BudgetNotFound, BudgetPaused
+from board.models import (
+    Budget,
+    BudgetMode,
+    BudgetScope,
+    BudgetWindow,
+    CostStatus,
+    ExecutionProcess,
+    Task,
+    window_bounds,
+)
+from board.store._base import now, record_event
+from core import events, storage
+from core.checks import check_int
+from core.errors import ValidationFailed
+
+# 80 %: the warning crossing.
+WARN_PERCENT = 80
+MAX_CENTS = 2**53
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A run's running totals, as its runtime reported them so far."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost_cents: int = 0
+    cost_status: str = CostStatus.UNKNOWN
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out + self.cache_read + self.cache_write
+
+    def check(self) -> Usage:
+        for name in ("tokens_in", "tokens_out", "cache_read", "cache_write", "cost_cents"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValidationFailed(name, "must be a non-negative integer")
+        if self.cost_status not in CostStatus.values:
+            raise ValidationFailed("cost_status", f"one of {', '.join(CostStatus.values)}")
+        return self
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a usage report changed: the run's row, and the cap budgets over it now paused."""
+
+    execution: ExecutionProcess
+    paused: list[Budget]
+
+
+def _row_tokens(row: ExecutionProcess) -> int:
+    return row.tokens_in + row.tokens_out + row.cache_read + row.cache_write
+
+
+def apply_usage(row: ExecutionProcess, usage: Usage, at: dt.datetime) -> list[Budget]:
+    """Set ``row``'s usage to ``usage`` and add the difference everywhere it counts.
+
+    Runs in the caller's transaction, with ``row`` locked by it. Returns the cap
+    budgets covering the run that are paused after this report (its own spend or
+    another run's may have paused them).
+    """
+    usage.check()
+    cents = usage.cost_cents - row.cost_cents
+    tokens = usage.tokens - _row_tokens(row)
+    row.tokens_in, row.tokens_out = usage.tokens_in, usage.tokens_out
+    row.cache_read, row.cache_write = usage.cache_read, usage.cache_write
+    row.cost_cents, row.cost_status = usage.cost_cents, usage.cost_status
+    ExecutionProcess.objects.filter(pk=row.pk).update(
+        tokens_in=row.tokens_in,
+        tokens_out=row.tokens_out,
+        cache_read=row.cache_read,
+        cache_write=row.cache_write,
+        cost_cents=row.cost_cents,
+        cost_status=row.cost_status,
+    )
+    task = Task.objects.only("id", "team_id", "metadata", "parent_task_id").get(pk=row.task_id)
+    chain = [task.id, *_ancestors(task.id)]
+    if cents or tokens:
+        Task.objects.filter(pk=task.id).update(
+            cost_tokens=F("cost_tokens") + tokens, cost_cents=F("cost_cents") + cents
+        )
+        Task.objects.filter(pk__in=chain).update(
+            tree_cost_tokens=F("tree_cost_tokens") + tokens,
+            tree_cost_cents=F("tree_cost_cents") + cents,
+        )
+    if cents:
+        # Live on the board: the task and each ancestor whose tree figure moved.
+        Task.objects.filter(pk__in=chain).update(revision=F("revision") + 1)
+        for changed in Task.objects.filter(pk__in=chain):
+            record_event(changed, "cost_changed", prev_status=changed.status)
+    paused = []
+    for budget in _covering(task, row.agent_id, chain).select_for_update().order_by("id"):
+        _roll_window(budget, at)
+        if cents:
+            budget.spent_cents += cents
+            _notice_crossings(budget, at)
+        budget.save()
+        if budget.mode == BudgetMode.CAP and _is_paused(budget, at):
+            paused.append(budget)
+    return paused
+
+
+def record_usage(execution_id: int, usage: Usage) -> Recorded | None:
+    """A running run's usage so far (its streamed totals). None once the row is closed."""
+    usage.check()
+
+    def run() -> Recorded | None:
+        row = lock_execution(execution_id)
+        if row is None or row.status != "running":
+            return None
+        return Recorded(row, apply_usage(row, usage, now()))
+
+    return storage.write(run)
+
+
+def lock_execution(execution_id: int) -> ExecutionProcess | None:
+    """The execution row, locked after its task's row: the order every board write
+    that touches both takes (a move that closes a run locks the task first), so a
+    usage report and a stale sweep never wait on each other in a circle."""
+    task_id = (
+        ExecutionProcess.objects.filter(pk=execution_id).values_list("task_id", flat=True).first()
+    )
+    if task_id is None:
+        return None
+    Task.objects.select_for_update().filter(pk=task_id).values_list("id").first()
+    return ExecutionProcess.objects.select_for_update().filter(pk=execution_id).first()
+
+
+def _ancestors(task_id: str) -> list[str]:
+    from board.store.deps import ancestor_ids
+
+    return ancestor_ids(task_id)
+
+
+def _covering(task: Task, agent_id: str, chain: list[str]) -> Any:
+    routine = (task.metadata or {}).get("routine_id")
+    scopes = (
+        Q(scope=BudgetScope.TEAM, scope_id=task.team_id)
+        | Q(scope=BudgetScope.TASK_TREE, scope_id__in=chain)
+        | Q(scope=BudgetScope.AGENT, scope_id=agent_id)
+    )
+    if isinstance(routine, str) and routine:
+        scopes |= Q(scope=BudgetScope.ROUTINE, scope_id=routine)
+    return Budget.objects.filter(scopes)
+
+
+def _roll_window(budget: Budget, at: dt.datetime) -> None:
+    """A budget whose window has passed starts the new one from nothing."""
+    start = window_bounds(budget.window, at)[0]
+    if budget.window_start < start:
+        budget.window_start = start
+        budget.spent_cents = 0
+        budget.pause_at_cents = None
+        budget.warned = budget.exhausted = False
+        budget.paused_until = None
+
+
+def _is_paused(budget: Budget, at: dt.datetime) -> bool:
+    return budget.paused_until is not None and budget.paused_until > at
+
+
+def _notice_crossings(budget: Budget, at: dt.datetime) -> None:
+    """Record (once per window) the crossings this write made, and pause a spent cap.
+
+    Called with the budget's row locked, so of two writers that cross together
+    only the first sees the crossing unrecorded.
+    """
+    spent, limit = budget.spent_cents, budget.limit_cents
+    if not budget.warned and spent * 100 >= limit * WARN_PERCENT:
+        budget.warned = True
+        _event(budget, "budget_warning", at)
+    if not budget.exhausted and spent >= limit:
+        budget.exhausted = True
+        _event(budget, "budget_exhausted", at)
+    allowance = budget.pause_at_cents if budget.pause_at_cents is not None else limit
+    if budget.mode == BudgetMode.CAP and spent >= allowance and not _is_paused(budget, at):
+        budget.paused_until = window_bounds(budget.window, at)[1]
+
+
+def _event(budget: Budget, kind: str, at: dt.datetime) -> None:
+    body = budget.as_dict(at)
+    # as_dict reads the stored window; the row in hand is this window's already.
+    body["spent_cents"] = budget.spent_cents
+    events.append(budget.team_id, kind, {"budget": body})
+
+
+# --- the claim's check ------------------------------------------------------------
+
+
+def _paused_now(at: dt.datetime) -> list[Budget]:
+    # An index probe (budgets_paused_idx) that nearly always finds nothing.
+    return list(Budget.objects.filter(paused_until__gt=at, mode=BudgetMode.CAP))
+
+
+def paused_refusal(task: Task, agent_id: str) -> None:
+    """Raise :class:`BudgetPaused` when a paused cap covers ``task`` run by ``agent_id``.
+
+    For the claim, in its transaction: the pause it reads is the one the spend
+    writes committed.
+    """
+    paused = _paused_now(now())
+    if not paused:
+        return
+    chain: list[str] | None = None
+    routine = (task.metadata or {}).get("routine_id")
+    for budget in paused:
+        covered = (
+            (budget.scope == BudgetScope.TEAM and budget.scope_id == task.team_id)
+            or (budget.scope == BudgetScope.AGENT and budget.scope_id == agent_id)
+            or (budget.scope == BudgetScope.ROUTINE and budget.scope_id == routine)
+        )
+        if not covered and budget.scope == BudgetScope.TASK_TREE:
+            chain = chain if chain is not None else [task.id, *_ancestors(task.id)]
+            covered = budget.scope_id in chain
+        if covered:
+            raise BudgetPaused(budget)
+
+
+@dataclass(frozen=True)
+class Exclusions:
+    """What claim-next must pass over: the teams left, and the tasks of paused trees
+    and routines (ids, todo rows only)."""
+
+    teams: list[str] | None
+    task_ids: list[str]
+
+
+def paused_exclusions(agent_id: str, teams: list[str] | None) -> Exclusions | None:
+    """None when no paused cap touches this claim-next (the usual case, one probe);
+    else what to pass over. Raises :class:`BudgetPaused` when every scope the agent
+    could take work from is paused (the agent, or every one of its teams)."""
+    paused = _paused_now(now())
+    if not paused:
+        return None
+    for budget in paused:
+        if budget.scope == BudgetScope.AGENT and budget.scope_id == agent_id:
+            raise BudgetPaused(budget)
+    paused_teams = {b.scope_id for b in paused if b.scope == BudgetScope.TEAM}
+    if teams is not None and paused_teams:
+        left = [team for team in teams if team not in paused_teams]
+        if not left:
+            raise BudgetPaused(next(b for b in paused if b.scope == BudgetScope.TEAM))
+        teams = left
+    excluded: list[str] = []
+    for budget in paused:
+        if budget.scope == BudgetScope.TASK_TREE:
+            excluded += _todo_in_tree(budget.scope_id)
+        elif budget.scope == BudgetScope.ROUTINE:
+            excluded += Task.objects.filter(
+                status="todo", metadata__routine_id=budget.scope_id
+            ).values_list("id", flat=True)
+    if teams is None and paused_teams:
+        excluded += Task.objects.filter(status="todo", team_id__in=paused_teams).values_list(
+            "id", flat=True
+        )
+    return Exclusions(teams, excluded)
+
+
+def _tree_ids(root_id: str) -> list[str]:
+    """``root_id`` and every descendant, by one recursive query."""
+    table = Task._meta.db_table
+    sql = (
+        f"WITH RECURSIVE tree(id, depth) AS ("  # noqa: S608
+        f" SELECT id, 0 FROM {table} WHERE id = %s"
+        f" UNION ALL SELECT t.id, tree.depth + 1 FROM {table} t"
+        f" JOIN tree ON t.parent_task_id = tree.id WHERE tree.depth < 64"
+        f") SELECT id FROM tree"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [root_id])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _todo_in_tree(root_id: str) -> list[str]:
+    ids = _tree_ids(root_id)
+    return list(Task.objects.filter(pk__in=ids, status="todo").values_list("id", flat=True))
+
+
+# --- budgets ------------------------------------------------------------------------
+
+
+def _scope_spend(scope: str, scope_id: str, since: dt.datetime) -> int:
+    """What the scope's executions cost since ``since`` (a new budget's starting figure)."""
+    runs = ExecutionProcess.objects.filter(started_at__gte=since)
+    if scope == BudgetScope.TEAM:
+        runs = runs.filter(task__team_id=scope_id)
+    elif scope == BudgetScope.AGENT:
+        runs = runs.filter(agent_id=scope_id)
+    elif scope == BudgetScope.ROUTINE:
+        runs = runs.filter(task__metadata__routine_id=scope_id)
+    else:
+        runs = runs.filter(task_id__in=_tree_ids(scope_id))
+    return int(runs.aggregate(total=Sum("cost_cents"))["total"] or 0)
+
+
+def check_budget_fields(data: dict[str, Any], *, partial: bool) -> dict[str, Any]:
+    """The budget's writable fields, checked (400 naming the field)."""
+    clean: dict[str, Any] = {}
+    choices = {
+        "scope": BudgetScope.values,
+        "window": BudgetWindow.values,
+        "mode": BudgetMode.values,
+    }
+    for name, allowed in choices.items():
+        if name in data or not partial:
+            value = data.get(name, BudgetMode.WARN if name == "mode" else None)
+            if value not in allowed:
+                raise ValidationFailed(name, f"one of {', '.join(allowed)}")
+            clean[name] = value
+    if "scope_id" in data or not partial:
+        value = data.get("scope_id")
+        if not isinstance(value, str) or not value or len(value) > 128:
+            raise ValidationFailed("scope_id", "the id of the team, agent, routine or task")
+        clean["scope_id"] = value
+    if "limit_cents" in data or not partial:
+        clean["limit_cents"] = check_int(
+            data.get("limit_cents"), "limit_cents", low=1, high=MAX_CENTS
+        )
+    return clean
+
+
+def create_budget(team_id: str, fields: dict[str, Any]) -> Budget:
+    """A budget over a scope of ``team_id`` (the caller resolved the scope's team)."""
+    clean = check_budget_fields(fields, partial=False)
+
+    def run() -> Budget:
+        at = now()
+        start = window_bounds(clean["window"], at)[0]
+        budget = Budget(
+            team_id=team_id,
+            window_start=start,
+            spent_cents=_scope_spend(clean["scope"], clean["scope_id"], start),
+            created_at=at,
+            updated_at=at,
+            **clean,
+        )
+        budget.save()
+        _settle_state(budget, at)
+        return budget
+
+    return storage.write(run)
+
+
+def _settle_state(budget: Budget, at: dt.datetime) -> None:
+    """After a create or edit, the budget's pause follows its figures: a cap already
+    spent pauses (and notifies) now; a lifted limit or a warn mode unpauses."""
+    _notice_crossings(budget, at)
+    allowance = budget.pause_at_cents if budget.pause_at_cents is not None else budget.limit_cents
+    if budget.mode != BudgetMode.CAP or budget.spent_cents < allowance:
+        budget.paused_until = None
+    budget.updated_at = at
+    budget.save()
+
+
+def get_budget(budget_id: Any, teams: list[str] | None = None) -> Budget:
+    """The budget, if it exists and (with ``teams``) belongs to one of them; else 404."""
+    if isinstance(budget_id, bool) or not isinstance(budget_id, int | str):
+        raise BudgetNotFound(str(budget_id))
+    try:
+        pk = int(budget_id)
+    except ValueError:
+        raise BudgetNotFound(str(budget_id)) from None
+    qs = Budget.objects.filter(pk=pk)
+    if teams is not None:
+        qs = qs.filter(team_id__in=teams)
+    budget = qs.first()
+    if budget is None:
+        raise BudgetNotFound(str(budget_id))
+    return budget
+
+
+def list_budgets(teams: list[str] | None = None, **filters: Any) -> list[Budget]:
+    qs = Budget.objects.all()
+    if teams is not None:
+        qs = qs.filter(team_id__in=teams)
+    return list(qs.filter(**filters))
+
+
+def update_budget(budget_id: int, fields: dict[str, Any], team_id: str | None = None) -> Budget:
+    """Change a budget's limit, mode, window or scope (``team_id``: the new scope's team)."""
+    clean = check_budget_fields(fields, partial=True)
+
+    def run() -> Budget:
+        budget = Budget.objects.select_for_update().filter(pk=budget_id).first()
+        if budget is None:
+            raise BudgetNotFound(str(budget_id))
+        at = now()
+        rescoped = any(
+            name in clean and clean[name] != getattr(budget, name)
+            for name in ("scope", "scope_id", "window")
+        )
+        for name, value in clean.items():
+            setattr(budget, name, value)
+        if team_id is not None:
+            budget.team_id = team_id
+        if rescoped:
+            start = window_bounds(budget.window, at)[0]
+            budget.window_start = start
+            budget.spent_cents = _scope_spend(budget.scope, budget.scope_id, start)
+            budget.pause_at_cents = None
+            budget.warned = budget.exhausted = False
+        else:
+            _roll_window(budget, at)
+        if "limit_cents" in clean:
+            # A limit raised above the spend re-arms its crossings.
+            spent, limit = budget.spent_cents, budget.limit_cents
+            budget.warned = budget.warned and spent * 100 >= limit * WARN_PERCENT
+            budget.exhausted = budget.exhausted and spent >= limit
+            budget.pause_at_cents = None
+        _settle_state(budget, at)
+        events.append(budget.team_id, "budget_changed", {"budget": budget.as_dict(at)})
+        return budget
+
+    return storage.write(run)
+
+
+def delete_budget(budget_id: int) -> None:
+    def run() -> None:
+        budget = Budget.objects.filter(pk=budget_id).first()
+        if budget is None:
+            raise BudgetNotFound(str(budget_id))
+        body = budget.as_dict(now())
+        budget.delete()
+        events.append(budget.team_id, "budget_deleted", {"budget": body})
+
+    storage.write(run)
+
+
+def resume_budget(budget_id: int, grace_cents: Any = None) -> Budget:
+    """Lift a cap's pause; with ``grace_cents`` the scope may spend that much more in
+    this window before it pauses again (without: until its next spend)."""
+    grace = (
+        0 if grace_cents is None else check_int(grace_cents, "grace_cents", low=1, high=MAX_CENTS)
+    )
+
+    def run() -> Budget:
+        budget = Budget.objects.select_for_update().filter(pk=budget_id).first()
+        if budget is None:
+            raise BudgetNotFound(str(budget_id))
+        at = now()
+        _roll_window(budget, at)
+        budget.paused_until = None
+        budget.pause_at_cents = budget.spent_cents + grace
+        budget.updated_at = at
+        budget.save()
+        # Not quiet: idle workers wake to claim what the pause held back.
+        events.append(budget.team_id, "budget_resumed", {"budget": budget.as_dict(at)})
+        return budget
+
+    return storage.write(run)
+
+
+def note_budget_stop(task_id: str, detail: str, author: str = "clawboo") -> None:
+    """A run stopped for spend (its ceiling, or a paused budget): the comment on its
+    task and the one ``budget_stopped`` event a person is notified by."""
+    from board.store._base import add_comment_row, lock_task, record_event
+
+    def run() -> None:
+        task = lock_task(task_id)
+        add_comment_row(task, author, detail, now())
+        record_event(task, "budget_stopped", prev_status=task.status)
+
+    storage.write(run)
+
+
+def run_ceiling(task: Task, agent_settings: dict[str, Any] | None) -> int | None:
+    """The run's ceiling in cents: the task's ``max_run_cents``, else the agent's default
+    (its settings' ``max_run_cents``), else None."""
+    if task.max_run_cents is not None:
+        return task.max_run_cents
+    value = (agent_settings or {}).get("max_run_cents")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return None
+
+
+# --- usage: what was spent, per team and agent, by period ------------------------------
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """Spend in cents per team and per agent for today, this week and this month (UTC;
+    the week begins on Monday), and per day over the last ``days`` days."""
+
+    teams: list[dict[str, Any]]
+    agents: list[dict[str, Any]]
+    daily: list[dict[str, Any]]
+
+
+def usage_report(teams: list[str], at: dt.datetime, days: int = 30) -> UsageReport:
+    """What the runs of ``teams`` cost, by when they started. Reads only."""
+    today = window_bounds(BudgetWindow.DAY, at)[0]
+    periods = {
+        "today": today,
+        "week": today - dt.timedelta(days=today.weekday()),
+        "month": window_bounds(BudgetWindow.MONTH, at)[0],
+    }
+    first = today - dt.timedelta(days=days - 1)
+    since = min(first, *periods.values())
+    runs = list(
+        ExecutionProcess.objects.filter(task__team_id__in=teams, started_at__gte=since).values_list(
+            "task__team_id", "agent_id", "started_at", "cost_cents"
+        )
+    )
+
+    def rows(key: int, names: list[str]) -> list[dict[str, Any]]:
+        out = []
+        for name in names:
+            mine = [r for r in runs if r[key] == name]
+            figures = {
+                period: sum(r[3] for r in mine if r[2] >= start)
+                for period, start in periods.items()
+            }
+            out.append({"id": name, **figures})
+        return out
+
+    daily = []
+    for n in range(days):
+        start = first + dt.timedelta(days=n)
+        end = start + dt.timedelta(days=1)
+        cents = sum(r[3] for r in runs if start <= r[2] < end)
+        daily.append({"day": start.date().isoformat(), "cents": cents})
+    agents = sorted({r[1] for r in runs if r[1]})
+    return UsageReport(rows(0, sorted(teams)), rows(1, agents), daily)

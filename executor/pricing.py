@@ -1,0 +1,99 @@
+"""What a run costs: the runtime's own price, or its tokens priced by the table.
+
+``CLAWBOO_MODEL_PRICES`` (settings) is ``{model: {in, out, cache_read, cache_write}}``
+in cents per million tokens. A run whose runtime gave a price is ``reported``; one
+that gave tokens of a model in the table is ``estimated``; anything else (no
+usage, a model the table does not know) is ``unknown`` and costs 0 in the sums.
+While a run streams, its usage so far is priced the same way, for the ceiling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from django.conf import settings
+
+from board.models import CostStatus
+from board.store.spend import Usage
+
+PER = Decimal(1_000_000)
+RATE_KEYS = ("in", "out", "cache_read", "cache_write")
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """A runtime's usage report: counts (None: not reported), its price, its model."""
+
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+    cost_cents: int | None = None
+    model: str | None = None
+
+    @property
+    def reported_any(self) -> bool:
+        counts = (self.tokens_in, self.tokens_out, self.cache_read, self.cache_write)
+        return any(count is not None for count in counts)
+
+
+def price_table() -> Mapping[str, Any]:
+    table = getattr(settings, "CLAWBOO_MODEL_PRICES", {})
+    return table if isinstance(table, Mapping) else {}
+
+
+def rates_for(model: str | None) -> dict[str, Decimal] | None:
+    """The model's rates (cents per million tokens), or None when it is not priced.
+
+    A provider prefix ("fake/fake-model", "anthropic/claude-…") is tried without it."""
+    if not model:
+        return None
+    table = price_table()
+    entry = table.get(model)
+    if entry is None and "/" in model:
+        entry = table.get(model.rsplit("/", 1)[-1])
+    if not isinstance(entry, Mapping):
+        return None
+    rates: dict[str, Decimal] = {}
+    for key in RATE_KEYS:
+        value = entry.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            return None
+        rates[key] = Decimal(str(value))
+    return rates
+
+
+def estimate_cents(tokens: Tokens) -> int | None:
+    """The tokens priced by the table, in whole cents (half up); None if unpriced."""
+    rates = rates_for(tokens.model)
+    if rates is None:
+        return None
+    total = (
+        (tokens.tokens_in or 0) * rates["in"]
+        + (tokens.tokens_out or 0) * rates["out"]
+        + (tokens.cache_read or 0) * rates["cache_read"]
+        + (tokens.cache_write or 0) * rates["cache_write"]
+    ) / PER
+    return int(total.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def usage_of(tokens: Tokens) -> Usage:
+    """The run's usage as the board records it, with its cost and how it was known."""
+    cents, status = 0, CostStatus.UNKNOWN
+    if tokens.cost_cents is not None:
+        cents, status = tokens.cost_cents, CostStatus.REPORTED
+    elif tokens.reported_any:
+        estimate = estimate_cents(tokens)
+        if estimate is not None:
+            cents, status = estimate, CostStatus.ESTIMATED
+    return Usage(
+        tokens_in=tokens.tokens_in or 0,
+        tokens_out=tokens.tokens_out or 0,
+        cache_read=tokens.cache_read or 0,
+        cache_write=tokens.cache_write or 0,
+        cost_cents=cents,
+        cost_status=status,
+    )

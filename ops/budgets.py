@@ -1,0 +1,209 @@
+"""Budgets over the API: which team a scope belongs to, and the REST views.
+
+Budgets are an operator's: staff write them; a member reads their own teams'
+budgets (a write is 403); another team's budget, or a scope in another team,
+answers exactly as one that does not exist. The figures and the pause live in
+:mod:`board.store.spend` (the claim reads them); this module only resolves a
+scope (team, agent, routine, task tree) to the team that owns it, which needs the
+registry and the routines, above the board.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from board.models import Budget, BudgetMode, BudgetScope, BudgetWindow, Task
+from board.store import now, spend
+from core.api.access import can_see_team, team_ids
+from core.api.bodies import json_object
+from core.api.schema import with_errors
+from core.errors import Forbidden, ValidationFailed
+from core.models import Agent, Team
+from routines.models import Routine
+
+FIELDS = ("scope", "scope_id", "window", "limit_cents", "mode")
+
+
+def scope_team(scope: Any, scope_id: Any) -> str | None:
+    """The team the scope belongs to, or None when there is no such scope."""
+    if not isinstance(scope_id, str) or not scope_id:
+        return None
+    if scope == BudgetScope.TEAM:
+        return scope_id if Team.objects.filter(pk=scope_id).exists() else None
+    model: type[Agent] | type[Routine] | type[Task]
+    if scope == BudgetScope.AGENT:
+        model = Agent
+    elif scope == BudgetScope.ROUTINE:
+        model = Routine
+    elif scope == BudgetScope.TASK_TREE:
+        model = Task
+    else:
+        return None
+    team = model.objects.filter(pk=scope_id).values_list("team_id", flat=True).first()
+    return team if isinstance(team, str) else None
+
+
+def visible_scope_team(user: Any, scope: Any, scope_id: Any) -> str:
+    """The scope's team, if the user may see it; else 400 naming ``scope_id``."""
+    if scope not in BudgetScope.values:
+        raise ValidationFailed("scope", f"one of {', '.join(BudgetScope.values)}")
+    team = scope_team(scope, scope_id)
+    if team is None or not can_see_team(user, team):
+        raise ValidationFailed("scope_id", f"no {scope} {scope_id!r}")
+    return team
+
+
+def require_staff(user: Any) -> None:
+    if not (user.is_staff or user.is_superuser):
+        raise Forbidden("budgets are written by staff; members read their own teams'")
+
+
+def visible_budget(user: Any, budget_id: Any) -> Budget:
+    return spend.get_budget(budget_id, team_ids(user))
+
+
+class BudgetSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    team = serializers.CharField()
+    scope = serializers.ChoiceField(choices=BudgetScope.values)
+    scope_id = serializers.CharField()
+    window = serializers.ChoiceField(choices=BudgetWindow.values)
+    limit_cents = serializers.IntegerField()
+    mode = serializers.ChoiceField(choices=BudgetMode.values)
+    spent_cents = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["active", "soft_capped", "paused"])
+    window_start = serializers.DateTimeField()
+    pause_at_cents = serializers.IntegerField(
+        allow_null=True, help_text="after a resume: the spend at which the cap pauses again"
+    )
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+BudgetCreateBody = inline_serializer(
+    "BudgetCreate",
+    {
+        "scope": serializers.ChoiceField(choices=BudgetScope.values),
+        "scope_id": serializers.CharField(),
+        "window": serializers.ChoiceField(choices=BudgetWindow.values),
+        "limit_cents": serializers.IntegerField(min_value=1),
+        "mode": serializers.ChoiceField(choices=BudgetMode.values, required=False),
+    },
+)
+BudgetUpdateBody = inline_serializer(
+    "BudgetUpdate",
+    {
+        "scope": serializers.ChoiceField(choices=BudgetScope.values, required=False),
+        "scope_id": serializers.CharField(required=False),
+        "window": serializers.ChoiceField(choices=BudgetWindow.values, required=False),
+        "limit_cents": serializers.IntegerField(min_value=1, required=False),
+        "mode": serializers.ChoiceField(choices=BudgetMode.values, required=False),
+    },
+)
+BudgetResumeBody = inline_serializer(
+    "BudgetResume",
+    {"grace_cents": serializers.IntegerField(min_value=1, required=False)},
+)
+
+
+class BudgetListView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="budgets_list",
+        parameters=[
+            OpenApiParameter("team", str, required=False),
+            OpenApiParameter("scope", str, required=False),
+            OpenApiParameter("scope_id", str, required=False),
+        ],
+        responses=with_errors({200: BudgetSerializer(many=True)}, "validation_error"),
+    )
+    def get(self, request: Request) -> Response:
+        filters = {
+            name: request.query_params[name]
+            for name in ("scope", "scope_id")
+            if request.query_params.get(name)
+        }
+        team = request.query_params.get("team")
+        if team:
+            filters["team_id"] = team
+        at = now()
+        budgets = spend.list_budgets(team_ids(request.user), **filters)
+        return Response([b.as_dict(at) for b in budgets])
+
+    @extend_schema(
+        operation_id="budgets_create",
+        request=BudgetCreateBody,
+        responses=with_errors({201: BudgetSerializer}, "validation_error", "forbidden"),
+    )
+    def post(self, request: Request) -> Response:
+        body = json_object(request, BudgetCreateBody)
+        team = visible_scope_team(request.user, body["scope"], body["scope_id"])
+        require_staff(request.user)
+        budget = spend.create_budget(team, body)
+        return Response(budget.as_dict(now()), status=201)
+
+
+class BudgetDetailView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="budgets_read",
+        responses=with_errors({200: BudgetSerializer}, "not_found"),
+    )
+    def get(self, request: Request, budget_id: str) -> Response:
+        return Response(visible_budget(request.user, budget_id).as_dict(now()))
+
+    @extend_schema(
+        operation_id="budgets_update",
+        request=BudgetUpdateBody,
+        responses=with_errors(
+            {200: BudgetSerializer}, "validation_error", "forbidden", "not_found"
+        ),
+    )
+    def patch(self, request: Request, budget_id: str) -> Response:
+        budget = visible_budget(request.user, budget_id)
+        body = json_object(request, BudgetUpdateBody)
+        team = None
+        if "scope" in body or "scope_id" in body:
+            team = visible_scope_team(
+                request.user, body.get("scope", budget.scope), body.get("scope_id", budget.scope_id)
+            )
+        require_staff(request.user)
+        updated = spend.update_budget(budget.pk, body, team)
+        return Response(updated.as_dict(now()))
+
+    @extend_schema(
+        operation_id="budgets_delete",
+        responses=with_errors({204: None}, "forbidden", "not_found"),
+    )
+    def delete(self, request: Request, budget_id: str) -> Response:
+        budget = visible_budget(request.user, budget_id)
+        require_staff(request.user)
+        spend.delete_budget(budget.pk)
+        return Response(status=204)
+
+
+class BudgetResumeView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="budgets_resume",
+        request=BudgetResumeBody,
+        responses=with_errors(
+            {200: BudgetSerializer}, "validation_error", "forbidden", "not_found"
+        ),
+    )
+    def post(self, request: Request, budget_id: str) -> Response:
+        budget = visible_budget(request.user, budget_id)
+        body = json_object(request, BudgetResumeBody)
+        require_staff(request.user)
+        resumed = spend.resume_budget(budget.pk, body.get("grace_cents"))
+        return Response(resumed.as_dict(now()))

@@ -1,0 +1,156 @@
+"""Spend rolled up: a task's own cost and its tree's, and budgets over scopes (team,
+agent, routine, task tree) that notify at 80 % and 100 % once per window and pause
+the claim when a cap is spent."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import time_machine
+
+from board import store
+from board.errors import BudgetPaused
+from board.models import ExecutionProcess
+from board.store import spend
+from core.models import Event
+
+pytestmark = pytest.mark.django_db
+
+
+def run_costing(
+    task_id: str, cents: int, agent: str = "ada", tokens: int = 100
+) -> ExecutionProcess:
+    """Claim ``task_id``, open a run, close it with ``cents`` reported, release it."""
+    claimed = store.claim(task_id, agent, "command")
+    assert claimed.ok, claimed.outcome
+    run = store.open_execution(task_id, claimed.ticket)
+    closed = store.close_execution(run.id, "failed", tokens_in=tokens, cost_cents=cents)
+    store.release(task_id, ticket=claimed.ticket)
+    return closed
+
+
+def budget(scope_id: str = "default", **fields) -> int:
+    body = {"scope": "team", "scope_id": scope_id, "window": "day", "limit_cents": 100}
+    return spend.create_budget("default", {**body, **fields}).pk
+
+
+def test_the_tree_cost_of_a_parent_is_its_own_and_its_childrens_runs(default_team):
+    root = store.create_task(title="root").task
+    child = store.create_task(title="child", parent_task_id=root.id).task
+    grandchild = store.create_task(title="grandchild", parent_task_id=child.id).task
+    run_costing(root.id, 5)
+    run_costing(child.id, 7)
+    run_costing(child.id, 11)  # a retry counts too
+    run_costing(grandchild.id, 13)
+    runs = {t: sum(e.cost_cents for e in store.list_executions(t)) for t in (root.id, child.id)}
+    root_body = store.get_task(root.id).as_dict()["cost"]
+    assert root_body["cents"] == runs[root.id] == 5
+    assert root_body["tree_cents"] == 5 + 7 + 11 + 13
+    assert root_body["tree_tokens"] == 400
+    child_body = store.get_task(child.id).as_dict()["cost"]
+    assert (child_body["cents"], child_body["tree_cents"]) == (18, 31)
+
+
+def test_usage_streamed_then_a_lower_final_price_replaces_the_estimate(default_team):
+    task = store.create_task(title="t").task
+    claimed = store.claim(task.id, "ada", "command")
+    run = store.open_execution(task.id, claimed.ticket)
+    spend.record_usage(run.id, spend.Usage(tokens_in=10, cost_cents=9, cost_status="estimated"))
+    assert store.get_task(task.id).cost_cents == 9
+    store.close_execution(run.id, "succeeded", tokens_in=12, cost_cents=6)
+    fresh = store.get_task(task.id)
+    assert (fresh.cost_cents, fresh.tree_cost_cents, fresh.cost_tokens) == (6, 6, 12)
+    assert ExecutionProcess.objects.get(pk=run.id).cost_status == "reported"
+
+
+def test_crossings_notify_once_per_window_and_a_cap_pauses_the_claim(default_team):
+    pk = budget(mode="cap")
+    tasks = [store.create_task(title=f"t{i}").task for i in range(6)]
+    run_costing(tasks[0].id, 50)
+    assert Event.objects.filter(kind="budget_warning").count() == 0
+    run_costing(tasks[1].id, 35)  # 85 %
+    run_costing(tasks[2].id, 5)  # still over 80 %: no second warning
+    assert Event.objects.filter(kind="budget_warning").count() == 1
+    body = spend.get_budget(pk).as_dict(store.now())
+    assert (body["spent_cents"], body["status"]) == (90, "soft_capped")
+    run_costing(tasks[3].id, 20)  # 110 %: exhausted, paused
+    assert Event.objects.filter(kind="budget_exhausted").count() == 1
+    body = spend.get_budget(pk).as_dict(store.now())
+    assert (body["spent_cents"], body["status"]) == (110, "paused")
+    with pytest.raises(BudgetPaused):
+        store.claim(tasks[4].id, "ada", "command").raise_for_outcome(tasks[4].id)
+    with pytest.raises(BudgetPaused):
+        store.claim_next("ada", team="default")
+    assert store.get_task(tasks[4].id).status == "todo"
+    # A new day is a new window: spent from nothing, no pause, crossings re-armed.
+    with time_machine.travel(store.now() + dt.timedelta(days=1), tick=False):
+        assert spend.get_budget(pk).as_dict(store.now())["status"] == "active"
+        assert store.claim(tasks[4].id, "ada", "command").ok
+
+
+def test_a_warn_budget_never_pauses(default_team):
+    pk = budget(mode="warn")
+    tasks = [store.create_task(title=f"t{i}").task for i in range(2)]
+    run_costing(tasks[0].id, 150)
+    assert spend.get_budget(pk).as_dict(store.now())["status"] == "soft_capped"
+    assert store.claim(tasks[1].id, "ada", "command").ok
+
+
+def test_a_paused_budget_resumed_with_grace_lets_exactly_the_grace_through(default_team):
+    pk = budget(mode="cap")
+    tasks = [store.create_task(title=f"t{i}").task for i in range(8)]
+    run_costing(tasks[0].id, 100)
+    assert spend.get_budget(pk).as_dict(store.now())["status"] == "paused"
+    spend.resume_budget(pk, grace_cents=30)
+    run_costing(tasks[1].id, 10)
+    run_costing(tasks[2].id, 10)
+    assert spend.get_budget(pk).as_dict(store.now())["status"] == "soft_capped"
+    run_costing(tasks[3].id, 10)  # 130: the grace is spent
+    assert spend.get_budget(pk).as_dict(store.now())["status"] == "paused"
+    assert not store.claim(tasks[4].id, "ada", "command").ok
+    assert spend.get_budget(pk).spent_cents == 130
+    # Exhausted once in this window, however many pauses.
+    assert Event.objects.filter(kind="budget_exhausted").count() == 1
+
+
+def test_a_paused_task_tree_is_passed_over_by_claim_next(default_team):
+    root = store.create_task(title="root").task
+    child = store.create_task(title="child", parent_task_id=root.id).task
+    budget(scope="task_tree", scope_id=root.id, mode="cap", limit_cents=10)
+    run_costing(child.id, 10)
+    other = store.create_task(title="other").task
+    claimed = store.claim_next("ada", team="default")
+    assert claimed is not None and claimed.task.id == other.id
+    assert store.claim_next("ada", team="default") is None
+    result = store.claim(child.id, "ada", "command")
+    assert result.outcome == "budget_paused"
+
+
+def test_an_agent_budget_stops_only_that_agent(default_team):
+    budget(scope="agent", scope_id="ada", mode="cap", limit_cents=10)
+    tasks = [store.create_task(title=f"t{i}").task for i in range(3)]
+    run_costing(tasks[0].id, 10, agent="ada")
+    assert store.claim(tasks[1].id, "ada", "command").outcome == "budget_paused"
+    assert store.claim(tasks[1].id, "bob", "command").ok
+
+
+def test_a_budget_made_over_spent_work_starts_from_what_it_covers(default_team):
+    task = store.create_task(title="t").task
+    run_costing(task.id, 40)
+    pk = budget(limit_cents=50)
+    body = spend.get_budget(pk).as_dict(store.now())
+    assert (body["spent_cents"], body["status"]) == (40, "soft_capped")
+    assert Event.objects.filter(kind="budget_warning").count() == 1
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("scope", "planet"), ("window", "week"), ("mode", "stop"), ("limit_cents", 0)],
+)
+def test_a_bad_budget_is_refused_naming_the_field(default_team, field, value):
+    from core.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed) as refused:
+        budget(**{field: value})
+    assert refused.value.field == field

@@ -1,0 +1,58 @@
+"""The usage page: spend per team and agent today, this week and this month, and a
+30-day chart drawn as plain SVG."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import time_machine
+from django.contrib.auth import get_user_model
+
+from board import store
+from board.store import spend
+
+pytestmark = pytest.mark.django_db
+
+
+def spend_on(agent: str, cents: int, team: str = "default") -> None:
+    task = store.create_task(title="t", team=team).task
+    claimed = store.claim(task.id, agent, "command")
+    run = store.open_execution(task.id, claimed.ticket)
+    store.close_execution(run.id, "succeeded", cost_cents=cents)
+
+
+def test_usage_adds_up_runs_by_team_agent_and_period(default_team):
+    monday = dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
+    with time_machine.travel(monday - dt.timedelta(days=3), tick=False):  # Friday, Nov 27
+        spend_on("ada", 7)
+    with time_machine.travel(monday, tick=False):
+        spend_on("ada", 5)
+        spend_on("bob", 11)
+    with time_machine.travel(monday + dt.timedelta(days=1), tick=False):  # Tuesday, Dec 1
+        spend_on("bob", 2)
+        report = spend.usage_report(["default"], store.now())
+    (team,) = report.teams
+    assert (team["today"], team["week"], team["month"]) == (2, 18, 2)
+    agents = {row["id"]: row for row in report.agents}
+    assert (agents["ada"]["today"], agents["ada"]["week"]) == (0, 5)
+    assert (agents["bob"]["today"], agents["bob"]["week"]) == (2, 13)
+    assert len(report.daily) == 30
+    assert report.daily[-1] == {"day": "2026-12-01", "cents": 2}
+    assert report.daily[-2] == {"day": "2026-11-30", "cents": 16}
+    assert sum(d["cents"] for d in report.daily) == 25
+
+
+def test_the_usage_page_shows_the_figures_and_a_chart(default_team, client):
+    user = get_user_model().objects.create_user("ada", password="pw")
+    from core import registry
+
+    registry.add_member("default", user)
+    client.force_login(user)
+    spend_on("ada", 9)
+    page = client.get("/board/usage/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert '<tr data-team="default"><td>default</td><td>9¢</td>' in html
+    assert 'data-agent="ada"' in html
+    assert html.count('class="bar"') == 30

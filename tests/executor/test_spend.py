@@ -1,0 +1,157 @@
+"""Every run costed: reported, estimated from the price table, or unknown; a run's
+ceiling stops it; a task's cost and its tree's add up every attempt."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from board import store
+from board.models import CostStatus, ExecutionProcess, TaskComment
+from core import registry
+from core.models import Event
+from executor.runner import Executor
+
+STAND_IN = Path(__file__).with_name("stand_in_claude.py")
+
+
+@pytest.fixture
+def claude_binary(tmp_path: Path) -> Path:
+    """An executable ``claude`` that is the stand-in (the adapter runs it like the CLI)."""
+    path = tmp_path / "bin" / "claude"
+    path.parent.mkdir()
+    path.write_text(
+        f"#!{sys.executable}\nimport runpy, sys\nsys.argv[0] = {str(STAND_IN)!r}\n"
+        f"runpy.run_path({str(STAND_IN)!r}, run_name='__main__')\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def claude_agent(db, state_dir, claude_binary):
+    def make(agent_id: str = "claude", *args: str, **settings):
+        return registry.create_agent(
+            id=agent_id,
+            display_name=agent_id.title(),
+            team="default",
+            runtime="claude-code",
+            settings={"binary": str(claude_binary), "extra_args": list(args), **settings},
+        )
+
+    return make
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Live (non-zombie) processes whose working directory is ``directory`` or below."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and (cwd == directory or directory in cwd.parents):
+            found.append(int(entry.name))
+    return found
+
+
+def run_one(agent_id: str, **task) -> ExecutionProcess:
+    created = store.create_task(title="spend", file_mutating=False, **task).task
+    Executor(agent_id).work_once()
+    (execution,) = store.list_executions(created.id)
+    return execution
+
+
+def test_a_run_that_prices_itself_records_a_reported_cost(claude_agent):
+    claude_agent("claude", "--turns", "2", "--cost-usd", "0.03")
+    execution = run_one("claude")
+    assert execution.status == "succeeded"
+    assert (execution.cost_cents, execution.cost_status) == (6, CostStatus.REPORTED)
+    assert (execution.tokens_in, execution.tokens_out) == (2000, 20)
+
+
+def test_tokens_without_a_price_are_estimated_from_the_price_table(claude_agent, settings):
+    settings.CLAWBOO_MODEL_PRICES = {"m1": {"in": 300, "out": 1500}}
+    claude_agent("claude", "--model", "m1", "--turns", "1", "--input-tokens", "100000")
+    execution = run_one("claude")
+    # 100000 × 300 / 1e6 + 10 × 1500 / 1e6 = 30.015¢
+    assert (execution.cost_cents, execution.cost_status) == (30, CostStatus.ESTIMATED)
+
+
+def test_a_model_the_table_does_not_price_leaves_the_cost_unknown(claude_agent):
+    claude_agent("claude", "--model", "nobody-prices-me")
+    execution = run_one("claude")
+    assert (execution.cost_cents, execution.cost_status) == (0, CostStatus.UNKNOWN)
+    assert execution.tokens_in == 1000
+
+
+def test_a_command_run_costs_unknown(command_agent):
+    command_agent("builder", "none")
+    execution = run_one("builder")
+    assert execution.status == "succeeded"
+    assert (execution.cost_cents, execution.cost_status) == (0, CostStatus.UNKNOWN)
+
+
+def test_a_run_that_reaches_its_ceiling_is_stopped(claude_agent, settings):
+    # Each turn: 100000 input tokens of claude-opus-5-5 (4 $/M) = 40¢; runs forever.
+    claude_agent("claude", "--turns", "0", "--input-tokens", "100000", "--every", "0.2")
+    created = store.create_task(title="spend", file_mutating=False, max_run_cents=100).task
+    report = Executor("claude").work_once()
+    assert report.outcome == "cancelled"
+    (execution,) = store.list_executions(created.id)
+    assert execution.status == "cancelled" and execution.error_class == "budget"
+    assert execution.cost_status == CostStatus.ESTIMATED
+    # Stopped at the first report at or past the ceiling (3 turns, 120¢), give or
+    # take a turn printed before the signal landed.
+    assert 100 <= execution.cost_cents <= 100 + 40
+    assert not processes_in(Path(settings.CLAWBOO_STATE_DIR) / "scratch" / created.id)
+    task = store.get_task(created.id)
+    assert task.status == "todo" and task.assignee_agent_id is None
+    assert task.cost_cents == execution.cost_cents
+    (comment,) = TaskComment.objects.filter(task_id=task.id)
+    assert "ceiling of 100¢" in comment.body
+    assert Event.objects.filter(task_id=task.id, kind="budget_stopped").count() == 1
+
+
+def test_an_agents_default_ceiling_applies_when_the_task_names_none(claude_agent):
+    claude_agent("claude", "--turns", "0", "--input-tokens", "100000", max_run_cents=50)
+    execution = run_one("claude")
+    assert execution.status == "cancelled" and execution.error_class == "budget"
+
+
+def test_the_cost_is_written_while_the_run_goes(claude_agent):
+    claude_agent("claude", "--turns", "0", "--input-tokens", "100000", "--every", "0.2")
+    created = store.create_task(title="spend", file_mutating=False, max_run_cents=200).task
+    Executor("claude").work_once()
+    kinds = list(Event.objects.filter(task_id=created.id, kind="cost_changed"))
+    # One live figure per priced turn, before the run was stopped.
+    assert len(kinds) >= 3
+    figures = [e.payload["task"]["cost"]["cents"] for e in kinds]
+    assert figures == sorted(figures) and figures[0] > 0
+    assert os.getpid()  # the worker itself survived the stop
+
+
+def test_a_run_whose_team_cap_is_spent_stops_at_its_next_usage_report(claude_agent):
+    from board.store import spend
+
+    team_cap = {"scope": "team", "scope_id": "default", "window": "day", "mode": "cap"}
+    budget = spend.create_budget("default", {**team_cap, "limit_cents": 50})
+    claude_agent("claude", "--turns", "0", "--input-tokens", "100000", "--every", "0.2")
+    created = store.create_task(title="spend", file_mutating=False).task
+    report = Executor("claude").work_once()
+    assert report.outcome == "cancelled"
+    (execution,) = store.list_executions(created.id)
+    assert execution.status == "cancelled" and execution.error_class == "budget"
+    # 40¢ a turn: paused at the second report (80¢), stopped there.
+    assert 80 <= execution.cost_cents <= 120
+    assert spend.get_budget(budget.pk).as_dict(store.now())["status"] == "paused"
+    (comment,) = TaskComment.objects.filter(task_id=created.id)
+    assert "50¢ day budget" in comment.body
+    # Nothing more is claimed until a person resumes the budget.
+    assert Executor("claude").work_once().outcome == "refused"

@@ -1,0 +1,48 @@
+"""The budget admin saves through the spend store: the team is the scope's, a scope
+that does not exist is refused on the form, resume lifts a pause."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from board import store
+from board.models import Budget
+from board.store import spend
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client(client):
+    user = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    client.force_login(user)
+    return client
+
+
+FORM = {"scope": "team", "scope_id": "default", "window": "day", "limit_cents": 50, "mode": "cap"}
+
+
+def test_a_budget_added_in_the_admin_belongs_to_its_scopes_team(admin_client):
+    response = admin_client.post("/admin/board/budget/add/", FORM)
+    assert response.status_code == 302, response.content[:500]
+    budget = Budget.objects.get()
+    assert (budget.team_id, budget.limit_cents, budget.mode) == ("default", 50, "cap")
+    page = admin_client.get("/admin/board/budget/")
+    assert page.status_code == 200 and b"default" in page.content
+
+
+def test_an_unknown_scope_is_refused_and_nothing_is_saved(admin_client):
+    admin_client.post("/admin/board/budget/add/", {**FORM, "scope": "agent", "scope_id": "nobody"})
+    assert not Budget.objects.exists()
+
+
+def test_the_resume_action_lifts_a_pause(admin_client):
+    pk = spend.create_budget("default", {**FORM, "limit_cents": 1}).pk
+    task = store.create_task(title="t").task
+    claimed = store.claim(task.id, "ada", "command")
+    run = store.open_execution(task.id, claimed.ticket)
+    store.close_execution(run.id, "succeeded", cost_cents=3)
+    assert spend.get_budget(pk).as_dict(store.now())["status"] == "paused"
+    admin_client.post("/admin/board/budget/", {"action": "resume", "_selected_action": [pk]})
+    assert spend.get_budget(pk).as_dict(store.now())["status"] == "soft_capped"
