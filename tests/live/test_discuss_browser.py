@@ -111,6 +111,7 @@ def test_an_edit_in_place_reaches_everyone_and_one_that_lost_the_race_says_so(
         page.fill("#edit-depends", other.id)
         page.locator("#edit-repository[data-ready=true]").wait_for()
         page.select_option("#edit-repository", "web")
+        page.fill("#edit-verify", "make test")
         page.click("#edit-save")
         page.locator("#detail-title", has_text="Fix the login form").wait_for(timeout=3_000)
         saved = store.get_task(task.id)
@@ -121,6 +122,7 @@ def test_an_edit_in_place_reaches_everyone_and_one_that_lost_the_race_says_so(
         )
         assert store.depends_on_ids(task.id) == [other.id]
         assert saved.repository_id == "web"
+        assert saved.metadata["verify_cmd"] == "make test"
 
         # The other page's card shows the new title within a second; its open
         # editor keeps what is typed and says the task moved on.

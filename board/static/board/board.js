@@ -849,6 +849,8 @@ function editForm(task) {
       field("Labels", el("input", { name: "labels", id: "edit-labels", value: (task.labels || []).join(", "), placeholder: "comma, separated" }))),
     field("Depends on", el("input", { name: "depends_on", id: "edit-depends", value: (task.depends_on || []).join(", "), placeholder: "task ids, comma separated" })),
     field("Repository", repositoryMenu(task)),
+    field("Verify command", el("input", { name: "verify_cmd", id: "edit-verify", value: (task.metadata || {}).verify_cmd || "",
+      placeholder: "run in the worktree after the agent; exit 0 passes (operators, or allowlisted)" })),
     el("p", { class: "form-error", id: "edit-error", role: "alert" }),
     el("menu", {},
       el("button", { type: "button", class: "btn ghost", id: "edit-cancel", onclick: () => { editing = null; renderDetailIfShown(true); } }, "Cancel"),
@@ -870,6 +872,13 @@ async function saveEdit(id, form) {
   const labels = splitList(data.get("labels"));
   if (labels.join("\n") !== (current.labels || []).join("\n")) changes.labels = labels;
   const repository = String(data.get("repository") || "") || null;
+  // The verify command lives in the task's metadata (PATCH replaces it whole).
+  const verify = String(data.get("verify_cmd") || "").trim();
+  const metadata = { ...(current.metadata || {}) };
+  if (verify !== (metadata.verify_cmd || "")) {
+    if (verify) metadata.verify_cmd = verify; else delete metadata.verify_cmd;
+    changes.metadata = metadata;
+  }
   const menu = $("#edit-repository");
   if (menu && menu.dataset.ready === "true" && repository !== (current.repository || null)) changes.repository = repository;
   const wanted = splitList(data.get("depends_on"));
