@@ -30,6 +30,7 @@ from routines import store
 from routines.api import check_may_create, check_may_edit, visible_routine
 from routines.forms import RoutineForm
 from routines.models import Routine
+from routines.schedules import OpenClawGatewayCronScheduleSource
 from routines.wording import local_stamp, local_time, schedule_in_words
 
 RECENT_FIRES = 5
@@ -109,12 +110,16 @@ def routines_page(request: HttpRequest) -> HttpResponse:
             notes.setdefault(tag.removeprefix("routine:"), []).append(message)
         else:
             general.append(message)
+    # The other domain of the Scheduler: the OpenClaw gateway's own-life cron, not
+    # team work -- shown beside the routines, its writes staff-only (the API's rule).
+    gateway_cron = OpenClawGatewayCronScheduleSource().read()
     return render(
         request,
         "routines/routines.html",
         {
             "teams": teams,
             "team": team,
+            "gateway_cron": gateway_cron,
             "rows": [_row(r, fires[r.id], notes.get(r.id, [])) for r in routines],
             "general_messages": general,
             "is_staff": request.user.is_staff,

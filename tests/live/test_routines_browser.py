@@ -230,6 +230,9 @@ def test_the_page_keeps_its_team_across_actions_and_deletes_only_after_asking(
         row(page, later.id).wait_for(timeout=15_000)
         assert "team=ops" in page.url
 
+        # The gateway's own-life cron has its own section; unconfigured here, it says so.
+        assert "not configured" in page.inner_text("#gateway-cron")
+
         # New routine: a preset fills the schedule.
         page.click("#new-routine")
         page.click("#cron-presets [data-cron='0 9 * * 1-5']")
