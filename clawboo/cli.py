@@ -25,6 +25,9 @@ USAGE = """usage: clawboo <command> [options]
   approve_agents     approve what agents run on this server (operators)
   createsuperuser    an admin user
   migrate            apply database migrations (up does it too)
+  worker --server URL --token KEY [--agent A ...]
+                     a remote worker: runs agents on this host over HTTPS only
+                     (no database; see README "Remote workers")
   work | ticker | qcluster | reconcile
                      one part alone, for a scaled deployment
   help [command]     every command, or one command's options
@@ -41,6 +44,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args[0] in ("--help", "-h"):
         sys.stdout.write(USAGE)
         return
+    if args[0] == "worker":
+        # Before Django is set up: a remote worker holds a URL and a key, no database.
+        from executor.remote import main as worker_main
+
+        sys.exit(worker_main(args[1:]))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")
     if os.environ.get(procs.ENV_FLAG) == "1":
         procs.forks_die_with_parent()  # started by `clawboo up`: see core.procs

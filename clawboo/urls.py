@@ -57,6 +57,7 @@ board_patterns: list[URLPattern | URLResolver] = [
 api_patterns: list[URLPattern | URLResolver] = [
     path("board/", include(board_patterns)),  # first: the agents' hot paths
     path("whoami", registry_views.WhoAmIView.as_view()),
+    path("workers/beat", registry_views.WorkerBeatView.as_view()),
     path("teams", registry_views.TeamsView.as_view()),
     path("agents", registry_views.AgentsView.as_view()),
     path("agents/<str:agent_id>", registry_views.AgentDetailView.as_view()),

@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from core import agent_secrets, registry, repositories
+from core import agent_secrets, machines, registry, repositories
 from core.admin_forms import DataLayerAdmin, PrettyJSONField
 from core.errors import ClawbooError
-from core.models import Agent, Event, Repository, Team
+from core.models import Agent, Event, Heartbeat, MachineToken, Repository, Team
 
 
 @admin.register(Team)
@@ -185,4 +186,59 @@ class EventAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(MachineToken)
+class MachineTokenAdmin(admin.ModelAdmin):
+    """Mint (the key is shown once, in a message) and revoke worker hosts' tokens."""
+
+    list_display = ("id", "host", "prefix", "created_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    actions = ["revoke"]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None:
+            return ["host", "agents"]
+        return ["host", "prefix", "agents", "created_at", "revoked_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        if obj is None:
+            return []
+        return ["host", "prefix", "agents", "created_at", "revoked_at"]
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        if change:
+            return
+        agents = [a.id for a in form.cleaned_data["agents"]]
+        try:
+            token, key = machines.mint(obj.host, agents, created_by=request.user)
+        except ClawbooError as exc:
+            self.message_user(request, exc.detail, messages.ERROR)
+            return
+        # The admin then saves the form's agents on obj: make obj the minted row.
+        obj.__dict__.update({k: v for k, v in token.__dict__.items() if k != "_state"})
+        obj._state.adding = False
+        self.message_user(request, f"Key for {token.host} (shown once): {key}", messages.WARNING)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # revoked, never deleted: the record says who could act, and until when
+
+    @admin.action(description="Revoke the selected machine tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[MachineToken]) -> None:
+        revoked = sum(machines.revoke(token.pk) for token in queryset)
+        self.message_user(request, f"revoked {revoked} machine token(s)")
+
+
+@admin.register(Heartbeat)
+class HeartbeatAdmin(admin.ModelAdmin):
+    """The parts and hosts that beat, remote workers among them (read-only)."""
+
+    list_display = ("part", "host", "instance", "beat_at", "detail")
+    list_filter = ("part",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import time
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Max
@@ -58,6 +59,51 @@ def beat(part: str, *, started_at: dt.datetime | None = None) -> None:
         Heartbeat.objects.filter(part=part, beat_at__lt=at - FORGET_AFTER).delete()
 
     storage.write(run)
+
+
+REMOTE_PART = "remote-worker"
+
+
+def beat_remote(token_id: int, host: str, pid: int, detail: dict[str, Any]) -> None:
+    """A remote worker (``clawboo worker``) is alive, says its machine token's host.
+
+    The instance carries the token's id: a host's beats are its own token's rows,
+    whatever another token claims to be."""
+    instance = f"{host}:{pid}#{token_id}"
+    at = timezone.now()
+
+    def run() -> None:
+        if Heartbeat.objects.filter(part=REMOTE_PART, instance=instance).update(
+            beat_at=at, detail=detail
+        ):
+            return
+        Heartbeat.objects.create(
+            part=REMOTE_PART,
+            instance=instance,
+            host=host,
+            pid=pid,
+            started_at=at,
+            beat_at=at,
+            detail=detail,
+        )
+        Heartbeat.objects.filter(part=REMOTE_PART, beat_at__lt=at - FORGET_AFTER).delete()
+
+    storage.write(run)
+
+
+def remote_workers(since: dt.datetime) -> list[dict[str, Any]]:
+    """The remote workers that beat since ``since``, newest first."""
+    rows = Heartbeat.objects.filter(part=REMOTE_PART, beat_at__gte=since).order_by("-beat_at")
+    return [
+        {
+            "host": row.host,
+            "instance": row.instance,
+            "beat_at": row.beat_at.isoformat(),
+            "agents": row.detail.get("agents", []),
+            "running": row.detail.get("running", []),
+        }
+        for row in rows
+    ]
 
 
 def forget(part: str) -> None:

@@ -214,6 +214,8 @@ class Heartbeat(models.Model):
     pid = models.IntegerField()
     started_at = models.DateTimeField()
     beat_at = models.DateTimeField()
+    # A remote worker's beat says what it runs: {"agents": [...], "running": [...]}.
+    detail = models.JSONField(default=dict, blank=True)
     # When a loop of this process last lost the database, and got it back (null
     # while it is down, or never lost): written with the first beat that gets through.
     db_lost_at = models.DateTimeField(null=True, blank=True)
@@ -228,6 +230,45 @@ class Heartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.part} {self.instance} @ {self.beat_at.isoformat()}"
+
+
+class MachineToken(models.Model):
+    """A worker host's credential (``create_machine_token --host H --agent A``).
+
+    Only the SHA-256 of the key is kept: the key is shown once, when minted. It
+    authenticates as a service user of its own (a member of the bound agents' teams,
+    so it reads nothing else) and may act as the bound agents only. Revoked: it
+    authenticates no more, which stops the worker at its next heartbeat.
+    """
+
+    host = models.CharField(max_length=200)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    # The key's first characters, to tell tokens apart in the admin.
+    prefix = models.CharField(max_length=8, editable=False)
+    user = models.OneToOneField(
+        django_settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="machine_token",
+        editable=False,
+    )
+    agents = models.ManyToManyField(Agent, related_name="machine_tokens")
+    created_by = models.ForeignKey(
+        django_settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "machine_tokens"
+        ordering = ["host", "id"]
+
+    def __str__(self) -> str:
+        return f"machine token {self.prefix}… of {self.host}"
 
 
 class Repository(models.Model):

@@ -145,6 +145,15 @@ def _sync_parts() -> list[PartHealth]:
     return [database, *check_beats()]
 
 
+def _remote_workers() -> list[dict[str, Any]]:
+    """Remote workers seen within the staleness window: host, last beat, what they run."""
+    try:
+        since = timezone.now() - dt.timedelta(milliseconds=settings.CLAWBOO_HEALTH_BEAT_STALE_MS)
+        return beats.remote_workers(since)
+    except Exception:
+        return []  # the database part already says why
+
+
 async def run_checks() -> list[PartHealth]:
     parts = await sync_to_async(_sync_parts, thread_sensitive=True)()
     return [*parts, await check_channel_layer()]
@@ -159,5 +168,7 @@ async def healthz(request: HttpRequest) -> JsonResponse:
         "status": "failing" if failing else "ok",
         "failing": failing,
         "parts": {part.name: part.as_dict() for part in parts},
+        # Informational: a remote worker going away fails nothing (its leases lapse).
+        "remote_workers": await sync_to_async(_remote_workers, thread_sensitive=True)(),
     }
     return JsonResponse(body, status=503 if failing else 200)

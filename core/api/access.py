@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.api.auth import bound_agent
+from core.api.auth import bound_agent, bound_agents
 from core.checks import ID_PATTERN
 from core.errors import Forbidden, ValidationFailed
 from core.models import Team
@@ -59,6 +59,12 @@ def act_as(request: Any, agent_id: Any, field: str = "agent_id") -> str:
     bound = bound_agent(getattr(request, "auth", None))
     if bound is not None and bound != agent_id:
         raise Forbidden(f"this token acts as agent {bound!r} only, not {agent_id!r}", field=field)
+    machine = bound_agents(getattr(request, "auth", None))
+    if machine is not None:
+        # Staff minted the machine token for these agents: that is its authority.
+        if agent_id not in machine:
+            raise Forbidden(f"this machine token may not act as agent {agent_id!r}", field=field)
+        return agent_id
     if not (user.is_staff or user.is_superuser) and scope[1] != user.pk:
         raise Forbidden(
             f"you may not act as agent {agent_id!r}: it belongs to another user", field=field
@@ -76,7 +82,7 @@ def act_as_assignee(request: Any, task: Any) -> None:
     user = request.user
     scope = agent_scope(assignee)
     if scope is None or not can_see_team(user, scope[0]):
-        bound = bound_agent(request.auth)
+        bound = bound_agent(getattr(request, "auth", None))
         if (user.is_staff or user.is_superuser) and bound in (None, assignee):
             return
         raise Forbidden(

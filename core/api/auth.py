@@ -1,6 +1,8 @@
 """``Authorization: Token <key>``: a user's key (DRF's ``Token``) or a key bound to
 one agent (:class:`core.models.AgentToken`), which authenticates as the agent's
-owner and may act as that agent only (``request.auth.agent_id``)."""
+owner and may act as that agent only (``request.auth.agent_id``), or a worker host's
+machine key (:class:`core.models.MachineToken`, stored hashed), which acts as the
+agents it is bound to only."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 
 from rest_framework import authentication, exceptions
 
-from core.models import AgentToken
+from core.models import AgentToken, MachineToken
 
 KEY_LENGTH = 40
 
@@ -29,6 +31,10 @@ def user_and_token(key: str) -> tuple[Any, Any] | None:
     found: Any = AgentToken.objects.select_related("user").filter(key=key).first()
     if found is None:
         found = Token.objects.select_related("user").filter(key=key).first()
+    if found is None:
+        from core.machines import by_key
+
+        found = by_key(key)
     if found is None or not found.user.is_active:
         return None
     return found.user, found
@@ -37,6 +43,15 @@ def user_and_token(key: str) -> tuple[Any, Any] | None:
 def bound_agent(auth: Any) -> str | None:
     """The one agent a request's credential may act as, or None (no such binding)."""
     return auth.agent_id if isinstance(auth, AgentToken) else None
+
+
+def bound_agents(auth: Any) -> frozenset[str] | None:
+    """The agents a machine token may act as, or None (not a machine token)."""
+    if not isinstance(auth, MachineToken):
+        return None
+    from core.machines import bound_agent_ids
+
+    return bound_agent_ids(auth)
 
 
 class TokenAuthentication(authentication.TokenAuthentication):

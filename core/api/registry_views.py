@@ -12,14 +12,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core import agent_secrets, chat, events, registry, server_commands
+from core import agent_secrets, beats, chat, events, registry, server_commands
 from core.api.access import act_as, can_see_team, require_team, team_ids
+from core.api.auth import bound_agents
 from core.api.bodies import json_object, query_int
 from core.api.idempotency import idempotent
 from core.api.schema import with_errors
 from core.errors import Forbidden, NotFound, ValidationFailed
 from core.live import frames_for
-from core.models import Agent, ParticipantKind, Runtime, Team
+from core.models import Agent, MachineToken, ParticipantKind, Runtime, Team
 
 _TEAM_FIELDS: dict[str, Any] = {
     "id": serializers.CharField(),
@@ -209,7 +210,11 @@ class AgentDetailView(APIView):
     )
     def get(self, request: Request, agent_id: str) -> Response:
         staff = server_commands.is_operator(request.user)
-        return Response(agent_body(self._agent(request, agent_id), staff=staff))
+        # A machine token runs its agents: it reads their settings (secrets masked;
+        # the worker host brings its own credentials).
+        machine = bound_agents(request.auth)
+        runs_it = machine is not None and agent_id in machine
+        return Response(agent_body(self._agent(request, agent_id), staff=staff or runs_it))
 
     @extend_schema(
         operation_id="agents_update",
@@ -360,16 +365,62 @@ class WhoAmIView(APIView):
                         "teams": serializers.ListField(
                             child=serializers.CharField(), allow_null=True
                         ),
+                        # A machine token: the agents it may run (a remote worker's
+                        # default set).
+                        "agents": serializers.ListField(
+                            child=serializers.CharField(), required=False
+                        ),
                     },
                 )
             }
         ),
     )
     def get(self, request: Request) -> Response:
-        return Response(
-            {
-                "username": request.user.get_username(),
-                "staff": bool(request.user.is_staff),
-                "teams": team_ids(request.user),
-            }
-        )
+        body: dict[str, Any] = {
+            "username": request.user.get_username(),
+            "staff": bool(request.user.is_staff),
+            "teams": team_ids(request.user),
+        }
+        machine = bound_agents(request.auth)
+        if machine is not None:
+            body["agents"] = sorted(machine)
+        return Response(body)
+
+
+WorkerBeatBody = inline_serializer(
+    "WorkerBeat",
+    {
+        "pid": serializers.IntegerField(min_value=0),
+        "agents": serializers.ListField(child=serializers.CharField(), required=False),
+        "running": serializers.ListField(child=serializers.CharField(), required=False),
+    },
+)
+_ID_LIST = 200  # a worker runs a handful of agents and tasks; bound what one beat stores
+
+
+class WorkerBeatView(APIView):
+    """``POST /api/workers/beat``: a remote worker (``clawboo worker``) is alive.
+
+    Machine tokens only; the host is the one staff minted the token for. Seen in
+    ``/healthz`` and the admin's heartbeats."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="workers_beat",
+        request=WorkerBeatBody,
+        responses=with_errors({204: None}, "validation_error", "forbidden"),
+    )
+    def post(self, request: Request) -> Response:
+        token = request.auth
+        if not isinstance(token, MachineToken):
+            raise Forbidden("only a machine token beats as a remote worker")
+        body = json_object(request, WorkerBeatBody)
+        detail = {}
+        for field in ("agents", "running"):
+            values = body.get(field) or []
+            if len(values) > _ID_LIST or any(len(v) > 128 for v in values):
+                raise ValidationFailed(field, f"at most {_ID_LIST} ids of 128 characters")
+            detail[field] = list(values)
+        beats.beat_remote(token.pk, token.host, body["pid"], detail)
+        return Response(status=204)

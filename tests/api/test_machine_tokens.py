@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import pytest
+from django.core.management import CommandError, call_command
+from rest_framework.test import APIClient
+
+from board import store
+from core import machines, registry
+from core.models import MachineToken
+
+pytestmark = pytest.mark.django_db
+
+
+def token_client(key: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return client
+
+
+@pytest.fixture
+def fleet(db):
+    """Agents a, b on default (owned by nobody), and red-bot on another team."""
+    for agent_id in ("a-bot", "b-bot"):
+        registry.create_agent(id=agent_id, display_name=agent_id, team="default", runtime="human")
+    registry.create_team("red", "Red")
+    registry.create_agent(id="red-bot", display_name="R", team="red", runtime="human")
+
+
+def mint(capsys, *argv: str) -> str:
+    call_command("create_machine_token", *argv)
+    return capsys.readouterr().out.strip()
+
+
+def test_a_machine_token_is_stored_hashed_and_acts_as_its_agents(fleet, capsys):
+    key = mint(capsys, "--host", "gpu-1", "--agent", "a-bot")
+    token = MachineToken.objects.get(host="gpu-1")
+    assert token.key_hash == machines.key_hash(key) and key not in token.key_hash
+    assert not MachineToken.objects.filter(key_hash=key).exists()
+    client = token_client(key)
+    task = store.create_task(title="t").task
+    claimed = client.post("/api/board/claim-next", {"agent_id": "a-bot"}, format="json")
+    assert claimed.status_code == 200, claimed.json()
+    assert claimed.json()["task"]["id"] == task.id
+    ticket = claimed.json()["ticket"]
+    beat = client.post(f"/api/board/tasks/{task.id}/heartbeat", {"ticket": ticket}, format="json")
+    assert beat.status_code == 200
+    done = client.post(f"/api/board/tasks/{task.id}/complete", {"ticket": ticket}, format="json")
+    assert done.status_code == 200
+
+
+def test_a_machine_token_cannot_claim_or_settle_for_an_agent_it_is_not_bound_to(fleet, capsys):
+    client = token_client(mint(capsys, "--host", "gpu-1", "--agent", "a-bot"))
+    task = store.create_task(title="t").task
+    for path in (f"/api/board/tasks/{task.id}/claim", "/api/board/claim-next"):
+        refused = client.post(path, {"agent_id": "b-bot"}, format="json")
+        assert refused.status_code == 403 and refused.json()["error"] == "forbidden"
+    assert store.get_task(task.id).status == "todo"
+    ticket = store.claim(task.id, "b-bot").ticket
+    for verb, body in (
+        ("heartbeat", {"ticket": ticket}),
+        ("complete", {"ticket": ticket}),
+        ("fail", {"error": "x", "ticket": ticket}),
+    ):
+        answer = client.post(f"/api/board/tasks/{task.id}/{verb}", body, format="json")
+        assert answer.status_code == 403, (verb, answer.json())
+    assert store.get_task(task.id).status == "in_progress"
+
+
+def test_a_machine_token_cannot_read_another_teams_tasks(fleet, capsys):
+    client = token_client(mint(capsys, "--host", "gpu-1", "--agent", "a-bot"))
+    hidden = store.create_task(title="secret", team="red").task
+    assert client.get(f"/api/board/tasks/{hidden.id}").status_code == 404
+    listed = client.get("/api/board/tasks", {"team": "red"})
+    assert hidden.id not in str(listed.content)
+    refused = client.post("/api/board/claim-next", {"agent_id": "red-bot"}, format="json")
+    assert refused.status_code == 400  # an agent of a team it cannot see: as unknown
+
+
+def test_a_revoked_machine_token_authenticates_no_more(fleet, capsys):
+    key = mint(capsys, "--host", "gpu-1", "--agent", "a-bot", "--agent", "b-bot")
+    token = MachineToken.objects.get(host="gpu-1")
+    client = token_client(key)
+    assert client.get("/api/whoami").status_code == 200
+    call_command("create_machine_token", "--revoke", str(token.pk))
+    assert client.get("/api/whoami").status_code == 401
+    with pytest.raises(CommandError):
+        call_command("create_machine_token", "--revoke", str(token.pk))
+
+
+def test_minting_for_an_unknown_agent_is_refused(fleet):
+    with pytest.raises(CommandError, match="no agent 'ghost'"):
+        call_command("create_machine_token", "--host", "h", "--agent", "ghost")
+    assert not MachineToken.objects.exists()
+
+
+def test_staff_mint_and_revoke_machine_tokens_in_the_admin(fleet, admin_client):
+    added = admin_client.post(
+        "/admin/clawboo/machinetoken/add/", {"host": "vm-7", "agents": ["a-bot"]}, follow=True
+    )
+    token = MachineToken.objects.get(host="vm-7")
+    notes = [str(m) for m in added.context["messages"]]
+    key = next(n.rsplit(" ", 1)[-1] for n in notes if "shown once" in n)
+    assert machines.by_key(key) == token
+    assert list(token.agents.values_list("id", flat=True)) == ["a-bot"]
+    admin_client.post(
+        "/admin/clawboo/machinetoken/",
+        {"action": "revoke", "_selected_action": [token.pk]},
+    )
+    assert machines.by_key(key) is None
+
+
+def test_a_machine_token_beats_as_a_remote_worker_and_shows_in_healthz(fleet, capsys, client):
+    key = mint(capsys, "--host", "gpu-1", "--agent", "a-bot")
+    beat = token_client(key).post(
+        "/api/workers/beat", {"pid": 42, "agents": ["a-bot"], "running": ["t1"]}, format="json"
+    )
+    assert beat.status_code == 204
+    workers = client.get("/healthz").json()["remote_workers"]
+    assert [(w["host"], w["agents"], w["running"]) for w in workers] == [
+        ("gpu-1", ["a-bot"], ["t1"])
+    ]
+
+
+def test_only_a_machine_token_beats_as_a_remote_worker(api):
+    refused = api.post("/api/workers/beat", {"pid": 1}, format="json")
+    assert refused.status_code == 403 and refused.json()["error"] == "forbidden"
+
+
+def test_a_machine_token_reads_the_settings_of_its_agents_only(fleet, capsys):
+    registry.update_agent("a-bot", {"settings": {"note": "x"}})
+    registry.update_agent("b-bot", {"settings": {"note": "y"}})
+    client = token_client(mint(capsys, "--host", "gpu-1", "--agent", "a-bot"))
+    assert client.get("/api/agents/a-bot").json()["settings"] == {"note": "x"}
+    assert "settings" not in client.get("/api/agents/b-bot").json()

@@ -1,0 +1,214 @@
+"""``clawboo worker`` as a real subprocess against a real daphne on 127.0.0.1: it holds
+a URL and a machine key, no database, and works the board over HTTP and the socket."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from board import store
+from core import machines, registry
+from core.models import Event
+from executor.runner import Executor
+from tests.conftest import ROOT
+from tests.live.conftest import daphne  # noqa: F401 - the fixture
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+
+SERVER_ENV = {"CLAWBOO_HTTP_RATE_LIMIT": "0"}
+
+
+def git(*argv: str, cwd: Path) -> str:
+    done = subprocess.run(
+        ["git", *argv], cwd=cwd, capture_output=True, text=True, timeout=30, check=True
+    )
+    return done.stdout.strip()
+
+
+def bare_remote(tmp_path: Path) -> Path:
+    seed, remote = tmp_path / "seed", tmp_path / "remote.git"
+    seed.mkdir()
+    git("init", "-q", "-b", "main", cwd=seed)
+    (seed / "README").write_text("hello\n")
+    git("add", "-A", cwd=seed)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "seed", cwd=seed)
+    git("clone", "-q", "--bare", str(seed), str(remote), cwd=tmp_path)
+    return remote
+
+
+def start_worker(
+    base: str, key: str, tmp_path: Path, *agents: str, extra: tuple[str, ...] = (), env_add=None
+) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_add or {})}
+    # Nothing that could lead it to the database: it must not need one.
+    for name in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", "CLAWBOO_TEST_DATABASE_URL"):
+        env.pop(name, None)
+    argv = [sys.executable, "-m", "clawboo.cli", "worker", "--server", base, "--token", key]
+    for agent in agents:
+        argv += ["--agent", agent]
+    argv += ["--heartbeat", "0.5", "--cache-dir", str(tmp_path / "worker"), *extra]
+    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+
+
+def http_body(url: str) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - loopback
+            return answer.read()
+    except urllib.error.HTTPError as exc:  # 503: parts not running here; the body counts
+        return exc.read()
+
+
+def wait_for(check, seconds: float, what: str, worker=None, tmp_path=None) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            what = what() if callable(what) else what
+            tail = (tmp_path / "worker.log").read_text()[-3000:] if tmp_path else ""
+            raise AssertionError(f"{what} within {seconds}s\n{tail}")
+        time.sleep(0.1)
+
+
+def test_a_chain_of_dependent_tasks_is_worked_remotely_and_pushed(daphne, tmp_path):  # noqa: F811
+    remote = bare_remote(tmp_path)
+    registry.create_agent(
+        id="far-bot",
+        display_name="Far",
+        team="default",
+        runtime="command",
+        settings={
+            "argv": ["sh", "-c", 'echo "$CLAWBOO_TASK_TITLE" >> log.txt; echo did it'],
+            "repo_remote": str(remote),
+        },
+    )
+    _, key = machines.mint("laptop", ["far-bot"])
+    base = daphne(SERVER_ENV)
+    # A 120 s idle poll: the chain finishes in time only if socket frames wake it.
+    worker = start_worker(base, key, tmp_path, "far-bot", extra=("--poll", "120"))
+    try:
+        first = store.create_task(title="one").task
+        second = store.create_task(title="two", depends_on=[first.id]).task
+        third = store.create_task(title="three", depends_on=[second.id]).task
+        ids = [first.id, second.id, third.id]
+        wait_for(
+            lambda: all(store.get_task(i).status == "done" for i in ids),
+            45,
+            lambda: f"the chain done: {[store.get_task(i).error for i in ids]}",
+            tmp_path=tmp_path,
+        )
+        # Seen as a host: /healthz names it (informational, whatever the other parts say).
+        health = json.loads(http_body(base + "/healthz"))
+        assert [w["host"] for w in health["remote_workers"]] == ["laptop"]
+        assert health["remote_workers"][0]["agents"] == ["far-bot"]
+    finally:
+        worker.kill()
+        worker.wait(10)
+    for task_id in ids:
+        output = store.get_task(task_id).output
+        assert output["branch"] == f"clawboo/task-{task_id}"
+        assert git("rev-parse", output["branch"], cwd=remote) == output["commit"]
+    # Each task built on its dependency's pushed branch: the last holds all three.
+    log = git("show", f"clawboo/task-{third.id}:log.txt", cwd=remote)
+    assert log.splitlines() == ["one", "two", "three"]
+
+
+def test_a_revoked_token_stops_the_worker_within_one_heartbeat(daphne, tmp_path):  # noqa: F811
+    registry.create_agent(
+        id="slow-bot",
+        display_name="Slow",
+        team="default",
+        runtime="command",
+        settings={"argv": ["sleep", "60"]},
+    )
+    token, key = machines.mint("vm", ["slow-bot"])
+    base = daphne(SERVER_ENV)
+    task = store.create_task(title="long").task
+    worker = start_worker(base, key, tmp_path, "slow-bot")
+    try:
+        wait_for(
+            lambda: store.get_task(task.id).status == "in_progress",
+            30,
+            "claimed",
+            tmp_path=tmp_path,
+        )
+        machines.revoke(token.pk)
+        revoked_at = time.monotonic()
+        assert worker.wait(20) == 3
+        # One 0.5 s heartbeat, plus the run's own stop and process start-up slack.
+        assert time.monotonic() - revoked_at < 10
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(10)
+    assert "refused the token" in (tmp_path / "worker.log").read_text()
+
+
+def test_a_worker_for_an_agent_its_token_is_not_bound_to_is_refused(daphne, tmp_path):  # noqa: F811
+    for agent_id in ("mine", "theirs"):
+        registry.create_agent(
+            id=agent_id,
+            display_name=agent_id,
+            team="default",
+            runtime="command",
+            settings={"argv": ["true"]},
+        )
+    _, key = machines.mint("vm", ["mine"])
+    base = daphne(SERVER_ENV)
+    task = store.create_task(title="not yours").task
+    worker = start_worker(base, key, tmp_path, "theirs")
+    assert worker.wait(30) == 2
+    assert "403" in (tmp_path / "worker.log").read_text()
+    assert store.get_task(task.id).status == "todo"
+
+
+def test_a_killed_remote_worker_loses_its_lease_and_a_local_worker_finishes(daphne, tmp_path):  # noqa: F811
+    for agent_id in ("either-bot", "local-bot"):
+        registry.create_agent(
+            id=agent_id,
+            display_name=agent_id,
+            team="default",
+            runtime="command",
+            # Slow only on the remote host (its scratch directories are under worker/).
+            settings={
+                "argv": ["sh", "-c", 'case "$PWD" in */worker/*) sleep 60;; esac; echo finished']
+            },
+        )
+    _, key = machines.mint("vm", ["either-bot"])
+    base = daphne(SERVER_ENV)
+    task = store.create_task(title="survive").task
+    worker = start_worker(
+        base,
+        key,
+        tmp_path,
+        "either-bot",
+        extra=("--lease-ms", "1500"),
+    )
+    try:
+        claimed = lambda: store.get_task(task.id).status == "in_progress"  # noqa: E731
+        wait_for(claimed, 30, "claimed remotely", tmp_path=tmp_path)
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+    # Nothing special: the lease lapses and the next claim takes the task back.
+    deadline = time.monotonic() + 30
+    report = Executor("local-bot").work_once()
+    while report.outcome in ("idle", None) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        report = Executor("local-bot").work_once()
+    assert report.task_id == task.id and report.outcome == "succeeded", report
+    finished = store.get_task(task.id)
+    assert finished.status == "done", (finished.attempts, finished.abandonments)
+    kinds = list(
+        Event.objects.filter(task_id=task.id).order_by("seq").values_list("kind", flat=True)
+    )
+    assert kinds.count("claimed") == 2 and "released" in kinds, kinds
+    assert finished.assignee_agent_id in (None, "local-bot")
