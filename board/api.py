@@ -7,7 +7,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.db.models import QuerySet
+from django.http import HttpResponse
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
@@ -30,7 +32,7 @@ from board.serializers import (
 )
 from board.store.ready import status_filter
 from board.transitions import Status, is_terminal
-from core import events, repositories, server_commands
+from core import events, repositories, runlogs, server_commands
 from core.api.access import (
     act_as,
     act_as_assignee,
@@ -404,13 +406,14 @@ class TaskDetailView(APIView):
     def patch(self, request: Request, task_id: str) -> Response:
         task = visible_task(request.user, task_id)
         body = json_object(request, TaskPatchSerializer)
+        if_revision = body.pop("if_revision", None)
         if body.get("assignee_agent_id") is not None:
             act_as(request, body["assignee_agent_id"], "assignee_agent_id")
         server_commands.check_task_commands(
             body.get("metadata"), operator=server_commands.is_operator(request.user)
         )
         _staff_repo_path(request, body, task.team_id, task)
-        return Response(task_body(store.update_task(task_id, body)))
+        return Response(task_body(store.update_task(task_id, body, if_revision=if_revision)))
 
 
 TransitionBody = inline_serializer(
@@ -958,6 +961,32 @@ class ExecutionsView(APIView):
     def get(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         return Response([e.as_dict() for e in store.list_executions(task_id)])
+
+
+class ExecutionLogView(APIView):
+    """The whole output of one execution (core.runlogs), as a text download."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_executions_log",
+        responses={
+            (200, "text/plain"): OpenApiTypes.STR,
+            **with_errors({}, "not_found"),
+        },
+    )
+    def get(self, request: Request, task_id: str, execution_id: int) -> HttpResponse:
+        task = visible_task(request.user, task_id)
+        if not store.list_executions(task_id).filter(pk=execution_id).exists():
+            raise NotFound(f"task {task_id!r} has no execution {execution_id}")
+        if not runlogs.exists(task.team_id, task.id, execution_id):
+            raise NotFound(f"execution {execution_id} has no log (none kept, or pruned)")
+        text = runlogs.read(task.team_id, task.id, execution_id)
+        response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+        response["Content-Disposition"] = (
+            f'attachment; filename="{task_id}-execution-{execution_id}.log"'
+        )
+        return response
 
 
 ReconcileBody = inline_serializer(

@@ -170,6 +170,13 @@ class TaskPatchSerializer(serializers.Serializer):
         "must be exactly a registered repository's path (else 400)",
     )
     max_run_cents = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    if_revision = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        help_text="the revision the editor saw: if the task moved on since, nothing is "
+        "written and the answer is 409 conflict (reason stale_revision) with the task "
+        "as it is now",
+    )
 
 
 OverrideSerializer = inline_serializer(

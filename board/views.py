@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
@@ -36,6 +37,9 @@ def board_page(request: HttpRequest) -> HttpResponse:
     team_list = list(teams)
     ids = [t.id for t in team_list]
     team = wanted if wanted in ids else ("default" if "default" in ids else (ids or [""])[0])
+    # A link to a team the person cannot see says so, rather than quietly showing
+    # another board that looks like the one they were sent to.
+    team_refused = wanted if wanted and wanted not in ids else None
     # The page is a shell: columns arrive over the API a page at a time, so its
     # first paint costs the same whatever the size of the team's history.
     return render(
@@ -44,6 +48,7 @@ def board_page(request: HttpRequest) -> HttpResponse:
         {
             "teams": team_list,
             "team": team,
+            "team_refused": team_refused,
             "columns": [(NEEDS_APPROVAL, NEEDS_APPROVAL_LABEL)]
             + [(s.value, s.label) for s in transitions.Status],
             "board_config": {
@@ -57,6 +62,12 @@ def board_page(request: HttpRequest) -> HttpResponse:
                 "terminal": sorted(transitions.TERMINAL),
                 "page": {"active": COLUMN_PAGE, "terminal": TERMINAL_PAGE},
                 "user": request.user.get_username(),
+                # Who a comment can @-mention besides the team's agents.
+                "members": sorted(
+                    get_user_model()
+                    .objects.filter(teams__id=team)
+                    .values_list("username", flat=True)
+                ),
             },
             "is_staff": request.user.is_staff,
         },

@@ -48,6 +48,7 @@ SUMMARIES: dict[str, str] = {
     "board_tasks_comments_list": "Read a task's comments",
     "board_tasks_comments_create": "Comment on a task (as you, or an agent you may act as)",
     "board_tasks_executions": "Read a task's execution ledger",
+    "board_tasks_executions_log": "Download the full output of one execution",
     "board_reconcile": "Run the orphan or stale recovery pass (staff)",
     "board_tasks_workspace_retrieve": "Read a task's worktree and its resume state",
     "board_tasks_workspace_create": "Provision a task's git worktree",

@@ -198,6 +198,8 @@ CLAWBOO_HISTORY_RETENTION_DAYS = env_int("CLAWBOO_HISTORY_RETENTION_DAYS", 30, l
 # At most this many events kept per team (0: no bound by count).
 CLAWBOO_HISTORY_MAX_EVENTS = env_int("CLAWBOO_HISTORY_MAX_EVENTS", 0, low=0)
 CLAWBOO_HEARTBEAT_MS = env_int("CLAWBOO_HEARTBEAT_MS", 30_000)
+# The most of one execution's output kept in its full log (core.runlogs).
+CLAWBOO_RUNLOG_MAX_BYTES = env_int("CLAWBOO_RUNLOG_MAX_BYTES", 16 * 1024 * 1024, low=1024)
 # Builder is not judge (GOVERNANCE §4; executor.judge): a file-mutating run with no
 # verify command is a failed verification unless this is false; a failing gate or
 # critic sends the task back to its builder this many times before it is blocked

@@ -39,6 +39,10 @@ board_patterns: list[URLPattern | URLResolver] = [
     path("tasks/<str:task_id>/cancel-dependents", board_api.CancelDependentsView.as_view()),
     path("tasks/<str:task_id>/comments", board_api.CommentsView.as_view()),
     path("tasks/<str:task_id>/executions", board_api.ExecutionsView.as_view()),
+    path(
+        "tasks/<str:task_id>/executions/<int:execution_id>/log",
+        board_api.ExecutionLogView.as_view(),
+    ),
     path("tasks/<str:task_id>/workspace", worktree_api.WorkspaceView.as_view()),
     path("tasks/<str:task_id>/workspace/pause", worktree_api.WorkspacePauseView.as_view()),
     path("tasks/<str:task_id>/workspace/resume", worktree_api.WorkspaceResumeView.as_view()),
@@ -100,6 +104,11 @@ urlpatterns = [
     path("board/usage/", usage_page, name="usage"),
     path("board/routines/new/", routine_views.new_routine, name="routine-new"),
     path("board/routines/<str:routine_id>/edit/", routine_views.edit_routine, name="routine-edit"),
+    path(
+        "board/routines/<str:routine_id>/delete/",
+        routine_views.delete_routine,
+        name="routine-delete",
+    ),
     path(
         "board/routines/<str:routine_id>/<str:move>/",
         routine_views.move_routine,

@@ -21,7 +21,8 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from core import events
+from core import events, runlogs
+from core.checks import ID_PATTERN
 from core.live import frames_for, group_name
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,13 @@ def _events_after(
 ) -> list[tuple[int, list[dict[str, Any]]]]:
     rows = events.since(team_id, seq, limit=REPLAY_BATCH)
     return [(e.seq, frames_for(e)) for e in rows if upto is None or e.seq <= upto]
+
+
+# Watching a run's output: how often its log is looked at, the most sent a look,
+# and how far behind a client may fall before it skips ahead.
+LOG_POLL_SECONDS = 0.1
+LOG_CHUNK = 64 * 1024
+LOG_BEHIND_MAX = 1024 * 1024
 
 
 class _TeamTail:
@@ -143,7 +151,86 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
         _follow_tail(self)
         self.following = True
 
+    async def _watch_log(self, content: dict[str, Any]) -> None:
+        """``{"type": "watch-log", "task": id}`` streams the output of that task's
+        newest run, and of each run after it (one task per socket; a new watch
+        replaces the last); ``execution`` and ``offset`` resume where a client left
+        off. ``{"type": "unwatch-log"}`` stops it."""
+        old = getattr(self, "log_watch", None)
+        if old is not None:
+            old.cancel()
+            self.log_watch = None
+        if content["type"] == "unwatch-log":
+            return
+        task, execution, offset = (
+            content.get("task"),
+            content.get("execution"),
+            content.get("offset", 0),
+        )
+        numbers = (execution, offset) if execution is not None else (offset,)
+        if not (
+            isinstance(task, str)
+            and ID_PATTERN.match(task) is not None
+            and all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= SEQ_MAX
+                for v in numbers
+            )
+        ):
+            await self.send_json(
+                {
+                    "type": "error",
+                    "error": "validation_error",
+                    "detail": "watch-log needs a task id (and integer execution, offset)",
+                }
+            )
+            return
+        self.log_watch = asyncio.get_running_loop().create_task(
+            self._stream_log(task, execution, offset if execution is not None else 0)
+        )
+
+    async def _stream_log(self, task: str, execution: int | None, offset: int) -> None:
+        """Send the run's new complete lines every LOG_POLL_SECONDS, at most LOG_CHUNK
+        bytes a look, each send awaited before the next read: a slow client slows its
+        own stream, never the run. One that falls more than LOG_BEHIND_MAX behind
+        skips ahead and is told how much it missed (the download has it all). A
+        newer run of the task, once it has printed, takes over from offset 0."""
+        team = self.team
+        try:
+            while True:
+                latest = await asyncio.to_thread(runlogs.newest, team, task)
+                if latest is not None and latest != execution:
+                    execution, offset = latest, 0
+                if execution is None:
+                    await asyncio.sleep(LOG_POLL_SECONDS)
+                    continue
+                size = await asyncio.to_thread(runlogs.size, team, task, execution)
+                frame = {"type": "log", "task": task, "execution": execution}
+                if size - offset > LOG_BEHIND_MAX:
+                    skipped = size - offset - LOG_CHUNK
+                    offset += skipped
+                    await self.send_json({**frame, "skipped": skipped, "offset": offset})
+                chunk = await asyncio.to_thread(
+                    runlogs.read, team, task, execution, offset, LOG_CHUNK
+                )
+                end = chunk.rfind(b"\n") + 1
+                if end == 0 and len(chunk) == LOG_CHUNK:
+                    end = len(chunk)  # one line longer than a chunk: send it as it is
+                if end:
+                    text = chunk[:end].decode("utf-8", errors="replace")
+                    await self.send_json({**frame, "offset": offset, "text": text})
+                    offset += end
+                    if end == LOG_CHUNK:
+                        continue  # more is waiting: no pause
+                await asyncio.sleep(LOG_POLL_SECONDS)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("could not stream the log of task %s", task)
+
     async def disconnect(self, code: int) -> None:
+        watch = getattr(self, "log_watch", None)
+        if watch is not None:
+            watch.cancel()
         if getattr(self, "counted", False):
             self.counted = False
             connected[self.team] -= 1
@@ -173,6 +260,9 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
         await self.receive_json(content)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if isinstance(content, dict) and content.get("type") in ("watch-log", "unwatch-log"):
+            await self._watch_log(content)
+            return
         if not isinstance(content, dict) or content.get("type") != "since":
             await self.send_json(
                 {

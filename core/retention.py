@@ -5,6 +5,7 @@ hourly, ``ops.periodic``).
 ``CLAWBOO_HISTORY_RETENTION_DAYS`` (default 30; 0 keeps everything) bounds the
 event log and chat by age, ``CLAWBOO_HISTORY_MAX_EVENTS`` (default 0: no bound)
 each team's event log by count; idempotency records go after their 24 h window.
+Executions' full logs (core.runlogs) go by the same age.
 The board's tasks are never pruned: only the history of their changes.
 """
 
@@ -16,7 +17,7 @@ from dataclasses import asdict, dataclass
 from django.conf import settings
 from django.utils import timezone
 
-from core import chat, events
+from core import chat, events, runlogs
 from core.api import idempotency
 
 PRUNE_EVERY = dt.timedelta(hours=1)
@@ -27,6 +28,7 @@ class PruneReport:
     events: int = 0
     chat_messages: int = 0
     idempotency_records: int = 0
+    run_logs: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -47,4 +49,5 @@ def prune(now: dt.datetime | None = None) -> PruneReport:
     report.events = events.prune(cutoff, keep_last=max_events or None)
     if cutoff is not None:
         report.chat_messages = chat.prune_before(cutoff)
+        report.run_logs = runlogs.prune_before(cutoff)
     return report

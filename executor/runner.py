@@ -35,6 +35,7 @@ from boardmcp import credentials as mcp_credentials
 from core import beats, reconnect, registry, repositories, server_commands, wakeups
 from core.errors import ClawbooError
 from core.models import Agent
+from core.runlogs import RunLog
 from executor import judge, pricing
 from executor.runtimes import (
     McpEndpoint,
@@ -133,6 +134,21 @@ class _UsageMeter:
 
 def heartbeat_seconds() -> float:
     return float(settings.CLAWBOO_HEARTBEAT_MS) / 1000.0
+
+
+def _tee(
+    log: RunLog | None, then: Callable[[str, str], None] | None
+) -> Callable[[str, str], None] | None:
+    """One output callback that writes the run's log and calls the caller's own."""
+    if log is None:
+        return then
+
+    def both(stream: str, line: str) -> None:
+        log.write(stream, line)
+        if then is not None:
+            then(stream, line)
+
+    return both
 
 
 class Executor:
@@ -443,6 +459,7 @@ class Executor:
         key = None
         if mcp_url:
             key = mcp_credentials.mint_run_credential(self.agent.id, task.id, ticket)
+        log: RunLog | None = None
         try:
             request = RunRequest(
                 task_id=task.id,
@@ -456,8 +473,12 @@ class Executor:
                 on_usage=meter.report,
             )
             adapter = adapter_for(self.agent.runtime)
+            # Every line of the run, kept whole (the row keeps a tail) and streamed to
+            # whoever watches the card, as it is printed.
+            log = RunLog(task.team_id, task.id, execution_id) if execution_id is not None else None
+            on_output = _tee(log, self.on_output)
             with clock.phase("runtime"):
-                handle = start_run(adapter, request, on_output=self.on_output)
+                handle = start_run(adapter, request, on_output=on_output)
             meter.cancel = handle.cancel
             if meter.over is not None:  # reached before the handle was known
                 handle.cancel()
@@ -508,6 +529,8 @@ class Executor:
         finally:
             if key is not None:
                 settle_despite_outage(lambda: mcp_credentials.revoke_run_credential(key))
+            if log is not None:
+                log.close()
         return None if lost else result
 
     def _record_usage(

@@ -17,6 +17,7 @@ class Reason(models.TextChoices):
     BLOCKED = "blocked", "a task is blocked"
     VERIFICATION_FAILED = "verification_failed", "a task fails verification"
     ROUTINE_ERROR = "routine_error", "a routine halts in error"
+    MENTIONED = "mentioned", "someone is @-mentioned in a comment"
     BUDGET_WARNING = "budget_warning", "a budget reaches 80 %"
     BUDGET_EXHAUSTED = "budget_exhausted", "a budget reaches 100 %"
     BUDGET_STOPPED = "budget_stopped", "a run is stopped for spend"

@@ -44,6 +44,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import IntegrityError, close_old_connections, transaction
 from django.urls import reverse
@@ -84,6 +85,7 @@ CANDIDATE_KINDS = (
     "added",
     "approval_required",
     "tool_approval_requested",
+    "commented",
 )
 # Events that are a person's moment by their kind alone (each is written once).
 _KIND_REASONS = {
@@ -109,6 +111,10 @@ def reason_for(event: Event) -> str | None:
     task = payload.get("task")
     if not isinstance(task, dict):
         return None
+    if event.kind == "commented":
+        comment = payload.get("comment")
+        mentioned = comment.get("mentions") if isinstance(comment, dict) else None
+        return Reason.MENTIONED if mentioned else None
     if event.kind == "verification_recorded":
         verdict = (task.get("verification") or {}).get("verdict")
         return Reason.VERIFICATION_FAILED if verdict == "fail" else None
@@ -133,6 +139,7 @@ SUMMARY = {
     Reason.BLOCKED: "Task {task_id!r} ({title}) is blocked",
     Reason.VERIFICATION_FAILED: "Task {task_id!r} ({title}) failed verification",
     Reason.ROUTINE_ERROR: "Routine {routine_id!r} halted in error",
+    Reason.MENTIONED: "{author} mentioned {mentions} on task {task_id!r} ({title})",
     Reason.BUDGET_WARNING: "The {scope} {scope_id!r} has spent {spent}¢ of its {limit}¢ budget",
     Reason.BUDGET_EXHAUSTED: "The {scope} {scope_id!r} has spent its {limit}¢ budget ({spent}¢)",
     Reason.BUDGET_STOPPED: "A run of task {task_id!r} ({title}) was stopped for spend",
@@ -167,6 +174,16 @@ def body_for(event: Event, reason: str) -> str:
     }
     if budget:
         body["budget"] = budget
+    if reason == Reason.MENTIONED:
+        comment = payload.get("comment") or {}
+        body["comment"] = {
+            "id": comment.get("id"),
+            "author": comment.get("author"),
+            "body": comment.get("body"),
+            "mentions": comment.get("mentions") or [],
+        }
+        facts["author"] = comment.get("author") or "someone"
+        facts["mentions"] = ", ".join("@" + name for name in body["comment"]["mentions"])
     if task is not None:
         body["task"] = {
             "id": task.get("id"),
@@ -506,17 +523,34 @@ def send_email(row: NotificationDelivery) -> None:
     if body.get("url"):
         lines += [f"Open it on the board: {body['url']}", ""]
     lines.append(f"team: {body['team']}")
-    for key in ("task", "routine"):
+    for key in ("task", "routine", "comment"):
         for field, value in (body.get(key) or {}).items():
-            if value not in (None, "", {}):
+            if value not in (None, "", {}, []):
                 lines.append(f"{key} {field}: {value}")
     send_mail(
         email_subject(f"[clawboo] {body['team']}: {body['summary']}"),
         "\n".join(lines) + "\n",
         settings.DEFAULT_FROM_EMAIL,
-        row.channel.recipient_list(),
+        recipients_of(row, body),
         fail_silently=False,
     )
+
+
+def recipients_of(row: NotificationDelivery, body: dict[str, Any]) -> list[str]:
+    """The channel's addresses, and for a mention also the mentioned people's own
+    (those of the team with an email address): the person named is the one told."""
+    addresses = row.channel.recipient_list()
+    mentioned = (body.get("comment") or {}).get("mentions") or []
+    if row.reason == Reason.MENTIONED and mentioned:
+        people = (
+            get_user_model()
+            .objects.filter(teams__id=row.team_id, username__in=mentioned)
+            .exclude(email="")
+            .order_by("username")
+            .values_list("email", flat=True)
+        )
+        addresses += [a for a in people if a not in addresses]
+    return addresses
 
 
 def catch_up(now: dt.datetime | None = None) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -29,9 +30,19 @@ from routines import store
 from routines.api import check_may_create, check_may_edit, visible_routine
 from routines.forms import RoutineForm
 from routines.models import Routine
+from routines.schedules import OpenClawGatewayCronScheduleSource
 from routines.wording import local_stamp, local_time, schedule_in_words
 
 RECENT_FIRES = 5
+# One click for the schedules people ask for most (the field takes any cron).
+CRON_PRESETS = (
+    ("*/15 * * * *", "Every 15 minutes"),
+    ("0 * * * *", "Hourly"),
+    ("0 9 * * *", "Daily at 09:00"),
+    ("0 9 * * 1-5", "Weekdays at 09:00"),
+    ("0 9 * * 1", "Mondays at 09:00"),
+    ("0 0 1 * *", "Monthly, on the 1st"),
+)
 _MOVES = {
     "pause": (store.pause_routine, "Paused"),
     "resume": (store.resume_routine, "Resumed"),
@@ -99,12 +110,16 @@ def routines_page(request: HttpRequest) -> HttpResponse:
             notes.setdefault(tag.removeprefix("routine:"), []).append(message)
         else:
             general.append(message)
+    # The other domain of the Scheduler: the OpenClaw gateway's own-life cron, not
+    # team work -- shown beside the routines, its writes staff-only (the API's rule).
+    gateway_cron = OpenClawGatewayCronScheduleSource().read()
     return render(
         request,
         "routines/routines.html",
         {
             "teams": teams,
             "team": team,
+            "gateway_cron": gateway_cron,
             "rows": [_row(r, fires[r.id], notes.get(r.id, [])) for r in routines],
             "general_messages": general,
             "is_staff": request.user.is_staff,
@@ -120,13 +135,25 @@ def _form_page(request: HttpRequest, form: RoutineForm, routine: Routine | None)
             "form": form,
             "routine": routine,
             "row": _row(routine, [], []) if routine is not None else None,
+            "cron_presets": CRON_PRESETS,
             "is_staff": request.user.is_staff,
         },
     )
 
 
-def _back_to(routine: Routine) -> HttpResponseRedirect:
-    return HttpResponseRedirect(f"{reverse('routines')}#routine-{routine.id}")
+def _page_team(request: HttpRequest) -> str:
+    """The team the list was showing ("" for all), carried by the action's form."""
+    team = request.POST.get("team") or request.GET.get("team") or ""
+    return team if team in {t.id for t in _visible_teams(request)} else ""
+
+
+def _list_url(team: str) -> str:
+    return reverse("routines") + (f"?{urlencode({'team': team})}" if team else "")
+
+
+def _back_to(routine: Routine, team: str = "") -> HttpResponseRedirect:
+    # Back to the list as it was shown (its team), at the routine's row.
+    return HttpResponseRedirect(f"{_list_url(team)}#routine-{routine.id}")
 
 
 @login_required
@@ -194,4 +221,33 @@ def move_routine(request: HttpRequest, routine_id: str, move: str) -> HttpRespon
         messages.error(request, f"Not done: {exc.detail}", extra_tags=tag)
     else:
         messages.success(request, verb, extra_tags=tag)
-    return _back_to(routine)
+    return _back_to(routine, _page_team(request))
+
+
+@login_required
+def delete_routine(request: HttpRequest, routine_id: str) -> HttpResponse:
+    """GET asks (what goes, what stays); POST deletes and returns to the list as it was."""
+    routine = _visible_or_404(request, routine_id)
+    team = _page_team(request)
+    if request.method != "POST":
+        return render(
+            request,
+            "routines/routine_delete.html",
+            {
+                "row": _row(routine, [], []),
+                "team": team,
+                "back": f"{_list_url(team)}#routine-{routine.id}",
+                "is_staff": request.user.is_staff,
+            },
+        )
+    try:
+        check_may_edit(request, routine_id, {})
+        store.delete_routine(routine_id)
+    except NotFound:
+        raise Http404("no such routine") from None
+    except ClawbooError as exc:
+        messages.error(request, f"Not deleted: {exc.detail}", extra_tags=f"routine:{routine.id}")
+        return _back_to(routine, team)
+    title = (routine.task_template or {}).get("title") or store.DEFAULT_TITLE
+    messages.success(request, f"Deleted routine {routine.id} ({title})")
+    return HttpResponseRedirect(_list_url(team))

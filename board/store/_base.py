@@ -80,7 +80,12 @@ def commit_change(
 
 
 def record_event(
-    task: Task, kind: str, *, prev_status: str | None, actor: str | None = None
+    task: Task,
+    kind: str,
+    *,
+    prev_status: str | None,
+    actor: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> None:
     snapshot = task.as_dict(depends_on=depends_on_ids(task.id))
     changed_status = prev_status if prev_status != task.status else None
@@ -91,6 +96,8 @@ def record_event(
     }
     if actor is not None:
         payload["actor"] = actor
+    if extra:
+        payload.update(extra)
     events.append(
         task.team_id,
         kind,

@@ -3,9 +3,11 @@ verdict, comments and the task's pointers to its worktree."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
 from board import checks, judgement
@@ -14,6 +16,7 @@ from board.store import approvals
 from board.store._base import (
     add_comment_row,
     commit_change,
+    depends_on_ids,
     lock_task,
     now,
     record_event,
@@ -27,6 +30,7 @@ from board.transitions import (
 )
 from core import storage
 from core.errors import Conflict, ValidationFailed
+from core.models import Agent
 
 # SPEC §10 ceilings (the agent create path; see create_task).
 EVIDENCE_TAIL = 4_000
@@ -176,16 +180,23 @@ _EDITABLE = (
 )
 
 
-def update_task(task_id: str, changes: dict[str, Any]) -> Task:
+def update_task(task_id: str, changes: dict[str, Any], *, if_revision: Any = None) -> Task:
     """The API's PATCH: several field writes in one transaction.
 
     An edit of what the work is voids a decided approval (back to ``required``,
     :func:`board.store.approvals.ask_again_after_edit`).
 
     Unlike the advisory field writes, a refused assignee change raises
-    :class:`Conflict` (the caller asked for exactly this change).
+    :class:`Conflict` (the caller asked for exactly this change). With
+    ``if_revision`` (the revision the editor saw), an edit of a task that moved on
+    since raises :class:`Conflict` carrying the task as it is now, so whoever lost
+    the race sees the newer values instead of overwriting them.
     """
     checks.unknown_keys(changes, _EDITABLE, "a task update")
+    if if_revision is not None and (
+        isinstance(if_revision, bool) or not isinstance(if_revision, int) or if_revision < 0
+    ):
+        raise ValidationFailed("if_revision", "must be a non-negative integer")
     clean: dict[str, Any] = {}
     if "title" in changes:
         clean["title"] = checks.check_title(changes["title"])
@@ -209,6 +220,14 @@ def update_task(task_id: str, changes: dict[str, Any]) -> Task:
 
     def run() -> Task:
         task = lock_task(task_id)
+        if if_revision is not None and task.revision != if_revision:
+            raise Conflict(
+                f"task {task_id!r} changed since revision {if_revision} "
+                f"(it is at revision {task.revision})",
+                reason="stale_revision",
+                revision=task.revision,
+                task=task.as_dict(depends_on=depends_on_ids(task.id)),
+            )
         if "repository" in changes:
             named = changes["repository"]
             clean["repository_id"] = (
@@ -296,6 +315,27 @@ def set_verdict(task_id: str, verdict: Any, evidence: Any = None) -> Task:
 # --- comments ----------------------------------------------------------------
 
 
+# "@name" where name is a member's username or an agent's id (no "@" inside an
+# address: "ada@example.com" mentions no one).
+_MENTION = re.compile(r"(?<![\w@.])@([\w.+-]+)")
+COMMENT_EXCERPT = 500
+
+
+def mentions_in(team_id: str, text: str) -> list[str]:
+    """The team's people (usernames) and agents (ids) that ``text`` @-mentions, in
+    the order first mentioned; a name that is neither is plain text."""
+    named = list(dict.fromkeys(m.rstrip(".") for m in _MENTION.findall(text)))
+    if not named:
+        return []
+    people = set(
+        get_user_model()
+        .objects.filter(teams__id=team_id, username__in=named)
+        .values_list("username", flat=True)
+    )
+    agents = set(Agent.objects.filter(team_id=team_id, id__in=named).values_list("id", flat=True))
+    return [name for name in named if name in people or name in agents]
+
+
 def add_comment(task_id: str, body: Any, author: Any) -> TaskComment:
     text = checks.check_text(body, "body", required=True)
     who = checks.check_text(author, "author", limit=200, required=True)
@@ -303,7 +343,17 @@ def add_comment(task_id: str, body: Any, author: Any) -> TaskComment:
     def run() -> TaskComment:
         task = lock_task(task_id)
         comment = add_comment_row(task, who, text, now())
-        record_event(task, "commented", prev_status=task.status)
+        # The event carries who was mentioned: notifications (ops.notify) tell them.
+        mentioned = mentions_in(task.team_id, text)
+        extra = {
+            "comment": {
+                "id": comment.id,
+                "author": who,
+                "body": text[:COMMENT_EXCERPT],
+                "mentions": mentioned,
+            }
+        }
+        record_event(task, "commented", prev_status=task.status, extra=extra)
         return comment
 
     return storage.write(run)

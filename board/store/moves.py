@@ -222,7 +222,9 @@ def move(
         clear_claim(task)
         clear_verdict(task)
         fields |= _CLAIM_FIELDS | _VERDICT_FIELDS
-    if prev == Status.BLOCKED and to in (Status.TODO, Status.IN_PROGRESS):
+    # Leaving blocked for anywhere it can be worked again: the reason it was parked
+    # no longer describes it (a backlog card showing an old error reads as broken).
+    if prev == Status.BLOCKED and to in (Status.TODO, Status.IN_PROGRESS, Status.BACKLOG):
         task.error = None
         fields.add("error")
     task.status = to

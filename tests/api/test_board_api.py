@@ -171,6 +171,34 @@ def test_patch_edits_fields_and_refuses_assignee_on_locked(api, agent, unchanged
     assert response.status_code == 409 and response.json()["error"] == "conflict"
 
 
+def test_an_edit_that_lost_a_race_is_409_with_the_task_as_it_is_now(api, unchanged):
+    task = create(api)
+    seen = task["revision"]
+    first = api.patch(
+        f"/api/board/tasks/{task['id']}", {"title": "Mine", "if_revision": seen}, format="json"
+    )
+    assert first.status_code == 200 and first.json()["title"] == "Mine"
+    with unchanged():
+        late = api.patch(
+            f"/api/board/tasks/{task['id']}",
+            {"title": "Theirs", "if_revision": seen},
+            format="json",
+        )
+    body = late.json()
+    assert late.status_code == 409 and body["error"] == "conflict"
+    assert body["reason"] == "stale_revision" and body["revision"] == first.json()["revision"]
+    assert body["task"]["title"] == "Mine"
+    again = api.patch(
+        f"/api/board/tasks/{task['id']}",
+        {"title": "Theirs", "if_revision": body["revision"]},
+        format="json",
+    )
+    assert again.status_code == 200 and again.json()["title"] == "Theirs"
+    with unchanged():
+        bad = api.patch(f"/api/board/tasks/{task['id']}", {"if_revision": "x"}, format="json")
+    assert bad.status_code == 400 and bad.json()["field"] == "if_revision"
+
+
 def test_transition_and_illegal_transition(api, unchanged):
     task = create(api)
     moved = api.post(f"/api/board/tasks/{task['id']}/transition", {"to": "backlog"}, format="json")

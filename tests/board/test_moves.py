@@ -116,3 +116,15 @@ def test_a_hard_fail_returns_and_narrates_the_cancelled_dependents_after_itself(
     lines = [narration_for(e) for e in events[-3:]]
     assert lines[0].startswith("'Blocker' failed")
     assert lines[1] == f"Cancelled 'Child': dependency {blocker.id!r} failed"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("to", ["backlog", "todo"])
+def test_a_blocked_task_moved_back_loses_its_old_error(default_team, to):
+    task = store.create_task(title="Parked").task
+    assert store.claim(task.id, "ada").ok
+    store.fail(task.id, "exploded")
+    assert store.get_task(task.id).error == "exploded"
+    store.transition(task.id, to)
+    moved = store.get_task(task.id)
+    assert (moved.status, moved.error) == (to, None)

@@ -310,3 +310,73 @@ def test_a_link_to_one_task_opens_it_even_past_the_first_page_and_selecting_keep
         page.locator(".toast", has_text="on the board of team elsewhere").wait_for(timeout=5_000)
         assert page.locator("#detail").is_hidden()
         browser.close()
+
+
+def test_a_drop_ends_the_drag_and_a_blocked_card_sent_to_backlog_shows_no_old_error(
+    daphne, operator
+):
+    stuck = store.create_task(title="Stuck on a key").task
+    assert store.claim(stuck.id, "builder").ok
+    store.fail(stuck.id, "the key expired")
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base)
+        card_in(page, "blocked", stuck.id).locator(".badge.error").wait_for()
+        card_in(page, "blocked", stuck.id).drag_to(page.locator(".column[data-status=backlog]"))
+        card_in(page, "backlog", stuck.id).wait_for(timeout=3_000)
+        eventually(lambda: store.get_task(stuck.id).status == "backlog", "the drop reached the API")
+        # Re-rendered on its way, the card never saw dragend: nothing of the drag is left.
+        page.wait_for_function("() => !document.querySelector('.card.pending')", timeout=3_000)
+        assert not page.evaluate("document.body.classList.contains('dragging')")
+        left = ".column.drop-ok, .column.drop-no, .column.drop-hover, .card.drag-source"
+        assert page.locator(left).count() == 0
+        assert store.get_task(stuck.id).error is None
+        assert card_in(page, "backlog", stuck.id).locator(".badge.error").count() == 0
+
+
+def test_the_keyboard_reaches_the_first_card_in_two_presses_and_search_follows_typing(
+    daphne, operator
+):
+    first = store.create_task(title="Tokenizer", priority=5).task
+    store.create_task(title="Parser")
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base)
+        card_in(page, "todo", first.id).wait_for()
+        page.keyboard.press("Tab")
+        page.keyboard.press("Enter")
+        assert page.evaluate("document.activeElement.dataset.taskId") == first.id
+        page.keyboard.press("ArrowDown")
+        assert page.evaluate("document.activeElement.dataset.taskId") != first.id
+
+        # Typed key by key, never Enter: the address follows.
+        page.locator("#filter-q").press_sequentially("pars", delay=40)
+        page.wait_for_url(lambda url: "q=pars" in url, timeout=3_000)
+
+        # The person is named once in the header (staff: the name opens the admin).
+        header = page.locator("header.top").inner_text()
+        assert header.count("op") == 1, header
+
+
+def test_a_link_to_a_team_the_person_is_not_in_says_so(daphne, operator, settings):
+    registry.create_team("secret", "Secret")
+    member = get_user_model().objects.create_user("ada", "ada@example.com", "pw-ada-123")
+    registry.add_member("default", member)
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport=WIDE)
+        page.goto(f"{base}/board/login/?next=/board/%3Fteam%3Dsecret")
+        page.fill("input[name=username]", "ada")
+        page.fill("input[name=password]", "pw-ada-123")
+        page.click("#login")
+        notice = page.locator("#team-refused")
+        notice.wait_for(timeout=5_000)
+        assert "secret" in notice.inner_text() and "default" in notice.inner_text()
+        assert page.locator("select[name=team]").input_value() == "default"
+        # Its own team's board shows no such notice.
+        page.goto(f"{base}/board/?team=default")
+        page.wait_for_selector("#conn[data-state=live]", timeout=10_000)
+        assert page.locator("#team-refused").count() == 0

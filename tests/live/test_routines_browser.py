@@ -15,6 +15,7 @@ from core import registry
 from routines import store
 from routines.models import Routine, RoutineFire, RoutineStatus
 from routines.wording import local_stamp
+from tests.routines.fake_gateway import FakeGateway
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -172,3 +173,111 @@ def test_the_task_changelist_fits_a_1440_pixel_screen(daphne, tmp_path, settings
         assert fits["right"] <= fits["viewport"], fits
         page.screenshot(path=str(tmp_path / "admin-tasks.png"))
         browser.close()
+
+
+def test_the_page_keeps_its_team_across_actions_and_deletes_only_after_asking(
+    daphne, settings, monkeypatch
+):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    registry.ensure_team("ops", "Ops")
+    registry.ensure_team("web", "Web")
+    mia = get_user_model().objects.create_user("mia", password="pw-mia-123")
+    registry.add_member("ops", mia)
+    registry.add_member("web", mia)
+    for team in ("ops", "web"):
+        registry.create_agent(
+            id=f"{team}-bot", display_name=team, team=team, runtime="command", owner=mia
+        )
+    mine = store.create_routine(agent_id="ops-bot", team="ops", cron_spec="0 9 * * *")
+    other = store.create_routine(agent_id="web-bot", team="web", cron_spec="0 10 * * *")
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(base + "/board/login/?next=/board/routines/%3Fteam%3Dops")
+        page.fill("input[name=username]", "mia")
+        page.fill("input[name=password]", "pw-mia-123")
+        page.click("#login")
+        page.wait_for_url(lambda url: "team=ops" in url)
+        assert row(page, other.id).count() == 0
+
+        # Pause, resume and run now each come back to the ops list.
+        for move in ("pause", "resume", "run-now"):
+            with page.expect_navigation():
+                row(page, mine.id).locator(f"button[data-move={move}]").click()
+            assert "team=ops" in page.url, (move, page.url)
+            assert row(page, other.id).count() == 0
+            assert page.locator("select[name=team]").input_value() == "ops"
+
+        # Delete asks first; Cancel keeps the routine, and the team.
+        row(page, mine.id).locator(f"[data-delete='{mine.id}']").click()
+        page.wait_for_selector("#confirm-delete")
+        assert "Delete routine" in page.inner_text("h1")
+        page.click("#cancel-delete")
+        page.wait_for_url(lambda url: "team=ops" in url and "/delete/" not in url)
+        assert Routine.objects.filter(pk=mine.id).exists()
+        row(page, mine.id).locator(f"[data-delete='{mine.id}']").click()
+        page.wait_for_selector("#confirm-delete")
+        with page.expect_navigation():
+            page.click("#confirm-delete")
+        assert "team=ops" in page.url
+        assert not Routine.objects.filter(pk=mine.id).exists()
+        assert Routine.objects.filter(pk=other.id).exists()
+        assert "Deleted routine" in page.inner_text("main")
+
+        # The list refreshes itself: a routine made elsewhere shows without a reload.
+        later = store.create_routine(agent_id="ops-bot", team="ops", cron_spec="0 11 * * *")
+        row(page, later.id).wait_for(timeout=15_000)
+        assert "team=ops" in page.url
+
+        # The gateway's own-life cron has its own section; unconfigured here, it says so.
+        assert "not configured" in page.inner_text("#gateway-cron")
+
+        # New routine: a preset fills the schedule.
+        page.click("#new-routine")
+        page.click("#cron-presets [data-cron='0 9 * * 1-5']")
+        assert page.locator("#id_cron_spec").input_value() == "0 9 * * 1-5"
+
+
+def test_a_gateway_cron_job_is_listed_beside_a_team_routine(daphne, settings, monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    registry.ensure_team("ops", "Ops")
+    mia = get_user_model().objects.create_user("mia", password="pw-mia-123")
+    registry.add_member("ops", mia)
+    registry.create_agent(
+        id="ops-bot", display_name="ops", team="ops", runtime="command", owner=mia
+    )
+    routine = store.create_routine(agent_id="ops-bot", team="ops", cron_spec="0 9 * * *")
+    gateway = FakeGateway()
+    gateway.jobs["job1"] = {
+        "id": "job1",
+        "name": "Nightly memory compaction",
+        "enabled": True,
+        "agentId": "main",
+        "schedule": {"kind": "cron", "expr": "0 3 * * *", "tz": "UTC"},
+        "state": {},
+    }
+    try:
+        base = daphne(
+            {
+                "CLAWBOO_OPENCLAW_GATEWAY_URL": gateway.url,
+                "CLAWBOO_OPENCLAW_TOKEN": gateway.token,
+            }
+        )
+        with playwright_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            page.goto(base + "/board/login/?next=/board/routines/")
+            page.fill("input[name=username]", "mia")
+            page.fill("input[name=password]", "pw-mia-123")
+            page.click("#login")
+            page.wait_for_url(base + "/board/routines/")
+            assert row(page, routine.id).count() == 1
+            job = page.locator("#gateway-cron [data-schedule-id='openclaw-gateway-cron:job1']")
+            assert "Nightly memory compaction" in job.inner_text()
+            assert "0 3 * * *" in job.inner_text()
+            assert page.locator("#gateway-cron").get_attribute("data-status") == "ok"
+    finally:
+        gateway.close()

@@ -477,3 +477,25 @@ def test_a_title_with_a_line_break_is_mailed_with_a_folded_subject(agent, settin
     assert "\n" not in subject and "\r" not in subject
     assert "Ship it Bcc: evil@example.com now" in subject
     assert mail.outbox[0].bcc == []
+
+
+def test_an_at_mention_in_a_comment_tells_the_person_named(agent, settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    users = get_user_model().objects
+    bea = users.create_user("bea", "bea@example.com", "pw")
+    registry.add_member("default", bea)
+    users.create_user("cy", "cy@example.com", "pw")  # not of the team: not told
+    notify.create_channel("default", "people", "email", recipients="ops@example.com")
+    task = store.create_task(title="Fix login").task
+
+    store.add_comment(task.id, "plain words, mail me at x@example.com", "op")
+    assert mail.outbox == []  # no one named: no one told
+
+    store.add_comment(task.id, "@bea and @ada: see **this**; @cy and @nobody too", "op")
+    assert len(mail.outbox) == 1
+    message = mail.outbox[0]
+    assert message.to == ["ops@example.com", "bea@example.com"]
+    assert "op mentioned @bea, @ada" in message.subject
+    delivery = NotificationDelivery.objects.get()
+    assert delivery.reason == "mentioned"
+    assert json.loads(delivery.body)["comment"]["mentions"] == ["bea", "ada"]

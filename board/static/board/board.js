@@ -10,6 +10,7 @@ import {
 $, el, api, timed, startClock, initials, money, tokens, toast, ask,
 } from "./kit.js";
 import { clearDrafts, draftsFor, reviewView } from "./review.js";
+import { markdown } from "./markdown.js";
 
 const config = JSON.parse(document.getElementById("board-config").textContent);
 const team = config.team;
@@ -580,6 +581,17 @@ function focusNeighbour(card, dx, dy) {
   }
 }
 
+// The skip link (the page's first tab stop) lands on the first card shown, so the
+// arrows work after two key presses rather than a tour of the header and filters.
+$("#skip-to-cards").addEventListener("click", (e) => {
+  e.preventDefault();
+  for (const status of visibleColumns()) {
+    const first = columns[status].cards.firstElementChild;
+    if (first) { first.focus(); return; }
+  }
+  board.focus();
+});
+
 // --- drag and drop ---------------------------------------------------------------
 
 let drag = null;                  // {id, from, over}
@@ -630,20 +642,28 @@ board.addEventListener("drop", (e) => {
   e.preventDefault();
   const task = tasks.get(drag.id);
   const to = column.dataset.status;
-  drag.dropped = true;
-  if (task && to !== drag.from && legal(drag.from, to)) moveTask(task, to);
+  const legalDrop = task && to !== drag.from && legal(drag.from, to);
+  // The move re-renders the card, so the dragged node leaves the page and its
+  // dragend never arrives: the drag ends here, not there.
+  endDrag();
+  if (legalDrop) moveTask(task, to);
 });
 
-board.addEventListener("dragend", () => {
-  if (!drag) return;
-  const { id, from, over, dropped } = drag;
+// Take every trace of a drag off the page: the columns' lit and dimmed states, the
+// body's drag mode and the source card's look (on whatever node shows it now).
+function endDrag() {
   drag = null;
   document.body.classList.remove("dragging");
   for (const status of STATUSES) columns[status].node.classList.remove("drop-ok", "drop-no", "drop-hover");
-  const card = cardEl(id);
-  if (card) card.classList.remove("drag-source");
+  for (const node of document.querySelectorAll(".card.drag-source")) node.classList.remove("drag-source");
+}
+
+board.addEventListener("dragend", () => {
+  if (!drag) return;
+  const { id, from, over } = drag;
+  endDrag();
   const task = tasks.get(id);
-  if (!dropped && task && over && over !== from && !legal(from, over)) {
+  if (task && over && over !== from && !legal(from, over)) {
     snapBack(id);
     toast(illegalReason(task, over), "bad");
   }
@@ -879,7 +899,134 @@ function renderDetailIfShown(force) {
   // Only when the task changed: the panel reads its review (git) and may hold
   // what is being typed.
   const key = `${shown.id}:${shown.revision}`;
+  // An open editor keeps what is being typed: it is told the task moved on instead.
+  if (editing && editing.id === shown.id && !force) {
+    if (shown.revision !== editing.revision) editNote(shown);
+    return;
+  }
   if (force || key !== detailKey) { detailKey = key; renderDetail(shown); }
+}
+
+// --- edit in place ------------------------------------------------------------------
+// The editor remembers the revision it started from; the PATCH carries it
+// (if_revision), so an edit that lost a race is refused and shows the newer values.
+
+let editing = null;               // {id, revision} while the detail's editor is open
+const splitList = (text) => String(text || "").split(",").map((s) => s.trim()).filter(Boolean);
+
+function editNote(now, lost) {
+  const note = $("#edit-note");
+  if (!note) return;
+  const theirs = [`title “${now.title}”`, `priority ${now.priority}`,
+    `labels ${(now.labels || []).join(", ") || "—"}`,
+    `depends on ${(now.depends_on || []).join(", ") || "—"}`];
+  note.hidden = false;
+  note.dataset.kind = lost ? "bad" : "warn";
+  note.replaceChildren(
+    el("strong", {}, lost ? "Not saved: someone else changed this task first." : "This task changed while you edit."),
+    ` It now reads (revision ${now.revision}): ${theirs.join("; ")}. `,
+    lost ? "Save again to put yours over it, or cancel to keep theirs." : "");
+  if (lost) editing.revision = now.revision;
+}
+
+// The team's registered repositories (GET /api/repositories?team=…), asked once.
+let repositories = null;
+function repositoryMenu(task) {
+  const menu = el("select", { name: "repository", id: "edit-repository" },
+    el("option", { value: "" }, "— the agent's default —"));
+  const fill = (list) => {
+    const ids = list.map((r) => r.id);
+    if (task.repository && !ids.includes(task.repository)) ids.push(task.repository);
+    menu.append(...ids.map((id) => el("option", { value: id, selected: id === task.repository }, id)));
+    menu.dataset.ready = "true";   // until then a save leaves the repository alone
+  };
+  if (repositories) fill(repositories);
+  else {
+    api("GET", `/api/repositories?team=${enc(team)}`)
+      .then((list) => { repositories = list; fill(list); })
+      .catch(() => fill([]));
+  }
+  return menu;
+}
+
+function editForm(task) {
+  editing = { id: task.id, revision: task.revision };
+  const field = (name, node) => el("label", {}, name, node);
+  const form = el("form", { class: "edit-form", id: "edit-form" },
+    el("p", { class: "edit-note", id: "edit-note", role: "alert", hidden: true }),
+    field("Title", el("input", { name: "title", id: "edit-title", value: task.title, required: true, maxlength: "500" })),
+    field("Description", el("textarea", { name: "description", id: "edit-description", rows: "4" }, task.description || "")),
+    el("div", { class: "row" },
+      field("Priority", el("input", { name: "priority", id: "edit-priority", type: "number", value: String(task.priority) })),
+      field("Labels", el("input", { name: "labels", id: "edit-labels", value: (task.labels || []).join(", "), placeholder: "comma, separated" }))),
+    field("Depends on", el("input", { name: "depends_on", id: "edit-depends", value: (task.depends_on || []).join(", "), placeholder: "task ids, comma separated" })),
+    field("Repository", repositoryMenu(task)),
+    field("Verify command", el("input", { name: "verify_cmd", id: "edit-verify", value: (task.metadata || {}).verify_cmd || "",
+      placeholder: "run in the worktree after the agent; exit 0 passes (operators, or allowlisted)" })),
+    el("p", { class: "form-error", id: "edit-error", role: "alert" }),
+    el("menu", {},
+      el("button", { type: "button", class: "btn ghost", id: "edit-cancel", onclick: () => { editing = null; renderDetailIfShown(true); } }, "Cancel"),
+      el("button", { type: "submit", class: "btn primary", id: "edit-save" }, "Save")));
+  form.addEventListener("submit", (e) => { e.preventDefault(); saveEdit(task.id, form); });
+  return form;
+}
+
+async function saveEdit(id, form) {
+  const data = new FormData(form);
+  const current = tasks.get(id) || {};
+  const changes = {};
+  const title = String(data.get("title") || "").trim();
+  if (title !== current.title) changes.title = title;
+  const description = String(data.get("description") || "");
+  if (description !== (current.description || "")) changes.description = description;
+  const priority = parseInt(String(data.get("priority") || "0"), 10);
+  if (priority !== current.priority) changes.priority = priority;
+  const labels = splitList(data.get("labels"));
+  if (labels.join("\n") !== (current.labels || []).join("\n")) changes.labels = labels;
+  const repository = String(data.get("repository") || "") || null;
+  // The verify command lives in the task's metadata (PATCH replaces it whole).
+  const verify = String(data.get("verify_cmd") || "").trim();
+  const metadata = { ...(current.metadata || {}) };
+  if (verify !== (metadata.verify_cmd || "")) {
+    if (verify) metadata.verify_cmd = verify; else delete metadata.verify_cmd;
+    changes.metadata = metadata;
+  }
+  const menu = $("#edit-repository");
+  if (menu && menu.dataset.ready === "true" && repository !== (current.repository || null)) changes.repository = repository;
+  const wanted = splitList(data.get("depends_on"));
+  const had = current.depends_on || [];
+  const error = $("#edit-error");
+  error.textContent = "";
+  const button = $("#edit-save");
+  button.disabled = true;
+  try {
+    let saved = null;
+    if (Object.keys(changes).length) {
+      saved = await api("PATCH", `/api/board/tasks/${enc(id)}`, { ...changes, if_revision: editing.revision });
+    }
+    for (const dep of wanted.filter((d) => !had.includes(d))) {
+      saved = await api("POST", `/api/board/tasks/${enc(id)}/deps`, { depends_on: dep });
+    }
+    for (const dep of had.filter((d) => !wanted.includes(d))) {
+      await api("DELETE", `/api/board/tasks/${enc(id)}/deps/${enc(dep)}`);
+      saved = null;
+    }
+    if (saved === null) saved = await api("GET", `/api/board/tasks/${enc(id)}`);
+    editing = null;
+    upsert(saved);
+    renderDetailIfShown(true);
+    toast("Saved.", "ok");
+  } catch (err) {
+    const body = err.body || {};
+    if (body.error === "conflict" && body.reason === "stale_revision" && body.task) {
+      upsert(body.task);
+      editNote(body.task, true);
+    } else {
+      error.textContent = err.message;
+    }
+  } finally {
+    button.disabled = false;
+  }
 }
 
 async function renderDetail(task) {
@@ -889,8 +1036,13 @@ async function renderDetail(task) {
   const cost = task.cost || {};
   panel.replaceChildren(
     el("button", { type: "button", class: "btn ghost close", "aria-label": "Close", onclick: () => select(null) }, "×"),
-    el("h2", {}, task.title),
-    el("div", { class: "detail-actions" }, el("label", {}, "Status ", statusMenu(task))),
+    el("h2", { id: "detail-title" }, task.title),
+    el("div", { class: "detail-actions" }, el("label", {}, "Status ", statusMenu(task)),
+      el("button", { type: "button", class: "btn", id: "edit-task", onclick: () => {
+        $("#edit-slot").replaceChildren(editForm(tasks.get(task.id) || task));
+        $("#edit-title").focus();
+      } }, "Edit")),
+    el("div", { id: "edit-slot" }),
     el("dl", {},
       el("dt", {}, "id"), el("dd", {}, task.id),
       el("dt", {}, "assignee"), el("dd", {}, task.assignee_agent_id || "—"),
@@ -913,24 +1065,152 @@ async function renderDetail(task) {
     ),
     task.description ? el("pre", {}, task.description) : "",
     el("div", { id: "review" }),
-    el("h3", {}, "Comments"), el("ol", { id: "comments" }),
+    el("section", { id: "run-output", class: "run-output", hidden: true },
+      el("h3", {}, "Output ", el("span", { class: "muted", id: "run-output-state" }),
+        " ", el("a", { id: "run-log-download", class: "top-link", download: "" }, "download full log")),
+      el("pre", { id: "run-log", class: "run-log", "aria-live": "off" })),
+    el("h3", {}, "Comments"), el("ol", { id: "comments", class: "comments" }),
+    commentForm(task),
   );
+  watchOutput(task);
   try {
     const id = enc(task.id);
-    const [comments, data] = await Promise.all([
-      api("GET", `/api/board/tasks/${id}/comments`),
+    const [, data] = await Promise.all([
+      loadComments(task.id),
       api("GET", `/api/board/tasks/${id}/review`),
     ]);
     if (selected !== task.id) return;
-    $("#comments").replaceChildren(...comments.map((c) => el("li", {},
-      el("strong", {}, c.author), ": ", c.body, " ", timed("time", "muted", "ago", c.created_at))));
     const note = lastNote && lastNote.id === task.id ? lastNote : null;
     $("#review").replaceChildren(reviewView(task, data, { note, approve, requestChanges }));
   } catch (err) { /* the panel keeps what it has */ }
 }
 
+// --- a run's output, live: the newest execution's log streamed over the socket -----
+
+const LOG_LINES = 2000;             // the panel keeps the last lines; the download has all
+let watched = null;                 // {task, execution, offset, text}
+
+// The server follows the task's newest run from its log files, so the first line
+// shows the moment it is printed, whenever the claim's event reaches this page.
+function watchOutput(task) {
+  if (watched && watched.task === task.id) { showOutput(); return; }
+  watched = { task: task.id, execution: null, offset: 0, text: "" };
+  sendWatch();
+}
+
+function sendWatch() {
+  if (!watched || !socket || socket.readyState !== WebSocket.OPEN) return;
+  const frame = { type: "watch-log", task: watched.task };
+  if (watched.execution !== null) { frame.execution = watched.execution; frame.offset = watched.offset; }
+  socket.send(JSON.stringify(frame));
+}
+
+function unwatchOutput() {
+  if (!watched) return;
+  watched = null;
+  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "unwatch-log" }));
+}
+
+function logFrame(frame) {
+  if (!watched || frame.task !== watched.task) return;
+  if (frame.execution !== watched.execution) {
+    if (frame.offset !== 0 && !frame.skipped) return;   // a stale stream's frame
+    watched.execution = frame.execution;                // a newer run: start over
+    watched.offset = 0;
+    watched.text = "";
+  }
+  let text = watched.text;
+  if (frame.skipped) {
+    text += `[… ${frame.skipped} bytes skipped: download the full log]\n`;
+    watched.offset = frame.offset;
+  }
+  if (frame.text !== undefined) {
+    if (frame.offset !== watched.offset) return;
+    watched.offset += new TextEncoder().encode(frame.text).length;
+    text += frame.text;
+  }
+  const lines = text.split("\n");
+  if (lines.length > LOG_LINES + 1) text = lines.slice(-LOG_LINES - 1).join("\n");
+  watched.text = text;
+  showOutput();
+}
+
+function showOutput() {
+  const section = $("#run-output");
+  if (!section || !watched || watched.execution === null) return;
+  section.hidden = false;
+  $("#run-output-state").textContent = `run #${watched.execution}`;
+  $("#run-log-download").href = `/api/board/tasks/${enc(watched.task)}/executions/${watched.execution}/log`;
+  const pre = $("#run-log");
+  const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+  pre.textContent = watched.text;
+  if (atEnd) pre.scrollTop = pre.scrollHeight;
+}
+
+// --- discussion: comments on the open task, with @-mentions --------------------------
+
+let mentionable = null;           // people and agents of the team, by name
+async function mentionNames() {
+  if (mentionable === null) {
+    mentionable = new Set([...(config.members || []), ...(await teamAgents()).map((a) => a.id)]);
+  }
+  return mentionable;
+}
+
+async function loadComments(taskId) {
+  const [comments, known] = await Promise.all([
+    api("GET", `/api/board/tasks/${enc(taskId)}/comments`), mentionNames()]);
+  const list = $("#comments");
+  if (selected !== taskId || !list) return;
+  list.replaceChildren(...comments.map((c) => el("li", { "data-comment-id": c.id },
+    el("div", { class: "comment-head" }, el("strong", {}, c.author), " ", timed("time", "muted", "ago", c.created_at)),
+    markdown(c.body, known))));
+}
+
+function insertAt(field, text) {
+  const at = field.selectionStart ?? field.value.length;
+  const before = field.value.slice(0, at);
+  const gap = before && !/\s$/.test(before) ? " " : "";
+  field.value = before + gap + text + " " + field.value.slice(field.selectionEnd ?? at);
+  field.focus();
+}
+
+function commentForm(task) {
+  const field = el("textarea", {
+    name: "body", id: "comment-body", rows: "3", required: true, maxlength: "20000",
+    placeholder: "Comment… **bold**, *italics*, `code`, [link](https://…), @name tells them",
+    "aria-label": "Comment",
+  });
+  const chips = el("div", { class: "mention-chips", "aria-label": "Mention" });
+  mentionNames().then((names) => chips.replaceChildren(...[...names].sort().map((n) =>
+    el("button", { type: "button", class: "chip", onclick: () => insertAt(field, "@" + n) }, "@" + n))));
+  const error = el("p", { class: "form-error", role: "alert" });
+  const form = el("form", {
+    class: "comment-form", id: "comment-form",
+    onsubmit: async (e) => {
+      e.preventDefault();
+      const body = field.value.trim();
+      if (!body) return;
+      const button = form.querySelector("button[type=submit]");
+      button.disabled = true;
+      try {
+        await api("POST", `/api/board/tasks/${enc(task.id)}/comments`, { body });
+        field.value = "";
+        error.textContent = "";
+        await loadComments(task.id);
+      } catch (err) { error.textContent = err.message; }
+      finally { button.disabled = false; }
+    },
+  }, field, chips, error, el("button", { type: "submit", class: "btn primary", id: "comment-send" }, "Comment"));
+  field.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); form.requestSubmit(); }
+  });
+  return form;
+}
+
 function select(id) {
   const before = selected;
+  if (id !== before) { editing = null; unwatchOutput(); }
   selected = id;
   detailKey = null;
   for (const key of [before, id]) {
@@ -1057,11 +1337,24 @@ function chatLine(frame, live) {
   const at = frame.created_at || new Date().toISOString();
   log.append(el("li", { "data-seq": frame.seq },
     el("span", { class: "avatar" + (who ? "" : " bot"), title: who || "clawboo" }, who ? initials(who) : "✦"),
-    el("span", { class: "line" }, person ? el("span", { class: "actor" }, person + ": ") : null, frame.body),
+    el("span", { class: "line" }, person ? el("span", { class: "actor" }, person + ": ") : null,
+      person ? markdown(frame.body, mentionable) : frame.body),
     timed("time", "", "ago", at)));
   while (log.children.length > 300) log.firstChild.remove();
   log.scrollTop = log.scrollHeight;
 }
+
+$("#chat-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const field = $("#chat-body");
+  const body = field.value.trim();
+  if (!body) return;
+  try {
+    // The line itself comes back over the websocket, like everyone else's.
+    await api("POST", `/api/teams/${enc(team)}/chat`, { body });
+    field.value = "";
+  } catch (err) { toast(`Could not post: ${err.message}`, "bad"); }
+});
 
 // --- the socket --------------------------------------------------------------------
 
@@ -1079,8 +1372,12 @@ function apply(frame) {
   if (frame.type === "task-change") {
     if (frame.tool_approval) noteToolAsk(frame.tool_approval);
     if (holding) holding.push(frame); else upsert(frame.task, frame);
+    if (frame.kind === "commented" && frame.task && frame.task.id === selected) {
+      loadComments(selected).catch(() => {});
+    }
   }
   else if (frame.type === "chat") chatLine(frame, true);
+  else if (frame.type === "log") logFrame(frame);
 }
 
 function setConn(state, text) {
@@ -1100,6 +1397,7 @@ function connect() {
       helloSeq = Math.max(helloSeq, frame.seq);
       // Replay everything after what we have: nothing missed while we were away.
       if (frame.seq > lastSeq) socket.send(JSON.stringify({ type: "since", seq: lastSeq }));
+      sendWatch();   // a reconnect resumes the open run's output where it left off
       return;
     }
     if (frame.type === "reload") {
