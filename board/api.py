@@ -405,7 +405,14 @@ class ClaimView(APIView):
             },
         ),
         responses=with_errors(
-            {200: ClaimedSerializer}, "not_found", "conflict", "validation_error", "forbidden"
+            {200: ClaimedSerializer},
+            "not_found",
+            "agent_paused",
+            "not_routed",
+            "limit_reached",
+            "conflict",
+            "validation_error",
+            "forbidden",
         ),
     )
     @idempotent
@@ -437,7 +444,9 @@ class ClaimNextView(APIView):
                 "lease_ms": serializers.IntegerField(required=False, min_value=1000),
             },
         ),
-        responses=with_errors({200: ClaimedSerializer, 204: None}, "validation_error", "forbidden"),
+        responses=with_errors(
+            {200: ClaimedSerializer, 204: None}, "agent_paused", "validation_error", "forbidden"
+        ),
     )
     @idempotent
     def post(self, request: Request) -> Response:
@@ -462,6 +471,7 @@ class ClaimNextView(APIView):
         )
         if result is None:
             return Response(status=204)
+        result.raise_for_outcome("")
         assert result.task is not None
         return Response({"task": task_body(result.task), "ticket": result.ticket})
 

@@ -7,7 +7,10 @@ from collections.abc import Sequence
 from core.errors import ClawbooError, Conflict, NotFound, RateLimited, ValidationFailed
 
 __all__ = [
+    "AgentPaused",
     "ClaimConflict",
+    "LimitReached",
+    "NotRouted",
     "ClaimRequired",
     "DependencyCycle",
     "DepthExceeded",
@@ -35,6 +38,25 @@ class TaskIdTaken(Conflict):
 
 class ClaimConflict(Conflict):
     """Someone else holds the task (or it is not claimable). Never retry."""
+
+
+class AgentPaused(ClawbooError):
+    """The agent is paused (by a person or its breaker) or unhealthy: it claims
+    nothing until it is resumed or its preflight passes."""
+
+    code = "agent_paused"
+
+
+class NotRouted(ClawbooError):
+    """The task's route names another agent, runtime or labels. Never retry."""
+
+    code = "not_routed"
+
+
+class LimitReached(ClawbooError):
+    """The agent (or its team) already holds its ``max_concurrent`` tasks in_progress."""
+
+    code = "limit_reached"
 
 
 class IllegalTransition(ClawbooError):

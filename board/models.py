@@ -57,6 +57,12 @@ class Task(models.Model):
     assignee_agent_id = models.CharField(max_length=128, null=True, blank=True)
     assignee_runtime = models.CharField(max_length=32, null=True, blank=True)
     created_by_agent_id = models.CharField(max_length=128, null=True, blank=True)
+    # The route (GOVERNANCE §1): who may take the task. Columns, not metadata, so
+    # the claim statement matches them on the row it picks: an agent id, a
+    # runtime name, and labels every one of which the agent must carry (null: any).
+    route_agent_id = models.CharField(max_length=128, null=True, blank=True)
+    route_runtime = models.CharField(max_length=32, null=True, blank=True)
+    route_labels = models.JSONField(null=True, blank=True)
     parent_task = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
@@ -129,6 +135,14 @@ class Task(models.Model):
             # with updated_at: every write and heartbeat moves it.
             models.Index(fields=["status", "lease_until"], name="tasks_status_lease_idx"),
             models.Index(fields=["team", "created_at"], name="tasks_team_created_idx"),
+            # An agent's limit: the tasks it holds in_progress, counted in the claim's
+            # transaction. Partial: a claim adds an entry, a settle removes it, and an
+            # agent's history of done tasks is never walked.
+            models.Index(
+                fields=["assignee_agent_id"],
+                name="tasks_held_idx",
+                condition=Q(status="in_progress"),
+            ),
             # The board's columns: one team's tasks of one status in the board's order
             # (priority desc, newest first), and the per-column counts as one GROUP BY
             # this index answers alone. A heartbeat never moves its entries; a status,
@@ -289,6 +303,8 @@ class ExecutionProcess(models.Model):
     git_after = models.CharField(max_length=64, null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     error = models.TextField(null=True, blank=True)
+    # Why a failed run failed (executor.breakers.ERROR_CLASSES); null on success.
+    error_class = models.CharField(max_length=24, null=True, blank=True)
     log = models.TextField(blank=True, default="")
     recovery_tombstone = models.CharField(max_length=200, null=True, blank=True)
     started_at = models.DateTimeField()
@@ -324,6 +340,7 @@ class ExecutionProcess(models.Model):
             "git_after": self.git_after,
             "exit_code": self.exit_code,
             "error": self.error,
+            "error_class": self.error_class,
             "recovery_tombstone": self.recovery_tombstone,
             "started_at": iso(self.started_at),
             "finished_at": iso(self.finished_at),

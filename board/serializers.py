@@ -11,6 +11,25 @@ from rest_framework import serializers
 
 from board.transitions import Status
 
+RouteSerializer = inline_serializer(
+    "Route",
+    {
+        "agent": serializers.CharField(
+            required=False, allow_null=True, help_text="an agent of the task's team"
+        ),
+        "runtime": serializers.CharField(required=False, allow_null=True),
+        "labels": serializers.ListField(
+            child=serializers.CharField(),
+            required=False,
+            allow_null=True,
+            help_text="every one of these must be among the agent's labels",
+        ),
+    },
+    allow_null=True,
+    required=False,
+    help_text="who may take the task; null: any agent of its team",
+)
+
 
 class TaskSerializer(serializers.Serializer):
     id = serializers.CharField()
@@ -32,6 +51,7 @@ class TaskSerializer(serializers.Serializer):
     assignee_agent_id = serializers.CharField(allow_null=True)
     assignee_runtime = serializers.CharField(allow_null=True)
     created_by_agent_id = serializers.CharField(allow_null=True)
+    route = RouteSerializer
     parent_task_id = serializers.CharField(allow_null=True)
     attempts = serializers.IntegerField()
     max_attempts = serializers.IntegerField(allow_null=True)
@@ -74,6 +94,7 @@ class TaskCreateSerializer(serializers.Serializer):
     id = serializers.CharField(required=False, max_length=128)
     depends_on = serializers.ListField(child=serializers.CharField(), required=False)
     created_by_agent_id = serializers.CharField(required=False, allow_null=True)
+    route = RouteSerializer
 
 
 class TaskPatchSerializer(serializers.Serializer):
@@ -83,6 +104,7 @@ class TaskPatchSerializer(serializers.Serializer):
     labels = serializers.ListField(child=serializers.CharField(), required=False)
     metadata = serializers.DictField(required=False)
     assignee_agent_id = serializers.CharField(required=False, allow_null=True)
+    route = RouteSerializer
 
 
 OverrideSerializer = inline_serializer(
@@ -124,6 +146,11 @@ class ExecutionSerializer(serializers.Serializer):
     git_before = serializers.CharField(allow_null=True)
     git_after = serializers.CharField(allow_null=True)
     error = serializers.CharField(allow_null=True)
+    error_class = serializers.CharField(
+        allow_null=True,
+        help_text="why a failed run failed: rate_limited, timeout, auth, provider_error, "
+        "environment, context_overflow, invalid_args, budget, breaker, cancelled, unknown",
+    )
     recovery_tombstone = serializers.CharField(allow_null=True)
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)

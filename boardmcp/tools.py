@@ -20,11 +20,12 @@ from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from board import store
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import Task
+from board.snapshot import route as route_of
 from boardmcp.credentials import Caller
 from core import registry
 from core.errors import ClawbooError, Forbidden, ValidationFailed
@@ -46,6 +47,15 @@ Status = Literal["backlog", "todo", "in_progress", "in_review", "blocked", "done
 TaskId = Annotated[str, Field(min_length=1, max_length=128)]
 Title = Annotated[str, Field(min_length=1, max_length=500)]
 Text = Annotated[str, Field(max_length=20_000)]
+
+
+class Route(BaseModel):
+    """Who may take a task: an agent of the team, a runtime, labels the agent carries."""
+
+    agent: str | None = None
+    runtime: str | None = None
+    labels: list[str] | None = None
+
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -212,6 +222,7 @@ def _brief(task: Task, depends_on: list[str] | None = None) -> dict[str, Any]:
         "labels": task.labels,
         "assignee_agent_id": task.assignee_agent_id,
         "parent_task_id": task.parent_task_id,
+        "route": route_of(task),
     }
     if depends_on is not None:
         body["depends_on"] = depends_on
@@ -289,6 +300,7 @@ def _create(
     status: str,
     parent: Task | None,
     team: str | None,
+    route: Route | None = None,
 ) -> dict[str, Any]:
     for dep in depends_on or ():
         _visible(caller, dep, "depends_on")
@@ -303,6 +315,7 @@ def _create(
         parent_task_id=parent.id if parent is not None else None,
         # An agent filing work: the board's ceilings and rate limit apply.
         created_by_agent_id=caller.agent_id,
+        route=None if route is None else route.model_dump(),
     )
     return {"task": _brief(created.task, store.depends_on_ids(created.task.id))}
 
@@ -317,9 +330,11 @@ def create_task(
     depends_on: list[TaskId] | None = None,
     status: Literal["todo", "backlog"] = "todo",
     team: str | None = None,
+    route: Route | None = None,
 ) -> dict[str, Any]:
     """File a new top-level task for your team (a separate piece of work, not part of
-    yours; for that use create_subtask). Rate limited for agents."""
+    yours; for that use create_subtask). Rate limited for agents. route: who may
+    take it (an agent id of your team, a runtime, labels the agent must carry)."""
     caller = caller_of(ctx)
     return _create(
         caller,
@@ -331,6 +346,7 @@ def create_task(
         status=status,
         parent=None,
         team=team,
+        route=route,
     )
 
 
@@ -344,9 +360,11 @@ def create_subtask(
     labels: list[str] | None = None,
     depends_on: list[TaskId] | None = None,
     status: Literal["todo", "backlog"] = "todo",
+    route: Route | None = None,
 ) -> dict[str, Any]:
     """Split work into a child task of parent_task_id (default: your task), which your
-    team's agents can then claim. Depth and per-parent child limits apply."""
+    team's agents can then claim. Depth and per-parent child limits apply. route: who
+    may take it (an agent id of your team, a runtime, labels the agent must carry)."""
     caller = caller_of(ctx)
     parent = _visible(caller, _task_id(caller, parent_task_id), "parent_task_id")
     return _create(
@@ -359,6 +377,7 @@ def create_subtask(
         status=status,
         parent=parent,
         team=None,
+        route=route,
     )
 
 
@@ -403,7 +422,7 @@ def claim_task(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
         found = store.claim_next(agent.id, runtime=agent.runtime, team=agent.team_id)
         if found is None:
             return {"task": None, "ticket": None}
-        result = found
+        result = found.raise_for_outcome("")
     assert result.task is not None
     return {"task": _brief(result.task), "ticket": result.ticket}
 

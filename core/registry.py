@@ -12,6 +12,7 @@ from core.errors import Conflict, NotFound, ValidationFailed
 from core.models import Agent, ParticipantKind, Runtime, Team
 
 DEFAULT_TEAM = "default"
+LABEL_MAX = 64
 
 
 def get_team(team_id: str) -> Team:
@@ -104,6 +105,31 @@ def _check_kind(value: Any) -> str:
     return str(value)
 
 
+def _check_labels(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(
+        isinstance(x, str) and x.strip() and len(x) <= LABEL_MAX for x in value
+    ):
+        raise ValidationFailed(
+            "labels", f"must be a list of non-empty strings of at most {LABEL_MAX} characters"
+        )
+    labels: list[str] = []
+    for item in value:
+        if item.strip() not in labels:
+            labels.append(item.strip())
+    return labels
+
+
+def check_max_concurrent(value: Any, *, nullable: bool = False) -> int | None:
+    """An agent's (``nullable``: a team's, null for no limit) in_progress limit."""
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+        raise ValidationFailed("max_concurrent", "must be an integer from 1 to 10000")
+    return value
+
+
 def create_agent(
     *,
     id: Any,  # noqa: A002 - the API's field name
@@ -112,6 +138,8 @@ def create_agent(
     runtime: Any,
     participant_kind: Any = None,
     settings: Any = None,
+    labels: Any = None,
+    max_concurrent: Any = 1,
     owner: Any = None,
     operator: bool = True,
     approved_by: Any = None,
@@ -128,6 +156,8 @@ def create_agent(
     rt = _check_runtime(runtime)
     kind = _check_kind(participant_kind)
     conf = check_object(settings, "settings")
+    tags = _check_labels(labels)
+    limit = check_max_concurrent(1 if max_concurrent is None else max_concurrent) or 1
     server_commands.check_agent_execution(rt, conf, operator=operator)
 
     def run() -> Agent:
@@ -142,6 +172,8 @@ def create_agent(
             runtime=rt,
             participant_kind=kind,
             settings=conf,
+            labels=tags,
+            max_concurrent=limit,
             owner=owner,
             approved_fingerprint=server_commands.fingerprint(rt, conf) if operator else "",
             approved_by=approved_by if operator else None,
@@ -150,7 +182,16 @@ def create_agent(
     return storage.write(run)
 
 
-_AGENT_EDITABLE = ("display_name", "runtime", "participant_kind", "settings", "team", "owner")
+_AGENT_EDITABLE = (
+    "display_name",
+    "runtime",
+    "participant_kind",
+    "settings",
+    "team",
+    "owner",
+    "labels",
+    "max_concurrent",
+)
 
 
 def update_agent(
@@ -176,6 +217,10 @@ def update_agent(
         clean["team_id"] = check_id(changes["team"], "team")
     if "owner" in changes:
         clean["owner"] = changes["owner"]
+    if "labels" in changes:
+        clean["labels"] = _check_labels(changes["labels"])
+    if "max_concurrent" in changes:
+        clean["max_concurrent"] = check_max_concurrent(changes["max_concurrent"])
 
     def run() -> Agent:
         agent = get_agent(agent_id)

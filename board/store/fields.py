@@ -18,7 +18,7 @@ from board.store._base import (
     record_event,
     set_fields,
 )
-from board.store.tasks import get_task
+from board.store.tasks import check_route_agent, get_task, route_columns
 from board.store.tickets import WriteOutcome, declined, recorded, unchanged
 from board.transitions import (
     is_locked,
@@ -26,6 +26,7 @@ from board.transitions import (
 )
 from core import storage
 from core.errors import Conflict, ValidationFailed
+from core.models import Runtime
 
 # SPEC §10 ceilings (the agent create path; see create_task).
 EVIDENCE_TAIL = 4_000
@@ -154,7 +155,15 @@ def patch_metadata(task_id: str, patch: Any) -> WriteOutcome:
     return _field_write(task_id, "metadata_changed", mutate)
 
 
-_EDITABLE = ("title", "description", "priority", "labels", "metadata", "assignee_agent_id")
+_EDITABLE = (
+    "title",
+    "description",
+    "priority",
+    "labels",
+    "metadata",
+    "assignee_agent_id",
+    "route",
+)
 
 
 def update_task(task_id: str, changes: dict[str, Any]) -> Task:
@@ -181,8 +190,13 @@ def update_task(task_id: str, changes: dict[str, Any]) -> Task:
             None if value is None else checks.check_agent_id(value, "assignee_agent_id")
         )
 
+    if "route" in changes:
+        clean.update(route_columns(checks.check_route(changes["route"], list(Runtime.values))))
+
     def run() -> Task:
         task = lock_task(task_id)
+        if "route_agent_id" in clean:
+            check_route_agent({"agent": clean["route_agent_id"]}, task.team_id)
         if "assignee_agent_id" in clean and clean["assignee_agent_id"] != task.assignee_agent_id:
             reason = _assignee_refusal(task)
             if reason is not None:
@@ -213,6 +227,9 @@ _FIELD_KIND = {
     "labels": "label_changed",
     "metadata": "metadata_changed",
     "assignee_agent_id": "assignee_changed",
+    "route_agent_id": "updated",
+    "route_runtime": "updated",
+    "route_labels": "updated",
 }
 
 

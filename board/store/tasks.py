@@ -43,7 +43,7 @@ from board.store.tickets import Ticket
 from board.transitions import Status
 from core import storage
 from core.errors import ValidationFailed
-from core.models import Agent, Team
+from core.models import Agent, Runtime, Team
 
 # SPEC §10 ceilings (the agent create path; see create_task).
 EVIDENCE_TAIL = 4_000
@@ -168,6 +168,7 @@ def create_task(
     depends_on: Any = None,
     created_by_agent_id: Any = None,
     scheduled_by: Any = "manual",
+    route: Any = None,
     actor: str | None = None,
 ) -> Created:
     """Create a task (``todo`` by default, or ``backlog``). ``actor`` names the
@@ -200,6 +201,7 @@ def create_task(
         if created_by_agent_id is None
         else checks.check_agent_id(created_by_agent_id, "created_by_agent_id"),
         "scheduled_by": checks.check_text(scheduled_by or "manual", "scheduled_by", limit=32),
+        "route": checks.check_route(route, list(Runtime.values)),
     }
     task_id = checks.check_id(id) if id is not None else None
     fingerprint = _fingerprint(clean)
@@ -229,6 +231,7 @@ def _create(
         _check_parent_ceilings(parent_id, clean["team"])
     elif clean["created_by_agent_id"] is not None:
         _check_root_rate(clean["team"], at)
+    check_route_agent(clean["route"], clean["team"])
     deps = clean["depends_on"]
     unmet = 0
     if deps:
@@ -262,6 +265,7 @@ def _create(
         max_attempts=clean["max_attempts"],
         created_by_agent_id=clean["created_by_agent_id"],
         scheduled_by=clean["scheduled_by"],
+        **route_columns(clean["route"]),
         incarnation_id=secrets.token_hex(8),
         unmet_deps=unmet,
         create_fingerprint=fingerprint,
@@ -275,6 +279,24 @@ def _create(
         )
     record_event(task, "added", prev_status=None, actor=actor)
     return Created(task, created=True)
+
+
+def route_columns(route: dict[str, Any] | None) -> dict[str, Any]:
+    """A clean route (:func:`board.checks.check_route`) as the task's columns."""
+    route = route or {}
+    return {
+        "route_agent_id": route.get("agent"),
+        "route_runtime": route.get("runtime"),
+        "route_labels": route.get("labels"),
+    }
+
+
+def check_route_agent(route: dict[str, Any] | None, team_id: str) -> None:
+    """A route names an agent of the task's own team (another team's: 400)."""
+    if route is None or route.get("agent") is None:
+        return
+    if not Agent.objects.filter(pk=route["agent"], team_id=team_id).exists():
+        raise ValidationFailed("route.agent", f"no agent {route['agent']!r} in team {team_id!r}")
 
 
 def ancestors(task_id: str) -> list[str]:

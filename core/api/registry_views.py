@@ -32,6 +32,21 @@ _AGENT_FIELDS: dict[str, Any] = {
     "participant_kind": serializers.ChoiceField(choices=["agent", "human"]),
     "settings": serializers.DictField(),
     "owner": serializers.CharField(allow_null=True, help_text="username of its owner"),
+    "labels": serializers.ListField(child=serializers.CharField()),
+    "max_concurrent": serializers.IntegerField(help_text="tasks it holds in_progress at once"),
+    "state": serializers.ChoiceField(choices=["active", "paused", "unhealthy"]),
+    "state_reason": serializers.CharField(allow_blank=True),
+    "paused_by": serializers.CharField(allow_null=True),
+    "paused_at": serializers.DateTimeField(allow_null=True),
+    "health": inline_serializer(
+        "AgentHealth",
+        {
+            "ok": serializers.BooleanField(allow_null=True),
+            "detail": serializers.CharField(allow_blank=True),
+            "checked_at": serializers.DateTimeField(allow_null=True),
+        },
+        help_text="the last preflight where a worker runs it (ok null: never probed)",
+    ),
 }
 AgentSerializer = inline_serializer("Agent", _AGENT_FIELDS)
 AgentListSerializer = inline_serializer("Agent", _AGENT_FIELDS, many=True)
@@ -51,10 +66,29 @@ def _agent_write_fields(create: bool) -> dict[str, Any]:
         "owner": serializers.CharField(
             required=False, help_text="username; staff only (default: the caller)"
         ),
+        "labels": serializers.ListField(
+            child=serializers.CharField(max_length=64),
+            required=False,
+            help_text="what a task's route may ask of it",
+        ),
+        "max_concurrent": serializers.IntegerField(
+            required=False, min_value=1, help_text="tasks it holds in_progress at once (1)"
+        ),
     }
     return {"id": serializers.CharField(), **fields} if create else fields
 
 
+AGENT_CREATE_FIELDS = (
+    "id",
+    "display_name",
+    "team",
+    "runtime",
+    "participant_kind",
+    "settings",
+    "owner",
+    "labels",
+    "max_concurrent",
+)
 AgentCreateSerializer = inline_serializer("AgentCreate", _agent_write_fields(True))
 AgentPatchSerializer = inline_serializer("AgentPatch", _agent_write_fields(False))
 
@@ -72,9 +106,26 @@ def agent_body(agent: Agent) -> dict[str, Any]:
         "participant_kind": agent.participant_kind,
         "settings": agent.settings,
         "owner": agent.owner.get_username() if agent.owner is not None else None,
+        "labels": list(agent.labels or []),
+        "max_concurrent": agent.max_concurrent,
+        "state": agent.dispatch_state,
+        "state_reason": _state_reason(agent),
+        "paused_by": agent.paused_by or None,
+        "paused_at": agent.paused_at.isoformat() if agent.paused_at else None,
+        "health": {
+            "ok": agent.health_ok,
+            "detail": agent.health_detail,
+            "checked_at": agent.health_checked_at.isoformat() if agent.health_checked_at else None,
+        },
         "created_at": agent.created_at.isoformat(),
         "updated_at": agent.updated_at.isoformat(),
     }
+
+
+def _state_reason(agent: Agent) -> str:
+    if agent.dispatch_state == "unhealthy":
+        return agent.health_detail
+    return agent.state_reason
 
 
 class TeamsView(APIView):
@@ -120,7 +171,7 @@ class AgentsView(APIView):
     def post(self, request: Request) -> Response:
         body = json_object(
             request,
-            ("id", "display_name", "team", "runtime", "participant_kind", "settings", "owner"),
+            AGENT_CREATE_FIELDS,
             required=("id", "display_name", "team", "runtime"),
         )
         require_team(request.user, body["team"])
@@ -158,9 +209,7 @@ class AgentDetailView(APIView):
     def patch(self, request: Request, agent_id: str) -> Response:
         self._agent(request, agent_id)
         act_as(request, agent_id, "id")  # only its owner (or staff) changes an agent
-        body = json_object(
-            request, ("display_name", "team", "runtime", "participant_kind", "settings", "owner")
-        )
+        body = json_object(request, AGENT_CREATE_FIELDS[1:])
         if "team" in body:
             require_team(request.user, body["team"])
         if "owner" in body:
