@@ -17,6 +17,7 @@ class Reason(models.TextChoices):
     BLOCKED = "blocked", "a task is blocked"
     VERIFICATION_FAILED = "verification_failed", "a task fails verification"
     ROUTINE_ERROR = "routine_error", "a routine halts in error"
+    AGENT_PAUSED = "agent_paused", "an agent is paused (its breaker, or a person)"
 
 
 class ChannelKind(models.TextChoices):

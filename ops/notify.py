@@ -71,7 +71,7 @@ TEAMS_TTL_S = 5.0
 # How far back the minutely schedule looks for events whose notifications were never
 # recorded, and the kinds (besides changes of status) that can need a person.
 CATCH_UP_WINDOW = dt.timedelta(minutes=15)
-CANDIDATE_KINDS = ("routine_error", "verification_recorded")
+CANDIDATE_KINDS = ("routine_error", "verification_recorded", "agent_paused")
 
 
 # --- which events need a person ------------------------------------------------
@@ -83,6 +83,8 @@ def reason_for(event: Event) -> str | None:
     failed verification; ``routine_error`` is a routine halted in error."""
     if event.kind == "routine_error":
         return Reason.ROUTINE_ERROR
+    if event.kind == "agent_paused":
+        return Reason.AGENT_PAUSED
     payload = event.payload if isinstance(event.payload, dict) else {}
     task = payload.get("task")
     if not isinstance(task, dict):
@@ -105,6 +107,7 @@ SUMMARY = {
     Reason.BLOCKED: "Task {task_id!r} ({title}) is blocked",
     Reason.VERIFICATION_FAILED: "Task {task_id!r} ({title}) failed verification",
     Reason.ROUTINE_ERROR: "Routine {routine_id!r} halted in error",
+    Reason.AGENT_PAUSED: "Agent {agent_id!r} is paused: {reason}",
 }
 
 
@@ -121,7 +124,13 @@ def body_for(event: Event, reason: str) -> str:
             "at": event.created_at.isoformat() if event.created_at else None,
         },
     }
-    facts = {"task_id": event.task_id, "title": "", "routine_id": payload.get("routine_id")}
+    facts = {
+        "task_id": event.task_id,
+        "title": "",
+        "routine_id": payload.get("routine_id"),
+        "agent_id": payload.get("agent_id"),
+        "reason": payload.get("reason"),
+    }
     if task is not None:
         body["task"] = {
             "id": task.get("id"),
@@ -139,6 +148,12 @@ def body_for(event: Event, reason: str) -> str:
             "slot_at": payload.get("slot_at"),
             "error": payload.get("error"),
             "task_id": event.task_id,
+        }
+    if reason == Reason.AGENT_PAUSED:
+        body["agent"] = {
+            "id": payload.get("agent_id"),
+            "reason": payload.get("reason"),
+            "by": payload.get("by"),
         }
     body["summary"] = SUMMARY[Reason(reason)].format(**facts)
     public = getattr(settings, "CLAWBOO_PUBLIC_URL", "")

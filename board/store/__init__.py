@@ -8,6 +8,7 @@ PostgreSQL) and records its task-change event in that same transaction.
 
 from board.ceilings import MAX_DEPTH, MAX_LIVE_CHILDREN, ROOT_RATE_LIMIT
 from board.store._base import depends_on_ids, lock_task, now
+from board.store.agents import pause_agent, resume_agent, unstarted_claims
 from board.store.claims import (
     DISPATCH_ORDER,
     MAX_ABANDONMENTS,
@@ -116,6 +117,9 @@ __all__ = [
     "check_dispatch_depth",
     "claim",
     "claim_next",
+    "pause_agent",
+    "resume_agent",
+    "unstarted_claims",
     "close_execution",
     "committed_lease_span",
     "complete",

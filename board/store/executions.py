@@ -146,6 +146,7 @@ def close_execution(
     error: str | None = None,
     log: str | None = None,
     native_session_id: str | None = None,
+    error_class: str | None = None,
 ) -> ExecutionProcess:
     """Close a running row with its outcome and add its cost to the task's ledger.
 
@@ -178,6 +179,7 @@ def close_execution(
         row.git_after = git_after
         row.exit_code = exit_code
         row.error = error
+        row.error_class = error_class
         if log is not None:
             row.log = log[-LOG_TAIL:]
         if native_session_id is not None:
