@@ -35,8 +35,9 @@ from core.api.access import act_as, act_as_assignee, can_see_team, require_team,
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
+from core.api.registry_views import AgentSerializer, agent_body
 from core.api.schema import with_errors
-from core.errors import Conflict, ValidationFailed
+from core.errors import Conflict, NotFound, ValidationFailed
 
 # --- rendering -------------------------------------------------------------------
 
@@ -773,3 +774,53 @@ class ReconcileView(APIView):
         else:
             raise ValidationFailed("pass", "must be 'orphans' or 'stale'")
         return Response({"released": released})
+
+
+# --- an agent's pause and resume (GOVERNANCE §2) ----------------------------------
+
+
+def _team_agent(request: Request, agent_id: str) -> Any:
+    """An agent of one of the caller's teams; anyone else's answers as unknown."""
+    from core.models import Agent
+
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None or not can_see_team(request.user, agent.team_id):
+        raise NotFound(f"agent {agent_id!r} does not exist")
+    return agent
+
+
+class AgentPauseView(APIView):
+    """A person pauses an agent: it claims nothing by any door until resumed, and the
+    work it had claimed but not started goes back to todo."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="agents_pause",
+        request=inline_serializer("AgentPause", {"reason": serializers.CharField(required=False)}),
+        responses=with_errors({200: AgentSerializer}, "not_found", "validation_error"),
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        _team_agent(request, agent_id)
+        body = json_object(request, ("reason",))
+        reason = body.get("reason")
+        who = request.user.get_username()
+        agent, _ = store.pause_agent(agent_id, reason or f"paused by {who}", by=who)
+        return Response(agent_body(agent))
+
+
+class AgentResumeView(APIView):
+    """A person resumes a paused agent; its breaker's count starts over."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="agents_resume",
+        request=inline_serializer("AgentResume", {"reason": serializers.CharField(required=False)}),
+        responses=with_errors({200: AgentSerializer}, "not_found", "validation_error"),
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        _team_agent(request, agent_id)
+        json_object(request, ("reason",))
+        agent = store.resume_agent(agent_id, by=request.user.get_username())
+        return Response(agent_body(agent))

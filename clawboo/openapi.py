@@ -17,6 +17,8 @@ SUMMARIES: dict[str, str] = {
     "agents_create": "Register an agent (what it runs on the server: staff or allowlist)",
     "agents_retrieve": "Read an agent",
     "agents_update": "Change an agent you own (its runtime and settings: staff or allowlist)",
+    "agents_pause": "Pause an agent of your team: it claims nothing until resumed",
+    "agents_resume": "Resume a paused agent of your team (its breaker count starts over)",
     "board_tasks_list": "List tasks, filtered, newest priority first (cursor pages)",
     "board_columns": "The board's first view: each column's first page, totals and the seq",
     "board_tasks_counts": "Count tasks per status (the board's column totals), filtered",

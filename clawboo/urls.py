@@ -54,6 +54,8 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("teams", registry_views.TeamsView.as_view()),
     path("agents", registry_views.AgentsView.as_view()),
     path("agents/<str:agent_id>", registry_views.AgentDetailView.as_view()),
+    path("agents/<str:agent_id>/pause", board_api.AgentPauseView.as_view()),
+    path("agents/<str:agent_id>/resume", board_api.AgentResumeView.as_view()),
     path("teams/<str:team_id>/chat", registry_views.TeamChatView.as_view()),
     path("teams/<str:team_id>/events", registry_views.TeamEventsView.as_view()),
     path("worktrees/gc", worktree_api.GcView.as_view()),

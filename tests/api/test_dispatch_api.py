@@ -93,3 +93,38 @@ def test_claim_over_the_limit_is_409_limit_reached(api, agent, unchanged):
     assert refused.status_code == 409 and refused.json()["error"] == "limit_reached"
     passed = api.post("/api/board/claim-next", {"agent_id": agent.id}, format="json")
     assert passed.status_code == 204
+
+
+def test_a_person_pauses_and_resumes_an_agent_and_healthz_lists_it(api, agent):
+    from core.models import Agent
+
+    paused = api.post(f"/api/agents/{agent.id}/pause", {"reason": "rotating keys"}, format="json")
+    assert paused.status_code == 200, paused.json()
+    assert paused.json()["state"] == "paused" and paused.json()["state_reason"] == "rotating keys"
+    assert paused.json()["paused_by"] == "ada"
+    task = api.post("/api/board/tasks", {"title": "t"}, format="json").json()
+    refused = api.post(
+        f"/api/board/tasks/{task['id']}/claim", {"agent_id": agent.id}, format="json"
+    )
+    assert refused.status_code == 409 and refused.json()["error"] == "agent_paused"
+    nothing = api.post("/api/board/claim-next", {"agent_id": agent.id}, format="json")
+    assert nothing.status_code == 409 and nothing.json()["error"] == "agent_paused"
+
+    resumed = api.post(f"/api/agents/{agent.id}/resume", {}, format="json")
+    assert resumed.status_code == 200 and resumed.json()["state"] == "active"
+
+    Agent.objects.filter(pk=agent.id).update(health_ok=False, health_detail="claude not found")
+    listed = api.get("/api/agents").json()
+    assert listed[0]["state"] == "unhealthy" and listed[0]["state_reason"] == "claude not found"
+    healthz = api.get("/healthz").json()
+    assert healthz["parts"]["agents"]["unhealthy"][0]["id"] == agent.id
+    assert "agents" not in healthz["failing"]
+
+
+def test_another_teams_member_cannot_pause_an_agent(api, agent):
+    from tests.api.conftest import make_client
+
+    registry.ensure_team("blue")
+    stranger = make_client("eve", teams=("blue",))
+    answer = stranger.post(f"/api/agents/{agent.id}/pause", {}, format="json")
+    assert answer.status_code == 404 and answer.json()["error"] == "not_found"
