@@ -110,6 +110,16 @@ def _move_action(to: str) -> Any:
 
 
 EDITABLE = ("title", "description", "priority", "labels", "metadata")
+ROUTE_FIELDS = ("route_agent_id", "route_runtime", "route_labels")
+
+
+def _route(data: dict[str, Any]) -> dict[str, Any]:
+    """The form's route fields as the data layer's ``route`` (empty: none)."""
+    return {
+        "agent": data.get("route_agent_id") or None,
+        "runtime": data.get("route_runtime") or None,
+        "labels": data.get("route_labels") or [],
+    }
 
 
 class TaskForm(forms.ModelForm):
@@ -119,6 +129,11 @@ class TaskForm(forms.ModelForm):
 
     labels = CommaListField()
     metadata = PrettyJSONField(object_only=True)
+    route_labels = CommaListField(
+        required=False,
+        label="Route: agent labels",
+        help_text="Only an agent carrying every one of these labels may take the task.",
+    )
 
     claim_agent = forms.CharField(
         required=False,
@@ -246,6 +261,9 @@ class TaskAdmin(DataLayerAdmin):
             "parent_task",
             "file_mutating",
             "max_attempts",
+            "route_agent_id",
+            "route_runtime",
+            "route_labels",
         ]
         if obj is not None:
             fields += ["claim_agent", "override_reason"]
@@ -279,10 +297,13 @@ class TaskAdmin(DataLayerAdmin):
                     parent_task_id=data["parent_task"].pk if data.get("parent_task") else None,
                     file_mutating=bool(data.get("file_mutating")),
                     max_attempts=data.get("max_attempts"),
+                    route=_route(data),
                 )
                 obj.pk = created.task.pk
                 return
             changes = {f: data[f] for f in EDITABLE if f in form.changed_data}
+            if set(ROUTE_FIELDS) & set(form.changed_data):
+                changes["route"] = _route(data)
             if changes:
                 store.update_task(obj.pk, changes)
             if "status" in form.changed_data:

@@ -11,7 +11,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from board import transitions
 from board.api import COLUMN_PAGE, TERMINAL_PAGE
 from core.api.access import team_ids
-from core.models import Team
+from core.models import Runtime, Team
 
 
 class BoardLoginView(LoginView):
@@ -41,6 +41,7 @@ def board_page(request: HttpRequest) -> HttpResponse:
             "teams": team_list,
             "team": team,
             "columns": list(transitions.Status),
+            "runtimes": list(Runtime.values),
             "board_config": {
                 "team": team,
                 "statuses": [s.value for s in transitions.Status],
