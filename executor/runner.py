@@ -198,7 +198,9 @@ class Executor:
             cwd, in_worktree, git_before = self._workspace(task, clock)
             if in_worktree and git_before is None:
                 git_before = self._head(cwd)
-            result = self._run(task, ticket, cwd, in_worktree, clock, leased_at)
+            result = self._run(
+                task, ticket, cwd, in_worktree, clock, leased_at, attempt=str(execution_id)
+            )
             if result is None:  # the claim was lost mid-run: record nothing on the task
                 report.outcome = "lost"
                 self._close(execution_id, "cancelled", None, git_before, None, "claim lost")
@@ -356,6 +358,7 @@ class Executor:
         in_worktree: bool,
         clock: _Clock,
         leased_at: float | None = None,
+        attempt: str | None = None,
     ) -> RunResult | None:
         """Run the adapter, heartbeating every ``heartbeat_s``: the first beat at once,
         or one interval after ``leased_at`` (a claim just taken renewed the lease
@@ -382,6 +385,8 @@ class Executor:
                 settings=dict(self.agent.settings or {}),
                 resume_session_id=resume,
                 mcp=McpEndpoint(mcp_url, key) if mcp_url and key is not None else None,
+                # The execution: a connected runtime's idempotency key per attempt.
+                attempt_id=attempt,
             )
             adapter = adapter_for(self.agent.runtime)
             with clock.phase("runtime"):
