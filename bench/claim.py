@@ -36,7 +36,20 @@ them, each checked to reach tasks by index lookups only, in index order (no scan
 of tasks, no sort); and one process's ``claim_next`` latency on both databases,
 timed in ABBA order, with the growth of its median from 40k to 400k.
 
-Prints the tables and writes ``bench/results/claim.json``.
+Routes and limits (``--routes``: only this section). Both loops are workers that
+finish what they take (claim-next, then complete), so a limit of one holds:
+
+* ``plain``: an id the registry does not know, over unrouted tasks — no agent row
+  is read or locked, no limit counted;
+* ``routed``: registered agents (four label/runtime profiles, ``max_concurrent``
+  1, their rows locked ``FOR UPDATE`` on PostgreSQL) over tasks with mixed routes.
+
+Only the time inside ``claim_next`` is counted: the figure is claims per second of
+claim-next time, per process, summed; ABBA rounds, medians, target routed ≥ 0.8×
+plain in every cell.
+
+Prints the tables and writes ``bench/results/claim.json`` (``claim_routes.json``
+with ``--routes``).
 """
 
 from __future__ import annotations
@@ -60,6 +73,26 @@ from bench.benchdb import SQLITE_PRAGMAS, BenchDB, pg_answers  # noqa: E402
 
 RESULTS = HERE / "results" / "claim.json"
 IMPLS = ("board", "raw", "raw_event", "django_q2")
+ROUTE_IMPLS = ("plain", "routed")
+TARGET_ROUTED = 0.8  # routed / plain claim-next, every cell
+ROUTES_RESULTS = HERE / "results" / "claim_routes.json"
+# The routed loop's agents (by worker index, mod 4) and the routes its tasks carry
+# (by task index, mod 7): every route is some agent's.
+ROUTE_AGENTS = (
+    ("command", ["gpu"]),
+    ("command", ["ssd"]),
+    ("codex", ["gpu", "ssd"]),
+    ("claude-code", []),
+)
+TASK_ROUTES = (
+    None,
+    ("route_labels", '["gpu"]'),
+    ("route_labels", '["ssd"]'),
+    ("route_runtime", "codex"),
+    ("route_labels", '["gpu", "ssd"]'),
+    ("route_runtime", "claude-code"),
+    None,
+)
 HEADINGS = {"board": "board/s", "raw": "raw/s", "raw_event": "raw+event/s",
             "django_q2": "django-q2/s"}  # fmt: skip
 TARGET_RAW = 0.25  # board / raw, every cell
@@ -164,6 +197,42 @@ def board_claim_loop(agent: str) -> Any:
     return lambda: store.claim_next(agent)
 
 
+# Seconds spent inside claim_next by a cycle loop (plain/routed), for worker().
+CLAIM_SECONDS = [0.0]
+
+
+def board_cycle_loop(agent: str, routed: bool) -> Any:
+    """claim_next, then complete what it took (the complete is not timed)."""
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from board import store
+    from core import registry
+    from core.models import Agent
+
+    connection.ensure_connection()
+    runtime = None
+    if routed:
+        runtime, labels = ROUTE_AGENTS[int(agent.lstrip("w")) % len(ROUTE_AGENTS)]
+        if not Agent.objects.filter(pk=agent).exists():
+            registry.create_agent(
+                id=agent, display_name=agent, team="default", runtime=runtime, labels=labels
+            )
+
+    def take() -> bool | None:
+        start = time.perf_counter()
+        result = store.claim_next(agent, runtime=runtime)
+        CLAIM_SECONDS[0] += time.perf_counter() - start
+        if result is None or result.task is None:
+            return None
+        store.complete(result.task.id, None, ticket=result.ticket)
+        return True
+
+    return take
+
+
 def django_q2_loop() -> Any:
     """dequeue() + acknowledge() of django-q2's ORM broker: True per message
     acknowledged, False for a message lost to a racer, None when the queue is empty
@@ -225,6 +294,8 @@ def worker(impl: str, args: argparse.Namespace) -> dict[str, Any]:
 
     if impl == "board":
         take = board_claim_loop(args.agent)
+    elif impl in ROUTE_IMPLS:
+        take = board_cycle_loop(args.agent, routed=impl == "routed")
     elif impl == "django_q2":
         take = django_q2_loop()
     else:
@@ -249,7 +320,14 @@ def worker(impl: str, args: argparse.Namespace) -> dict[str, Any]:
         else:
             count += 1
     cpu = time.process_time() - cpu
-    return {"count": count, "lost": lost, "errors": errors, "end": time.time(), "cpu": cpu}
+    return {
+        "count": count,
+        "lost": lost,
+        "errors": errors,
+        "end": time.time(),
+        "cpu": cpu,
+        "claim_s": CLAIM_SECONDS[0],
+    }
 
 
 # --- the driver: throughput ----------------------------------------------------------
@@ -263,9 +341,35 @@ def seed_tasks(db: BenchDB, count: int) -> None:
     )
 
 
+def route_tasks(db: BenchDB, count: int) -> None:
+    """Give the seeded tasks ``TASK_ROUTES`` in turn (by the index in their ids)."""
+    conn = db.connect()
+    try:
+        p = "?" if db.backend == "sqlite" else "%s"
+        for i, route in enumerate(TASK_ROUTES):
+            if route is None:
+                continue
+            column, value = route
+            cast = "::jsonb" if db.backend != "sqlite" and column == "route_labels" else ""
+            ids = [f"t{n:07d}" for n in range(i, count, len(TASK_ROUTES))]
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ", ".join(p for _ in chunk)
+                conn.execute(
+                    f"UPDATE tasks SET {column} = {p}{cast} WHERE id IN ({marks})",  # noqa: S608
+                    [value, *chunk],
+                )
+        if db.backend == "sqlite":
+            conn.commit()
+    finally:
+        conn.close()
+
+
 def run_one(db: BenchDB, impl: str, procs: int, seconds: float, tasks: int) -> dict[str, Any]:
     """One timed run of ``impl`` on freshly seeded data (``tasks`` tasks, or messages)."""
     seed_tasks(db, 0 if impl == "django_q2" else tasks)
+    if impl == "routed":
+        route_tasks(db, tasks)
     if impl == "django_q2":
         subprocess.run([sys.executable, __file__, "--enqueue", str(tasks)], env=db.env, check=True)
     # A fresh barrier per run: a worker that found an old one would start at once.
@@ -297,7 +401,67 @@ def run_one(db: BenchDB, impl: str, procs: int, seconds: float, tasks: int) -> d
         "errors": sum(r["errors"] for r in results),
         # The loops' own CPU (user + system) per claim or message, in µs.
         "cpu_us": round(sum(r["cpu"] for r in results) / max(done, 1) * 1e6),
+        # Claims per second of claim_next time, per process, summed (cycle loops).
+        "claims_per_claim_s": round(
+            sum(r["count"] / r["claim_s"] for r in results if r.get("claim_s"))
+        ),
     }
+
+
+def measure_routes(db: BenchDB, procs: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One row of the routes section: plain and routed, ``--rounds`` ABBA rounds."""
+    runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in ROUTE_IMPLS}
+    for r in range(args.rounds):
+        for impl in ROUTE_IMPLS if r % 2 == 0 else reversed(ROUTE_IMPLS):
+            runs[impl].append(run_one(db, impl, procs, args.seconds, args.tasks))
+    pairs = zip(runs["routed"], runs["plain"], strict=True)
+    ratio = statistics.median(
+        a["claims_per_claim_s"] / max(b["claims_per_claim_s"], 1) for a, b in pairs
+    )
+
+    def median(impl: str) -> dict[str, Any]:
+        ordered = sorted(runs[impl], key=lambda run: run["claims_per_claim_s"])
+        return {
+            **ordered[len(ordered) // 2],
+            "rounds": [x["claims_per_claim_s"] for x in runs[impl]],
+        }
+
+    return {
+        "backend": db.backend,
+        "procs": procs,
+        "plain": median("plain"),
+        "routed": median("routed"),
+        "routed_over_plain": round(ratio, 2),
+    }
+
+
+def routes_section(backends: list[str], args: argparse.Namespace) -> int:
+    rows = []
+    for backend in backends:
+        db = BenchDB(backend)
+        try:
+            for n in (int(p) for p in args.procs.split(",") if p):
+                row = measure_routes(db, n, args)
+                rows.append(row)
+                print(
+                    f"{backend:<11} {n:>5} plain {row['plain']['claims_per_claim_s']:>8}/s "
+                    f"routed {row['routed']['claims_per_claim_s']:>8}/s "
+                    f"routed/plain {row['routed_over_plain']:.2f} "
+                    f"(cycles done: {row['plain']['done']} / {row['routed']['done']})"
+                )
+        finally:
+            db.drop()
+    met = bool(rows) and all(r["routed_over_plain"] >= TARGET_ROUTED for r in rows)
+    print(
+        f"routed >= {TARGET_ROUTED}x plain claim-next in every cell: {'met' if met else 'MISSED'}"
+    )
+    report = {"seconds_per_run": args.seconds, "rounds": args.rounds, "tasks": args.tasks,
+              "cpus": os.cpu_count(), "target_routed_over_plain": TARGET_ROUTED,
+              "rows": rows, "met": met}  # fmt: skip
+    ROUTES_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    ROUTES_RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {ROUTES_RESULTS.relative_to(HERE.parent)}")
+    return 0
 
 
 def measure(db: BenchDB, procs: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -500,7 +664,8 @@ def main() -> int:
     parser.add_argument("--no-scale", action="store_true", help="skip the 40k/400k section")
     parser.add_argument("--scale-claims", type=int, default=1000)
     parser.add_argument("--scale-rounds", type=int, default=4, help="ABBA rounds at each size")
-    parser.add_argument("--worker", choices=IMPLS, help=argparse.SUPPRESS)
+    parser.add_argument("--routes", action="store_true", help="only the routes-and-limits section")
+    parser.add_argument("--worker", choices=IMPLS + ROUTE_IMPLS, help=argparse.SUPPRESS)
     parser.add_argument("--enqueue", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--time-claims", type=int, help=argparse.SUPPRESS)
     for name in ("--agent", "--barrier", "--url", "--backend"):
@@ -521,6 +686,8 @@ def main() -> int:
     if "postgresql" in backends and not pg_answers():
         print("PostgreSQL does not answer; skipping it", file=sys.stderr)
         backends.remove("postgresql")
+    if args.routes:
+        return routes_section(backends, args)
     report: dict[str, Any] = {
         "seconds_per_run": args.seconds,
         "rounds": args.rounds,

@@ -112,6 +112,16 @@ def _move_action(to: str) -> Any:
 
 
 EDITABLE = ("title", "description", "priority", "labels", "metadata", "repository", "max_run_cents")
+ROUTE_FIELDS = ("route_agent_id", "route_runtime", "route_labels")
+
+
+def _route(data: dict[str, Any]) -> dict[str, Any]:
+    """The form's route fields as the data layer's ``route`` (empty: none)."""
+    return {
+        "agent": data.get("route_agent_id") or None,
+        "runtime": data.get("route_runtime") or None,
+        "labels": data.get("route_labels") or [],
+    }
 
 
 class TaskForm(forms.ModelForm):
@@ -121,6 +131,11 @@ class TaskForm(forms.ModelForm):
 
     labels = CommaListField()
     metadata = PrettyJSONField(object_only=True)
+    route_labels = CommaListField(
+        required=False,
+        label="Route: agent labels",
+        help_text="Only an agent carrying every one of these labels may take the task.",
+    )
 
     claim_agent = forms.CharField(
         required=False,
@@ -282,6 +297,9 @@ class TaskAdmin(DataLayerAdmin):
             "file_mutating",
             "max_attempts",
             "max_run_cents",
+            "route_agent_id",
+            "route_runtime",
+            "route_labels",
         ]
         if obj is not None:
             fields += ["claim_agent", "override_reason"]
@@ -349,12 +367,15 @@ class TaskAdmin(DataLayerAdmin):
                     max_attempts=data.get("max_attempts"),
                     repository=repository,
                     max_run_cents=data.get("max_run_cents"),
+                    route=_route(data),
                 )
                 obj.pk = created.task.pk
                 return
             changes = {f: data[f] for f in EDITABLE if f in form.changed_data}
             if "repository" in changes or repository is not None:
                 changes["repository"] = repository
+            if set(ROUTE_FIELDS) & set(form.changed_data):
+                changes["route"] = _route(data)
             if changes:
                 store.update_task(obj.pk, changes)
             if "status" in form.changed_data:

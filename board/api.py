@@ -44,6 +44,7 @@ from core.api.access import (
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
+from core.api.registry_views import AgentSerializer, agent_body
 from core.api.schema import with_errors
 from core.errors import Conflict, NotFound, ValidationFailed
 
@@ -606,9 +607,12 @@ class ClaimView(APIView):
         responses=with_errors(
             {200: ClaimedSerializer},
             "not_found",
-            "conflict",
+            "agent_paused",
             "budget_paused",
+            "not_routed",
+            "limit_reached",
             "approval_required",
+            "conflict",
             "validation_error",
             "forbidden",
         ),
@@ -644,7 +648,11 @@ class ClaimNextView(APIView):
         operation_id="board_claim_next",
         request=ClaimNextBody,
         responses=with_errors(
-            {200: ClaimedSerializer, 204: None}, "budget_paused", "validation_error", "forbidden"
+            {200: ClaimedSerializer, 204: None},
+            "agent_paused",
+            "budget_paused",
+            "validation_error",
+            "forbidden",
         ),
     )
     @idempotent
@@ -666,6 +674,7 @@ class ClaimNextView(APIView):
         )
         if result is None:
             return Response(status=204)
+        result.raise_for_outcome("")
         assert result.task is not None
         return Response({"task": task_body(result.task), "ticket": result.ticket})
 
@@ -1016,3 +1025,61 @@ class ReconcileView(APIView):
         if which not in store.RECOVERY_PASSES:
             raise ValidationFailed("pass", f"must be one of {', '.join(store.RECOVERY_PASSES)}")
         return Response({"released": store.RECOVERY_PASSES[which]()})
+
+
+# --- an agent's pause and resume (GOVERNANCE §2) ----------------------------------
+
+
+def _team_agent(request: Request, agent_id: str) -> Any:
+    """An agent of one of the caller's teams; anyone else's answers as unknown."""
+    from core.models import Agent
+
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None or not can_see_team(request.user, agent.team_id):
+        raise NotFound(f"agent {agent_id!r} does not exist")
+    return agent
+
+
+AgentPauseBody = inline_serializer(
+    "AgentPause", {"reason": serializers.CharField(required=False, max_length=2000)}
+)
+AgentResumeBody = inline_serializer(
+    "AgentResume", {"reason": serializers.CharField(required=False, max_length=2000)}
+)
+
+
+class AgentPauseView(APIView):
+    """A person pauses an agent: it claims nothing by any door until resumed, and the
+    work it had claimed but not started goes back to todo."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="agents_pause",
+        request=AgentPauseBody,
+        responses=with_errors({200: AgentSerializer}, "not_found", "validation_error"),
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        _team_agent(request, agent_id)
+        body = json_object(request, AgentPauseBody)
+        reason = body.get("reason")
+        who = request.user.get_username()
+        agent, _ = store.pause_agent(agent_id, reason or f"paused by {who}", by=who)
+        return Response(agent_body(agent, staff=server_commands.is_operator(request.user)))
+
+
+class AgentResumeView(APIView):
+    """A person resumes a paused agent; its breaker's count starts over."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="agents_resume",
+        request=AgentResumeBody,
+        responses=with_errors({200: AgentSerializer}, "not_found", "validation_error"),
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        _team_agent(request, agent_id)
+        json_object(request, AgentResumeBody)
+        agent = store.resume_agent(agent_id, by=request.user.get_username())
+        return Response(agent_body(agent, staff=server_commands.is_operator(request.user)))

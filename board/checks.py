@@ -76,23 +76,48 @@ def check_label(value: Any, field: str = "label") -> str:
     return check_text(value, field, limit=LABEL_MAX).strip()
 
 
-def check_labels(value: Any) -> list[str]:
+def check_labels(value: Any, field: str = "labels") -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ValidationFailed("labels", "must be a list of strings")
+        raise ValidationFailed(field, "must be a list of strings")
     labels: list[str] = []
     for item in value:
-        label = check_label(item, "labels")
+        label = check_label(item, field)
         if label not in labels:
             labels.append(label)
     if len(labels) > LABELS_MAX:
-        raise ValidationFailed("labels", f"at most {LABELS_MAX} labels")
+        raise ValidationFailed(field, f"at most {LABELS_MAX} labels")
     return labels
 
 
 # Where a new task may start.
 CREATE_STATUSES = (Status.TODO, Status.BACKLOG)
+
+# The runtimes a route may name (core.models.Runtime's values; the board does not
+# import the registry's enum to keep its checks free of models).
+ROUTE_KEYS = ("agent", "runtime", "labels")
+
+
+def check_route(value: Any, runtimes: list[str]) -> dict[str, Any] | None:
+    """A task's ``route`` (``{agent?, runtime?, labels?}``): the clean route, or None
+    for no route (null, ``{}``, or every part empty). Whether ``agent`` is an agent
+    of the task's team is the data layer's check, in its transaction."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValidationFailed("route", "must be an object {agent?, runtime?, labels?}")
+    unknown_keys(value, ROUTE_KEYS, "a route")
+    agent = value.get("agent")
+    if agent is not None:
+        agent = check_agent_id(agent, "route.agent")
+    runtime = value.get("runtime")
+    if runtime is not None and runtime not in runtimes:
+        raise ValidationFailed("route.runtime", f"one of {', '.join(runtimes)}")
+    labels = check_labels(value.get("labels"), "route.labels")
+    if agent is None and runtime is None and not labels:
+        return None
+    return {"agent": agent, "runtime": runtime, "labels": labels or None}
 
 
 def check_create_status(value: Any) -> str:

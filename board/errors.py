@@ -10,7 +10,10 @@ __all__ = [
     "BudgetNotFound",
     "BudgetPaused",
     "ApprovalRequired",
+    "AgentPaused",
     "ClaimConflict",
+    "LimitReached",
+    "NotRouted",
     "ClaimRequired",
     "DependencyCycle",
     "DepthExceeded",
@@ -38,6 +41,25 @@ class TaskIdTaken(Conflict):
 
 class ClaimConflict(Conflict):
     """Someone else holds the task (or it is not claimable). Never retry."""
+
+
+class AgentPaused(ClawbooError):
+    """The agent is paused (by a person or its breaker) or unhealthy: it claims
+    nothing until it is resumed or its preflight passes."""
+
+    code = "agent_paused"
+
+
+class NotRouted(ClawbooError):
+    """The task's route names another agent, runtime or labels. Never retry."""
+
+    code = "not_routed"
+
+
+class LimitReached(ClawbooError):
+    """The agent (or its team) already holds its ``max_concurrent`` tasks in_progress."""
+
+    code = "limit_reached"
 
 
 class IllegalTransition(ClawbooError):

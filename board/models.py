@@ -71,6 +71,12 @@ class Task(models.Model):
     assignee_agent_id = models.CharField(max_length=128, null=True, blank=True)
     assignee_runtime = models.CharField(max_length=32, null=True, blank=True)
     created_by_agent_id = models.CharField(max_length=128, null=True, blank=True)
+    # The route (GOVERNANCE §1): who may take the task. Columns, not metadata, so
+    # the claim statement matches them on the row it picks: an agent id, a
+    # runtime name, and labels every one of which the agent must carry (null: any).
+    route_agent_id = models.CharField(max_length=128, null=True, blank=True)
+    route_runtime = models.CharField(max_length=32, null=True, blank=True)
+    route_labels = models.JSONField(null=True, blank=True)
     parent_task = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
@@ -177,6 +183,14 @@ class Task(models.Model):
             # with updated_at: every write and heartbeat moves it.
             models.Index(fields=["status", "lease_until"], name="tasks_status_lease_idx"),
             models.Index(fields=["team", "created_at"], name="tasks_team_created_idx"),
+            # An agent's limit: the tasks it holds in_progress, counted in the claim's
+            # transaction. Partial: a claim adds an entry, a settle removes it, and an
+            # agent's history of done tasks is never walked.
+            models.Index(
+                fields=["assignee_agent_id"],
+                name="tasks_held_idx",
+                condition=Q(status="in_progress"),
+            ),
             # The board's columns: one team's tasks of one status in the board's order
             # (priority desc, newest first), and the per-column counts as one GROUP BY
             # this index answers alone. A heartbeat never moves its entries; a status,

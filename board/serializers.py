@@ -16,6 +16,25 @@ from board.models import Verdict
 from board.store.tickets import OUTCOMES
 from board.transitions import Status
 
+RouteSerializer = inline_serializer(
+    "Route",
+    {
+        "agent": serializers.CharField(
+            required=False, allow_null=True, help_text="an agent of the task's team"
+        ),
+        "runtime": serializers.CharField(required=False, allow_null=True),
+        "labels": serializers.ListField(
+            child=serializers.CharField(),
+            required=False,
+            allow_null=True,
+            help_text="every one of these must be among the agent's labels",
+        ),
+    },
+    allow_null=True,
+    required=False,
+    help_text="who may take the task; null: any agent of its team",
+)
+
 
 class ApprovalSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=["required", "approved", "denied", "expired"])
@@ -91,6 +110,7 @@ class TaskSerializer(serializers.Serializer):
     assignee_agent_id = serializers.CharField(allow_null=True)
     assignee_runtime = serializers.CharField(allow_null=True)
     created_by_agent_id = serializers.CharField(allow_null=True)
+    route = RouteSerializer
     parent_task_id = serializers.CharField(allow_null=True)
     attempts = serializers.IntegerField()
     max_attempts = serializers.IntegerField(allow_null=True)
@@ -153,6 +173,7 @@ class TaskCreateSerializer(serializers.Serializer):
     id = serializers.CharField(required=False, max_length=128)
     depends_on = serializers.ListField(child=serializers.CharField(), required=False)
     created_by_agent_id = serializers.CharField(required=False, allow_null=True)
+    route = RouteSerializer
 
 
 class TaskPatchSerializer(serializers.Serializer):
@@ -177,6 +198,7 @@ class TaskPatchSerializer(serializers.Serializer):
         "written and the answer is 409 conflict (reason stale_revision) with the task "
         "as it is now",
     )
+    route = RouteSerializer
 
 
 OverrideSerializer = inline_serializer(
@@ -222,6 +244,11 @@ class ExecutionSerializer(serializers.Serializer):
     git_before = serializers.CharField(allow_null=True)
     git_after = serializers.CharField(allow_null=True)
     error = serializers.CharField(allow_null=True)
+    error_class = serializers.CharField(
+        allow_null=True,
+        help_text="why a failed run failed: rate_limited, timeout, auth, provider_error, "
+        "environment, context_overflow, invalid_args, budget, breaker, cancelled, unknown",
+    )
     recovery_tombstone = serializers.CharField(allow_null=True)
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)

@@ -13,7 +13,17 @@ from typing import Any, Literal
 from board import judgement
 
 Kind = Literal[
-    "value", "bool", "list", "dict", "json", "time", "verification", "approval", "cost", "deps"
+    "value",
+    "bool",
+    "list",
+    "dict",
+    "json",
+    "time",
+    "verification",
+    "approval",
+    "cost",
+    "deps",
+    "route",
 ]
 
 # (key in the body, the tasks column it reads, how it is rendered)
@@ -35,6 +45,7 @@ FIELDS: tuple[tuple[str, str, Kind], ...] = (
     ("assignee_agent_id", "assignee_agent_id", "value"),
     ("assignee_runtime", "assignee_runtime", "value"),
     ("created_by_agent_id", "created_by_agent_id", "value"),
+    ("route", "route_agent_id", "route"),
     ("parent_task_id", "parent_task_id", "value"),
     ("attempts", "attempts", "value"),
     ("max_attempts", "max_attempts", "value"),
@@ -88,6 +99,17 @@ def approval(task: Any) -> dict[str, Any] | None:
     }
 
 
+def route(task: Any) -> dict[str, Any] | None:
+    """Who may take the task (GOVERNANCE §1), or None: any agent of its team."""
+    if task.route_agent_id is None and task.route_runtime is None and not task.route_labels:
+        return None
+    return {
+        "agent": task.route_agent_id,
+        "runtime": task.route_runtime,
+        "labels": list(task.route_labels or []),
+    }
+
+
 _PY: dict[Kind, Callable[[Any, str, list[str] | None], Any]] = {
     "value": lambda task, col, deps: getattr(task, col),
     "bool": lambda task, col, deps: bool(getattr(task, col)),
@@ -104,6 +126,7 @@ _PY: dict[Kind, Callable[[Any, str, list[str] | None], Any]] = {
         "tree_tokens": task.tree_cost_tokens,
     },
     "deps": lambda task, col, deps: sorted(deps) if deps is not None else None,
+    "route": lambda task, col, deps: route(task),
 }
 _PY_FIELDS = tuple((key, column, _PY[kind]) for key, column, kind in FIELDS)
 

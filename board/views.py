@@ -13,7 +13,7 @@ from board import transitions
 from board.api import COLUMN_PAGE, TERMINAL_PAGE
 from board.store import NEEDS_APPROVAL
 from core.api.access import team_ids
-from core.models import Team
+from core.models import Runtime, Team
 
 # The column of tasks waiting for a person (first; the page hides it while empty).
 NEEDS_APPROVAL_LABEL = "Needs approval"
@@ -51,6 +51,7 @@ def board_page(request: HttpRequest) -> HttpResponse:
             "team_refused": team_refused,
             "columns": [(NEEDS_APPROVAL, NEEDS_APPROVAL_LABEL)]
             + [(s.value, s.label) for s in transitions.Status],
+            "runtimes": list(Runtime.values),
             "board_config": {
                 "team": team,
                 "statuses": [s.value for s in transitions.Status],

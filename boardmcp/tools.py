@@ -20,11 +20,12 @@ from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from board import store
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import Task
+from board.snapshot import route as route_of
 from board.store import spend as spend_store
 from boardmcp.credentials import Caller
 from core import registry
@@ -52,6 +53,15 @@ _ID_SHAPE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 TaskId = Annotated[str, Field(min_length=1, max_length=128, pattern=_ID_SHAPE)]
 Title = Annotated[str, Field(min_length=1, max_length=500)]
 Text = Annotated[str, Field(max_length=20_000)]
+
+
+class Route(BaseModel):
+    """Who may take a task: an agent of the team, a runtime, labels the agent carries."""
+
+    agent: str | None = None
+    runtime: str | None = None
+    labels: list[str] | None = None
+
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -225,6 +235,7 @@ def _brief(task: Task, depends_on: list[str] | None = None) -> dict[str, Any]:
         "parent_task_id": task.parent_task_id,
         # Work an agent files waits for a person: say so, rather than look ready.
         "approval": task.approval,
+        "route": route_of(task),
     }
     if depends_on is not None:
         body["depends_on"] = depends_on
@@ -303,6 +314,7 @@ def _create(
     parent: Task | None,
     team: str | None,
     repository: str | None,
+    route: Route | None = None,
 ) -> dict[str, Any]:
     for dep in depends_on or ():
         _visible(caller, dep, "depends_on")
@@ -319,6 +331,7 @@ def _create(
         repository=repository,
         # An agent filing work: the board's ceilings and rate limit apply.
         created_by_agent_id=caller.agent_id,
+        route=None if route is None else route.model_dump(),
     )
     return {"task": _brief(created.task, store.depends_on_ids(created.task.id))}
 
@@ -334,10 +347,12 @@ def create_task(
     status: Literal["todo", "backlog"] = "todo",
     team: str | None = None,
     repository: TaskId | None = None,
+    route: Route | None = None,
 ) -> dict[str, Any]:
     """File a new top-level task for your team (a separate piece of work, not part of
     yours; for that use create_subtask). Rate limited for agents. repository: the id of
-    one of your team's registered repositories the task's worktree is made in."""
+    one of your team's registered repositories the task's worktree is made in. route: who may
+    take it (an agent id of your team, a runtime, labels the agent must carry)."""
     caller = caller_of(ctx)
     return _create(
         caller,
@@ -350,6 +365,7 @@ def create_task(
         parent=None,
         team=team,
         repository=repository,
+        route=route,
     )
 
 
@@ -364,10 +380,12 @@ def create_subtask(
     depends_on: list[TaskId] | None = None,
     status: Literal["todo", "backlog"] = "todo",
     repository: TaskId | None = None,
+    route: Route | None = None,
 ) -> dict[str, Any]:
     """Split work into a child task of parent_task_id (default: your task), which your
     team's agents can then claim. Depth and per-parent child limits apply. It works in
-    the parent's repository unless repository names another of your team's."""
+    the parent's repository unless repository names another of your team's. route: who may
+    take it (an agent id of your team, a runtime, labels the agent must carry)."""
     caller = caller_of(ctx)
     parent = _visible(caller, _task_id(caller, parent_task_id), "parent_task_id")
     return _create(
@@ -381,6 +399,7 @@ def create_subtask(
         parent=parent,
         team=None,
         repository=repository,
+        route=route,
     )
 
 
@@ -425,7 +444,7 @@ def claim_task(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
         found = store.claim_next(agent.id, runtime=agent.runtime, team=agent.team_id)
         if found is None:
             return {"task": None, "ticket": None}
-        result = found
+        result = found.raise_for_outcome("")
     assert result.task is not None
     return {"task": _brief(result.task), "ticket": result.ticket}
 

@@ -25,6 +25,8 @@ SUMMARIES: dict[str, str] = {
     "repositories_retrieve": "Read a repository of one of your teams",
     "repositories_update": "Change a registered repository (staff only)",
     "repositories_destroy": "Forget a registered repository (staff only)",
+    "agents_pause": "Pause an agent of your team: it claims nothing until resumed",
+    "agents_resume": "Resume a paused agent of your team (its breaker count starts over)",
     "board_tasks_list": "List tasks, filtered, newest priority first (cursor pages)",
     "board_columns": "The board's first view: each column's first page, totals and the seq",
     "board_tasks_counts": "Count tasks per status (the board's column totals), filtered",

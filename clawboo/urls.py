@@ -68,6 +68,8 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("teams/<str:team_id>", registry_views.TeamDetailView.as_view()),
     path("repositories", repository_views.RepositoriesView.as_view()),
     path("repositories/<str:repo_id>", repository_views.RepositoryDetailView.as_view()),
+    path("agents/<str:agent_id>/pause", board_api.AgentPauseView.as_view()),
+    path("agents/<str:agent_id>/resume", board_api.AgentResumeView.as_view()),
     path("teams/<str:team_id>/chat", registry_views.TeamChatView.as_view()),
     path("teams/<str:team_id>/events", registry_views.TeamEventsView.as_view()),
     path("worktrees/gc", worktree_api.GcView.as_view()),

@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from core import agent_secrets, machines, registry, repositories
-from core.admin_forms import DataLayerAdmin, PrettyJSONField
+from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField
 from core.errors import ClawbooError
 from core.models import Agent, Event, Heartbeat, MachineToken, Repository, Team
 
@@ -49,8 +49,9 @@ class TeamAdmin(DataLayerAdmin):
 
 
 class AgentForm(forms.ModelForm):
-    """Settings as indented JSON with every secret's value masked: the page shows that
-    a secret is set, never what it is; leaving the mask keeps it, typing a new value
+    """Labels as a comma list; the limit defaults to one task at a time. Settings as
+    indented JSON with every secret's value masked: the page shows
+    that a secret is set, never what it is; leaving the mask keeps it, typing a new value
     replaces it (core.agent_secrets, applied by core.registry on save)."""
 
     settings = PrettyJSONField(
@@ -58,10 +59,24 @@ class AgentForm(forms.ModelForm):
         help_text=f"Secret values show as {agent_secrets.MASK}: leave it to keep the "
         "secret, or type a new value to replace it.",
     )
+    labels = CommaListField(help_text="What a task's route may ask of it, e.g. <code>gpu</code>.")
+    max_concurrent = forms.IntegerField(
+        required=False, min_value=1, help_text="Tasks it holds in progress at once (1)."
+    )
 
     class Meta:
         model = Agent
-        fields = ("id", "display_name", "team", "runtime", "participant_kind", "settings", "owner")
+        fields = (
+            "id",
+            "display_name",
+            "team",
+            "runtime",
+            "participant_kind",
+            "settings",
+            "owner",
+            "labels",
+            "max_concurrent",
+        )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -81,9 +96,12 @@ class AgentAdmin(DataLayerAdmin):
         "runtime",
         "participant_kind",
         "owner",
+        "state",
+        "health_ok",
         "updated_at",
     )
-    list_filter = ("runtime", "participant_kind", "team")
+    list_filter = ("runtime", "participant_kind", "team", "state", "health_ok")
+    actions = ("pause_agents", "resume_agents")
     search_fields = ("id", "display_name")
     fields = (
         "id",
@@ -94,11 +112,44 @@ class AgentAdmin(DataLayerAdmin):
         "settings",
         "owner",
         "approved_by",
+        "labels",
+        "max_concurrent",
+        "state",
+        "state_reason",
+        "paused_by",
+        "paused_at",
+        "health_ok",
+        "health_detail",
+        "health_checked_at",
+        "breaker_failures",
+    )
+    # Dispatch state is the breaker's, the preflight's and the pause actions' to write.
+    _DISPATCH_READONLY = (
+        "state",
+        "state_reason",
+        "paused_by",
+        "paused_at",
+        "health_ok",
+        "health_detail",
+        "health_checked_at",
+        "breaker_failures",
     )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # Saving here is an operator's approval of what the agent runs (core.server_commands).
-        return ("id", "approved_by") if obj else ("approved_by",)
+        base = ("id", "approved_by") if obj else ("approved_by",)
+        return base + self._DISPATCH_READONLY
+
+    @admin.action(description="Pause the selected agents (they claim nothing until resumed)")
+    def pause_agents(self, request: HttpRequest, queryset: Any) -> None:
+        who = request.user.get_username()
+        for agent in queryset:
+            registry.pause_agent(agent.pk, f"paused in the admin by {who}", by=who)
+
+    @admin.action(description="Resume the selected agents (their breaker count starts over)")
+    def resume_agents(self, request: HttpRequest, queryset: Any) -> None:
+        for agent in queryset:
+            registry.resume_agent(agent.pk, by=request.user.get_username())
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
         data = form.cleaned_data
@@ -113,6 +164,8 @@ class AgentAdmin(DataLayerAdmin):
                         "participant_kind": data["participant_kind"],
                         "settings": data.get("settings") or {},
                         "owner": data.get("owner"),
+                        "labels": data.get("labels") or [],
+                        "max_concurrent": data.get("max_concurrent") or 1,
                     },
                     operator=True,
                     approved_by=request.user,
@@ -126,6 +179,8 @@ class AgentAdmin(DataLayerAdmin):
                     participant_kind=data["participant_kind"],
                     settings=data.get("settings") or {},
                     owner=data.get("owner"),
+                    labels=data.get("labels") or [],
+                    max_concurrent=data.get("max_concurrent") or 1,
                     operator=True,
                     approved_by=request.user,
                 )

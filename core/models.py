@@ -43,6 +43,9 @@ class Team(models.Model):
         "Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # How many of the team's tasks may be in_progress at once (null: no limit),
+    # held by the claim's own transaction (board.store.claims).
+    max_concurrent = models.PositiveIntegerField(null=True, blank=True)
     tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
 
     class Meta:
@@ -51,6 +54,15 @@ class Team(models.Model):
 
     def __str__(self) -> str:
         return self.name or self.id
+
+
+class AgentState(models.TextChoices):
+    """What an agent's body says. Only ``active`` and ``paused`` are stored;
+    ``unhealthy`` is an active agent whose last preflight failed."""
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    UNHEALTHY = "unhealthy"
 
 
 class Agent(models.Model):
@@ -84,6 +96,24 @@ class Agent(models.Model):
         related_name="+",
         editable=False,
     )
+    # Dispatch (GOVERNANCE §1-2): the labels a task's route may ask for, how many
+    # tasks it holds in_progress at once, and whether it takes work at all. The
+    # claim statement reads these in its own transaction (board.store.claims).
+    labels = models.JSONField(default=list, blank=True)
+    max_concurrent = models.PositiveIntegerField(default=1)
+    # active | paused (a person or the breaker paused it); unhealthy is derived
+    # from the preflight below and never stored here.
+    state = models.CharField(max_length=16, default=AgentState.ACTIVE, editable=False)
+    state_reason = models.TextField(blank=True, default="", editable=False)
+    paused_by = models.CharField(max_length=200, blank=True, default="", editable=False)
+    paused_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The last preflight where a worker runs it (null: never probed, e.g. a person).
+    health_ok = models.BooleanField(null=True, blank=True, editable=False)
+    health_detail = models.TextField(blank=True, default="", editable=False)
+    health_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Consecutive failed (or empty file-mutating) runs; the breaker pauses at
+    # CLAWBOO_BREAKER_FAILURES, a resume resets it.
+    breaker_failures = models.IntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
@@ -94,6 +124,15 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.display_name} ({self.runtime})"
+
+    @property
+    def dispatch_state(self) -> str:
+        """``paused`` over ``unhealthy`` over ``active`` (the body's ``state``)."""
+        if self.state == AgentState.PAUSED:
+            return AgentState.PAUSED
+        if self.health_ok is False:
+            return AgentState.UNHEALTHY
+        return AgentState.ACTIVE
 
 
 class AgentToken(models.Model):

@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection
+from django.utils import timezone
 
-from core import agent_secrets, repositories, server_commands, storage
+from core import agent_secrets, events, repositories, server_commands, storage
 from core.checks import check_id, check_object, check_text
 from core.errors import Conflict, NotFound, ValidationFailed
-from core.models import Agent, ParticipantKind, Runtime, Team
+from core.models import Agent, AgentState, ParticipantKind, Runtime, Team
 
 DEFAULT_TEAM = "default"
+LABEL_MAX = 64
 
 
 def get_team(team_id: str) -> Team:
@@ -96,6 +98,31 @@ def _check_kind(value: Any) -> str:
     return str(value)
 
 
+def _check_labels(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(
+        isinstance(x, str) and x.strip() and len(x) <= LABEL_MAX for x in value
+    ):
+        raise ValidationFailed(
+            "labels", f"must be a list of non-empty strings of at most {LABEL_MAX} characters"
+        )
+    labels: list[str] = []
+    for item in value:
+        if item.strip() not in labels:
+            labels.append(item.strip())
+    return labels
+
+
+def check_max_concurrent(value: Any, *, nullable: bool = False) -> int | None:
+    """An agent's (``nullable``: a team's, null for no limit) in_progress limit."""
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+        raise ValidationFailed("max_concurrent", "must be an integer from 1 to 10000")
+    return value
+
+
 def create_agent(
     *,
     id: Any,  # noqa: A002 - the API's field name
@@ -104,6 +131,8 @@ def create_agent(
     runtime: Any,
     participant_kind: Any = None,
     settings: Any = None,
+    labels: Any = None,
+    max_concurrent: Any = 1,
     owner: Any = None,
     operator: bool = True,
     approved_by: Any = None,
@@ -120,6 +149,8 @@ def create_agent(
     rt = _check_runtime(runtime)
     kind = _check_kind(participant_kind)
     conf = agent_secrets.keep_stored(check_object(settings, "settings"), {}, rt)
+    tags = _check_labels(labels)
+    limit = check_max_concurrent(1 if max_concurrent is None else max_concurrent) or 1
     server_commands.check_agent_execution(rt, conf, operator=operator)
 
     def run() -> Agent:
@@ -135,6 +166,8 @@ def create_agent(
             runtime=rt,
             participant_kind=kind,
             settings=conf,
+            labels=tags,
+            max_concurrent=limit,
             owner=owner,
             approved_fingerprint=server_commands.fingerprint(rt, conf) if operator else "",
             approved_by=approved_by if operator else None,
@@ -143,7 +176,16 @@ def create_agent(
     return storage.write(run)
 
 
-_AGENT_EDITABLE = ("display_name", "runtime", "participant_kind", "settings", "team", "owner")
+_AGENT_EDITABLE = (
+    "display_name",
+    "runtime",
+    "participant_kind",
+    "settings",
+    "team",
+    "owner",
+    "labels",
+    "max_concurrent",
+)
 
 
 def update_agent(
@@ -169,6 +211,10 @@ def update_agent(
         clean["team_id"] = check_id(changes["team"], "team")
     if "owner" in changes:
         clean["owner"] = changes["owner"]
+    if "labels" in changes:
+        clean["labels"] = _check_labels(changes["labels"])
+    if "max_concurrent" in changes:
+        clean["max_concurrent"] = check_max_concurrent(changes["max_concurrent"])
 
     def run() -> Agent:
         agent = get_agent(agent_id)
@@ -246,5 +292,107 @@ def update_team(
         if members is not None:
             team.members.set(members)
         return team
+
+    return storage.write(run)
+
+
+# --- dispatch state: pause, resume, health, the breaker's count ----------------------
+
+REASON_MAX = 2_000
+
+
+def pause_agent(agent_id: str, reason: Any, *, by: str) -> tuple[Agent, bool]:
+    """Pause an agent (it claims nothing until resumed): ``(agent, True)`` when this
+    paused it, ``(agent, False)`` when it was already paused (nothing written). The
+    pause is an ``agent_paused`` event in its team's log: the notification."""
+    text = check_text(reason if reason is not None else "", "reason", limit=REASON_MAX)
+
+    def run() -> tuple[Agent, bool]:
+        agent = Agent.objects.select_for_update().filter(pk=agent_id).first()
+        if agent is None:
+            raise NotFound(f"agent {agent_id!r} does not exist")
+        if agent.state == AgentState.PAUSED:
+            return agent, False
+        agent.state = AgentState.PAUSED
+        agent.state_reason = text or f"paused by {by}"
+        agent.paused_by, agent.paused_at = by, timezone.now()
+        agent.save(update_fields=["state", "state_reason", "paused_by", "paused_at", "updated_at"])
+        events.append(
+            agent.team_id,
+            "agent_paused",
+            {"agent_id": agent.id, "reason": agent.state_reason, "by": by},
+        )
+        return agent, True
+
+    return storage.write(run)
+
+
+def resume_agent(agent_id: str, *, by: str) -> Agent:
+    """Let a paused agent take work again; its breaker's count starts over."""
+
+    def run() -> Agent:
+        agent = Agent.objects.select_for_update().filter(pk=agent_id).first()
+        if agent is None:
+            raise NotFound(f"agent {agent_id!r} does not exist")
+        was_paused = agent.state == AgentState.PAUSED
+        agent.state, agent.state_reason = AgentState.ACTIVE, ""
+        agent.paused_by, agent.paused_at, agent.breaker_failures = "", None, 0
+        agent.save(
+            update_fields=[
+                "state",
+                "state_reason",
+                "paused_by",
+                "paused_at",
+                "breaker_failures",
+                "updated_at",
+            ]
+        )
+        if was_paused:
+            events.append(agent.team_id, "agent_resumed", {"agent_id": agent.id, "by": by})
+        return agent
+
+    return storage.write(run)
+
+
+_HEALTH_SQL = (
+    f"UPDATE {Agent._meta.db_table} SET health_ok = %s, health_detail = %s, "  # noqa: S608
+    "health_checked_at = %s WHERE id = %s"
+)
+
+
+def record_health(agent_id: str, ok: bool, detail: str) -> None:
+    """Store the last preflight of an agent (where a worker runs it). A plain UPDATE:
+    it leaves ``updated_at`` alone, which tells the workers the agent changed."""
+    at = connection.ops.adapt_datetimefield_value(timezone.now())
+
+    def run() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(_HEALTH_SQL, [ok, detail[:REASON_MAX], at, agent_id])
+
+    storage.write(run)
+
+
+_COUNT_FAILURE_SQL = (
+    f"UPDATE {Agent._meta.db_table} SET breaker_failures = breaker_failures + 1 "  # noqa: S608
+    "WHERE id = %s RETURNING breaker_failures"
+)
+_RESET_FAILURES_SQL = (
+    f"UPDATE {Agent._meta.db_table} SET breaker_failures = 0 "  # noqa: S608
+    "WHERE id = %s AND breaker_failures <> 0"
+)
+
+
+def count_run(agent_id: str, *, failed: bool) -> int:
+    """The breaker's count after one run: consecutive failures (a success resets it).
+    One UPDATE, so workers of one agent on several hosts count together."""
+
+    def run() -> int:
+        with connection.cursor() as cursor:
+            if not failed:
+                cursor.execute(_RESET_FAILURES_SQL, [agent_id])
+                return 0
+            cursor.execute(_COUNT_FAILURE_SQL, [agent_id])
+            row = cursor.fetchone()
+        return 0 if row is None else int(row[0])
 
     return storage.write(run)

@@ -36,7 +36,7 @@ from core import beats, reconnect, registry, repositories, server_commands, wake
 from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
-from executor import judge, pricing
+from executor import breakers, health, judge, pricing
 from executor.runtimes import (
     McpEndpoint,
     RunRequest,
@@ -175,6 +175,9 @@ class Executor:
         self.on_output = on_output
         # Why the current run was stopped for spend (set by _run), or None.
         self._spend_stop: str | None = None
+        # The last preflight: (runtime, updated_at) it probed, when (monotonic).
+        self._probed: tuple[tuple[str, Any], float] | None = None
+        self._health: health.Health | None = None
 
     # --- entry points ---------------------------------------------------------
 
@@ -182,14 +185,13 @@ class Executor:
         """Work a claim a person took for this agent (a review sent back, a blocked
         task resumed for it), else claim the next ready task of its team (or idle)."""
         report = WorkReport(agent_id=self.agent.id)
-        if not self.caps.automated or self.caps.integration != "one-shot":
-            report.outcome = "refused"
-            report.error = f"runtime {self.agent.runtime!r} is not run by this executor"
-            return report
-        # Checked before claiming too, so an unapproved agent takes no work at all.
-        not_approved = server_commands.agent_run_refusal(registry.get_agent(self.agent.id))
-        if not_approved is not None:
-            report.outcome, report.error = "refused", not_approved
+        # Fresh before every claim: an agent switched to another runtime, paused or
+        # changed since the last pass is seen now, not after it claimed.
+        self.agent = registry.get_agent(self.agent.id)
+        self.caps = capabilities(self.agent.runtime)
+        refusal = self._claim_refusal()
+        if refusal is not None:
+            report.outcome, report.error = "refused", refusal
             return report
         with _Clock(report).phase("board"):
             started = store.start_assigned(
@@ -262,7 +264,9 @@ class Executor:
             cwd, in_worktree, git_before = self._workspace(task, clock)
             if in_worktree and git_before is None:
                 git_before = self._head(cwd)
-            result = self._run(task, ticket, cwd, in_worktree, clock, leased_at, execution_id)
+            result = self._run(
+                task, ticket, cwd, in_worktree, clock, leased_at, execution_id, str(execution_id)
+            )
             if result is None:  # the claim was lost mid-run: record nothing on the task
                 report.outcome = "lost"
                 self._close(execution_id, "cancelled", None, git_before, None, "claim lost")
@@ -294,12 +298,15 @@ class Executor:
             log.exception("executor failed on task %s", task_id)
             detail = exc.detail if isinstance(exc, ClawbooError) else f"{type(exc).__name__}: {exc}"
             report.outcome, report.error = "failed", detail
+            error_class = breakers.classify(None, detail)
             try:
                 # A database that went away mid-run is waited for (a while), so the
                 # outcome is recorded rather than left to the lease to lapse.
                 if execution_id is not None:
                     settle_despite_outage(
-                        lambda: self._close(execution_id, "failed", None, None, None, detail)
+                        lambda: self._close(
+                            execution_id, "failed", None, None, None, detail, error_class
+                        )
                     )
                 if reconnect.is_unavailable(exc):
                     # Not the task's fault: it goes back to todo to be run again (its
@@ -308,14 +315,43 @@ class Executor:
                 else:
                     settle_despite_outage(
                         lambda: store.fail(
-                            task_id, f"executor error: {detail}", ticket=ticket, if_allowed=True
+                            task_id,
+                            f"executor error: {detail}",
+                            ticket=ticket,
+                            if_allowed=True,
+                            retry=True,
                         )
                     )
+                    breakers.after_run(self.agent.id, failed=True, detail=detail)
             except Exception:
                 log.exception("could not record the failure of task %s", task_id)
             return self._finish(report)
 
     # --- steps ----------------------------------------------------------------
+
+    def _claim_refusal(self) -> str | None:
+        """Why this executor takes no work for its agent now, or None: a runtime it
+        does not run (a person's), an agent no operator approved, a paused one, or
+        one whose preflight here fails (re-probed every CLAWBOO_HEALTH_PROBE_MS and
+        whenever the agent changed)."""
+        if not self.caps.automated:
+            return f"runtime {self.agent.runtime!r} is not run by this executor"
+        not_approved = server_commands.agent_run_refusal(self.agent)
+        if not_approved is not None:
+            return not_approved
+        if self.agent.state == "paused":
+            return f"agent is paused: {self.agent.state_reason}"
+        version = (self.agent.runtime, self.agent.updated_at)
+        if (
+            self._probed is None
+            or self._probed[0] != version
+            or (time.monotonic() - self._probed[1] >= health.probe_interval_s())
+        ):
+            self._health = health.check(self.agent)
+            self._probed = (version, time.monotonic())
+        if self._health is not None and not self._health.ok:
+            return f"agent is unhealthy: {self._health.detail}"
+        return None
 
     def _dispatch_refusal(self, task: Task) -> str | None:
         self.caps = capabilities(self.agent.runtime)
@@ -436,6 +472,7 @@ class Executor:
         clock: _Clock,
         leased_at: float | None = None,
         execution_id: int | None = None,
+        attempt: str | None = None,
     ) -> RunResult | None:
         """Run the adapter, heartbeating every ``heartbeat_s``: the first beat at once,
         or one interval after ``leased_at`` (a claim just taken renewed the lease
@@ -471,6 +508,8 @@ class Executor:
                 resume_session_id=resume,
                 mcp=McpEndpoint(mcp_url, key) if mcp_url and key is not None else None,
                 on_usage=meter.report,
+                # The execution: a connected runtime's idempotency key per attempt.
+                attempt_id=attempt,
             )
             adapter = adapter_for(self.agent.runtime)
             # Every line of the run, kept whole (the row keeps a tail) and streamed to
@@ -627,10 +666,16 @@ class Executor:
         """A failed run: soft fail (back to todo with feedback) or hard fail (blocked);
         the worktree is kept so the next attempt resumes from the handoff."""
         message = result.error or f"run {result.outcome}"
+        error_class = breakers.classify(result, message)
         git_after = self._checkpoint(cwd, report.task_id or "", clock) if in_worktree else None
-        self._close(execution_id, result.outcome, result, git_before, git_after, message)
+        self._close(
+            execution_id, result.outcome, result, git_before, git_after, message, error_class
+        )
+        counted = breakers.counts(error_class)
         with clock.phase("board"):
-            store.fail(report.task_id or "", message, ticket=ticket, if_allowed=True)
+            # A failure the breaker counts is the agent's: the task goes back to todo.
+            store.fail(report.task_id or "", message, ticket=ticket, if_allowed=True, retry=counted)
+        breakers.after_run(self.agent.id, failed=counted, detail=message)
         report.outcome, report.error = str(result.outcome), message
         report.worktree = "kept" if in_worktree else None
         return self._finish(report)
@@ -663,6 +708,7 @@ class Executor:
                 self._close(execution_id, "cancelled", result, None, None, "claim lost")
                 return self._finish(report)
             self._close(execution_id, "succeeded", result, None, None, None)
+            breakers.after_run(self.agent.id, failed=False)
             report.outcome = "succeeded"
             return self._finish(report)
         with clock.phase("verify"):
@@ -697,6 +743,9 @@ class Executor:
             landed = worktree_service.complete(task.id, checkpoint=True)
         report.worktree = landed["result"]
         self._close(execution_id, "succeeded", result, git_before, landed["head"], None)
+        # A file-mutating run that changed nothing counts like a failure.
+        unchanged = task.file_mutating and landed["result"] == "cleaned"
+        breakers.after_run(self.agent.id, failed=unchanged, detail="the run changed no file")
         report.outcome = "succeeded"
         return self._finish(report)
 
@@ -708,7 +757,7 @@ class Executor:
         git_before: str | None,
         git_after: str | None,
         error: str | None,
-        error_class: str = "",
+        error_class: str | None = None,
     ) -> None:
         if execution_id is None:
             return

@@ -6,7 +6,9 @@ Parts: the database (reachable, every migration applied), the channel layer (a
 message sent to a fresh channel comes back) and the newest heartbeat of each
 long-running part that beats (:mod:`core.beats`; the ones required are
 ``CLAWBOO_HEALTH_PARTS``). The answer is 200 when every part is ok, else 503
-with ``failing`` naming the parts.
+with ``failing`` naming the parts. The ``agents`` part lists the unhealthy (and
+paused) agents; it is ok when none is unhealthy, and it never fails the
+deployment: a broken agent claims nothing, the board itself still works.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from core import beats, reconnect
+from core.models import Agent, AgentState
 
 CHANNEL_TIMEOUT_S = 2.0
 # The cluster beats from a minutely django-q2 schedule, which its scheduler looks at
@@ -137,12 +140,45 @@ def _outage(
     return f"; database lost at {lost:%Y-%m-%d %H:%M:%S}Z, back after {down:.1f} s", extra
 
 
+@dataclass(frozen=True)
+class AgentsHealth(PartHealth):
+    unhealthy: tuple[dict[str, Any], ...] = ()
+    paused: tuple[dict[str, Any], ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "unhealthy": list(self.unhealthy), "paused": list(self.paused)}
+
+
+def check_agents() -> AgentsHealth:
+    """The agents whose last preflight failed, and the paused ones."""
+    rows = Agent.objects.filter(health_ok=False) | Agent.objects.filter(state=AgentState.PAUSED)
+    unhealthy, paused = [], []
+    for agent in rows.order_by("id"):
+        if agent.state == AgentState.PAUSED:
+            paused.append({"id": agent.id, "team": agent.team_id, "reason": agent.state_reason})
+        else:
+            unhealthy.append(
+                {
+                    "id": agent.id,
+                    "team": agent.team_id,
+                    "detail": agent.health_detail,
+                    "checked_at": agent.health_checked_at.isoformat()
+                    if agent.health_checked_at
+                    else None,
+                }
+            )
+    detail = f"{len(unhealthy)} unhealthy, {len(paused)} paused"
+    return AgentsHealth(
+        "agents", not unhealthy, detail, unhealthy=tuple(unhealthy), paused=tuple(paused)
+    )
+
+
 def _sync_parts() -> list[PartHealth]:
     database = check_database()
     if not database.ok:
         # Beats live in the database: say so once, under the part that failed.
         return [database]
-    return [database, *check_beats()]
+    return [database, *check_beats(), check_agents()]
 
 
 def _remote_workers() -> list[dict[str, Any]]:
@@ -163,7 +199,7 @@ async def run_checks() -> list[PartHealth]:
 @require_GET
 async def healthz(request: HttpRequest) -> JsonResponse:
     parts = await run_checks()
-    failing = [part.name for part in parts if not part.ok]
+    failing = [part.name for part in parts if not part.ok and part.name != "agents"]
     body = {
         "status": "failing" if failing else "ok",
         "failing": failing,

@@ -22,6 +22,7 @@ class Reason(models.TextChoices):
     BUDGET_EXHAUSTED = "budget_exhausted", "a budget reaches 100 %"
     BUDGET_STOPPED = "budget_stopped", "a run is stopped for spend"
     APPROVAL = "approval", "work or a tool call waits for a person's approval"
+    AGENT_PAUSED = "agent_paused", "an agent is paused (its breaker, or a person)"
 
 
 class ChannelKind(models.TextChoices):

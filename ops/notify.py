@@ -86,10 +86,12 @@ CANDIDATE_KINDS = (
     "approval_required",
     "tool_approval_requested",
     "commented",
+    "agent_paused",
 )
 # Events that are a person's moment by their kind alone (each is written once).
 _KIND_REASONS = {
     "routine_error": Reason.ROUTINE_ERROR,
+    "agent_paused": Reason.AGENT_PAUSED,
     "budget_warning": Reason.BUDGET_WARNING,
     "budget_exhausted": Reason.BUDGET_EXHAUSTED,
     "budget_stopped": Reason.BUDGET_STOPPED,
@@ -144,6 +146,7 @@ SUMMARY = {
     Reason.BUDGET_EXHAUSTED: "The {scope} {scope_id!r} has spent its {limit}¢ budget ({spent}¢)",
     Reason.BUDGET_STOPPED: "A run of task {task_id!r} ({title}) was stopped for spend",
     Reason.APPROVAL: "Task {task_id!r} ({title}) waits for your approval{what}",
+    Reason.AGENT_PAUSED: "Agent {agent_id!r} is paused: {reason}",
 }
 
 
@@ -171,6 +174,8 @@ def body_for(event: Event, reason: str) -> str:
         "spent": budget.get("spent_cents"),
         "limit": budget.get("limit_cents"),
         "what": "",
+        "agent_id": payload.get("agent_id"),
+        "reason": payload.get("reason"),
     }
     if budget:
         body["budget"] = budget
@@ -207,6 +212,12 @@ def body_for(event: Event, reason: str) -> str:
             "slot_at": payload.get("slot_at"),
             "error": payload.get("error"),
             "task_id": event.task_id,
+        }
+    if reason == Reason.AGENT_PAUSED:
+        body["agent"] = {
+            "id": payload.get("agent_id"),
+            "reason": payload.get("reason"),
+            "by": payload.get("by"),
         }
     body["summary"] = SUMMARY[Reason(reason)].format(**facts)
     public = settings.CLAWBOO_PUBLIC_URL

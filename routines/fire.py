@@ -211,10 +211,11 @@ def dispatch_one_shot(routine: Routine, agent: Agent, task: Task, slot_at: int) 
         # approval_required: the task waits on the board for a person (GOVERNANCE §5);
         # once approved, the executor's workers take it like any ready task.
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="one-shot")
-    if claim.refusal is not None:
-        raise FireFailed(claim.refusal.detail)
-    if claim.outcome != "ok" or claim.ticket is None:
+    if claim.outcome == "not_found":
         raise FireFailed(f"task {task.id!r} vanished before it could be claimed")
+    if claim.outcome != "ok" or claim.ticket is None:
+        # Paused, unhealthy, routed elsewhere, at its limit: the fire says why.
+        raise FireFailed(f"the claim was refused ({claim.outcome}): {claim.detail}")
     run_executor(routine, agent, claim.task or task, claim.ticket)
     return DispatchResult(slot_at, FireOutcome.DISPATCHED, task.id, path="one-shot")
 
@@ -239,10 +240,11 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
     claim = board_store.claim(task.id, agent.id, agent.runtime)
     if claim.outcome in ("conflict", "approval_required"):
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="connected")
-    if claim.refusal is not None:
-        raise FireFailed(claim.refusal.detail)
-    if claim.outcome != "ok" or claim.ticket is None:
+    if claim.outcome == "not_found":
         raise FireFailed(f"task {task.id!r} vanished before it could be claimed")
+    if claim.outcome != "ok" or claim.ticket is None:
+        # Paused, unhealthy, routed elsewhere, at its limit: the fire says why.
+        raise FireFailed(f"the claim was refused ({claim.outcome}): {claim.detail}")
     ticket = claim.ticket
     watchdog_ms = openclaw_timeout_ms()
     params: dict[str, Any] = {

@@ -37,3 +37,8 @@ if _redis:
             },
         }
     }
+
+# The stub CLIs the executor's tests write answer only a run's argv, not --version:
+# their preflight stops at "the binary resolves". tests/executor/test_health.py
+# turns the version probe back on.
+CLAWBOO_HEALTH_VERSION_PROBE = False

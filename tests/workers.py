@@ -5,7 +5,9 @@
 ``--barrier FILE`` it first opens its connection, prints ``{"ready": true}`` and
 waits for FILE to appear, so a test can line every process up before the race.
 
-Commands: ``claim``, ``drain`` (claim_next until nothing is ready), ``link``,
+Commands: ``claim``, ``drain`` (claim_next until nothing is ready),
+``route-drain`` (a registered agent claims and finishes what is routed to it),
+``sample-held`` (the most each agent holds in_progress, while work remains), ``link``,
 ``create-child``, ``write-storm``, ``crash-worker`` (claims, opens an execution,
 heartbeats until it is killed), ``claim-loop`` (claim_next, report, pause, until
 killed) and ``approve`` (lands a reviewed task).
@@ -76,6 +78,67 @@ def cmd_drain(args: argparse.Namespace) -> dict[str, Any]:
         if result is None:
             return {"claimed": claimed, "over_budget": over_budget}
         claimed.append(result.task.id)
+
+
+def cmd_route_drain(args: argparse.Namespace) -> dict[str, Any]:
+    """claim_next as a registered agent and finish each task at once, until no todo
+    task routed to it is left (a None at its limit is not the end: poll again)."""
+    from django.db import connection
+    from django.db.models import BooleanField
+    from django.db.models.expressions import RawSQL
+
+    from board import store
+    from board.models import Task
+    from board.store.ready import route_params, route_sql
+    from core.models import Agent
+    from core.storage import WriteBudgetExceeded
+
+    agent = Agent.objects.get(pk=args.agent)
+    mine = Task.objects.filter(status="todo").filter(
+        RawSQL(  # noqa: S611 - the route's binds are parameters
+            route_sql(connection.vendor),
+            route_params(agent.id, agent.runtime, list(agent.labels)),
+            output_field=BooleanField(),
+        )
+    )
+    claimed: list[str] = []
+    over_budget = 0
+    while True:
+        try:
+            result = store.claim_next(agent.id, runtime=agent.runtime)
+        except WriteBudgetExceeded:
+            over_budget += 1
+            continue
+        if result is None:
+            if not mine.exists():
+                return {"claimed": claimed, "over_budget": over_budget}
+            continue
+        assert result.task is not None
+        claimed.append(result.task.id)
+        store.complete(result.task.id, {"by": agent.id}, ticket=result.ticket)
+
+
+def cmd_sample_held(args: argparse.Namespace) -> dict[str, Any]:
+    """Sample what each agent holds in_progress until nothing is todo or in progress:
+    the most each agent was ever seen holding, and how many samples were taken."""
+    from django.db.models import Count
+
+    from board.models import Task
+
+    most: dict[str, int] = {}
+    samples = 0
+    while True:
+        held = (
+            Task.objects.filter(status="in_progress")
+            .values("assignee_agent_id")
+            .annotate(n=Count("id"))
+        )
+        for row in held:
+            agent = row["assignee_agent_id"]
+            most[agent] = max(most.get(agent, 0), row["n"])
+        samples += 1
+        if not Task.objects.filter(status__in=["todo", "in_progress"]).exists():
+            return {"most": most, "samples": samples}
 
 
 def cmd_link(args: argparse.Namespace) -> dict[str, Any]:
@@ -165,6 +228,8 @@ COMMANDS = {
     "claim": cmd_claim,
     "approve": cmd_approve,
     "drain": cmd_drain,
+    "route-drain": cmd_route_drain,
+    "sample-held": cmd_sample_held,
     "link": cmd_link,
     "create-child": cmd_create_child,
     "write-storm": cmd_write_storm,
@@ -183,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("drain")
     p.add_argument("--agent", required=True)
     p.add_argument("--dispatcher", default="topological")
+    p = sub.add_parser("route-drain")
+    p.add_argument("--agent", required=True)
+    p = sub.add_parser("sample-held")
     p = sub.add_parser("link")
     p.add_argument("task")
     p.add_argument("depends_on")

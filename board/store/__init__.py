@@ -8,6 +8,7 @@ PostgreSQL) and records its task-change event in that same transaction.
 
 from board.ceilings import MAX_DEPTH, MAX_LIVE_CHILDREN, ROOT_RATE_LIMIT
 from board.store._base import depends_on_ids, lock_task, now
+from board.store.agents import pause_agent, resume_agent, unstarted_claims
 from board.store.approvals import DECISIONS as APPROVAL_DECISIONS
 from board.store.approvals import (
     NEEDS_APPROVAL,
@@ -178,6 +179,9 @@ __all__ = [
     "check_dispatch_depth",
     "claim",
     "claim_next",
+    "pause_agent",
+    "resume_agent",
+    "unstarted_claims",
     "close_execution",
     "complete",
     "count_by_status",

@@ -3,52 +3,90 @@
 A claim is one :func:`core.storage.write` transaction (``BEGIN IMMEDIATE`` on
 SQLite, so the whole of it runs under the database's write lock):
 
-1. release the lapsed leases the candidates need (an index probe first: nearly
-   always there is nothing to release);
-2. one conditional ``UPDATE … RETURNING`` — of a small fixed set, written once
+1. read the claimer from the registry (:func:`_gate`): its team, runtime, labels,
+   state and limits -- on PostgreSQL with its row locked ``FOR UPDATE`` (and its
+   team's, when the team sets a limit), so two claims of one agent by any
+   processes on any hosts count its held tasks one after the other; SQLite's
+   write lock already orders them;
+2. release the lapsed leases the candidates need (an index probe first: nearly
+   always there is nothing to release), then count what the agent (and team)
+   holds in_progress against ``max_concurrent``;
+3. one conditional ``UPDATE … RETURNING`` — of a small fixed set, written once
    below: one per dispatcher order, scoped to teams or not — that picks the
-   candidate in a subquery (the ready predicate of :mod:`board.store.tasks`, on
-   PostgreSQL ``FOR UPDATE SKIP LOCKED`` so racers move on to the next task) and
-   re-checks seed 000's guard itself, so at most one racer wins a task;
-3. the ``claimed`` event, in the same transaction, delivered after commit.
+   candidate in a subquery (the ready predicate of :mod:`board.store.tasks` and
+   the route of :func:`board.store.ready.route_sql`, on PostgreSQL ``FOR UPDATE
+   SKIP LOCKED`` so racers move on to the next task) and re-checks seed 000's
+   guard itself, so at most one racer wins a task and none takes one routed
+   elsewhere;
+4. the ``claimed`` event, in the same transaction, delivered after commit.
 
-Zero rows is data — ``conflict`` or ``not_found`` — and is never retried; only
-transient lock errors are, by :func:`core.storage.write`.
+Zero rows is data — a refusal diagnosed in the order GOVERNANCE.md fixes
+(:data:`REFUSALS`) — and is never retried; only transient lock errors are, by
+:func:`core.storage.write`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from django.db import connection
 
 from board import checks
-from board.errors import ApprovalRequired, BudgetPaused, ClaimConflict, TaskNotFound
+from board.errors import (
+    AgentPaused,
+    ApprovalRequired,
+    BudgetPaused,
+    ClaimConflict,
+    LimitReached,
+    NotRouted,
+    TaskNotFound,
+)
 from board.models import ExecutionStatus, Task
 from board.store import spend
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.approvals import blocks_claim
 from board.store.executions import close_run_leaving
 from board.store.moves import clear_claim, move
-from board.store.ready import READY_SQL, label_param, label_sql
+from board.store.ready import (
+    READY_SQL,
+    label_param,
+    label_sql,
+    route_params,
+    route_sql,
+    routes_to,
+)
 from board.store.tickets import Ticket, WriteOutcome, claim_standing, declined, recorded
 from board.transitions import Status
 from core import storage
 from core.errors import ClawbooError, ValidationFailed
+from core.models import Agent, AgentState, Team
 
 MAX_ABANDONMENTS = 3  # seed 001: fixed, separate from max_attempts
 ABANDONED_ERROR = "abandoned: its lease lapsed {n} times without renewal"
 
 
+# The exception each refusal raises at the API (one type per refusal).
+_REFUSAL_ERRORS: dict[str, type[ClawbooError]] = {
+    "agent_paused": AgentPaused,
+    "not_routed": NotRouted,
+    "limit_reached": LimitReached,
+    "approval_required": ApprovalRequired,
+}
+
+
 @dataclass(frozen=True)
 class ClaimResult:
-    outcome: Literal["ok", "conflict", "not_found", "budget_paused", "approval_required"]
+    """``ok`` with the task and its ticket, or the refusal's code (one of
+    :data:`REFUSALS`) with a sentence saying why."""
+
+    outcome: str
     task: Task | None = None
     ticket: str | None = None
+    detail: str = ""
     # The refusal's own exception, when it has more to say than its outcome.
     refusal: ClawbooError | None = None
 
@@ -62,15 +100,12 @@ class ClaimResult:
             raise TaskNotFound(task_id)
         if self.refusal is not None:
             raise self.refusal
-        if self.outcome == "approval_required":
-            raise ApprovalRequired(
-                f"task {task_id!r} waits for a person's approval before any claim",
-                task_id=task_id,
-            )
         if self.outcome == "conflict":
             raise ClaimConflict(
                 "the task is not claimable: someone else holds it, or it is not ready"
             )
+        if self.outcome in _REFUSAL_ERRORS:
+            raise _REFUSAL_ERRORS[self.outcome](self.detail, task_id=task_id)
         return self
 
 
@@ -90,19 +125,26 @@ _GUARD = (
     f"{_TABLE}.status = 'todo' AND {_TABLE}.assignee_agent_id IS NULL AND {_TABLE}.dropped = FALSE"
     f" AND {_APPROVED}"
 )
-# claim(): the one task, if it is ready. Binds: the SET values, the task id.
-_CLAIM_ONE_SQL = (
-    f"UPDATE {_TABLE} SET {_SET} WHERE {_TABLE}.id = %s AND {_GUARD} "  # noqa: S608
-    f"AND {READY_SQL} RETURNING *"
-)
+# claim(): the one task, if it is ready, of the claimer's team (None: an id the
+# registry does not know, any team) and routed to it. Binds: the SET values, the
+# task id, the team, the route's three values.
+_CLAIM_ONE_SQL = {
+    vendor: (
+        f"UPDATE {_TABLE} SET {_SET} WHERE {_TABLE}.id = %s AND {_GUARD} "  # noqa: S608
+        f"AND {READY_SQL} AND {_TABLE}.team_id = COALESCE(%s, {_TABLE}.team_id) "
+        f"AND {route_sql(vendor)} RETURNING *"
+    )
+    for vendor in ("sqlite", "postgresql")
+}
 
 
 def _claim_next_sql(vendor: str, order: str, scoped: bool, excluding: bool = False) -> str:
-    """claim_next(): the first ready, unassigned task in ``order``, picked in a
-    subquery (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so racers move on to the next
-    task) and claimed under the guard. Binds: the SET values, [the teams — a JSON
-    array on SQLite, an array on PostgreSQL —], [the task ids passed over (a paused
-    budget's trees and routines), the same way], the label (or None) twice."""
+    """claim_next(): the first ready, unassigned, approved task in ``order`` routed to
+    the claimer, picked in a subquery (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so
+    racers move on to the next task) and claimed under the guard. Binds: the SET
+    values, [the teams — a JSON array on SQLite, an array on PostgreSQL —], [the task
+    ids passed over (a paused budget's trees and routines), the same way], the label
+    (or None) twice, the route's three values."""
     teams = ""
     if scoped:
         teams = (
@@ -121,7 +163,8 @@ def _claim_next_sql(vendor: str, order: str, scoped: bool, excluding: bool = Fal
     pick = (
         f"SELECT {_TABLE}.id FROM {_TABLE} WHERE {READY_SQL} "  # noqa: S608
         f"AND {_TABLE}.assignee_agent_id IS NULL AND {_APPROVED} {teams}"
-        f"AND ({no_label} OR {label_sql(vendor)}) ORDER BY {order} LIMIT 1{lock}"
+        f"AND ({no_label} OR {label_sql(vendor)}) AND {route_sql(vendor)} "
+        f"ORDER BY {order} LIMIT 1{lock}"
     )
     return (
         f"UPDATE {_TABLE} SET {_SET} WHERE {_TABLE}.id = ({pick}) "  # noqa: S608
@@ -147,6 +190,193 @@ _CLAIM_NEXT_SQL = {
 }
 # Is any lease lapsed? An index probe (tasks_status_lease_idx).
 _ANY_LAPSED_SQL = f"SELECT 1 FROM {_TABLE} WHERE status = 'in_progress' AND lease_until < %s"  # noqa: S608
+
+# The claimer as the registry has it, its row locked on PostgreSQL (step 1).
+_AGENTS, _TEAMS = Agent._meta.db_table, Team._meta.db_table
+_GATE_SQL = {
+    vendor: (
+        "SELECT a.team_id, a.runtime, a.labels, a.max_concurrent, a.state, "  # noqa: S608
+        "a.state_reason, a.health_ok, a.health_detail, t.max_concurrent "
+        f"FROM {_AGENTS} a JOIN {_TEAMS} t ON t.id = a.team_id WHERE a.id = %s"
+        + (" FOR UPDATE OF a" if vendor == "postgresql" else "")
+    )
+    for vendor in ("sqlite", "postgresql")
+}
+_LOCK_TEAM_SQL = f"SELECT 1 FROM {_TEAMS} WHERE id = %s FOR UPDATE"  # noqa: S608
+# What is held in_progress: by one agent (tasks_held_idx), by one team
+# (tasks_board_column_idx). 'in_progress' is a literal for the partial index.
+_HELD_BY_AGENT_SQL = (
+    f"SELECT COUNT(*) FROM {_TABLE} WHERE assignee_agent_id = %s "  # noqa: S608
+    "AND status = 'in_progress'"
+)
+_HELD_BY_TEAM_SQL = f"SELECT COUNT(*) FROM {_TABLE} WHERE team_id = %s AND status = 'in_progress'"  # noqa: S608
+
+
+@dataclass(frozen=True)
+class Claimer:
+    """Who claims, as the claim's own transaction read the registry. An id the
+    registry does not know (the store's own callers; every door -- API, MCP,
+    executor -- names a registered agent) has no team, labels, state or limit."""
+
+    agent_id: str
+    runtime: str | None
+    labels: list[str]
+    team_id: str | None = None
+    paused: str | None = None  # why it may take nothing now (paused or unhealthy)
+    limit: int | None = None
+    team_limit: int | None = None
+
+    def route(self) -> list[Any]:
+        return route_params(self.agent_id, self.runtime, self.labels)
+
+
+def _json_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = json.loads(value)
+    return [str(x) for x in value or ()]
+
+
+def _gate(agent_id: str, runtime: str | None) -> Claimer:
+    """Step 1, inside the claim's transaction."""
+    vendor = connection.vendor
+    with connection.cursor() as cursor:
+        cursor.execute(_GATE_SQL[vendor], [agent_id])
+        row = cursor.fetchone()
+        if row is None:
+            return Claimer(agent_id, runtime, [])
+        team, registered_runtime, labels, limit, state, reason, health_ok, health = row[:8]
+        team_limit = row[8]
+        if team_limit is not None and vendor == "postgresql":
+            # The team's count is shared by its agents' claims: they take turns.
+            cursor.execute(_LOCK_TEAM_SQL, [team])
+    paused = None
+    if state == AgentState.PAUSED:
+        paused = f"agent {agent_id!r} is paused" + (f": {reason}" if reason else "")
+    elif health_ok is False:
+        paused = f"agent {agent_id!r} is unhealthy" + (f": {health}" if health else "")
+    return Claimer(
+        agent_id,
+        registered_runtime,
+        _json_list(labels),
+        team_id=team,
+        paused=paused,
+        limit=limit,
+        team_limit=team_limit,
+    )
+
+
+def _over_limit(claimer: Claimer) -> str | None:
+    """Step 2's count: why the claimer may hold no more, or None."""
+    if claimer.team_id is None:
+        return None
+    with connection.cursor() as cursor:
+        if claimer.limit is not None:
+            cursor.execute(_HELD_BY_AGENT_SQL, [claimer.agent_id])
+            if cursor.fetchone()[0] >= claimer.limit:
+                return (
+                    f"agent {claimer.agent_id!r} already holds its max_concurrent "
+                    f"({claimer.limit}) tasks in progress"
+                )
+        if claimer.team_limit is not None:
+            cursor.execute(_HELD_BY_TEAM_SQL, [claimer.team_id])
+            if cursor.fetchone()[0] >= claimer.team_limit:
+                return (
+                    f"team {claimer.team_id!r} already holds its max_concurrent "
+                    f"({claimer.team_limit}) tasks in progress"
+                )
+    return None
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    code: str
+    detail: str
+    error: ClawbooError | None = None  # the refusal's own exception, when it says more
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """What the claim's transaction found in the way besides the task's row: why the
+    claimer is over a limit, and a paused cap budget that covers the task."""
+
+    limit: str | None = None
+    budget: BudgetPaused | None = None
+
+
+# Why a claim of one task took nothing: the first of these that holds, in the order
+# GOVERNANCE.md fixes. Each reads (the task, or None; the claimer; what else was in
+# the way) and answers a sentence or None; ``conflict`` always holds.
+RefusalCheck = Callable[[Task | None, Claimer, _Blocks], str | None]
+
+
+def _not_found(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | None:
+    # Another team's task answers as an unknown one.
+    if task is None or (claimer.team_id is not None and task.team_id != claimer.team_id):
+        return "no such task"
+    return None
+
+
+def _agent_paused(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | None:
+    return claimer.paused
+
+
+def _budget_paused(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | None:
+    return None if blocks.budget is None else blocks.budget.detail
+
+
+def _not_routed(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | None:
+    assert task is not None
+    if routes_to(task, claimer.agent_id, claimer.runtime, claimer.labels):
+        return None
+    return f"task {task.id!r} is routed elsewhere: {task_route_text(task)}"
+
+
+def _limit_reached(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | None:
+    return blocks.limit
+
+
+def _approval_required(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | None:
+    assert task is not None
+    if blocks_claim(task.approval_state):
+        return f"task {task.id!r} waits for a person's approval before any claim"
+    return None
+
+
+def _conflict(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | None:
+    return "the task is not claimable: someone else holds it, or it is not ready"
+
+
+REFUSALS: tuple[tuple[str, RefusalCheck], ...] = (
+    ("not_found", _not_found),
+    ("agent_paused", _agent_paused),
+    ("budget_paused", _budget_paused),
+    ("not_routed", _not_routed),
+    ("limit_reached", _limit_reached),
+    ("approval_required", _approval_required),
+    ("conflict", _conflict),
+)
+
+
+def _diagnose(task_id: str, claimer: Claimer, blocks: _Blocks) -> _Refusal:
+    task = Task.objects.filter(pk=task_id).first()
+    for code, check in REFUSALS:
+        detail = check(task, claimer, blocks)
+        if detail is not None:
+            error = blocks.budget if code == "budget_paused" else None
+            return _Refusal(code, detail, error)
+    raise AssertionError("conflict always holds")
+
+
+def task_route_text(task: Task) -> str:
+    """A task's route in a sentence's words ("agent a1, runtime codex, labels gpu")."""
+    parts = []
+    if task.route_agent_id is not None:
+        parts.append(f"agent {task.route_agent_id}")
+    if task.route_runtime is not None:
+        parts.append(f"runtime {task.route_runtime}")
+    if task.route_labels:
+        parts.append("labels " + ", ".join(task.route_labels))
+    return "; ".join(parts) or "anyone"
 
 
 def _set_params(agent_id: str, runtime: str | None, lease_ms: int) -> list[Any]:
@@ -192,38 +422,43 @@ def _check_runtime(runtime: Any) -> str | None:
 
 
 def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = None) -> ClaimResult:
-    """Claim one task for ``agent_id``: ``ok`` (with a ticket), ``conflict``,
-    ``approval_required`` or ``not_found``.
+    """Claim one task for ``agent_id``: ``ok`` (with a ticket) or the first refusal of
+    :data:`REFUSALS` that holds (``not_found``, ``agent_paused``, ``budget_paused``,
+    ``not_routed``, ``limit_reached``, ``approval_required``, ``conflict``).
 
     Refused unless the task is todo, unassigned, not dropped, approved (or needing
-    no approval: ``approval_required`` otherwise), and every dependency is done. A
-    lapsed lease on this task is released first, so an abandoned task is claimable
-    as a fresh attempt. Never retried on conflict.
+    no approval), every dependency is done, it is of the agent's team and routed to
+    it, no paused cap budget covers it, and the agent is active and under its
+    limits. A lapsed lease on this task is released first, so an abandoned task is
+    claimable as a fresh attempt. Never retried on a refusal.
     """
     agent = checks.check_agent_id(agent_id)
     rt = _check_runtime(runtime)
     span = checks.check_lease_ms(lease_ms)
+    sql = _CLAIM_ONE_SQL[connection.vendor]
 
-    def run() -> Task | None:
+    def run() -> Task | _Refusal:
+        claimer = _gate(agent, rt)
         _release_lapsed_first(task_id)
+        limit = None if claimer.paused else _over_limit(claimer)
+        budget = None
         found = Task.objects.filter(pk=task_id).first()
-        if found is not None:
-            spend.paused_refusal(found, agent)  # budget_paused, before any conflict
-        return _claim_row(_CLAIM_ONE_SQL, [*_set_params(agent, rt, span), task_id])
+        if found is not None and claimer.paused is None:
+            try:
+                spend.paused_refusal(found, agent)
+            except BudgetPaused as paused:
+                budget = paused
+        if claimer.paused is None and limit is None and budget is None:
+            params = [*_set_params(agent, rt, span), task_id, claimer.team_id, *claimer.route()]
+            task = _claim_row(sql, params)
+            if task is not None:
+                return task
+        return _diagnose(task_id, claimer, _Blocks(limit, budget))
 
-    try:
-        task = storage.write(run)
-    except BudgetPaused as paused:
-        return ClaimResult("budget_paused", refusal=paused)
-    if task is None:
-        # Which refusal holds first (GOVERNANCE §3's order), read after the fact.
-        found = Task.objects.filter(pk=task_id).values_list("approval_state", flat=True)
-        if not found:
-            return ClaimResult("not_found")
-        if blocks_claim(found[0]):
-            return ClaimResult("approval_required")
-        return ClaimResult("conflict")
-    return _claimed(task)
+    outcome = storage.write(run)
+    if isinstance(outcome, _Refusal):
+        return ClaimResult(outcome.code, detail=outcome.detail, refusal=outcome.error)
+    return _claimed(outcome)
 
 
 def _claimed(task: Task) -> ClaimResult:
@@ -240,7 +475,9 @@ def claim_next(
     lease_ms: Any = None,
 ) -> ClaimResult | None:
     """Claim the next ready task in ``dispatcher`` order (of ``team`` or teams, with
-    ``label``), or None if nothing is ready.
+    ``label``) routed to the agent, or None if there is none it may take now (it
+    holds its ``max_concurrent``, or its team does). A paused or unhealthy agent
+    gets ``agent_paused``. A registered agent takes only its own team's tasks.
 
     Under contention one worker wins a task and the others move on to the next
     (SQLite: each claim runs alone under the write lock; PostgreSQL: a candidate
@@ -260,22 +497,41 @@ def claim_next(
     vendor = connection.vendor
     labelled = [label, None if label is None else label_param(vendor, label)]
 
-    def run() -> Task | None:
+    def run() -> Task | _Refusal | None:
+        claimer = _gate(agent, rt)
+        if claimer.paused is not None:
+            return _Refusal("agent_paused", claimer.paused)
+        scope = teams
+        if claimer.team_id is not None:
+            # An agent takes only its own team's work.
+            if scope is not None and claimer.team_id not in scope:
+                return None
+            scope = [claimer.team_id]
         _release_lapsed_first()
+        if _over_limit(claimer) is not None:
+            return None  # claim-next passes: nothing this agent may take now
         # A paused cap over the agent or all its teams refuses (BudgetPaused); over
         # some teams, trees or routines, their tasks are passed over.
-        passed = spend.paused_exclusions(agent, teams)
-        scoped_teams = teams if passed is None else passed.teams
+        try:
+            passed = spend.paused_exclusions(agent, scope)
+        except BudgetPaused as paused:
+            return _Refusal("budget_paused", paused.detail, paused)
+        scoped = scope if passed is None else passed.teams
         excluded = [] if passed is None else passed.task_ids
-        sql = _CLAIM_NEXT_SQL[vendor, dispatcher, scoped_teams is not None, bool(excluded)]
-        scope: list[Any] = []
-        for values in (scoped_teams, excluded or None):
+        sql = _CLAIM_NEXT_SQL[vendor, dispatcher, scoped is not None, bool(excluded)]
+        bound: list[Any] = []
+        for values in (scoped, excluded or None):
             if values is not None:
-                scope.append(values if vendor == "postgresql" else json.dumps(values))
-        return _claim_row(sql, [*_set_params(agent, rt, span), *scope, *labelled])
+                bound.append(values if vendor == "postgresql" else json.dumps(values))
+        params = [*_set_params(agent, rt, span), *bound, *labelled, *claimer.route()]
+        return _claim_row(sql, params)
 
-    task = storage.write(run)
-    return None if task is None else _claimed(task)
+    outcome = storage.write(run)
+    if outcome is None:
+        return None
+    if isinstance(outcome, _Refusal):
+        return ClaimResult(outcome.code, detail=outcome.detail, refusal=outcome.error)
+    return _claimed(outcome)
 
 
 # --- leases ------------------------------------------------------------------

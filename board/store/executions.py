@@ -139,7 +139,7 @@ def close_execution(
     cache_read: int = 0,
     cache_write: int = 0,
     cost_status: str | None = None,
-    error_class: str = "",
+    error_class: str | None = "",
     git_before: str | None = None,
     git_after: str | None = None,
     exit_code: int | None = None,
@@ -157,6 +157,7 @@ def close_execution(
     """
     if outcome not in CLOSED:
         raise ValidationFailed("outcome", f"one of {', '.join(sorted(CLOSED))}")
+    error_class = error_class or ""
     if not isinstance(error_class, str) or len(error_class) > 32:
         raise ValidationFailed("error_class", "a short error class")
     usage = spend.Usage(

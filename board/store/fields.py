@@ -22,7 +22,7 @@ from board.store._base import (
     record_event,
     set_fields,
 )
-from board.store.tasks import get_task, task_repository
+from board.store.tasks import check_route_agent, get_task, route_columns, task_repository
 from board.store.tickets import WriteOutcome, declined, recorded, unchanged
 from board.transitions import (
     is_locked,
@@ -30,7 +30,7 @@ from board.transitions import (
 )
 from core import storage
 from core.errors import Conflict, ValidationFailed
-from core.models import Agent
+from core.models import Agent, Runtime
 
 # SPEC §10 ceilings (the agent create path; see create_task).
 EVIDENCE_TAIL = 4_000
@@ -177,6 +177,7 @@ _EDITABLE = (
     "assignee_agent_id",
     "repository",
     "max_run_cents",
+    "route",
 )
 
 
@@ -218,6 +219,9 @@ def update_task(task_id: str, changes: dict[str, Any], *, if_revision: Any = Non
     if "repository" in changes and changes["repository"] is not None:
         checks.check_id(changes["repository"], "repository")
 
+    if "route" in changes:
+        clean.update(route_columns(checks.check_route(changes["route"], list(Runtime.values))))
+
     def run() -> Task:
         task = lock_task(task_id)
         if if_revision is not None and task.revision != if_revision:
@@ -238,6 +242,8 @@ def update_task(task_id: str, changes: dict[str, Any], *, if_revision: Any = Non
             if raw is not None and raw != (task.metadata or {}).get("repo_path"):
                 # A new path in the metadata: it must be one of the team's repositories.
                 clean["repository_id"] = task_repository(task.team_id, None, clean["metadata"])
+        if "route_agent_id" in clean:
+            check_route_agent({"agent": clean["route_agent_id"]}, task.team_id)
         if "assignee_agent_id" in clean and clean["assignee_agent_id"] != task.assignee_agent_id:
             reason = _assignee_refusal(task)
             if reason is not None:
@@ -275,6 +281,9 @@ _FIELD_KIND = {
     "assignee_agent_id": "assignee_changed",
     "repository_id": "updated",
     "max_run_cents": "updated",
+    "route_agent_id": "updated",
+    "route_runtime": "updated",
+    "route_labels": "updated",
 }
 
 

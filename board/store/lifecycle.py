@@ -192,20 +192,25 @@ def fail(
     if_allowed: Any = False,
     refuse_when_parked: Any = False,
     write: WriteToken | None = None,
+    retry: bool = False,
 ) -> WriteOutcome:
     """Soft fail (``attempts < max_attempts``, from in_progress) → ``todo`` with the
     error as feedback; otherwise hard fail → ``blocked`` with ``error`` set and the
     pending transitive dependents cancelled: their ids are the outcome's
-    ``cancelled``, and their events follow the failure's."""
+    ``cancelled``, and their events follow the failure's.
+
+    ``retry``: the failure is the agent's, not the task's (its breaker counts it):
+    soft unless the task set a ``max_attempts`` it has used up, so a broken agent
+    leaves the queue as it found it instead of blocking it task by task."""
     message = checks.check_text(error, "error", required=True)
     guards = _guards(ticket, if_allowed, refuse_when_parked)
 
     def soft(task: Task) -> bool:
-        return (
-            task.status == Status.IN_PROGRESS
-            and task.max_attempts is not None
-            and task.attempts < task.max_attempts
-        )
+        if task.status != Status.IN_PROGRESS:
+            return False
+        if task.max_attempts is None:
+            return retry
+        return task.attempts < task.max_attempts
 
     def target(task: Task) -> str:
         return Status.TODO if soft(task) else Status.BLOCKED

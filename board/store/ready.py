@@ -69,3 +69,37 @@ def dropped_filter(dropped: bool) -> RawSQL:
     the board's column index."""
     value = "TRUE" if dropped else "FALSE"
     return RawSQL(f'"{_T}"."dropped" = {value}', (), output_field=BooleanField())  # noqa: S611
+
+
+def route_sql(vendor: str) -> str:
+    """ "The task's route admits this claimer" as SQL over a tasks row: no route, or
+    every part of it matches. Binds (:func:`route_params`): the agent id, its
+    runtime, its labels as a JSON array. The labels are a subset test: every label
+    the route asks for is one of the agent's (jsonb ``@>`` on PostgreSQL,
+    ``json_each`` on SQLite)."""
+    if vendor == "postgresql":
+        labels = f'"{_T}"."route_labels" IS NULL OR %s::jsonb @> "{_T}"."route_labels"'
+    else:
+        labels = (
+            f'"{_T}"."route_labels" IS NULL OR NOT EXISTS (SELECT 1 FROM '  # noqa: S608
+            f'json_each("{_T}"."route_labels") AS wanted WHERE wanted.value NOT IN '
+            "(SELECT value FROM json_each(%s)))"
+        )
+    return (
+        f'("{_T}"."route_agent_id" IS NULL OR "{_T}"."route_agent_id" = %s) '
+        f'AND ("{_T}"."route_runtime" IS NULL OR "{_T}"."route_runtime" = %s) '
+        f"AND ({labels})"
+    )
+
+
+def route_params(agent_id: str, runtime: str | None, labels: list[str]) -> list[Any]:
+    return [agent_id, runtime, json.dumps(labels)]
+
+
+def routes_to(task: Task, agent_id: str, runtime: str | None, labels: list[str]) -> bool:
+    """:func:`route_sql` over a task already read (the claim's diagnosis of a refusal)."""
+    if task.route_agent_id is not None and task.route_agent_id != agent_id:
+        return False
+    if task.route_runtime is not None and task.route_runtime != runtime:
+        return False
+    return set(task.route_labels or ()) <= set(labels)

@@ -45,7 +45,7 @@ from board.store.tickets import Ticket
 from board.transitions import Status
 from core import repositories, storage
 from core.errors import ValidationFailed
-from core.models import Agent, Team
+from core.models import Agent, Runtime, Team
 
 # SPEC §10 ceilings (the agent create path; see create_task).
 EVIDENCE_TAIL = 4_000
@@ -173,6 +173,7 @@ def create_task(
     repository: Any = None,
     max_run_cents: Any = None,
     approval_required: Any = False,
+    route: Any = None,
     actor: str | None = None,
 ) -> Created:
     """Create a task (``todo`` by default, or ``backlog``). ``actor`` names the
@@ -216,6 +217,7 @@ def create_task(
         "scheduled_by": checks.check_text(scheduled_by or "manual", "scheduled_by", limit=32),
         "max_run_cents": checks.check_max_run_cents(max_run_cents),
         "approval_required": check_bool(approval_required, "approval_required"),
+        "route": checks.check_route(route, list(Runtime.values)),
     }
     if repository is not None:
         # Only when given: the fingerprints of creates made before repositories stay.
@@ -264,6 +266,7 @@ def _create(
             repository_id = parent.repository_id  # a subtask works where its parent does
     elif clean["created_by_agent_id"] is not None:
         _check_root_rate(clean["team"], at)
+    check_route_agent(clean["route"], clean["team"])
     deps = clean["depends_on"]
     unmet = 0
     if deps:
@@ -299,6 +302,7 @@ def _create(
         scheduled_by=clean["scheduled_by"],
         repository_id=repository_id,
         max_run_cents=clean["max_run_cents"],
+        **route_columns(clean["route"]),
         incarnation_id=secrets.token_hex(8),
         unmet_deps=unmet,
         create_fingerprint=fingerprint,
@@ -326,6 +330,24 @@ def task_repository(team_id: str, repository: str | None, metadata: dict[str, An
     if raw is None:
         return None
     return repositories.check_named_path(team_id, raw, "metadata.repo_path").id
+
+
+def route_columns(route: dict[str, Any] | None) -> dict[str, Any]:
+    """A clean route (:func:`board.checks.check_route`) as the task's columns."""
+    route = route or {}
+    return {
+        "route_agent_id": route.get("agent"),
+        "route_runtime": route.get("runtime"),
+        "route_labels": route.get("labels"),
+    }
+
+
+def check_route_agent(route: dict[str, Any] | None, team_id: str) -> None:
+    """A route names an agent of the task's own team (another team's: 400)."""
+    if route is None or route.get("agent") is None:
+        return
+    if not Agent.objects.filter(pk=route["agent"], team_id=team_id).exists():
+        raise ValidationFailed("route.agent", f"no agent {route['agent']!r} in team {team_id!r}")
 
 
 def _check_parent_ceilings(parent_id: str, team_id: str) -> Task:

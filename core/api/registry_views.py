@@ -61,6 +61,21 @@ _AGENT_FIELDS: dict[str, Any] = {
         f"reads {agent_secrets.MASK!r}, and that placeholder written back keeps the secret",
     ),
     "owner": serializers.CharField(allow_null=True, help_text="username of its owner"),
+    "labels": serializers.ListField(child=serializers.CharField()),
+    "max_concurrent": serializers.IntegerField(help_text="tasks it holds in_progress at once"),
+    "state": serializers.ChoiceField(choices=["active", "paused", "unhealthy"]),
+    "state_reason": serializers.CharField(allow_blank=True),
+    "paused_by": serializers.CharField(allow_null=True),
+    "paused_at": serializers.DateTimeField(allow_null=True),
+    "health": inline_serializer(
+        "AgentHealth",
+        {
+            "ok": serializers.BooleanField(allow_null=True),
+            "detail": serializers.CharField(allow_blank=True),
+            "checked_at": serializers.DateTimeField(allow_null=True),
+        },
+        help_text="the last preflight where a worker runs it (ok null: never probed)",
+    ),
 }
 AgentSerializer = inline_serializer("Agent", _AGENT_FIELDS)
 AgentListSerializer = inline_serializer("Agent", _AGENT_FIELDS, many=True)
@@ -81,6 +96,14 @@ def _agent_write_fields(create: bool) -> dict[str, Any]:
         ),
         "owner": serializers.CharField(
             required=False, help_text="username; staff only (default: the caller)"
+        ),
+        "labels": serializers.ListField(
+            child=serializers.CharField(max_length=64),
+            required=False,
+            help_text="what a task's route may ask of it",
+        ),
+        "max_concurrent": serializers.IntegerField(
+            required=False, min_value=1, help_text="tasks it holds in_progress at once (1)"
         ),
     }
     return {"id": serializers.CharField(), **fields} if create else fields
@@ -113,12 +136,29 @@ def agent_body(agent: Agent, *, staff: bool) -> dict[str, Any]:
         "runtime": agent.runtime,
         "participant_kind": agent.participant_kind,
         "owner": agent.owner.get_username() if agent.owner is not None else None,
+        "labels": list(agent.labels or []),
+        "max_concurrent": agent.max_concurrent,
+        "state": agent.dispatch_state,
+        "state_reason": _state_reason(agent),
+        "paused_by": agent.paused_by or None,
+        "paused_at": agent.paused_at.isoformat() if agent.paused_at else None,
+        "health": {
+            "ok": agent.health_ok,
+            "detail": agent.health_detail,
+            "checked_at": agent.health_checked_at.isoformat() if agent.health_checked_at else None,
+        },
         "created_at": agent.created_at.isoformat(),
         "updated_at": agent.updated_at.isoformat(),
     }
     if staff:
         body["settings"] = agent_secrets.masked(agent.settings, agent.runtime)
     return body
+
+
+def _state_reason(agent: Agent) -> str:
+    if agent.dispatch_state == "unhealthy":
+        return agent.health_detail
+    return agent.state_reason
 
 
 class TeamsView(APIView):

@@ -36,7 +36,8 @@ def staff_api(db):
 
 @pytest.fixture
 def agent(api):
-    """An agent the ``api`` client (user ada) owns, so it may act as it."""
+    """An agent the ``api`` client (user ada) owns, so it may act as it. These tests
+    hold several tasks at once as it; the limit has tests of its own."""
     return registry.create_agent(
         id="ada-bot",
         display_name="Ada",
@@ -44,6 +45,7 @@ def agent(api):
         runtime="command",
         settings={"argv": ["true"]},
         owner=api.user,
+        max_concurrent=100,
     )
 
 

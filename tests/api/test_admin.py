@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 
 from board import store
 from board.models import Task
+from core import registry
 
 pytestmark = pytest.mark.django_db
 
@@ -239,3 +240,55 @@ def test_the_team_page_names_its_reviewer_agent(operator):
     registry.create_agent(id="critic", display_name="Critic", team="default", runtime="command")
     page = operator.get("/admin/clawboo/team/default/change/")
     assert page.status_code == 200 and "reviewer_agent" in page.context["adminform"].form.fields
+
+
+def test_the_agent_admin_pauses_and_resumes_and_sets_labels_and_limit(operator):
+    from core.models import Agent
+
+    response = operator.post(
+        "/admin/clawboo/agent/add/",
+        {
+            "id": "gpu",
+            "display_name": "GPU",
+            "team": "default",
+            "runtime": "codex",
+            "participant_kind": "agent",
+            "settings": "{}",
+            "labels": "gpu, ssd",
+            "max_concurrent": "2",
+        },
+    )
+    assert response.status_code == 302
+    agent = Agent.objects.get(pk="gpu")
+    assert (agent.labels, agent.max_concurrent) == (["gpu", "ssd"], 2)
+    operator.post("/admin/clawboo/agent/", {"action": "pause_agents", "_selected_action": ["gpu"]})
+    paused = Agent.objects.get(pk="gpu")
+    assert paused.state == "paused" and paused.paused_by == "op"
+    operator.post("/admin/clawboo/agent/", {"action": "resume_agents", "_selected_action": ["gpu"]})
+    assert Agent.objects.get(pk="gpu").state == "active"
+
+
+def test_the_task_admin_sets_a_route(operator):
+    registry.create_agent(id="bob", display_name="Bob", team="default", runtime="codex")
+    response = operator.post(
+        "/admin/board/task/add/",
+        {
+            "title": "routed",
+            "team": "default",
+            "status": "todo",
+            "priority": "0",
+            "labels": "",
+            "metadata": "{}",
+            "file_mutating": "on",
+            "route_agent_id": "bob",
+            "route_runtime": "",
+            "route_labels": "gpu",
+            "comments-TOTAL_FORMS": "0",
+            "comments-INITIAL_FORMS": "0",
+            "executions-TOTAL_FORMS": "0",
+            "executions-INITIAL_FORMS": "0",
+        },
+    )
+    assert response.status_code == 302, messages_of(response)
+    task = store.list_tasks().get(title="routed")
+    assert task.as_dict()["route"] == {"agent": "bob", "runtime": None, "labels": ["gpu"]}

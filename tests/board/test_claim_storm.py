@@ -75,3 +75,62 @@ def test_a_frozen_claimer_does_not_slow_another_process_claims(default_team, run
     assert max(a["seconds"] for a in answers) < 0.5
     held = set(Task.objects.filter(assignee_agent_id="other").values_list("id", flat=True))
     assert {a["claimed"] for a in answers} <= held
+
+
+# Four agents with different labels, runtimes and limits, and the routes the storm's
+# tasks carry (in turn): every route is taken by at least one of them.
+STORM_AGENTS = {
+    "gpu": {"runtime": "command", "labels": ["gpu"], "max_concurrent": 2},
+    "ssd": {"runtime": "command", "labels": ["ssd"], "max_concurrent": 3},
+    "both": {"runtime": "codex", "labels": ["gpu", "ssd"], "max_concurrent": 2},
+    "plain": {"runtime": "claude-code", "labels": [], "max_concurrent": 1},
+}
+STORM_ROUTES = [
+    None,
+    {"agent": "gpu"},
+    {"runtime": "codex"},
+    {"labels": ["gpu"]},
+    {"labels": ["ssd"]},
+    {"labels": ["gpu", "ssd"]},
+    {"runtime": "claude-code"},
+]
+
+
+def test_twelve_processes_of_four_routed_agents_take_only_their_tasks_within_limits(
+    default_team, race
+):
+    from board.store.ready import routes_to
+    from board.store.tasks import route_columns
+    from core import registry
+
+    for name, spec in STORM_AGENTS.items():
+        registry.create_agent(id=name, display_name=name, team="default", **spec)
+    ids = bulk_tasks(2000)
+    for i, task_id in enumerate(ids):
+        route = STORM_ROUTES[i % len(STORM_ROUTES)]
+        if route is not None:
+            Task.objects.filter(pk=task_id).update(
+                **route_columns({"labels": None, "agent": None, "runtime": None, **route})
+            )
+
+    names = list(STORM_AGENTS)
+    results = race(
+        [["route-drain", "--agent", names[i % 4]] for i in range(12)] + [["sample-held"]],
+        # What is raced is the route and the limit, not the write budget.
+        extra_env={"CLAWBOO_DB_WRITE_BUDGET_MS": "60000"},
+        timeout=600,
+    )
+
+    drains, sample = results[:12], results[12]
+    claimed = [(task_id, names[i % 4]) for i, r in enumerate(drains) for task_id in r["claimed"]]
+    assert len(claimed) == 2000
+    assert Counter(t for t, _ in claimed).most_common(1)[0][1] == 1  # each claimed once
+    assert {t for t, _ in claimed} == set(ids)
+    tasks = Task.objects.in_bulk(ids)
+    for task_id, agent in claimed:
+        spec = STORM_AGENTS[agent]
+        assert routes_to(tasks[task_id], agent, spec["runtime"], spec["labels"]), (task_id, agent)
+    assert set(Task.objects.values_list("status", flat=True)) == {"done"}
+    assert sample["samples"] > 1
+    for agent, most in sample["most"].items():
+        assert most <= STORM_AGENTS[agent]["max_concurrent"], (agent, most)

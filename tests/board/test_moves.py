@@ -63,8 +63,13 @@ def _holds(task_id: str, how: str) -> None:
 @pytest.mark.django_db
 @pytest.mark.parametrize("start", STATUSES)
 def test_no_human_move_leaves_in_progress_without_a_claim(default_team, start):
-    registry.create_agent(id="ada", display_name="Ada", team="default", runtime="command")
-    registry.create_agent(id="bob", display_name="Bob", team="default", runtime="human")
+    # Each walk holds many tasks in progress at once: no limit in the way.
+    registry.create_agent(
+        id="ada", display_name="Ada", team="default", runtime="command", max_concurrent=1000
+    )
+    registry.create_agent(
+        id="bob", display_name="Bob", team="default", runtime="human", max_concurrent=1000
+    )
     moved_into_progress = 0
     for first, do_first in HUMAN_MOVES.items():
         task, _ticket = task_in(start, title=f"{start} {first}")

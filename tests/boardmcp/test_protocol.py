@@ -70,7 +70,10 @@ class Board:
 def board() -> Board:
     registry.create_team("red")
     registry.create_team("blue")
-    registry.create_agent(id="ada", display_name="Ada", team="red", runtime="claude-code")
+    # Ada holds several tasks at once in these walks; the limit has tests of its own.
+    registry.create_agent(
+        id="ada", display_name="Ada", team="red", runtime="claude-code", max_concurrent=50
+    )
     registry.create_agent(id="bob", display_name="Bob", team="blue", runtime="codex")
     task = store.create_task(title="Ada's task", team="red").task.id
     other = store.create_task(title="Blue's task", team="blue").task.id

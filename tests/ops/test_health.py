@@ -32,7 +32,7 @@ def test_it_answers_200_without_authentication_when_every_part_beats(client):
     assert response.status_code == 200, response.json()
     body = response.json()
     assert body["status"] == "ok" and body["failing"] == []
-    assert set(body["parts"]) == {"database", "channels", "ticker", "workers", "qcluster"}
+    assert set(body["parts"]) == {"database", "channels", "ticker", "workers", "qcluster", "agents"}
     assert body["parts"]["channels"]["ok"] is True
 
 

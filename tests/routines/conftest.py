@@ -29,18 +29,31 @@ def team(db: None) -> str:
 @pytest.fixture
 def agent(team: str) -> Agent:
     # A command agent that succeeds at once: a one-shot fire runs the executor for real.
+    # Fires hold several tasks at once; the limit has tests of its own.
     return registry.create_agent(
-        id="ada", display_name="Ada", team=team, runtime="command", settings={"argv": ["true"]}
+        id="ada",
+        display_name="Ada",
+        team=team,
+        runtime="command",
+        settings={"argv": ["true"]},
+        max_concurrent=100,
     )
 
 
 @pytest.fixture
 def openclaw_agent(team: str) -> Agent:
-    return registry.create_agent(id="claw", display_name="Claw", team=team, runtime="openclaw")
+    return registry.create_agent(
+        id="claw", display_name="Claw", team=team, runtime="openclaw", max_concurrent=100
+    )
 
 
 @pytest.fixture
 def human_agent(team: str) -> Agent:
     return registry.create_agent(
-        id="hal", display_name="Hal", team=team, runtime="human", participant_kind="human"
+        id="hal",
+        display_name="Hal",
+        team=team,
+        runtime="human",
+        participant_kind="human",
+        max_concurrent=100,
     )

@@ -70,7 +70,10 @@ def kill(proc: subprocess.Popen[str]) -> None:
 @pytest.fixture
 def agent(database_url, clock):
     registry.ensure_team("ops", "Ops")
-    return registry.create_agent(id="ada", display_name="Ada", team="ops", runtime="command")
+    # 200 fires each claim a task for Ada: no limit in the way.
+    return registry.create_agent(
+        id="ada", display_name="Ada", team="ops", runtime="command", max_concurrent=1000
+    )
 
 
 def test_two_ticker_processes_fire_each_slot_exactly_once(agent, database_url, tmp_path):

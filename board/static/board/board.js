@@ -393,9 +393,25 @@ function blockedBy(task) {
   return typeof task.unmet_deps === "number" ? Math.min(task.unmet_deps, waiting) : waiting;
 }
 
+// A task's route in words: "agent ada · codex · gpu+ssd", or "" for anyone.
+function routeText(route) {
+  if (!route) return "";
+  return [route.agent ? `agent ${route.agent}` : null, route.runtime,
+    (route.labels || []).length ? route.labels.join("+") : null].filter(Boolean).join(" · ");
+}
+
+function routeBody(agent, runtime, labels) {
+  const list = String(labels || "").split(",").map((s) => s.trim()).filter(Boolean);
+  if (!agent && !runtime && !list.length) return null;
+  return { agent: agent || null, runtime: runtime || null, labels: list };
+}
+
 function badges(task) {
   const out = [];
   const status = task.status;
+  if (task.route) {
+    out.push(el("span", { class: "pill route", title: "routed to " + routeText(task.route) }, "→ " + routeText(task.route)));
+  }
   for (const name of task.labels || []) {
     out.push(el("span", { class: "pill label", "data-label": name, title: `label ${name}` }, name));
   }
@@ -1047,6 +1063,8 @@ async function renderDetail(task) {
       el("dt", {}, "id"), el("dd", {}, task.id),
       el("dt", {}, "assignee"), el("dd", {}, task.assignee_agent_id || "—"),
       el("dt", {}, "labels"), el("dd", {}, (task.labels || []).join(", ") || "—"),
+      el("dt", {}, "route"), el("dd", {}, routeText(task.route) || "any agent of the team", " ",
+        el("button", { type: "button", class: "btn ghost small", onclick: () => editRoute(task) }, "Edit route")),
       el("dt", {}, "attempts"), el("dd", {}, `${task.attempts}${task.max_attempts ? " / " + task.max_attempts : ""}`),
       el("dt", {}, "depends on"), el("dd", {}, (task.depends_on || []).map((id) => {
         const dep = tasks.get(id);
@@ -1207,6 +1225,62 @@ function commentForm(task) {
   });
   return form;
 }
+
+// The route of a task, edited in the ask dialog: agent, runtime, the agent's labels.
+async function editRoute(task) {
+  const route = task.route || {};
+  const fields = el("div", { class: "row" },
+    el("label", {}, "Agent ", el("input", { name: "agent", list: "agent-options", value: route.agent || "" })),
+    el("label", {}, "Runtime ", el("input", { name: "runtime", value: route.runtime || "" })),
+    el("label", {}, "Agent labels ", el("input", { name: "labels", value: (route.labels || []).join(", ") })));
+  const dialog = $("#ask");
+  $("#ask-title").textContent = `Route of "${task.title}"`;
+  $("#ask-body").replaceChildren(fields);
+  $("#ask-error").textContent = "";
+  dialog.showModal();
+  const answer = await new Promise((resolve) => dialog.addEventListener("close", () => resolve(dialog.returnValue), { once: true }));
+  if (answer !== "ok") return;
+  const get = (name) => fields.querySelector(`[name=${name}]`).value.trim();
+  try {
+    const patched = await api("PATCH", `/api/board/tasks/${enc(task.id)}`, { route: routeBody(get("agent"), get("runtime"), get("labels")) });
+    upsert(patched);
+    renderDetailIfShown(true);
+  } catch (err) {
+    toast(`Could not route "${task.title}": ${err.message}`, "bad");
+  }
+}
+
+// --- the team's agents: state, health, pause and resume -------------------------------
+
+async function renderAgents() {
+  const all = await api("GET", "/api/agents").catch(() => null);
+  if (all === null) return;
+  agents = all.filter((a) => a.team === team);
+  $("#agent-options").replaceChildren(...agents.map((a) => el("option", { value: a.id }, a.display_name)));
+  $("#agents").replaceChildren(...agents.map((a) => {
+    const why = a.state === "unhealthy" ? (a.health || {}).detail : a.state_reason;
+    const act = a.state === "paused"
+      ? el("button", { type: "button", class: "btn ghost small", onclick: () => agentAction(a, "resume") }, "Resume")
+      : el("button", { type: "button", class: "btn ghost small", onclick: () => agentAction(a, "pause") }, "Pause");
+    return el("li", { class: `agent state-${a.state}`, "data-agent": a.id },
+      el("strong", {}, a.display_name), ` ${a.runtime} `,
+      el("span", { class: `badge ${a.state === "active" ? "ok" : "bad"} agent-state`, title: why || a.state }, a.state),
+      (a.labels || []).length ? el("span", { class: "muted" }, ` ${a.labels.join(", ")}`) : "",
+      " ", act);
+  }));
+}
+
+async function agentAction(agent, action) {
+  try {
+    await api("POST", `/api/agents/${enc(agent.id)}/${action}`, action === "pause" ? { reason: "paused from the board" } : {});
+  } catch (err) {
+    toast(`Could not ${action} ${agent.display_name}: ${err.message}`, "bad");
+  }
+  renderAgents();
+}
+
+renderAgents();
+setInterval(renderAgents, 15000);
 
 function select(id) {
   const before = selected;
@@ -1468,6 +1542,8 @@ $("#new-task-form").addEventListener("submit", async (e) => {
     priority: parseInt(data.get("priority") || "0", 10),
     labels: String(data.get("labels") || "").split(",").map((s) => s.trim()).filter(Boolean),
   };
+  const route = routeBody(data.get("route_agent"), data.get("route_runtime"), data.get("route_labels"));
+  if (route) body.route = route;
   if (data.get("backlog")) body.status = "backlog";
   // What judges the work: the server holds it to the staff/allowlist rule (403).
   const verify = String(data.get("verify_cmd") || "").trim();

@@ -1,0 +1,112 @@
+"""Error classes and the breaker: a failing agent stops itself (GOVERNANCE §2).
+
+:func:`classify` names why a run failed from what its adapter returned;
+:func:`after_run` counts the agent's consecutive failed runs (and file-mutating
+runs that changed nothing) and, at ``CLAWBOO_BREAKER_FAILURES`` (3), pauses it
+with the reason: the work it had claimed but not started goes back to ``todo``
+and one ``agent_paused`` notification goes out (:func:`board.store.pause_agent`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+
+from board import store
+from core import registry
+from executor.runtimes import RunResult
+
+ERROR_CLASSES = (
+    "rate_limited",
+    "timeout",
+    "auth",
+    "provider_error",
+    "environment",
+    "context_overflow",
+    "invalid_args",
+    "budget",
+    "breaker",
+    "cancelled",
+    "unknown",
+)
+# Failures that say nothing about the agent: a person or a budget stopped the run.
+NOT_COUNTED = frozenset({"cancelled", "budget"})
+DEFAULT_FAILURES = 3
+
+# First match wins; matched against the adapter's error and the log's tail.
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE))
+    for name, pattern in (
+        (
+            "environment",
+            r"not found on PATH|no such file|command not found|ENOENT|"
+            r"permission denied|no space left|not a git repository|bad \S+ settings|"
+            r"gateway is not configured|gateway unreachable|dispatch failed",
+        ),
+        ("rate_limited", r"rate.?limit|too many requests|\b429\b|quota"),
+        (
+            "auth",
+            r"unauthori[sz]ed|authentication|invalid api key|\b401\b|\b403\b|"
+            r"not logged in|login required|credential",
+        ),
+        (
+            "context_overflow",
+            r"context (length|window)|prompt is too long|too many tokens|"
+            r"maximum context",
+        ),
+        (
+            "invalid_args",
+            r"unknown (option|argument|flag)|invalid argument|usage:|"
+            r"unrecognized arguments",
+        ),
+        (
+            "provider_error",
+            r"overloaded|internal server error|\b5\d\d\b|service unavailable|"
+            r"bad gateway|upstream",
+        ),
+    )
+)
+
+
+def classify(result: RunResult | None, error: str | None = None) -> str:
+    """The error class of a failed run (``result`` None: the executor itself failed)."""
+    if result is not None:
+        if result.outcome == "timed_out":
+            return "timeout"
+        if result.outcome == "cancelled":
+            return "cancelled"
+    text = " ".join(
+        part
+        for part in (
+            error,
+            result.error if result is not None else None,
+            (result.log_tail or "")[-2000:] if result is not None else None,
+        )
+        if part
+    )
+    for name, pattern in _PATTERNS:
+        if pattern.search(text):
+            return name
+    return "unknown"
+
+
+def failures_to_trip() -> int:
+    return int(getattr(settings, "CLAWBOO_BREAKER_FAILURES", DEFAULT_FAILURES))
+
+
+def counts(error_class: str | None) -> bool:
+    """Whether a run that ended with ``error_class`` counts toward the breaker."""
+    return error_class is not None and error_class not in NOT_COUNTED
+
+
+def after_run(agent_id: str, *, failed: bool, detail: str = "") -> bool:
+    """Count one finished run of ``agent_id`` (``failed``: it failed or changed
+    nothing it should have); True when this run tripped the breaker."""
+    count = registry.count_run(agent_id, failed=failed)
+    limit = failures_to_trip()
+    if not failed or count < limit:
+        return False
+    reason = f"breaker: {count} consecutive failed runs" + (f"; last: {detail}" if detail else "")
+    store.pause_agent(agent_id, reason[:2000], by="breaker")
+    return True

@@ -1,0 +1,176 @@
+"""A broken agent never eats the queue: preflight health, error classes, the breaker
+(GOVERNANCE §2), on real subprocesses."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from board import store
+from board.models import ExecutionProcess, Task
+from core import registry
+from core.models import Agent
+from executor import breakers, health
+from executor.runner import Executor
+from executor.runtimes import RunResult
+from ops import notify
+from ops.models import NotificationDelivery
+
+
+def tasks(n: int) -> list[str]:
+    return [store.create_task(title=f"t{i}", file_mutating=False).task.id for i in range(n)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_whose_runs_exit_3_is_paused_after_n_failures_with_one_notification(
+    settings,
+):
+    settings.CLAWBOO_BREAKER_FAILURES = 3
+    notify.create_channel("default", "hook", "webhook", url="http://127.0.0.1:9/hook")
+    registry.create_agent(
+        id="broken",
+        display_name="Broken",
+        team="default",
+        runtime="command",
+        settings={"argv": [sys.executable, "-c", "import sys; sys.exit(3)"]},
+    )
+    ids = tasks(6)
+    executor = Executor("broken")
+
+    reports = [executor.work_once() for _ in range(8)]
+
+    assert [r.outcome for r in reports[:3]] == ["failed"] * 3
+    assert all(r.outcome == "refused" for r in reports[3:])
+    agent = Agent.objects.get(pk="broken")
+    assert agent.state == "paused" and "3 consecutive failed runs" in agent.state_reason
+    assert agent.paused_by == "breaker" and agent.paused_at is not None
+    touched = Task.objects.filter(pk__in=ids, attempts__gt=0)
+    assert touched.count() <= settings.CLAWBOO_BREAKER_FAILURES
+    assert set(Task.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"todo"}
+    assert set(ExecutionProcess.objects.values_list("error_class", flat=True)) == {"unknown"}
+    deliveries = list(NotificationDelivery.objects.values_list("reason", flat=True))
+    assert deliveries == ["agent_paused"]
+    # Paused by any door: the API's claim answers agent_paused.
+    assert store.claim(ids[-1], "broken").outcome == "agent_paused"
+
+    registry.resume_agent("broken", by="op")
+    resumed = Agent.objects.get(pk="broken")
+    assert (resumed.state, resumed.breaker_failures) == ("active", 0)
+
+
+@pytest.mark.django_db
+def test_pausing_hands_back_claimed_but_unstarted_work_to_todo(default_team):
+    registry.create_agent(
+        id="ada", display_name="Ada", team="default", runtime="command", max_concurrent=3
+    )
+    first, second = tasks(2)
+    assert store.claim(first, "ada").ok and store.claim(second, "ada").ok
+    store.open_execution(second, store.ticket_of(store.get_task(second)), runtime="command")
+
+    agent, handed_back = store.pause_agent("ada", "going home", by="op")
+
+    assert handed_back == [first] and agent.state_reason == "going home"
+    assert store.get_task(first).status == "todo"
+    assert store.get_task(second).status == "in_progress"  # started: it runs on
+    assert store.pause_agent("ada", "again", by="op")[1] == []
+
+
+@pytest.mark.django_db
+def test_an_agent_whose_binary_is_missing_claims_nothing_until_it_is_installed(
+    default_team, settings, tmp_path: Path
+):
+    settings.CLAWBOO_HEALTH_PROBE_MS = 200
+    binary = tmp_path / "bin" / "do-work"
+    registry.create_agent(
+        id="ada",
+        display_name="Ada",
+        team="default",
+        runtime="command",
+        settings={"argv": [str(binary)]},
+    )
+    ids = tasks(5)
+    executor = Executor("ada")
+
+    refused = executor.work_once()
+
+    assert refused.outcome == "refused" and "not found" in (refused.error or "")
+    agent = Agent.objects.get(pk="ada")
+    assert agent.dispatch_state == "unhealthy" and "not found" in agent.health_detail
+    assert store.claim(ids[0], "ada").outcome == "agent_paused"
+    assert set(Task.objects.values_list("status", flat=True)) == {"todo"}
+
+    binary.parent.mkdir()
+    binary.write_text(f"#!{sys.executable}\nprint('done')\n")
+    binary.chmod(0o755)
+    deadline = time.monotonic() + 10
+    report = executor.work_once()
+    while report.outcome == "refused" and time.monotonic() < deadline:
+        report = executor.work_once()
+    assert report.outcome == "succeeded"
+    assert Agent.objects.get(pk="ada").health_ok is True
+
+
+@pytest.mark.django_db
+def test_a_cli_that_does_not_answer_its_version_probe_is_unhealthy(
+    default_team, settings, tmp_path: Path
+):
+    settings.CLAWBOO_HEALTH_VERSION_PROBE = True
+    fake = tmp_path / "claude"
+    fake.write_text("#!/bin/sh\necho 'broken install' >&2\nexit 2\n")
+    fake.chmod(0o755)
+    agent = registry.create_agent(
+        id="cc",
+        display_name="CC",
+        team="default",
+        runtime="claude-code",
+        settings={"binary": str(fake)},
+    )
+    verdict = health.check(agent)
+    assert not verdict.ok and "exited 2" in verdict.detail
+    fake.write_text("#!/bin/sh\necho '2.1.0 (Claude Code)'\n")
+    assert health.check(agent).ok
+
+
+@pytest.mark.django_db
+def test_a_person_and_a_runtime_this_executor_does_not_run_take_nothing(default_team):
+    registry.create_agent(
+        id="hal", display_name="Hal", team="default", runtime="human", participant_kind="human"
+    )
+    [task] = tasks(1)
+    assert Executor("hal").work_once().outcome == "refused"
+    assert store.get_task(task).status == "todo"
+    # Switched to a person after its executor started: still nothing claimed.
+    registry.create_agent(
+        id="ada",
+        display_name="Ada",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"]},
+    )
+    executor = Executor("ada")
+    registry.update_agent("ada", {"runtime": "human", "settings": {}})
+    assert executor.work_once().outcome == "refused"
+    assert store.get_task(task).status == "todo"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "error", "expected"),
+    [
+        ("failed", "claude not found on PATH", "environment"),
+        ("failed", "API Error: 429 rate_limit_error", "rate_limited"),
+        ("failed", "Invalid API key · Please run /login", "auth"),
+        ("failed", "prompt is too long: 210000 tokens", "context_overflow"),
+        ("failed", "error: unknown option '--frobnicate'", "invalid_args"),
+        ("failed", "API Error: 529 overloaded_error", "provider_error"),
+        ("timed_out", "run timed out", "timeout"),
+        ("cancelled", "cancelled", "cancelled"),
+        ("failed", "exit code 3", "unknown"),
+    ],
+)
+def test_every_failed_run_gets_an_error_class(outcome, error, expected):
+    result = RunResult(outcome=outcome, error=error)
+    assert breakers.classify(result) == expected
+    assert expected in breakers.ERROR_CLASSES
