@@ -28,7 +28,7 @@ from typing import Any
 from django.conf import settings
 
 from board import ceilings, store
-from board.errors import BudgetPaused, ClaimConflict, DepthExceeded
+from board.errors import ClaimConflict, DepthExceeded
 from board.models import Task
 from board.store import spend as spend_store
 from boardmcp import credentials as mcp_credentials
@@ -205,17 +205,17 @@ class Executor:
                 started.task.id, started.ticket, report=report, execution_id=started.execution.id
             )
         leased_at = time.monotonic()
-        try:
-            with _Clock(report).phase("board"):
-                claimed = store.claim_next(
-                    self.agent.id,
-                    runtime=self.agent.runtime,
-                    team=team or self.agent.team_id,
-                    lease_ms=self.lease_ms,
-                )
-        except BudgetPaused as paused:
-            # Waits like a refusal: a resume or a new window is a board change.
-            report.outcome, report.error = "refused", paused.detail
+        with _Clock(report).phase("board"):
+            claimed = store.claim_next(
+                self.agent.id,
+                runtime=self.agent.runtime,
+                team=team or self.agent.team_id,
+                lease_ms=self.lease_ms,
+            )
+        if claimed is not None and not claimed.ok:
+            # agent_paused, budget_paused: waits like a refusal (a resume or a new
+            # window is a board change that wakes it).
+            report.outcome, report.error = "refused", claimed.detail
             return report
         if claimed is None or claimed.task is None or claimed.ticket is None:
             return report

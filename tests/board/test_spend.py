@@ -80,8 +80,10 @@ def test_crossings_notify_once_per_window_and_a_cap_pauses_the_claim(default_tea
     assert (body["spent_cents"], body["status"]) == (110, "paused")
     with pytest.raises(BudgetPaused):
         store.claim(tasks[4].id, "ada", "command").raise_for_outcome(tasks[4].id)
+    refused = store.claim_next("ada", team="default")
+    assert refused is not None and refused.outcome == "budget_paused"
     with pytest.raises(BudgetPaused):
-        store.claim_next("ada", team="default")
+        refused.raise_for_outcome("")
     assert store.get_task(tasks[4].id).status == "todo"
     # A new day is a new window: spent from nothing, no pause, crossings re-armed.
     with time_machine.travel(store.now() + dt.timedelta(days=1), tick=False):
