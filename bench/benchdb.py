@@ -35,7 +35,8 @@ TASK_COLUMNS = (
     "id, team_id, title, description, goal, context, status, priority, labels, metadata, "
     "attempts, abandonments, scheduled_by, file_mutating, cost_tokens, cost_cents, dropped, "
     "revision, write_log, write_log_truncated, incarnation_id, create_fingerprint, "
-    "created_at, updated_at, lease_until, parent_task_id, unmet_deps"
+    "created_at, updated_at, lease_until, parent_task_id, unmet_deps, tree_cost_tokens, "
+    "tree_cost_cents"
 )
 
 
@@ -127,7 +128,7 @@ class BenchDB:
             task_id, "default", f"task {task_id}", "", "", "", status, priority, "[]", "{}",
             0, 0, "manual", True, 0, 0, False, 1, "[]", False, secrets.token_hex(8), "",
             self.stamp(created_at), self.stamp(created_at), self.stamp(lease_until), parent,
-            unmet_deps,
+            unmet_deps, 0, 0,
         )  # fmt: skip
 
     def insert(self, table: str, columns: str, rows: Iterable[Sequence[Any]]) -> None:

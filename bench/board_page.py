@@ -146,8 +146,8 @@ def seed(db: BenchDB, total: int, done: int) -> float:
         mark = "?" if db.backend == "sqlite" else "%s"
         for team, name in (("tiny", "Tiny team"), ("fresh", "Fresh team")):
             conn.execute(
-                f"INSERT INTO teams (id, name, last_event_seq, created_at) "  # noqa: S608
-                f"VALUES ({mark}, {mark}, 0, {mark})",
+                "INSERT INTO teams (id, name, last_event_seq, approval_required, created_at) "
+                f"VALUES ({mark}, {mark}, 0, FALSE, {mark})",  # noqa: S608
                 (team, name, now),
             )
     finally:

@@ -984,13 +984,19 @@ class ExecutionLogView(APIView):
             **with_errors({}, "not_found"),
         },
     )
-    def get(self, request: Request, task_id: str, execution_id: int) -> HttpResponse:
+    def get(self, request: Request, task_id: str, execution_id: str) -> HttpResponse:
         task = visible_task(request.user, task_id)
-        if not store.list_executions(task_id).filter(pk=execution_id).exists():
+        # A str in the path (not <int:>), so an anonymous caller is told 401 before
+        # anything about the path is judged.
+        if (
+            not execution_id.isdigit()
+            or not store.list_executions(task_id).filter(pk=int(execution_id)).exists()
+        ):
             raise NotFound(f"task {task_id!r} has no execution {execution_id}")
-        if not runlogs.exists(task.team_id, task.id, execution_id):
+        run = int(execution_id)
+        if not runlogs.exists(task.team_id, task.id, run):
             raise NotFound(f"execution {execution_id} has no log (none kept, or pruned)")
-        text = runlogs.read(task.team_id, task.id, execution_id)
+        text = runlogs.read(task.team_id, task.id, run)
         response = HttpResponse(text, content_type="text/plain; charset=utf-8")
         response["Content-Disposition"] = (
             f'attachment; filename="{task_id}-execution-{execution_id}.log"'

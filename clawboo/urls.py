@@ -40,7 +40,7 @@ board_patterns: list[URLPattern | URLResolver] = [
     path("tasks/<str:task_id>/comments", board_api.CommentsView.as_view()),
     path("tasks/<str:task_id>/executions", board_api.ExecutionsView.as_view()),
     path(
-        "tasks/<str:task_id>/executions/<int:execution_id>/log",
+        "tasks/<str:task_id>/executions/<str:execution_id>/log",
         board_api.ExecutionLogView.as_view(),
     ),
     path("tasks/<str:task_id>/workspace", worktree_api.WorkspaceView.as_view()),

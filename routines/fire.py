@@ -200,6 +200,21 @@ def run_executor(routine: Routine, agent: Agent, task: Task, ticket: str) -> Non
     )
 
 
+# A fire whose claim is refused for a reason that passes (someone else holds the
+# task; it waits for a person's approval; its agent is busy at its max_concurrent,
+# paused or unhealthy; a cap budget is spent; it is routed to another agent) leaves
+# the task on the board, where the executor's workers take it once they may: the
+# fire is satisfied, and the routine does not halt in error.
+WAITS_ON_THE_BOARD = (
+    "conflict",
+    "approval_required",
+    "limit_reached",
+    "agent_paused",
+    "budget_paused",
+    "not_routed",
+)
+
+
 def dispatch_one_shot(routine: Routine, agent: Agent, task: Task, slot_at: int) -> DispatchResult:
     """Claim the board task for the agent and hand it to the executor seam.
 
@@ -207,14 +222,11 @@ def dispatch_one_shot(routine: Routine, agent: Agent, task: Task, slot_at: int) 
     is happening; the fire is recorded ``satisfied``, never retried.
     """
     claim = board_store.claim(task.id, agent.id, agent.runtime)
-    if claim.outcome in ("conflict", "approval_required"):
-        # approval_required: the task waits on the board for a person (GOVERNANCE §5);
-        # once approved, the executor's workers take it like any ready task.
+    if claim.outcome in WAITS_ON_THE_BOARD:
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="one-shot")
     if claim.outcome == "not_found":
         raise FireFailed(f"task {task.id!r} vanished before it could be claimed")
     if claim.outcome != "ok" or claim.ticket is None:
-        # Paused, unhealthy, routed elsewhere, at its limit: the fire says why.
         raise FireFailed(f"the claim was refused ({claim.outcome}): {claim.detail}")
     run_executor(routine, agent, claim.task or task, claim.ticket)
     return DispatchResult(slot_at, FireOutcome.DISPATCHED, task.id, path="one-shot")
@@ -238,12 +250,11 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
     if gateway.configured() is None:
         raise FireFailed(gateway.NOT_CONFIGURED)
     claim = board_store.claim(task.id, agent.id, agent.runtime)
-    if claim.outcome in ("conflict", "approval_required"):
+    if claim.outcome in WAITS_ON_THE_BOARD:
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="connected")
     if claim.outcome == "not_found":
         raise FireFailed(f"task {task.id!r} vanished before it could be claimed")
     if claim.outcome != "ok" or claim.ticket is None:
-        # Paused, unhealthy, routed elsewhere, at its limit: the fire says why.
         raise FireFailed(f"the claim was refused ({claim.outcome}): {claim.detail}")
     ticket = claim.ticket
     watchdog_ms = openclaw_timeout_ms()

@@ -44,6 +44,7 @@ def operator(settings, monkeypatch):
         runtime="command",
         settings={"argv": ["true"]},
         owner=user,
+        max_concurrent=5,  # the board's cases hold a few tasks as one agent
     )
     return Token.objects.create(user=user).key
 

@@ -91,7 +91,9 @@ def test_two_ticker_processes_fire_each_slot_exactly_once(agent, database_url, t
     fires = list(RoutineFire.objects.values_list("routine_id", "slot_at", "outcome"))
     assert len(fires) == 200  # none missed, none twice (the unique constraint holds)
     assert {rid: slot for rid, slot, _ in fires} == expected
-    assert {outcome for *_, outcome in fires} == {"dispatched"}
+    # Each fire claimed its task and ran it, or -- once the breaker paused Ada, whose
+    # stand-in runs fail -- left it on the board for when she is resumed.
+    assert {outcome for *_, outcome in fires} <= {"dispatched", "satisfied"}
     assert Task.objects.filter(scheduled_by="clawboo").count() == 200
     assert set(Routine.objects.values_list("status", flat=True)) == {"idle"}
 
