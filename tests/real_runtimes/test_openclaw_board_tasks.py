@@ -63,10 +63,11 @@ def test_an_ordinary_task_routed_to_an_openclaw_agent_is_worked_over_the_gateway
     assert done.status == "done"
     assert done.output["summary"] == "DONE: wrote the file."
     [execution] = ExecutionProcess.objects.filter(task_id=task.id)
+    # A run that went well has no error class (blank).
     assert (execution.status, execution.runtime, execution.error_class) == (
         "succeeded",
         "openclaw",
-        None,
+        "",
     )
     assert (gateway.workspace / "hello.txt").read_text() == "hello from the fake model\n"
 
