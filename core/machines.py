@@ -6,7 +6,9 @@ stored; the key itself is returned once, by :func:`mint`.
 
 from __future__ import annotations
 
+import binascii
 import hashlib
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +19,13 @@ from core import registry, storage
 from core.errors import ValidationFailed
 from core.models import Agent, MachineToken
 
+# Every key this product mints (user, agent and machine keys): 160 random bits as hex.
+KEY_LENGTH = 40
+
+
+def new_key() -> str:
+    return binascii.hexlify(os.urandom(KEY_LENGTH // 2)).decode()
+
 
 def key_hash(key: str) -> str:
     # A plain digest is enough: the key is 160 random bits, not a guessable password.
@@ -25,8 +34,6 @@ def key_hash(key: str) -> str:
 
 def mint(host: str, agent_ids: Sequence[str], created_by: Any = None) -> tuple[MachineToken, str]:
     """A new token for ``host`` bound to ``agent_ids``, and its key (shown once)."""
-    from core.api.auth import new_key
-
     host = host.strip()
     if not host or len(host) > 200:
         raise ValidationFailed("host", "a host name of 1 to 200 characters")

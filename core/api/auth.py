@@ -6,19 +6,12 @@ agents it is bound to only."""
 
 from __future__ import annotations
 
-import binascii
-import os
 from typing import Any
 
 from rest_framework import authentication, exceptions
 
+from core.machines import KEY_LENGTH
 from core.models import AgentToken, MachineToken
-
-KEY_LENGTH = 40
-
-
-def new_key() -> str:
-    return binascii.hexlify(os.urandom(KEY_LENGTH // 2)).decode()
 
 
 def user_and_token(key: str) -> tuple[Any, Any] | None:

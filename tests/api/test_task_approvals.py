@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from board import store
 from core import chat, registry
-from core.api.auth import new_key
+from core.machines import new_key
 from core.models import AgentToken, Event
 from routines import fire as routine_fire
 from tests.api.conftest import make_client

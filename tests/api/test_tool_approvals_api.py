@@ -11,7 +11,7 @@ from board import store
 from board.models import ToolApproval
 from board.store.tool_approvals import mask
 from core import registry
-from core.api.auth import new_key
+from core.machines import new_key
 from core.models import AgentToken, Event
 from tests.api.conftest import make_client
 

@@ -429,7 +429,7 @@ def test_stdio_for_an_unknown_agent_exits_with_one_line(database_url: str, tmp_p
 def test_a_token_minted_for_an_agent_acts_as_that_agent_in_its_team(
     http_connect: Connect, board: Board, django_user_model: Any
 ) -> None:
-    from core.api.auth import new_key
+    from core.machines import new_key
     from core.models import AgentToken
 
     owner = django_user_model.objects.create_user("olga")

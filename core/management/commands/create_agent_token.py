@@ -17,8 +17,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rest_framework.authtoken.models import Token
 
 from core import registry, storage
-from core.api.auth import new_key
 from core.errors import ClawbooError
+from core.machines import new_key
 from core.models import Agent, AgentToken, Runtime
 
 
