@@ -191,7 +191,9 @@ function renderColumn(status) {
   }
   col.node.dataset.loading = col.next === undefined ? "true" : "false";
   if (status === NEEDS) {
-    const empty = !(col.ids.size || col.count);
+    // The cards decide once the column is wholly loaded; the total (which a live
+    // frame and the counts' answer can both have counted) only while pages remain.
+    const empty = !(col.ids.size || (col.next && col.count));
     col.node.hidden = empty;
     if (col.tab) col.tab.hidden = empty;
   }
