@@ -155,7 +155,9 @@ def test_a_dragged_card_moves_for_everyone_and_a_refused_drop_snaps_back_saying_
         # A cancelled card waits on nothing: no "blocked by" on it.
         assert "blocked by 1" in card_in(page, "todo", form.id).inner_text()
         store.transition(form.id, "cancelled")
-        card_in(page, "cancelled", form.id).wait_for(timeout=3_000)
+        # A change made outside the page arrives by the live path (on PostgreSQL:
+        # LISTEN/NOTIFY, then Redis): a wider deadline than a click's own answer.
+        card_in(page, "cancelled", form.id).wait_for(timeout=10_000)
         assert "blocked by" not in card_in(page, "cancelled", form.id).inner_text()
         browser.close()
 
