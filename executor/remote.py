@@ -175,6 +175,7 @@ class Worker:
         self.running: list[str] = []
         self.revoked = threading.Event()
         self.wake = threading.Event()
+        self.paused: dict[str, Any] = {}  # agent → why its claims are refused now
 
     # --- the loop -------------------------------------------------------------
 
@@ -238,7 +239,19 @@ class Worker:
         claim: dict[str, Any] = {"agent_id": agent_id}
         if self.lease_ms:
             claim["lease_ms"] = self.lease_ms
-        status, claimed = self.api.call("POST", "/api/board/claim-next", claim)
+        try:
+            status, claimed = self.api.call("POST", "/api/board/claim-next", claim)
+        except ApiError as exc:
+            refusal = exc.body.get("error") if isinstance(exc.body, dict) else None
+            if exc.status != 409 or refusal not in ("agent_paused", "budget_paused"):
+                raise
+            # A pause is waited out, as the local executor does: its resume (or a
+            # new budget window) is a board change, which wakes this worker.
+            if self.paused.get(agent_id) != exc.body.get("detail"):
+                log.info("agent %s takes no work now: %s", agent_id, exc.body.get("detail"))
+            self.paused[agent_id] = exc.body.get("detail")
+            return False
+        self.paused.pop(agent_id, None)
         if status == 204 or not claimed:
             return False
         task, ticket = claimed["task"], claimed["ticket"]
