@@ -62,6 +62,16 @@ UsageAnswer = inline_serializer(
         "reason": serializers.CharField(allow_null=True),
         "cost_cents": serializers.IntegerField(),
         "cost_status": serializers.ChoiceField(choices=["reported", "estimated", "unknown"]),
+        "max_run_cents": serializers.IntegerField(
+            allow_null=True, help_text="the run's ceiling (null: none)"
+        ),
+        "rates": serializers.DictField(
+            child=serializers.FloatField(),
+            allow_null=True,
+            help_text="the reported model's price (cents per million tokens: in, out, "
+            "cache_read, cache_write), so the worker stops the run at the report that "
+            "reaches its ceiling; null: the model is not priced",
+        ),
     },
 )
 CloseBody = inline_serializer(
@@ -116,18 +126,26 @@ class ExecutionUsageView(APIView):
     def post(self, request: Request, task_id: str, execution_id: str) -> Response:
         """A running remote run's usage so far (running totals), written and checked
         as a local run's: ``stop`` true when it reached its ``max_run_cents`` or a cap
-        budget over it is paused -- the worker cancels the run and closes it."""
+        budget over it is paused -- the worker cancels the run and closes it. The
+        answer also gives the ceiling and the model's rates, with which the worker
+        prices its next reports itself and stops the run at the one that reaches the
+        ceiling (the close confirms it from the final usage)."""
         act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, UsageBody)
         run = store.claimed_execution(task_id, _execution_id(execution_id), body["ticket"])
-        usage = pricing.usage_of(_tokens(body))
-        why = spending.record(run.id, usage, _ceiling(task_id, run.agent_id))
+        tokens = _tokens(body)
+        usage = pricing.usage_of(tokens)
+        ceiling = _ceiling(task_id, run.agent_id)
+        why = spending.record(run.id, usage, ceiling)
+        rates = pricing.rates_for(tokens.model)
         return Response(
             {
                 "stop": why is not None,
                 "reason": why,
                 "cost_cents": usage.cost_cents,
                 "cost_status": usage.cost_status,
+                "max_run_cents": ceiling,
+                "rates": None if rates is None else {k: float(v) for k, v in rates.items()},
             }
         )
 

@@ -32,11 +32,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from executor import pricing
 from executor.runtimes.base import RunHandle, RunRequest, RunResult, UsageSoFar, start_run
 from executor.runtimes.registry import adapter_for, capabilities
 
@@ -389,6 +390,9 @@ class Worker:
         handle: RunHandle | None = None
         try:
             handle = start_run(adapter_for(agent["runtime"]), request, on_output=report.output)
+            report.cancel = handle.cancel
+            if report.stop is not None:  # reached before the handle was known
+                handle.cancel()
             due = time.monotonic() + self.heartbeat_s  # the claim just set the lease
             cancelled = False
             while not handle.done():
@@ -476,6 +480,11 @@ class RunReport:
         self._usage_lock = threading.Lock()
         self._usage: UsageSoFar | None = None
         self._last_usage: UsageSoFar | None = None
+        # What the server's answers said: the run's ceiling, each model's rates.
+        self._ceiling: int | None = None
+        self._rates: dict[str | None, dict[str, Any] | None] = {}
+        # Stops the run (set once it is started).
+        self.cancel: Callable[[], None] | None = None
         self._cond = threading.Condition()
         self._lines: deque[tuple[str, str]] = deque()
         self._chars = 0
@@ -520,6 +529,7 @@ class RunReport:
         with self._usage_lock:
             self._usage = self._last_usage = usage
         self.reported.set()
+        self._check_ceiling(usage)
 
     # --- from the run's loop ----------------------------------------------------
 
@@ -528,7 +538,7 @@ class RunReport:
         with self._usage_lock:
             usage, self._usage = self._usage, None
             self.reported.clear()
-        if usage is None:
+        if usage is None or self.stop is not None:  # the close carries the totals
             return
         try:
             _, answer = self.api.call(
@@ -543,9 +553,38 @@ class RunReport:
         except OSError as exc:  # the next report carries the totals again
             log.warning("usage report: %s", exc)
             return
-        if answer.get("stop") and self.stop is None:
-            self.stop = str(answer.get("reason") or "stopped for spend")
-            log.info("execution %s: %s", self.execution_id, self.stop)
+        with self._usage_lock:
+            ceiling = answer.get("max_run_cents")
+            self._ceiling = ceiling if isinstance(ceiling, int) else None
+            rates = answer.get("rates")
+            self._rates[usage.model] = rates if isinstance(rates, dict) else None
+        if answer.get("stop"):
+            self._stopped(str(answer.get("reason") or "stopped for spend"))
+        elif self._last_usage is not None:
+            self._check_ceiling(self._last_usage)  # a report that came meanwhile
+
+    def _check_ceiling(self, usage: UsageSoFar) -> None:
+        """Price the report with what the server said (the ceiling, the model's
+        rates) and stop the run at the one that reaches its ceiling, on the reader's
+        thread, as the local executor does: not a server round-trip later."""
+        with self._usage_lock:
+            ceiling, known = self._ceiling, usage.model in self._rates
+            rates = self._rates.get(usage.model)
+        if ceiling is None or (usage.cost_cents is None and not known):
+            return
+        cents = pricing.running_cents(pricing.Tokens(**usage.__dict__), rates)
+        if cents is not None and cents >= ceiling:
+            self._stopped(f"the run cost {cents}¢, reaching its ceiling of {ceiling}¢")
+
+    def _stopped(self, why: str) -> None:
+        with self._usage_lock:
+            if self.stop is not None:
+                return
+            self.stop = why
+        log.info("execution %s stopped: %s", self.execution_id, why)
+        if self.cancel is not None:
+            self.cancel()
+        self.reported.set()
 
     def close(self, result: RunResult | None, error: str | None) -> dict[str, Any] | None:
         """Send the rest of the log, then close the execution with the run's end

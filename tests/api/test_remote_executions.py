@@ -66,7 +66,11 @@ def test_a_remote_run_opens_reports_usage_and_closes_with_its_cost(fleet):
     usage = {"ticket": ticket, "tokens_in": 100_000, "tokens_out": 10, "model": "claude-opus-5-5"}
     answer = client.post(f"{base}/usage", usage, format="json").json()
     # 100000 × 400 / 1e6 + 10 × 2000 / 1e6 = 40.02¢, priced by the server's table.
-    assert answer == {"stop": False, "reason": None, "cost_cents": 40, "cost_status": "estimated"}
+    assert answer["stop"] is False and answer["reason"] is None
+    assert (answer["cost_cents"], answer["cost_status"]) == (40, "estimated")
+    # What the worker needs to stop the run at its ceiling by itself: none here.
+    assert answer["max_run_cents"] is None
+    assert answer["rates"] == {"in": 400, "out": 2000, "cache_read": 40, "cache_write": 500}
     assert store.get_task(task_id).cost_cents == 40  # live while it runs
     close = {
         "ticket": ticket,
@@ -101,6 +105,7 @@ def test_a_usage_report_over_the_ceiling_is_answered_stop_and_the_close_says_bud
     turn = {"ticket": ticket, "model": "claude-opus-5-5", "tokens_out": 0}
     first = client.post(f"{base}/usage", {**turn, "tokens_in": 200_000}, format="json").json()
     assert first["stop"] is False and first["cost_cents"] == 80
+    assert first["max_run_cents"] == 100
     second = client.post(f"{base}/usage", {**turn, "tokens_in": 300_000}, format="json").json()
     assert second["stop"] is True and "ceiling of 100¢" in second["reason"]
     closed = client.post(
