@@ -94,7 +94,7 @@ def test_a_remote_run_opens_reports_usage_and_closes_with_its_cost(fleet):
     again = client.post(f"{base}/close", {**close, "cost_cents": 5}, format="json")
     assert again.status_code == 200 and again.json()["cost_cents"] == 90
     late = client.post(f"{base}/usage", usage, format="json")
-    assert late.status_code == 409 and late.json()["error"] == "conflict"
+    assert late.status_code == 409 and late.json()["reason"] == "lost-claim"
 
 
 def test_a_usage_report_over_the_ceiling_is_answered_stop_and_the_close_says_budget(fleet):
@@ -201,7 +201,7 @@ def test_a_machine_token_reports_no_run_of_another_agents_or_teams_task(fleet):
     # Its own run, with another claim's ticket or another task's execution: refused.
     base = f"/api/board/tasks/{mine_id}/executions"
     stale = client.post(f"{base}/{run}/usage", {"ticket": other_ticket}, format="json")
-    assert stale.status_code == 409
+    assert stale.status_code == 409 and stale.json()["reason"] == "not-my-task"
     elsewhere = client.post(f"{base}/{other_run}/usage", {"ticket": mine_ticket}, format="json")
     assert elsewhere.status_code == 404
     twice = client.post(base, {"ticket": mine_ticket}, format="json")
