@@ -1099,9 +1099,7 @@ class ExecutionLogView(APIView):
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValidationFailed("offset", "must be a non-negative integer")
         appended = runlogs.append(task.team_id, task.id, run.id, _log_lines(body["lines"]), offset)
-        return Response(
-            {"size": appended.size, "written": appended.written, "full": appended.full}
-        )
+        return Response({"size": appended.size, "written": appended.written, "full": appended.full})
 
 
 ReconcileBody = inline_serializer(

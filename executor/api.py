@@ -52,9 +52,7 @@ _USAGE_FIELDS: dict[str, Any] = {
     "model": serializers.CharField(required=False, allow_null=True),
 }
 
-UsageBody = inline_serializer(
-    "RunUsage", {"ticket": serializers.CharField(), **_USAGE_FIELDS}
-)
+UsageBody = inline_serializer("RunUsage", {"ticket": serializers.CharField(), **_USAGE_FIELDS})
 UsageAnswer = inline_serializer(
     "RunUsageAnswer",
     {

@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
