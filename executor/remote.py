@@ -151,6 +151,13 @@ class Api:
             self._local.conn = conn
         return conn
 
+    def release(self) -> None:
+        """Close this thread's connection (a thread that is about to end)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
     def _via_urllib(
         self, method: str, path: str, data: bytes | None, headers: dict[str, str]
     ) -> tuple[int, bytes]:
@@ -695,6 +702,12 @@ class RunReport:
             log.warning("execution %s: %d log lines not sent", self.execution_id, self.dropped)
 
     def _send_loop(self) -> None:
+        try:
+            self._send_all()
+        finally:
+            self.api.release()
+
+    def _send_all(self) -> None:
         while True:
             with self._cond:
                 while not self._lines and not self._closing and not self._dead:
