@@ -987,6 +987,7 @@ class ExecutionsView(APIView):
             {201: ExecutionSerializer}, "not_found", "conflict", "validation_error", "forbidden"
         ),
     )
+    @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         """A worker that runs its claim elsewhere (``clawboo worker``) opens the run's
         execution here, as the local executor does in-process: only for the claim the

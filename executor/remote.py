@@ -96,13 +96,17 @@ class Api:
         )
         self._local = threading.local()
 
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def call(
+        self, method: str, path: str, body: Any = None, *, idempotency_key: str | None = None
+    ) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
         headers = {
             "Authorization": f"Token {self.token}",
             "Content-Type": "application/json",
             "Accept": "application/json",
         }
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = idempotency_key
         if self._proxied:
             status, raw = self._via_urllib(method, path, data, headers)
         else:
@@ -568,14 +572,24 @@ class RunReport:
     def open(cls, api: Api, task_id: str, ticket: str, runtime: str) -> RunReport | None:
         """Open the claim's execution; None when the claim is gone already."""
         path = f"/api/board/tasks/{urllib.parse.quote(task_id)}/executions"
-        try:
-            _, body = api.call("POST", path, {"ticket": ticket, "runtime": runtime})
-        except ApiError as exc:
-            if exc.status in (403, 404, 409):
-                log.warning("task %s: no execution opened: %s", task_id, exc)
-                return None
-            raise
-        return cls(api, task_id, ticket, int(body["id"]))
+        # One key per claim: an open whose answer was lost is asked again and
+        # answered with the execution it opened, not refused as a second one.
+        key = "open-" + hashlib.sha256(ticket.encode()).hexdigest()[:40]
+        body = {"ticket": ticket, "runtime": runtime}
+        for attempt in range(3):
+            try:
+                _, opened = api.call("POST", path, body, idempotency_key=key)
+                return cls(api, task_id, ticket, int(opened["id"]))
+            except ApiError as exc:
+                if exc.status in (403, 404, 409):
+                    log.warning("task %s: no execution opened: %s", task_id, exc)
+                    return None
+                raise
+            except OSError:
+                if attempt == 2:
+                    raise
+                time.sleep(1.0 + attempt)
+        raise AssertionError("unreachable")
 
     # --- from the runtime's reader threads ----------------------------------------
 
@@ -682,11 +696,19 @@ class RunReport:
                 native_session_id=result.native_session_id,
                 **_usage_body(final),
             )
-        try:
-            return self.api.call("POST", f"{self.base}/close", body)[1]
-        except (ApiError, OSError, Revoked) as exc:
-            log.warning("execution %s not closed: %s", self.execution_id, exc)
-            return None
+        for attempt in range(3):
+            # Closing twice changes nothing: a close whose answer was lost is resent.
+            try:
+                return self.api.call("POST", f"{self.base}/close", body)[1]
+            except OSError as exc:
+                if attempt == 2:
+                    log.warning("execution %s not closed: %s", self.execution_id, exc)
+                    return None
+                time.sleep(1.0 + attempt)
+            except (ApiError, Revoked) as exc:
+                log.warning("execution %s not closed: %s", self.execution_id, exc)
+                return None
+        return None
 
     # --- the log's sender -------------------------------------------------------
 

@@ -229,3 +229,16 @@ def test_bad_report_bodies_are_refused_and_write_nothing(fleet):
             assert answer.json()["field"] == field
     assert fingerprint() == before
     assert not runlogs.exists("default", task_id, run)
+
+
+def test_an_open_sent_again_with_its_idempotency_key_answers_the_execution_it_opened(fleet):
+    client = client_for("a-bot")
+    task_id, ticket = claimed(client)
+    path = f"/api/board/tasks/{task_id}/executions"
+    first, again = (
+        client.post(path, {"ticket": ticket}, format="json", HTTP_IDEMPOTENCY_KEY="open-1")
+        for _ in range(2)
+    )
+    assert first.status_code == again.status_code == 201
+    assert first.json()["id"] == again.json()["id"]
+    assert ExecutionProcess.objects.filter(task_id=task_id).count() == 1
