@@ -33,7 +33,8 @@ pytestmark = [
 def cron_add_with_the_cli(gateway: GatewayProcess, name: str) -> str:
     """``openclaw cron add`` as a person runs it against their gateway; the job's id."""
     tool = installed("openclaw")
-    env = openclaw_env(gateway.root / "home", gateway.root / "state", gateway.root / "openclaw.json")
+    root = gateway.root
+    env = openclaw_env(root / "home", root / "state", root / "openclaw.json")
     # The CLI answers in JSON by default, after a line of advice on stderr.
     done = subprocess.run(
         [str(tool.bin), "cron", "add", "--name", name, "--cron", "0 3 * * *", "--tz", "UTC"]
@@ -47,6 +48,10 @@ def cron_add_with_the_cli(gateway: GatewayProcess, name: str) -> str:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return str(json.loads(done.stdout[done.stdout.index("{") :])["id"])
+
+
+def moves_of(row) -> list[str]:
+    return row.locator("[data-move]").evaluate_all("bs => bs.map(b => b.dataset.move)")
 
 
 def test_the_page_lists_a_real_gateway_cron_job_beside_a_team_routine_and_deletes_after_asking(
@@ -80,8 +85,7 @@ def test_the_page_lists_a_real_gateway_cron_job_beside_a_team_routine_and_delete
         # Both domains, side by side, each with its own actions.
         team_row = page.locator(f"tbody#routine-{routine.id}")
         assert "Triage" in team_row.inner_text()
-        team_moves = team_row.locator("[data-move]").evaluate_all("bs => bs.map(b => b.dataset.move)")
-        assert team_moves == ["pause", "run-now"]
+        assert moves_of(team_row) == ["pause", "run-now"]
         assert team_row.locator("a", has_text="Edit").count() == 1
         cron = page.locator("#gateway-cron")
         assert cron.get_attribute("data-status") == "ok"
@@ -89,12 +93,12 @@ def test_the_page_lists_a_real_gateway_cron_job_beside_a_team_routine_and_delete
         assert name in job.inner_text() and "0 3 * * *" in job.inner_text()
         assert "main" in job.inner_text()  # the gateway's default agent runs it
         assert job.get_attribute("data-manageability") == "external-write"
-        job_moves = job.locator("[data-move]").evaluate_all("bs => bs.map(b => b.dataset.move)")
-        assert job_moves == ["pause", "run-now"]
+        assert moves_of(job) == ["pause", "run-now"]
         assert job.locator("a", has_text="Edit").count() == 0  # not team work: no routine form
         # The gateway's own seeded jobs (its heartbeat) are shown read only.
         seeded = cron.locator("[data-manageability=observe-only]")
-        assert seeded.count() >= 1 and seeded.first.locator("[data-move], [data-delete]").count() == 0
+        assert seeded.count() >= 1
+        assert seeded.first.locator("[data-move], [data-delete]").count() == 0
 
         # Deleting the team routine asks first; confirming deletes it and keeps the team.
         team_row.locator(f"[data-delete='{routine.id}']").click()
