@@ -107,6 +107,16 @@ urlpatterns = [
     path("board/routines/new/", routine_views.new_routine, name="routine-new"),
     path("board/routines/<str:routine_id>/edit/", routine_views.edit_routine, name="routine-edit"),
     path(
+        "board/routines/gateway/<str:job_id>/delete/",
+        routine_views.delete_gateway_job,
+        name="gateway-job-delete",
+    ),
+    path(
+        "board/routines/gateway/<str:job_id>/<str:move>/",
+        routine_views.move_gateway_job,
+        name="gateway-job-move",
+    ),
+    path(
         "board/routines/<str:routine_id>/delete/",
         routine_views.delete_routine,
         name="routine-delete",

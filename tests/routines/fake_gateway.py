@@ -176,12 +176,25 @@ class FakeGateway:
             return ok({"jobs": list(self.jobs.values())})
         if method == "cron.add":
             job_id = f"job{len(self.jobs) + 1}"
-            self.jobs[job_id] = {"id": job_id, "enabled": True, "state": {}, **params}
+            # A job made without agentId runs as the default agent, named only as
+            # effectiveAgentId (as the real gateway lists it).
+            self.jobs[job_id] = {
+                "id": job_id,
+                "enabled": True,
+                "state": {},
+                "effectiveAgentId": params.get("agentId") or "main",
+                **params,
+            }
             return ok(self.jobs[job_id])
         if method in ("cron.update", "cron.remove", "cron.run"):
             job = self.jobs.get(params.get("id"))
             if job is None:
                 return fail("NOT_FOUND", "unknown job")
+            if job.get("declarationKey") and method != "cron.run":
+                # The real gateway's words (and code) for its own seeded jobs.
+                verb = "edited" if method == "cron.update" else "removed"
+                why = f"Error: system-owned monitor jobs cannot be {verb} by cron clients"
+                return fail("UNAVAILABLE", why)
             if method == "cron.update":
                 job.update(params.get("patch") or {})
                 return ok(job)
