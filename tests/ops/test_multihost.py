@@ -159,6 +159,10 @@ class Host:
         self.procs[part] = proc
         return proc
 
+    def run_inside(self, *argv: str) -> None:
+        """One short command inside the namespace (a route, a probe)."""
+        _run("ip", "netns", "exec", self.netns, *argv)
+
     def daphne(self) -> None:
         self.start(
             "daphne",
