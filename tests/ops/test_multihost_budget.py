@@ -34,7 +34,7 @@ from board import store
 from board.models import ExecutionProcess, Task
 from board.store import spend
 from core import registry
-from core.models import Event
+from core.models import Event, Heartbeat
 from ops import notify
 from ops.models import NotificationDelivery
 from tests.executor.test_spend import STAND_IN
@@ -148,15 +148,18 @@ def test_two_hosts_draining_a_capped_team_stay_within_cap_plus_one_ceiling(
             "mode": "cap",
         },
     )
+    host_a.daphne()
+    host_b.daphne()
+    host_a.worker(agents_of(host_a))
+    host_b.worker(agents_of(host_b))
+    # The work appears once both hosts' workers are up, so both drain it.
+    workers = Heartbeat.objects.filter(part="workers")
+    wait_until(lambda: workers.count() == 2, SETTLE_S, "both hosts' workers", hosts)
+    started = time.monotonic()
     ids = [
         store.create_task(title=f"job {n}", file_mutating=False, max_run_cents=CEILING).task.id
         for n in range(TASKS)
     ]
-    host_a.daphne()
-    host_b.daphne()
-    started = time.monotonic()
-    host_a.worker(agents_of(host_a))
-    host_b.worker(agents_of(host_b))
     wait_until(lambda: settled(budget.pk), SETTLE_S, "the cap to stop the team", hosts)
     settled_s = time.monotonic() - started
 
