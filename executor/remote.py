@@ -7,7 +7,9 @@ socket is down), claims through ``POST /api/board/claim-next`` (routes, limits a
 budgets apply: they are in the claim), heartbeats the lease through the API, runs
 the agent in a worktree of its own clone of the task's repository, pushes the
 branch ``clawboo/task-<id>`` to the repository's remote and settles the task with
-``complete``/``fail``. A 401 (the token was revoked) stops it.
+``complete``/``fail`` -- or, for a registered repository's task, ``submit``: the
+server fetches the branch, judges it and sends it to review, and approving lands
+it (:mod:`executor.intake`). A 401 (the token was revoked) stops it.
 
 The repository: the task's registered repository (or the agent's default one) read
 from ``/api/repositories``, whose ``remote`` this host clones; else ``repo_remote``
@@ -272,6 +274,11 @@ class Worker:
             except Exception as exc:
                 self.settle(f"{base}/fail", {"error": f"push failed: {exc}", "ticket": ticket})
                 return
+            if registered_repository(agent, task) and task.get("file_mutating", True):
+                # The server takes the pushed branch in: judged there, then review.
+                body = {"ticket": ticket, "branch": output["branch"], "commit": output["commit"]}
+                self.settle(f"{base}/submit", {**body, "output": output})
+                return
         self.settle(f"{base}/complete", {"ticket": ticket, "output": output})
 
     def settle(self, path: str, body: dict[str, Any]) -> None:
@@ -311,8 +318,9 @@ class Worker:
         git(["fetch", "--quiet", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*"], clone)
         base = base_branch or git(["symbolic-ref", "--short", "HEAD"], clone)
         start = f"refs/remotes/origin/{base}"
-        # A dependency's pushed branch carries the work this task builds on.
-        for dep in task.get("depends_on") or []:
+        # A dependency's pushed branch carries the work this task builds on; the
+        # task's own (an earlier attempt sent back to fix) carries its own work.
+        for dep in [*(task.get("depends_on") or []), task["id"]]:
             ref = f"refs/remotes/origin/{BRANCH_PREFIX}{dep}"
             if (
                 subprocess.run(  # noqa: S603
@@ -385,6 +393,16 @@ class Worker:
             )
         git(["push", "--quiet", "origin", f"+refs/heads/{branch}:refs/heads/{branch}"], cwd)
         return {"branch": branch, "commit": git(["rev-parse", "HEAD"], cwd)}
+
+
+def registered_repository(agent: dict[str, Any], task: dict[str, Any]) -> bool:
+    """Whether the task's repository is one the server registered (it then takes
+    the pushed branch in through ``submit``), not a bare ``repo_remote``."""
+    conf = agent.get("settings") or {}
+    return any(
+        isinstance(repo_id, str) and repo_id
+        for repo_id in (task.get("repository"), conf.get("repository"))
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
