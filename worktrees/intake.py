@@ -120,7 +120,7 @@ def enqueue(task_id: str) -> None:
     """Hand the intake to a django-q2 worker (inline when Q_CLUSTER sync is on)."""
     from django_q.tasks import async_task
 
-    async_task(INTAKE_TASK, task_id, task_name=f"intake {task_id}", timeout=None)
+    async_task(INTAKE_TASK, task_id, task_name=f"intake {task_id}")
 
 
 def fetch_submitted(repo: Repository, task_id: str, commit: str) -> str:

@@ -112,7 +112,9 @@ def set_intake_state(task_id: str, state: str, detail: str | None = None) -> Tas
         fields = set_fields(task, output=output)
         if not fields:
             return task
-        return commit_change(task, "metadata_changed", prev_status=task.status, fields=fields, at=at)
+        return commit_change(
+            task, "metadata_changed", prev_status=task.status, fields=fields, at=at
+        )
 
     return storage.write(run)
 
