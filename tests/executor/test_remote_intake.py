@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from rest_framework.test import APIClient
 
 from board import store
