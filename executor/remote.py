@@ -246,7 +246,9 @@ class Worker:
             if not capabilities(agent["runtime"]).automated:
                 raise RuntimeError(f"runtime {agent['runtime']!r} needs a person")
             remote, base_branch = self.repository(agent, task)
-            cwd, clone = self.workspace(task, remote, base_branch)
+            cwd, clone = self.workspace(
+                task, remote, base_branch, landed_deps=registered_repository(agent, task)
+            )
             result = self.run_agent(agent, task, ticket, cwd)
         except Revoked:
             raise
@@ -305,7 +307,11 @@ class Worker:
         ) or ""
 
     def workspace(
-        self, task: dict[str, Any], remote: str | None, base_branch: str = ""
+        self,
+        task: dict[str, Any],
+        remote: str | None,
+        base_branch: str = "",
+        landed_deps: bool = False,
     ) -> tuple[Path, Path | None]:
         if not remote:
             scratch = self.cache_dir / "scratch" / task["id"]
@@ -318,9 +324,12 @@ class Worker:
         git(["fetch", "--quiet", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*"], clone)
         base = base_branch or git(["symbolic-ref", "--short", "HEAD"], clone)
         start = f"refs/remotes/origin/{base}"
-        # A dependency's pushed branch carries the work this task builds on; the
-        # task's own (an earlier attempt sent back to fix) carries its own work.
-        for dep in [*(task.get("depends_on") or []), task["id"]]:
+        # A dependency's pushed branch carries the work this task builds on -- unless
+        # the server lands its repository's tasks (``landed_deps``): a dependency is
+        # done only once landed on the base, which the server pushed back. The
+        # task's own branch (an earlier attempt sent back to fix) carries its work.
+        deps = [] if landed_deps else list(task.get("depends_on") or [])
+        for dep in [*deps, task["id"]]:
             ref = f"refs/remotes/origin/{BRANCH_PREFIX}{dep}"
             if (
                 subprocess.run(  # noqa: S603
