@@ -171,8 +171,10 @@ def test_a_worker_for_an_agent_its_token_is_not_bound_to_is_refused(daphne, tmp_
     assert store.get_task(task.id).status == "todo"
 
 
-def test_a_killed_remote_worker_loses_its_lease_and_a_local_worker_finishes(  # noqa: F811
-    daphne, tmp_path, settings
+def test_a_killed_remote_worker_loses_its_lease_and_a_local_worker_finishes(
+    daphne,  # noqa: F811
+    tmp_path,
+    settings,
 ):
     # A registered repository with a remote: the remote host would push and submit
     # it for the server's intake; killed mid-run, it does neither.
