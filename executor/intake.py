@@ -96,22 +96,33 @@ def _take_in(task: Task, repo_path: str) -> dict[str, Any]:
         log.warning("intake of task %s failed: %s", task.id, exc.detail)
         return _failed(task, exc.detail, ticket)
     task = store.get_task(task.id)
-    agent = registry.get_agent(task.assignee_agent_id or "")
-    action = _judged_already(task, str(record.get("submitted_at") or ""))
-    verdict: str | None = task.verdict if action else None
-    if action is None:
-        judged = judge.judge(
-            task, agent, ticket, worktree, repo_path=repo_path, heartbeat_s=heartbeat_seconds()
-        )
-        action, verdict = judged.action, judged.verdict
-    if action == "review":
-        # Fenced like the local executor's: a claim lost meanwhile settles nothing.
-        if store.renew_lease(task.id, ticket).declined:
-            store.set_intake_state(task.id, "lost")
-            return {"result": "lost"}
-        settled = worktree_service.complete(task.id, checkpoint=True)
-        store.set_intake_state(task.id, "review")
-        return {"result": "review", "worktree": settled["result"], "verdict": verdict}
+    try:
+        agent = registry.get_agent(task.assignee_agent_id or "")
+        action = _judged_already(task, str(record.get("submitted_at") or ""))
+        verdict: str | None = task.verdict if action else None
+        if action is None:
+            judged = judge.judge(
+                task,
+                agent,
+                ticket,
+                worktree,
+                repo_path=repo_path,
+                heartbeat_s=heartbeat_seconds(),
+            )
+            action, verdict = judged.action, judged.verdict
+        if action == "review":
+            # Fenced like the local executor's: a claim lost meanwhile settles nothing.
+            if store.renew_lease(task.id, ticket).declined:
+                store.set_intake_state(task.id, "lost")
+                return {"result": "lost"}
+            settled = worktree_service.complete(task.id, checkpoint=True)
+            store.set_intake_state(task.id, "review")
+            return {"result": "review", "worktree": settled["result"], "verdict": verdict}
+    except ClawbooError as exc:
+        # A refusal that running again would only repeat (a database outage is not
+        # one: it propagates, and the intake stays pending for the recovery pass).
+        log.warning("intake of task %s failed: %s", task.id, exc.detail)
+        return _failed(task, exc.detail, ticket)
     if action == "fix":
         # Back to its builder: the claim's own span again, not the intake's.
         store.renew_lease(task.id, ticket, lease_ms=record.get("lease_ms"))
