@@ -257,3 +257,20 @@ def test_an_intake_killed_mid_verify_is_taken_in_again_once(
     assert server_intake.recover_intakes(older_than_s=0) == []
     kinds = list(Event.objects.filter(task_id=task_id).values_list("kind", flat=True))
     assert kinds.count("review_requested") == 1 and kinds.count("work_submitted") == 1
+
+
+def test_a_submission_whose_intake_never_ran_is_queued_again_at_boot(
+    repo, remote, tmp_path, monkeypatch
+):
+    from clawboo import boot
+
+    register(repo, remote, verify_cmd="true")
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    with monkeypatch.context() as patched:
+        patched.setattr(intake, "enqueue", lambda task_id: None)  # no qcluster took it
+        intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    assert store.intake_pending(store.get_task(task_id))
+    assert boot.intake_recovery() == "1 remote submission(s) queued for intake"
+    assert store.get_task(task_id).status == "in_review"
+    assert boot.intake_recovery() == "0 remote submission(s) queued for intake"
