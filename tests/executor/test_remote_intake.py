@@ -24,7 +24,7 @@ from core.models import Event
 from executor import intake as server_intake
 from tests.conftest import ROOT
 from tests.worktrees.conftest import git
-from worktrees import intake, service
+from worktrees import intake, review, service
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -89,6 +89,11 @@ def test_submitted_work_is_judged_on_the_server_reviewed_landed_and_pushed_back(
     assert ws.branch == f"clawboo/task-{task_id}" and Path(ws.repo_path) == repo
     assert [f["path"] for f in ws.diffstat["files"]] == ["feature.txt"]
     assert (Path(ws.worktree_path) / "feature.txt").read_text() == "ok\n"
+    # The review panel's answer: the pushed change alone, against the task's base.
+    panel = review.review_of(task)
+    assert [f["path"] for f in panel["diff"]["files"]] == ["feature.txt"]
+    assert "+ok" in panel["diff"]["files"][0]["patch"]
+    assert panel["workspace"]["base_branch"] == "main"
     # Nothing left under the hidden ref once the checkout holds the commit.
     assert git(repo, "for-each-ref", "refs/clawboo/") == ""
 
