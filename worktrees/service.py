@@ -429,7 +429,15 @@ def recover_landings() -> list[dict[str, Any]]:
         repo = Path(repo_path)
         try:
             with landing.land_lock(repo):
-                settled += _recover_repo(repo)
+                done = _recover_repo(repo)
+                # A landing killed before its push: the base goes to the remote now.
+                for branch in {
+                    str(entry["landing"].get("base_branch") or "")
+                    for entry in done
+                    if entry["result"] == "completed" and entry["landing"].get("commit")
+                }:
+                    intake.push_base(repo, branch)
+                settled += done
         except Exception:  # one broken repository must not stop the others
             log.exception("could not recover the landings of %s", repo_path)
     return settled

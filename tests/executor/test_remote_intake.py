@@ -279,3 +279,26 @@ def test_a_submission_whose_intake_never_ran_is_queued_again_at_boot(
     assert boot.intake_recovery() == "1 remote submission(s) queued for intake"
     assert store.get_task(task_id).status == "in_review"
     assert boot.intake_recovery() == "0 remote submission(s) queued for intake"
+
+
+def test_a_landing_killed_before_its_push_is_pushed_by_the_boot_recovery(
+    repo, remote, tmp_path, monkeypatch
+):
+    register(repo, remote, verify_cmd="true")
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    before = git(remote, "rev-parse", "main")
+
+    def killed(*args, **kwargs):
+        raise RuntimeError("killed after the base branch moved")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(service, "_finish_landing", killed)
+        with pytest.raises(RuntimeError):
+            service.approve(task_id, by="ada")
+    assert git(repo, "rev-parse", "main") != before == git(remote, "rev-parse", "main")
+    settled = service.recover_landings()
+    assert [entry["result"] for entry in settled] == ["completed"]
+    assert git(remote, "rev-parse", "main") == git(repo, "rev-parse", "main")
+    assert store.get_task(task_id).status == "done"
