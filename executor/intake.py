@@ -32,7 +32,7 @@ from django.conf import settings
 
 from board import store
 from board.models import Task, Verdict
-from core import registry
+from core import registry, server_commands
 from core.errors import ClawbooError
 from executor import judge
 from executor.runner import heartbeat_seconds
@@ -96,8 +96,14 @@ def _take_in(task: Task, repo_path: str) -> dict[str, Any]:
         log.warning("intake of task %s failed: %s", task.id, exc.detail)
         return _failed(task, exc.detail, ticket)
     task = store.get_task(task.id)
+    agent = registry.get_agent(task.assignee_agent_id or "")
+    refusal = server_commands.agent_run_refusal(agent)
+    if refusal is not None:
+        # The judge runs the agent's settings (its verify_cmd) here on the server: as
+        # the local executor, never for an agent no operator approved. Blocked, not
+        # retried: only an operator's approval changes the answer.
+        return _failed(task, refusal, ticket, retry=False)
     try:
-        agent = registry.get_agent(task.assignee_agent_id or "")
         action = _judged_already(task, str(record.get("submitted_at") or ""))
         verdict: str | None = task.verdict if action else None
         if action is None:
@@ -137,14 +143,16 @@ def _registered(task: Task) -> Any:
     return repo
 
 
-def _failed(task: Task, why: str, ticket: str | None = None) -> dict[str, Any]:
+def _failed(
+    task: Task, why: str, ticket: str | None = None, *, retry: bool = True
+) -> dict[str, Any]:
     message = f"intake of the remote worker's branch failed: {why}"
     store.fail(
         task.id,
         message,
         ticket=ticket or store.Ticket.for_task(task).encode(),
         if_allowed=True,
-        retry=True,
+        retry=retry,
     )
     store.set_intake_state(task.id, "failed", why)
     return {"result": "failed", "error": message}

@@ -302,3 +302,18 @@ def test_a_landing_killed_before_its_push_is_pushed_by_the_boot_recovery(
     assert [entry["result"] for entry in settled] == ["completed"]
     assert git(remote, "rev-parse", "main") == git(repo, "rev-parse", "main")
     assert store.get_task(task_id).status == "done"
+
+
+def test_an_agent_no_operator_approved_is_not_judged_on_the_server(repo, remote, tmp_path):
+    from core.models import Agent
+
+    register(repo, remote, verify_cmd="true")
+    # Its settings changed by someone who may not decide what the server runs.
+    Agent.objects.filter(pk="far").update(approved_fingerprint="")
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    task = store.get_task(task_id)
+    assert task.status == "blocked" and "not approved by an operator" in task.error
+    assert task.output["intake"]["state"] == "failed"
+    assert task.verdict is None  # no verify command ran
