@@ -63,6 +63,8 @@ def board_page(request: HttpRequest) -> HttpResponse:
                 "terminal": sorted(transitions.TERMINAL),
                 "page": {"active": COLUMN_PAGE, "terminal": TERMINAL_PAGE},
                 "user": request.user.get_username(),
+                # What a route may name as its runtime (the in-place editor's menu).
+                "runtimes": list(Runtime.values),
                 # Who a comment can @-mention besides the team's agents.
                 "members": sorted(
                     get_user_model()

@@ -99,6 +99,19 @@ def landing_recovery() -> str:
     return f"{completed} completed, {len(settled) - completed} rolled back"
 
 
+def intake_recovery() -> str:
+    """Queue again every remote worker's submission an intake never finished (a
+    killed qcluster worker); queued, not run here, so boot never waits on git or a
+    verify command."""
+    from board.store import pending_intakes
+    from worktrees.intake import enqueue
+
+    pending = pending_intakes()
+    for task_id in pending:
+        enqueue(task_id)
+    return f"{len(pending)} remote submission(s) queued for intake"
+
+
 def worktree_gc(say: Callable[[str], None], wait_s: float = GC_WAIT_S) -> str:
     """Run the worktree GC in a thread; wait a little, then let it finish unwatched.
 

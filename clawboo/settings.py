@@ -289,6 +289,14 @@ CLAWBOO_MODEL_PRICES = {**DEFAULT_MODEL_PRICES, **env_json_object("CLAWBOO_MODEL
 # a conflict goes back to the agent (``rework``) or parks the task (``block``).
 CLAWBOO_LANDING = os.environ.get("CLAWBOO_LANDING", "squash")
 CLAWBOO_LANDING_ON_CONFLICT = os.environ.get("CLAWBOO_LANDING_ON_CONFLICT", "rework")
+# A remote worker's submitted task keeps its claim this long while it waits for the
+# server's intake (fetch, verify, critic); a recovery pass runs an intake again once
+# it has been pending CLAWBOO_INTAKE_RECOVER_S (a killed one), and git's network
+# calls of the intake and of the push after a landing give up after
+# CLAWBOO_REMOTE_GIT_TIMEOUT_S.
+CLAWBOO_INTAKE_LEASE_MS = env_int("CLAWBOO_INTAKE_LEASE_MS", 600_000)
+CLAWBOO_INTAKE_RECOVER_S = env_int("CLAWBOO_INTAKE_RECOVER_S", 120)
+CLAWBOO_REMOTE_GIT_TIMEOUT_S = env_int("CLAWBOO_REMOTE_GIT_TIMEOUT_S", 120)
 # The board's MCP endpoint as agents' runtimes reach it (`clawboo up` sets it to its
 # own server); unset, runs get no MCP configuration.
 CLAWBOO_MCP_URL = os.environ.get("CLAWBOO_MCP_URL", "")

@@ -60,6 +60,7 @@ board_patterns: list[URLPattern | URLResolver] = [
     path("tasks/<str:task_id>/workspace/handoff", worktree_api.WorkspaceHandoffView.as_view()),
     path("tasks/<str:task_id>/review", worktree_api.ReviewView.as_view()),
     path("tasks/<str:task_id>/approve", worktree_api.ApproveView.as_view()),
+    path("tasks/<str:task_id>/submit", worktree_api.SubmitView.as_view()),
     path("tasks/<str:task_id>/request-changes", worktree_api.RequestChangesView.as_view()),
     path("reconcile", board_api.ReconcileView.as_view()),
 ]
@@ -115,6 +116,16 @@ urlpatterns = [
     path("board/usage/", usage_page, name="usage"),
     path("board/routines/new/", routine_views.new_routine, name="routine-new"),
     path("board/routines/<str:routine_id>/edit/", routine_views.edit_routine, name="routine-edit"),
+    path(
+        "board/routines/gateway/<str:job_id>/delete/",
+        routine_views.delete_gateway_job,
+        name="gateway-job-delete",
+    ),
+    path(
+        "board/routines/gateway/<str:job_id>/<str:move>/",
+        routine_views.move_gateway_job,
+        name="gateway-job-move",
+    ),
     path(
         "board/routines/<str:routine_id>/delete/",
         routine_views.delete_routine,

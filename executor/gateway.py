@@ -23,6 +23,9 @@ from websockets.sync.client import connect as ws_connect
 
 from core.errors import ClawbooError
 
+# Told a run's output tokens so far and the model it calls (None: not named yet).
+UsageCallback = Callable[[int, str | None], None]
+
 # Offered as a range: gateway 2026.9 speaks 4 only and refuses a client offering 3
 # alone ("protocol mismatch", expectedProtocol 4); older gateways speak 3.
 MIN_PROTOCOL = 3
@@ -66,6 +69,8 @@ class GatewayDispatch:
     model: str | None
     timeout_s: float
     task_id: str
+    # Told the run's usage so far as the gateway streams it (the per-run ceiling).
+    on_usage: UsageCallback | None = None
 
 
 @dataclass
@@ -267,6 +272,12 @@ class AgentRun:
     session_key: str | None
     agent_id: str | None
     accepted: bool = False
+    # What the run's events said of its spend so far: the model it calls, and its
+    # output tokens (gateway 2026.9 streams ``usage {outputTokens}`` after each model
+    # turn, running totals; input tokens only in the final answer).
+    model: str | None = None
+    tokens_out: int | None = None
+    on_usage: UsageCallback | None = None
 
     def note_accepted(self, payload: dict[str, Any]) -> None:
         self.accepted = True
@@ -276,13 +287,27 @@ class AgentRun:
 
     def note_event(self, frame: dict[str, Any]) -> None:
         payload = frame.get("payload")
-        if (
-            self.session_key is None
-            and isinstance(payload, dict)
-            and payload.get("runId") == self.run_id
-            and isinstance(payload.get("sessionKey"), str)
-        ):
+        if not isinstance(payload, dict) or payload.get("runId") != self.run_id:
+            return
+        if self.session_key is None and isinstance(payload.get("sessionKey"), str):
             self.session_key = payload["sessionKey"]
+        data = payload.get("data")
+        if frame.get("event") != "agent" or not isinstance(data, dict):
+            return
+        stream = payload.get("stream")
+        if stream == "lifecycle" and data.get("phase") == "model":
+            model = data.get("model")
+            if isinstance(model, str) and model:
+                self.model = model
+        elif stream == "usage":
+            tokens = data.get("outputTokens")
+            if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+                return
+            if self.tokens_out is not None and tokens <= self.tokens_out:
+                return  # a repeat: nothing new to price
+            self.tokens_out = tokens
+            if self.on_usage is not None:
+                self.on_usage(tokens, self.model)
 
     def abort_params(self) -> dict[str, Any]:
         # A run sent without a session key gets the session "explicit:<runId>" of its
@@ -300,6 +325,7 @@ def run_agent(
     request_id: str,
     watchdog_s: float,
     cancel: Any = None,
+    on_usage: UsageCallback | None = None,
 ) -> GatewayReply:
     """Run an agent over the gateway: the ``agent`` request, answered twice on one id
     (``accepted``, then the terminal ``ok``/``error``), under a watchdog deadline.
@@ -309,7 +335,9 @@ def run_agent(
     watchdog passes or ``cancel`` is set (looked at every ``CANCEL_POLL_S``) the run is
     aborted in the gateway (``chat.abort``) and the reply says ``timeout`` or
     ``cancelled``. Never raises for a gateway problem: not configured, unreachable or
-    refusing is a reply with status ``error``.
+    refusing is a reply with status ``error``. ``on_usage`` is told the run's usage so
+    far (output tokens and model) each time the gateway streams more; a reply without
+    the gateway's final usage (aborted, lost) carries those figures instead.
     """
     config = configured()
     if config is None:
@@ -319,6 +347,7 @@ def run_agent(
         run_id=str(params["idempotencyKey"]),
         session_key=params.get("sessionKey"),
         agent_id=params.get("agentId"),
+        on_usage=on_usage,
     )
     try:
         with GatewayClient(config, timeout_s=min(watchdog_s, 30.0)) as client:
@@ -341,6 +370,8 @@ def run_agent(
             run_id=run.run_id if run.accepted else None,
             error=exc.detail,
             session_key=run.session_key,
+            tokens_out=run.tokens_out,
+            model=run.model,
         )
     if cancel is not None and cancel.is_set():
         return GatewayReply(
@@ -348,12 +379,16 @@ def run_agent(
             run_id=run.run_id,
             error=f"cancelled; {outcome}",
             session_key=run.session_key,
+            tokens_out=run.tokens_out,
+            model=run.model,
         )
     return GatewayReply(
         status="timeout",
         run_id=run.run_id,
         error=f"openclaw run timed out after {watchdog_s:g}s; {outcome}",
         session_key=run.session_key,
+        tokens_out=run.tokens_out,
+        model=run.model,
     )
 
 
@@ -404,6 +439,9 @@ def _reply_from_final(final: dict[str, Any], run: AgentRun) -> GatewayReply:
     status = final.get("status") or "ok"
     tokens_in, tokens_out = reply_usage(final)
     cache_read, cache_write = reply_cache(final)
+    if tokens_in is None and tokens_out is None:
+        # An aborted run's answer has no usage: what its events streamed is all we know.
+        tokens_out = run.tokens_out
     return GatewayReply(
         status=status if status in ("ok", "timeout") else "error",
         run_id=final.get("runId") or run.run_id,
@@ -413,7 +451,7 @@ def _reply_from_final(final: dict[str, Any], run: AgentRun) -> GatewayReply:
         tokens_out=tokens_out,
         cache_read=cache_read,
         cache_write=cache_write,
-        model=reply_model(final),
+        model=reply_model(final) or run.model,
         error="" if status == "ok" else f"openclaw run ended with status {status!r}",
     )
 
@@ -434,6 +472,7 @@ def adapter_dispatch(job: GatewayDispatch, cancel: Any) -> GatewayReply:
         request_id=f"task-{job.task_id}-{secrets.token_hex(4)}",
         watchdog_s=job.timeout_s,
         cancel=cancel,
+        on_usage=job.on_usage,
     )
 
 

@@ -7,7 +7,9 @@ socket is down), claims through ``POST /api/board/claim-next`` (routes, limits a
 budgets apply: they are in the claim), heartbeats the lease through the API, runs
 the agent in a worktree of its own clone of the task's repository, pushes the
 branch ``clawboo/task-<id>`` to the repository's remote and settles the task with
-``complete``/``fail``. A 401 (the token was revoked) stops it.
+``complete``/``fail`` -- or, for a registered repository's task, ``submit``: the
+server fetches the branch, judges it and sends it to review, and approving lands
+it (:mod:`executor.intake`). A 401 (the token was revoked) stops it.
 
 The repository: the task's registered repository (or the agent's default one) read
 from ``/api/repositories``, whose ``remote`` this host clones; else ``repo_remote``
@@ -343,7 +345,9 @@ class Worker:
             if not capabilities(agent["runtime"]).automated:
                 raise RuntimeError(f"runtime {agent['runtime']!r} needs a person")
             remote, base_branch = self.repository(agent, task)
-            cwd, clone = self.workspace(task, remote, base_branch)
+            cwd, clone = self.workspace(
+                task, remote, base_branch, landed_deps=registered_repository(agent, task)
+            )
             result = self.run_agent(agent, task, ticket, cwd)
         except Revoked:
             raise
@@ -371,6 +375,11 @@ class Worker:
             except Exception as exc:
                 self.settle(f"{base}/fail", {"error": f"push failed: {exc}", "ticket": ticket})
                 return
+            if registered_repository(agent, task) and task.get("file_mutating", True):
+                # The server takes the pushed branch in: judged there, then review.
+                body = {"ticket": ticket, "branch": output["branch"], "commit": output["commit"]}
+                self.settle(f"{base}/submit", {**body, "output": output})
+                return
         self.settle(f"{base}/complete", {"ticket": ticket, "output": output})
 
     def settle(self, path: str, body: dict[str, Any]) -> None:
@@ -397,7 +406,11 @@ class Worker:
         ) or ""
 
     def workspace(
-        self, task: dict[str, Any], remote: str | None, base_branch: str = ""
+        self,
+        task: dict[str, Any],
+        remote: str | None,
+        base_branch: str = "",
+        landed_deps: bool = False,
     ) -> tuple[Path, Path | None]:
         if not remote:
             scratch = self.cache_dir / "scratch" / task["id"]
@@ -410,8 +423,12 @@ class Worker:
         git(["fetch", "--quiet", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*"], clone)
         base = base_branch or git(["symbolic-ref", "--short", "HEAD"], clone)
         start = f"refs/remotes/origin/{base}"
-        # A dependency's pushed branch carries the work this task builds on.
-        for dep in task.get("depends_on") or []:
+        # A dependency's pushed branch carries the work this task builds on -- unless
+        # the server lands its repository's tasks (``landed_deps``): a dependency is
+        # done only once landed on the base, which the server pushed back. The
+        # task's own branch (an earlier attempt sent back to fix) carries its work.
+        deps = [] if landed_deps else list(task.get("depends_on") or [])
+        for dep in [*deps, task["id"]]:
             ref = f"refs/remotes/origin/{BRANCH_PREFIX}{dep}"
             if (
                 subprocess.run(  # noqa: S603
@@ -792,6 +809,16 @@ def _usage_body(usage: UsageSoFar) -> dict[str, Any]:
         "cost_cents": usage.cost_cents,
         "model": usage.model,
     }
+
+
+def registered_repository(agent: dict[str, Any], task: dict[str, Any]) -> bool:
+    """Whether the task's repository is one the server registered (it then takes
+    the pushed branch in through ``submit``), not a bare ``repo_remote``."""
+    conf = agent.get("settings") or {}
+    return any(
+        isinstance(repo_id, str) and repo_id
+        for repo_id in (task.get("repository"), conf.get("repository"))
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -52,6 +52,8 @@ PERIODIC: tuple[Periodic, ...] = (
     Periodic(
         "clawboo.prune", "ops.periodic.prune", lambda: retention.PRUNE_EVERY.total_seconds() / 60
     ),
+    # Remote workers' submissions whose intake died half-way are taken in again.
+    Periodic("clawboo.intake-recover", "executor.intake.recover_intakes", lambda: 1),
     # Task approvals nobody answered within CLAWBOO_APPROVAL_TTL_MS become expired.
     Periodic("clawboo.approval-expiry", "ops.periodic.expire_approvals", lambda: 1),
 )

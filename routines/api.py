@@ -245,9 +245,9 @@ def check_may_edit(request: Any, routine_id: str, changes: dict[str, Any]) -> Ro
     return routine
 
 
-def _check_schedule_access(user: Any, mux: ScheduleMultiplexer, schedule_id: str) -> None:
+def check_schedule_access(user: Any, mux: ScheduleMultiplexer, schedule_id: str) -> None:
     """Routine rows follow team scoping (404 outside it); other sources are not team
-    work, so only staff write them."""
+    work, so only staff write them. The one rule for the API and the routines page."""
     name, _, native = schedule_id.partition(":")
     if name == ROUTINE_SOURCE:
         visible_routine(user, native)
@@ -436,7 +436,7 @@ class ScheduleDetailView(APIView):
     )
     def patch(self, request: Request, schedule_id: str) -> Response:
         mux = schedule_multiplexer(request.user)
-        _check_schedule_access(request.user, mux, schedule_id)
+        check_schedule_access(request.user, mux, schedule_id)
         body = json_object(request, SchedulePatchSerializer)
         if "agent_id" in body:
             act_as(request, body["agent_id"])
@@ -448,7 +448,7 @@ class ScheduleDetailView(APIView):
     )
     def delete(self, request: Request, schedule_id: str) -> Response:
         mux = schedule_multiplexer(request.user)
-        _check_schedule_access(request.user, mux, schedule_id)
+        check_schedule_access(request.user, mux, schedule_id)
         mux.delete(schedule_id)
         return Response(status=204)
 
@@ -466,6 +466,6 @@ class ScheduleRunView(APIView):
     )
     def post(self, request: Request, schedule_id: str) -> Response:
         mux = schedule_multiplexer(request.user)
-        _check_schedule_access(request.user, mux, schedule_id)
+        check_schedule_access(request.user, mux, schedule_id)
         json_object(request, None)
         return Response(mux.run(schedule_id))

@@ -55,6 +55,11 @@ class ScheduleRow:
     last_run_at_ms: int | None = None
     last_error: str | None = None
 
+    @property
+    def native_id(self) -> str:
+        """The id in the owning system (the part after ``<source>:``)."""
+        return self.id.partition(":")[2]
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -177,18 +182,26 @@ class OpenClawGatewayCronScheduleSource:
             spec = str(schedule)
         state = job.get("state") or {}
         enabled = bool(job.get("enabled", True))
+        # The gateway seeds jobs of its own (heartbeat, memory, skills review), marked
+        # by a declarationKey; it refuses cron clients' edits and removals of them, so
+        # they are observe-only rows: nothing offers what the gateway would refuse.
+        manageability: Manageability = (
+            "observe-only" if job.get("declarationKey") else self.manageability
+        )
         return ScheduleRow(
             id=f"{self.name}:{job.get('id')}",
             source=self.name,
             domain=self.domain,
-            manageability=self.manageability,
-            name=str(job.get("name") or job.get("id")),
+            manageability=manageability,
+            name=str(job.get("displayName") or job.get("name") or job.get("id")),
             spec=spec,
             timezone=schedule.get("tz"),
             enabled=enabled,
             status=str(state.get("lastStatus") or ("enabled" if enabled else "disabled")),
-            agent_id=job.get("agentId"),
-            next_run_at_ms=state.get("nextRunAtMs"),
+            # A job made without --agent runs as the gateway's default agent, which the
+            # gateway names only as effectiveAgentId.
+            agent_id=job.get("agentId") or job.get("effectiveAgentId"),
+            next_run_at_ms=state.get("nextRunAtMs", job.get("nextRunAtMs")),
             last_run_at_ms=state.get("lastRunAtMs"),
             last_error=state.get("lastError"),
         )

@@ -27,10 +27,20 @@ from core.api.access import team_ids
 from core.errors import ClawbooError, NotFound
 from core.models import Team
 from routines import store
-from routines.api import check_may_create, check_may_edit, visible_routine
+from routines.api import (
+    check_may_create,
+    check_may_edit,
+    check_schedule_access,
+    schedule_multiplexer,
+    visible_routine,
+)
 from routines.forms import RoutineForm
 from routines.models import Routine
-from routines.schedules import OpenClawGatewayCronScheduleSource
+from routines.schedules import (
+    GATEWAY_SOURCE,
+    OpenClawGatewayCronScheduleSource,
+    ScheduleRow,
+)
 from routines.wording import local_stamp, local_time, schedule_in_words
 
 RECENT_FIRES = 5
@@ -48,6 +58,8 @@ _MOVES = {
     "resume": (store.resume_routine, "Resumed"),
     "run-now": (store.run_routine_now, "Queued to run now"),
 }
+# A gateway cron job's moves, as PATCH/POST bodies of /api/schedules would name them.
+_GATEWAY_MOVES = {"pause": "Paused", "resume": "Resumed", "run-now": "Asked the gateway to run"}
 
 
 @dataclass(frozen=True)
@@ -251,3 +263,69 @@ def delete_routine(request: HttpRequest, routine_id: str) -> HttpResponse:
     title = (routine.task_template or {}).get("title") or store.DEFAULT_TITLE
     messages.success(request, f"Deleted routine {routine.id} ({title})")
     return HttpResponseRedirect(_list_url(team))
+
+
+# --- the gateway's own-life cron: staff operate it through the Scheduler surface ----
+# The page writes through the same multiplexer and access rule as /api/schedules, so
+# it offers nothing the API (or the gateway behind it) would refuse.
+
+
+def _gateway_job(job_id: str) -> ScheduleRow:
+    """The job as the gateway lists it now (404 when it is not there)."""
+    wanted = f"{GATEWAY_SOURCE}:{job_id}"
+    for job in OpenClawGatewayCronScheduleSource().read().rows:
+        if job.id == wanted:
+            return job
+    raise Http404("no such gateway cron job")
+
+
+def _back_to_gateway(team: str) -> HttpResponseRedirect:
+    return HttpResponseRedirect(f"{_list_url(team)}#gateway-cron")
+
+
+@login_required
+@require_POST
+def move_gateway_job(request: HttpRequest, job_id: str, move: str) -> HttpResponse:
+    if move not in _GATEWAY_MOVES:
+        raise Http404("no such move")
+    schedule_id = f"{GATEWAY_SOURCE}:{job_id}"
+    mux = schedule_multiplexer(request.user)
+    try:
+        check_schedule_access(request.user, mux, schedule_id)
+        if move == "run-now":
+            mux.run(schedule_id)
+        else:
+            mux.update(schedule_id, {"action": move})
+    except ClawbooError as exc:
+        messages.error(request, f"Gateway cron job {job_id}: not done: {exc.detail}")
+    else:
+        messages.success(request, f"Gateway cron job {job_id}: {_GATEWAY_MOVES[move]}")
+    return _back_to_gateway(_page_team(request))
+
+
+@login_required
+def delete_gateway_job(request: HttpRequest, job_id: str) -> HttpResponse:
+    """GET asks (it is the gateway's job, not team work); POST removes it."""
+    team = _page_team(request)
+    schedule_id = f"{GATEWAY_SOURCE}:{job_id}"
+    mux = schedule_multiplexer(request.user)
+    if request.method != "POST":
+        job = _gateway_job(job_id)
+        return render(
+            request,
+            "routines/gateway_job_delete.html",
+            {
+                "job": job,
+                "team": team,
+                "back": f"{_list_url(team)}#gateway-cron",
+                "is_staff": request.user.is_staff,
+            },
+        )
+    try:
+        check_schedule_access(request.user, mux, schedule_id)
+        mux.delete(schedule_id)
+    except ClawbooError as exc:
+        messages.error(request, f"Gateway cron job {job_id}: not deleted: {exc.detail}")
+        return _back_to_gateway(team)
+    messages.success(request, f"Deleted gateway cron job {job_id}")
+    return _back_to_gateway(team)

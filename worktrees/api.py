@@ -17,13 +17,13 @@ from board.api import task_body
 from board.models import Task, WorkspaceStatus
 from board.serializers import OverrideSerializer, TaskSerializer
 from core import repositories, server_commands
-from core.api.access import act_as
+from core.api.access import act_as, act_as_assignee
 from core.api.bodies import BodySpec, json_object
 from core.api.idempotency import idempotent
 from core.api.schema import with_errors
 from core.errors import ValidationFailed
 from core.models import Repository
-from worktrees import handoff, review, service
+from worktrees import handoff, intake, review, service
 
 WorkspaceSerializer = inline_serializer(
     "Workspace",
@@ -308,6 +308,16 @@ class ApproveView(APIView):
                         "sent": serializers.ChoiceField(
                             choices=["rework", "blocked"], required=False
                         ),
+                        "push": inline_serializer(
+                            "LandedPush",
+                            {
+                                "remote": serializers.CharField(),
+                                "branch": serializers.CharField(),
+                                "pushed": serializers.BooleanField(),
+                                "error": serializers.CharField(required=False),
+                            },
+                            required=False,
+                        ),
                         "task": TaskSerializer(),
                     },
                 )
@@ -390,3 +400,47 @@ class RequestChangesView(APIView):
         )
         service.note_requested_changes(task_id, sent.task.feedback or "", by=by)
         return Response(task_body(sent.task))
+
+
+SubmitBody = inline_serializer(
+    "SubmitRemoteWork",
+    {
+        "ticket": serializers.CharField(help_text="the claim's ticket"),
+        "branch": serializers.CharField(help_text="must be clawboo/task-<this task's id>"),
+        "commit": serializers.CharField(help_text="the pushed branch's tip, a full SHA"),
+        "output": serializers.DictField(
+            required=False, help_text="the run's summary, usage, host (kept on the task)"
+        ),
+    },
+)
+
+
+class SubmitView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_submit",
+        description=(
+            "A remote worker hands in a file-mutating task whose branch "
+            "`clawboo/task-<id>` it pushed to the repository's remote: the branch and "
+            "commit are kept on the task (`output.intake.state: pending`), the claim "
+            "stays (its lease covers the intake), and the server fetches, judges and "
+            "sends the task to review off the request path (202)."
+        ),
+        request=SubmitBody,
+        responses=with_errors(
+            {202: TaskSerializer},
+            "not_found",
+            "validation_error",
+            "conflict",
+            "forbidden",
+        ),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        act_as_assignee(request, visible_task(request.user, task_id))
+        body = json_object(request, SubmitBody)
+        task = intake.submit(
+            task_id, body["ticket"], body["branch"], body["commit"], body.get("output")
+        )
+        return Response(task_body(task), status=202)

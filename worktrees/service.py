@@ -26,7 +26,7 @@ from board.transitions import is_locked
 from core import repositories
 from core.errors import Conflict, ValidationFailed
 from core.models import Repository
-from worktrees import checkouts, handoff, landing
+from worktrees import checkouts, handoff, intake, landing
 from worktrees.checks import check_base_ref, check_base_sha, check_task_id
 from worktrees.locks import path_lock
 from worktrees.scaffold import TaskBrief
@@ -340,11 +340,33 @@ def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, A
             # This task's own landing, killed after its base branch moved: done now.
             record = settled[task.id]["landing"]
             shown = {k: record.get(k) for k in landing.Landing.__dataclass_fields__}
-            return {**shown, "task": store.get_task(task.id)}
+            return _pushed(task.id, repo, {**shown, "task": store.get_task(task.id)})
         task = store.check_approvable(task_id, human_override)
         ws = store.get_workspace(task.id)
         with path_lock(ws.worktree_path):
-            return _land_approved(task, ws, repo, by=by, human_override=human_override)
+            result = _land_approved(task, ws, repo, by=by, human_override=human_override)
+        # Still under the landing lock: pushes leave in the order the landings made.
+        return _pushed(task.id, repo, result)
+
+
+def _pushed(task_id: str, repo: Path, result: dict[str, Any]) -> dict[str, Any]:
+    """After a landing, the base branch goes to the repository's ``remote`` (when
+    it has one), so a remote worker's next clone starts from landed work. The
+    outcome is ``push`` in the result; a failed push is also a comment on the
+    task (the landing stands; the next landing pushes it along)."""
+    if result.get("result") != "landed":
+        return result
+    pushed = intake.push_base(repo, str(result.get("base_branch") or ""))
+    if pushed is None:
+        return result
+    if not pushed["pushed"]:
+        store.add_comment(
+            task_id,
+            f"landed, but the push of {pushed['branch']} to {pushed['remote']} failed: "
+            f"{pushed.get('error')}",
+            "clawboo",
+        )
+    return {**result, "push": pushed}
 
 
 def _land_approved(
@@ -407,7 +429,15 @@ def recover_landings() -> list[dict[str, Any]]:
         repo = Path(repo_path)
         try:
             with landing.land_lock(repo):
-                settled += _recover_repo(repo)
+                done = _recover_repo(repo)
+                # A landing killed before its push: the base goes to the remote now.
+                for branch in {
+                    str(entry["landing"].get("base_branch") or "")
+                    for entry in done
+                    if entry["result"] == "completed" and entry["landing"].get("commit")
+                }:
+                    intake.push_base(repo, branch)
+                settled += done
         except Exception:  # one broken repository must not stop the others
             log.exception("could not recover the landings of %s", repo_path)
     return settled

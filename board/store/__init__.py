@@ -58,6 +58,13 @@ from board.store.fields import (
     set_verdict,
     update_task,
 )
+from board.store.intake import (
+    intake_of,
+    pending_intakes,
+    set_intake_state,
+)
+from board.store.intake import is_pending as intake_pending
+from board.store.intake import submit as submit_remote_work
 from board.store.judgement import (
     record_review_run,
     record_verification,
@@ -140,6 +147,11 @@ __all__ = [
     "decide_tool_call",
     "list_approvals",
     "wait_tool_call",
+    "intake_of",
+    "intake_pending",
+    "pending_intakes",
+    "set_intake_state",
+    "submit_remote_work",
     "count_awaiting",
     "decide_approval",
     "expire_unanswered",

@@ -11,6 +11,12 @@ The dispatch callable owns the wait: it must return by ``timeout_s`` (reporting
 is set; the gateway client aborts the run in the gateway in both cases (a run
 outlives its connection there). OpenClaw agents keep their own workspace, so
 ``worktrees`` is False.
+
+Usage: the gateway streams a run's output tokens (and names its model) while it
+goes, and gives input and cache tokens only in its final answer. The streamed
+figure feeds the per-run ceiling (``request.on_usage``) as a lower bound of the
+run's cost: a ceiling stops the run once its output alone reaches it; the final
+answer's full usage replaces it.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from executor.runtimes.base import (
     RunRequest,
     RunResult,
     RuntimeAdapter,
+    UsageSoFar,
 )
 from executor.runtimes.oneshot import SettingsError, setting_str
 
@@ -80,7 +87,21 @@ def gateway_dispatch_for(request: RunRequest) -> GatewayDispatch:
         model=setting_str(settings, "model"),
         timeout_s=request.timeout_s,
         task_id=request.task_id,
+        on_usage=_usage_feed(request),
     )
+
+
+def _usage_feed(request: RunRequest) -> gateway.UsageCallback | None:
+    """The gateway's streamed usage as the executor's running totals (output only)."""
+    report = request.on_usage
+    if report is None:
+        return None
+    fallback = setting_str(request.settings, "model")
+
+    def feed(tokens_out: int, model: str | None) -> None:
+        report(UsageSoFar(tokens_out=tokens_out, model=model or fallback))
+
+    return feed
 
 
 def result_from_reply(reply: GatewayReply, *, cancelled: bool, job: GatewayDispatch) -> RunResult:

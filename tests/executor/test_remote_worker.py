@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from board import store
-from core import machines, registry
+from core import machines, registry, repositories
 from core.models import Event
 from executor.runner import Executor
 from tests.conftest import ROOT
 from tests.live.conftest import daphne  # noqa: F401 - the fixture
+from worktrees import service
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -170,21 +171,41 @@ def test_a_worker_for_an_agent_its_token_is_not_bound_to_is_refused(daphne, tmp_
     assert store.get_task(task.id).status == "todo"
 
 
-def test_a_killed_remote_worker_loses_its_lease_and_a_local_worker_finishes(daphne, tmp_path):  # noqa: F811
+def test_a_killed_remote_worker_loses_its_lease_and_a_local_worker_finishes(
+    daphne,  # noqa: F811
+    tmp_path,
+    settings,
+):
+    # A registered repository with a remote: the remote host would push and submit
+    # it for the server's intake; killed mid-run, it does neither.
+    roots = (tmp_path / "repos").resolve()
+    roots.mkdir()
+    settings.CLAWBOO_REPO_ROOTS = [roots]
+    repo = roots / "app"
+    git("clone", "-q", str(bare_remote(tmp_path)), str(repo), cwd=tmp_path)
+    remote = Path(git("remote", "get-url", "origin", cwd=repo))
+    repositories.register(
+        team="default", path=str(repo), id="app", remote=str(remote), verify_cmd="test -s out.txt"
+    )
     for agent_id in ("either-bot", "local-bot"):
         registry.create_agent(
             id=agent_id,
             display_name=agent_id,
             team="default",
             runtime="command",
-            # Slow only on the remote host (its scratch directories are under worker/).
+            # Slow only on the remote host (its checkouts are under worker/).
             settings={
-                "argv": ["sh", "-c", 'case "$PWD" in */worker/*) sleep 60;; esac; echo finished']
+                "argv": [
+                    "sh",
+                    "-c",
+                    'case "$PWD" in */worker/*) sleep 60;; esac; echo finished > out.txt',
+                ],
+                "repository": "app",
             },
         )
     _, key = machines.mint("vm", ["either-bot"])
     base = daphne(SERVER_ENV)
-    task = store.create_task(title="survive").task
+    task = store.create_task(title="survive", repository="app").task
     worker = start_worker(
         base,
         key,
@@ -206,9 +227,18 @@ def test_a_killed_remote_worker_loses_its_lease_and_a_local_worker_finishes(daph
         report = Executor("local-bot").work_once()
     assert report.task_id == task.id and report.outcome == "succeeded", report
     finished = store.get_task(task.id)
-    assert finished.status == "done", (finished.attempts, finished.abandonments)
+    assert finished.status == "in_review", (finished.attempts, finished.abandonments)
+    assert finished.assignee_agent_id == "local-bot"
+    result = service.approve(task.id, by="ada")
+    assert result["result"] == "landed" and result["push"]["pushed"], result
+    assert store.get_task(task.id).status == "done"
     kinds = list(
         Event.objects.filter(task_id=task.id).order_by("seq").values_list("kind", flat=True)
     )
     assert kinds.count("claimed") == 2 and "released" in kinds, kinds
-    assert finished.assignee_agent_id in (None, "local-bot")
+    assert "work_submitted" not in kinds, kinds  # the killed host handed nothing in
+    # Landed once, on the server and on the remote alike.
+    bodies = git("log", "--format=%b", "main", cwd=repo).splitlines()
+    assert bodies.count(f"clawboo: land task {task.id}") == 1, bodies
+    assert git("rev-parse", "main", cwd=remote) == git("rev-parse", "main", cwd=repo)
+    assert git("for-each-ref", "refs/heads/clawboo/", cwd=remote) == ""  # never pushed

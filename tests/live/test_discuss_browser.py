@@ -1,10 +1,12 @@
 """Discussing work on the board, in a real browser: a comment from the task's detail
 (markdown rendered safely, an @-mention that notifies the person named) that a
-second open page shows at once, and a line posted in the team chat."""
+second open page shows at once, a line posted in the team chat, and the task's
+fields -- its route among them -- edited in place under the revision guard."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -112,6 +114,8 @@ def test_an_edit_in_place_reaches_everyone_and_one_that_lost_the_race_says_so(
         page.locator("#edit-repository[data-ready=true]").wait_for()
         page.select_option("#edit-repository", "web")
         page.fill("#edit-verify", "make test")
+        page.fill("#edit-route-agent", "builder")
+        page.fill("#edit-route-labels", "gpu")
         page.click("#edit-save")
         page.locator("#detail-title", has_text="Fix the login form").wait_for(timeout=3_000)
         saved = store.get_task(task.id)
@@ -119,6 +123,11 @@ def test_an_edit_in_place_reaches_everyone_and_one_that_lost_the_race_says_so(
             "Fix the login form",
             ["auth", "ui"],
             3,
+        )
+        assert (saved.route_agent_id, saved.route_runtime, saved.route_labels) == (
+            "builder",
+            None,
+            ["gpu"],
         )
         assert store.depends_on_ids(task.id) == [other.id]
         assert saved.repository_id == "web"
@@ -131,12 +140,77 @@ def test_an_edit_in_place_reaches_everyone_and_one_that_lost_the_race_says_so(
         )
         rival.locator("#edit-note", has_text="changed while you edit").wait_for(timeout=1_000)
         rival.fill("#edit-title", "Fix login (rival)")
+        rival.select_option("#edit-route-runtime", "codex")
         rival.click("#edit-save")
         note = rival.locator("#edit-note", has_text="Not saved")
         note.wait_for(timeout=3_000)
         assert "Fix the login form" in note.inner_text()
-        assert store.get_task(task.id).title == "Fix the login form"
-        # Saving again, knowingly, puts theirs over it.
+        assert "route agent builder · gpu" in note.inner_text()
+        refused = store.get_task(task.id)
+        assert (refused.title, refused.route_runtime) == ("Fix the login form", None)
+        # Saving again, knowingly, puts theirs over it: the rival's editor still
+        # holds the route as it opened (no agent, no labels) plus its runtime.
         rival.click("#edit-save")
         rival.locator("#detail-title", has_text="Fix login (rival)").wait_for(timeout=3_000)
         page.locator("#detail-title", has_text="Fix login (rival)").wait_for(timeout=1_000)
+        page.locator("#detail-route", has_text="codex").wait_for(timeout=1_000)
+        over = store.get_task(task.id)
+        assert (over.route_agent_id, over.route_runtime, over.route_labels) == (None, "codex", None)
+
+
+def test_a_mention_and_an_edit_of_title_and_route_reach_a_second_browser_within_a_second(
+    daphne, team, operator, capsys
+):
+    """Issue 35's acceptance: op comments mentioning bea, then renames the task and
+    routes it; bea, in a browser of her own, sees the comment, the title and the
+    route within a second of each save, and is notified of the mention."""
+    task = store.create_task(title="Fix login").task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser, second = launch(p), launch(p)
+        page = open_board(browser, base, WIDE, f"/board/?task={task.id}")
+        bea = second.new_page(viewport=WIDE)
+        # Bea is a member, not staff: the board's own login.
+        bea.goto(f"{base}/board/login/?next=/board/%3Ftask%3D{task.id}")
+        bea.fill("input[name=username]", "bea")
+        bea.fill("input[name=password]", "pw-bea-123")
+        bea.click("#login")
+        bea.wait_for_selector("#conn[data-state=live]", timeout=10_000)
+        bea.locator("#comment-form").wait_for()
+        page.locator("#comment-form").wait_for()
+
+        page.fill("#comment-body", "@bea can you route this to the builder?")
+        started = time.monotonic()
+        page.click("#comment-send")
+        bea.locator("#comments li .mention", has_text="@bea").wait_for(timeout=1_000)
+        comment_s = time.monotonic() - started
+
+        page.click("#edit-task")
+        page.fill("#edit-title", "Fix the login form")
+        page.fill("#edit-route-agent", "builder")
+        page.select_option("#edit-route-runtime", "command")
+        started = time.monotonic()
+        page.click("#edit-save")
+        bea.locator("#detail-title", has_text="Fix the login form").wait_for(timeout=1_000)
+        bea.locator("#detail-route", has_text="agent builder · command").wait_for(timeout=1_000)
+        card = card_in(bea, "todo", task.id)
+        card.locator(".title", has_text="Fix the login form").wait_for(timeout=1_000)
+        card.locator(".pill.route", has_text="agent builder · command").wait_for(timeout=1_000)
+        edit_s = time.monotonic() - started
+        with capsys.disabled():
+            print(f"\nsecond browser: comment {comment_s:.3f}s, title+route {edit_s:.3f}s")
+        assert comment_s < 1 and edit_s < 1
+
+        saved = store.get_task(task.id)
+        assert (saved.title, saved.route_agent_id, saved.route_runtime) == (
+            "Fix the login form",
+            "builder",
+            "command",
+        )
+        eventually(
+            lambda: NotificationDelivery.objects.filter(reason="mentioned").exists(),
+            "the mention was recorded as a notification",
+        )
+        delivery = NotificationDelivery.objects.get(reason="mentioned")
+        assert "bea@example.com" in notify.recipients_of(delivery, json.loads(delivery.body))
+        second.close()

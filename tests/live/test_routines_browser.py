@@ -251,13 +251,27 @@ def test_a_gateway_cron_job_is_listed_beside_a_team_routine(daphne, settings, mo
     )
     routine = store.create_routine(agent_id="ops-bot", team="ops", cron_spec="0 9 * * *")
     gateway = FakeGateway()
+    # As the real gateway lists them: a job made with `openclaw cron add` (no agentId,
+    # the default agent as effectiveAgentId) and one it seeded for itself.
     gateway.jobs["job1"] = {
         "id": "job1",
         "name": "Nightly memory compaction",
         "enabled": True,
-        "agentId": "main",
         "schedule": {"kind": "cron", "expr": "0 3 * * *", "tz": "UTC"},
-        "state": {},
+        "state": {"nextRunAtMs": 1796439600000},
+        "nextRunAtMs": 1796439600000,
+        "effectiveAgentId": "main",
+    }
+    gateway.jobs["hb"] = {
+        "id": "hb",
+        "declarationKey": "heartbeat:main",
+        "displayName": "Heartbeat (main)",
+        "agentId": "main",
+        "name": "heartbeat-main",
+        "enabled": True,
+        "schedule": {"kind": "every", "everyMs": 1800000, "anchorMs": 188561},
+        "state": {"nextRunAtMs": 1796403788561},
+        "effectiveAgentId": "main",
     }
     try:
         base = daphne(
@@ -277,7 +291,13 @@ def test_a_gateway_cron_job_is_listed_beside_a_team_routine(daphne, settings, mo
             assert row(page, routine.id).count() == 1
             job = page.locator("#gateway-cron [data-schedule-id='openclaw-gateway-cron:job1']")
             assert "Nightly memory compaction" in job.inner_text()
-            assert "0 3 * * *" in job.inner_text()
+            assert "0 3 * * *" in job.inner_text() and "main" in job.inner_text()
             assert page.locator("#gateway-cron").get_attribute("data-status") == "ok"
+            # Mia is not staff: the gateway's jobs are hers to see, not to operate.
+            assert job.locator("[data-move], [data-delete]").count() == 0
+            assert "staff operate it" in job.inner_text()
+            seeded = page.locator("#gateway-cron [data-schedule-id='openclaw-gateway-cron:hb']")
+            assert "Heartbeat (main)" in seeded.inner_text()
+            assert seeded.get_attribute("data-manageability") == "observe-only"
     finally:
         gateway.close()

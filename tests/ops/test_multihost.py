@@ -83,6 +83,8 @@ class Relay:
 
     def __init__(self, listen: list[tuple[str, int]]) -> None:
         self.listen = listen
+        # Both ends of every relayed connection, to close them all on stop.
+        self.open: set[asyncio.StreamWriter] = set()
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -111,6 +113,7 @@ class Relay:
         except OSError:
             writer.close()
             return
+        self.open.update((writer, up_writer))
 
         async def copy(src, dst) -> None:
             try:
@@ -123,9 +126,18 @@ class Relay:
                 dst.close()
 
         await asyncio.gather(copy(reader, up_writer), copy(up_reader, writer))
+        self.open.difference_update((writer, up_writer))
 
     def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
+        # Close every relayed connection first: a process killed inside a transaction
+        # leaves its PostgreSQL session "idle in transaction", holding its locks (and
+        # the test database's flush waiting on them) until its socket closes.
+        def close_all() -> None:
+            for writer in list(self.open):
+                writer.close()
+            self.loop.call_later(0.2, self.loop.stop)
+
+        self.loop.call_soon_threadsafe(close_all)
         self.thread.join(timeout=10)
 
 
@@ -158,6 +170,10 @@ class Host:
         )
         self.procs[part] = proc
         return proc
+
+    def run_inside(self, *argv: str) -> None:
+        """One short command inside the namespace (a route, a probe)."""
+        _run("ip", "netns", "exec", self.netns, *argv)
 
     def daphne(self) -> None:
         self.start(

@@ -81,7 +81,9 @@ def test_an_openclaw_agent_run_through_the_adapter_reports_the_agents_reply(
     settings, gateway: GatewayProcess, tmp_path
 ) -> None:
     from executor.runtimes import RunRequest, adapter_for
+    from executor.runtimes.base import UsageSoFar
 
+    streamed: list[UsageSoFar] = []
     settings.CLAWBOO_OPENCLAW_GATEWAY_URL = gateway.url
     settings.CLAWBOO_OPENCLAW_TOKEN = GATEWAY_TOKEN
     (gateway.workspace / "hello.txt").unlink(missing_ok=True)
@@ -92,9 +94,16 @@ def test_an_openclaw_agent_run_through_the_adapter_reports_the_agents_reply(
             prompt="Write hello.txt",
             cwd=tmp_path,
             timeout_s=120,
+            on_usage=streamed.append,
         )
     )
     assert result.outcome == "succeeded", result.error
     assert result.summary == "DONE: wrote the file."
     assert result.tokens_in and result.tokens_out
+    # The gateway streamed the run's output tokens while it went (what the per-run
+    # ceiling is fed), one running total a model turn, ending at the final figure.
+    outputs = [u.tokens_out for u in streamed]
+    assert len(outputs) >= 2 and outputs == sorted(outputs)
+    assert outputs[-1] == result.tokens_out
+    assert {u.model for u in streamed} == {result.model}
     assert (gateway.workspace / "hello.txt").read_text() == "hello from the fake model\n"

@@ -89,6 +89,10 @@ class FakeGateway:
         self.agent_delay_s: float | None = 0.0
         # False: a run sends no events (as one aborted before its first event).
         self.agent_events = True
+        # Set: a running run names its model, then streams its output tokens so far
+        # (``usage {outputTokens}``, running totals) this often, this many a turn.
+        self.usage_every_s: float | None = None
+        self.usage_tokens_per_turn = 7
         # The first N connects answer UNAVAILABLE/retryable, as a gateway still starting.
         self.starting_connects = 0
         self.requests: list[dict[str, Any]] = []
@@ -176,12 +180,25 @@ class FakeGateway:
             return ok({"jobs": list(self.jobs.values())})
         if method == "cron.add":
             job_id = f"job{len(self.jobs) + 1}"
-            self.jobs[job_id] = {"id": job_id, "enabled": True, "state": {}, **params}
+            # A job made without agentId runs as the default agent, named only as
+            # effectiveAgentId (as the real gateway lists it).
+            self.jobs[job_id] = {
+                "id": job_id,
+                "enabled": True,
+                "state": {},
+                "effectiveAgentId": params.get("agentId") or "main",
+                **params,
+            }
             return ok(self.jobs[job_id])
         if method in ("cron.update", "cron.remove", "cron.run"):
             job = self.jobs.get(params.get("id"))
             if job is None:
                 return fail("NOT_FOUND", "unknown job")
+            if job.get("declarationKey") and method != "cron.run":
+                # The real gateway's words (and code) for its own seeded jobs.
+                verb = "edited" if method == "cron.update" else "removed"
+                why = f"Error: system-owned monitor jobs cannot be {verb} by cron clients"
+                return fail("UNAVAILABLE", why)
             if method == "cron.update":
                 job.update(params.get("patch") or {})
                 return ok(job)
@@ -238,6 +255,9 @@ class FakeGateway:
             accepted["sessionKey"] = canonical
         peer.send({"type": "res", "id": rid, "ok": True, "payload": accepted})
         self._lifecycle(run, {"phase": "start", "startedAt": run.started_at})
+        if self.usage_every_s is not None and self.agent_events:
+            self._lifecycle(run, {"phase": "model", "provider": "fake", "model": "fake-model"})
+            self.loop.call_later(self.usage_every_s, self._usage, run, 1)
         if self.agent_delay_s is not None:
             run.timer = self.loop.call_later(self.agent_delay_s, self._finish, run)
         return None
@@ -253,6 +273,19 @@ class FakeGateway:
             "data": data,
         }
         run.peer.send({"type": "event", "event": "agent", "payload": payload})
+
+    def _usage(self, run: FakeRun, turn: int) -> None:
+        if run.status != "running" or self.usage_every_s is None:
+            return
+        payload = {
+            "runId": run.run_id,
+            "sessionKey": run.session_key,
+            "stream": "usage",
+            "data": {"outputTokens": self.usage_tokens_per_turn * turn},
+            "agentId": run.agent_id,
+        }
+        run.peer.send({"type": "event", "event": "agent", "payload": payload})
+        self.loop.call_later(self.usage_every_s, self._usage, run, turn + 1)
 
     def _finish(self, run: FakeRun) -> None:
         run.status, run.ended_at = "ok", now_ms()

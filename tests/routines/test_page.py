@@ -229,3 +229,57 @@ def test_a_bad_schedule_is_named_even_when_other_fields_are_missing(browser, clo
     errors = response.context["form"].errors
     assert "This field is required." in errors["agent"]
     assert "is not a valid cron expression" in " ".join(errors["cron_spec"])
+
+
+def test_gateway_cron_jobs_offer_staff_their_domains_actions_and_the_seeded_ones_none(
+    browser, member, settings
+):
+    from tests.routines.fake_gateway import FakeGateway
+
+    fake = FakeGateway()
+    try:
+        settings.CLAWBOO_OPENCLAW_GATEWAY_URL = fake.url
+        settings.CLAWBOO_OPENCLAW_TOKEN = fake.token
+        fake.jobs["hb"] = {
+            "id": "hb",
+            "declarationKey": "heartbeat:main",
+            "displayName": "Heartbeat (main)",
+            "name": "heartbeat-main",
+            "enabled": True,
+            "schedule": {"kind": "every", "everyMs": 1800000},
+            "state": {},
+            "effectiveAgentId": "main",
+        }
+        fake.jobs["job1"] = {
+            "id": "job1",
+            "name": "Compaction",
+            "enabled": True,
+            "schedule": {"kind": "cron", "expr": "0 3 * * *"},
+            "state": {},
+            "effectiveAgentId": "main",
+        }
+        # A member sees the jobs; only staff get their actions.
+        page = browser.get("/board/routines/").content.decode()
+        assert "Heartbeat (main)" in page and "gateway/job1/pause/" not in page
+        assert browser.post("/board/routines/gateway/job1/pause/").status_code == 302
+        assert fake.jobs["job1"]["enabled"] is True  # refused: staff only
+        member.is_staff = True
+        member.save()
+        page = browser.get("/board/routines/").content.decode()
+        assert "/board/routines/gateway/job1/pause/" in page
+        assert "/board/routines/gateway/hb/" not in page  # the gateway's own: read only
+        browser.post("/board/routines/gateway/job1/pause/", {"team": "ops"})
+        assert fake.jobs["job1"]["enabled"] is False
+        asked = browser.get("/board/routines/gateway/job1/delete/")
+        assert asked.status_code == 200 and "Compaction" in text_of(asked)
+        assert "job1" in fake.jobs  # asking removes nothing
+        done = browser.post("/board/routines/gateway/job1/delete/", {"team": "ops"})
+        assert done["Location"] == "/board/routines/?team=ops#gateway-cron"
+        assert "job1" not in fake.jobs
+        # The gateway refuses to remove its own job; the page says so.
+        browser.post("/board/routines/gateway/hb/delete/")
+        assert "hb" in fake.jobs
+        assert "system-owned" in text_of(browser.get("/board/routines/"))
+        assert browser.get("/board/routines/gateway/nope/delete/").status_code == 404
+    finally:
+        fake.close()

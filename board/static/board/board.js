@@ -937,7 +937,8 @@ function editNote(now, lost) {
   if (!note) return;
   const theirs = [`title “${now.title}”`, `priority ${now.priority}`,
     `labels ${(now.labels || []).join(", ") || "—"}`,
-    `depends on ${(now.depends_on || []).join(", ") || "—"}`];
+    `depends on ${(now.depends_on || []).join(", ") || "—"}`,
+    `route ${routeText(now.route) || "any agent of the team"}`];
   note.hidden = false;
   note.dataset.kind = lost ? "bad" : "warn";
   note.replaceChildren(
@@ -967,6 +968,26 @@ function repositoryMenu(task) {
   return menu;
 }
 
+// The route (GOVERNANCE §1) is one more field of the editor: who may take the task.
+function routeFields(route) {
+  const runtimes = config.runtimes || [];
+  const known = route.runtime && !runtimes.includes(route.runtime) ? [route.runtime] : [];
+  return el("fieldset", { class: "route" },
+    el("legend", {}, "Route (who may take it; empty: any agent of the team)"),
+    el("div", { class: "row" },
+      el("label", {}, "Agent ", el("input", { name: "route_agent", id: "edit-route-agent", list: "agent-options", value: route.agent || "", placeholder: "any" })),
+      el("label", {}, "Runtime ", el("select", { name: "route_runtime", id: "edit-route-runtime" },
+        el("option", { value: "" }, "any"),
+        ...[...runtimes, ...known].map((rt) => el("option", { value: rt, selected: rt === route.runtime }, rt)))),
+      el("label", {}, "Agent labels ", el("input", { name: "route_labels", id: "edit-route-labels", value: (route.labels || []).join(", "), placeholder: "gpu, ssd" }))));
+}
+
+// Two routes alike for the editor: the same agent, runtime and labels (in order).
+function sameRoute(a, b) {
+  const norm = (r) => JSON.stringify(r ? [r.agent || null, r.runtime || null, r.labels || []] : null);
+  return norm(a) === norm(b);
+}
+
 function editForm(task) {
   editing = { id: task.id, revision: task.revision };
   const field = (name, node) => el("label", {}, name, node);
@@ -978,6 +999,7 @@ function editForm(task) {
       field("Priority", el("input", { name: "priority", id: "edit-priority", type: "number", value: String(task.priority) })),
       field("Labels", el("input", { name: "labels", id: "edit-labels", value: (task.labels || []).join(", "), placeholder: "comma, separated" }))),
     field("Depends on", el("input", { name: "depends_on", id: "edit-depends", value: (task.depends_on || []).join(", "), placeholder: "task ids, comma separated" })),
+    routeFields(task.route || {}),
     field("Repository", repositoryMenu(task)),
     field("Verify command", el("input", { name: "verify_cmd", id: "edit-verify", value: (task.metadata || {}).verify_cmd || "",
       placeholder: "run in the worktree after the agent; exit 0 passes (operators, or allowlisted)" })),
@@ -1009,6 +1031,9 @@ async function saveEdit(id, form) {
     if (verify) metadata.verify_cmd = verify; else delete metadata.verify_cmd;
     changes.metadata = metadata;
   }
+  const route = routeBody(String(data.get("route_agent") || "").trim(),
+    String(data.get("route_runtime") || ""), data.get("route_labels"));
+  if (!sameRoute(route, current.route || null)) changes.route = route;
   const menu = $("#edit-repository");
   if (menu && menu.dataset.ready === "true" && repository !== (current.repository || null)) changes.repository = repository;
   const wanted = splitList(data.get("depends_on"));
@@ -1065,8 +1090,7 @@ async function renderDetail(task) {
       el("dt", {}, "id"), el("dd", {}, task.id),
       el("dt", {}, "assignee"), el("dd", {}, task.assignee_agent_id || "—"),
       el("dt", {}, "labels"), el("dd", {}, (task.labels || []).join(", ") || "—"),
-      el("dt", {}, "route"), el("dd", {}, routeText(task.route) || "any agent of the team", " ",
-        el("button", { type: "button", class: "btn ghost small", onclick: () => editRoute(task) }, "Edit route")),
+      el("dt", {}, "route"), el("dd", { id: "detail-route" }, routeText(task.route) || "any agent of the team"),
       el("dt", {}, "attempts"), el("dd", {}, `${task.attempts}${task.max_attempts ? " / " + task.max_attempts : ""}`),
       el("dt", {}, "depends on"), el("dd", {}, (task.depends_on || []).map((id) => {
         const dep = tasks.get(id);
@@ -1226,30 +1250,6 @@ function commentForm(task) {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); form.requestSubmit(); }
   });
   return form;
-}
-
-// The route of a task, edited in the ask dialog: agent, runtime, the agent's labels.
-async function editRoute(task) {
-  const route = task.route || {};
-  const fields = el("div", { class: "row" },
-    el("label", {}, "Agent ", el("input", { name: "agent", list: "agent-options", value: route.agent || "" })),
-    el("label", {}, "Runtime ", el("input", { name: "runtime", value: route.runtime || "" })),
-    el("label", {}, "Agent labels ", el("input", { name: "labels", value: (route.labels || []).join(", ") })));
-  const dialog = $("#ask");
-  $("#ask-title").textContent = `Route of "${task.title}"`;
-  $("#ask-body").replaceChildren(fields);
-  $("#ask-error").textContent = "";
-  dialog.showModal();
-  const answer = await new Promise((resolve) => dialog.addEventListener("close", () => resolve(dialog.returnValue), { once: true }));
-  if (answer !== "ok") return;
-  const get = (name) => fields.querySelector(`[name=${name}]`).value.trim();
-  try {
-    const patched = await api("PATCH", `/api/board/tasks/${enc(task.id)}`, { route: routeBody(get("agent"), get("runtime"), get("labels")) });
-    upsert(patched);
-    renderDetailIfShown(true);
-  } catch (err) {
-    toast(`Could not route "${task.title}": ${err.message}`, "bad");
-  }
 }
 
 // --- the team's agents: state, health, pause and resume -------------------------------

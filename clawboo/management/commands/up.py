@@ -110,6 +110,7 @@ class Command(BaseCommand):
         self.step("recovery", boot.best_effort(boot.board_passes))
         self.step("routines", boot.best_effort(boot.routine_boot_resume))
         self.step("landings", boot.best_effort(boot.landing_recovery))
+        self.step("intakes", boot.best_effort(boot.intake_recovery))
         self.step("worktrees", "gc " + boot.worktree_gc(lambda line: self.say(f"  {line}")))
 
         try:

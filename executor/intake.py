@@ -1,0 +1,172 @@
+"""The server's intake of a remote worker's pushed work: fetch, judge, review.
+
+A remote worker submits a file-mutating task with its pushed branch
+(:func:`worktrees.intake.submit`, ``POST /api/board/tasks/{id}/submit``); the
+commit enqueues :func:`take_in` as a django-q2 task, so the git and judge work is
+off the request path. :func:`take_in` then does what the local executor does
+after a run (:meth:`executor.runner.Executor._land`), on the server, under the
+claim the worker submitted with:
+
+fetch the branch into the registered repository → the task's checkout
+(provisioned like a local run's: workspace row, branch, base) with the pushed
+commit merged in → the judge (verify gate, critic, fix loop;
+``CLAWBOO_VERIFY_REQUIRED`` as for any run) → ``in_review`` (or ``done`` for an
+empty change) through :func:`worktrees.service.complete`, or the fix/debt path the
+judge recorded. A fetch or merge that fails fails the task (back to ``todo``).
+
+Crash-safe: every step is idempotent and the intake stays ``pending`` on the task
+until it ends, so an intake killed half-way is run again — by the boot pass and
+the periodic ``clawboo.intake-recover`` job (:func:`recover_intakes`), or by
+anyone calling :func:`take_in`. Two intakes of one task never interleave (a
+per-task lock across processes).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from board import store
+from board.models import Task, Verdict
+from core import registry, server_commands
+from core.errors import ClawbooError
+from executor import judge
+from executor.runner import heartbeat_seconds
+from worktrees import intake
+from worktrees import service as worktree_service
+from worktrees.locks import path_lock
+
+log = logging.getLogger(__name__)
+
+
+def _judged_already(task: Task, submitted_at: str) -> str | None:
+    """What the judge decided for this submission if it ran before a crash:
+    ``fix`` (sent back, still in progress), ``review`` (a verdict, not yet settled),
+    or None (not judged yet)."""
+    try:
+        submitted = dt.datetime.fromisoformat(submitted_at)
+    except ValueError:
+        return None
+    if task.verdict_at is None or task.verdict_at < submitted:
+        return None
+    detail = task.verification_detail if isinstance(task.verification_detail, dict) else {}
+    if task.verdict == Verdict.FAIL and int(detail.get("fix_cycles") or 0) > 0:
+        return "fix"
+    return "review"
+
+
+def take_in(task_id: str) -> dict[str, Any]:
+    """Take in the task's submitted work (see the module docstring). Returns
+    ``{"result": "nothing"|"review"|"fix"|"debt"|"failed"|"lost", ...}``; a task
+    with no pending intake is ``nothing`` (already taken in: a repeat is harmless)."""
+    task = store.find_task(task_id)
+    if task is None or not store.intake_pending(task):
+        return {"result": "nothing"}
+    repo = intake.repository_of(task)
+    if repo is None:
+        return _failed(task, "its repository is no longer registered with a remote")
+    with path_lock(f"{repo.path}#intake/{task.id}"):
+        task = store.get_task(task_id)
+        if not store.intake_pending(task):
+            return {"result": "nothing"}
+        return _take_in(task, repo.path)
+
+
+def _take_in(task: Task, repo_path: str) -> dict[str, Any]:
+    record = store.intake_of(task) or {}
+    ticket = store.Ticket.for_task(task).encode()
+    span = int(settings.CLAWBOO_INTAKE_LEASE_MS)
+    if store.renew_lease(task.id, ticket, lease_ms=span).declined:
+        store.set_intake_state(task.id, "lost")
+        return {"result": "lost"}
+    output = task.output if isinstance(task.output, dict) else {}
+    commit = str(output.get("commit") or "")
+    repo = Path(repo_path)
+    try:
+        intake.fetch_submitted(_registered(task), task.id, commit)
+        ws, _head = worktree_service.checkout_for_run(task.id, repo_path)
+        worktree = Path(ws.worktree_path)
+        intake.adopt(task.id, worktree, commit)
+        intake.drop_intake_ref(repo, task.id)
+    except ClawbooError as exc:
+        log.warning("intake of task %s failed: %s", task.id, exc.detail)
+        return _failed(task, exc.detail, ticket)
+    task = store.get_task(task.id)
+    agent = registry.get_agent(task.assignee_agent_id or "")
+    refusal = server_commands.agent_run_refusal(agent)
+    if refusal is not None:
+        # The judge runs the agent's settings (its verify_cmd) here on the server: as
+        # the local executor, never for an agent no operator approved. Blocked, not
+        # retried: only an operator's approval changes the answer.
+        return _failed(task, refusal, ticket, retry=False)
+    try:
+        action = _judged_already(task, str(record.get("submitted_at") or ""))
+        verdict: str | None = task.verdict if action else None
+        if action is None:
+            judged = judge.judge(
+                task,
+                agent,
+                ticket,
+                worktree,
+                repo_path=repo_path,
+                heartbeat_s=heartbeat_seconds(),
+            )
+            action, verdict = judged.action, judged.verdict
+        if action == "review":
+            # Fenced like the local executor's: a claim lost meanwhile settles nothing.
+            if store.renew_lease(task.id, ticket).declined:
+                store.set_intake_state(task.id, "lost")
+                return {"result": "lost"}
+            settled = worktree_service.complete(task.id, checkpoint=True)
+            store.set_intake_state(task.id, "review")
+            return {"result": "review", "worktree": settled["result"], "verdict": verdict}
+    except ClawbooError as exc:
+        # A refusal that running again would only repeat (a database outage is not
+        # one: it propagates, and the intake stays pending for the recovery pass).
+        log.warning("intake of task %s failed: %s", task.id, exc.detail)
+        return _failed(task, exc.detail, ticket)
+    if action == "fix":
+        # Back to its builder: the claim's own span again, not the intake's.
+        store.renew_lease(task.id, ticket, lease_ms=record.get("lease_ms"))
+    store.set_intake_state(task.id, action)
+    return {"result": action, "verdict": verdict}
+
+
+def _registered(task: Task) -> Any:
+    repo = intake.repository_of(task)
+    if repo is None:
+        raise ClawbooError("the task's repository is no longer registered with a remote")
+    return repo
+
+
+def _failed(
+    task: Task, why: str, ticket: str | None = None, *, retry: bool = True
+) -> dict[str, Any]:
+    message = f"intake of the remote worker's branch failed: {why}"
+    store.fail(
+        task.id,
+        message,
+        ticket=ticket or store.Ticket.for_task(task).encode(),
+        if_allowed=True,
+        retry=retry,
+    )
+    store.set_intake_state(task.id, "failed", why)
+    return {"result": "failed", "error": message}
+
+
+def recover_intakes(older_than_s: float | None = None) -> list[dict[str, Any]]:
+    """Run again every intake pending for ``older_than_s`` (default
+    ``CLAWBOO_INTAKE_RECOVER_S``): one killed half-way, or enqueued while no
+    qcluster ran. One that is running meanwhile is waited for, then is nothing."""
+    wait = float(settings.CLAWBOO_INTAKE_RECOVER_S) if older_than_s is None else older_than_s
+    done = []
+    for task_id in store.pending_intakes(wait):
+        try:
+            done.append({"task_id": task_id, **take_in(task_id)})
+        except Exception:  # one broken task must not stop the others
+            log.exception("could not take in task %s", task_id)
+    return done

@@ -1,0 +1,319 @@
+"""The server takes in a remote worker's pushed branch: submit → fetch → the judge
+→ review → approve lands through the local landing code and pushes the base back.
+
+The remote worker is played by git alone here (a clone of the bare remote, a
+commit, a push); ``tests/executor/test_remote_worker.py`` and
+``tests/ops/test_remote_netns.py`` run the real ``clawboo worker``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rest_framework.test import APIClient
+
+from board import store
+from core import registry, repositories
+from core.errors import Conflict, ValidationFailed
+from core.models import Event
+from executor import intake as server_intake
+from tests.conftest import ROOT
+from tests.worktrees.conftest import git
+from worktrees import intake, review, service
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def remote(repo: Path, tmp_path: Path) -> Path:
+    """The server's registered repository ``app`` with a bare remote cloned from it."""
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    return bare
+
+
+def register(repo: Path, remote: Path, verify_cmd: str = "") -> None:
+    """The repository, and the agent ``far`` whose default it is."""
+    repositories.register(
+        team="default", path=str(repo), id="app", remote=str(remote), verify_cmd=verify_cmd
+    )
+    registry.create_agent(
+        id="far",
+        display_name="Far",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"], "repository": "app"},
+    )
+
+
+def claimed(title: str = "Add feature", **fields) -> tuple[str, str]:
+    task = store.create_task(title=title, repository="app", **fields).task
+    result = store.claim(task.id, "far", "command")
+    assert result.outcome == "ok"
+    return task.id, result.ticket
+
+
+def push_work(remote: Path, tmp_path: Path, task_id: str, content: str = "ok\n") -> str:
+    """What a remote worker does: clone, branch, commit, push."""
+    clone = tmp_path / f"worker-{task_id}"
+    if not clone.exists():
+        git(tmp_path, "clone", "-q", str(remote), str(clone))
+        git(clone, "checkout", "-q", "-b", f"clawboo/task-{task_id}")
+    (clone / "feature.txt").write_text(content)
+    git(clone, "add", "-A")
+    git(clone, "commit", "-q", "-m", f"work of {task_id}")
+    git(clone, "push", "-q", "-f", "origin", f"clawboo/task-{task_id}")
+    return git(clone, "rev-parse", "HEAD")
+
+
+def test_submitted_work_is_judged_on_the_server_reviewed_landed_and_pushed_back(
+    repo, remote, tmp_path
+):
+    register(repo, remote, verify_cmd="grep -qx ok feature.txt")
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    # Q_CLUSTER sync (the test settings): the intake runs as the submit commits.
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit, {"summary": "did it"})
+    task = store.get_task(task_id)
+    assert task.status == "in_review", (task.error, task.feedback, task.output)
+    assert task.verdict == "pass"
+    assert task.output["intake"]["state"] == "review"
+    assert task.output["summary"] == "did it"
+    # Recorded as a local run's checkout is: the review panel's diff reads it.
+    ws = store.get_workspace(task_id)
+    assert ws.branch == f"clawboo/task-{task_id}" and Path(ws.repo_path) == repo
+    assert [f["path"] for f in ws.diffstat["files"]] == ["feature.txt"]
+    assert (Path(ws.worktree_path) / "feature.txt").read_text() == "ok\n"
+    # The review panel's answer: the pushed change alone, against the task's base.
+    panel = review.review_of(task)
+    assert [f["path"] for f in panel["diff"]["files"]] == ["feature.txt"]
+    assert "+ok" in panel["diff"]["files"][0]["patch"]
+    assert panel["workspace"]["base_branch"] == "main"
+    # Nothing left under the hidden ref once the checkout holds the commit.
+    assert git(repo, "for-each-ref", "refs/clawboo/") == ""
+
+    result = service.approve(task_id, by="ada")
+    assert result["result"] == "landed"
+    assert result["push"] == {"remote": str(remote), "branch": "main", "pushed": True}
+    assert git(remote, "rev-parse", "main") == git(repo, "rev-parse", "main") == result["commit"]
+    assert git(remote, "show", "main:feature.txt") == "ok"
+    assert store.get_task(task_id).status == "done"
+    # A repeat of the intake after it ended does nothing.
+    assert server_intake.take_in(task_id) == {"result": "nothing"}
+
+
+def test_a_branch_not_named_for_the_task_is_refused_and_nothing_is_written(repo, remote, tmp_path):
+    register(repo, remote)
+    task_id, ticket = claimed()
+    other = store.create_task(title="other").task.id
+    commit = push_work(remote, tmp_path, task_id)
+    before = store.get_task(task_id)
+    owner = get_staff()
+    client = APIClient()
+    client.force_authenticate(owner)
+    for branch in (f"clawboo/task-{other}", "main", f"clawboo/task-{task_id}/../x"):
+        answer = client.post(
+            f"/api/board/tasks/{task_id}/submit",
+            {"ticket": ticket, "branch": branch, "commit": commit},
+            format="json",
+        )
+        assert answer.status_code == 400, answer.content
+        assert answer.json()["field"] == "branch", answer.json()
+    with pytest.raises(ValidationFailed):
+        intake.submit(task_id, ticket, f"clawboo/task-{task_id}", "HEAD")
+    after = store.get_task(task_id)
+    assert (after.revision, after.output, after.status) == (before.revision, None, "in_progress")
+    answer = client.post(
+        f"/api/board/tasks/{task_id}/submit",
+        {"ticket": ticket, "branch": f"clawboo/task-{task_id}", "commit": commit},
+        format="json",
+    )
+    assert answer.status_code == 202, answer.content
+    assert store.get_task(task_id).status == "in_review"
+
+
+def get_staff():
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_superuser("root", password="pw")
+
+
+def test_a_failing_verify_command_sends_the_work_back_to_its_builder(
+    repo, remote, tmp_path, settings
+):
+    settings.CLAWBOO_MAX_FIX_CYCLES = 2
+    register(repo, remote, verify_cmd="grep -qx ok feature.txt")
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id, content="broken\n")
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    task = store.get_task(task_id)
+    assert task.status == "in_progress" and task.verdict == "fail"
+    assert "verification gate failed" in task.feedback
+    assert task.output["intake"]["state"] == "fix"
+    # The claim's own span again, not the intake's long one.
+    assert task.lease_duration_ms == store.intake_of(task)["lease_ms"]
+    # The fixed work, pushed again under the same claim, goes to review.
+    fixed = push_work(remote, tmp_path, task_id, content="ok\n")
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", fixed)
+    task = store.get_task(task_id)
+    assert task.status == "in_review" and task.verdict == "pass", task.feedback
+
+
+def test_verify_required_without_a_command_reaches_review_with_a_fail_verdict(
+    repo, remote, tmp_path, settings
+):
+    settings.CLAWBOO_VERIFY_REQUIRED = True
+    register(repo, remote)
+    task_id, ticket = claimed()
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", push_work(remote, tmp_path, task_id))
+    task = store.get_task(task_id)
+    assert task.status == "in_review" and task.verdict == "fail"
+    with pytest.raises(Exception) as refused:
+        service.approve(task_id, by="ada")
+    assert getattr(refused.value, "code", "") == "verification_required"
+
+
+def test_a_failed_push_after_landing_is_reported_not_swallowed(repo, remote, tmp_path):
+    register(repo, remote, verify_cmd="true")
+    task_id, ticket = claimed()
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", push_work(remote, tmp_path, task_id))
+    # The remote's main moved on without us: a fast-forward push is refused.
+    other = tmp_path / "elsewhere"
+    git(tmp_path, "clone", "-q", str(remote), str(other))
+    (other / "theirs.txt").write_text("x\n")
+    git(other, "add", "-A")
+    git(other, "commit", "-q", "-m", "theirs")
+    git(other, "push", "-q", "origin", "main")
+    result = service.approve(task_id, by="ada")
+    assert result["result"] == "landed"  # the landing stands
+    assert result["push"]["pushed"] is False and "rejected" in result["push"]["error"]
+    comments = [c.body for c in store.list_comments(task_id)]
+    assert any("the push of main" in body for body in comments), comments
+
+
+def test_a_submission_for_a_lost_claim_is_refused(repo, remote, tmp_path):
+    register(repo, remote)
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    store.release(task_id, ticket=ticket)
+    with pytest.raises(Conflict):
+        intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    assert store.get_task(task_id).output is None
+
+
+INTAKE_SCRIPT = """
+import django, json, sys
+django.setup()
+from executor.intake import take_in
+print(json.dumps(take_in(sys.argv[1])), flush=True)
+"""
+
+
+def test_an_intake_killed_mid_verify_is_taken_in_again_once(
+    repo, remote, tmp_path, database_url, settings, monkeypatch
+):
+    started = tmp_path / "verify-started"
+    # The first verify run waits to be killed; the second passes.
+    verify = f"if [ ! -e {started} ]; then touch {started}; sleep 60; fi; grep -qx ok feature.txt"
+    register(repo, remote, verify_cmd=verify)
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    queued: list[str] = []
+    # Queued on commit for a qcluster; here the qcluster is the process killed below.
+    monkeypatch.setattr(intake, "enqueue", queued.append)
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    assert queued == [task_id]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", INTAKE_SCRIPT, task_id],
+        env={
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
+            "CLAWBOO_STATE_DIR": str(settings.CLAWBOO_STATE_DIR),
+            "CLAWBOO_REPO_ROOTS": os.pathsep.join(str(p) for p in settings.CLAWBOO_REPO_ROOTS),
+            "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+            "PYTHONPATH": str(ROOT),
+        },
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its verify command dies with it
+    )
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the intake never reached its verify command"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    task = store.get_task(task_id)
+    assert task.status == "in_progress" and store.intake_pending(task)
+    # The recovery pass (boot, and the periodic job) takes it in again.
+    settled = server_intake.recover_intakes(older_than_s=0)
+    assert settled == [
+        {"task_id": task_id, "result": "review", "worktree": "retained", "verdict": "pass"}
+    ]
+    assert store.get_task(task_id).status == "in_review"
+    assert server_intake.recover_intakes(older_than_s=0) == []
+    kinds = list(Event.objects.filter(task_id=task_id).values_list("kind", flat=True))
+    assert kinds.count("review_requested") == 1 and kinds.count("work_submitted") == 1
+
+
+def test_a_submission_whose_intake_never_ran_is_queued_again_at_boot(
+    repo, remote, tmp_path, monkeypatch
+):
+    from clawboo import boot
+
+    register(repo, remote, verify_cmd="true")
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    with monkeypatch.context() as patched:
+        patched.setattr(intake, "enqueue", lambda task_id: None)  # no qcluster took it
+        intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    assert store.intake_pending(store.get_task(task_id))
+    assert boot.intake_recovery() == "1 remote submission(s) queued for intake"
+    assert store.get_task(task_id).status == "in_review"
+    assert boot.intake_recovery() == "0 remote submission(s) queued for intake"
+
+
+def test_a_landing_killed_before_its_push_is_pushed_by_the_boot_recovery(
+    repo, remote, tmp_path, monkeypatch
+):
+    register(repo, remote, verify_cmd="true")
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    before = git(remote, "rev-parse", "main")
+
+    def killed(*args, **kwargs):
+        raise RuntimeError("killed after the base branch moved")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(service, "_finish_landing", killed)
+        with pytest.raises(RuntimeError):
+            service.approve(task_id, by="ada")
+    assert git(repo, "rev-parse", "main") != before == git(remote, "rev-parse", "main")
+    settled = service.recover_landings()
+    assert [entry["result"] for entry in settled] == ["completed"]
+    assert git(remote, "rev-parse", "main") == git(repo, "rev-parse", "main")
+    assert store.get_task(task_id).status == "done"
+
+
+def test_an_agent_no_operator_approved_is_not_judged_on_the_server(repo, remote, tmp_path):
+    from core.models import Agent
+
+    register(repo, remote, verify_cmd="true")
+    # Its settings changed by someone who may not decide what the server runs.
+    Agent.objects.filter(pk="far").update(approved_fingerprint="")
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    task = store.get_task(task_id)
+    assert task.status == "blocked" and "not approved by an operator" in task.error
+    assert task.output["intake"]["state"] == "failed"
+    assert task.verdict is None  # no verify command ran
