@@ -960,6 +960,15 @@ def _comment(comment: Any) -> dict[str, Any]:
     }
 
 
+OpenExecutionBody = inline_serializer(
+    "OpenExecution",
+    {
+        "ticket": serializers.CharField(),
+        "runtime": serializers.CharField(required=False),
+    },
+)
+
+
 class ExecutionsView(APIView):
     permission_classes = [IsAuthenticated]
 
@@ -970,6 +979,73 @@ class ExecutionsView(APIView):
     def get(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         return Response([e.as_dict() for e in store.list_executions(task_id)])
+
+    @extend_schema(
+        operation_id="board_tasks_executions_open",
+        request=OpenExecutionBody,
+        responses=with_errors(
+            {201: ExecutionSerializer}, "not_found", "conflict", "validation_error", "forbidden"
+        ),
+    )
+    @idempotent
+    def post(self, request: Request, task_id: str) -> Response:
+        """A worker that runs its claim elsewhere (``clawboo worker``) opens the run's
+        execution here, as the local executor does in-process: only for the claim the
+        ticket names, and only one running execution per task."""
+        act_as_assignee(request, visible_task(request.user, task_id))
+        body = json_object(request, OpenExecutionBody)
+        runtime = body.get("runtime")
+        if runtime is not None and not isinstance(runtime, str):
+            raise ValidationFailed("runtime", "must be a string")
+        execution = store.open_execution(task_id, body["ticket"], runtime=runtime)
+        return Response(execution.as_dict(), status=201)
+
+
+# A remote run's log arrives in chunks of at most this many lines and bytes.
+LOG_CHUNK_LINES = 2000
+LOG_CHUNK_BYTES = 256 * 1024
+
+LogChunkBody = inline_serializer(
+    "LogChunk",
+    {
+        "ticket": serializers.CharField(),
+        "offset": serializers.IntegerField(
+            min_value=0, help_text="the log's size as the last chunk's answer gave it (0 first)"
+        ),
+        "lines": inline_serializer(
+            "LogLine",
+            {
+                "stream": serializers.ChoiceField(choices=["stdout", "stderr"]),
+                "line": serializers.CharField(allow_blank=True),
+            },
+            many=True,
+        ),
+    },
+)
+LogAppended = inline_serializer(
+    "LogAppended",
+    {
+        "size": serializers.IntegerField(help_text="the log's size now: the next offset"),
+        "written": serializers.BooleanField(help_text="false: this chunk was written before"),
+        "full": serializers.BooleanField(help_text="the log reached its bound; send no more"),
+    },
+)
+
+
+def _log_lines(value: Any) -> list[tuple[str, str]]:
+    if not isinstance(value, list) or len(value) > LOG_CHUNK_LINES:
+        raise ValidationFailed("lines", f"a list of at most {LOG_CHUNK_LINES} lines")
+    lines, size = [], 0
+    for n, item in enumerate(value):
+        stream = item.get("stream") if isinstance(item, dict) else None
+        line = item.get("line") if isinstance(item, dict) else None
+        if stream not in ("stdout", "stderr") or not isinstance(line, str):
+            raise ValidationFailed(f"lines[{n}]", '{"stream": "stdout"|"stderr", "line": text}')
+        size += len(line)
+        if size > LOG_CHUNK_BYTES:
+            raise ValidationFailed("lines", f"a chunk of at most {LOG_CHUNK_BYTES} characters")
+        lines.append((stream, line))
+    return lines
 
 
 class ExecutionLogView(APIView):
@@ -1002,6 +1078,29 @@ class ExecutionLogView(APIView):
             f'attachment; filename="{task_id}-execution-{execution_id}.log"'
         )
         return response
+
+    @extend_schema(
+        operation_id="board_tasks_executions_log_append",
+        request=LogChunkBody,
+        responses=with_errors(
+            {200: LogAppended}, "not_found", "conflict", "validation_error", "forbidden"
+        ),
+    )
+    def post(self, request: Request, task_id: str, execution_id: str) -> Response:
+        """A remote run's next lines, appended to the same file a local run writes
+        (``core.runlogs``): the card's live view and the download read it unchanged.
+        Only while the run is open, and only with its claim's ticket."""
+        task = visible_task(request.user, task_id)
+        act_as_assignee(request, task)
+        body = json_object(request, LogChunkBody)
+        run = store.claimed_execution(
+            task_id, int(execution_id) if execution_id.isdigit() else None, body["ticket"]
+        )
+        offset = body["offset"]
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValidationFailed("offset", "must be a non-negative integer")
+        appended = runlogs.append(task.team_id, task.id, run.id, _log_lines(body["lines"]), offset)
+        return Response({"size": appended.size, "written": appended.written, "full": appended.full})
 
 
 ReconcileBody = inline_serializer(

@@ -12,6 +12,7 @@ from board.usage import usage_page
 from board.views import BoardLoginView, board_page
 from core.api import registry_views, repository_views
 from core.api.errors import api_404
+from executor import api as executor_api
 from ops import budgets
 from ops.health import healthz
 from ops.metrics import metrics_view
@@ -42,6 +43,14 @@ board_patterns: list[URLPattern | URLResolver] = [
     path(
         "tasks/<str:task_id>/executions/<str:execution_id>/log",
         board_api.ExecutionLogView.as_view(),
+    ),
+    path(
+        "tasks/<str:task_id>/executions/<str:execution_id>/usage",
+        executor_api.ExecutionUsageView.as_view(),
+    ),
+    path(
+        "tasks/<str:task_id>/executions/<str:execution_id>/close",
+        executor_api.ExecutionCloseView.as_view(),
     ),
     path("tasks/<str:task_id>/workspace", worktree_api.WorkspaceView.as_view()),
     path("tasks/<str:task_id>/workspace/pause", worktree_api.WorkspacePauseView.as_view()),

@@ -18,8 +18,11 @@ claim reaches that process).
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import os
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -75,7 +78,7 @@ class RunLog:
         self.file = open(self.path, "a", encoding="utf-8", errors="replace", buffering=1)  # noqa: SIM115
 
     def write(self, stream: str, line: str) -> None:
-        text = (STDERR_MARK if stream == "stderr" else "") + line.rstrip("\n") + "\n"
+        text = _line(stream, line)
         with self.lock:
             if self.full or self.file.closed:
                 return
@@ -90,6 +93,66 @@ class RunLog:
     def close(self) -> None:
         with self.lock:
             self.file.close()
+
+
+def _line(stream: str, line: str) -> str:
+    return (STDERR_MARK if stream == "stderr" else "") + line.rstrip("\n") + "\n"
+
+
+@dataclass(frozen=True)
+class Appended:
+    """What :func:`append` did: the log's size after it, whether the lines were
+    written (False: they were already, a retried chunk), and whether the log is full."""
+
+    size: int
+    written: bool
+    full: bool
+
+
+def append(
+    team_id: str,
+    task_id: str,
+    execution_id: int,
+    lines: Sequence[tuple[str, str]],
+    offset: int,
+) -> Appended:
+    """Append a remote run's ``(stream, line)`` chunk to its log, as :class:`RunLog`
+    writes a local run's lines (same marks, same bound).
+
+    ``offset`` is the size the sender last heard the log had: a chunk whose offset is
+    behind the file was written already (its answer was lost, the chunk was sent
+    again) and is not written twice. Under an exclusive lock on the file, so two
+    server processes that take a chunk each of one run never interleave them."""
+    path = path_for(team_id, task_id, execution_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    limit = max_bytes()
+    with open(path, "ab") as log:
+        fcntl.flock(log, fcntl.LOCK_EX)
+        size = log.seek(0, os.SEEK_END)
+        full = _ends_truncated(path, size)
+        if offset < size or full:
+            return Appended(size, False, full)
+        out = bytearray()
+        for stream, line in lines:
+            data = _line(stream, line).encode("utf-8", errors="replace")
+            if size + len(out) + len(data) > limit:
+                out += TRUNCATED.format(limit=limit).encode()
+                full = True
+                break
+            out += data
+        log.write(out)
+        log.flush()
+        return Appended(size + len(out), True, full)
+
+
+def _ends_truncated(path: Path, size: int) -> bool:
+    mark = b"[clawboo: log truncated at "
+    if size == 0:
+        return False
+    with open(path, "rb") as log:
+        log.seek(max(0, size - 80))
+        tail = log.read()
+    return tail.rstrip(b"\n").rsplit(b"\n", 1)[-1].startswith(mark)
 
 
 def read(

@@ -5,6 +5,11 @@ in cents per million tokens. A run whose runtime gave a price is ``reported``; o
 that gave tokens of a model in the table is ``estimated``; anything else (no
 usage, a model the table does not know) is ``unknown`` and costs 0 in the sums.
 While a run streams, its usage so far is priced the same way, for the ceiling.
+
+The arithmetic (:func:`cents_at`, :class:`Tokens`) needs no Django: a remote worker
+(:mod:`executor.remote`) prices its run's reports with the rates and the ceiling
+the server gave it, to stop the run at the report that reaches its ceiling as the
+local executor does, not a server round-trip later.
 """
 
 from __future__ import annotations
@@ -12,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from board.models import CostStatus
-from board.store.spend import Usage
+if TYPE_CHECKING:
+    from board.store.spend import Usage
 
 PER = Decimal(1_000_000)
 RATE_KEYS = ("in", "out", "cache_read", "cache_write")
@@ -69,19 +74,40 @@ def rates_for(model: str | None) -> dict[str, Decimal] | None:
 def estimate_cents(tokens: Tokens) -> int | None:
     """The tokens priced by the table, in whole cents (half up); None if unpriced."""
     rates = rates_for(tokens.model)
-    if rates is None:
-        return None
+    return None if rates is None else cents_at(tokens, rates)
+
+
+def cents_at(tokens: Tokens, rates: Mapping[str, Any]) -> int:
+    """The tokens priced at ``rates`` (cents per million tokens, by :data:`RATE_KEYS`),
+    in whole cents, half up."""
+
+    def rate(key: str) -> Decimal:
+        return Decimal(str(rates.get(key, 0)))
+
     total = (
-        (tokens.tokens_in or 0) * rates["in"]
-        + (tokens.tokens_out or 0) * rates["out"]
-        + (tokens.cache_read or 0) * rates["cache_read"]
-        + (tokens.cache_write or 0) * rates["cache_write"]
+        (tokens.tokens_in or 0) * rate("in")
+        + (tokens.tokens_out or 0) * rate("out")
+        + (tokens.cache_read or 0) * rate("cache_read")
+        + (tokens.cache_write or 0) * rate("cache_write")
     ) / PER
     return int(total.quantize(Decimal(1), rounding=ROUND_HALF_UP))
 
 
+def running_cents(tokens: Tokens, rates: Mapping[str, Any] | None) -> int | None:
+    """What a streamed report costs so far, for its ceiling: the runtime's own price,
+    else its tokens at ``rates``; None when neither is known."""
+    if tokens.cost_cents is not None:
+        return tokens.cost_cents
+    if rates is None or not tokens.reported_any:
+        return None
+    return cents_at(tokens, rates)
+
+
 def usage_of(tokens: Tokens) -> Usage:
     """The run's usage as the board records it, with its cost and how it was known."""
+    from board.models import CostStatus
+    from board.store.spend import Usage
+
     cents, status = 0, CostStatus.UNKNOWN
     if tokens.cost_cents is not None:
         cents, status = tokens.cost_cents, CostStatus.REPORTED

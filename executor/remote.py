@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import http.client
 import json
 import logging
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -33,12 +35,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from executor.runtimes.base import RunRequest, RunResult, start_run
+from executor import pricing
+from executor.runtimes.base import RunHandle, RunRequest, RunResult, UsageSoFar, start_run
 from executor.runtimes.registry import adapter_for, capabilities
 
 log = logging.getLogger("clawboo.worker")
@@ -48,6 +52,17 @@ HTTP_TIMEOUT_S = 30.0
 EXIT_REVOKED = 3
 EXIT_REFUSED = 2
 BRANCH_PREFIX = "clawboo/task-"
+# How often the run's loop looks for its end between usage reports.
+USAGE_CHECK_S = 0.05
+# The run's log goes to the server in chunks of at most this many lines and
+# characters, one chunk in flight at a time; at most LOG_BUFFER_CHARS wait behind it.
+LOG_CHUNK_LINES = 1000
+LOG_CHUNK_CHARS = 64 * 1024
+LOG_BUFFER_CHARS = 1024 * 1024
+# How long the server may be unreachable before the run's output is no longer sent
+# (the run goes on), and how long the end of a run waits for its log to be taken.
+LOG_STALL_S = 60.0
+LOG_FLUSH_S = 30.0
 
 
 class Revoked(Exception):
@@ -63,35 +78,104 @@ class ApiError(Exception):
 
 @dataclass
 class Api:
+    """The server's API over one kept-alive connection per thread (the loop, the
+    beat, the log's sender): a claim costs its request, not a TCP and HTTP set-up
+    too. Through a proxy the environment names, plain ``urllib`` (a connection per
+    request) as before."""
+
     server: str
     token: str
 
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def __post_init__(self) -> None:
+        parts = urllib.parse.urlsplit(self.server)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname or "localhost"
+        self._port = parts.port
+        self._prefix = parts.path.rstrip("/")
+        proxies = urllib.request.getproxies()
+        self._proxied = bool(proxies.get(parts.scheme)) and not urllib.request.proxy_bypass(
+            parts.netloc
+        )
+        self._local = threading.local()
+
+    def call(
+        self, method: str, path: str, body: Any = None, *, idempotency_key: str | None = None
+    ) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
+        headers = {
+            "Authorization": f"Token {self.token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        }
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = idempotency_key
+        if self._proxied:
+            status, raw = self._via_urllib(method, path, data, headers)
+        else:
+            status, raw = self._kept_alive(method, path, data, headers)
+        if status < 300:  # a redirect is not followed: the URL to give is the API's own
+            return status, json.loads(raw) if raw else None
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = raw.decode(errors="replace")
+        if status == 401:
+            raise Revoked(str(parsed))
+        raise ApiError(status, parsed)
+
+    def _kept_alive(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        conn = self._connection()
+        try:
+            conn.request(method, self._prefix + path, body=data, headers=headers)
+            answer = conn.getresponse()
+            raw = answer.read()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            self._local.conn = None
+            if isinstance(exc, OSError):
+                raise
+            raise ConnectionError(f"{type(exc).__name__}: {exc}") from exc
+        if answer.will_close:
+            conn.close()
+            self._local.conn = None
+        return answer.status, raw
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is not None and conn.sock is not None:
+            # Readable while idle means the server closed it (its keep-alive ran
+            # out): a request must not be sent into it, or it would be lost.
+            readable, _, _ = select.select([conn.sock], [], [], 0)
+            if readable:
+                conn.close()
+                conn = None
+        if conn is None:
+            kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            conn = kind(self._host, self._port, timeout=HTTP_TIMEOUT_S)
+            self._local.conn = conn
+        return conn
+
+    def release(self) -> None:
+        """Close this thread's connection (a thread that is about to end)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _via_urllib(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
         # The scheme was checked in main (http or https only).
         request = urllib.request.Request(  # noqa: S310
-            self.server.rstrip("/") + path,
-            data=data,
-            method=method,
-            headers={
-                "Authorization": f"Token {self.token}",
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-            },
+            self.server.rstrip("/") + path, data=data, method=method, headers=headers
         )
         try:
             with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:  # noqa: S310
-                raw = answer.read()
-                return answer.status, json.loads(raw) if raw else None
+                return answer.status, answer.read()
         except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            try:
-                parsed = json.loads(raw) if raw else None
-            except ValueError:
-                parsed = raw.decode(errors="replace")
-            if exc.code == 401:
-                raise Revoked(str(parsed)) from None
-            raise ApiError(exc.code, parsed) from None
+            return exc.code, exc.read()
 
 
 def git(argv: Sequence[str], cwd: Path | None = None) -> str:
@@ -109,15 +193,16 @@ def git(argv: Sequence[str], cwd: Path | None = None) -> str:
 
 
 class Waker:
-    """Sets ``wake`` on every board frame of the team (after ``hello``), reconnecting
+    """Sets ``wake`` on every board frame of the team (``hello`` too), reconnecting
     while the worker runs. ``connected`` tells the loop whether to poll slowly."""
 
-    def __init__(self, server: str, token: str, team: str) -> None:
+    def __init__(self, server: str, token: str, team: str, wake: threading.Event) -> None:
         parts = urllib.parse.urlsplit(server)
         scheme = "wss" if parts.scheme == "https" else "ws"
         query = urllib.parse.urlencode({"team": team, "token": token})
         self.url = f"{scheme}://{parts.netloc}/ws/board/?{query}"
-        self.wake = threading.Event()
+        # Shared by the worker's wakers: the loop sleeps on it and wakes at once.
+        self.wake = wake
         self.connected = threading.Event()
         self.stop = threading.Event()
         threading.Thread(target=self._loop, name=f"ws-{team}", daemon=True).start()
@@ -163,18 +248,23 @@ class Worker:
         self.started = time.time()
         self.running: list[str] = []
         self.revoked = threading.Event()
+        self.wake = threading.Event()
+        self.paused: dict[str, Any] = {}  # agent → why its claims are refused now
 
     # --- the loop -------------------------------------------------------------
 
     def serve(self, once: bool = False) -> None:
         teams = sorted({self.agent(a)["team"] for a in self.agents})
-        wakers = [Waker(self.api.server, self.api.token, team) for team in teams]
+        wakers = [Waker(self.api.server, self.api.token, team, self.wake) for team in teams]
         self.beat()
         threading.Thread(target=self._beat_loop, name="worker-beat", daemon=True).start()
         try:
             while True:
                 if self.revoked.is_set():
                     raise Revoked("the worker beat was refused")
+                # Cleared before the look: a frame that arrives during it wakes the
+                # next wait at once, so no board change is slept through.
+                self.wake.clear()
                 worked = any([self.work_one(agent) for agent in self.agents])
                 if worked:
                     continue
@@ -193,13 +283,9 @@ class Worker:
                 waker.stop.set()
 
     def _wait_any(self, wakers: Sequence[Waker], seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and not self.revoked.is_set():
-            for waker in wakers:
-                if waker.wake.is_set():
-                    waker.wake.clear()
-                    return
-            time.sleep(0.02)
+        # One event for every waker (and the revoking beat): woken the moment a
+        # frame arrives, not at the next look of a poll.
+        self.wake.wait(seconds)
 
     def _beat_loop(self) -> None:
         # Its own thread: a host stays seen while a long run holds the main loop.
@@ -208,6 +294,7 @@ class Worker:
                 self.beat()
             except Revoked:
                 self.revoked.set()
+                self.wake.set()
             except OSError as exc:  # the server is briefly unreachable
                 log.warning("worker beat: %s", exc)
 
@@ -226,7 +313,19 @@ class Worker:
         claim: dict[str, Any] = {"agent_id": agent_id}
         if self.lease_ms:
             claim["lease_ms"] = self.lease_ms
-        status, claimed = self.api.call("POST", "/api/board/claim-next", claim)
+        try:
+            status, claimed = self.api.call("POST", "/api/board/claim-next", claim)
+        except ApiError as exc:
+            refusal = exc.body.get("error") if isinstance(exc.body, dict) else None
+            if exc.status != 409 or refusal not in ("agent_paused", "budget_paused"):
+                raise
+            # A pause is waited out, as the local executor does: its resume (or a
+            # new budget window) is a board change, which wakes this worker.
+            if self.paused.get(agent_id) != exc.body.get("detail"):
+                log.info("agent %s takes no work now: %s", agent_id, exc.body.get("detail"))
+            self.paused[agent_id] = exc.body.get("detail")
+            return False
+        self.paused.pop(agent_id, None)
         if status == 204 or not claimed:
             return False
         task, ticket = claimed["task"], claimed["ticket"]
@@ -354,7 +453,16 @@ class Worker:
     def run_agent(
         self, agent: dict[str, Any], task: dict[str, Any], ticket: str, cwd: Path
     ) -> RunResult | None:
+        """Run the agent with its execution on the server (:class:`RunReport`): the
+        lines it prints streamed to the run's log, its usage reported as it streams
+        (an answer ``stop`` cancels it), the lease renewed every ``heartbeat_s``,
+        and the execution closed with the run's end. None when the task is no longer
+        this worker's to settle: the claim was lost, or the run was stopped for
+        spend (the server sent the task back to ``todo``)."""
         base = f"/api/board/tasks/{urllib.parse.quote(task['id'])}"
+        report = RunReport.open(self.api, task["id"], ticket, agent["runtime"])
+        if report is None:  # the claim was lost before the run began
+            return None
         prompt = "\n\n".join(filter(None, [task.get("title"), task.get("description")]))
         request = RunRequest(
             task_id=task["id"],
@@ -363,25 +471,56 @@ class Worker:
             cwd=cwd,
             timeout_s=self.run_timeout_s,
             settings=dict(agent.get("settings") or {}),
+            on_usage=report.usage,
+            attempt_id=str(report.execution_id),
         )
-        handle = start_run(adapter_for(agent["runtime"]), request)
-        while not handle.wait(self.heartbeat_s):
-            try:
-                beat: dict[str, Any] = {"ticket": ticket}
-                if self.lease_ms:
-                    beat["lease_ms"] = self.lease_ms
-                self.api.call("POST", f"{base}/heartbeat", beat)
-            except Revoked:
+        lost = False
+        handle: RunHandle | None = None
+        try:
+            handle = start_run(adapter_for(agent["runtime"]), request, on_output=report.output)
+            report.cancel = handle.cancel
+            if report.stop is not None:  # reached before the handle was known
+                handle.cancel()
+            due = time.monotonic() + self.heartbeat_s  # the claim just set the lease
+            cancelled = False
+            while not handle.done():
+                if time.monotonic() >= due:
+                    due = time.monotonic() + self.heartbeat_s
+                    lost = self._heartbeat(base, ticket) or lost
+                if not lost:
+                    report.send_usage()
+                if (lost or report.lost or report.stop is not None) and not cancelled:
+                    cancelled = True
+                    handle.cancel()
+                # Usage is sent as soon as it is reported; the run's end is seen
+                # within USAGE_CHECK_S.
+                report.reported.wait(min(max(due - time.monotonic(), 0.0), USAGE_CHECK_S))
+            result = handle.result()
+        except BaseException as exc:
+            if handle is not None:  # never leave the process behind (a revoked token)
                 handle.cancel()
                 handle.wait(30)
-                raise
-            except ApiError as exc:
-                if exc.status in (403, 404, 409):  # the claim is gone
-                    handle.cancel()
-                    handle.wait(30)
-                    return None
-                log.warning("heartbeat: %s", exc)
-        return handle.result()
+            report.close(None, f"remote worker: {type(exc).__name__}: {exc}")
+            raise
+        closed = report.close(result, None)
+        if lost or report.lost or (closed or {}).get("error_class") == "budget":
+            return None
+        return result
+
+    def _heartbeat(self, base: str, ticket: str) -> bool:
+        """Renew the lease; True when the claim is gone (the run must stop)."""
+        beat: dict[str, Any] = {"ticket": ticket}
+        if self.lease_ms:
+            beat["lease_ms"] = self.lease_ms
+        try:
+            self.api.call("POST", f"{base}/heartbeat", beat)
+        except ApiError as exc:
+            if exc.status in (403, 404, 409):
+                return True
+            log.warning("heartbeat: %s", exc)
+        except OSError as exc:  # briefly unreachable: the next beat tries again
+            log.warning("heartbeat: %s", exc)
+        return False
 
     def push(self, clone: Path, cwd: Path, task: dict[str, Any]) -> dict[str, Any]:
         branch = f"{BRANCH_PREFIX}{task['id']}"
@@ -402,6 +541,274 @@ class Worker:
             )
         git(["push", "--quiet", "origin", f"+refs/heads/{branch}:refs/heads/{branch}"], cwd)
         return {"branch": branch, "commit": git(["rev-parse", "HEAD"], cwd)}
+
+
+class RunReport:
+    """A run's execution on the server, reported through the API as it goes.
+
+    The runtime's reader threads hand it each line (:meth:`output`) and each usage
+    report (:meth:`usage`). Lines go to ``…/executions/{id}/log`` from a thread of
+    their own, a bounded chunk at a time (the next waits for the answer to the
+    last, so a slow server gets fewer, larger chunks); when LOG_BUFFER_CHARS are
+    waiting the reader blocks, the process's pipe fills and it waits too -- the
+    run is slowed, its output never dropped, while the server takes it. Usage goes
+    to ``…/usage`` from the run's loop (:meth:`send_usage`), latest totals only;
+    an answer ``stop`` sets :attr:`stop`. :meth:`close` sends what is left of the
+    log, then the run's end to ``…/close``."""
+
+    def __init__(self, api: Api, task_id: str, ticket: str, execution_id: int) -> None:
+        self.api = api
+        self.ticket = ticket
+        self.execution_id = execution_id
+        self.base = f"/api/board/tasks/{urllib.parse.quote(task_id)}/executions/{execution_id}"
+        # Set by answers: the run was stopped for spend (why), or its claim is gone.
+        self.stop: str | None = None
+        self.lost = False
+        self.reported = threading.Event()
+        self._usage_lock = threading.Lock()
+        self._usage: UsageSoFar | None = None
+        self._last_usage: UsageSoFar | None = None
+        # What the server's answers said: the run's ceiling, each model's rates.
+        self._ceiling: int | None = None
+        self._rates: dict[str | None, dict[str, Any] | None] = {}
+        # Stops the run (set once it is started).
+        self.cancel: Callable[[], None] | None = None
+        self._cond = threading.Condition()
+        self._lines: deque[tuple[str, str]] = deque()
+        self._chars = 0
+        self._closing = False
+        self._dead = False  # no more lines are sent (the server gave up on them)
+        self.dropped = 0
+        self.offset = 0
+        self._sender = threading.Thread(
+            target=self._send_loop, name=f"log-{execution_id}", daemon=True
+        )
+        self._sender.start()
+
+    @classmethod
+    def open(cls, api: Api, task_id: str, ticket: str, runtime: str) -> RunReport | None:
+        """Open the claim's execution; None when the claim is gone already."""
+        path = f"/api/board/tasks/{urllib.parse.quote(task_id)}/executions"
+        # One key per claim: an open whose answer was lost is asked again and
+        # answered with the execution it opened, not refused as a second one.
+        key = "open-" + hashlib.sha256(ticket.encode()).hexdigest()[:40]
+        body = {"ticket": ticket, "runtime": runtime}
+        for attempt in range(3):
+            try:
+                _, opened = api.call("POST", path, body, idempotency_key=key)
+                return cls(api, task_id, ticket, int(opened["id"]))
+            except ApiError as exc:
+                if exc.status in (403, 404, 409):
+                    log.warning("task %s: no execution opened: %s", task_id, exc)
+                    return None
+                raise
+            except OSError:
+                if attempt == 2:
+                    raise
+                time.sleep(1.0 + attempt)
+        raise AssertionError("unreachable")
+
+    # --- from the runtime's reader threads ----------------------------------------
+
+    def output(self, stream: str, line: str) -> None:
+        line = line.rstrip("\n")[:LOG_CHUNK_CHARS]
+        size = len(line) + 1
+        with self._cond:
+            while self._chars and self._chars + size > LOG_BUFFER_CHARS and not self._dead:
+                self._cond.wait()  # back-pressure: see the class's docstring
+            if self._dead or self._closing:
+                self.dropped += 1
+                return
+            self._lines.append((stream, line))
+            self._chars += size
+            self._cond.notify_all()
+
+    def usage(self, usage: UsageSoFar) -> None:
+        with self._usage_lock:
+            self._usage = self._last_usage = usage
+        self.reported.set()
+        self._check_ceiling(usage)
+
+    # --- from the run's loop ----------------------------------------------------
+
+    def send_usage(self) -> None:
+        """Send the latest usage report, if one came since the last."""
+        with self._usage_lock:
+            usage, self._usage = self._usage, None
+            self.reported.clear()
+        if usage is None or self.stop is not None:  # the close carries the totals
+            return
+        try:
+            _, answer = self.api.call(
+                "POST", f"{self.base}/usage", {"ticket": self.ticket, **_usage_body(usage)}
+            )
+        except ApiError as exc:
+            if exc.status in (403, 404, 409):  # the run was closed: the claim is gone
+                self.lost = True
+            else:
+                log.warning("usage report: %s", exc)
+            return
+        except OSError as exc:  # the next report carries the totals again
+            log.warning("usage report: %s", exc)
+            return
+        with self._usage_lock:
+            ceiling = answer.get("max_run_cents")
+            self._ceiling = ceiling if isinstance(ceiling, int) else None
+            rates = answer.get("rates")
+            self._rates[usage.model] = rates if isinstance(rates, dict) else None
+        if answer.get("stop"):
+            self._stopped(str(answer.get("reason") or "stopped for spend"))
+        elif self._last_usage is not None:
+            self._check_ceiling(self._last_usage)  # a report that came meanwhile
+
+    def _check_ceiling(self, usage: UsageSoFar) -> None:
+        """Price the report with what the server said (the ceiling, the model's
+        rates) and stop the run at the one that reaches its ceiling, on the reader's
+        thread, as the local executor does: not a server round-trip later."""
+        with self._usage_lock:
+            ceiling, known = self._ceiling, usage.model in self._rates
+            rates = self._rates.get(usage.model)
+        if ceiling is None or (usage.cost_cents is None and not known):
+            return
+        cents = pricing.running_cents(pricing.Tokens(**usage.__dict__), rates)
+        if cents is not None and cents >= ceiling:
+            self._stopped(f"the run cost {cents}¢, reaching its ceiling of {ceiling}¢")
+
+    def _stopped(self, why: str) -> None:
+        with self._usage_lock:
+            if self.stop is not None:
+                return
+            self.stop = why
+        log.info("execution %s stopped: %s", self.execution_id, why)
+        if self.cancel is not None:
+            self.cancel()
+        self.reported.set()
+
+    def close(self, result: RunResult | None, error: str | None) -> dict[str, Any] | None:
+        """Send the rest of the log, then close the execution with the run's end
+        (``result`` None: the worker itself failed, ``error`` says how). The
+        server's answer (the closed execution), or None if it could not be had."""
+        self._finish_log()
+        body: dict[str, Any] = {"ticket": self.ticket}
+        if result is None:
+            body.update(outcome="failed", error=error)
+            if self._last_usage is not None:
+                body.update(_usage_body(self._last_usage))
+        else:
+            final = UsageSoFar(
+                tokens_in=result.tokens_in,
+                tokens_out=result.tokens_out,
+                cache_read=result.cache_read,
+                cache_write=result.cache_write,
+                cost_cents=result.cost_cents,
+                model=result.model,
+            )
+            if final == UsageSoFar() and self._last_usage is not None:
+                final = self._last_usage  # a run cut short reports nothing at its end
+            body.update(
+                outcome=str(result.outcome),
+                exit_code=result.exit_code,
+                error=result.error or None,
+                log=(result.log_tail or "")[-64_000:],
+                native_session_id=result.native_session_id,
+                **_usage_body(final),
+            )
+        for attempt in range(3):
+            # Closing twice changes nothing: a close whose answer was lost is resent.
+            try:
+                return self.api.call("POST", f"{self.base}/close", body)[1]
+            except OSError as exc:
+                if attempt == 2:
+                    log.warning("execution %s not closed: %s", self.execution_id, exc)
+                    return None
+                time.sleep(1.0 + attempt)
+            except (ApiError, Revoked) as exc:
+                log.warning("execution %s not closed: %s", self.execution_id, exc)
+                return None
+        return None
+
+    # --- the log's sender -------------------------------------------------------
+
+    def _finish_log(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._sender.join(LOG_FLUSH_S)
+        with self._cond:
+            self._dead = True
+            self._cond.notify_all()
+        if self.dropped:
+            log.warning("execution %s: %d log lines not sent", self.execution_id, self.dropped)
+
+    def _send_loop(self) -> None:
+        try:
+            self._send_all()
+        finally:
+            self.api.release()
+
+    def _send_all(self) -> None:
+        while True:
+            with self._cond:
+                while not self._lines and not self._closing and not self._dead:
+                    self._cond.wait()
+                if not self._lines or self._dead:
+                    return
+                chunk: list[tuple[str, str]] = []
+                chars = 0
+                while self._lines and len(chunk) < LOG_CHUNK_LINES:
+                    size = len(self._lines[0][1]) + 1
+                    if chunk and chars + size > LOG_CHUNK_CHARS:
+                        break
+                    chunk.append(self._lines.popleft())
+                    chars += size
+            sent = self._send_chunk(chunk)
+            with self._cond:
+                self._chars -= chars
+                if not sent:
+                    self._dead = True
+                    self.dropped += len(self._lines)
+                    self._lines.clear()
+                    self._chars = 0
+                self._cond.notify_all()
+
+    def _send_chunk(self, chunk: list[tuple[str, str]]) -> bool:
+        """Deliver one chunk (retried while the server is unreachable, at most
+        LOG_STALL_S); False when no more should be sent."""
+        lines = [{"stream": stream, "line": line} for stream, line in chunk]
+        deadline, pause = time.monotonic() + LOG_STALL_S, 0.2
+        while True:
+            # The offset makes a retry safe: a chunk the server took already is
+            # not written twice.
+            body = {"ticket": self.ticket, "offset": self.offset, "lines": lines}
+            try:
+                answer = self.api.call("POST", f"{self.base}/log", body)[1]
+            except Revoked:
+                return False
+            except ApiError as exc:
+                if exc.status < 500 and exc.status != 429:  # closed, refused: stop
+                    log.warning("run log: %s", exc)
+                    return False
+            except OSError as exc:
+                log.info("run log: %s; retrying", exc)
+            else:
+                self.offset = int(answer["size"])
+                return not answer.get("full")
+            if time.monotonic() > deadline:
+                log.warning("run log: the server did not take it for %.0f s", LOG_STALL_S)
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+
+def _usage_body(usage: UsageSoFar) -> dict[str, Any]:
+    return {
+        "tokens_in": usage.tokens_in,
+        "tokens_out": usage.tokens_out,
+        "cache_read": usage.cache_read,
+        "cache_write": usage.cache_write,
+        "cost_cents": usage.cost_cents,
+        "model": usage.model,
+    }
 
 
 def registered_repository(agent: dict[str, Any], task: dict[str, Any]) -> bool:

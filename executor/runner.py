@@ -36,7 +36,7 @@ from core import beats, reconnect, registry, repositories, server_commands, wake
 from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
-from executor import breakers, health, judge, pricing
+from executor import breakers, health, judge, pricing, spending
 from executor.runtimes import (
     McpEndpoint,
     RunRequest,
@@ -116,12 +116,11 @@ class _UsageMeter:
         self.reported.set()
         if self.ceiling is None or self.over is not None:
             return
-        priced = pricing.usage_of(pricing.Tokens(**usage.__dict__))
-        if priced.cost_cents >= self.ceiling:
-            self.over = (
-                f"stopped: the run cost {priced.cost_cents}¢ ({priced.cost_status}), "
-                f"reaching its ceiling of {self.ceiling}¢ (max_run_cents)"
-            )
+        over = spending.ceiling_reached(
+            pricing.usage_of(pricing.Tokens(**usage.__dict__)), self.ceiling
+        )
+        if over is not None:
+            self.over = over
             if self.cancel is not None:
                 self.cancel()
 
@@ -576,20 +575,9 @@ class Executor:
         self, execution_id: int, usage: UsageSoFar, ceiling: int | None
     ) -> str | None:
         """Write the run's usage so far; why it must stop (ceiling, paused budget), or None."""
-        priced = pricing.usage_of(pricing.Tokens(**usage.__dict__))
-        recorded = spend_store.record_usage(execution_id, priced)
-        if ceiling is not None and priced.cost_cents >= ceiling:
-            return (
-                f"stopped: the run cost {priced.cost_cents}¢ ({priced.cost_status}), "
-                f"reaching its ceiling of {ceiling}¢ (max_run_cents)"
-            )
-        if recorded is not None and recorded.paused:
-            budget = recorded.paused[0]
-            return (
-                f"stopped: the {budget.scope} {budget.scope_id!r} reached its "
-                f"{budget.limit_cents}¢ {budget.window} budget (cap)"
-            )
-        return None
+        return spending.record(
+            execution_id, pricing.usage_of(pricing.Tokens(**usage.__dict__)), ceiling
+        )
 
     def _stopped_for_spend(
         self,
@@ -609,9 +597,7 @@ class Executor:
         result.outcome = Outcome.CANCELLED
         self._close(execution_id, "cancelled", result, git_before, git_after, why, "budget")
         with clock.phase("board"):
-            released = store.release(report.task_id or "", ticket=ticket)
-            if not released.declined:
-                spend_store.note_budget_stop(report.task_id or "", why)
+            spending.settle_stop(report.task_id or "", ticket, why)
         report.outcome, report.error = "cancelled", why
         report.worktree = "kept" if in_worktree else None
         return self._finish(report)

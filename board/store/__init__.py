@@ -37,6 +37,7 @@ from board.store.deps import (
 )
 from board.store.executions import (
     Started,
+    claimed_execution,
     close_execution,
     list_executions,
     open_execution,
@@ -194,6 +195,7 @@ __all__ = [
     "pause_agent",
     "resume_agent",
     "unstarted_claims",
+    "claimed_execution",
     "close_execution",
     "complete",
     "count_by_status",

@@ -224,6 +224,39 @@ def close_run_leaving(
     return close_running(task, outcome, error=error, at=at)
 
 
+def claimed_execution(
+    task_id: str, execution_id: Any, ticket: Any, *, running: bool = True
+) -> ExecutionProcess:
+    """The execution ``execution_id`` of ``task_id``, if ``ticket`` is the claim it
+    runs under: the ticket names this task (this incarnation) and the row's attempt.
+    A remote worker reports its run's usage, log and end through this check.
+
+    Another task's (or no) execution: :class:`NotFound`. A ticket of another claim,
+    or -- with ``running`` -- a run already closed (the task was cancelled, its lease
+    lapsed, a recovery pass closed it): :class:`ClaimConflict`."""
+    claim = Ticket.decode(ticket)
+    if isinstance(execution_id, bool) or not isinstance(execution_id, int):
+        raise NotFound(f"task {task_id!r} has no execution {execution_id!r}")
+    row = ExecutionProcess.objects.filter(pk=execution_id, task_id=task_id).first()
+    if row is None:
+        raise NotFound(f"task {task_id!r} has no execution {execution_id}")
+    incarnation = Task.objects.filter(pk=task_id).values_list("incarnation_id", flat=True).first()
+    if (
+        claim.task_id != task_id
+        or claim.incarnation_id != incarnation
+        or claim.attempt != row.attempt
+    ):
+        raise ClaimConflict(
+            f"the ticket is not the claim execution {execution_id} runs under",
+            reason="not-my-task",
+        )
+    if running and row.status != ExecutionStatus.RUNNING:
+        raise ClaimConflict(
+            f"execution {execution_id} is closed ({row.status})", reason="lost-claim"
+        )
+    return row
+
+
 def list_executions(task_id: str) -> QuerySet[ExecutionProcess]:
     return ExecutionProcess.objects.filter(task_id=task_id).order_by("-started_at", "-id")
 

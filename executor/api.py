@@ -1,0 +1,219 @@
+"""The run's side of a remote worker (``clawboo worker``), over the API: its usage as
+the runtime streams it and its end. The executor's own rules apply (one place each):
+the usage is priced by :mod:`executor.pricing` and checked by :mod:`executor.spending`
+exactly as a local run's, and a run's end is classified by :mod:`executor.breakers`.
+
+Opening the execution and appending its log are board operations (``board.api``).
+Each call needs the claim's ticket and acts as the task's assignee: a machine token
+bound to another agent is refused (403), a task of a team it cannot see is unknown
+(404).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from board import store
+from board.access import visible_task
+from board.models import ExecutionStatus
+from board.serializers import ExecutionSerializer
+from board.store import spend as spend_store
+from core.api.access import act_as_assignee
+from core.api.bodies import json_object
+from core.api.schema import with_errors
+from core.checks import check_int, check_text
+from core.errors import ValidationFailed
+from core.models import Agent
+from executor import breakers, pricing, spending
+from executor.runtimes import RunResult
+from executor.runtimes.base import Outcome
+
+LOG_TAIL = 64_000
+COUNT_MAX = 2**53
+
+_USAGE_FIELDS: dict[str, Any] = {
+    "tokens_in": serializers.IntegerField(required=False, allow_null=True, min_value=0),
+    "tokens_out": serializers.IntegerField(required=False, allow_null=True, min_value=0),
+    "cache_read": serializers.IntegerField(required=False, allow_null=True, min_value=0),
+    "cache_write": serializers.IntegerField(required=False, allow_null=True, min_value=0),
+    "cost_cents": serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        help_text="the runtime's own price; absent: the tokens are priced by the table",
+    ),
+    "model": serializers.CharField(required=False, allow_null=True),
+}
+
+UsageBody = inline_serializer("RunUsage", {"ticket": serializers.CharField(), **_USAGE_FIELDS})
+UsageAnswer = inline_serializer(
+    "RunUsageAnswer",
+    {
+        "stop": serializers.BooleanField(help_text="true: cancel the run now"),
+        "reason": serializers.CharField(allow_null=True),
+        "cost_cents": serializers.IntegerField(),
+        "cost_status": serializers.ChoiceField(choices=["reported", "estimated", "unknown"]),
+        "max_run_cents": serializers.IntegerField(
+            allow_null=True, help_text="the run's ceiling (null: none)"
+        ),
+        "rates": serializers.DictField(
+            child=serializers.FloatField(),
+            allow_null=True,
+            help_text="the reported model's price (cents per million tokens: in, out, "
+            "cache_read, cache_write), so the worker stops the run at the report that "
+            "reaches its ceiling; null: the model is not priced",
+        ),
+    },
+)
+CloseBody = inline_serializer(
+    "CloseExecution",
+    {
+        "ticket": serializers.CharField(),
+        "outcome": serializers.ChoiceField(
+            choices=["succeeded", "failed", "timed_out", "cancelled"]
+        ),
+        "exit_code": serializers.IntegerField(required=False, allow_null=True),
+        "error": serializers.CharField(required=False, allow_null=True, allow_blank=True),
+        "log": serializers.CharField(
+            required=False, allow_blank=True, help_text="the run's output tail (64 kB kept)"
+        ),
+        "native_session_id": serializers.CharField(required=False, allow_null=True),
+        **_USAGE_FIELDS,
+    },
+)
+
+
+def _tokens(body: dict[str, Any]) -> pricing.Tokens:
+    counts: dict[str, int | None] = {}
+    for name in ("tokens_in", "tokens_out", "cache_read", "cache_write", "cost_cents"):
+        value = body.get(name)
+        counts[name] = None if value is None else check_int(value, name, low=0, high=COUNT_MAX)
+    model = body.get("model")
+    if model is not None:
+        model = check_text(model, "model", limit=200)
+    return pricing.Tokens(**counts, model=model or None)
+
+
+def _execution_id(value: str) -> int | None:
+    return int(value) if value.isdigit() else None
+
+
+def _ceiling(task_id: str, agent_id: str) -> int | None:
+    task = store.get_task(task_id)
+    agent = Agent.objects.filter(pk=agent_id).first() if agent_id else None
+    return spend_store.run_ceiling(task, dict(agent.settings or {}) if agent else None)
+
+
+class ExecutionUsageView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_executions_usage",
+        request=UsageBody,
+        responses=with_errors(
+            {200: UsageAnswer}, "not_found", "conflict", "validation_error", "forbidden"
+        ),
+    )
+    def post(self, request: Request, task_id: str, execution_id: str) -> Response:
+        """A running remote run's usage so far (running totals), written and checked
+        as a local run's: ``stop`` true when it reached its ``max_run_cents`` or a cap
+        budget over it is paused -- the worker cancels the run and closes it. The
+        answer also gives the ceiling and the model's rates, with which the worker
+        prices its next reports itself and stops the run at the one that reaches the
+        ceiling (the close confirms it from the final usage)."""
+        act_as_assignee(request, visible_task(request.user, task_id))
+        body = json_object(request, UsageBody)
+        run = store.claimed_execution(task_id, _execution_id(execution_id), body["ticket"])
+        tokens = _tokens(body)
+        usage = pricing.usage_of(tokens)
+        ceiling = _ceiling(task_id, run.agent_id)
+        why = spending.record(run.id, usage, ceiling)
+        rates = pricing.rates_for(tokens.model)
+        return Response(
+            {
+                "stop": why is not None,
+                "reason": why,
+                "cost_cents": usage.cost_cents,
+                "cost_status": usage.cost_status,
+                "max_run_cents": ceiling,
+                "rates": None if rates is None else {k: float(v) for k, v in rates.items()},
+            }
+        )
+
+
+class ExecutionCloseView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_executions_close",
+        request=CloseBody,
+        responses=with_errors(
+            {200: ExecutionSerializer}, "not_found", "conflict", "validation_error", "forbidden"
+        ),
+    )
+    def post(self, request: Request, task_id: str, execution_id: str) -> Response:
+        """A remote run ended: its execution is closed with its outcome, exit code and
+        final usage (which replaces what it streamed). A run the worker cancelled
+        because its usage reached a limit is closed ``cancelled`` with
+        ``error_class: "budget"`` and its task goes back to ``todo`` with a comment
+        (one notification); a failed run is classified and counted by the agent's
+        breaker, as a local one. Closing a closed run changes nothing."""
+        act_as_assignee(request, visible_task(request.user, task_id))
+        body = json_object(request, CloseBody)
+        run = store.claimed_execution(
+            task_id, _execution_id(execution_id), body["ticket"], running=False
+        )
+        outcome = body["outcome"]
+        if outcome not in ("succeeded", "failed", "timed_out", "cancelled"):
+            raise ValidationFailed("outcome", "one of succeeded, failed, timed_out, cancelled")
+        exit_code = body.get("exit_code")
+        if exit_code is not None:
+            exit_code = check_int(exit_code, "exit_code", low=-(2**31), high=2**31 - 1)
+        error = check_text(body.get("error"), "error", limit=20_000) or None
+        tail = body.get("log") or ""
+        if not isinstance(tail, str):
+            raise ValidationFailed("log", "must be a string")
+        session = body.get("native_session_id")
+        if session is not None:
+            session = check_text(session, "native_session_id", limit=255) or None
+        usage = pricing.usage_of(_tokens(body))
+        if run.status != ExecutionStatus.RUNNING:
+            return Response(run.as_dict())
+        stopped = None
+        if outcome == "cancelled":
+            # The worker cancels a run for spend only when a usage report said stop;
+            # the final usage says again whether a limit holds (the one rule).
+            stopped = spending.record(run.id, usage, _ceiling(task_id, run.agent_id))
+        error_class = ""
+        if stopped is not None:
+            error_class, error = "budget", stopped
+        elif outcome != "succeeded":
+            result = RunResult(
+                outcome=Outcome(outcome), exit_code=exit_code, error=error or "", log_tail=tail
+            )
+            error_class = breakers.classify(result, error)
+        closed = store.close_execution(
+            run.id,
+            outcome,
+            **usage.__dict__,
+            error_class=error_class,
+            exit_code=exit_code,
+            error=error,
+            log=tail[-LOG_TAIL:],
+            native_session_id=session,
+        )
+        if stopped is not None:
+            spending.settle_stop(task_id, body["ticket"], stopped)
+        elif outcome == "succeeded":
+            breakers.after_run(run.agent_id, failed=False)
+        else:
+            counted = breakers.counts(error_class)
+            breakers.after_run(run.agent_id, failed=counted, detail=error or outcome)
+        return Response(closed.as_dict())
