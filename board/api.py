@@ -137,7 +137,6 @@ def _task_filters(request: Request) -> dict[str, Any]:
 
 
 class TaskListView(APIView):
-    permission_classes = [IsAuthenticated]
     pagination_class = TaskCursorPagination
 
     @extend_schema(
@@ -231,8 +230,6 @@ class TaskCountsView(APIView):
     """How many tasks each column holds, with the list's filters: the board's column
     headers, without reading the tasks."""
 
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_counts",
         parameters=_FILTER_PARAMETERS,
@@ -264,8 +261,6 @@ class BoardColumnsView(APIView):
     column's order (live columns by priority, terminal ones most recently changed
     first), every column's total, and the event sequence they are as of. What it
     costs depends on the page sizes, not on how much history the team has."""
-
-    permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="board_columns",
@@ -433,8 +428,6 @@ TransitionBody = inline_serializer(
 
 
 class TransitionView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_transition",
         request=TransitionBody,
@@ -481,8 +474,6 @@ ApprovalDecisionBody = inline_serializer(
 class TaskApprovalView(APIView):
     """A person's decision on a task's approval before work (GOVERNANCE §5): any
     member of the task's team, with their own credential (an agent's key: 403)."""
-
-    permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="board_tasks_approval",
@@ -543,8 +534,6 @@ def _visible_tool_approval(request: Request, approval_id: str) -> Any:
 class ToolApprovalsView(APIView):
     """Tool calls of running agents waiting for a person (GOVERNANCE §5)."""
 
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="approvals_list",
         parameters=[
@@ -572,8 +561,6 @@ class ToolApprovalsView(APIView):
 
 
 class ToolApprovalDetailView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="approvals_decide",
         request=ToolApprovalDecisionBody,
@@ -599,8 +586,6 @@ ClaimBody = inline_serializer(
 
 
 class ClaimView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_claim",
         request=ClaimBody,
@@ -642,8 +627,6 @@ ClaimNextBody = inline_serializer(
 
 
 class ClaimNextView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_claim_next",
         request=ClaimNextBody,
@@ -698,8 +681,6 @@ HeartbeatBody = inline_serializer(
 
 
 class HeartbeatView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_heartbeat",
         request=HeartbeatBody,
@@ -724,8 +705,6 @@ ReleaseBody = inline_serializer("Release", {"ticket": serializers.CharField(requ
 
 
 class ReleaseView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_release",
         request=ReleaseBody,
@@ -761,8 +740,6 @@ CompleteBody = inline_serializer(
 
 
 class CompleteView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_complete",
         request=CompleteBody,
@@ -802,8 +779,6 @@ FailBody = inline_serializer(
 
 
 class FailView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_fail",
         request=FailBody,
@@ -839,8 +814,6 @@ VerdictBody = inline_serializer(
 
 
 class VerdictView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_verdict",
         request=VerdictBody,
@@ -859,8 +832,6 @@ DependencyBody = inline_serializer("Dependency", {"depends_on": serializers.Char
 
 
 class DepsView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_deps_create",
         request=DependencyBody,
@@ -880,8 +851,6 @@ class DepsView(APIView):
 
 
 class DepDetailView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_deps_destroy", responses=with_errors({204: None}, "not_found")
     )
@@ -892,8 +861,6 @@ class DepDetailView(APIView):
 
 
 class CancelDependentsView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_cancel_dependents",
         request=None,
@@ -919,8 +886,6 @@ CommentBody = inline_serializer(
 
 
 class CommentsView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_comments_list",
         responses=with_errors({200: CommentSerializer(many=True)}, "not_found"),
@@ -961,8 +926,6 @@ def _comment(comment: Any) -> dict[str, Any]:
 
 
 class ExecutionsView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_executions",
         responses=with_errors({200: ExecutionSerializer(many=True)}, "not_found"),
@@ -974,8 +937,6 @@ class ExecutionsView(APIView):
 
 class ExecutionLogView(APIView):
     """The whole output of one execution (core.runlogs), as a text download."""
-
-    permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="board_tasks_executions_log",
@@ -1058,8 +1019,6 @@ class AgentPauseView(APIView):
     """A person pauses an agent: it claims nothing by any door until resumed, and the
     work it had claimed but not started goes back to todo."""
 
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="agents_pause",
         request=AgentPauseBody,
@@ -1076,8 +1035,6 @@ class AgentPauseView(APIView):
 
 class AgentResumeView(APIView):
     """A person resumes a paused agent; its breaker's count starts over."""
-
-    permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="agents_resume",

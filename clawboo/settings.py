@@ -364,6 +364,8 @@ REST_FRAMEWORK = {
         "core.api.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
+    # Every API view wants a signed-in caller; a view names permission_classes only
+    # to ask for more (staff).
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PARSER_CLASSES": ["core.api.parsers.StrictJSONParser"],

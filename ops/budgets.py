@@ -14,7 +14,6 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -114,8 +113,6 @@ BudgetResumeBody = inline_serializer(
 
 
 class BudgetListView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="budgets_list",
         parameters=[
@@ -152,8 +149,6 @@ class BudgetListView(APIView):
 
 
 class BudgetDetailView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="budgets_read",
         responses=with_errors({200: BudgetSerializer}, "not_found"),
@@ -192,8 +187,6 @@ class BudgetDetailView(APIView):
 
 
 class BudgetResumeView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="budgets_resume",
         request=BudgetResumeBody,

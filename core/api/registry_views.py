@@ -7,7 +7,6 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -162,8 +161,6 @@ def _state_reason(agent: Agent) -> str:
 
 
 class TeamsView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(operation_id="teams_list", responses=with_errors({200: TeamListSerializer}))
     def get(self, request: Request) -> Response:
         teams = Team.objects.all()
@@ -186,8 +183,6 @@ class TeamsView(APIView):
 
 class TeamDetailView(APIView):
     """One team; staff change its settings (a member reads them: writes 403)."""
-
-    permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="teams_retrieve", responses=with_errors({200: TeamSerializer}, "not_found")
@@ -216,8 +211,6 @@ class TeamDetailView(APIView):
 
 
 class AgentsView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(operation_id="agents_list", responses=with_errors({200: AgentListSerializer}))
     def get(self, request: Request) -> Response:
         agents = Agent.objects.select_related("owner")
@@ -248,8 +241,6 @@ class AgentsView(APIView):
 
 
 class AgentDetailView(APIView):
-    permission_classes = [IsAuthenticated]
-
     def _agent(self, request: Request, agent_id: str) -> Agent:
         agent = Agent.objects.filter(pk=agent_id).first()
         if agent is None or not can_see_team(request.user, agent.team_id):
@@ -339,8 +330,6 @@ class TeamChatView(APIView):
     """The team's chat room: narration of board changes and people's messages.
     Posting here never changes the board."""
 
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="teams_chat_list",
         responses=with_errors({200: ChatListSerializer}, "not_found"),
@@ -364,8 +353,6 @@ class TeamChatView(APIView):
 
 class TeamEventsView(APIView):
     """The durable event log: ``?since=N`` replays what a websocket would have sent."""
-
-    permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="teams_events_list",
@@ -401,8 +388,6 @@ class TeamEventsView(APIView):
 class WhoAmIView(APIView):
     """Who the credentials belong to and which teams they see: a cheap authenticated
     call for agents checking their token (and the API bench's baseline)."""
-
-    permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="whoami",
@@ -454,8 +439,6 @@ class WorkerBeatView(APIView):
 
     Machine tokens only; the host is the one staff minted the token for. Seen in
     ``/healthz`` and the admin's heartbeats."""
-
-    permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="workers_beat",

@@ -11,7 +11,6 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -87,8 +86,6 @@ def _visible(request: Request, repo_id: str) -> Repository:
 
 
 class RepositoriesView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="repositories_list",
         parameters=[OpenApiParameter("team", str)],
@@ -119,8 +116,6 @@ class RepositoriesView(APIView):
 
 
 class RepositoryDetailView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="repositories_retrieve",
         responses=with_errors({200: RepositorySerializer}, "not_found"),
