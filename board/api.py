@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from board import checks, store
-from board.access import audited_override, scope_tasks, visible_task
+from board.access import audited_override, visible_task
 from board.models import Task, Verdict
 from board.serializers import (
     ClaimedSerializer,
@@ -39,7 +39,9 @@ from core.api.access import (
     can_see_team,
     require_person,
     require_team,
+    scoped,
     team_ids,
+    visible_agent,
 )
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
@@ -181,7 +183,7 @@ class TaskListView(APIView):
                 raise ValidationFailed("approval", f"must be one of {', '.join(APPROVAL_VIEWS)}")
             waiting = store.awaiting_filter()
             qs = qs.filter(waiting) if approval == "waiting" else qs.exclude(waiting)
-        qs = scope_tasks(request.user, qs)
+        qs = scoped(request.user, qs)
         paginator = RecentTaskCursorPagination() if order == "recent" else self.pagination_class()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(task_bodies(list(page or [])))
@@ -252,7 +254,7 @@ class TaskCountsView(APIView):
     )
     def get(self, request: Request) -> Response:
         filters = _task_filters(request)
-        counts = column_counts(scope_tasks(request.user, store.list_tasks(**filters)))
+        counts = column_counts(scoped(request.user, store.list_tasks(**filters)))
         return Response({"team": filters["team"], "counts": counts, "total": sum(counts.values())})
 
 
@@ -327,7 +329,7 @@ class BoardColumnsView(APIView):
         team = filters["team"]
         # First the head of the log: whatever commits after it arrives by replay.
         seq = events.latest_seq(team) if team and can_see_team(request.user, team) else None
-        visible = scope_tasks(request.user, store.list_tasks(**filters))
+        visible = scoped(request.user, store.list_tasks(**filters))
         counted = params.get("counts") is None or query_bool(params.get("counts"), "counts")
         counts = column_counts(visible) if counted else None
         own = ("limit", "terminal_limit", "cursor", "counts")
@@ -997,16 +999,6 @@ class ReconcileView(APIView):
 # --- an agent's pause and resume (GOVERNANCE §2) ----------------------------------
 
 
-def _team_agent(request: Request, agent_id: str) -> Any:
-    """An agent of one of the caller's teams; anyone else's answers as unknown."""
-    from core.models import Agent
-
-    agent = Agent.objects.filter(pk=agent_id).first()
-    if agent is None or not can_see_team(request.user, agent.team_id):
-        raise NotFound(f"agent {agent_id!r} does not exist")
-    return agent
-
-
 AgentPauseBody = inline_serializer(
     "AgentPause", {"reason": serializers.CharField(required=False, max_length=2000)}
 )
@@ -1025,7 +1017,7 @@ class AgentPauseView(APIView):
         responses=with_errors({200: AgentSerializer}, "not_found", "validation_error"),
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        _team_agent(request, agent_id)
+        visible_agent(request.user, agent_id)
         body = json_object(request, AgentPauseBody)
         reason = body.get("reason")
         who = request.user.get_username()
@@ -1042,7 +1034,7 @@ class AgentResumeView(APIView):
         responses=with_errors({200: AgentSerializer}, "not_found", "validation_error"),
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        _team_agent(request, agent_id)
+        visible_agent(request.user, agent_id)
         json_object(request, AgentResumeBody)
         agent = store.resume_agent(agent_id, by=request.user.get_username())
         return Response(agent_body(agent, staff=server_commands.is_operator(request.user)))
