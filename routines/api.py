@@ -10,6 +10,7 @@ gateway's own-life cron is not team work: anyone may read it, only staff write i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, get_args
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -336,51 +337,29 @@ class RoutineDetailView(APIView):
         return Response(status=204)
 
 
-class _RoutineActionView(APIView):
+def _routine_action(name: str, act: Callable[[str], Routine]) -> type[APIView]:
     """POST with no body: one ledger move; an illegal one is 409 ``illegal_transition``."""
 
-    def act(self, routine_id: str) -> Routine:
-        raise NotImplementedError
+    class RoutineActionView(APIView):
+        @extend_schema(
+            operation_id=f"routines_{name}",
+            request=None,
+            responses=with_errors(
+                {200: RoutineSerializer}, "not_found", "validation_error", "illegal_transition"
+            ),
+        )
+        def post(self, request: Request, routine_id: str) -> Response:
+            visible_routine(request.user, routine_id)
+            json_object(request, None)
+            return Response(act(routine_id).as_dict())
 
-    def post(self, request: Request, routine_id: str) -> Response:
-        visible_routine(request.user, routine_id)
-        json_object(request, None)
-        return Response(self.act(routine_id).as_dict())
-
-
-_ACTION_SCHEMA: dict[str, Any] = {
-    "request": None,
-    "responses": with_errors(
-        {200: RoutineSerializer}, "not_found", "validation_error", "illegal_transition"
-    ),
-}
-
-
-class RoutinePauseView(_RoutineActionView):
-    def act(self, routine_id: str) -> Routine:
-        return store.pause_routine(routine_id)
-
-    @extend_schema(operation_id="routines_pause", **_ACTION_SCHEMA)
-    def post(self, request: Request, routine_id: str) -> Response:
-        return super().post(request, routine_id)
+    RoutineActionView.__name__ = f"Routine{name.title().replace('_', '')}View"
+    return RoutineActionView
 
 
-class RoutineResumeView(_RoutineActionView):
-    def act(self, routine_id: str) -> Routine:
-        return store.resume_routine(routine_id)
-
-    @extend_schema(operation_id="routines_resume", **_ACTION_SCHEMA)
-    def post(self, request: Request, routine_id: str) -> Response:
-        return super().post(request, routine_id)
-
-
-class RoutineRunNowView(_RoutineActionView):
-    def act(self, routine_id: str) -> Routine:
-        return store.run_routine_now(routine_id)
-
-    @extend_schema(operation_id="routines_run_now", **_ACTION_SCHEMA)
-    def post(self, request: Request, routine_id: str) -> Response:
-        return super().post(request, routine_id)
+RoutinePauseView = _routine_action("pause", store.pause_routine)
+RoutineResumeView = _routine_action("resume", store.resume_routine)
+RoutineRunNowView = _routine_action("run_now", store.run_routine_now)
 
 
 # --- schedule views ----------------------------------------------------------------
