@@ -48,7 +48,7 @@ from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
 from core.api.registry_views import AgentSerializer, agent_body
 from core.api.schema import with_errors
-from core.errors import Conflict, NotFound, ValidationFailed
+from core.errors import NotFound, ValidationFailed
 
 # --- rendering -------------------------------------------------------------------
 
@@ -664,15 +664,6 @@ class ClaimNextView(APIView):
         return Response({"task": task_body(result.task), "ticket": result.ticket})
 
 
-def _raise_declined(outcome: store.WriteOutcome) -> None:
-    if outcome.declined:
-        raise Conflict(
-            f"declined: {outcome.reason} (task is {outcome.status})",
-            reason=outcome.reason,
-            status=outcome.status,
-        )
-
-
 HeartbeatBody = inline_serializer(
     "Heartbeat",
     {
@@ -698,9 +689,9 @@ class HeartbeatView(APIView):
         act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, HeartbeatBody)
         outcome = store.renew_lease(task_id, body["ticket"], lease_ms=body.get("lease_ms"))
-        _raise_declined(outcome)
-        assert outcome.task is not None and outcome.task.lease_until is not None
-        return Response({"lease_until": outcome.task.lease_until.isoformat()})
+        task = outcome.raise_if_declined()
+        assert task.lease_until is not None
+        return Response({"lease_until": task.lease_until.isoformat()})
 
 
 ReleaseBody = inline_serializer("Release", {"ticket": serializers.CharField(required=False)})
@@ -724,9 +715,7 @@ class ReleaseView(APIView):
         act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, ReleaseBody)
         outcome = store.release(task_id, ticket=body.get("ticket"))
-        _raise_declined(outcome)
-        assert outcome.task is not None
-        return Response(task_body(outcome.task))
+        return Response(task_body(outcome.raise_if_declined()))
 
 
 CompleteBody = inline_serializer(
@@ -894,7 +883,7 @@ class CommentsView(APIView):
     )
     def get(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        return Response([_comment(c) for c in store.list_comments(task_id)])
+        return Response([c.as_dict() for c in store.list_comments(task_id)])
 
     @extend_schema(
         operation_id="board_tasks_comments_create",
@@ -914,17 +903,7 @@ class CommentsView(APIView):
             author = who
         else:
             act_as(request, author, "author")
-        return Response(_comment(store.add_comment(task_id, body["body"], author)), status=201)
-
-
-def _comment(comment: Any) -> dict[str, Any]:
-    return {
-        "id": comment.id,
-        "task_id": comment.task_id,
-        "author": comment.author,
-        "body": comment.body,
-        "created_at": comment.created_at.isoformat(),
-    }
+        return Response(store.add_comment(task_id, body["body"], author).as_dict(), status=201)
 
 
 class ExecutionsView(APIView):
