@@ -338,9 +338,9 @@ class RoutineDetailView(APIView):
 
 
 def _routine_action(name: str, act: Callable[[str], Routine]) -> type[APIView]:
-    """POST with no body: one ledger move; an illegal one is 409 ``illegal_transition``."""
-
     class RoutineActionView(APIView):
+        """POST with no body: one ledger move; an illegal one is 409 ``illegal_transition``."""
+
         @extend_schema(
             operation_id=f"routines_{name}",
             request=None,
