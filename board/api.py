@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from board import checks, store
 from board.access import audited_override, visible_task
-from board.models import Task, Verdict
+from board.models import Task, ToolApprovalState, ToolDecision, Verdict
 from board.serializers import (
     ClaimedSerializer,
     CommentSerializer,
@@ -91,9 +91,6 @@ def _staff_repo_path(request: Request, body: dict[str, Any], team: Any, task: Ta
     body["repository"] = repositories.link_path(
         team, raw, operator=True, field="metadata.repo_path"
     ).id
-
-
-_COMMON_TASK_ERRORS = ("not_found",)
 
 
 # --- views -----------------------------------------------------------------------
@@ -506,10 +503,8 @@ _TOOL_APPROVAL_FIELDS: dict[str, Any] = {
     "agent_id": serializers.CharField(),
     "tool": serializers.CharField(),
     "arguments": serializers.DictField(help_text="secret-looking values masked (***)"),
-    "state": serializers.ChoiceField(choices=["pending", "allowed", "denied", "timed_out"]),
-    "decision": serializers.ChoiceField(
-        choices=["allow_once", "allow_always", "deny"], allow_null=True
-    ),
+    "state": serializers.ChoiceField(choices=ToolApprovalState.values),
+    "decision": serializers.ChoiceField(choices=ToolDecision.values, allow_null=True),
     "decided_by": serializers.CharField(allow_null=True),
     "decided_at": serializers.DateTimeField(allow_null=True),
     "created_at": serializers.DateTimeField(),
@@ -521,7 +516,7 @@ _TOOL_APPROVALS = inline_serializer("ToolApproval", _TOOL_APPROVAL_FIELDS, many=
 
 ToolApprovalDecisionBody = inline_serializer(
     "ToolApprovalDecision",
-    {"decision": serializers.ChoiceField(choices=["allow_once", "allow_always", "deny"])},
+    {"decision": serializers.ChoiceField(choices=ToolDecision.values)},
 )
 
 
@@ -542,7 +537,7 @@ class ToolApprovalsView(APIView):
             OpenApiParameter(
                 "state",
                 str,
-                enum=["pending", "allowed", "denied", "timed_out", "any"],
+                enum=[*ToolApprovalState.values, "any"],
                 description="pending (default): the calls waiting now",
             ),
             OpenApiParameter("task", str),
@@ -552,7 +547,7 @@ class ToolApprovalsView(APIView):
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
-        state = params.get("state", "pending")
+        state = params.get("state", ToolApprovalState.PENDING)
         teams = team_ids(request.user)
         if params.get("team") is not None:
             teams = [require_team(request.user, params["team"])]

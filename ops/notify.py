@@ -64,7 +64,6 @@ from ops.models import (
 
 log = logging.getLogger(__name__)
 
-SEND_DUE_SCHEDULE = "clawboo.notify-send-due"
 BACKOFF_FIRST_S = 30
 BACKOFF_MAX_S = 6 * 3600
 SIGNATURE_HEADER = "X-Clawboo-Signature"
