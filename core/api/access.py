@@ -49,6 +49,10 @@ def visible(user: Any, qs: QuerySet[M], pk: Any, what: str, field: str = "team_i
     return row
 
 
+def visible_teams(user: Any) -> QuerySet[Team]:
+    return scoped(user, Team.objects.order_by("id"), "pk")
+
+
 def visible_team(user: Any, team_id: str) -> Team:
     return visible(user, Team.objects.all(), team_id, "team", field="pk")
 
