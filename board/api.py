@@ -332,39 +332,26 @@ class BoardColumnsView(APIView):
         own = ("limit", "terminal_limit", "cursor", "counts")
         query = {k: v for k, v in params.items() if k not in own}
         list_url = request.build_absolute_uri(reverse("tasks"))
-        pages: dict[str, tuple[list[Task], str | None]] = {}
-        # First the tasks waiting for a person's approval, in the board's order;
-        # their status columns leave them out.
-        waiting = TaskCursorPagination()
-        waiting_query = {**query, "approval": "waiting", "limit": sizes[False]}
-        pages[store.NEEDS_APPROVAL] = (
-            waiting.first_page(
-                visible.filter(store.awaiting_filter()),
-                request,
-                sizes[False],
-                f"{list_url}?{urlencode(waiting_query)}",
-            ),
-            waiting.get_next_link(),
-        )
+        # Each column: its key, its rows, whether it is terminal, and the list query of
+        # its next page (around the limit). First the tasks waiting for a person's
+        # approval, in the board's order; their status columns leave them out.
+        waiting = store.awaiting_filter()
+        specs: list[tuple[str, QuerySet[Task], bool, dict[str, str], dict[str, str]]] = [
+            (store.NEEDS_APPROVAL, visible.filter(waiting), False, {"approval": "waiting"}, {})
+        ]
         for status in Status:
-            terminal = is_terminal(status)
+            column, head = visible.filter(status_filter(status)), {"status": status.value}
+            if is_terminal(status):
+                specs.append((status.value, column, True, head, {"order": "recent"}))
+            else:
+                tail = {"approval": "not_waiting"}
+                specs.append((status.value, column.exclude(waiting), False, head, tail))
+        pages: dict[str, tuple[list[Task], str | None]] = {}
+        for key, rows, terminal, head, tail in specs:
             pager = RecentTaskCursorPagination() if terminal else TaskCursorPagination()
             size = sizes[terminal]
-            column_query = {**query, "status": status.value, "limit": size}
-            if terminal:
-                column_query["order"] = "recent"
-            else:
-                column_query["approval"] = "not_waiting"
-            column = visible.filter(status_filter(status))
-            if not terminal:
-                column = column.exclude(store.awaiting_filter())
-            rows = pager.first_page(
-                column,
-                request,
-                size,
-                f"{list_url}?{urlencode(column_query)}",
-            )
-            pages[status.value] = (rows, pager.get_next_link())
+            next_base = f"{list_url}?{urlencode({**query, **head, 'limit': size, **tail})}"
+            pages[key] = (pager.first_page(rows, request, size, next_base), pager.get_next_link())
         bodies = iter(task_bodies([t for rows, _ in pages.values() for t in rows]))
         columns = {
             status: {"results": [next(bodies) for _ in rows], "next": link}
