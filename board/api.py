@@ -166,9 +166,7 @@ class TaskListView(APIView):
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
-        order = params.get("order", "priority")
-        if order not in ORDERS:
-            raise ValidationFailed("order", f"must be one of {', '.join(ORDERS)}")
+        order = checks.check_choice(params.get("order", "priority"), "order", ORDERS)
         qs: QuerySet[Task] = store.list_tasks(
             status=params.get("status"),
             ready=query_bool(params.get("ready"), "ready"),
@@ -176,8 +174,7 @@ class TaskListView(APIView):
         )
         approval = params.get("approval")
         if approval is not None:
-            if approval not in APPROVAL_VIEWS:
-                raise ValidationFailed("approval", f"must be one of {', '.join(APPROVAL_VIEWS)}")
+            checks.check_choice(approval, "approval", APPROVAL_VIEWS)
             waiting = store.awaiting_filter()
             qs = qs.filter(waiting) if approval == "waiting" else qs.exclude(waiting)
         qs = scoped(request.user, qs)
@@ -951,9 +948,7 @@ class ReconcileView(APIView):
     )
     def post(self, request: Request) -> Response:
         body = json_object(request, ReconcileBody)
-        which = body["pass"]
-        if which not in store.RECOVERY_PASSES:
-            raise ValidationFailed("pass", f"must be one of {', '.join(store.RECOVERY_PASSES)}")
+        which = checks.check_choice(body["pass"], "pass", store.RECOVERY_PASSES)
         return Response({"released": store.RECOVERY_PASSES[which]()})
 
 

@@ -28,8 +28,7 @@ JUDGE = "verification"
 
 
 def _check(verdict: str, evidence: str) -> str:
-    if verdict not in Verdict.values:
-        raise ValidationFailed("verdict", f"must be one of {', '.join(Verdict.values)}")
+    checks.check_choice(verdict, "verdict", Verdict.values)
     return checks.check_storable(evidence[-EVIDENCE_TAIL:], "evidence")
 
 
