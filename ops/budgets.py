@@ -23,6 +23,7 @@ from board.store import now, spend
 from core.api.access import can_see_team, team_ids
 from core.api.bodies import json_object
 from core.api.schema import with_errors
+from core.checks import check_choice
 from core.errors import Forbidden, ValidationFailed
 from core.models import Agent, Team
 from routines.models import Routine
@@ -51,8 +52,7 @@ def scope_team(scope: Any, scope_id: Any) -> str | None:
 
 def visible_scope_team(user: Any, scope: Any, scope_id: Any) -> str:
     """The scope's team, if the user may see it; else 400 naming ``scope_id``."""
-    if scope not in BudgetScope.values:
-        raise ValidationFailed("scope", f"one of {', '.join(BudgetScope.values)}")
+    check_choice(scope, "scope", BudgetScope.values)
     team = scope_team(scope, scope_id)
     if team is None or not can_see_team(user, team):
         raise ValidationFailed("scope_id", f"no {scope} {scope_id!r}")
