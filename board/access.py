@@ -6,7 +6,7 @@ from typing import Any
 
 from board.errors import TaskNotFound
 from board.models import Task
-from core.api.access import can_see_team, team_ids
+from core.api.access import can_see_team
 from core.errors import ValidationFailed
 
 
@@ -16,11 +16,6 @@ def visible_task(user: Any, task_id: str) -> Task:
     if task is None or not can_see_team(user, task.team_id):
         raise TaskNotFound(task_id)
     return task
-
-
-def scope_tasks(user: Any, qs: Any) -> Any:
-    teams = team_ids(user)
-    return qs if teams is None else qs.filter(team_id__in=teams)
 
 
 def audited_override(request: Any, value: Any) -> Any:

@@ -23,21 +23,8 @@ from board.models import ExecutionProcess, Task, TaskComment, ToolApproval, Tool
 from board.store.tool_approvals import revoke_grants
 from board.transitions import Status, allowed_transitions_from
 from core import repositories
-from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField
+from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField, ReadOnlyAdmin
 from core.errors import ClawbooError, ValidationFailed
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows written only by the data layer: visible, never editable here."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class ReadOnlyInline(admin.TabularInline):

@@ -18,8 +18,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from board import checks, store
-from board.access import audited_override, scope_tasks, visible_task
-from board.models import Task, Verdict
+from board.access import audited_override, visible_task
+from board.models import Task, ToolApprovalState, ToolDecision, Verdict
 from board.serializers import (
     ClaimedSerializer,
     CommentSerializer,
@@ -39,14 +39,16 @@ from core.api.access import (
     can_see_team,
     require_person,
     require_team,
+    scoped,
     team_ids,
+    visible_agent,
 )
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
 from core.api.registry_views import AgentSerializer, agent_body
 from core.api.schema import with_errors
-from core.errors import Conflict, NotFound, ValidationFailed
+from core.errors import NotFound, ValidationFailed
 
 # --- rendering -------------------------------------------------------------------
 
@@ -89,9 +91,6 @@ def _staff_repo_path(request: Request, body: dict[str, Any], team: Any, task: Ta
     body["repository"] = repositories.link_path(
         team, raw, operator=True, field="metadata.repo_path"
     ).id
-
-
-_COMMON_TASK_ERRORS = ("not_found",)
 
 
 # --- views -----------------------------------------------------------------------
@@ -137,7 +136,6 @@ def _task_filters(request: Request) -> dict[str, Any]:
 
 
 class TaskListView(APIView):
-    permission_classes = [IsAuthenticated]
     pagination_class = TaskCursorPagination
 
     @extend_schema(
@@ -168,9 +166,7 @@ class TaskListView(APIView):
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
-        order = params.get("order", "priority")
-        if order not in ORDERS:
-            raise ValidationFailed("order", f"must be one of {', '.join(ORDERS)}")
+        order = checks.check_choice(params.get("order", "priority"), "order", ORDERS)
         qs: QuerySet[Task] = store.list_tasks(
             status=params.get("status"),
             ready=query_bool(params.get("ready"), "ready"),
@@ -178,11 +174,10 @@ class TaskListView(APIView):
         )
         approval = params.get("approval")
         if approval is not None:
-            if approval not in APPROVAL_VIEWS:
-                raise ValidationFailed("approval", f"must be one of {', '.join(APPROVAL_VIEWS)}")
+            checks.check_choice(approval, "approval", APPROVAL_VIEWS)
             waiting = store.awaiting_filter()
             qs = qs.filter(waiting) if approval == "waiting" else qs.exclude(waiting)
-        qs = scope_tasks(request.user, qs)
+        qs = scoped(request.user, qs)
         paginator = RecentTaskCursorPagination() if order == "recent" else self.pagination_class()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(task_bodies(list(page or [])))
@@ -231,8 +226,6 @@ class TaskCountsView(APIView):
     """How many tasks each column holds, with the list's filters: the board's column
     headers, without reading the tasks."""
 
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_counts",
         parameters=_FILTER_PARAMETERS,
@@ -255,7 +248,7 @@ class TaskCountsView(APIView):
     )
     def get(self, request: Request) -> Response:
         filters = _task_filters(request)
-        counts = column_counts(scope_tasks(request.user, store.list_tasks(**filters)))
+        counts = column_counts(scoped(request.user, store.list_tasks(**filters)))
         return Response({"team": filters["team"], "counts": counts, "total": sum(counts.values())})
 
 
@@ -264,8 +257,6 @@ class BoardColumnsView(APIView):
     column's order (live columns by priority, terminal ones most recently changed
     first), every column's total, and the event sequence they are as of. What it
     costs depends on the page sizes, not on how much history the team has."""
-
-    permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="board_columns",
@@ -332,45 +323,32 @@ class BoardColumnsView(APIView):
         team = filters["team"]
         # First the head of the log: whatever commits after it arrives by replay.
         seq = events.latest_seq(team) if team and can_see_team(request.user, team) else None
-        visible = scope_tasks(request.user, store.list_tasks(**filters))
+        visible = scoped(request.user, store.list_tasks(**filters))
         counted = params.get("counts") is None or query_bool(params.get("counts"), "counts")
         counts = column_counts(visible) if counted else None
         own = ("limit", "terminal_limit", "cursor", "counts")
         query = {k: v for k, v in params.items() if k not in own}
         list_url = request.build_absolute_uri(reverse("tasks"))
-        pages: dict[str, tuple[list[Task], str | None]] = {}
-        # First the tasks waiting for a person's approval, in the board's order;
-        # their status columns leave them out.
-        waiting = TaskCursorPagination()
-        waiting_query = {**query, "approval": "waiting", "limit": sizes[False]}
-        pages[store.NEEDS_APPROVAL] = (
-            waiting.first_page(
-                visible.filter(store.awaiting_filter()),
-                request,
-                sizes[False],
-                f"{list_url}?{urlencode(waiting_query)}",
-            ),
-            waiting.get_next_link(),
-        )
+        # Each column: its key, its rows, whether it is terminal, and the list query of
+        # its next page (around the limit). First the tasks waiting for a person's
+        # approval, in the board's order; their status columns leave them out.
+        waiting = store.awaiting_filter()
+        specs: list[tuple[str, QuerySet[Task], bool, dict[str, str], dict[str, str]]] = [
+            (store.NEEDS_APPROVAL, visible.filter(waiting), False, {"approval": "waiting"}, {})
+        ]
         for status in Status:
-            terminal = is_terminal(status)
+            column, head = visible.filter(status_filter(status)), {"status": status.value}
+            if is_terminal(status):
+                specs.append((status.value, column, True, head, {"order": "recent"}))
+            else:
+                tail = {"approval": "not_waiting"}
+                specs.append((status.value, column.exclude(waiting), False, head, tail))
+        pages: dict[str, tuple[list[Task], str | None]] = {}
+        for key, rows, terminal, head, tail in specs:
             pager = RecentTaskCursorPagination() if terminal else TaskCursorPagination()
             size = sizes[terminal]
-            column_query = {**query, "status": status.value, "limit": size}
-            if terminal:
-                column_query["order"] = "recent"
-            else:
-                column_query["approval"] = "not_waiting"
-            column = visible.filter(status_filter(status))
-            if not terminal:
-                column = column.exclude(store.awaiting_filter())
-            rows = pager.first_page(
-                column,
-                request,
-                size,
-                f"{list_url}?{urlencode(column_query)}",
-            )
-            pages[status.value] = (rows, pager.get_next_link())
+            next_base = f"{list_url}?{urlencode({**query, **head, 'limit': size, **tail})}"
+            pages[key] = (pager.first_page(rows, request, size, next_base), pager.get_next_link())
         bodies = iter(task_bodies([t for rows, _ in pages.values() for t in rows]))
         columns = {
             status: {"results": [next(bodies) for _ in rows], "next": link}
@@ -433,8 +411,6 @@ TransitionBody = inline_serializer(
 
 
 class TransitionView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_transition",
         request=TransitionBody,
@@ -482,8 +458,6 @@ class TaskApprovalView(APIView):
     """A person's decision on a task's approval before work (GOVERNANCE §5): any
     member of the task's team, with their own credential (an agent's key: 403)."""
 
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_approval",
         request=ApprovalDecisionBody,
@@ -513,10 +487,8 @@ _TOOL_APPROVAL_FIELDS: dict[str, Any] = {
     "agent_id": serializers.CharField(),
     "tool": serializers.CharField(),
     "arguments": serializers.DictField(help_text="secret-looking values masked (***)"),
-    "state": serializers.ChoiceField(choices=["pending", "allowed", "denied", "timed_out"]),
-    "decision": serializers.ChoiceField(
-        choices=["allow_once", "allow_always", "deny"], allow_null=True
-    ),
+    "state": serializers.ChoiceField(choices=ToolApprovalState.values),
+    "decision": serializers.ChoiceField(choices=ToolDecision.values, allow_null=True),
     "decided_by": serializers.CharField(allow_null=True),
     "decided_at": serializers.DateTimeField(allow_null=True),
     "created_at": serializers.DateTimeField(),
@@ -528,7 +500,7 @@ _TOOL_APPROVALS = inline_serializer("ToolApproval", _TOOL_APPROVAL_FIELDS, many=
 
 ToolApprovalDecisionBody = inline_serializer(
     "ToolApprovalDecision",
-    {"decision": serializers.ChoiceField(choices=["allow_once", "allow_always", "deny"])},
+    {"decision": serializers.ChoiceField(choices=ToolDecision.values)},
 )
 
 
@@ -543,15 +515,13 @@ def _visible_tool_approval(request: Request, approval_id: str) -> Any:
 class ToolApprovalsView(APIView):
     """Tool calls of running agents waiting for a person (GOVERNANCE §5)."""
 
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="approvals_list",
         parameters=[
             OpenApiParameter(
                 "state",
                 str,
-                enum=["pending", "allowed", "denied", "timed_out", "any"],
+                enum=[*ToolApprovalState.values, "any"],
                 description="pending (default): the calls waiting now",
             ),
             OpenApiParameter("task", str),
@@ -561,7 +531,7 @@ class ToolApprovalsView(APIView):
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
-        state = params.get("state", "pending")
+        state = params.get("state", ToolApprovalState.PENDING)
         teams = team_ids(request.user)
         if params.get("team") is not None:
             teams = [require_team(request.user, params["team"])]
@@ -572,8 +542,6 @@ class ToolApprovalsView(APIView):
 
 
 class ToolApprovalDetailView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="approvals_decide",
         request=ToolApprovalDecisionBody,
@@ -599,8 +567,6 @@ ClaimBody = inline_serializer(
 
 
 class ClaimView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_claim",
         request=ClaimBody,
@@ -642,8 +608,6 @@ ClaimNextBody = inline_serializer(
 
 
 class ClaimNextView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_claim_next",
         request=ClaimNextBody,
@@ -679,15 +643,6 @@ class ClaimNextView(APIView):
         return Response({"task": task_body(result.task), "ticket": result.ticket})
 
 
-def _raise_declined(outcome: store.WriteOutcome) -> None:
-    if outcome.declined:
-        raise Conflict(
-            f"declined: {outcome.reason} (task is {outcome.status})",
-            reason=outcome.reason,
-            status=outcome.status,
-        )
-
-
 HeartbeatBody = inline_serializer(
     "Heartbeat",
     {
@@ -698,8 +653,6 @@ HeartbeatBody = inline_serializer(
 
 
 class HeartbeatView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_heartbeat",
         request=HeartbeatBody,
@@ -715,17 +668,15 @@ class HeartbeatView(APIView):
         act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, HeartbeatBody)
         outcome = store.renew_lease(task_id, body["ticket"], lease_ms=body.get("lease_ms"))
-        _raise_declined(outcome)
-        assert outcome.task is not None and outcome.task.lease_until is not None
-        return Response({"lease_until": outcome.task.lease_until.isoformat()})
+        task = outcome.raise_if_declined()
+        assert task.lease_until is not None
+        return Response({"lease_until": task.lease_until.isoformat()})
 
 
 ReleaseBody = inline_serializer("Release", {"ticket": serializers.CharField(required=False)})
 
 
 class ReleaseView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_release",
         request=ReleaseBody,
@@ -743,9 +694,7 @@ class ReleaseView(APIView):
         act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, ReleaseBody)
         outcome = store.release(task_id, ticket=body.get("ticket"))
-        _raise_declined(outcome)
-        assert outcome.task is not None
-        return Response(task_body(outcome.task))
+        return Response(task_body(outcome.raise_if_declined()))
 
 
 CompleteBody = inline_serializer(
@@ -761,8 +710,6 @@ CompleteBody = inline_serializer(
 
 
 class CompleteView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_complete",
         request=CompleteBody,
@@ -802,8 +749,6 @@ FailBody = inline_serializer(
 
 
 class FailView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_fail",
         request=FailBody,
@@ -839,8 +784,6 @@ VerdictBody = inline_serializer(
 
 
 class VerdictView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_verdict",
         request=VerdictBody,
@@ -859,8 +802,6 @@ DependencyBody = inline_serializer("Dependency", {"depends_on": serializers.Char
 
 
 class DepsView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_deps_create",
         request=DependencyBody,
@@ -880,8 +821,6 @@ class DepsView(APIView):
 
 
 class DepDetailView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_deps_destroy", responses=with_errors({204: None}, "not_found")
     )
@@ -892,8 +831,6 @@ class DepDetailView(APIView):
 
 
 class CancelDependentsView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_cancel_dependents",
         request=None,
@@ -919,15 +856,13 @@ CommentBody = inline_serializer(
 
 
 class CommentsView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_comments_list",
         responses=with_errors({200: CommentSerializer(many=True)}, "not_found"),
     )
     def get(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        return Response([_comment(c) for c in store.list_comments(task_id)])
+        return Response([c.as_dict() for c in store.list_comments(task_id)])
 
     @extend_schema(
         operation_id="board_tasks_comments_create",
@@ -947,17 +882,7 @@ class CommentsView(APIView):
             author = who
         else:
             act_as(request, author, "author")
-        return Response(_comment(store.add_comment(task_id, body["body"], author)), status=201)
-
-
-def _comment(comment: Any) -> dict[str, Any]:
-    return {
-        "id": comment.id,
-        "task_id": comment.task_id,
-        "author": comment.author,
-        "body": comment.body,
-        "created_at": comment.created_at.isoformat(),
-    }
+        return Response(store.add_comment(task_id, body["body"], author).as_dict(), status=201)
 
 
 OpenExecutionBody = inline_serializer(
@@ -970,8 +895,6 @@ OpenExecutionBody = inline_serializer(
 
 
 class ExecutionsView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_executions",
         responses=with_errors({200: ExecutionSerializer(many=True)}, "not_found"),
@@ -1051,8 +974,6 @@ def _log_lines(value: Any) -> list[tuple[str, str]]:
 class ExecutionLogView(APIView):
     """The whole output of one execution (core.runlogs), as a text download."""
 
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_executions_log",
         responses={
@@ -1126,23 +1047,11 @@ class ReconcileView(APIView):
     )
     def post(self, request: Request) -> Response:
         body = json_object(request, ReconcileBody)
-        which = body["pass"]
-        if which not in store.RECOVERY_PASSES:
-            raise ValidationFailed("pass", f"must be one of {', '.join(store.RECOVERY_PASSES)}")
+        which = checks.check_choice(body["pass"], "pass", store.RECOVERY_PASSES)
         return Response({"released": store.RECOVERY_PASSES[which]()})
 
 
 # --- an agent's pause and resume (GOVERNANCE §2) ----------------------------------
-
-
-def _team_agent(request: Request, agent_id: str) -> Any:
-    """An agent of one of the caller's teams; anyone else's answers as unknown."""
-    from core.models import Agent
-
-    agent = Agent.objects.filter(pk=agent_id).first()
-    if agent is None or not can_see_team(request.user, agent.team_id):
-        raise NotFound(f"agent {agent_id!r} does not exist")
-    return agent
 
 
 AgentPauseBody = inline_serializer(
@@ -1157,15 +1066,13 @@ class AgentPauseView(APIView):
     """A person pauses an agent: it claims nothing by any door until resumed, and the
     work it had claimed but not started goes back to todo."""
 
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="agents_pause",
         request=AgentPauseBody,
         responses=with_errors({200: AgentSerializer}, "not_found", "validation_error"),
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        _team_agent(request, agent_id)
+        visible_agent(request.user, agent_id)
         body = json_object(request, AgentPauseBody)
         reason = body.get("reason")
         who = request.user.get_username()
@@ -1176,15 +1083,13 @@ class AgentPauseView(APIView):
 class AgentResumeView(APIView):
     """A person resumes a paused agent; its breaker's count starts over."""
 
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="agents_resume",
         request=AgentResumeBody,
         responses=with_errors({200: AgentSerializer}, "not_found", "validation_error"),
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        _team_agent(request, agent_id)
+        visible_agent(request.user, agent_id)
         json_object(request, AgentResumeBody)
         agent = store.resume_agent(agent_id, by=request.user.get_username())
         return Response(agent_body(agent, staff=server_commands.is_operator(request.user)))

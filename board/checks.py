@@ -12,6 +12,7 @@ from board.transitions import Status, is_status
 from core.checks import (
     ID_PATTERN,
     TEXT_MAX,
+    check_choice,
     check_id,
     check_int,
     check_object,
@@ -24,6 +25,7 @@ from core.errors import ValidationFailed
 __all__ = [
     "ID_PATTERN",
     "TEXT_MAX",
+    "check_choice",
     "check_id",
     "check_int",
     "check_object",

@@ -290,6 +290,15 @@ class TaskComment(models.Model):
     def __str__(self) -> str:
         return f"{self.author} on {self.task_id}"
 
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "task_id": self.task_id,
+            "author": self.author,
+            "body": self.body,
+            "created_at": self.created_at.isoformat(),
+        }
+
 
 class WorkspaceStatus(models.TextChoices):
     ACTIVE = "active"

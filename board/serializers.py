@@ -240,7 +240,6 @@ class ExecutionSerializer(serializers.Serializer):
     cache_write = serializers.IntegerField()
     cost_cents = serializers.IntegerField()
     cost_status = serializers.ChoiceField(choices=["reported", "estimated", "unknown"])
-    error_class = serializers.CharField()
     git_before = serializers.CharField(allow_null=True)
     git_after = serializers.CharField(allow_null=True)
     error = serializers.CharField(allow_null=True)

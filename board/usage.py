@@ -10,8 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from board.store import now, spend
-from core.models import Team
-from core.registry import member_team_ids
+from core.api.access import visible_teams
 
 CHART_W, CHART_H, PAD = 720, 180, 24
 
@@ -20,8 +19,7 @@ CHART_W, CHART_H, PAD = 720, 180, 24
 def usage_page(request: HttpRequest) -> HttpResponse:
     user = request.user
     staff = user.is_staff or user.is_superuser
-    visible = Team.objects.all() if staff else Team.objects.filter(pk__in=member_team_ids(user.pk))
-    teams = list(visible.order_by("id").values_list("id", flat=True))
+    teams = list(visible_teams(user).values_list("id", flat=True))
     wanted = request.GET.get("team") or ""
     chosen = [wanted] if wanted in teams else teams
     at = now()

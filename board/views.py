@@ -12,8 +12,8 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from board import transitions
 from board.api import COLUMN_PAGE, TERMINAL_PAGE
 from board.store import NEEDS_APPROVAL
-from core.api.access import team_ids
-from core.models import Runtime, Team
+from core.api.access import visible_teams
+from core.models import Runtime
 
 # The column of tasks waiting for a person (first; the page hides it while empty).
 NEEDS_APPROVAL_LABEL = "Needs approval"
@@ -30,11 +30,8 @@ class BoardLoginView(LoginView):
 @login_required
 @ensure_csrf_cookie
 def board_page(request: HttpRequest) -> HttpResponse:
-    visible = team_ids(request.user)
-    teams = Team.objects.all() if visible is None else Team.objects.filter(pk__in=visible)
-    teams = teams.order_by("id")
     wanted = request.GET.get("team")
-    team_list = list(teams)
+    team_list = list(visible_teams(request.user))
     ids = [t.id for t in team_list]
     team = wanted if wanted in ids else ("default" if "default" in ids else (ids or [""])[0])
     # A link to a team the person cannot see says so, rather than quietly showing

@@ -210,14 +210,7 @@ def _held(
 
 
 def _settled(outcome: store.WriteOutcome) -> dict[str, Any]:
-    if outcome.declined:
-        raise ClaimConflict(
-            f"declined: {outcome.reason} (task is {outcome.status})",
-            reason=outcome.reason,
-            status=outcome.status,
-        )
-    assert outcome.task is not None
-    return {"outcome": outcome.outcome, "task": _brief(outcome.task)}
+    return {"outcome": outcome.outcome, "task": _brief(outcome.raise_if_declined())}
 
 
 # --- rendering -----------------------------------------------------------------------
@@ -240,16 +233,6 @@ def _brief(task: Task, depends_on: list[str] | None = None) -> dict[str, Any]:
     if depends_on is not None:
         body["depends_on"] = depends_on
     return body
-
-
-def _comment(comment: Any) -> dict[str, Any]:
-    return {
-        "id": comment.id,
-        "task_id": comment.task_id,
-        "author": comment.author,
-        "body": comment.body,
-        "created_at": comment.created_at.isoformat(),
-    }
 
 
 # --- the tools -----------------------------------------------------------------------
@@ -298,7 +281,7 @@ def get_task(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
     return {
         "task": task.as_dict(depends_on=store.depends_on_ids(task.id)),
         "subtasks": [_brief(t) for t in subtasks],
-        "comments": [_comment(c) for c in store.list_comments(task.id)],
+        "comments": [c.as_dict() for c in store.list_comments(task.id)],
     }
 
 
@@ -413,7 +396,7 @@ def comment(
     progress, a question, a finding. Signed with your name."""
     caller = caller_of(ctx)
     task = _visible(caller, _task_id(caller, task_id))
-    return {"comment": _comment(store.add_comment(task.id, body, caller.name))}
+    return {"comment": store.add_comment(task.id, body, caller.name).as_dict()}
 
 
 @board_call
@@ -457,10 +440,9 @@ def heartbeat(
     back as stale during long work."""
     caller = caller_of(ctx)
     tid, fence = _held(caller, task_id, ticket, settles=False)
-    outcome = store.renew_lease(tid, fence)
-    _settled(outcome)
-    assert outcome.task is not None and outcome.task.lease_until is not None
-    return {"lease_until": outcome.task.lease_until.isoformat()}
+    task = store.renew_lease(tid, fence).raise_if_declined()
+    assert task.lease_until is not None
+    return {"lease_until": task.lease_until.isoformat()}
 
 
 @board_call

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -218,26 +219,26 @@ CLAWBOO_OPENCLAW_GATEWAY_URL = os.environ.get("CLAWBOO_OPENCLAW_GATEWAY_URL", ""
 CLAWBOO_OPENCLAW_TOKEN = os.environ.get("CLAWBOO_OPENCLAW_TOKEN", "")
 
 
-def env_json_list(name: str) -> list[object]:
-    """A JSON list knob. A security allowlist that does not parse stops the server,
-    rather than silently allowing nothing or everything."""
+def env_json(name: str, kind: type[list[object]] | type[dict[str, object]]) -> Any:
+    """A JSON list (or object) knob, empty when unset. One that does not parse stops
+    the server: a security allowlist must not silently allow nothing or everything."""
     import json
 
     raw = os.environ.get(name, "").strip()
     if not raw:
-        return []
+        return kind()
     try:
         value = json.loads(raw)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name} is not JSON: {exc}") from None
-    if not isinstance(value, list):
-        raise ImproperlyConfigured(f"{name} must be a JSON list")
+    if not isinstance(value, kind):
+        raise ImproperlyConfigured(f"{name} must be a JSON {'list' if kind is list else 'object'}")
     return value
 
 
 # What non-staff users may make the server run (core.server_commands). Agents:
 # [{"runtime": "claude-code", "settings": {}}, ...], matched exactly (timeout_s aside).
-CLAWBOO_AGENT_ALLOWLIST = env_json_list("CLAWBOO_AGENT_ALLOWLIST")
+CLAWBOO_AGENT_ALLOWLIST = env_json("CLAWBOO_AGENT_ALLOWLIST", list)
 if not all(
     isinstance(e, dict)
     and isinstance(e.get("runtime"), str)
@@ -248,7 +249,7 @@ if not all(
         'CLAWBOO_AGENT_ALLOWLIST entries are {"runtime": "...", "settings": {...}}'
     )
 # Task metadata commands (install_cmd / verify_cmd / start_cmd): exact strings.
-CLAWBOO_TASK_COMMAND_ALLOWLIST = env_json_list("CLAWBOO_TASK_COMMAND_ALLOWLIST")
+CLAWBOO_TASK_COMMAND_ALLOWLIST = env_json("CLAWBOO_TASK_COMMAND_ALLOWLIST", list)
 if not all(isinstance(e, str) for e in CLAWBOO_TASK_COMMAND_ALLOWLIST):
     raise ImproperlyConfigured("CLAWBOO_TASK_COMMAND_ALLOWLIST is a JSON list of strings")
 
@@ -267,22 +268,7 @@ DEFAULT_MODEL_PRICES: dict[str, dict[str, int]] = {
 }
 
 
-def env_json_object(name: str) -> dict[str, object]:
-    import json
-
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ImproperlyConfigured(f"{name} must be a JSON object")
-    return value
-
-
-CLAWBOO_MODEL_PRICES = {**DEFAULT_MODEL_PRICES, **env_json_object("CLAWBOO_MODEL_PRICES")}
+CLAWBOO_MODEL_PRICES = {**DEFAULT_MODEL_PRICES, **env_json("CLAWBOO_MODEL_PRICES", dict)}
 
 # How an approved change lands, unless the repository's own git config says
 # (``clawboo.landing``, ``clawboo.onConflict``): ``squash`` (one commit) or ``merge``;
@@ -372,6 +358,8 @@ REST_FRAMEWORK = {
         "core.api.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
+    # Every API view wants a signed-in caller; a view names permission_classes only
+    # to ask for more (staff).
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PARSER_CLASSES": ["core.api.parsers.StrictJSONParser"],

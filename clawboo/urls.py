@@ -75,7 +75,6 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("teams/<str:team_id>", registry_views.TeamDetailView.as_view()),
     path("agents", registry_views.AgentsView.as_view()),
     path("agents/<str:agent_id>", registry_views.AgentDetailView.as_view()),
-    path("teams/<str:team_id>", registry_views.TeamDetailView.as_view()),
     path("repositories", repository_views.RepositoriesView.as_view()),
     path("repositories/<str:repo_id>", repository_views.RepositoryDetailView.as_view()),
     path("agents/<str:agent_id>/pause", board_api.AgentPauseView.as_view()),

@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from core import agent_secrets, machines, registry, repositories
-from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField
+from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField, ReadOnlyAdmin
 from core.errors import ClawbooError
 from core.models import Agent, Event, Heartbeat, MachineToken, Repository, Team
 
@@ -231,20 +231,11 @@ class RepositoryAdmin(DataLayerAdmin):
 
 
 @admin.register(Event)
-class EventAdmin(admin.ModelAdmin):
+class EventAdmin(ReadOnlyAdmin):
     list_display = ("team", "seq", "kind", "task_id", "prev_status", "created_at")
     list_filter = ("kind", "team")
     search_fields = ("task_id",)
     ordering = ("-created_at", "-seq")
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(MachineToken)
@@ -289,14 +280,9 @@ class MachineTokenAdmin(admin.ModelAdmin):
 
 
 @admin.register(Heartbeat)
-class HeartbeatAdmin(admin.ModelAdmin):
+class HeartbeatAdmin(ReadOnlyAdmin):
     """The parts and hosts that beat, remote workers among them (read-only)."""
 
     list_display = ("part", "host", "instance", "beat_at", "detail")
     list_filter = ("part",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    deletable = True

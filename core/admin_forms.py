@@ -40,6 +40,22 @@ class DataLayerAdmin(admin.ModelAdmin):
             return HttpResponseRedirect(request.get_full_path())
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows written only by the data layer: visible, never added or edited here.
+    ``deletable``: staff may delete rows (the model's delete permission decides)."""
+
+    deletable = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.deletable and super().has_delete_permission(request, obj)
+
+
 class CommaListField(forms.CharField):
     """A list of short strings typed as ``bug, backend`` (a JSON list is read too, so
     a pasted ``["bug", "backend"]`` still works); shown back as ``bug, backend``.

@@ -39,26 +39,11 @@ def instance_name() -> str:
 
 def beat(part: str, *, started_at: dt.datetime | None = None) -> None:
     """Record that ``part`` is alive in this process, now."""
-    instance = instance_name()
     at = timezone.now()
     lost_at, back_at = reconnect.last_outage()
-
-    def run() -> None:
-        seen = {"beat_at": at, "db_lost_at": lost_at, "db_back_at": back_at}
-        if Heartbeat.objects.filter(part=part, instance=instance).update(**seen):
-            return
-        Heartbeat.objects.create(
-            part=part,
-            instance=instance,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            started_at=started_at or at,
-            **seen,
-        )
-        # A new process of this part: forget the long-dead ones.
-        Heartbeat.objects.filter(part=part, beat_at__lt=at - FORGET_AFTER).delete()
-
-    storage.write(run)
+    seen = {"db_lost_at": lost_at, "db_back_at": back_at}
+    born = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": started_at or at}
+    _record(part, instance_name(), at, seen, born)
 
 
 REMOTE_PART = "remote-worker"
@@ -69,24 +54,24 @@ def beat_remote(token_id: int, host: str, pid: int, detail: dict[str, Any]) -> N
 
     The instance carries the token's id: a host's beats are its own token's rows,
     whatever another token claims to be."""
-    instance = f"{host}:{pid}#{token_id}"
     at = timezone.now()
+    born = {"host": host, "pid": pid, "started_at": at}
+    _record(REMOTE_PART, f"{host}:{pid}#{token_id}", at, {"detail": detail}, born)
+
+
+def _record(
+    part: str, instance: str, at: dt.datetime, seen: dict[str, Any], born: dict[str, Any]
+) -> None:
+    """One row per (part, instance): its beat moved to ``at`` with ``seen``, or a row
+    made for a new process (``born``: its host, pid and start)."""
 
     def run() -> None:
-        if Heartbeat.objects.filter(part=REMOTE_PART, instance=instance).update(
-            beat_at=at, detail=detail
-        ):
+        rows = Heartbeat.objects.filter(part=part, instance=instance)
+        if rows.update(beat_at=at, **seen):
             return
-        Heartbeat.objects.create(
-            part=REMOTE_PART,
-            instance=instance,
-            host=host,
-            pid=pid,
-            started_at=at,
-            beat_at=at,
-            detail=detail,
-        )
-        Heartbeat.objects.filter(part=REMOTE_PART, beat_at__lt=at - FORGET_AFTER).delete()
+        Heartbeat.objects.create(part=part, instance=instance, beat_at=at, **seen, **born)
+        # A new process of this part: forget the long-dead ones.
+        Heartbeat.objects.filter(part=part, beat_at__lt=at - FORGET_AFTER).delete()
 
     storage.write(run)
 

@@ -22,6 +22,15 @@ JSON_DEPTH_MAX = 32
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
+def check_choice(value: Any, field: str, choices: Iterable[str]) -> str:
+    """``value`` when it is one of ``choices`` (compared in a list, so an unhashable
+    value is refused like any other); else 400 naming them."""
+    allowed = list(choices)
+    if value not in allowed:
+        raise ValidationFailed(field, f"must be one of {', '.join(allowed)}")
+    return str(value)
+
+
 def unstorable_text(value: str) -> str | None:
     """What is wrong with a string neither database can store, or None."""
     found = _UNSTORABLE.search(value)

@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
-CLOSE_BAD_REQUEST = 4400
 REPLAY_BATCH = 500
 SEQ_MAX = 2**62  # sequences are BIGINT
 # A channel layer may drop frames when a client's queue is full; a cheap periodic

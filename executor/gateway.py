@@ -44,7 +44,6 @@ class GatewayUnavailable(ClawbooError):
     """The OpenClaw Gateway is not configured, not reachable or did not answer (503)."""
 
     code = "gateway_unavailable"
-    http_status = 503
 
 
 class GatewayTimedOut(GatewayUnavailable):
@@ -55,7 +54,6 @@ class GatewayRejected(ClawbooError):
     """The Gateway answered ``ok: false`` to an operator request (409 with its code)."""
 
     code = "conflict"
-    http_status = 409
 
 
 @dataclass(frozen=True)

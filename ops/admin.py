@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from board.models import Budget
 from board.store import spend
-from core.admin_forms import DataLayerAdmin
+from core.admin_forms import DataLayerAdmin, ReadOnlyAdmin
 from core.errors import ClawbooError, ValidationFailed
 from ops import budgets, notify
 from ops.models import NotificationChannel, NotificationDelivery, Reason
@@ -48,7 +48,7 @@ class NotificationChannelAdmin(DataLayerAdmin):
 
 
 @admin.register(NotificationDelivery)
-class NotificationDeliveryAdmin(admin.ModelAdmin):
+class NotificationDeliveryAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "channel",
@@ -64,12 +64,7 @@ class NotificationDeliveryAdmin(admin.ModelAdmin):
     search_fields = ("task_id", "team_id")
     readonly_fields = [f.name for f in NotificationDelivery._meta.fields]
     actions = ("send_again",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    deletable = True
 
     @admin.action(description="Send again now")
     def send_again(self, request: HttpRequest, queryset: QuerySet[NotificationDelivery]) -> None:

@@ -14,7 +14,6 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,6 +23,7 @@ from board.store import now, spend
 from core.api.access import can_see_team, team_ids
 from core.api.bodies import json_object
 from core.api.schema import with_errors
+from core.checks import check_choice
 from core.errors import Forbidden, ValidationFailed
 from core.models import Agent, Team
 from routines.models import Routine
@@ -52,8 +52,7 @@ def scope_team(scope: Any, scope_id: Any) -> str | None:
 
 def visible_scope_team(user: Any, scope: Any, scope_id: Any) -> str:
     """The scope's team, if the user may see it; else 400 naming ``scope_id``."""
-    if scope not in BudgetScope.values:
-        raise ValidationFailed("scope", f"one of {', '.join(BudgetScope.values)}")
+    check_choice(scope, "scope", BudgetScope.values)
     team = scope_team(scope, scope_id)
     if team is None or not can_see_team(user, team):
         raise ValidationFailed("scope_id", f"no {scope} {scope_id!r}")
@@ -114,8 +113,6 @@ BudgetResumeBody = inline_serializer(
 
 
 class BudgetListView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="budgets_list",
         parameters=[
@@ -152,8 +149,6 @@ class BudgetListView(APIView):
 
 
 class BudgetDetailView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="budgets_read",
         responses=with_errors({200: BudgetSerializer}, "not_found"),
@@ -192,8 +187,6 @@ class BudgetDetailView(APIView):
 
 
 class BudgetResumeView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="budgets_resume",
         request=BudgetResumeBody,

@@ -52,6 +52,7 @@ from django.utils import timezone
 
 from board.models import Task
 from core import storage
+from core.checks import check_choice
 from core.errors import ValidationFailed
 from core.models import Event
 from ops.models import (
@@ -64,7 +65,6 @@ from ops.models import (
 
 log = logging.getLogger(__name__)
 
-SEND_DUE_SCHEDULE = "clawboo.notify-send-due"
 BACKOFF_FIRST_S = 30
 BACKOFF_MAX_S = 6 * 3600
 SIGNATURE_HEADER = "X-Clawboo-Signature"
@@ -659,8 +659,7 @@ def retry_now(delivery_ids: Iterable[int]) -> int:
 
 
 def check_channel(channel: NotificationChannel) -> None:
-    if channel.kind not in ChannelKind.values:
-        raise ValidationFailed("kind", f"must be one of {', '.join(ChannelKind.values)}")
+    check_choice(channel.kind, "kind", ChannelKind.values)
     if channel.kind == ChannelKind.WEBHOOK and not channel.url.startswith(("http://", "https://")):
         raise ValidationFailed("url", "a webhook needs an http(s) URL")
     if channel.kind == ChannelKind.EMAIL and not channel.recipient_list():

@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from core.admin_forms import DataLayerAdmin
+from core.admin_forms import DataLayerAdmin, ReadOnlyAdmin
 from core.errors import ClawbooError
 from routines import store
 from routines.forms import RoutineForm
@@ -177,18 +177,13 @@ class RoutineAdmin(DataLayerAdmin):
 
 
 @admin.register(RoutineFire)
-class RoutineFireAdmin(admin.ModelAdmin):
+class RoutineFireAdmin(ReadOnlyAdmin):
     list_display = ("routine", "slot", "task", "outcome", "fired_at", "finished_at")
     list_filter = ("outcome",)
     list_select_related = ("routine",)
     fields = ("routine", "slot", "task", "outcome", "error", "fired_at", "finished_at")
     readonly_fields = fields
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    deletable = True
 
     @admin.display(description="slot (routine's timezone)", ordering="slot_at")
     def slot(self, obj: RoutineFire) -> str:

@@ -1,7 +1,7 @@
 """Routine and schedule refusals: one type per refusal, each with its ``code``.
 
-The API maps codes to HTTP in one place; the status each one is meant to answer
-with is noted here (and carried as ``http_status``) so the mapping has one source.
+The API maps codes to HTTP in one place (``core.api.errors.HTTP_STATUS``); the
+status each one answers with is noted in its docstring.
 """
 
 from __future__ import annotations
@@ -12,15 +12,11 @@ from core.errors import ClawbooError, Conflict, Forbidden, NotFound
 
 
 class RoutineNotFound(NotFound):
-    http_status = 404
-
     def __init__(self, routine_id: str) -> None:
         super().__init__(f"routine {routine_id!r} does not exist", routine_id=routine_id)
 
 
 class ScheduleNotFound(NotFound):
-    http_status = 404
-
     def __init__(self, schedule_id: str) -> None:
         super().__init__(f"schedule {schedule_id!r} does not exist", schedule_id=schedule_id)
 
@@ -29,7 +25,6 @@ class IllegalRoutineTransition(ClawbooError):
     """The ledger move is not in :data:`routines.models.TRANSITIONS` (409)."""
 
     code = "illegal_transition"
-    http_status = 409
 
     def __init__(self, routine_id: str, from_status: str, to_status: str, allowed: Sequence[str]):
         super().__init__(
@@ -43,21 +38,17 @@ class IllegalRoutineTransition(ClawbooError):
 class RoutineBusy(Conflict):
     """A schedule edit while a fire is in flight (queued/claimed/running): 409."""
 
-    http_status = 409
-
 
 class DuplicateFiringOwnerError(ClawbooError):
     """The bound task already has another firing owner (409, never retried)."""
 
     code = "ownership_conflict"
-    http_status = 409
 
 
 class BoundRecurringScheduleError(ClawbooError):
     """A routine bound to an existing task must be a one-shot (400)."""
 
     code = "bound_recurring"
-    http_status = 400
 
 
 class HumanParticipantNotImplemented(ClawbooError, NotImplementedError):
@@ -67,16 +58,15 @@ class HumanParticipantNotImplemented(ClawbooError, NotImplementedError):
     """
 
     code = "not_implemented"
-    http_status = 501
 
 
 class ObserveOnlyError(Forbidden):
+    """A write to a schedule source that is only observed, never managed (403)."""
+
     code = "observe_only"
-    http_status = 403
 
 
 class TeamTaskDomainViolationError(ClawbooError):
     """A team-task schedule aimed at a runtime-own-life source (422)."""
 
     code = "domain_violation"
-    http_status = 422

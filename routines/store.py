@@ -100,10 +100,9 @@ def check_task_template(value: Any) -> dict[str, Any]:
         clean["description"] = checks.check_text(value.get("description"), "description")
     except ValidationFailed as exc:
         raise sub("description", exc) from None
-    kind = value.get("kind", "code")
-    if kind not in TEMPLATE_KINDS:
-        raise ValidationFailed("task_template.kind", f"must be one of {', '.join(TEMPLATE_KINDS)}")
-    clean["kind"] = kind
+    clean["kind"] = checks.check_choice(
+        value.get("kind", "code"), "task_template.kind", TEMPLATE_KINDS
+    )
     try:
         clean["priority"] = checks.check_priority(value.get("priority", 0))
     except ValidationFailed as exc:
@@ -154,9 +153,7 @@ def _check_template_repository(template: dict[str, Any], team_id: str) -> None:
 def _check_catch_up(value: Any) -> str:
     if value is None:
         return CatchUp.LATEST
-    if value not in CatchUp.values:
-        raise ValidationFailed("catch_up", f"must be one of {', '.join(CatchUp.values)}")
-    return str(value)
+    return checks.check_choice(value, "catch_up", CatchUp.values)
 
 
 def _check_agent(agent_id: Any, team_id: str) -> Agent:
@@ -268,8 +265,7 @@ def list_routines(
     if team is not None:
         qs = qs.filter(team_id__in=team) if isinstance(team, list) else qs.filter(team_id=team)
     if status is not None:
-        if status not in RoutineStatus.values:
-            raise ValidationFailed("status", f"must be one of {', '.join(RoutineStatus.values)}")
+        checks.check_choice(status, "status", RoutineStatus.values)
         qs = qs.filter(status=status)
     return qs.order_by("created_at", "id")
 

@@ -23,9 +23,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from core.api.access import team_ids
+from core.api.access import team_ids, visible_teams
 from core.errors import ClawbooError, NotFound
-from core.models import Team
 from routines import store
 from routines.api import (
     check_may_create,
@@ -100,15 +99,9 @@ def _row(routine: Routine, fires: list[store.FireRow], notes: list[Any]) -> Rout
     )
 
 
-def _visible_teams(request: HttpRequest) -> list[Team]:
-    visible = team_ids(request.user)
-    teams = Team.objects.all() if visible is None else Team.objects.filter(pk__in=visible)
-    return list(teams.order_by("id"))
-
-
 @login_required
 def routines_page(request: HttpRequest) -> HttpResponse:
-    teams = _visible_teams(request)
+    teams = list(visible_teams(request.user))
     ids = [t.id for t in teams]
     wanted = request.GET.get("team") or ""
     team = wanted if wanted in ids else ""
@@ -156,7 +149,7 @@ def _form_page(request: HttpRequest, form: RoutineForm, routine: Routine | None)
 def _page_team(request: HttpRequest) -> str:
     """The team the list was showing ("" for all), carried by the action's form."""
     team = request.POST.get("team") or request.GET.get("team") or ""
-    return team if team in {t.id for t in _visible_teams(request)} else ""
+    return team if team in {t.id for t in list(visible_teams(request.user))} else ""
 
 
 def _list_url(team: str) -> str:

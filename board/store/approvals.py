@@ -36,7 +36,7 @@ from board.models import AWAITING_APPROVAL, ApprovalState, Task
 from board.store._base import commit_change, lock_task, now, record_event
 from board.transitions import LOCKED, TERMINAL, Status
 from core import storage
-from core.errors import Conflict, ValidationFailed
+from core.errors import Conflict
 
 APPROVAL_LABEL = "risk"
 DECISIONS = ("approve", "deny")
@@ -128,8 +128,7 @@ def decide(
     approves work they did not read. Recorded on the task and as one
     ``approval_decided`` event with the actor, in one write.
     """
-    if decision not in DECISIONS:
-        raise ValidationFailed("decision", f"must be one of {', '.join(DECISIONS)}")
+    checks.check_choice(decision, "decision", DECISIONS)
     note = None if reason is None else checks.check_text(reason, "reason", limit=REASON_LIMIT)
     seen = None if revision is None else checks.check_int(revision, "revision", low=0, high=2**62)
 

@@ -486,8 +486,7 @@ def claim_next(
     agent = checks.check_agent_id(agent_id)
     rt = _check_runtime(runtime)
     span = checks.check_lease_ms(lease_ms)
-    if not isinstance(dispatcher, str) or dispatcher not in DISPATCH_ORDER:
-        raise ValidationFailed("dispatcher", f"one of {', '.join(DISPATCH_ORDER)}")
+    checks.check_choice(dispatcher, "dispatcher", DISPATCH_ORDER)
     if label is not None:
         label = checks.check_label(label)
     teams = None if team is None else (team if isinstance(team, list) else [team])

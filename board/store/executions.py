@@ -15,6 +15,7 @@ from board.store._base import lock_task, now
 from board.store.tickets import Ticket, claim_standing
 from board.transitions import Status
 from core import storage
+from core.checks import check_choice
 from core.errors import NotFound, ValidationFailed
 
 LOG_TAIL = 64_000
@@ -155,8 +156,7 @@ def close_execution(
     Closing an already-closed row changes nothing (a recovery pass may have got
     there first) and returns it as it stands.
     """
-    if outcome not in CLOSED:
-        raise ValidationFailed("outcome", f"one of {', '.join(sorted(CLOSED))}")
+    check_choice(outcome, "outcome", sorted(CLOSED))
     error_class = error_class or ""
     if not isinstance(error_class, str) or len(error_class) > 32:
         raise ValidationFailed("error_class", "a short error class")

@@ -22,14 +22,13 @@ from board.store.lifecycle import _guards, _lifecycle
 from board.store.tickets import Ticket, WriteOutcome, declined, recorded
 from board.transitions import Status, is_terminal
 from core import storage
-from core.errors import Conflict, ValidationFailed
+from core.errors import Conflict
 
 JUDGE = "verification"
 
 
 def _check(verdict: str, evidence: str) -> str:
-    if verdict not in Verdict.values:
-        raise ValidationFailed("verdict", f"must be one of {', '.join(Verdict.values)}")
+    checks.check_choice(verdict, "verdict", Verdict.values)
     return checks.check_storable(evidence[-EVIDENCE_TAIL:], "evidence")
 
 
@@ -147,8 +146,7 @@ def record_review_run(
     """Record a critic's finished run as an execution of the task (its agent and
     runtime, its cost added to the task's), like any run. It opens no claim: the
     critic ran inside the builder's."""
-    if outcome not in CLOSED:
-        raise ValidationFailed("outcome", f"one of {', '.join(sorted(CLOSED))}")
+    checks.check_choice(outcome, "outcome", sorted(CLOSED))
 
     def run() -> ExecutionProcess:
         task = lock_task(task_id)

@@ -163,7 +163,6 @@ def complete(
 
     def after(task: Task, prev: str, at: dt.datetime) -> None:
         _close_run(task, prev, "succeeded", None, at)
-        return None
 
     return _lifecycle(
         task_id,
@@ -351,7 +350,6 @@ def cancel(
 
     def after(task: Task, prev: str, at: dt.datetime) -> None:
         _close_run(task, prev, "cancelled", "cancelled", at)
-        return None
 
     return _lifecycle(
         task_id,
@@ -370,7 +368,6 @@ def release(task_id: str, *, ticket: Any = None, write: WriteToken | None = None
 
     def after(task: Task, prev: str, at: dt.datetime) -> None:
         _close_run(task, prev, "cancelled", "released", at)
-        return None
 
     return _lifecycle(
         task_id,

@@ -36,7 +36,7 @@ from board.models import (
 )
 from board.store._base import now, record_event
 from core import events, storage
-from core.checks import check_int
+from core.checks import check_choice, check_int
 from core.errors import ValidationFailed
 
 # 80 %: the warning crossing.
@@ -64,8 +64,7 @@ class Usage:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValidationFailed(name, "must be a non-negative integer")
-        if self.cost_status not in CostStatus.values:
-            raise ValidationFailed("cost_status", f"one of {', '.join(CostStatus.values)}")
+        check_choice(self.cost_status, "cost_status", CostStatus.values)
         return self
 
 

@@ -104,8 +104,7 @@ def list_tasks(
     if ready:
         qs = qs.filter(ready_filter())
     if verdict is not None:
-        if verdict not in VERDICT_FILTERS:
-            raise ValidationFailed("verdict", f"must be one of {', '.join(VERDICT_FILTERS)}")
+        checks.check_choice(verdict, "verdict", VERDICT_FILTERS)
         unverified = verdict == UNVERIFIED
         qs = qs.filter(verdict__isnull=True) if unverified else qs.filter(verdict=verdict)
     words = checks.check_text(text, "q", limit=SEARCH_MAX).strip()

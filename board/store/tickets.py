@@ -9,6 +9,7 @@ from typing import Any, Literal, get_args
 
 from django.core import signing
 
+from board.errors import ClaimConflict
 from board.models import Task
 from board.transitions import HELD_BY_CLAIM, Status
 from core.errors import ValidationFailed
@@ -23,14 +24,7 @@ DeclineReason = Literal[
     "immutable-assignee", "terminal", "not-my-task", "disallowed", "parked", "lost-claim"
 ]
 # The contract's precedence: when several hold, the first in this order is reported.
-DECLINE_PRECEDENCE: tuple[str, ...] = (
-    "immutable-assignee",
-    "terminal",
-    "not-my-task",
-    "disallowed",
-    "parked",
-    "lost-claim",
-)
+DECLINE_PRECEDENCE: tuple[str, ...] = get_args(DeclineReason)
 
 
 @dataclass(frozen=True)
@@ -111,6 +105,18 @@ class WriteOutcome:
     def declined(self) -> bool:
         return self.outcome == "declined"
 
+    def raise_if_declined(self) -> Task:
+        """The task written (or left as it was); a declined write raises 409
+        ``conflict`` naming why and the status the task was in."""
+        if self.declined:
+            raise ClaimConflict(
+                f"declined: {self.reason} (task is {self.status})",
+                reason=self.reason,
+                status=self.status,
+            )
+        assert self.task is not None
+        return self.task
+
     def as_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"outcome": self.outcome}
         if self.declined:
@@ -142,9 +148,6 @@ class WriteToken:
     revision: int
     incarnation_id: str
     extra: dict[str, Any] = field(default_factory=dict)
-
-    def as_receipt(self) -> dict[str, Any]:
-        return {"id": self.id}
 
 
 def begin_write(task: Task) -> WriteToken:

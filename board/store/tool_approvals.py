@@ -34,8 +34,8 @@ from board.models import (
 )
 from board.store._base import depends_on_ids, now
 from core import events, storage
-from core.checks import check_text
-from core.errors import Conflict, NotFound, ValidationFailed
+from core.checks import check_choice, check_text
+from core.errors import Conflict, NotFound
 
 MASK = "***"
 # A key that names a secret: its value is never stored or shown.
@@ -149,8 +149,7 @@ def decide(approval_id: str, decision: Any, *, by: str) -> ToolApproval:
     ``pending`` decides it, so of two answers (or an answer and the timeout) exactly
     one lands; the other gets :class:`Conflict` ("already decided", 409).
     ``allow_always`` also grants this agent the tool from then on."""
-    if decision not in ToolDecision.values:
-        raise ValidationFailed("decision", f"must be one of {', '.join(ToolDecision.values)}")
+    check_choice(decision, "decision", ToolDecision.values)
 
     def run() -> ToolApproval:
         at = now()
@@ -223,8 +222,7 @@ def list_approvals(
     if teams is not None:
         qs = qs.filter(team_id__in=teams)
     if state is not None:
-        if state not in ToolApprovalState.values:
-            raise ValidationFailed("state", f"must be one of {', '.join(ToolApprovalState.values)}")
+        check_choice(state, "state", ToolApprovalState.values)
         qs = qs.filter(state=state)
     if task is not None:
         qs = qs.filter(task_id=task)

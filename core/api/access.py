@@ -8,12 +8,14 @@ owner's credential or staff; a token bound to one agent acts as that agent only.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
+
+from django.db.models import Model, QuerySet
 
 from core.api.auth import bound_agent, bound_agents
 from core.checks import ID_PATTERN
-from core.errors import Forbidden, ValidationFailed
-from core.models import Team
+from core.errors import Forbidden, NotFound, ValidationFailed
+from core.models import Agent, Team
 from core.registry import agent_scope, member_team_ids
 
 
@@ -27,6 +29,36 @@ def team_ids(user: Any) -> list[str] | None:
 def can_see_team(user: Any, team_id: str) -> bool:
     teams = team_ids(user)
     return teams is None or team_id in teams
+
+
+M = TypeVar("M", bound=Model)
+
+
+def scoped(user: Any, qs: QuerySet[M], field: str = "team_id") -> QuerySet[M]:
+    """``qs`` cut to the rows of the user's teams (staff: all of them)."""
+    teams = team_ids(user)
+    return qs if teams is None else qs.filter(**{f"{field}__in": teams})
+
+
+def visible(user: Any, qs: QuerySet[M], pk: Any, what: str, field: str = "team_id") -> M:
+    """Row ``pk`` of ``qs``, or 404 when it does not exist *or* belongs to a team the
+    user cannot see: the same answer for both."""
+    row = scoped(user, qs, field).filter(pk=pk).first()
+    if row is None:
+        raise NotFound(f"{what} {pk!r} does not exist")
+    return row
+
+
+def visible_teams(user: Any) -> QuerySet[Team]:
+    return scoped(user, Team.objects.order_by("id"), "pk")
+
+
+def visible_team(user: Any, team_id: str) -> Team:
+    return visible(user, Team.objects.all(), team_id, "team", field="pk")
+
+
+def visible_agent(user: Any, agent_id: str) -> Agent:
+    return visible(user, Agent.objects.select_related("owner"), agent_id, "agent")
 
 
 def require_team(user: Any, team_id: Any, field: str = "team") -> str:

@@ -141,12 +141,12 @@ def api_404(request: Any, exception: Exception | None = None) -> JsonResponse:
 # too, elsewhere Django's usual pages. The project's urls.py installs them.
 
 
-def _is_api(request: Any) -> bool:
+def is_api(request: Any) -> bool:
     return str(getattr(request, "path_info", "")).startswith("/api/")
 
 
 def csrf_failure(request: Any, reason: str = "") -> Any:
-    if _is_api(request):
+    if is_api(request):
         return JsonResponse(
             error_body(
                 "forbidden",
@@ -159,19 +159,19 @@ def csrf_failure(request: Any, reason: str = "") -> Any:
 
 
 def bad_request(request: Any, exception: Exception | None = None) -> Any:
-    if _is_api(request):
+    if is_api(request):
         return JsonResponse(error_body("validation_error", "bad request"), status=400)
     return django_defaults.bad_request(request, exception or Exception("bad request"))
 
 
 def permission_denied(request: Any, exception: Exception | None = None) -> Any:
-    if _is_api(request):
+    if is_api(request):
         return JsonResponse(error_body("forbidden", "you do not have access to this"), status=403)
     return django_defaults.permission_denied(request, exception or Exception("forbidden"))
 
 
 def page_not_found(request: Any, exception: Exception | None = None) -> Any:
-    if _is_api(request):
+    if is_api(request):
         return api_404(request, exception)
     return django_defaults.page_not_found(request, exception)
 
@@ -180,7 +180,7 @@ def server_error(request: Any) -> Any:
     # Django calls this inside its except block: the failure is still at hand.
     if is_busy(sys.exc_info()[1]):
         return busy_response(request)
-    if _is_api(request):
+    if is_api(request):
         return JsonResponse(
             error_body("server_error", "the server failed on this request"),
             status=500,
@@ -191,7 +191,7 @@ def server_error(request: Any) -> Any:
 def busy_response(request: Any) -> HttpResponse:
     """``503 busy`` outside a DRF view (middleware, a session save, a plain view)."""
     response: HttpResponse
-    if _is_api(request):
+    if is_api(request):
         body = error_body("busy", BUSY_DETAIL, retry_after=BUSY_RETRY_AFTER_S)
         response = JsonResponse(body, status=503)
     else:

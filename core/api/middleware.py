@@ -14,14 +14,8 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from core.api.errors import error_body
+from core.api.errors import error_body, is_api
 from core.checks import unstorable_text
-
-API_PREFIX = "/api/"
-
-
-def is_api(request: HttpRequest) -> bool:
-    return request.path_info.startswith(API_PREFIX)
 
 
 class ApiGuardMiddleware:

@@ -7,18 +7,17 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core import agent_secrets, beats, chat, events, registry, server_commands
-from core.api.access import act_as, can_see_team, require_team, team_ids
+from core.api.access import act_as, require_team, scoped, team_ids, visible_agent, visible_team
 from core.api.auth import bound_agents
 from core.api.bodies import json_object, query_int
 from core.api.idempotency import idempotent
 from core.api.schema import with_errors
-from core.errors import Forbidden, NotFound, ValidationFailed
+from core.errors import Forbidden, ValidationFailed
 from core.live import frames_for
 from core.models import Agent, MachineToken, ParticipantKind, Runtime, Team
 
@@ -162,15 +161,10 @@ def _state_reason(agent: Agent) -> str:
 
 
 class TeamsView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(operation_id="teams_list", responses=with_errors({200: TeamListSerializer}))
     def get(self, request: Request) -> Response:
-        teams = Team.objects.all()
-        visible = team_ids(request.user)
-        if visible is not None:
-            teams = teams.filter(pk__in=visible)
-        return Response([team_body(t) for t in teams.order_by("id")])
+        teams = scoped(request.user, Team.objects.order_by("id"), "pk")
+        return Response([team_body(t) for t in teams])
 
     @extend_schema(
         operation_id="teams_create",
@@ -187,13 +181,11 @@ class TeamsView(APIView):
 class TeamDetailView(APIView):
     """One team; staff change its settings (a member reads them: writes 403)."""
 
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="teams_retrieve", responses=with_errors({200: TeamSerializer}, "not_found")
     )
     def get(self, request: Request, team_id: str) -> Response:
-        return Response(team_body(_visible_team(request, team_id)))
+        return Response(team_body(visible_team(request.user, team_id)))
 
     @extend_schema(
         operation_id="teams_update",
@@ -201,7 +193,7 @@ class TeamDetailView(APIView):
         responses=with_errors({200: TeamSerializer}, "not_found", "validation_error", "forbidden"),
     )
     def patch(self, request: Request, team_id: str) -> Response:
-        _visible_team(request, team_id)
+        visible_team(request.user, team_id)
         body = json_object(request, TeamPatchSerializer)
         # The critic runs on the server with its own runtime, and the approval rule
         # is the team's policy: an operator's decision.
@@ -216,16 +208,11 @@ class TeamDetailView(APIView):
 
 
 class AgentsView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(operation_id="agents_list", responses=with_errors({200: AgentListSerializer}))
     def get(self, request: Request) -> Response:
-        agents = Agent.objects.select_related("owner")
-        visible = team_ids(request.user)
-        if visible is not None:
-            agents = agents.filter(team_id__in=visible)
+        agents = scoped(request.user, Agent.objects.select_related("owner").order_by("id"))
         staff = server_commands.is_operator(request.user)
-        return Response([agent_body(a, staff=staff) for a in agents.order_by("id")])
+        return Response([agent_body(a, staff=staff) for a in agents])
 
     @extend_schema(
         operation_id="agents_create",
@@ -248,14 +235,6 @@ class AgentsView(APIView):
 
 
 class AgentDetailView(APIView):
-    permission_classes = [IsAuthenticated]
-
-    def _agent(self, request: Request, agent_id: str) -> Agent:
-        agent = Agent.objects.filter(pk=agent_id).first()
-        if agent is None or not can_see_team(request.user, agent.team_id):
-            raise NotFound(f"agent {agent_id!r} does not exist")
-        return agent
-
     @extend_schema(
         operation_id="agents_retrieve", responses=with_errors({200: AgentSerializer}, "not_found")
     )
@@ -265,7 +244,7 @@ class AgentDetailView(APIView):
         # the worker host brings its own credentials).
         machine = bound_agents(request.auth)
         runs_it = machine is not None and agent_id in machine
-        return Response(agent_body(self._agent(request, agent_id), staff=staff or runs_it))
+        return Response(agent_body(visible_agent(request.user, agent_id), staff=staff or runs_it))
 
     @extend_schema(
         operation_id="agents_update",
@@ -273,7 +252,7 @@ class AgentDetailView(APIView):
         responses=with_errors({200: AgentSerializer}, "not_found", "validation_error", "forbidden"),
     )
     def patch(self, request: Request, agent_id: str) -> Response:
-        self._agent(request, agent_id)
+        visible_agent(request.user, agent_id)
         act_as(request, agent_id, "id")  # only its owner (or staff) changes an agent
         body = json_object(request, AgentPatchSerializer)
         if "team" in body:
@@ -316,13 +295,6 @@ ChatPostSerializer = inline_serializer("ChatPost", {"body": serializers.CharFiel
 ChatListSerializer = inline_serializer("ChatLine", _CHAT_FIELDS, many=True)
 
 
-def _visible_team(request: Request, team_id: str) -> Team:
-    team = Team.objects.filter(pk=team_id).first()
-    if team is None or not can_see_team(request.user, team_id):
-        raise NotFound(f"team {team_id!r} does not exist")
-    return team
-
-
 def chat_body(message: Any) -> dict[str, Any]:
     return {
         "type": "chat",
@@ -339,14 +311,12 @@ class TeamChatView(APIView):
     """The team's chat room: narration of board changes and people's messages.
     Posting here never changes the board."""
 
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="teams_chat_list",
         responses=with_errors({200: ChatListSerializer}, "not_found"),
     )
     def get(self, request: Request, team_id: str) -> Response:
-        _visible_team(request, team_id)
+        visible_team(request.user, team_id)
         limit = query_int(request.query_params.get("limit"), "limit", default=100, high=500)
         return Response(chat.recent(team_id, limit))
 
@@ -356,7 +326,7 @@ class TeamChatView(APIView):
         responses=with_errors({201: ChatSerializer}, "not_found", "validation_error"),
     )
     def post(self, request: Request, team_id: str) -> Response:
-        _visible_team(request, team_id)
+        visible_team(request.user, team_id)
         body = json_object(request, ChatPostSerializer)
         message = chat.post(team_id, body["body"], author=request.user.get_username())
         return Response(chat_body(message), status=201)
@@ -364,8 +334,6 @@ class TeamChatView(APIView):
 
 class TeamEventsView(APIView):
     """The durable event log: ``?since=N`` replays what a websocket would have sent."""
-
-    permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="teams_events_list",
@@ -387,7 +355,7 @@ class TeamEventsView(APIView):
         ),
     )
     def get(self, request: Request, team_id: str) -> Response:
-        _visible_team(request, team_id)
+        visible_team(request.user, team_id)
         since = query_int(request.query_params.get("since"), "since", default=-1, high=2**62)
         head = events.latest_seq(team_id)
         if since >= 0 and events.replay_gap(team_id, since) is not None:
@@ -401,8 +369,6 @@ class TeamEventsView(APIView):
 class WhoAmIView(APIView):
     """Who the credentials belong to and which teams they see: a cheap authenticated
     call for agents checking their token (and the API bench's baseline)."""
-
-    permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="whoami",
@@ -454,8 +420,6 @@ class WorkerBeatView(APIView):
 
     Machine tokens only; the host is the one staff minted the token for. Seen in
     ``/healthz`` and the admin's heartbeats."""
-
-    permission_classes = [IsAuthenticated]
 
     @extend_schema(
         operation_id="workers_beat",

@@ -11,17 +11,16 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core import repositories, server_commands
-from core.api.access import can_see_team, team_ids
+from core.api.access import scoped, visible
 from core.api.bodies import json_object
 from core.api.idempotency import idempotent
 from core.api.schema import with_errors
-from core.errors import Forbidden, NotFound
+from core.errors import Forbidden
 from core.models import Repository
 
 _LANDING = serializers.ChoiceField(
@@ -80,25 +79,17 @@ def _require_staff(request: Request) -> None:
 
 
 def _visible(request: Request, repo_id: str) -> Repository:
-    repo = Repository.objects.filter(pk=repo_id).first()
-    if repo is None or not can_see_team(request.user, repo.team_id):
-        raise NotFound(f"repository {repo_id!r} does not exist")
-    return repo
+    return visible(request.user, Repository.objects.all(), repo_id, "repository")
 
 
 class RepositoriesView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="repositories_list",
         parameters=[OpenApiParameter("team", str)],
         responses=with_errors({200: RepositoryListSerializer}),
     )
     def get(self, request: Request) -> Response:
-        repos = Repository.objects.all()
-        visible = team_ids(request.user)
-        if visible is not None:
-            repos = repos.filter(team_id__in=visible)
+        repos = scoped(request.user, Repository.objects.all())
         team = request.query_params.get("team")
         if team:
             repos = repos.filter(team_id=team)
@@ -119,8 +110,6 @@ class RepositoriesView(APIView):
 
 
 class RepositoryDetailView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="repositories_retrieve",
         responses=with_errors({200: RepositorySerializer}, "not_found"),

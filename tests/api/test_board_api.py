@@ -403,6 +403,12 @@ def test_reconcile_is_staff_only(api, staff_api, unchanged):
     assert ok.status_code == 200 and ok.json() == {"released": []}
 
 
+def test_reconcile_refuses_a_pass_that_is_not_a_name(staff_api, unchanged):
+    with unchanged():
+        response = staff_api.post("/api/board/reconcile", {"pass": ["orphans"]}, format="json")
+    assert response.status_code == 400 and response.json()["field"] == "pass"
+
+
 def test_depth_and_children_caps_are_409(api, unchanged, monkeypatch):
     root = create(api)
     child = create(api, parent_task_id=root["id"])
