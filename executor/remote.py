@@ -427,13 +427,20 @@ class Worker:
                 raise Revoked("the worker beat was refused")
             # Cleared before the look: a frame during it wakes the next wait at once.
             self.wake.clear()
-            task = self.api.call("GET", base)[1]
+            try:
+                task = self.api.call("GET", base)[1]
+            except ApiError as exc:  # gone, or no longer ours to see
+                log.warning("task %s: %s", base, exc)
+                return False
+            except OSError as exc:  # briefly unreachable: the next look tries again
+                log.warning("task %s: %s", base, exc)
+                task = {"status": "in_progress", "output": {"intake": {"state": "pending"}}}
             intake = (task.get("output") or {}).get("intake") or {}
             if task.get("status") != "in_progress" or intake.get("state") != "pending":
                 break
             now = time.monotonic()
             if now >= deadline:
-                log.warning("task %s: no intake outcome within %.0f s", task["id"], span_s)
+                log.warning("%s: no intake outcome within %.0f s", base, span_s)
                 return False
             if now >= due:
                 due = now + self.heartbeat_s
@@ -442,7 +449,7 @@ class Worker:
                     return False
             self.wake.wait(max(min(due, deadline) - time.monotonic(), 0.0))
         state = intake.get("state")
-        log.info("task %s: the intake ended %s (task %s)", task["id"], state, task.get("status"))
+        log.info("%s: the intake ended %s (task %s)", base, state, task.get("status"))
         if state != "fix" or task.get("status") != "in_progress":
             return False
         # Back to its builder under the claim's own span: confirm it is still ours.
