@@ -9,7 +9,10 @@ the agent in a worktree of its own clone of the task's repository, pushes the
 branch ``clawboo/task-<id>`` to the repository's remote and settles the task with
 ``complete``/``fail`` -- or, for a registered repository's task, ``submit``: the
 server fetches the branch, judges it and sends it to review, and approving lands
-it (:mod:`executor.intake`). A 401 (the token was revoked) stops it.
+it (:mod:`executor.intake`). The worker holds the claim until that intake ends: a
+task its judge sends back to fix is run again here, in the same worktree under the
+same claim, with the feedback in the prompt the server renders
+(``GET …/prompt``), as a local fix round. A 401 (the token was revoked) stops it.
 
 The repository: the task's registered repository (or the agent's default one) read
 from ``/api/repositories``, whose ``remote`` this host clones; else ``repo_remote``

@@ -130,9 +130,7 @@ def run_worker(base: str, tmp_path: Path, prompts: Path) -> subprocess.Popen[str
     )
 
 
-def test_a_remote_task_sent_back_to_fix_is_fixed_under_the_same_claim_then_lands(
-    server, tmp_path
-):
+def test_a_remote_task_sent_back_to_fix_is_fixed_under_the_same_claim_then_lands(server, tmp_path):
     start, repo, remote, prompts = server
     base = start("grep -qx ok out.txt", max_fix_cycles=1)
     task = store.create_task(title="Add feature", description="write out.txt", repository="app")
