@@ -211,3 +211,50 @@ def test_a_gate_that_always_fails_gets_the_fix_rounds_then_debt_and_one_notifica
     assert len(prompts_given(prompts)) == 3
     assert task.output["intake"]["state"] == "debt"
     assert person_reasons(task_id) == ["blocked"]
+
+
+def test_a_worker_killed_while_its_intake_runs_leaves_the_fix_to_the_next_claim(server, tmp_path):
+    start, _repo, _remote, prompts = server
+    judging = tmp_path / "judging"
+    # The first verify holds the intake long enough to kill the waiting worker.
+    verify = (
+        f"if [ ! -e {judging} ]; then touch {judging}; sleep 2; exit 1; fi; grep -qx ok out.txt"
+    )
+    base = start(verify, max_fix_cycles=1)
+    task_id = store.create_task(title="Add feature", repository="app").task.id
+    _, key = machines.mint("laptop", ["far-bot"])
+    argv = ("--lease-ms", "1500", "--poll", "120")
+    first = start_worker(
+        base, key, tmp_path, "far-bot", extra=argv, env_add={"PROMPTS": str(prompts)}
+    )
+    try:
+        wait_for(judging.exists, 60, "the intake judging", None, tmp_path)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    # Sent back to fix with nobody to run it: the claim's own lease lapses, and the
+    # next worker claims the task as any other and takes it to review.
+    wait_for(
+        lambda: (store.get_task(task_id).output or {}).get("intake", {}).get("state") == "fix",
+        30,
+        "sent back to fix",
+    )
+    # Started once the lease is out (a lapse sends no frame to wake an idle worker).
+    lapsed = lambda: store.get_task(task_id).lease_until < store.now()  # noqa: E731
+    wait_for(lapsed, 30, "the lease lapsed")
+    (tmp_path / "again").mkdir()
+    second = start_worker(
+        base, key, tmp_path / "again", "far-bot", extra=argv, env_add={"PROMPTS": str(prompts)}
+    )
+    try:
+        wait_for(
+            lambda: store.get_task(task_id).status == "in_review",
+            60,
+            lambda: f"in review: {store.get_task(task_id).output}",
+        )
+    finally:
+        second.kill()
+        second.wait(10)
+    events = kinds(task_id)
+    assert events.count("claimed") == 2 and events.count("fix_requested") >= 1, events
+    assert store.get_task(task_id).attempts == 2
