@@ -52,6 +52,7 @@ board_patterns: list[URLPattern | URLResolver] = [
         "tasks/<str:task_id>/executions/<str:execution_id>/close",
         executor_api.ExecutionCloseView.as_view(),
     ),
+    path("tasks/<str:task_id>/prompt", executor_api.RunPromptView.as_view()),
     path("tasks/<str:task_id>/workspace", worktree_api.WorkspaceView.as_view()),
     path("tasks/<str:task_id>/workspace/pause", worktree_api.WorkspacePauseView.as_view()),
     path("tasks/<str:task_id>/workspace/resume", worktree_api.WorkspaceResumeView.as_view()),

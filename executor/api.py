@@ -11,6 +11,7 @@ bound to another agent is refused (403), a task of a team it cannot see is unkno
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -31,9 +32,10 @@ from core.api.schema import with_errors
 from core.checks import check_int, check_text
 from core.errors import ValidationFailed
 from core.models import Agent
-from executor import breakers, pricing, spending
+from executor import breakers, pricing, prompts, spending
 from executor.runtimes import RunResult
 from executor.runtimes.base import Outcome
+from worktrees import handoff
 
 LOG_TAIL = 64_000
 COUNT_MAX = 2**53
@@ -217,3 +219,45 @@ class ExecutionCloseView(APIView):
             counted = breakers.counts(error_class)
             breakers.after_run(run.agent_id, failed=counted, detail=error or outcome)
         return Response(closed.as_dict())
+
+
+RunPrompt = inline_serializer(
+    "RunPrompt",
+    {
+        "prompt": serializers.CharField(help_text="what the agent's next run starts with"),
+        "feedback": serializers.CharField(
+            allow_null=True, help_text="what the judge or a reviewer sent back, if anything"
+        ),
+        "fix_cycles": serializers.IntegerField(
+            help_text="fix rounds this claim has had (bounded by CLAWBOO_MAX_FIX_CYCLES)"
+        ),
+    },
+)
+
+
+class RunPromptView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="board_tasks_prompt",
+        responses=with_errors({200: RunPrompt}, "not_found", "forbidden"),
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        """The prompt the task's next run starts with, rendered as the local executor
+        renders it (:func:`executor.prompts.run_prompt`): a remote worker asks before
+        each run, so a round the judge sent back to fix carries its ``{what, why,
+        how_to_fix}`` feedback and what the server's checkout handoff says is broken
+        and next. Without the scaffold's steps: a remote clone has no TASK.md."""
+        task = visible_task(request.user, task_id)
+        act_as_assignee(request, task)
+        ws = store.live_workspace(task.id)
+        tree = Path(ws.worktree_path) if ws is not None and ws.worktree_path else None
+        state = handoff.reconstruct_state(tree) if tree is not None and tree.is_dir() else None
+        detail = task.verification_detail if isinstance(task.verification_detail, dict) else {}
+        return Response(
+            {
+                "prompt": prompts.run_prompt(task, state, scaffolded=False),
+                "feedback": task.feedback or None,
+                "fix_cycles": int(detail.get("fix_cycles") or 0),
+            }
+        )

@@ -9,7 +9,10 @@ the agent in a worktree of its own clone of the task's repository, pushes the
 branch ``clawboo/task-<id>`` to the repository's remote and settles the task with
 ``complete``/``fail`` -- or, for a registered repository's task, ``submit``: the
 server fetches the branch, judges it and sends it to review, and approving lands
-it (:mod:`executor.intake`). A 401 (the token was revoked) stops it.
+it (:mod:`executor.intake`). The worker holds the claim until that intake ends: a
+task its judge sends back to fix is run again here, in the same worktree under the
+same claim, with the feedback in the prompt the server renders
+(``GET …/prompt``), as a local fix round. A 401 (the token was revoked) stops it.
 
 The repository: the task's registered repository (or the agent's default one) read
 from ``/api/repositories``, whose ``remote`` this host clones; else ``repo_remote``
@@ -348,15 +351,42 @@ class Worker:
             cwd, clone = self.workspace(
                 task, remote, base_branch, landed_deps=registered_repository(agent, task)
             )
-            result = self.run_agent(agent, task, ticket, cwd)
         except Revoked:
             raise
         except Exception as exc:
             log.exception("task %s failed on this host", task_id)
             self.settle(f"{base}/fail", {"error": f"remote worker: {exc}", "ticket": ticket})
             return
+        # A round the server's judge sends back to fix runs here again, in the same
+        # worktree under the same claim, as a local fix round does: the judge counts
+        # the rounds (CLAWBOO_MAX_FIX_CYCLES), never a new claim.
+        fix_round = 0
+        while self.run_round(agent, task, ticket, cwd, clone, fix_round):
+            fix_round += 1
+
+    def run_round(
+        self,
+        agent: dict[str, Any],
+        task: dict[str, Any],
+        ticket: str,
+        cwd: Path,
+        clone: Path | None,
+        fix_round: int,
+    ) -> bool:
+        """One run of the task and its hand-in; True when the server's judge sent it
+        back to fix and the claim is still this worker's (run it again)."""
+        task_id = task["id"]
+        base = f"/api/board/tasks/{urllib.parse.quote(task_id)}"
+        try:
+            result = self.run_agent(agent, task, ticket, cwd, fix_round=fix_round)
+        except Revoked:
+            raise
+        except Exception as exc:
+            log.exception("task %s failed on this host", task_id)
+            self.settle(f"{base}/fail", {"error": f"remote worker: {exc}", "ticket": ticket})
+            return False
         if result is None:  # the lease was lost: the task is someone else's now
-            return
+            return False
         output: dict[str, Any] = {
             "summary": result.summary,
             "exit_code": result.exit_code,
@@ -368,25 +398,73 @@ class Worker:
         if not result.succeeded:
             error = result.error or f"run {result.outcome}"
             self.settle(f"{base}/fail", {"error": error, "ticket": ticket})
-            return
+            return False
         if clone is not None:
             try:
                 output.update(self.push(clone, cwd, task))
             except Exception as exc:
                 self.settle(f"{base}/fail", {"error": f"push failed: {exc}", "ticket": ticket})
-                return
+                return False
             if registered_repository(agent, task) and task.get("file_mutating", True):
-                # The server takes the pushed branch in: judged there, then review.
+                # The server takes the pushed branch in: judged there, then review --
+                # or back here to fix.
                 body = {"ticket": ticket, "branch": output["branch"], "commit": output["commit"]}
-                self.settle(f"{base}/submit", {**body, "output": output})
-                return
+                submitted = self.settle(f"{base}/submit", {**body, "output": output})
+                return submitted is not None and self.sent_back_to_fix(base, ticket, submitted)
         self.settle(f"{base}/complete", {"ticket": ticket, "output": output})
+        return False
 
-    def settle(self, path: str, body: dict[str, Any]) -> None:
+    def sent_back_to_fix(self, base: str, ticket: str, submitted: dict[str, Any]) -> bool:
+        """Wait, holding the claim, for the server's intake of a submission to end:
+        True when its judge sent the task back to fix and the claim is still this
+        worker's. Woken by the board's socket (any frame: the intake's end is one),
+        the lease renewed every ``heartbeat_s`` -- at the span the submit gave it,
+        which covers the intake -- and the task read again at each wake. A worker
+        that dies here leaves the lease to lapse, as anywhere else; one whose intake
+        never ends within that span leaves the task to the server's recovery."""
+        span_s = (submitted.get("lease_duration_ms") or 600_000) / 1000
+        deadline = time.monotonic() + span_s
+        due = time.monotonic() + self.heartbeat_s
+        while True:
+            if self.revoked.is_set():
+                raise Revoked("the worker beat was refused")
+            # Cleared before the look: a frame during it wakes the next wait at once.
+            self.wake.clear()
+            try:
+                task = self.api.call("GET", base)[1]
+            except ApiError as exc:  # gone, or no longer ours to see
+                log.warning("task %s: %s", base, exc)
+                return False
+            except OSError as exc:  # briefly unreachable: the next look tries again
+                log.warning("task %s: %s", base, exc)
+                task = {"status": "in_progress", "output": {"intake": {"state": "pending"}}}
+            intake = (task.get("output") or {}).get("intake") or {}
+            if task.get("status") != "in_progress" or intake.get("state") != "pending":
+                break
+            now = time.monotonic()
+            if now >= deadline:
+                log.warning("%s: no intake outcome within %.0f s", base, span_s)
+                return False
+            if now >= due:
+                due = now + self.heartbeat_s
+                # No lease_ms: the span the submit set stays (it covers the intake).
+                if self._heartbeat(base, ticket, keep_span=True):
+                    return False
+            self.wake.wait(max(min(due, deadline) - time.monotonic(), 0.0))
+        state = intake.get("state")
+        log.info("%s: the intake ended %s (task %s)", base, state, task.get("status"))
+        if state != "fix" or task.get("status") != "in_progress":
+            return False
+        # Back to its builder under the claim's own span: confirm it is still ours.
+        return not self._heartbeat(base, ticket)
+
+    def settle(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """Send a settle; the task body answered, or None when it was declined."""
         try:
-            self.api.call("POST", path, body)
+            return self.api.call("POST", path, body)[1] or {}
         except ApiError as exc:  # lost meanwhile (409): nothing of ours to record
             log.warning("%s: %s", path, exc)
+            return None
 
     def repository(self, agent: dict[str, Any], task: dict[str, Any]) -> tuple[str | None, str]:
         """(remote URL, base branch) of the task's repository: the registered one the
@@ -451,7 +529,13 @@ class Worker:
         return tree, clone
 
     def run_agent(
-        self, agent: dict[str, Any], task: dict[str, Any], ticket: str, cwd: Path
+        self,
+        agent: dict[str, Any],
+        task: dict[str, Any],
+        ticket: str,
+        cwd: Path,
+        *,
+        fix_round: int = 0,
     ) -> RunResult | None:
         """Run the agent with its execution on the server (:class:`RunReport`): the
         lines it prints streamed to the run's log, its usage reported as it streams
@@ -460,10 +544,10 @@ class Worker:
         this worker's to settle: the claim was lost, or the run was stopped for
         spend (the server sent the task back to ``todo``)."""
         base = f"/api/board/tasks/{urllib.parse.quote(task['id'])}"
-        report = RunReport.open(self.api, task["id"], ticket, agent["runtime"])
+        prompt = self.prompt(task)
+        report = RunReport.open(self.api, task["id"], ticket, agent["runtime"], fix_round)
         if report is None:  # the claim was lost before the run began
             return None
-        prompt = "\n\n".join(filter(None, [task.get("title"), task.get("description")]))
         request = RunRequest(
             task_id=task["id"],
             title=task.get("title") or "",
@@ -507,10 +591,23 @@ class Worker:
             return None
         return result
 
-    def _heartbeat(self, base: str, ticket: str) -> bool:
-        """Renew the lease; True when the claim is gone (the run must stop)."""
+    def prompt(self, task: dict[str, Any]) -> str:
+        """The run's prompt as the server renders it for every run (the feedback of a
+        round its judge sent back to fix included); an older server without
+        ``…/prompt``: the task's title and description."""
+        try:
+            path = f"/api/board/tasks/{urllib.parse.quote(task['id'])}/prompt"
+            return str(self.api.call("GET", path)[1]["prompt"])
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+        return "\n\n".join(filter(None, [task.get("title"), task.get("description")]))
+
+    def _heartbeat(self, base: str, ticket: str, *, keep_span: bool = False) -> bool:
+        """Renew the lease (``keep_span``: at the span the server last set, not this
+        worker's ``lease_ms``); True when the claim is gone (the run must stop)."""
         beat: dict[str, Any] = {"ticket": ticket}
-        if self.lease_ms:
+        if self.lease_ms and not keep_span:
             beat["lease_ms"] = self.lease_ms
         try:
             self.api.call("POST", f"{base}/heartbeat", beat)
@@ -586,12 +683,17 @@ class RunReport:
         self._sender.start()
 
     @classmethod
-    def open(cls, api: Api, task_id: str, ticket: str, runtime: str) -> RunReport | None:
-        """Open the claim's execution; None when the claim is gone already."""
+    def open(
+        cls, api: Api, task_id: str, ticket: str, runtime: str, fix_round: int = 0
+    ) -> RunReport | None:
+        """Open the execution of the claim's run (its ``fix_round``-th fix round);
+        None when the claim is gone already."""
         path = f"/api/board/tasks/{urllib.parse.quote(task_id)}/executions"
-        # One key per claim: an open whose answer was lost is asked again and
-        # answered with the execution it opened, not refused as a second one.
-        key = "open-" + hashlib.sha256(ticket.encode()).hexdigest()[:40]
+        # One key per run of a claim: an open whose answer was lost is asked again
+        # and answered with the execution it opened, not refused as a second one;
+        # a fix round is a run of its own.
+        run = ticket if not fix_round else f"{ticket}#fix-{fix_round}"
+        key = "open-" + hashlib.sha256(run.encode()).hexdigest()[:40]
         body = {"ticket": ticket, "runtime": runtime}
         for attempt in range(3):
             try:

@@ -36,7 +36,7 @@ from core import beats, reconnect, registry, repositories, server_commands, wake
 from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
-from executor import breakers, health, judge, pricing, spending
+from executor import breakers, health, judge, pricing, prompts, spending
 from executor.runtimes import (
     McpEndpoint,
     RunRequest,
@@ -435,33 +435,6 @@ class Executor:
         url = settings.CLAWBOO_MCP_URL
         return url if url and self.caps.mcp else None
 
-    def _prompt(
-        self, task: Task, state: handoff.ResumeState | None, *, board_tools: bool = False
-    ) -> str:
-        parts = [f"Task {task.id}: {task.title}"]
-        if task.description:
-            parts.append(task.description)
-        if task.feedback:
-            parts.append(f"Feedback from the previous attempt: {task.feedback}")
-        if state is not None and state.source != "none":
-            if state.done:
-                parts.append("Already done: " + "; ".join(state.done))
-            if state.broken:
-                parts.append("Broken or unverified: " + "; ".join(state.broken))
-            if state.next:
-                parts.append(f"Next best step: {state.next}")
-        parts.append(
-            "Read TASK.md and task-progress.md, run ./init.sh, do the work, and before you "
-            "stop write AGENT_HANDOFF.json (done / broken / next)."
-        )
-        if board_tools:
-            parts.append(
-                "Your team's board is at hand as the MCP server `clawboo`: split work off "
-                "with create_subtask, leave notes with comment, see the team's tasks with "
-                "list_tasks. This task is settled for you when you stop."
-            )
-        return "\n\n".join(parts)
-
     def _run(
         self,
         task: Task,
@@ -500,7 +473,7 @@ class Executor:
             request = RunRequest(
                 task_id=task.id,
                 title=task.title,
-                prompt=self._prompt(task, state, board_tools=key is not None),
+                prompt=prompts.run_prompt(task, state, board_tools=key is not None),
                 cwd=cwd,
                 timeout_s=self.run_timeout_s,
                 settings=dict(self.agent.settings or {}),

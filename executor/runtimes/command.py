@@ -1,7 +1,9 @@
 """The ``command`` runtime: a configured argv run in the worktree, no agent CLI needed.
 
 ``settings["argv"]`` is a list of strings, run without a shell. The task's context
-arrives in ``CLAWBOO_TASK_*`` environment variables. Exit 0 means the run finished;
+arrives in ``CLAWBOO_TASK_*`` environment variables, and the run's prompt (what an
+agent CLI is given: the task, a fix round's feedback) in the file
+``CLAWBOO_PROMPT_FILE``. Exit 0 means the run finished;
 whether the work passes is the verification gate's call, not this adapter's.
 """
 
@@ -46,6 +48,12 @@ class CommandAdapter(OneShotCliAdapter):
 
     def new_parser(self, request: RunRequest) -> LineParser:
         return CommandOutputParser()
+
+    def prepare_run(self, request: RunRequest, scratch: Path, env: dict[str, str]) -> None:
+        # A file, not a variable: a prompt may outgrow what one variable may hold.
+        prompt = scratch / "prompt.txt"
+        prompt.write_text(request.prompt, encoding="utf-8")
+        env["CLAWBOO_PROMPT_FILE"] = str(prompt)
 
 
 def configured_argv(request: RunRequest) -> list[str]:

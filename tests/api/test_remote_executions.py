@@ -242,3 +242,31 @@ def test_an_open_sent_again_with_its_idempotency_key_answers_the_execution_it_op
     assert first.status_code == again.status_code == 201
     assert first.json()["id"] == again.json()["id"]
     assert ExecutionProcess.objects.filter(task_id=task_id).count() == 1
+
+
+def test_the_next_runs_prompt_carries_the_fix_feedback_for_its_own_agent_only(fleet):
+    from executor import prompts
+
+    client = client_for("a-bot")
+    task_id, ticket = claimed(client, description="make it so")
+    first = client.get(f"/api/board/tasks/{task_id}/prompt").json()
+    assert first["feedback"] is None and first["fix_cycles"] == 0
+    assert first["prompt"].startswith(f"Task {task_id}: remote\n\nmake it so")
+    assert "TASK.md" not in first["prompt"]  # a remote clone has no scaffold
+    fix = "verification gate failed: `make` exited 2\nWhy: boom\nHow to fix: make it pass"
+    sent = store.send_back_for_fix(
+        task_id, ticket, evidence="exit 2", detail={"fix_cycles": 1}, feedback=fix
+    )
+    assert not sent.declined, sent
+    again = client.get(f"/api/board/tasks/{task_id}/prompt").json()
+    assert again["fix_cycles"] == 1 and again["feedback"] == fix
+    # The local executor's rendering, word for word.
+    task = store.get_task(task_id)
+    assert again["prompt"] == prompts.run_prompt(task, None, scaffolded=False)
+    assert f"Feedback from the previous attempt: {fix}" in again["prompt"]
+    other = store.create_task(title="b's", file_mutating=False).task
+    store.claim(other.id, "b-bot")
+    hidden = store.create_task(title="red's", team="red", file_mutating=False).task
+    store.claim(hidden.id, "red-bot")
+    assert client.get(f"/api/board/tasks/{other.id}/prompt").status_code == 403
+    assert client.get(f"/api/board/tasks/{hidden.id}/prompt").status_code == 404

@@ -45,6 +45,19 @@ def test_it_runs_the_configured_argv_in_the_worktree_with_the_task_context(
     assert result.cost_cents is None and result.tokens_in is None
 
 
+def test_the_runs_prompt_is_given_in_a_file_the_run_names(
+    worktree: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    prompt = "Task T-42: Say hello\n\nFeedback from the previous attempt: " + "x" * 200_000
+    argv = ["sh", "-c", 'cp "$CLAWBOO_PROMPT_FILE" got.txt']
+
+    result = adapter_for("command").run(make_request(prompt=prompt, settings={"argv": argv}))
+
+    assert result.outcome is Outcome.SUCCEEDED, result.error
+    # Whole, however long: a file, not a variable.
+    assert (worktree / "got.txt").read_text() == prompt
+
+
 def test_a_relative_program_is_found_in_the_worktree(
     worktree: Path, make_request: Callable[..., RunRequest]
 ) -> None:
