@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from board.checks import check_lease_ms
 from core import server_commands, wakeups
 from core.errors import ClawbooError
-from core.models import Agent
+from core.models import Agent, MachineToken
 from executor.runner import WorkReport, work_loop
 from executor.runtimes import capabilities
 
@@ -87,9 +87,19 @@ class Command(BaseCommand):
 
 def runnable_agents() -> list[str]:
     """Agents whose runtime the executor runs (automated, one-shot) and whose runtime
-    and settings an operator approved (core.server_commands)."""
+    and settings an operator approved (core.server_commands).
+
+    An agent bound to a live machine token runs on that token's host (``clawboo
+    worker``): ``--all`` leaves it there, or the server's workers, a hop nearer the
+    database, would take nearly all its work. ``--agent A`` still runs it here (a
+    fallback while its host is down); revoking the token hands it back to ``--all``."""
     found = []
-    for agent in Agent.objects.order_by("id"):
+    remote = set(
+        MachineToken.agents.through.objects.filter(
+            machinetoken__revoked_at__isnull=True
+        ).values_list("agent_id", flat=True)
+    )
+    for agent in Agent.objects.exclude(id__in=remote).order_by("id"):
         caps = capabilities(agent.runtime)
         if (
             caps.automated
