@@ -38,9 +38,24 @@ def pytest_report_header(config: Any) -> str:
     return f"clawboo backend: {backend}"
 
 
+# Whole modules that are backend_independent, named here rather than marked in the
+# file: browser tests of what a page does (drag, filters in the URL, keys, forms, how
+# a panel renders). What they read and write is the API's, proven on both engines by
+# tests/api and tests/routines; the live path on PostgreSQL + Redis keeps a browser
+# of its own there (test_browser.py), as do the pages whose numbers or races the
+# database decides (approvals, spend, run output, discussion edits).
+BACKEND_INDEPENDENT_MODULES = (
+    "tests/live/test_board_browser.py",
+    "tests/live/test_review_browser.py",
+    "tests/live/test_routines_browser.py",
+)
+
+
 def touches_database(item: pytest.Item) -> bool:
-    return item.get_closest_marker("django_db") is not None or bool(
-        DB_FIXTURES & set(getattr(item, "fixturenames", ()))
+    return (
+        item.get_closest_marker("django_db") is not None
+        or item.get_closest_marker("every_backend") is not None
+        or bool(DB_FIXTURES & set(getattr(item, "fixturenames", ())))
     )
 
 
@@ -51,8 +66,12 @@ def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None
     - ``sqlite_only`` / ``postgresql_only``: the claim is about that engine alone.
     - On PostgreSQL, a test that never touches the database, or one marked
       ``backend_independent`` (it does, but what it proves cannot depend on the
-      engine), is skipped: the SQLite pass ran it."""
+      engine), is skipped: the SQLite pass ran it. A test that opens the backend
+      under test without pytest-django's fixtures (the bench smoke tests make their
+      own database) says so with ``every_backend``."""
     for item in items:
+        if item.nodeid.split("::")[0] in BACKEND_INDEPENDENT_MODULES:
+            item.add_marker(pytest.mark.backend_independent)
         if ON_POSTGRESQL and item.get_closest_marker("sqlite_only"):
             item.add_marker(pytest.mark.skip(reason="sqlite_only: SQLite's behaviour"))
         elif not ON_POSTGRESQL and item.get_closest_marker("postgresql_only"):
