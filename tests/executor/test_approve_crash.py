@@ -185,6 +185,38 @@ def test_a_landing_killed_before_git_moved_is_rolled_back_and_its_lock_cleared(c
     assert git(repo, "status", "--porcelain") == ""
 
 
+def test_a_landing_killed_while_git_rewrote_packed_refs_is_completed_and_its_file_cleared(
+    command_agent, repo
+):
+    """Deterministic (the 20-round soak met it): git moved main, then died deleting
+    the task's branch, leaving ``packed-refs.new`` beside its lock; every later ref
+    deletion fails on that file. The boot pass clears both and completes it."""
+    command_agent("builder", argv=[sys.executable, "-c", WRITE])
+    task_id = reviewed_task(1)
+    ws = store.get_workspace(task_id)
+    with landing.land_lock(repo):
+        prepared = landing.prepare(
+            repo,
+            Path(ws.worktree_path),
+            task_id=task_id,
+            title="Crash 1",
+            base_branch="main",
+            strategy="squash",
+        )
+        store.begin_landing(
+            task_id, {**prepared.as_dict(), "by": "reviewer", "started_at": time.time() - 1}
+        )
+        landing.advance(repo, prepared)
+    git_dir = Path(git(repo, "rev-parse", "--absolute-git-dir"))
+    for name in ("packed-refs.lock", "packed-refs.new"):
+        (git_dir / name).write_text("")
+    settled = {e["task_id"]: e["result"] for e in service.recover_landings()}
+    assert settled == {task_id: "completed"}
+    assert store.get_task(task_id).status == "done" and on_main(repo, task_id)
+    assert not (git_dir / "packed-refs.new").exists()
+    assert f"clawboo/task-{task_id}" not in git(repo, "branch", "--list")
+
+
 def test_the_board_side_of_an_approval_is_one_event(command_agent, repo):
     command_agent("builder", argv=[sys.executable, "-c", WRITE])
     task_id = reviewed_task(1)
