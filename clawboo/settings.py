@@ -68,10 +68,19 @@ if not SECRET_KEY:
         from django.core.management.utils import get_random_secret_key
 
         ensure_private_dir(STATE_DIR)
-        SECRET_KEY = get_random_secret_key()
-        ensure_private_file(key_file)
-        key_file.write_text(SECRET_KEY)
-        key_file.chmod(0o600)
+        # Written whole under a private name, then linked into place: the README's
+        # separate commands start at once, and none may read a half-written key or
+        # keep one another process replaced (the first link wins; all read that).
+        staged = STATE_DIR / f".secret_key.{os.getpid()}"
+        ensure_private_file(staged)
+        staged.write_text(get_random_secret_key())
+        try:
+            os.link(staged, key_file)
+        except FileExistsError:
+            pass
+        finally:
+            staged.unlink()
+        SECRET_KEY = key_file.read_text().strip()
     else:
         raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,9 +20,70 @@ from django.db import connection
 ROOT = Path(__file__).resolve().parent.parent
 
 
+ON_POSTGRESQL = bool(os.environ.get("CLAWBOO_TEST_DATABASE_URL"))
+# The PostgreSQL pass re-runs only what the database can change (see the README's
+# testing section); CLAWBOO_TEST_EVERYTHING=1 runs every test on PostgreSQL too.
+EVERYTHING = os.environ.get("CLAWBOO_TEST_EVERYTHING") == "1"
+# Asking for any of these (directly or through another fixture) is touching the
+# database; a test that asks for none cannot (pytest-django blocks it).
+DB_FIXTURES = frozenset(
+    {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"}
+)
+
+
 def pytest_report_header(config: Any) -> str:
-    url = os.environ.get("CLAWBOO_TEST_DATABASE_URL")
-    return f"clawboo backend: {'postgresql' if url else 'sqlite'}"
+    backend = "postgresql" if ON_POSTGRESQL else "sqlite"
+    if ON_POSTGRESQL and not EVERYTHING:
+        backend += " (backend-independent tests skipped: they ran on SQLite)"
+    return f"clawboo backend: {backend}"
+
+
+# Whole modules that are backend_independent, named here rather than marked in the
+# file: browser tests of what a page does (drag, filters in the URL, keys, forms, how
+# a panel renders). What they read and write is the API's, proven on both engines by
+# tests/api and tests/routines; the live path on PostgreSQL + Redis keeps a browser
+# of its own there (test_browser.py), as do the pages whose numbers or races the
+# database decides (approvals, spend, run output, discussion edits).
+BACKEND_INDEPENDENT_MODULES = (
+    "tests/live/test_board_browser.py",
+    "tests/live/test_review_browser.py",
+    "tests/live/test_routines_browser.py",
+)
+
+
+def touches_database(item: pytest.Item) -> bool:
+    return (
+        item.get_closest_marker("django_db") is not None
+        or item.get_closest_marker("every_backend") is not None
+        or bool(DB_FIXTURES & set(getattr(item, "fixturenames", ())))
+    )
+
+
+def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None:
+    """The backend rule, decided before any fixture runs (so a skipped test starts
+    no servers and flushes no tables):
+
+    - ``sqlite_only`` / ``postgresql_only``: the claim is about that engine alone.
+    - On PostgreSQL, a test that never touches the database, or one marked
+      ``backend_independent`` (it does, but what it proves cannot depend on the
+      engine), is skipped: the SQLite pass ran it. A test that opens the backend
+      under test without pytest-django's fixtures (the bench smoke tests make their
+      own database) says so with ``every_backend``."""
+    for item in items:
+        if item.nodeid.split("::")[0] in BACKEND_INDEPENDENT_MODULES:
+            item.add_marker(pytest.mark.backend_independent)
+        if ON_POSTGRESQL and item.get_closest_marker("sqlite_only"):
+            item.add_marker(pytest.mark.skip(reason="sqlite_only: SQLite's behaviour"))
+        elif not ON_POSTGRESQL and item.get_closest_marker("postgresql_only"):
+            item.add_marker(pytest.mark.skip(reason="postgresql_only: PostgreSQL's behaviour"))
+        elif ON_POSTGRESQL and not EVERYTHING:
+            if item.get_closest_marker("backend_independent"):
+                why = "backend_independent: ran on SQLite"
+            elif not touches_database(item):
+                why = "no database: ran on SQLite"
+            else:
+                continue
+            item.add_marker(pytest.mark.skip(reason=why))
 
 
 @pytest.fixture
@@ -130,33 +192,63 @@ def read_json_line(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def race(
-    run_worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
-) -> Callable[..., list[dict[str, Any]]]:
-    """Start one worker per argv, wait until every one is connected and parked at a
-    barrier file, open it, and return each worker's final JSON result in order."""
+def race(database_url: str, tmp_path: Path) -> Callable[..., list[dict[str, Any]]]:
+    """Run one OS process per argv (``tests/workers.py`` commands) on the test
+    database: wait until every one is connected and parked at a barrier file, open
+    it, and return each process's JSON result in order.
+
+    The processes are forked from one that set Django up (``workers.py
+    --fork-race``): each is its own process with its own connection, as a worker
+    is, but a storm of twelve pays Django's start once, not twelve times."""
 
     def start(
         argvs: list[list[str]], extra_env: dict[str, str] | None = None, timeout: float = 120
     ) -> list[dict[str, Any]]:
-        barrier = tmp_path / f"barrier-{time.monotonic_ns()}"
-        procs = [
-            run_worker("--barrier", str(barrier), *argv, extra_env=extra_env) for argv in argvs
-        ]
+        run = tmp_path / f"race-{time.monotonic_ns()}"
+        out = run / "out"
+        out.mkdir(parents=True)
+        barrier = run / "barrier"
+        spec = run / "spec.json"
+        spec.write_text(json.dumps({"argvs": argvs, "barrier": str(barrier), "out": str(out)}))
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
+            "CLAWBOO_STATE_DIR": str(tmp_path / "state"),
+            "PYTHONPATH": str(ROOT),
+            "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+            **(extra_env or {}),
+        }
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "workers.py"), "--fork-race", str(spec)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            start_new_session=True,  # the forked racers die with it
+        )
+
+        def errors() -> str:
+            return "\n".join(p.read_text() for p in sorted(out.glob("*.err")))
+
         try:
-            for proc in procs:
-                assert read_json_line(proc) == {"ready": True}
+            deadline = time.monotonic() + 120
+            while len(list(out.glob("*.ready"))) < len(argvs):
+                if proc.poll() is not None or list(out.glob("*.err")):
+                    proc.wait(timeout=30)
+                    raise AssertionError(f"a racer died before the barrier: {errors()}")
+                assert time.monotonic() < deadline, "the racers never all got ready"
+                time.sleep(0.01)
             barrier.touch()
-            results = []
-            for proc in procs:
-                out, err = proc.communicate(timeout=timeout)
-                assert proc.returncode == 0, err
-                results.append(json.loads(out.strip().splitlines()[-1]))
-            return results
+            _, err = proc.communicate(timeout=timeout)
+            assert proc.returncode == 0, f"{err}\n{errors()}"
+            return [json.loads((out / f"{i}.json").read_text()) for i in range(len(argvs))]
         finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+            try:  # whatever is left of the group, spawner or racer
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
 
     return start

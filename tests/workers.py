@@ -238,7 +238,7 @@ COMMANDS = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="workers.py")
     parser.add_argument("--barrier", default=None)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -271,21 +271,86 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("approve")
     p.add_argument("task")
     p.add_argument("--by", default="reviewer")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def setup_django() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")
     import django
 
     django.setup()
+
+
+def apply_overrides(args: argparse.Namespace) -> None:
     if getattr(args, "max_live_children", None) is not None:
         # The cap is a module constant; the cap-race test lowers it for this process.
         from board import ceilings
 
         ceilings.MAX_LIVE_CHILDREN = args.max_live_children
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_django()
+    apply_overrides(args)
     wait_at_barrier(args.barrier)
     emit(COMMANDS[args.command](args))
     return 0
 
 
+def fork_race(spec_path: str) -> int:
+    """``workers.py --fork-race SPEC``: one OS process per argv in SPEC (JSON:
+    ``{"argvs": [...], "barrier": FILE, "out": DIR}``), forked from this one after
+    Django is set up, so a storm of N processes pays Django's start once, not N
+    times. Each child closes nothing it shares (the parent holds no connection when
+    it forks), opens its own connection, writes ``DIR/<i>.ready``, waits at the
+    barrier, runs its command and writes ``DIR/<i>.json`` (or ``DIR/<i>.err``)."""
+    import traceback
+
+    spec = json.loads(Path(spec_path).read_text())
+    out = Path(spec["out"])
+    parser = build_parser()
+    parsed = [parser.parse_args(argv) for argv in spec["argvs"]]
+    setup_django()
+    from django.db import connections
+
+    connections.close_all()  # no socket or SQLite handle may be shared across the fork
+    pids: dict[int, int] = {}
+    for i, args in enumerate(parsed):
+        pid = os.fork()
+        if pid == 0:  # the child: its own process from here on, never returning
+            code = 1
+            try:
+                from django.db import connection
+
+                apply_overrides(args)
+                connection.ensure_connection()  # the race is about the write
+                (out / f"{i}.ready").touch()
+                deadline = time.monotonic() + 120
+                while not os.path.exists(spec["barrier"]):
+                    if time.monotonic() > deadline:
+                        raise SystemExit("the barrier never opened")
+                    time.sleep(0.001)
+                result = COMMANDS[args.command](args)
+                (out / f"{i}.json.tmp").write_text(json.dumps(result))
+                (out / f"{i}.json.tmp").rename(out / f"{i}.json")
+                code = 0
+            except BaseException:
+                (out / f"{i}.err").write_text(traceback.format_exc())
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        pids[pid] = i
+    failed = 0
+    while pids:
+        pid, status = os.wait()
+        pids.pop(pid, None)
+        failed += os.waitstatus_to_exitcode(status) != 0
+    return 1 if failed else 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--fork-race"]:
+        raise SystemExit(fork_race(sys.argv[2]))
     raise SystemExit(main())

@@ -326,8 +326,13 @@ def _git_dir(repo: Path) -> Path:
 
 def _lock_candidates(git_dir: Path) -> list[Path]:
     """The lock files a landing's git commands take: the index and HEAD of the
-    repository and of each linked checkout, refs, packed-refs, the config."""
-    found = [git_dir / name for name in ("index.lock", "HEAD.lock", "packed-refs.lock")]
+    repository and of each linked checkout, refs, packed-refs, the config; and
+    ``packed-refs.new``, the file git writes packed-refs into under its lock (a git
+    killed before renaming it leaves it, and every later ref deletion fails on it)."""
+    found = [
+        git_dir / name
+        for name in ("index.lock", "HEAD.lock", "packed-refs.lock", "packed-refs.new")
+    ]
     found.append(git_dir / "config.lock")
     found.append(git_dir / "ORIG_HEAD.lock")
     linked = git_dir / "worktrees"

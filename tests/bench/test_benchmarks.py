@@ -55,6 +55,7 @@ def payload_bytes(db: BenchDB) -> float:
         conn.close()
 
 
+@pytest.mark.every_backend  # its own database on the backend under test (BenchDB)
 @pytest.mark.timeout(300)
 def test_the_claim_benchmark_loops_drain_a_few_hundred_rows_exactly_once():
     tasks = 300
@@ -88,6 +89,7 @@ def test_the_claim_benchmark_loops_drain_a_few_hundred_rows_exactly_once():
 # --- the board page benchmark, smoke-tested ---------------------------------------
 
 
+@pytest.mark.every_backend  # its own database on the backend under test
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not Path(board_page.CHROMIUM).exists(), reason="chromium is not installed")
 def test_the_board_page_benchmark_times_a_small_board_and_reads_its_heap():

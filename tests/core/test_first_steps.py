@@ -61,3 +61,29 @@ def test_up_tightens_a_state_dir_others_could_read(tmp_path):
     assert said and "made owner-only" in said
     assert mode(state) == 0o700 and mode(state / "clawboo.sqlite3") == 0o600
     assert boot.private_state(state) is None  # nothing left to change
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
+def test_commands_started_at_once_on_a_fresh_state_dir_share_one_secret_key(tmp_path):
+    """The README's separate commands start together: each reads the one key the
+    first to write it wrote whole, never an empty or a replaced one."""
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SECRET_KEY", "DATABASE_URL")}
+    env.update(CLAWBOO_STATE_DIR=str(state), PYTHONPATH=str(ROOT))
+    barrier = tmp_path / "go"
+    code = (
+        "import os, time\n"
+        f"while not os.path.exists({str(barrier)!r}): time.sleep(0.001)\n"
+        "from clawboo import settings\n"
+        "print(settings.SECRET_KEY)\n"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(8)
+    ]
+    barrier.touch()
+    keys = {proc.communicate(timeout=60)[0].strip() for proc in procs}
+    assert all(proc.returncode == 0 for proc in procs)
+    assert len(keys) == 1 and len(keys.pop()) >= 50
+    assert mode(state / "secret_key") == 0o600
+    assert sorted(p.name for p in state.iterdir() if "secret" in p.name) == ["secret_key"]

@@ -234,9 +234,8 @@ def test_the_budget_is_wall_clock_not_an_attempt_count(sleeps):
 LOOSE_BUDGET = {"CLAWBOO_DB_WRITE_BUDGET_MS": "20000"}
 
 
+@pytest.mark.sqlite_only  # SQLite's single-writer lock
 def test_twenty_writers_on_one_sqlite_file_let_no_lock_error_escape(default_team, race):
-    if not on_sqlite():
-        pytest.skip("SQLite's single-writer lock")
     # What is raced is the retry, not the clock: twenty processes on a 2-core machine
     # can keep a lock holder off the CPU past the 1.5 s default, so each write gets a
     # budget no scheduler delay reaches (the budget's own expiry is tested above).

@@ -26,7 +26,10 @@ from worktrees import landing, service
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
-KILLS = 20
+# Eight rounds cover each recovery (boot pass, next approve) with main checked out and
+# detached, twice; `-m slow` runs the twenty-round soak.
+KILLS = 8
+SOAK_KILLS = 20
 WRITE = (
     "import pathlib, os; pathlib.Path(os.environ['CLAWBOO_TASK_ID'] + '.txt').write_text('x\\n')"
 )
@@ -81,8 +84,11 @@ def reviewed_task(n: int) -> str:
     return task.id
 
 
+@pytest.mark.parametrize(
+    "kills", [KILLS, pytest.param(SOAK_KILLS, marks=pytest.mark.slow)], ids=["8", "20"]
+)
 def test_sigkill_mid_approve_leaves_repository_and_task_agreeing(
-    command_agent, repo, database_url, slow_git, tmp_path
+    command_agent, repo, database_url, slow_git, tmp_path, kills
 ):
     command_agent("builder", argv=[sys.executable, "-c", WRITE])
     rng = random.Random(int(os.environ.get("CLAWBOO_CRASH_SEED", "30")))
@@ -101,7 +107,7 @@ def test_sigkill_mid_approve_leaves_repository_and_task_agreeing(
 
     outcomes = {"landed before the kill": 0, "completed": 0, "rolled_back": 0, "untouched": 0}
     recovered_by_approve = 0
-    for n in range(1, KILLS + 1):
+    for n in range(1, kills + 1):
         task_id = reviewed_task(n)
         detached = n % 4 in (2, 3)  # half: main checked out nowhere (update-ref moves it)
         if detached:
@@ -148,7 +154,7 @@ def test_sigkill_mid_approve_leaves_repository_and_task_agreeing(
     # Every task landed once: one commit each on main, none twice.
     messages = git(repo, "log", "--format=%b", "main")
     landed_ids = [line for line in messages.splitlines() if line.startswith("clawboo: land")]
-    assert len(landed_ids) == len(set(landed_ids)) == KILLS + 1
+    assert len(landed_ids) == len(set(landed_ids)) == kills + 1
     print("outcomes", outcomes, "by approve", recovered_by_approve, "window", round(window, 2))
 
 
@@ -177,6 +183,38 @@ def test_a_landing_killed_before_git_moved_is_rolled_back_and_its_lock_cleared(c
     assert store.get_task(task_id).status == "done" and on_main(repo, task_id)
     assert not (repo / ".git" / "index.lock").exists()
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_landing_killed_while_git_rewrote_packed_refs_is_completed_and_its_file_cleared(
+    command_agent, repo
+):
+    """Deterministic (the 20-round soak met it): git moved main, then died deleting
+    the task's branch, leaving ``packed-refs.new`` beside its lock; every later ref
+    deletion fails on that file. The boot pass clears both and completes it."""
+    command_agent("builder", argv=[sys.executable, "-c", WRITE])
+    task_id = reviewed_task(1)
+    ws = store.get_workspace(task_id)
+    with landing.land_lock(repo):
+        prepared = landing.prepare(
+            repo,
+            Path(ws.worktree_path),
+            task_id=task_id,
+            title="Crash 1",
+            base_branch="main",
+            strategy="squash",
+        )
+        store.begin_landing(
+            task_id, {**prepared.as_dict(), "by": "reviewer", "started_at": time.time() - 1}
+        )
+        landing.advance(repo, prepared)
+    git_dir = Path(git(repo, "rev-parse", "--absolute-git-dir"))
+    for name in ("packed-refs.lock", "packed-refs.new"):
+        (git_dir / name).write_text("")
+    settled = {e["task_id"]: e["result"] for e in service.recover_landings()}
+    assert settled == {task_id: "completed"}
+    assert store.get_task(task_id).status == "done" and on_main(repo, task_id)
+    assert not (git_dir / "packed-refs.new").exists()
+    assert f"clawboo/task-{task_id}" not in git(repo, "branch", "--list")
 
 
 def test_the_board_side_of_an_approval_is_one_event(command_agent, repo):
