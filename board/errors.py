@@ -113,14 +113,17 @@ class BudgetNotFound(NotFound):
 
 class BudgetPaused(ClawbooError):
     """A cap budget that covers the work has reached its limit: nothing more is claimed
-    until a person resumes it or its window ends. Never retry before then."""
+    until a person resumes it or its window ends. Never retry before then. Or (with
+    ``detail``) what is left of it is held for the runs in flight in its scope: the
+    claim waits for them to finish."""
 
     code = "budget_paused"
 
-    def __init__(self, budget: object) -> None:
+    def __init__(self, budget: object, detail: str | None = None) -> None:
         scope, scope_id = getattr(budget, "scope", "?"), getattr(budget, "scope_id", "?")
         super().__init__(
-            f"the {scope} {scope_id!r} has spent its budget; resume it or wait for its window",
+            detail
+            or f"the {scope} {scope_id!r} has spent its budget; resume it or wait for its window",
             budget=getattr(budget, "pk", None),
             scope=scope,
             scope_id=scope_id,

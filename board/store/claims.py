@@ -20,6 +20,11 @@ SQLite, so the whole of it runs under the database's write lock):
    elsewhere;
 4. the ``claimed`` event, in the same transaction, delivered after commit.
 
+Before step 3, a claim that a ``cap`` budget covers locks that budget's row (on
+PostgreSQL ``FOR UPDATE``) and is admitted only if the budget's spend plus the
+headroom of the runs in flight in its scope leaves room under the limit
+(:mod:`board.store.spend`): such claims take turns on every host.
+
 Zero rows is data — a refusal diagnosed in the order GOVERNANCE.md fixes
 (:data:`REFUSALS`) — and is never retried; only transient lock errors are, by
 :func:`core.storage.write`.
@@ -297,7 +302,8 @@ class _Refusal:
 @dataclass(frozen=True)
 class _Blocks:
     """What the claim's transaction found in the way besides the task's row: why the
-    claimer is over a limit, and a paused cap budget that covers the task."""
+    claimer is over a limit, and a cap budget that covers the task and admits no
+    claim of it now (paused, or held by the runs in flight: board.store.spend)."""
 
     limit: str | None = None
     budget: BudgetPaused | None = None
@@ -428,7 +434,8 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
 
     Refused unless the task is todo, unassigned, not dropped, approved (or needing
     no approval), every dependency is done, it is of the agent's team and routed to
-    it, no paused cap budget covers it, and the agent is active and under its
+    it, no cap budget that covers it is paused or held by the runs in flight
+    (:func:`board.store.spend.cap_refusal`), and the agent is active and under its
     limits. A lapsed lease on this task is released first, so an abandoned task is
     claimable as a fresh attempt. Never retried on a refusal.
     """
@@ -445,7 +452,7 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
         found = Task.objects.filter(pk=task_id).first()
         if found is not None and claimer.paused is None:
             try:
-                spend.paused_refusal(found, agent)
+                spend.cap_refusal(found, agent)
             except BudgetPaused as paused:
                 budget = paused
         if claimer.paused is None and limit is None and budget is None:
@@ -509,10 +516,11 @@ def claim_next(
         _release_lapsed_first()
         if _over_limit(claimer) is not None:
             return None  # claim-next passes: nothing this agent may take now
-        # A paused cap over the agent or all its teams refuses (BudgetPaused); over
-        # some teams, trees or routines, their tasks are passed over.
+        # A cap paused (or held by the runs in flight) over the agent or all its
+        # teams refuses (BudgetPaused); over some teams, trees or routines, their
+        # tasks are passed over.
         try:
-            passed = spend.paused_exclusions(agent, scope)
+            passed = spend.cap_exclusions(agent, scope)
         except BudgetPaused as paused:
             return _Refusal("budget_paused", paused.detail, paused)
         scoped = scope if passed is None else passed.teams

@@ -11,7 +11,9 @@ figure in the database that every worker on every host adds to and reads.
 A budget's crossings (80 %, 100 %) are noticed by the write that makes them and
 notified once per window (``budget_warning``, ``budget_exhausted`` events); a
 ``cap`` budget that reaches its limit (or its grace) sets ``paused_until``, which
-the claim tests (:func:`paused_refusal`, :func:`paused_exclusions`).
+the claim tests (:func:`cap_refusal`, :func:`cap_exclusions`); until then the
+claim also reserves the headroom of the runs in flight, so a cap is passed by at
+most one run's ceiling.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from board.store._base import now, record_event
 from core import events, storage
 from core.checks import check_choice, check_int
 from core.errors import ValidationFailed
+from core.models import Agent
+from core.server_commands import runs_on_server
 
 # 80 %: the warning crossing.
 WARN_PERCENT = 80
@@ -213,25 +217,148 @@ def _event(budget: Budget, kind: str, at: dt.datetime) -> None:
 
 
 # --- the claim's check ------------------------------------------------------------
+#
+# "At most one run's ceiling can overshoot a cap" (GOVERNANCE §3), whatever the
+# number of runs in flight and the size of their usage reports: a claim a cap
+# budget covers is admitted only while the budget's spend plus the headroom of the
+# runs in flight in its scope (each one's ceiling less what its attempt has spent)
+# is under what its window may spend. The runs admitted before can then at most
+# fill the cap, and only the run admitted last can pass it, by its own ceiling. A
+# run with no ceiling holds a headroom nobody knows: it starts only when nothing is
+# in flight in the scope, and while it runs nothing else starts there (the pause
+# stops it at its next report). Claims a cap covers take turns: on PostgreSQL the
+# claim locks the cap budget rows FOR UPDATE (in id order, as a usage report does);
+# SQLite's write lock orders them already.
 
 
-def _paused_now(at: dt.datetime) -> list[Budget]:
-    # An index probe (budgets_paused_idx) that nearly always finds nothing.
-    return list(Budget.objects.filter(paused_until__gt=at, mode=BudgetMode.CAP))
+def _caps(scopes: Q | None) -> list[Budget]:
+    """The cap budgets among ``scopes`` (None: all), locked until the claim commits.
+    With no cap budget this is the claim's one look at budgets, and finds nothing."""
+    qs = Budget.objects.filter(mode=BudgetMode.CAP)
+    if scopes is not None:
+        qs = qs.filter(scopes)
+    return list(qs.select_for_update().order_by("id"))
 
 
-def paused_refusal(task: Task, agent_id: str) -> None:
-    """Raise :class:`BudgetPaused` when a paused cap covers ``task`` run by ``agent_id``.
+def _scope_tasks(scope: str, scope_id: str) -> Any:
+    """The tasks a budget's scope covers (an agent's: those it holds)."""
+    if scope == BudgetScope.TEAM:
+        return Task.objects.filter(team_id=scope_id)
+    if scope == BudgetScope.AGENT:
+        return Task.objects.filter(assignee_agent_id=scope_id)
+    if scope == BudgetScope.ROUTINE:
+        return Task.objects.filter(metadata__routine_id=scope_id)
+    return Task.objects.filter(pk__in=_tree_ids(scope_id))
 
-    For the claim, in its transaction: the pause it reads is the one the spend
-    writes committed.
+
+@dataclass(frozen=True)
+class _InFlight:
+    runs: int
+    headroom: int | None  # None: a run with no ceiling is among them
+
+
+def _in_flight(budget: Budget) -> _InFlight:
+    """The runs in flight in the budget's scope -- its tasks in progress whose
+    attempt's run is running or not yet open (it opens just after the claim) -- and
+    what they may still spend. A person's claim (runtime ``human``) runs nothing here
+    and holds nothing."""
+    rows = list(
+        _scope_tasks(budget.scope, budget.scope_id)
+        .filter(status="in_progress")
+        .values_list("id", "attempts", "max_run_cents", "assignee_agent_id")
+    )
+    if not rows:
+        return _InFlight(0, 0)
+    agents = {
+        pk: (runtime, settings)
+        for pk, runtime, settings in Agent.objects.filter(
+            pk__in={row[3] for row in rows if row[3]}
+        ).values_list("id", "runtime", "settings")
+    }
+    spent: dict[tuple[str, int], int] = {}
+    ended: set[tuple[str, int]] = set()
+    running: set[tuple[str, int]] = set()
+    for task_id, attempt, cents, status in ExecutionProcess.objects.filter(
+        task_id__in=[row[0] for row in rows]
+    ).values_list("task_id", "attempt", "cost_cents", "status"):
+        spent[task_id, attempt] = spent.get((task_id, attempt), 0) + cents
+        (running if status == "running" else ended).add((task_id, attempt))
+    runs, headroom = 0, 0
+    for task_id, attempt, max_run_cents, agent_id in rows:
+        runtime, settings = agents.get(agent_id, (None, None))
+        if runtime is not None and not runs_on_server(runtime):
+            continue
+        if (task_id, attempt) in ended and (task_id, attempt) not in running:
+            continue  # its run is over (the task not moved on yet): its spend is final
+        ceiling = _ceiling(max_run_cents, settings)
+        if ceiling is None:
+            return _InFlight(runs + 1, None)
+        runs += 1
+        headroom += max(0, ceiling - spent.get((task_id, attempt), 0))
+    return _InFlight(runs, headroom)
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """What a cap budget holds back from a claim now: every claim it covers (it is
+    paused, or the runs in flight hold what is left of it), or only a run with no
+    ceiling (something is in flight)."""
+
+    budget: Budget
+    all: BudgetPaused | None
+    unbounded: BudgetPaused
+
+
+def _hold(budget: Budget, at: dt.datetime) -> _Hold | None:
+    _roll_window(budget, at)  # in hand only: the claim writes no budget
+    if _is_paused(budget, at):
+        paused = BudgetPaused(budget)
+        return _Hold(budget, paused, paused)
+    flight = _in_flight(budget)
+    if not flight.runs:
+        return None
+    allowance = budget.pause_at_cents if budget.pause_at_cents is not None else budget.limit_cents
+    where = f"the {budget.scope} {budget.scope_id!r}"
+    if flight.headroom is None or budget.spent_cents + flight.headroom >= allowance:
+        full = BudgetPaused(
+            budget,
+            f"{where}'s cap budget is held by the runs in flight (what it spent and what "
+            "their ceilings may still spend); the claim waits for them to finish",
+        )
+        return _Hold(budget, full, full)
+    return _Hold(
+        budget,
+        None,
+        BudgetPaused(
+            budget,
+            f"{where} has a cap budget and runs in flight: a run with no ceiling "
+            "(max_run_cents) waits for them to finish",
+        ),
+    )
+
+
+def _agent_ceiling(agent_id: str) -> int | None:
+    settings = Agent.objects.filter(pk=agent_id).values_list("settings", flat=True).first()
+    return _ceiling(None, settings)
+
+
+def cap_refusal(task: Task, agent_id: str) -> None:
+    """Raise :class:`BudgetPaused` when a cap budget that covers ``task`` run by
+    ``agent_id`` admits no claim of it now: it is paused, or the runs in flight in
+    its scope hold what is left of it, or the task's run would have no ceiling and
+    something is in flight there.
+
+    For the claim, in its transaction: the spend it reads is the one the usage
+    reports committed, and (PostgreSQL) it holds the cap budgets' rows until the
+    claim commits, so the next claim they cover counts this one in flight.
     """
-    paused = _paused_now(now())
-    if not paused:
+    caps = _caps(Q(team_id=task.team_id) | Q(scope=BudgetScope.AGENT, scope_id=agent_id))
+    if not caps:
         return
+    at = now()
     chain: list[str] | None = None
     routine = (task.metadata or {}).get("routine_id")
-    for budget in paused:
+    for budget in caps:
         covered = (
             (budget.scope == BudgetScope.TEAM and budget.scope_id == task.team_id)
             or (budget.scope == BudgetScope.AGENT and budget.scope_id == agent_id)
@@ -240,8 +367,13 @@ def paused_refusal(task: Task, agent_id: str) -> None:
         if not covered and budget.scope == BudgetScope.TASK_TREE:
             chain = chain if chain is not None else [task.id, *_ancestors(task.id)]
             covered = budget.scope_id in chain
-        if covered:
-            raise BudgetPaused(budget)
+        hold = _hold(budget, at) if covered else None
+        if hold is None:
+            continue
+        if hold.all is not None:
+            raise hold.all
+        if task.max_run_cents is None and _agent_ceiling(agent_id) is None:
+            raise hold.unbounded
 
 
 @dataclass(frozen=True)
@@ -253,34 +385,53 @@ class Exclusions:
     task_ids: list[str]
 
 
-def paused_exclusions(agent_id: str, teams: list[str] | None) -> Exclusions | None:
-    """None when no paused cap touches this claim-next (the usual case, one probe);
-    else what to pass over. Raises :class:`BudgetPaused` when every scope the agent
-    could take work from is paused (the agent, or every one of its teams)."""
-    paused = _paused_now(now())
-    if not paused:
+def cap_exclusions(agent_id: str, teams: list[str] | None) -> Exclusions | None:
+    """None when no cap budget holds anything back from this claim-next (with no cap
+    budget: one look); else what to pass over -- what :func:`cap_refusal` would
+    refuse. Raises :class:`BudgetPaused` when every scope the agent could take work
+    from is held (the agent, or every one of its teams)."""
+    scopes = None
+    if teams is not None:
+        scopes = Q(team_id__in=teams) | Q(scope=BudgetScope.AGENT, scope_id=agent_id)
+    caps = _caps(scopes)
+    if not caps:
         return None
-    for budget in paused:
-        if budget.scope == BudgetScope.AGENT and budget.scope_id == agent_id:
-            raise BudgetPaused(budget)
-    paused_teams = {b.scope_id for b in paused if b.scope == BudgetScope.TEAM}
-    if teams is not None and paused_teams:
-        left = [team for team in teams if team not in paused_teams]
+    at = now()
+    holds = [hold for hold in (_hold(budget, at) for budget in caps) if hold is not None]
+    if not holds:
+        return None
+    if any(hold.all is None for hold in holds) and _agent_ceiling(agent_id) is not None:
+        # Every task has a ceiling for this agent: only what is held whole counts.
+        holds = [hold for hold in holds if hold.all is not None]
+    for hold in holds:
+        budget = hold.budget
+        if budget.scope == BudgetScope.AGENT and budget.scope_id == agent_id and hold.all:
+            raise hold.all
+    held_teams: dict[str, BudgetPaused] = {}
+    for hold in holds:
+        if hold.budget.scope == BudgetScope.TEAM and hold.all is not None:
+            held_teams.setdefault(hold.budget.scope_id, hold.all)
+    if teams is not None and held_teams:
+        left = [team for team in teams if team not in held_teams]
         if not left:
-            raise BudgetPaused(next(b for b in paused if b.scope == BudgetScope.TEAM))
+            raise held_teams[teams[0]]
         teams = left
     excluded: list[str] = []
-    for budget in paused:
-        if budget.scope == BudgetScope.TASK_TREE:
-            excluded += _todo_in_tree(budget.scope_id)
-        elif budget.scope == BudgetScope.ROUTINE:
-            excluded += Task.objects.filter(
-                status="todo", metadata__routine_id=budget.scope_id
-            ).values_list("id", flat=True)
-    if teams is None and paused_teams:
-        excluded += Task.objects.filter(status="todo", team_id__in=paused_teams).values_list(
-            "id", flat=True
-        )
+    for hold in holds:
+        budget = hold.budget
+        if budget.scope == BudgetScope.AGENT:
+            if budget.scope_id != agent_id:
+                continue  # another agent's runs: not this claim's
+            todo = Task.objects.filter(status="todo")
+            if teams is not None:
+                todo = todo.filter(team_id__in=teams)
+        elif budget.scope == BudgetScope.TEAM and hold.all is not None and teams is not None:
+            continue  # its team is left out already
+        else:
+            todo = _scope_tasks(budget.scope, budget.scope_id).filter(status="todo")
+        if hold.all is None:
+            todo = todo.filter(max_run_cents__isnull=True)
+        excluded += todo.values_list("id", flat=True)
     return Exclusions(teams, excluded)
 
 
@@ -297,11 +448,6 @@ def _tree_ids(root_id: str) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [root_id])
         return [row[0] for row in cursor.fetchall()]
-
-
-def _todo_in_tree(root_id: str) -> list[str]:
-    ids = _tree_ids(root_id)
-    return list(Task.objects.filter(pk__in=ids, status="todo").values_list("id", flat=True))
 
 
 # --- budgets ------------------------------------------------------------------------
@@ -494,9 +640,13 @@ def note_budget_stop(task_id: str, detail: str, author: str = "clawboo") -> None
 def run_ceiling(task: Task, agent_settings: dict[str, Any] | None) -> int | None:
     """The run's ceiling in cents: the task's ``max_run_cents``, else the agent's default
     (its settings' ``max_run_cents``), else None."""
-    if task.max_run_cents is not None:
-        return task.max_run_cents
-    value = (agent_settings or {}).get("max_run_cents")
+    return _ceiling(task.max_run_cents, agent_settings)
+
+
+def _ceiling(max_run_cents: int | None, agent_settings: Any) -> int | None:
+    if max_run_cents is not None:
+        return max_run_cents
+    value = agent_settings.get("max_run_cents") if isinstance(agent_settings, dict) else None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     return None

@@ -156,3 +156,82 @@ def test_a_bad_budget_is_refused_naming_the_field(default_team, field, value):
     with pytest.raises(ValidationFailed) as refused:
         budget(**{field: value})
     assert refused.value.field == field
+
+
+# --- the reserve: runs in flight hold their headroom ----------------------------------
+
+
+def test_a_cap_admits_a_claim_only_while_the_runs_in_flight_leave_room(default_team):
+    budget(mode="cap", limit_cents=100)
+    tasks = [store.create_task(title=f"t{i}", max_run_cents=40).task for i in range(5)]
+    held = [store.claim(t.id, f"a{i}", "command") for i, t in enumerate(tasks[:3])]
+    assert all(c.ok for c in held)  # 0 + 40 + 40 < 100: the third may pass it by 20
+    refused = store.claim(tasks[3].id, "a3", "command")  # 0 + 120 >= 100
+    assert refused.outcome == "budget_paused"
+    assert "runs in flight" in refused.detail and "waits" in refused.detail
+    assert store.claim_next("a3", team="default").outcome == "budget_paused"
+    assert store.get_task(tasks[3].id).status == "todo"
+    # What a run spent leaves its headroom: 30 spent + 10 + 40 + 40 is still full.
+    run = store.open_execution(tasks[0].id, held[0].ticket)
+    spend.record_usage(run.id, spend.Usage(cost_cents=30, cost_status="estimated"))
+    assert store.claim(tasks[3].id, "a3", "command").outcome == "budget_paused"
+    # A run that ends gives its headroom back: 30 spent + 80 held, still full;
+    # a second ends: 30 + 25 spent + 40 held = 95 < 100, room for one more.
+    store.close_execution(run.id, "succeeded", cost_cents=30)
+    store.release(tasks[0].id, ticket=held[0].ticket)
+    assert store.claim(tasks[3].id, "a3", "command").outcome == "budget_paused"
+    second = store.open_execution(tasks[1].id, held[1].ticket)
+    store.close_execution(second.id, "succeeded", cost_cents=25)
+    store.release(tasks[1].id, ticket=held[1].ticket)
+    assert store.claim(tasks[3].id, "a3", "command").ok
+
+
+def test_under_a_cap_a_run_with_no_ceiling_goes_alone(default_team):
+    budget(mode="cap", limit_cents=100)
+    bounded = store.create_task(title="bounded", max_run_cents=10).task
+    unbounded = store.create_task(title="unbounded").task
+    first = store.claim(bounded.id, "ada", "command")
+    assert first.ok
+    refused = store.claim(unbounded.id, "bob", "command")
+    assert refused.outcome == "budget_paused" and "no ceiling" in refused.detail
+    # Claim-next passes over it (nothing else to take), the bounded one goes on.
+    assert store.claim_next("bob", team="default") is None
+    store.release(bounded.id, ticket=first.ticket)
+    alone = store.claim(unbounded.id, "bob", "command")
+    assert alone.ok
+    # While it runs, nothing else under the cap starts.
+    assert store.claim(bounded.id, "ada", "command").outcome == "budget_paused"
+    store.release(unbounded.id, ticket=alone.ticket)
+    assert store.claim(bounded.id, "ada", "command").ok
+
+
+def test_an_agents_default_ceiling_counts_for_its_claims(default_team):
+    from core import registry
+
+    registry.create_agent(
+        id="capped",
+        display_name="capped",
+        team="default",
+        runtime="command",
+        settings={"max_run_cents": 60},
+        max_concurrent=5,
+    )
+    budget(mode="cap", limit_cents=100)
+    tasks = [store.create_task(title=f"t{i}").task for i in range(3)]
+    assert store.claim(tasks[0].id, "capped", "command").ok  # ceiling 60
+    # Another run with a ceiling (the agent's) is admitted: 60 < 100 ...
+    claimed = store.claim_next("capped", team="default")
+    assert claimed is not None and claimed.ok
+    # ... and then 120 >= 100 holds the team.
+    refused = store.claim_next("capped", team="default")
+    assert refused is not None and refused.outcome == "budget_paused"
+
+
+def test_a_persons_claim_holds_nothing(default_team):
+    from core import registry
+
+    registry.create_agent(id="ada-h", display_name="Ada", team="default", runtime="human")
+    budget(mode="cap", limit_cents=100)
+    tasks = [store.create_task(title=f"t{i}").task for i in range(2)]
+    assert store.claim(tasks[0].id, "ada-h", "human").ok
+    assert store.claim(tasks[1].id, "bot", "command").ok  # no ceiling, but nothing in flight

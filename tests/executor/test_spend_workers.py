@@ -5,8 +5,10 @@ run's ceiling, and the 80 % and 100 % crossings are notified exactly once."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,109 @@ def test_two_workers_draining_a_capped_team_stay_within_cap_plus_one_ceiling(
     assert set(ExecutionProcess.objects.values_list("agent_id", flat=True)) == {"w1", "w2"}
     assert Task.objects.filter(status="todo").count() > 10
     print(f"spent {spent}¢ of a {CAP}¢ cap (ceiling {CEILING}¢)")
+
+
+# Many runs in flight with large usage reports: the pause alone (a run stops at its
+# next report) would let every run in flight spend one more report past the cap --
+# here each report is half a ceiling and eight runs go at once. The claim reserves
+# the headroom of the runs in flight instead, so the cap is passed by one ceiling
+# at most, however many runs go.
+MANY_CAP = 90
+TURN_CENTS = 10  # 25000 input tokens of claude-opus-5-5 (4 $/M)
+PER_PROCESS = 4
+
+
+def _settled(budget_id: int) -> bool:
+    """The cap has paused the team and every run has closed."""
+    return (
+        spend.get_budget(budget_id).paused_until is not None
+        and not ExecutionProcess.objects.filter(status="running").exists()
+        and not Task.objects.filter(status="in_progress").exists()
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eight_agents_in_two_processes_with_large_reports_stay_within_cap_plus_one_ceiling(
+    tmp_path, database_url, state_dir
+):
+    claude = tmp_path / "claude"
+    claude.write_text(
+        f"#!{sys.executable}\nimport runpy, sys\nsys.argv[0] = {str(STAND_IN)!r}\n"
+        f"runpy.run_path({str(STAND_IN)!r}, run_name='__main__')\n"
+    )
+    claude.chmod(0o755)
+    groups = [[f"p{p}a{n}" for n in range(PER_PROCESS)] for p in range(2)]
+    for agent in sum(groups, []):
+        registry.create_agent(
+            id=agent,
+            display_name=agent,
+            team="default",
+            runtime="claude-code",
+            settings={
+                "binary": str(claude),
+                # Two reports of 10¢: a run reaches its 20¢ ceiling at its second.
+                "extra_args": ["--turns", "2", "--input-tokens", "25000", "--every", "0.4"],
+            },
+        )
+    budget = spend.create_budget(
+        "default",
+        {
+            "scope": "team",
+            "scope_id": "default",
+            "window": "total",
+            "limit_cents": MANY_CAP,
+            "mode": "cap",
+        },
+    )
+    for n in range(24):
+        store.create_task(title=f"job {n}", file_mutating=False, max_run_cents=CEILING)
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "clawboo.settings",
+        "CLAWBOO_STATE_DIR": str(state_dir),
+        "CLAWBOO_HEARTBEAT_MS": "1000",
+        "PYTHONPATH": str(ROOT),
+    }
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "work", "--poll-ms", "200"]
+            + [arg for agent in group for arg in ("--agent", agent)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for group in groups
+    ]
+    try:
+        deadline = time.monotonic() + 180
+        while not _settled(budget.pk) and time.monotonic() < deadline:
+            assert all(w.poll() is None for w in workers), "a worker process died"
+            time.sleep(0.2)
+        assert _settled(budget.pk), "the cap never stopped the team"
+        # Paused: the waiting workers (polling every 200 ms) claim nothing more.
+        runs = ExecutionProcess.objects.count()
+        time.sleep(1.5)
+        assert ExecutionProcess.objects.count() == runs
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            try:
+                worker.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.communicate()
+
+    spent = ExecutionProcess.objects.aggregate(total=Sum("cost_cents"))["total"]
+    print(f"8 agents spent {spent}¢ of a {MANY_CAP}¢ cap (ceiling {CEILING}¢) in {runs} runs")
+    assert MANY_CAP <= spent <= MANY_CAP + CEILING
+    body = spend.get_budget(budget.pk).as_dict(store.now())
+    assert (body["spent_cents"], body["status"]) == (spent, "paused")
+    assert Event.objects.filter(kind="budget_warning").count() == 1
+    assert Event.objects.filter(kind="budget_exhausted").count() == 1
+    # Runs still went side by side, from both processes.
+    ran = set(ExecutionProcess.objects.values_list("agent_id", flat=True))
+    assert {agent[:2] for agent in ran} == {"p0", "p1"}, ran

@@ -6,11 +6,13 @@ usage; the spend is one figure in the database, so the team stops at its cap
 80 % and 100 % crossings each reach the team's webhook exactly once, whichever
 host's write made them.
 
-Why one ceiling bounds the overshoot here: each host runs two agents, so at most
-four runs are in flight when the cap is crossed; each of them records at most one
-more 5¢ usage report before it sees the pause and is stopped (4 × 5¢ = the 20¢
-ceiling). More agents with larger reports could overshoot by more: the pause stops
-a running run at its next report, it does not reserve a run's ceiling at claim.
+Why one ceiling bounds the overshoot: a claim the cap covers is admitted only while
+its spend plus the headroom of the runs in flight (their ceilings less what they
+spent) is under the cap, and the claims of both hosts take turns on the budget's row
+(``FOR UPDATE``), so only the run admitted last can pass the cap, by its ceiling --
+however many agents run and however large their usage reports
+(tests/executor/test_spend_workers.py shows eight agents with reports of half a
+ceiling).
 """
 
 from __future__ import annotations
