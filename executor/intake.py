@@ -31,11 +31,12 @@ from typing import Any
 from django.conf import settings
 
 from board import store
-from board.models import Task, Verdict
+from board.models import ExecutionProcess, Task, Verdict
 from core import registry, server_commands
 from core.errors import ClawbooError
 from executor import judge
-from executor.runner import heartbeat_seconds
+from executor.runner import heartbeat_seconds, write_run_handoff
+from executor.runtimes.base import Outcome, RunResult
 from worktrees import intake
 from worktrees import service as worktree_service
 from worktrees.locks import path_lock
@@ -107,6 +108,9 @@ def _take_in(task: Task, repo_path: str) -> dict[str, Any]:
         action = _judged_already(task, str(record.get("submitted_at") or ""))
         verdict: str | None = task.verdict if action else None
         if action is None:
+            # The run's handoff, as the local executor writes it after a run: the
+            # next attempt, on any host and runtime, resumes from it.
+            write_run_handoff(worktree, agent, _submitted_run(task, output))
             judged = judge.judge(
                 task,
                 agent,
@@ -134,6 +138,23 @@ def _take_in(task: Task, repo_path: str) -> dict[str, Any]:
         store.renew_lease(task.id, ticket, lease_ms=record.get("lease_ms"))
     store.set_intake_state(task.id, action)
     return {"result": action, "verdict": verdict}
+
+
+def _submitted_run(task: Task, output: dict[str, Any]) -> RunResult:
+    """The remote run that ended in this submission, as far as the handoff needs it:
+    its summary (the submission's output) and its native session (its execution)."""
+    session = (
+        ExecutionProcess.objects.filter(task_id=task.id, attempt=task.attempts)
+        .exclude(native_session_id=None)
+        .order_by("-id")
+        .values_list("native_session_id", flat=True)
+        .first()
+    )
+    return RunResult(
+        outcome=Outcome.SUCCEEDED,
+        summary=str(output.get("summary") or ""),
+        native_session_id=session or None,
+    )
 
 
 def _registered(task: Task) -> Any:

@@ -276,7 +276,7 @@ class Executor:
                 )
             if in_worktree:
                 with clock.phase("git"):
-                    self._write_handoff(cwd, result)
+                    write_run_handoff(cwd, self.agent, result)
             if result.outcome != "succeeded":
                 return self._failed(
                     report, execution_id, ticket, result, git_before, cwd, in_worktree, clock
@@ -575,32 +575,6 @@ class Executor:
         report.worktree = "kept" if in_worktree else None
         return self._finish(report)
 
-    def _write_handoff(self, cwd: Path, result: RunResult) -> None:
-        """Keep the runtime's own handoff if it wrote one this run; else write ours."""
-        existing = handoff.read_handoff(cwd)
-        if existing is not None and existing.get("runtime") == self.agent.runtime:
-            if result.native_session_id and not existing.get("nativeSessionId"):
-                existing["nativeSessionId"] = result.native_session_id
-                # A field the reader had to drop is not written back; the writer is.
-                existing.setdefault("handoffFrom", self.agent.display_name)
-                handoff.write_handoff(cwd, existing)
-            return
-        ok = result.outcome == "succeeded"
-        doc: dict[str, Any] = {
-            "handoffFrom": self.agent.display_name,
-            "runtime": self.agent.runtime,
-            "timestamp": dt.datetime.now(dt.UTC).isoformat(),
-            "completedSubtasks": [result.summary[:2000]] if ok and result.summary else [],
-            "brokenOrUnverified": [] if ok else [(result.error or result.outcome)[:2000]],
-            "nextBestStep": "verify and review the change"
-            if ok
-            else "fix what broke, then re-run ./init.sh",
-            "warnings": [],
-        }
-        if result.native_session_id:
-            doc["nativeSessionId"] = result.native_session_id
-        handoff.write_handoff(cwd, doc)
-
     def _checkpoint(self, cwd: Path, task_id: str, clock: _Clock) -> str:
         with clock.phase("git"):
             return checkouts.commit_worktree_work(cwd, task_id)
@@ -739,6 +713,34 @@ class Executor:
             task = store.find_task(report.task_id)
             report.status = task.status if task else None
         return report
+
+
+def write_run_handoff(cwd: Path, agent: Agent, result: RunResult) -> None:
+    """A run's handoff in its worktree (local, or a remote run's taken in on the
+    server): the runtime's own if it wrote one this run; else ours."""
+    existing = handoff.read_handoff(cwd)
+    if existing is not None and existing.get("runtime") == agent.runtime:
+        if result.native_session_id and not existing.get("nativeSessionId"):
+            existing["nativeSessionId"] = result.native_session_id
+            # A field the reader had to drop is not written back; the writer is.
+            existing.setdefault("handoffFrom", agent.display_name)
+            handoff.write_handoff(cwd, existing)
+        return
+    ok = result.outcome == "succeeded"
+    doc: dict[str, Any] = {
+        "handoffFrom": agent.display_name,
+        "runtime": agent.runtime,
+        "timestamp": dt.datetime.now(dt.UTC).isoformat(),
+        "completedSubtasks": [result.summary[:2000]] if ok and result.summary else [],
+        "brokenOrUnverified": [] if ok else [(result.error or result.outcome)[:2000]],
+        "nextBestStep": "verify and review the change"
+        if ok
+        else "fix what broke, then re-run ./init.sh",
+        "warnings": [],
+    }
+    if result.native_session_id:
+        doc["nativeSessionId"] = result.native_session_id
+    handoff.write_handoff(cwd, doc)
 
 
 def _priced(result: RunResult) -> spend_store.Usage:

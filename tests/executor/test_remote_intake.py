@@ -24,7 +24,7 @@ from core.models import Event
 from executor import intake as server_intake
 from tests.conftest import ROOT
 from tests.worktrees.conftest import git
-from worktrees import intake, review, service
+from worktrees import handoff, intake, review, service
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -96,6 +96,11 @@ def test_submitted_work_is_judged_on_the_server_reviewed_landed_and_pushed_back(
     assert panel["workspace"]["base_branch"] == "main"
     # Nothing left under the hidden ref once the checkout holds the commit.
     assert git(repo, "for-each-ref", "refs/clawboo/") == ""
+    # The run's handoff, as a local run leaves it: the next attempt resumes from it.
+    left = handoff.read_handoff(Path(ws.worktree_path))
+    assert left is not None
+    assert left["handoffFrom"] == "Far" and left["runtime"] == "command"
+    assert left["completedSubtasks"] == ["did it"]
 
     result = service.approve(task_id, by="ada")
     assert result["result"] == "landed"
