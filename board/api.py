@@ -366,8 +366,6 @@ class BoardColumnsView(APIView):
 
 
 class TaskDetailView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_retrieve",
         responses=with_errors({200: TaskSerializer}, "not_found"),

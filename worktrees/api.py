@@ -62,8 +62,6 @@ ProvisionBody = inline_serializer(
 
 
 class WorkspaceView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_workspace_create",
         request=ProvisionBody,
@@ -130,8 +128,6 @@ def _jsonable(value: Any) -> Any:
 
 def _operation(name: str, fn: Any, *, body: BodySpec = None) -> type[APIView]:
     class OperationView(APIView):
-        permission_classes = [IsAuthenticated]
-
         @extend_schema(
             operation_id=f"board_tasks_workspace_{name}",
             request=body,
@@ -238,8 +234,6 @@ ReviewSerializer = inline_serializer(
 
 
 class ReviewView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_review",
         description=(
@@ -280,8 +274,6 @@ ApproveBody = inline_serializer("Approve", {"human_override": OverrideSerializer
 
 
 class ApproveView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_approve",
         description=(
@@ -365,8 +357,6 @@ RequestChangesBody = inline_serializer(
 
 
 class RequestChangesView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_request_changes",
         description=(
@@ -416,8 +406,6 @@ SubmitBody = inline_serializer(
 
 
 class SubmitView(APIView):
-    permission_classes = [IsAuthenticated]
-
     @extend_schema(
         operation_id="board_tasks_submit",
         description=(
