@@ -136,8 +136,18 @@ def test_a_person_files_claims_reviews_and_lands_a_task_from_the_terminal(
     try:
         assert watch.ready.wait(15), "watch never said hello"
         created = json.loads(
-            alice.ok("task", "create", "Add multiply() to calc.py", "--team", "demo",
-                     "--repository", "shop", "--verify-cmd", VERIFY, "--json")  # fmt: skip
+            alice.ok(
+                "task",
+                "create",
+                "Add multiply() to calc.py",
+                "--team",
+                "demo",
+                "--repository",
+                "shop",
+                "--verify-cmd",
+                VERIFY,
+                "--json",
+            )  # fmt: skip
         )
         task_id = created["id"]
         t = time.monotonic()
