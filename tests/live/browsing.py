@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "img"
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -30,11 +30,11 @@ def launch(playwright: Any) -> Any:
 
 
 def screenshot(page: Any, name: str, tmp_path: Path, **options: Any) -> Path:
-    """Save a screenshot: into ``docs/`` when ``CLAWBOO_SCREENSHOTS=1`` (to refresh
+    """Save a screenshot: into ``docs/img/`` when ``CLAWBOO_SCREENSHOTS=1`` (to refresh
     the pictures there), else into the test's tmp dir, so a test run leaves the
     tree as it found it."""
     folder = DOCS if os.environ.get("CLAWBOO_SCREENSHOTS") == "1" else tmp_path
-    folder.mkdir(exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
     page.screenshot(path=str(path), **options)
     return path
