@@ -28,7 +28,7 @@ USAGE = """usage: clawboo <command> [options]
   migrate            apply database migrations (up does it too)
   worker --server URL --token KEY [--agent A ...]
                      a remote worker: runs agents on this host over HTTPS only
-                     (no database; see README "Remote workers")
+                     (no database; see docs/remote-workers.md)
   work | ticker | qcluster | reconcile
                      one part alone, for a scaled deployment
   help [command]     every command, or one command's options
