@@ -59,7 +59,8 @@ class TokenView(APIView):
                     "TokenAnswer",
                     {"token": serializers.CharField(), "username": serializers.CharField()},
                 )
-            }
+            },
+            "validation_error",
         ),
     )
     def post(self, request: Request) -> Response:
