@@ -520,8 +520,17 @@ def cmd_approvals(args: argparse.Namespace) -> int:
         }
         for tool in tools
     ]
-    emit(args, rows, lambda r: table(r, APPROVAL_COLUMNS) if r else "nothing waits for you\n")
+    emit(args, rows, approvals_text)
     return 0
+
+
+def approvals_text(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "nothing waits for you\n"
+    return table(rows, APPROVAL_COLUMNS) + (
+        "decide: a task with `clawboo task approve|deny ID`, a tool call with "
+        "`clawboo approvals --decide ID allow_once|allow_always|deny`\n"
+    )
 
 
 # -- watch -------------------------------------------------------------------------

@@ -129,6 +129,20 @@ def test_a_person_files_claims_reviews_and_lands_a_task_from_the_terminal(
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     assert json.loads(stored.read_text())["server"] == base
 
+    # A risky task waits for a person: listed by `approvals`, approved, then denied
+    # (which keeps it out of dispatch for good).
+    risky = json.loads(alice.ok("task", "create", "Risky", "--team", "demo", "--label", "risk",
+                                "--json"))  # fmt: skip
+    waiting = alice.ok("approvals", "--team", "demo")
+    assert any(line.split()[:2] == [risky["id"], "task"] for line in waiting.splitlines())
+    assert alice.ok("task", "approve", risky["id"]) == f"approved {risky['id']}: it may start now\n"
+    assert alice.ok("task", "deny", risky["id"], "--reason", "not today") == (
+        f"denied {risky['id']}\n"
+    )
+    assert json.loads(alice.ok("task", "show", risky["id"], "--json"))["approval"]["state"] == (
+        "denied"
+    )
+
     # The demo's own chain is out of the way: this story's worker has one task to run.
     for task_id in ("demo-divide", "demo-multiply"):
         assert "cancelled" in alice.ok("task", "move", task_id, "cancelled")
