@@ -133,12 +133,12 @@ class ExecutionUsageView(APIView):
         tokens = _tokens(body)
         usage = pricing.usage_of(tokens)
         ceiling = _ceiling(task_id, run.agent_id)
-        why = spending.record(run.id, usage, ceiling)
+        stop = spending.record(run.id, usage, ceiling)
         rates = pricing.rates_for(tokens.model)
         return Response(
             {
-                "stop": why is not None,
-                "reason": why,
+                "stop": stop is not None,
+                "reason": None if stop is None else stop.why,
                 "cost_cents": usage.cost_cents,
                 "cost_status": usage.cost_status,
                 "max_run_cents": ceiling,
@@ -159,8 +159,9 @@ class ExecutionCloseView(APIView):
         """A remote run ended: its execution is closed with its outcome, exit code and
         final usage (which replaces what it streamed). A run the worker cancelled
         because its usage reached a limit is closed ``cancelled`` with
-        ``error_class: "budget"`` and its task goes back to ``todo`` with a comment
-        (one notification); a failed run is classified and counted by the agent's
+        ``error_class: "budget"``; its task is ``blocked`` at its ceiling (never retried
+        by itself) or back to ``todo`` for a paused cap budget, with a comment (one
+        notification); a failed run is classified and counted by the agent's
         breaker, as a local one. Closing a closed run changes nothing."""
         act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, CloseBody)
@@ -190,7 +191,7 @@ class ExecutionCloseView(APIView):
             stopped = spending.record(run.id, usage, _ceiling(task_id, run.agent_id))
         error_class = ""
         if stopped is not None:
-            error_class, error = "budget", stopped
+            error_class, error = "budget", stopped.why
         elif outcome != "succeeded":
             result = RunResult(
                 outcome=Outcome(outcome), exit_code=exit_code, error=error or "", log_tail=tail

@@ -79,6 +79,7 @@ from board.store.lifecycle import (
     decline_reason,
     fail,
     release,
+    stop_for_spend,
     resume_from_review,
     unblock,
 )
@@ -227,6 +228,7 @@ __all__ = [
     "record_landing",
     "record_workspace",
     "release",
+    "stop_for_spend",
     "release_lapsed",
     "run_boot_passes",
     "release_stale",

@@ -624,19 +624,6 @@ def resume_budget(budget_id: int, grace_cents: Any = None) -> Budget:
     return storage.write(run)
 
 
-def note_budget_stop(task_id: str, detail: str, author: str = "clawboo") -> None:
-    """A run stopped for spend (its ceiling, or a paused budget): the comment on its
-    task and the one ``budget_stopped`` event a person is notified by."""
-    from board.store._base import add_comment_row, lock_task, record_event
-
-    def run() -> None:
-        task = lock_task(task_id)
-        add_comment_row(task, author, detail, now())
-        record_event(task, "budget_stopped", prev_status=task.status)
-
-    storage.write(run)
-
-
 def run_ceiling(task: Task, agent_settings: dict[str, Any] | None) -> int | None:
     """The run's ceiling in cents: the task's ``max_run_cents``, else the agent's default
     (its settings' ``max_run_cents``), else None."""

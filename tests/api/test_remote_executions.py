@@ -116,7 +116,7 @@ def test_a_usage_report_over_the_ceiling_is_answered_stop_and_the_close_says_bud
     assert closed["status"] == "cancelled" and closed["error_class"] == "budget"
     assert closed["cost_cents"] == 120
     task = store.get_task(task_id)
-    assert task.status == "todo" and task.assignee_agent_id is None
+    assert task.status == "blocked" and "ceiling of 100¢" in task.error
     (comment,) = TaskComment.objects.filter(task_id=task_id)
     assert "ceiling of 100¢" in comment.body
     assert Event.objects.filter(task_id=task_id, kind="budget_stopped").count() == 1

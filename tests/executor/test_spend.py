@@ -112,7 +112,8 @@ def test_a_run_that_reaches_its_ceiling_is_stopped(claude_agent, settings):
     assert 100 <= execution.cost_cents <= 100 + 40
     assert not processes_in(Path(settings.CLAWBOO_STATE_DIR) / "scratch" / created.id)
     task = store.get_task(created.id)
-    assert task.status == "todo" and task.assignee_agent_id is None
+    # Blocked, not retried by itself (GOVERNANCE §3): a person raises the ceiling.
+    assert task.status == "blocked" and "ceiling of 100¢" in task.error
     assert task.cost_cents == execution.cost_cents
     (comment,) = TaskComment.objects.filter(task_id=task.id)
     assert "ceiling of 100¢" in comment.body
