@@ -79,8 +79,8 @@ from board.store.lifecycle import (
     decline_reason,
     fail,
     release,
-    stop_for_spend,
     resume_from_review,
+    stop_for_spend,
     unblock,
 )
 from board.store.recovery import (

@@ -21,7 +21,9 @@ pytestmark = pytest.mark.django_db
 def approved(api, **fields) -> str:
     body = {"title": "risky", "labels": ["risk"], **fields}
     task = api.post("/api/board/tasks", body, format="json").json()
-    answer = api.post(f"/api/board/tasks/{task['id']}/approval", {"decision": "approve"}, format="json")
+    answer = api.post(
+        f"/api/board/tasks/{task['id']}/approval", {"decision": "approve"}, format="json"
+    )
     assert answer.status_code == 200 and answer.json()["approval"]["state"] == "approved"
     return task["id"]
 
@@ -71,9 +73,7 @@ def test_a_route_to_an_agent_voids_the_approval(api, agent):
 
 def test_a_repository_change_voids_the_approval(api, repository):
     task_id = approved(api)
-    edited = api.patch(
-        f"/api/board/tasks/{task_id}", {"repository": repository.id}, format="json"
-    )
+    edited = api.patch(f"/api/board/tasks/{task_id}", {"repository": repository.id}, format="json")
     assert edited.status_code == 200, edited.json()
     assert edited.json()["approval"]["state"] == "required"
 
