@@ -119,8 +119,8 @@ def require(task: Task, at: dt.datetime, *, reason: str | None = None) -> set[st
 def ask_again_after_edit(task: Task, changed: set[str], at: dt.datetime) -> set[str]:
     """Called by the edits, on the locked row with its new values: an edit of a
     :data:`VOIDING_FIELDS` field voids a decision (approved, denied, expired) — the
-    person decided on other work; adding the label ``risk`` makes a task that needed none wait. The changed field
-    names (empty: the approval is as it was)."""
+    person decided on other work; adding the label ``risk`` makes a task that needed
+    none wait. The changed field names (empty: the approval is as it was)."""
     if not (changed & VOIDING_FIELDS) or task.status not in _OPEN:
         return set()
     if task.approval_state is None:
