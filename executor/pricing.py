@@ -46,7 +46,7 @@ class Tokens:
 
 
 def price_table() -> Mapping[str, Any]:
-    table = getattr(settings, "CLAWBOO_MODEL_PRICES", {})
+    table = settings.CLAWBOO_MODEL_PRICES
     return table if isinstance(table, Mapping) else {}
 
 
