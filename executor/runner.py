@@ -837,7 +837,9 @@ def work_loop(
                 if result.outcome in ("idle", "refused"):
                     if once:
                         return
-                    wakeups.wait(wakeups.BOARD, since, poll_s)
+                    # At least every probe interval: a runtime fixed meanwhile (the
+                    # preflight) is noticed within CLAWBOO_HEALTH_PROBE_MS.
+                    wakeups.wait(wakeups.BOARD, since, min(poll_s, health.probe_interval_s()))
         except Exception:
             log.exception("worker for agent %s stopped", agent_id)
         finally:
