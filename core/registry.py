@@ -289,7 +289,8 @@ def update_team(
                     raise ValidationFailed(
                         "reviewer_agent", f"no agent {reviewer_agent!r} in team {team.id!r}"
                     )
-                if agent.runtime == Runtime.HUMAN or agent.participant_kind == ParticipantKind.HUMAN:
+                person = ParticipantKind.HUMAN
+                if agent.runtime == Runtime.HUMAN or agent.participant_kind == person:
                     # The critic is a run right after the gate; nobody runs a person
                     # (a person reviews in the review step, before approving).
                     raise ValidationFailed(

@@ -174,7 +174,7 @@ def check_not_human(agent: Agent) -> None:
     if agent.participant_kind == ParticipantKind.HUMAN or agent.runtime == Runtime.HUMAN:
         raise HumanParticipantRefused(
             "agent_id",
-            f"{agent.id!r} is a person (runtime human): a routine fires an agent's run "
+            f"{agent.id!r} is a person: a routine fires an agent's run "
             "and nobody runs a person. Give the routine an agent that runs (claude-code, "
             "codex, hermes, command, openclaw), or put the work in front of this person "
             f'as a task routed to them (route: {{"agent": "{agent.id}"}}), which they '
