@@ -51,6 +51,12 @@ _USAGE_FIELDS: dict[str, Any] = {
         help_text="the runtime's own price; absent: the tokens are priced by the table",
     ),
     "model": serializers.CharField(required=False, allow_null=True),
+    "cost_millicents": serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        help_text="the runtime's own price in thousandths of a cent (wins over cost_cents)",
+    ),
 }
 
 UsageBody = inline_serializer("RunUsage", {"ticket": serializers.CharField(), **_USAGE_FIELDS})
@@ -60,6 +66,7 @@ UsageAnswer = inline_serializer(
         "stop": serializers.BooleanField(help_text="true: cancel the run now"),
         "reason": serializers.CharField(allow_null=True),
         "cost_cents": serializers.IntegerField(),
+        "cost_millicents": serializers.IntegerField(),
         "cost_status": serializers.ChoiceField(choices=["reported", "estimated", "unknown"]),
         "max_run_cents": serializers.IntegerField(
             allow_null=True, help_text="the run's ceiling (null: none)"
@@ -93,7 +100,14 @@ CloseBody = inline_serializer(
 
 def _tokens(body: dict[str, Any]) -> pricing.Tokens:
     counts: dict[str, int | None] = {}
-    for name in ("tokens_in", "tokens_out", "cache_read", "cache_write", "cost_cents"):
+    for name in (
+        "tokens_in",
+        "tokens_out",
+        "cache_read",
+        "cache_write",
+        "cost_cents",
+        "cost_millicents",
+    ):
         value = body.get(name)
         counts[name] = None if value is None else check_int(value, name, low=0, high=COUNT_MAX)
     model = body.get("model")
@@ -140,6 +154,7 @@ class ExecutionUsageView(APIView):
                 "stop": stop is not None,
                 "reason": None if stop is None else stop.why,
                 "cost_cents": usage.cost_cents,
+                "cost_millicents": usage.millicents,
                 "cost_status": usage.cost_status,
                 "max_run_cents": ceiling,
                 "rates": None if rates is None else {k: float(v) for k, v in rates.items()},

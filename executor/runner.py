@@ -755,6 +755,7 @@ def _priced(result: RunResult) -> spend_store.Usage:
             cache_write=result.cache_write,
             cost_cents=result.cost_cents,
             model=result.model,
+            cost_millicents=result.cost_millicents,
         )
     )
 

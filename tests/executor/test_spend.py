@@ -156,3 +156,11 @@ def test_a_run_whose_team_cap_is_spent_stops_at_its_next_usage_report(claude_age
     assert "50¢ day budget" in comment.body
     # Nothing more is claimed until a person resumes the budget.
     assert Executor("claude").work_once().outcome == "refused"
+
+
+def test_a_run_priced_under_half_a_cent_keeps_its_millicents(claude_agent):
+    claude_agent("claude", "--turns", "1", "--cost-usd", "0.003")
+    execution = run_one("claude")
+    assert execution.status == "succeeded"
+    assert (execution.cost_cents, execution.cost_millicents) == (0, 300)
+    assert execution.cost_status == CostStatus.REPORTED
