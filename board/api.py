@@ -12,7 +12,7 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.permissions import IsAdminUser, IsAuthenticated
+from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -32,7 +32,7 @@ from board.serializers import (
 )
 from board.store.ready import status_filter
 from board.transitions import Status, is_terminal
-from core import events, repositories, runlogs, server_commands
+from core import events, repositories, roles, runlogs, server_commands
 from core.api.access import (
     act_as,
     act_as_assignee,
@@ -46,6 +46,7 @@ from core.api.access import (
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
+from core.api.permissions import RoleTable, operation, principal
 from core.api.registry_views import AgentSerializer, agent_body
 from core.api.schema import with_errors
 from core.errors import NotFound, ValidationFailed
@@ -722,7 +723,11 @@ class CompleteView(APIView):
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
-        act_as_assignee(request, visible_task(request.user, task_id))
+        task = visible_task(request.user, task_id)
+        if task.status == Status.IN_REVIEW:
+            # Completing work in review is approving it: people only (GOVERNANCE §6).
+            roles.refuse_agent_side(principal(request), f"{operation(request)} on a task in review")
+        act_as_assignee(request, task)
         body = json_object(request, CompleteBody)
         outcome = store.complete(
             task_id,
@@ -1028,7 +1033,7 @@ ReconcileBody = inline_serializer(
 
 
 class ReconcileView(APIView):
-    permission_classes = [IsAuthenticated, IsAdminUser]
+    permission_classes = [RoleTable, IsAdminUser]
 
     @extend_schema(
         operation_id="board_reconcile",
@@ -1071,6 +1076,8 @@ class AgentPauseView(APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         visible_agent(request.user, agent_id)
+        if principal(request).agent_side:
+            act_as(request, agent_id)  # the agent side pauses its own agents only
         body = json_object(request, AgentPauseBody)
         reason = body.get("reason")
         who = request.user.get_username()
