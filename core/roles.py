@@ -371,3 +371,51 @@ class PageRolesMiddleware:
 
             return HttpResponseForbidden(exc.detail, content_type="text/plain")
         return None
+
+
+# --- the table as people read it (docs/roles.md) -----------------------------------
+
+_COLUMNS = ("person", "agent", "machine", "reviewer")
+
+
+def as_markdown() -> str:
+    """``docs/roles.md``: the table, generated (``python manage.py roles``); a test
+    compares the file with it."""
+    lines = [
+        "# Who may do what",
+        "",
+        "Generated from `core/roles.py` by `python manage.py roles > docs/roles.md`",
+        "(`tests/core/test_roles.py` fails when the two differ). GOVERNANCE §6: every",
+        "request comes from one principal -- a **person** (a signed-in session or a",
+        "person's own API token; staff or a team member), an **agent** (a key bound to",
+        "one agent, or a run's credential), a **machine** (a worker host's token) or the",
+        "**reviewer** (the critic's run credential). Agent, machine and reviewer are the",
+        "agent side. A write not in this table is refused to everyone; a verb kept for",
+        "people answers the agent side `403 person_required` (the detail names the",
+        "principal and the verb) before the body is read, and writes nothing. Whether a",
+        "person may is then the endpoint's own rule (a member of the team, the agent's",
+        "owner, or staff). Reads (GET) need a signed-in caller and show its teams only.",
+        "",
+        "| verb | " + " | ".join(_COLUMNS) + " | what |",
+        "|---|" + "---|" * len(_COLUMNS) + "---|",
+    ]
+    for verb in VERBS:
+        marks = ["yes" if kind in verb.admits else "**never**" for kind in _COLUMNS]
+        lines.append(f"| `{verb.name}` | " + " | ".join(marks) + f" | {verb.says} |")
+    lines += [
+        "",
+        "Body-borne people verbs: for the agent side, "
+        + "; ".join(
+            f"`{verb.name}` with "
+            + ", ".join(
+                f"`{field}`" if values is ANY else f"`{field}` {'/'.join(map(str, values))}"
+                for field, values in verb.people_fields.items()
+            )
+            for verb in VERBS
+            if verb.people_fields
+        )
+        + " is refused (`person_required`). Completing a task that is in review (REST",
+        "`…/complete` or MCP `complete_task`) is approving it: people only.",
+        "",
+    ]
+    return "\n".join(lines)
