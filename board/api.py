@@ -43,6 +43,7 @@ from core.api.access import (
     team_ids,
     visible_agent,
 )
+from core.api.auth import bound_agent, bound_agents
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
@@ -199,6 +200,10 @@ class TaskListView(APIView):
     def post(self, request: Request) -> Response:
         body = json_object(request, TaskCreateSerializer)
         require_team(request.user, body.get("team", "default"))
+        if principal(request).agent_side and body.get("created_by_agent_id") is None:
+            # The agent side files work as one of its agents, so it waits for a
+            # person's approval (GOVERNANCE §5, §6: delegation).
+            body["created_by_agent_id"] = filing_agent(request)
         if body.get("created_by_agent_id") is not None:
             act_as(request, body["created_by_agent_id"], "created_by_agent_id")
         _visible_ref(request, body.get("parent_task_id"), "parent_task_id")
@@ -211,6 +216,20 @@ class TaskListView(APIView):
         _staff_repo_path(request, body, body.get("team", "default"), None)
         result = store.create_task(**body, actor=request.user.get_username())
         return Response(task_body(result.task), status=201 if result.created else 200)
+
+
+def filing_agent(request: Request) -> str:
+    """The agent an agent-side create is filed as: the one its credential is bound
+    to, or a machine token's only agent; a token of several must name one."""
+    bound = bound_agent(request.auth)
+    if bound is None:
+        agents = sorted(bound_agents(request.auth) or ())
+        if len(agents) != 1:
+            raise ValidationFailed(
+                "created_by_agent_id", "name the agent this machine token files the task as"
+            )
+        bound = agents[0]
+    return bound
 
 
 def column_counts(qs: QuerySet[Task]) -> dict[str, int]:

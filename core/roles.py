@@ -292,7 +292,7 @@ def check(
     if row is None:
         raise NotInTable(f"{verb!r} is in no row of the roles table: refused to everyone")
     if principal.kind not in row.admits:
-        raise _refusal(principal, verb, row)
+        raise _refusal(principal, verb, people=not (row.admits & AGENT_SIDE))
     if principal.agent_side and row.people_fields and body is not None:
         data = body()
         if isinstance(data, Mapping):
@@ -302,7 +302,7 @@ def check(
                     continue
                 if values is ANY or value in values:
                     shown = field if values is ANY else f"{field} {value}"
-                    raise _refusal(principal, f"{verb} with {shown}", row)
+                    raise _refusal(principal, f"{verb} with {shown}", people=True)
     return row
 
 
@@ -310,11 +310,13 @@ def refuse_agent_side(principal: Principal, verb: str) -> None:
     """A people verb named by the state it meets (completing a task in review is
     approving it): the agent side is refused as by the table."""
     if principal.agent_side:
-        raise _refusal(principal, verb, None)
+        raise _refusal(principal, verb, people=True)
 
 
-def _refusal(principal: Principal, verb: str, row: Verb | None) -> ClawbooError:
-    if principal.agent_side and (row is None or "person" in row.admits):
+def _refusal(principal: Principal, verb: str, *, people: bool) -> ClawbooError:
+    """``person_required`` for a people verb asked by the agent side; else a plain
+    ``forbidden`` (e.g. a reviewer writing, or a person beating as a worker)."""
+    if principal.agent_side and people:
         return PersonRequired(
             f"{principal.describe()} may not {verb}: a person decides this with "
             "their own credential (GOVERNANCE §6)",

@@ -233,3 +233,16 @@ def test_docs_roles_md_is_the_table():
     )
     assert "docs/roles.md" in (ROOT / "README.md").read_text()
     assert "person_required" in (ROOT / "docs" / "API.md").read_text()
+
+
+def test_work_the_agent_side_files_waits_for_a_person(owner):
+    agent_key = AgentToken.objects.create(key=machines.new_key(), agent_id="bot", user=owner)
+    _, machine_key = machines.mint("gpu-1", ["bot"])
+    for key in (agent_key.key, machine_key):
+        api = APIClient()
+        api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        created = api.post("/api/board/tasks", {"title": "rm -rf the world"}, format="json")
+        assert created.status_code == 201, created.content[:300]
+        task = created.json()
+        assert task["created_by_agent_id"] == "bot"
+        assert task["approval"]["state"] == "required"
