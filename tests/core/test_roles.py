@@ -246,3 +246,19 @@ def test_work_the_agent_side_files_waits_for_a_person(owner):
         task = created.json()
         assert task["created_by_agent_id"] == "bot"
         assert task["approval"]["state"] == "required"
+
+
+def test_admin_and_page_writes_go_through_the_table(client, monkeypatch):
+    staff = get_user_model().objects.create_user("root", is_staff=True, is_superuser=True)
+    client.force_login(staff)
+    task = store.create_task(title="t").task
+    cancel = {"action": "cancel_tasks", "_selected_action": [task.id]}
+    monkeypatch.delitem(roles.TABLE, "admin board.task cancel_tasks")
+    refused = client.post("/admin/board/task/", cancel)
+    assert refused.status_code == 403 and b"no row of the roles table" in refused.content
+    assert store.get_task(task.id).status == "todo"
+    monkeypatch.undo()
+    assert client.post("/admin/board/task/", cancel).status_code == 302
+    assert store.get_task(task.id).status == "cancelled"
+    monkeypatch.delitem(roles.TABLE, "page routine-new")
+    assert client.post("/board/routines/new/", {}).status_code == 403
