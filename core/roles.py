@@ -291,19 +291,34 @@ def check(
     row = TABLE.get(verb)
     if row is None:
         raise NotInTable(f"{verb!r} is in no row of the roles table: refused to everyone")
+    if principal.agent_side and row.people_fields and body is not None:
+        try:
+            data = body()
+        except Exception:
+            if principal.kind in row.admits:
+                raise  # a body the parser refuses: 400, nothing written
+            data = None  # refused below whatever it says
+        shown = _people_field(row.people_fields, data)
+        if shown is not None:
+            raise _refusal(principal, f"{verb} with {shown}", people=True)
     if principal.kind not in row.admits:
         raise _refusal(principal, verb, people=not (row.admits & AGENT_SIDE))
-    if principal.agent_side and row.people_fields and body is not None:
-        data = body()
-        if isinstance(data, Mapping):
-            for field, values in row.people_fields.items():
-                value = data.get(field)
-                if value is None:
-                    continue
-                if values is ANY or value in values:
-                    shown = field if values is ANY else f"{field} {value}"
-                    raise _refusal(principal, f"{verb} with {shown}", people=True)
     return row
+
+
+def _people_field(fields: Mapping[str, tuple[Any, ...] | None], data: Any) -> str | None:
+    """The people field ``data`` carries (``"human_override"``, ``"to done"``), or None."""
+    if not isinstance(data, Mapping):
+        return None
+    for field, values in fields.items():
+        value = data.get(field)
+        if value is None:
+            continue
+        if values is ANY:
+            return field
+        if isinstance(value, str) and value in values:
+            return f"{field} {value}"
+    return None
 
 
 def refuse_agent_side(principal: Principal, verb: str) -> None:
