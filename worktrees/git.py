@@ -141,7 +141,9 @@ def blob_bytes(sha: str, *, cwd: str | Path, timeout: float = GIT_TIMEOUT_S) -> 
     except OSError as exc:
         raise GitError(["cat-file", "blob", sha], -1, str(exc)) from None
     if proc.returncode != 0:
-        raise GitError(["cat-file", "blob", sha], proc.returncode, proc.stderr.decode(errors="replace"))
+        raise GitError(
+            ["cat-file", "blob", sha], proc.returncode, proc.stderr.decode(errors="replace")
+        )
     return proc.stdout
 
 
