@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -288,3 +289,108 @@ def test_a_chain_worked_on_a_host_without_database_access_is_reviewed_and_landed
         kinds = list(Event.objects.filter(task_id=task_id).values_list("kind", flat=True))
         assert kinds.count("claimed") == 1 and kinds.count("review_requested") == 1, kinds
     print(f"\nremote chain of 3 reviewed and landed in {time.monotonic() - started:.1f} s")
+
+
+OUTAGE_S = 30
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """The leader and everything of its group (daphne, qcluster's workers)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(10)
+
+
+def _serve(argv: list[str], env: dict[str, str], log: Path, base: str) -> subprocess.Popen[bytes]:
+    proc = _start(argv, env, log)
+    deadline = time.monotonic() + 30
+    while True:
+        assert proc.poll() is None, _tail(log)
+        try:
+            urllib.request.urlopen(base + "/api/schema/", timeout=2).close()  # noqa: S310
+            return proc
+        except OSError:
+            assert time.monotonic() < deadline, _tail(log)
+            time.sleep(0.1)
+
+
+def test_a_worker_whose_server_stops_for_30_s_says_so_once_and_works_the_next_task(
+    worker_host: Host, database_url: str, tmp_path: Path, settings
+):
+    roots = (tmp_path / "repos").resolve()
+    roots.mkdir()
+    registry.create_agent(
+        id="far-bot",
+        display_name="Far",
+        team="default",
+        runtime="command",
+        settings={"argv": ["sh", "-c", "echo did it"]},
+    )
+    _, machine_key = machines.mint("netns-host", ["far-bot"])
+    port = _free_port()
+    gateway = worker_host.gateway
+    env = _server_env(database_url, tmp_path, gateway, roots)
+    base = f"http://{gateway}:{port}"
+    daphne = [sys.executable, "-m", "daphne", "-b", gateway, "-p", str(port)]
+    daphne += ["clawboo.asgi:application"]
+    server = _serve(daphne, env, tmp_path / "daphne.log", base)
+    worker_host.env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE") and not k.startswith("CLAWBOO_")
+    } | {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+
+    def done_within(task_id: str, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while store.get_task(task_id).status != "done":
+            assert worker_host.procs["worker"].poll() is None, worker_host.log_tail("worker")
+            assert time.monotonic() < deadline, (
+                store.get_task(task_id).status,
+                worker_host.log_tail("worker"),
+            )
+            time.sleep(0.1)
+
+    try:
+        worker_host.start(
+            "worker",
+            sys.executable,
+            "-m",
+            "clawboo.cli",
+            "worker",
+            "--server",
+            base,
+            "--token",
+            machine_key,
+            "--agent",
+            "far-bot",
+            "--heartbeat",
+            "0.5",
+            "--poll",
+            "2",
+            "--cache-dir",
+            str(tmp_path / "worker-cache"),
+        )
+        before = store.create_task(title="before the outage").task
+        done_within(before.id, 30)
+
+        _stop_group(server)
+        stopped = time.monotonic()
+        # The outage: the worker stays up the whole time (a poll, not a wait).
+        while time.monotonic() - stopped < OUTAGE_S:
+            assert worker_host.procs["worker"].poll() is None, worker_host.log_tail("worker")
+            time.sleep(0.5)
+        after = store.create_task(title="after the outage").task
+        server = _serve(daphne, env, tmp_path / "daphne.log", base)
+        done_within(after.id, 60)
+    finally:
+        worker_host.kill()
+        _stop_group(server)
+
+    log = (tmp_path / f"{worker_host.name}-worker.log").read_text(errors="replace")
+    assert "Traceback" not in log, log
+    assert log.count("server unreachable") == 1, log
+    assert log.count("reconnected") == 1, log
+    unreachable = next(line for line in log.splitlines() if "server unreachable" in line)
+    assert "retrying" in unreachable
