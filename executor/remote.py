@@ -73,6 +73,41 @@ RECONNECT_FIRST_S = 1.0
 RECONNECT_MAX_S = 10.0
 
 
+# Runtimes whose runs ask a person about a tool call through the board's MCP tool
+# (``permission_prompt``, GOVERNANCE §5): a remote run has no route to it yet, so
+# the worker refuses such an agent up front rather than let its writes be denied.
+# runtime → (the setting that decides, its default, the values that never ask).
+ASKS_THROUGH_THE_BOARD: dict[str, tuple[str, str, frozenset[str]]] = {
+    "claude-code": (
+        "permission_mode",
+        "acceptEdits",
+        frozenset({"bypassPermissions", "dontAsk", "plan"}),
+    ),
+}
+
+
+def remote_refusal(agent: dict[str, Any]) -> str | None:
+    """Why this host will not run ``agent`` (as ``GET /api/agents/{id}`` shows it),
+    or None."""
+    rule = ASKS_THROUGH_THE_BOARD.get(str(agent.get("runtime")))
+    if rule is None:
+        return None
+    setting, default, never_asks = rule
+    value = (agent.get("settings") or {}).get(setting) or default
+    if value in never_asks:
+        return None
+    return (
+        f"agent {agent.get('id')!r} ({agent.get('runtime')}, {setting} {value!r}) may ask "
+        "for tool approvals, which a remote worker cannot route to the board yet: run it "
+        "on the server (clawboo up / manage.py work), or set its "
+        f"{setting} to one of {', '.join(sorted(never_asks))}"
+    )
+
+
+class Refused(Exception):
+    """This worker will not run an agent it was given (:func:`remote_refusal`)."""
+
+
 class Revoked(Exception):
     """The server no longer accepts the token (401)."""
 
@@ -359,7 +394,11 @@ class Worker:
     # --- the loop -------------------------------------------------------------
 
     def serve(self, once: bool = False) -> None:
-        teams = sorted({self.agent(a)["team"] for a in self.agents})
+        found = [self.agent(a) for a in self.agents]
+        refusals = [why for why in map(remote_refusal, found) if why is not None]
+        if refusals:
+            raise Refused("; ".join(refusals))
+        teams = sorted({agent["team"] for agent in found})
         wakers = [
             Waker(self.api.server, self.api.token, team, self.wake, self.api.reach)
             for team in teams
@@ -463,6 +502,9 @@ class Worker:
         try:
             if not capabilities(agent["runtime"]).automated:
                 raise RuntimeError(f"runtime {agent['runtime']!r} needs a person")
+            refusal = remote_refusal(agent)  # its settings changed since the start
+            if refusal is not None:
+                raise RuntimeError(refusal)
             remote, base_branch = self.repository(agent, task)
             cwd, clone = self.workspace(
                 task, remote, base_branch, landed_deps=registered_repository(agent, task)
@@ -1081,6 +1123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"clawboo worker: the server refused the token ({exc}); stopping\n")
         return EXIT_REVOKED
     except ApiError as exc:  # e.g. 403: the token may not run an agent it was given
+        sys.stderr.write(f"clawboo worker: {exc}\n")
+        return EXIT_REFUSED
+    except Refused as exc:
         sys.stderr.write(f"clawboo worker: {exc}\n")
         return EXIT_REFUSED
     except KeyboardInterrupt:

@@ -315,3 +315,40 @@ def test_an_agent_bound_while_work_all_runs_is_run_by_its_remote_worker_not_here
         except subprocess.TimeoutExpired:
             os.killpg(local.pid, signal.SIGKILL)
             local.wait(10)
+
+
+def test_a_claude_code_agent_that_may_ask_for_tool_approvals_is_refused_up_front(
+    daphne,  # noqa: F811
+    tmp_path,
+):
+    """A remote run cannot reach the board's permission prompt yet: the worker says
+    so at its start and runs nothing, rather than let the agent's writes be denied."""
+    registry.create_agent(
+        id="claude-far", display_name="Claude", team="default", runtime="claude-code"
+    )
+    _, key = machines.mint("vm", ["claude-far"])
+    base = daphne(SERVER_ENV)
+    task = store.create_task(title="needs a write", route={"agent": "claude-far"}).task
+    worker = start_worker(base, key, tmp_path, "claude-far")
+    assert worker.wait(30) == 2
+    said = (tmp_path / "worker.log").read_text()
+    assert "may ask for tool approvals" in said and "permission_mode 'acceptEdits'" in said
+    assert "Traceback" not in said
+    assert store.get_task(task.id).status == "todo"
+
+
+@pytest.mark.parametrize(
+    ("runtime", "settings_", "refused"),
+    [
+        ("claude-code", {}, True),
+        ("claude-code", {"permission_mode": "default"}, True),
+        ("claude-code", {"permission_mode": "dontAsk"}, False),
+        ("claude-code", {"permission_mode": "bypassPermissions"}, False),
+        ("command", {"argv": ["true"]}, False),
+    ],
+)
+def test_only_agents_that_would_ask_the_board_are_refused_remotely(runtime, settings_, refused):
+    from executor.remote import remote_refusal
+
+    agent = {"id": "a", "runtime": runtime, "settings": settings_}
+    assert (remote_refusal(agent) is not None) == refused
