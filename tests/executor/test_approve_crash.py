@@ -185,6 +185,58 @@ def test_a_landing_killed_before_git_moved_is_rolled_back_and_its_lock_cleared(c
     assert git(repo, "status", "--porcelain") == ""
 
 
+def test_a_file_a_killed_fast_forward_left_half_written_is_rolled_back_not_kept(
+    command_agent, repo
+):
+    """Deterministic (the issue's 409 "untracked working tree files would be
+    overwritten"): git writes a file in place, so a fast-forward killed mid-write
+    leaves the landing's new file cut short, untracked. That is the landing's, not a
+    person's edit: the recovery removes it and the next approve lands."""
+    command_agent("builder", argv=[sys.executable, "-c", WRITE])
+    task_id = reviewed_task(1)
+    ws = store.get_workspace(task_id)
+    with landing.land_lock(repo):
+        prepared = landing.prepare(
+            repo,
+            Path(ws.worktree_path),
+            task_id=task_id,
+            title="Crash 1",
+            base_branch="main",
+            strategy="squash",
+        )
+    store.begin_landing(
+        task_id, {**prepared.as_dict(), "by": "reviewer", "started_at": time.time() - 1}
+    )
+    (repo / f"{task_id}.txt").write_text("x")  # 'x\n' cut short by the kill
+    settled = {e["task_id"]: e["result"] for e in service.recover_landings()}
+    assert settled == {task_id: "rolled_back"}
+    assert not (repo / f"{task_id}.txt").exists()
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
+    assert service.approve(task_id, by="reviewer")["result"] == "landed"
+    assert store.get_task(task_id).status == "done" and on_main(repo, task_id)
+
+
+def test_a_file_a_person_wrote_where_a_landing_died_is_left_alone(command_agent, repo):
+    command_agent("builder", argv=[sys.executable, "-c", WRITE])
+    task_id = reviewed_task(1)
+    ws = store.get_workspace(task_id)
+    with landing.land_lock(repo):
+        prepared = landing.prepare(
+            repo,
+            Path(ws.worktree_path),
+            task_id=task_id,
+            title="Crash 1",
+            base_branch="main",
+            strategy="squash",
+        )
+    store.begin_landing(
+        task_id, {**prepared.as_dict(), "by": "reviewer", "started_at": time.time() - 1}
+    )
+    (repo / f"{task_id}.txt").write_text("a person's own words\n")
+    service.recover_landings()
+    assert (repo / f"{task_id}.txt").read_text() == "a person's own words\n"
+
+
 def test_a_landing_killed_while_git_rewrote_packed_refs_is_completed_and_its_file_cleared(
     command_agent, repo
 ):
