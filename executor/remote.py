@@ -404,6 +404,7 @@ class Worker:
             for team in teams
         ]
         self.beat()
+        log.info("connected to %s as %s: %s", self.api.server, self.host, ", ".join(self.agents))
         threading.Thread(target=self._beat_loop, name="worker-beat", daemon=True).start()
         try:
             while True:

@@ -273,8 +273,7 @@ def test_a_chain_worked_on_a_host_without_database_access_is_reviewed_and_landed
     finally:
         worker_host.kill()
         for proc in server:
-            proc.kill()
-            proc.wait(10)
+            _stop_group(proc)  # qcluster's own processes too, not its leader alone
 
     # The base's history: the seed, then task1, task2, task3, each landed once.
     bodies = git(repo, "log", "--reverse", "--format=%b", "main").splitlines()
