@@ -320,14 +320,23 @@ def test_a_worker_whose_server_stops_for_30_s_says_so_once_and_works_the_next_ta
 ):
     roots = (tmp_path / "repos").resolve()
     roots.mkdir()
+    settings.CLAWBOO_REPO_ROOTS = [roots]
+    repo = make_repo(roots / "app", files=1)
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(remote))
+    repositories.register(
+        team="default", path=str(repo), id="app", remote=str(remote), verify_cmd=VERIFY
+    )
     registry.create_agent(
         id="far-bot",
         display_name="Far",
         team="default",
         runtime="command",
-        settings={"argv": ["sh", "-c", "echo did it"]},
+        settings={"argv": AGENT_ARGV, "repository": "app"},
     )
     _, machine_key = machines.mint("netns-host", ["far-bot"])
+    person = get_user_model().objects.create_superuser("reviewer", password="pw")
+    person_key = Token.objects.create(user=person).key
     port = _free_port()
     gateway = worker_host.gateway
     env = _server_env(database_url, tmp_path, gateway, roots)
@@ -335,21 +344,34 @@ def test_a_worker_whose_server_stops_for_30_s_says_so_once_and_works_the_next_ta
     daphne = [sys.executable, "-m", "daphne", "-b", gateway, "-p", str(port)]
     daphne += ["clawboo.asgi:application"]
     server = _serve(daphne, env, tmp_path / "daphne.log", base)
+    # The intake's qcluster keeps running: it is the HTTP server that goes away.
+    cluster = _start(
+        [sys.executable, "-m", "clawboo.cli", "qcluster"], env, tmp_path / "qcluster.log"
+    )
     worker_host.env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE") and not k.startswith("CLAWBOO_")
     } | {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
 
-    def done_within(task_id: str, seconds: float) -> None:
+    def landed_within(task_id: str, seconds: float) -> None:
+        """Worked there, taken in and judged here, then approved: it lands."""
         deadline = time.monotonic() + seconds
-        while store.get_task(task_id).status != "done":
+        while (task := store.get_task(task_id)).output is None or (
+            task.status,
+            task.output.get("intake", {}).get("state"),
+        ) != ("in_review", "review"):
             assert worker_host.procs["worker"].poll() is None, worker_host.log_tail("worker")
             assert time.monotonic() < deadline, (
-                store.get_task(task_id).status,
+                task.status,
+                task.output,
                 worker_host.log_tail("worker"),
+                _tail(tmp_path / "qcluster.log"),
             )
             time.sleep(0.1)
+        status, answer = _http("POST", f"{base}/api/board/tasks/{task_id}/approve", person_key, {})
+        assert status == 200 and answer["result"] == "landed", answer
+        assert store.get_task(task_id).status == "done"
 
     try:
         worker_host.start(
@@ -371,8 +393,8 @@ def test_a_worker_whose_server_stops_for_30_s_says_so_once_and_works_the_next_ta
             "--cache-dir",
             str(tmp_path / "worker-cache"),
         )
-        before = store.create_task(title="before the outage").task
-        done_within(before.id, 30)
+        before = store.create_task(title="before the outage", repository="app").task
+        landed_within(before.id, 45)
 
         _stop_group(server)
         stopped = time.monotonic()
@@ -380,12 +402,19 @@ def test_a_worker_whose_server_stops_for_30_s_says_so_once_and_works_the_next_ta
         while time.monotonic() - stopped < OUTAGE_S:
             assert worker_host.procs["worker"].poll() is None, worker_host.log_tail("worker")
             time.sleep(0.5)
-        after = store.create_task(title="after the outage").task
+        after = store.create_task(title="after the outage", repository="app").task
         server = _serve(daphne, env, tmp_path / "daphne.log", base)
-        done_within(after.id, 60)
+        landed_within(after.id, 60)
     finally:
         worker_host.kill()
         _stop_group(server)
+        _stop_group(cluster)
+    lands = [
+        line
+        for line in git(repo, "log", "--format=%b", "main").splitlines()
+        if line.startswith("clawboo: land task")
+    ]
+    assert lands == [f"clawboo: land task {after.id}", f"clawboo: land task {before.id}"]
 
     log = (tmp_path / f"{worker_host.name}-worker.log").read_text(errors="replace")
     assert "Traceback" not in log, log
