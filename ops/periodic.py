@@ -82,11 +82,13 @@ def expire_approvals() -> int:
 
 def recover_landings() -> int:
     """The landing recovery as a scheduled job: how many landings it settled. Each
-    repository's landing lock is taken first, so a landing still running is waited
-    for, never judged dead."""
+    repository's landing lock is taken first, so a landing this host runs is waited
+    for, never judged dead; another host's only once it is long past
+    (:func:`worktrees.service.settled_here_now`)."""
     from worktrees.service import recover_landings as settle
+    from worktrees.service import settled_here_now
 
-    settled = settle()
+    settled = settle(settled_here_now)
     if settled:
         log.info("landings: settled %d interrupted landing(s)", len(settled))
     return len(settled)
