@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import logging
 import os
 import sys
 import time
@@ -695,6 +696,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str]) -> int:
+    # The worker's HTTP client narrates its link ("server unreachable, retrying…"): a
+    # person gets the one error line below instead.
+    quiet = logging.getLogger("clawboo.worker")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
     args = parser().parse_args(list(argv))
     try:
         return int(args.fn(args))
