@@ -65,7 +65,7 @@ def board_page(request: HttpRequest) -> HttpResponse:
                 # Who a comment can @-mention besides the team's agents.
                 "members": sorted(
                     get_user_model()
-                    .objects.filter(teams__id=team)
+                    .objects.filter(teams__id=team, machine_token__isnull=True)
                     .values_list("username", flat=True)
                 ),
             },
