@@ -17,6 +17,8 @@ import { cardNode, forgetCard, forgetCards } from "./cards.js";
 import { renderAgents, teamAgents } from "./agents.js";
 import { sendWatch, unwatchOutput, watchOutput, logFrame } from "./output.js";
 import { loadSpend, loadSpendSoon } from "./spend.js";
+import { closeEditor, editForm, editNote, fillRepositories, openEditor } from "./editor.js";
+import { commentForm, knownNames, loadComments } from "./discussion.js";
 
 import { config, label, live, state } from "./page.js";
 
@@ -637,6 +639,7 @@ function renderDetailIfShown(force) {
   // what is being typed.
   const key = `${shown.id}:${shown.revision}`;
   // An open editor keeps what is being typed: it is told the task moved on instead.
+  const editing = openEditor();
   if (editing && editing.id === shown.id && !force) {
     if (shown.revision !== editing.revision) editNote(shown);
     return;
@@ -644,151 +647,12 @@ function renderDetailIfShown(force) {
   if (force || key !== detailKey) { detailKey = key; renderDetail(shown); }
 }
 
-// --- edit in place ------------------------------------------------------------------
-// The editor remembers the revision it started from; the PATCH carries it
-// (if_revision), so an edit that lost a race is refused and shows the newer values.
-
-let editing = null;               // {id, revision} while the detail's editor is open
-
-function editNote(now, lost) {
-  const note = $("#edit-note");
-  if (!note) return;
-  const theirs = [`title “${now.title}”`, `priority ${now.priority}`,
-    `labels ${(now.labels || []).join(", ") || "—"}`,
-    `depends on ${(now.depends_on || []).join(", ") || "—"}`,
-    `route ${routeText(now.route) || "any agent of the team"}`];
-  note.hidden = false;
-  note.dataset.kind = lost ? "bad" : "warn";
-  note.replaceChildren(
-    el("strong", {}, lost ? "Not saved: someone else changed this task first." : "This task changed while you edit."),
-    ` It now reads (revision ${now.revision}): ${theirs.join("; ")}. `,
-    lost ? "Save again to put yours over it, or cancel to keep theirs." : "");
-  if (lost) editing.revision = now.revision;
-}
-
-// The team's registered repositories (GET /api/repositories?team=…), asked once.
-let repositories = null;
-// Fill a repository menu (the editor's, New task's) with the team's repositories.
-function fillRepositories(menu, current) {
-  const fill = (list) => {
-    const ids = list.map((r) => r.id);
-    if (current && !ids.includes(current)) ids.push(current);
-    menu.replaceChildren(el("option", { value: "" }, "— the agent's default —"),
-      ...ids.map((id) => el("option", { value: id, selected: id === current }, id)));
-    menu.dataset.ready = "true";   // until then a save leaves the repository alone
-  };
-  if (repositories) fill(repositories);
-  else {
-    api("GET", `/api/repositories?team=${enc(team)}`)
-      .then((list) => { repositories = list; fill(list); })
-      .catch(() => fill([]));
-  }
-}
-
-function repositoryMenu(task) {
-  const menu = el("select", { name: "repository", id: "edit-repository" },
-    el("option", { value: "" }, "— the agent's default —"));
-  fillRepositories(menu, task.repository || null);
-  return menu;
-}
-
-// The route (GOVERNANCE §1) is one more field of the editor: who may take the task.
-function routeFields(route) {
-  const runtimes = config.runtimes || [];
-  const known = route.runtime && !runtimes.includes(route.runtime) ? [route.runtime] : [];
-  return el("fieldset", { class: "route" },
-    el("legend", {}, "Route (who may take it; empty: any agent of the team)"),
-    el("div", { class: "row" },
-      el("label", {}, "Agent ", el("input", { name: "route_agent", id: "edit-route-agent", list: "agent-options", value: route.agent || "", placeholder: "any" })),
-      el("label", {}, "Runtime ", el("select", { name: "route_runtime", id: "edit-route-runtime" },
-        el("option", { value: "" }, "any"),
-        ...[...runtimes, ...known].map((rt) => el("option", { value: rt, selected: rt === route.runtime }, rt)))),
-      el("label", {}, "Agent labels ", el("input", { name: "route_labels", id: "edit-route-labels", value: (route.labels || []).join(", "), placeholder: "gpu, ssd" }))));
-}
-
-function editForm(task) {
-  editing = { id: task.id, revision: task.revision };
-  const field = (name, node) => el("label", {}, name, node);
-  const form = el("form", { class: "edit-form", id: "edit-form" },
-    el("p", { class: "edit-note", id: "edit-note", role: "alert", hidden: true }),
-    field("Title", el("input", { name: "title", id: "edit-title", value: task.title, required: true, maxlength: "500" })),
-    field("Description", el("textarea", { name: "description", id: "edit-description", rows: "4" }, task.description || "")),
-    el("div", { class: "row" },
-      field("Priority", el("input", { name: "priority", id: "edit-priority", type: "number", value: String(task.priority) })),
-      field("Labels", el("input", { name: "labels", id: "edit-labels", value: (task.labels || []).join(", "), placeholder: "comma, separated" }))),
-    field("Depends on", el("input", { name: "depends_on", id: "edit-depends", value: (task.depends_on || []).join(", "), placeholder: "task ids, comma separated" })),
-    routeFields(task.route || {}),
-    field("Repository", repositoryMenu(task)),
-    field("Verify command", el("input", { name: "verify_cmd", id: "edit-verify", value: (task.metadata || {}).verify_cmd || "",
-      placeholder: "run in the worktree after the agent; exit 0 passes (operators, or allowlisted)" })),
-    el("p", { class: "form-error", id: "edit-error", role: "alert" }),
-    el("menu", {},
-      el("button", { type: "button", class: "btn ghost", id: "edit-cancel", onclick: () => { editing = null; renderDetailIfShown(true); } }, "Cancel"),
-      el("button", { type: "submit", class: "btn primary", id: "edit-save" }, "Save")));
-  form.addEventListener("submit", (e) => { e.preventDefault(); saveEdit(task.id, form); });
-  return form;
-}
-
-async function saveEdit(id, form) {
-  const data = new FormData(form);
-  const current = tasks.get(id) || {};
-  const changes = {};
-  const title = String(data.get("title") || "").trim();
-  if (title !== current.title) changes.title = title;
-  const description = String(data.get("description") || "");
-  if (description !== (current.description || "")) changes.description = description;
-  const priority = parseInt(String(data.get("priority") || "0"), 10);
-  if (priority !== current.priority) changes.priority = priority;
-  const labels = splitList(data.get("labels"));
-  if (labels.join("\n") !== (current.labels || []).join("\n")) changes.labels = labels;
-  const repository = String(data.get("repository") || "") || null;
-  // The verify command lives in the task's metadata (PATCH replaces it whole).
-  const verify = String(data.get("verify_cmd") || "").trim();
-  const metadata = { ...(current.metadata || {}) };
-  if (verify !== (metadata.verify_cmd || "")) {
-    if (verify) metadata.verify_cmd = verify; else delete metadata.verify_cmd;
-    changes.metadata = metadata;
-  }
-  const route = routeBody(String(data.get("route_agent") || "").trim(),
-    String(data.get("route_runtime") || ""), data.get("route_labels"));
-  if (!sameRoute(route, current.route || null)) changes.route = route;
-  const menu = $("#edit-repository");
-  if (menu && menu.dataset.ready === "true" && repository !== (current.repository || null)) changes.repository = repository;
-  const wanted = splitList(data.get("depends_on"));
-  const had = current.depends_on || [];
-  const error = $("#edit-error");
-  error.textContent = "";
-  const button = $("#edit-save");
-  button.disabled = true;
-  try {
-    let saved = null;
-    if (Object.keys(changes).length) {
-      saved = await api("PATCH", `/api/board/tasks/${enc(id)}`, { ...changes, if_revision: editing.revision });
-    }
-    for (const dep of wanted.filter((d) => !had.includes(d))) {
-      saved = await api("POST", `/api/board/tasks/${enc(id)}/deps`, { depends_on: dep });
-    }
-    for (const dep of had.filter((d) => !wanted.includes(d))) {
-      await api("DELETE", `/api/board/tasks/${enc(id)}/deps/${enc(dep)}`);
-      saved = null;
-    }
-    if (saved === null) saved = await api("GET", `/api/board/tasks/${enc(id)}`);
-    editing = null;
-    upsert(saved);
-    renderDetailIfShown(true);
-    toast("Saved.", "ok");
-  } catch (err) {
-    const body = err.body || {};
-    if (body.error === "conflict" && body.reason === "stale_revision" && body.task) {
-      upsert(body.task);
-      editNote(body.task, true);
-    } else {
-      error.textContent = err.message;
-    }
-  } finally {
-    button.disabled = false;
-  }
-}
+// What the editor's outcome does to the page.
+const editDone = {
+  saved(task) { upsert(task); renderDetailIfShown(true); toast("Saved.", "ok"); },
+  cancelled() { renderDetailIfShown(true); },
+  lost(task) { upsert(task); },
+};
 
 async function renderDetail(task) {
   const panel = $("#detail");
@@ -800,7 +664,7 @@ async function renderDetail(task) {
     el("h2", { id: "detail-title" }, task.title),
     el("div", { class: "detail-actions" }, el("label", {}, "Status ", statusMenu(task)),
       el("button", { type: "button", class: "btn", id: "edit-task", onclick: () => {
-        $("#edit-slot").replaceChildren(editForm(tasks.get(task.id) || task));
+        $("#edit-slot").replaceChildren(editForm(tasks.get(task.id) || task, editDone));
         $("#edit-title").focus();
       } }, "Edit")),
     el("div", { id: "edit-slot" }),
@@ -847,73 +711,12 @@ async function renderDetail(task) {
   } catch (err) { /* the panel keeps what it has */ }
 }
 
-// --- discussion: comments on the open task, with @-mentions --------------------------
-
-let mentionable = null;           // people and agents of the team, by name
-async function mentionNames() {
-  if (mentionable === null) {
-    mentionable = new Set([...(config.members || []), ...(await teamAgents()).map((a) => a.id)]);
-  }
-  return mentionable;
-}
-
-async function loadComments(taskId) {
-  const [comments, known] = await Promise.all([
-    api("GET", `/api/board/tasks/${enc(taskId)}/comments`), mentionNames()]);
-  const list = $("#comments");
-  if (state.selected !== taskId || !list) return;
-  list.replaceChildren(...comments.map((c) => el("li", { "data-comment-id": c.id },
-    el("div", { class: "comment-head" }, el("strong", {}, c.author), " ", timed("time", "muted", "ago", c.created_at)),
-    markdown(c.body, known))));
-}
-
-function insertAt(field, text) {
-  const at = field.selectionStart ?? field.value.length;
-  const before = field.value.slice(0, at);
-  const gap = before && !/\s$/.test(before) ? " " : "";
-  field.value = before + gap + text + " " + field.value.slice(field.selectionEnd ?? at);
-  field.focus();
-}
-
-function commentForm(task) {
-  const field = el("textarea", {
-    name: "body", id: "comment-body", rows: "3", required: true, maxlength: "20000",
-    placeholder: "Comment… **bold**, *italics*, `code`, [link](https://…), @name tells them",
-    "aria-label": "Comment",
-  });
-  const chips = el("div", { class: "mention-chips", "aria-label": "Mention" });
-  mentionNames().then((names) => chips.replaceChildren(...[...names].sort().map((n) =>
-    el("button", { type: "button", class: "chip", onclick: () => insertAt(field, "@" + n) }, "@" + n))));
-  const error = el("p", { class: "form-error", role: "alert" });
-  const form = el("form", {
-    class: "comment-form", id: "comment-form",
-    onsubmit: async (e) => {
-      e.preventDefault();
-      const body = field.value.trim();
-      if (!body) return;
-      const button = form.querySelector("button[type=submit]");
-      button.disabled = true;
-      try {
-        await api("POST", `/api/board/tasks/${enc(task.id)}/comments`, { body });
-        field.value = "";
-        error.textContent = "";
-        await loadComments(task.id);
-      } catch (err) { error.textContent = err.message; }
-      finally { button.disabled = false; }
-    },
-  }, field, chips, error, el("button", { type: "submit", class: "btn primary", id: "comment-send" }, "Comment"));
-  field.addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); form.requestSubmit(); }
-  });
-  return form;
-}
-
 renderAgents();
 setInterval(renderAgents, 15000);
 
 function select(id) {
   const before = state.selected;
-  if (id !== before) { editing = null; unwatchOutput(); }
+  if (id !== before) { closeEditor(); unwatchOutput(); }
   state.selected = id;
   detailKey = null;
   for (const key of [before, id]) {
@@ -1073,7 +876,7 @@ function chatLine(frame, live) {
   log.append(el("li", { "data-seq": frame.seq },
     el("span", { class: "avatar" + (who ? "" : " bot"), title: who || "clawboo" }, who ? initials(who) : "✦"),
     el("span", { class: "line" }, person ? el("span", { class: "actor" }, person + ": ") : null,
-      person ? markdown(frame.body, mentionable) : frame.body),
+      person ? markdown(frame.body, knownNames()) : frame.body),
     timed("time", "", "ago", at)));
   while (log.children.length > 300) log.firstChild.remove();
   log.scrollTop = log.scrollHeight;
