@@ -837,6 +837,7 @@ function renderTabs() {
     col.node.classList.toggle("active", on);
     if (col.tab) col.tab.setAttribute("aria-selected", on ? "true" : "false");
   }
+  updateScrollHint();   // a column shown or hidden (Needs approval) changes what fits
 }
 
 for (const status of COLUMNS) {
