@@ -79,6 +79,10 @@ def test_at_1440_px_the_columns_fit_a_hint_shows_the_hidden_ones_and_deny_is_not
         ask = page.locator(f"[data-tool-approval='{asked.id}']")
         ask.wait_for(timeout=10_000)
 
+        # The header is one row: every control in it, no template text.
+        header = page.locator("header.top")
+        assert "{#" not in header.inner_text()
+        assert box(header)["height"] < 60
         columns = page.locator(".column:visible")
         assert columns.count() == 8
         area = box(page.locator("#columns"))

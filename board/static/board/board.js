@@ -786,18 +786,17 @@ function renderSide() {
   $("#chat-unread").hidden = !unread;
   $("#chat-unread").textContent = String(unread);
   if (chatOpen) $("#chat").scrollTop = $("#chat").scrollHeight;
+  updateScrollHint();   // the side panel takes room from the columns
 }
 $("#chat-toggle").addEventListener("click", () => {
   chatOpen = !chatOpen;
   localStorage.setItem("clawboo.chat", chatOpen ? "open" : "closed");
   renderSide();
-  updateScrollHint();
 });
 $("#agents-toggle").addEventListener("click", () => {
   agentsOpen = !agentsOpen;
   localStorage.setItem("clawboo.agents", agentsOpen ? "open" : "closed");
   renderSide();
-  updateScrollHint();
   if (agentsOpen) $("#agents-panel").scrollIntoView({ block: "nearest" });
 });
 
