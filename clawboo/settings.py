@@ -127,6 +127,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Page and admin writes go through the roles table (core.roles, GOVERNANCE §6).
+    "core.roles.PageRolesMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -220,6 +222,12 @@ CLAWBOO_MAX_FIX_CYCLES = env_int("CLAWBOO_MAX_FIX_CYCLES", 1, low=0)
 CLAWBOO_CRITIC_MIN_FILES = env_int("CLAWBOO_CRITIC_MIN_FILES", 5, low=0)
 CLAWBOO_CRITIC_MIN_LINES = env_int("CLAWBOO_CRITIC_MIN_LINES", 300, low=0)
 CLAWBOO_HTTP_RATE_LIMIT = env_int("CLAWBOO_HTTP_RATE_LIMIT", 3_000, low=0)
+# Health and breakers (GOVERNANCE §2; executor.health, executor.breakers): an agent
+# whose last this-many runs failed is paused; a worker re-probes its agents' runtimes
+# this often, asking each CLI for its version unless the version probe is off.
+CLAWBOO_BREAKER_FAILURES = env_int("CLAWBOO_BREAKER_FAILURES", 3)
+CLAWBOO_HEALTH_PROBE_MS = env_int("CLAWBOO_HEALTH_PROBE_MS", 30_000)
+CLAWBOO_HEALTH_VERSION_PROBE = env_bool("CLAWBOO_HEALTH_VERSION_PROBE", True)
 CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = env_int("CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 600_000)
 CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS = env_int("CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS", 900_000)
 # The OpenClaw Gateway (operator websocket): empty URL = not configured, and the
@@ -365,11 +373,14 @@ REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes an anonymous call a 401, not a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "core.api.auth.TokenAuthentication",
+        # A run's credential (the agent side, GOVERNANCE §6), as on the MCP server.
+        "boardmcp.credentials.RunAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # Every API view wants a signed-in caller; a view names permission_classes only
-    # to ask for more (staff).
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Every API view wants a signed-in caller, and every write is admitted by the
+    # roles table (core.roles, GOVERNANCE §6); a view names permission_classes only
+    # to ask for more (staff), with RoleTable first.
+    "DEFAULT_PERMISSION_CLASSES": ["core.api.permissions.RoleTable"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PARSER_CLASSES": ["core.api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
