@@ -21,7 +21,7 @@ from board import store
 from core.models import Event
 from executor.runner import Executor
 from tests.conftest import ROOT, read_json_line
-from tests.worktrees.conftest import git
+from tests.fixtures.gitrepos import git
 from worktrees import landing, service
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]

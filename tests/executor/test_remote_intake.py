@@ -23,7 +23,7 @@ from core.errors import Conflict, ValidationFailed
 from core.models import Event
 from executor import intake as server_intake
 from tests.conftest import ROOT
-from tests.worktrees.conftest import git
+from tests.fixtures.gitrepos import git
 from worktrees import handoff, intake, review, service
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]

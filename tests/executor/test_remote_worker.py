@@ -21,7 +21,6 @@ from core import machines, registry, repositories
 from core.models import Event
 from executor.runner import Executor
 from tests.conftest import ROOT
-from tests.live.conftest import daphne  # noqa: F401 - the fixture
 from worktrees import service
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
@@ -81,7 +80,7 @@ def wait_for(check, seconds: float, what: str, worker=None, tmp_path=None) -> No
         time.sleep(0.1)
 
 
-def test_a_chain_of_dependent_tasks_is_worked_remotely_and_pushed(daphne, tmp_path):  # noqa: F811
+def test_a_chain_of_dependent_tasks_is_worked_remotely_and_pushed(daphne, tmp_path):
     remote = bare_remote(tmp_path)
     registry.create_agent(
         id="far-bot",
@@ -126,7 +125,7 @@ def test_a_chain_of_dependent_tasks_is_worked_remotely_and_pushed(daphne, tmp_pa
     assert log.splitlines() == ["one", "two", "three"]
 
 
-def test_a_revoked_token_stops_the_worker_within_one_heartbeat(daphne, tmp_path):  # noqa: F811
+def test_a_revoked_token_stops_the_worker_within_one_heartbeat(daphne, tmp_path):
     registry.create_agent(
         id="slow-bot",
         display_name="Slow",
@@ -157,7 +156,7 @@ def test_a_revoked_token_stops_the_worker_within_one_heartbeat(daphne, tmp_path)
     assert "refused the token" in (tmp_path / "worker.log").read_text()
 
 
-def test_a_worker_for_an_agent_its_token_is_not_bound_to_is_refused(daphne, tmp_path):  # noqa: F811
+def test_a_worker_for_an_agent_its_token_is_not_bound_to_is_refused(daphne, tmp_path):
     for agent_id in ("mine", "theirs"):
         registry.create_agent(
             id=agent_id,
@@ -176,7 +175,7 @@ def test_a_worker_for_an_agent_its_token_is_not_bound_to_is_refused(daphne, tmp_
 
 
 def test_a_killed_remote_worker_loses_its_lease_and_a_local_worker_finishes(
-    daphne,  # noqa: F811
+    daphne,
     tmp_path,
     settings,
 ):

@@ -36,8 +36,8 @@ from board import store
 from core import machines, registry, repositories
 from core.models import Event
 from tests.conftest import ROOT
+from tests.fixtures.gitrepos import git, make_repo
 from tests.ops.test_multihost import Host, _run, namespaces_work
-from tests.worktrees.conftest import git, make_repo
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
