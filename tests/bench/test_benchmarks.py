@@ -86,6 +86,44 @@ def test_the_claim_benchmark_loops_drain_a_few_hundred_rows_exactly_once():
         db.drop()
 
 
+@pytest.mark.every_backend  # its own database on the backend under test (BenchDB)
+@pytest.mark.timeout(300)
+def test_the_routes_loops_claim_as_their_own_claimers_and_count_only_claims():
+    tasks = 200
+    db = BenchDB(connection.vendor)
+    try:
+        # Routed first: the plain loop after it must still claim as unknown ids.
+        routed = claim.run_one(db, "routed", 2, seconds=120, tasks=tasks)
+        plain = claim.run_one(db, "plain", 2, seconds=120, tasks=tasks)
+        assert plain["done"] == tasks  # unrouted tasks: every one claimed and completed
+        # Two routed workers: routed-w0 (labels gpu), routed-w1 (labels ssd) take the
+        # unrouted tasks and their labels' (TASK_ROUTES by index mod 7: 0, 6; 1; 2).
+        assert routed["done"] == sum(1 for i in range(tasks) if i % 7 in (0, 1, 2, 6))
+        assert plain["claims_per_claim_s"] > 0 and routed["claims_per_claim_s"] > 0
+        conn = db.connect()
+        try:
+            agents = [r[0] for r in conn.execute("SELECT id FROM agents ORDER BY id").fetchall()]
+            assert [a for a in agents if "-w" in a] == ["routed-w0", "routed-w1"]
+            done = conn.execute("SELECT COUNT(*) FROM tasks WHERE status = 'done'").fetchone()
+            assert done[0] == tasks
+        finally:
+            conn.close()
+    finally:
+        db.drop()
+
+
+@pytest.mark.django_db
+def test_the_scale_section_explains_every_claim_statement_with_its_bound_parameters():
+    plans = claim.plans()
+    assert set(plans) == {
+        "claim_next (topological)",
+        "claim_next (topological, team)",
+        "claim_next (priority)",
+        "lapse probe",
+    }
+    assert all("tasks" in plan for plan in plans.values()), plans
+
+
 # --- the board page benchmark, smoke-tested ---------------------------------------
 
 
