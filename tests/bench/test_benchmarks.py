@@ -124,6 +124,18 @@ def test_the_scale_section_explains_every_claim_statement_with_its_bound_paramet
     assert all("tasks" in plan for plan in plans.values()), plans
 
 
+@pytest.mark.timeout(300)
+def test_the_http_claim_bench_times_claims_only():
+    # Its own daphne and SQLite state dir; a short run of the same code.
+    argv = ["--clients", "2", "--seconds", "1", "--pairs", "1", "--tasks", "3000"]
+    subprocess.run([sys.executable, str(ROOT / "bench" / "api.py"), *argv], cwd=ROOT,
+                   check=True, timeout=240)  # fmt: skip
+    report = json.loads((ROOT / "bench" / "results" / "api.json").read_text())
+    assert report["claim_next"]["requests"] > 0
+    assert report["claim_next"]["statuses"] == {"200": report["claim_next"]["requests"]}
+    assert report["not_claims"] == {}
+
+
 # --- the board page benchmark, smoke-tested ---------------------------------------
 
 
