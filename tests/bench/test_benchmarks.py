@@ -136,6 +136,41 @@ def test_the_http_claim_bench_times_claims_only():
     assert report["not_claims"] == {}
 
 
+@pytest.mark.timeout(300)
+def test_the_e2e_bench_lands_every_task_under_the_default_breaker():
+    # A user's defaults (the breaker trips at three unchanged runs): each run
+    # changes a file and the bench approves the review, so every task lands done.
+    argv = ["--tasks", "4", "--workers", "2"]
+    subprocess.run([sys.executable, str(ROOT / "bench" / "e2e.py"), *argv], cwd=ROOT,
+                   check=True, timeout=240)  # fmt: skip
+    report = json.loads((ROOT / "bench" / "results" / "e2e.json").read_text())
+    assert (report["done"], report["failed"], report["not_done_on_board"]) == (4, 0, 0)
+
+
+@pytest.mark.every_backend  # the chain on the backend under test
+@pytest.mark.timeout(300)
+def test_the_dispatch_benchs_chain_runs_every_hop_to_done():
+    argv = ["--tasks", "2", "--chain", "3", "--rounds", "1", "--backends", connection.vendor]
+    subprocess.run([sys.executable, str(ROOT / "bench" / "dispatch.py"), *argv], cwd=ROOT,
+                   check=True, timeout=280)  # fmt: skip
+    report = json.loads((ROOT / "bench" / "results" / "dispatch.json").read_text())
+    [row] = report["rows"]
+    assert (row["backend"], row["chain"], row["tasks"]) == (connection.vendor, 3, 2)
+    assert row["hop_ms"] > 0 and row["bare_git_hop_ms"] > 0
+
+
+@pytest.mark.django_db
+def test_a_pipeline_bench_names_why_it_stalled():
+    from bench import pipeline
+    from board import store
+    from core import registry
+
+    registry.create_agent(id="b1", display_name="b1", team="default", runtime="command")
+    assert pipeline.stall(["b1"]) is None
+    store.pause_agent("b1", "breaker: 3 consecutive failed runs", by="breaker")
+    assert pipeline.stall(["b1"]) == "agent b1 is paused: breaker: 3 consecutive failed runs"
+
+
 # --- the board page benchmark, smoke-tested ---------------------------------------
 
 
