@@ -415,6 +415,7 @@ def _set_params(agent_id: str, runtime: str | None, lease_ms: int) -> list[Any]:
 # lookup, model-init order) per claim.
 _Plan = list[tuple[int, Any, list[Any]]]
 _ROW_PLANS: dict[tuple[str, tuple[str, ...]], _Plan] = {}
+_FIELD_NAMES = [f.attname for f in Task._meta.concrete_fields]
 
 
 def _row_plan(vendor: str, columns: tuple[str, ...]) -> _Plan:
@@ -425,7 +426,7 @@ def _row_plan(vendor: str, columns: tuple[str, ...]) -> _Plan:
         for field in Task._meta.concrete_fields:  # Task.from_db's order
             col = field.get_col(_TABLE)
             convert = connection.ops.get_db_converters(col) + field.get_db_converters(connection)
-            plan.append((at[field.column], col, convert))
+            plan.append((at[str(field.column)], col, convert))
         _ROW_PLANS[vendor, columns] = plan
     return plan
 
@@ -446,7 +447,7 @@ def _claim_row(sql: str, params: list[Any]) -> Task | None:
         for fn in convert:
             value = fn(value, col, connection)
         values.append(value)
-    task = Task.from_db(connection.alias, None, values)
+    task = Task.from_db(connection.alias, _FIELD_NAMES, values)
     record_event(task, "claimed", prev_status=Status.TODO)
     return task
 
