@@ -24,7 +24,10 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -37,25 +40,49 @@ RESULTS = HERE / "results" / "api.json"
 TARGET = 0.7
 
 
-def client(port: int, token: str, kind: str, agent: str, start_at: float, seconds: float) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
-    body = json.dumps({"agent_id": agent})
+def client(
+    port: int, token: str, kind: str, agents: list[str], start_at: float, seconds: float
+) -> None:
+    """One thread per agent, each on its own keep-alive connection."""
     latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    while time.time() < start_at:
-        time.sleep(0.001)
-    stop = start_at + seconds
-    while time.time() < stop:
-        began = time.perf_counter()
-        if kind == "claim":
-            conn.request("POST", "/api/board/claim-next", body=body, headers=headers)
-        else:
-            conn.request("GET", "/api/whoami", headers=headers)
-        response = conn.getresponse()
-        response.read()
-        latencies.append((time.perf_counter() - began) * 1000)
-        statuses[response.status] = statuses.get(response.status, 0) + 1
+    statuses: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def one(agent: str) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+        body = json.dumps({"agent_id": agent})
+        mine: list[float] = []
+        seen: dict[str, int] = {}
+        while time.time() < start_at:
+            time.sleep(0.001)
+        stop = start_at + seconds
+        while time.time() < stop:
+            began = time.perf_counter()
+            try:
+                if kind == "claim":
+                    conn.request("POST", "/api/board/claim-next", body=body, headers=headers)
+                else:
+                    conn.request("GET", "/api/whoami", headers=headers)
+                response = conn.getresponse()
+                response.read()
+                status = str(response.status)
+            except (OSError, http.client.HTTPException):
+                status = "connection_error"  # counted, never hidden
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            mine.append((time.perf_counter() - began) * 1000)
+            seen[status] = seen.get(status, 0) + 1
+        with lock:
+            latencies.extend(mine)
+            for code, n in seen.items():
+                statuses[code] = statuses.get(code, 0) + n
+
+    threads = [threading.Thread(target=one, args=(agent,)) for agent in agents]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     print(json.dumps({"latencies": latencies, "statuses": statuses}))
 
 
@@ -64,9 +91,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def run_round(server: Server, kind: str, clients: int, seconds: float) -> dict[str, Any]:
+def run_round(
+    server: Server, kind: str, clients: int, seconds: float, per_process: int = 1
+) -> dict[str, Any]:
     port = int(server.base.rsplit(":", 1)[1])
-    start_at = time.time() + 1.5  # every client connected and waiting
+    start_at = time.time() + 1.5 + clients / 100  # every client connected and waiting
+    groups = [list(range(i, min(i + per_process, clients))) for i in range(0, clients, per_process)]
     procs = [
         subprocess.Popen(
             [
@@ -79,7 +109,7 @@ def run_round(server: Server, kind: str, clients: int, seconds: float) -> dict[s
                 "--token",
                 server.token,
                 "--agent",
-                f"bench-{i}",
+                ",".join(f"bench-{i}" for i in group),
                 "--start-at",
                 str(start_at),
                 "--seconds",
@@ -88,7 +118,7 @@ def run_round(server: Server, kind: str, clients: int, seconds: float) -> dict[s
             stdout=subprocess.PIPE,
             text=True,
         )
-        for i in range(clients)
+        for group in groups
     ]
     latencies: list[float] = []
     statuses: dict[str, int] = {}
@@ -147,11 +177,102 @@ def seed(server: Server, tasks: int, clients: int) -> None:
         f"updated_at=now) for i in range({tasks})], batch_size=2000)\n"
     )
     subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "shell", "-c", script],
+        [sys.executable, str(server.root / "manage.py"), "shell", "-c", script],
         env=server.env,
-        cwd=ROOT,
+        cwd=server.root,
         check=True,
     )
+
+
+# --- many clients on PostgreSQL: the connection pool -----------------------------
+
+
+def count_connections(name: str, stop: threading.Event, seen: list[int]) -> None:
+    """Every 0.1 s, the server's connections to database ``name`` (the clients talk
+    HTTP only); the most seen is ``seen[0]``."""
+    import psycopg
+
+    from bench.benchdb import PG_URL
+
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        while not stop.is_set():
+            row = conn.execute(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = %s", [name]
+            ).fetchone()
+            seen[0] = max(seen[0], int(row[0]) if row else 0)
+            stop.wait(0.1)
+
+
+def load_side(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``--clients`` clients claim for ``--seconds`` against ``root``'s server on a
+    fresh PostgreSQL database: the rate of claims, the answers, the most
+    connections the server held, its pool (from /healthz, when it has one)."""
+    from bench.benchdb import BenchDB
+
+    db = BenchDB("postgresql")
+    server = None
+    try:
+        server = Server("memory", database_url=db.url, root=root)
+        seed(server, args.tasks, args.clients)
+        stop, seen = threading.Event(), [0]
+        sampler = threading.Thread(target=count_connections, args=(db.name, stop, seen))
+        sampler.start()
+        try:
+            row = run_round(server, "claim", args.clients, args.seconds, per_process=25)
+        finally:
+            stop.set()
+            sampler.join()
+        with urllib.request.urlopen(server.base + "/healthz", timeout=30) as answer:  # noqa: S310
+            pool = json.loads(answer.read()).get("db_pool")
+    except urllib.error.HTTPError as failing:  # 503: a part is down, the body still says
+        pool = json.loads(failing.read()).get("db_pool")
+    finally:
+        if server is not None:
+            server.stop()
+        db.drop()
+    claims = row["statuses"].get("200", 0)
+    return {
+        "root": str(root),
+        "claims_per_s": round(claims / args.seconds, 1),
+        "statuses": row["statuses"],
+        "server_errors": sum(n for code, n in row["statuses"].items() if code.startswith("5")),
+        "p50_ms": row["p50_ms"],
+        "p99_ms": row["p99_ms"],
+        "max_server_connections": seen[0],
+        "pool": pool,
+    }
+
+
+def pool_load(args: argparse.Namespace) -> int:
+    """This checkout against ``--baseline-root``, ABBA rounds, same run."""
+    sides = {"this": ROOT, "baseline": Path(args.baseline_root).resolve()}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+    for r in range(args.pairs):
+        for name in sides if r % 2 == 0 else reversed(list(sides)):
+            runs[name].append(load_side(sides[name], args))
+            last = runs[name][-1]
+            most = last["max_server_connections"]
+            print(f"{name:9} {last['claims_per_s']:>8}/s  5xx {last['server_errors']}  "
+                  f"max connections {most}  {last['statuses']}")  # fmt: skip
+    ratio = statistics.median(
+        a["claims_per_s"] / max(b["claims_per_s"], 0.1)
+        for a, b in zip(runs["this"], runs["baseline"], strict=True)
+    )
+    this = runs["this"]
+    pool_max = min((run["pool"] or {}).get("max_size", 0) for run in this)
+    no_5xx = all(run["server_errors"] == 0 for run in this)
+    bounded = bool(pool_max) and all(run["max_server_connections"] <= pool_max for run in this)
+    report = {"clients": args.clients, "seconds": args.seconds, "pairs": args.pairs,
+              "runs": runs, "this_over_baseline": round(ratio, 2), "pool_max_size": pool_max,
+              "no_server_errors": no_5xx, "connections_within_pool": bounded}  # fmt: skip
+    print(f"claim-next, this / baseline = {ratio:.2f} (target >= 2); 5xx: "
+          f"{'none' if no_5xx else 'SOME'}; server connections <= pool ({pool_max}): "
+          f"{'yes' if bounded else 'NO'}")  # fmt: skip
+    out = HERE / "results" / "api_pool.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}")
+    return 0 if no_5xx and bounded else 1
 
 
 def main() -> int:
@@ -160,6 +281,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=30_000)
+    parser.add_argument(
+        "--baseline-root",
+        help="PostgreSQL load instead: claim-next from --clients clients (25 threads a "
+        "process) against this checkout's server and the one at this path (a checkout "
+        "of the baseline), fresh databases, --pairs ABBA rounds; writes api_pool.json",
+    )
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)
@@ -167,9 +294,12 @@ def main() -> int:
     parser.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
-        client(args.port, args.token, args.client, args.agent, args.start_at, args.seconds)
+        agents = args.agent.split(",")
+        client(args.port, args.token, args.client, agents, args.start_at, args.seconds)
         return 0
 
+    if args.baseline_root:
+        return pool_load(args)
     os.environ.setdefault("PYTHONPATH", str(ROOT))
     server = Server("memory")
     rounds: dict[str, list[dict[str, Any]]] = {"whoami": [], "claim": []}
