@@ -246,6 +246,10 @@ def load_side(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 def pool_load(args: argparse.Namespace) -> int:
     """This checkout against ``--baseline-root``, ABBA rounds, same run."""
     sides = {"this": ROOT, "baseline": Path(args.baseline_root).resolve()}
+    if args.baseline_root == "none":
+        # This checkout alone: a baseline without a pool may open a connection per
+        # client, more than a shared server allows (max_connections).
+        sides = {"this": ROOT}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
     for r in range(args.pairs):
         for name in sides if r % 2 == 0 else reversed(list(sides)):
@@ -255,8 +259,11 @@ def pool_load(args: argparse.Namespace) -> int:
             print(f"{name:9} {last['claims_per_s']:>8}/s  5xx {last['server_errors']}  "
                   f"max connections {most}  {last['statuses']}")  # fmt: skip
     ratio = statistics.median(
-        a["claims_per_s"] / max(b["claims_per_s"], 0.1)
-        for a, b in zip(runs["this"], runs["baseline"], strict=True)
+        [
+            a["claims_per_s"] / max(b["claims_per_s"], 0.1)
+            for a, b in zip(runs["this"], runs.get("baseline", []), strict=False)
+        ]
+        or [0.0]
     )
     this = runs["this"]
     pool_max = min((run["pool"] or {}).get("max_size", 0) for run in this)
@@ -285,7 +292,8 @@ def main() -> int:
         "--baseline-root",
         help="PostgreSQL load instead: claim-next from --clients clients (25 threads a "
         "process) against this checkout's server and the one at this path (a checkout "
-        "of the baseline), fresh databases, --pairs ABBA rounds; writes api_pool.json",
+        "of the baseline; 'none': this one alone), fresh databases, --pairs ABBA "
+        "rounds; writes api_pool.json",
     )
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
