@@ -161,7 +161,7 @@ ASGI_APPLICATION = "clawboo.asgi.application"
 # no pool (a connection per request, closed after it). SQLite has none.
 CLAWBOO_DB_POOL_MIN_SIZE = env_int("CLAWBOO_DB_POOL_MIN_SIZE", 1, low=0, high=1000)
 CLAWBOO_DB_POOL_MAX_SIZE = env_int("CLAWBOO_DB_POOL_MAX_SIZE", 8, low=0, high=1000)
-CLAWBOO_DB_POOL_TIMEOUT_S = env_int("CLAWBOO_DB_POOL_TIMEOUT_S", 10, high=3600)
+CLAWBOO_DB_POOL_TIMEOUT_S = env_int("CLAWBOO_DB_POOL_TIMEOUT_S", 30, high=3600)
 
 
 def db_pool_options(
