@@ -54,6 +54,16 @@ def client(
         body = json.dumps({"agent_id": agent})
         mine: list[float] = []
         seen: dict[str, int] = {}
+        # Connected before the start: a burst of new connections can overflow the
+        # server's listen backlog, a connect retry that is not the load's subject.
+        while True:
+            try:
+                conn.connect()
+                break
+            except OSError:
+                if time.time() > start_at:
+                    raise
+                time.sleep(0.05)
         while time.time() < start_at:
             time.sleep(0.001)
         stop = start_at + seconds
