@@ -23,7 +23,13 @@ SQLite, so the whole of it runs under the database's write lock):
 Before step 3, a claim that a ``cap`` budget covers locks that budget's row (on
 PostgreSQL ``FOR UPDATE``) and is admitted only if the budget's spend plus the
 headroom of the runs in flight in its scope leaves room under the limit
-(:mod:`board.store.spend`): such claims take turns on every host.
+(:mod:`board.store.spend`): such claims take turns on every host. Whether any cap
+budget could cover the claim is read in step 1, with the agent: with none (most
+boards), the spend module is not consulted at all.
+
+The claimed row comes back from the ``RETURNING`` as a tuple and becomes its Task
+with the converters the ORM would apply, worked out once per column order
+(:func:`_row_plan`): no queryset is built per claim.
 
 Zero rows is data — a refusal diagnosed in the order GOVERNANCE.md fixes
 (:data:`REFUSALS`) — and is never retried; only transient lock errors are, by
