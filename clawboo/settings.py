@@ -8,6 +8,7 @@ channel layer and django-q2's ORM broker, all under ``CLAWBOO_STATE_DIR``.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -199,11 +200,24 @@ def database_config(
         # end, close_old_connections); CONN_MAX_AGE stays 0, as the pool requires.
         options: dict[str, object] = dict(config.get("OPTIONS") or {})  # type: ignore[call-overload]
         config["OPTIONS"] = {**options, "pool": dict(pool)}
+        # A borrowed connection is checked first (an empty query): one the database
+        # dropped while it sat in the pool (a restart, pg_terminate_backend) is
+        # replaced, not handed to a request or a worker's loop.
+        config["CONN_HEALTH_CHECKS"] = True
     return config
 
 
+# Processes that fork children which go on using the database get no pool: a
+# pool's connections and threads do not survive a fork (django-q2's cluster forks
+# its workers, and each then opens connections of its own, as before).
+UNPOOLED_COMMANDS = frozenset({"qcluster"})
+_unpooled = len(sys.argv) > 1 and sys.argv[1] in UNPOOLED_COMMANDS
 DATABASES = {
-    "default": database_config(os.environ.get("DATABASE_URL"), STATE_DIR, pool=db_pool_options())
+    "default": database_config(
+        os.environ.get("DATABASE_URL"),
+        STATE_DIR,
+        pool=None if _unpooled else db_pool_options(),
+    )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

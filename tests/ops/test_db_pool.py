@@ -21,6 +21,7 @@ def test_a_postgresql_url_gets_djangos_pool_sized_by_the_knobs(tmp_path):
     config = database_config("postgres://u@db:5432/board", tmp_path, pool=pool)
     assert config["OPTIONS"] == {"pool": {"min_size": 2, "max_size": 12, "timeout": 5}}
     assert config["CONN_MAX_AGE"] == 0  # Django's pool requires it
+    assert config["CONN_HEALTH_CHECKS"] is True  # a connection dropped in the pool is replaced
 
 
 def test_a_max_size_of_zero_turns_the_pool_off_and_sqlite_never_has_one(tmp_path):
