@@ -51,6 +51,12 @@ _USAGE_FIELDS: dict[str, Any] = {
         help_text="the runtime's own price; absent: the tokens are priced by the table",
     ),
     "model": serializers.CharField(required=False, allow_null=True),
+    "cost_millicents": serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        help_text="the runtime's own price in thousandths of a cent (wins over cost_cents)",
+    ),
 }
 
 UsageBody = inline_serializer("RunUsage", {"ticket": serializers.CharField(), **_USAGE_FIELDS})
@@ -60,6 +66,7 @@ UsageAnswer = inline_serializer(
         "stop": serializers.BooleanField(help_text="true: cancel the run now"),
         "reason": serializers.CharField(allow_null=True),
         "cost_cents": serializers.IntegerField(),
+        "cost_millicents": serializers.IntegerField(),
         "cost_status": serializers.ChoiceField(choices=["reported", "estimated", "unknown"]),
         "max_run_cents": serializers.IntegerField(
             allow_null=True, help_text="the run's ceiling (null: none)"
@@ -93,7 +100,14 @@ CloseBody = inline_serializer(
 
 def _tokens(body: dict[str, Any]) -> pricing.Tokens:
     counts: dict[str, int | None] = {}
-    for name in ("tokens_in", "tokens_out", "cache_read", "cache_write", "cost_cents"):
+    for name in (
+        "tokens_in",
+        "tokens_out",
+        "cache_read",
+        "cache_write",
+        "cost_cents",
+        "cost_millicents",
+    ):
         value = body.get(name)
         counts[name] = None if value is None else check_int(value, name, low=0, high=COUNT_MAX)
     model = body.get("model")
@@ -133,13 +147,14 @@ class ExecutionUsageView(APIView):
         tokens = _tokens(body)
         usage = pricing.usage_of(tokens)
         ceiling = _ceiling(task_id, run.agent_id)
-        why = spending.record(run.id, usage, ceiling)
+        stop = spending.record(run.id, usage, ceiling)
         rates = pricing.rates_for(tokens.model)
         return Response(
             {
-                "stop": why is not None,
-                "reason": why,
+                "stop": stop is not None,
+                "reason": None if stop is None else stop.why,
                 "cost_cents": usage.cost_cents,
+                "cost_millicents": usage.millicents,
                 "cost_status": usage.cost_status,
                 "max_run_cents": ceiling,
                 "rates": None if rates is None else {k: float(v) for k, v in rates.items()},
@@ -159,8 +174,9 @@ class ExecutionCloseView(APIView):
         """A remote run ended: its execution is closed with its outcome, exit code and
         final usage (which replaces what it streamed). A run the worker cancelled
         because its usage reached a limit is closed ``cancelled`` with
-        ``error_class: "budget"`` and its task goes back to ``todo`` with a comment
-        (one notification); a failed run is classified and counted by the agent's
+        ``error_class: "budget"``; its task is ``blocked`` at its ceiling (never retried
+        by itself) or back to ``todo`` for a paused cap budget, with a comment (one
+        notification); a failed run is classified and counted by the agent's
         breaker, as a local one. Closing a closed run changes nothing."""
         act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, CloseBody)
@@ -190,7 +206,7 @@ class ExecutionCloseView(APIView):
             stopped = spending.record(run.id, usage, _ceiling(task_id, run.agent_id))
         error_class = ""
         if stopped is not None:
-            error_class, error = "budget", stopped
+            error_class, error = "budget", stopped.why
         elif outcome != "succeeded":
             result = RunResult(
                 outcome=Outcome(outcome), exit_code=exit_code, error=error or "", log_tail=tail

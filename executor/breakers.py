@@ -32,7 +32,6 @@ ERROR_CLASSES = (
 )
 # Failures that say nothing about the agent: a person or a budget stopped the run.
 NOT_COUNTED = frozenset({"cancelled", "budget"})
-DEFAULT_FAILURES = 3
 
 # First match wins; matched against the adapter's error and the log's tail.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -92,7 +91,7 @@ def classify(result: RunResult | None, error: str | None = None) -> str:
 
 
 def failures_to_trip() -> int:
-    return int(getattr(settings, "CLAWBOO_BREAKER_FAILURES", DEFAULT_FAILURES))
+    return int(settings.CLAWBOO_BREAKER_FAILURES)
 
 
 def counts(error_class: str | None) -> bool:

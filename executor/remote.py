@@ -804,6 +804,7 @@ class RunReport:
                 cache_write=result.cache_write,
                 cost_cents=result.cost_cents,
                 model=result.model,
+                cost_millicents=result.cost_millicents,
             )
             if final == UsageSoFar() and self._last_usage is not None:
                 final = self._last_usage  # a run cut short reports nothing at its end
@@ -910,6 +911,7 @@ def _usage_body(usage: UsageSoFar) -> dict[str, Any]:
         "cache_write": usage.cache_write,
         "cost_cents": usage.cost_cents,
         "model": usage.model,
+        "cost_millicents": usage.cost_millicents,
     }
 
 

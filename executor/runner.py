@@ -107,7 +107,7 @@ class _UsageMeter:
         # Set when a report arrives, so the executor's loop writes it at once.
         self.reported = threading.Event()
         self.ceiling = ceiling
-        self.over: str | None = None
+        self.over: spending.Stop | None = None
         self.cancel: Callable[[], None] | None = None
 
     def report(self, usage: UsageSoFar) -> None:
@@ -173,7 +173,7 @@ class Executor:
         self.heartbeat_s = heartbeat_s if heartbeat_s is not None else heartbeat_seconds()
         self.on_output = on_output
         # Why the current run was stopped for spend (set by _run), or None.
-        self._spend_stop: str | None = None
+        self._spend_stop: spending.Stop | None = None
         # The last preflight: (runtime, updated_at) it probed, when (monotonic).
         self._probed: tuple[tuple[str, Any], float] | None = None
         self._health: health.Health | None = None
@@ -546,7 +546,7 @@ class Executor:
 
     def _record_usage(
         self, execution_id: int, usage: UsageSoFar, ceiling: int | None
-    ) -> str | None:
+    ) -> spending.Stop | None:
         """Write the run's usage so far; why it must stop (ceiling, paused budget), or None."""
         return spending.record(
             execution_id, pricing.usage_of(pricing.Tokens(**usage.__dict__)), ceiling
@@ -564,13 +564,15 @@ class Executor:
         clock: _Clock,
     ) -> WorkReport:
         """A run stopped for spend: execution ``cancelled`` (``error_class: budget``),
-        the task back to todo with a comment saying why, one notification."""
-        why = self._spend_stop or "stopped for spend"
+        the task blocked (its ceiling) or back to todo (a paused cap budget) with a
+        comment saying why, one notification (:func:`executor.spending.settle_stop`)."""
+        stop = self._spend_stop or spending.Stop("stopped for spend")
+        why = stop.why
         git_after = self._checkpoint(cwd, report.task_id or "", clock) if in_worktree else None
         result.outcome = Outcome.CANCELLED
         self._close(execution_id, "cancelled", result, git_before, git_after, why, "budget")
         with clock.phase("board"):
-            spending.settle_stop(report.task_id or "", ticket, why)
+            spending.settle_stop(report.task_id or "", ticket, stop)
         report.outcome, report.error = "cancelled", why
         report.worktree = "kept" if in_worktree else None
         return self._finish(report)
@@ -753,6 +755,7 @@ def _priced(result: RunResult) -> spend_store.Usage:
             cache_write=result.cache_write,
             cost_cents=result.cost_cents,
             model=result.model,
+            cost_millicents=result.cost_millicents,
         )
     )
 
@@ -835,7 +838,9 @@ def work_loop(
                 if result.outcome in ("idle", "refused"):
                     if once:
                         return
-                    wakeups.wait(wakeups.BOARD, since, poll_s)
+                    # At least every probe interval: a runtime fixed meanwhile (the
+                    # preflight) is noticed within CLAWBOO_HEALTH_PROBE_MS.
+                    wakeups.wait(wakeups.BOARD, since, min(poll_s, health.probe_interval_s()))
         except Exception:
             log.exception("worker for agent %s stopped", agent_id)
         finally:

@@ -80,6 +80,7 @@ from board.store.lifecycle import (
     fail,
     release,
     resume_from_review,
+    stop_for_spend,
     unblock,
 )
 from board.store.recovery import (
@@ -227,6 +228,7 @@ __all__ = [
     "record_landing",
     "record_workspace",
     "release",
+    "stop_for_spend",
     "release_lapsed",
     "run_boot_passes",
     "release_stale",
