@@ -28,6 +28,7 @@ import http.client
 import json
 import logging
 import os
+import random
 import select
 import shutil
 import socket
@@ -66,10 +67,55 @@ LOG_BUFFER_CHARS = 1024 * 1024
 # (the run goes on), and how long the end of a run waits for its log to be taken.
 LOG_STALL_S = 60.0
 LOG_FLUSH_S = 30.0
+# While the server does not answer, the loop asks again after a pause that doubles
+# from RECONNECT_FIRST_S up to RECONNECT_MAX_S (jittered, so hosts spread out).
+RECONNECT_FIRST_S = 1.0
+RECONNECT_MAX_S = 10.0
+
+
+# Runtimes whose runs ask a person about a tool call through the board's MCP tool
+# (``permission_prompt``, GOVERNANCE §5): a remote run has no route to it yet, so
+# the worker refuses such an agent up front rather than let its writes be denied.
+# runtime → (the setting that decides, its default, the values that never ask).
+ASKS_THROUGH_THE_BOARD: dict[str, tuple[str, str, frozenset[str]]] = {
+    "claude-code": (
+        "permission_mode",
+        "acceptEdits",
+        frozenset({"bypassPermissions", "dontAsk", "plan"}),
+    ),
+}
+
+
+def remote_refusal(agent: dict[str, Any]) -> str | None:
+    """Why this host will not run ``agent`` (as ``GET /api/agents/{id}`` shows it),
+    or None."""
+    rule = ASKS_THROUGH_THE_BOARD.get(str(agent.get("runtime")))
+    if rule is None:
+        return None
+    setting, default, never_asks = rule
+    value = (agent.get("settings") or {}).get(setting) or default
+    if value in never_asks:
+        return None
+    return (
+        f"agent {agent.get('id')!r} ({agent.get('runtime')}, {setting} {value!r}) may ask "
+        "for tool approvals, which a remote worker cannot route to the board yet: run it "
+        "on the server (clawboo up / manage.py work), or set its "
+        f"{setting} to one of {', '.join(sorted(never_asks))}"
+    )
+
+
+class Refused(Exception):
+    """This worker will not run an agent it was given (:func:`remote_refusal`)."""
 
 
 class Revoked(Exception):
     """The server no longer accepts the token (401)."""
+
+
+class ServerUnreachable(ConnectionError):
+    """The server did not answer (refused, reset, timed out): an OSError, so every
+    ``except OSError`` of a call still holds; told apart from a local OSError (a
+    runtime's missing binary) where the loop waits for the server instead."""
 
 
 class ApiError(Exception):
@@ -77,6 +123,51 @@ class ApiError(Exception):
         super().__init__(f"HTTP {status}: {body}")
         self.status = status
         self.body = body
+
+
+class Reachability:
+    """Whether the server answers, as the worker's threads last found it: one line
+    when it stops answering ("server unreachable, retrying…"), one when it answers
+    again ("reconnected"), however many threads and retries meet the outage."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._down = False
+        self._pause = RECONNECT_FIRST_S
+        self._answered_at = 0.0
+
+    @property
+    def down(self) -> bool:
+        return self._down
+
+    def answered(self) -> None:
+        with self._lock:
+            self._answered_at = time.monotonic()
+            if self._down:
+                self._down = False
+                log.info("reconnected")
+            self._pause = RECONNECT_FIRST_S
+
+    def unreachable(self, exc: BaseException) -> None:
+        with self._lock:
+            if not self._down:
+                self._down = True
+                log.warning("server unreachable (%s), retrying…", _reason(exc))
+
+    def answered_within(self, seconds: float) -> bool:
+        return time.monotonic() - self._answered_at < seconds
+
+    def backoff(self) -> float:
+        """The next pause before asking again (doubling, capped, jittered)."""
+        with self._lock:
+            pause = self._pause
+            self._pause = min(pause * 2, RECONNECT_MAX_S)
+        return pause * random.uniform(0.8, 1.2)  # noqa: S311 - spreading hosts out
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:200]
 
 
 @dataclass
@@ -100,6 +191,25 @@ class Api:
             parts.netloc
         )
         self._local = threading.local()
+        self.reach = Reachability()
+
+    def call_patiently(
+        self, method: str, path: str, body: Any = None, *, stop: threading.Event | None = None
+    ) -> tuple[int, Any]:
+        """:meth:`call`, asked again with a growing pause while the server does not
+        answer (stopped, restarting, the network down), as long as ``stop`` is not
+        set: for the loop's own calls (a claim, a look-up), which lose nothing by
+        waiting. The outage is logged once (:class:`Reachability`)."""
+        while True:
+            try:
+                return self.call(method, path, body)
+            except ServerUnreachable:
+                pause = self.reach.backoff()
+                if stop is not None:
+                    if stop.wait(pause):
+                        raise
+                else:
+                    time.sleep(pause)
 
     def call(
         self, method: str, path: str, body: Any = None, *, idempotency_key: str | None = None
@@ -112,10 +222,15 @@ class Api:
         }
         if idempotency_key is not None:
             headers["Idempotency-Key"] = idempotency_key
-        if self._proxied:
-            status, raw = self._via_urllib(method, path, data, headers)
-        else:
-            status, raw = self._kept_alive(method, path, data, headers)
+        try:
+            if self._proxied:
+                status, raw = self._via_urllib(method, path, data, headers)
+            else:
+                status, raw = self._kept_alive(method, path, data, headers)
+        except OSError as exc:
+            self.reach.unreachable(exc)
+            raise ServerUnreachable(_reason(exc)) from exc
+        self.reach.answered()
         if status < 300:  # a redirect is not followed: the URL to give is the API's own
             return status, json.loads(raw) if raw else None
         try:
@@ -199,8 +314,18 @@ class Waker:
     """Sets ``wake`` on every board frame of the team (``hello`` too), reconnecting
     while the worker runs. ``connected`` tells the loop whether to poll slowly."""
 
-    def __init__(self, server: str, token: str, team: str, wake: threading.Event) -> None:
+    def __init__(
+        self,
+        server: str,
+        token: str,
+        team: str,
+        wake: threading.Event,
+        reach: Reachability | None = None,
+    ) -> None:
         parts = urllib.parse.urlsplit(server)
+        # The server's outage is the HTTP side's to tell (once): the socket says
+        # only what is its own (a handshake refused while HTTP answers), once.
+        self.reach = reach
         scheme = "wss" if parts.scheme == "https" else "ws"
         query = urllib.parse.urlencode({"team": team, "token": token})
         self.url = f"{scheme}://{parts.netloc}/ws/board/?{query}"
@@ -224,9 +349,21 @@ class Waker:
                         if self.stop.is_set():
                             return
             except Exception as exc:  # dropped or refused: poll until it is back
-                log.info("board socket down (%s); retrying", exc)
+                self._failed(exc)
             self.connected.clear()
             self.stop.wait(2.0)
+
+    def _failed(self, exc: BaseException) -> None:
+        was_up = self.connected.is_set()
+        if isinstance(exc, OSError) and self.reach is not None:
+            # Refused or unreachable: the server is away (unless HTTP just answered:
+            # a restart's race between its two listeners is not an outage).
+            if not self.reach.answered_within(5.0):
+                self.reach.unreachable(exc)
+            return
+        if was_up or not getattr(self, "_said", False):
+            self._said = True
+            log.debug("board socket down (%s); polling until it is back", _reason(exc))
 
 
 class Worker:
@@ -257,9 +394,17 @@ class Worker:
     # --- the loop -------------------------------------------------------------
 
     def serve(self, once: bool = False) -> None:
-        teams = sorted({self.agent(a)["team"] for a in self.agents})
-        wakers = [Waker(self.api.server, self.api.token, team, self.wake) for team in teams]
+        found = [self.agent(a) for a in self.agents]
+        refusals = [why for why in map(remote_refusal, found) if why is not None]
+        if refusals:
+            raise Refused("; ".join(refusals))
+        teams = sorted({agent["team"] for agent in found})
+        wakers = [
+            Waker(self.api.server, self.api.token, team, self.wake, self.api.reach)
+            for team in teams
+        ]
         self.beat()
+        log.info("connected to %s as %s: %s", self.api.server, self.host, ", ".join(self.agents))
         threading.Thread(target=self._beat_loop, name="worker-beat", daemon=True).start()
         try:
             while True:
@@ -268,7 +413,13 @@ class Worker:
                 # Cleared before the look: a frame that arrives during it wakes the
                 # next wait at once, so no board change is slept through.
                 self.wake.clear()
-                worked = any([self.work_one(agent) for agent in self.agents])
+                try:
+                    worked = any([self.work_one(agent) for agent in self.agents])
+                except ServerUnreachable:
+                    # The server went away mid-look (logged once by the Api): wait,
+                    # ask again; the claim resumes when it answers.
+                    self.revoked.wait(self.api.reach.backoff())
+                    continue
                 if worked:
                     continue
                 if once:
@@ -298,7 +449,9 @@ class Worker:
             except Revoked:
                 self.revoked.set()
                 self.wake.set()
-            except OSError as exc:  # the server is briefly unreachable
+            except ServerUnreachable:  # said once by the Api; the next beat tries
+                pass
+            except OSError as exc:
                 log.warning("worker beat: %s", exc)
 
     def beat(self) -> None:
@@ -310,14 +463,17 @@ class Worker:
                 log.warning("worker beat refused: %s", exc)
 
     def agent(self, agent_id: str) -> dict[str, Any]:
-        return self.api.call("GET", f"/api/agents/{urllib.parse.quote(agent_id)}")[1]
+        path = f"/api/agents/{urllib.parse.quote(agent_id)}"
+        return self.api.call_patiently("GET", path, stop=self.revoked)[1]
 
     def work_one(self, agent_id: str) -> bool:
         claim: dict[str, Any] = {"agent_id": agent_id}
         if self.lease_ms:
             claim["lease_ms"] = self.lease_ms
         try:
-            status, claimed = self.api.call("POST", "/api/board/claim-next", claim)
+            status, claimed = self.api.call_patiently(
+                "POST", "/api/board/claim-next", claim, stop=self.revoked
+            )
         except ApiError as exc:
             refusal = exc.body.get("error") if isinstance(exc.body, dict) else None
             if exc.status != 409 or refusal not in ("agent_paused", "budget_paused"):
@@ -347,12 +503,15 @@ class Worker:
         try:
             if not capabilities(agent["runtime"]).automated:
                 raise RuntimeError(f"runtime {agent['runtime']!r} needs a person")
+            refusal = remote_refusal(agent)  # its settings changed since the start
+            if refusal is not None:
+                raise RuntimeError(refusal)
             remote, base_branch = self.repository(agent, task)
             cwd, clone = self.workspace(
                 task, remote, base_branch, landed_deps=registered_repository(agent, task)
             )
-        except Revoked:
-            raise
+        except (Revoked, ServerUnreachable):
+            raise  # revoked: stop; unreachable: the loop waits for the server
         except Exception as exc:
             log.exception("task %s failed on this host", task_id)
             self.settle(f"{base}/fail", {"error": f"remote worker: {exc}", "ticket": ticket})
@@ -379,8 +538,8 @@ class Worker:
         base = f"/api/board/tasks/{urllib.parse.quote(task_id)}"
         try:
             result = self.run_agent(agent, task, ticket, cwd, fix_round=fix_round)
-        except Revoked:
-            raise
+        except (Revoked, ServerUnreachable):
+            raise  # revoked: stop; unreachable: the loop waits for the server
         except Exception as exc:
             log.exception("task %s failed on this host", task_id)
             self.settle(f"{base}/fail", {"error": f"remote worker: {exc}", "ticket": ticket})
@@ -459,9 +618,11 @@ class Worker:
         return not self._heartbeat(base, ticket)
 
     def settle(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        """Send a settle; the task body answered, or None when it was declined."""
+        """Send a settle; the task body answered, or None when it was declined. Sent
+        again while the server does not answer (a settle it took already is
+        answered ``declined``/``lost-claim``: nothing is recorded twice)."""
         try:
-            return self.api.call("POST", path, body)[1] or {}
+            return self.api.call_patiently("POST", path, body, stop=self.revoked)[1] or {}
         except ApiError as exc:  # lost meanwhile (409): nothing of ours to record
             log.warning("%s: %s", path, exc)
             return None
@@ -949,7 +1110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--server must be an http:// or https:// URL")
     api = Api(args.server, args.token)
     try:
-        agents = args.agent or api.call("GET", "/api/whoami")[1].get("agents") or []
+        agents = args.agent or api.call_patiently("GET", "/api/whoami")[1].get("agents") or []
         if not agents:
             parser.error("no --agent given and the token names none")
         Worker(
@@ -965,6 +1126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"clawboo worker: the server refused the token ({exc}); stopping\n")
         return EXIT_REVOKED
     except ApiError as exc:  # e.g. 403: the token may not run an agent it was given
+        sys.stderr.write(f"clawboo worker: {exc}\n")
+        return EXIT_REFUSED
+    except Refused as exc:
         sys.stderr.write(f"clawboo worker: {exc}\n")
         return EXIT_REFUSED
     except KeyboardInterrupt:

@@ -154,6 +154,9 @@ def test_a_remote_run_over_its_ceiling_is_stopped_by_the_server_with_no_process_
         settings={
             "binary": str(binary),
             "extra_args": ["--turns", "0", "--input-tokens", "100000", "--every", "0.2"],
+            # A mode that never asks for a tool approval: a remote worker refuses
+            # one that may (it cannot reach the board's permission prompt yet).
+            "permission_mode": "dontAsk",
         },
     )
     # A team cap the stopped run exhausts: the worker claims the task no more after it.
