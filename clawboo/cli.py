@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from clawboo import people
 from core import procs
 
 USAGE = """usage: clawboo <command> [options]
@@ -27,10 +28,18 @@ USAGE = """usage: clawboo <command> [options]
   migrate            apply database migrations (up does it too)
   worker --server URL --token KEY [--agent A ...]
                      a remote worker: runs agents on this host over HTTPS only
-                     (no database; see README "Remote workers")
+                     (no database; see docs/remote-workers.md)
   work | ticker | qcluster | reconcile
                      one part alone, for a scaled deployment
   help [command]     every command, or one command's options
+
+for people (a client of the REST API; `clawboo <command> --help` for options):
+  login --server URL log in with your username and password (or --token KEY)
+  task list|show|create|edit|move|comment|claim|approve|deny|wait
+  review ID          a task's diff and verdict; --approve or --request-changes TEXT
+  approvals          what waits for your decision (--decide ID DECISION)
+  watch --team T     a team's live events, one line each
+  whoami | logout
 """
 
 
@@ -44,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args[0] in ("--help", "-h"):
         sys.stdout.write(USAGE)
         return
+    if args[0] in people.COMMANDS:
+        # Before Django is set up too: a person's client holds a URL and a key.
+        sys.exit(people.main(args))
     if args[0] == "worker":
         # Before Django is set up: a remote worker holds a URL and a key, no database.
         from executor.remote import main as worker_main

@@ -8,6 +8,7 @@ from typing import Any
 
 SUMMARIES: dict[str, str] = {
     "whoami": "Who the credentials belong to, and the teams they see",
+    "auth_token": "Your own API key, for your username and password",
     "workers_beat": "A remote worker (machine token) is alive, and what it runs",
     "teams_list": "List the teams you belong to (staff: all)",
     "teams_create": "Create a team (you become a member)",

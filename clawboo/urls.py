@@ -10,7 +10,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from board import api as board_api
 from board.usage import usage_page
 from board.views import BoardLoginView, board_page
-from core.api import registry_views, repository_views
+from core.api import registry_views, repository_views, token_views
 from core.api.errors import api_404
 from executor import api as executor_api
 from ops import budgets
@@ -69,6 +69,7 @@ board_patterns: list[URLPattern | URLResolver] = [
 api_patterns: list[URLPattern | URLResolver] = [
     path("board/", include(board_patterns)),  # first: the agents' hot paths
     path("whoami", registry_views.WhoAmIView.as_view()),
+    path("auth/token", token_views.TokenView.as_view()),
     path("workers/beat", registry_views.WorkerBeatView.as_view()),
     path("approvals", board_api.ToolApprovalsView.as_view()),
     path("approvals/<str:approval_id>", board_api.ToolApprovalDetailView.as_view()),

@@ -173,6 +173,13 @@ VERBS: tuple[Verb, ...] = (
     Verb("POST /api/teams/{team_id}/chat", BUILDERS, "write in the team chat"),
     Verb("POST /api/agents/{agent_id}/pause", BUILDERS, "pause an agent (an agent: its own)"),
     Verb("POST /api/workers/beat", MACHINES, "a remote worker is alive"),
+    # A login: it takes no credential (a username and password), so anyone may ask;
+    # only a person's password answers, with that person's own key.
+    Verb(
+        "POST /api/auth/token",
+        frozenset({"anonymous", "person"}),
+        "trade a username and password for the user's own key (clawboo login)",
+    ),
     # --- judgement and approvals: people only ------------------------------------
     Verb(f"POST {_T}/verdict", PEOPLE, "set or change a verdict"),
     Verb(f"POST {_T}/approve", PEOPLE, "approve (land) a task in review"),

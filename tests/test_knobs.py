@@ -81,8 +81,9 @@ SETTINGS: dict[str, tuple[str, str, Any]] = {
 # Knobs whose value is a path or a table: checked by hand below.
 SPECIAL = {"CLAWBOO_STATE_DIR", "CLAWBOO_REPO_ROOTS", "CLAWBOO_MODEL_PRICES"}
 # Named in the docs but not the server's settings: the environment a run's process is
-# given (the runtime reads it), the remote worker's own command line (it runs without
-# the server's settings), and the test suite's and CI's switches.
+# given (the runtime reads it), the remote worker's and the people's client's own
+# environment (they run without the server's settings), and the test suite's and CI's
+# switches.
 NOT_SERVER_SETTINGS = {
     "CLAWBOO_MCP_TOKEN": "given to a run's process",
     "CLAWBOO_PROMPT_FILE": "given to a run's process",
@@ -90,7 +91,8 @@ NOT_SERVER_SETTINGS = {
     "CLAWBOO_TASK_TITLE": "given to a run's process",
     "CLAWBOO_TASK_FILE": "given to a run's process",
     "CLAWBOO_HANDOFF_FILE": "given to a run's process",
-    "CLAWBOO_TOKEN": "the remote worker's --token",
+    "CLAWBOO_TOKEN": "the remote worker's --token, and the people's client's key",
+    "CLAWBOO_SERVER": "the people's client (clawboo login, task, …): the server's URL",
     "CLAWBOO_WORKER_DIR": "the remote worker's --dir",
     "CLAWBOO_RUNTIMES_DIR": "the real-runtime test tier",
     "CLAWBOO_TEST_DATABASE_URL": "the test suite",

@@ -13,7 +13,8 @@ from core import registry
 from tests.api.conftest import fingerprint, make_client
 
 pytestmark = pytest.mark.django_db
-PUBLIC = ("/api/schema/", "/api/docs/")
+# The token endpoint is how a person without a key gets one (its refusals: below).
+PUBLIC = ("/api/schema/", "/api/docs/", "/api/auth/token")
 
 
 def operations(client) -> list[tuple[str, str]]:
@@ -88,3 +89,45 @@ def test_a_token_of_team_a_cannot_read_or_write_team_b(db):
         red.post("/api/board/claim-next", {"agent_id": "red-bot"}, format="json").status_code == 204
     )
     assert fingerprint() == before
+
+
+def test_a_person_trades_their_password_for_their_own_key_and_nothing_else(db, settings):
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    user = get_user_model().objects.create_user("pat", password="pat-secret")
+    anonymous = APIClient()
+    before = fingerprint()
+    refusals = [
+        {"username": "pat", "password": "wrong"},
+        {"username": "nobody", "password": "pat-secret"},
+    ]
+    for body in refusals:
+        answer = anonymous.post("/api/auth/token", body, format="json")
+        assert answer.status_code == 401
+        assert answer.json() == {
+            "error": "unauthenticated",
+            "detail": "wrong username or password",
+        }
+    bad = anonymous.post("/api/auth/token", {"username": "pat", "password": 5}, format="json")
+    assert bad.status_code == 400 and bad.json()["field"] == "password"
+    assert fingerprint() == before
+    user.is_active = False
+    user.save()
+    inactive = anonymous.post(
+        "/api/auth/token", {"username": "pat", "password": "pat-secret"}, format="json"
+    )
+    assert inactive.status_code == 401
+    user.is_active = True
+    user.save()
+    good = anonymous.post(
+        "/api/auth/token", {"username": "pat", "password": "pat-secret"}, format="json"
+    )
+    assert good.status_code == 200
+    assert good.json() == {"token": Token.objects.get(user=user).key, "username": "pat"}
+    again = anonymous.post(
+        "/api/auth/token", {"username": "pat", "password": "pat-secret"}, format="json"
+    )
+    assert again.json()["token"] == good.json()["token"]  # one key per user
+    me = APIClient(HTTP_AUTHORIZATION=f"Token {good.json()['token']}").get("/api/whoami")
+    assert me.json()["username"] == "pat"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "img"
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -30,9 +30,9 @@ def launch(playwright: Any) -> Any:
 
 
 def screenshot(page: Any, name: str, tmp_path: Path, **options: Any) -> Path:
-    """Save a screenshot: into ``docs/`` when ``CLAWBOO_SCREENSHOTS=1`` (to refresh
-    the pictures there), into the directory ``CLAWBOO_SCREENSHOTS`` names otherwise
-    (``docs/img`` for the docs site), else into the test's tmp dir, so a test run
+    """Save a screenshot: into ``docs/img/`` (the docs site's pictures) when
+    ``CLAWBOO_SCREENSHOTS=1``, into the directory ``CLAWBOO_SCREENSHOTS`` names otherwise,
+    else into the test's tmp dir, so a test run
     leaves the tree as it found it."""
     wanted = os.environ.get("CLAWBOO_SCREENSHOTS", "")
     folder = DOCS if wanted == "1" else Path(wanted).resolve() if wanted else tmp_path

@@ -3,7 +3,7 @@ them, everyone sees the move, a refused one snaps back and says why), moving fro
 the keyboard, filters and search kept in the URL, history paged on demand, and a
 phone switching columns with tabs.
 
-Set ``CLAWBOO_SCREENSHOTS=1`` to refresh the pictures in ``docs/``."""
+Set ``CLAWBOO_SCREENSHOTS=1`` to refresh the pictures in ``docs/img/``."""
 
 from __future__ import annotations
 

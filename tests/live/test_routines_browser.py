@@ -23,14 +23,14 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed"),
 ]
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "img"
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 
 def screenshot_path(tmp_path: Path, name: str) -> Path:
-    """docs/ only when asked (CLAWBOO_SCREENSHOTS=1): a test run leaves the tree alone."""
+    """docs/img/ only when asked (CLAWBOO_SCREENSHOTS=1): a test run leaves the tree alone."""
     if os.environ.get("CLAWBOO_SCREENSHOTS") == "1":
-        DOCS.mkdir(exist_ok=True)
+        DOCS.mkdir(parents=True, exist_ok=True)
         return DOCS / name
     return tmp_path / name
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +23,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from clawboo import boot
 from clawboo.supervisor import ChildSpec, Supervisor, python_argv
+
+# How long `up` waits for daphne to accept connections before it stops looking.
+READY_WAIT_S = 120.0
 
 
 def child_specs(host: str, port: int, *, workers: bool, ticker: bool) -> list[ChildSpec]:
@@ -38,6 +43,11 @@ def child_specs(host: str, port: int, *, workers: bool, ticker: bool) -> list[Ch
     if workers:
         specs.append(ChildSpec("workers", python_argv("-m", "clawboo.cli", "work", "--all")))
     return specs
+
+
+def connect_host(host: str) -> str:
+    """Where to knock to see whether the server listens on ``host``."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "*": "127.0.0.1"}.get(host, host)  # noqa: S104
 
 
 def url_host(host: str) -> str:
@@ -168,4 +178,19 @@ class Command(BaseCommand):
             say=self.say,
         )
         self.say(f"logs in {state_dir / 'logs'}; Ctrl-C to stop")
+        threading.Thread(
+            target=self.say_when_serving, args=(host, port, base), name="ready", daemon=True
+        ).start()
         supervisor.run()
+
+    def say_when_serving(self, host: str, port: int, base: str) -> None:
+        """One line once daphne accepts connections: the moment a browser, curl or
+        ``clawboo login`` can reach it (``started`` is only when it was spawned)."""
+        deadline = time.monotonic() + READY_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection((connect_host(host), port), timeout=1):
+                    self.say(f"ready: {base}/board/")
+                    return
+            except OSError:
+                time.sleep(0.2)

@@ -1,0 +1,711 @@
+"""``clawboo`` for people: a thin client of the REST API, like ``clawboo worker``.
+
+``clawboo login --server URL`` trades the user's own credential (username and
+password, through ``POST /api/auth/token``, or a pasted key) for their API key and
+keeps it 0600 in the user's config dir (``$XDG_CONFIG_HOME/clawboo``, else
+``~/.config/clawboo``). Then ``task list|show|create|edit|move|comment|claim|
+approve|deny|wait``, ``review``, ``approvals`` and ``watch`` call the API with it:
+a table by default, ``--json`` for scripts. An error is one line on stderr with the
+API's code and detail, and exit status 1 (2 for a usage error).
+
+Like the worker, it never sets Django up and never opens the database: it holds a
+URL and a key, nothing else (:class:`executor.remote.Api` is the HTTP client).
+``CLAWBOO_SERVER`` and ``CLAWBOO_TOKEN`` in the environment win over the stored login.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import logging
+import os
+import sys
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from executor.remote import Api, ApiError, Revoked
+
+LOGIN_PATH = "/api/auth/token"
+COMMANDS = ("login", "logout", "whoami", "task", "review", "approvals", "watch")
+STATUSES = ("backlog", "todo", "in_progress", "in_review", "blocked", "done", "cancelled")
+TASK_COLUMNS = ("id", "status", "priority", "assignee_agent_id", "title")
+APPROVAL_COLUMNS = ("id", "kind", "team", "task_id", "agent_id", "what", "state")
+
+
+class Failure(Exception):
+    """One line for stderr, and the exit status."""
+
+    def __init__(self, line: str, status: int = 1) -> None:
+        super().__init__(line)
+        self.line = line
+        self.status = status
+
+
+# -- the stored login ------------------------------------------------------------
+
+
+def config_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "clawboo"
+
+
+def credentials_path() -> Path:
+    return config_dir() / "credentials.json"
+
+
+def save_login(server: str, token: str, username: str) -> Path:
+    folder = config_dir()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = credentials_path()
+    # Created 0600 before the key is written: never readable by others, not even briefly.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump({"server": server, "token": token, "username": username}, out)
+        out.write("\n")
+    return path
+
+
+def stored_login() -> dict[str, str]:
+    try:
+        found = json.loads(credentials_path().read_text())
+    except (OSError, ValueError):
+        found = {}
+    if not isinstance(found, dict):
+        found = {}
+    server = os.environ.get("CLAWBOO_SERVER") or found.get("server") or ""
+    token = os.environ.get("CLAWBOO_TOKEN") or found.get("token") or ""
+    return {"server": server, "token": token, "username": found.get("username", "")}
+
+
+def checked_server(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise Failure(f"clawboo: --server must be an http(s) URL, not {url!r}", 2)
+    return url.rstrip("/")
+
+
+class Client:
+    """The API with the stored login; every refusal becomes a :class:`Failure`."""
+
+    def __init__(self, server: str, token: str) -> None:
+        self.server = server
+        self.token = token
+        self.api = Api(server, token)
+
+    @classmethod
+    def from_login(cls) -> Client:
+        login = stored_login()
+        if not login["server"] or not login["token"]:
+            raise Failure("clawboo: not logged in: run `clawboo login --server URL` first")
+        return cls(checked_server(login["server"]), login["token"])
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        try:
+            return self.api.call(method, path, body)[1]
+        except Revoked:
+            what = "wrong username or password" if path == LOGIN_PATH else "the key was refused"
+            raise Failure(f"clawboo: 401 unauthenticated: {what}") from None
+        except ApiError as exc:
+            body = exc.body if isinstance(exc.body, dict) else {}
+            code = body.get("error", "error")
+            detail = body.get("detail") or str(exc.body)
+            raise Failure(f"clawboo: {exc.status} {code}: {one_line(detail)}") from None
+        except OSError as exc:
+            raise Failure(f"clawboo: cannot reach {self.server}: {exc}") from None
+
+
+def one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def quote(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+# -- output ------------------------------------------------------------------------
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value) or "-"
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return one_line(value)
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, width: int = 60) -> str:
+    """Left-aligned columns, upper-case headers; a long cell is cut with an ellipsis."""
+    cells = [[cell(row.get(c)) for c in columns] for row in rows]
+    cells = [[c if len(c) <= width else c[: width - 1] + "…" for c in line] for line in cells]
+    heads = [c.upper().replace("_AGENT_ID", "").replace("_ID", "") for c in columns]
+    widths = [max([len(h)] + [len(line[i]) for line in cells]) for i, h in enumerate(heads)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
+    for line in cells:
+        out.append("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    return "\n".join(out) + "\n"
+
+
+def emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> None:
+    if args.json:
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(human(data))
+
+
+def task_card(task: dict[str, Any]) -> str:
+    fields = [
+        ("id", task.get("id")),
+        ("title", task.get("title")),
+        ("team", task.get("team")),
+        ("status", task.get("status")),
+        ("priority", task.get("priority")),
+        ("labels", task.get("labels")),
+        ("assignee", task.get("assignee_agent_id")),
+        ("repository", task.get("repository")),
+        ("route", task.get("route")),
+        ("depends on", task.get("depends_on")),
+        ("approval", (task.get("approval") or {}).get("state")),
+        ("verdict", (task.get("verification") or {}).get("verdict")),
+        ("cents", (task.get("cost") or {}).get("cents")),
+        ("error", task.get("error")),
+        ("feedback", task.get("feedback")),
+        ("updated", task.get("updated_at")),
+    ]
+    lines = [f"{name + ':':<12} {cell(value)}" for name, value in fields if value not in (None, "")]
+    if task.get("description"):
+        lines += ["", str(task["description"])]
+    return "\n".join(lines) + "\n"
+
+
+# -- login -------------------------------------------------------------------------
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    server = checked_server(args.server or stored_login()["server"] or "")
+    if args.token is not None:
+        from_stdin = args.token == "-"  # noqa: S105 - the stdin marker, not a key
+        token = sys.stdin.readline().strip() if from_stdin else args.token
+    else:
+        username = args.username or input("username: ").strip()
+        if args.password_stdin:
+            password = sys.stdin.readline().rstrip("\n")
+        else:
+            password = getpass.getpass("password: ")
+        answer = Client(server, "").call(
+            "POST", LOGIN_PATH, {"username": username, "password": password}
+        )
+        token = answer["token"]
+    if not token:
+        raise Failure("clawboo: no token given", 2)
+    me = Client(server, token).call("GET", "/api/whoami")
+    path = save_login(server, token, me["username"])
+    sys.stdout.write(f"logged in to {server} as {me['username']} (key in {path})\n")
+    return 0
+
+
+def cmd_logout(args: argparse.Namespace) -> int:
+    path = credentials_path()
+    path.unlink(missing_ok=True)
+    sys.stdout.write(f"logged out (removed {path})\n")
+    return 0
+
+
+def cmd_whoami(args: argparse.Namespace) -> int:
+    me = Client.from_login().call("GET", "/api/whoami")
+    emit(
+        args,
+        me,
+        lambda m: (
+            f"{m['username']}{' (staff)' if m.get('staff') else ''} on "
+            f"{', '.join(m['teams']) if m.get('teams') is not None else 'every team'}\n"
+        ),
+    )
+    return 0
+
+
+# -- tasks -------------------------------------------------------------------------
+
+
+def task_path(task_id: str, tail: str = "") -> str:
+    return f"/api/board/tasks/{quote(task_id)}{tail}"
+
+
+def cmd_task_list(args: argparse.Namespace) -> int:
+    query = {
+        k: v
+        for k, v in (
+            ("team", args.team),
+            ("status", args.status),
+            ("assignee", args.assignee),
+            ("label", args.label),
+            ("limit", str(args.limit)),
+        )
+        if v
+    }
+    if args.ready:
+        query["ready"] = "true"
+    answer = Client.from_login().call("GET", "/api/board/tasks?" + urllib.parse.urlencode(query))
+    emit(args, answer["results"], lambda rows: table(rows, TASK_COLUMNS))
+    return 0
+
+
+def cmd_task_show(args: argparse.Namespace) -> int:
+    task = Client.from_login().call("GET", task_path(args.id))
+    emit(args, task, task_card)
+    return 0
+
+
+def task_fields(args: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    for name in ("title", "description", "priority", "repository"):
+        value = getattr(args, name, None)
+        if value is not None:
+            body[name] = value
+    if getattr(args, "label", None):
+        body["labels"] = args.label
+    if getattr(args, "verify_cmd", None):
+        body["metadata"] = {"verify_cmd": args.verify_cmd}
+    return body
+
+
+def cmd_task_create(args: argparse.Namespace) -> int:
+    body = task_fields(args)
+    if args.team:
+        body["team"] = args.team
+    if args.depends_on:
+        body["depends_on"] = args.depends_on
+    if args.backlog:
+        body["status"] = "backlog"
+    task = Client.from_login().call("POST", "/api/board/tasks", body)
+    emit(args, task, lambda t: table([t], TASK_COLUMNS))
+    return 0
+
+
+def cmd_task_edit(args: argparse.Namespace) -> int:
+    body = task_fields(args)
+    if not body:
+        raise Failure("clawboo: task edit: nothing to change (give --title, --priority …)", 2)
+    client = Client.from_login()
+    if "metadata" in body:  # a PATCH replaces metadata whole: keep what else it holds
+        current = client.call("GET", task_path(args.id))
+        body["metadata"] = {**(current.get("metadata") or {}), **body["metadata"]}
+    task = client.call("PATCH", task_path(args.id), body)
+    emit(args, task, lambda t: table([t], TASK_COLUMNS))
+    return 0
+
+
+def cmd_task_move(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"to": args.status}
+    if args.agent:
+        body["agent_id"] = args.agent
+    if args.override:
+        body["human_override"] = {"reason": args.override}
+    task = Client.from_login().call("POST", task_path(args.id, "/transition"), body)
+    emit(args, task, lambda t: table([t], TASK_COLUMNS))
+    return 0
+
+
+def cmd_task_comment(args: argparse.Namespace) -> int:
+    body = {"body": args.text}
+    if args.as_agent:
+        body["author"] = args.as_agent
+    comment = Client.from_login().call("POST", task_path(args.id, "/comments"), body)
+    emit(args, comment, lambda c: f"commented on {args.id} as {c.get('author', '?')}\n")
+    return 0
+
+
+def cmd_task_claim(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"agent_id": args.agent}
+    if args.lease_ms:
+        body["lease_ms"] = args.lease_ms
+    answer = Client.from_login().call("POST", task_path(args.id, "/claim"), body)
+    emit(
+        args,
+        answer,
+        lambda a: table([a["task"]], TASK_COLUMNS) + f"ticket: {a['ticket']}\n",
+    )
+    return 0
+
+
+def waiting_for_approval(task: dict[str, Any]) -> bool:
+    return (task.get("approval") or {}).get("state") in ("required", "denied", "expired")
+
+
+def cmd_task_approve(args: argparse.Namespace) -> int:
+    """Approve what the task waits for: its landing (in review) or its start."""
+    client = Client.from_login()
+    task = client.call("GET", task_path(args.id))
+    if task.get("status") != "in_review" and waiting_for_approval(task):
+        body: dict[str, Any] = {"decision": "approve"}
+        if args.reason:
+            body["reason"] = args.reason
+        done = client.call("POST", task_path(args.id, "/approval"), body)
+        emit(args, done, lambda t: f"approved {t['id']}: it may start now\n")
+        return 0
+    # Anything else goes to approve, whose refusal (not in review …) is the answer.
+    land: dict[str, Any] = {}
+    if args.override:
+        land["human_override"] = {"reason": args.override}
+    answer = client.call("POST", task_path(args.id, "/approve"), land)
+    emit(args, answer, landed_line)
+    return 0 if answer.get("result") != "conflict" else 1
+
+
+def landed_line(answer: dict[str, Any]) -> str:
+    result = answer.get("result")
+    task = answer.get("task") or {}
+    if result == "landed":
+        return (
+            f"landed {task.get('id')} on {answer.get('base_branch')} as "
+            f"{(answer.get('commit') or '')[:12]} ({answer.get('strategy')})\n"
+        )
+    if result == "conflict":
+        paths = ", ".join(answer.get("conflicts") or [])
+        return f"not landed: conflicts in {paths}; sent to {answer.get('sent')}\n"
+    return f"{result}: {task.get('id')} is {task.get('status')}\n"
+
+
+def cmd_task_deny(args: argparse.Namespace) -> int:
+    """Deny a task waiting for approval; a task in review: request changes."""
+    client = Client.from_login()
+    task = client.call("GET", task_path(args.id))
+    if task.get("status") == "in_review":
+        if not args.reason:
+            raise Failure("clawboo: task deny: a task in review needs --reason (the feedback)", 2)
+        feedback = {"feedback": args.reason}
+        done = client.call("POST", task_path(args.id, "/request-changes"), feedback)
+        emit(args, done, lambda t: f"changes requested: {t['id']} is {t['status']}\n")
+        return 0
+    body: dict[str, Any] = {"decision": "deny"}
+    if args.reason:
+        body["reason"] = args.reason
+    done = client.call("POST", task_path(args.id, "/approval"), body)
+    emit(args, done, lambda t: f"denied {t['id']}\n")
+    return 0
+
+
+def cmd_task_wait(args: argparse.Namespace) -> int:
+    """Until the task reaches one of the statuses (polled every 0.2 s), or time runs out."""
+    client = Client.from_login()
+    wanted = set(args.status)
+    deadline = time.monotonic() + args.timeout
+    while True:
+        task = client.call("GET", task_path(args.id))
+        if task.get("status") in wanted:
+            emit(args, task, lambda t: table([t], TASK_COLUMNS))
+            return 0
+        if time.monotonic() >= deadline:
+            raise Failure(
+                f"clawboo: timeout: {args.id} is {task.get('status')} after {args.timeout:g} s"
+            )
+        time.sleep(0.2)
+
+
+# -- review ------------------------------------------------------------------------
+
+
+def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> str:
+    def paint(line: str) -> str:
+        if not color:
+            return line
+        if line.startswith("+") and not line.startswith("+++"):
+            return f"\033[32m{line}\033[0m"
+        if line.startswith("-") and not line.startswith("---"):
+            return f"\033[31m{line}\033[0m"
+        if line.startswith("@@"):
+            return f"\033[36m{line}\033[0m"
+        return line
+
+    workspace = review.get("workspace") or {}
+    verification = review.get("verification") or task.get("verification") or {}
+    gate = verification.get("gate") or {}
+    out = [
+        f"{task.get('id')}: {task.get('title')}  [{task.get('status')}]",
+        f"branch {workspace.get('branch')} → {workspace.get('base_branch')}",
+        f"verdict {verification.get('verdict') or '-'}"
+        + (f" ({gate.get('command')} exit {gate.get('exit_code')})" if gate else ""),
+        f"cost {(review.get('cost') or {}).get('cents', 0)}¢",
+    ]
+    for finding in verification.get("findings") or []:
+        where = f" {finding.get('file')}:{finding.get('line')}" if finding.get("file") else ""
+        out.append(f"finding [{finding.get('severity')}]{where}: {finding.get('title')}")
+    diff = review.get("diff") or {}
+    files = diff.get("files") or []
+    out.append("")
+    for entry in files:
+        out.append(f" {entry['path']} | +{entry.get('insertions', 0)} -{entry.get('deletions', 0)}")
+    out.append(f" {len(files)} file(s) changed")
+    for entry in files:
+        out.append("")
+        if entry.get("binary"):
+            out.append(f"{entry['path']}: binary file")
+            continue
+        out += [paint(line) for line in (entry.get("patch") or "").splitlines()]
+        if entry.get("truncated"):
+            out.append(f"… (cut: clawboo review {task.get('id')} --path {entry['path']})")
+    return "\n".join(out) + "\n"
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    client = Client.from_login()
+    query = {"path": args.path} if args.path else {}
+    suffix = "/review" + ("?" + urllib.parse.urlencode(query) if query else "")
+    review = client.call("GET", task_path(args.id, suffix))
+    task = client.call("GET", task_path(args.id))
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    emit(args, review, lambda r: review_text(r, task, color))
+    verdict = "approve" if args.approve else "changes" if args.request_changes else None
+    if verdict is None and not args.json and sys.stdin.isatty() and sys.stdout.isatty():
+        choice = input("[a]pprove, [r]equest changes, anything else: leave it > ").strip()
+        if choice.lower().startswith("a"):
+            verdict = "approve"
+        elif choice.lower().startswith("r"):
+            args.request_changes = input("what should change? > ").strip()
+            verdict = "changes" if args.request_changes else None
+    if verdict == "approve":
+        answer = client.call("POST", task_path(args.id, "/approve"), {})
+        sys.stdout.write(landed_line(answer))
+        return 0 if answer.get("result") != "conflict" else 1
+    if verdict == "changes":
+        done = client.call(
+            "POST", task_path(args.id, "/request-changes"), {"feedback": args.request_changes}
+        )
+        sys.stdout.write(f"changes requested: {done['id']} is {done['status']}\n")
+    return 0
+
+
+# -- approvals ---------------------------------------------------------------------
+
+
+def cmd_approvals(args: argparse.Namespace) -> int:
+    client = Client.from_login()
+    if args.decide:
+        approval_id, decision = args.decide
+        done = client.call("POST", f"/api/approvals/{quote(approval_id)}", {"decision": decision})
+        emit(args, done, lambda a: f"{a['id']}: {a.get('state')} ({a.get('decision')})\n")
+        return 0
+    scope = {"team": args.team} if args.team else {}
+    tools = client.call("GET", "/api/approvals?" + urllib.parse.urlencode(scope))
+    waiting = client.call(
+        "GET",
+        "/api/board/tasks?" + urllib.parse.urlencode({**scope, "approval": "waiting"}),
+    )["results"]
+    rows = [
+        {
+            "id": task["id"],
+            "kind": "task",
+            "team": task.get("team"),
+            "task_id": task["id"],
+            "agent_id": task.get("created_by_agent_id"),
+            "what": task.get("title"),
+            "state": (task.get("approval") or {}).get("state"),
+        }
+        for task in waiting
+    ] + [
+        {
+            "id": tool["id"],
+            "kind": "tool",
+            "team": tool.get("team"),
+            "task_id": tool.get("task_id"),
+            "agent_id": tool.get("agent_id"),
+            "what": f"{tool.get('tool')} {json.dumps(tool.get('arguments'), sort_keys=True)}",
+            "state": tool.get("state"),
+        }
+        for tool in tools
+    ]
+    emit(args, rows, approvals_text)
+    return 0
+
+
+def approvals_text(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "nothing waits for you\n"
+    return table(rows, APPROVAL_COLUMNS) + (
+        "decide: a task with `clawboo task approve|deny ID`, a tool call with "
+        "`clawboo approvals --decide ID allow_once|allow_always|deny`\n"
+    )
+
+
+# -- watch -------------------------------------------------------------------------
+
+
+def frame_line(frame: dict[str, Any]) -> str | None:
+    stamp = datetime.now().strftime("%H:%M:%S")  # noqa: DTZ005 - the reader's own clock
+    kind = frame.get("type")
+    if kind == "task-change":
+        task = frame.get("task") or {}
+        moved = (
+            f"{frame.get('prev_status')} → {task.get('status')}"
+            if frame.get("prev_status") and frame.get("prev_status") != task.get("status")
+            else task.get("status")
+        )
+        who = frame.get("actor") or task.get("assignee_agent_id") or "-"
+        return (
+            f"{stamp} #{frame.get('seq')} {frame.get('kind')} {task.get('id')} {moved} "
+            f"by {who}: {task.get('title')}"
+        )
+    if kind == "chat":
+        return f"{stamp} #{frame.get('seq')} chat {frame.get('author') or ''}: {frame.get('body')}"
+    if kind == "reload":
+        return f"{stamp} the server lost events before #{frame.get('seq')}: reload"
+    return None
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    client = Client.from_login()
+    parts = urllib.parse.urlsplit(client.server)
+    scheme = "wss" if parts.scheme == "https" else "ws"
+    query = urllib.parse.urlencode({"team": args.team, "token": client.token})
+    url = f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}/ws/board/?{query}"
+    try:
+        with connect(url, open_timeout=10, proxy=None) as ws:
+            for raw in ws:
+                frame = json.loads(raw)
+                if frame.get("type") == "hello":
+                    sys.stderr.write(f"watching team {args.team} (from #{frame.get('seq')})\n")
+                    continue
+                if frame.get("type") == "error":
+                    raise Failure(f"clawboo: {frame.get('error')}: {frame.get('detail')}")
+                if args.task and (frame.get("task") or {}).get("id", frame.get("task_id")) != (
+                    args.task
+                ):
+                    continue
+                line = json.dumps(frame, sort_keys=True) if args.json else frame_line(frame)
+                if line is not None:
+                    sys.stdout.write(line + "\n")
+                    sys.stdout.flush()
+    except ConnectionClosed as exc:
+        code = exc.rcvd.code if exc.rcvd else None
+        reasons = {4401: "401 unauthenticated", 4403: f"404 not_found: no team {args.team!r}"}
+        raise Failure(f"clawboo: {reasons.get(code or 0, f'connection closed ({code})')}") from None
+    except OSError as exc:
+        raise Failure(f"clawboo: cannot reach {client.server}: {exc}") from None
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+# -- the parser --------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="clawboo", description="Clawboo for people.")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    def command(
+        parent: Any, name: str, fn: Callable[[argparse.Namespace], int], text: str
+    ) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = parent.add_parser(name, help=text, description=text)
+        p.set_defaults(fn=fn)
+        p.add_argument("--json", action="store_true", help="the API's JSON, for scripts")
+        return p
+
+    p = command(sub, "login", cmd_login, "log in: store your API key for this server")
+    p.add_argument("--server", help="the server's URL, e.g. http://127.0.0.1:8000")
+    p.add_argument("--username", help="your username (asked when missing)")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    p.add_argument("--token", help="an API key you already have ('-': read it from stdin)")
+    command(sub, "logout", cmd_logout, "forget the stored key")
+    command(sub, "whoami", cmd_whoami, "who the stored key belongs to")
+
+    task = sub.add_parser("task", help="list, show, file and move tasks").add_subparsers(
+        dest="task_command", required=True
+    )
+    p = command(task, "list", cmd_task_list, "the tasks you can see")
+    p.add_argument("--team")
+    p.add_argument("--status", choices=STATUSES)
+    p.add_argument("--assignee", help="agent id")
+    p.add_argument("--label")
+    p.add_argument("--ready", action="store_true", help="only tasks ready to be claimed")
+    p.add_argument("--limit", type=int, default=50)
+    p = command(task, "show", cmd_task_show, "one task")
+    p.add_argument("id")
+
+    def fields(p: argparse.ArgumentParser, *, title: bool) -> None:
+        if title:
+            p.add_argument("title")
+        else:
+            p.add_argument("--title")
+        p.add_argument("--description")
+        p.add_argument("--priority", type=int)
+        p.add_argument("--label", action="append", help="repeatable")
+        p.add_argument("--repository", help="a registered repository's id")
+        p.add_argument("--verify-cmd", help="the command that verifies the change")
+
+    p = command(task, "create", cmd_task_create, "file a task")
+    fields(p, title=True)
+    p.add_argument("--team")
+    p.add_argument("--depends-on", action="append", help="a task id (repeatable)")
+    p.add_argument("--backlog", action="store_true", help="file it in backlog, not todo")
+    p = command(task, "edit", cmd_task_edit, "change a task's fields")
+    p.add_argument("id")
+    fields(p, title=False)
+    p = command(task, "move", cmd_task_move, "move a task to another status")
+    p.add_argument("id")
+    p.add_argument("status", choices=STATUSES)
+    p.add_argument("--agent", help="into in_progress: the agent that works it")
+    p.add_argument("--override", metavar="REASON", help="into done over a failing verdict")
+    p = command(task, "comment", cmd_task_comment, "comment on a task")
+    p.add_argument("id")
+    p.add_argument("text")
+    p.add_argument("--as", dest="as_agent", metavar="AGENT", help="as an agent you own")
+    p = command(task, "claim", cmd_task_claim, "claim a task for an agent you own")
+    p.add_argument("id")
+    p.add_argument("--agent", required=True)
+    p.add_argument("--lease-ms", type=int)
+    p = command(task, "approve", cmd_task_approve, "land a reviewed task, or let one start")
+    p.add_argument("id")
+    p.add_argument("--reason", help="recorded with a start approval")
+    p.add_argument("--override", metavar="REASON", help="land over a failing verdict")
+    p = command(task, "deny", cmd_task_deny, "deny a start; in review: request changes")
+    p.add_argument("id")
+    p.add_argument("--reason", help="why (the feedback, for a task in review)")
+    p = command(task, "wait", cmd_task_wait, "wait until a task reaches a status")
+    p.add_argument("id")
+    p.add_argument("--status", action="append", choices=STATUSES, required=True)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds (default 300)")
+
+    p = command(sub, "review", cmd_review, "a task's diff and verdict; approve or send back")
+    p.add_argument("id")
+    p.add_argument("--path", help="one file's whole patch")
+    p.add_argument("--approve", action="store_true", help="approve and land it")
+    p.add_argument("--request-changes", metavar="FEEDBACK", help="send it back with this")
+    p = command(sub, "approvals", cmd_approvals, "what waits for a person's decision")
+    p.add_argument("--team")
+    p.add_argument(
+        "--decide",
+        nargs=2,
+        metavar=("ID", "DECISION"),
+        help="answer a tool approval: allow_once, allow_always or deny",
+    )
+    p = command(sub, "watch", cmd_watch, "a team's live events, one line each")
+    p.add_argument("--team", required=True)
+    p.add_argument("--task", help="only this task's events")
+    return top
+
+
+def main(argv: Sequence[str]) -> int:
+    # The worker's HTTP client narrates its link ("server unreachable, retrying…"): a
+    # person gets the one error line below instead.
+    quiet = logging.getLogger("clawboo.worker")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    args = parser().parse_args(list(argv))
+    try:
+        return int(args.fn(args))
+    except Failure as exc:
+        sys.stderr.write(exc.line + "\n")
+        return exc.status
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,230 @@
+"""``clawboo`` for people against a live daphne (issue 46): log in with a password,
+file, claim and comment on a task, a worker runs it, review shows its diff, approve
+lands it; another team's user is told the API's 404 in one line; ``watch`` prints
+each of the task's events within a second. One daphne for the whole story."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from core import registry
+from core.consumers import TAIL_CHECK_SECONDS
+from executor.runner import Executor
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
+VERIFY = 'python3 -c "import calc; assert calc.multiply(3, 4) == 12"'
+
+
+class Cli:
+    def __init__(self, config: Path) -> None:
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("CLAWBOO_")},
+            "XDG_CONFIG_HOME": str(config),
+            "PYTHONPATH": str(ROOT),
+            "NO_COLOR": "1",
+        }
+        # Not a Django process: nothing of the server's settings reaches it.
+        self.env.pop("DJANGO_SETTINGS_MODULE", None)
+        self.env.pop("DATABASE_URL", None)
+
+    def __call__(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "clawboo.cli", *args],
+            env=self.env,
+            cwd=ROOT,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def ok(self, *args: str, stdin: str | None = None) -> str:
+        done = self(*args, stdin=stdin)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout
+
+    def watch(self, team: str) -> Watch:
+        return Watch(
+            subprocess.Popen(
+                [sys.executable, "-m", "clawboo.cli", "watch", "--team", team, "--json"],
+                env=self.env,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+
+
+class Watch:
+    """Every frame ``watch`` prints, with the moment it arrived."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.frames: list[tuple[float, dict]] = []
+        self.ready = threading.Event()
+        threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
+        threading.Thread(target=self._hello, args=(proc.stderr,), daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.frames.append((time.monotonic(), json.loads(line)))
+
+    def _hello(self, stream) -> None:
+        for line in stream:
+            if line.startswith("watching team"):
+                self.ready.set()
+
+    def arrival(self, task_id: str, test, after: float, within: float = 1.0) -> float:
+        """Seconds from ``after`` until a frame of the task passing ``test`` arrived."""
+        deadline = time.monotonic() + within + 2
+        while time.monotonic() < deadline:
+            for at, frame in list(self.frames):
+                task = frame.get("task") or {}
+                if task.get("id") == task_id and frame.get("type") == "task-change":
+                    if test(frame) and at >= after - 0.5:
+                        return at - after
+            time.sleep(0.02)
+        raise AssertionError(f"no frame of {task_id} arrived: {self.frames[-5:]}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def test_a_person_files_claims_reviews_and_lands_a_task_from_the_terminal(
+    daphne, tmp_path, settings
+):
+    settings.CLAWBOO_STATE_DIR = tmp_path / "state"
+    settings.CLAWBOO_REPO_ROOTS = []
+    call_command("demo", "--dir", str(tmp_path / "demo"))
+    # Stored as the server hashes them (the test settings' MD5 is not among its hashers).
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    users = get_user_model().objects
+    users.create_user("alice", password="alice-pw-1", is_staff=True)
+    bob = users.create_user("bob", password="bob-pw-1")
+    registry.create_team("other", creator=bob)
+    base = daphne()
+    alice, outsider = Cli(tmp_path / "alice"), Cli(tmp_path / "bob")
+
+    wrong = alice("login", "--server", base, "--username", "alice", "--password-stdin", stdin="x\n")
+    assert wrong.returncode == 1
+    assert wrong.stderr == "clawboo: 401 unauthenticated: wrong username or password\n"
+    said = alice.ok("login", "--server", base, "--username", "alice", "--password-stdin",
+                    stdin="alice-pw-1\n")  # fmt: skip
+    assert said.startswith(f"logged in to {base} as alice")
+    stored = tmp_path / "alice" / "clawboo" / "credentials.json"
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    assert json.loads(stored.read_text())["server"] == base
+
+    # A risky task waits for a person: listed by `approvals`, approved, then denied
+    # (which keeps it out of dispatch for good).
+    risky = json.loads(alice.ok("task", "create", "Risky", "--team", "demo", "--label", "risk",
+                                "--json"))  # fmt: skip
+    waiting = alice.ok("approvals", "--team", "demo")
+    assert any(line.split()[:2] == [risky["id"], "task"] for line in waiting.splitlines())
+    assert alice.ok("task", "approve", risky["id"]) == f"approved {risky['id']}: it may start now\n"
+    assert alice.ok("task", "deny", risky["id"], "--reason", "not today") == (
+        f"denied {risky['id']}\n"
+    )
+    assert json.loads(alice.ok("task", "show", risky["id"], "--json"))["approval"]["state"] == (
+        "denied"
+    )
+
+    # The demo's own chain is out of the way: this story's worker has one task to run.
+    for task_id in ("demo-divide", "demo-multiply"):
+        assert "cancelled" in alice.ok("task", "move", task_id, "cancelled")
+    watch = alice.watch("demo")
+    try:
+        assert watch.ready.wait(15), "watch never said hello"
+        created = json.loads(
+            alice.ok(
+                "task",
+                "create",
+                "Add multiply() to calc.py",
+                "--team",
+                "demo",
+                "--repository",
+                "shop",
+                "--verify-cmd",
+                VERIFY,
+                "--json",
+            )  # fmt: skip
+        )
+        task_id = created["id"]
+        t = time.monotonic()
+        assert watch.arrival(task_id, lambda f: f["task"]["status"] == "todo", t) <= 1.0
+        listed = alice.ok("task", "list", "--team", "demo", "--status", "todo")
+        assert listed.splitlines()[0].split() == ["ID", "STATUS", "PRIORITY", "ASSIGNEE", "TITLE"]
+        assert task_id in listed
+
+        claimed = alice.ok("task", "claim", task_id, "--agent", "demo-coder")
+        assert "in_progress" in claimed and "ticket: " in claimed
+        t = time.monotonic()
+        assert watch.arrival(task_id, lambda f: f["kind"] == "claimed", t) <= 1.0
+        assert "commented on" in alice.ok("task", "comment", task_id, "keep it small")
+        t = time.monotonic()
+        assert watch.arrival(task_id, lambda f: f["kind"] == "commented", t) <= 1.0
+
+        report = Executor("demo-coder").work_once()  # the worker runs the claimed task
+        assert report.task_id == task_id and report.verdict == "pass", report
+        # Written by another process than the server's: without a shared channel layer
+        # (Redis) the server's look at the log's head delivers it, every few seconds.
+        t = time.monotonic()
+        in_review = watch.arrival(task_id, lambda f: f["task"]["status"] == "in_review", t, 5)
+        assert in_review <= TAIL_CHECK_SECONDS + 1.0
+
+        review = alice.ok("review", task_id)
+        assert "verdict pass" in review and "+def multiply(a, b):" in review
+        assert " calc.py | +4 -0" in review
+
+        # Another team's user: the API's 404, one line, exit status 1.
+        outsider.ok("login", "--server", base, "--username", "bob", "--password-stdin",
+                    stdin="bob-pw-1\n")  # fmt: skip
+        refused = outsider("task", "approve", task_id)
+        assert refused.returncode == 1 and refused.stdout == ""
+        assert refused.stderr.startswith("clawboo: 404 not_found: ")
+        assert refused.stderr.count("\n") == 1
+
+        landed = alice.ok("task", "approve", task_id)
+        assert landed.startswith(f"landed {task_id} on main as ")
+        t = time.monotonic()
+        assert watch.arrival(task_id, lambda f: f["task"]["status"] == "done", t) <= 1.0
+    finally:
+        watch.stop()
+    shown = json.loads(alice.ok("task", "show", task_id, "--json"))
+    assert shown["status"] == "done"
+    log = subprocess.run(
+        ["git", "log", "--format=%s", "main"],
+        cwd=tmp_path / "demo" / "shop",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    assert log.splitlines()[0] == "Add multiply() to calc.py"
+
+
+def test_errors_are_one_line_with_a_nonzero_status(tmp_path):
+    cli = Cli(tmp_path / "nobody")
+    missing = cli("task", "list")
+    assert missing.returncode == 1
+    assert missing.stderr == "clawboo: not logged in: run `clawboo login --server URL` first\n"
+    bad = cli("login", "--server", "ftp://example", "--token", "k")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    down = cli("login", "--server", "http://127.0.0.1:9", "--token", "k")
+    assert down.returncode == 1
+    assert down.stderr.startswith("clawboo: cannot reach http://127.0.0.1:9: ")
+    assert down.stderr.count("\n") == 1
