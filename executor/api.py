@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 from board import store
 from board.access import visible_task
 from board.models import ExecutionStatus
+from board.runs import ErrorClass
 from board.serializers import ExecutionSerializer
 from board.store import spend as spend_store
 from core.api.access import act_as_assignee
@@ -33,7 +34,7 @@ from core.errors import ValidationFailed
 from core.models import Agent
 from executor import breakers, pricing, prompts, spending
 from executor.runtimes import RunResult
-from executor.runtimes.base import Outcome
+from executor.runtimes.base import USAGE_FIELDS, Outcome, UsageSoFar
 from worktrees import handoff
 
 LOG_TAIL = 64_000
@@ -91,15 +92,15 @@ CloseBody = inline_serializer(
 )
 
 
-def _tokens(body: dict[str, Any]) -> pricing.Tokens:
+def _tokens(body: dict[str, Any]) -> UsageSoFar:
     counts: dict[str, int | None] = {}
-    for name in ("tokens_in", "tokens_out", "cache_read", "cache_write", "cost_cents"):
+    for name in USAGE_FIELDS:
         value = body.get(name)
         counts[name] = None if value is None else check_int(value, name, low=0, high=COUNT_MAX)
     model = body.get("model")
     if model is not None:
         model = check_text(model, "model", limit=200)
-    return pricing.Tokens(**counts, model=model or None)
+    return UsageSoFar(**counts, model=model or None)
 
 
 def _execution_id(value: str) -> int | None:
@@ -190,7 +191,7 @@ class ExecutionCloseView(APIView):
             stopped = spending.record(run.id, usage, _ceiling(task_id, run.agent_id))
         error_class = ""
         if stopped is not None:
-            error_class, error = "budget", stopped
+            error_class, error = ErrorClass.BUDGET, stopped
         elif outcome != "succeeded":
             result = RunResult(
                 outcome=Outcome(outcome), exit_code=exit_code, error=error or "", log_tail=tail

@@ -15,11 +15,12 @@ local executor does, not a server round-trip later.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+
+from executor.runtimes.base import UsageSoFar
 
 if TYPE_CHECKING:
     from board.store.spend import Usage
@@ -28,21 +29,8 @@ PER = Decimal(1_000_000)
 RATE_KEYS = ("in", "out", "cache_read", "cache_write")
 
 
-@dataclass(frozen=True)
-class Tokens:
-    """A runtime's usage report: counts (None: not reported), its price, its model."""
-
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cache_read: int | None = None
-    cache_write: int | None = None
-    cost_cents: int | None = None
-    model: str | None = None
-
-    @property
-    def reported_any(self) -> bool:
-        counts = (self.tokens_in, self.tokens_out, self.cache_read, self.cache_write)
-        return any(count is not None for count in counts)
+# A runtime's usage report: its counts (None: not reported), its price, its model.
+Tokens = UsageSoFar
 
 
 def price_table() -> Mapping[str, Any]:

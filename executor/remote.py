@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from board.runs import ErrorClass
 from executor import pricing
 from executor.runtimes.base import RunHandle, RunRequest, RunResult, UsageSoFar, start_run
 from executor.runtimes.registry import adapter_for, capabilities
@@ -587,7 +588,7 @@ class Worker:
             report.close(None, f"remote worker: {type(exc).__name__}: {exc}")
             raise
         closed = report.close(result, None)
-        if lost or report.lost or (closed or {}).get("error_class") == "budget":
+        if lost or report.lost or (closed or {}).get("error_class") == ErrorClass.BUDGET:
             return None
         return result
 
@@ -742,7 +743,7 @@ class RunReport:
             return
         try:
             _, answer = self.api.call(
-                "POST", f"{self.base}/usage", {"ticket": self.ticket, **_usage_body(usage)}
+                "POST", f"{self.base}/usage", {"ticket": self.ticket, **usage.as_body()}
             )
         except ApiError as exc:
             if exc.status in (403, 404, 409):  # the run was closed: the claim is gone
@@ -772,7 +773,7 @@ class RunReport:
             rates = self._rates.get(usage.model)
         if ceiling is None or (usage.cost_cents is None and not known):
             return
-        cents = pricing.running_cents(pricing.Tokens(**usage.__dict__), rates)
+        cents = pricing.running_cents(usage, rates)
         if cents is not None and cents >= ceiling:
             self._stopped(f"the run cost {cents}¢, reaching its ceiling of {ceiling}¢")
 
@@ -795,16 +796,9 @@ class RunReport:
         if result is None:
             body.update(outcome="failed", error=error)
             if self._last_usage is not None:
-                body.update(_usage_body(self._last_usage))
+                body.update(self._last_usage.as_body())
         else:
-            final = UsageSoFar(
-                tokens_in=result.tokens_in,
-                tokens_out=result.tokens_out,
-                cache_read=result.cache_read,
-                cache_write=result.cache_write,
-                cost_cents=result.cost_cents,
-                model=result.model,
-            )
+            final = result.usage
             if final == UsageSoFar() and self._last_usage is not None:
                 final = self._last_usage  # a run cut short reports nothing at its end
             body.update(
@@ -813,7 +807,7 @@ class RunReport:
                 error=result.error or None,
                 log=(result.log_tail or "")[-64_000:],
                 native_session_id=result.native_session_id,
-                **_usage_body(final),
+                **final.as_body(),
             )
         for attempt in range(3):
             # Closing twice changes nothing: a close whose answer was lost is resent.
@@ -900,17 +894,6 @@ class RunReport:
                 return False
             time.sleep(pause)
             pause = min(pause * 2, 5.0)
-
-
-def _usage_body(usage: UsageSoFar) -> dict[str, Any]:
-    return {
-        "tokens_in": usage.tokens_in,
-        "tokens_out": usage.tokens_out,
-        "cache_read": usage.cache_read,
-        "cache_write": usage.cache_write,
-        "cost_cents": usage.cost_cents,
-        "model": usage.model,
-    }
 
 
 def registered_repository(agent: dict[str, Any], task: dict[str, Any]) -> bool:

@@ -30,6 +30,7 @@ from django.conf import settings
 from board import ceilings, store
 from board.errors import ClaimConflict, DepthExceeded
 from board.models import Task
+from board.runs import ErrorClass
 from board.store import spend as spend_store
 from boardmcp import credentials as mcp_credentials
 from core import beats, reconnect, registry, repositories, server_commands, wakeups
@@ -37,6 +38,7 @@ from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
 from executor import breakers, health, judge, pricing, prompts, spending
+from executor.attempt import Answer, Attempt
 from executor.runtimes import (
     McpEndpoint,
     RunRequest,
@@ -45,16 +47,12 @@ from executor.runtimes import (
     capabilities,
     resume_id_for,
 )
-from executor.runtimes.base import Outcome, UsageSoFar, start_run
+from executor.runtimes.base import Outcome, UsageSoFar
 from worktrees import agent_files, checkouts, handoff, scaffold
 from worktrees import service as worktree_service
 
 log = logging.getLogger(__name__)
 
-# How long the run's loop waits for news (usage reported, the run ended) before it
-# looks again: usage is written to the board and checked against the budgets as
-# soon as it is reported, and the run's end is noticed within this.
-USAGE_CHECK_S = 0.05
 DEFAULT_RUN_TIMEOUT_S = 3600.0
 LOG_TAIL = 64_000
 
@@ -93,44 +91,6 @@ class _Clock:
             self.report.timings[name] = self.report.timings.get(name, 0.0) + spent
 
 
-class _UsageMeter:
-    """The latest usage a run's reader thread reported, taken by the executor's loop.
-
-    The ceiling is checked here, on the reader thread, as each report arrives
-    (pricing needs no database): the run is cancelled at the report that reaches
-    it, not at the loop's next look, so it overshoots by what the process printed
-    before the signal reached it."""
-
-    def __init__(self, ceiling: int | None) -> None:
-        self._lock = threading.Lock()
-        self._latest: UsageSoFar | None = None
-        # Set when a report arrives, so the executor's loop writes it at once.
-        self.reported = threading.Event()
-        self.ceiling = ceiling
-        self.over: str | None = None
-        self.cancel: Callable[[], None] | None = None
-
-    def report(self, usage: UsageSoFar) -> None:
-        with self._lock:
-            self._latest = usage
-        self.reported.set()
-        if self.ceiling is None or self.over is not None:
-            return
-        over = spending.ceiling_reached(
-            pricing.usage_of(pricing.Tokens(**usage.__dict__)), self.ceiling
-        )
-        if over is not None:
-            self.over = over
-            if self.cancel is not None:
-                self.cancel()
-
-    def take(self) -> UsageSoFar | None:
-        with self._lock:
-            latest, self._latest = self._latest, None
-            self.reported.clear()
-            return latest
-
-
 def heartbeat_seconds() -> float:
     return float(settings.CLAWBOO_HEARTBEAT_MS) / 1000.0
 
@@ -148,6 +108,72 @@ def _tee(
             then(stream, line)
 
     return both
+
+
+class LocalBoard:
+    """The board in process, as a local run sees it (:class:`executor.attempt.Board`):
+    the store's heartbeat and spend writes, a database outage waited out while the
+    run goes on."""
+
+    def __init__(
+        self,
+        task: Task,
+        ticket: str,
+        execution_id: int | None,
+        clock: _Clock,
+        output: Callable[[str, str], None] | None,
+        heartbeat_s: float,
+        ceiling: int | None,
+    ) -> None:
+        self.task, self.ticket, self.execution_id = task, ticket, execution_id
+        self.clock, self._output, self.heartbeat_s = clock, output, heartbeat_s
+        self.ceiling = ceiling
+        self.outage = reconnect.Outage(f"run of task {task.id}")
+        self.board_s = 0.0  # time the run's loop spent on the board
+
+    @contextmanager
+    def _board(self) -> Iterator[None]:
+        start = time.perf_counter()
+        with self.clock.phase("board"):
+            yield
+        self.board_s += time.perf_counter() - start
+
+    def beat(self) -> float | None:
+        try:
+            with self._board():
+                beat = store.heartbeat(self.task.id, self.ticket)
+        except Exception as exc:
+            if not reconnect.is_unavailable(exc):
+                raise
+            # The database is away: the run goes on, and the beat is tried again
+            # soon. If the lease lapses meanwhile, the first beat that gets through
+            # is declined and cancels the run.
+            return self.outage.lost(exc)
+        self.outage.ok()
+        return None if beat.declined else self.heartbeat_s
+
+    def report(self, usage: UsageSoFar) -> Answer:
+        if self.execution_id is None:
+            return Answer()
+        try:
+            with self._board():
+                why = spending.record(self.execution_id, pricing.usage_of(usage), self.ceiling)
+        except Exception as exc:
+            if not reconnect.is_unavailable(exc):
+                raise
+            # The database is away: this report is not written; the run's close
+            # writes its final usage.
+            return Answer()
+        return Answer(stop=why)
+
+    def over(self, usage: UsageSoFar) -> str | None:
+        if self.ceiling is None:
+            return None
+        return spending.ceiling_reached(pricing.usage_of(usage), self.ceiling)
+
+    def output(self, stream: str, line: str) -> None:
+        if self._output is not None:
+            self._output(stream, line)
 
 
 class Executor:
@@ -446,17 +472,13 @@ class Executor:
         execution_id: int | None = None,
         attempt: str | None = None,
     ) -> RunResult | None:
-        """Run the adapter, heartbeating every ``heartbeat_s``: the first beat at once,
-        or one interval after ``leased_at`` (a claim just taken renewed the lease
-        itself). Returns None when a heartbeat finds the claim lost (the run is
-        cancelled).
-
-        The run's streamed usage is written to its execution as it comes (the task's
-        cost is live) and priced: a run that reaches its ceiling, or whose scope a
-        cap budget paused, is cancelled and ``_spend_stop`` says why."""
+        """Run the adapter through the one run loop (:class:`executor.attempt.Attempt`)
+        on the board in process: the first beat at once, or one interval after
+        ``leased_at`` (a claim just taken renewed the lease itself). Returns None
+        when a heartbeat finds the claim lost (the run is cancelled); a run that
+        reached its ceiling, or whose scope a cap budget paused, is cancelled and
+        ``_spend_stop`` says why."""
         self._spend_stop = None
-        ceiling = spend_store.run_ceiling(task, dict(self.agent.settings or {}))
-        meter = _UsageMeter(ceiling)
         state = handoff.reconstruct_state(cwd) if in_worktree else None
         resume = resume_id_for(
             self.agent.runtime,
@@ -468,7 +490,14 @@ class Executor:
         key = None
         if mcp_url:
             key = mcp_credentials.mint_run_credential(self.agent.id, task.id, ticket)
-        log: RunLog | None = None
+        # Every line of the run, kept whole (the row keeps a tail) and streamed to
+        # whoever watches the card, as it is printed.
+        log = RunLog(task.team_id, task.id, execution_id) if execution_id is not None else None
+        port = LocalBoard(
+            task, ticket, execution_id, clock, _tee(log, self.on_output), self.heartbeat_s,
+            spend_store.run_ceiling(task, dict(self.agent.settings or {})),
+        )  # fmt: skip
+        run = Attempt(port, self.heartbeat_s)
         try:
             request = RunRequest(
                 task_id=task.id,
@@ -479,78 +508,20 @@ class Executor:
                 settings=dict(self.agent.settings or {}),
                 resume_session_id=resume,
                 mcp=McpEndpoint(mcp_url, key) if mcp_url and key is not None else None,
-                on_usage=meter.report,
                 # The execution: a connected runtime's idempotency key per attempt.
                 attempt_id=attempt,
             )
-            adapter = adapter_for(self.agent.runtime)
-            # Every line of the run, kept whole (the row keeps a tail) and streamed to
-            # whoever watches the card, as it is printed.
-            log = RunLog(task.team_id, task.id, execution_id) if execution_id is not None else None
-            on_output = _tee(log, self.on_output)
+            first = 0.0 if leased_at is None else leased_at + self.heartbeat_s - time.monotonic()
             with clock.phase("runtime"):
-                handle = start_run(adapter, request, on_output=on_output)
-            meter.cancel = handle.cancel
-            if meter.over is not None:  # reached before the handle was known
-                handle.cancel()
-            lost = False
-            outage = reconnect.Outage(f"run of task {task.id}")
-            due = 0.0 if leased_at is None else leased_at + self.heartbeat_s
-            while True:
-                if time.monotonic() >= due:
-                    try:
-                        with clock.phase("board"):
-                            beat = store.heartbeat(task.id, ticket)
-                    except Exception as exc:
-                        if not reconnect.is_unavailable(exc):
-                            raise
-                        # The database is away: the run goes on, and the beat is
-                        # tried again soon. If the lease lapses meanwhile, the first
-                        # beat that gets through is declined and cancels the run.
-                        due = time.monotonic() + outage.lost(exc)
-                    else:
-                        outage.ok()
-                        due = time.monotonic() + self.heartbeat_s
-                        if beat.declined:
-                            lost = True
-                            handle.cancel()
-                usage = meter.take()
-                if usage is not None and execution_id is not None and not lost:
-                    try:
-                        with clock.phase("board"):
-                            stop = self._record_usage(execution_id, usage, ceiling)
-                    except Exception as exc:
-                        if not reconnect.is_unavailable(exc):
-                            raise
-                        # The database is away: this report is not written; the
-                        # run's close writes its final usage.
-                        stop = None
-                    if stop is not None and self._spend_stop is None:
-                        self._spend_stop = stop
-                        handle.cancel()
-                wait = min(max(due - time.monotonic(), 0.0), USAGE_CHECK_S)
-                with clock.phase("runtime"):
-                    meter.reported.wait(wait)
-                    finished = handle.done()
-                if finished:
-                    break
-            result = handle.result()
-            if meter.over is not None and self._spend_stop is None:
-                self._spend_stop = meter.over
+                result = run.run(adapter_for(self.agent.runtime), request, max(first, 0.0))
+            clock.report.timings["runtime"] -= port.board_s
+            self._spend_stop = run.meter.stop
         finally:
             if key is not None:
                 settle_despite_outage(lambda: mcp_credentials.revoke_run_credential(key))
             if log is not None:
                 log.close()
-        return None if lost else result
-
-    def _record_usage(
-        self, execution_id: int, usage: UsageSoFar, ceiling: int | None
-    ) -> str | None:
-        """Write the run's usage so far; why it must stop (ceiling, paused budget), or None."""
-        return spending.record(
-            execution_id, pricing.usage_of(pricing.Tokens(**usage.__dict__)), ceiling
-        )
+        return None if run.lost else result
 
     def _stopped_for_spend(
         self,
@@ -568,7 +539,9 @@ class Executor:
         why = self._spend_stop or "stopped for spend"
         git_after = self._checkpoint(cwd, report.task_id or "", clock) if in_worktree else None
         result.outcome = Outcome.CANCELLED
-        self._close(execution_id, "cancelled", result, git_before, git_after, why, "budget")
+        self._close(
+            execution_id, "cancelled", result, git_before, git_after, why, ErrorClass.BUDGET
+        )
         with clock.phase("board"):
             spending.settle_stop(report.task_id or "", ticket, why)
         report.outcome, report.error = "cancelled", why
@@ -745,16 +718,7 @@ def write_run_handoff(cwd: Path, agent: Agent, result: RunResult) -> None:
 
 def _priced(result: RunResult) -> spend_store.Usage:
     """A finished run's usage with its cost: reported, estimated or unknown."""
-    return pricing.usage_of(
-        pricing.Tokens(
-            tokens_in=result.tokens_in,
-            tokens_out=result.tokens_out,
-            cache_read=result.cache_read,
-            cache_write=result.cache_write,
-            cost_cents=result.cost_cents,
-            model=result.model,
-        )
-    )
+    return pricing.usage_of(result.usage)
 
 
 def run_claimed_task(task_id: str, agent_id: str, ticket: str) -> dict[str, Any]:
