@@ -146,7 +146,7 @@ class Attempt:
                     if wait is None:
                         self._lose()
                     due = time.monotonic() + (self.heartbeat_s if wait is None else wait)
-                self._write_usage()
+                self.write_usage()
                 self.meter.reported.wait(min(max(due - time.monotonic(), 0.0), USAGE_CHECK_S))
                 if handle.done():
                     return handle.result()
@@ -155,7 +155,8 @@ class Attempt:
             handle.wait(30)
             raise
 
-    def _write_usage(self) -> None:
+    def write_usage(self) -> None:
+        """Write the latest usage the runtime reported, if any came since the last."""
         usage = self.meter.take()
         if usage is None or self.lost:
             return

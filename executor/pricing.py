@@ -91,6 +91,17 @@ def running_cents(tokens: Tokens, rates: Mapping[str, Any] | None) -> int | None
     return cents_at(tokens, rates)
 
 
+def ceiling_reached(cents: int | None, ceiling: int | None, how: str) -> str | None:
+    """Why a run that cost ``cents`` so far (``how`` it was known) must stop at its
+    ``ceiling``, or None: the one wording, for local and remote runs alike."""
+    if ceiling is None or cents is None or cents < ceiling:
+        return None
+    return (
+        f"stopped: the run cost {cents}¢ ({how}), "
+        f"reaching its ceiling of {ceiling}¢ (max_run_cents)"
+    )
+
+
 def usage_of(tokens: Tokens) -> Usage:
     """The run's usage as the board records it, with its cost and how it was known."""
     from board.models import CostStatus

@@ -14,16 +14,12 @@ from __future__ import annotations
 
 from board import store
 from board.store import spend as spend_store
+from executor import pricing
 
 
 def ceiling_reached(usage: spend_store.Usage, ceiling: int | None) -> str | None:
     """Why a run that cost ``usage`` so far must stop at its ceiling, or None."""
-    if ceiling is None or usage.cost_cents < ceiling:
-        return None
-    return (
-        f"stopped: the run cost {usage.cost_cents}¢ ({usage.cost_status}), "
-        f"reaching its ceiling of {ceiling}¢ (max_run_cents)"
-    )
+    return pricing.ceiling_reached(usage.cost_cents, ceiling, usage.cost_status)
 
 
 def record(execution_id: int, usage: spend_store.Usage, ceiling: int | None) -> str | None:

@@ -1,0 +1,445 @@
+"""The remote worker's side of the board: the server's REST API over HTTP, and the
+clone of a task's repository the worker runs it in. No Django set-up: a worker host
+needs the server's URL and a machine token, nothing else.
+
+:class:`RestRun` is the board port of one remote run (:class:`executor.attempt.Board`):
+its lease renewed through ``…/heartbeat``, its usage through ``…/usage`` (whose
+answer gives the ceiling and the model's rates, so the worker prices the next
+reports itself and stops the run at the one that reaches its ceiling), its end
+through ``…/close``, where the server settles it by the rules a local run's end is
+settled by (:mod:`executor.settle`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import logging
+import select
+import shutil
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from executor import pricing
+from executor.attempt import Answer, Attempt
+from executor.runtimes.base import RunResult, UsageSoFar
+
+log = logging.getLogger("clawboo.worker")
+
+GIT_TIMEOUT_S = 120.0
+HTTP_TIMEOUT_S = 30.0
+BRANCH_PREFIX = "clawboo/task-"
+
+
+class Revoked(Exception):
+    """The server no longer accepts the token (401)."""
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(f"HTTP {status}: {body}")
+        self.status = status
+        self.body = body
+
+
+@dataclass
+class Api:
+    """The server's API over one kept-alive connection per thread (the loop, the
+    beat, the log's sender): a claim costs its request, not a TCP and HTTP set-up
+    too. Through a proxy the environment names, plain ``urllib`` (a connection per
+    request) as before."""
+
+    server: str
+    token: str
+
+    def __post_init__(self) -> None:
+        parts = urllib.parse.urlsplit(self.server)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname or "localhost"
+        self._port = parts.port
+        self._prefix = parts.path.rstrip("/")
+        proxies = urllib.request.getproxies()
+        self._proxied = bool(proxies.get(parts.scheme)) and not urllib.request.proxy_bypass(
+            parts.netloc
+        )
+        self._local = threading.local()
+
+    def call(
+        self, method: str, path: str, body: Any = None, *, idempotency_key: str | None = None
+    ) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {
+            "Authorization": f"Token {self.token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        }
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = idempotency_key
+        if self._proxied:
+            status, raw = self._via_urllib(method, path, data, headers)
+        else:
+            status, raw = self._kept_alive(method, path, data, headers)
+        if status < 300:  # a redirect is not followed: the URL to give is the API's own
+            return status, json.loads(raw) if raw else None
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = raw.decode(errors="replace")
+        if status == 401:
+            raise Revoked(str(parsed))
+        raise ApiError(status, parsed)
+
+    def _kept_alive(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        conn = self._connection()
+        try:
+            conn.request(method, self._prefix + path, body=data, headers=headers)
+            answer = conn.getresponse()
+            raw = answer.read()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            self._local.conn = None
+            if isinstance(exc, OSError):
+                raise
+            raise ConnectionError(f"{type(exc).__name__}: {exc}") from exc
+        if answer.will_close:
+            conn.close()
+            self._local.conn = None
+        return answer.status, raw
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is not None and conn.sock is not None:
+            # Readable while idle means the server closed it (its keep-alive ran
+            # out): a request must not be sent into it, or it would be lost.
+            readable, _, _ = select.select([conn.sock], [], [], 0)
+            if readable:
+                conn.close()
+                conn = None
+        if conn is None:
+            kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            conn = kind(self._host, self._port, timeout=HTTP_TIMEOUT_S)
+            self._local.conn = conn
+        return conn
+
+    def release(self) -> None:
+        """Close this thread's connection (a thread that is about to end)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _via_urllib(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        # The scheme was checked in main (http or https only).
+        request = urllib.request.Request(  # noqa: S310
+            self.server.rstrip("/") + path, data=data, method=method, headers=headers
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as answer:  # noqa: S310
+                return answer.status, answer.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+
+def git(argv: Sequence[str], cwd: Path | None = None) -> str:
+    done = subprocess.run(  # noqa: S603
+        ["git", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=GIT_TIMEOUT_S,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(argv)}: {done.stderr.strip()[-500:]}")
+    return done.stdout.strip()
+
+
+class Waker:
+    """Sets ``wake`` on every board frame of the team (``hello`` too), reconnecting
+    while the worker runs. ``connected`` tells the loop whether to poll slowly."""
+
+    def __init__(self, server: str, token: str, team: str, wake: threading.Event) -> None:
+        parts = urllib.parse.urlsplit(server)
+        scheme = "wss" if parts.scheme == "https" else "ws"
+        query = urllib.parse.urlencode({"team": team, "token": token})
+        self.url = f"{scheme}://{parts.netloc}/ws/board/?{query}"
+        # Shared by the worker's wakers: the loop sleeps on it and wakes at once.
+        self.wake = wake
+        self.connected = threading.Event()
+        self.stop = threading.Event()
+        threading.Thread(target=self._loop, name=f"ws-{team}", daemon=True).start()
+
+    def _loop(self) -> None:
+        from websockets.sync.client import connect
+
+        while not self.stop.is_set():
+            try:
+                with connect(self.url, open_timeout=10, proxy=None) as ws:
+                    for raw in ws:
+                        frame = json.loads(raw)
+                        if frame.get("type") == "hello":
+                            self.connected.set()
+                        self.wake.set()  # hello too: anything missed while away
+                        if self.stop.is_set():
+                            return
+            except Exception as exc:  # dropped or refused: poll until it is back
+                log.info("board socket down (%s); retrying", exc)
+            self.connected.clear()
+            self.stop.wait(2.0)
+
+
+def repository(api: Api, agent: dict[str, Any], task: dict[str, Any]) -> tuple[str | None, str]:
+    """(remote URL, base branch) of the task's repository: the registered one the
+    task names (``/api/repositories``), else the agent's default, else a
+    ``repo_remote`` in the task's metadata or the agent's settings."""
+    conf = agent.get("settings") or {}
+    meta = task.get("metadata") or {}
+    for repo_id in (task.get("repository"), conf.get("repository")):
+        if isinstance(repo_id, str) and repo_id:
+            repo = api.call("GET", f"/api/repositories/{urllib.parse.quote(repo_id)}")[1]
+            if not repo.get("remote"):
+                raise RuntimeError(f"repository {repo_id!r} has no remote to clone")
+            return repo["remote"], meta.get("base_branch") or repo.get("base_branch") or ""
+    remote = meta.get("repo_remote") or conf.get("repo_remote")
+    return (remote if isinstance(remote, str) and remote else None), meta.get("base_branch") or ""
+
+
+def registered_repository(agent: dict[str, Any], task: dict[str, Any]) -> bool:
+    """Whether the task's repository is one the server registered (it then takes
+    the pushed branch in through ``submit``), not a bare ``repo_remote``."""
+    conf = agent.get("settings") or {}
+    return any(
+        isinstance(repo_id, str) and repo_id
+        for repo_id in (task.get("repository"), conf.get("repository"))
+    )
+
+
+def workspace(
+    cache_dir: Path,
+    task: dict[str, Any],
+    remote: str | None,
+    base_branch: str = "",
+    landed_deps: bool = False,
+) -> tuple[Path, Path | None]:
+    """The task's worktree in this host's bare clone of ``remote`` (and the clone),
+    or a scratch directory when the task has no repository."""
+    if not remote:
+        scratch = cache_dir / "scratch" / task["id"]
+        scratch.mkdir(parents=True, exist_ok=True)
+        return scratch, None
+    clone = cache_dir / "repos" / hashlib.sha256(remote.encode()).hexdigest()[:16]
+    if not (clone / "HEAD").exists():
+        clone.parent.mkdir(parents=True, exist_ok=True)
+        git(["clone", "--bare", "--quiet", remote, str(clone)])
+    git(["fetch", "--quiet", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*"], clone)
+    start = "refs/remotes/origin/" + (
+        base_branch or git(["symbolic-ref", "--short", "HEAD"], clone)
+    )
+    # A dependency's pushed branch carries the work this task builds on -- unless
+    # the server lands its repository's tasks (``landed_deps``): a dependency is
+    # done only once landed on the base, which the server pushed back. The task's
+    # own branch (an earlier attempt sent back to fix) carries its work.
+    deps = [] if landed_deps else list(task.get("depends_on") or [])
+    for dep in [*deps, task["id"]]:
+        ref = f"refs/remotes/origin/{BRANCH_PREFIX}{dep}"
+        verify = ["git", "rev-parse", "--verify", "--quiet", ref]
+        found = subprocess.run(  # noqa: S603
+            verify, cwd=clone, capture_output=True, timeout=GIT_TIMEOUT_S, check=False
+        )
+        if found.returncode == 0:
+            start = ref
+    tree = cache_dir / "worktrees" / task["id"]
+    if tree.exists():
+        shutil.rmtree(tree)
+        git(["worktree", "prune"], clone)
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    branch = f"{BRANCH_PREFIX}{task['id']}"
+    git(["worktree", "add", "--quiet", "-B", branch, str(tree), start], clone)
+    return tree, clone
+
+
+def push(cwd: Path, task: dict[str, Any], host: str) -> dict[str, Any]:
+    """Commit what the run left in the worktree and push its branch to the remote."""
+    branch = f"{BRANCH_PREFIX}{task['id']}"
+    git(["add", "-A"], cwd)
+    if git(["status", "--porcelain"], cwd):
+        who = ["-c", "user.name=clawboo worker", "-c", f"user.email=worker@{host}"]
+        message = f"{task.get('title') or task['id']}"
+        git([*who, "commit", "--quiet", "-m", message], cwd)
+    git(["push", "--quiet", "origin", f"+refs/heads/{branch}:refs/heads/{branch}"], cwd)
+    return {"branch": branch, "commit": git(["rev-parse", "HEAD"], cwd)}
+
+
+class RestRun:
+    """A run's execution on the server, reported through the API as it goes: the
+    board port of a remote run (:class:`executor.attempt.Board`).
+
+    Usage goes to ``…/usage`` from the run's loop, latest totals only; the answer
+    gives the run's ceiling and the model's rates, with which the next reports are
+    priced here, on the reader's thread (:meth:`over`), as the local executor does:
+    not a server round-trip later. An answer ``stop`` stops the run; a 403/404/409
+    means its claim is gone. :meth:`close` sends the run's end to ``…/close``."""
+
+    def __init__(
+        self,
+        api: Api,
+        task_id: str,
+        ticket: str,
+        execution_id: int,
+        *,
+        beat: Callable[[], bool] | None = None,
+        heartbeat_s: float = 10.0,
+    ) -> None:
+        self.api = api
+        self.ticket = ticket
+        self.execution_id = execution_id
+        self.base = f"/api/board/tasks/{urllib.parse.quote(task_id)}/executions/{execution_id}"
+        self._beat = beat
+        self.heartbeat_s = heartbeat_s
+        self._lock = threading.Lock()
+        # What the server's answers said: the run's ceiling, each model's rates.
+        self._ceiling: int | None = None
+        self._rates: dict[str | None, dict[str, Any] | None] = {}
+        self.attempt = Attempt(self, heartbeat_s)
+        self.meter = self.attempt.meter
+
+    @classmethod
+    def open(
+        cls, api: Api, task_id: str, ticket: str, runtime: str, fix_round: int = 0, **kw: Any
+    ) -> Any:
+        """Open the execution of the claim's run (its ``fix_round``-th fix round);
+        None when the claim is gone already."""
+        path = f"/api/board/tasks/{urllib.parse.quote(task_id)}/executions"
+        # One key per run of a claim: an open whose answer was lost is asked again
+        # and answered with the execution it opened, not refused as a second one;
+        # a fix round is a run of its own.
+        run = ticket if not fix_round else f"{ticket}#fix-{fix_round}"
+        key = "open-" + hashlib.sha256(run.encode()).hexdigest()[:40]
+        body = {"ticket": ticket, "runtime": runtime}
+        for attempt in range(3):
+            try:
+                _, opened = api.call("POST", path, body, idempotency_key=key)
+                return cls(api, task_id, ticket, int(opened["id"]), **kw)
+            except ApiError as exc:
+                if exc.status in (403, 404, 409):
+                    log.warning("task %s: no execution opened: %s", task_id, exc)
+                    return None
+                raise
+            except OSError:
+                if attempt == 2:
+                    raise
+                time.sleep(1.0 + attempt)
+        raise AssertionError("unreachable")
+
+    # --- the port ---------------------------------------------------------------
+
+    def beat(self) -> float | None:
+        return None if self._beat is not None and self._beat() else self.heartbeat_s
+
+    def report(self, usage: UsageSoFar) -> Answer:
+        if self.meter.stop is not None:  # the close carries the totals
+            return Answer()
+        try:
+            _, answer = self.api.call(
+                "POST", f"{self.base}/usage", {"ticket": self.ticket, **usage.as_body()}
+            )
+        except ApiError as exc:
+            if exc.status in (403, 404, 409):  # the run was closed: the claim is gone
+                return Answer(lost=True)
+            log.warning("usage report: %s", exc)
+            return Answer()
+        except OSError as exc:  # the next report carries the totals again
+            log.warning("usage report: %s", exc)
+            return Answer()
+        with self._lock:
+            ceiling = answer.get("max_run_cents")
+            self._ceiling = ceiling if isinstance(ceiling, int) else None
+            rates = answer.get("rates")
+            self._rates[usage.model] = rates if isinstance(rates, dict) else None
+        return Answer(
+            stop=str(answer.get("reason") or "stopped for spend") if answer.get("stop") else None
+        )
+
+    def over(self, usage: UsageSoFar) -> str | None:
+        with self._lock:
+            ceiling, known = self._ceiling, usage.model in self._rates
+            rates = self._rates.get(usage.model)
+        if ceiling is None or (usage.cost_cents is None and not known):
+            return None
+        how = "reported" if usage.cost_cents is not None else "estimated"
+        return pricing.ceiling_reached(pricing.running_cents(usage, rates), ceiling, how)
+
+    def output(self, stream: str, line: str) -> None:
+        return
+
+    # --- the test's and the worker's names ----------------------------------------
+
+    def usage(self, usage: UsageSoFar) -> None:
+        self.meter.report(usage)
+
+    def send_usage(self) -> None:
+        """Send the latest usage report, if one came since the last."""
+        self.attempt.write_usage()
+
+    @property
+    def stop(self) -> str | None:
+        return self.meter.stop
+
+    @property
+    def lost(self) -> bool:
+        return self.attempt.lost
+
+    @property
+    def cancel(self) -> Callable[[], None] | None:
+        return self.meter.cancel
+
+    @cancel.setter
+    def cancel(self, cancel: Callable[[], None] | None) -> None:
+        self.meter.cancel = cancel
+
+    def close(self, result: RunResult | None, error: str | None) -> dict[str, Any] | None:
+        """Close the execution with the run's end (``result`` None: the worker itself
+        failed, ``error`` says how). The server's answer (the closed execution), or
+        None if it could not be had."""
+        body: dict[str, Any] = {"ticket": self.ticket}
+        last = self.meter.last
+        if result is None:
+            body.update(outcome="failed", error=error, **(last.as_body() if last else {}))
+        else:
+            final = result.usage
+            if final == UsageSoFar() and last is not None:
+                final = last  # a run cut short reports nothing at its end
+            body.update(
+                outcome=str(result.outcome),
+                exit_code=result.exit_code,
+                error=result.error or None,
+                log=(result.log_tail or "")[-64_000:],
+                native_session_id=result.native_session_id,
+                **final.as_body(),
+            )
+        for attempt in range(3):
+            # Closing twice changes nothing: a close whose answer was lost is resent.
+            try:
+                return self.api.call("POST", f"{self.base}/close", body)[1]
+            except OSError as exc:
+                if attempt == 2:
+                    log.warning("execution %s not closed: %s", self.execution_id, exc)
+                    return None
+                time.sleep(1.0 + attempt)
+            except (ApiError, Revoked) as exc:
+                log.warning("execution %s not closed: %s", self.execution_id, exc)
+                return None
+        return None
