@@ -23,7 +23,6 @@ from rest_framework.views import APIView
 from board import store
 from board.access import visible_task
 from board.models import ExecutionStatus
-from board.runs import ErrorClass
 from board.serializers import ExecutionSerializer
 from board.store import spend as spend_store
 from core.api.access import act_as_assignee
@@ -32,12 +31,11 @@ from core.api.schema import with_errors
 from core.checks import check_int, check_text
 from core.errors import ValidationFailed
 from core.models import Agent
-from executor import breakers, pricing, prompts, spending
+from executor import pricing, prompts, settle, spending
 from executor.runtimes import RunResult
 from executor.runtimes.base import USAGE_FIELDS, Outcome, UsageSoFar
 from worktrees import handoff
 
-LOG_TAIL = 64_000
 COUNT_MAX = 2**53
 
 _USAGE_FIELDS: dict[str, Any] = {
@@ -181,40 +179,30 @@ class ExecutionCloseView(APIView):
         session = body.get("native_session_id")
         if session is not None:
             session = check_text(session, "native_session_id", limit=255) or None
-        usage = pricing.usage_of(_tokens(body))
+        usage = _tokens(body)
         if run.status != ExecutionStatus.RUNNING:
             return Response(run.as_dict())
         stopped = None
         if outcome == "cancelled":
             # The worker cancels a run for spend only when a usage report said stop;
             # the final usage says again whether a limit holds (the one rule).
-            stopped = spending.record(run.id, usage, _ceiling(task_id, run.agent_id))
-        error_class = ""
-        if stopped is not None:
-            error_class, error = ErrorClass.BUDGET, stopped
-        elif outcome != "succeeded":
-            result = RunResult(
-                outcome=Outcome(outcome), exit_code=exit_code, error=error or "", log_tail=tail
-            )
-            error_class = breakers.classify(result, error)
-        closed = store.close_execution(
-            run.id,
-            outcome,
-            **usage.__dict__,
-            error_class=error_class,
+            ceiling = _ceiling(task_id, run.agent_id)
+            stopped = spending.record(run.id, pricing.usage_of(usage), ceiling)
+        result = RunResult(
+            outcome=Outcome(outcome),
             exit_code=exit_code,
-            error=error,
-            log=tail[-LOG_TAIL:],
             native_session_id=session,
+            error=error or "",
+            log_tail=tail,
+            **{name: getattr(usage, name) for name in (*USAGE_FIELDS, "model")},
         )
-        if stopped is not None:
-            spending.settle_stop(task_id, body["ticket"], stopped)
-        elif outcome == "succeeded":
-            breakers.after_run(run.agent_id, failed=False)
-        else:
-            counted = breakers.counts(error_class)
-            breakers.after_run(run.agent_id, failed=counted, detail=error or outcome)
-        return Response(closed.as_dict())
+        # The worker fails the task itself (its ``…/fail`` follows): the rest of the
+        # run's end is settled here, as a local run's.
+        ran = settle.Run(task_id, body["ticket"], run.agent_id, run.id)
+        settle.close_run(ran, result, stop=stopped, error=error, fail_task=False,
+                         count_success=True)  # fmt: skip
+        run.refresh_from_db()
+        return Response(run.as_dict())
 
 
 RunPrompt = inline_serializer(

@@ -61,6 +61,23 @@ class Board(Protocol):
     def output(self, stream: str, line: str) -> None:
         """One line the run printed."""
 
+    # --- the run's end (executor.settle in process) ------------------------------
+
+    def claim_lost(self, result: RunResult | None) -> None:
+        """The claim was lost: close the run, record nothing on the task."""
+
+    def ended(self, result: RunResult, stop: str | None) -> str | None:
+        """The run ended (``stop``: why the run's loop stopped it for spend): close
+        it -- classified, counted by the breaker -- and say why it was stopped for
+        spend (its task then sent back with the one comment), or None."""
+
+    def fail(self, result: RunResult, message: str) -> None:
+        """A failed run: its task failed (back to todo when the breaker counts it)."""
+
+    def land(self, result: RunResult) -> str:
+        """A succeeded run: judged and landed (``review``, ``done``), or sent back
+        (``fix``, ``debt``), or ``lost``."""
+
 
 class Meter:
     """The latest usage a run's reader thread reported, taken by the run's loop.
@@ -154,6 +171,23 @@ class Attempt:
             handle.cancel()  # never leave the process behind
             handle.wait(30)
             raise
+
+    def settle(self, result: RunResult | None) -> str:
+        """The run's end, in the one order: a lost claim records nothing; else the run
+        is closed (classified; a spend stop sends its task back, a failure is
+        counted by the breaker), a failure fails its task, and a success is judged
+        and landed or sent back. Returns what became of it: ``lost``,
+        ``cancelled`` (stopped for spend), the failed run's outcome, or the
+        landing's (``review``, ``done``, ``fix``, ``debt``, ``lost``)."""
+        if result is None or self.lost:
+            self.port.claim_lost(result)
+            return "lost"
+        if self.port.ended(result, self.meter.stop) is not None:
+            return "cancelled"
+        if not result.succeeded:
+            self.port.fail(result, result.error or f"run {result.outcome}")
+            return str(result.outcome)
+        return self.port.land(result)
 
     def write_usage(self) -> None:
         """Write the latest usage the runtime reported, if any came since the last."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,17 +16,19 @@ from django.conf import settings
 
 from board import store
 from board.models import Task
+from board.store import spend as spend_store
 from core import reconnect, repositories
+from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
-from executor import pricing, spending
+from executor import breakers, pricing, settle, spending
 from executor.attempt import Answer
-from executor.runtimes.base import UsageSoFar
-from worktrees import agent_files, scaffold
+from executor.runtimes.base import RunResult, UsageSoFar
+from worktrees import agent_files, checkouts, scaffold
 from worktrees import service as worktree_service
 
 if TYPE_CHECKING:
-    from executor.runner import WorkReport
+    from executor.runner import Executor, WorkReport
 
 
 class Clock:
@@ -59,24 +62,37 @@ def tee(
     return both
 
 
+@dataclass
+class Checkout:
+    """Where a local run works: its directory, whether it is the task's worktree,
+    and the worktree's HEAD before the run."""
+
+    cwd: Path
+    in_worktree: bool
+    git_before: str | None
+
+
 class LocalBoard:
     """The board in process, as a local run sees it (:class:`executor.attempt.Board`):
     the store's heartbeat and spend writes, a database outage waited out while the
-    run goes on."""
+    run goes on; at its end, :mod:`executor.settle` in this process, in the run's
+    checkout (the handoff written, the work checkpointed on its branch)."""
 
     def __init__(
         self,
+        executor: Executor,
+        report: WorkReport,
         task: Task,
-        ticket: str,
-        execution_id: int | None,
-        clock: Clock,
+        run: settle.Run,
+        checkout: Checkout,
         output: Callable[[str, str], None] | None,
-        heartbeat_s: float,
-        ceiling: int | None,
     ) -> None:
-        self.task, self.ticket, self.execution_id = task, ticket, execution_id
-        self.clock, self._output, self.heartbeat_s = clock, output, heartbeat_s
-        self.ceiling = ceiling
+        self.executor, self.work, self.clock = executor, report, Clock(report)
+        self.agent = executor.agent
+        self.task, self.run, self.checkout = task, run, checkout
+        self.ticket, self.execution_id = run.ticket, run.execution_id
+        self._output, self.heartbeat_s = output, executor.heartbeat_s
+        self.ceiling = spend_store.run_ceiling(task, dict(self.agent.settings or {}))
         self.outage = reconnect.Outage(f"run of task {task.id}")
         self.board_s = 0.0  # time the run's loop spent on the board
 
@@ -124,6 +140,114 @@ class LocalBoard:
         if self._output is not None:
             self._output(stream, line)
 
+    # --- the run's end ----------------------------------------------------------
+
+    def claim_lost(self, result: RunResult | None) -> None:
+        self.work.outcome = "lost"
+        git = self.checkout.git_before
+        settle.close(self.run, "cancelled", None, error="claim lost", git_before=git)
+
+    def ended(self, result: RunResult, stop: str | None) -> str | None:
+        if stop is None:
+            if self.checkout.in_worktree:
+                with self.clock.phase("git"):
+                    settle.write_run_handoff(self.checkout.cwd, self.agent, result)
+            return None
+        git_after = self._checkpoint()
+        with self.clock.phase("board"):
+            settle.close_run(self.run, result, stop=stop, error=stop,
+                             git_before=self.checkout.git_before, git_after=git_after)  # fmt: skip
+        self._kept("cancelled", stop)
+        return stop
+
+    def fail(self, result: RunResult, message: str) -> None:
+        git_after = self._checkpoint()
+        with self.clock.phase("board"):
+            settle.close_run(self.run, result, error=message,
+                             git_before=self.checkout.git_before, git_after=git_after)  # fmt: skip
+        self._kept(str(result.outcome), message)
+
+    def land(self, result: RunResult) -> str:
+        """Kept for resume; done without a worktree; in one, judged and landed for
+        review, or left to the fix or debt path the judge recorded."""
+        run, task, report = self.run, self.task, self.work
+        if self.executor.keep_for_resume:
+            git_after = self._checkpoint()
+            # Closed before the release, which would close a still-running row as
+            # cancelled -- and lose the native session the next run resumes.
+            settle.close(run, "succeeded", result, git_before=self.checkout.git_before,
+                         git_after=git_after)  # fmt: skip
+            with self.clock.phase("board"):
+                store.release(task.id, ticket=run.ticket)
+            report.outcome, report.worktree = "succeeded", "kept"
+            return "kept"
+        if not self.checkout.in_worktree:
+            return self._complete(result)
+        with self.clock.phase("verify"):
+            landing = settle.land(task, self.agent, run.ticket, self.checkout.cwd,
+                                  repo_path(task, self.agent), self.heartbeat_s)  # fmt: skip
+        report.verdict = landing.verdict
+        git = {"git_before": self.checkout.git_before}
+        if landing.landed is not None:
+            report.worktree = landing.landed["result"]
+            settle.close(run, "succeeded", result, git_after=landing.landed["head"], **git)
+            # A file-mutating run that changed nothing counts like a failure.
+            unchanged = task.file_mutating and landing.landed["result"] == "cleaned"
+            breakers.after_run(self.agent.id, failed=unchanged, detail="the run changed no file")
+            report.outcome = "succeeded"
+            return landing.action
+        # Sent back to fix, or blocked with its debt (the judge recorded it), or lost:
+        # the work stays on its branch for whoever runs the task next.
+        git_after = self._checkpoint() if landing.fenced else self._head()
+        lost = landing.action == "lost"
+        closed, note = ("cancelled", "claim lost") if lost else ("succeeded", None)
+        settle.close(run, closed, result, error=note, git_after=git_after, **git)
+        report.outcome = "lost" if lost else "succeeded"
+        report.worktree = None if landing.fenced else "kept"
+        return landing.action
+
+    def _complete(self, result: RunResult) -> str:
+        """A run without a worktree that succeeded: its task done with its summary."""
+        run = self.run
+        assert run.execution_id is not None
+        with self.clock.phase("board"):
+            # Before the completion, which closes the run's row with its own words.
+            spend_store.record_usage(run.execution_id, pricing.usage_of(result.usage))
+            outcome = store.complete(
+                run.task_id,
+                {"summary": result.summary},
+                ticket=run.ticket,
+                if_allowed=True,
+                refuse_when_parked=True,
+            )
+        if outcome.declined and outcome.reason == "lost-claim":
+            self.work.outcome = "lost"
+            settle.close(run, "cancelled", result, error="claim lost")
+            return "lost"
+        settle.close_run(run, result, count_success=True)
+        self.work.outcome = "succeeded"
+        return "done"
+
+    def _kept(self, outcome: str, error: str) -> None:
+        self.work.outcome, self.work.error = outcome, error
+        self.work.worktree = "kept" if self.checkout.in_worktree else None
+
+    def _checkpoint(self) -> str | None:
+        if not self.checkout.in_worktree:
+            return None
+        with self.clock.phase("git"):
+            return checkouts.commit_worktree_work(self.checkout.cwd, self.task.id)
+
+    def _head(self) -> str | None:
+        return head_of(self.checkout.cwd)
+
+
+def head_of(cwd: Path) -> str | None:
+    try:
+        return checkouts.git_out(["rev-parse", "HEAD"], cwd=cwd)
+    except ClawbooError:
+        return None
+
 
 def repo_path(task: Task, agent: Agent) -> str | None:
     """Where the task's worktree is made: the task's repository, else the path its
@@ -153,21 +277,20 @@ def repo_path(task: Task, agent: Agent) -> str | None:
     return value
 
 
-def workspace(
-    task: Task, agent: Agent, worktrees: bool, clock: Clock
-) -> tuple[Path, bool, str | None]:
+def workspace(task: Task, agent: Agent, worktrees: bool, clock: Clock) -> Checkout:
     """The task's checkout (provisioned, resumed, or rebuilt from its branch when
-    the row is stale or the directory is gone), or a scratch dir for work that
-    needs no worktree; and the checkout's HEAD when provisioning already knows it."""
+    the row is stale or the directory is gone) and its HEAD, or a scratch dir for
+    work that needs no worktree."""
     repo = repo_path(task, agent)
     if worktrees and task.file_mutating and repo:
         with clock.phase("git"):
             ws, head = worktree_service.checkout_for_run(task.id, repo)
             write_context(Path(ws.worktree_path), task, agent)
-        return Path(ws.worktree_path), True, head
+        cwd = Path(ws.worktree_path)
+        return Checkout(cwd, True, head if head is not None else head_of(cwd))
     scratch = Path(settings.CLAWBOO_STATE_DIR) / "scratch" / task.id
     scratch.mkdir(parents=True, exist_ok=True)
-    return scratch, False, None
+    return Checkout(scratch, False, None)
 
 
 def write_context(worktree: Path, task: Task, agent: Agent) -> None:

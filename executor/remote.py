@@ -30,14 +30,20 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from board.runs import ErrorClass
 from executor import rest
-from executor.rest import Api, ApiError, RestRun, Revoked, Waker, registered_repository
+from executor.rest import (
+    Api,
+    ApiError,
+    LogLimits,
+    RestRun,
+    Revoked,
+    Waker,
+    registered_repository,
+)
 from executor.runtimes.base import RunRequest, RunResult
 from executor.runtimes.registry import adapter_for, capabilities
 
@@ -171,157 +177,52 @@ class Worker:
     # --- one task ---------------------------------------------------------------
 
     def run_task(self, agent: dict[str, Any], task: dict[str, Any], ticket: str) -> None:
-        task_id = task["id"]
-        base = f"/api/board/tasks/{urllib.parse.quote(task_id)}"
+        claim = rest.RestTask(
+            self.api, task["id"], ticket, lease_ms=self.lease_ms, heartbeat_s=self.heartbeat_s,
+            revoked=self.revoked, wake=self.wake,
+        )  # fmt: skip
         try:
             if not capabilities(agent["runtime"]).automated:
                 raise RuntimeError(f"runtime {agent['runtime']!r} needs a person")
-            remote, base = rest.repository(self.api, agent, task)
+            remote, branch = rest.repository(self.api, agent, task)
             landed = registered_repository(agent, task)
-            cwd, clone = rest.workspace(self.cache_dir, task, remote, base, landed)
+            cwd, clone = rest.workspace(self.cache_dir, task, remote, branch, landed)
+            # A round the server's judge sends back to fix runs here again, in the
+            # same worktree under the same claim, as a local fix round does: the judge
+            # counts the rounds (CLAWBOO_MAX_FIX_CYCLES), never a new claim.
+            fix_round = 0
+            while self.run_round(claim, agent, task, cwd, clone, fix_round) == "fix":
+                fix_round += 1
         except Revoked:
             raise
         except Exception as exc:
-            log.exception("task %s failed on this host", task_id)
-            self.settle(f"{base}/fail", {"error": f"remote worker: {exc}", "ticket": ticket})
-            return
-        # A round the server's judge sends back to fix runs here again, in the same
-        # worktree under the same claim, as a local fix round does: the judge counts
-        # the rounds (CLAWBOO_MAX_FIX_CYCLES), never a new claim.
-        fix_round = 0
-        while self.run_round(agent, task, ticket, cwd, clone, fix_round):
-            fix_round += 1
+            log.exception("task %s failed on this host", task["id"])
+            claim.settle("fail", {"error": f"remote worker: {exc}"})
 
     def run_round(
         self,
+        claim: rest.RestTask,
         agent: dict[str, Any],
         task: dict[str, Any],
-        ticket: str,
         cwd: Path,
         clone: Path | None,
         fix_round: int,
-    ) -> bool:
-        """One run of the task and its hand-in; True when the server's judge sent it
-        back to fix and the claim is still this worker's (run it again)."""
-        task_id = task["id"]
-        base = f"/api/board/tasks/{urllib.parse.quote(task_id)}"
-        try:
-            result = self.run_agent(agent, task, ticket, cwd, fix_round=fix_round)
-        except Revoked:
-            raise
-        except Exception as exc:
-            log.exception("task %s failed on this host", task_id)
-            self.settle(f"{base}/fail", {"error": f"remote worker: {exc}", "ticket": ticket})
-            return False
-        if result is None:  # the lease was lost: the task is someone else's now
-            return False
-        output: dict[str, Any] = {
-            "summary": result.summary,
-            "exit_code": result.exit_code,
-            "tokens_in": result.tokens_in,
-            "tokens_out": result.tokens_out,
-            "cost_cents": result.cost_cents,
-            "host": self.host,
-        }
-        if not result.succeeded:
-            error = result.error or f"run {result.outcome}"
-            self.settle(f"{base}/fail", {"error": error, "ticket": ticket})
-            return False
-        if clone is not None:
-            try:
-                output.update(rest.push(cwd, task, self.host))
-            except Exception as exc:
-                self.settle(f"{base}/fail", {"error": f"push failed: {exc}", "ticket": ticket})
-                return False
-            if registered_repository(agent, task) and task.get("file_mutating", True):
-                # The server takes the pushed branch in: judged there, then review --
-                # or back here to fix.
-                body = {"ticket": ticket, "branch": output["branch"], "commit": output["commit"]}
-                submitted = self.settle(f"{base}/submit", {**body, "output": output})
-                return submitted is not None and self.sent_back_to_fix(base, ticket, submitted)
-        self.settle(f"{base}/complete", {"ticket": ticket, "output": output})
-        return False
-
-    def sent_back_to_fix(self, base: str, ticket: str, submitted: dict[str, Any]) -> bool:
-        """Wait, holding the claim, for the server's intake of a submission to end:
-        True when its judge sent the task back to fix and the claim is still this
-        worker's. Woken by the board's socket (any frame: the intake's end is one),
-        the lease renewed every ``heartbeat_s`` -- at the span the submit gave it,
-        which covers the intake -- and the task read again at each wake. A worker
-        that dies here leaves the lease to lapse, as anywhere else; one whose intake
-        never ends within that span leaves the task to the server's recovery."""
-        span_s = (submitted.get("lease_duration_ms") or 600_000) / 1000
-        deadline = time.monotonic() + span_s
-        due = time.monotonic() + self.heartbeat_s
-        while True:
-            if self.revoked.is_set():
-                raise Revoked("the worker beat was refused")
-            # Cleared before the look: a frame during it wakes the next wait at once.
-            self.wake.clear()
-            try:
-                task = self.api.call("GET", base)[1]
-            except ApiError as exc:  # gone, or no longer ours to see
-                log.warning("task %s: %s", base, exc)
-                return False
-            except OSError as exc:  # briefly unreachable: the next look tries again
-                log.warning("task %s: %s", base, exc)
-                task = {"status": "in_progress", "output": {"intake": {"state": "pending"}}}
-            intake = (task.get("output") or {}).get("intake") or {}
-            if task.get("status") != "in_progress" or intake.get("state") != "pending":
-                break
-            now = time.monotonic()
-            if now >= deadline:
-                log.warning("%s: no intake outcome within %.0f s", base, span_s)
-                return False
-            if now >= due:
-                due = now + self.heartbeat_s
-                # No lease_ms: the span the submit set stays (it covers the intake).
-                if self._heartbeat(base, ticket, keep_span=True):
-                    return False
-            self.wake.wait(max(min(due, deadline) - time.monotonic(), 0.0))
-        state = intake.get("state")
-        log.info("%s: the intake ended %s (task %s)", base, state, task.get("status"))
-        if state != "fix" or task.get("status") != "in_progress":
-            return False
-        # Back to its builder under the claim's own span: confirm it is still ours.
-        return not self._heartbeat(base, ticket)
-
-    def settle(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        """Send a settle; the task body answered, or None when it was declined."""
-        try:
-            return self.api.call("POST", path, body)[1] or {}
-        except ApiError as exc:  # lost meanwhile (409): nothing of ours to record
-            log.warning("%s: %s", path, exc)
-            return None
-
-    def run_agent(
-        self,
-        agent: dict[str, Any],
-        task: dict[str, Any],
-        ticket: str,
-        cwd: Path,
-        *,
-        fix_round: int = 0,
-    ) -> RunResult | None:
-        """Run the agent through the one run loop (:class:`executor.attempt.Attempt`)
-        with its execution on the server (:class:`RunReport`): the lines it prints
-        streamed to the run's log, its usage reported as it streams (an answer
-        ``stop`` cancels it), the lease renewed every ``heartbeat_s``, and the
-        execution closed with the run's end. None when the task is no longer this
-        worker's to settle: the claim was lost, or the run was stopped for spend
-        (the server sent the task back to ``todo``)."""
-        base = f"/api/board/tasks/{urllib.parse.quote(task['id'])}"
-        prompt = self.prompt(task)
+    ) -> str:
+        """One run of the task through the one run loop and settlement
+        (:class:`executor.attempt.Attempt`, with its execution on the server:
+        :class:`RunReport`), its end settled through the API; ``fix`` when the
+        server's judge sent it back and the claim is still this worker's."""
         report = RunReport.open(
-            self.api, task["id"], ticket, agent["runtime"], fix_round,
-            beat=lambda: self._heartbeat(base, ticket), heartbeat_s=self.heartbeat_s,
+            self.api, task["id"], claim.ticket, agent["runtime"], fix_round,
+            claim=claim, heartbeat_s=self.heartbeat_s,
+            land=lambda result: self.hand_in(claim, agent, task, cwd, clone, result),
         )  # fmt: skip
         if report is None:  # the claim was lost before the run began
-            return None
+            return "lost"
         request = RunRequest(
             task_id=task["id"],
             title=task.get("title") or "",
-            prompt=prompt,
+            prompt=claim.prompt(task),
             cwd=cwd,
             timeout_s=self.run_timeout_s,
             settings=dict(agent.get("settings") or {}),
@@ -333,150 +234,54 @@ class Worker:
         except BaseException as exc:
             report.close(None, f"remote worker: {type(exc).__name__}: {exc}")
             raise
-        closed = report.close(result, None)
-        if report.lost or (closed or {}).get("error_class") == ErrorClass.BUDGET:
-            return None
-        return result
+        return report.attempt.settle(result)
 
-    def prompt(self, task: dict[str, Any]) -> str:
-        """The run's prompt as the server renders it for every run (the feedback of a
-        round its judge sent back to fix included); an older server without
-        ``…/prompt``: the task's title and description."""
-        try:
-            path = f"/api/board/tasks/{urllib.parse.quote(task['id'])}/prompt"
-            return str(self.api.call("GET", path)[1]["prompt"])
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-        return "\n\n".join(filter(None, [task.get("title"), task.get("description")]))
-
-    def _heartbeat(self, base: str, ticket: str, *, keep_span: bool = False) -> bool:
-        """Renew the lease (``keep_span``: at the span the server last set, not this
-        worker's ``lease_ms``); True when the claim is gone (the run must stop)."""
-        beat: dict[str, Any] = {"ticket": ticket}
-        if self.lease_ms and not keep_span:
-            beat["lease_ms"] = self.lease_ms
-        try:
-            self.api.call("POST", f"{base}/heartbeat", beat)
-        except ApiError as exc:
-            if exc.status in (403, 404, 409):
-                return True
-            log.warning("heartbeat: %s", exc)
-        except OSError as exc:  # briefly unreachable: the next beat tries again
-            log.warning("heartbeat: %s", exc)
-        return False
+    def hand_in(
+        self,
+        claim: rest.RestTask,
+        agent: dict[str, Any],
+        task: dict[str, Any],
+        cwd: Path,
+        clone: Path | None,
+        result: RunResult,
+    ) -> str:
+        """A run that succeeded here: its branch pushed and submitted to the server's
+        intake (judged there: ``review``, or ``fix`` here again), or the task
+        completed; ``failed`` when the push failed, ``lost`` when declined."""
+        output: dict[str, Any] = {
+            "summary": result.summary,
+            "exit_code": result.exit_code,
+            "tokens_in": result.tokens_in,
+            "tokens_out": result.tokens_out,
+            "cost_cents": result.cost_cents,
+            "host": self.host,
+        }
+        if clone is not None:
+            try:
+                output.update(rest.push(cwd, task, self.host))
+            except Exception as exc:
+                claim.settle("fail", {"error": f"push failed: {exc}"})
+                return "failed"
+            if registered_repository(agent, task) and task.get("file_mutating", True):
+                # The server takes the pushed branch in: judged there, then review --
+                # or back here to fix.
+                body = {"branch": output["branch"], "commit": output["commit"], "output": output}
+                submitted = claim.settle("submit", body)
+                if submitted is None:
+                    return "lost"
+                return "fix" if claim.sent_back_to_fix(submitted) else "review"
+        return "done" if claim.settle("complete", {"output": output}) is not None else "lost"
 
 
 class RunReport(RestRun):
-    """A remote run's board port (:class:`executor.rest.RestRun`) with its log.
-
-    The runtime's reader threads hand it each line (:meth:`output`). Lines go to
-    ``…/executions/{id}/log`` from a thread of their own, a bounded chunk at a time
-    (the next waits for the answer to the last, so a slow server gets fewer, larger
-    chunks); when LOG_BUFFER_CHARS are waiting the reader blocks, the process's pipe
-    fills and it waits too -- the run is slowed, its output never dropped, while the
-    server takes it. :meth:`close` sends what is left of the log, then the run's end."""
+    """A remote run's board port (:class:`executor.rest.RestRun`), its log sent in
+    this module's LOG_* limits (:class:`executor.rest.LogSender`)."""
 
     def __init__(self, api: Api, task_id: str, ticket: str, execution_id: int, **kw: Any) -> None:
-        super().__init__(api, task_id, ticket, execution_id, **kw)
-        self._cond = threading.Condition()
-        self._lines: deque[tuple[str, str]] = deque()
-        self._chars = 0
-        self._closing = False
-        self._dead = False  # no more lines are sent (the server gave up on them)
-        self.dropped = 0
-        self.offset = 0
-        self._sender = threading.Thread(
-            target=self._send_loop, name=f"log-{execution_id}", daemon=True
+        limits = LogLimits(
+            LOG_CHUNK_LINES, LOG_CHUNK_CHARS, LOG_BUFFER_CHARS, LOG_STALL_S, LOG_FLUSH_S
         )
-        self._sender.start()
-
-    def output(self, stream: str, line: str) -> None:
-        line = line.rstrip("\n")[:LOG_CHUNK_CHARS]
-        size = len(line) + 1
-        with self._cond:
-            while self._chars and self._chars + size > LOG_BUFFER_CHARS and not self._dead:
-                self._cond.wait()  # back-pressure: see the class's docstring
-            if self._dead or self._closing:
-                self.dropped += 1
-                return
-            self._lines.append((stream, line))
-            self._chars += size
-            self._cond.notify_all()
-
-    def close(self, result: RunResult | None, error: str | None) -> dict[str, Any] | None:
-        self._finish_log()
-        return super().close(result, error)
-
-    def _finish_log(self) -> None:
-        with self._cond:
-            self._closing = True
-            self._cond.notify_all()
-        self._sender.join(LOG_FLUSH_S)
-        with self._cond:
-            self._dead = True
-            self._cond.notify_all()
-        if self.dropped:
-            log.warning("execution %s: %d log lines not sent", self.execution_id, self.dropped)
-
-    def _send_loop(self) -> None:
-        try:
-            self._send_all()
-        finally:
-            self.api.release()
-
-    def _send_all(self) -> None:
-        while True:
-            with self._cond:
-                while not self._lines and not self._closing and not self._dead:
-                    self._cond.wait()
-                if not self._lines or self._dead:
-                    return
-                chunk: list[tuple[str, str]] = []
-                chars = 0
-                while self._lines and len(chunk) < LOG_CHUNK_LINES:
-                    size = len(self._lines[0][1]) + 1
-                    if chunk and chars + size > LOG_CHUNK_CHARS:
-                        break
-                    chunk.append(self._lines.popleft())
-                    chars += size
-            sent = self._send_chunk(chunk)
-            with self._cond:
-                self._chars -= chars
-                if not sent:
-                    self._dead = True
-                    self.dropped += len(self._lines)
-                    self._lines.clear()
-                    self._chars = 0
-                self._cond.notify_all()
-
-    def _send_chunk(self, chunk: list[tuple[str, str]]) -> bool:
-        """Deliver one chunk (retried while the server is unreachable, at most
-        LOG_STALL_S); False when no more should be sent."""
-        lines = [{"stream": stream, "line": line} for stream, line in chunk]
-        deadline, pause = time.monotonic() + LOG_STALL_S, 0.2
-        while True:
-            # The offset makes a retry safe: a chunk the server took already is
-            # not written twice.
-            body = {"ticket": self.ticket, "offset": self.offset, "lines": lines}
-            try:
-                answer = self.api.call("POST", f"{self.base}/log", body)[1]
-            except Revoked:
-                return False
-            except ApiError as exc:
-                if exc.status < 500 and exc.status != 429:  # closed, refused: stop
-                    log.warning("run log: %s", exc)
-                    return False
-            except OSError as exc:
-                log.info("run log: %s; retrying", exc)
-            else:
-                self.offset = int(answer["size"])
-                return not answer.get("full")
-            if time.monotonic() > deadline:
-                log.warning("run log: the server did not take it for %.0f s", LOG_STALL_S)
-                return False
-            time.sleep(pause)
-            pause = min(pause * 2, 5.0)
+        super().__init__(api, task_id, ticket, execution_id, log_limits=limits, **kw)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,11 +24,13 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from board.runs import ErrorClass
 from executor import pricing
 from executor.attempt import Answer, Attempt
 from executor.runtimes.base import RunResult, UsageSoFar
@@ -283,6 +285,226 @@ def push(cwd: Path, task: dict[str, Any], host: str) -> dict[str, Any]:
     return {"branch": branch, "commit": git(["rev-parse", "HEAD"], cwd)}
 
 
+class RestTask:
+    """A task this worker claimed, through the API under the claim's ticket: its
+    lease, its prompt, its settling, and the wait for the server's intake."""
+
+    def __init__(
+        self,
+        api: Api,
+        task_id: str,
+        ticket: str,
+        *,
+        lease_ms: int | None,
+        heartbeat_s: float,
+        revoked: threading.Event,
+        wake: threading.Event,
+    ) -> None:
+        self.api, self.ticket, self.lease_ms, self.heartbeat_s = api, ticket, lease_ms, heartbeat_s
+        self.revoked, self.wake = revoked, wake
+        self.base = f"/api/board/tasks/{urllib.parse.quote(task_id)}"
+
+    def heartbeat(self, *, keep_span: bool = False) -> bool:
+        """Renew the lease (``keep_span``: at the span the server last set, not this
+        worker's ``lease_ms``); True when the claim is gone (the run must stop)."""
+        beat: dict[str, Any] = {"ticket": self.ticket}
+        if self.lease_ms and not keep_span:
+            beat["lease_ms"] = self.lease_ms
+        try:
+            self.api.call("POST", f"{self.base}/heartbeat", beat)
+        except ApiError as exc:
+            if exc.status in (403, 404, 409):
+                return True
+            log.warning("heartbeat: %s", exc)
+        except OSError as exc:  # briefly unreachable: the next beat tries again
+            log.warning("heartbeat: %s", exc)
+        return False
+
+    def prompt(self, task: dict[str, Any]) -> str:
+        """The run's prompt as the server renders it for every run (the feedback of a
+        round its judge sent back to fix included); an older server without
+        ``…/prompt``: the task's title and description."""
+        try:
+            return str(self.api.call("GET", f"{self.base}/prompt")[1]["prompt"])
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+        return "\n\n".join(filter(None, [task.get("title"), task.get("description")]))
+
+    def settle(self, verb: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """Settle the task (``complete``, ``fail``, ``submit``) under the claim; the
+        task answered, or None when it was declined."""
+        path = f"{self.base}/{verb}"
+        try:
+            return self.api.call("POST", path, {**body, "ticket": self.ticket})[1] or {}
+        except ApiError as exc:  # lost meanwhile (409): nothing of ours to record
+            log.warning("%s: %s", path, exc)
+            return None
+
+    def sent_back_to_fix(self, submitted: dict[str, Any]) -> bool:
+        """Wait, holding the claim, for the server's intake of a submission to end:
+        True when its judge sent the task back to fix and the claim is still this
+        worker's. Woken by the board's socket (any frame: the intake's end is one),
+        the lease renewed every ``heartbeat_s`` -- at the span the submit gave it,
+        which covers the intake -- and the task read again at each wake. A worker
+        that dies here leaves the lease to lapse, as anywhere else; one whose intake
+        never ends within that span leaves the task to the server's recovery."""
+        span_s = (submitted.get("lease_duration_ms") or 600_000) / 1000
+        deadline = time.monotonic() + span_s
+        due = time.monotonic() + self.heartbeat_s
+        while True:
+            if self.revoked.is_set():
+                raise Revoked("the worker beat was refused")
+            # Cleared before the look: a frame during it wakes the next wait at once.
+            self.wake.clear()
+            try:
+                task = self.api.call("GET", self.base)[1]
+            except ApiError as exc:  # gone, or no longer ours to see
+                log.warning("task %s: %s", self.base, exc)
+                return False
+            except OSError as exc:  # briefly unreachable: the next look tries again
+                log.warning("task %s: %s", self.base, exc)
+                task = {"status": "in_progress", "output": {"intake": {"state": "pending"}}}
+            intake = (task.get("output") or {}).get("intake") or {}
+            if task.get("status") != "in_progress" or intake.get("state") != "pending":
+                break
+            now = time.monotonic()
+            if now >= deadline:
+                log.warning("%s: no intake outcome within %.0f s", self.base, span_s)
+                return False
+            if now >= due:
+                due = now + self.heartbeat_s
+                # No lease_ms: the span the submit set stays (it covers the intake).
+                if self.heartbeat(keep_span=True):
+                    return False
+            self.wake.wait(max(min(due, deadline) - time.monotonic(), 0.0))
+        state = intake.get("state")
+        log.info("%s: the intake ended %s (task %s)", self.base, state, task.get("status"))
+        if state != "fix" or task.get("status") != "in_progress":
+            return False
+        # Back to its builder under the claim's own span: confirm it is still ours.
+        return not self.heartbeat()
+
+
+@dataclass(frozen=True)
+class LogLimits:
+    """A run's log goes to the server in chunks of at most ``chunk_lines`` lines and
+    ``chunk_chars`` characters, one chunk in flight at a time; at most
+    ``buffer_chars`` wait behind it. The server may be unreachable for ``stall_s``
+    before the run's output is no longer sent (the run goes on); the end of a run
+    waits ``flush_s`` for its log to be taken."""
+
+    chunk_lines: int = 1000
+    chunk_chars: int = 64 * 1024
+    buffer_chars: int = 1024 * 1024
+    stall_s: float = 60.0
+    flush_s: float = 30.0
+
+
+class LogSender:
+    """A run's output, sent to ``…/executions/{id}/log`` from a thread of its own, a
+    bounded chunk at a time (the next waits for the answer to the last, so a slow
+    server gets fewer, larger chunks); when ``buffer_chars`` are waiting the reader
+    blocks, the process's pipe fills and it waits too -- the run is slowed, its
+    output never dropped, while the server takes it."""
+
+    def __init__(self, api: Api, base: str, ticket: str, limits: LogLimits) -> None:
+        self.api, self.base, self.ticket, self.limits = api, base, ticket, limits
+        self._cond = threading.Condition()
+        self._lines: deque[tuple[str, str]] = deque()
+        self._chars = 0
+        self._closing = False
+        self._dead = False  # no more lines are sent (the server gave up on them)
+        self.dropped = 0
+        self.offset = 0
+        self._sender = threading.Thread(target=self._send_loop, name=f"log-{base}", daemon=True)
+        self._sender.start()
+
+    def output(self, stream: str, line: str) -> None:
+        line = line.rstrip("\n")[: self.limits.chunk_chars]
+        size = len(line) + 1
+        with self._cond:
+            while self._chars and self._chars + size > self.limits.buffer_chars and not self._dead:
+                self._cond.wait()  # back-pressure: see the class's docstring
+            if self._dead or self._closing:
+                self.dropped += 1
+                return
+            self._lines.append((stream, line))
+            self._chars += size
+            self._cond.notify_all()
+
+    def finish(self) -> None:
+        """Send what is left (waiting at most ``flush_s``), then take no more lines."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._sender.join(self.limits.flush_s)
+        with self._cond:
+            self._dead = True
+            self._cond.notify_all()
+        if self.dropped:
+            log.warning("%s: %d log lines not sent", self.base, self.dropped)
+
+    def _send_loop(self) -> None:
+        try:
+            self._send_all()
+        finally:
+            self.api.release()
+
+    def _send_all(self) -> None:
+        while True:
+            with self._cond:
+                while not self._lines and not self._closing and not self._dead:
+                    self._cond.wait()
+                if not self._lines or self._dead:
+                    return
+                chunk: list[tuple[str, str]] = []
+                chars = 0
+                while self._lines and len(chunk) < self.limits.chunk_lines:
+                    size = len(self._lines[0][1]) + 1
+                    if chunk and chars + size > self.limits.chunk_chars:
+                        break
+                    chunk.append(self._lines.popleft())
+                    chars += size
+            sent = self._send_chunk(chunk)
+            with self._cond:
+                self._chars -= chars
+                if not sent:
+                    self._dead = True
+                    self.dropped += len(self._lines)
+                    self._lines.clear()
+                    self._chars = 0
+                self._cond.notify_all()
+
+    def _send_chunk(self, chunk: list[tuple[str, str]]) -> bool:
+        """Deliver one chunk (retried while the server is unreachable, at most
+        self.limits.stall_s); False when no more should be sent."""
+        lines = [{"stream": stream, "line": line} for stream, line in chunk]
+        deadline, pause = time.monotonic() + self.limits.stall_s, 0.2
+        while True:
+            # The offset makes a retry safe: a chunk the server took already is
+            # not written twice.
+            body = {"ticket": self.ticket, "offset": self.offset, "lines": lines}
+            try:
+                answer = self.api.call("POST", f"{self.base}/log", body)[1]
+            except Revoked:
+                return False
+            except ApiError as exc:
+                if exc.status < 500 and exc.status != 429:  # closed, refused: stop
+                    log.warning("run log: %s", exc)
+                    return False
+            except OSError as exc:
+                log.info("run log: %s; retrying", exc)
+            else:
+                self.offset = int(answer["size"])
+                return not answer.get("full")
+            if time.monotonic() > deadline:
+                log.warning("run log: the server did not take it for %.0f s", self.limits.stall_s)
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+
 class RestRun:
     """A run's execution on the server, reported through the API as it goes: the
     board port of a remote run (:class:`executor.attempt.Board`).
@@ -300,19 +522,22 @@ class RestRun:
         ticket: str,
         execution_id: int,
         *,
-        beat: Callable[[], bool] | None = None,
+        claim: RestTask | None = None,
         heartbeat_s: float = 10.0,
+        land: Callable[[RunResult], str] | None = None,
+        log_limits: LogLimits | None = None,
     ) -> None:
         self.api = api
         self.ticket = ticket
         self.execution_id = execution_id
         self.base = f"/api/board/tasks/{urllib.parse.quote(task_id)}/executions/{execution_id}"
-        self._beat = beat
+        self.claim, self._land = claim, land
         self.heartbeat_s = heartbeat_s
         self._lock = threading.Lock()
         # What the server's answers said: the run's ceiling, each model's rates.
         self._ceiling: int | None = None
         self._rates: dict[str | None, dict[str, Any] | None] = {}
+        self.log = LogSender(api, self.base, ticket, log_limits or LogLimits())
         self.attempt = Attempt(self, heartbeat_s)
         self.meter = self.attempt.meter
 
@@ -347,7 +572,7 @@ class RestRun:
     # --- the port ---------------------------------------------------------------
 
     def beat(self) -> float | None:
-        return None if self._beat is not None and self._beat() else self.heartbeat_s
+        return None if self.claim is not None and self.claim.heartbeat() else self.heartbeat_s
 
     def report(self, usage: UsageSoFar) -> Answer:
         if self.meter.stop is not None:  # the close carries the totals
@@ -383,7 +608,30 @@ class RestRun:
         return pricing.ceiling_reached(pricing.running_cents(usage, rates), ceiling, how)
 
     def output(self, stream: str, line: str) -> None:
-        return
+        self.log.output(stream, line)
+
+    @property
+    def dropped(self) -> int:
+        return self.log.dropped
+
+    # --- the run's end: the server settles it (executor.settle) -------------------
+
+    def claim_lost(self, result: RunResult | None) -> None:
+        self.close(result, None if result is not None else "the claim was lost")
+
+    def ended(self, result: RunResult, stop: str | None) -> str | None:
+        closed = self.close(result, None) or {}
+        if closed.get("error_class") == ErrorClass.BUDGET:
+            return str(closed.get("error") or stop or "stopped for spend")
+        return None
+
+    def fail(self, result: RunResult, message: str) -> None:
+        if self.claim is not None:
+            self.claim.settle("fail", {"error": message})
+
+    def land(self, result: RunResult) -> str:
+        """The worker's hand-in (push, submit or complete: :mod:`executor.remote`)."""
+        return self._land(result) if self._land is not None else "done"
 
     # --- the test's and the worker's names ----------------------------------------
 
@@ -399,10 +647,6 @@ class RestRun:
         return self.meter.stop
 
     @property
-    def lost(self) -> bool:
-        return self.attempt.lost
-
-    @property
     def cancel(self) -> Callable[[], None] | None:
         return self.meter.cancel
 
@@ -412,8 +656,9 @@ class RestRun:
 
     def close(self, result: RunResult | None, error: str | None) -> dict[str, Any] | None:
         """Close the execution with the run's end (``result`` None: the worker itself
-        failed, ``error`` says how). The server's answer (the closed execution), or
-        None if it could not be had."""
+        failed, ``error`` says how), after what is left of its log. The server's
+        answer (the closed execution), or None if it could not be had."""
+        self.log.finish()
         body: dict[str, Any] = {"ticket": self.ticket}
         last = self.meter.last
         if result is None:

@@ -18,7 +18,6 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -26,25 +25,23 @@ from django.conf import settings
 from board import ceilings, store
 from board.errors import ClaimConflict, DepthExceeded
 from board.models import Task
-from board.store import spend as spend_store
 from boardmcp import credentials as mcp_credentials
 from core import reconnect, registry, server_commands
 from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
-from executor import breakers, health, pricing, prompts, settle
+from executor import breakers, health, prompts, settle
 from executor.attempt import Attempt
-from executor.local import Clock, LocalBoard, repo_path, tee, workspace
+from executor.local import Clock, LocalBoard, tee, workspace
 from executor.runtimes import (
     McpEndpoint,
     RunRequest,
-    RunResult,
     adapter_for,
     capabilities,
     resume_id_for,
 )
 from executor.settle import write_run_handoff
-from worktrees import checkouts, handoff
+from worktrees import handoff
 
 __all__ = ["Executor", "WorkReport", "write_run_handoff"]
 
@@ -69,19 +66,6 @@ class WorkReport:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
-
-@dataclass
-class _Ran:
-    """A run that ended, as its settlement needs it."""
-
-    task: Task
-    run: settle.Run
-    cwd: Path
-    in_worktree: bool
-    git_before: str | None
-    result: RunResult | None  # None: the claim was lost mid-run
-    stop: str | None  # why the run was stopped for spend
 
 
 def heartbeat_seconds() -> float:
@@ -179,7 +163,7 @@ class Executor:
             task = self._dispatch(task_id, ticket, report, clock)
             if task is not None and report.execution_id is not None:
                 run = settle.Run(task.id, ticket, self.agent.id, report.execution_id)
-                self._settle(report, self._run(task, run, clock, leased_at), clock)
+                self._run(report, task, run, leased_at)
         except Exception as exc:  # never leave a running execution row behind
             self._crashed(report, task_id, ticket, exc)
         return self._finish(report)
@@ -254,18 +238,16 @@ class Executor:
         url = settings.CLAWBOO_MCP_URL
         return url if url and self.caps.mcp else None
 
-    def _run(self, task: Task, run: settle.Run, clock: Clock, leased_at: float | None) -> _Ran:
-        """Run the adapter through the one run loop (:class:`executor.attempt.Attempt`)
-        on the board in process, in the task's checkout: the first beat at once, or
-        one interval after ``leased_at`` (a claim just taken renewed the lease
-        itself). A run whose claim was lost is cancelled (``result`` None); one that
-        reached its ceiling, or whose scope a cap budget paused, is cancelled and
-        ``stop`` says why."""
-        assert run.execution_id is not None
-        cwd, in_worktree, git_before = workspace(task, self.agent, self.caps.worktrees, clock)
-        if in_worktree and git_before is None:
-            git_before = self._head(cwd)
-        state = handoff.reconstruct_state(cwd) if in_worktree else None
+    def _run(
+        self, report: WorkReport, task: Task, run: settle.Run, leased_at: float | None
+    ) -> None:
+        """The claimed task's one :class:`executor.attempt.Attempt` on the board in
+        process, in the task's checkout: run (the first beat at once, or one
+        interval after ``leased_at``: a claim just taken renewed the lease itself),
+        then settled (:meth:`executor.attempt.Attempt.settle`)."""
+        clock = Clock(report)
+        checkout = workspace(task, self.agent, self.caps.worktrees, clock)
+        state = handoff.reconstruct_state(checkout.cwd) if checkout.in_worktree else None
         resume = resume_id_for(
             self.agent.runtime,
             state.lastRuntime if state else None,
@@ -278,17 +260,16 @@ class Executor:
             key = mcp_credentials.mint_run_credential(self.agent.id, task.id, run.ticket)
         # Every line of the run, kept whole (the row keeps a tail) and streamed to
         # whoever watches the card, as it is printed.
+        assert run.execution_id is not None
         log = RunLog(task.team_id, task.id, run.execution_id)
-        ceiling = spend_store.run_ceiling(task, dict(self.agent.settings or {}))
-        port = LocalBoard(task, run.ticket, run.execution_id, clock,
-                          tee(log, self.on_output), self.heartbeat_s, ceiling)  # fmt: skip
+        port = LocalBoard(self, report, task, run, checkout, tee(log, self.on_output))
         attempt = Attempt(port, self.heartbeat_s)
         try:
             request = RunRequest(
                 task_id=task.id,
                 title=task.title,
                 prompt=prompts.run_prompt(task, state, board_tools=key is not None),
-                cwd=cwd,
+                cwd=checkout.cwd,
                 timeout_s=self.run_timeout_s,
                 settings=dict(self.agent.settings or {}),
                 resume_session_id=resume,
@@ -304,85 +285,7 @@ class Executor:
             if key is not None:
                 settle_despite_outage(lambda: mcp_credentials.revoke_run_credential(key))
             log.close()
-        got = None if attempt.lost else result
-        return _Ran(task, run, cwd, in_worktree, git_before, got, attempt.meter.stop)
-
-    def _settle(self, report: WorkReport, ran: _Ran, clock: Clock) -> None:
-        """The run's end, in the order :mod:`executor.settle` tells: a lost claim
-        records nothing on the task; a spend stop or a failure is closed, sent back
-        and counted; a success is kept for resume, or judged and landed."""
-        run, result = ran.run, ran.result
-        if result is None:  # the claim was lost mid-run: record nothing on the task
-            report.outcome = "lost"
-            settle.close(run, "cancelled", None, error="claim lost", git_before=ran.git_before)
-            return
-        if ran.in_worktree and ran.stop is None:
-            with clock.phase("git"):
-                write_run_handoff(ran.cwd, self.agent, result)
-        if ran.stop is not None or not result.succeeded or self.keep_for_resume:
-            git_after = self._checkpoint(ran, clock)
-            report.worktree = "kept" if ran.in_worktree else None
-            message = ran.stop or result.error or f"run {result.outcome}"
-            with clock.phase("board"):
-                if ran.stop is None and result.succeeded:
-                    # Closed before the release, which would close a still-running row
-                    # as cancelled -- and lose the native session the next run resumes.
-                    settle.close(run, "succeeded", result, git_before=ran.git_before,
-                                 git_after=git_after)  # fmt: skip
-                    store.release(run.task_id, ticket=run.ticket)
-                    report.outcome, report.worktree = "succeeded", "kept"
-                    return
-                settle.close_run(run, result, stop=ran.stop, error=message,
-                                 git_before=ran.git_before, git_after=git_after)  # fmt: skip
-            stopped = ran.stop is not None
-            report.outcome, report.error = "cancelled" if stopped else str(result.outcome), message
-            return
-        self._land(report, ran, clock)
-
-    def _land(self, report: WorkReport, ran: _Ran, clock: Clock) -> None:
-        """A run that succeeded: done without a worktree; in one, judged and landed
-        for review, or left to the fix or debt path the judge recorded."""
-        run, task, result = ran.run, ran.task, ran.result
-        assert result is not None and run.execution_id is not None
-        if not ran.in_worktree:
-            with clock.phase("board"):
-                # Before the completion, which closes the run's row with its own words.
-                spend_store.record_usage(run.execution_id, pricing.usage_of(result.usage))
-                outcome = store.complete(
-                    task.id,
-                    {"summary": result.summary},
-                    ticket=run.ticket,
-                    if_allowed=True,
-                    refuse_when_parked=True,
-                )
-            if outcome.declined and outcome.reason == "lost-claim":
-                report.outcome = "lost"
-                settle.close(run, "cancelled", result, error="claim lost")
-                return
-            settle.close_run(run, result, count_success=True)
-            report.outcome = "succeeded"
-            return
-        with clock.phase("verify"):
-            repo = repo_path(task, self.agent)
-            landing = settle.land(task, self.agent, run.ticket, ran.cwd, repo, self.heartbeat_s)
-        report.verdict = landing.verdict
-        git = {"git_before": ran.git_before}
-        if landing.landed is not None:
-            report.worktree = landing.landed["result"]
-            settle.close(run, "succeeded", result, git_after=landing.landed["head"], **git)
-            # A file-mutating run that changed nothing counts like a failure.
-            unchanged = task.file_mutating and landing.landed["result"] == "cleaned"
-            breakers.after_run(self.agent.id, failed=unchanged, detail="the run changed no file")
-            report.outcome = "succeeded"
-            return
-        # Sent back to fix, or blocked with its debt (the judge recorded it), or lost:
-        # the work stays on its branch for whoever runs the task next.
-        git_after = self._checkpoint(ran, clock) if landing.fenced else self._head(ran.cwd)
-        lost = landing.action == "lost"
-        closed, note = ("cancelled", "claim lost") if lost else ("succeeded", None)
-        settle.close(run, closed, result, error=note, git_after=git_after, **git)
-        report.outcome = "lost" if lost else "succeeded"
-        report.worktree = None if landing.fenced else "kept"
+        attempt.settle(result)
 
     def _crashed(self, report: WorkReport, task_id: str, ticket: str, exc: Exception) -> None:
         """The executor itself failed on the task: its execution closed ``failed``,
@@ -413,18 +316,6 @@ class Executor:
                 breakers.after_run(self.agent.id, failed=True, detail=detail)
         except Exception:
             log.exception("could not record the failure of task %s", task_id)
-
-    def _checkpoint(self, ran: _Ran, clock: Clock) -> str | None:
-        if not ran.in_worktree:
-            return None
-        with clock.phase("git"):
-            return checkouts.commit_worktree_work(ran.cwd, ran.task.id)
-
-    def _head(self, cwd: Path) -> str | None:
-        try:
-            return checkouts.git_out(["rev-parse", "HEAD"], cwd=cwd)
-        except ClawbooError:
-            return None
 
     def _finish(self, report: WorkReport) -> WorkReport:
         if report.task_id:
