@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from django.conf import settings
 
@@ -27,8 +27,23 @@ from executor.runtimes.base import RunResult, UsageSoFar
 from worktrees import agent_files, checkouts, scaffold
 from worktrees import service as worktree_service
 
-if TYPE_CHECKING:
-    from executor.runner import Executor, WorkReport
+
+@dataclass
+class WorkReport:
+    """What one pass of the executor did (returned to callers and benches)."""
+
+    agent_id: str
+    task_id: str | None = None
+    outcome: str = "idle"  # idle | succeeded | failed | timed_out | cancelled | lost | refused
+    status: str | None = None
+    execution_id: int | None = None
+    worktree: str | None = None  # cleaned | retained | kept | None
+    verdict: str | None = None
+    error: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 class Clock:
@@ -80,18 +95,20 @@ class LocalBoard:
 
     def __init__(
         self,
-        executor: Executor,
+        agent: Agent,
+        keep_for_resume: bool,
+        heartbeat_s: float,
         report: WorkReport,
         task: Task,
         run: settle.Run,
         checkout: Checkout,
         output: Callable[[str, str], None] | None,
     ) -> None:
-        self.executor, self.work, self.clock = executor, report, Clock(report)
-        self.agent = executor.agent
+        self.agent, self.keep_for_resume = agent, keep_for_resume
+        self.work, self.clock = report, Clock(report)
         self.task, self.run, self.checkout = task, run, checkout
         self.ticket, self.execution_id = run.ticket, run.execution_id
-        self._output, self.heartbeat_s = output, executor.heartbeat_s
+        self._output, self.heartbeat_s = output, heartbeat_s
         self.ceiling = spend_store.run_ceiling(task, dict(self.agent.settings or {}))
         self.outage = reconnect.Outage(f"run of task {task.id}")
         self.board_s = 0.0  # time the run's loop spent on the board
@@ -171,7 +188,7 @@ class LocalBoard:
         """Kept for resume; done without a worktree; in one, judged and landed for
         review, or left to the fix or debt path the judge recorded."""
         run, task, report = self.run, self.task, self.work
-        if self.executor.keep_for_resume:
+        if self.keep_for_resume:
             git_after = self._checkpoint()
             # Closed before the release, which would close a still-running row as
             # cancelled -- and lose the native session the next run resumes.

@@ -17,7 +17,6 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -32,7 +31,7 @@ from core.models import Agent
 from core.runlogs import RunLog
 from executor import breakers, health, prompts, settle
 from executor.attempt import Attempt
-from executor.local import Clock, LocalBoard, tee, workspace
+from executor.local import Clock, LocalBoard, WorkReport, tee, workspace
 from executor.runtimes import (
     McpEndpoint,
     RunRequest,
@@ -48,24 +47,6 @@ __all__ = ["Executor", "WorkReport", "write_run_handoff"]
 log = logging.getLogger(__name__)
 
 DEFAULT_RUN_TIMEOUT_S = 3600.0
-
-
-@dataclass
-class WorkReport:
-    """What one pass of the executor did (returned to callers and benches)."""
-
-    agent_id: str
-    task_id: str | None = None
-    outcome: str = "idle"  # idle | succeeded | failed | timed_out | cancelled | lost | refused
-    status: str | None = None
-    execution_id: int | None = None
-    worktree: str | None = None  # cleaned | retained | kept | None
-    verdict: str | None = None
-    error: str | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def heartbeat_seconds() -> float:
@@ -262,7 +243,10 @@ class Executor:
         # whoever watches the card, as it is printed.
         assert run.execution_id is not None
         log = RunLog(task.team_id, task.id, run.execution_id)
-        port = LocalBoard(self, report, task, run, checkout, tee(log, self.on_output))
+        port = LocalBoard(
+            self.agent, self.keep_for_resume, self.heartbeat_s, report, task, run, checkout,
+            tee(log, self.on_output),
+        )  # fmt: skip
         attempt = Attempt(port, self.heartbeat_s)
         try:
             request = RunRequest(
@@ -336,13 +320,3 @@ SETTLE_PATIENCE_S = 60.0
 def settle_despite_outage(write: Callable[[], Any], patience_s: float = SETTLE_PATIENCE_S) -> Any:
     """Run ``write``, waiting out a database outage for up to ``patience_s``."""
     return reconnect.patiently(write, "settling a run", patience_s)
-
-
-def __getattr__(name: str) -> Any:
-    # ``work_loop`` lives with the worker threads (executor.workers), which import
-    # this module's Executor: it is looked up here lazily, for callers of old.
-    if name == "work_loop":
-        from executor.workers import work_loop
-
-        return work_loop
-    raise AttributeError(name)
