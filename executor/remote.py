@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from board.errors import AgentPaused, BudgetPaused
 from executor import rest
 from executor.rest import (
     Api,
@@ -51,6 +52,9 @@ __all__ = ["Api", "ApiError", "RunReport", "Revoked", "Worker", "main"]
 
 log = logging.getLogger("clawboo.worker")
 
+# Claim-next's refusals a worker waits out, as the local executor does: a resume, or
+# a new budget window, is a board change that wakes it.
+WAITED_ON = (AgentPaused.code, BudgetPaused.code)
 EXIT_REVOKED = 3
 EXIT_REFUSED = 2
 # The run's log goes to the server in chunks of at most this many lines and
@@ -155,7 +159,7 @@ class Worker:
             status, claimed = self.api.call("POST", "/api/board/claim-next", claim)
         except ApiError as exc:
             refusal = exc.body.get("error") if isinstance(exc.body, dict) else None
-            if exc.status != 409 or refusal not in ("agent_paused", "budget_paused"):
+            if exc.status != 409 or refusal not in WAITED_ON:
                 raise
             # A pause is waited out, as the local executor does: its resume (or a
             # new budget window) is a board change, which wakes this worker.
