@@ -38,17 +38,18 @@ from worktrees import handoff
 
 COUNT_MAX = 2**53
 
+# The usage a report carries: one field per number of the usage value (UsageSoFar).
+_HELP = {"cost_cents": "the runtime's own price; absent: the tokens are priced by the table"}
 _USAGE_FIELDS: dict[str, Any] = {
-    "tokens_in": serializers.IntegerField(required=False, allow_null=True, min_value=0),
-    "tokens_out": serializers.IntegerField(required=False, allow_null=True, min_value=0),
-    "cache_read": serializers.IntegerField(required=False, allow_null=True, min_value=0),
-    "cache_write": serializers.IntegerField(required=False, allow_null=True, min_value=0),
-    "cost_cents": serializers.IntegerField(
-        required=False,
-        allow_null=True,
-        min_value=0,
-        help_text="the runtime's own price; absent: the tokens are priced by the table",
-    ),
+    **{
+        name: serializers.IntegerField(
+            required=False,
+            allow_null=True,
+            min_value=0,
+            help_text=_HELP.get(name),
+        )
+        for name in USAGE_FIELDS
+    },
     "model": serializers.CharField(required=False, allow_null=True),
 }
 
