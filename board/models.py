@@ -111,10 +111,15 @@ class Task(models.Model):
     # Spend: this task's own runs (every attempt), and its tree's (itself and every
     # descendant), both kept by the data layer as runs report usage, so a card and
     # a budget read one figure while runs go (board.store.spend).
+    # Millicents (1/1000 ¢) are the figure of record, so a run under half a cent
+    # counts; the cents beside them are their rounding (:func:`board.money.cents_of`), written by
+    # the same statement, for the API and every rule that compares cents.
     cost_tokens = models.BigIntegerField(default=0)
     cost_cents = models.BigIntegerField(default=0)
+    cost_millicents = models.BigIntegerField(default=0, db_default=0)
     tree_cost_tokens = models.BigIntegerField(default=0)
     tree_cost_cents = models.BigIntegerField(default=0)
+    tree_cost_millicents = models.BigIntegerField(default=0, db_default=0)
     # The per-run ceiling: a run whose cost reaches it is stopped. Null: none.
     max_run_cents = models.BigIntegerField(null=True, blank=True)
 
@@ -376,6 +381,8 @@ class ExecutionProcess(models.Model):
     cache_read = models.BigIntegerField(default=0)
     cache_write = models.BigIntegerField(default=0)
     cost_cents = models.BigIntegerField(default=0)
+    # Of record; cost_cents is its rounding.
+    cost_millicents = models.BigIntegerField(default=0, db_default=0)
     cost_status = models.CharField(
         max_length=16, choices=CostStatus.choices, default=CostStatus.UNKNOWN
     )
@@ -420,6 +427,7 @@ class ExecutionProcess(models.Model):
             "cache_read": self.cache_read,
             "cache_write": self.cache_write,
             "cost_cents": self.cost_cents,
+            "cost_millicents": self.cost_millicents,
             "cost_status": self.cost_status,
             "error_class": self.error_class,
             "git_before": self.git_before,
@@ -470,7 +478,8 @@ class Budget(models.Model):
     limit_cents = models.BigIntegerField()
     mode = models.CharField(max_length=8, choices=BudgetMode.choices, default=BudgetMode.WARN)
     window_start = models.DateTimeField()
-    spent_cents = models.BigIntegerField(default=0)
+    spent_cents = models.BigIntegerField(default=0)  # the rounding of spent_millicents
+    spent_millicents = models.BigIntegerField(default=0, db_default=0)
     # What this window may spend before the cap pauses it again: the limit, or more
     # after a resume with grace. Null: the limit.
     pause_at_cents = models.BigIntegerField(null=True, blank=True)
@@ -525,6 +534,11 @@ class Budget(models.Model):
             "limit_cents": self.limit_cents,
             "mode": self.mode,
             "spent_cents": self.spent_at(at),
+            "spent_millicents": (
+                self.spent_millicents
+                if self.window_start >= window_bounds(self.window, at)[0]
+                else 0
+            ),
             "status": self.status_at(at),
             "window_start": window_bounds(self.window, at)[0].isoformat(),
             "pause_at_cents": self.pause_at_cents

@@ -238,7 +238,10 @@ class ExecutionSerializer(serializers.Serializer):
     tokens_out = serializers.IntegerField()
     cache_read = serializers.IntegerField()
     cache_write = serializers.IntegerField()
-    cost_cents = serializers.IntegerField()
+    cost_cents = serializers.IntegerField(help_text="cost_millicents rounded half up")
+    cost_millicents = serializers.IntegerField(
+        help_text="the run's cost in thousandths of a cent (a run under half a cent counts)"
+    )
     cost_status = serializers.ChoiceField(choices=["reported", "estimated", "unknown"])
     git_before = serializers.CharField(allow_null=True)
     git_after = serializers.CharField(allow_null=True)

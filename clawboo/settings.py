@@ -220,6 +220,12 @@ CLAWBOO_MAX_FIX_CYCLES = env_int("CLAWBOO_MAX_FIX_CYCLES", 1, low=0)
 CLAWBOO_CRITIC_MIN_FILES = env_int("CLAWBOO_CRITIC_MIN_FILES", 5, low=0)
 CLAWBOO_CRITIC_MIN_LINES = env_int("CLAWBOO_CRITIC_MIN_LINES", 300, low=0)
 CLAWBOO_HTTP_RATE_LIMIT = env_int("CLAWBOO_HTTP_RATE_LIMIT", 3_000, low=0)
+# Health and breakers (GOVERNANCE §2; executor.health, executor.breakers): an agent
+# whose last this-many runs failed is paused; a worker re-probes its agents' runtimes
+# this often, asking each CLI for its version unless the version probe is off.
+CLAWBOO_BREAKER_FAILURES = env_int("CLAWBOO_BREAKER_FAILURES", 3)
+CLAWBOO_HEALTH_PROBE_MS = env_int("CLAWBOO_HEALTH_PROBE_MS", 30_000)
+CLAWBOO_HEALTH_VERSION_PROBE = env_bool("CLAWBOO_HEALTH_VERSION_PROBE", True)
 CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = env_int("CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 600_000)
 CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS = env_int("CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS", 900_000)
 # The OpenClaw Gateway (operator websocket): empty URL = not configured, and the

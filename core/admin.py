@@ -33,14 +33,19 @@ class TeamAdmin(DataLayerAdmin):
         try:
             if not change:
                 registry.create_team(form.cleaned_data["id"], form.cleaned_data["name"])
-            if change:
-                registry.update_team(obj.pk, name=form.cleaned_data["name"])
+            data = form.cleaned_data
+            reviewer = data.get("reviewer_agent")
             registry.update_team(
-                obj.pk, approval_required=form.cleaned_data.get("approval_required", False)
+                obj.pk,
+                name=data["name"] if change else None,
+                approval_required=data.get("approval_required", False),
+                max_concurrent=data.get("max_concurrent"),
+                reviewer_agent=(
+                    (reviewer.pk if reviewer else None)
+                    if "reviewer_agent" in form.changed_data
+                    else registry.UNSET
+                ),
             )
-            if "reviewer_agent" in form.changed_data:
-                reviewer = form.cleaned_data["reviewer_agent"]
-                registry.set_reviewer_agent(obj.pk, reviewer.pk if reviewer else None)
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
 

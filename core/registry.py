@@ -243,57 +243,85 @@ def update_agent(
     return storage.write(run)
 
 
-def set_reviewer_agent(team_id: str, agent_id: Any) -> Team:
-    """Name the team's critic (GOVERNANCE §4): an agent of that team, or None (no
-    critic). ValidationFailed for an unknown agent or another team's."""
-    if agent_id is not None and not isinstance(agent_id, str):
-        raise ValidationFailed("reviewer_agent", "must be an agent id or null")
-
-    def run() -> Team:
-        team = get_team(team_id)
-        agent = None
-        if agent_id is not None:
-            agent = Agent.objects.filter(pk=agent_id).first()
-            if agent is None or agent.team_id != team.id:
-                raise ValidationFailed(
-                    "reviewer_agent", f"no agent {agent_id!r} in team {team.id!r}"
-                )
-        team.reviewer_agent = agent
-        team.save(update_fields=["reviewer_agent"])
-        return team
-
-    return storage.write(run)
-
-
 def _check_default_repository(conf: dict[str, Any], team_id: str) -> None:
     """An agent's default repository (``settings.repository``) is one of its team's."""
     if conf.get("repository") is not None:
         repositories.of_team(conf["repository"], team_id, "settings.repository")
 
 
+# "Not given" for a field whose null means something (no limit, no critic).
+UNSET: Any = object()
+
+
 def update_team(
-    team_id: str, *, name: Any = None, members: Any = None, approval_required: Any = None
+    team_id: str,
+    *,
+    name: Any = None,
+    members: Any = None,
+    approval_required: Any = None,
+    max_concurrent: Any = UNSET,
+    reviewer_agent: Any = UNSET,
 ) -> Team:
-    """Rename a team, set its members, or whether its new tasks wait for a person's
-    approval (the admin's save, ``PATCH /api/teams/{id}``). The approval rule
-    applies to tasks created from then on; tasks already filed keep theirs."""
+    """Change a team's settings in one write (the admin's save, ``PATCH
+    /api/teams/{id}``): its name, members, whether its new tasks wait for a person's
+    approval (tasks already filed keep theirs), ``max_concurrent`` (the most of its
+    tasks ``in_progress`` at once, counted by the claim; None: no team limit) and
+    ``reviewer_agent`` (its critic: an agent of the team, or None). Every field is
+    checked before anything is written: a refusal writes nothing."""
     label = None if name is None else check_text(name, "name", limit=200, required=True)
     if approval_required is not None and not isinstance(approval_required, bool):
         raise ValidationFailed("approval_required", "must be true or false")
+    limit = (
+        UNSET if max_concurrent is UNSET else check_max_concurrent(max_concurrent, nullable=True)
+    )
+    if reviewer_agent is not UNSET and reviewer_agent is not None:
+        if not isinstance(reviewer_agent, str):
+            raise ValidationFailed("reviewer_agent", "must be an agent id or null")
 
     def run() -> Team:
         team = get_team(team_id)
+        changed: list[str] = []
+        if reviewer_agent is not UNSET:
+            agent = None
+            if reviewer_agent is not None:
+                agent = Agent.objects.filter(pk=reviewer_agent).first()
+                if agent is None or agent.team_id != team.id:
+                    raise ValidationFailed(
+                        "reviewer_agent", f"no agent {reviewer_agent!r} in team {team.id!r}"
+                    )
+                person = ParticipantKind.HUMAN
+                if agent.runtime == Runtime.HUMAN or agent.participant_kind == person:
+                    # The critic is a run right after the gate; nobody runs a person
+                    # (a person reviews in the review step, before approving).
+                    raise ValidationFailed(
+                        "reviewer_agent",
+                        f"{agent.id!r} is a person: the critic is an agent's run after the "
+                        "gate; name an agent of any runtime the executor runs",
+                    )
+            team.reviewer_agent = agent
+            changed.append("reviewer_agent")
         if label is not None and label != team.name:
             team.name = label
-            team.save(update_fields=["name"])
+            changed.append("name")
         if approval_required is not None and approval_required != team.approval_required:
             team.approval_required = approval_required
-            team.save(update_fields=["approval_required"])
+            changed.append("approval_required")
+        if limit is not UNSET and limit != team.max_concurrent:
+            team.max_concurrent = limit
+            changed.append("max_concurrent")
+        if changed:
+            team.save(update_fields=changed)
         if members is not None:
             team.members.set(members)
         return team
 
     return storage.write(run)
+
+
+def set_reviewer_agent(team_id: str, agent_id: Any) -> Team:
+    """Name the team's critic (GOVERNANCE §4): an agent of that team, or None (no
+    critic). ValidationFailed for an unknown agent or another team's."""
+    return update_team(team_id, reviewer_agent=agent_id)
 
 
 # --- dispatch state: pause, resume, health, the breaker's count ----------------------

@@ -11,6 +11,7 @@ bound to another agent is refused (403), a task of a team it cannot see is unkno
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -38,19 +39,18 @@ from worktrees import handoff
 
 COUNT_MAX = 2**53
 
-# The usage a report carries: one field per number of the usage value (UsageSoFar).
-_HELP = {"cost_cents": "the runtime's own price; absent: the tokens are priced by the table"}
+# The usage a report carries: one field per field of the usage value (UsageSoFar).
+_HELP = {
+    "cost_cents": "the runtime's own price; absent: the tokens are priced by the table",
+    "cost_millicents": "the runtime's own price in thousandths of a cent (wins over cost_cents)",
+}
 _USAGE_FIELDS: dict[str, Any] = {
-    **{
-        name: serializers.IntegerField(
-            required=False,
-            allow_null=True,
-            min_value=0,
-            help_text=_HELP.get(name),
-        )
-        for name in USAGE_FIELDS
-    },
-    "model": serializers.CharField(required=False, allow_null=True),
+    name: serializers.CharField(required=False, allow_null=True)
+    if name == "model"
+    else serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, help_text=_HELP.get(name)
+    )
+    for name in (f.name for f in dataclasses.fields(UsageSoFar))
 }
 
 UsageBody = inline_serializer("RunUsage", {"ticket": serializers.CharField(), **_USAGE_FIELDS})
@@ -60,6 +60,7 @@ UsageAnswer = inline_serializer(
         "stop": serializers.BooleanField(help_text="true: cancel the run now"),
         "reason": serializers.CharField(allow_null=True),
         "cost_cents": serializers.IntegerField(),
+        "cost_millicents": serializers.IntegerField(),
         "cost_status": serializers.ChoiceField(choices=["reported", "estimated", "unknown"]),
         "max_run_cents": serializers.IntegerField(
             allow_null=True, help_text="the run's ceiling (null: none)"
@@ -133,13 +134,14 @@ class ExecutionUsageView(APIView):
         tokens = _tokens(body)
         usage = pricing.usage_of(tokens)
         ceiling = _ceiling(task_id, run.agent_id)
-        why = spending.record(run.id, usage, ceiling)
+        stop = spending.record(run.id, usage, ceiling)
         rates = pricing.rates_for(tokens.model)
         return Response(
             {
-                "stop": why is not None,
-                "reason": why,
+                "stop": stop is not None,
+                "reason": None if stop is None else stop.why,
                 "cost_cents": usage.cost_cents,
+                "cost_millicents": usage.millicents,
                 "cost_status": usage.cost_status,
                 "max_run_cents": ceiling,
                 "rates": None if rates is None else {k: float(v) for k, v in rates.items()},
@@ -159,8 +161,9 @@ class ExecutionCloseView(APIView):
         """A remote run ended: its execution is closed with its outcome, exit code and
         final usage (which replaces what it streamed). A run the worker cancelled
         because its usage reached a limit is closed ``cancelled`` with
-        ``error_class: "budget"`` and its task goes back to ``todo`` with a comment
-        (one notification); a failed run is classified and counted by the agent's
+        ``error_class: "budget"``; its task is ``blocked`` at its ceiling (never retried
+        by itself) or back to ``todo`` for a paused cap budget, with a comment (one
+        notification); a failed run is classified and counted by the agent's
         breaker, as a local one. Closing a closed run changes nothing."""
         act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, CloseBody)

@@ -37,10 +37,22 @@ USAGE_CHECK_S = 0.05
 
 
 @dataclass(frozen=True)
+class Stop:
+    """Why a run must stop for spend; ``ceiling``: at its own ``max_run_cents`` (the
+    task is then blocked), else a paused cap budget (the task goes back to todo)."""
+
+    why: str
+    ceiling: bool = False
+
+    def __str__(self) -> str:
+        return self.why
+
+
+@dataclass(frozen=True)
 class Answer:
     """What the board said to a usage report: stop the run (why), or its claim is gone."""
 
-    stop: str | None = None
+    stop: Stop | None = None
     lost: bool = False
 
 
@@ -54,7 +66,7 @@ class Board(Protocol):
     def report(self, usage: UsageSoFar) -> Answer:
         """Write the run's usage so far; whether it must stop."""
 
-    def over(self, usage: UsageSoFar) -> str | None:
+    def over(self, usage: UsageSoFar) -> Stop | None:
         """Why a run that reported ``usage`` has reached its ceiling, or None (called
         on the runtime's reader thread: no database, no network)."""
 
@@ -66,7 +78,7 @@ class Board(Protocol):
     def claim_lost(self, result: RunResult | None) -> None:
         """The claim was lost: close the run, record nothing on the task."""
 
-    def ended(self, result: RunResult, stop: str | None) -> str | None:
+    def ended(self, result: RunResult, stop: Stop | None) -> str | None:
         """The run ended (``stop``: why the run's loop stopped it for spend): close
         it -- classified, counted by the breaker -- and say why it was stopped for
         spend (its task then sent back with the one comment), or None."""
@@ -86,7 +98,7 @@ class Meter:
     run is cancelled at the report that reaches it, not at the loop's next look, so
     it overshoots by what the process printed before the signal reached it."""
 
-    def __init__(self, over: Callable[[UsageSoFar], str | None]) -> None:
+    def __init__(self, over: Callable[[UsageSoFar], Stop | None]) -> None:
         self._lock = threading.Lock()
         self._latest: UsageSoFar | None = None
         # The last report of the run (its totals when its end reports none).
@@ -95,7 +107,7 @@ class Meter:
         self.reported = threading.Event()
         self.over = over
         # Why the run was stopped for spend, or None.
-        self.stop: str | None = None
+        self.stop: Stop | None = None
         self.cancel: Callable[[], None] | None = None
 
     def report(self, usage: UsageSoFar) -> None:
@@ -113,7 +125,7 @@ class Meter:
         if why is not None:
             self.stopped(why)
 
-    def stopped(self, why: str) -> None:
+    def stopped(self, why: Stop) -> None:
         with self._lock:
             if self.stop is not None:
                 return

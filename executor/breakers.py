@@ -20,7 +20,6 @@ from executor.runtimes import RunResult
 
 # The classes a run can end with: one table, the column's choices (board.runs).
 ERROR_CLASSES = tuple(ErrorClass.values)
-DEFAULT_FAILURES = 3
 
 # First match wins; matched against the adapter's error and the log's tail.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -80,7 +79,7 @@ def classify(result: RunResult | None, error: str | None = None) -> str:
 
 
 def failures_to_trip() -> int:
-    return int(getattr(settings, "CLAWBOO_BREAKER_FAILURES", DEFAULT_FAILURES))
+    return int(settings.CLAWBOO_BREAKER_FAILURES)
 
 
 def counts(error_class: str | None) -> bool:

@@ -64,13 +64,16 @@ def is_risky(task: Task, diffstat: dict[str, Any]) -> bool:
 
 
 def reviewer_of(task: Task) -> Agent | None:
-    """The team's reviewer agent, when one is named and the executor can run it."""
+    """The team's reviewer agent, when one is named and the executor can run it: any
+    runtime the executor runs (GOVERNANCE §4), the connected ``openclaw`` too (over
+    the gateway, as its ordinary tasks; it reviews the diff its prompt carries, its
+    workspace being its own). A person cannot be named (``human``: refused when the
+    team names it)."""
     team = Team.objects.select_related("reviewer_agent").filter(pk=task.team_id).first()
     agent = team.reviewer_agent if team is not None else None
     if agent is None or agent.team_id != task.team_id:
         return None
-    caps = capabilities(agent.runtime)
-    if not caps.automated or caps.integration != "one-shot":
+    if not capabilities(agent.runtime).automated:
         return None
     if server_commands.agent_run_refusal(agent) is not None:
         log.warning("reviewer %s is not approved to run; no critic for %s", agent.id, task.id)
@@ -161,6 +164,8 @@ def review(
             settings=dict(reviewer.settings or {}),
             env={"CLAWBOO_REVIEW_BASE": base, "CLAWBOO_REVIEW_HEAD": head},
             mcp=McpEndpoint(mcp_url, key) if key is not None else None,
+            # A connected runtime's idempotency key: one review run per change.
+            attempt_id=f"review-{head[:12]}",
         )
         handle = start_run(adapter_for(reviewer.runtime), request)
         while not handle.wait(heartbeat_s):

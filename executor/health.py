@@ -24,7 +24,6 @@ from executor import gateway
 from executor.runtimes import RunRequest, adapter_for, capabilities
 from executor.runtimes.oneshot import OneShotCliAdapter, SettingsError, child_environment
 
-DEFAULT_PROBE_MS = 30_000
 VERSION_TIMEOUT_S = 20.0
 DETAIL_MAX = 300
 
@@ -37,7 +36,7 @@ class Health:
 
 def probe_interval_s() -> float:
     """How often a worker re-probes its agents (``CLAWBOO_HEALTH_PROBE_MS``)."""
-    return float(getattr(settings, "CLAWBOO_HEALTH_PROBE_MS", DEFAULT_PROBE_MS)) / 1000.0
+    return float(settings.CLAWBOO_HEALTH_PROBE_MS) / 1000.0
 
 
 def probe(agent: Agent) -> Health:
@@ -79,7 +78,7 @@ def _probe_cli(adapter: OneShotCliAdapter, agent: Agent) -> Health:
 def version_probe() -> bool:
     """Whether the preflight asks a CLI for its version (``CLAWBOO_HEALTH_VERSION_PROBE``,
     on by default), beyond finding its binary."""
-    return bool(getattr(settings, "CLAWBOO_HEALTH_VERSION_PROBE", True))
+    return bool(settings.CLAWBOO_HEALTH_VERSION_PROBE)
 
 
 def _version(path: str, env: dict[str, str]) -> Health:

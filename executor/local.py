@@ -22,7 +22,7 @@ from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
 from executor import breakers, pricing, settle, spending
-from executor.attempt import Answer
+from executor.attempt import Answer, Stop
 from executor.runtimes.base import RunResult, UsageSoFar
 from worktrees import agent_files, checkouts, scaffold
 from worktrees import service as worktree_service
@@ -148,7 +148,7 @@ class LocalBoard:
             return Answer()
         return Answer(stop=why)
 
-    def over(self, usage: UsageSoFar) -> str | None:
+    def over(self, usage: UsageSoFar) -> Stop | None:
         if self.ceiling is None:
             return None
         return spending.ceiling_reached(pricing.usage_of(usage), self.ceiling)
@@ -164,7 +164,7 @@ class LocalBoard:
         git = self.checkout.git_before
         settle.close(self.run, "cancelled", None, error="claim lost", git_before=git)
 
-    def ended(self, result: RunResult, stop: str | None) -> str | None:
+    def ended(self, result: RunResult, stop: Stop | None) -> str | None:
         if stop is None:
             if self.checkout.in_worktree:
                 with self.clock.phase("git"):
@@ -172,10 +172,10 @@ class LocalBoard:
             return None
         git_after = self._checkpoint()
         with self.clock.phase("board"):
-            settle.close_run(self.run, result, stop=stop, error=stop,
+            settle.close_run(self.run, result, stop=stop, error=stop.why,
                              git_before=self.checkout.git_before, git_after=git_after)  # fmt: skip
-        self._kept("cancelled", stop)
-        return stop
+        self._kept("cancelled", stop.why)
+        return stop.why
 
     def fail(self, result: RunResult, message: str) -> None:
         git_after = self._checkpoint()

@@ -1,7 +1,8 @@
 """What a run costs: the runtime's own price, or its tokens priced by the table.
 
 ``CLAWBOO_MODEL_PRICES`` (settings) is ``{model: {in, out, cache_read, cache_write}}``
-in cents per million tokens. A run whose runtime gave a price is ``reported``; one
+in cents per million tokens; a run's cost is kept in millicents (:mod:`board.money`).
+A run whose runtime gave a price is ``reported``; one
 that gave tokens of a model in the table is ``estimated``; anything else (no
 usage, a model the table does not know) is ``unknown`` and costs 0 in the sums.
 While a run streams, its usage so far is priced the same way, for the ceiling.
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from board.money import MILLICENTS_PER_CENT, cents_of
 from executor.runtimes.base import UsageSoFar
 
 if TYPE_CHECKING:
@@ -34,7 +36,7 @@ Tokens = UsageSoFar
 
 
 def price_table() -> Mapping[str, Any]:
-    table = getattr(settings, "CLAWBOO_MODEL_PRICES", {})
+    table = settings.CLAWBOO_MODEL_PRICES
     return table if isinstance(table, Mapping) else {}
 
 
@@ -59,33 +61,58 @@ def rates_for(model: str | None) -> dict[str, Decimal] | None:
     return rates
 
 
+def estimate_millicents(tokens: Tokens) -> int | None:
+    """The tokens priced by the table, in millicents (half up); None if unpriced."""
+    rates = rates_for(tokens.model)
+    return None if rates is None else millicents_at(tokens, rates)
+
+
 def estimate_cents(tokens: Tokens) -> int | None:
     """The tokens priced by the table, in whole cents (half up); None if unpriced."""
-    rates = rates_for(tokens.model)
-    return None if rates is None else cents_at(tokens, rates)
+    estimate = estimate_millicents(tokens)
+    return None if estimate is None else cents_of(estimate)
 
 
-def cents_at(tokens: Tokens, rates: Mapping[str, Any]) -> int:
+def millicents_at(tokens: Tokens, rates: Mapping[str, Any]) -> int:
     """The tokens priced at ``rates`` (cents per million tokens, by :data:`RATE_KEYS`),
-    in whole cents, half up."""
+    in millicents, half up: a run of a few thousand tokens costs something."""
 
     def rate(key: str) -> Decimal:
         return Decimal(str(rates.get(key, 0)))
 
     total = (
-        (tokens.tokens_in or 0) * rate("in")
-        + (tokens.tokens_out or 0) * rate("out")
-        + (tokens.cache_read or 0) * rate("cache_read")
-        + (tokens.cache_write or 0) * rate("cache_write")
-    ) / PER
+        (
+            (tokens.tokens_in or 0) * rate("in")
+            + (tokens.tokens_out or 0) * rate("out")
+            + (tokens.cache_read or 0) * rate("cache_read")
+            + (tokens.cache_write or 0) * rate("cache_write")
+        )
+        * MILLICENTS_PER_CENT
+        / PER
+    )
     return int(total.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def cents_at(tokens: Tokens, rates: Mapping[str, Any]) -> int:
+    """The tokens priced at ``rates``, in whole cents (:func:`board.money.cents_of`)."""
+    return cents_of(millicents_at(tokens, rates))
+
+
+def reported_millicents(tokens: Tokens) -> int | None:
+    """The runtime's own price, in millicents; None when it gave none."""
+    if tokens.cost_millicents is not None:
+        return tokens.cost_millicents
+    if tokens.cost_cents is not None:
+        return tokens.cost_cents * MILLICENTS_PER_CENT
+    return None
 
 
 def running_cents(tokens: Tokens, rates: Mapping[str, Any] | None) -> int | None:
     """What a streamed report costs so far, for its ceiling: the runtime's own price,
     else its tokens at ``rates``; None when neither is known."""
-    if tokens.cost_cents is not None:
-        return tokens.cost_cents
+    reported = reported_millicents(tokens)
+    if reported is not None:
+        return cents_of(reported)
     if rates is None or not tokens.reported_any:
         return None
     return cents_at(tokens, rates)
@@ -98,7 +125,8 @@ def ceiling_reached(cents: int | None, ceiling: int | None, how: str) -> str | N
         return None
     return (
         f"stopped: the run cost {cents}¢ ({how}), "
-        f"reaching its ceiling of {ceiling}¢ (max_run_cents)"
+        f"reaching its ceiling of {ceiling}¢ (max_run_cents); raise max_run_cents "
+        "(or split the task) and move it back to todo to run it again"
     )
 
 
@@ -107,18 +135,19 @@ def usage_of(tokens: Tokens) -> Usage:
     from board.models import CostStatus
     from board.store.spend import Usage
 
-    cents, status = 0, CostStatus.UNKNOWN
-    if tokens.cost_cents is not None:
-        cents, status = tokens.cost_cents, CostStatus.REPORTED
+    millicents, status = 0, CostStatus.UNKNOWN
+    reported = reported_millicents(tokens)
+    if reported is not None:
+        millicents, status = reported, CostStatus.REPORTED
     elif tokens.reported_any:
-        estimate = estimate_cents(tokens)
+        estimate = estimate_millicents(tokens)
         if estimate is not None:
-            cents, status = estimate, CostStatus.ESTIMATED
+            millicents, status = estimate, CostStatus.ESTIMATED
     return Usage(
         tokens_in=tokens.tokens_in or 0,
         tokens_out=tokens.tokens_out or 0,
         cache_read=tokens.cache_read or 0,
         cache_write=tokens.cache_write or 0,
-        cost_cents=cents,
+        cost_millicents=millicents,
         cost_status=status,
     )

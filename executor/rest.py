@@ -32,7 +32,7 @@ from typing import Any
 
 from board.runs import ErrorClass
 from executor import pricing
-from executor.attempt import Answer, Attempt
+from executor.attempt import Answer, Attempt, Stop
 from executor.runtimes.base import RunResult, UsageSoFar
 
 log = logging.getLogger("clawboo.worker")
@@ -594,18 +594,18 @@ class RestRun:
             self._ceiling = ceiling if isinstance(ceiling, int) else None
             rates = answer.get("rates")
             self._rates[usage.model] = rates if isinstance(rates, dict) else None
-        return Answer(
-            stop=str(answer.get("reason") or "stopped for spend") if answer.get("stop") else None
-        )
+        why = str(answer.get("reason") or "stopped for spend")
+        return Answer(stop=Stop(why) if answer.get("stop") else None)
 
-    def over(self, usage: UsageSoFar) -> str | None:
+    def over(self, usage: UsageSoFar) -> Stop | None:
         with self._lock:
             ceiling, known = self._ceiling, usage.model in self._rates
             rates = self._rates.get(usage.model)
         if ceiling is None or (usage.cost_cents is None and not known):
             return None
         how = "reported" if usage.cost_cents is not None else "estimated"
-        return pricing.ceiling_reached(pricing.running_cents(usage, rates), ceiling, how)
+        why = pricing.ceiling_reached(pricing.running_cents(usage, rates), ceiling, how)
+        return None if why is None else Stop(why, ceiling=True)
 
     def output(self, stream: str, line: str) -> None:
         self.log.output(stream, line)
@@ -619,7 +619,7 @@ class RestRun:
     def claim_lost(self, result: RunResult | None) -> None:
         self.close(result, None if result is not None else "the claim was lost")
 
-    def ended(self, result: RunResult, stop: str | None) -> str | None:
+    def ended(self, result: RunResult, stop: Stop | None) -> str | None:
         closed = self.close(result, None) or {}
         if closed.get("error_class") == ErrorClass.BUDGET:
             return str(closed.get("error") or stop or "stopped for spend")
@@ -644,7 +644,7 @@ class RestRun:
 
     @property
     def stop(self) -> str | None:
-        return self.meter.stop
+        return None if self.meter.stop is None else self.meter.stop.why
 
     @property
     def cancel(self) -> Callable[[], None] | None:

@@ -75,8 +75,6 @@ class Executor:
         )
         self.heartbeat_s = heartbeat_s if heartbeat_s is not None else heartbeat_seconds()
         self.on_output = on_output
-        # Why the current run was stopped for spend (set by _run), or None.
-        self._spend_stop: str | None = None
         # The last preflight: (runtime, updated_at) it probed, when (monotonic).
         self._probed: tuple[tuple[str, Any], float] | None = None
         self._health: health.Health | None = None

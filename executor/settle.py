@@ -22,6 +22,7 @@ from board.models import Task
 from board.runs import ErrorClass
 from core.models import Agent
 from executor import breakers, judge, pricing, spending
+from executor.attempt import Stop
 from executor.runtimes import RunResult
 from worktrees import handoff
 from worktrees import service as worktree_service
@@ -71,7 +72,7 @@ def close_run(
     run: Run,
     result: RunResult,
     *,
-    stop: str | None = None,
+    stop: Stop | None = None,
     error: str | None = None,
     fail_task: bool = True,
     count_success: bool = False,
@@ -79,15 +80,16 @@ def close_run(
     git_after: str | None = None,
 ) -> str:
     """A run's end: a run stopped for spend (``stop`` says why) is closed
-    ``cancelled`` with ``error_class: budget`` and its task sent back with the one
-    comment; a failed one is classified, closed, its task failed (``fail_task``: a
-    remote worker sends its fail itself) and counted by the agent's breaker -- after
+    ``cancelled`` with ``error_class: budget`` and its task blocked (at its ceiling)
+    or sent back (a paused cap budget) with the one comment; a failed one is
+    classified, closed, its task failed (``fail_task``: a remote worker sends its
+    fail itself) and counted by the agent's breaker -- after
     the fail, which a tripped breaker would otherwise hand back first. A succeeded
     one is closed (and counted when ``count_success``; a local run counts it once
     landed). Returns the error class ("" for a success)."""
     git = {"git_before": git_before, "git_after": git_after}
     if stop is not None:
-        close(run, "cancelled", result, error=stop, error_class=ErrorClass.BUDGET, **git)
+        close(run, "cancelled", result, error=stop.why, error_class=ErrorClass.BUDGET, **git)
         spending.settle_stop(run.task_id, run.ticket, stop)
         return ErrorClass.BUDGET
     outcome = str(result.outcome)

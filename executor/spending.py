@@ -5,8 +5,10 @@ execution (:func:`board.store.spend.record_usage`, which adds it to the task, it
 tree and the budgets over it); the run must stop when it reaches its ceiling
 (``max_run_cents``) or when a cap budget covering it is paused. A stopped run's
 execution is closed ``cancelled`` with ``error_class: "budget"`` by its worker, and
-:func:`settle_stop` sends the task back to ``todo`` with a comment and one
-notification. The local executor calls these in-process; a remote worker's usage
+:func:`settle_stop` decides the task's next status: ``blocked`` at the run's own
+ceiling (never retried by itself: a person raises it and moves the task back to
+``todo``), back to ``todo`` for a paused cap budget (the pause holds it); with a
+comment and one notification. The local executor calls these in-process; a remote worker's usage
 reports and close reach them through the API (:mod:`executor.api`).
 """
 
@@ -15,14 +17,18 @@ from __future__ import annotations
 from board import store
 from board.store import spend as spend_store
 from executor import pricing
+from executor.attempt import Stop
+
+__all__ = ["Stop", "ceiling_reached", "record", "settle_stop"]
 
 
-def ceiling_reached(usage: spend_store.Usage, ceiling: int | None) -> str | None:
+def ceiling_reached(usage: spend_store.Usage, ceiling: int | None) -> Stop | None:
     """Why a run that cost ``usage`` so far must stop at its ceiling, or None."""
-    return pricing.ceiling_reached(usage.cost_cents, ceiling, usage.cost_status)
+    why = pricing.ceiling_reached(usage.cost_cents, ceiling, usage.cost_status)
+    return None if why is None else Stop(why, ceiling=True)
 
 
-def record(execution_id: int, usage: spend_store.Usage, ceiling: int | None) -> str | None:
+def record(execution_id: int, usage: spend_store.Usage, ceiling: int | None) -> Stop | None:
     """Write the run's usage so far; why it must stop (ceiling, paused budget), or None."""
     recorded = spend_store.record_usage(execution_id, usage)
     over = ceiling_reached(usage, ceiling)
@@ -30,19 +36,17 @@ def record(execution_id: int, usage: spend_store.Usage, ceiling: int | None) -> 
         return over
     if recorded is not None and recorded.paused:
         budget = recorded.paused[0]
-        return (
+        return Stop(
             f"stopped: the {budget.scope} {budget.scope_id!r} reached its "
             f"{budget.limit_cents}¢ {budget.window} budget (cap)"
         )
     return None
 
 
-def settle_stop(task_id: str, ticket: str, why: str) -> bool:
-    """After the stopped run's execution is closed: the task back to ``todo`` (if the
-    ticket still holds it) with the comment and the one ``budget_stopped`` event.
+def settle_stop(task_id: str, ticket: str, stop: Stop) -> bool:
+    """After the stopped run's execution is closed: the task ``blocked`` (its ceiling)
+    or back to ``todo`` (a paused cap budget), if the ticket still holds it, with the
+    comment and the one ``budget_stopped`` event (:func:`board.store.stop_for_spend`).
     False when the claim was lost meanwhile (nothing is written then)."""
-    released = store.release(task_id, ticket=ticket)
-    if released.declined:
-        return False
-    spend_store.note_budget_stop(task_id, why)
-    return True
+    settled = store.stop_for_spend(task_id, stop.why, ticket=ticket, at_ceiling=stop.ceiling)
+    return not settled.declined

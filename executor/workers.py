@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 
 from core import beats, reconnect, wakeups
+from executor import health
 from executor.runner import Executor, WorkReport
 
 log = logging.getLogger("executor.runner")
@@ -64,7 +65,9 @@ def _work_agent(
             if result.outcome in ("idle", "refused"):
                 if once:
                     return
-                wakeups.wait(wakeups.BOARD, since, poll_s)
+                # At least every probe interval: a runtime fixed meanwhile (the
+                # preflight) is noticed within CLAWBOO_HEALTH_PROBE_MS.
+                wakeups.wait(wakeups.BOARD, since, min(poll_s, health.probe_interval_s()))
     except Exception:
         log.exception("worker for agent %s stopped", agent_id)
     finally:

@@ -44,6 +44,7 @@ from prometheus_client.core import (
 )
 
 from board.models import ExecutionProcess, Task
+from board.money import MILLICENTS_PER_CENT
 from board.store import ready_filter
 from board.store.recovery import ORPHAN_ERROR, STALE_ERROR
 from board.transitions import Status
@@ -217,14 +218,19 @@ class DeploymentCollector:
             labels=["runtime", "direction"],
         )
         cost = CounterMetricFamily(
-            "clawboo_execution_cost_cents", "Cost of executions in cents.", labels=["runtime"]
+            "clawboo_execution_cost_cents",
+            "Cost of executions in cents (from their millicents: cheap runs count).",
+            labels=["runtime"],
         )
         per_runtime: dict[str, list[int]] = {}
         for row in (
             ExecutionProcess.objects.order_by()
             .values("runtime", "status")
             .annotate(
-                n=Count("id"), t_in=Sum("tokens_in"), t_out=Sum("tokens_out"), c=Sum("cost_cents")
+                n=Count("id"),
+                t_in=Sum("tokens_in"),
+                t_out=Sum("tokens_out"),
+                c=Sum("cost_millicents"),
             )
             .order_by("runtime", "status")
         ):
@@ -234,10 +240,10 @@ class DeploymentCollector:
             acc[0] += row["t_in"] or 0
             acc[1] += row["t_out"] or 0
             acc[2] += row["c"] or 0
-        for runtime, (t_in, t_out, cents) in sorted(per_runtime.items()):
+        for runtime, (t_in, t_out, millicents) in sorted(per_runtime.items()):
             tokens.add_metric([runtime, "in"], t_in)
             tokens.add_metric([runtime, "out"], t_out)
-            cost.add_metric([runtime], cents)
+            cost.add_metric([runtime], millicents / MILLICENTS_PER_CENT)
         yield runs
         yield tokens
         yield cost

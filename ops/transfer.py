@@ -347,7 +347,9 @@ def _value_problem(column: models.Field[Any, Any], value: Any) -> str | None:
             return "must be text"
         if target.max_length is not None and len(value) > target.max_length:
             return f"is longer than {target.max_length} characters"
-        if column.choices:
+        # A blank value of a column that may be blank is not a choice (as Django's
+        # own validation has it).
+        if column.choices and not (value == "" and column.blank):
             allowed = [str(choice) for choice, _ in column.flatchoices]
             if value not in allowed:
                 return f"{value[:40]!r} is not one of {', '.join(allowed)}"

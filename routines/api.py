@@ -177,7 +177,6 @@ _SCHEDULE_WRITE_ERRORS = (
     "ownership_conflict",
     "bound_recurring",
     "domain_violation",
-    "not_implemented",
     "gateway_unavailable",
 )
 
@@ -286,7 +285,6 @@ class RoutineListView(APIView):
             "forbidden",
             "ownership_conflict",
             "conflict",
-            "not_implemented",
         ),
     )
     @idempotent
@@ -317,7 +315,6 @@ class RoutineDetailView(APIView):
             "bound_recurring",
             "conflict",
             "ownership_conflict",
-            "not_implemented",
         ),
     )
     def patch(self, request: Request, routine_id: str) -> Response:

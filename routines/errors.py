@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.errors import ClawbooError, Conflict, Forbidden, NotFound
+from core.errors import ClawbooError, Conflict, Forbidden, NotFound, ValidationFailed
 
 
 class RoutineNotFound(NotFound):
@@ -51,13 +51,10 @@ class BoundRecurringScheduleError(ClawbooError):
     code = "bound_recurring"
 
 
-class HumanParticipantNotImplemented(ClawbooError, NotImplementedError):
-    """Routines for human participants are a typed seam, not a feature yet (501).
-
-    The intended future shape is a scheduled board ping, not a spawned process.
-    """
-
-    code = "not_implemented"
+class HumanParticipantRefused(ValidationFailed):
+    """A routine fires an agent's run; a person is not run (400 on ``agent_id``). The
+    refusal says what to do instead: a task routed to that person, or a routine for
+    an agent that runs."""
 
 
 class ObserveOnlyError(Forbidden):

@@ -31,7 +31,7 @@ from routines import occurrence
 from routines.errors import (
     BoundRecurringScheduleError,
     DuplicateFiringOwnerError,
-    HumanParticipantNotImplemented,
+    HumanParticipantRefused,
     IllegalRoutineTransition,
     RoutineBusy,
     RoutineNotFound,
@@ -169,11 +169,16 @@ def _check_agent(agent_id: Any, team_id: str) -> Agent:
 
 
 def check_not_human(agent: Agent) -> None:
-    """The human-participant seam: reachable, typed, not built yet."""
+    """A routine runs its agent on a schedule; a person is never run (the executor
+    does not claim for a ``human``): refused, saying what to do instead."""
     if agent.participant_kind == ParticipantKind.HUMAN or agent.runtime == Runtime.HUMAN:
-        raise HumanParticipantNotImplemented(
-            f"routines for human participant {agent.id!r} are not implemented yet "
-            "(planned: a scheduled board ping)",
+        raise HumanParticipantRefused(
+            "agent_id",
+            f"{agent.id!r} is a person: a routine fires an agent's run "
+            "and nobody runs a person. Give the routine an agent that runs (claude-code, "
+            "codex, hermes, command, openclaw), or put the work in front of this person "
+            f'as a task routed to them (route: {{"agent": "{agent.id}"}}), which they '
+            "claim from the board",
             agent_id=agent.id,
         )
 
@@ -443,7 +448,7 @@ def create_routine(
     (400); unknown agent → ValidationFailed; a recurring spec bound to a task →
     BoundRecurringScheduleError (400); a task with another firing owner →
     DuplicateFiringOwnerError (409); a human participant →
-    HumanParticipantNotImplemented (501).
+    HumanParticipantRefused (400 on ``agent_id``, saying what to do instead).
     """
     at = now_ms()
     # Once before the write (a refusal takes no lock), once inside it (the team or

@@ -84,6 +84,7 @@ from board.store.lifecycle import (
     fail,
     release,
     resume_from_review,
+    stop_for_spend,
     unblock,
 )
 from board.store.recovery import (
@@ -235,6 +236,7 @@ __all__ = [
     "record_landing",
     "record_workspace",
     "release",
+    "stop_for_spend",
     "release_lapsed",
     "run_boot_passes",
     "release_stale",

@@ -9,8 +9,10 @@ this module only writes the state; it never has to stop a claim itself.
 
 What a decision means:
 
-- ``approve`` names the revision the person saw; any later edit of what the work
-  is (title, description, labels, metadata) sends it back to ``required``.
+- ``approve`` names the revision the person saw; any later edit of what would run
+  or where (:data:`VOIDING_FIELDS`: title, description, goal, context, labels,
+  metadata, route, repository, ``max_run_cents``, dependencies) sends it back to
+  ``required``.
 - ``deny`` keeps the task where it is and out of dispatch for good: no claim
   takes it, its card carries the denial and its reason, and a person may still
   approve it later or cancel it. Denial never cascades to dependents.
@@ -41,8 +43,26 @@ from core.errors import Conflict
 APPROVAL_LABEL = "risk"
 DECISIONS = ("approve", "deny")
 REASON_LIMIT = 2_000
-# The fields whose change is a new piece of work: an approval of the old one is void.
-CONTENT_FIELDS = frozenset({"title", "description", "goal", "context", "labels", "metadata"})
+# The one list of what voids an approval (GOVERNANCE §5): a change to what would run
+# or where. Names are the task's columns as the edits report them; ``depends_on`` is
+# the dependency writes (link, unlink). Every door (REST, MCP, admin, board) edits
+# through the store, which asks :func:`ask_again_after_edit` with what it changed.
+VOIDING_FIELDS = frozenset(
+    {
+        "title",
+        "description",
+        "goal",
+        "context",
+        "labels",
+        "metadata",  # verify / install commands, repo_path, ...
+        "route_agent_id",
+        "route_runtime",
+        "route_labels",
+        "repository_id",
+        "max_run_cents",
+        "depends_on",
+    }
+)
 # Where an approval still matters: before any claim holds the task.
 _OPEN = frozenset({Status.BACKLOG, Status.TODO, Status.BLOCKED})
 
@@ -97,11 +117,11 @@ def require(task: Task, at: dt.datetime, *, reason: str | None = None) -> set[st
 
 
 def ask_again_after_edit(task: Task, changed: set[str], at: dt.datetime) -> set[str]:
-    """Called by the edits, on the locked row with its new values: a content edit
-    voids a decision (approved, denied, expired) — the person decided on other work;
-    adding the label ``risk`` makes a task that needed none wait. The changed field
-    names (empty: the approval is as it was)."""
-    if not (changed & CONTENT_FIELDS) or task.status not in _OPEN:
+    """Called by the edits, on the locked row with its new values: an edit of a
+    :data:`VOIDING_FIELDS` field voids a decision (approved, denied, expired) — the
+    person decided on other work; adding the label ``risk`` makes a task that needed
+    none wait. The changed field names (empty: the approval is as it was)."""
+    if not (changed & VOIDING_FIELDS) or task.status not in _OPEN:
         return set()
     if task.approval_state is None:
         if APPROVAL_LABEL in (task.labels or []):

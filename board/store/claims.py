@@ -549,7 +549,13 @@ def claim_next(
             if values is not None:
                 bound.append(values if vendor == "postgresql" else json.dumps(values))
         params = [*_set_params(agent, rt, span), *bound, *labelled, *claimer.route()]
-        return _claim_row(sql, params)
+        claimed = _claim_row(sql, params)
+        if claimed is None and excluded:
+            binds = [*labelled, *claimer.route()]
+            held = _held_back(vendor, agent, scoped, excluded, binds)
+            if held is not None:
+                return held
+        return claimed
 
     outcome = storage.write(run)
     if outcome is None:
@@ -557,6 +563,38 @@ def claim_next(
     if isinstance(outcome, _Refusal):
         return ClaimResult(outcome.code, detail=outcome.detail, refusal=outcome.error)
     return _claimed(outcome)
+
+
+def _held_back(
+    vendor: str, agent_id: str, teams: list[str] | None, excluded: list[str], binds: list[Any]
+) -> _Refusal | None:
+    """GOVERNANCE §3: claim-next answers ``409 budget_paused`` when every scope the
+    agent could take work from is paused. Called when the claim took nothing while
+    cap budgets passed over ``excluded``: the refusal of the first of those this
+    claimer could otherwise take (ready, approved, its label and route), naming the
+    budget that holds it; None when none is (nothing was ready: a plain 204)."""
+    in_list = "= ANY(%s)" if vendor == "postgresql" else "IN (SELECT value FROM json_each(%s))"
+    team_clause = f"AND {_TABLE}.team_id {in_list} " if teams is not None else ""
+    no_label = "%s::text IS NULL" if vendor == "postgresql" else "%s IS NULL"
+    sql = (
+        f"SELECT {_TABLE}.id FROM {_TABLE} WHERE {READY_SQL} "  # noqa: S608
+        f"AND {_TABLE}.assignee_agent_id IS NULL AND {_APPROVED} "
+        f"AND {_TABLE}.id {in_list} {team_clause}"
+        f"AND ({no_label} OR {label_sql(vendor)}) AND {route_sql(vendor)} LIMIT 1"
+    )
+    pack = (lambda v: v) if vendor == "postgresql" else json.dumps
+    params = [pack(excluded), *([pack(teams)] if teams is not None else []), *binds]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    task = Task.objects.get(pk=row[0])
+    try:
+        spend.cap_refusal(task, agent_id)
+    except BudgetPaused as paused:
+        return _Refusal("budget_paused", paused.detail, paused)
+    return None
 
 
 # --- leases ------------------------------------------------------------------

@@ -11,6 +11,7 @@ from django.db import connection
 from board import checks
 from board.errors import DependencyCycle, DepthExceeded
 from board.models import Task, TaskDep
+from board.store import approvals
 from board.store._base import commit_change, lock_task, now
 from board.store.moves import move
 from board.transitions import Status
@@ -73,7 +74,12 @@ def link(task_id: str, depends_on: Any) -> bool:
         if dep_task.status != Status.DONE:
             task.unmet_deps += 1
             fields.add("unmet_deps")
-        commit_change(task, "dependency_added", prev_status=task.status, fields=fields, at=at)
+        asked = approvals.ask_again_after_edit(task, {"depends_on"}, at)
+        commit_change(
+            task, "dependency_added", prev_status=task.status, fields=fields | asked, at=at
+        )
+        if asked:
+            approvals.record_required(task)
         return True
 
     return storage.write(run)
@@ -94,7 +100,13 @@ def unlink(task_id: str, depends_on: Any) -> bool:
             if pending:
                 task.unmet_deps -= 1
                 fields.add("unmet_deps")
-            commit_change(task, "dependency_removed", prev_status=task.status, fields=fields)
+            at = now()
+            asked = approvals.ask_again_after_edit(task, {"depends_on"}, at)
+            commit_change(
+                task, "dependency_removed", prev_status=task.status, fields=fields | asked, at=at
+            )
+            if asked:
+                approvals.record_required(task)
         return bool(deleted)
 
     return storage.write(run)

@@ -140,6 +140,7 @@ def close_execution(
     cache_read: int = 0,
     cache_write: int = 0,
     cost_status: str | None = None,
+    cost_millicents: int | None = None,
     error_class: str | None = "",
     git_before: str | None = None,
     git_after: str | None = None,
@@ -153,6 +154,7 @@ def close_execution(
     tree and the budgets over it).
 
     ``cost_status`` None: ``reported`` when a cost is given, else ``unknown``.
+    ``cost_millicents``, when given, is the cost of record (``cost_cents`` its rounding).
     Closing an already-closed row changes nothing (a recovery pass may have got
     there first) and returns it as it stands.
     """
@@ -166,7 +168,9 @@ def close_execution(
         cache_read=cache_read,
         cache_write=cache_write,
         cost_cents=cost_cents,
-        cost_status=cost_status or (CostStatus.REPORTED if cost_cents else CostStatus.UNKNOWN),
+        cost_millicents=cost_millicents,
+        cost_status=cost_status
+        or (CostStatus.REPORTED if cost_cents or cost_millicents else CostStatus.UNKNOWN),
     ).check()
 
     def run() -> ExecutionProcess:

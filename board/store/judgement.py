@@ -15,10 +15,12 @@ from django.db.models import F
 
 from board import checks
 from board.models import ExecutionProcess, Task, Verdict
+from board.money import MILLICENTS_PER_CENT, cents_of
 from board.store._base import add_comment_row, commit_change, lock_task, now, set_fields
 from board.store.executions import CLOSED, LOG_TAIL
 from board.store.fields import EVIDENCE_TAIL
 from board.store.lifecycle import _guards, _lifecycle
+from board.store.spend import rounded_cents
 from board.store.tickets import Ticket, WriteOutcome, declined, recorded
 from board.transitions import Status, is_terminal
 from core import storage
@@ -137,6 +139,7 @@ def record_review_run(
     tokens_in: int = 0,
     tokens_out: int = 0,
     cost_cents: int = 0,
+    cost_millicents: int | None = None,
     git_before: str | None = None,
     exit_code: int | None = None,
     error: str | None = None,
@@ -147,6 +150,8 @@ def record_review_run(
     runtime, its cost added to the task's), like any run. It opens no claim: the
     critic ran inside the builder's."""
     checks.check_choice(outcome, "outcome", sorted(CLOSED))
+    millicents = cost_cents * MILLICENTS_PER_CENT if cost_millicents is None else cost_millicents
+    cost_cents = cents_of(millicents)
 
     def run() -> ExecutionProcess:
         task = lock_task(task_id)
@@ -160,6 +165,7 @@ def record_review_run(
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             cost_cents=cost_cents,
+            cost_millicents=millicents,
             git_before=git_before,
             git_after=git_before,
             exit_code=exit_code,
@@ -168,10 +174,11 @@ def record_review_run(
             started_at=started_at,
             finished_at=now(),
         )
-        if tokens_in or tokens_out or cost_cents:
+        if tokens_in or tokens_out or millicents:
             Task.objects.filter(pk=task.id).update(
                 cost_tokens=F("cost_tokens") + tokens_in + tokens_out,
-                cost_cents=F("cost_cents") + cost_cents,
+                cost_millicents=F("cost_millicents") + millicents,
+                cost_cents=rounded_cents(F("cost_millicents") + millicents),
             )
         return row
 

@@ -378,3 +378,36 @@ def release(task_id: str, *, ticket: Any = None, write: WriteToken | None = None
         write=write,
         after=after,
     )
+
+
+def stop_for_spend(task_id: str, why: str, *, ticket: Any, at_ceiling: bool) -> WriteOutcome:
+    """After a run stopped for spend was closed (GOVERNANCE §3): the task's next status.
+
+    At its own ceiling (``max_run_cents``) the task is ``blocked`` with ``why`` as its
+    error -- not cascading: its dependents wait for a person, who raises the ceiling
+    (or splits the task) and moves it back to ``todo``; it is never retried by itself.
+    Stopped by a paused cap budget, it goes back to ``todo``: the pause holds every
+    claim of it until a person resumes the budget. Either way the comment and one
+    event of kind ``budget_stopped`` (the move's own event, so the one notification:
+    no second ``blocked`` one). Declined (nothing written) when ``ticket`` no longer
+    holds the task."""
+    note = checks.check_text(why, "error", required=True)
+
+    def mutate(task: Task, at: dt.datetime) -> set[str]:
+        from board.store._base import add_comment_row
+
+        add_comment_row(task, "clawboo", note, at)
+        return set_fields(task, error=note) if task.status == Status.BLOCKED else set()
+
+    def after(task: Task, prev: str, at: dt.datetime) -> None:
+        _close_run(task, prev, "cancelled", note, at)
+
+    return _lifecycle(
+        task_id,
+        target=Status.BLOCKED if at_ceiling else Status.TODO,
+        sources=frozenset({Status.IN_PROGRESS}),
+        guards=_guards(ticket, False, False),
+        kind="budget_stopped",
+        mutate=mutate,
+        after=after,
+    )

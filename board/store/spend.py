@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import F, Q, Sum
+from django.db.models import BigIntegerField, ExpressionWrapper, F, Q, Sum
 
 from board.errors import BudgetNotFound, BudgetPaused
 from board.models import (
@@ -36,6 +36,7 @@ from board.models import (
     Task,
     window_bounds,
 )
+from board.money import MILLICENTS_PER_CENT, cents_of
 from board.store._base import now, record_event
 from core import events, storage
 from core.checks import check_choice, check_int
@@ -56,13 +57,34 @@ class Usage:
     cache_write: int = 0
     cost_cents: int = 0
     cost_status: str = CostStatus.UNKNOWN
+    # The cost of record, in thousandths of a cent. Given, ``cost_cents`` is its
+    # rounding (:func:`board.money.cents_of`); not given, it is ``cost_cents`` × 1000.
+    cost_millicents: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.cost_millicents is None:
+            if isinstance(self.cost_cents, int) and not isinstance(self.cost_cents, bool):
+                object.__setattr__(self, "cost_millicents", self.cost_cents * MILLICENTS_PER_CENT)
+        elif isinstance(self.cost_millicents, int) and not isinstance(self.cost_millicents, bool):
+            object.__setattr__(self, "cost_cents", cents_of(self.cost_millicents))
 
     @property
     def tokens(self) -> int:
         return self.tokens_in + self.tokens_out + self.cache_read + self.cache_write
 
+    @property
+    def millicents(self) -> int:
+        return self.cost_millicents or 0
+
     def check(self) -> Usage:
-        for name in ("tokens_in", "tokens_out", "cache_read", "cache_write", "cost_cents"):
+        for name in (
+            "tokens_in",
+            "tokens_out",
+            "cache_read",
+            "cache_write",
+            "cost_cents",
+            "cost_millicents",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValidationFailed(name, "must be a non-negative integer")
@@ -90,28 +112,35 @@ def apply_usage(row: ExecutionProcess, usage: Usage, at: dt.datetime) -> list[Bu
     another run's may have paused them).
     """
     usage.check()
-    cents = usage.cost_cents - row.cost_cents
+    # Added in millicents; each cents column is set to the rounding of its new sum
+    # in the same statement (the right-hand sides read the row as it was).
+    cents = usage.millicents - row.cost_millicents
     tokens = usage.tokens - _row_tokens(row)
     row.tokens_in, row.tokens_out = usage.tokens_in, usage.tokens_out
     row.cache_read, row.cache_write = usage.cache_read, usage.cache_write
     row.cost_cents, row.cost_status = usage.cost_cents, usage.cost_status
+    row.cost_millicents = usage.millicents
     ExecutionProcess.objects.filter(pk=row.pk).update(
         tokens_in=row.tokens_in,
         tokens_out=row.tokens_out,
         cache_read=row.cache_read,
         cache_write=row.cache_write,
         cost_cents=row.cost_cents,
+        cost_millicents=row.cost_millicents,
         cost_status=row.cost_status,
     )
     task = Task.objects.only("id", "team_id", "metadata", "parent_task_id").get(pk=row.task_id)
     chain = [task.id, *_ancestors(task.id)]
     if cents or tokens:
         Task.objects.filter(pk=task.id).update(
-            cost_tokens=F("cost_tokens") + tokens, cost_cents=F("cost_cents") + cents
+            cost_tokens=F("cost_tokens") + tokens,
+            cost_millicents=F("cost_millicents") + cents,
+            cost_cents=rounded_cents(F("cost_millicents") + cents),
         )
         Task.objects.filter(pk__in=chain).update(
             tree_cost_tokens=F("tree_cost_tokens") + tokens,
-            tree_cost_cents=F("tree_cost_cents") + cents,
+            tree_cost_millicents=F("tree_cost_millicents") + cents,
+            tree_cost_cents=rounded_cents(F("tree_cost_millicents") + cents),
         )
     if cents:
         # Live on the board: the task and each ancestor whose tree figure moved.
@@ -122,12 +151,22 @@ def apply_usage(row: ExecutionProcess, usage: Usage, at: dt.datetime) -> list[Bu
     for budget in _covering(task, row.agent_id, chain).select_for_update().order_by("id"):
         _roll_window(budget, at)
         if cents:
-            budget.spent_cents += cents
+            budget.spent_millicents += cents
+            budget.spent_cents = cents_of(budget.spent_millicents)
             _notice_crossings(budget, at)
         budget.save()
         if budget.mode == BudgetMode.CAP and _is_paused(budget, at):
             paused.append(budget)
     return paused
+
+
+def rounded_cents(millicents: Any) -> Any:
+    """:func:`board.money.cents_of` as SQL over a millicent expression (integer
+    division on both engines: the figures are never negative)."""
+    return ExpressionWrapper(
+        (millicents + MILLICENTS_PER_CENT // 2) / MILLICENTS_PER_CENT,
+        output_field=BigIntegerField(),
+    )
 
 
 def record_usage(execution_id: int, usage: Usage) -> Recorded | None:
@@ -179,7 +218,7 @@ def _roll_window(budget: Budget, at: dt.datetime) -> None:
     start = window_bounds(budget.window, at)[0]
     if budget.window_start < start:
         budget.window_start = start
-        budget.spent_cents = 0
+        budget.spent_cents = budget.spent_millicents = 0
         budget.pause_at_cents = None
         budget.warned = budget.exhausted = False
         budget.paused_until = None
@@ -452,7 +491,8 @@ def _tree_ids(root_id: str) -> list[str]:
 
 
 def _scope_spend(scope: str, scope_id: str, since: dt.datetime) -> int:
-    """What the scope's executions cost since ``since`` (a new budget's starting figure)."""
+    """What the scope's executions cost since ``since``, in millicents (a new
+    budget's starting figure)."""
     runs = ExecutionProcess.objects.filter(started_at__gte=since)
     if scope == BudgetScope.TEAM:
         runs = runs.filter(task__team_id=scope_id)
@@ -462,7 +502,7 @@ def _scope_spend(scope: str, scope_id: str, since: dt.datetime) -> int:
         runs = runs.filter(task__metadata__routine_id=scope_id)
     else:
         runs = runs.filter(task_id__in=_tree_ids(scope_id))
-    return int(runs.aggregate(total=Sum("cost_cents"))["total"] or 0)
+    return int(runs.aggregate(total=Sum("cost_millicents"))["total"] or 0)
 
 
 def check_budget_fields(data: dict[str, Any], *, partial: bool) -> dict[str, Any]:
@@ -498,10 +538,12 @@ def create_budget(team_id: str, fields: dict[str, Any]) -> Budget:
     def run() -> Budget:
         at = now()
         start = window_bounds(clean["window"], at)[0]
+        spent = _scope_spend(clean["scope"], clean["scope_id"], start)
         budget = Budget(
             team_id=team_id,
             window_start=start,
-            spent_cents=_scope_spend(clean["scope"], clean["scope_id"], start),
+            spent_millicents=spent,
+            spent_cents=cents_of(spent),
             created_at=at,
             updated_at=at,
             **clean,
@@ -568,7 +610,8 @@ def update_budget(budget_id: int, fields: dict[str, Any], team_id: str | None = 
         if rescoped:
             start = window_bounds(budget.window, at)[0]
             budget.window_start = start
-            budget.spent_cents = _scope_spend(budget.scope, budget.scope_id, start)
+            budget.spent_millicents = _scope_spend(budget.scope, budget.scope_id, start)
+            budget.spent_cents = cents_of(budget.spent_millicents)
             budget.pause_at_cents = None
             budget.warned = budget.exhausted = False
         else:
@@ -622,19 +665,6 @@ def resume_budget(budget_id: int, grace_cents: Any = None) -> Budget:
     return storage.write(run)
 
 
-def note_budget_stop(task_id: str, detail: str, author: str = "clawboo") -> None:
-    """A run stopped for spend (its ceiling, or a paused budget): the comment on its
-    task and the one ``budget_stopped`` event a person is notified by."""
-    from board.store._base import add_comment_row, lock_task, record_event
-
-    def run() -> None:
-        task = lock_task(task_id)
-        add_comment_row(task, author, detail, now())
-        record_event(task, "budget_stopped", prev_status=task.status)
-
-    storage.write(run)
-
-
 def run_ceiling(task: Task, agent_settings: dict[str, Any] | None) -> int | None:
     """The run's ceiling in cents: the task's ``max_run_cents``, else the agent's default
     (its settings' ``max_run_cents``), else None."""
@@ -675,16 +705,17 @@ def usage_report(teams: list[str], at: dt.datetime, days: int = 30) -> UsageRepo
     since = min(first, *periods.values())
     runs = list(
         ExecutionProcess.objects.filter(task__team_id__in=teams, started_at__gte=since).values_list(
-            "task__team_id", "agent_id", "started_at", "cost_cents"
+            "task__team_id", "agent_id", "started_at", "cost_millicents"
         )
     )
+    # Summed in millicents, then rounded: cheap runs add up.
 
     def rows(key: int, names: list[str]) -> list[dict[str, Any]]:
         out = []
         for name in names:
             mine = [r for r in runs if r[key] == name]
             figures = {
-                period: sum(r[3] for r in mine if r[2] >= start)
+                period: cents_of(sum(r[3] for r in mine if r[2] >= start))
                 for period, start in periods.items()
             }
             out.append({"id": name, **figures})
@@ -694,7 +725,7 @@ def usage_report(teams: list[str], at: dt.datetime, days: int = 30) -> UsageRepo
     for n in range(days):
         start = first + dt.timedelta(days=n)
         end = start + dt.timedelta(days=1)
-        cents = sum(r[3] for r in runs if start <= r[2] < end)
+        cents = cents_of(sum(r[3] for r in runs if start <= r[2] < end))
         daily.append({"day": start.date().isoformat(), "cents": cents})
     agents = sorted({r[1] for r in runs if r[1]})
     return UsageReport(rows(0, sorted(teams)), rows(1, agents), daily)

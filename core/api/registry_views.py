@@ -30,6 +30,11 @@ _TEAM_FIELDS: dict[str, Any] = {
     "reviewer_agent": serializers.CharField(
         allow_null=True, required=False, help_text="the team's critic (null: no critic)"
     ),
+    "max_concurrent": serializers.IntegerField(
+        allow_null=True,
+        required=False,
+        help_text="the most of the team's tasks in_progress at once (null: no team limit)",
+    ),
 }
 TeamSerializer = inline_serializer("Team", _TEAM_FIELDS)
 TeamListSerializer = inline_serializer("Team", _TEAM_FIELDS, many=True)
@@ -46,6 +51,14 @@ TeamPatchSerializer = inline_serializer(
             required=False,
             help_text="every new task of the team waits for a person's approval. Staff only.",
         ),
+        "max_concurrent": serializers.IntegerField(
+            allow_null=True,
+            required=False,
+            min_value=1,
+            help_text="the most of the team's tasks in_progress at once, across every "
+            "process and host (null: no team limit). Staff only.",
+        ),
+        "name": serializers.CharField(required=False, help_text="Staff only."),
     },
 )
 _AGENT_FIELDS: dict[str, Any] = {
@@ -121,6 +134,7 @@ def team_body(team: Team) -> dict[str, Any]:
         "name": team.name,
         "approval_required": team.approval_required,
         "reviewer_agent": team.reviewer_agent_id,
+        "max_concurrent": team.max_concurrent,
         "created_at": team.created_at.isoformat(),
     }
 
@@ -199,12 +213,16 @@ class TeamDetailView(APIView):
         # is the team's policy: an operator's decision.
         if not server_commands.is_operator(request.user):
             raise Forbidden("only staff change a team's settings", field="reviewer_agent")
-        rule = body.get("approval_required")
-        if rule is not None and not isinstance(rule, bool):  # checked before any write
-            raise ValidationFailed("approval_required", "must be true or false")
-        if "reviewer_agent" in body:
-            registry.set_reviewer_agent(team_id, body["reviewer_agent"])
-        return Response(team_body(registry.update_team(team_id, approval_required=rule)))
+        # One write: every field is checked first, so a refusal writes nothing.
+        unset = registry.UNSET
+        team = registry.update_team(
+            team_id,
+            name=body.get("name"),
+            approval_required=body.get("approval_required"),
+            max_concurrent=body["max_concurrent"] if "max_concurrent" in body else unset,
+            reviewer_agent=body["reviewer_agent"] if "reviewer_agent" in body else unset,
+        )
+        return Response(team_body(team))
 
 
 class AgentsView(APIView):

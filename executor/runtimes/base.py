@@ -117,6 +117,8 @@ class UsageSoFar:
     cache_write: int | None = None
     cost_cents: int | None = None
     model: str | None = None
+    # The runtime's price to the thousandth of a cent (finer than ``cost_cents``).
+    cost_millicents: int | None = None
 
     @property
     def reported_any(self) -> bool:
@@ -140,6 +142,7 @@ class RunResult:
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost_cents: int | None = None
+    cost_millicents: int | None = None  # the same price, to the thousandth of a cent
     cache_read: int | None = None
     cache_write: int | None = None
     # The model the run used, when the runtime said (prices its tokens).
@@ -237,17 +240,27 @@ def start_run(
     return RunHandle(adapter, request, on_output)
 
 
-def usd_to_cents(usd: object) -> int | None:
-    """A CLI's USD cost as whole cents, half up; None when absent or not a number."""
+def usd_to_millicents(usd: object) -> int | None:
+    """A CLI's USD cost in millicents (thousandths of a cent), half up: a run under
+    half a cent still costs something. None when absent or not a number."""
+    value = _usd(usd)
+    return None if value is None else int((value * 100_000).quantize(Decimal(1), ROUND_HALF_UP))
+
+
+def _usd(usd: object) -> Decimal | None:
     if isinstance(usd, bool) or not isinstance(usd, int | float | str):
         return None
     try:
         value = Decimal(str(usd))
     except InvalidOperation:
         return None
-    if not value.is_finite() or value < 0:
-        return None
-    return int((value * 100).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+    return value if value.is_finite() and value >= 0 else None
+
+
+def usd_to_cents(usd: object) -> int | None:
+    """A CLI's USD cost as whole cents, half up; None when absent or not a number."""
+    value = _usd(usd)
+    return None if value is None else int((value * 100).quantize(Decimal(1), ROUND_HALF_UP))
 
 
 def as_count(value: object) -> int:

@@ -22,7 +22,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from executor.runtimes.base import Capabilities, RunRequest, as_count, usd_to_cents
+from executor.runtimes.base import (
+    Capabilities,
+    RunRequest,
+    as_count,
+    usd_to_cents,
+    usd_to_millicents,
+)
 from executor.runtimes.oneshot import (
     LineParser,
     OneShotCliAdapter,
@@ -147,6 +153,7 @@ class ClaudeStreamParser(LineParser):
         cost = usd_to_cents(event.get("total_cost_usd"))
         if cost is not None:
             self.parsed.cost_cents = cost
+            self.parsed.cost_millicents = usd_to_millicents(event.get("total_cost_usd"))
         usage = event.get("usage")
         if isinstance(usage, dict):
             self._set_counts(_counts(usage))

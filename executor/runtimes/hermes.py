@@ -46,6 +46,7 @@ from executor.runtimes.base import (
     as_count,
     prompt_argument,
     usd_to_cents,
+    usd_to_millicents,
 )
 from executor.runtimes.oneshot import (
     LineParser,
@@ -125,6 +126,7 @@ class HermesOutputParser(LineParser):
                 cost = usd_to_cents(_first(source, _COST_KEYS))
                 if cost is not None:
                     self.parsed.cost_cents = cost
+                    self.parsed.cost_millicents = usd_to_millicents(_first(source, _COST_KEYS))
             for key, field in (
                 ("cache_read_tokens", "cache_read"),
                 ("cache_write_tokens", "cache_write"),
@@ -152,6 +154,7 @@ class HermesOutputParser(LineParser):
         spent = after["cost_usd"], before["cost_usd"]
         if after["cost_status"] != "unknown" and None not in spent:
             self.parsed.cost_cents = usd_to_cents(max(0.0, spent[0] - spent[1]))
+            self.parsed.cost_millicents = usd_to_millicents(max(0.0, spent[0] - spent[1]))
 
 
 def session_totals(home: Path, session_id: str) -> dict[str, Any] | None:

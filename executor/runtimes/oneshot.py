@@ -38,6 +38,7 @@ class ParsedRun:
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost_cents: int | None = None
+    cost_millicents: int | None = None
     cache_read: int | None = None
     cache_write: int | None = None
     model: str | None = None
@@ -149,6 +150,7 @@ def usage_so_far(parsed: ParsedRun) -> UsageSoFar:
         cache_write=parsed.cache_write,
         cost_cents=parsed.cost_cents,
         model=parsed.model,
+        cost_millicents=parsed.cost_millicents,
     )
 
 
@@ -210,6 +212,7 @@ def judge(
         tokens_in=parsed.tokens_in,
         tokens_out=parsed.tokens_out,
         cost_cents=parsed.cost_cents,
+        cost_millicents=parsed.cost_millicents,
         cache_read=parsed.cache_read,
         cache_write=parsed.cache_write,
         model=parsed.model,

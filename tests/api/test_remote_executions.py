@@ -116,7 +116,7 @@ def test_a_usage_report_over_the_ceiling_is_answered_stop_and_the_close_says_bud
     assert closed["status"] == "cancelled" and closed["error_class"] == "budget"
     assert closed["cost_cents"] == 120
     task = store.get_task(task_id)
-    assert task.status == "todo" and task.assignee_agent_id is None
+    assert task.status == "blocked" and "ceiling of 100¢" in task.error
     (comment,) = TaskComment.objects.filter(task_id=task_id)
     assert "ceiling of 100¢" in comment.body
     assert Event.objects.filter(task_id=task_id, kind="budget_stopped").count() == 1
@@ -270,3 +270,25 @@ def test_the_next_runs_prompt_carries_the_fix_feedback_for_its_own_agent_only(fl
     store.claim(hidden.id, "red-bot")
     assert client.get(f"/api/board/tasks/{other.id}/prompt").status_code == 403
     assert client.get(f"/api/board/tasks/{hidden.id}/prompt").status_code == 404
+
+
+def test_a_remote_run_under_half_a_cent_counts_in_millicents(fleet):
+    client = client_for("a-bot")
+    task_id, ticket = claimed(client)
+    run = opened(client, task_id, ticket)
+    base = f"/api/board/tasks/{task_id}/executions/{run}"
+    # 750 input tokens of claude-opus-5-5: 0.3 ¢, estimated.
+    report = {"ticket": ticket, "model": "claude-opus-5-5", "tokens_in": 750}
+    answer = client.post(f"{base}/usage", report, format="json").json()
+    assert (answer["cost_cents"], answer["cost_millicents"]) == (0, 300)
+    closed = client.post(
+        f"{base}/close",
+        {"ticket": ticket, "outcome": "succeeded", "cost_millicents": 420},
+        format="json",
+    ).json()
+    assert (closed["cost_cents"], closed["cost_millicents"], closed["cost_status"]) == (
+        0,
+        420,
+        "reported",
+    )
+    assert store.get_task(task_id).cost_millicents == 420

@@ -124,7 +124,10 @@ def test_a_paused_task_tree_is_passed_over_by_claim_next(default_team):
     other = store.create_task(title="other").task
     claimed = store.claim_next("ada", team="default")
     assert claimed is not None and claimed.task.id == other.id
-    assert store.claim_next("ada", team="default") is None
+    # Every task left is the paused tree's: 409 budget_paused (GOVERNANCE §3), not 204.
+    held = store.claim_next("ada", team="default")
+    assert held is not None and held.outcome == "budget_paused"
+    assert held.refusal is not None and held.refusal.extra["scope"] == "task_tree"
     result = store.claim(child.id, "ada", "command")
     assert result.outcome == "budget_paused"
 
@@ -194,8 +197,10 @@ def test_under_a_cap_a_run_with_no_ceiling_goes_alone(default_team):
     assert first.ok
     refused = store.claim(unbounded.id, "bob", "command")
     assert refused.outcome == "budget_paused" and "no ceiling" in refused.detail
-    # Claim-next passes over it (nothing else to take), the bounded one goes on.
-    assert store.claim_next("bob", team="default") is None
+    # Claim-next passes over it; with nothing else to take, it says what it waits for.
+    waits = store.claim_next("bob", team="default")
+    assert waits is not None and waits.outcome == "budget_paused"
+    assert "no ceiling" in waits.detail
     store.release(bounded.id, ticket=first.ticket)
     alone = store.claim(unbounded.id, "bob", "command")
     assert alone.ok

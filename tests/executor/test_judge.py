@@ -361,3 +361,50 @@ def test_a_critic_that_cannot_run_leaves_a_finding_not_a_failure(
     verification = store.get_task(task.id).as_dict()["verification"]
     assert verification["findings"][0]["title"] == "the critic could not run"
     assert "disk full" in verification["findings"][0]["body"]
+
+
+# --- any runtime may review (GOVERNANCE §4) ---------------------------------------------
+
+
+@pytest.fixture
+def gateway_fake(settings):
+    from tests.routines.fake_gateway import FakeGateway
+
+    server = FakeGateway()
+    settings.CLAWBOO_OPENCLAW_GATEWAY_URL = server.url
+    settings.CLAWBOO_OPENCLAW_TOKEN = server.token
+    yield server
+    server.close()
+
+
+def test_an_openclaw_reviewer_reviews_over_the_gateway(builder, gateway_fake, settings):
+    settings.CLAWBOO_MAX_FIX_CYCLES = 0
+    gateway_fake.reply_text = json.dumps(
+        {"findings": [{"severity": "security", "title": "leaks the token"}]}
+    )
+    registry.create_agent(id="claw", display_name="Claw", team="default", runtime="openclaw")
+    registry.set_reviewer_agent("default", "claw")
+    builder()
+    task = store.create_task(
+        title="Add feature", labels=["risk"], metadata={"verify_cmd": VERIFY_OK}
+    ).task
+    store.decide_approval(task.id, "approve", by="ada")
+    report = Executor("builder").work_once()
+    verification = store.get_task(task.id).as_dict()["verification"]
+    assert verification["reviewer"]["runtime"] == "openclaw"
+    assert verification["findings"][0]["title"] == "leaks the token"
+    assert report.verdict == "completed_with_debt"  # a blocking finding, no fix rounds
+    # The review went to the gateway with the change in its prompt.
+    sent = [r for r in gateway_fake.requests if r.get("method") == "agent"]
+    assert sent and "feature.txt" in sent[0]["params"]["message"]
+    runs = {(x.agent_id, x.runtime) for x in store.list_executions(task.id)}
+    assert ("claw", "openclaw") in runs
+
+
+def test_a_person_cannot_be_named_the_teams_critic(db):
+    from core.errors import ValidationFailed
+
+    registry.create_agent(id="hal", display_name="Hal", team="default", runtime="human")
+    with pytest.raises(ValidationFailed) as refused:
+        registry.set_reviewer_agent("default", "hal")
+    assert refused.value.field == "reviewer_agent" and "person" in refused.value.detail

@@ -104,6 +104,6 @@ def test_an_openclaw_run_that_reaches_its_ceiling_is_stopped_mid_run(fake, db, s
     assert abort["params"]["runId"] == fake.runs[abort["params"]["runId"]].run_id
     assert all(run.status == "aborted" for run in fake.runs.values())
     task = store.get_task(created.id)
-    assert task.status == "todo" and task.cost_cents == execution.cost_cents
+    assert task.status == "blocked" and task.cost_cents == execution.cost_cents
     (comment,) = TaskComment.objects.filter(task_id=task.id)
     assert "ceiling of 30¢" in comment.body

@@ -186,7 +186,7 @@ def test_a_remote_run_over_its_ceiling_is_stopped_by_the_server_with_no_process_
     assert execution.tokens_in == execution.cost_cents // 40 * 100_000
     assert execution.log  # the run's tail, as a local run keeps it
     finished = store.get_task(task.id)
-    assert finished.status == "todo" and finished.assignee_agent_id is None
+    assert finished.status == "blocked" and "ceiling of 100¢" in finished.error
     assert finished.cost_cents == execution.cost_cents
     (comment,) = TaskComment.objects.filter(task_id=task.id)
     assert "ceiling of 100¢" in comment.body

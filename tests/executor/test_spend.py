@@ -112,7 +112,8 @@ def test_a_run_that_reaches_its_ceiling_is_stopped(claude_agent, settings):
     assert 100 <= execution.cost_cents <= 100 + 40
     assert not processes_in(Path(settings.CLAWBOO_STATE_DIR) / "scratch" / created.id)
     task = store.get_task(created.id)
-    assert task.status == "todo" and task.assignee_agent_id is None
+    # Blocked, not retried by itself (GOVERNANCE §3): a person raises the ceiling.
+    assert task.status == "blocked" and "ceiling of 100¢" in task.error
     assert task.cost_cents == execution.cost_cents
     (comment,) = TaskComment.objects.filter(task_id=task.id)
     assert "ceiling of 100¢" in comment.body
@@ -155,3 +156,11 @@ def test_a_run_whose_team_cap_is_spent_stops_at_its_next_usage_report(claude_age
     assert "50¢ day budget" in comment.body
     # Nothing more is claimed until a person resumes the budget.
     assert Executor("claude").work_once().outcome == "refused"
+
+
+def test_a_run_priced_under_half_a_cent_keeps_its_millicents(claude_agent):
+    claude_agent("claude", "--turns", "1", "--cost-usd", "0.003")
+    execution = run_one("claude")
+    assert execution.status == "succeeded"
+    assert (execution.cost_cents, execution.cost_millicents) == (0, 300)
+    assert execution.cost_status == CostStatus.REPORTED

@@ -69,7 +69,7 @@ def test_a_claude_code_run_past_its_5_cent_ceiling_is_stopped(
     assert execution.cost_cents >= 5
     assert execution.cost_status in (CostStatus.ESTIMATED, CostStatus.REPORTED)
     task = store.get_task(task.id)
-    assert task.status == "todo" and task.cost_cents == execution.cost_cents
+    assert task.status == "blocked" and task.cost_cents == execution.cost_cents
     # Nothing the run started is left (other sessions may run claude elsewhere).
     assert not processes_in(Path(task.worktree_ref))
     # It was stopped, not finished: the model would have gone on.

@@ -93,6 +93,8 @@ class FakeGateway:
         # (``usage {outputTokens}``, running totals) this often, this many a turn.
         self.usage_every_s: float | None = None
         self.usage_tokens_per_turn = 7
+        # What a finished run answers (its ``result.payloads[].text``).
+        self.reply_text = "done"
         # The first N connects answer UNAVAILABLE/retryable, as a gateway still starting.
         self.starting_connects = 0
         self.requests: list[dict[str, Any]] = []
@@ -297,7 +299,7 @@ class FakeGateway:
                 "status": "ok",
                 "summary": "completed",
                 "result": {
-                    "payloads": [{"text": "done", "mediaUrl": None}],
+                    "payloads": [{"text": self.reply_text, "mediaUrl": None}],
                     "meta": {"agentMeta": {"usage": {"input": 120, "output": 7}}},
                 },
             },

@@ -350,12 +350,13 @@ def test_a_recurring_spec_bound_to_a_task_is_400_bound_recurring(api, agent):
     assert board_store.get_task(task.id).scheduled_by == "manual"
 
 
-def test_a_human_participant_is_a_clear_501_never_a_500(api, human_agent):
+def test_a_human_participant_is_a_4xx_saying_what_to_do_instead(api, human_agent):
     with unchanged():
         data = refused(
-            api.post("/api/routines", body(human_agent), format="json"), 501, "not_implemented"
+            api.post("/api/routines", body(human_agent), format="json"), 400, "validation_error"
         )
-    assert "human" in data["detail"] and data["agent_id"] == "hal"
+    assert data["field"] == "agent_id" and data["agent_id"] == "hal"
+    assert "person" in data["detail"] and 'route: {"agent": "hal"}' in data["detail"]
 
 
 # --- schedules: the read ------------------------------------------------------------------
@@ -455,8 +456,8 @@ def test_routine_schedule_writes_follow_the_routine_rules(api, outsider, agent, 
             api.post(
                 "/api/schedules", {"source": "clawboo-routine", **body(human_agent)}, format="json"
             ),
-            501,
-            "not_implemented",
+            400,
+            "validation_error",
         )
         refused(
             api.post(

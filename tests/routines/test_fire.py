@@ -148,14 +148,15 @@ def test_a_fire_re_run_for_the_same_slot_never_fires_twice(agent, clock):
     assert RoutineFire.objects.filter(routine_id=routine.id).count() == 1
 
 
-def test_the_human_seam_is_typed_at_fire_time(agent, clock, monkeypatch):
+def test_a_routine_whose_agent_became_a_person_halts_saying_why(agent, clock, monkeypatch):
     routine = make(agent)
     agent.participant_kind = "human"
     agent.save()
     clock.shift(dt.timedelta(hours=1))
     Ticker().tick()
     row = Routine.objects.get(pk=routine.id)
-    assert row.status == "error" and "not implemented" in row.last_error
+    assert row.status == "error" and "is a person" in row.last_error
+    assert "routed to them" in row.last_error
 
 
 def test_a_ticks_fires_are_enqueued_through_async_task_after_each_claim_commits(

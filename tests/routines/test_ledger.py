@@ -12,7 +12,7 @@ from routines import store
 from routines.errors import (
     BoundRecurringScheduleError,
     DuplicateFiringOwnerError,
-    HumanParticipantNotImplemented,
+    HumanParticipantRefused,
     IllegalRoutineTransition,
     RoutineBusy,
 )
@@ -111,11 +111,12 @@ def test_ownership_conflict_on_a_task_owned_elsewhere(agent, clock):
     assert Routine.objects.count() == 1
 
 
-def test_a_human_participant_reaches_the_typed_seam(human_agent, clock):
-    with pytest.raises(HumanParticipantNotImplemented) as info:
+def test_a_human_participant_is_refused_saying_what_to_do_instead(human_agent, clock):
+    with pytest.raises(HumanParticipantRefused) as info:
         make(human_agent)
-    assert isinstance(info.value, NotImplementedError)
-    assert info.value.code == "not_implemented"
+    assert info.value.code == "validation_error" and info.value.field == "agent_id"
+    assert "routed to them" in info.value.detail
+    assert Routine.objects.count() == 0
 
 
 def test_pause_resume_and_run_now_go_through_the_ledger(agent, clock):

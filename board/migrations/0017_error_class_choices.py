@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('board', '0015_task_route'),
+        ('board', '0016_cost_millicents'),
     ]
 
     operations = [

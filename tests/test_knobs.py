@@ -1,0 +1,174 @@
+"""Every ``CLAWBOO_*`` knob the README and docs/ name is a setting read from the
+environment in ``clawboo/settings.py``: a real process started with the variable
+set sees it in ``django.conf.settings`` (no knob is read with a ``getattr`` default
+that silently ignores the environment)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+KNOB = re.compile(r"\bCLAWBOO_[A-Z0-9_]*[A-Z0-9]\b")
+
+# knob -> (the value set in the environment, the setting it reaches, what it reads as)
+SETTINGS: dict[str, tuple[str, str, Any]] = {
+    "CLAWBOO_REDIS_URL": ("redis://127.0.0.1:1/9", "CLAWBOO_REDIS_URL", "redis://127.0.0.1:1/9"),
+    "CLAWBOO_BOARD_STALE_TTL_MS": ("181000", "CLAWBOO_BOARD_STALE_TTL_MS", 181000),
+    "CLAWBOO_BOARD_STALE_SWEEP_MS": ("120000", "CLAWBOO_BOARD_STALE_SWEEP_MS", 120000),
+    "CLAWBOO_APPROVAL_TTL_MS": ("1000", "CLAWBOO_APPROVAL_TTL_MS", 1000),
+    "CLAWBOO_TOOL_APPROVAL_TIMEOUT_MS": ("2000", "CLAWBOO_TOOL_APPROVAL_TIMEOUT_MS", 2000),
+    "CLAWBOO_DB_WRITE_BUDGET_MS": ("2500", "CLAWBOO_DB_WRITE_BUDGET_MS", 2500),
+    "CLAWBOO_HISTORY_RETENTION_DAYS": ("7", "CLAWBOO_HISTORY_RETENTION_DAYS", 7),
+    "CLAWBOO_HISTORY_MAX_EVENTS": ("99", "CLAWBOO_HISTORY_MAX_EVENTS", 99),
+    "CLAWBOO_HEARTBEAT_MS": ("4000", "CLAWBOO_HEARTBEAT_MS", 4000),
+    "CLAWBOO_RUNLOG_MAX_BYTES": ("4096", "CLAWBOO_RUNLOG_MAX_BYTES", 4096),
+    "CLAWBOO_HTTP_RATE_LIMIT": ("11", "CLAWBOO_HTTP_RATE_LIMIT", 11),
+    "CLAWBOO_LANDING": ("merge", "CLAWBOO_LANDING", "merge"),
+    "CLAWBOO_LANDING_ON_CONFLICT": ("block", "CLAWBOO_LANDING_ON_CONFLICT", "block"),
+    "CLAWBOO_SECRET_SETTINGS": ("a,b", "CLAWBOO_SECRET_SETTINGS", ["a", "b"]),
+    "CLAWBOO_AGENT_ALLOWLIST": (
+        '[{"runtime": "codex", "settings": {}}]',
+        "CLAWBOO_AGENT_ALLOWLIST",
+        [{"runtime": "codex", "settings": {}}],
+    ),
+    "CLAWBOO_TASK_COMMAND_ALLOWLIST": (
+        '["make test"]',
+        "CLAWBOO_TASK_COMMAND_ALLOWLIST",
+        ["make test"],
+    ),
+    "CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS": ("5000", "CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 5000),
+    "CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS": (
+        "6000",
+        "CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS",
+        6000,
+    ),
+    "CLAWBOO_OPENCLAW_GATEWAY_URL": (
+        "ws://127.0.0.1:1",
+        "CLAWBOO_OPENCLAW_GATEWAY_URL",
+        "ws://127.0.0.1:1",
+    ),
+    "CLAWBOO_OPENCLAW_TOKEN": ("tok", "CLAWBOO_OPENCLAW_TOKEN", "tok"),
+    "CLAWBOO_MCP_URL": ("http://x/mcp/", "CLAWBOO_MCP_URL", "http://x/mcp/"),
+    "CLAWBOO_HEALTH_PARTS": ("ticker,workers", "CLAWBOO_HEALTH_PARTS", ["ticker", "workers"]),
+    "CLAWBOO_HEALTH_BEAT_STALE_MS": ("70000", "CLAWBOO_HEALTH_BEAT_STALE_MS", 70000),
+    "CLAWBOO_BEAT_MS": ("3000", "CLAWBOO_BEAT_MS", 3000),
+    "CLAWBOO_METRICS_TOKEN": ("m", "CLAWBOO_METRICS_TOKEN", "m"),
+    "CLAWBOO_VERIFY_REQUIRED": ("false", "CLAWBOO_VERIFY_REQUIRED", False),
+    "CLAWBOO_MAX_FIX_CYCLES": ("4", "CLAWBOO_MAX_FIX_CYCLES", 4),
+    "CLAWBOO_CRITIC_MIN_FILES": ("8", "CLAWBOO_CRITIC_MIN_FILES", 8),
+    "CLAWBOO_CRITIC_MIN_LINES": ("900", "CLAWBOO_CRITIC_MIN_LINES", 900),
+    "CLAWBOO_NOTIFY_MAX_ATTEMPTS": ("2", "CLAWBOO_NOTIFY_MAX_ATTEMPTS", 2),
+    "CLAWBOO_NOTIFY_TIMEOUT_S": ("3", "CLAWBOO_NOTIFY_TIMEOUT_S", 3),
+    "CLAWBOO_NOTIFY_SENDERS": ("1", "CLAWBOO_NOTIFY_SENDERS", 1),
+    "CLAWBOO_NOTIFY_FROM": ("ops@example.com", "DEFAULT_FROM_EMAIL", "ops@example.com"),
+    "CLAWBOO_PUBLIC_URL": ("https://b.example/", "CLAWBOO_PUBLIC_URL", "https://b.example"),
+    "CLAWBOO_INTAKE_LEASE_MS": ("7000", "CLAWBOO_INTAKE_LEASE_MS", 7000),
+    "CLAWBOO_INTAKE_RECOVER_S": ("9", "CLAWBOO_INTAKE_RECOVER_S", 9),
+    "CLAWBOO_REMOTE_GIT_TIMEOUT_S": ("8", "CLAWBOO_REMOTE_GIT_TIMEOUT_S", 8),
+    "CLAWBOO_BREAKER_FAILURES": ("7", "CLAWBOO_BREAKER_FAILURES", 7),
+    "CLAWBOO_HEALTH_PROBE_MS": ("1234", "CLAWBOO_HEALTH_PROBE_MS", 1234),
+    "CLAWBOO_HEALTH_VERSION_PROBE": ("false", "CLAWBOO_HEALTH_VERSION_PROBE", False),
+}
+# Knobs whose value is a path or a table: checked by hand below.
+SPECIAL = {"CLAWBOO_STATE_DIR", "CLAWBOO_REPO_ROOTS", "CLAWBOO_MODEL_PRICES"}
+# Named in the docs but not the server's settings: the environment a run's process is
+# given (the runtime reads it), the remote worker's own command line (it runs without
+# the server's settings), and the test suite's and CI's switches.
+NOT_SERVER_SETTINGS = {
+    "CLAWBOO_MCP_TOKEN": "given to a run's process",
+    "CLAWBOO_PROMPT_FILE": "given to a run's process",
+    "CLAWBOO_TASK_ID": "given to a run's process",
+    "CLAWBOO_TASK_TITLE": "given to a run's process",
+    "CLAWBOO_TASK_FILE": "given to a run's process",
+    "CLAWBOO_HANDOFF_FILE": "given to a run's process",
+    "CLAWBOO_TOKEN": "the remote worker's --token",
+    "CLAWBOO_WORKER_DIR": "the remote worker's --dir",
+    "CLAWBOO_RUNTIMES_DIR": "the real-runtime test tier",
+    "CLAWBOO_TEST_DATABASE_URL": "the test suite",
+    "CLAWBOO_TEST_REDIS_URL": "the test suite",
+    "CLAWBOO_TEST_EVERYTHING": "the test suite",
+    "CLAWBOO_SCREENSHOTS": "the test suite",
+    "CLAWBOO_CI_OVERLAP": "CI",
+}
+
+
+def documented_knobs() -> set[str]:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return {name for page in pages for name in KNOB.findall(page.read_text())}
+
+
+def settings_seen_with(env: dict[str, str], names: list[str]) -> dict[str, Any]:
+    """The named settings as a fresh process with ``env`` reads them."""
+    script = (
+        "import json, django; django.setup(); from django.conf import settings; "
+        f"print(json.dumps({{n: getattr(settings, n) for n in {names!r}}}, default=str))"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CLAWBOO_")}
+    done = subprocess.run(  # noqa: S603 - this interpreter, an argv list
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**clean, "DJANGO_SETTINGS_MODULE": "clawboo.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_every_knob_the_docs_name_is_a_setting_or_said_not_to_be():
+    named = documented_knobs()
+    unknown = named - set(SETTINGS) - SPECIAL - set(NOT_SERVER_SETTINGS)
+    assert not unknown, f"documented knobs with no setting test: {sorted(unknown)}"
+    # The table is not stale either: every knob in it is documented.
+    assert set(SETTINGS) | SPECIAL <= named, sorted((set(SETTINGS) | SPECIAL) - named)
+
+
+def test_setting_each_knob_in_the_environment_reaches_its_setting(tmp_path: Path):
+    repos = tmp_path / "repos"
+    repos.mkdir()
+    env = {knob: value for knob, (value, _, _) in SETTINGS.items()}
+    env |= {
+        "CLAWBOO_STATE_DIR": str(tmp_path / "state"),
+        "CLAWBOO_REPO_ROOTS": str(repos),
+        "CLAWBOO_MODEL_PRICES": json.dumps({"m9": {"in": 1, "out": 2}}),
+    }
+    names = sorted({name for _, name, _ in SETTINGS.values()})
+    seen = settings_seen_with(
+        env, [*names, "CLAWBOO_STATE_DIR", "CLAWBOO_REPO_ROOTS", "CLAWBOO_MODEL_PRICES"]
+    )
+    wrong = {
+        knob: (seen[name], expected)
+        for knob, (_, name, expected) in SETTINGS.items()
+        if seen[name] != expected
+    }
+    assert not wrong, f"knobs the environment did not reach (seen, expected): {wrong}"
+    assert seen["CLAWBOO_STATE_DIR"] == str((tmp_path / "state").resolve())
+    assert seen["CLAWBOO_REPO_ROOTS"] == [str(repos.resolve())]
+    assert seen["CLAWBOO_MODEL_PRICES"]["m9"] == {"in": 1, "out": 2}
+    assert "claude-opus-5-5" in seen["CLAWBOO_MODEL_PRICES"]  # the shipped rows stay
+
+
+def test_no_product_code_reads_a_setting_with_a_getattr_default():
+    pattern = re.compile(r"getattr\(\s*(django_)?settings\s*,")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for app in ("core", "board", "worktrees", "boardmcp", "executor", "routines", "ops")
+        for path in (ROOT / app).rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    offenders += [
+        f"clawboo/{path.name}:{n}"
+        for path in (ROOT / "clawboo").rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not offenders, offenders
