@@ -593,7 +593,7 @@ def _held_back(
     try:
         spend.cap_refusal(task, agent_id)
     except BudgetPaused as paused:
-        return _Refusal("budget_paused", paused.detail, paused)
+        return _Refusal(BudgetPaused.code, paused.detail, paused)
     return None
 
 
