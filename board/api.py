@@ -12,7 +12,7 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.permissions import IsAdminUser, IsAuthenticated
+from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -32,7 +32,7 @@ from board.serializers import (
 )
 from board.store.ready import status_filter
 from board.transitions import Status, is_terminal
-from core import events, repositories, runlogs, server_commands
+from core import events, repositories, roles, runlogs, server_commands
 from core.api.access import (
     act_as,
     act_as_assignee,
@@ -43,9 +43,11 @@ from core.api.access import (
     team_ids,
     visible_agent,
 )
+from core.api.auth import bound_agent, bound_agents
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
+from core.api.permissions import RoleTable, operation, principal
 from core.api.registry_views import AgentSerializer, agent_body
 from core.api.schema import with_errors
 from core.errors import NotFound, ValidationFailed
@@ -198,6 +200,10 @@ class TaskListView(APIView):
     def post(self, request: Request) -> Response:
         body = json_object(request, TaskCreateSerializer)
         require_team(request.user, body.get("team", "default"))
+        if principal(request).agent_side and body.get("created_by_agent_id") is None:
+            # The agent side files work as one of its agents, so it waits for a
+            # person's approval (GOVERNANCE §5, §6: delegation).
+            body["created_by_agent_id"] = filing_agent(request)
         if body.get("created_by_agent_id") is not None:
             act_as(request, body["created_by_agent_id"], "created_by_agent_id")
         _visible_ref(request, body.get("parent_task_id"), "parent_task_id")
@@ -210,6 +216,20 @@ class TaskListView(APIView):
         _staff_repo_path(request, body, body.get("team", "default"), None)
         result = store.create_task(**body, actor=request.user.get_username())
         return Response(task_body(result.task), status=201 if result.created else 200)
+
+
+def filing_agent(request: Request) -> str:
+    """The agent an agent-side create is filed as: the one its credential is bound
+    to, or a machine token's only agent; a token of several must name one."""
+    bound = bound_agent(request.auth)
+    if bound is None:
+        agents = sorted(bound_agents(request.auth) or ())
+        if len(agents) != 1:
+            raise ValidationFailed(
+                "created_by_agent_id", "name the agent this machine token files the task as"
+            )
+        bound = agents[0]
+    return bound
 
 
 def column_counts(qs: QuerySet[Task]) -> dict[str, int]:
@@ -715,7 +735,11 @@ class CompleteView(APIView):
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
-        act_as_assignee(request, visible_task(request.user, task_id))
+        task = visible_task(request.user, task_id)
+        if task.status == Status.IN_REVIEW:
+            # Completing work in review is approving it: people only (GOVERNANCE §6).
+            roles.refuse_agent_side(principal(request), f"{operation(request)} on a task in review")
+        act_as_assignee(request, task)
         body = json_object(request, CompleteBody)
         outcome = store.complete(
             task_id,
@@ -1021,7 +1045,7 @@ ReconcileBody = inline_serializer(
 
 
 class ReconcileView(APIView):
-    permission_classes = [IsAuthenticated, IsAdminUser]
+    permission_classes = [RoleTable, IsAdminUser]
 
     @extend_schema(
         operation_id="board_reconcile",
@@ -1064,6 +1088,8 @@ class AgentPauseView(APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         visible_agent(request.user, agent_id)
+        if principal(request).agent_side:
+            act_as(request, agent_id)  # the agent side pauses its own agents only
         body = json_object(request, AgentPauseBody)
         reason = body.get("reason")
         who = request.user.get_username()

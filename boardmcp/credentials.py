@@ -23,7 +23,11 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 from django.utils.module_loading import import_string
-from rest_framework.authentication import TokenAuthentication
+from rest_framework.authentication import (
+    BaseAuthentication,
+    TokenAuthentication,
+    get_authorization_header,
+)
 from rest_framework.exceptions import AuthenticationFailed
 
 from board import store
@@ -33,12 +37,12 @@ from board.transitions import Status
 from boardmcp.models import RunCredential
 from core import registry, storage
 from core.api.access import team_ids
-from core.api.auth import bound_agent
+from core.api.auth import RUN_KEY_PREFIX, bound_agent
 from core.api.throttling import user_client
 from core.errors import ClawbooError
 from core.models import Agent
+from core.roles import Principal, principal_of
 
-RUN_KEY_PREFIX = "clawboo-run-"
 MAX_KEY_LENGTH = 128
 
 
@@ -63,6 +67,17 @@ class Caller:
     # Whose request budget a call spends (core.api.throttling): the token's user, or
     # the run's agent.
     client: str = ""
+    # Its principal in GOVERNANCE §6 (core.roles): person, agent, machine or
+    # reviewer; a caller made without saying is an agent, never a person.
+    kind: str = "agent"
+    staff: bool = False
+
+    @property
+    def principal(self) -> Principal:
+        kind: Any = (
+            self.kind if self.kind in ("person", "agent", "machine", "reviewer") else "agent"
+        )
+        return Principal(kind, self.name, staff=self.staff and kind == "person")
 
     def sees(self, team_id: str) -> bool:
         return self.teams is None or team_id in self.teams
@@ -166,6 +181,7 @@ def _run_caller(credential: RunCredential) -> Caller | None:
         run=True,
         read_only=credential.read_only,
         client=f"agent:{credential.agent.id}",
+        kind=credential.principal_kind,
     )
 
 
@@ -196,11 +212,16 @@ def _token_caller(key: str) -> Caller | None:
         if agent is None or not (user.is_staff or agent.owner_id == user.pk):
             return None
         return replace(agent_caller(agent), client=user_client(user.pk))
+    principal = principal_of(user, token)
     teams = team_ids(user)
     return Caller(
-        name=user.get_username(),
+        name=principal.name if principal.kind == "machine" else user.get_username(),
         teams=None if teams is None else tuple(teams),
         client=user_client(user.pk),
+        # A machine token acts for its agents through their own keys or the REST
+        # API; over MCP it is the agent side and acts as no agent.
+        kind=principal.kind,
+        staff=principal.staff,
     )
 
 
@@ -212,3 +233,37 @@ def caller_for_key(key: Any) -> Caller | None:
     if credential is not None:
         return _run_caller(credential)
     return _token_caller(key)
+
+
+# --- the REST API ----------------------------------------------------------------
+
+
+class RunAuthentication(BaseAuthentication):
+    """``Authorization: Token clawboo-run-…`` on the REST API: a run's credential
+    authenticates as its agent's owner, bound to that agent (``request.auth`` is the
+    credential: core.roles reads it as the agent side, or the reviewer's for a
+    critic), while the run's claim holds. An agent with no owner: refused."""
+
+    keyword = "Token"
+
+    def authenticate(self, request: Any) -> tuple[Any, Any] | None:
+        header = get_authorization_header(request).split()
+        if len(header) != 2 or header[0].decode("latin-1") != self.keyword:
+            return None
+        key = header[1].decode("latin-1")
+        if not key.startswith(RUN_KEY_PREFIX):
+            return None
+        credential = (
+            RunCredential.objects.select_related("agent__owner").filter(pk=_digest(key)).first()
+            if _plausible(key)
+            else None
+        )
+        if credential is None or _run_caller(credential) is None:
+            raise AuthenticationFailed("invalid token")
+        owner = credential.agent.owner
+        if owner is None or not owner.is_active:
+            raise AuthenticationFailed("this run's agent has no owner to act for")
+        return owner, credential
+
+    def authenticate_header(self, request: Any) -> str:
+        return self.keyword

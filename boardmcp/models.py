@@ -29,3 +29,13 @@ class RunCredential(models.Model):
 
     def __str__(self) -> str:
         return f"run credential of {self.agent_id} for {self.task_id}"
+
+    @property
+    def principal_kind(self) -> str:
+        """Its side in GOVERNANCE §6 (core.roles): a critic's is a reviewer's."""
+        return "reviewer" if self.read_only else "agent"
+
+    @property
+    def bound_agent_id(self) -> str:
+        """The one agent it acts as (core.api.auth.bound_agent)."""
+        return str(self.agent_id)

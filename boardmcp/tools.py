@@ -28,7 +28,7 @@ from board.models import Task
 from board.snapshot import route as route_of
 from board.store import spend as spend_store
 from boardmcp.credentials import Caller
-from core import registry
+from core import registry, roles
 from core.checks import check_storable
 from core.errors import ClawbooError, Forbidden, ValidationFailed
 from worktrees import service as worktree_service
@@ -455,6 +455,8 @@ def complete_task(
     """Mark a task you hold done, with its output. Not for the task an executor run
     was started for: the executor settles that one when you stop."""
     caller = caller_of(ctx)
+    if _visible(caller, _task_id(caller, task_id)).status == "in_review":
+        roles.refuse_agent_side(caller.principal, "mcp complete_task on a task in review")
     tid, fence = _held(caller, task_id, ticket, settles=True)
     return _settled(store.complete(tid, output, ticket=fence, if_allowed=True))
 
@@ -541,8 +543,7 @@ def decide_approval(
     """A person's yes or no to a task that waits for approval before any agent takes
     it. People only: an agent's credential is refused (forbidden)."""
     caller = caller_of(ctx)
-    if caller.agent_id is not None or caller.run:
-        raise Forbidden("an agent never decides an approval: a person decides with their own key")
+    roles.refuse_agent_side(caller.principal, "mcp decide_approval")
     task = _visible(caller, task_id)
     decided = store.decide_approval(task.id, decision, by=caller.name, reason=reason)
     return {"task": _brief(decided), "approval": decided.approval}
@@ -605,13 +606,14 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
 )
 
 
-def writes(fn: _F) -> _F:
-    """A writing tool: refused to a read-only caller (a critic's run credential)."""
+def governed(fn: _F) -> _F:
+    """Every tool goes through the roles table (core.roles) before its body runs:
+    ``mcp <tool>`` names who may call it; a tool the table does not name is refused."""
+    verb = f"mcp {fn.__name__}"
 
     @functools.wraps(fn)
     def run(ctx: Context, *args: Any, **kwargs: Any) -> Any:
-        if caller_of(ctx).read_only:
-            raise Forbidden("a reviewer's credential reads the board and settles nothing")
+        roles.check(caller_of(ctx).principal, verb)
         return fn(ctx, *args, **kwargs)
 
     return run  # type: ignore[return-value]
@@ -620,6 +622,5 @@ def writes(fn: _F) -> _F:
 def build_server(default_caller: Caller | None = None) -> BoardMcpServer:
     server = BoardMcpServer(default_caller)
     for fn, hints in TOOLS:
-        tool = fn if hints is READ else writes(fn)
-        server.add_tool(tool, annotations=hints, structured_output=False)
+        server.add_tool(governed(fn), annotations=hints, structured_output=False)
     return server

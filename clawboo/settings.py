@@ -127,6 +127,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Page and admin writes go through the roles table (core.roles, GOVERNANCE §6).
+    "core.roles.PageRolesMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -371,11 +373,14 @@ REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes an anonymous call a 401, not a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "core.api.auth.TokenAuthentication",
+        # A run's credential (the agent side, GOVERNANCE §6), as on the MCP server.
+        "boardmcp.credentials.RunAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # Every API view wants a signed-in caller; a view names permission_classes only
-    # to ask for more (staff).
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Every API view wants a signed-in caller, and every write is admitted by the
+    # roles table (core.roles, GOVERNANCE §6); a view names permission_classes only
+    # to ask for more (staff), with RoleTable first.
+    "DEFAULT_PERMISSION_CLASSES": ["core.api.permissions.RoleTable"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PARSER_CLASSES": ["core.api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": [

@@ -1,6 +1,8 @@
 """``GET /healthz``: is this deployment able to do its job, and if not, which part
-is failing. No authentication and nothing secret in the answer (a load balancer
-or an uptime probe reads it).
+is failing. No authentication needed (a load balancer or an uptime probe reads
+it), and then nothing but each part's status: the agents part's lists and the
+remote workers (agents, hosts, paths) are for staff or the metrics token
+(:func:`sees_details`, GOVERNANCE §6).
 
 Parts: the database (reachable, every migration applied), the channel layer (a
 message sent to a fresh channel comes back) and the newest heartbeat of each
@@ -195,16 +197,47 @@ async def run_checks() -> list[PartHealth]:
     return [*parts, await check_channel_layer()]
 
 
+def sees_details(request: HttpRequest) -> bool:
+    """Health is not a directory (GOVERNANCE §6): agents, hosts and paths are for a
+    staff person (a session, or their own ``Authorization: Token``) or the metrics
+    token; anyone else gets each part's status."""
+    from core.api.auth import user_and_token
+    from core.roles import principal_of
+    from ops.metrics import may_scrape
+
+    if may_scrape(request):  # a staff session, or the metrics bearer token
+        return True
+    given = request.headers.get("Authorization", "")
+    if given.startswith("Token "):
+        found = user_and_token(given.removeprefix("Token ").strip())
+        if found is not None:
+            principal = principal_of(*found)
+            return principal.kind == "person" and principal.staff
+    return False
+
+
+def public_part(part: PartHealth) -> dict[str, Any]:
+    """A part as anyone may see it: whether it is ok, and a detail that names no
+    agent, host or path (counts, ages, the outage's times)."""
+    body = PartHealth.as_dict(part)
+    return {key: value for key, value in body.items() if key in _PUBLIC_KEYS}
+
+
+_PUBLIC_KEYS = frozenset({"ok", "detail", "db_lost_at", "db_back_at"})
+
+
 @never_cache
 @require_GET
 async def healthz(request: HttpRequest) -> JsonResponse:
     parts = await run_checks()
     failing = [part.name for part in parts if not part.ok and part.name != "agents"]
-    body = {
+    staff = await sync_to_async(sees_details, thread_sensitive=True)(request)
+    body: dict[str, Any] = {
         "status": "failing" if failing else "ok",
         "failing": failing,
-        "parts": {part.name: part.as_dict() for part in parts},
-        # Informational: a remote worker going away fails nothing (its leases lapse).
-        "remote_workers": await sync_to_async(_remote_workers, thread_sensitive=True)(),
+        "parts": {part.name: part.as_dict() if staff else public_part(part) for part in parts},
     }
+    if staff:
+        # Informational: a remote worker going away fails nothing (its leases lapse).
+        body["remote_workers"] = await sync_to_async(_remote_workers, thread_sensitive=True)()
     return JsonResponse(body, status=503 if failing else 200)

@@ -6,7 +6,7 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.permissions import IsAdminUser, IsAuthenticated
+from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,6 +20,7 @@ from core import repositories, server_commands
 from core.api.access import act_as, act_as_assignee
 from core.api.bodies import BodySpec, json_object
 from core.api.idempotency import idempotent
+from core.api.permissions import RoleTable
 from core.api.schema import with_errors
 from core.errors import ValidationFailed
 from core.models import Repository
@@ -166,7 +167,7 @@ GcBody = inline_serializer(
 
 
 class GcView(APIView):
-    permission_classes = [IsAuthenticated, IsAdminUser]
+    permission_classes = [RoleTable, IsAdminUser]
 
     @extend_schema(
         operation_id="worktrees_gc",

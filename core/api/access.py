@@ -125,12 +125,10 @@ def act_as_assignee(request: Any, task: Any) -> None:
 
 
 def require_person(request: Any, what: str = "decide an approval") -> str:
-    """The authenticated user's name, if the request comes with their own
-    credential: a key bound to an agent never decides for a person (403)."""
-    bound = bound_agent(getattr(request, "auth", None))
-    if bound is not None:
-        raise Forbidden(
-            f"a key bound to agent {bound!r} may not {what}: a person decides with "
-            "their own credential"
-        )
+    """The authenticated user's name, if the request comes from a person with their
+    own credential: the agent side (an agent's key, a run's credential, a machine
+    token) never decides for a person (``403 person_required``, GOVERNANCE §6)."""
+    from core.roles import principal_of, refuse_agent_side
+
+    refuse_agent_side(principal_of(request.user, getattr(request, "auth", None)), what)
     return str(request.user.get_username())

@@ -33,9 +33,18 @@ def user_and_token(key: str) -> tuple[Any, Any] | None:
     return found.user, found
 
 
+# A run's credential (boardmcp.credentials) starts so; another authentication class
+# of the API takes it.
+RUN_KEY_PREFIX = "clawboo-run-"
+
+
 def bound_agent(auth: Any) -> str | None:
-    """The one agent a request's credential may act as, or None (no such binding)."""
-    return auth.agent_id if isinstance(auth, AgentToken) else None
+    """The one agent a request's credential may act as, or None (no such binding):
+    an agent's key, or a run's credential (which says so itself)."""
+    if isinstance(auth, AgentToken):
+        return auth.agent_id
+    bound = getattr(auth, "bound_agent_id", None)
+    return bound if isinstance(bound, str) else None
 
 
 def bound_agents(auth: Any) -> frozenset[str] | None:
@@ -48,6 +57,12 @@ def bound_agents(auth: Any) -> frozenset[str] | None:
 
 
 class TokenAuthentication(authentication.TokenAuthentication):
+    def authenticate(self, request: Any) -> tuple[Any, Any] | None:
+        header = authentication.get_authorization_header(request).split()
+        if len(header) == 2 and header[1].startswith(RUN_KEY_PREFIX.encode()):
+            return None  # a run's credential: boardmcp.credentials.RunAuthentication
+        return super().authenticate(request)
+
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         found = user_and_token(key)
         if found is None:

@@ -25,6 +25,7 @@ HTTP_STATUS: dict[str, int] = {
     "unauthenticated": 401,
     "forbidden": 403,
     "observe_only": 403,
+    "person_required": 403,
     "not_found": 404,
     "method_not_allowed": 405,
     "payload_too_large": 413,

@@ -95,7 +95,7 @@ def test_claim_over_the_limit_is_409_limit_reached(api, agent, unchanged):
     assert passed.status_code == 204
 
 
-def test_a_person_pauses_and_resumes_an_agent_and_healthz_lists_it(api, agent):
+def test_a_person_pauses_and_resumes_an_agent_and_healthz_lists_it(api, staff_api, agent):
     from core.models import Agent
 
     paused = api.post(f"/api/agents/{agent.id}/pause", {"reason": "rotating keys"}, format="json")
@@ -116,8 +116,10 @@ def test_a_person_pauses_and_resumes_an_agent_and_healthz_lists_it(api, agent):
     Agent.objects.filter(pk=agent.id).update(health_ok=False, health_detail="claude not found")
     listed = api.get("/api/agents").json()
     assert listed[0]["state"] == "unhealthy" and listed[0]["state_reason"] == "claude not found"
-    healthz = api.get("/healthz").json()
+    # Health is not a directory (GOVERNANCE §6): staff see the agent, a member not.
+    healthz = staff_api.get("/healthz").json()
     assert healthz["parts"]["agents"]["unhealthy"][0]["id"] == agent.id
+    assert "unhealthy" not in api.get("/healthz").json()["parts"]["agents"]
     assert "agents" not in healthz["failing"]
 
 

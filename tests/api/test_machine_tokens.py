@@ -109,14 +109,19 @@ def test_staff_mint_and_revoke_machine_tokens_in_the_admin(fleet, admin_client):
     assert machines.by_key(key) is None
 
 
-def test_a_machine_token_beats_as_a_remote_worker_and_shows_in_healthz(fleet, capsys, client):
+def test_a_machine_token_beats_as_a_remote_worker_and_shows_in_healthz(
+    fleet, capsys, client, settings
+):
     key = mint(capsys, "--host", "gpu-1", "--agent", "a-bot")
     beat = token_client(key).post(
         "/api/workers/beat", {"pid": 42, "agents": ["a-bot"], "running": ["t1"]}, format="json"
     )
     assert beat.status_code == 204
-    workers = client.get("/healthz").json()["remote_workers"]
-    assert [(w["host"], w["agents"], w["running"]) for w in workers] == [
+    # Hosts are for staff or the metrics token; anonymous callers see none (§6).
+    assert "remote_workers" not in client.get("/healthz").json()
+    settings.CLAWBOO_METRICS_TOKEN = "scrape-me"
+    workers = client.get("/healthz", HTTP_AUTHORIZATION="Bearer scrape-me").json()
+    assert [(w["host"], w["agents"], w["running"]) for w in workers["remote_workers"]] == [
         ("gpu-1", ["a-bot"], ["t1"])
     ]
 

@@ -111,7 +111,7 @@ def test_an_agent_bound_key_never_decides(api, agent, unchanged):
                 f"/api/board/tasks/{task['id']}/approval", {"decision": "approve"}, format="json"
             ),
             403,
-            "forbidden",
+            "person_required",
         )
 
 

@@ -99,6 +99,6 @@ def test_an_agent_key_never_answers_and_another_team_does_not_see_it(api, agent,
     with unchanged():
         refused = bot.post(f"/api/approvals/{row.id}", {"decision": "allow_once"}, format="json")
         hidden = outsider.post(f"/api/approvals/{row.id}", {"decision": "deny"}, format="json")
-    assert refused.status_code == 403 and refused.json()["error"] == "forbidden"
+    assert refused.status_code == 403 and refused.json()["error"] == "person_required"
     assert hidden.status_code == 404 and outsider.get("/api/approvals").json() == []
     assert ToolApproval.objects.get().state == "pending"

@@ -487,7 +487,7 @@ def test_a_person_decides_an_approval_over_mcp_and_a_run_never_does(
         return [refused, asks, decided]
 
     refused, asks, decided = run(go())
-    assert refused.error and refused.body["error"] == "forbidden"
+    assert refused.error and refused.body["error"] == "person_required"
     assert asks.error and asks.body["error"] == "forbidden"  # only a run asks for its tools
     assert decided.body["approval"]["state"] == "approved"
     assert decided.body["approval"]["by"] == "rita"

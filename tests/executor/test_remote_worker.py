@@ -25,7 +25,7 @@ from worktrees import service
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
-SERVER_ENV = {"CLAWBOO_HTTP_RATE_LIMIT": "0"}
+SERVER_ENV = {"CLAWBOO_HTTP_RATE_LIMIT": "0", "CLAWBOO_METRICS_TOKEN": "scrape-me"}
 
 
 def git(*argv: str, cwd: Path) -> str:
@@ -61,9 +61,10 @@ def start_worker(
     return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
 
 
-def http_body(url: str) -> bytes:
+def http_body(url: str, headers: dict[str, str] | None = None) -> bytes:
     try:
-        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - loopback
+        request = urllib.request.Request(url, headers=headers or {})
+        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - loopback
             return answer.read()
     except urllib.error.HTTPError as exc:  # 503: parts not running here; the body counts
         return exc.read()
@@ -106,8 +107,10 @@ def test_a_chain_of_dependent_tasks_is_worked_remotely_and_pushed(daphne, tmp_pa
             lambda: f"the chain done: {[store.get_task(i).error for i in ids]}",
             tmp_path=tmp_path,
         )
-        # Seen as a host: /healthz names it (informational, whatever the other parts say).
-        health = json.loads(http_body(base + "/healthz"))
+        # Seen as a host: /healthz names it to the metrics token (informational,
+        # whatever the other parts say), to nobody anonymous (GOVERNANCE §6).
+        assert "remote_workers" not in json.loads(http_body(base + "/healthz"))
+        health = json.loads(http_body(base + "/healthz", {"Authorization": "Bearer scrape-me"}))
         assert [w["host"] for w in health["remote_workers"]] == ["laptop"]
         assert health["remote_workers"][0]["agents"] == ["far-bot"]
     finally:

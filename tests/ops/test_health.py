@@ -159,3 +159,52 @@ def test_a_beat_that_cannot_be_written_never_stops_its_loop(monkeypatch):
     beater.maybe_beat()
     beater.maybe_beat()  # within the interval: not asked again
     assert calls == ["ticker"]
+
+
+def test_anonymous_healthz_names_no_agent_host_or_path_and_staff_see_them(client, settings):
+    """Health is not a directory (GOVERNANCE §6)."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    from core import machines, registry
+    from core.models import Agent
+
+    beat_all()
+    registry.create_agent(id="secret-bot", display_name="S", team="default", runtime="command")
+    binary = "/opt/hidden/bin/claude"
+    Agent.objects.filter(pk="secret-bot").update(
+        health_ok=False, health_detail=f"{binary}: no such file"
+    )
+    token, _ = machines.mint("build-host-7", ["secret-bot"])
+    beats.beat_remote(token.pk, token.host, 42, {"agents": ["secret-bot"], "running": []})
+
+    anonymous = client.get("/healthz")
+    text = anonymous.content.decode()
+    for secret in ("secret-bot", "build-host-7", binary, "/opt/hidden"):
+        assert secret not in text
+    agents = anonymous.json()["parts"]["agents"]
+    assert agents == {"ok": False, "detail": "1 unhealthy, 0 paused"}
+
+    # A member's token or an agent's side sees no more than anyone.
+    member = get_user_model().objects.create_user("mia")
+    registry.add_member("default", member)
+    as_member = client.get(
+        "/healthz", HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=member).key}"
+    )
+    assert "secret-bot" not in as_member.content.decode()
+    _, machine_key = machines.mint("other-host", ["secret-bot"])
+    as_machine = client.get("/healthz", HTTP_AUTHORIZATION=f"Token {machine_key}")
+    assert "build-host-7" not in as_machine.content.decode()
+
+    staff = get_user_model().objects.create_user("root", is_staff=True)
+    settings.CLAWBOO_METRICS_TOKEN = "scrape-me"
+    for headers in (
+        {"HTTP_AUTHORIZATION": f"Token {Token.objects.create(user=staff).key}"},
+        {"HTTP_AUTHORIZATION": "Bearer scrape-me"},
+    ):
+        body = client.get("/healthz", **headers).json()
+        assert body["parts"]["agents"]["unhealthy"][0]["id"] == "secret-bot"
+        assert binary in body["parts"]["agents"]["unhealthy"][0]["detail"]
+        assert [w["host"] for w in body["remote_workers"]] == ["build-host-7"]
+    client.force_login(staff)
+    assert "build-host-7" in client.get("/healthz").content.decode()

@@ -1,0 +1,438 @@
+"""Roles (GOVERNANCE §6): the governed never hold the keys.
+
+Every request comes from one **principal** (:func:`principal_of`): a *person* (a
+signed-in session or a person's own API token; staff or a team member), an *agent*
+(a key bound to one agent, or the credential a run is given), a *machine* (a
+worker host's token) or a *reviewer* (the critic's run credential). Agent, machine
+and reviewer are the **agent side**: they build, people govern.
+
+:data:`VERBS` is the one table of who may do what: every write operation of the
+REST API (``"POST /api/board/tasks/{task_id}/approve"``, the OpenAPI path), every
+MCP tool (``"mcp approve"``), every board page action (``"page <url name>"``) and
+every admin action (``"admin <app>.<model> <action>"``) names the principals it
+admits. :func:`check` reads it, before the body is read and before anything is
+written; a verb the table does not name is refused (deny by default). Adding an
+operation is adding a row; ``tests/core/test_roles.py`` fails on any write
+operation, MCP tool or admin action missing from it, and ``docs/roles.md`` is
+compared with it.
+
+Body-borne verbs: ``human_override`` rides in the body of a transition or a
+complete, so the row names the fields that turn the operation into a people verb
+(:attr:`Verb.people_fields`). For the agent side only, the check parses the JSON
+body (the parser, not the view: nothing is validated or written yet) to name the
+verb — ``"POST …/transition with human_override"`` — and refuses it there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core.errors import ClawbooError
+from core.models import AgentToken, MachineToken
+
+Kind = Literal["person", "agent", "machine", "reviewer", "anonymous"]
+AGENT_SIDE: frozenset[str] = frozenset({"agent", "machine", "reviewer"})
+
+
+class PersonRequired(ClawbooError):
+    """A verb GOVERNANCE §6 keeps for people, asked by the agent side (403)."""
+
+    code = "person_required"
+
+
+class NotInTable(ClawbooError):
+    """An operation the roles table does not name: refused to everyone (403)."""
+
+    code = "forbidden"
+
+
+@dataclass(frozen=True)
+class Principal:
+    kind: Kind
+    # Who, for the refusal's detail: a username, ``agent a1``, ``machine host-1``.
+    name: str
+    staff: bool = False
+
+    @property
+    def agent_side(self) -> bool:
+        return self.kind in AGENT_SIDE
+
+    def describe(self) -> str:
+        if self.kind == "person":
+            return f"person {self.name!r}" + (" (staff)" if self.staff else "")
+        return f"{self.kind} {self.name!r}"
+
+
+ANONYMOUS = Principal("anonymous", "")
+
+
+def principal_of(user: Any, auth: Any = None) -> Principal:
+    """The principal of a request's ``(user, auth)``, REST, websocket or page alike.
+
+    The credential decides before the user does: an agent-bound key or a run's
+    credential is the agent side whatever its owner is (staff included), and a
+    machine token is a machine. Only a credential bound to nothing (a session, a
+    person's own token) is a person."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return ANONYMOUS
+    if isinstance(auth, MachineToken):
+        return Principal("machine", auth.host)
+    if isinstance(auth, AgentToken):
+        return Principal("agent", auth.agent_id)
+    # A run's credential (boardmcp.models.RunCredential) says which side it is.
+    kind = getattr(auth, "principal_kind", None)
+    if kind in ("agent", "reviewer"):
+        return Principal(kind, str(getattr(auth, "agent_id", "")))
+    if auth is not None and not _is_person_token(auth):
+        # An unknown kind of credential is never taken for a person.
+        return Principal("agent", str(getattr(auth, "pk", "")))
+    # A machine's service user signed in some other way is still the machine.
+    if hasattr(user, "machine_token"):
+        return Principal("machine", str(user.get_username()))
+    return Principal(
+        "person", str(user.get_username()), staff=bool(user.is_staff or user.is_superuser)
+    )
+
+
+def _is_person_token(auth: Any) -> bool:
+    from rest_framework.authtoken.models import Token
+
+    return isinstance(auth, Token)
+
+
+# --- the table ---------------------------------------------------------------------
+
+PEOPLE: frozenset[str] = frozenset({"person"})
+BUILDERS: frozenset[str] = frozenset({"person", "agent", "machine"})
+READERS: frozenset[str] = frozenset({"person", "agent", "machine", "reviewer"})
+MACHINES: frozenset[str] = frozenset({"machine"})
+RUNS: frozenset[str] = frozenset({"agent"})
+
+# Any value of the field makes the verb a people verb.
+ANY = None
+
+
+@dataclass(frozen=True)
+class Verb:
+    """One operation and the principals it admits.
+
+    ``people_fields``: body fields that make the operation a people verb when the
+    agent side sends them (``{field: None}``: any non-null value; ``{field:
+    (values,)}``: one of those values)."""
+
+    name: str
+    admits: frozenset[str]
+    says: str
+    people_fields: Mapping[str, tuple[Any, ...] | None] | None = None
+
+
+_T = "/api/board/tasks/{task_id}"
+
+VERBS: tuple[Verb, ...] = (
+    # --- the board: what agents do with their own work ---------------------------
+    Verb("POST /api/board/tasks", BUILDERS, "create a task (an agent's needs approval)"),
+    Verb("PATCH " + _T, PEOPLE, "edit a task (what would run, and where)"),
+    Verb(
+        f"POST {_T}/transition",
+        BUILDERS,
+        "move a task; to done, or with human_override, people only",
+        people_fields={"human_override": ANY, "to": ("done",)},
+    ),
+    Verb(f"POST {_T}/claim", BUILDERS, "claim a task"),
+    Verb("POST /api/board/claim-next", BUILDERS, "claim the next ready task"),
+    Verb(f"POST {_T}/heartbeat", BUILDERS, "renew a claim's lease"),
+    Verb(f"POST {_T}/release", BUILDERS, "give a claimed task back"),
+    Verb(
+        f"POST {_T}/complete",
+        BUILDERS,
+        "settle a held task done; with human_override, or a task in review, people only",
+        people_fields={"human_override": ANY},
+    ),
+    Verb(f"POST {_T}/fail", BUILDERS, "settle a held task failed"),
+    Verb(f"POST {_T}/submit", BUILDERS, "hand in a pushed branch for the server to judge"),
+    Verb(f"POST {_T}/comments", BUILDERS, "comment"),
+    Verb(f"POST {_T}/deps", BUILDERS, "say what a task waits on"),
+    Verb(f"DELETE {_T}/deps/{{dep_id}}", PEOPLE, "drop a dependency"),
+    Verb(f"POST {_T}/cancel-dependents", PEOPLE, "cancel a task's dependents"),
+    Verb(f"POST {_T}/executions", BUILDERS, "open a run's execution"),
+    Verb(f"POST {_T}/executions/{{execution_id}}/log", BUILDERS, "report a run's log"),
+    Verb(f"POST {_T}/executions/{{execution_id}}/usage", BUILDERS, "report a run's usage"),
+    Verb(
+        f"POST {_T}/executions/{{execution_id}}/close",
+        BUILDERS,
+        "report how a run ended (what it ran, never what it means)",
+    ),
+    Verb(f"POST {_T}/workspace", BUILDERS, "make a task's worktree"),
+    Verb(f"POST {_T}/workspace/pause", BUILDERS, "pause a task's worktree"),
+    Verb(f"POST {_T}/workspace/resume", BUILDERS, "resume a task's worktree"),
+    Verb(f"POST {_T}/workspace/complete", BUILDERS, "finish a task's worktree (to review)"),
+    Verb(f"POST {_T}/workspace/review", BUILDERS, "open a review checkout"),
+    Verb(f"POST {_T}/workspace/handoff", BUILDERS, "write a task's handoff"),
+    Verb("POST /api/teams/{team_id}/chat", BUILDERS, "write in the team chat"),
+    Verb("POST /api/agents/{agent_id}/pause", BUILDERS, "pause an agent (an agent: its own)"),
+    Verb("POST /api/workers/beat", MACHINES, "a remote worker is alive"),
+    # --- judgement and approvals: people only ------------------------------------
+    Verb(f"POST {_T}/verdict", PEOPLE, "set or change a verdict"),
+    Verb(f"POST {_T}/approve", PEOPLE, "approve (land) a task in review"),
+    Verb(f"POST {_T}/request-changes", PEOPLE, "request changes on a task in review"),
+    Verb(f"POST {_T}/approval", PEOPLE, "decide a task approval"),
+    Verb("POST /api/approvals/{approval_id}", PEOPLE, "decide a tool approval"),
+    # --- governing: people only (owner or staff, as each endpoint says) ----------
+    Verb("POST /api/agents/{agent_id}/resume", PEOPLE, "resume an agent"),
+    Verb("POST /api/agents", PEOPLE, "register an agent"),
+    Verb("PATCH /api/agents/{agent_id}", PEOPLE, "edit an agent"),
+    Verb("POST /api/teams", PEOPLE, "create a team"),
+    Verb("PATCH /api/teams/{team_id}", PEOPLE, "edit a team"),
+    Verb("POST /api/budgets", PEOPLE, "create a budget"),
+    Verb("PATCH /api/budgets/{budget_id}", PEOPLE, "edit a budget"),
+    Verb("DELETE /api/budgets/{budget_id}", PEOPLE, "delete a budget"),
+    Verb("POST /api/budgets/{budget_id}/resume", PEOPLE, "resume a budget"),
+    Verb("POST /api/repositories", PEOPLE, "register a repository"),
+    Verb("PATCH /api/repositories/{repo_id}", PEOPLE, "edit a repository"),
+    Verb("DELETE /api/repositories/{repo_id}", PEOPLE, "remove a repository"),
+    Verb("POST /api/routines", PEOPLE, "create a routine"),
+    Verb("PATCH /api/routines/{routine_id}", PEOPLE, "edit a routine"),
+    Verb("DELETE /api/routines/{routine_id}", PEOPLE, "delete a routine"),
+    Verb("POST /api/routines/{routine_id}/pause", PEOPLE, "pause a routine"),
+    Verb("POST /api/routines/{routine_id}/resume", PEOPLE, "resume a routine"),
+    Verb("POST /api/routines/{routine_id}/run-now", PEOPLE, "fire a routine now"),
+    Verb("POST /api/schedules", PEOPLE, "create a schedule"),
+    Verb("PATCH /api/schedules/{schedule_id}", PEOPLE, "edit a schedule"),
+    Verb("DELETE /api/schedules/{schedule_id}", PEOPLE, "delete a schedule"),
+    Verb("POST /api/schedules/{schedule_id}/run", PEOPLE, "run a schedule now"),
+    Verb("POST /api/board/reconcile", PEOPLE, "reconcile the board (staff)"),
+    Verb("POST /api/worktrees/gc", PEOPLE, "collect old worktrees (staff)"),
+    # --- MCP tools ------------------------------------------------------------------
+    Verb("mcp list_tasks", READERS, "list the team's tasks"),
+    Verb("mcp get_task", READERS, "read a task"),
+    Verb("mcp read_handoff", READERS, "read a task's handoff"),
+    Verb("mcp spend", READERS, "read the team's spend"),
+    Verb("mcp create_task", BUILDERS, "create a task (an agent's needs approval)"),
+    Verb("mcp create_subtask", BUILDERS, "split work into a subtask"),
+    Verb("mcp comment", BUILDERS, "comment"),
+    Verb("mcp link_dependency", BUILDERS, "say what a task waits on"),
+    Verb("mcp claim_task", BUILDERS, "claim a task"),
+    Verb("mcp heartbeat", BUILDERS, "renew a claim's lease"),
+    Verb("mcp complete_task", BUILDERS, "settle a held task done (not a task in review)"),
+    Verb("mcp fail_task", BUILDERS, "settle a held task failed"),
+    Verb("mcp request_review", BUILDERS, "hand a held task to review"),
+    Verb("mcp write_handoff", BUILDERS, "write a held task's handoff"),
+    Verb("mcp decide_approval", PEOPLE, "decide a task approval"),
+    Verb("mcp permission_prompt", RUNS, "ask a person to allow a tool call (a run only)"),
+    # --- board pages (a signed-in session: people) ---------------------------------
+    Verb("page login", PEOPLE, "sign in again"),
+    Verb("page logout", PEOPLE, "sign out"),
+    Verb("page routine-new", PEOPLE, "create a routine"),
+    Verb("page routine-edit", PEOPLE, "edit a routine"),
+    Verb("page routine-delete", PEOPLE, "delete a routine"),
+    Verb("page routine-move", PEOPLE, "pause, resume or fire a routine"),
+    Verb("page gateway-job-delete", PEOPLE, "delete a gateway job"),
+    Verb("page gateway-job-move", PEOPLE, "pause, resume or fire a gateway job"),
+    # --- the admin (staff sessions: people) ------------------------------------------
+    Verb("admin", PEOPLE, "add, change or delete a row in the admin (staff)"),
+    *(
+        Verb(f"admin {model} {action}", PEOPLE, "an admin action (staff)")
+        for model, actions in (
+            ("auth.group", ("delete_selected",)),
+            ("auth.user", ("delete_selected",)),
+            ("clawboo.agent", ("delete_selected", "pause_agents", "resume_agents")),
+            ("clawboo.repository", ("delete_selected",)),
+            ("clawboo.machinetoken", ("revoke",)),
+            ("clawboo.heartbeat", ("delete_selected",)),
+            ("board.toolapproval", ("allow_once", "deny")),
+            ("board.toolgrant", ("delete_selected",)),
+            (
+                "board.task",
+                (
+                    "release_tasks",
+                    "cancel_tasks",
+                    "move_to_todo",
+                    "move_to_backlog",
+                    "move_to_blocked",
+                    "move_to_in_review",
+                    "move_to_done",
+                    "request_changes",
+                    "override_verification",
+                    "approve_work",
+                    "deny_work",
+                    "approve_tasks",
+                ),
+            ),
+            ("board.budget", ("delete_selected", "resume")),
+            ("routines.routine", ("delete_selected", "pause", "resume", "run_now")),
+            ("routines.routinefire", ("delete_selected",)),
+            ("ops.notificationchannel", ("delete_selected",)),
+            ("ops.notificationdelivery", ("delete_selected", "send_again")),
+            ("background_queue.scheduledjob", ("delete_selected",)),
+            ("background_queue.successfuljob", ("delete_selected", "resubmit_task")),
+            ("background_queue.failedjob", ("delete_selected", "resubmit_task")),
+            ("background_queue.queuedjob", ("delete_selected",)),
+        )
+        for action in actions
+    ),
+)
+
+TABLE: dict[str, Verb] = {verb.name: verb for verb in VERBS}
+assert len(TABLE) == len(VERBS), "a verb is named twice in the roles table"  # noqa: S101
+
+
+def check(
+    principal: Principal,
+    verb: str,
+    body: Callable[[], Any] | None = None,
+) -> Verb:
+    """The row of ``verb`` if ``principal`` may do it; else :class:`PersonRequired`
+    (a people verb asked by the agent side) or :class:`NotInTable` (no such row, or
+    one that admits nobody like the caller). ``body``: how to read the request's
+    body, asked for only when the row names people fields and the caller is the
+    agent side."""
+    row = TABLE.get(verb)
+    if row is None:
+        raise NotInTable(f"{verb!r} is in no row of the roles table: refused to everyone")
+    if principal.agent_side and row.people_fields and body is not None:
+        try:
+            data = body()
+        except Exception:
+            if principal.kind in row.admits:
+                raise  # a body the parser refuses: 400, nothing written
+            data = None  # refused below whatever it says
+        shown = _people_field(row.people_fields, data)
+        if shown is not None:
+            raise _refusal(principal, f"{verb} with {shown}", people=True)
+    if principal.kind not in row.admits:
+        raise _refusal(principal, verb, people=not (row.admits & AGENT_SIDE))
+    return row
+
+
+def _people_field(fields: Mapping[str, tuple[Any, ...] | None], data: Any) -> str | None:
+    """The people field ``data`` carries (``"human_override"``, ``"to done"``), or None."""
+    if not isinstance(data, Mapping):
+        return None
+    for field, values in fields.items():
+        value = data.get(field)
+        if value is None:
+            continue
+        if values is ANY:
+            return field
+        if isinstance(value, str) and value in values:
+            return f"{field} {value}"
+    return None
+
+
+def refuse_agent_side(principal: Principal, verb: str) -> None:
+    """A people verb named by the state it meets (completing a task in review is
+    approving it): the agent side is refused as by the table."""
+    if principal.agent_side:
+        raise _refusal(principal, verb, people=True)
+
+
+def _refusal(principal: Principal, verb: str, *, people: bool) -> ClawbooError:
+    """``person_required`` for a people verb asked by the agent side; else a plain
+    ``forbidden`` (e.g. a reviewer writing, or a person beating as a worker)."""
+    if principal.agent_side and people:
+        return PersonRequired(
+            f"{principal.describe()} may not {verb}: a person decides this with "
+            "their own credential (GOVERNANCE §6)",
+            principal=principal.kind,
+            verb=verb,
+        )
+    return NotInTable(f"{principal.describe()} may not {verb}", principal=principal.kind, verb=verb)
+
+
+# --- pages and the admin ----------------------------------------------------------
+
+
+def page_verb(request: Any) -> str | None:
+    """The table's name for a write to a page or the admin, or None (the API and
+    MCP are checked by their own doors)."""
+    path = str(getattr(request, "path_info", ""))
+    match = getattr(request, "resolver_match", None)
+    if path.startswith(("/api/", "/mcp")) or match is None:
+        return None
+    if match.namespace == "admin":
+        action = request.POST.get("action") if request.method == "POST" else None
+        model_admin = getattr(match.func, "model_admin", None)
+        if action and model_admin is not None and match.url_name.endswith("_changelist"):
+            meta = model_admin.model._meta
+            return f"admin {meta.app_label}.{meta.model_name} {action}"
+        return "admin"
+    return f"page {match.url_name or path}"
+
+
+class PageRolesMiddleware:
+    """The roles table's check for board page actions and admin actions: every
+    write a signed-in principal sends to a page names a row, checked before the
+    view runs (a signed-out caller meets the page's own sign-in)."""
+
+    def __init__(self, get_response: Callable[[Any], Any]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: Any) -> Any:
+        return self.get_response(request)
+
+    def process_view(self, request: Any, view_func: Any, args: Any, kwargs: Any) -> Any:
+        if request.method in ("GET", "HEAD", "OPTIONS"):
+            return None
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return None
+        verb = page_verb(request)
+        if verb is None:
+            return None
+        try:
+            check(principal_of(user, None), verb)
+        except ClawbooError as exc:
+            from django.http import HttpResponseForbidden
+
+            return HttpResponseForbidden(exc.detail, content_type="text/plain")
+        return None
+
+
+# --- the table as people read it (docs/roles.md) -----------------------------------
+
+_COLUMNS = ("person", "agent", "machine", "reviewer")
+
+
+def as_markdown() -> str:
+    """``docs/roles.md``: the table, generated (``python manage.py roles``); a test
+    compares the file with it."""
+    lines = [
+        "# Who may do what",
+        "",
+        "Generated from `core/roles.py` by `python manage.py roles > docs/roles.md`",
+        "(`tests/core/test_roles.py` fails when the two differ). GOVERNANCE §6: every",
+        "request comes from one principal -- a **person** (a signed-in session or a",
+        "person's own API token; staff or a team member), an **agent** (a key bound to",
+        "one agent, or a run's credential), a **machine** (a worker host's token) or the",
+        "**reviewer** (the critic's run credential). Agent, machine and reviewer are the",
+        "agent side. A write not in this table is refused to everyone; a verb kept for",
+        "people answers the agent side `403 person_required` (the detail names the",
+        "principal and the verb) before the body is read, and writes nothing. Whether a",
+        "person may is then the endpoint's own rule (a member of the team, the agent's",
+        "owner, or staff). Reads (GET) need a signed-in caller and show its teams only.",
+        "",
+        "| verb | " + " | ".join(_COLUMNS) + " | what |",
+        "|---|" + "---|" * len(_COLUMNS) + "---|",
+    ]
+    for verb in VERBS:
+        marks = ["yes" if kind in verb.admits else "**never**" for kind in _COLUMNS]
+        lines.append(f"| `{verb.name}` | " + " | ".join(marks) + f" | {verb.says} |")
+    lines += [
+        "",
+        "Body-borne people verbs: for the agent side, "
+        + "; ".join(
+            f"`{verb.name}` with "
+            + ", ".join(
+                f"`{field}`" if values is ANY else f"`{field}` {'/'.join(map(str, values))}"
+                for field, values in verb.people_fields.items()
+            )
+            for verb in VERBS
+            if verb.people_fields
+        )
+        + " is refused (`person_required`). Completing a task that is in review (REST",
+        "`…/complete` or MCP `complete_task`) is approving it: people only.",
+        "",
+    ]
+    return "\n".join(lines)
