@@ -194,7 +194,14 @@ def board_claim_loop(agent: str) -> Any:
     from board import store
 
     connection.ensure_connection()
-    return lambda: store.claim_next(agent)
+
+    def take() -> bool | None:
+        result = store.claim_next(agent)
+        if result is not None and not result.ok:
+            raise SystemExit(f"{agent}: claim-next refused: {result.outcome} {result.detail}")
+        return None if result is None else True
+
+    return take
 
 
 # Seconds spent inside claim_next by a cycle loop (plain/routed), for worker().
@@ -214,19 +221,32 @@ def board_cycle_loop(agent: str, routed: bool) -> Any:
 
     connection.ensure_connection()
     runtime = None
+    registered = Agent.objects.filter(pk=agent).first()
     if routed:
-        runtime, labels = ROUTE_AGENTS[int(agent.lstrip("w")) % len(ROUTE_AGENTS)]
-        if not Agent.objects.filter(pk=agent).exists():
+        runtime, labels = ROUTE_AGENTS[int(agent.rsplit("w", 1)[1]) % len(ROUTE_AGENTS)]
+        if registered is None:
             registry.create_agent(
                 id=agent, display_name=agent, team="default", runtime=runtime, labels=labels
             )
+        registered = Agent.objects.get(pk=agent)
+        # What the loop names: a registered agent under its limit of one, its route.
+        assert (registered.runtime, registered.labels, registered.max_concurrent) == (
+            runtime,
+            labels,
+            1,
+        ), registered
+    elif registered is not None:
+        raise SystemExit(f"plain loop: {agent!r} is registered; the plain claimer must not be")
 
     def take() -> bool | None:
         start = time.perf_counter()
         result = store.claim_next(agent, runtime=runtime)
         CLAIM_SECONDS[0] += time.perf_counter() - start
-        if result is None or result.task is None:
+        if result is None:
             return None
+        if not result.ok or result.task is None:
+            # A refusal is not a claim: the bench would be timing the gate's "no".
+            raise SystemExit(f"{agent}: claim-next refused: {result.outcome} {result.detail}")
         store.complete(result.task.id, None, ticket=result.ticket)
         return True
 
@@ -306,6 +326,7 @@ def worker(impl: str, args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(0.001)
     start = float(barrier.read_text())
     count = lost = errors = 0
+    ran_dry = False
     cpu = time.process_time()
     while time.time() < start + args.seconds:
         try:
@@ -314,6 +335,7 @@ def worker(impl: str, args: argparse.Namespace) -> dict[str, Any]:
             errors += 1
             continue
         if got is None:
+            ran_dry = True
             break
         if got is False:
             lost += 1
@@ -327,6 +349,7 @@ def worker(impl: str, args: argparse.Namespace) -> dict[str, Any]:
         "end": time.time(),
         "cpu": cpu,
         "claim_s": CLAIM_SECONDS[0],
+        "ran_dry": ran_dry,
     }
 
 
@@ -376,8 +399,13 @@ def run_one(db: BenchDB, impl: str, procs: int, seconds: float, tasks: int) -> d
     barrier = db.tmp / f"barrier-{impl}-{procs}-{time.monotonic_ns()}"
     argv = [sys.executable, __file__, "--worker", impl, "--barrier", str(barrier),
             "--seconds", str(seconds), "--url", db.url, "--backend", db.backend]  # fmt: skip
+    # Each loop its own claimers: the routed loop registers its ids, the plain
+    # loop's must stay unknown to the registry.
+    prefix = f"{impl}-" if impl in ROUTE_IMPLS else ""
     workers = [
-        subprocess.Popen([*argv, "--agent", f"w{i}"], env=db.env, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [*argv, "--agent", f"{prefix}w{i}"], env=db.env, stdout=subprocess.PIPE, text=True
+        )
         for i in range(procs)
     ]
     for w in workers:
@@ -393,6 +421,10 @@ def run_one(db: BenchDB, impl: str, procs: int, seconds: float, tasks: int) -> d
     elapsed = max(r["end"] for r in results) - start
     if done >= tasks:
         print(f"  warning: {impl} drained all {tasks}; raise --tasks", file=sys.stderr)
+    elif impl not in ("django_q2", "routed") and any(r["ran_dry"] for r in results):
+        # A loop that found nothing while work was left measured no claims (every
+        # task is anyone's here; the routed loop's may be routed to no worker of it).
+        raise RuntimeError(f"a {impl} worker found nothing to claim with {tasks - done} left")
     return {
         "done": done,
         "seconds": round(elapsed, 3),
@@ -535,7 +567,8 @@ def plans() -> dict[str, str]:
     vendor = connection.vendor
     at = connection.ops.adapt_datetimefield_value(dt.datetime.now(dt.UTC))
     claim = [*claims._set_params("bench", None, LEASE_MS)]
-    no_label = [None, None]
+    # No label, then an unregistered claimer's route (agent, runtime, labels).
+    no_label = [None, None, *claims.Claimer("bench", None, []).route()]
     team = [["default"] if vendor == "postgresql" else json_.dumps(["default"])]
     statements = {
         "claim_next (topological)": (

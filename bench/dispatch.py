@@ -9,15 +9,21 @@ can explain a quick claim:
 * ``ready→claimed``: tasks created one at a time while two workers idle; the
   latency is the claim event's stamp minus the task's creation stamp (one clock,
   the database writer's). p50 and p99.
-* ``chain``: ``--chain`` dependent file-mutating no-op tasks (each waits on the
-  one before), worked by one worker from the first creation to the last done. Per
-  hop, against a bare loop in the same run that does the git commands the
-  executor must do per task and nothing else: resolve the base branch's tip (a
-  task branches from where its dependencies landed), worktree add on a new
-  branch, scaffold commit, read the baseline's SHA (the diff is taken against it,
-  later and maybe by another process), diff against it and a status for the
-  untracked files (new files are work too) and HEAD, worktree remove, branch
-  delete -- through the same git wrapper (:func:`worktrees.git.run_git`).
+* ``chain``: ``--chain`` dependent file-mutating tasks (each waits on the one
+  before), worked by one worker whose command writes one file of the task's own
+  and whose verify command is ``true``; this process approves each review as it
+  appears, which lands the change on ``main`` and moves the task ``done``
+  (:mod:`bench.pipeline`: a no-op file-mutating run would trip the breaker after
+  three). Timed from the first creation to the last done. Per hop, against a bare
+  loop in the same run that does the git commands the executor must do per task
+  and nothing else: resolve the base branch's tip (a task branches from where its
+  dependencies landed), worktree add on a new branch, scaffold commit, read the
+  baseline's SHA (the diff is taken against it, later and maybe by another
+  process), the change, diff against it and a status for the untracked files (new
+  files are work too) and HEAD, the checkpoint commit, the landing's git
+  (:func:`worktrees.landing.prepare` and ``advance``), worktree remove, branch
+  delete -- through the same git wrapper (:func:`worktrees.git.run_git`). A chain
+  that stops moving (a paused agent, a blocked task) fails the bench with why.
   ``--rounds`` chains run, each between two runs of the bare loop; the round
   with the median ratio is reported. ``ratio`` is the executor's whole hop over the bare git hop;
   ``overhead`` is what the hop spends beyond the bare git work (the board's
@@ -70,6 +76,7 @@ def make_repo(path: Path) -> None:
 
 def bare_git_hops(repo: Path, hops: int) -> float:
     """Seconds per hop of the git work alone."""
+    from worktrees import landing
     from worktrees.git import git_out, run_git
 
     root = repo.parent / "bare-worktrees"
@@ -83,10 +90,19 @@ def bare_git_hops(repo: Path, hops: int) -> float:
         run_git(["add", "-A"], cwd=path)
         run_git(["commit", "-q", "--no-verify", "-m", f"scaffold task {n}"], cwd=path)
         baseline = git_out(["rev-parse", "HEAD"], cwd=path)
+        # The run's change: a file no earlier loop landed.
+        (path / f"work-bare-{started}-{n}.txt").write_text(f"bare {n}\n")
         run_git(["diff", "--numstat", "-z", baseline, "--", "."], cwd=path)
         status = ["--no-optional-locks", "status", "--porcelain=v2", "-z", "--branch"]
         quick = ["--no-renames", "--ignore-submodules=all", "--no-ahead-behind"]
         run_git([*status, "--untracked-files=all", *quick, "--", "."], cwd=path)
+        run_git(["add", "-A"], cwd=path)  # the checkpoint commit
+        run_git(["commit", "-q", "--no-verify", "-m", f"checkpoint task {n}"], cwd=path)
+        landed = landing.prepare(
+            repo, path, task_id=f"bare{n}", title=f"bare {n}", base_branch="main",
+            strategy="squash",
+        )  # fmt: skip
+        landing.advance(repo, landed)
         run_git(["worktree", "remove", "--force", str(path)], cwd=repo)
         run_git(["branch", "-D", branch], cwd=repo)
     return (time.monotonic() - started) / hops
@@ -123,6 +139,7 @@ def measure(backend: str, tasks: int, chain: int, chain_rounds: int) -> dict[str
     try:
         repo = Path(os.environ["CLAWBOO_REPO_ROOTS"]) / "app"
         make_repo(repo)
+        from bench import pipeline
         from board import store
         from board.models import Task
         from core import registry
@@ -131,7 +148,7 @@ def measure(backend: str, tasks: int, chain: int, chain_rounds: int) -> dict[str
         for agent, mutating in (("idle-a", False), ("idle-b", False), ("chain", True)):
             settings: dict[str, Any] = {"argv": ["true"]}
             if mutating:
-                settings["repo_path"] = str(repo)
+                settings = pipeline.agent_settings(repo)
             registry.create_agent(
                 id=agent, display_name=agent, team="default", runtime="command", settings=settings
             )
@@ -169,14 +186,17 @@ def measure(backend: str, tasks: int, chain: int, chain_rounds: int) -> dict[str
             for n in range(chain):
                 deps = [ids[-1]] if ids else []
                 ids.append(store.create_task(title=f"hop {r}.{n}", depends_on=deps).task.id)
-            # Stamps, not the poll, time the chain: the bench can look rarely and
-            # leave the CPU to the worker.
-            wait_for(
-                lambda ids=ids: Task.objects.filter(pk__in=ids, status="done").count() == chain,
-                "the chain done",
-                deadline_s=600,
-                poll_s=0.05,
-            )
+
+            # Stamps time the chain; the reviewer approves each hop as it reaches
+            # review, and a chain that cannot go on fails with why.
+            def chain_done(ids: list[str] = ids) -> bool:
+                pipeline.approve_reviews(ids)
+                why = pipeline.stall(["chain"])
+                if why is not None:
+                    raise SystemExit(f"the chain stalled: {why}")
+                return Task.objects.filter(pk__in=ids, status="done").count() == chain
+
+            wait_for(chain_done, "the chain done", deadline_s=600, poll_s=0.01)
             first = Task.objects.get(pk=ids[0]).created_at
             last = Task.objects.get(pk=ids[-1]).completed_at
             hop_s = (last - first).total_seconds() / chain
@@ -237,8 +257,12 @@ def main() -> int:
             argv = [sys.executable, __file__, "--one", backend, "--tasks", str(args.tasks)]
             done = subprocess.run(
                 [*argv, "--chain", str(args.chain), "--rounds", str(args.rounds)],
-                env=env, cwd=ROOT, check=True, capture_output=True, text=True, timeout=1800,
+                env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800,
             )  # fmt: skip
+            if done.returncode != 0:
+                # The run's own words (a stalled chain says why) rather than an exit code.
+                tail = (done.stderr.strip() or done.stdout.strip()).splitlines()[-15:]
+                raise SystemExit(f"{backend}: the run failed:\n" + "\n".join(tail))
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
         finally:
             db.drop()

@@ -3,10 +3,14 @@
     python bench/e2e.py [--tasks 200] [--workers 4]
 
 Each task is file-mutating, so every run provisions a git worktree (with its
-scaffold commit), runs the ``command`` runtime (``true``), checkpoints, diffs and
-cleans the worktree up (an empty diff lands ``done``). N worker processes drain the
-board on one SQLite file. Prints tasks/minute and where the time went (git, the
-runtime, the board, verification), and writes ``bench/results/e2e.json``.
+scaffold commit), runs the ``command`` runtime (a command that writes one file of
+the task's own: :mod:`bench.pipeline`), runs the verify command, checkpoints and
+parks the work in review; this process plays the person who approves each review,
+landing the change on ``main`` (``done``). N worker processes drain the board on
+one SQLite file. A worker refused (its agent paused by the breaker, say) or a run
+that stops moving fails the bench with the reason. Prints tasks/minute (the last
+task landed) and where the workers' time went (git, the runtime, the board,
+verification), and writes ``bench/results/e2e.json``.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ def worker(agent: str) -> None:
         report = executor.work_once()
         if report.outcome == "idle":
             break
+        if report.outcome == "refused":
+            raise SystemExit(f"{agent}: refused: {report.error}")
         done += report.outcome == "succeeded"
         failed += report.outcome != "succeeded"
         for name, spent in report.timings.items():
@@ -92,6 +98,7 @@ def main() -> int:
         return 0
 
     state = Path(tempfile.mkdtemp(prefix="clawboo-e2e-"))
+    procs: list[subprocess.Popen[str]] = []
     try:
         repo = state / "repos" / "app"
         make_repo(repo)
@@ -99,6 +106,7 @@ def main() -> int:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
+        from bench import pipeline
         from board import store
         from core import registry
 
@@ -109,7 +117,7 @@ def main() -> int:
                 display_name=agent,
                 team="default",
                 runtime="command",
-                settings={"argv": ["true"], "repo_path": str(repo)},
+                settings=pipeline.agent_settings(repo),
             )
         for i in range(args.tasks):
             store.create_task(title=f"trivial {i}")
@@ -123,10 +131,26 @@ def main() -> int:
             )
             for agent in agents
         ]
-        results = [
-            json.loads(p.communicate(timeout=3600)[0].strip().splitlines()[-1]) for p in procs
-        ]
+        # The reviewer: approve what waits in review until the board is done.
+        deadline = time.monotonic() + 3600
+        progress = (time.monotonic(), -1)
+        while store.list_tasks().exclude(status="done").exists():
+            landed = pipeline.approve_reviews()
+            why = pipeline.stall(agents)
+            if why is not None:
+                raise SystemExit(f"the run stalled: {why}")
+            board = store.list_tasks()
+            moved = board.exclude(status="todo").count() + board.filter(status="done").count()
+            if moved != progress[1]:
+                progress = (time.monotonic(), moved)
+            elif time.monotonic() - progress[0] > 120 or time.monotonic() > deadline:
+                raise SystemExit(f"the run stalled: nothing moved for 120 s ({moved} started)")
+            if not landed:
+                time.sleep(0.05)
         wall = time.monotonic() - started
+        results = [
+            json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs
+        ]
         done = sum(r["done"] for r in results)
         failed = sum(r["failed"] for r in results)
         totals: dict[str, float] = {}
@@ -156,6 +180,10 @@ def main() -> int:
         print(f"wrote {RESULTS.relative_to(ROOT)}")
         return 0 if left == 0 and failed == 0 else 1
     finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         shutil.rmtree(state, ignore_errors=True)
 
 

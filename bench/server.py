@@ -38,27 +38,33 @@ def redis_answers() -> bool:
 class Server:
     """A migrated state dir, a token, and a daphne process serving it."""
 
-    def __init__(self, layer: str) -> None:
+    def __init__(self, layer: str, *, database_url: str | None = None, root: Path = ROOT) -> None:
+        """``database_url``: a migrated-here database (default: SQLite in the state
+        dir); ``root``: the checkout whose code serves (another branch's, for a
+        baseline in the same run)."""
         self.state = Path(tempfile.mkdtemp(prefix="clawboo-fanout-"))
+        self.root = root
         self.env = {
             **os.environ,
             "CLAWBOO_STATE_DIR": str(self.state),
             "DJANGO_SETTINGS_MODULE": "clawboo.settings",
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": str(root),
             "CLAWBOO_HTTP_RATE_LIMIT": "0",
         }
         self.env.pop("DATABASE_URL", None)
+        if database_url:
+            self.env["DATABASE_URL"] = database_url
         if layer == "redis":
             self.env["CLAWBOO_REDIS_URL"] = REDIS_URL
         else:
             self.env.pop("CLAWBOO_REDIS_URL", None)
-        manage = [sys.executable, str(ROOT / "manage.py")]
-        subprocess.run([*manage, "migrate", "-v", "0"], env=self.env, check=True, cwd=ROOT)
+        manage = [sys.executable, str(root / "manage.py")]
+        subprocess.run([*manage, "migrate", "-v", "0"], env=self.env, check=True, cwd=root)
         out = subprocess.run(
             [*manage, "create_agent_token", "bench", "--team", "default"],
             env=self.env,
             check=True,
-            cwd=ROOT,
+            cwd=root,
             capture_output=True,
             text=True,
         )
@@ -76,7 +82,7 @@ class Server:
                 "clawboo.asgi:application",
             ],
             env=self.env,
-            cwd=ROOT,
+            cwd=root,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

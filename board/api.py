@@ -916,7 +916,7 @@ class ExecutionsView(APIView):
     )
     def get(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        return Response([e.as_dict() for e in store.list_executions(task_id)])
+        return Response([{**e.as_dict(), "run": n} for n, e in store.numbered_executions(task_id)])
 
     @extend_schema(
         operation_id="board_tasks_executions_open",

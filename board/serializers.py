@@ -233,6 +233,9 @@ class ExecutionSerializer(serializers.Serializer):
     agent_id = serializers.CharField()
     runtime = serializers.CharField(allow_null=True)
     attempt = serializers.IntegerField()
+    run = serializers.IntegerField(
+        help_text="the run's number on its task (1: its first run; fix rounds count)"
+    )
     status = serializers.CharField()
     tokens_in = serializers.IntegerField()
     tokens_out = serializers.IntegerField()

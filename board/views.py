@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from board import transitions
+from board import judgement, transitions
 from board.api import COLUMN_PAGE, TERMINAL_PAGE
 from board.store import NEEDS_APPROVAL
 from core.api.access import visible_teams
@@ -62,10 +62,12 @@ def board_page(request: HttpRequest) -> HttpResponse:
                 "user": request.user.get_username(),
                 # What a route may name as its runtime (the in-place editor's menu).
                 "runtimes": list(Runtime.values),
+                # The evidence of a "fail" because nothing was configured to verify.
+                "none_configured": judgement.NONE_CONFIGURED,
                 # Who a comment can @-mention besides the team's agents.
                 "members": sorted(
                     get_user_model()
-                    .objects.filter(teams__id=team)
+                    .objects.filter(teams__id=team, machine_token__isnull=True)
                     .values_list("username", flat=True)
                 ),
             },

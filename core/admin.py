@@ -101,7 +101,7 @@ class AgentAdmin(DataLayerAdmin):
         "runtime",
         "participant_kind",
         "owner",
-        "state",
+        "shown_state",
         "health_ok",
         "updated_at",
     )
@@ -119,7 +119,7 @@ class AgentAdmin(DataLayerAdmin):
         "approved_by",
         "labels",
         "max_concurrent",
-        "state",
+        "shown_state",
         "state_reason",
         "paused_by",
         "paused_at",
@@ -130,7 +130,7 @@ class AgentAdmin(DataLayerAdmin):
     )
     # Dispatch state is the breaker's, the preflight's and the pause actions' to write.
     _DISPATCH_READONLY = (
-        "state",
+        "shown_state",
         "state_reason",
         "paused_by",
         "paused_at",
@@ -139,6 +139,11 @@ class AgentAdmin(DataLayerAdmin):
         "health_checked_at",
         "breaker_failures",
     )
+
+    @admin.display(description="state", ordering="state")
+    def shown_state(self, obj: Agent) -> str:
+        # The state the API and the board show: an unhealthy agent is not "active".
+        return obj.dispatch_state
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # Saving here is an operator's approval of what the agent runs (core.server_commands).

@@ -143,8 +143,24 @@ _VERBS = {
 }
 
 
+def _agent_narration(event: Event) -> str | None:
+    # An agent that stops taking work is news for the whole team (its cards stall).
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    agent = payload.get("agent_id") or "an agent"
+    by = f" by {payload['by']}" if payload.get("by") else ""
+    if event.kind == "agent_paused":
+        why = f": {str(payload['reason'])[:120]}" if payload.get("reason") else ""
+        return f"agent paused: {agent}{why}"
+    if event.kind == "agent_resumed":
+        return f"agent resumed: {agent}{by}"
+    return None
+
+
 def narration_for(event: Event) -> str | None:
-    """One line describing a task change, or None for changes not worth a line."""
+    """One line describing a task change (or an agent paused or resumed), or None for
+    changes not worth a line."""
+    if event.kind in ("agent_paused", "agent_resumed"):
+        return _agent_narration(event)
     task = event.payload.get("task") if isinstance(event.payload, dict) else None
     if not isinstance(task, dict):
         return None

@@ -95,8 +95,25 @@ class RunLog:
             self.file.close()
 
 
+# A stdout line that begins like one of the log's own marks gets this mark, so
+# what a run prints can never pass for a stderr line or the truncation line.
+STDOUT_MARK = "[stdout] "
+_MARKS = (STDERR_MARK, STDOUT_MARK, "[clawboo:")
+
+
 def _line(stream: str, line: str) -> str:
-    return (STDERR_MARK if stream == "stderr" else "") + line.rstrip("\n") + "\n"
+    """One reported line as the log's text: each line break inside it (whatever
+    ``str.splitlines`` counts as one) starts a line of the same stream, each marked
+    as its stream's, so neither a remote worker's chunk nor a run's output can
+    write a line of another stream or the log's own truncation line."""
+    parts = line.rstrip("\n").splitlines() or [""]
+    return "".join(_marked(stream, part) + "\n" for part in parts)
+
+
+def _marked(stream: str, part: str) -> str:
+    if stream == "stderr":
+        return STDERR_MARK + part
+    return STDOUT_MARK + part if part.startswith(_MARKS) else part
 
 
 @dataclass(frozen=True)

@@ -265,3 +265,21 @@ def _process_write_lock(connection: Any) -> FairWriteLock | None:
         with _write_locks_guard:
             lock = _write_locks.setdefault(key, FairWriteLock())
     return lock
+
+
+def pool_stats(alias: str = DEFAULT_DB_ALIAS) -> dict[str, int] | None:
+    """This process's PostgreSQL connection pool (``CLAWBOO_DB_POOL_*``): its bounds,
+    the connections it holds now, how many of those are free and how many
+    borrowers wait. None without a pool (SQLite, or the pool turned off)."""
+    conn = connections[alias]
+    if conn.vendor != "postgresql" or not conn.settings_dict.get("OPTIONS", {}).get("pool"):
+        return None
+    stats = conn.pool.get_stats()  # type: ignore[attr-defined]  # the PostgreSQL backend's
+    return {
+        "min_size": int(stats.get("pool_min", 0)),
+        "max_size": int(stats.get("pool_max", 0)),
+        "size": int(stats.get("pool_size", 0)),
+        "available": int(stats.get("pool_available", 0)),
+        "waiting": int(stats.get("requests_waiting", 0)),
+        "timeouts": int(stats.get("requests_errors", 0)),
+    }

@@ -42,6 +42,7 @@ from executor.rest import (
     LogLimits,
     RestRun,
     Revoked,
+    ServerUnreachable,
     Waker,
     registered_repository,
 )
@@ -56,6 +57,17 @@ log = logging.getLogger("clawboo.worker")
 # a new budget window, is a board change that wakes it.
 WAITED_ON = (AgentPaused.code, BudgetPaused.code)
 EXIT_REVOKED = 3
+# Runtimes whose runs ask a person about a tool call through the board's MCP tool
+# (``permission_prompt``, GOVERNANCE §5): a remote run has no route to it yet, so
+# the worker refuses such an agent up front rather than let its writes be denied.
+# runtime → (the setting that decides, its default, the values that never ask).
+ASKS_THROUGH_THE_BOARD: dict[str, tuple[str, str, frozenset[str]]] = {
+    "claude-code": (
+        "permission_mode",
+        "acceptEdits",
+        frozenset({"bypassPermissions", "dontAsk", "plan"}),
+    ),
+}
 EXIT_REFUSED = 2
 # The run's log goes to the server in chunks of at most this many lines and
 # characters, one chunk in flight at a time; at most LOG_BUFFER_CHARS wait behind it.
@@ -66,6 +78,28 @@ LOG_BUFFER_CHARS = 1024 * 1024
 # (the run goes on), and how long the end of a run waits for its log to be taken.
 LOG_STALL_S = 60.0
 LOG_FLUSH_S = 30.0
+
+
+def remote_refusal(agent: dict[str, Any]) -> str | None:
+    """Why this host will not run ``agent`` (as ``GET /api/agents/{id}`` shows it),
+    or None."""
+    rule = ASKS_THROUGH_THE_BOARD.get(str(agent.get("runtime")))
+    if rule is None:
+        return None
+    setting, default, never_asks = rule
+    value = (agent.get("settings") or {}).get(setting) or default
+    if value in never_asks:
+        return None
+    return (
+        f"agent {agent.get('id')!r} ({agent.get('runtime')}, {setting} {value!r}) may ask "
+        "for tool approvals, which a remote worker cannot route to the board yet: run it "
+        "on the server (clawboo up / manage.py work), or set its "
+        f"{setting} to one of {', '.join(sorted(never_asks))}"
+    )
+
+
+class Refused(Exception):
+    """This worker will not run an agent it was given (:func:`remote_refusal`)."""
 
 
 class Worker:
@@ -96,9 +130,17 @@ class Worker:
     # --- the loop -------------------------------------------------------------
 
     def serve(self, once: bool = False) -> None:
-        teams = sorted({self.agent(a)["team"] for a in self.agents})
-        wakers = [Waker(self.api.server, self.api.token, team, self.wake) for team in teams]
+        found = [self.agent(a) for a in self.agents]
+        refusals = [why for why in map(remote_refusal, found) if why is not None]
+        if refusals:
+            raise Refused("; ".join(refusals))
+        teams = sorted({agent["team"] for agent in found})
+        wakers = [
+            Waker(self.api.server, self.api.token, team, self.wake, self.api.reach)
+            for team in teams
+        ]
         self.beat()
+        log.info("connected to %s as %s: %s", self.api.server, self.host, ", ".join(self.agents))
         threading.Thread(target=self._beat_loop, name="worker-beat", daemon=True).start()
         try:
             while True:
@@ -107,7 +149,13 @@ class Worker:
                 # Cleared before the look: a frame that arrives during it wakes the
                 # next wait at once, so no board change is slept through.
                 self.wake.clear()
-                worked = any([self.work_one(agent) for agent in self.agents])
+                try:
+                    worked = any([self.work_one(agent) for agent in self.agents])
+                except ServerUnreachable:
+                    # The server went away mid-look (logged once by the Api): wait,
+                    # ask again; the claim resumes when it answers.
+                    self.revoked.wait(self.api.reach.backoff())
+                    continue
                 if worked:
                     continue
                 if once:
@@ -137,7 +185,9 @@ class Worker:
             except Revoked:
                 self.revoked.set()
                 self.wake.set()
-            except OSError as exc:  # the server is briefly unreachable
+            except ServerUnreachable:  # said once by the Api; the next beat tries
+                pass
+            except OSError as exc:
                 log.warning("worker beat: %s", exc)
 
     def beat(self) -> None:
@@ -149,14 +199,17 @@ class Worker:
                 log.warning("worker beat refused: %s", exc)
 
     def agent(self, agent_id: str) -> dict[str, Any]:
-        return self.api.call("GET", f"/api/agents/{urllib.parse.quote(agent_id)}")[1]
+        path = f"/api/agents/{urllib.parse.quote(agent_id)}"
+        return self.api.call_patiently("GET", path, stop=self.revoked)[1]
 
     def work_one(self, agent_id: str) -> bool:
         claim: dict[str, Any] = {"agent_id": agent_id}
         if self.lease_ms:
             claim["lease_ms"] = self.lease_ms
         try:
-            status, claimed = self.api.call("POST", "/api/board/claim-next", claim)
+            status, claimed = self.api.call_patiently(
+                "POST", "/api/board/claim-next", claim, stop=self.revoked
+            )
         except ApiError as exc:
             refusal = exc.body.get("error") if isinstance(exc.body, dict) else None
             if exc.status != 409 or refusal not in WAITED_ON:
@@ -188,6 +241,9 @@ class Worker:
         try:
             if not capabilities(agent["runtime"]).automated:
                 raise RuntimeError(f"runtime {agent['runtime']!r} needs a person")
+            refusal = remote_refusal(agent)  # its settings changed since the start
+            if refusal is not None:
+                raise RuntimeError(refusal)
             remote, branch = rest.repository(self.api, agent, task)
             landed = registered_repository(agent, task)
             cwd, clone = rest.workspace(self.cache_dir, task, remote, branch, landed)
@@ -197,8 +253,8 @@ class Worker:
             fix_round = 0
             while self.run_round(claim, agent, task, cwd, clone, fix_round) == "fix":
                 fix_round += 1
-        except Revoked:
-            raise
+        except (Revoked, ServerUnreachable):
+            raise  # revoked: stop; unreachable: the loop waits for the server
         except Exception as exc:
             log.exception("task %s failed on this host", task["id"])
             claim.settle("fail", {"error": f"remote worker: {exc}"})
@@ -312,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--server must be an http:// or https:// URL")
     api = Api(args.server, args.token)
     try:
-        agents = args.agent or api.call("GET", "/api/whoami")[1].get("agents") or []
+        agents = args.agent or api.call_patiently("GET", "/api/whoami")[1].get("agents") or []
         if not agents:
             parser.error("no --agent given and the token names none")
         Worker(
@@ -328,6 +384,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"clawboo worker: the server refused the token ({exc}); stopping\n")
         return EXIT_REVOKED
     except ApiError as exc:  # e.g. 403: the token may not run an agent it was given
+        sys.stderr.write(f"clawboo worker: {exc}\n")
+        return EXIT_REFUSED
+    except Refused as exc:
         sys.stderr.write(f"clawboo worker: {exc}\n")
         return EXIT_REFUSED
     except KeyboardInterrupt:

@@ -16,6 +16,7 @@ import hashlib
 import http.client
 import json
 import logging
+import random
 import select
 import shutil
 import subprocess
@@ -38,6 +39,10 @@ from executor.runtimes.base import RunResult, UsageSoFar
 log = logging.getLogger("clawboo.worker")
 
 GIT_TIMEOUT_S = 120.0
+# While the server does not answer, the loop asks again after a pause that doubles
+# from RECONNECT_FIRST_S up to RECONNECT_MAX_S (jittered, so hosts spread out).
+RECONNECT_FIRST_S = 1.0
+RECONNECT_MAX_S = 10.0
 HTTP_TIMEOUT_S = 30.0
 BRANCH_PREFIX = "clawboo/task-"
 
@@ -51,6 +56,57 @@ class ApiError(Exception):
         super().__init__(f"HTTP {status}: {body}")
         self.status = status
         self.body = body
+
+
+class ServerUnreachable(ConnectionError):
+    """The server did not answer (refused, reset, timed out): an OSError, so every
+    ``except OSError`` of a call still holds; told apart from a local OSError (a
+    runtime's missing binary) where the loop waits for the server instead."""
+
+
+class Reachability:
+    """Whether the server answers, as the worker's threads last found it: one line
+    when it stops answering ("server unreachable, retrying…"), one when it answers
+    again ("reconnected"), however many threads and retries meet the outage."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._down = False
+        self._pause = RECONNECT_FIRST_S
+        self._answered_at = 0.0
+
+    @property
+    def down(self) -> bool:
+        return self._down
+
+    def answered(self) -> None:
+        with self._lock:
+            self._answered_at = time.monotonic()
+            if self._down:
+                self._down = False
+                log.info("reconnected")
+            self._pause = RECONNECT_FIRST_S
+
+    def unreachable(self, exc: BaseException) -> None:
+        with self._lock:
+            if not self._down:
+                self._down = True
+                log.warning("server unreachable (%s), retrying…", _reason(exc))
+
+    def answered_within(self, seconds: float) -> bool:
+        return time.monotonic() - self._answered_at < seconds
+
+    def backoff(self) -> float:
+        """The next pause before asking again (doubling, capped, jittered)."""
+        with self._lock:
+            pause = self._pause
+            self._pause = min(pause * 2, RECONNECT_MAX_S)
+        return pause * random.uniform(0.8, 1.2)  # noqa: S311 - spreading hosts out
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:200]
 
 
 @dataclass
@@ -74,6 +130,25 @@ class Api:
             parts.netloc
         )
         self._local = threading.local()
+        self.reach = Reachability()
+
+    def call_patiently(
+        self, method: str, path: str, body: Any = None, *, stop: threading.Event | None = None
+    ) -> tuple[int, Any]:
+        """:meth:`call`, asked again with a growing pause while the server does not
+        answer (stopped, restarting, the network down), as long as ``stop`` is not
+        set: for the loop's own calls (a claim, a look-up), which lose nothing by
+        waiting. The outage is logged once (:class:`Reachability`)."""
+        while True:
+            try:
+                return self.call(method, path, body)
+            except ServerUnreachable:
+                pause = self.reach.backoff()
+                if stop is not None:
+                    if stop.wait(pause):
+                        raise
+                else:
+                    time.sleep(pause)
 
     def call(
         self, method: str, path: str, body: Any = None, *, idempotency_key: str | None = None
@@ -86,10 +161,15 @@ class Api:
         }
         if idempotency_key is not None:
             headers["Idempotency-Key"] = idempotency_key
-        if self._proxied:
-            status, raw = self._via_urllib(method, path, data, headers)
-        else:
-            status, raw = self._kept_alive(method, path, data, headers)
+        try:
+            if self._proxied:
+                status, raw = self._via_urllib(method, path, data, headers)
+            else:
+                status, raw = self._kept_alive(method, path, data, headers)
+        except OSError as exc:
+            self.reach.unreachable(exc)
+            raise ServerUnreachable(_reason(exc)) from exc
+        self.reach.answered()
         if status < 300:  # a redirect is not followed: the URL to give is the API's own
             return status, json.loads(raw) if raw else None
         try:
@@ -173,8 +253,18 @@ class Waker:
     """Sets ``wake`` on every board frame of the team (``hello`` too), reconnecting
     while the worker runs. ``connected`` tells the loop whether to poll slowly."""
 
-    def __init__(self, server: str, token: str, team: str, wake: threading.Event) -> None:
+    def __init__(
+        self,
+        server: str,
+        token: str,
+        team: str,
+        wake: threading.Event,
+        reach: Reachability | None = None,
+    ) -> None:
         parts = urllib.parse.urlsplit(server)
+        # The server's outage is the HTTP side's to tell (once): the socket says
+        # only what is its own (a handshake refused while HTTP answers), once.
+        self.reach = reach
         scheme = "wss" if parts.scheme == "https" else "ws"
         query = urllib.parse.urlencode({"team": team, "token": token})
         self.url = f"{scheme}://{parts.netloc}/ws/board/?{query}"
@@ -198,9 +288,21 @@ class Waker:
                         if self.stop.is_set():
                             return
             except Exception as exc:  # dropped or refused: poll until it is back
-                log.info("board socket down (%s); retrying", exc)
+                self._failed(exc)
             self.connected.clear()
             self.stop.wait(2.0)
+
+    def _failed(self, exc: BaseException) -> None:
+        was_up = self.connected.is_set()
+        if isinstance(exc, OSError) and self.reach is not None:
+            # Refused or unreachable: the server is away (unless HTTP just answered:
+            # a restart's race between its two listeners is not an outage).
+            if not self.reach.answered_within(5.0):
+                self.reach.unreachable(exc)
+            return
+        if was_up or not getattr(self, "_said", False):
+            self._said = True
+            log.debug("board socket down (%s); polling until it is back", _reason(exc))
 
 
 def repository(api: Api, agent: dict[str, Any], task: dict[str, Any]) -> tuple[str | None, str]:
@@ -333,10 +435,15 @@ class RestTask:
 
     def settle(self, verb: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """Settle the task (``complete``, ``fail``, ``submit``) under the claim; the
-        task answered, or None when it was declined."""
+        task answered, or None when it was declined. Sent again while the server does
+        not answer (a settle it took already is answered ``declined``/``lost-claim``:
+        nothing is recorded twice)."""
         path = f"{self.base}/{verb}"
         try:
-            return self.api.call("POST", path, {**body, "ticket": self.ticket})[1] or {}
+            answer = self.api.call_patiently(
+                "POST", path, {**body, "ticket": self.ticket}, stop=self.revoked
+            )
+            return answer[1] or {}
         except ApiError as exc:  # lost meanwhile (409): nothing of ours to record
             log.warning("%s: %s", path, exc)
             return None

@@ -33,6 +33,7 @@ def _work_agent(
     once: bool,
     report: Callable[[WorkReport], None] | None,
     lease_ms: int | None,
+    runs_here: Callable[[str], bool] | None = None,
 ) -> None:
     """One agent's thread of :func:`work_loop`: claim and work until stopped."""
     outage = reconnect.Outage(f"worker {agent_id}")
@@ -45,6 +46,12 @@ def _work_agent(
             try:
                 if executor is None:
                     executor = Executor(agent_id, lease_ms=lease_ms)
+                # Right before the claim: a binding made a moment ago counts.
+                if runs_here is not None and not runs_here(agent_id):
+                    if once:
+                        return
+                    wakeups.wait(wakeups.BOARD, since, poll_s)
+                    continue
                 result = executor.work_once()
             except Exception as exc:
                 if not reconnect.is_unavailable(exc):
@@ -85,18 +92,21 @@ def work_loop(
     report: Callable[[WorkReport], None] | None = None,
     discover: Callable[[], list[str]] | None = None,
     lease_ms: int | None = None,
+    runs_here: Callable[[str], bool] | None = None,
 ) -> None:
     """One thread per agent, each claiming and working its team's ready tasks until
     ``stop`` is set (or, with ``once``, until nothing is ready). With ``discover``,
     agents registered later get a thread of their own too. ``lease_ms``: the lease
-    of each claim (the board's default when None).
+    of each claim (the board's default when None). ``runs_here``, asked before each
+    claim: False leaves the agent's tasks to another host (a machine token bound
+    since this loop began) until it says True again.
 
     An idle thread waits for the board to change (:mod:`core.wakeups`), so work that
     becomes claimable is claimed at once; ``poll_s`` is only the safety net."""
     threads: dict[str, threading.Thread] = {}
 
     def start(agent_id: str) -> None:
-        args = (agent_id, stop, poll_s, once, report, lease_ms)
+        args = (agent_id, stop, poll_s, once, report, lease_ms, runs_here)
         thread = threading.Thread(
             target=_work_agent, args=args, name=f"work-{agent_id}", daemon=True
         )

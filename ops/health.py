@@ -31,7 +31,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from core import beats, reconnect
+from core import beats, reconnect, storage
 from core.models import Agent, AgentState
 
 CHANNEL_TIMEOUT_S = 2.0
@@ -240,4 +240,6 @@ async def healthz(request: HttpRequest) -> JsonResponse:
     if staff:
         # Informational: a remote worker going away fails nothing (its leases lapse).
         body["remote_workers"] = await sync_to_async(_remote_workers, thread_sensitive=True)()
+        # This process's PostgreSQL connection pool (null: none, as on SQLite).
+        body["db_pool"] = await sync_to_async(storage.pool_stats, thread_sensitive=True)()
     return JsonResponse(body, status=503 if failing else 200)

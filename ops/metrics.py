@@ -48,7 +48,7 @@ from board.money import MILLICENTS_PER_CENT
 from board.store import ready_filter
 from board.store.recovery import ORPHAN_ERROR, STALE_ERROR
 from board.transitions import Status
-from core import beats, consumers
+from core import beats, consumers, storage
 from core.models import Team
 from routines.models import RoutineFire
 
@@ -314,8 +314,32 @@ class SocketCollector:
         yield clients
 
 
+class PoolCollector:
+    """This process's PostgreSQL connection pool, at each scrape (none: no series)."""
+
+    HELP = {
+        "max_size": "Connections this process's database pool may hold (CLAWBOO_DB_POOL_MAX_SIZE).",
+        "size": "Connections this process's database pool holds now (in use or free).",
+        "available": "Free connections in this process's database pool.",
+        "waiting": "Borrowers waiting for a connection of this process's database pool.",
+    }
+
+    def collect(self) -> Iterator[Metric]:
+        stats = storage.pool_stats()
+        if stats is None:
+            return
+        for key, text in self.HELP.items():
+            yield GaugeMetricFamily(f"clawboo_db_pool_{key}", text, value=stats[key])
+        yield CounterMetricFamily(
+            "clawboo_db_pool_timeouts",
+            "Borrowers of this process's database pool that gave up waiting.",
+            value=stats["timeouts"],
+        )
+
+
 REGISTRY.register(DeploymentCollector())  # type: ignore[arg-type]
 REGISTRY.register(SocketCollector())  # type: ignore[arg-type]
+REGISTRY.register(PoolCollector())  # type: ignore[arg-type]
 
 
 def may_scrape(request: HttpRequest) -> bool:

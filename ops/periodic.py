@@ -54,6 +54,9 @@ PERIODIC: tuple[Periodic, ...] = (
     ),
     # Remote workers' submissions whose intake died half-way are taken in again.
     Periodic("clawboo.intake-recover", "executor.intake.recover_intakes", lambda: 1),
+    # Approvals whose landing a killed process left half-way are settled (completed
+    # or rolled back), so the board and the repository agree with nobody approving.
+    Periodic("clawboo.landing-recover", "ops.periodic.recover_landings", lambda: 1),
     # Task approvals nobody answered within CLAWBOO_APPROVAL_TTL_MS become expired.
     Periodic("clawboo.approval-expiry", "ops.periodic.expire_approvals", lambda: 1),
 )
@@ -75,6 +78,20 @@ def expire_approvals() -> int:
     if expired:
         log.info("approvals: expired %d unanswered approval(s)", len(expired))
     return len(expired)
+
+
+def recover_landings() -> int:
+    """The landing recovery as a scheduled job: how many landings it settled. Each
+    repository's landing lock is taken first, so a landing this host runs is waited
+    for, never judged dead; another host's only once it is long past
+    (:func:`worktrees.service.settled_here_now`)."""
+    from worktrees.service import recover_landings as settle
+    from worktrees.service import settled_here_now
+
+    settled = settle(settled_here_now)
+    if settled:
+        log.info("landings: settled %d interrupted landing(s)", len(settled))
+    return len(settled)
 
 
 def prune() -> dict[str, int]:

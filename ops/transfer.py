@@ -2,14 +2,17 @@
 
 One JSON object a line, keys sorted, compact: a header ``{"type":
 "clawboo-export", "version": 1, "team": …}``, then every row of each kind in a
-fixed order (users, teams, agents, tasks, deps, comments, executions,
-workspaces, events, chat, routines, fires), each kind sorted by its key, then a
-trailer with the counts. Every concrete column is written as stored (datetimes
-as ISO-8601 UTC with microseconds), so exporting what an import restored gives
-the same bytes.
+fixed order (users, teams, repositories, agents, tasks, deps, comments,
+executions, workspaces, events, chat, routines, fires, budgets, tool approvals,
+tool grants, machine bindings), each kind sorted by its key, then a trailer with
+the counts. Task approvals are columns of their task. Every concrete column is
+written as stored (datetimes as ISO-8601 UTC with microseconds), so exporting
+what an import restored gives the same bytes.
 
 Left out, by design: passwords and API tokens (users are restored without a
-usable password; agent tokens are not carried), agent settings whose key names a
+usable password; agent tokens are not carried), machine tokens' keys and service
+users (a live token is exported as its binding, host and agents, and the import
+mints it a new key to give to that host), agent settings whose key names a
 secret (:mod:`core.agent_secrets`), and what is not the team's work —
 heartbeats, idempotency records, notification channels (they hold secrets) and
 the django-q2 queue. Columns that point at a user (an agent's owner, who
@@ -36,12 +39,21 @@ from django.core.management.color import no_style
 from django.db import connection, models
 from django.db.models import Q
 
-from board.models import ExecutionProcess, Task, TaskComment, TaskDep, Workspace
-from core import storage
+from board.models import (
+    Budget,
+    ExecutionProcess,
+    Task,
+    TaskComment,
+    TaskDep,
+    ToolApproval,
+    ToolGrant,
+    Workspace,
+)
+from core import machines, storage
 from core.agent_secrets import without_secrets
 from core.checks import check_storable
 from core.errors import ClawbooError, ValidationFailed
-from core.models import Agent, ChatMessage, Event, Team
+from core.models import Agent, ChatMessage, Event, MachineToken, Repository, Team
 from routines.models import Routine, RoutineFire
 
 FORMAT = "clawboo-export"
@@ -73,8 +85,14 @@ class Kind:
     team_filter: Callable[[str], Q]
 
 
+def _of_team_agents(team: str) -> Q:
+    return Q(agent_id__in=Agent.objects.filter(team_id=team).values("id"))
+
+
 KINDS: tuple[Kind, ...] = (
     Kind("team", Team, ("id",), lambda t: Q(id=t)),
+    # Before the tasks and agents that name it.
+    Kind("repository", Repository, ("id",), lambda t: Q(team_id=t)),
     Kind("agent", Agent, ("id",), lambda t: Q(team_id=t)),
     Kind("task", Task, ("id",), lambda t: Q(team_id=t)),
     Kind("task_dep", TaskDep, ("task_id", "depends_on_id"), lambda t: Q(task__team_id=t)),
@@ -85,7 +103,14 @@ KINDS: tuple[Kind, ...] = (
     Kind("chat", ChatMessage, ("id",), lambda t: Q(team_id=t)),
     Kind("routine", Routine, ("id",), lambda t: Q(team_id=t)),
     Kind("routine_fire", RoutineFire, ("id",), lambda t: Q(routine__team_id=t)),
+    Kind("budget", Budget, ("id",), lambda t: Q(team_id=t)),
+    Kind("tool_approval", ToolApproval, ("id",), lambda t: Q(team_id=t)),
+    # allow_always: the agent runs the tool without asking again.
+    Kind("tool_grant", ToolGrant, ("id",), _of_team_agents),
 )
+# A live machine token's binding (host → agents), without its key: restored by
+# minting a new key (:func:`import_lines` reports it, once, to give to the host).
+BINDING = "machine_binding"
 BY_NAME = {kind.name: kind for kind in KINDS}
 
 
@@ -152,7 +177,10 @@ def export_lines(team: str | None = None, report: ExportReport | None = None) ->
     yield line({"type": FORMAT, "version": VERSION, "team": team})
     usernames = dict(get_user_model().objects.values_list("pk", "username"))
 
-    users = get_user_model().objects.order_by("username")
+    # A machine token's service user goes with its key: a binding is restored by
+    # minting a new one (and a new service user).
+    machine_users = set(MachineToken.objects.values_list("user_id", flat=True))
+    users = get_user_model().objects.order_by("username").exclude(pk__in=machine_users)
     if team is not None:
         users = users.filter(pk__in=_users_of(team))
     report.counts["user"] = 0
@@ -163,7 +191,8 @@ def export_lines(team: str | None = None, report: ExportReport | None = None) ->
 
     members: dict[str, list[str]] = {}
     for team_id, user_id in Team.members.through.objects.values_list("team_id", "user_id"):
-        members.setdefault(team_id, []).append(usernames[user_id])
+        if user_id not in machine_users:
+            members.setdefault(team_id, []).append(usernames[user_id])
 
     for kind in KINDS:
         rows = kind.model._default_manager.order_by(*kind.order)
@@ -185,7 +214,30 @@ def export_lines(team: str | None = None, report: ExportReport | None = None) ->
                 report.redacted += [f"agent {row.pk}: {where}" for where in dropped]
             report.counts[kind.name] += 1
             yield line(record)
+    report.counts[BINDING] = 0
+    for binding in _bindings(team):
+        report.counts[BINDING] += 1
+        yield line(binding)
     yield line({"type": "end", "counts": dict(sorted(report.counts.items()))})
+
+
+def _bindings(team: str | None) -> Iterator[dict[str, Any]]:
+    """Each live machine token as its host and the agents (of ``team``) it binds:
+    never its key, its hash or its service user."""
+    tokens = (
+        MachineToken.objects.filter(revoked_at__isnull=True)
+        .order_by("host", "id")
+        .prefetch_related("agents")
+    )
+    for token in tokens:
+        agents = sorted(a.id for a in token.agents.all() if team is None or a.team_id == team)
+        if agents:
+            yield {
+                "type": BINDING,
+                "host": token.host,
+                "agents": agents,
+                "created_at": dump_value(token.created_at),
+            }
 
 
 def export_to(out: IO[str], team: str | None = None) -> ExportReport:
@@ -246,9 +298,12 @@ def parse(lines: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
             if kind == "end":
                 trailer = (number, record)
                 continue
-            if kind != "user" and kind not in BY_NAME:
+            if kind not in ("user", BINDING) and kind not in BY_NAME:
                 raise ValidationFailed("file", f"line {number}: unknown record type {kind!r}")
-            check_record(kind, record, number)
+            if kind == BINDING:
+                check_binding(record, number)
+            else:
+                check_record(kind, record, number)
             records.setdefault(kind, []).append(record)
             numbers.setdefault(kind, []).append(number)
     except UnicodeDecodeError:
@@ -313,6 +368,26 @@ def check_record(kind: str, record: dict[str, Any], number: int) -> None:
             raise ValidationFailed("file", f"{where}: {name} {problem}")
 
 
+def check_binding(record: dict[str, Any], number: int) -> None:
+    """A machine binding: a host, the agents it binds, when it was minted."""
+    where = f"line {number}: {BINDING} record"
+    if set(record) != {"host", "agents", "created_at"}:
+        raise ValidationFailed("file", f"{where}: holds host, agents and created_at only")
+    host, agents = record["host"], record["agents"]
+    if not isinstance(host, str) or not 0 < len(host.strip()) <= 200:
+        raise ValidationFailed("file", f"{where}: host must be a name of 1 to 200 characters")
+    if not isinstance(agents, list) or not agents or not all(isinstance(a, str) for a in agents):
+        raise ValidationFailed("file", f"{where}: agents must be a list of agent ids")
+    problem = _value_problem(_minted_at(), record["created_at"])
+    if problem:
+        raise ValidationFailed("file", f"{where}: created_at {problem}")
+    for value in (host, *agents):
+        try:
+            check_storable(value, "binding")
+        except ValidationFailed as exc:
+            raise ValidationFailed("file", f"{where}: {exc.detail}") from None
+
+
 def _value_problem(column: models.Field[Any, Any], value: Any) -> str | None:
     if value is None:
         return None if column.null else "must not be null"
@@ -347,8 +422,6 @@ def _value_problem(column: models.Field[Any, Any], value: Any) -> str | None:
             return "must be text"
         if target.max_length is not None and len(value) > target.max_length:
             return f"is longer than {target.max_length} characters"
-        # A blank value of a column that may be blank is not a choice (as Django's
-        # own validation has it).
         if column.choices and not (value == "" and column.blank):
             allowed = [str(choice) for choice, _ in column.flatchoices]
             if value not in allowed:
@@ -449,6 +522,13 @@ def check_file(
                         "file",
                         f"line {number}: team record: member {name!r} names no user record",
                     )
+    for number, binding in _numbered(BINDING, records, numbers):
+        for agent_id in binding["agents"]:
+            if agent_id not in keys.get("agent", set()):
+                raise ValidationFailed(
+                    "file",
+                    f"line {number}: {BINDING} record: agent {agent_id!r} names no agent record",
+                )
 
 
 def _instances(kind: Kind, rows: list[dict[str, Any]], users: dict[str, Any]) -> list[models.Model]:
@@ -469,12 +549,26 @@ def _instances(kind: Kind, rows: list[dict[str, Any]], users: dict[str, Any]) ->
     return made
 
 
-def import_lines(lines: Iterable[str]) -> dict[str, int]:
+@dataclass(frozen=True)
+class Reminted:
+    """A machine binding restored with a new key: the host's worker needs it
+    (``clawboo worker --token``); the old key authenticates nowhere here."""
+
+    host: str
+    agents: tuple[str, ...]
+    key: str
+
+
+def import_lines(lines: Iterable[str], reminted: list[Reminted] | None = None) -> dict[str, int]:
     """Restore an export into an empty database; returns the rows restored by type.
+    Each machine binding is minted a new key (appended to ``reminted``: shown
+    once, as ``create_machine_token`` shows one), so its agents stay with their
+    host and the server's workers leave them alone from the start.
 
     All or nothing: one transaction; any bad record writes nothing.
     """
     records = parse(lines)
+    minted: list[Reminted] = []
 
     def run() -> dict[str, int]:
         present = _work_present()
@@ -517,9 +611,26 @@ def import_lines(lines: Iterable[str]) -> dict[str, int]:
             counts[kind.name] = len(instances)
             restored.append(kind.model)
         _reset_sequences(restored)
+        minted.clear()  # a re-run of the transaction mints afresh
+        for row in records.get(BINDING, []):
+            token, key = machines.mint(row["host"], row["agents"])
+            MachineToken.objects.filter(pk=token.pk).update(
+                created_at=load_value(_minted_at(), row["created_at"])
+            )
+            minted.append(Reminted(token.host, tuple(row["agents"]), key))
+        counts[BINDING] = len(minted)
         return counts
 
-    return storage.write(run)
+    counts = storage.write(run)
+    if reminted is not None:
+        reminted.extend(minted)
+    return counts
+
+
+def _minted_at() -> models.Field[Any, Any]:
+    found = MachineToken._meta.get_field("created_at")
+    assert isinstance(found, models.Field)
+    return found
 
 
 def _user_field(name: str) -> models.Field[Any, Any]:

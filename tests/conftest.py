@@ -19,6 +19,15 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Fixtures more than one directory uses, registered once here (pytest allows
+# ``pytest_plugins`` only in the root conftest): a test asks for them by name and
+# imports no fixture from another directory's conftest.
+pytest_plugins = [
+    "tests.fixtures.runs",  # state_dir, repo, script, command_agent
+    "tests.fixtures.servers",  # daphne
+    "tests.fixtures.routines",  # clock, team
+]
+
 
 ON_POSTGRESQL = bool(os.environ.get("CLAWBOO_TEST_DATABASE_URL"))
 # The PostgreSQL pass re-runs only what the database can change (see the README's

@@ -14,8 +14,8 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString, mark_safe
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString
 
 from board import store
 from board.admin import TaskAdmin
@@ -61,84 +61,7 @@ class ReviewTaskAdmin(TaskAdmin):
     @admin.display(description="review")
     def review(self, obj: Task) -> SafeString:
         try:
-            body = review.review_of(obj, max_bytes=400_000)
+            context: dict[str, Any] = {"body": review.review_of(obj, max_bytes=400_000)}
         except ClawbooError as exc:
-            return format_html("<p>Review unavailable: {}</p>", exc.detail)
-        ws = body["workspace"]
-        diff = body["diff"]
-        parts = []
-        if ws:
-            parts.append(
-                format_html(
-                    "<p>Branch <code>{}</code> on base <code>{}</code> (from {}) — {}</p>",
-                    ws["branch"],
-                    ws["base_branch"] or "?",
-                    (ws["base_sha"] or "")[:12],
-                    ws["status"],
-                )
-            )
-            if ws.get("landing"):
-                landing = ws["landing"]
-                parts.append(
-                    format_html(
-                        "<p>Last approval: {} {}</p>",
-                        landing.get("result"),
-                        landing.get("commit") or ", ".join(landing.get("conflicts") or []),
-                    )
-                )
-        stat = diff["stat"]
-        parts.append(
-            format_html(
-                "<p>{} file(s), +{} −{}</p>",
-                stat["files_changed"],
-                stat["insertions"],
-                stat["deletions"],
-            )
-        )
-        parts.append(
-            format_html_join(
-                "",
-                "<details open><summary><code>{}</code> +{} −{}{}</summary><pre>{}</pre></details>",
-                (
-                    (
-                        f["path"],
-                        f["insertions"] if f["insertions"] is not None else "bin",
-                        f["deletions"] if f["deletions"] is not None else "bin",
-                        " (truncated)" if f["truncated"] else "",
-                        f["patch"] or "",
-                    )
-                    for f in diff["files"]
-                ),
-            )
-        )
-        v = body["verification"]
-        if v:
-            parts.append(
-                format_html(
-                    "<p>Verification: <strong>{}</strong></p><pre>{}</pre>",
-                    v.get("verdict") or "—",
-                    v.get("evidence") or "",
-                )
-            )
-        cost = body["cost"]
-        parts.append(format_html("<p>Cost: {} tokens, {}¢</p>", cost["tokens"], cost["cents"]))
-        parts.append(
-            format_html_join(
-                "",
-                "<details><summary>run #{} {} ({}) {} — {} tokens, {}¢</summary><pre>{}</pre>"
-                "</details>",
-                (
-                    (
-                        x["attempt"],
-                        x["agent_id"],
-                        x["runtime"],
-                        x["status"],
-                        x["tokens"],
-                        x["cost_cents"],
-                        x["log_tail"],
-                    )
-                    for x in body["executions"]
-                ),
-            )
-        )
-        return mark_safe("".join(parts))  # noqa: S308 - every part is format_html-escaped
+            context = {"error": exc.detail}
+        return render_to_string("admin/board/task/review.html", context)

@@ -120,6 +120,33 @@ def run_git(
     return proc
 
 
+def blob_bytes(sha: str, *, cwd: str | Path, timeout: float = GIT_TIMEOUT_S) -> bytes:
+    """A blob's content as bytes (``cat-file blob``): a file need not be text."""
+    argv = ["git"]
+    for item in _FORCED_CONFIG:
+        argv += ["-c", item]
+    argv += ["cat-file", "blob", sha]
+    try:
+        proc = subprocess.run(  # noqa: S603 - an argv list
+            argv,
+            cwd=str(cwd),
+            env=git_env(None),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        raise GitError(["cat-file", "blob", sha], None, f"no answer within {timeout:g}s") from None
+    except OSError as exc:
+        raise GitError(["cat-file", "blob", sha], -1, str(exc)) from None
+    if proc.returncode != 0:
+        raise GitError(
+            ["cat-file", "blob", sha], proc.returncode, proc.stderr.decode(errors="replace")
+        )
+    return proc.stdout
+
+
 def git_out(args: Sequence[str], *, cwd: str | Path, timeout: float = GIT_TIMEOUT_S) -> str:
     """``run_git`` and return stdout without the trailing newline."""
     return run_git(args, cwd=cwd, timeout=timeout).stdout.rstrip("\n")

@@ -125,8 +125,8 @@ def enqueue(task_id: str) -> None:
 
 def fetch_submitted(repo: Repository, task_id: str, commit: str) -> str:
     """Fetch the task's pushed branch from ``repo.remote`` into the server's
-    repository under :func:`intake_ref`; the submitted ``commit`` must be there
-    afterwards (GitError, or Conflict when the branch no longer holds it)."""
+    repository under :func:`intake_ref`; the submitted ``commit`` must be reachable
+    from the fetched tip (GitError, or Conflict when the branch does not hold it)."""
     branch = checkouts.branch_for(task_id)
     ref = intake_ref(task_id)
     path = Path(repo.path)
@@ -143,10 +143,15 @@ def fetch_submitted(repo: Repository, task_id: str, commit: str) -> str:
         cwd=path,
         timeout=git_timeout_s(),
     )
-    found = run_git(["cat-file", "-e", f"{commit}^{{commit}}"], cwd=path, check=False)
-    if found.returncode != 0:
+    # Reachable from the fetched tip, not merely present: any object the server's
+    # repository holds (another task's work, an unlanded branch) would otherwise be
+    # merged, judged and shown in review as this task's.
+    held = run_git(["merge-base", "--is-ancestor", commit, ref], cwd=path, check=False)
+    if held.returncode != 0:
         raise Conflict(
-            f"the remote's {branch} does not hold the submitted commit {commit[:12]}",
+            f"the submitted commit {commit[:12]} is not on the pushed branch {branch} "
+            "(the remote's branch does not hold it): push the work to that branch and "
+            "submit its commit",
             task_id=task_id,
         )
     return commit

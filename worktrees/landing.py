@@ -35,7 +35,7 @@ from django.conf import settings
 
 from core.errors import Conflict, ValidationFailed
 from worktrees.checks import check_base_ref
-from worktrees.git import GitError, git_out, run_git
+from worktrees.git import GitError, blob_bytes, git_out, run_git
 from worktrees.locks import path_lock
 from worktrees.scaffold import SOR_FILES
 
@@ -410,7 +410,11 @@ def undo_partial_fast_forward(repo: Path, branch: str, before: str, intended: st
         old = _ls(repo, before, path)
         new = _ls(repo, intended, path)
         current = _worktree_blob(where, path)
-        if current is not None and (new is None or current != new[1]):
+        if (
+            current is not None
+            and (new is None or current != new[1])
+            and not (new is not None and _partly_written(repo, where / path, new[1]))
+        ):
             continue  # not the landing's version: leave it as it is
         if old is not None:
             restore.append(path)
@@ -424,6 +428,28 @@ def undo_partial_fast_forward(repo: Path, branch: str, before: str, intended: st
         if target.is_file() or target.is_symlink():
             target.unlink()
     return restore + drop
+
+
+def _partly_written(repo: Path, target: Path, blob: str) -> bool:
+    """Whether the file at ``target`` is the start of ``blob``: git writes a file
+    in place, so one killed mid-write leaves the landing's version cut short (an
+    untracked file that would stop every later fast-forward), not a person's edit."""
+    if target.is_symlink() or not target.is_file():
+        return False
+    proc = run_git(["cat-file", "-s", blob], cwd=repo, check=False)
+    try:
+        size = int(proc.stdout.strip())
+        held = target.stat().st_size
+    except (ValueError, OSError):
+        return False
+    if proc.returncode != 0 or held > size:
+        return False
+    with target.open("rb") as handle:
+        part = handle.read()
+    try:
+        return blob_bytes(blob, cwd=repo).startswith(part)
+    except GitError:
+        return False
 
 
 def _worktree_blob(where: Path, path: str) -> str | None:

@@ -87,8 +87,8 @@ def _patch(where: Path, old: str, new: str, path: str) -> str:
 
 def _executions(task: Task, log_chars: int) -> list[dict[str, Any]]:
     rows = []
-    for execution in store.list_executions(task.id):
-        body = execution.as_dict()
+    for run, execution in store.numbered_executions(task.id):
+        body = {**execution.as_dict(), "run": run}
         log = execution.log or ""
         body["log_tail"] = log[-log_chars:]
         body["log_truncated"] = len(log) > log_chars

@@ -16,6 +16,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -421,15 +422,34 @@ def _finish_landing(repo: Path, task_id: str, record: dict[str, Any]) -> Task:
     )
 
 
-def recover_landings() -> list[dict[str, Any]]:
+# A landing recorded by another host is judged dead only this long after it began:
+# that host's landing lock is not this host's to see (each host locks under its own
+# state directory), and a landing's git steps end well within it.
+FOREIGN_LANDING_S = 300.0
+
+
+def settled_here_now(record: dict[str, Any]) -> bool:
+    """Whether the periodic recovery may settle this pending landing: one this host
+    began (its landing lock, held now by the recovery, proves it is not running), or
+    another host's once FOREIGN_LANDING_S old."""
+    if record.get("host") in (None, socket.gethostname()):
+        return True
+    return time.time() - float(record.get("started_at") or 0) >= FOREIGN_LANDING_S
+
+
+def recover_landings(
+    settle_if: Callable[[dict[str, Any]], bool] | None = None,
+) -> list[dict[str, Any]]:
     """The boot pass: settle every landing a killed process left half-way, in each
-    repository that has one (see :func:`_recover_repo`)."""
+    repository that has one (see :func:`_recover_repo`); with ``settle_if``, only
+    the landings whose record it accepts (the periodic job's
+    :func:`settled_here_now`)."""
     settled: list[dict[str, Any]] = []
     for repo_path in store.repos_with_pending_landings():
         repo = Path(repo_path)
         try:
             with landing.land_lock(repo):
-                done = _recover_repo(repo)
+                done = _recover_repo(repo, settle_if)
                 # A landing killed before its push: the base goes to the remote now.
                 for branch in {
                     str(entry["landing"].get("base_branch") or "")
@@ -443,13 +463,17 @@ def recover_landings() -> list[dict[str, Any]]:
     return settled
 
 
-def _recover_repo(repo: Path) -> list[dict[str, Any]]:
+def _recover_repo(
+    repo: Path, settle_if: Callable[[dict[str, Any]], bool] | None = None
+) -> list[dict[str, Any]]:
     """Under the repository's landing lock (so no landing of it is running), settle
     each landing recorded but never finished: its commit is on the base branch →
     complete it (checkout and branch removed, the board's side recorded); it is not
     → roll it back (the files a killed fast-forward wrote put back; the task stays
     in review). Lock files the killed git left are cleared first."""
     pending = store.pending_landings(str(repo))
+    if settle_if is not None:
+        pending = [ws for ws in pending if settle_if(dict(ws.landing or {}))]
     if not pending:
         return []
     since = min(float((ws.landing or {}).get("started_at") or 0) for ws in pending)

@@ -23,7 +23,13 @@ SQLite, so the whole of it runs under the database's write lock):
 Before step 3, a claim that a ``cap`` budget covers locks that budget's row (on
 PostgreSQL ``FOR UPDATE``) and is admitted only if the budget's spend plus the
 headroom of the runs in flight in its scope leaves room under the limit
-(:mod:`board.store.spend`): such claims take turns on every host.
+(:mod:`board.store.spend`): such claims take turns on every host. Whether any cap
+budget could cover the claim is read in step 1, with the agent: with none (most
+boards), the spend module is not consulted at all.
+
+The claimed row comes back from the ``RETURNING`` as a tuple and becomes its Task
+with the converters the ORM would apply, worked out once per column order
+(:func:`_row_plan`): no queryset is built per claim.
 
 Zero rows is data — a refusal diagnosed in the order GOVERNANCE.md fixes
 (:data:`REFUSALS`) — and is never retried; only transient lock errors are, by
@@ -50,7 +56,7 @@ from board.errors import (
     NotRouted,
     TaskNotFound,
 )
-from board.models import ExecutionStatus, Task
+from board.models import Budget, BudgetMode, BudgetScope, ExecutionStatus, Task
 from board.store import spend
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.approvals import blocks_claim
@@ -189,15 +195,26 @@ _ANY_LAPSED_SQL = f"SELECT 1 FROM {_TABLE} WHERE status = 'in_progress' AND leas
 
 # The claimer as the registry has it, its row locked on PostgreSQL (step 1).
 _AGENTS, _TEAMS = Agent._meta.db_table, Team._meta.db_table
+_BUDGETS = Budget._meta.db_table
+# Whether a cap budget could cover a claim of this agent: its team's (any scope), or
+# an agent-scope budget naming it -- the rows spend.cap_refusal / cap_exclusions
+# would lock. Read with the agent, so a board with no cap budget pays no budget
+# query of its own (nearly every claim); with one, the spend module looks as before.
+_HAS_CAPS = (
+    f"EXISTS (SELECT 1 FROM {_BUDGETS} b WHERE b.mode = '{BudgetMode.CAP}' "  # noqa: S608
+    f"AND (b.team_id = a.team_id OR (b.scope = '{BudgetScope.AGENT}' AND b.scope_id = a.id)))"
+)
 _GATE_SQL = {
     vendor: (
         "SELECT a.team_id, a.runtime, a.labels, a.max_concurrent, a.state, "  # noqa: S608
-        "a.state_reason, a.health_ok, a.health_detail, t.max_concurrent "
+        f"a.state_reason, a.health_ok, a.health_detail, t.max_concurrent, {_HAS_CAPS} "
         f"FROM {_AGENTS} a JOIN {_TEAMS} t ON t.id = a.team_id WHERE a.id = %s"
         + (" FOR UPDATE OF a" if vendor == "postgresql" else "")
     )
     for vendor in ("sqlite", "postgresql")
 }
+# An id the registry does not know may claim any team's work: any cap budget at all.
+_ANY_CAP_SQL = f"SELECT 1 FROM {_BUDGETS} WHERE mode = '{BudgetMode.CAP}' LIMIT 1"  # noqa: S608
 _LOCK_TEAM_SQL = f"SELECT 1 FROM {_TEAMS} WHERE id = %s FOR UPDATE"  # noqa: S608
 # What is held in_progress: by one agent (tasks_held_idx), by one team
 # (tasks_board_column_idx). 'in_progress' is a literal for the partial index.
@@ -221,6 +238,8 @@ class Claimer:
     paused: str | None = None  # why it may take nothing now (paused or unhealthy)
     limit: int | None = None
     team_limit: int | None = None
+    # False: no cap budget could cover this claim (the spend module need not look).
+    caps: bool = True
 
     def route(self) -> list[Any]:
         return route_params(self.agent_id, self.runtime, self.labels)
@@ -239,9 +258,10 @@ def _gate(agent_id: str, runtime: str | None) -> Claimer:
         cursor.execute(_GATE_SQL[vendor], [agent_id])
         row = cursor.fetchone()
         if row is None:
-            return Claimer(agent_id, runtime, [])
+            cursor.execute(_ANY_CAP_SQL)
+            return Claimer(agent_id, runtime, [], caps=cursor.fetchone() is not None)
         team, registered_runtime, labels, limit, state, reason, health_ok, health = row[:8]
-        team_limit = row[8]
+        team_limit, caps = row[8], bool(row[9])
         if team_limit is not None and vendor == "postgresql":
             # The team's count is shared by its agents' claims: they take turns.
             cursor.execute(_LOCK_TEAM_SQL, [team])
@@ -258,6 +278,7 @@ def _gate(agent_id: str, runtime: str | None) -> Claimer:
         paused=paused,
         limit=limit,
         team_limit=team_limit,
+        caps=caps,
     )
 
 
@@ -411,14 +432,46 @@ def _set_params(agent_id: str, runtime: str | None, lease_ms: int) -> list[Any]:
     return [agent_id, runtime, stamp, lease_end, lease_ms, stamp]
 
 
+# How a RETURNING row becomes a Task: per database and column order, where each
+# model field's value sits in the row and the converters the ORM would apply to it
+# (Django's own, the backend's and the field's), worked out once -- a claim then
+# builds its Task from the row alone, with no queryset (compiling, converter
+# lookup, model-init order) per claim.
+_Plan = list[tuple[int, Any, list[Any]]]
+_ROW_PLANS: dict[tuple[str, tuple[str, ...]], _Plan] = {}
+_FIELD_NAMES = [f.attname for f in Task._meta.concrete_fields]
+
+
+def _row_plan(vendor: str, columns: tuple[str, ...]) -> _Plan:
+    plan = _ROW_PLANS.get((vendor, columns))
+    if plan is None:
+        at = {name: i for i, name in enumerate(columns)}
+        plan = []
+        for field in Task._meta.concrete_fields:  # Task.from_db's order
+            col = field.get_col(_TABLE)
+            convert = connection.ops.get_db_converters(col) + field.get_db_converters(connection)
+            plan.append((at[str(field.column)], col, convert))
+        _ROW_PLANS[vendor, columns] = plan
+    return plan
+
+
 def _claim_row(sql: str, params: list[Any]) -> Task | None:
     """Run one claim statement inside the caller's write transaction; the claimed
-    task (from the UPDATE's own ``RETURNING``, converted by the ORM), with its
-    ``claimed`` event written in the same transaction, or None."""
-    claimed = list(Task.objects.raw(sql, params))
-    if not claimed:
-        return None
-    task = claimed[0]
+    task (from the UPDATE's own ``RETURNING``, converted as the ORM converts a
+    row), with its ``claimed`` event written in the same transaction, or None."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        columns = tuple(d[0] for d in cursor.description)
+    values = []
+    for i, col, convert in _row_plan(connection.vendor, columns):
+        value = row[i]
+        for fn in convert:
+            value = fn(value, col, connection)
+        values.append(value)
+    task = Task.from_db(connection.alias, _FIELD_NAMES, values)
     record_event(task, "claimed", prev_status=Status.TODO)
     return task
 
@@ -468,7 +521,7 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
         limit = None if claimer.paused else _over_limit(claimer)
         budget = None
         found = Task.objects.filter(pk=task_id).first()
-        if found is not None and claimer.paused is None:
+        if found is not None and claimer.paused is None and claimer.caps:
             try:
                 spend.cap_refusal(found, agent)
             except BudgetPaused as paused:
@@ -538,7 +591,7 @@ def claim_next(
         # teams refuses (BudgetPaused); over some teams, trees or routines, their
         # tasks are passed over.
         try:
-            passed = spend.cap_exclusions(agent, scope)
+            passed = spend.cap_exclusions(agent, scope) if claimer.caps else None
         except BudgetPaused as paused:
             return _Refusal(BudgetPaused.code, paused.detail, paused)
         scoped = scope if passed is None else passed.teams

@@ -265,6 +265,14 @@ def list_executions(task_id: str) -> QuerySet[ExecutionProcess]:
     return ExecutionProcess.objects.filter(task_id=task_id).order_by("-started_at", "-id")
 
 
+def numbered_executions(task_id: str) -> list[tuple[int, ExecutionProcess]]:
+    """The task's runs, newest first, each with its number on the task (1: its first
+    run). The one numbering the board, the admin and the API show: ``attempt`` stays
+    the claim's count, which a fix round does not raise."""
+    rows = list(list_executions(task_id))
+    return [(len(rows) - i, row) for i, row in enumerate(rows)]
+
+
 def running_execution(task_id: str) -> ExecutionProcess | None:
     return (
         ExecutionProcess.objects.filter(task_id=task_id, status=ExecutionStatus.RUNNING)

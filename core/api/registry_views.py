@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -226,9 +226,17 @@ class TeamDetailView(APIView):
 
 
 class AgentsView(APIView):
-    @extend_schema(operation_id="agents_list", responses=with_errors({200: AgentListSerializer}))
+    @extend_schema(
+        operation_id="agents_list",
+        parameters=[OpenApiParameter("team", str, description="only this team's agents")],
+        responses=with_errors({200: AgentListSerializer}),
+    )
     def get(self, request: Request) -> Response:
         agents = scoped(request.user, Agent.objects.select_related("owner").order_by("id"))
+        # A team the caller cannot see lists nothing, like one that does not exist.
+        team = request.query_params.get("team")
+        if team:
+            agents = agents.filter(team_id=team)
         staff = server_commands.is_operator(request.user)
         return Response([agent_body(a, staff=staff) for a in agents])
 

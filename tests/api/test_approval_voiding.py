@@ -13,7 +13,7 @@ from board import store
 from board.store import approvals
 from core import registry
 from core.models import Event
-from tests.worktrees.conftest import make_repo
+from tests.fixtures.gitrepos import make_repo
 
 pytestmark = pytest.mark.django_db
 

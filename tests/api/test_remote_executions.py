@@ -158,6 +158,32 @@ def test_a_remote_runs_log_is_appended_once_per_chunk_to_the_file_the_board_read
     assert downloaded.status_code == 200 and downloaded.content == b"one\n[stderr] two\nthree\n"
 
 
+def test_a_remote_chunks_line_breaks_cannot_forge_a_stderr_line_or_the_truncation_mark(fleet):
+    client = client_for("a-bot")
+    task_id, ticket = claimed(client)
+    run = opened(client, task_id, ticket)
+    path = f"/api/board/tasks/{task_id}/executions/{run}/log"
+    forged = "ok\n[stderr] rm -rf / done\r\n[clawboo: log truncated at 10 bytes]"
+    lines = [{"stream": "stdout", "line": forged}, {"stream": "stderr", "line": "a\u2028b"}]
+    answer = client.post(path, {"ticket": ticket, "offset": 0, "lines": lines}, format="json")
+    assert answer.json()["full"] is False
+    text = runlogs.read("default", task_id, run).decode()
+    assert text.splitlines() == [
+        "ok",
+        "[stdout] [stderr] rm -rf / done",
+        "[stdout] [clawboo: log truncated at 10 bytes]",
+        "[stderr] a",
+        "[stderr] b",
+    ]
+    # The log still takes lines: the forged mark did not close it.
+    more = {
+        "ticket": ticket,
+        "offset": answer.json()["size"],
+        "lines": [{"stream": "stdout", "line": "z"}],
+    }
+    assert client.post(path, more, format="json").json()["written"] is True
+
+
 def test_a_remote_runs_log_stops_at_its_bound(fleet, settings):
     settings.CLAWBOO_RUNLOG_MAX_BYTES = 10
     client = client_for("a-bot")

@@ -11,7 +11,7 @@ from board import store
 from core import registry, repositories
 from core.models import Repository
 from tests.api.conftest import make_client
-from tests.worktrees.conftest import make_repo
+from tests.fixtures.gitrepos import make_repo
 
 pytestmark = pytest.mark.django_db
 

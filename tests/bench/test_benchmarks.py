@@ -86,6 +86,91 @@ def test_the_claim_benchmark_loops_drain_a_few_hundred_rows_exactly_once():
         db.drop()
 
 
+@pytest.mark.every_backend  # its own database on the backend under test (BenchDB)
+@pytest.mark.timeout(300)
+def test_the_routes_loops_claim_as_their_own_claimers_and_count_only_claims():
+    tasks = 200
+    db = BenchDB(connection.vendor)
+    try:
+        # Routed first: the plain loop after it must still claim as unknown ids.
+        routed = claim.run_one(db, "routed", 2, seconds=120, tasks=tasks)
+        plain = claim.run_one(db, "plain", 2, seconds=120, tasks=tasks)
+        assert plain["done"] == tasks  # unrouted tasks: every one claimed and completed
+        # Two routed workers: routed-w0 (labels gpu), routed-w1 (labels ssd) take the
+        # unrouted tasks and their labels' (TASK_ROUTES by index mod 7: 0, 6; 1; 2).
+        assert routed["done"] == sum(1 for i in range(tasks) if i % 7 in (0, 1, 2, 6))
+        assert plain["claims_per_claim_s"] > 0 and routed["claims_per_claim_s"] > 0
+        conn = db.connect()
+        try:
+            agents = [r[0] for r in conn.execute("SELECT id FROM agents ORDER BY id").fetchall()]
+            assert [a for a in agents if "-w" in a] == ["routed-w0", "routed-w1"]
+            done = conn.execute("SELECT COUNT(*) FROM tasks WHERE status = 'done'").fetchone()
+            assert done[0] == tasks
+        finally:
+            conn.close()
+    finally:
+        db.drop()
+
+
+@pytest.mark.django_db
+def test_the_scale_section_explains_every_claim_statement_with_its_bound_parameters():
+    plans = claim.plans()
+    assert set(plans) == {
+        "claim_next (topological)",
+        "claim_next (topological, team)",
+        "claim_next (priority)",
+        "lapse probe",
+    }
+    assert all("tasks" in plan for plan in plans.values()), plans
+
+
+@pytest.mark.timeout(300)
+def test_the_http_claim_bench_times_claims_only():
+    # Its own daphne and SQLite state dir; a short run of the same code.
+    argv = ["--clients", "2", "--seconds", "1", "--pairs", "1", "--tasks", "3000"]
+    subprocess.run([sys.executable, str(ROOT / "bench" / "api.py"), *argv], cwd=ROOT,
+                   check=True, timeout=240)  # fmt: skip
+    report = json.loads((ROOT / "bench" / "results" / "api.json").read_text())
+    assert report["claim_next"]["requests"] > 0
+    assert report["claim_next"]["statuses"] == {"200": report["claim_next"]["requests"]}
+    assert report["not_claims"] == {}
+
+
+@pytest.mark.timeout(300)
+def test_the_e2e_bench_lands_every_task_under_the_default_breaker():
+    # A user's defaults (the breaker trips at three unchanged runs): each run
+    # changes a file and the bench approves the review, so every task lands done.
+    argv = ["--tasks", "4", "--workers", "2"]
+    subprocess.run([sys.executable, str(ROOT / "bench" / "e2e.py"), *argv], cwd=ROOT,
+                   check=True, timeout=240)  # fmt: skip
+    report = json.loads((ROOT / "bench" / "results" / "e2e.json").read_text())
+    assert (report["done"], report["failed"], report["not_done_on_board"]) == (4, 0, 0)
+
+
+@pytest.mark.every_backend  # the chain on the backend under test
+@pytest.mark.timeout(300)
+def test_the_dispatch_benchs_chain_runs_every_hop_to_done():
+    argv = ["--tasks", "2", "--chain", "3", "--rounds", "1", "--backends", connection.vendor]
+    subprocess.run([sys.executable, str(ROOT / "bench" / "dispatch.py"), *argv], cwd=ROOT,
+                   check=True, timeout=280)  # fmt: skip
+    report = json.loads((ROOT / "bench" / "results" / "dispatch.json").read_text())
+    [row] = report["rows"]
+    assert (row["backend"], row["chain"], row["tasks"]) == (connection.vendor, 3, 2)
+    assert row["hop_ms"] > 0 and row["bare_git_hop_ms"] > 0
+
+
+@pytest.mark.django_db
+def test_a_pipeline_bench_names_why_it_stalled():
+    from bench import pipeline
+    from board import store
+    from core import registry
+
+    registry.create_agent(id="b1", display_name="b1", team="default", runtime="command")
+    assert pipeline.stall(["b1"]) is None
+    store.pause_agent("b1", "breaker: 3 consecutive failed runs", by="breaker")
+    assert pipeline.stall(["b1"]) == "agent b1 is paused: breaker: 3 consecutive failed runs"
+
+
 # --- the board page benchmark, smoke-tested ---------------------------------------
 
 

@@ -157,7 +157,7 @@ def test_a_task_made_in_the_admin_names_a_repository_or_registers_its_path(
     operator, tmp_path, settings
 ):
     from core import repositories
-    from tests.worktrees.conftest import make_repo
+    from tests.fixtures.gitrepos import make_repo
 
     settings.CLAWBOO_REPO_ROOTS = [tmp_path.resolve()]
     shop = repositories.register(team="default", path=str(make_repo(tmp_path / "shop")))
@@ -174,7 +174,7 @@ def test_a_task_made_in_the_admin_names_a_repository_or_registers_its_path(
 
 def test_staff_register_a_repository_in_the_admin_by_its_real_path(operator, tmp_path, settings):
     from core.models import Repository
-    from tests.worktrees.conftest import make_repo
+    from tests.fixtures.gitrepos import make_repo
 
     settings.CLAWBOO_REPO_ROOTS = [tmp_path.resolve()]
     repo = make_repo(tmp_path / "shop")

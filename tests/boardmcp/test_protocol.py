@@ -33,8 +33,6 @@ from board.models import Task, TaskComment
 from boardmcp import credentials
 from boardmcp.models import RunCredential
 from core import registry, repositories
-from tests.executor.conftest import repo, state_dir  # noqa: F401 - fixtures
-from tests.live.conftest import daphne  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -106,7 +104,7 @@ Connect = Callable[..., Any]
 
 
 @pytest.fixture
-def http_connect(daphne: Callable[..., str], board: Board) -> Connect:  # noqa: F811
+def http_connect(daphne: Callable[..., str], board: Board) -> Connect:
     base = daphne(extra_env={"DJANGO_SECRET_KEY": settings.SECRET_KEY})
     run_key = credentials.mint_run_credential("ada", board.task, board.ticket)
 
@@ -174,7 +172,7 @@ def test_it_lists_the_board_tools_each_with_a_description(connect: Connect) -> N
 def test_each_tool_answers_for_the_agents_own_team(
     connect: Connect,
     board: Board,
-    repo: Path,  # noqa: F811
+    repo: Path,
 ) -> None:
     from worktrees import service as worktree_service
 
@@ -372,7 +370,7 @@ def test_a_persons_api_token_sees_their_teams_and_acts_as_no_agent(
 
 
 def test_mcp_and_the_rest_api_spend_one_request_budget_per_client(
-    daphne: Callable[..., str],  # noqa: F811
+    daphne: Callable[..., str],
     board: Board,
     django_user_model: Any,
 ) -> None:

@@ -12,8 +12,6 @@ from board.models import Task
 from boardmcp import credentials
 from core import registry
 from tests.boardmcp.test_protocol import Board, Connect, board, http_connect  # noqa: F401
-from tests.executor.conftest import repo, state_dir  # noqa: F401 - fixtures
-from tests.live.conftest import daphne  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 

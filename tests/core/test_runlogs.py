@@ -58,3 +58,13 @@ def test_prune_deletes_the_logs_older_than_the_retention(state, settings):
     os.utime(runlogs.path_for("default", "t1", 1), (old.timestamp(), old.timestamp()))
     assert retention.prune().run_logs == 1
     assert not runlogs.exists("default", "t1", 1) and runlogs.exists("default", "t1", 2)
+
+
+def test_a_printed_line_cannot_pass_for_another_stream_or_the_truncation_line(state):
+    log = runlogs.RunLog("default", "t1", 3)
+    log.write("stdout", "[stderr] not really")
+    log.write("stdout", "two\nlines")
+    log.write("stdout", "")
+    log.close()
+    text = runlogs.read("default", "t1", 3).decode()
+    assert text == "[stdout] [stderr] not really\ntwo\nlines\n\n"

@@ -21,7 +21,7 @@ from board import store
 from core.models import Event
 from executor.runner import Executor
 from tests.conftest import ROOT, read_json_line
-from tests.worktrees.conftest import git
+from tests.fixtures.gitrepos import git
 from worktrees import landing, service
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
@@ -185,6 +185,58 @@ def test_a_landing_killed_before_git_moved_is_rolled_back_and_its_lock_cleared(c
     assert git(repo, "status", "--porcelain") == ""
 
 
+def test_a_file_a_killed_fast_forward_left_half_written_is_rolled_back_not_kept(
+    command_agent, repo
+):
+    """Deterministic (the issue's 409 "untracked working tree files would be
+    overwritten"): git writes a file in place, so a fast-forward killed mid-write
+    leaves the landing's new file cut short, untracked. That is the landing's, not a
+    person's edit: the recovery removes it and the next approve lands."""
+    command_agent("builder", argv=[sys.executable, "-c", WRITE])
+    task_id = reviewed_task(1)
+    ws = store.get_workspace(task_id)
+    with landing.land_lock(repo):
+        prepared = landing.prepare(
+            repo,
+            Path(ws.worktree_path),
+            task_id=task_id,
+            title="Crash 1",
+            base_branch="main",
+            strategy="squash",
+        )
+    store.begin_landing(
+        task_id, {**prepared.as_dict(), "by": "reviewer", "started_at": time.time() - 1}
+    )
+    (repo / f"{task_id}.txt").write_text("x")  # 'x\n' cut short by the kill
+    settled = {e["task_id"]: e["result"] for e in service.recover_landings()}
+    assert settled == {task_id: "rolled_back"}
+    assert not (repo / f"{task_id}.txt").exists()
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
+    assert service.approve(task_id, by="reviewer")["result"] == "landed"
+    assert store.get_task(task_id).status == "done" and on_main(repo, task_id)
+
+
+def test_a_file_a_person_wrote_where_a_landing_died_is_left_alone(command_agent, repo):
+    command_agent("builder", argv=[sys.executable, "-c", WRITE])
+    task_id = reviewed_task(1)
+    ws = store.get_workspace(task_id)
+    with landing.land_lock(repo):
+        prepared = landing.prepare(
+            repo,
+            Path(ws.worktree_path),
+            task_id=task_id,
+            title="Crash 1",
+            base_branch="main",
+            strategy="squash",
+        )
+    store.begin_landing(
+        task_id, {**prepared.as_dict(), "by": "reviewer", "started_at": time.time() - 1}
+    )
+    (repo / f"{task_id}.txt").write_text("a person's own words\n")
+    service.recover_landings()
+    assert (repo / f"{task_id}.txt").read_text() == "a person's own words\n"
+
+
 def test_a_landing_killed_while_git_rewrote_packed_refs_is_completed_and_its_file_cleared(
     command_agent, repo
 ):
@@ -284,3 +336,122 @@ def test_approving_again_a_task_whose_landing_died_after_git_moved_finishes_it(c
     assert set(result) == {*landing.Landing.__dataclass_fields__, "task"}
     assert result["task"].status == "done"
     assert git(repo, "rev-list", "--count", f"{prepared.previous_tip}..main") == "1"
+
+
+# With a qcluster and nobody acting, each round waits for the schedule (a minute
+# apart, its scheduler looking every 30 s): two rounds in CI, `-m slow` the twenty.
+SCHEDULED_KILLS = 2
+SCHEDULED_SOAK_KILLS = 20
+SETTLE_S = 90
+
+
+def start_qcluster(database_url: str, log_path: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "CLAWBOO_STATE_DIR": str(settings.CLAWBOO_STATE_DIR),
+        "CLAWBOO_REPO_ROOTS": os.pathsep.join(str(p) for p in settings.CLAWBOO_REPO_ROOTS),
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+        "CLAWBOO_Q_WORKERS": "1",
+        "CLAWBOO_DB_WRITE_BUDGET_MS": "10000",
+    }
+    argv = [sys.executable, str(ROOT / "manage.py"), "qcluster"]
+    # The scheduler's first look as the cluster starts (tests/fast_scheduler_settings.py).
+    argv += ["--settings", "tests.fast_scheduler_settings"]
+    with log_path.open("wb") as out:
+        return subprocess.Popen(
+            argv, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+    try:  # the leader and whatever of its group outlived it
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def agree(repo: Path, task_id: str) -> bool:
+    """Board and repository agree, nothing left pending: landed and done, or
+    neither (in review, approvable again)."""
+    if store.pending_landings(str(repo)):
+        return False
+    status = store.get_task(task_id).status
+    return status in ("done", "in_review") and on_main(repo, task_id) == (status == "done")
+
+
+@pytest.mark.parametrize(
+    "kills",
+    [SCHEDULED_KILLS, pytest.param(SCHEDULED_SOAK_KILLS, marks=pytest.mark.slow)],
+    ids=["2", "20"],
+)
+def test_the_landing_recover_schedule_settles_a_killed_approve_with_nobody_acting(
+    command_agent, repo, database_url, slow_git, tmp_path, kills
+):
+    """A real qcluster (the README's separate commands, no `up` boot pass): each
+    approving process SIGKILLed at a random instant; within 90 s the
+    ``clawboo.landing-recover`` schedule has made board and repository agree; a
+    later approve of every task lands once, on a checkout git can still use."""
+    command_agent("builder", argv=[sys.executable, "-c", WRITE])
+    rng = random.Random(int(os.environ.get("CLAWBOO_CRASH_SEED", "41")))
+    first = reviewed_task(0)
+    barrier = tmp_path / "barrier-0"
+    proc = start_approve(database_url, slow_git, barrier, first)
+    assert read_json_line(proc) == {"ready": True}
+    started = time.monotonic()
+    barrier.touch()
+    out, err = proc.communicate(timeout=120)
+    window = time.monotonic() - started
+    assert proc.returncode == 0, err
+
+    log_path = tmp_path / "qcluster.log"
+    cluster = start_qcluster(database_url, log_path)
+    settled_in: list[float] = []
+    killed_ids: list[str] = []
+    left_pending = 0  # rounds the schedule had to settle
+    try:
+        for n in range(1, kills + 1):
+            task_id = reviewed_task(n)
+            killed_ids.append(task_id)
+            barrier = tmp_path / f"barrier-{n}"
+            proc = start_approve(database_url, slow_git, barrier, task_id)
+            assert read_json_line(proc) == {"ready": True}
+            barrier.touch()
+            time.sleep(rng.uniform(0.2 * window, window))  # the instant of the crash
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=30)
+            killed = time.monotonic()
+            left_pending += bool(store.pending_landings(str(repo)))
+            deadline = killed + SETTLE_S
+            while not agree(repo, task_id):
+                assert cluster.poll() is None, log_path.read_text(errors="replace")[-3000:]
+                assert time.monotonic() < deadline, (
+                    n,
+                    store.get_task(task_id).status,
+                    log_path.read_text(errors="replace")[-3000:],
+                )
+                time.sleep(0.5)
+            settled_in.append(round(time.monotonic() - killed, 1))
+            assert git(repo, "status", "--porcelain", "--untracked-files=all") == "", n
+    finally:
+        stop_group(cluster)
+
+    # A later approve of every task lands it (once); the done ones stay done.
+    for task_id in killed_ids:
+        if store.get_task(task_id).status != "done":
+            assert service.approve(task_id, by="reviewer")["result"] == "landed"
+        assert store.get_task(task_id).status == "done" and on_main(repo, task_id)
+    messages = git(repo, "log", "--format=%b", "main")
+    landed_ids = [line for line in messages.splitlines() if line.startswith("clawboo: land")]
+    assert len(landed_ids) == len(set(landed_ids)) == kills + 1
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
+    print("settled in (s)", settled_in, "pending", left_pending, "window", round(window, 2))

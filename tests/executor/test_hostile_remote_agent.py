@@ -24,7 +24,6 @@ from core import machines, registry, repositories
 from core.models import Agent, AgentToken
 from tests.conftest import ROOT
 from tests.executor.test_remote_worker import bare_remote, git, start_worker, wait_for
-from tests.live.conftest import daphne  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
@@ -118,7 +117,7 @@ print("did it")
 
 
 @pytest.fixture
-def server(daphne, database_url, tmp_path, settings):  # noqa: F811
+def server(daphne, database_url, tmp_path, settings):
     roots = (tmp_path / "repos").resolve()
     roots.mkdir()
     settings.CLAWBOO_REPO_ROOTS = [roots]

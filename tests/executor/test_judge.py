@@ -16,8 +16,8 @@ from core import registry
 from core.models import Event
 from executor.runner import Executor
 from ops import notify
-from tests.executor.conftest import VERIFY_OK
-from tests.worktrees.conftest import git
+from tests.fixtures.gitrepos import git
+from tests.fixtures.runs import VERIFY_OK
 from worktrees import service as worktree_service
 
 pytestmark = pytest.mark.django_db

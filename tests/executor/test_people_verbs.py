@@ -23,7 +23,7 @@ from boardmcp import credentials
 from core import machines, registry, repositories
 from core.models import Agent, AgentToken, Repository, Team
 from tests.api.conftest import fingerprint
-from tests.worktrees.conftest import git
+from tests.fixtures.gitrepos import git
 from worktrees import intake
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]

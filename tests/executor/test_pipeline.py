@@ -11,7 +11,7 @@ import pytest
 from board import store
 from board.errors import VerificationRequired
 from executor.runner import Executor
-from tests.executor.conftest import VERIFY_OK
+from tests.fixtures.runs import VERIFY_OK
 
 pytestmark = pytest.mark.django_db
 
@@ -56,7 +56,7 @@ def test_a_run_that_changes_nothing_lands_done_and_cleans_up(command_agent, repo
     assert report.outcome == "succeeded" and report.worktree == "cleaned"
     task = store.get_task(task.id)
     assert task.status == "done"
-    from tests.worktrees.conftest import git
+    from tests.fixtures.gitrepos import git
 
     assert f"clawboo/task-{task.id}" not in git(repo, "branch", "--list")
 

@@ -15,7 +15,7 @@ import pytest
 from board import store
 from core import registry
 from executor.runner import Executor
-from tests.executor.conftest import VERIFY_OK
+from tests.fixtures.runs import VERIFY_OK
 from tests.runtimes.stand_ins import install_stand_in, real_lines
 
 ROOT = Path(__file__).resolve().parents[2]

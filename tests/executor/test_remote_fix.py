@@ -24,7 +24,6 @@ from core.models import Event
 from ops import notify
 from tests.conftest import ROOT
 from tests.executor.test_remote_worker import bare_remote, git, start_worker, wait_for
-from tests.live.conftest import daphne  # noqa: F401 - the fixture
 from worktrees import service
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
@@ -43,7 +42,7 @@ LEASE_MS = 30_000
 
 
 @pytest.fixture
-def server(daphne, database_url, tmp_path, settings):  # noqa: F811
+def server(daphne, database_url, tmp_path, settings):
     """A registered repository ``app`` with a bare remote; daphne and a qcluster on the
     test database; returns (base URL, repo, remote, prompts dir, a setter of the
     repository's verify command and the fix cycles, before the server starts)."""

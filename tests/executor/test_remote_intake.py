@@ -23,7 +23,7 @@ from core.errors import Conflict, ValidationFailed
 from core.models import Event
 from executor import intake as server_intake
 from tests.conftest import ROOT
-from tests.worktrees.conftest import git
+from tests.fixtures.gitrepos import git
 from worktrees import handoff, intake, review, service
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
@@ -140,6 +140,33 @@ def test_a_branch_not_named_for_the_task_is_refused_and_nothing_is_written(repo,
     )
     assert answer.status_code == 202, answer.content
     assert store.get_task(task_id).status == "in_review"
+
+
+def test_a_commit_the_pushed_branch_does_not_hold_is_refused_on_the_task(repo, remote, tmp_path):
+    """Any object the server's repository holds is not enough: the intake takes in
+    only a commit reachable from the fetched branch, and says why on the task."""
+    register(repo, remote)
+    task_id, ticket = claimed()
+    push_work(remote, tmp_path, task_id)
+    # A commit the server's repository holds, on no branch of this task.
+    git(repo, "checkout", "-q", "-b", "elsewhere")
+    (repo / "secret.txt").write_text("not this task's\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "unrelated work")
+    foreign = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "branch", "-D", "elsewhere")
+
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", foreign, {"summary": "sneaky"})
+    task = store.get_task(task_id)
+    assert task.status != "in_review"
+    assert task.output["intake"]["state"] == "failed"
+    assert "is not on the pushed branch" in task.feedback, task.feedback
+    assert foreign[:12] in task.feedback
+    assert "is not on the pushed branch" in task.output["intake"]["detail"]
+    ws = store.last_workspace(task_id)
+    if ws is not None and Path(ws.worktree_path).exists():
+        assert not (Path(ws.worktree_path) / "secret.txt").exists()
 
 
 def get_staff():

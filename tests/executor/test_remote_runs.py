@@ -21,7 +21,6 @@ from board.store import spend
 from core import machines, registry
 from tests.executor.test_remote_worker import SERVER_ENV, start_worker, wait_for
 from tests.executor.test_spend import STAND_IN, processes_in
-from tests.live.conftest import daphne  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -87,7 +86,7 @@ class LogWatcher:
 
 
 def test_a_remote_runs_lines_stream_to_the_card_as_printed_and_its_log_downloads_whole(
-    daphne,  # noqa: F811 - the fixture imported above
+    daphne,
     tmp_path,
 ):
     registry.create_agent(
@@ -135,7 +134,7 @@ def test_a_remote_runs_lines_stream_to_the_card_as_printed_and_its_log_downloads
 
 
 def test_a_remote_run_over_its_ceiling_is_stopped_by_the_server_with_no_process_left(
-    daphne,  # noqa: F811 - the fixture imported above
+    daphne,
     tmp_path,
 ):
     binary = tmp_path / "bin" / "claude"
@@ -154,6 +153,9 @@ def test_a_remote_run_over_its_ceiling_is_stopped_by_the_server_with_no_process_
         settings={
             "binary": str(binary),
             "extra_args": ["--turns", "0", "--input-tokens", "100000", "--every", "0.2"],
+            # A mode that never asks for a tool approval: a remote worker refuses
+            # one that may (it cannot reach the board's permission prompt yet).
+            "permission_mode": "dontAsk",
         },
     )
     # A team cap the stopped run exhausts: the worker claims the task no more after it.

@@ -14,13 +14,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from board import store
 from core import machines, registry, repositories
 from core.models import Event
 from executor.runner import Executor
 from tests.conftest import ROOT
-from tests.live.conftest import daphne  # noqa: F401 - the fixture
 from worktrees import service
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
@@ -80,7 +80,7 @@ def wait_for(check, seconds: float, what: str, worker=None, tmp_path=None) -> No
         time.sleep(0.1)
 
 
-def test_a_chain_of_dependent_tasks_is_worked_remotely_and_pushed(daphne, tmp_path):  # noqa: F811
+def test_a_chain_of_dependent_tasks_is_worked_remotely_and_pushed(daphne, tmp_path):
     remote = bare_remote(tmp_path)
     registry.create_agent(
         id="far-bot",
@@ -125,7 +125,7 @@ def test_a_chain_of_dependent_tasks_is_worked_remotely_and_pushed(daphne, tmp_pa
     assert log.splitlines() == ["one", "two", "three"]
 
 
-def test_a_revoked_token_stops_the_worker_within_one_heartbeat(daphne, tmp_path):  # noqa: F811
+def test_a_revoked_token_stops_the_worker_within_one_heartbeat(daphne, tmp_path):
     registry.create_agent(
         id="slow-bot",
         display_name="Slow",
@@ -156,7 +156,7 @@ def test_a_revoked_token_stops_the_worker_within_one_heartbeat(daphne, tmp_path)
     assert "refused the token" in (tmp_path / "worker.log").read_text()
 
 
-def test_a_worker_for_an_agent_its_token_is_not_bound_to_is_refused(daphne, tmp_path):  # noqa: F811
+def test_a_worker_for_an_agent_its_token_is_not_bound_to_is_refused(daphne, tmp_path):
     for agent_id in ("mine", "theirs"):
         registry.create_agent(
             id=agent_id,
@@ -175,7 +175,7 @@ def test_a_worker_for_an_agent_its_token_is_not_bound_to_is_refused(daphne, tmp_
 
 
 def test_a_killed_remote_worker_loses_its_lease_and_a_local_worker_finishes(
-    daphne,  # noqa: F811
+    daphne,
     tmp_path,
     settings,
 ):
@@ -245,3 +245,112 @@ def test_a_killed_remote_worker_loses_its_lease_and_a_local_worker_finishes(
     assert bodies.count(f"clawboo: land task {task.id}") == 1, bodies
     assert git("rev-parse", "main", cwd=remote) == git("rev-parse", "main", cwd=repo)
     assert git("for-each-ref", "refs/heads/clawboo/", cwd=remote) == ""  # never pushed
+
+
+def test_an_agent_bound_while_work_all_runs_is_run_by_its_remote_worker_not_here(
+    daphne,  # noqa: F811
+    database_url,
+    tmp_path,
+):
+    """`work --all` (what `clawboo up` runs) started before the binding: from the
+    binding on, the server's workers leave the agent's tasks to its host."""
+    for agent_id in ("far-bot", "here-bot"):
+        registry.create_agent(
+            id=agent_id,
+            display_name=agent_id,
+            team="default",
+            runtime="command",
+            settings={"argv": ["sh", "-c", 'echo "ran in $PWD"']},
+        )
+    base = daphne(SERVER_ENV)
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
+        "CLAWBOO_STATE_DIR": str(tmp_path / "state"),
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+    }
+    log_path = tmp_path / "work.log"
+    with log_path.open("w") as out:
+        local = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "work", "--all", "--poll-ms", "500"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+    worker = None
+    try:
+        # Up and working: before the binding, the server runs far-bot's tasks.
+        before = store.create_task(title="before", route={"agent": "far-bot"}).task
+        wait_for(lambda: store.get_task(before.id).status == "done", 30, "work --all up")
+        assert str(tmp_path / "worker") not in store.get_task(before.id).output["summary"]
+        _, key = machines.mint("laptop", ["far-bot"])  # bound while it runs
+        # Seen before the next claim (at the latest a --poll-ms later): said once.
+        wait_for(lambda: "far-bot is bound" in log_path.read_text(), 10, "the binding seen")
+        bound = store.create_task(title="for the laptop", route={"agent": "far-bot"}).task
+        sentinel = store.create_task(title="for here", route={"agent": "here-bot"}).task
+        # The server's loop looked at the board since (it ran the sentinel) ...
+        wait_for(lambda: store.get_task(sentinel.id).status == "done", 30, "sentinel done")
+        # ... and left the bound agent's task alone.
+        assert store.get_task(bound.id).status == "todo"
+        worker = start_worker(base, key, tmp_path, "far-bot")
+        wait_for(
+            lambda: store.get_task(bound.id).status == "done",
+            45,
+            lambda: f"bound task done: {store.get_task(bound.id).status}",
+            tmp_path=tmp_path,
+        )
+        # The remote worker runs in a checkout under its --cache-dir.
+        assert str(tmp_path / "worker") in store.get_task(bound.id).output["summary"]
+        assert str(tmp_path / "worker") not in store.get_task(sentinel.id).output["summary"]
+    finally:
+        if worker is not None:
+            worker.kill()
+            worker.wait(10)
+        local.send_signal(signal.SIGTERM)
+        try:
+            local.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(local.pid, signal.SIGKILL)
+            local.wait(10)
+
+
+def test_a_claude_code_agent_that_may_ask_for_tool_approvals_is_refused_up_front(
+    daphne,  # noqa: F811
+    tmp_path,
+):
+    """A remote run cannot reach the board's permission prompt yet: the worker says
+    so at its start and runs nothing, rather than let the agent's writes be denied."""
+    registry.create_agent(
+        id="claude-far", display_name="Claude", team="default", runtime="claude-code"
+    )
+    _, key = machines.mint("vm", ["claude-far"])
+    base = daphne(SERVER_ENV)
+    task = store.create_task(title="needs a write", route={"agent": "claude-far"}).task
+    worker = start_worker(base, key, tmp_path, "claude-far")
+    assert worker.wait(30) == 2
+    said = (tmp_path / "worker.log").read_text()
+    assert "may ask for tool approvals" in said and "permission_mode 'acceptEdits'" in said
+    assert "Traceback" not in said
+    assert store.get_task(task.id).status == "todo"
+
+
+@pytest.mark.parametrize(
+    ("runtime", "settings_", "refused"),
+    [
+        ("claude-code", {}, True),
+        ("claude-code", {"permission_mode": "default"}, True),
+        ("claude-code", {"permission_mode": "dontAsk"}, False),
+        ("claude-code", {"permission_mode": "bypassPermissions"}, False),
+        ("command", {"argv": ["true"]}, False),
+    ],
+)
+def test_only_agents_that_would_ask_the_board_are_refused_remotely(runtime, settings_, refused):
+    from executor.remote import remote_refusal
+
+    agent = {"id": "a", "runtime": runtime, "settings": settings_}
+    assert (remote_refusal(agent) is not None) == refused

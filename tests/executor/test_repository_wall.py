@@ -12,8 +12,8 @@ from board import store
 from board.models import Task
 from core import registry, repositories
 from executor.runner import Executor
-from tests.executor.conftest import VERIFY_OK, make_repo
-from tests.worktrees.conftest import git
+from tests.fixtures.gitrepos import git, make_repo
+from tests.fixtures.runs import VERIFY_OK
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ import pytest
 
 from board import store
 from executor.runner import Executor
-from tests.worktrees.conftest import git
+from tests.fixtures.gitrepos import git
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

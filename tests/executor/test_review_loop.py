@@ -11,8 +11,8 @@ import pytest
 from board import store
 from board.errors import ClaimRequired, IllegalTransition
 from executor.runner import Executor
-from tests.executor.conftest import VERIFY_OK
-from tests.worktrees.conftest import git
+from tests.fixtures.gitrepos import git
+from tests.fixtures.runs import VERIFY_OK
 from worktrees import review, service
 from worktrees.scaffold import SOR_FILES
 

@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from board import store
 from executor.runner import Executor
 from tests.api.conftest import fingerprint, make_client
-from tests.executor.conftest import VERIFY_OK
-from tests.worktrees.conftest import git
+from tests.fixtures.gitrepos import git
+from tests.fixtures.runs import VERIFY_OK
 
 pytestmark = pytest.mark.django_db
 

@@ -31,10 +31,12 @@ def launch(playwright: Any) -> Any:
 
 def screenshot(page: Any, name: str, tmp_path: Path, **options: Any) -> Path:
     """Save a screenshot: into ``docs/`` when ``CLAWBOO_SCREENSHOTS=1`` (to refresh
-    the pictures there), else into the test's tmp dir, so a test run leaves the
-    tree as it found it."""
-    folder = DOCS if os.environ.get("CLAWBOO_SCREENSHOTS") == "1" else tmp_path
-    folder.mkdir(exist_ok=True)
+    the pictures there), into the directory ``CLAWBOO_SCREENSHOTS`` names otherwise
+    (``docs/img`` for the docs site), else into the test's tmp dir, so a test run
+    leaves the tree as it found it."""
+    wanted = os.environ.get("CLAWBOO_SCREENSHOTS", "")
+    folder = DOCS if wanted == "1" else Path(wanted).resolve() if wanted else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
     page.screenshot(path=str(path), **options)
     return path

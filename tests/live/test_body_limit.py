@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 import pytest
 
 from clawboo.bodylimit import BodyLimitApp
-from tests.live.conftest import daphne  # noqa: F401 - fixture
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -126,7 +125,7 @@ def stream_upload(
     ids=["content-length", "chunked", "expect-100-continue"],
 )
 def test_a_300_mb_anonymous_body_is_refused_before_it_is_stored(
-    daphne: Callable[..., str],  # noqa: F811
+    daphne: Callable[..., str],
     tmp_path: Path,
     chunked: bool,
     expect: bool,
@@ -147,7 +146,7 @@ def test_a_300_mb_anonymous_body_is_refused_before_it_is_stored(
 
 
 def test_a_body_under_the_limit_still_reaches_the_api(
-    daphne: Callable[..., str],  # noqa: F811
+    daphne: Callable[..., str],
 ) -> None:
     base = daphne()
     request = urllib.request.Request(  # noqa: S310 - loopback test server

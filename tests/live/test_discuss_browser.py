@@ -16,10 +16,10 @@ from board import store
 from core import registry, repositories
 from ops import notify
 from ops.models import NotificationDelivery
+from tests.fixtures.gitrepos import make_repo
 from tests.live import test_board_browser
 from tests.live.browsing import CHROMIUM, eventually, launch
 from tests.live.test_board_browser import WIDE, card_in, open_board
-from tests.worktrees.conftest import make_repo
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [

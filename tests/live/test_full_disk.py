@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.conftest import ROOT, free_port, wait_until_serving
+from tests.fixtures.servers import ROOT, free_port, wait_until_serving
 
 pytestmark = pytest.mark.timeout(180)
 

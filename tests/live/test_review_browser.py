@@ -12,15 +12,9 @@ from django.contrib.auth import get_user_model
 from board import store
 from core import registry
 from executor.runner import Executor
-from tests.executor.conftest import (  # noqa: F401 - fixtures
-    VERIFY_OK,
-    command_agent,
-    repo,
-    script,
-    state_dir,
-)
+from tests.fixtures.gitrepos import git
+from tests.fixtures.runs import VERIFY_OK
 from tests.live.browsing import CHROMIUM, screenshot
-from tests.worktrees.conftest import git
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
@@ -31,8 +25,8 @@ pytestmark = [
 
 def test_the_review_panel_shows_the_work_and_approves_it(
     daphne,
-    command_agent,  # noqa: F811 - the fixture imported above
-    repo,  # noqa: F811
+    command_agent,
+    repo,
     settings,
     tmp_path,
     monkeypatch,
@@ -97,8 +91,8 @@ def test_the_review_panel_shows_the_work_and_approves_it(
 
 def test_findings_and_line_comments_render_at_their_lines_and_go_to_the_agent(
     daphne,
-    command_agent,  # noqa: F811 - the fixture imported above
-    repo,  # noqa: F811
+    command_agent,
+    repo,
     settings,
     tmp_path,
     monkeypatch,

@@ -14,7 +14,6 @@ import pytest
 from board import store
 from core import registry
 from executor.runner import Executor
-from tests.executor.conftest import state_dir  # noqa: F401 - the fixture
 from tests.live import test_board_browser
 from tests.live.browsing import CHROMIUM, eventually, launch
 from tests.live.test_board_browser import WIDE, open_board
@@ -37,7 +36,7 @@ TICKER = (
 def test_a_running_agents_lines_stream_to_the_open_card_and_its_log_downloads_whole(
     daphne,
     operator,
-    state_dir,  # noqa: F811 - the fixture imported above
+    state_dir,
 ):
     registry.create_agent(
         id="ticker",

@@ -13,7 +13,6 @@ from rest_framework.authtoken.models import Token
 
 from bench.sqlite_clients import run_clients
 from core import registry
-from tests.live.conftest import daphne  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
@@ -25,7 +24,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
     ids=["short", "soak"],
 )
 def test_fifty_clients_on_sqlite_never_see_a_500(
-    daphne: Callable[..., str],  # noqa: F811
+    daphne: Callable[..., str],
     seconds: float,
     tight_seconds: float,
 ) -> None:

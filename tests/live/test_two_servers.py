@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
 from core import registry
-from tests.live.conftest import redis_url
+from tests.fixtures.servers import redis_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -44,7 +44,7 @@ from board.models import ExecutionProcess, Task
 from core import registry
 from core.models import Event
 from tests.conftest import ROOT
-from tests.live.conftest import redis_url
+from tests.fixtures.servers import redis_url
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

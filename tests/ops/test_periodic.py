@@ -175,3 +175,21 @@ def test_the_approval_expiry_runs_as_a_schedule(default_team, settings):
     async_task("ops.periodic.expire_approvals", sync=True)
 
     assert store.get_task(waiting.id).approval["state"] == "expired"
+
+
+def test_the_landing_recover_job_leaves_another_hosts_recent_landing_alone():
+    """Another host's landing lock is not this host's to see: its pending landing is
+    judged dead only once it is long past; this host's at once (its lock proves it)."""
+    import socket
+    import time as clock
+
+    from worktrees import service
+
+    now = clock.time()
+    assert service.settled_here_now({"host": socket.gethostname(), "started_at": now})
+    assert service.settled_here_now({"started_at": now})  # an older record: no host
+    assert not service.settled_here_now({"host": "elsewhere", "started_at": now - 10})
+    old = now - service.FOREIGN_LANDING_S - 1
+    assert service.settled_here_now({"host": "elsewhere", "started_at": old})
+    names = {job.name: job.func for job in periodic.PERIODIC}
+    assert names["clawboo.landing-recover"] == "ops.periodic.recover_landings"

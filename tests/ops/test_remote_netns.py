@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -35,8 +36,8 @@ from board import store
 from core import machines, registry, repositories
 from core.models import Event
 from tests.conftest import ROOT
+from tests.fixtures.gitrepos import git, make_repo
 from tests.ops.test_multihost import Host, _run, namespaces_work
-from tests.worktrees.conftest import git, make_repo
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
@@ -272,8 +273,7 @@ def test_a_chain_worked_on_a_host_without_database_access_is_reviewed_and_landed
     finally:
         worker_host.kill()
         for proc in server:
-            proc.kill()
-            proc.wait(10)
+            _stop_group(proc)  # qcluster's own processes too, not its leader alone
 
     # The base's history: the seed, then task1, task2, task3, each landed once.
     bodies = git(repo, "log", "--reverse", "--format=%b", "main").splitlines()
@@ -288,3 +288,137 @@ def test_a_chain_worked_on_a_host_without_database_access_is_reviewed_and_landed
         kinds = list(Event.objects.filter(task_id=task_id).values_list("kind", flat=True))
         assert kinds.count("claimed") == 1 and kinds.count("review_requested") == 1, kinds
     print(f"\nremote chain of 3 reviewed and landed in {time.monotonic() - started:.1f} s")
+
+
+OUTAGE_S = 30
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """The leader and everything of its group (daphne, qcluster's workers)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(10)
+
+
+def _serve(argv: list[str], env: dict[str, str], log: Path, base: str) -> subprocess.Popen[bytes]:
+    proc = _start(argv, env, log)
+    deadline = time.monotonic() + 30
+    while True:
+        assert proc.poll() is None, _tail(log)
+        try:
+            urllib.request.urlopen(base + "/api/schema/", timeout=2).close()  # noqa: S310
+            return proc
+        except OSError:
+            assert time.monotonic() < deadline, _tail(log)
+            time.sleep(0.1)
+
+
+def test_a_worker_whose_server_stops_for_30_s_says_so_once_and_works_the_next_task(
+    worker_host: Host, database_url: str, tmp_path: Path, settings
+):
+    roots = (tmp_path / "repos").resolve()
+    roots.mkdir()
+    settings.CLAWBOO_REPO_ROOTS = [roots]
+    repo = make_repo(roots / "app", files=1)
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(remote))
+    repositories.register(
+        team="default", path=str(repo), id="app", remote=str(remote), verify_cmd=VERIFY
+    )
+    registry.create_agent(
+        id="far-bot",
+        display_name="Far",
+        team="default",
+        runtime="command",
+        settings={"argv": AGENT_ARGV, "repository": "app"},
+    )
+    _, machine_key = machines.mint("netns-host", ["far-bot"])
+    person = get_user_model().objects.create_superuser("reviewer", password="pw")
+    person_key = Token.objects.create(user=person).key
+    port = _free_port()
+    gateway = worker_host.gateway
+    env = _server_env(database_url, tmp_path, gateway, roots)
+    base = f"http://{gateway}:{port}"
+    daphne = [sys.executable, "-m", "daphne", "-b", gateway, "-p", str(port)]
+    daphne += ["clawboo.asgi:application"]
+    server = _serve(daphne, env, tmp_path / "daphne.log", base)
+    # The intake's qcluster keeps running: it is the HTTP server that goes away.
+    cluster = _start(
+        [sys.executable, "-m", "clawboo.cli", "qcluster"], env, tmp_path / "qcluster.log"
+    )
+    worker_host.env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE") and not k.startswith("CLAWBOO_")
+    } | {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+
+    def landed_within(task_id: str, seconds: float) -> None:
+        """Worked there, taken in and judged here, then approved: it lands."""
+        deadline = time.monotonic() + seconds
+        while (task := store.get_task(task_id)).output is None or (
+            task.status,
+            task.output.get("intake", {}).get("state"),
+        ) != ("in_review", "review"):
+            assert worker_host.procs["worker"].poll() is None, worker_host.log_tail("worker")
+            assert time.monotonic() < deadline, (
+                task.status,
+                task.output,
+                worker_host.log_tail("worker"),
+                _tail(tmp_path / "qcluster.log"),
+            )
+            time.sleep(0.1)
+        status, answer = _http("POST", f"{base}/api/board/tasks/{task_id}/approve", person_key, {})
+        assert status == 200 and answer["result"] == "landed", answer
+        assert store.get_task(task_id).status == "done"
+
+    try:
+        worker_host.start(
+            "worker",
+            sys.executable,
+            "-m",
+            "clawboo.cli",
+            "worker",
+            "--server",
+            base,
+            "--token",
+            machine_key,
+            "--agent",
+            "far-bot",
+            "--heartbeat",
+            "0.5",
+            "--poll",
+            "2",
+            "--cache-dir",
+            str(tmp_path / "worker-cache"),
+        )
+        before = store.create_task(title="before the outage", repository="app").task
+        landed_within(before.id, 45)
+
+        _stop_group(server)
+        stopped = time.monotonic()
+        # The outage: the worker stays up the whole time (a poll, not a wait).
+        while time.monotonic() - stopped < OUTAGE_S:
+            assert worker_host.procs["worker"].poll() is None, worker_host.log_tail("worker")
+            time.sleep(0.5)
+        after = store.create_task(title="after the outage", repository="app").task
+        server = _serve(daphne, env, tmp_path / "daphne.log", base)
+        landed_within(after.id, 60)
+    finally:
+        worker_host.kill()
+        _stop_group(server)
+        _stop_group(cluster)
+    lands = [
+        line
+        for line in git(repo, "log", "--format=%b", "main").splitlines()
+        if line.startswith("clawboo: land task")
+    ]
+    assert lands == [f"clawboo: land task {after.id}", f"clawboo: land task {before.id}"]
+
+    log = (tmp_path / f"{worker_host.name}-worker.log").read_text(errors="replace")
+    assert "Traceback" not in log, log
+    assert log.count("server unreachable") == 1, log
+    assert log.count("reconnected") == 1, log
+    unreachable = next(line for line in log.splitlines() if "server unreachable" in line)
+    assert "retrying" in unreachable

@@ -454,3 +454,98 @@ def test_the_import_command_refuses_in_one_line_without_a_traceback(tmp_path):
             assert '"type":"task"' not in clawboo(url, state, "export")  # nothing written
     finally:
         drop_databases(fresh)
+
+
+def build_the_demo_with_governance(tmp_path: Path, settings) -> dict[str, str]:
+    """`clawboo demo` (it registers a repository), then what a team governs it with:
+    a budget, a task approval given, a tool approval answered allow_always, and a
+    machine token binding an agent to a host."""
+    from django.core.management import call_command
+
+    from board.store import spend, tool_approvals
+    from core import machines
+
+    settings.CLAWBOO_STATE_DIR = tmp_path / "state"
+    settings.CLAWBOO_REPO_ROOTS = []
+    call_command("demo", "--dir", str(tmp_path / "demo"))
+    User = get_user_model()
+    User.objects.create_user("ada", "ada@example.com", "pw", is_staff=True)
+    spend.create_budget(
+        "default",
+        {
+            "scope": "team",
+            "scope_id": "default",
+            "window": "day",
+            "limit_cents": 500,
+            "mode": "cap",
+        },
+    )
+    risky = store.create_task(
+        team="demo", title="Risky", approval_required=True, repository="shop"
+    ).task
+    store.decide_approval(risky.id, "approve", by="ada")
+    asked = tool_approvals.ask(risky.id, "demo-coder", "Bash", {"command": "make"})
+    assert asked is not None
+    tool_approvals.decide(asked.id, "allow_always", by="ada")
+    registry.create_agent(
+        id="gpu-bot",
+        display_name="GPU",
+        team="demo",
+        runtime="command",
+        settings={"argv": ["true"]},
+    )
+    machines.mint("gpu-1", ["gpu-bot"])
+    return {"risky": risky.id}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_with_repository_budget_approvals_and_a_machine_token_round_trips(
+    tmp_path, settings
+):
+    made = build_the_demo_with_governance(tmp_path, settings)
+    original = export_text()
+    kinds = [json.loads(text)["type"] for text in original.splitlines()]
+    for kind in ("repository", "budget", "tool_approval", "tool_grant", "machine_binding"):
+        assert kind in kinds, kind
+    # No secret of the machine token leaves: neither its key's hash nor its user.
+    from core.models import MachineToken
+
+    token = MachineToken.objects.get()
+    assert token.key_hash not in original and token.prefix not in original
+    assert token.user.username not in original
+    (tmp_path / "demo.jsonl").write_text(original, encoding="utf-8")
+
+    found = fresh_databases(tmp_path)
+    try:
+        for vendor, url in found:
+            state = tmp_path / f"state-{vendor}"
+            clawboo(url, state, "migrate", "-v", "0")
+            said = clawboo(url, state, "import", str(tmp_path / "demo.jsonl"))
+            assert said.startswith("imported "), said
+            assert "1 repository" in said and "1 budget" in said and "1 machine_binding" in said
+            # The binding came back with a new key, said once, for that host.
+            assert "machine token re-minted for host gpu-1 (agents gpu-bot): " in said
+            # The same board, repositories, budgets, approvals and bindings.
+            assert clawboo(url, state, "export") == original, vendor
+            # A second import of the same file is refused whole: nothing written.
+            env_args = (url, state)
+            again = subprocess.run(
+                [sys.executable, "-m", "clawboo.cli", "import", str(tmp_path / "demo.jsonl")],
+                env={
+                    **os.environ,
+                    "DATABASE_URL": env_args[0],
+                    "DJANGO_SETTINGS_MODULE": "clawboo.settings",
+                    "CLAWBOO_STATE_DIR": str(env_args[1]),
+                    "PYTHONPATH": str(ROOT),
+                },
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=240,
+            )
+            assert again.returncode != 0 and "not empty" in again.stderr, again.stderr
+            assert "Traceback" not in again.stderr
+            assert clawboo(url, state, "export") == original, vendor
+    finally:
+        drop_databases(found)
+    assert made["risky"] in original

@@ -20,8 +20,6 @@ from board import store
 from boardmcp.models import RunCredential
 from core import registry
 from executor.runner import Executor
-from tests.executor.conftest import repo, state_dir  # noqa: F401 - fixtures
-from tests.live.conftest import daphne  # noqa: F401 - fixture
 from tests.real_runtimes.hermetic import Tool, installed
 from tests.real_runtimes.model_server import BOARD_COMMENT, BOARD_SUBTASK_TITLE, ModelServer
 from tests.real_runtimes.test_executor_acceptance import RUNTIMES, VERIFY, Runtime
@@ -39,7 +37,7 @@ def runtime(request: pytest.FixtureRequest) -> Runtime:
 
 
 @pytest.fixture
-def board_url(daphne: Callable[..., str], settings: object) -> str:  # noqa: F811
+def board_url(daphne: Callable[..., str], settings: object) -> str:
     # Tickets are signed: the server must check them with the test's key.
     base = daphne(extra_env={"DJANGO_SECRET_KEY": settings.SECRET_KEY})  # type: ignore[attr-defined]
     url = f"{base}/mcp/"
@@ -76,7 +74,7 @@ def test_the_model_files_a_subtask_and_comments_through_the_board_during_its_run
     toolsets: str | None,
     board_url: str,
     model_server: ModelServer,
-    repo: Path,  # noqa: F811
+    repo: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -123,7 +121,7 @@ def test_the_model_files_a_subtask_and_comments_through_the_board_during_its_run
 def test_hermes_resumes_its_session_with_the_board_wired_in(
     board_url: str,
     model_server: ModelServer,
-    repo: Path,  # noqa: F811
+    repo: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

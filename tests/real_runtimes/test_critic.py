@@ -20,11 +20,10 @@ from board import store
 from core import registry
 from executor import critic
 from executor.runner import Executor
-from tests.executor.conftest import repo, state_dir  # noqa: F401 - fixtures
+from tests.fixtures.gitrepos import git
 from tests.real_runtimes.hermetic import installed
 from tests.real_runtimes.model_server import DEFAULT_FILE, ModelServer
 from tests.real_runtimes.test_executor_acceptance import RUNTIMES, Runtime
-from tests.worktrees.conftest import git
 from worktrees import checkouts
 from worktrees import service as worktree_service
 
@@ -68,7 +67,7 @@ def runtime(request: pytest.FixtureRequest) -> Runtime:
 @pytest.fixture
 def team(
     runtime: Runtime,
-    repo: Path,  # noqa: F811
+    repo: Path,
     model_server: ModelServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -20,7 +20,6 @@ import pytest
 from board import store
 from core import registry
 from executor.runner import Executor
-from tests.executor.conftest import repo, state_dir  # noqa: F401 - fixtures
 from tests.real_runtimes.hermetic import (
     Tool,
     claude_env,
@@ -71,7 +70,7 @@ def tool(runtime: Runtime) -> Tool:
 def agent(
     runtime: Runtime,
     tool: Tool,
-    repo: Path,  # noqa: F811
+    repo: Path,
     model_server: ModelServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

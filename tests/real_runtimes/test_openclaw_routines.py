@@ -20,7 +20,6 @@ from routines.ticker import Ticker
 from tests.real_runtimes.gateway import READ_WRITE, GatewayClient, GatewayProcess
 from tests.real_runtimes.hermetic import GATEWAY_TOKEN
 from tests.real_runtimes.model_server import HANG_MARKER, ModelServer
-from tests.routines.conftest import clock, team  # noqa: F401 - fixtures
 
 pytestmark = [
     pytest.mark.real_runtimes,
@@ -39,12 +38,12 @@ def connected(settings, gateway: GatewayProcess) -> GatewayProcess:
 
 
 @pytest.fixture
-def claw(team: str) -> str:  # noqa: F811
+def claw(team: str) -> str:
     # No OpenClaw agent_id setting: the gateway's default agent (main) runs it.
     return registry.create_agent(id="claw", display_name="Claw", team=team, runtime="openclaw").id
 
 
-def fire_routine(claw: str, clock, template: dict) -> RoutineFire:  # noqa: F811
+def fire_routine(claw: str, clock, template: dict) -> RoutineFire:
     routine = store.create_routine(
         agent_id=claw, team="ops", cron_spec="0 * * * *", task_template=template
     )
@@ -75,7 +74,7 @@ def test_a_connected_routine_fire_completes_with_the_agents_reply(
     connected: GatewayProcess,
     gateway_model: ModelServer,
     claw: str,
-    clock,  # noqa: F811
+    clock,
 ) -> None:
     (connected.workspace / "hello.txt").unlink(missing_ok=True)
     fired = fire_routine(claw, clock, {"kind": "chat", "title": "Write hello.txt"})
@@ -96,7 +95,7 @@ def test_the_watchdog_aborts_a_hung_fire_in_the_gateway_and_records_a_timeout(
     connected: GatewayProcess,
     gateway_model: ModelServer,
     claw: str,
-    clock,  # noqa: F811
+    clock,
 ) -> None:
     settings.CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = WATCHDOG_MS
     fired = fire_routine(

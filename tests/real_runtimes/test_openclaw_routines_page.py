@@ -17,7 +17,6 @@ from core import registry
 from routines import store
 from routines.models import Routine
 from tests.live.browsing import CHROMIUM, launch
-from tests.live.conftest import daphne  # noqa: F401 - fixture
 from tests.real_runtimes.gateway import ALL_SCOPES, GatewayClient, GatewayProcess
 from tests.real_runtimes.hermetic import GATEWAY_TOKEN, installed, openclaw_env
 
@@ -55,7 +54,7 @@ def moves_of(row) -> list[str]:
 
 
 def test_the_page_lists_a_real_gateway_cron_job_beside_a_team_routine_and_deletes_after_asking(
-    daphne,  # noqa: F811 - fixture
+    daphne,
     gateway: GatewayProcess,
     settings,
     monkeypatch,

@@ -14,7 +14,6 @@ from board import store
 from board.models import CostStatus
 from core import registry
 from executor.runner import Executor
-from tests.executor.conftest import repo, state_dir  # noqa: F401 - fixtures
 from tests.executor.test_spend import processes_in
 from tests.real_runtimes.hermetic import claude_env, codex_env, installed
 from tests.real_runtimes.model_server import ModelServer, Script
@@ -29,7 +28,7 @@ pytestmark = [
 
 @pytest.fixture
 def real_agent(
-    repo: Path,  # noqa: F811
+    repo: Path,
     model_server: ModelServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -29,8 +29,6 @@ from board import store
 from board.models import ToolApproval
 from core import registry
 from executor.runner import Executor
-from tests.executor.conftest import repo, state_dir  # noqa: F401 - fixtures
-from tests.live.conftest import daphne  # noqa: F401 - fixture
 from tests.real_runtimes.hermetic import installed
 from tests.real_runtimes.model_server import ModelServer, Script
 from tests.real_runtimes.test_executor_acceptance import RUNTIMES
@@ -44,7 +42,7 @@ TIMEOUT_MS = 6_000  # how long the board waits for a person in these runs
 
 
 @pytest.fixture
-def board(daphne: Callable[..., str], settings: Any) -> str:  # noqa: F811
+def board(daphne: Callable[..., str], settings: Any) -> str:
     # Tickets are signed: the server must check them with the test's key.
     base = daphne(
         extra_env={
@@ -81,7 +79,7 @@ def start_run(
     model_server: ModelServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    repo: Path,  # noqa: F811
+    repo: Path,
 ) -> tuple[str, Path, threading.Thread, dict[str, Any]]:
     """A claude-code agent whose model runs one Bash command (writing ``proof``), on
     a fresh task, in a thread: the run blocks while the call waits for a person."""
@@ -124,7 +122,7 @@ def test_allow_once_runs_the_command_and_the_run_completes(
     board: str,
     person: str,
     model_server: ModelServer,
-    repo: Path,  # noqa: F811
+    repo: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -157,7 +155,7 @@ def test_deny_keeps_the_command_from_running_and_the_run_says_so(
     board: str,
     person: str,
     model_server: ModelServer,
-    repo: Path,  # noqa: F811
+    repo: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -178,7 +176,7 @@ def test_no_answer_is_a_deny_at_the_timeout_and_leaves_no_process(
     board: str,
     person: str,
     model_server: ModelServer,
-    repo: Path,  # noqa: F811
+    repo: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

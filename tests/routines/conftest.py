@@ -1,29 +1,12 @@
-"""Routine fixtures: a team, agents of each integration class, and a clock to drive."""
+"""Routine fixtures: agents of each integration class (the team and the clock are
+``tests.fixtures.routines``)."""
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
-import time_machine
 
 from core import registry
 from core.models import Agent
-
-START = dt.datetime(2030, 1, 7, 8, 0, tzinfo=dt.UTC)
-
-
-@pytest.fixture
-def clock():
-    """A frozen wall clock the test moves explicitly (no sleeps)."""
-    with time_machine.travel(START, tick=False) as traveller:
-        yield traveller
-
-
-@pytest.fixture
-def team(db: None) -> str:
-    registry.ensure_team("ops", "Ops")
-    return "ops"
 
 
 @pytest.fixture

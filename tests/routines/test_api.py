@@ -24,7 +24,7 @@ from routines.schedules import (
 )
 from routines.ticker import Ticker
 from tests.api.conftest import fingerprint, make_client
-from tests.routines.conftest import START
+from tests.fixtures.routines import START
 from tests.routines.fake_gateway import FakeGateway
 
 pytestmark = pytest.mark.django_db

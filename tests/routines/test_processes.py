@@ -18,7 +18,7 @@ from core import registry
 from routines import store
 from routines.models import Routine, RoutineFire
 from routines.ticker import Ticker
-from tests.routines.conftest import START
+from tests.fixtures.routines import START
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("ticker_proc.py")

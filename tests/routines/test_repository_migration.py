@@ -12,7 +12,7 @@ from board.models import Task
 from core import registry
 from core.models import Repository
 from routines.models import Routine
-from tests.worktrees.conftest import make_repo
+from tests.fixtures.gitrepos import make_repo
 
 pytestmark = pytest.mark.django_db
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,30 +10,7 @@ import pytest
 from board import store
 from board.models import Task
 from core import repositories
-
-
-def git(cwd: Path, *args: str) -> str:
-    """Test-side git (setup and inspection), with a fixed identity and no hooks."""
-    proc = subprocess.run(
-        ["git", "-c", "user.name=test", "-c", "user.email=test@localhost", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return proc.stdout.strip()
-
-
-def make_repo(path: Path, files: int = 3) -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    for i in range(files):
-        (path / f"file{i}.txt").write_text(f"line {i}\n")
-    (path / ".gitignore").write_text("*.log\n")
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "initial")
-    return path
+from tests.fixtures.gitrepos import git, make_repo  # noqa: F401 - helpers its tests use
 
 
 @pytest.fixture

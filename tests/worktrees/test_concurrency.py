@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from board import store
-from tests.worktrees.conftest import git
+from tests.fixtures.gitrepos import git
 from worktrees import checkouts
 from worktrees.locks import path_lock
 

@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 from board import store
 from core import registry
-from tests.worktrees.conftest import git
+from tests.fixtures.gitrepos import git
 from worktrees import checkouts, service
 
 pytestmark = pytest.mark.django_db

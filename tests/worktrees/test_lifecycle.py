@@ -6,7 +6,7 @@ import pytest
 
 from board import store
 from board.errors import IllegalTransition
-from tests.worktrees.conftest import git
+from tests.fixtures.gitrepos import git
 from worktrees import checkouts, service
 from worktrees import git as gitmod
 

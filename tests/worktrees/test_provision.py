@@ -10,7 +10,7 @@ import pytest
 from board import store
 from board.errors import NotFileMutating
 from core.errors import ValidationFailed
-from tests.worktrees.conftest import git, make_repo
+from tests.fixtures.gitrepos import git, make_repo
 from worktrees import checkouts, service
 from worktrees.scaffold import SCAFFOLD_FILES
 

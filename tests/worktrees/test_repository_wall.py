@@ -12,7 +12,7 @@ from board import store
 from core import registry, repositories
 from core.errors import ValidationFailed
 from tests.api.conftest import make_client
-from tests.worktrees.conftest import git, make_repo
+from tests.fixtures.gitrepos import git, make_repo
 from worktrees import service
 
 pytestmark = pytest.mark.django_db

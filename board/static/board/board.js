@@ -11,59 +11,38 @@ $, el, api, timed, startClock, initials, money, tokens, toast, ask,
 } from "./kit.js";
 import { clearDrafts, draftsFor, reviewView } from "./review.js";
 import { markdown } from "./markdown.js";
+import * as S from "./state.js";
+import { FILTER_KEYS, NEEDS, homeOf, routeBody, routeText, sameRoute, splitList, waiting } from "./state.js";
+import { cardNode, forgetCard, forgetCards } from "./cards.js";
+import { renderAgents, teamAgents } from "./agents.js";
+import { sendWatch, unwatchOutput, watchOutput, logFrame } from "./output.js";
+import { loadSpend, loadSpendSoon } from "./spend.js";
+import { closeEditor, editForm, editNote, fillRepositories, openEditor } from "./editor.js";
+import { commentForm, knownNames, loadComments } from "./discussion.js";
 
-const config = JSON.parse(document.getElementById("board-config").textContent);
+import { config, label, live, state } from "./page.js";
+
 const team = config.team;
 const STATUSES = config.statuses;
-// Tasks waiting for a person's approval sit in a column of their own, first, which
-// is hidden while it is empty (GOVERNANCE §5); their status columns leave them out.
-const NEEDS = "needs_approval";
-const COLUMNS = [NEEDS, ...STATUSES];
-const WAITING_STATES = new Set(["required", "expired"]);
-const OPEN_STATUSES = new Set(["backlog", "todo", "blocked"]);
-const TERMINAL = new Set(config.terminal || ["done", "cancelled"]);
-const FILTER_KEYS = ["q", "label", "assignee", "verdict"];
-
-const tasks = new Map();          // id -> task body, for every card loaded
-const doneIds = new Set();        // tasks seen done (a dependency that no longer blocks)
-const pending = new Map();        // id -> status a move is on its way to
-const cardCache = new Map();      // id -> {key, node}
-const toolAsks = new Map();       // task id -> Map(approval id -> a tool call waiting for a person)
-let filters = readFilters();
-let selected = null;
+const COLUMNS = state.order;
+const TERMINAL = state.terminal;
+const { tasks, doneIds, pending, toolAsks } = state;
+const filters = state.filters;
 let lastSeq = 0;                  // highest event seq applied
 let helloSeq = 0;                 // frames up to here may already be in what we loaded
-let socket = null;
 let retryMs = 500;
 let epoch = 0;                    // bumps on every full reload: late answers are dropped
 let activeTab = null;             // the column shown on a phone
 let tabPicked = false;            // the person chose one: keep it
 let tabSettled = false;           // the first non-empty column, once the counts said
 
-const label = (status) => config.labels[status] || status;
-// The same rule as the server's (board.store.approvals.awaiting_filter).
-const waiting = (task) => Boolean(task.approval && WAITING_STATES.has(task.approval.state) && OPEN_STATUSES.has(task.status));
-// The column a task belongs in (its home), and the one its card shows in now (a
-// move may be on its way).
-const homeOf = (task) => (waiting(task) ? NEEDS : task.status);
 const enc = encodeURIComponent;
 
 // --- filters (kept in the URL) ----------------------------------------------------
 
-function readFilters() {
-  const params = new URLSearchParams(location.search);
-  const out = {};
-  for (const key of FILTER_KEYS) out[key] = (params.get(key) || "").trim();
-  return out;
-}
+function filtersActive() { return S.filtersActive(filters); }
 
-function filtersActive() { return FILTER_KEYS.some((k) => filters[k]); }
-
-function filterQuery() {
-  const params = new URLSearchParams({ team, dropped: "false" });
-  for (const key of FILTER_KEYS) if (filters[key]) params.set(key, filters[key]);
-  return params;
-}
+function filterQuery() { return S.filterQuery(team, filters); }
 
 function writeUrl(push) {
   const params = new URLSearchParams(location.search);
@@ -76,23 +55,7 @@ function writeUrl(push) {
   if (push) history.pushState(null, "", url); else history.replaceState(null, "", url);
 }
 
-// The same rule as the server's filters (board.store.list_tasks), for live frames.
-function matches(task) {
-  if (task.dropped) return false;
-  if (filters.label && !(task.labels || []).includes(filters.label)) return false;
-  if (filters.assignee && task.assignee_agent_id !== filters.assignee) return false;
-  if (filters.verdict) {
-    const verdict = (task.verification && task.verification.verdict) || "none";
-    if (verdict !== filters.verdict) return false;
-  }
-  if (filters.q) {
-    const q = filters.q.toLowerCase();
-    const hit = (task.title || "").toLowerCase().includes(q) ||
-      (task.description || "").toLowerCase().includes(q) || task.id === filters.q;
-    if (!hit) return false;
-  }
-  return true;
-}
+function matches(task) { return S.matches(task, filters); }
 
 function showFilters() {
   const form = $("#filters");
@@ -120,50 +83,22 @@ function setFilters(next, push) {
 
 // --- columns ---------------------------------------------------------------------
 
-const columns = {};
+// Each column's state (state.js), with the nodes that show it.
+const columns = state.columns;
 for (const status of COLUMNS) {
   const node = $(`.column[data-status="${status}"]`);
-  columns[status] = {
-    status, node,
+  Object.assign(columns[status], {
+    node,
     cards: $("[data-cards]", node),
     countEl: $("[data-count]", node),
     more: $("[data-load-more]", node),
     tab: $(`[data-tab="${status}"]`),
-    ids: new Set(),     // ids of the cards this column holds
-    count: null,        // the server's total (kept current by live frames)
-    next: undefined,    // undefined: not loaded yet; null: nothing more; else the next page
-    loading: false,
-  };
+  });
   columns[status].more.addEventListener("click", () => loadPage(status));
 }
 
-// The column's order, as the server pages it: live columns priority first, then
-// newest; terminal columns most recently changed first.
-function compare(status, a, b) {
-  if (TERMINAL.has(status)) {
-    return a.updated_at === b.updated_at ? (a.id < b.id ? 1 : -1) : (a.updated_at < b.updated_at ? 1 : -1);
-  }
-  if (a.priority !== b.priority) return b.priority - a.priority;
-  if (a.created_at !== b.created_at) return a.created_at < b.created_at ? 1 : -1;
-  return a.id < b.id ? -1 : 1;
-}
-
-const statusOf = (task) => pending.get(task.id) || task.status;
-const columnOf = (task) => pending.get(task.id) || homeOf(task);
-
-// Whether a card belongs among the loaded ones: every card does once the column is
-// complete; otherwise only one that sorts before the last loaded card (the rest
-// arrive with "load more", in order).
-function fits(col, task) {
-  if (col.next === null) return true;
-  if (col.next === undefined) return false;
-  let last = null;
-  for (const id of col.ids) {
-    const other = tasks.get(id);
-    if (other && (last === null || compare(col.status, other, last) > 0)) last = other;
-  }
-  return last === null || compare(col.status, task, last) < 0;
-}
+const statusOf = (task) => S.statusOf(state, task);
+const columnOf = (task) => S.columnOf(state, task);
 
 function renderCount(col) {
   const text = col.count === null ? "·" : col.count.toLocaleString();
@@ -181,7 +116,7 @@ function renderCount(col) {
 
 function renderColumn(status) {
   const col = columns[status];
-  const here = [...col.ids].map((id) => tasks.get(id)).filter(Boolean).sort((a, b) => compare(status, a, b));
+  const here = S.columnTasks(state, status);
   const focusedId = document.activeElement && document.activeElement.dataset
     ? document.activeElement.dataset.taskId : null;
   col.cards.replaceChildren(...here.map(cardNode));
@@ -204,6 +139,7 @@ function renderAll() {
   for (const status of COLUMNS) renderColumn(status);
   renderTabs();
   renderLabels();
+  updateScrollHint();
 }
 
 function pageSize(status) { return TERMINAL.has(status) ? config.page.terminal : config.page.active; }
@@ -260,17 +196,8 @@ async function reloadColumns() {
   epoch += 1;
   const mine = epoch;
   tabSettled = false;
-  tasks.clear();
-  pending.clear();
-  cardCache.clear();
-  toolAsks.clear();
-  for (const status of COLUMNS) {
-    const col = columns[status];
-    col.ids.clear();
-    col.count = null;
-    col.next = undefined;
-    col.loading = false;
-  }
+  S.clearState(state);
+  forgetCards();
   renderAll();
   holding = [];
   const params = filterQuery();
@@ -307,167 +234,25 @@ async function reloadColumns() {
   }
 }
 
-// Put a task where it belongs (or take it off the board when it no longer matches).
-function place(task, how) {
-  const old = tasks.get(task.id);
-  if (old && old.revision > task.revision) return { stale: true };
-  if (task.status === "done") doneIds.add(task.id);
-  if (doneIds.size > 50000) doneIds.delete(doneIds.values().next().value);
-  const fromStatus = old ? columnOf(old) : null;
-  if (old) {
-    columns[fromStatus] && columns[fromStatus].ids.delete(task.id);
-    tasks.delete(task.id);
-  }
-  const col = columns[homeOf(task)];
-  if (!col || !matches(task)) return { removedFrom: fromStatus };
-  if (how.fromPage || old || fits(col, task)) {
-    tasks.set(task.id, task);
-    col.ids.add(task.id);
-  }
-  return { removedFrom: fromStatus, placed: col.ids.has(task.id) };
-}
-
-function touchedDependents(task) {
-  const out = new Set();
-  if (task.status !== "done") return out;
-  for (const other of tasks.values()) {
-    if ((other.depends_on || []).includes(task.id)) out.add(columnOf(other));
-  }
-  return out;
-}
+const place = (task, how) => S.place(state, task, how);
 
 // A task-change frame (or our own write's answer): move the card, keep the counts.
 function upsert(task, frame) {
-  if (task.team !== team) return;
-  const old = tasks.get(task.id);
-  if (old && old.revision >= task.revision && !frame) {
-    return;
-  }
-  if (old && old.revision > task.revision) return;
-  const wasSame = old && old.revision === task.revision;
-  const shownIn = old ? columnOf(old) : null;   // where its card is (a move may be on its way)
-  const before = old ? homeOf(old) : null;       // where the counts have it
-  const home = homeOf(task);
-  const result = place(task, {});
-  if (result.stale || wasSame) { renderDetailIfShown(); return; }
-  const kind = frame && frame.kind;
-  const replayed = frame && frame.seq <= helloSeq;
-  const prev = frame && frame.prev_status !== undefined ? (frame.prev_status || task.status) : null;
-  const now = matches(task);
-  // The counts: exact when we held the card (it matched) or it is new; otherwise we
-  // cannot know whether the old version matched the filters, so ask again.
-  if (old) {
-    if (columns[before] && columns[before].count !== null) columns[before].count -= 1;
-    if (now && columns[home].count !== null) columns[home].count += 1;
-  } else if (kind === "added" && !replayed) {
-    if (now && columns[home].count !== null) columns[home].count += 1;
-  } else if (kind && kind.startsWith("approval")) {
-    recount();  // it changed columns without changing status: we cannot know from where
-  } else if (frame && !filtersActive() && !replayed && prev) {
-    if (prev !== task.status) {
-      if (columns[prev] && columns[prev].count !== null) columns[prev].count = Math.max(0, columns[prev].count - 1);
-      if (now && columns[task.status].count !== null) columns[task.status].count += 1;
-    }
-  } else {
-    recount();
-  }
-  // A replayed change may already be in the totals we read: ask them again.
-  if (replayed) recount();
-  const dirty = new Set([home, ...touchedDependents(task)]);
-  if (shownIn) dirty.add(shownIn);
-  if (prev && columns[prev]) dirty.add(prev);
-  for (const status of dirty) if (columns[status]) renderColumn(status);
+  const change = S.applyChange(state, task, frame, helloSeq);
+  if (change.ignore) return;
+  if (change.same) { renderDetailIfShown(); return; }
+  if (change.recount) recount();
+  for (const status of change.dirty) renderColumn(status);
   renderTabs();
   renderLabels();
   renderDetailIfShown();
 }
 
-// --- cards -----------------------------------------------------------------------
-
-function blockedBy(task) {
-  if (TERMINAL.has(task.status) || !(task.depends_on || []).length) return 0;
-  const waiting = task.depends_on.filter((id) => {
-    const dep = tasks.get(id);
-    return !(doneIds.has(id) || (dep && dep.status === "done"));
-  }).length;
-  // unmet_deps is the server's count when the body was rendered; a dependency that
-  // finished since is one we saw done.
-  return typeof task.unmet_deps === "number" ? Math.min(task.unmet_deps, waiting) : waiting;
-}
-
-// A task's route in words: "agent ada · codex · gpu+ssd", or "" for anyone.
-function routeText(route) {
-  if (!route) return "";
-  return [route.agent ? `agent ${route.agent}` : null, route.runtime,
-    (route.labels || []).length ? route.labels.join("+") : null].filter(Boolean).join(" · ");
-}
-
-function routeBody(agent, runtime, labels) {
-  const list = String(labels || "").split(",").map((s) => s.trim()).filter(Boolean);
-  if (!agent && !runtime && !list.length) return null;
-  return { agent: agent || null, runtime: runtime || null, labels: list };
-}
-
-function badges(task) {
-  const out = [];
-  const status = task.status;
-  if (task.route) {
-    out.push(el("span", { class: "pill route", title: "routed to " + routeText(task.route) }, "→ " + routeText(task.route)));
-  }
-  for (const name of task.labels || []) {
-    out.push(el("span", { class: "pill label", "data-label": name, title: `label ${name}` }, name));
-  }
-  const a = task.approval;
-  if (a && a.state === "denied") {
-    out.push(el("span", { class: "badge bad approval", title: `denied by ${a.by}${a.reason ? ": " + a.reason : ""}` }, "✗ approval denied"));
-  } else if (a && a.state === "expired") {
-    out.push(el("span", { class: "badge warn approval", title: "nobody answered in time; still waiting for a person" }, "⌛ approval expired"));
-  } else if (a && a.state === "required") {
-    out.push(el("span", { class: "badge warn approval", title: a.reason || "waits for a person's approval before any agent takes it" }, "needs approval"));
-  } else if (a && a.state === "approved") {
-    out.push(el("span", { class: "badge ok approval", title: `approved by ${a.by} (revision ${a.revision})` }, "✓ approved"));
-  }
-  const waits = blockedBy(task);
-  if (waits) out.push(el("span", { class: "pill blocked-by", title: "dependencies not done" }, `blocked by ${waits}`));
-  const v = task.verification;
-  if (v && v.verdict) {
-    const overridden = v.human_override ? ` (override by ${v.human_override.by})` : "";
-    if (v.verdict === "pass") out.push(el("span", { class: "badge ok verdict", title: "verification passed" }, "✓ verified"));
-    else if (v.verdict === "fail") out.push(el("span", { class: "badge bad verdict", title: (v.evidence || "verification failed").slice(-400) + overridden }, "✗ verify failed" + (v.human_override ? " · overridden" : "")));
-    else out.push(el("span", { class: "badge warn verdict", title: "completed with debt" + overridden }, "⚠ debt"));
-  }
-  if (task.error && status !== "done") {
-    out.push(el("span", { class: "badge bad error", title: task.error }, "⚠ " + (task.error.length > 28 ? task.error.slice(0, 27) + "…" : task.error)));
-  }
-  const cost = task.cost || {};
-  if (cost.cents || cost.tokens || cost.tree_cents) {
-    // The tree's figure when subtasks spent too: "12¢ (tree 40¢)".
-    const tree = cost.tree_cents && cost.tree_cents !== cost.cents ? ` (tree ${money(cost.tree_cents)})` : "";
-    const ceiling = task.max_run_cents ? `; ceiling ${task.max_run_cents}¢ a run` : "";
-    out.push(el("span", { class: "badge quiet cost", title: `${cost.tokens || 0} tokens, ${cost.cents || 0}¢; tree ${cost.tree_tokens || 0} tokens, ${cost.tree_cents || 0}¢${ceiling}` },
-      [cost.cents ? money(cost.cents) + tree : tree.trim() || null, cost.tokens ? `${tokens(cost.tokens)} tok` : null].filter(Boolean).join(" · ")));
-  }
-  if (status === "in_progress" && task.lease_until) {
-    // The last beat (or the claim) set lease_until = then + lease_duration_ms.
-    const beat = task.lease_duration_ms
-      ? new Date(Date.parse(task.lease_until) - task.lease_duration_ms).toISOString() : task.updated_at;
-    out.push(timed("span", "badge quiet beat", "beat", beat, "last heartbeat"));
-    out.push(timed("span", "badge quiet lease", "lease", task.lease_until, "lease until " + new Date(task.lease_until).toLocaleString()));
-  }
-  if (task.assignee_agent_id) {
-    out.push(el("span", { class: "assignee", title: `assignee ${task.assignee_agent_id}${task.assignee_runtime ? " (" + task.assignee_runtime + ")" : ""}` },
-      el("span", { class: "avatar" }, initials(task.assignee_agent_id)), task.assignee_agent_id));
-  }
-  return out;
-}
-
 // --- tool calls waiting for a person (GET /api/approvals, live frames) --------------
 
 function noteToolAsk(ask) {
-  const mine = toolAsks.get(ask.task_id) || new Map();
-  if (ask.state === "pending") mine.set(ask.id, ask); else mine.delete(ask.id);
-  if (mine.size) toolAsks.set(ask.task_id, mine); else toolAsks.delete(ask.task_id);
-  cardCache.delete(ask.task_id);
+  S.noteToolAsk(state, ask);
+  forgetCard(ask.task_id);
   const task = tasks.get(ask.task_id);
   if (task) renderColumn(columnOf(task));
 }
@@ -479,55 +264,12 @@ async function loadToolAsks() {
   } catch (err) { /* the cards show what live frames bring */ }
 }
 
-function argumentsText(args) {
-  if (args && typeof args.command === "string") return args.command;
-  const text = JSON.stringify(args || {});
-  return text.length > 300 ? text.slice(0, 299) + "…" : text;
-}
-
-function toolAskNodes(task) {
-  const mine = toolAsks.get(task.id);
-  if (!mine) return null;
-  return [...mine.values()].map((ask) => el("div", { class: "tool-ask", "data-tool-approval": ask.id },
-    el("div", { class: "tool-ask-what" }, el("strong", {}, `${ask.agent_id} wants to run ${ask.tool}`),
-      el("code", { class: "tool-ask-args" }, argumentsText(ask.arguments))),
-    el("div", { class: "approval-actions" },
-      el("button", { type: "button", class: "btn primary small", "data-tool-decision": "allow_once" }, "Allow once"),
-      el("button", { type: "button", class: "btn ghost small", "data-tool-decision": "allow_always", title: `Always let ${ask.agent_id} run ${ask.tool}` }, "Always"),
-      el("button", { type: "button", class: "btn ghost small", "data-tool-decision": "deny" }, "Deny"))));
-}
-
 async function decideToolCall(id, decision) {
   try {
     noteToolAsk(await api("POST", `/api/approvals/${enc(id)}`, { decision }));
   } catch (err) {
     toast(`Could not answer the tool call: ${err.message}`, "bad");
   }
-}
-
-function cardNode(task) {
-  const shownAs = statusOf(task);
-  const asks = toolAsks.get(task.id);
-  const key = [task.revision, shownAs, task.id === selected, blockedBy(task), pending.has(task.id), asks ? [...asks.keys()].join(",") : ""].join("|");
-  const cached = cardCache.get(task.id);
-  if (cached && cached.key === key) return cached.node;
-  const node = el("article", {
-    class: "card" + (task.id === selected ? " selected" : "") + (pending.has(task.id) ? " pending" : ""),
-    "data-task-id": task.id, tabindex: "0", draggable: "true",
-    "aria-label": `${task.title} (${label(shownAs)})`,
-  },
-    el("div", { class: "top-line" },
-      el("span", { class: "prio" + (task.priority > 0 ? " hi" : ""), title: "priority" }, "P" + task.priority),
-      el("span", { class: "id", title: task.id }, task.id),
-      task.status === "done" && task.completed_at ? timed("span", "when", "ago", task.completed_at, "done") : null),
-    el("div", { class: "title" }, task.title),
-    el("div", { class: "meta" }, badges(task)),
-    toolAskNodes(task),
-    waiting(task) ? el("div", { class: "approval-actions" },
-      el("button", { type: "button", class: "btn primary small", "data-approval": "approve", title: "Approve: agents may take it" }, "Approve"),
-      el("button", { type: "button", class: "btn ghost small", "data-approval": "deny", title: "Deny: no agent takes it" }, "Deny")) : null);
-  cardCache.set(task.id, { key, node });
-  return node;
 }
 
 function cardEl(id) { return $(`.card[data-task-id="${CSS.escape(id)}"]`); }
@@ -697,15 +439,6 @@ function snapBack(id) {
 
 // --- moves -----------------------------------------------------------------------
 
-let agents = null;                // the team's agents, for moves that claim
-async function teamAgents() {
-  if (agents === null) {
-    const all = await api("GET", "/api/agents").catch(() => []);
-    agents = all.filter((a) => a.team === team);
-  }
-  return agents;
-}
-
 function needsOverride(task) {
   const v = task.verification;
   return Boolean(v && v.verdict && v.verdict !== "pass");
@@ -746,23 +479,11 @@ async function moveTask(task, to) {
 }
 
 function showPending(task, to) {
-  const from = columnOf(task);
-  pending.set(task.id, to);
-  columns[from].ids.delete(task.id);
-  columns[to].ids.add(task.id);
-  renderColumn(from);
-  renderColumn(to);
+  for (const status of S.startMove(state, task, to)) renderColumn(status);
 }
 
 function clearPending(task) {
-  const to = pending.get(task.id);
-  if (to === undefined) return;
-  pending.delete(task.id);
-  const current = tasks.get(task.id);
-  columns[to].ids.delete(task.id);
-  if (current && columns[homeOf(current)]) columns[homeOf(current)].ids.add(task.id);
-  renderColumn(to);
-  if (current) renderColumn(homeOf(current));
+  for (const status of S.endMove(state, task)) renderColumn(status);
 }
 
 // --- dialogs (one <dialog>, filled per question) ------------------------------------
@@ -834,7 +555,7 @@ async function moveMenu(task) {
 
 let lastNote = null;               // what the last review action said, per task
 function say(text, kind) {
-  lastNote = { id: selected, text, kind: kind || "" };
+  lastNote = { id: state.selected, text, kind: kind || "" };
   const note = $("#review-note");
   if (note) { note.textContent = text; note.dataset.kind = lastNote.kind; }
   toast(text, kind);
@@ -911,13 +632,14 @@ function statusMenu(task) {
 
 let detailKey = null;
 function renderDetailIfShown(force) {
-  if (!selected) return;
-  const shown = tasks.get(selected);
+  if (!state.selected) return;
+  const shown = tasks.get(state.selected);
   if (!shown) return;
   // Only when the task changed: the panel reads its review (git) and may hold
   // what is being typed.
   const key = `${shown.id}:${shown.revision}`;
   // An open editor keeps what is being typed: it is told the task moved on instead.
+  const editing = openEditor();
   if (editing && editing.id === shown.id && !force) {
     if (shown.revision !== editing.revision) editNote(shown);
     return;
@@ -925,152 +647,12 @@ function renderDetailIfShown(force) {
   if (force || key !== detailKey) { detailKey = key; renderDetail(shown); }
 }
 
-// --- edit in place ------------------------------------------------------------------
-// The editor remembers the revision it started from; the PATCH carries it
-// (if_revision), so an edit that lost a race is refused and shows the newer values.
-
-let editing = null;               // {id, revision} while the detail's editor is open
-const splitList = (text) => String(text || "").split(",").map((s) => s.trim()).filter(Boolean);
-
-function editNote(now, lost) {
-  const note = $("#edit-note");
-  if (!note) return;
-  const theirs = [`title “${now.title}”`, `priority ${now.priority}`,
-    `labels ${(now.labels || []).join(", ") || "—"}`,
-    `depends on ${(now.depends_on || []).join(", ") || "—"}`,
-    `route ${routeText(now.route) || "any agent of the team"}`];
-  note.hidden = false;
-  note.dataset.kind = lost ? "bad" : "warn";
-  note.replaceChildren(
-    el("strong", {}, lost ? "Not saved: someone else changed this task first." : "This task changed while you edit."),
-    ` It now reads (revision ${now.revision}): ${theirs.join("; ")}. `,
-    lost ? "Save again to put yours over it, or cancel to keep theirs." : "");
-  if (lost) editing.revision = now.revision;
-}
-
-// The team's registered repositories (GET /api/repositories?team=…), asked once.
-let repositories = null;
-function repositoryMenu(task) {
-  const menu = el("select", { name: "repository", id: "edit-repository" },
-    el("option", { value: "" }, "— the agent's default —"));
-  const fill = (list) => {
-    const ids = list.map((r) => r.id);
-    if (task.repository && !ids.includes(task.repository)) ids.push(task.repository);
-    menu.append(...ids.map((id) => el("option", { value: id, selected: id === task.repository }, id)));
-    menu.dataset.ready = "true";   // until then a save leaves the repository alone
-  };
-  if (repositories) fill(repositories);
-  else {
-    api("GET", `/api/repositories?team=${enc(team)}`)
-      .then((list) => { repositories = list; fill(list); })
-      .catch(() => fill([]));
-  }
-  return menu;
-}
-
-// The route (GOVERNANCE §1) is one more field of the editor: who may take the task.
-function routeFields(route) {
-  const runtimes = config.runtimes || [];
-  const known = route.runtime && !runtimes.includes(route.runtime) ? [route.runtime] : [];
-  return el("fieldset", { class: "route" },
-    el("legend", {}, "Route (who may take it; empty: any agent of the team)"),
-    el("div", { class: "row" },
-      el("label", {}, "Agent ", el("input", { name: "route_agent", id: "edit-route-agent", list: "agent-options", value: route.agent || "", placeholder: "any" })),
-      el("label", {}, "Runtime ", el("select", { name: "route_runtime", id: "edit-route-runtime" },
-        el("option", { value: "" }, "any"),
-        ...[...runtimes, ...known].map((rt) => el("option", { value: rt, selected: rt === route.runtime }, rt)))),
-      el("label", {}, "Agent labels ", el("input", { name: "route_labels", id: "edit-route-labels", value: (route.labels || []).join(", "), placeholder: "gpu, ssd" }))));
-}
-
-// Two routes alike for the editor: the same agent, runtime and labels (in order).
-function sameRoute(a, b) {
-  const norm = (r) => JSON.stringify(r ? [r.agent || null, r.runtime || null, r.labels || []] : null);
-  return norm(a) === norm(b);
-}
-
-function editForm(task) {
-  editing = { id: task.id, revision: task.revision };
-  const field = (name, node) => el("label", {}, name, node);
-  const form = el("form", { class: "edit-form", id: "edit-form" },
-    el("p", { class: "edit-note", id: "edit-note", role: "alert", hidden: true }),
-    field("Title", el("input", { name: "title", id: "edit-title", value: task.title, required: true, maxlength: "500" })),
-    field("Description", el("textarea", { name: "description", id: "edit-description", rows: "4" }, task.description || "")),
-    el("div", { class: "row" },
-      field("Priority", el("input", { name: "priority", id: "edit-priority", type: "number", value: String(task.priority) })),
-      field("Labels", el("input", { name: "labels", id: "edit-labels", value: (task.labels || []).join(", "), placeholder: "comma, separated" }))),
-    field("Depends on", el("input", { name: "depends_on", id: "edit-depends", value: (task.depends_on || []).join(", "), placeholder: "task ids, comma separated" })),
-    routeFields(task.route || {}),
-    field("Repository", repositoryMenu(task)),
-    field("Verify command", el("input", { name: "verify_cmd", id: "edit-verify", value: (task.metadata || {}).verify_cmd || "",
-      placeholder: "run in the worktree after the agent; exit 0 passes (operators, or allowlisted)" })),
-    el("p", { class: "form-error", id: "edit-error", role: "alert" }),
-    el("menu", {},
-      el("button", { type: "button", class: "btn ghost", id: "edit-cancel", onclick: () => { editing = null; renderDetailIfShown(true); } }, "Cancel"),
-      el("button", { type: "submit", class: "btn primary", id: "edit-save" }, "Save")));
-  form.addEventListener("submit", (e) => { e.preventDefault(); saveEdit(task.id, form); });
-  return form;
-}
-
-async function saveEdit(id, form) {
-  const data = new FormData(form);
-  const current = tasks.get(id) || {};
-  const changes = {};
-  const title = String(data.get("title") || "").trim();
-  if (title !== current.title) changes.title = title;
-  const description = String(data.get("description") || "");
-  if (description !== (current.description || "")) changes.description = description;
-  const priority = parseInt(String(data.get("priority") || "0"), 10);
-  if (priority !== current.priority) changes.priority = priority;
-  const labels = splitList(data.get("labels"));
-  if (labels.join("\n") !== (current.labels || []).join("\n")) changes.labels = labels;
-  const repository = String(data.get("repository") || "") || null;
-  // The verify command lives in the task's metadata (PATCH replaces it whole).
-  const verify = String(data.get("verify_cmd") || "").trim();
-  const metadata = { ...(current.metadata || {}) };
-  if (verify !== (metadata.verify_cmd || "")) {
-    if (verify) metadata.verify_cmd = verify; else delete metadata.verify_cmd;
-    changes.metadata = metadata;
-  }
-  const route = routeBody(String(data.get("route_agent") || "").trim(),
-    String(data.get("route_runtime") || ""), data.get("route_labels"));
-  if (!sameRoute(route, current.route || null)) changes.route = route;
-  const menu = $("#edit-repository");
-  if (menu && menu.dataset.ready === "true" && repository !== (current.repository || null)) changes.repository = repository;
-  const wanted = splitList(data.get("depends_on"));
-  const had = current.depends_on || [];
-  const error = $("#edit-error");
-  error.textContent = "";
-  const button = $("#edit-save");
-  button.disabled = true;
-  try {
-    let saved = null;
-    if (Object.keys(changes).length) {
-      saved = await api("PATCH", `/api/board/tasks/${enc(id)}`, { ...changes, if_revision: editing.revision });
-    }
-    for (const dep of wanted.filter((d) => !had.includes(d))) {
-      saved = await api("POST", `/api/board/tasks/${enc(id)}/deps`, { depends_on: dep });
-    }
-    for (const dep of had.filter((d) => !wanted.includes(d))) {
-      await api("DELETE", `/api/board/tasks/${enc(id)}/deps/${enc(dep)}`);
-      saved = null;
-    }
-    if (saved === null) saved = await api("GET", `/api/board/tasks/${enc(id)}`);
-    editing = null;
-    upsert(saved);
-    renderDetailIfShown(true);
-    toast("Saved.", "ok");
-  } catch (err) {
-    const body = err.body || {};
-    if (body.error === "conflict" && body.reason === "stale_revision" && body.task) {
-      upsert(body.task);
-      editNote(body.task, true);
-    } else {
-      error.textContent = err.message;
-    }
-  } finally {
-    button.disabled = false;
-  }
-}
+// What the editor's outcome does to the page.
+const editDone = {
+  saved(task) { upsert(task); renderDetailIfShown(true); toast("Saved.", "ok"); },
+  cancelled() { renderDetailIfShown(true); },
+  lost(task) { upsert(task); },
+};
 
 async function renderDetail(task) {
   const panel = $("#detail");
@@ -1082,7 +664,7 @@ async function renderDetail(task) {
     el("h2", { id: "detail-title" }, task.title),
     el("div", { class: "detail-actions" }, el("label", {}, "Status ", statusMenu(task)),
       el("button", { type: "button", class: "btn", id: "edit-task", onclick: () => {
-        $("#edit-slot").replaceChildren(editForm(tasks.get(task.id) || task));
+        $("#edit-slot").replaceChildren(editForm(tasks.get(task.id) || task, editDone));
         $("#edit-title").focus();
       } }, "Edit")),
     el("div", { id: "edit-slot" }),
@@ -1103,7 +685,7 @@ async function renderDetail(task) {
         + (task.max_run_cents ? `; ceiling ${task.max_run_cents}¢ a run` : "")),
       el("dt", {}, "worktree"), el("dd", {}, task.worktree_ref ? `${task.worktree_ref} @ ${task.branch_ref || ""}` : "—"),
       el("dt", {}, "error"), el("dd", {}, task.error || "—"),
-      el("dt", {}, "feedback"), el("dd", {}, task.feedback || "—"),
+      el("dt", {}, "feedback"), el("dd", { id: "detail-feedback" }, S.feedbackText(task)),
       el("dt", {}, "created"), el("dd", {}, timed("time", "", "ago", task.created_at)),
       el("dt", {}, "updated"), el("dd", {}, timed("time", "", "ago", task.updated_at)),
     ),
@@ -1123,171 +705,19 @@ async function renderDetail(task) {
       loadComments(task.id),
       api("GET", `/api/board/tasks/${id}/review`),
     ]);
-    if (selected !== task.id) return;
+    if (state.selected !== task.id) return;
     const note = lastNote && lastNote.id === task.id ? lastNote : null;
     $("#review").replaceChildren(reviewView(task, data, { note, approve, requestChanges }));
   } catch (err) { /* the panel keeps what it has */ }
-}
-
-// --- a run's output, live: the newest execution's log streamed over the socket -----
-
-const LOG_LINES = 2000;             // the panel keeps the last lines; the download has all
-let watched = null;                 // {task, execution, offset, text}
-
-// The server follows the task's newest run from its log files, so the first line
-// shows the moment it is printed, whenever the claim's event reaches this page.
-function watchOutput(task) {
-  if (watched && watched.task === task.id) { showOutput(); return; }
-  watched = { task: task.id, execution: null, offset: 0, text: "" };
-  sendWatch();
-}
-
-function sendWatch() {
-  if (!watched || !socket || socket.readyState !== WebSocket.OPEN) return;
-  const frame = { type: "watch-log", task: watched.task };
-  if (watched.execution !== null) { frame.execution = watched.execution; frame.offset = watched.offset; }
-  socket.send(JSON.stringify(frame));
-}
-
-function unwatchOutput() {
-  if (!watched) return;
-  watched = null;
-  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "unwatch-log" }));
-}
-
-function logFrame(frame) {
-  if (!watched || frame.task !== watched.task) return;
-  if (frame.execution !== watched.execution) {
-    if (frame.offset !== 0 && !frame.skipped) return;   // a stale stream's frame
-    watched.execution = frame.execution;                // a newer run: start over
-    watched.offset = 0;
-    watched.text = "";
-  }
-  let text = watched.text;
-  if (frame.skipped) {
-    text += `[… ${frame.skipped} bytes skipped: download the full log]\n`;
-    watched.offset = frame.offset;
-  }
-  if (frame.text !== undefined) {
-    if (frame.offset !== watched.offset) return;
-    watched.offset += new TextEncoder().encode(frame.text).length;
-    text += frame.text;
-  }
-  const lines = text.split("\n");
-  if (lines.length > LOG_LINES + 1) text = lines.slice(-LOG_LINES - 1).join("\n");
-  watched.text = text;
-  showOutput();
-}
-
-function showOutput() {
-  const section = $("#run-output");
-  if (!section || !watched || watched.execution === null) return;
-  section.hidden = false;
-  $("#run-output-state").textContent = `run #${watched.execution}`;
-  $("#run-log-download").href = `/api/board/tasks/${enc(watched.task)}/executions/${watched.execution}/log`;
-  const pre = $("#run-log");
-  const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-  pre.textContent = watched.text;
-  if (atEnd) pre.scrollTop = pre.scrollHeight;
-}
-
-// --- discussion: comments on the open task, with @-mentions --------------------------
-
-let mentionable = null;           // people and agents of the team, by name
-async function mentionNames() {
-  if (mentionable === null) {
-    mentionable = new Set([...(config.members || []), ...(await teamAgents()).map((a) => a.id)]);
-  }
-  return mentionable;
-}
-
-async function loadComments(taskId) {
-  const [comments, known] = await Promise.all([
-    api("GET", `/api/board/tasks/${enc(taskId)}/comments`), mentionNames()]);
-  const list = $("#comments");
-  if (selected !== taskId || !list) return;
-  list.replaceChildren(...comments.map((c) => el("li", { "data-comment-id": c.id },
-    el("div", { class: "comment-head" }, el("strong", {}, c.author), " ", timed("time", "muted", "ago", c.created_at)),
-    markdown(c.body, known))));
-}
-
-function insertAt(field, text) {
-  const at = field.selectionStart ?? field.value.length;
-  const before = field.value.slice(0, at);
-  const gap = before && !/\s$/.test(before) ? " " : "";
-  field.value = before + gap + text + " " + field.value.slice(field.selectionEnd ?? at);
-  field.focus();
-}
-
-function commentForm(task) {
-  const field = el("textarea", {
-    name: "body", id: "comment-body", rows: "3", required: true, maxlength: "20000",
-    placeholder: "Comment… **bold**, *italics*, `code`, [link](https://…), @name tells them",
-    "aria-label": "Comment",
-  });
-  const chips = el("div", { class: "mention-chips", "aria-label": "Mention" });
-  mentionNames().then((names) => chips.replaceChildren(...[...names].sort().map((n) =>
-    el("button", { type: "button", class: "chip", onclick: () => insertAt(field, "@" + n) }, "@" + n))));
-  const error = el("p", { class: "form-error", role: "alert" });
-  const form = el("form", {
-    class: "comment-form", id: "comment-form",
-    onsubmit: async (e) => {
-      e.preventDefault();
-      const body = field.value.trim();
-      if (!body) return;
-      const button = form.querySelector("button[type=submit]");
-      button.disabled = true;
-      try {
-        await api("POST", `/api/board/tasks/${enc(task.id)}/comments`, { body });
-        field.value = "";
-        error.textContent = "";
-        await loadComments(task.id);
-      } catch (err) { error.textContent = err.message; }
-      finally { button.disabled = false; }
-    },
-  }, field, chips, error, el("button", { type: "submit", class: "btn primary", id: "comment-send" }, "Comment"));
-  field.addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); form.requestSubmit(); }
-  });
-  return form;
-}
-
-// --- the team's agents: state, health, pause and resume -------------------------------
-
-async function renderAgents() {
-  const all = await api("GET", "/api/agents").catch(() => null);
-  if (all === null) return;
-  agents = all.filter((a) => a.team === team);
-  $("#agent-options").replaceChildren(...agents.map((a) => el("option", { value: a.id }, a.display_name)));
-  $("#agents").replaceChildren(...agents.map((a) => {
-    const why = a.state === "unhealthy" ? (a.health || {}).detail : a.state_reason;
-    const act = a.state === "paused"
-      ? el("button", { type: "button", class: "btn ghost small", onclick: () => agentAction(a, "resume") }, "Resume")
-      : el("button", { type: "button", class: "btn ghost small", onclick: () => agentAction(a, "pause") }, "Pause");
-    return el("li", { class: `agent state-${a.state}`, "data-agent": a.id },
-      el("strong", {}, a.display_name), ` ${a.runtime} `,
-      el("span", { class: `badge ${a.state === "active" ? "ok" : "bad"} agent-state`, title: why || a.state }, a.state),
-      (a.labels || []).length ? el("span", { class: "muted" }, ` ${a.labels.join(", ")}`) : "",
-      " ", act);
-  }));
-}
-
-async function agentAction(agent, action) {
-  try {
-    await api("POST", `/api/agents/${enc(agent.id)}/${action}`, action === "pause" ? { reason: "paused from the board" } : {});
-  } catch (err) {
-    toast(`Could not ${action} ${agent.display_name}: ${err.message}`, "bad");
-  }
-  renderAgents();
 }
 
 renderAgents();
 setInterval(renderAgents, 15000);
 
 function select(id) {
-  const before = selected;
-  if (id !== before) { editing = null; unwatchOutput(); }
-  selected = id;
+  const before = state.selected;
+  if (id !== before) { closeEditor(); unwatchOutput(); }
+  state.selected = id;
   detailKey = null;
   for (const key of [before, id]) {
     const task = key && tasks.get(key);
@@ -1344,20 +774,51 @@ const stored = localStorage.getItem("clawboo.chat");
 // Folded by default where it would push columns off screen.
 let chatOpen = stored ? stored === "open" : window.innerWidth >= 1700;
 let unread = 0;
+// The Agents button opens the side panel at the agents (Pause/Resume), chat or not.
+let agentsOpen = localStorage.getItem("clawboo.agents") === "open";
 function renderSide() {
   document.body.dataset.chat = chatOpen ? "open" : "closed";
+  document.body.dataset.agents = agentsOpen ? "open" : "closed";
   $("#chat-toggle").setAttribute("aria-pressed", chatOpen ? "true" : "false");
-  $(".layout").classList.toggle("with-side", chatOpen || Boolean(selected));
+  $("#agents-toggle").setAttribute("aria-pressed", agentsOpen ? "true" : "false");
+  $(".layout").classList.toggle("with-side", chatOpen || agentsOpen || Boolean(state.selected));
   if (chatOpen) unread = 0;
   $("#chat-unread").hidden = !unread;
   $("#chat-unread").textContent = String(unread);
   if (chatOpen) $("#chat").scrollTop = $("#chat").scrollHeight;
+  updateScrollHint();   // the side panel takes room from the columns
 }
 $("#chat-toggle").addEventListener("click", () => {
   chatOpen = !chatOpen;
   localStorage.setItem("clawboo.chat", chatOpen ? "open" : "closed");
   renderSide();
 });
+$("#agents-toggle").addEventListener("click", () => {
+  agentsOpen = !agentsOpen;
+  localStorage.setItem("clawboo.agents", agentsOpen ? "open" : "closed");
+  renderSide();
+  if (agentsOpen) $("#agents-panel").scrollIntoView({ block: "nearest" });
+});
+
+// --- columns off to the right: a hint that scrolls to them ----------------------------
+
+function updateScrollHint() {
+  const box = $("#columns");
+  const hint = $("#scroll-hint");
+  const right = box.getBoundingClientRect().right;
+  const hidden = visibleColumns().filter((s) => columns[s].node.getBoundingClientRect().right > right + 1);
+  hint.hidden = !hidden.length || box.scrollWidth <= box.clientWidth;
+  if (!hint.hidden) {
+    hint.textContent = `${hidden.map(label).join(", ")} →`;
+    hint.title = `${hidden.length} more column(s) to the right`;
+  }
+}
+$("#scroll-hint").addEventListener("click", () => {
+  const box = $("#columns");
+  box.scrollBy({ left: box.scrollWidth, behavior: "smooth" });
+});
+$("#columns").addEventListener("scroll", updateScrollHint, { passive: true });
+window.addEventListener("resize", updateScrollHint);
 
 // --- phone: column tabs ----------------------------------------------------------------
 
@@ -1375,6 +836,7 @@ function renderTabs() {
     col.node.classList.toggle("active", on);
     if (col.tab) col.tab.setAttribute("aria-selected", on ? "true" : "false");
   }
+  updateScrollHint();   // a column shown or hidden (Needs approval) changes what fits
 }
 
 for (const status of COLUMNS) {
@@ -1414,7 +876,7 @@ function chatLine(frame, live) {
   log.append(el("li", { "data-seq": frame.seq },
     el("span", { class: "avatar" + (who ? "" : " bot"), title: who || "clawboo" }, who ? initials(who) : "✦"),
     el("span", { class: "line" }, person ? el("span", { class: "actor" }, person + ": ") : null,
-      person ? markdown(frame.body, mentionable) : frame.body),
+      person ? markdown(frame.body, knownNames()) : frame.body),
     timed("time", "", "ago", at)));
   while (log.children.length > 300) log.firstChild.remove();
   log.scrollTop = log.scrollHeight;
@@ -1432,7 +894,7 @@ $("#chat-form").addEventListener("submit", async (e) => {
   } catch (err) { toast(`Could not post: ${err.message}`, "bad"); }
 });
 
-// --- the socket --------------------------------------------------------------------
+// --- the socket -----------------------------------------------------------------------
 
 // A task change and its narration share one event seq: apply each frame type
 // once per seq, so a replay that overlaps what we have changes nothing.
@@ -1448,8 +910,8 @@ function apply(frame) {
   if (frame.type === "task-change") {
     if (frame.tool_approval) noteToolAsk(frame.tool_approval);
     if (holding) holding.push(frame); else upsert(frame.task, frame);
-    if (frame.kind === "commented" && frame.task && frame.task.id === selected) {
-      loadComments(selected).catch(() => {});
+    if (frame.kind === "commented" && frame.task && frame.task.id === state.selected) {
+      loadComments(state.selected).catch(() => {});
     }
   }
   else if (frame.type === "chat") chatLine(frame, true);
@@ -1464,15 +926,15 @@ function setConn(state, text) {
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  socket = new WebSocket(`${scheme}://${location.host}/ws/board/?team=${enc(team)}`);
-  socket.onopen = () => { retryMs = 500; };
-  socket.onmessage = (msg) => {
+  live.socket = new WebSocket(`${scheme}://${location.host}/ws/board/?team=${enc(team)}`);
+  live.socket.onopen = () => { retryMs = 500; };
+  live.socket.onmessage = (msg) => {
     const frame = JSON.parse(msg.data);
     if (frame.type === "hello") {
       setConn("live", "live");
       helloSeq = Math.max(helloSeq, frame.seq);
       // Replay everything after what we have: nothing missed while we were away.
-      if (frame.seq > lastSeq) socket.send(JSON.stringify({ type: "since", seq: lastSeq }));
+      if (frame.seq > lastSeq) live.socket.send(JSON.stringify({ type: "since", seq: lastSeq }));
       sendWatch();   // a reconnect resumes the open run's output where it left off
       return;
     }
@@ -1486,36 +948,11 @@ function connect() {
     apply(frame);
     if (frame.kind && /^budget_|^cost_changed$/.test(frame.kind)) loadSpendSoon();
   };
-  socket.onclose = () => {
+  live.socket.onclose = () => {
     setConn("reconnecting", "reconnecting…");
     setTimeout(connect, retryMs);
     retryMs = Math.min(retryMs * 2, 8000);
   };
-}
-
-// --- spend against budgets ----------------------------------------------------------
-// The team's budgets in the header: spent of limit per window, paused caps in red.
-// Re-read (at most once a second) when a run's cost or a budget changes.
-
-let spendTimer = null;
-function loadSpendSoon() {
-  if (spendTimer) return;
-  spendTimer = setTimeout(() => { spendTimer = null; loadSpend(); }, 1000);
-}
-
-async function loadSpend() {
-  const box = $("#spend");
-  if (!box) return;
-  const budgets = await api("GET", `/api/budgets?team=${enc(team)}`).catch(() => []);
-  box.hidden = !budgets.length;
-  box.replaceChildren(...budgets.map((b) => {
-    const pct = Math.min(100, Math.round((100 * b.spent_cents) / b.limit_cents));
-    const name = b.scope === "team" ? b.window : `${b.scope.replace("_", " ")} ${b.scope_id} · ${b.window}`;
-    return el("span", { class: `budget budget-${b.status}`, title: `${b.scope} ${b.scope_id}: ${b.spent_cents}¢ of ${b.limit_cents}¢ this ${b.window} (${b.mode}, ${b.status})` },
-      `${name} ${money(b.spent_cents)} / ${money(b.limit_cents)}`,
-      el("span", { class: "budget-bar", "aria-hidden": "true" }, el("span", { style: `width:${pct}%` })),
-      b.status === "paused" ? " paused" : "");
-  }));
 }
 
 async function loadChat() {
@@ -1532,7 +969,11 @@ async function loadChat() {
 
 // --- the page's own controls -----------------------------------------------------------
 
-$("#new-task-btn").addEventListener("click", () => $("#new-task").showModal());
+function openNewTask() {
+  fillRepositories($("#new-task-repository"), null);
+  $("#new-task").showModal();
+}
+$("#new-task-btn").addEventListener("click", openNewTask);
 $("#new-task-form").addEventListener("submit", async (e) => {
   const form = e.target;
   if (e.submitter && e.submitter.value === "cancel") return;
@@ -1550,6 +991,10 @@ $("#new-task-form").addEventListener("submit", async (e) => {
   // What judges the work: the server holds it to the staff/allowlist rule (403).
   const verify = String(data.get("verify_cmd") || "").trim();
   if (verify) body.metadata = { verify_cmd: verify };
+  const repository = String(data.get("repository") || "");
+  if (repository) body.repository = repository;
+  const depends = splitList(data.get("depends_on"));
+  if (depends.length) body.depends_on = depends;
   try {
     const created = await api("POST", "/api/board/tasks", body);
     upsert(created, { kind: "added", seq: Infinity, prev_status: null });
@@ -1581,9 +1026,9 @@ filterForm.addEventListener("change", () => {
 });
 $("#clear-filters").addEventListener("click", () => setFilters({}, true));
 window.addEventListener("popstate", () => {
-  const next = readFilters();
+  const next = S.readFilters(location.search);
   if (FILTER_KEYS.some((k) => next[k] !== filters[k])) {
-    filters = next;
+    Object.assign(filters, next);
     showFilters();
     reloadColumns();
   }
@@ -1600,8 +1045,8 @@ document.addEventListener("keydown", (e) => {
     return;
   }
   if (e.key === "/") { e.preventDefault(); $("#filter-q").focus(); }
-  else if (e.key === "n") { e.preventDefault(); $("#new-task").showModal(); }
-  else if (e.key === "Escape" && selected) select(null);
+  else if (e.key === "n") { e.preventDefault(); openNewTask(); }
+  else if (e.key === "Escape" && state.selected) select(null);
 });
 
 // --- start -------------------------------------------------------------------------

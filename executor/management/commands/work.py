@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -83,7 +84,40 @@ class Command(BaseCommand):
             report=report,
             discover=runnable_agents if options["all"] else None,
             lease_ms=options["lease_ms"],
+            runs_here=RunsHere(set(options["agent"]), self.stdout.write),
         )
+
+
+def bound_to_live_token(agent_id: str) -> bool:
+    """Whether a machine token that is not revoked names ``agent_id`` (one indexed
+    look-up: asked before every claim)."""
+    return MachineToken.agents.through.objects.filter(
+        agent_id=agent_id, machinetoken__revoked_at__isnull=True
+    ).exists()
+
+
+class RunsHere:
+    """Asked by each worker thread before it claims: an agent bound to a live
+    machine token runs on that token's host, whenever the binding was made (this
+    process may have started before it), unless named with ``--agent``. A change
+    is said once, either way."""
+
+    def __init__(self, named: set[str], say: Callable[[str], Any]) -> None:
+        self.named = named
+        self.say = say
+        self.elsewhere: set[str] = set()
+
+    def __call__(self, agent_id: str) -> bool:
+        if agent_id in self.named:
+            return True
+        remote = bound_to_live_token(agent_id)
+        if remote and agent_id not in self.elsewhere:
+            self.elsewhere.add(agent_id)
+            self.say(f"work: {agent_id} is bound to a machine token: its host runs it now")
+        elif not remote and agent_id in self.elsewhere:
+            self.elsewhere.discard(agent_id)
+            self.say(f"work: {agent_id} has no live machine token: run here again")
+        return not remote
 
 
 def runnable_agents() -> list[str]:
@@ -93,7 +127,9 @@ def runnable_agents() -> list[str]:
     An agent bound to a live machine token runs on that token's host (``clawboo
     worker``): ``--all`` leaves it there, or the server's workers, a hop nearer the
     database, would take nearly all its work. ``--agent A`` still runs it here (a
-    fallback while its host is down); revoking the token hands it back to ``--all``."""
+    fallback while its host is down); revoking the token hands it back to ``--all``.
+    This list is where ``--all`` starts; :class:`RunsHere`, asked before each claim,
+    keeps it true for bindings made (or revoked) while the workers run."""
     found = []
     remote = set(
         MachineToken.agents.through.objects.filter(

@@ -39,7 +39,8 @@ class Command(BaseCommand):
                     report = taskmaster.import_file(stream.read(), team=options["team"])
                     self.stdout.write(report.summary())
                     return
-                counts = transfer.import_lines(stream)
+                reminted: list[transfer.Reminted] = []
+                counts = transfer.import_lines(stream, reminted)
         except ClawbooError as exc:
             raise CommandError(exc.detail) from exc
         except (DatabaseError, ValueError, TypeError, KeyError) as exc:
@@ -50,3 +51,11 @@ class Command(BaseCommand):
             ) from exc
         summary = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
         self.stdout.write(f"imported {summary or 'nothing'}")
+        for token in reminted:
+            # The export held the binding, never the key: this is the new one, shown
+            # once (as create_machine_token shows it); the host's old key is void.
+            self.stdout.write(
+                f"machine token re-minted for host {token.host} "
+                f"(agents {', '.join(token.agents)}): {token.key}\n"
+                f"  give it to that host: clawboo worker --server URL --token {token.key}"
+            )

@@ -1,0 +1,141 @@
+// The board's state module under node's own test runner (node --test): no DOM, no
+// browser. Run by tests/board/test_board_state_js.py.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import * as S from "../../../board/static/board/state.js";
+
+const config = {
+  team: "default",
+  statuses: ["backlog", "todo", "in_progress", "in_review", "done", "blocked", "cancelled"],
+  terminal: ["done", "cancelled"],
+  none_configured: "(none configured)",
+};
+
+function task(id, extra) {
+  return {
+    id, team: "default", title: `Task ${id}`, description: "", status: "todo", priority: 0,
+    labels: [], revision: 1, created_at: `2026-01-01T00:00:0${id.length}Z`,
+    updated_at: "2026-01-01T00:00:00Z", ...extra,
+  };
+}
+
+function loaded(state, tasks) {
+  for (const t of tasks) S.place(state, t, { fromPage: true });
+  for (const status of state.order) state.columns[status].next = null;
+  for (const status of state.order) state.columns[status].count = state.columns[status].ids.size;
+}
+
+test("a task goes to its status column, and a waiting approval to Needs approval first", () => {
+  const state = S.createState(config);
+  loaded(state, [task("a"), task("b", { approval: { state: "required" } })]);
+  assert.deepEqual([...state.columns.todo.ids], ["a"]);
+  assert.deepEqual([...state.columns.needs_approval.ids], ["b"]);
+  assert.equal(state.order[0], S.NEEDS);
+});
+
+test("a live move keeps the totals: one out of the old column, one into the new", () => {
+  const state = S.createState(config);
+  loaded(state, [task("a"), task("b")]);
+  const change = S.applyChange(state, task("a", { status: "in_progress", revision: 2 }),
+    { kind: "claimed", seq: 10, prev_status: "todo" }, 0);
+  assert.equal(state.columns.todo.count, 1);
+  assert.equal(state.columns.in_progress.count, 1);
+  assert.deepEqual(new Set(change.dirty), new Set(["todo", "in_progress"]));
+  assert.equal(change.recount, false);
+});
+
+test("an older revision than the card's is ignored, the same one redraws only the detail", () => {
+  const state = S.createState(config);
+  loaded(state, [task("a", { revision: 3 })]);
+  assert.deepEqual(S.applyChange(state, task("a", { revision: 2, status: "done" }), { kind: "x", seq: 1 }, 0), { ignore: true });
+  assert.deepEqual(S.applyChange(state, task("a", { revision: 3 }), { kind: "x", seq: 1 }, 0), { same: true });
+  assert.equal(state.tasks.get("a").status, "todo");
+});
+
+test("another team's task never lands on this board", () => {
+  const state = S.createState(config);
+  assert.deepEqual(S.applyChange(state, task("z", { team: "red" }), { kind: "added", seq: 1 }, 0), { ignore: true });
+  assert.equal(state.tasks.size, 0);
+});
+
+test("a replayed frame asks the totals again", () => {
+  const state = S.createState(config);
+  loaded(state, []);
+  const change = S.applyChange(state, task("n"), { kind: "added", seq: 5, prev_status: null }, 9);
+  assert.equal(change.recount, true);
+  assert.equal(state.columns.todo.count, 0);
+});
+
+test("filters hide what they do not match, live frames included", () => {
+  const state = S.createState(config, S.readFilters("?label=auth&q=login"));
+  assert.equal(S.filtersActive(state.filters), true);
+  assert.equal(S.matches(task("a", { labels: ["auth"], title: "Fix login" }), state.filters), true);
+  assert.equal(S.matches(task("b", { labels: ["auth"], title: "Docs" }), state.filters), false);
+  assert.equal(S.place(state, task("b", { labels: ["auth"] }), { fromPage: true }).placed, undefined);
+  assert.equal(S.filterQuery("default", state.filters).toString(), "team=default&dropped=false&q=login&label=auth");
+});
+
+test("a card past the loaded page waits for Load more", () => {
+  const state = S.createState(config);
+  S.place(state, task("hi", { priority: 5 }), { fromPage: true });
+  state.columns.todo.next = "/api/next";
+  assert.equal(S.place(state, task("lo", { priority: 1 }), {}).placed, false);
+  assert.equal(S.place(state, task("top", { priority: 9 }), {}).placed, true);
+});
+
+test("a move on its way shows in its target until the answer", () => {
+  const state = S.createState(config);
+  loaded(state, [task("a")]);
+  assert.deepEqual(S.startMove(state, state.tasks.get("a"), "blocked"), ["todo", "blocked"]);
+  assert.equal(S.columnOf(state, state.tasks.get("a")), "blocked");
+  assert.deepEqual(S.endMove(state, state.tasks.get("a")), ["blocked", "todo"]);
+  assert.deepEqual([...state.columns.todo.ids], ["a"]);
+});
+
+test("blocked-by counts the dependencies not seen done", () => {
+  const state = S.createState(config);
+  loaded(state, [task("d1", { status: "done" }), task("d2"), task("a", { depends_on: ["d1", "d2", "d3"] })]);
+  assert.equal(S.blockedBy(state, state.tasks.get("a")), 2);
+  assert.equal(S.blockedBy(state, task("b", { depends_on: ["d2"], unmet_deps: 0 })), 0);
+});
+
+test("no verify command is said as such, not as a failed verification", () => {
+  assert.equal(S.verdictBadge({ verdict: "fail", evidence: "(none configured)", gate: null }, "(none configured)").text, "no verify command");
+  assert.equal(S.verdictBadge({ verdict: "fail", evidence: "1 failed", gate: { command: "pytest" } }, "(none configured)").text, "✗ verify failed");
+  assert.equal(S.verdictBadge({ verdict: "pass" }, "(none configured)").text, "✓ verified");
+  assert.equal(S.verdictBadge(null, "x"), null);
+});
+
+test("feedback from a round that a later round passed is labelled with its round", () => {
+  const passed = { verdict: "pass", attempts: [{ gate: {} }, { gate: {} }] };
+  assert.equal(S.feedbackText({ feedback: "fix the crash", verification: passed }),
+    "from round 1 (round 2 passed): fix the crash");
+  assert.equal(S.feedbackText({ feedback: "fix the crash", verification: { verdict: "fail", attempts: [{}] } }), "fix the crash");
+  assert.equal(S.feedbackText({ feedback: "" }), "—");
+});
+
+test("a task back in the queue after failed runs shows its attempts and last error", () => {
+  const badge = S.attemptsBadge({ status: "todo", attempts: 2, max_attempts: 3, feedback: "exit 1" });
+  assert.equal(badge.text, "↻ 2/3 attempts");
+  assert.equal(badge.error, "exit 1");
+  assert.equal(S.attemptsBadge({ status: "in_progress", attempts: 1, error: "x" }), null);
+  assert.equal(S.attemptsBadge({ status: "todo", attempts: 0 }), null);
+});
+
+test("runs have one number: the API's run, found by execution id", () => {
+  const runs = [{ id: 19, run: 2 }, { id: 7, run: 1 }];
+  assert.equal(S.runNumber(runs, 19), 2);
+  assert.equal(S.runNumber(runs, 99), null);
+});
+
+test("routes read and compare as the editor needs", () => {
+  assert.equal(S.routeText({ agent: "ada", runtime: "codex", labels: ["gpu", "ssd"] }), "agent ada · codex · gpu+ssd");
+  assert.equal(S.routeBody("", "", " "), null);
+  assert.deepEqual(S.routeBody("ada", "", "gpu, ssd"), { agent: "ada", runtime: null, labels: ["gpu", "ssd"] });
+  assert.equal(S.sameRoute(null, { agent: null, runtime: null, labels: [] }), false);
+});
+
+test("the agents summary names who is not at work", () => {
+  assert.equal(S.agentsSummary([{ state: "active" }, { state: "paused" }, { state: "unhealthy" }]), "1 paused, 1 unhealthy");
+  assert.equal(S.agentsSummary([{ state: "active" }]), "");
+});

@@ -1,0 +1,253 @@
+"""What new users tripped on, fixed and shown in a real browser at 1440 px: the columns
+fit (or a hint points at the ones off screen) and a tool-approval card keeps its Deny
+button; the agents are one press away and a pause is said in the team chat; a card
+shows failed attempts and its error, and "no verify command" for what nothing could
+verify; a fix round's runs carry one numbering and round one's feedback says it is
+round one's; the run log reads (WCAG AA); only people and agents are @-mentionable;
+New task has the editor's Repository field.
+
+``CLAWBOO_SCREENSHOTS=docs/img`` writes the pictures there (see ``browsing.screenshot``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from board import store
+from board.models import Task
+from core import machines, registry, repositories
+from core.models import Agent
+from executor.runner import Executor
+from tests.fixtures.gitrepos import make_repo
+from tests.live import test_board_browser
+from tests.live.browsing import CHROMIUM, eventually, launch, screenshot
+from tests.live.test_board_browser import WIDE, card_in, open_board
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed"),
+]
+# The board tests' staff member of the default team, with the agent "builder".
+operator = test_board_browser.operator
+
+# WCAG 2 relative luminance and contrast of two computed CSS colours.
+CONTRAST_JS = """([fg, bg]) => {
+  const rgb = (c) => c.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const lum = (c) => {
+    const lin = (v) => (v / 255 <= 0.03928 ? v / 255 / 12.92 : ((v / 255 + 0.055) / 1.055) ** 2.4);
+    const [r, g, b] = rgb(c).map(lin);
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+  return (a + 0.05) / (b + 0.05);
+}"""
+
+# A builder whose first round writes "meh" (the gate wants "ok") and whose fix round,
+# finding its own first try in the checkout, writes "ok".
+FIXER = """
+import pathlib
+here = pathlib.Path.cwd()
+mine = here / "feature.txt"
+mine.write_text("ok\\n" if mine.exists() else "meh\\n")
+print("round", "two" if mine.read_text() == "ok\\n" else "one", flush=True)
+"""
+
+
+def box(locator) -> dict:
+    found = locator.bounding_box()
+    assert found is not None, "not laid out"
+    return found
+
+
+def test_at_1440_px_the_columns_fit_a_hint_shows_the_hidden_ones_and_deny_is_not_clipped(
+    daphne, operator, tmp_path
+):
+    # A task waiting for approval: the eighth column (Needs approval) shows.
+    waiting = store.create_task(title="Drop the old table", labels=["risk"]).task
+    assert store.get_task(waiting.id).as_dict()["approval"]["state"] == "required"
+    asking = store.create_task(title="Migrate the data").task
+    asked = store.ask_tool_call(asking.id, "builder", "Bash", {"command": "psql -c 'select 1'"})
+    assert asked is not None
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        card_in(page, "needs_approval", waiting.id).wait_for(timeout=10_000)
+        ask = page.locator(f"[data-tool-approval='{asked.id}']")
+        ask.wait_for(timeout=10_000)
+
+        # The header is one row: every control in it, no template text.
+        header = page.locator("header.top")
+        assert "{#" not in header.inner_text()
+        assert box(header)["height"] < 60
+        columns = page.locator(".column:visible")
+        assert columns.count() == 8
+        area = box(page.locator("#columns"))
+        for i in range(8):
+            right = box(columns.nth(i))["x"] + box(columns.nth(i))["width"]
+            assert right <= area["x"] + area["width"] + 1, f"column {i} is off screen"
+        assert page.locator("#scroll-hint").is_hidden()
+
+        # The tool-approval card keeps every button inside the card and the window.
+        card = box(card_in(page, "todo", asking.id))
+        for decision in ("allow_once", "allow_always", "deny"):
+            button = box(ask.locator(f"[data-tool-decision={decision}]"))
+            assert button["x"] >= card["x"] - 0.5, decision
+            assert button["x"] + button["width"] <= card["x"] + card["width"] + 0.5, decision
+            assert button["x"] + button["width"] <= WIDE["width"], decision
+        screenshot(page, "board-1440.png", tmp_path)
+
+        # The side panel open, Cancelled no longer fits: a hint names what is off to
+        # the right, and takes you there.
+        page.click("#chat-toggle")
+        hint = page.locator("#scroll-hint")
+        hint.wait_for(timeout=3_000)
+        assert "Cancelled" in hint.inner_text()
+        screenshot(page, "board-scroll-hint.png", tmp_path)
+        hint.click()
+        cancelled = page.locator(".column[data-status=cancelled]")
+        eventually(
+            lambda: (
+                box(cancelled)["x"] + box(cancelled)["width"]
+                <= box(page.locator("#columns"))["x"] + box(page.locator("#columns"))["width"] + 1
+            ),
+            "the hint scrolled to Cancelled",
+        )
+        hint.wait_for(state="hidden", timeout=3_000)
+        browser.close()
+
+
+def test_the_agents_button_pauses_an_agent_without_the_chat_and_the_chat_says_so(
+    daphne, operator, tmp_path
+):
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        # At 1440 px the chat starts folded away; the Agents control is in the header.
+        assert page.evaluate("document.body.dataset.chat") == "closed"
+        assert page.locator("#agents-panel").is_hidden()
+        page.click("#agents-toggle")
+        agent = page.locator("#agents-panel [data-agent=builder]")
+        agent.wait_for(timeout=5_000)
+        agent.locator("button", has_text="Pause").click()
+        eventually(lambda: Agent.objects.get(pk="builder").state == "paused", "paused", 10)
+        page.locator("#agents-summary", has_text="1 paused").wait_for(timeout=5_000)
+        agent.locator("button", has_text="Resume").wait_for(timeout=5_000)
+        screenshot(page, "board-agents.png", tmp_path)
+        # The team chat says it, live.
+        page.click("#chat-toggle")
+        page.locator("#chat li", has_text="agent paused: builder").wait_for(timeout=5_000)
+        browser.close()
+
+
+def test_a_card_shows_failed_attempts_with_the_error_and_no_verify_command_as_such(
+    daphne, operator, command_agent, tmp_path
+):
+    command_agent("maker")  # writes a file; the task names no verify command
+    unverified = store.create_task(title="Add feature").task
+    report = Executor("maker").work_once()
+    assert report.verdict == "fail"
+    assert store.get_task(unverified.id).as_dict()["verification"]["evidence"] == (
+        "(none configured)"
+    )
+    failing = store.create_task(title="Flaky job", max_attempts=3, file_mutating=False).task
+    claimed = store.claim(failing.id, "builder")
+    assert claimed.outcome == "ok"
+    store.fail(failing.id, "exit 1: connection reset", ticket=claimed.ticket)
+    assert store.get_task(failing.id).status == "todo"
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        card = card_in(page, "in_review", unverified.id)
+        card.wait_for(timeout=10_000)
+        assert card.locator(".verdict").inner_text() == "no verify command"
+        assert "verify failed" not in card.inner_text()
+        flaky = card_in(page, "todo", failing.id)
+        flaky.wait_for(timeout=5_000)
+        assert flaky.locator(".attempts").inner_text() == "↻ 1/3 attempt"
+        assert "exit 1: connection reset" in flaky.locator(".error").get_attribute("title")
+        screenshot(page, "board-card-attempts.png", tmp_path)
+        browser.close()
+
+
+def test_a_fix_round_numbers_its_runs_once_and_says_whose_feedback_it_shows(
+    daphne, operator, repo, state_dir, settings, tmp_path
+):
+    settings.CLAWBOO_MAX_FIX_CYCLES = 1
+    script = tmp_path / "fixer.py"
+    script.write_text(FIXER)
+    registry.create_agent(
+        id="fixer",
+        display_name="Fixer",
+        team="default",
+        runtime="command",
+        settings={"argv": [sys.executable, str(script)], "repo_path": str(repo)},
+    )
+    task = store.create_task(
+        title="Say ok", metadata={"verify_cmd": "grep -qx ok feature.txt"}
+    ).task
+    assert Executor("fixer").work_once().verdict == "fail"
+    assert Executor("fixer").work_once().verdict == "pass"
+    done = store.get_task(task.id)
+    assert done.status == "in_review" and done.feedback
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE, f"/board/?task={task.id}")
+        page.locator("#detail-title").wait_for(timeout=10_000)
+        feedback = page.locator("#detail-feedback")
+        assert feedback.inner_text().startswith("from round 1 (round 2 passed): ")
+        runs = page.locator(".review .runs summary")
+        runs.first.wait_for(timeout=10_000)
+        numbers = [text.split(" ", 1)[0] for text in runs.all_inner_texts()]
+        assert numbers == ["#2", "#1"]  # newest first, each run its own number
+        # The output panel names the newest run by the same number.
+        page.locator("#run-output-state", has_text="run #2").wait_for(timeout=10_000)
+        log = page.locator("#run-log")
+        log.filter(has_text="round two").wait_for(timeout=5_000)
+        colours = log.evaluate(
+            "n => [getComputedStyle(n).color, getComputedStyle(n).backgroundColor]"
+        )
+        assert page.evaluate(CONTRAST_JS, colours) >= 4.5, colours
+        screenshot(page, "board-fix-round.png", tmp_path)
+        browser.close()
+
+
+def test_mentions_offer_people_and_agents_and_new_task_takes_a_repository(
+    daphne, operator, settings, tmp_path
+):
+    roots = (tmp_path / "repos").resolve()
+    roots.mkdir()
+    settings.CLAWBOO_REPO_ROOTS = [roots]
+    repositories.register(team="default", path=str(make_repo(roots / "web")), id="web")
+    token, _key = machines.mint("build-host", ["builder"])
+    task = store.create_task(title="Fix login").task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE, f"/board/?task={task.id}")
+        chips = page.locator("#comment-form .mention-chips .chip")
+        chips.first.wait_for(timeout=10_000)
+        offered = chips.all_inner_texts()
+        assert "@op" in offered and "@builder" in offered
+        assert f"@{token.user.username}" not in offered
+        assert not [name for name in offered if name.startswith("@machine-")]
+
+        # New task has the editor's Repository (and Depends on) fields.
+        page.click("#new-task-btn")
+        page.fill("#new-task-form [name=title]", "Ship the web fix")
+        page.locator("#new-task-repository[data-ready=true]").wait_for(timeout=5_000)
+        page.select_option("#new-task-repository", "web")
+        page.fill("#new-task-depends", task.id)
+        screenshot(page, "board-new-task.png", tmp_path)
+        page.click("#create-task")
+        page.locator(".card", has_text="Ship the web fix").wait_for(timeout=5_000)
+        browser.close()
+    created = Task.objects.get(title="Ship the web fix")
+    assert created.repository_id == "web"
+    assert list(created.dep_links.values_list("depends_on_id", flat=True)) == [task.id]
