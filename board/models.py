@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from board import snapshot
+from board.runs import ErrorClass
 from board.transitions import Status
 
 
@@ -386,7 +387,9 @@ class ExecutionProcess(models.Model):
         max_length=16, choices=CostStatus.choices, default=CostStatus.UNKNOWN
     )
     # Why a run failed or was stopped (GOVERNANCE.md §2), blank while it goes well.
-    error_class = models.CharField(max_length=32, blank=True, default="")
+    error_class = models.CharField(
+        max_length=32, choices=ErrorClass.choices, blank=True, default=""
+    )
     git_before = models.CharField(max_length=64, null=True, blank=True)
     git_after = models.CharField(max_length=64, null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
@@ -465,6 +468,9 @@ class Budget(models.Model):
     that one column, and a new window lifts the pause with no sweeper.
     """
 
+    # The warning crossing, in percent of the limit.
+    WARN_PERCENT = 80
+
     team = models.ForeignKey("clawboo.Team", on_delete=models.CASCADE, related_name="budgets")
     scope = models.CharField(max_length=16, choices=BudgetScope.choices)
     scope_id = models.CharField(max_length=128)
@@ -511,10 +517,12 @@ class Budget(models.Model):
     def status_at(self, at: dt.datetime) -> str:
         if self.mode == BudgetMode.CAP and self.paused_until is not None and self.paused_until > at:
             return "paused"
-        spent = self.spent_at(at)
-        if spent * 100 >= self.limit_cents * 80:
-            return "soft_capped"
-        return "active"
+        return "soft_capped" if self.warns_at(self.spent_at(at)) else "active"
+
+    def warns_at(self, spent: int) -> bool:
+        """Whether a spend of ``spent`` is past the warning crossing (80 % of the
+        limit): the one budget-state predicate, read by the status and the store."""
+        return spent * 100 >= self.limit_cents * self.WARN_PERCENT
 
     def as_dict(self, at: dt.datetime) -> dict[str, Any]:
         return {

@@ -11,6 +11,7 @@ bound to another agent is refused (403), a task of a team it cannot see is unkno
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -31,32 +32,25 @@ from core.api.schema import with_errors
 from core.checks import check_int, check_text
 from core.errors import ValidationFailed
 from core.models import Agent
-from executor import breakers, pricing, prompts, spending
+from executor import pricing, prompts, settle, spending
 from executor.runtimes import RunResult
-from executor.runtimes.base import Outcome
+from executor.runtimes.base import USAGE_FIELDS, Outcome, UsageSoFar
 from worktrees import handoff
 
-LOG_TAIL = 64_000
 COUNT_MAX = 2**53
 
+# The usage a report carries: one field per field of the usage value (UsageSoFar).
+_HELP = {
+    "cost_cents": "the runtime's own price; absent: the tokens are priced by the table",
+    "cost_millicents": "the runtime's own price in thousandths of a cent (wins over cost_cents)",
+}
 _USAGE_FIELDS: dict[str, Any] = {
-    "tokens_in": serializers.IntegerField(required=False, allow_null=True, min_value=0),
-    "tokens_out": serializers.IntegerField(required=False, allow_null=True, min_value=0),
-    "cache_read": serializers.IntegerField(required=False, allow_null=True, min_value=0),
-    "cache_write": serializers.IntegerField(required=False, allow_null=True, min_value=0),
-    "cost_cents": serializers.IntegerField(
-        required=False,
-        allow_null=True,
-        min_value=0,
-        help_text="the runtime's own price; absent: the tokens are priced by the table",
-    ),
-    "model": serializers.CharField(required=False, allow_null=True),
-    "cost_millicents": serializers.IntegerField(
-        required=False,
-        allow_null=True,
-        min_value=0,
-        help_text="the runtime's own price in thousandths of a cent (wins over cost_cents)",
-    ),
+    name: serializers.CharField(required=False, allow_null=True)
+    if name == "model"
+    else serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, help_text=_HELP.get(name)
+    )
+    for name in (f.name for f in dataclasses.fields(UsageSoFar))
 }
 
 UsageBody = inline_serializer("RunUsage", {"ticket": serializers.CharField(), **_USAGE_FIELDS})
@@ -98,22 +92,15 @@ CloseBody = inline_serializer(
 )
 
 
-def _tokens(body: dict[str, Any]) -> pricing.Tokens:
+def _tokens(body: dict[str, Any]) -> UsageSoFar:
     counts: dict[str, int | None] = {}
-    for name in (
-        "tokens_in",
-        "tokens_out",
-        "cache_read",
-        "cache_write",
-        "cost_cents",
-        "cost_millicents",
-    ):
+    for name in USAGE_FIELDS:
         value = body.get(name)
         counts[name] = None if value is None else check_int(value, name, low=0, high=COUNT_MAX)
     model = body.get("model")
     if model is not None:
         model = check_text(model, "model", limit=200)
-    return pricing.Tokens(**counts, model=model or None)
+    return UsageSoFar(**counts, model=model or None)
 
 
 def _execution_id(value: str) -> int | None:
@@ -196,40 +183,30 @@ class ExecutionCloseView(APIView):
         session = body.get("native_session_id")
         if session is not None:
             session = check_text(session, "native_session_id", limit=255) or None
-        usage = pricing.usage_of(_tokens(body))
+        usage = _tokens(body)
         if run.status != ExecutionStatus.RUNNING:
             return Response(run.as_dict())
         stopped = None
         if outcome == "cancelled":
             # The worker cancels a run for spend only when a usage report said stop;
             # the final usage says again whether a limit holds (the one rule).
-            stopped = spending.record(run.id, usage, _ceiling(task_id, run.agent_id))
-        error_class = ""
-        if stopped is not None:
-            error_class, error = "budget", stopped.why
-        elif outcome != "succeeded":
-            result = RunResult(
-                outcome=Outcome(outcome), exit_code=exit_code, error=error or "", log_tail=tail
-            )
-            error_class = breakers.classify(result, error)
-        closed = store.close_execution(
-            run.id,
-            outcome,
-            **usage.__dict__,
-            error_class=error_class,
+            ceiling = _ceiling(task_id, run.agent_id)
+            stopped = spending.record(run.id, pricing.usage_of(usage), ceiling)
+        result = RunResult(
+            outcome=Outcome(outcome),
             exit_code=exit_code,
-            error=error,
-            log=tail[-LOG_TAIL:],
             native_session_id=session,
+            error=error or "",
+            log_tail=tail,
+            **{name: getattr(usage, name) for name in (*USAGE_FIELDS, "model")},
         )
-        if stopped is not None:
-            spending.settle_stop(task_id, body["ticket"], stopped)
-        elif outcome == "succeeded":
-            breakers.after_run(run.agent_id, failed=False)
-        else:
-            counted = breakers.counts(error_class)
-            breakers.after_run(run.agent_id, failed=counted, detail=error or outcome)
-        return Response(closed.as_dict())
+        # The worker fails the task itself (its ``…/fail`` follows): the rest of the
+        # run's end is settled here, as a local run's.
+        ran = settle.Run(task_id, body["ticket"], run.agent_id, run.id)
+        settle.close_run(ran, result, stop=stopped, error=error, fail_task=False,
+                         count_success=True)  # fmt: skip
+        run.refresh_from_db()
+        return Response(run.as_dict())
 
 
 RunPrompt = inline_serializer(

@@ -14,53 +14,41 @@ import re
 from django.conf import settings
 
 from board import store
+from board.runs import NOT_COUNTED, ErrorClass
 from core import registry
 from executor.runtimes import RunResult
 
-ERROR_CLASSES = (
-    "rate_limited",
-    "timeout",
-    "auth",
-    "provider_error",
-    "environment",
-    "context_overflow",
-    "invalid_args",
-    "budget",
-    "breaker",
-    "cancelled",
-    "unknown",
-)
-# Failures that say nothing about the agent: a person or a budget stopped the run.
-NOT_COUNTED = frozenset({"cancelled", "budget"})
+# The classes a run can end with: one table, the column's choices (board.runs).
+ERROR_CLASSES = tuple(ErrorClass.values)
 
 # First match wins; matched against the adapter's error and the log's tail.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE))
     for name, pattern in (
         (
-            "environment",
+            ErrorClass.ENVIRONMENT,
             r"not found on PATH|no such file|command not found|ENOENT|"
             r"permission denied|no space left|not a git repository|bad \S+ settings|"
             r"gateway is not configured|gateway unreachable|dispatch failed",
         ),
-        ("rate_limited", r"rate.?limit|too many requests|\b429\b|quota"),
+        (ErrorClass.RATE_LIMITED, r"rate.?limit|too many requests|\b429\b|quota"),
         (
-            "auth",
+            ErrorClass.AUTH,
             r"unauthori[sz]ed|authentication|invalid api key|\b401\b|\b403\b|"
             r"not logged in|login required|credential",
         ),
         (
-            "context_overflow",
+            ErrorClass.CONTEXT_OVERFLOW,
             r"context (length|window)|prompt is too long|too many tokens|"
             r"maximum context",
         ),
         (
-            "invalid_args",
+            ErrorClass.INVALID_ARGS,
             r"unknown (option|argument|flag)|invalid argument|usage:|"
             r"unrecognized arguments",
         ),
         (
-            "provider_error",
+            ErrorClass.PROVIDER_ERROR,
             r"overloaded|internal server error|\b5\d\d\b|service unavailable|"
             r"bad gateway|upstream",
         ),
@@ -72,9 +60,9 @@ def classify(result: RunResult | None, error: str | None = None) -> str:
     """The error class of a failed run (``result`` None: the executor itself failed)."""
     if result is not None:
         if result.outcome == "timed_out":
-            return "timeout"
+            return ErrorClass.TIMEOUT
         if result.outcome == "cancelled":
-            return "cancelled"
+            return ErrorClass.CANCELLED
     text = " ".join(
         part
         for part in (
@@ -87,7 +75,7 @@ def classify(result: RunResult | None, error: str | None = None) -> str:
     for name, pattern in _PATTERNS:
         if pattern.search(text):
             return name
-    return "unknown"
+    return ErrorClass.UNKNOWN
 
 
 def failures_to_trip() -> int:

@@ -180,6 +180,12 @@ def review(
         except Exception:
             log.exception("could not remove the review checkout of %s", task.id)
     findings = parse_findings(result, reviewer.runtime)
+    _record(task, reviewer, started, head, result)
+    return CriticReport(findings=findings, reviewer=reviewer_body(reviewer))
+
+
+def _record(task: Task, reviewer: Agent, started: Any, head: str, result: RunResult) -> None:
+    """The review run, recorded as an execution of the reviewer on the task."""
     store.record_review_run(
         task.id,
         agent_id=reviewer.id,
@@ -195,7 +201,6 @@ def review(
         log=result.log_tail,
         pid=os.getpid(),
     )
-    return CriticReport(findings=findings, reviewer=reviewer_body(reviewer))
 
 
 def reviewer_body(reviewer: Agent) -> dict[str, Any]:

@@ -363,27 +363,21 @@ def run_agent(
         if run.accepted:
             abort_run(None, config, run)
         timed_out = isinstance(exc, GatewayTimedOut) and time.monotonic() >= deadline
-        return GatewayReply(
-            status="timeout" if timed_out else "error",
-            run_id=run.run_id if run.accepted else None,
-            error=exc.detail,
-            session_key=run.session_key,
-            tokens_out=run.tokens_out,
-            model=run.model,
-        )
+        status = "timeout" if timed_out else "error"
+        return _unfinished(run, status, exc.detail, run.run_id if run.accepted else None)
     if cancel is not None and cancel.is_set():
-        return GatewayReply(
-            status="cancelled",
-            run_id=run.run_id,
-            error=f"cancelled; {outcome}",
-            session_key=run.session_key,
-            tokens_out=run.tokens_out,
-            model=run.model,
-        )
+        return _unfinished(run, "cancelled", f"cancelled; {outcome}", run.run_id)
+    late = f"openclaw run timed out after {watchdog_s:g}s; {outcome}"
+    return _unfinished(run, "timeout", late, run.run_id)
+
+
+def _unfinished(run: AgentRun, status: str, error: str, run_id: str | None) -> GatewayReply:
+    """A run that did not end in the gateway's final answer: with the usage it
+    streamed so far."""
     return GatewayReply(
-        status="timeout",
-        run_id=run.run_id,
-        error=f"openclaw run timed out after {watchdog_s:g}s; {outcome}",
+        status=status,
+        run_id=run_id,
+        error=error,
         session_key=run.session_key,
         tokens_out=run.tokens_out,
         model=run.model,

@@ -4,7 +4,7 @@ A remote worker submits a file-mutating task with its pushed branch
 (:func:`worktrees.intake.submit`, ``POST /api/board/tasks/{id}/submit``); the
 commit enqueues :func:`take_in` as a django-q2 task, so the git and judge work is
 off the request path. :func:`take_in` then does what the local executor does
-after a run (:meth:`executor.runner.Executor._land`), on the server, under the
+after a run (:func:`executor.settle.land`), on the server, under the
 claim the worker submitted with:
 
 fetch the branch into the registered repository → the task's checkout
@@ -34,9 +34,10 @@ from board import store
 from board.models import ExecutionProcess, Task, Verdict
 from core import registry, server_commands
 from core.errors import ClawbooError
-from executor import judge
-from executor.runner import heartbeat_seconds, write_run_handoff
+from executor import settle
+from executor.runner import heartbeat_seconds
 from executor.runtimes.base import Outcome, RunResult
+from executor.settle import write_run_handoff
 from worktrees import intake
 from worktrees import service as worktree_service
 from worktrees.locks import path_lock
@@ -105,29 +106,21 @@ def _take_in(task: Task, repo_path: str) -> dict[str, Any]:
         # retried: only an operator's approval changes the answer.
         return _failed(task, refusal, ticket, retry=False)
     try:
-        action = _judged_already(task, str(record.get("submitted_at") or ""))
-        verdict: str | None = task.verdict if action else None
-        if action is None:
+        already = _judged_already(task, str(record.get("submitted_at") or ""))
+        if already is None:
             # The run's handoff, as the local executor writes it after a run: the
             # next attempt, on any host and runtime, resumes from it.
             write_run_handoff(worktree, agent, _submitted_run(task, output))
-            judged = judge.judge(
-                task,
-                agent,
-                ticket,
-                worktree,
-                repo_path=repo_path,
-                heartbeat_s=heartbeat_seconds(),
-            )
-            action, verdict = judged.action, judged.verdict
-        if action == "review":
-            # Fenced like the local executor's: a claim lost meanwhile settles nothing.
-            if store.renew_lease(task.id, ticket).declined:
-                store.set_intake_state(task.id, "lost")
-                return {"result": "lost"}
-            settled = worktree_service.complete(task.id, checkpoint=True)
+        judged = None if already is None else settle.Landing(already, task.verdict)
+        landing = settle.land(task, agent, ticket, worktree, repo_path, heartbeat_seconds(), judged)
+        action = landing.action
+        if landing.landed is not None:
             store.set_intake_state(task.id, "review")
-            return {"result": "review", "worktree": settled["result"], "verdict": verdict}
+            result = landing.landed["result"]
+            return {"result": "review", "worktree": result, "verdict": landing.verdict}
+        if landing.fenced:
+            store.set_intake_state(task.id, "lost")
+            return {"result": "lost"}
     except ClawbooError as exc:
         # A refusal that running again would only repeat (a database outage is not
         # one: it propagates, and the intake stays pending for the recovery pass).
@@ -137,7 +130,7 @@ def _take_in(task: Task, repo_path: str) -> dict[str, Any]:
         # Back to its builder: the claim's own span again, not the intake's.
         store.renew_lease(task.id, ticket, lease_ms=record.get("lease_ms"))
     store.set_intake_state(task.id, action)
-    return {"result": action, "verdict": verdict}
+    return {"result": action, "verdict": landing.verdict}
 
 
 def _submitted_run(task: Task, output: dict[str, Any]) -> RunResult:

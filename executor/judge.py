@@ -195,24 +195,42 @@ def judge(
         return Judgement("review", verdict)
     fix = _fix_for_gate(gate.gate) if not gate.passed else _fix_for_findings(findings)
     evidence = gate.evidence if not gate.passed else fix.why
+    detail = judgement.detail(gate.gate, findings, reviewer, attempts)
+    return _send_back(task, agent, ticket, worktree, fix, evidence, detail, cycles)
+
+
+def _send_back(
+    task: Task,
+    agent: Agent,
+    ticket: str,
+    worktree: Path,
+    fix: FixRequest,
+    evidence: str,
+    detail: dict[str, Any],
+    cycles: int,
+) -> Judgement:
+    """A run the judge did not pass: back to its builder to fix, while the loop has
+    rounds left; else settled with its debt (blocked, one notification)."""
+    attempts = detail.get("attempts") or []
     if cycles < max_fix_cycles():
-        detail = {
-            **judgement.detail(gate.gate, findings, reviewer, attempts),
-            "fix_cycles": cycles + 1,
-        }
         write_fix_context(worktree, agent, fix)
         checkouts.commit_worktree_work(worktree, task.id)
         sent = store.send_back_for_fix(
-            task.id, ticket, evidence=evidence, detail=detail, feedback=fix.as_text()
+            task.id,
+            ticket,
+            evidence=evidence,
+            detail={**detail, "fix_cycles": cycles + 1},
+            feedback=fix.as_text(),
         )
         return Judgement("lost" if sent.declined else "fix", Verdict.FAIL)
-    detail = {**judgement.detail(gate.gate, findings, reviewer, attempts), "fix_cycles": 0}
     notes = (
         f"completed with debt after {len(attempts)} attempt(s): {fix.what}.\n"
         f"{fix.why}\nWhat is left: {fix.how_to_fix}"
     )
     checkouts.commit_worktree_work(worktree, task.id)
-    settled = store.settle_with_debt(task.id, ticket, evidence=evidence, detail=detail, notes=notes)
+    settled = store.settle_with_debt(
+        task.id, ticket, evidence=evidence, detail={**detail, "fix_cycles": 0}, notes=notes
+    )
     return Judgement("lost" if settled.declined else "debt", Verdict.COMPLETED_WITH_DEBT)
 
 

@@ -16,13 +16,13 @@ local executor does, not a server round-trip later.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
 from board.money import MILLICENTS_PER_CENT, cents_of
+from executor.runtimes.base import UsageSoFar
 
 if TYPE_CHECKING:
     from board.store.spend import Usage
@@ -31,24 +31,8 @@ PER = Decimal(1_000_000)
 RATE_KEYS = ("in", "out", "cache_read", "cache_write")
 
 
-@dataclass(frozen=True)
-class Tokens:
-    """A runtime's usage report: counts (None: not reported), its price, its model."""
-
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cache_read: int | None = None
-    cache_write: int | None = None
-    cost_cents: int | None = None
-    model: str | None = None
-    # The runtime's own price to the thousandth of a cent, when it gives one finer
-    # than cents (Claude Code's total_cost_usd): wins over ``cost_cents``.
-    cost_millicents: int | None = None
-
-    @property
-    def reported_any(self) -> bool:
-        counts = (self.tokens_in, self.tokens_out, self.cache_read, self.cache_write)
-        return any(count is not None for count in counts)
+# A runtime's usage report: its counts (None: not reported), its price, its model.
+Tokens = UsageSoFar
 
 
 def price_table() -> Mapping[str, Any]:
@@ -132,6 +116,18 @@ def running_cents(tokens: Tokens, rates: Mapping[str, Any] | None) -> int | None
     if rates is None or not tokens.reported_any:
         return None
     return cents_at(tokens, rates)
+
+
+def ceiling_reached(cents: int | None, ceiling: int | None, how: str) -> str | None:
+    """Why a run that cost ``cents`` so far (``how`` it was known) must stop at its
+    ``ceiling``, or None: the one wording, for local and remote runs alike."""
+    if ceiling is None or cents is None or cents < ceiling:
+        return None
+    return (
+        f"stopped: the run cost {cents}¢ ({how}), "
+        f"reaching its ceiling of {ceiling}¢ (max_run_cents); raise max_run_cents "
+        "(or split the task) and move it back to todo to run it again"
+    )
 
 
 def usage_of(tokens: Tokens) -> Usage:

@@ -14,34 +14,18 @@ reports and close reach them through the API (:mod:`executor.api`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from board import store
 from board.store import spend as spend_store
+from executor import pricing
+from executor.attempt import Stop
 
-
-@dataclass(frozen=True)
-class Stop:
-    """Why a run must stop for spend; ``ceiling``: at its own ``max_run_cents`` (the
-    task is then blocked), else a paused cap budget (the task goes back to todo)."""
-
-    why: str
-    ceiling: bool = False
-
-    def __str__(self) -> str:
-        return self.why
+__all__ = ["Stop", "ceiling_reached", "record", "settle_stop"]
 
 
 def ceiling_reached(usage: spend_store.Usage, ceiling: int | None) -> Stop | None:
     """Why a run that cost ``usage`` so far must stop at its ceiling, or None."""
-    if ceiling is None or usage.cost_cents < ceiling:
-        return None
-    return Stop(
-        f"stopped: the run cost {usage.cost_cents}¢ ({usage.cost_status}), "
-        f"reaching its ceiling of {ceiling}¢ (max_run_cents); raise max_run_cents "
-        "(or split the task) and move it back to todo to run it again",
-        ceiling=True,
-    )
+    why = pricing.ceiling_reached(usage.cost_cents, ceiling, usage.cost_status)
+    return None if why is None else Stop(why, ceiling=True)
 
 
 def record(execution_id: int, usage: spend_store.Usage, ceiling: int | None) -> Stop | None:

@@ -205,14 +205,7 @@ def run_executor(routine: Routine, agent: Agent, task: Task, ticket: str) -> Non
 # paused or unhealthy; a cap budget is spent; it is routed to another agent) leaves
 # the task on the board, where the executor's workers take it once they may: the
 # fire is satisfied, and the routine does not halt in error.
-WAITS_ON_THE_BOARD = (
-    "conflict",
-    "approval_required",
-    "limit_reached",
-    "agent_paused",
-    "budget_paused",
-    "not_routed",
-)
+WAITS_ON_THE_BOARD = board_store.WAITS_ON_THE_BOARD
 
 
 def dispatch_one_shot(routine: Routine, agent: Agent, task: Task, slot_at: int) -> DispatchResult:

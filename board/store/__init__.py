@@ -18,8 +18,12 @@ from board.store.approvals import (
 )
 from board.store.approvals import decide as decide_approval
 from board.store.claims import (
+    CLAIM_NEXT_REFUSALS,
+    CLAIM_REFUSALS,
     DISPATCH_ORDER,
     MAX_ABANDONMENTS,
+    REFUSALS,
+    WAITS_ON_THE_BOARD,
     ClaimResult,
     claim,
     claim_next,
@@ -142,6 +146,10 @@ from board.store.workspaces import (
 )
 
 __all__ = [
+    "CLAIM_NEXT_REFUSALS",
+    "CLAIM_REFUSALS",
+    "REFUSALS",
+    "WAITS_ON_THE_BOARD",
     "APPROVAL_DECISIONS",
     "NEEDS_APPROVAL",
     "awaiting_filter",

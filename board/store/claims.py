@@ -73,20 +73,12 @@ from board.store.ready import (
 from board.store.tickets import Ticket, WriteOutcome, claim_standing, declined, recorded
 from board.transitions import Status
 from core import storage
+from core.api.errors import status_for
 from core.errors import ClawbooError, ValidationFailed
 from core.models import Agent, AgentState, Team
 
 MAX_ABANDONMENTS = 3  # seed 001: fixed, separate from max_attempts
 ABANDONED_ERROR = "abandoned: its lease lapsed {n} times without renewal"
-
-
-# The exception each refusal raises at the API (one type per refusal).
-_REFUSAL_ERRORS: dict[str, type[ClawbooError]] = {
-    "agent_paused": AgentPaused,
-    "not_routed": NotRouted,
-    "limit_reached": LimitReached,
-    "approval_required": ApprovalRequired,
-}
 
 
 @dataclass(frozen=True)
@@ -107,16 +99,15 @@ class ClaimResult:
 
     def raise_for_outcome(self, task_id: str) -> ClaimResult:
         """The refusal as the one exception type per outcome (for the API)."""
-        if self.outcome == "not_found":
+        if self.outcome == TaskNotFound.code:
             raise TaskNotFound(task_id)
         if self.refusal is not None:
             raise self.refusal
-        if self.outcome == "conflict":
-            raise ClaimConflict(
-                "the task is not claimable: someone else holds it, or it is not ready"
-            )
-        if self.outcome in _REFUSAL_ERRORS:
-            raise _REFUSAL_ERRORS[self.outcome](self.detail, task_id=task_id)
+        for row in REFUSALS:
+            if row.code == self.outcome:
+                raise row.error(
+                    self.detail, **({} if row.error is ClaimConflict else {"task_id": task_id})
+                )
         return self
 
 
@@ -373,24 +364,51 @@ def _conflict(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | Non
     return "the task is not claimable: someone else holds it, or it is not ready"
 
 
-REFUSALS: tuple[tuple[str, RefusalCheck], ...] = (
-    ("not_found", _not_found),
-    ("agent_paused", _agent_paused),
-    ("budget_paused", _budget_paused),
-    ("not_routed", _not_routed),
-    ("limit_reached", _limit_reached),
-    ("approval_required", _approval_required),
-    ("conflict", _conflict),
+@dataclass(frozen=True)
+class Refusal:
+    """One way a claim takes nothing: the exception it raises at the API (whose
+    ``code`` is the claim's outcome, and maps to its HTTP status in
+    :mod:`core.api.errors`), its check, whether claim-next answers it (the others are
+    of one named task), and whether whoever asked waits on the board for it to pass
+    (a worker, a routine's fire) rather than give up."""
+
+    error: type[ClawbooError]
+    check: RefusalCheck
+    next: bool = False
+    waits: bool = True
+
+    @property
+    def code(self) -> str:
+        return self.error.code
+
+    @property
+    def status(self) -> int:
+        return status_for(self.code)
+
+
+REFUSALS: tuple[Refusal, ...] = (
+    Refusal(TaskNotFound, _not_found, waits=False),
+    Refusal(AgentPaused, _agent_paused, next=True),
+    Refusal(BudgetPaused, _budget_paused, next=True),
+    Refusal(NotRouted, _not_routed),
+    Refusal(LimitReached, _limit_reached),
+    Refusal(ApprovalRequired, _approval_required),
+    Refusal(ClaimConflict, _conflict),
 )
+# The codes of the table's rows, for the claim views' documented errors.
+CLAIM_REFUSALS = tuple(row.code for row in REFUSALS)
+CLAIM_NEXT_REFUSALS = tuple(row.code for row in REFUSALS if row.next)
+# What a fire whose claim was refused leaves on the board for the workers.
+WAITS_ON_THE_BOARD = tuple(row.code for row in REFUSALS if row.waits)
 
 
 def _diagnose(task_id: str, claimer: Claimer, blocks: _Blocks) -> _Refusal:
     task = Task.objects.filter(pk=task_id).first()
-    for code, check in REFUSALS:
-        detail = check(task, claimer, blocks)
+    for row in REFUSALS:
+        detail = row.check(task, claimer, blocks)
         if detail is not None:
-            error = blocks.budget if code == "budget_paused" else None
-            return _Refusal(code, detail, error)
+            error = blocks.budget if row.error is BudgetPaused else None
+            return _Refusal(row.code, detail, error)
     raise AssertionError("conflict always holds")
 
 
@@ -559,7 +577,7 @@ def claim_next(
     def run() -> Task | _Refusal | None:
         claimer = _gate(agent, rt)
         if claimer.paused is not None:
-            return _Refusal("agent_paused", claimer.paused)
+            return _Refusal(AgentPaused.code, claimer.paused)
         scope = teams
         if claimer.team_id is not None:
             # An agent takes only its own team's work.
@@ -575,7 +593,7 @@ def claim_next(
         try:
             passed = spend.cap_exclusions(agent, scope) if claimer.caps else None
         except BudgetPaused as paused:
-            return _Refusal("budget_paused", paused.detail, paused)
+            return _Refusal(BudgetPaused.code, paused.detail, paused)
         scoped = scope if passed is None else passed.teams
         excluded = [] if passed is None else passed.task_ids
         sql = _CLAIM_NEXT_SQL[vendor, dispatcher, scoped is not None, bool(excluded)]
@@ -628,7 +646,7 @@ def _held_back(
     try:
         spend.cap_refusal(task, agent_id)
     except BudgetPaused as paused:
-        return _Refusal("budget_paused", paused.detail, paused)
+        return _Refusal(BudgetPaused.code, paused.detail, paused)
     return None
 
 

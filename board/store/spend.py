@@ -44,8 +44,6 @@ from core.errors import ValidationFailed
 from core.models import Agent
 from core.server_commands import runs_on_server
 
-# 80 %: the warning crossing.
-WARN_PERCENT = 80
 MAX_CENTS = 2**53
 
 
@@ -237,7 +235,7 @@ def _notice_crossings(budget: Budget, at: dt.datetime) -> None:
     only the first sees the crossing unrecorded.
     """
     spent, limit = budget.spent_cents, budget.limit_cents
-    if not budget.warned and spent * 100 >= limit * WARN_PERCENT:
+    if not budget.warned and budget.warns_at(spent):
         budget.warned = True
         _event(budget, "budget_warning", at)
     if not budget.exhausted and spent >= limit:
@@ -621,7 +619,7 @@ def update_budget(budget_id: int, fields: dict[str, Any], team_id: str | None = 
         if "limit_cents" in clean:
             # A limit raised above the spend re-arms its crossings.
             spent, limit = budget.spent_cents, budget.limit_cents
-            budget.warned = budget.warned and spent * 100 >= limit * WARN_PERCENT
+            budget.warned = budget.warned and budget.warns_at(spent)
             budget.exhausted = budget.exhausted and spent >= limit
             budget.pause_at_cents = None
         _settle_state(budget, at)

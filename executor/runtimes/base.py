@@ -10,6 +10,7 @@ the ``human`` seam, which refuses to run at all (:class:`HumanWorkRequired`).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -105,7 +106,10 @@ class RunRequest:
 
 @dataclass(frozen=True)
 class UsageSoFar:
-    """A run's running usage totals as its stream reported them (None: not reported)."""
+    """A run's usage as its runtime reported it: running totals while it streams, or
+    its end's (None: not reported). The one usage value of a run, from the runtime's
+    report to the board's write: priced by :func:`executor.pricing.usage_of`, sent
+    over the API as :meth:`as_body`."""
 
     tokens_in: int | None = None
     tokens_out: int | None = None
@@ -115,6 +119,18 @@ class UsageSoFar:
     model: str | None = None
     # The runtime's price to the thousandth of a cent (finer than ``cost_cents``).
     cost_millicents: int | None = None
+
+    @property
+    def reported_any(self) -> bool:
+        counts = (self.tokens_in, self.tokens_out, self.cache_read, self.cache_write)
+        return any(count is not None for count in counts)
+
+    def as_body(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# The usage numbers a report carries (``model`` names what they were spent on).
+USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(UsageSoFar) if f.name != "model")
 
 
 @dataclass
@@ -139,6 +155,10 @@ class RunResult:
     @property
     def succeeded(self) -> bool:
         return self.outcome is Outcome.SUCCEEDED
+
+    @property
+    def usage(self) -> UsageSoFar:
+        return UsageSoFar(**{name: getattr(self, name) for name in (*USAGE_FIELDS, "model")})
 
 
 class HumanWorkRequired(NotImplementedError):

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from core.procs import die_with_parent
 from executor.runtimes.base import OutputCallback
@@ -89,22 +90,9 @@ def run_process(
     (missing file, not executable, bad cwd) comes back as ``launch_error``.
     """
     started = time.monotonic()
-    if not Path(cwd).is_dir():
-        # Popen would blame the program ("No such file") for a missing directory.
-        return ProcessRun(launch_error=f"working directory {cwd} does not exist")
-    try:
-        proc = subprocess.Popen(
-            list(argv),
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
-    except OSError as exc:
-        return ProcessRun(launch_error=f"could not start {argv[0]}: {exc}")
+    proc = _launch(argv, cwd, env)
+    if isinstance(proc, str):
+        return ProcessRun(launch_error=proc)
 
     # With start_new_session the child is its session's and group's leader.
     pgid = proc.pid
@@ -112,53 +100,10 @@ def run_process(
     stderr = _Tail(TAIL_LINES)
     run = ProcessRun()
     parser_errors = [0]
-
-    def parse(on_line: Callable[[str], None] | None, line: str) -> None:
-        if on_line is None:
-            return
-        try:
-            on_line(line)
-        except Exception as exc:
-            parser_errors[0] += 1
-            log.add(f"[clawboo] parser error: {exc!r}")
-
-    def read_stdout() -> None:
-        assert proc.stdout is not None
-        for raw in iter(proc.stdout.readline, b""):
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            log.add(line)
-            _call_quietly(on_output, "stdout", line)
-            parse(on_stdout_line, line)
-
-    def read_stderr() -> None:
-        assert proc.stderr is not None
-        for raw in iter(proc.stderr.readline, b""):
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            log.add(line)
-            stderr.add(line)
-            _call_quietly(on_output, "stderr", line)
-            parse(on_stderr_line, line)
-
-    readers = [
-        threading.Thread(target=read_stdout, name=f"stdout-{pgid}", daemon=True),
-        threading.Thread(target=read_stderr, name=f"stderr-{pgid}", daemon=True),
-    ]
-    for reader in readers:
-        reader.start()
-
-    deadline = started + max(timeout_s, 0.0)
-    while proc.poll() is None:
-        if cancel is not None and cancel.is_set():
-            run.cancelled = True
-            break
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            run.timed_out = True
-            break
-        try:
-            proc.wait(timeout=min(_POLL_S, remaining))
-        except subprocess.TimeoutExpired:
-            pass
+    readers = _start_readers(
+        proc, log, stderr, parser_errors, on_output, on_stdout_line, on_stderr_line
+    )
+    _wait_for_end(proc, run, started + max(timeout_s, 0.0), cancel)
 
     if run.cancelled or run.timed_out:
         stop_process_group(proc, pgid, grace_s)
@@ -179,6 +124,98 @@ def run_process(
     run.duration_s = time.monotonic() - started
     run.parser_errors = parser_errors[0]
     return run
+
+
+def _launch(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str]
+) -> subprocess.Popen[bytes] | str:
+    """The started process, in a session and group of its own; or why it could not
+    start (missing file, not executable, bad cwd)."""
+    if not Path(cwd).is_dir():
+        # Popen would blame the program ("No such file") for a missing directory.
+        return f"working directory {cwd} does not exist"
+    try:
+        return subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+    except OSError as exc:
+        return f"could not start {argv[0]}: {exc}"
+
+
+def _start_readers(
+    proc: subprocess.Popen[bytes],
+    log: _Tail,
+    stderr: _Tail,
+    parser_errors: list[int],
+    on_output: OutputCallback | None,
+    on_stdout_line: Callable[[str], None] | None,
+    on_stderr_line: Callable[[str], None] | None,
+) -> list[threading.Thread]:
+    """One thread per pipe: every line to the log's tail and ``on_output``, and to
+    its parser (whose errors are counted and noted, never raised)."""
+
+    def parse(on_line: Callable[[str], None] | None, line: str) -> None:
+        if on_line is None:
+            return
+        try:
+            on_line(line)
+        except Exception as exc:
+            parser_errors[0] += 1
+            log.add(f"[clawboo] parser error: {exc!r}")
+
+    def read(
+        stream: IO[bytes], name: str, tail: _Tail | None, on_line: Callable[[str], None] | None
+    ) -> None:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            log.add(line)
+            if tail is not None:
+                tail.add(line)
+            _call_quietly(on_output, name, line)
+            parse(on_line, line)
+
+    assert proc.stdout is not None and proc.stderr is not None
+    readers = [
+        threading.Thread(
+            target=read, args=(proc.stdout, "stdout", None, on_stdout_line),
+            name=f"stdout-{proc.pid}", daemon=True,
+        ),
+        threading.Thread(
+            target=read, args=(proc.stderr, "stderr", stderr, on_stderr_line),
+            name=f"stderr-{proc.pid}", daemon=True,
+        ),
+    ]  # fmt: skip
+    for reader in readers:
+        reader.start()
+    return readers
+
+
+def _wait_for_end(
+    proc: subprocess.Popen[bytes],
+    run: ProcessRun,
+    deadline: float,
+    cancel: threading.Event | None,
+) -> None:
+    """Wait for the process to exit, to be cancelled or to pass its deadline."""
+    while proc.poll() is None:
+        if cancel is not None and cancel.is_set():
+            run.cancelled = True
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            run.timed_out = True
+            return
+        try:
+            proc.wait(timeout=min(_POLL_S, remaining))
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def stop_process_group(proc: subprocess.Popen[bytes], pgid: int, grace_s: float) -> None:

@@ -14,8 +14,9 @@ from board.checks import check_lease_ms
 from core import server_commands, wakeups
 from core.errors import ClawbooError
 from core.models import Agent, MachineToken
-from executor.runner import WorkReport, work_loop
+from executor.runner import WorkReport
 from executor.runtimes import capabilities
+from executor.workers import work_loop
 
 
 class Command(BaseCommand):

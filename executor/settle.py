@@ -1,0 +1,176 @@
+"""How a run's end is settled, told once: classify → close → spend stop or breaker →
+judge → land or send back.
+
+:func:`close_run` is a run's end on the board, wherever it ran: the local executor
+calls it in process (:mod:`executor.runner`), a remote worker's ``…/close`` reaches
+it through the API (:class:`executor.api.ExecutionCloseView`). :func:`land` is what
+follows a run that succeeded in a worktree: the judge, then review -- or the fix
+loop or the debt path the judge recorded -- for a local run here, for a remote
+worker's pushed branch in the server's intake (:mod:`executor.intake`). A new rule
+of how a run ends is added here, in its place in that order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from board import store
+from board.models import Task
+from board.runs import ErrorClass
+from core.models import Agent
+from executor import breakers, judge, pricing, spending
+from executor.attempt import Stop
+from executor.runtimes import RunResult
+from worktrees import handoff
+from worktrees import service as worktree_service
+
+LOG_TAIL = 64_000
+
+
+@dataclass(frozen=True)
+class Run:
+    """The run being settled: its task, claim, agent and execution."""
+
+    task_id: str
+    ticket: str
+    agent_id: str
+    execution_id: int | None
+
+
+def close(
+    run: Run,
+    outcome: str,
+    result: RunResult | None,
+    *,
+    error: str | None = None,
+    error_class: str | None = None,
+    git_before: str | None = None,
+    git_after: str | None = None,
+) -> None:
+    """Close the run's execution with its outcome, final usage and output tail."""
+    if run.execution_id is None:
+        return
+    usage = pricing.usage_of(result.usage).__dict__ if result is not None else {}
+    store.close_execution(
+        run.execution_id,
+        outcome,
+        git_before=git_before,
+        error_class=error_class,
+        **usage,
+        git_after=git_after,
+        exit_code=result.exit_code if result else None,
+        error=error,
+        log=(result.log_tail or "")[-LOG_TAIL:] if result else None,
+        native_session_id=result.native_session_id if result else None,
+    )
+
+
+def close_run(
+    run: Run,
+    result: RunResult,
+    *,
+    stop: Stop | None = None,
+    error: str | None = None,
+    fail_task: bool = True,
+    count_success: bool = False,
+    git_before: str | None = None,
+    git_after: str | None = None,
+) -> str:
+    """A run's end: a run stopped for spend (``stop`` says why) is closed
+    ``cancelled`` with ``error_class: budget`` and its task blocked (at its ceiling)
+    or sent back (a paused cap budget) with the one comment; a failed one is
+    classified, closed, its task failed (``fail_task``: a remote worker sends its
+    fail itself) and counted by the agent's breaker -- after
+    the fail, which a tripped breaker would otherwise hand back first. A succeeded
+    one is closed (and counted when ``count_success``; a local run counts it once
+    landed). Returns the error class ("" for a success)."""
+    git = {"git_before": git_before, "git_after": git_after}
+    if stop is not None:
+        close(run, "cancelled", result, error=stop.why, error_class=ErrorClass.BUDGET, **git)
+        spending.settle_stop(run.task_id, run.ticket, stop)
+        return ErrorClass.BUDGET
+    outcome = str(result.outcome)
+    if outcome == "succeeded":
+        close(run, outcome, result, error=error, **git)
+        if count_success:
+            breakers.after_run(run.agent_id, failed=False)
+        return ""
+    error_class = breakers.classify(result, error)
+    close(run, outcome, result, error=error, error_class=error_class, **git)
+    counted = breakers.counts(error_class)
+    if fail_task:
+        # A failure the breaker counts is the agent's: the task goes back to todo.
+        message = error or f"run {outcome}"
+        store.fail(run.task_id, message, ticket=run.ticket, if_allowed=True, retry=counted)
+    breakers.after_run(run.agent_id, failed=counted, detail=error or outcome)
+    return error_class
+
+
+@dataclass(frozen=True)
+class Landing:
+    """What the judge and the landing made of a run: ``review`` (``landed`` is the
+    worktree's completion), ``fix`` or ``debt`` (the judge recorded it), or ``lost``
+    (the claim moved on: nothing settled)."""
+
+    action: str
+    verdict: str | None
+    landed: dict[str, Any] | None = None
+    fenced: bool = False  # lost at the fence after the judge (its work not yet saved)
+
+
+def land(
+    task: Task,
+    agent: Agent,
+    ticket: str,
+    worktree: Path,
+    repo_path: str | None,
+    heartbeat_s: float,
+    judged: Landing | None = None,
+) -> Landing:
+    """Judge the run's work in its worktree (unless ``judged`` says what the judge
+    decided before a crash), then land it for review -- fenced: a claim lost
+    meanwhile settles nothing -- or leave it to the fix or debt path the judge
+    recorded."""
+    if judged is None:
+        verdict = judge.judge(
+            task, agent, ticket, worktree, repo_path=repo_path, heartbeat_s=heartbeat_s
+        )
+        judged = Landing(verdict.action, verdict.verdict)
+    if judged.action != "review":
+        return judged
+    if store.renew_lease(task.id, ticket).declined:
+        return Landing("lost", judged.verdict, fenced=True)
+    # Retained work is checkpointed on its branch; work cleaned up is not.
+    landed = worktree_service.complete(task.id, checkpoint=True)
+    return Landing("review", judged.verdict, landed)
+
+
+def write_run_handoff(cwd: Path, agent: Agent, result: RunResult) -> None:
+    """A run's handoff in its worktree (local, or a remote run's taken in on the
+    server): the runtime's own if it wrote one this run; else ours."""
+    existing = handoff.read_handoff(cwd)
+    if existing is not None and existing.get("runtime") == agent.runtime:
+        if result.native_session_id and not existing.get("nativeSessionId"):
+            existing["nativeSessionId"] = result.native_session_id
+            # A field the reader had to drop is not written back; the writer is.
+            existing.setdefault("handoffFrom", agent.display_name)
+            handoff.write_handoff(cwd, existing)
+        return
+    ok = result.outcome == "succeeded"
+    doc: dict[str, Any] = {
+        "handoffFrom": agent.display_name,
+        "runtime": agent.runtime,
+        "timestamp": dt.datetime.now(dt.UTC).isoformat(),
+        "completedSubtasks": [result.summary[:2000]] if ok and result.summary else [],
+        "brokenOrUnverified": [] if ok else [(result.error or result.outcome)[:2000]],
+        "nextBestStep": "verify and review the change"
+        if ok
+        else "fix what broke, then re-run ./init.sh",
+        "warnings": [],
+    }
+    if result.native_session_id:
+        doc["nativeSessionId"] = result.native_session_id
+    handoff.write_handoff(cwd, doc)
