@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from executor.remote import Api, ApiError, Revoked
+from executor.rest import Api, ApiError, Revoked
 
 LOGIN_PATH = "/api/auth/token"
 COMMANDS = ("login", "logout", "whoami", "task", "review", "approvals", "watch")
