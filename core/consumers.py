@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from core import events, runlogs
+from core import events, runlogs, wakeups
 from core.checks import ID_PATTERN
 from core.live import frames_for, group_name
 
@@ -31,10 +31,14 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 REPLAY_BATCH = 500
 SEQ_MAX = 2**62  # sequences are BIGINT
-# A channel layer may drop frames when a client's queue is full; a cheap periodic
-# look at the log's head (one per team and process, see _TeamTail) delivers anything
-# that was dropped with nothing after it.
+# A channel layer may drop frames when a client's queue is full, and with no shared
+# layer (the default: no Redis) a change another process wrote (a worker, the
+# cluster) reaches no layer of this one. The log's head (one look per team and
+# process, see _TeamTail) delivers both: looked at when the database says it changed
+# (core.wakeups: an in-memory counter read every TAIL_WAKE_SECONDS, no query), and
+# every TAIL_CHECK_SECONDS whatever it says.
 TAIL_CHECK_SECONDS = 3.0
+TAIL_WAKE_SECONDS = 0.1
 # Open board sockets of this process, by team (the websocket-clients gauge of /metrics).
 connected: Counter[str] = Counter()
 
@@ -77,8 +81,9 @@ LOG_BEHIND_MAX = 1024 * 1024
 
 class _TeamTail:
     """This process's consumers of one team (on one event loop) and the one look at
-    the team's log head every TAIL_CHECK_SECONDS that serves them all: a consumer
-    behind the head catches up from the log. One query per team, not per client."""
+    the team's log head that serves them all: a consumer behind the head catches up
+    from the log. One query per team, not per client, made when a write to the board
+    has committed in any process, or TAIL_CHECK_SECONDS after the last."""
 
     def __init__(self, team: str) -> None:
         self.team = team
@@ -86,8 +91,15 @@ class _TeamTail:
         self.task: asyncio.Task[None] | None = None
 
     async def watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        changes = wakeups.seen(wakeups.BOARD)
+        looked = loop.time()
         while True:
-            await asyncio.sleep(TAIL_CHECK_SECONDS)
+            await asyncio.sleep(TAIL_WAKE_SECONDS)
+            now = wakeups.seen(wakeups.BOARD)
+            if now == changes and loop.time() - looked < TAIL_CHECK_SECONDS:
+                continue
+            changes, looked = now, loop.time()
             try:
                 head = await _latest(self.team)
                 behind = [c for c in self.consumers if head > c.last_seq]
