@@ -22,6 +22,7 @@ from core import registry
 from core.models import Agent
 from executor import gateway
 from executor.runtimes import RunRequest, adapter_for, capabilities
+from executor.runtimes.base import executable_missing
 from executor.runtimes.oneshot import OneShotCliAdapter, SettingsError, child_environment
 
 VERSION_TIMEOUT_S = 20.0
@@ -69,7 +70,7 @@ def _probe_cli(adapter: OneShotCliAdapter, agent: Agent) -> Health:
         env = child_environment(request)
         path = adapter.locate(name, request, env)
         if path is None:
-            return Health(False, f"{name} not found on PATH")
+            return Health(False, executable_missing(name))
         if agent.runtime == "command" or not version_probe():
             return Health(True, path)  # argv[0] resolving is a command agent's preflight
         return _version(path, env)

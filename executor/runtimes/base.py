@@ -11,6 +11,7 @@ the ``human`` seam, which refuses to run at all (:class:`HumanWorkRequired`).
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -238,6 +239,13 @@ def start_run(
 ) -> RunHandle:
     """Start ``adapter.run(request)`` in a thread and return its handle."""
     return RunHandle(adapter, request, on_output)
+
+
+def executable_missing(name: str) -> str:
+    """Why ``name`` could not be run: a path that names no file is not a PATH lookup."""
+    if os.sep in name:
+        return f"no such file: {name}"
+    return f"{name} not found on PATH"
 
 
 def usd_to_millicents(usd: object) -> int | None:

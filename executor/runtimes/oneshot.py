@@ -26,6 +26,7 @@ from executor.runtimes.base import (
     RunResult,
     RuntimeAdapter,
     UsageSoFar,
+    executable_missing,
 )
 from executor.runtimes.process import ProcessRun, run_process
 
@@ -116,7 +117,7 @@ class OneShotCliAdapter(RuntimeAdapter):
                 name = self.executable_name(request)
                 executable = self.locate(name, request, env)
                 if executable is None:
-                    return RunResult(outcome=Outcome.FAILED, error=f"{name} not found on PATH")
+                    return RunResult(outcome=Outcome.FAILED, error=executable_missing(name))
                 argv = self.build_argv(request, executable, scratch)
                 self.prepare_run(request, scratch, env)
             except SettingsError as exc:

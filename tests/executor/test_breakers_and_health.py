@@ -96,9 +96,10 @@ def test_an_agent_whose_binary_is_missing_claims_nothing_until_it_is_installed(
 
     refused = executor.work_once()
 
-    assert refused.outcome == "refused" and "not found" in (refused.error or "")
+    # An absolute argv[0] is not looked up on PATH: the detail says the file is missing.
+    assert refused.outcome == "refused" and f"no such file: {binary}" in (refused.error or "")
     agent = Agent.objects.get(pk="ada")
-    assert agent.dispatch_state == "unhealthy" and "not found" in agent.health_detail
+    assert agent.dispatch_state == "unhealthy" and "no such file" in agent.health_detail
     assert store.claim(ids[0], "ada").outcome == "agent_paused"
     assert set(Task.objects.values_list("status", flat=True)) == {"todo"}
 

@@ -107,6 +107,16 @@ def test_a_program_not_on_path_is_a_clear_failed_result(
     assert result.error == "no-such-tool not found on PATH"
 
 
+def test_an_absolute_program_that_does_not_exist_is_no_such_file_not_a_path_lookup(
+    tmp_path: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    missing = str(tmp_path / "bin" / "no-such-tool")
+    result = adapter_for("command").run(make_request(settings={"argv": [missing]}))
+
+    assert result.outcome is Outcome.FAILED
+    assert result.error == f"no such file: {missing}"
+
+
 def test_missing_argv_setting_is_a_failed_result_not_a_crash(
     make_request: Callable[..., RunRequest],
 ) -> None:
