@@ -445,8 +445,10 @@ class TransitionView(APIView):
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
-        visible_task(request.user, task_id)
+        task = visible_task(request.user, task_id)
         body = json_object(request, TransitionBody)
+        if principal(request).agent_side:
+            _agent_side_move(request, task, body["to"])
         agent = body.get("agent_id")
         task = store.transition(
             task_id,
@@ -457,6 +459,29 @@ class TransitionView(APIView):
             actor=request.user.get_username(),
         )
         return Response(task_body(task))
+
+
+def _agent_side_move(request: Request, task: Any, to: Any) -> None:
+    """The agent side moves only its own work (GOVERNANCE §6): a claim from ``todo``
+    (the claim statement's gate: route, limits, budgets, approval) or a task its own
+    agent holds to ``in_review`` or ``blocked``. Taking back a blocked or reviewed
+    task is a person's: a run stopped at its ceiling is never retried by itself
+    (§3), and work in review is a person's to send back. The table
+    (``core.roles``) has already refused ``done``, ``todo``, ``backlog`` and
+    ``cancelled``."""
+    if to == task.status:
+        return  # a no-op, as for anyone
+    if to == Status.IN_PROGRESS and task.status != Status.TODO:
+        roles.refuse_agent_side(principal(request), f"{operation(request)} from {task.status}")
+    if to != Status.IN_PROGRESS:
+        if task.assignee_agent_id is None or task.status not in (
+            Status.IN_PROGRESS,
+            Status.IN_REVIEW,
+        ):
+            roles.refuse_agent_side(
+                principal(request), f"{operation(request)} of work no agent of yours holds"
+            )
+        act_as_assignee(request, task)
 
 
 ApprovalDecisionBody = inline_serializer(

@@ -137,8 +137,10 @@ VERBS: tuple[Verb, ...] = (
     Verb(
         f"POST {_T}/transition",
         BUILDERS,
-        "move a task; to done, or with human_override, people only",
-        people_fields={"human_override": ANY, "to": ("done",)},
+        "move a task; the agent side only its own work to in_progress (from todo: the"
+        " claim), in_review or blocked; to done, todo, backlog or cancelled, or with"
+        " human_override, people only",
+        people_fields={"human_override": ANY, "to": ("done", "todo", "backlog", "cancelled")},
     ),
     Verb(f"POST {_T}/claim", BUILDERS, "claim a task"),
     Verb("POST /api/board/claim-next", BUILDERS, "claim the next ready task"),

@@ -1,0 +1,136 @@
+"""GOVERNANCE §6 and §3: the agent side moves only its own work. A run stopped at its
+ceiling (blocked) is never retried by itself, work in review is a person's to send
+back, and another agent's task is not the caller's to move -- through the board's
+generic move (``POST …/transition``) as through every other door. Each refusal is
+``403 person_required`` (or the assignee rule's ``forbidden``) and writes nothing;
+a person with their own credential makes the same moves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from board import store
+from board.models import Task
+from core import machines, registry
+from core.models import AgentToken
+from tests.api.conftest import fingerprint
+
+pytestmark = pytest.mark.django_db
+
+
+def client(key: str) -> APIClient:
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    api.default_format = "json"
+    return api
+
+
+@pytest.fixture
+def board(default_team: str) -> dict[str, Any]:
+    ada = get_user_model().objects.create_user(username="ada")
+    registry.add_member("default", ada)
+    for agent_id in ("near", "far"):
+        registry.create_agent(
+            id=agent_id,
+            display_name=agent_id.title(),
+            team="default",
+            runtime="command",
+            settings={"argv": ["true"]},
+            owner=ada,
+        )
+
+    def held_by(agent: str, title: str) -> tuple[str, str]:
+        task = store.create_task(title=title, file_mutating=False).task
+        claim = store.claim(task.id, agent, "command")
+        assert claim.outcome == "ok"
+        return task.id, claim.ticket
+
+    stopped, _ = held_by("near", "stopped at its ceiling")
+    store.transition(stopped, "blocked")
+    reviewed, ticket = held_by("near", "in review")
+    store.await_review(reviewed, ticket=ticket)
+    mine, _ = held_by("near", "mine, running")
+    theirs, _ = held_by("far", "far's, running")
+    ready = store.create_task(title="ready", file_mutating=False).task.id
+    _, machine_key = machines.mint("laptop", ["near"])
+    agent_key = AgentToken.objects.create(key=machines.new_key(), agent_id="near", user=ada).key
+    return {
+        "stopped": stopped,
+        "reviewed": reviewed,
+        "mine": mine,
+        "theirs": theirs,
+        "ready": ready,
+        "keys": {"agent key": agent_key, "machine token": machine_key},
+        "person": Token.objects.create(user=ada).key,
+    }
+
+
+REFUSED = [
+    # (task, body, the error code)
+    ("stopped", {"to": "todo"}, "person_required"),
+    ("stopped", {"to": "in_progress", "agent_id": "near"}, "person_required"),
+    ("reviewed", {"to": "in_progress", "agent_id": "near"}, "person_required"),
+    ("reviewed", {"to": "todo"}, "person_required"),
+    ("ready", {"to": "cancelled"}, "person_required"),
+    ("ready", {"to": "backlog"}, "person_required"),
+    ("ready", {"to": "blocked"}, "person_required"),
+    ("theirs", {"to": "blocked"}, "forbidden"),
+    ("theirs", {"to": "in_review"}, "forbidden"),
+]
+
+
+@pytest.mark.parametrize("credential", ["agent key", "machine token"])
+@pytest.mark.parametrize(("task", "body", "code"), REFUSED)
+def test_the_agent_side_moves_no_work_but_its_own_and_writes_nothing(
+    board: dict[str, Any], credential: str, task: str, body: dict[str, Any], code: str
+) -> None:
+    api = client(board["keys"][credential])
+    before = fingerprint()
+
+    answer = api.post(f"/api/board/tasks/{board[task]}/transition", body)
+
+    assert answer.status_code == 403, answer.json()
+    assert answer.json()["error"] == code
+    assert fingerprint() == before
+
+
+@pytest.mark.parametrize("credential", ["agent key", "machine token"])
+def test_the_agent_side_moves_its_own_held_work_and_claims_from_todo(
+    board: dict[str, Any], credential: str
+) -> None:
+    api = client(board["keys"][credential])
+
+    to_review = api.post(f"/api/board/tasks/{board['mine']}/transition", {"to": "in_review"})
+    claimed = api.post(
+        f"/api/board/tasks/{board['ready']}/transition", {"to": "in_progress", "agent_id": "near"}
+    )
+
+    assert to_review.status_code == 200, to_review.json()
+    assert claimed.status_code == 200, claimed.json()
+    statuses = dict(Task.objects.values_list("id", "status"))
+    assert statuses[board["mine"]] == "in_review"
+    assert statuses[board["ready"]] == "in_progress"
+
+
+def test_a_person_takes_back_a_stopped_task_and_sends_back_work_in_review(
+    board: dict[str, Any],
+) -> None:
+    api = client(board["person"])
+
+    retried = api.post(f"/api/board/tasks/{board['stopped']}/transition", {"to": "todo"})
+    sent_back = api.post(
+        f"/api/board/tasks/{board['reviewed']}/transition",
+        {"to": "in_progress", "agent_id": "near"},
+    )
+    cancelled = api.post(f"/api/board/tasks/{board['theirs']}/transition", {"to": "cancelled"})
+
+    assert [r.status_code for r in (retried, sent_back, cancelled)] == [200, 200, 200]
+    statuses = dict(Task.objects.values_list("id", "status"))
+    assert statuses[board["stopped"]] == "todo"
+    assert statuses[board["reviewed"]] == "in_progress"
+    assert statuses[board["theirs"]] == "cancelled"
