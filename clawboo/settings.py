@@ -1,7 +1,7 @@
 """Django settings for Clawboo.
 
-Everything an operator tunes comes from the environment (see the README's
-configuration table). The embedded default needs nothing: SQLite, the in-memory
+Everything an operator tunes comes from the environment (see docs/operating.md,
+"Configuration"). The embedded default needs nothing: SQLite, the in-memory
 channel layer and django-q2's ORM broker, all under ``CLAWBOO_STATE_DIR``.
 """
 
@@ -69,9 +69,10 @@ if not SECRET_KEY:
         from django.core.management.utils import get_random_secret_key
 
         ensure_private_dir(STATE_DIR)
-        # Written whole under a private name, then linked into place: the README's
-        # separate commands start at once, and none may read a half-written key or
-        # keep one another process replaced (the first link wins; all read that).
+        # Written whole under a private name, then linked into place: a deployment's
+        # separate commands (docs/operating.md) start at once, and none may read a
+        # half-written key or keep one another process replaced (the first link
+        # wins; all read that).
         staged = STATE_DIR / f".secret_key.{os.getpid()}"
         ensure_private_file(staged)
         staged.write_text(get_random_secret_key())

@@ -3,8 +3,8 @@
 Each job is a row of :data:`PERIODIC` (a name, the dotted function a q2 worker
 runs, how many minutes apart); :func:`register` writes them as django-q2
 ``Schedule`` rows, matched by name, so any deployment that runs a ``qcluster`` runs
-them — ``clawboo up`` and the README's separate commands alike, with no private
-timer anywhere. It runs after every ``migrate`` and whenever a q2 worker starts, so
+them — ``clawboo up`` and docs/operating.md's separate commands alike, with no
+private timer anywhere. It runs after every ``migrate`` and whenever a q2 worker starts, so
 a changed setting takes effect at the next restart. Adding a job is adding a row.
 
 django-q2 schedules in whole minutes and its scheduler looks every 30 s: an

@@ -30,8 +30,8 @@ pytest_plugins = [
 
 
 ON_POSTGRESQL = bool(os.environ.get("CLAWBOO_TEST_DATABASE_URL"))
-# The PostgreSQL pass re-runs only what the database can change (see the README's
-# testing section); CLAWBOO_TEST_EVERYTHING=1 runs every test on PostgreSQL too.
+# The PostgreSQL pass re-runs only what the database can change (see docs/development.md,
+# the PostgreSQL pass); CLAWBOO_TEST_EVERYTHING=1 runs every test on PostgreSQL too.
 EVERYTHING = os.environ.get("CLAWBOO_TEST_EVERYTHING") == "1"
 # Asking for any of these (directly or through another fixture) is touching the
 # database; a test that asks for none cannot (pytest-django blocks it).
