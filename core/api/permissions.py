@@ -34,7 +34,10 @@ class RoleTable(BasePermission):
     def has_permission(self, request: Any, view: Any) -> bool:
         user = getattr(request, "user", None)
         if not (user and user.is_authenticated):
-            return False  # DRF answers 401 (the token class names the realm)
+            # DRF answers 401 (the token class names the realm), unless the table
+            # opens the operation to anonymous callers (the login exchange).
+            row = roles.TABLE.get(operation(request))
+            return row is not None and "anonymous" in row.admits
         if request.method in SAFE_METHODS or not hasattr(view, request.method.lower()):
             return True  # a read; or a method the view lacks, which DRF answers 405
         roles.check(principal(request), operation(request), body=lambda: request.data)

@@ -16,7 +16,6 @@ from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import exceptions, serializers
 from rest_framework.authtoken.models import Token
-from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -40,10 +39,10 @@ def personal_key(user: Any) -> str:
 
 
 class TokenView(APIView):
-    # No session and no key needed (that is what it hands out); no CSRF either: it
-    # changes nothing a cookie could be abused for.
+    # No session and no key needed (that is what it hands out; its row in the roles
+    # table admits anonymous callers); no CSRF either: it changes nothing a cookie
+    # could be abused for.
     authentication_classes: list[Any] = []
-    permission_classes = [AllowAny]
 
     def get_authenticate_header(self, request: Request) -> str:
         # A refusal is a 401 (with the scheme the key is then used with), not DRF's
