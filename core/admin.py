@@ -213,6 +213,7 @@ class RepositoryAdmin(DataLayerAdmin):
         "remote",
         "base_branch",
         "landing",
+        "landing_mode",
         "install_cmd",
         "verify_cmd",
     )

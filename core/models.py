@@ -329,6 +329,14 @@ class Repository(models.Model):
     landing = models.CharField(
         max_length=16, blank=True, default="", choices=[("squash", "squash"), ("merge", "merge")]
     )
+    # How approved work reaches the base: "direct" lands each approval on its own (the
+    # default); "queue" stacks approvals in the repository's merge queue; "pull_request"
+    # opens a pull request on the repository's forge and merges through it.
+    landing_mode = models.CharField(
+        max_length=16,
+        default="direct",
+        choices=[("direct", "direct"), ("queue", "queue"), ("pull_request", "pull_request")],
+    )
     install_cmd = models.TextField(blank=True, default="")
     verify_cmd = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)

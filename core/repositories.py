@@ -24,9 +24,28 @@ from core.checks import check_id, check_text
 from core.errors import Conflict, NotFound, ValidationFailed
 from core.models import Repository, Team
 
-FIELDS = ("id", "team", "path", "remote", "base_branch", "landing", "install_cmd", "verify_cmd")
-EDITABLE = ("path", "remote", "base_branch", "landing", "install_cmd", "verify_cmd")
+FIELDS = (
+    "id",
+    "team",
+    "path",
+    "remote",
+    "base_branch",
+    "landing",
+    "landing_mode",
+    "install_cmd",
+    "verify_cmd",
+)
+EDITABLE = (
+    "path",
+    "remote",
+    "base_branch",
+    "landing",
+    "landing_mode",
+    "install_cmd",
+    "verify_cmd",
+)
 LANDINGS = ("squash", "merge")
+LANDING_MODES = tuple(value for value, _ in Repository._meta.get_field("landing_mode").choices)
 GIT_TIMEOUT_S = 60
 _BRANCH = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._/-]{0,254}\Z")
 
@@ -114,6 +133,11 @@ def _check_fields(values: dict[str, Any]) -> dict[str, Any]:
             raise ValidationFailed("landing", f"must be one of {', '.join(LANDINGS)}")
         else:
             clean["landing"] = landing
+    if "landing_mode" in values:
+        mode = values["landing_mode"]
+        if mode not in LANDING_MODES:
+            raise ValidationFailed("landing_mode", f"must be one of {', '.join(LANDING_MODES)}")
+        clean["landing_mode"] = mode
     return clean
 
 
@@ -136,6 +160,7 @@ def as_dict(repo: Repository) -> dict[str, Any]:
         "remote": repo.remote,
         "base_branch": repo.base_branch,
         "landing": repo.landing,
+        "landing_mode": repo.landing_mode,
         "install_cmd": repo.install_cmd,
         "verify_cmd": repo.verify_cmd,
         "created_at": repo.created_at.isoformat(),

@@ -43,6 +43,13 @@ def _fields(create: bool) -> dict[str, Any]:
             required=False, allow_blank=True, help_text="where approved work lands by default"
         ),
         "landing": _LANDING,
+        "landing_mode": serializers.ChoiceField(
+            choices=list(repositories.LANDING_MODES),
+            required=False,
+            help_text="how approved work reaches the base: direct (each approval lands on "
+            "its own), queue (the repository's merge queue) or pull_request (through the "
+            "repository's forge)",
+        ),
         "install_cmd": serializers.CharField(required=False, allow_blank=True),
         "verify_cmd": serializers.CharField(
             required=False,

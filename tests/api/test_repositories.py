@@ -247,3 +247,18 @@ def test_a_subtask_naming_no_repository_works_in_its_parents(api, root: Path):
         "/api/board/tasks", {"title": "c", "parent_task_id": parent.json()["id"]}, format="json"
     )
     assert child.status_code == 201 and child.json()["repository"] == shop.id
+
+
+def test_a_repository_lands_directly_unless_told_another_landing_mode(staff_api, root: Path):
+    make_repo(root / "lm")
+    made = staff_api.post(
+        "/api/repositories", {"team": "default", "path": str(root / "lm")}, format="json"
+    )
+    assert made.json()["landing_mode"] == "direct"
+    changed = staff_api.patch("/api/repositories/lm", {"landing_mode": "queue"}, format="json")
+    assert changed.status_code == 200, changed.json()
+    assert changed.json()["landing_mode"] == "queue"
+    refused = staff_api.patch("/api/repositories/lm", {"landing_mode": "yolo"}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["field"] == "landing_mode"
+    assert Repository.objects.get(pk="lm").landing_mode == "queue"
