@@ -186,6 +186,7 @@ def test_staff_register_a_repository_in_the_admin_by_its_real_path(operator, tmp
         "remote": "",
         "base_branch": "main",
         "landing": "",
+        "landing_mode": "direct",
         "install_cmd": "",
         "verify_cmd": "make test",
     }
