@@ -32,6 +32,7 @@ from django.conf import settings
 
 from board import store
 from board.models import ExecutionProcess, Task, Verdict
+from board.repository import run_repository
 from core import registry, server_commands
 from core.errors import ClawbooError
 from executor import settle
@@ -68,7 +69,7 @@ def take_in(task_id: str) -> dict[str, Any]:
     task = store.find_task(task_id)
     if task is None or not store.intake_pending(task):
         return {"result": "nothing"}
-    repo = intake.repository_of(task)
+    repo = run_repository(task, register=False).takes_in
     if repo is None:
         return _failed(task, "its repository is no longer registered with a remote")
     with path_lock(f"{repo.path}#intake/{task.id}"):
@@ -151,7 +152,7 @@ def _submitted_run(task: Task, output: dict[str, Any]) -> RunResult:
 
 
 def _registered(task: Task) -> Any:
-    repo = intake.repository_of(task)
+    repo = run_repository(task, register=False).takes_in
     if repo is None:
         raise ClawbooError("the task's repository is no longer registered with a remote")
     return repo

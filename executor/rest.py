@@ -305,58 +305,41 @@ class Waker:
             log.debug("board socket down (%s); polling until it is back", _reason(exc))
 
 
-def repository(api: Api, agent: dict[str, Any], task: dict[str, Any]) -> tuple[str | None, str]:
-    """(remote URL, base branch) of the task's repository: the registered one the
-    task names (``/api/repositories``), else the agent's default, else a
-    ``repo_remote`` in the task's metadata or the agent's settings."""
-    conf = agent.get("settings") or {}
-    meta = task.get("metadata") or {}
-    for repo_id in (task.get("repository"), conf.get("repository")):
-        if isinstance(repo_id, str) and repo_id:
-            repo = api.call("GET", f"/api/repositories/{urllib.parse.quote(repo_id)}")[1]
-            if not repo.get("remote"):
-                raise RuntimeError(f"repository {repo_id!r} has no remote to clone")
-            return repo["remote"], meta.get("base_branch") or repo.get("base_branch") or ""
-    remote = meta.get("repo_remote") or conf.get("repo_remote")
-    return (remote if isinstance(remote, str) and remote else None), meta.get("base_branch") or ""
+@dataclass(frozen=True)
+class Checkout:
+    """Where a remote run works: ``cwd``, in this host's bare ``clone`` of the
+    repository's remote (None: a scratch directory); ``registered``: the server's
+    registered repository, which takes the pushed branch in (``submit``)."""
+
+    cwd: Path
+    clone: Path | None = None
+    registered: bool = False
 
 
-def registered_repository(agent: dict[str, Any], task: dict[str, Any]) -> bool:
-    """Whether the task's repository is one the server registered (it then takes
-    the pushed branch in through ``submit``), not a bare ``repo_remote``."""
-    conf = agent.get("settings") or {}
-    return any(
-        isinstance(repo_id, str) and repo_id
-        for repo_id in (task.get("repository"), conf.get("repository"))
-    )
-
-
-def workspace(
-    cache_dir: Path,
-    task: dict[str, Any],
-    remote: str | None,
-    base_branch: str = "",
-    landed_deps: bool = False,
-) -> tuple[Path, Path | None]:
-    """The task's worktree in this host's bare clone of ``remote`` (and the clone),
-    or a scratch directory when the task has no repository."""
+def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Checkout:
+    """The task's worktree in this host's bare clone of the remote the claim's answer
+    names (``repo``: :meth:`board.repository.RunRepository.as_body`), or a scratch
+    directory when the task has no repository."""
+    remote, registered = repo.get("remote"), bool(repo.get("id"))
+    if registered and not remote:
+        raise RuntimeError(f"repository {repo['id']!r} has no remote to clone")
     if not remote:
         scratch = cache_dir / "scratch" / task["id"]
         scratch.mkdir(parents=True, exist_ok=True)
-        return scratch, None
+        return Checkout(scratch)
     clone = cache_dir / "repos" / hashlib.sha256(remote.encode()).hexdigest()[:16]
     if not (clone / "HEAD").exists():
         clone.parent.mkdir(parents=True, exist_ok=True)
         git(["clone", "--bare", "--quiet", remote, str(clone)])
     git(["fetch", "--quiet", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*"], clone)
     start = "refs/remotes/origin/" + (
-        base_branch or git(["symbolic-ref", "--short", "HEAD"], clone)
+        repo.get("base_branch") or git(["symbolic-ref", "--short", "HEAD"], clone)
     )
     # A dependency's pushed branch carries the work this task builds on -- unless
-    # the server lands its repository's tasks (``landed_deps``): a dependency is
+    # the server lands its repository's tasks (``registered``): a dependency is
     # done only once landed on the base, which the server pushed back. The task's
     # own branch (an earlier attempt sent back to fix) carries its work.
-    deps = [] if landed_deps else list(task.get("depends_on") or [])
+    deps = [] if registered else list(task.get("depends_on") or [])
     for dep in [*deps, task["id"]]:
         ref = f"refs/remotes/origin/{BRANCH_PREFIX}{dep}"
         verify = ["git", "rev-parse", "--verify", "--quiet", ref]
@@ -372,7 +355,7 @@ def workspace(
     tree.parent.mkdir(parents=True, exist_ok=True)
     branch = f"{BRANCH_PREFIX}{task['id']}"
     git(["worktree", "add", "--quiet", "-B", branch, str(tree), start], clone)
-    return tree, clone
+    return Checkout(tree, clone, registered)
 
 
 def push(cwd: Path, task: dict[str, Any], host: str) -> dict[str, Any]:
