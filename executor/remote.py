@@ -165,15 +165,10 @@ class Worker:
                     if all(w.connected.is_set() for w in wakers)
                     else min(self.poll_s, 5.0)
                 )
-                self._wait_any(wakers, wait)
+                self.wake.wait(wait)  # one event for every waker and the revoking beat
         finally:
             for waker in wakers:
                 waker.stop.set()
-
-    def _wait_any(self, wakers: Sequence[Waker], seconds: float) -> None:
-        # One event for every waker (and the revoking beat): woken the moment a
-        # frame arrives, not at the next look of a poll.
-        self.wake.wait(seconds)
 
     def _beat_loop(self) -> None:
         # Its own thread: a host stays seen while a long run holds the main loop.

@@ -1,14 +1,7 @@
 """The remote worker's side of the board: the server's REST API over HTTP, and the
-clone of a task's repository the worker runs it in. No Django set-up: a worker host
-needs the server's URL and a machine token, nothing else.
-
-:class:`RestRun` is the board port of one remote run (:class:`executor.attempt.Board`):
-its lease renewed through ``…/heartbeat``, its usage through ``…/usage`` (whose
-answer gives the ceiling and the model's rates, so the worker prices the next
-reports itself and stops the run at the one that reaches its ceiling), its end
-through ``…/close``, where the server settles it by the rules a local run's end is
-settled by (:mod:`executor.settle`).
-"""
+clone of a task's repository the worker runs it in (no Django set-up).
+:class:`RestRun` is the REST board port of one run (:class:`executor.attempt.Board`);
+the server settles its end by the local rules (:mod:`executor.settle`)."""
 
 from __future__ import annotations
 
@@ -45,6 +38,8 @@ RECONNECT_FIRST_S = 1.0
 RECONNECT_MAX_S = 10.0
 HTTP_TIMEOUT_S = 30.0
 BRANCH_PREFIX = "clawboo/task-"
+# What the server answers a call under a claim that is no longer this worker's.
+CLAIM_GONE = (403, 404, 409)
 
 
 class Revoked(Exception):
@@ -74,10 +69,6 @@ class Reachability:
         self._down = False
         self._pause = RECONNECT_FIRST_S
         self._answered_at = 0.0
-
-    @property
-    def down(self) -> bool:
-        return self._down
 
     def answered(self) -> None:
         with self._lock:
@@ -149,6 +140,18 @@ class Api:
                         raise
                 else:
                     time.sleep(pause)
+
+    def call_thrice(self, path: str, body: Any, idempotency_key: str | None = None) -> Any:
+        """POST ``path``, asked again twice (after 1 s, then 2 s) while the server does
+        not answer: for a run's open and close, which a repeat answers the same."""
+        for attempt in range(3):
+            try:
+                return self.call("POST", path, body, idempotency_key=idempotency_key)[1]
+            except OSError:
+                if attempt == 2:
+                    raise
+                time.sleep(1.0 + attempt)
+        raise AssertionError("unreachable")
 
     def call(
         self, method: str, path: str, body: Any = None, *, idempotency_key: str | None = None
@@ -398,7 +401,7 @@ class RestTask:
         try:
             self.api.call("POST", f"{self.base}/heartbeat", beat)
         except ApiError as exc:
-            if exc.status in (403, 404, 409):
+            if exc.status in CLAIM_GONE:
                 return True
             log.warning("heartbeat: %s", exc)
         except OSError as exc:  # briefly unreachable: the next beat tries again
@@ -643,21 +646,14 @@ class RestRun:
         # a fix round is a run of its own.
         run = ticket if not fix_round else f"{ticket}#fix-{fix_round}"
         key = "open-" + hashlib.sha256(run.encode()).hexdigest()[:40]
-        body = {"ticket": ticket, "runtime": runtime}
-        for attempt in range(3):
-            try:
-                _, opened = api.call("POST", path, body, idempotency_key=key)
-                return cls(api, task_id, ticket, int(opened["id"]), **kw)
-            except ApiError as exc:
-                if exc.status in (403, 404, 409):
-                    log.warning("task %s: no execution opened: %s", task_id, exc)
-                    return None
+        try:
+            opened = api.call_thrice(path, {"ticket": ticket, "runtime": runtime}, key)
+        except ApiError as exc:
+            if exc.status not in CLAIM_GONE:
                 raise
-            except OSError:
-                if attempt == 2:
-                    raise
-                time.sleep(1.0 + attempt)
-        raise AssertionError("unreachable")
+            log.warning("task %s: no execution opened: %s", task_id, exc)
+            return None
+        return cls(api, task_id, ticket, int(opened["id"]), **kw)
 
     # --- the port ---------------------------------------------------------------
 
@@ -672,7 +668,7 @@ class RestRun:
                 "POST", f"{self.base}/usage", {"ticket": self.ticket, **usage.as_body()}
             )
         except ApiError as exc:
-            if exc.status in (403, 404, 409):  # the run was closed: the claim is gone
+            if exc.status in CLAIM_GONE:  # the run was closed
                 return Answer(lost=True)
             log.warning("usage report: %s", exc)
             return Answer()
@@ -765,16 +761,9 @@ class RestRun:
                 native_session_id=result.native_session_id,
                 **final.as_body(),
             )
-        for attempt in range(3):
-            # Closing twice changes nothing: a close whose answer was lost is resent.
-            try:
-                return self.api.call("POST", f"{self.base}/close", body)[1]
-            except OSError as exc:
-                if attempt == 2:
-                    log.warning("execution %s not closed: %s", self.execution_id, exc)
-                    return None
-                time.sleep(1.0 + attempt)
-            except (ApiError, Revoked) as exc:
-                log.warning("execution %s not closed: %s", self.execution_id, exc)
-                return None
-        return None
+        try:  # closing twice changes nothing: a close whose answer was lost is resent
+            answer: dict[str, Any] | None = self.api.call_thrice(f"{self.base}/close", body)
+            return answer
+        except (OSError, ApiError, Revoked) as exc:
+            log.warning("execution %s not closed: %s", self.execution_id, exc)
+            return None
