@@ -34,7 +34,7 @@ from core.errors import ValidationFailed
 from core.models import Agent
 from executor import pricing, prompts, settle, spending
 from executor.runtimes import RunResult
-from executor.runtimes.base import USAGE_FIELDS, Outcome, UsageSoFar
+from executor.runtimes.base import USAGE_FIELDS, Outcome, UsageSoFar, usage_fields
 from worktrees import handoff
 
 COUNT_MAX = 2**53
@@ -198,7 +198,7 @@ class ExecutionCloseView(APIView):
             native_session_id=session,
             error=error or "",
             log_tail=tail,
-            **{name: getattr(usage, name) for name in (*USAGE_FIELDS, "model")},
+            **usage_fields(usage),
         )
         # The worker fails the task itself (its ``…/fail`` follows): the rest of the
         # run's end is settled here, as a local run's.
