@@ -30,6 +30,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Sequence
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -67,15 +68,8 @@ ASKS_THROUGH_THE_BOARD: dict[str, tuple[str, str, frozenset[str]]] = {
     ),
 }
 EXIT_REFUSED = 2
-# The run's log goes to the server in chunks of at most this many lines and
-# characters, one chunk in flight at a time; at most LOG_BUFFER_CHARS wait behind it.
-LOG_CHUNK_LINES = 1000
-LOG_CHUNK_CHARS = 64 * 1024
-LOG_BUFFER_CHARS = 1024 * 1024
-# How long the server may be unreachable before the run's output is no longer sent
-# (the run goes on), and how long the end of a run waits for its log to be taken.
-LOG_STALL_S = 60.0
-LOG_FLUSH_S = 30.0
+# The run's log limits (:class:`executor.rest.LogLimits`), a name each: a test sets one.
+LOG_CHUNK_LINES, LOG_CHUNK_CHARS, LOG_BUFFER_CHARS, LOG_STALL_S, LOG_FLUSH_S = astuple(LogLimits())
 
 
 def remote_refusal(agent: dict[str, Any]) -> str | None:
