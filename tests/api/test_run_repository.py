@@ -81,3 +81,15 @@ def test_a_task_with_no_repository_is_answered_with_none(api, agent):
     store.create_task(title="chat")
     claimed = claim_next_body(api, agent.id)
     assert claimed["repository"] == {"id": None, "remote": None, "base_branch": ""}
+
+
+def test_the_in_process_claim_carries_the_same_answer(agent, app):
+    store.create_task(title="work", repository="app")
+    claimed = store.claim_next(agent.id, team="default")
+    assert claimed is not None and claimed.ok
+    assert claimed.repository.registered == app
+    assert claimed.repository.as_body() == {
+        "id": "app",
+        "remote": "/srv/app.git",
+        "base_branch": "main",
+    }
