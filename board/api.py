@@ -59,6 +59,16 @@ def task_body(task: Task) -> dict[str, Any]:
     return task.as_dict(depends_on=store.depends_on_ids(task.id))
 
 
+def claimed_body(result: store.ClaimResult) -> dict[str, Any]:
+    """A claim's answer: the task, its ticket, and the repository its run uses."""
+    assert result.task is not None
+    return {
+        "task": task_body(result.task),
+        "ticket": result.ticket,
+        "repository": result.repository.as_body(),
+    }
+
+
 def task_bodies(tasks: list[Task]) -> list[dict[str, Any]]:
     deps = store.depends_on_map([t.id for t in tasks])
     return [t.as_dict(depends_on=deps[t.id]) for t in tasks]
@@ -627,8 +637,7 @@ class ClaimView(APIView):
         agent = act_as(request, body["agent_id"])
         result = store.claim(task_id, agent, body.get("runtime"), lease_ms=body.get("lease_ms"))
         result.raise_for_outcome(task_id)
-        assert result.task is not None
-        return Response({"task": task_body(result.task), "ticket": result.ticket})
+        return Response(claimed_body(result))
 
 
 ClaimNextBody = inline_serializer(
@@ -675,8 +684,7 @@ class ClaimNextView(APIView):
         if result is None:
             return Response(status=204)
         result.raise_for_outcome("")
-        assert result.task is not None
-        return Response({"task": task_body(result.task), "ticket": result.ticket})
+        return Response(claimed_body(result))
 
 
 HeartbeatBody = inline_serializer(

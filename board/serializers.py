@@ -214,7 +214,21 @@ OverrideSerializer = inline_serializer(
     help_text="an audited override of a failed verification verdict (optional)",
 )
 ClaimedSerializer = inline_serializer(
-    "Claimed", {"task": TaskSerializer(), "ticket": serializers.CharField()}
+    "Claimed",
+    {
+        "task": TaskSerializer(),
+        "ticket": serializers.CharField(),
+        "repository": inline_serializer(
+            "RunRepository",
+            {
+                "id": serializers.CharField(allow_null=True),
+                "remote": serializers.CharField(allow_null=True),
+                "base_branch": serializers.CharField(allow_blank=True),
+            },
+            help_text="the repository the run uses (board.repository.run_repository): "
+            "its registered id (null: none), the remote a worker clones, the base branch",
+        ),
+    },
 )
 OutcomeSerializer = inline_serializer(
     "WriteOutcome",

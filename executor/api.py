@@ -34,7 +34,7 @@ from core.errors import ValidationFailed
 from core.models import Agent
 from executor import pricing, prompts, settle, spending
 from executor.runtimes import RunResult
-from executor.runtimes.base import USAGE_FIELDS, Outcome, UsageSoFar
+from executor.runtimes.base import USAGE_FIELDS, Outcome, UsageSoFar, usage_fields
 from worktrees import handoff
 
 COUNT_MAX = 2**53
@@ -170,43 +170,47 @@ class ExecutionCloseView(APIView):
         run = store.claimed_execution(
             task_id, _execution_id(execution_id), body["ticket"], running=False
         )
-        outcome = body["outcome"]
-        if outcome not in ("succeeded", "failed", "timed_out", "cancelled"):
-            raise ValidationFailed("outcome", "one of succeeded, failed, timed_out, cancelled")
-        exit_code = body.get("exit_code")
-        if exit_code is not None:
-            exit_code = check_int(exit_code, "exit_code", low=-(2**31), high=2**31 - 1)
-        error = check_text(body.get("error"), "error", limit=20_000) or None
-        tail = body.get("log") or ""
-        if not isinstance(tail, str):
-            raise ValidationFailed("log", "must be a string")
-        session = body.get("native_session_id")
-        if session is not None:
-            session = check_text(session, "native_session_id", limit=255) or None
-        usage = _tokens(body)
+        result = _run_end(body)
         if run.status != ExecutionStatus.RUNNING:
             return Response(run.as_dict())
         stopped = None
-        if outcome == "cancelled":
+        if result.outcome is Outcome.CANCELLED:
             # The worker cancels a run for spend only when a usage report said stop;
             # the final usage says again whether a limit holds (the one rule).
             ceiling = _ceiling(task_id, run.agent_id)
-            stopped = spending.record(run.id, pricing.usage_of(usage), ceiling)
-        result = RunResult(
-            outcome=Outcome(outcome),
-            exit_code=exit_code,
-            native_session_id=session,
-            error=error or "",
-            log_tail=tail,
-            **{name: getattr(usage, name) for name in (*USAGE_FIELDS, "model")},
-        )
+            stopped = spending.record(run.id, pricing.usage_of(result.usage), ceiling)
         # The worker fails the task itself (its ``…/fail`` follows): the rest of the
         # run's end is settled here, as a local run's.
         ran = settle.Run(task_id, body["ticket"], run.agent_id, run.id)
-        settle.close_run(ran, result, stop=stopped, error=error, fail_task=False,
+        settle.close_run(ran, result, stop=stopped, error=result.error or None, fail_task=False,
                          count_success=True)  # fmt: skip
         run.refresh_from_db()
         return Response(run.as_dict())
+
+
+def _run_end(body: dict[str, Any]) -> RunResult:
+    """The run's end as a close body tells it, each field checked (400 naming it)."""
+    outcome = body["outcome"]
+    if outcome not in ("succeeded", "failed", "timed_out", "cancelled"):
+        raise ValidationFailed("outcome", "one of succeeded, failed, timed_out, cancelled")
+    exit_code = body.get("exit_code")
+    if exit_code is not None:
+        exit_code = check_int(exit_code, "exit_code", low=-(2**31), high=2**31 - 1)
+    error = check_text(body.get("error"), "error", limit=20_000) or ""
+    tail = body.get("log") or ""
+    if not isinstance(tail, str):
+        raise ValidationFailed("log", "must be a string")
+    session = body.get("native_session_id")
+    if session is not None:
+        session = check_text(session, "native_session_id", limit=255) or None
+    return RunResult(
+        outcome=Outcome(outcome),
+        exit_code=exit_code,
+        native_session_id=session,
+        error=error,
+        log_tail=tail,
+        **usage_fields(_tokens(body)),
+    )
 
 
 RunPrompt = inline_serializer(

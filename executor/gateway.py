@@ -499,16 +499,16 @@ def reply_model(final: dict[str, Any]) -> str | None:
     return model if isinstance(model, str) and model else None
 
 
+def _count(value: object) -> int | None:
+    return None if isinstance(value, bool) or not isinstance(value, int) or value < 0 else value
+
+
 def reply_cache(final: dict[str, Any]) -> tuple[int | None, int | None]:
     """Cache read and write tokens from ``agentMeta.usage {cacheRead, cacheWrite}``."""
     usage = _agent_meta(final).get("usage")
     if not isinstance(usage, dict):
         return None, None
-    read, write = usage.get("cacheRead"), usage.get("cacheWrite")
-    return (
-        read if isinstance(read, int) and not isinstance(read, bool) and read >= 0 else None,
-        write if isinstance(write, int) and not isinstance(write, bool) and write >= 0 else None,
-    )
+    return _count(usage.get("cacheRead")), _count(usage.get("cacheWrite"))
 
 
 def reply_usage(final: dict[str, Any]) -> tuple[int | None, int | None]:
@@ -516,10 +516,4 @@ def reply_usage(final: dict[str, Any]) -> tuple[int | None, int | None]:
     usage = _agent_meta(final).get("usage")
     if not isinstance(usage, dict):
         return None, None
-
-    def count(value: object) -> int | None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            return None
-        return value
-
-    return count(usage.get("input")), count(usage.get("output"))
+    return _count(usage.get("input")), _count(usage.get("output"))

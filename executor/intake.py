@@ -32,8 +32,10 @@ from django.conf import settings
 
 from board import store
 from board.models import ExecutionProcess, Task, Verdict
+from board.repository import run_repository
 from core import registry, server_commands
 from core.errors import ClawbooError
+from core.models import Repository
 from executor import settle
 from executor.runner import heartbeat_seconds
 from executor.runtimes.base import Outcome, RunResult
@@ -68,17 +70,17 @@ def take_in(task_id: str) -> dict[str, Any]:
     task = store.find_task(task_id)
     if task is None or not store.intake_pending(task):
         return {"result": "nothing"}
-    repo = intake.repository_of(task)
+    repo = run_repository(task, register=False).takes_in
     if repo is None:
         return _failed(task, "its repository is no longer registered with a remote")
     with path_lock(f"{repo.path}#intake/{task.id}"):
         task = store.get_task(task_id)
         if not store.intake_pending(task):
             return {"result": "nothing"}
-        return _take_in(task, repo.path)
+        return _take_in(task, repo)
 
 
-def _take_in(task: Task, repo_path: str) -> dict[str, Any]:
+def _take_in(task: Task, registered: Repository) -> dict[str, Any]:
     record = store.intake_of(task) or {}
     ticket = store.Ticket.for_task(task).encode()
     span = int(settings.CLAWBOO_INTAKE_LEASE_MS)
@@ -87,13 +89,13 @@ def _take_in(task: Task, repo_path: str) -> dict[str, Any]:
         return {"result": "lost"}
     output = task.output if isinstance(task.output, dict) else {}
     commit = str(output.get("commit") or "")
-    repo = Path(repo_path)
+    repo_path = registered.path
     try:
-        intake.fetch_submitted(_registered(task), task.id, commit)
+        intake.fetch_submitted(registered, task.id, commit)
         ws, _head = worktree_service.checkout_for_run(task.id, repo_path)
         worktree = Path(ws.worktree_path)
         intake.adopt(task.id, worktree, commit)
-        intake.drop_intake_ref(repo, task.id)
+        intake.drop_intake_ref(Path(repo_path), task.id)
     except ClawbooError as exc:
         log.warning("intake of task %s failed: %s", task.id, exc.detail)
         return _failed(task, exc.detail, ticket)
@@ -148,13 +150,6 @@ def _submitted_run(task: Task, output: dict[str, Any]) -> RunResult:
         summary=str(output.get("summary") or ""),
         native_session_id=session or None,
     )
-
-
-def _registered(task: Task) -> Any:
-    repo = intake.repository_of(task)
-    if repo is None:
-        raise ClawbooError("the task's repository is no longer registered with a remote")
-    return repo
 
 
 def _failed(

@@ -67,13 +67,11 @@ def max_fix_cycles() -> int:
 
 
 def repository_verify_command(task: Task, repo_path: str | None) -> str:
-    """The default verify command of the repository the task works in: the one it
-    names, else the team's registered repository at ``repo_path``."""
-    repo = None
-    if task.repository_id is not None:
-        repo = repositories.registered(task.repository_id, task.team_id)
-    if repo is None and repo_path:
-        repo = repositories.for_real_path(task.team_id, Path(repo_path).resolve())
+    """The default verify command of the registered repository the run worked in
+    (``repo_path``: the run's repository, :func:`board.repository.run_repository`)."""
+    if not repo_path:
+        return ""
+    repo = repositories.for_real_path(task.team_id, Path(repo_path).resolve())
     return repo.verify_cmd if repo is not None and repo.verify_cmd else ""
 
 

@@ -16,8 +16,9 @@ from django.conf import settings
 
 from board import store
 from board.models import Task
+from board.repository import run_repository
 from board.store import spend as spend_store
-from core import reconnect, repositories
+from core import reconnect
 from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
@@ -85,6 +86,7 @@ class Checkout:
     cwd: Path
     in_worktree: bool
     git_before: str | None
+    repo: str | None = None
 
 
 class LocalBoard:
@@ -202,7 +204,7 @@ class LocalBoard:
             return self._complete(result)
         with self.clock.phase("verify"):
             landing = settle.land(task, self.agent, run.ticket, self.checkout.cwd,
-                                  repo_path(task, self.agent), self.heartbeat_s)  # fmt: skip
+                                  self.checkout.repo, self.heartbeat_s)  # fmt: skip
         report.verdict = landing.verdict
         git = {"git_before": self.checkout.git_before}
         if landing.landed is not None:
@@ -266,45 +268,17 @@ def head_of(cwd: Path) -> str | None:
         return None
 
 
-def repo_path(task: Task, agent: Agent) -> str | None:
-    """Where the task's worktree is made: the task's repository, else the path its
-    metadata names, else the agent's default repository (``settings.repository``)
-    or path (``settings.repo_path``). Whatever it is, the worktree service makes a
-    worktree only in a registered repository of the task's team."""
-    if task.repository_id is not None:
-        named = repositories.registered(task.repository_id, task.team_id)
-        if named is not None:
-            return named.path
-    value = (task.metadata or {}).get("repo_path")
-    if isinstance(value, str) and value:
-        return value
-    conf = agent.settings or {}
-    default = conf.get("repository")
-    if isinstance(default, str) and default:
-        named = repositories.registered(default, task.team_id)
-        if named is not None:
-            return named.path
-    value = conf.get("repo_path")
-    if not isinstance(value, str) or not value:
-        return None
-    if agent.team_id == task.team_id and repositories.registered_path(task.team_id, value) is None:
-        # The agent's settings are an operator's (approved before every run, see
-        # _dispatch_refusal): its path registers as its team's repository.
-        return repositories.ensure(task.team_id, value).path
-    return value
-
-
 def workspace(task: Task, agent: Agent, worktrees: bool, clock: Clock) -> Checkout:
     """The task's checkout (provisioned, resumed, or rebuilt from its branch when
     the row is stale or the directory is gone) and its HEAD, or a scratch dir for
     work that needs no worktree."""
-    repo = repo_path(task, agent)
+    repo = run_repository(task, agent).path
     if worktrees and task.file_mutating and repo:
         with clock.phase("git"):
             ws, head = worktree_service.checkout_for_run(task.id, repo)
             write_context(Path(ws.worktree_path), task, agent)
         cwd = Path(ws.worktree_path)
-        return Checkout(cwd, True, head if head is not None else head_of(cwd))
+        return Checkout(cwd, True, head if head is not None else head_of(cwd), repo)
     scratch = Path(settings.CLAWBOO_STATE_DIR) / "scratch" / task.id
     scratch.mkdir(parents=True, exist_ok=True)
     return Checkout(scratch, False, None)

@@ -14,10 +14,9 @@ task its judge sends back to fix is run again here, in the same worktree under t
 same claim, with the feedback in the prompt the server renders
 (``GET …/prompt``), as a local fix round. A 401 (the token was revoked) stops it.
 
-The repository: the task's registered repository (or the agent's default one) read
-from ``/api/repositories``, whose ``remote`` this host clones; else ``repo_remote``
-in the task's metadata or the agent's settings. Without one the agent runs in a
-scratch directory.
+The repository is the one the claim's answer names (the server's one answer,
+:func:`board.repository.run_repository`): this host clones its ``remote``; without
+one the agent runs in a scratch directory.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Sequence
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,6 @@ from executor.rest import (
     Revoked,
     ServerUnreachable,
     Waker,
-    registered_repository,
 )
 from executor.runtimes.base import RunRequest, RunResult
 from executor.runtimes.registry import adapter_for, capabilities
@@ -69,15 +68,8 @@ ASKS_THROUGH_THE_BOARD: dict[str, tuple[str, str, frozenset[str]]] = {
     ),
 }
 EXIT_REFUSED = 2
-# The run's log goes to the server in chunks of at most this many lines and
-# characters, one chunk in flight at a time; at most LOG_BUFFER_CHARS wait behind it.
-LOG_CHUNK_LINES = 1000
-LOG_CHUNK_CHARS = 64 * 1024
-LOG_BUFFER_CHARS = 1024 * 1024
-# How long the server may be unreachable before the run's output is no longer sent
-# (the run goes on), and how long the end of a run waits for its log to be taken.
-LOG_STALL_S = 60.0
-LOG_FLUSH_S = 30.0
+# The run's log limits (:class:`executor.rest.LogLimits`), a name each: a test sets one.
+LOG_CHUNK_LINES, LOG_CHUNK_CHARS, LOG_BUFFER_CHARS, LOG_STALL_S, LOG_FLUSH_S = astuple(LogLimits())
 
 
 def remote_refusal(agent: dict[str, Any]) -> str | None:
@@ -167,15 +159,10 @@ class Worker:
                     if all(w.connected.is_set() for w in wakers)
                     else min(self.poll_s, 5.0)
                 )
-                self._wait_any(wakers, wait)
+                self.wake.wait(wait)  # one event for every waker and the revoking beat
         finally:
             for waker in wakers:
                 waker.stop.set()
-
-    def _wait_any(self, wakers: Sequence[Waker], seconds: float) -> None:
-        # One event for every waker (and the revoking beat): woken the moment a
-        # frame arrives, not at the next look of a poll.
-        self.wake.wait(seconds)
 
     def _beat_loop(self) -> None:
         # Its own thread: a host stays seen while a long run holds the main loop.
@@ -226,14 +213,18 @@ class Worker:
         task, ticket = claimed["task"], claimed["ticket"]
         self.running.append(task["id"])
         try:
-            self.run_task(self.agent(agent_id), task, ticket)
+            self.run_task(self.agent(agent_id), task, ticket, claimed.get("repository") or {})
         finally:
             self.running.remove(task["id"])
         return True
 
     # --- one task ---------------------------------------------------------------
 
-    def run_task(self, agent: dict[str, Any], task: dict[str, Any], ticket: str) -> None:
+    def run_task(
+        self, agent: dict[str, Any], task: dict[str, Any], ticket: str, repo: dict[str, Any]
+    ) -> None:
+        """Run the claimed task in the repository the claim's answer names (the
+        server's one answer, :func:`board.repository.run_repository`)."""
         claim = rest.RestTask(
             self.api, task["id"], ticket, lease_ms=self.lease_ms, heartbeat_s=self.heartbeat_s,
             revoked=self.revoked, wake=self.wake,
@@ -244,14 +235,12 @@ class Worker:
             refusal = remote_refusal(agent)  # its settings changed since the start
             if refusal is not None:
                 raise RuntimeError(refusal)
-            remote, branch = rest.repository(self.api, agent, task)
-            landed = registered_repository(agent, task)
-            cwd, clone = rest.workspace(self.cache_dir, task, remote, branch, landed)
+            checkout = rest.workspace(self.cache_dir, task, repo)
             # A round the server's judge sends back to fix runs here again, in the
             # same worktree under the same claim, as a local fix round does: the judge
             # counts the rounds (CLAWBOO_MAX_FIX_CYCLES), never a new claim.
             fix_round = 0
-            while self.run_round(claim, agent, task, cwd, clone, fix_round) == "fix":
+            while self.run_round(claim, agent, task, checkout, fix_round) == "fix":
                 fix_round += 1
         except (Revoked, ServerUnreachable):
             raise  # revoked: stop; unreachable: the loop waits for the server
@@ -264,8 +253,7 @@ class Worker:
         claim: rest.RestTask,
         agent: dict[str, Any],
         task: dict[str, Any],
-        cwd: Path,
-        clone: Path | None,
+        checkout: rest.Checkout,
         fix_round: int,
     ) -> str:
         """One run of the task through the one run loop and settlement
@@ -275,7 +263,7 @@ class Worker:
         report = RunReport.open(
             self.api, task["id"], claim.ticket, agent["runtime"], fix_round,
             claim=claim, heartbeat_s=self.heartbeat_s,
-            land=lambda result: self.hand_in(claim, agent, task, cwd, clone, result),
+            land=lambda result: self.hand_in(claim, task, checkout, result),
         )  # fmt: skip
         if report is None:  # the claim was lost before the run began
             return "lost"
@@ -283,7 +271,7 @@ class Worker:
             task_id=task["id"],
             title=task.get("title") or "",
             prompt=claim.prompt(task),
-            cwd=cwd,
+            cwd=checkout.cwd,
             timeout_s=self.run_timeout_s,
             settings=dict(agent.get("settings") or {}),
             attempt_id=str(report.execution_id),
@@ -297,13 +285,7 @@ class Worker:
         return report.attempt.settle(result)
 
     def hand_in(
-        self,
-        claim: rest.RestTask,
-        agent: dict[str, Any],
-        task: dict[str, Any],
-        cwd: Path,
-        clone: Path | None,
-        result: RunResult,
+        self, claim: rest.RestTask, task: dict[str, Any], checkout: rest.Checkout, result: RunResult
     ) -> str:
         """A run that succeeded here: its branch pushed and submitted to the server's
         intake (judged there: ``review``, or ``fix`` here again), or the task
@@ -316,13 +298,13 @@ class Worker:
             "cost_cents": result.cost_cents,
             "host": self.host,
         }
-        if clone is not None:
+        if checkout.clone is not None:
             try:
-                output.update(rest.push(cwd, task, self.host))
+                output.update(rest.push(checkout.cwd, task, self.host))
             except Exception as exc:
                 claim.settle("fail", {"error": f"push failed: {exc}"})
                 return "failed"
-            if registered_repository(agent, task) and task.get("file_mutating", True):
+            if checkout.registered and task.get("file_mutating", True):
                 # The server takes the pushed branch in: judged there, then review --
                 # or back here to fix.
                 body = {"branch": output["branch"], "commit": output["commit"], "output": output}

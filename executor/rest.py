@@ -1,14 +1,7 @@
 """The remote worker's side of the board: the server's REST API over HTTP, and the
-clone of a task's repository the worker runs it in. No Django set-up: a worker host
-needs the server's URL and a machine token, nothing else.
-
-:class:`RestRun` is the board port of one remote run (:class:`executor.attempt.Board`):
-its lease renewed through ``…/heartbeat``, its usage through ``…/usage`` (whose
-answer gives the ceiling and the model's rates, so the worker prices the next
-reports itself and stops the run at the one that reaches its ceiling), its end
-through ``…/close``, where the server settles it by the rules a local run's end is
-settled by (:mod:`executor.settle`).
-"""
+clone of a task's repository the worker runs it in (no Django set-up).
+:class:`RestRun` is the REST board port of one run (:class:`executor.attempt.Board`);
+the server settles its end by the local rules (:mod:`executor.settle`)."""
 
 from __future__ import annotations
 
@@ -45,6 +38,8 @@ RECONNECT_FIRST_S = 1.0
 RECONNECT_MAX_S = 10.0
 HTTP_TIMEOUT_S = 30.0
 BRANCH_PREFIX = "clawboo/task-"
+# What the server answers a call under a claim that is no longer this worker's.
+CLAIM_GONE = (403, 404, 409)
 
 
 class Revoked(Exception):
@@ -74,10 +69,6 @@ class Reachability:
         self._down = False
         self._pause = RECONNECT_FIRST_S
         self._answered_at = 0.0
-
-    @property
-    def down(self) -> bool:
-        return self._down
 
     def answered(self) -> None:
         with self._lock:
@@ -149,6 +140,18 @@ class Api:
                         raise
                 else:
                     time.sleep(pause)
+
+    def call_thrice(self, path: str, body: Any, idempotency_key: str | None = None) -> Any:
+        """POST ``path``, asked again twice (after 1 s, then 2 s) while the server does
+        not answer: for a run's open and close, which a repeat answers the same."""
+        for attempt in range(3):
+            try:
+                return self.call("POST", path, body, idempotency_key=idempotency_key)[1]
+            except OSError:
+                if attempt == 2:
+                    raise
+                time.sleep(1.0 + attempt)
+        raise AssertionError("unreachable")
 
     def call(
         self, method: str, path: str, body: Any = None, *, idempotency_key: str | None = None
@@ -305,58 +308,41 @@ class Waker:
             log.debug("board socket down (%s); polling until it is back", _reason(exc))
 
 
-def repository(api: Api, agent: dict[str, Any], task: dict[str, Any]) -> tuple[str | None, str]:
-    """(remote URL, base branch) of the task's repository: the registered one the
-    task names (``/api/repositories``), else the agent's default, else a
-    ``repo_remote`` in the task's metadata or the agent's settings."""
-    conf = agent.get("settings") or {}
-    meta = task.get("metadata") or {}
-    for repo_id in (task.get("repository"), conf.get("repository")):
-        if isinstance(repo_id, str) and repo_id:
-            repo = api.call("GET", f"/api/repositories/{urllib.parse.quote(repo_id)}")[1]
-            if not repo.get("remote"):
-                raise RuntimeError(f"repository {repo_id!r} has no remote to clone")
-            return repo["remote"], meta.get("base_branch") or repo.get("base_branch") or ""
-    remote = meta.get("repo_remote") or conf.get("repo_remote")
-    return (remote if isinstance(remote, str) and remote else None), meta.get("base_branch") or ""
+@dataclass(frozen=True)
+class Checkout:
+    """Where a remote run works: ``cwd``, in this host's bare ``clone`` of the
+    repository's remote (None: a scratch directory); ``registered``: the server's
+    registered repository, which takes the pushed branch in (``submit``)."""
+
+    cwd: Path
+    clone: Path | None = None
+    registered: bool = False
 
 
-def registered_repository(agent: dict[str, Any], task: dict[str, Any]) -> bool:
-    """Whether the task's repository is one the server registered (it then takes
-    the pushed branch in through ``submit``), not a bare ``repo_remote``."""
-    conf = agent.get("settings") or {}
-    return any(
-        isinstance(repo_id, str) and repo_id
-        for repo_id in (task.get("repository"), conf.get("repository"))
-    )
-
-
-def workspace(
-    cache_dir: Path,
-    task: dict[str, Any],
-    remote: str | None,
-    base_branch: str = "",
-    landed_deps: bool = False,
-) -> tuple[Path, Path | None]:
-    """The task's worktree in this host's bare clone of ``remote`` (and the clone),
-    or a scratch directory when the task has no repository."""
+def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Checkout:
+    """The task's worktree in this host's bare clone of the remote the claim's answer
+    names (``repo``: :meth:`board.repository.RunRepository.as_body`), or a scratch
+    directory when the task has no repository."""
+    remote, registered = repo.get("remote"), bool(repo.get("id"))
+    if registered and not remote:
+        raise RuntimeError(f"repository {repo['id']!r} has no remote to clone")
     if not remote:
         scratch = cache_dir / "scratch" / task["id"]
         scratch.mkdir(parents=True, exist_ok=True)
-        return scratch, None
+        return Checkout(scratch)
     clone = cache_dir / "repos" / hashlib.sha256(remote.encode()).hexdigest()[:16]
     if not (clone / "HEAD").exists():
         clone.parent.mkdir(parents=True, exist_ok=True)
         git(["clone", "--bare", "--quiet", remote, str(clone)])
     git(["fetch", "--quiet", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*"], clone)
     start = "refs/remotes/origin/" + (
-        base_branch or git(["symbolic-ref", "--short", "HEAD"], clone)
+        repo.get("base_branch") or git(["symbolic-ref", "--short", "HEAD"], clone)
     )
     # A dependency's pushed branch carries the work this task builds on -- unless
-    # the server lands its repository's tasks (``landed_deps``): a dependency is
+    # the server lands its repository's tasks (``registered``): a dependency is
     # done only once landed on the base, which the server pushed back. The task's
     # own branch (an earlier attempt sent back to fix) carries its work.
-    deps = [] if landed_deps else list(task.get("depends_on") or [])
+    deps = [] if registered else list(task.get("depends_on") or [])
     for dep in [*deps, task["id"]]:
         ref = f"refs/remotes/origin/{BRANCH_PREFIX}{dep}"
         verify = ["git", "rev-parse", "--verify", "--quiet", ref]
@@ -372,7 +358,7 @@ def workspace(
     tree.parent.mkdir(parents=True, exist_ok=True)
     branch = f"{BRANCH_PREFIX}{task['id']}"
     git(["worktree", "add", "--quiet", "-B", branch, str(tree), start], clone)
-    return tree, clone
+    return Checkout(tree, clone, registered)
 
 
 def push(cwd: Path, task: dict[str, Any], host: str) -> dict[str, Any]:
@@ -415,7 +401,7 @@ class RestTask:
         try:
             self.api.call("POST", f"{self.base}/heartbeat", beat)
         except ApiError as exc:
-            if exc.status in (403, 404, 409):
+            if exc.status in CLAIM_GONE:
                 return True
             log.warning("heartbeat: %s", exc)
         except OSError as exc:  # briefly unreachable: the next beat tries again
@@ -660,21 +646,14 @@ class RestRun:
         # a fix round is a run of its own.
         run = ticket if not fix_round else f"{ticket}#fix-{fix_round}"
         key = "open-" + hashlib.sha256(run.encode()).hexdigest()[:40]
-        body = {"ticket": ticket, "runtime": runtime}
-        for attempt in range(3):
-            try:
-                _, opened = api.call("POST", path, body, idempotency_key=key)
-                return cls(api, task_id, ticket, int(opened["id"]), **kw)
-            except ApiError as exc:
-                if exc.status in (403, 404, 409):
-                    log.warning("task %s: no execution opened: %s", task_id, exc)
-                    return None
+        try:
+            opened = api.call_thrice(path, {"ticket": ticket, "runtime": runtime}, key)
+        except ApiError as exc:
+            if exc.status not in CLAIM_GONE:
                 raise
-            except OSError:
-                if attempt == 2:
-                    raise
-                time.sleep(1.0 + attempt)
-        raise AssertionError("unreachable")
+            log.warning("task %s: no execution opened: %s", task_id, exc)
+            return None
+        return cls(api, task_id, ticket, int(opened["id"]), **kw)
 
     # --- the port ---------------------------------------------------------------
 
@@ -689,7 +668,7 @@ class RestRun:
                 "POST", f"{self.base}/usage", {"ticket": self.ticket, **usage.as_body()}
             )
         except ApiError as exc:
-            if exc.status in (403, 404, 409):  # the run was closed: the claim is gone
+            if exc.status in CLAIM_GONE:  # the run was closed
                 return Answer(lost=True)
             log.warning("usage report: %s", exc)
             return Answer()
@@ -782,16 +761,9 @@ class RestRun:
                 native_session_id=result.native_session_id,
                 **final.as_body(),
             )
-        for attempt in range(3):
-            # Closing twice changes nothing: a close whose answer was lost is resent.
-            try:
-                return self.api.call("POST", f"{self.base}/close", body)[1]
-            except OSError as exc:
-                if attempt == 2:
-                    log.warning("execution %s not closed: %s", self.execution_id, exc)
-                    return None
-                time.sleep(1.0 + attempt)
-            except (ApiError, Revoked) as exc:
-                log.warning("execution %s not closed: %s", self.execution_id, exc)
-                return None
-        return None
+        try:  # closing twice changes nothing: a close whose answer was lost is resent
+            answer: dict[str, Any] | None = self.api.call_thrice(f"{self.base}/close", body)
+            return answer
+        except (OSError, ApiError, Revoked) as exc:
+            log.warning("execution %s not closed: %s", self.execution_id, exc)
+            return None

@@ -88,7 +88,6 @@ class Executor:
         # Fresh before every claim: an agent switched to another runtime, paused or
         # changed since the last pass is seen now, not after it claimed.
         self.agent = registry.get_agent(self.agent.id)
-        self.caps = capabilities(self.agent.runtime)
         refusal = self.before()
         if refusal is not None:
             report.outcome, report.error = "refused", refusal
@@ -154,11 +153,9 @@ class Executor:
         does not run (a person's), an agent no operator approved, a paused one, or
         one whose preflight here fails (re-probed every CLAWBOO_HEALTH_PROBE_MS and
         whenever the agent changed)."""
-        if not self.caps.automated:
-            return f"runtime {self.agent.runtime!r} is not run by this executor"
-        not_approved = server_commands.agent_run_refusal(self.agent)
-        if not_approved is not None:
-            return not_approved
+        refusal = self._refusal()
+        if refusal is not None:
+            return refusal
         if self.agent.state == "paused":
             return f"agent is paused: {self.agent.state_reason}"
         version = (self.agent.runtime, self.agent.updated_at)
@@ -200,18 +197,22 @@ class Executor:
                 report.execution_id = execution.id
         return task
 
-    def _dispatch_refusal(self, task: Task) -> str | None:
+    def _refusal(self) -> str | None:
+        """Why the agent, as it stands now, is not run here: a person's runtime, or an
+        agent no operator approved."""
         self.caps = capabilities(self.agent.runtime)
         if not self.caps.automated:
             return f"runtime {self.agent.runtime!r} needs a person; the executor does not run it"
-        not_approved = server_commands.agent_run_refusal(self.agent)
-        if not_approved is not None:
-            return not_approved
-        try:
-            store.check_dispatch_depth(task.id, ceilings.MAX_DEPTH)
-        except DepthExceeded as exc:
-            return exc.detail
-        return None
+        return server_commands.agent_run_refusal(self.agent)
+
+    def _dispatch_refusal(self, task: Task) -> str | None:
+        refusal = self._refusal()
+        if refusal is None:
+            try:
+                store.check_dispatch_depth(task.id, ceilings.MAX_DEPTH)
+            except DepthExceeded as exc:
+                refusal = exc.detail
+        return refusal
 
     def _mcp_url(self) -> str | None:
         url = settings.CLAWBOO_MCP_URL

@@ -30,9 +30,9 @@ from django.db import transaction
 
 from board import store
 from board.models import Task
-from core import repositories
+from board.repository import run_repository
 from core.errors import Conflict, ValidationFailed
-from core.models import Agent, Repository
+from core.models import Repository
 from worktrees import checkouts
 from worktrees.checks import check_task_id
 from worktrees.git import GitError, run_git
@@ -52,23 +52,6 @@ def intake_ref(task_id: str) -> str:
     """Where the fetched branch is kept: a hidden ref, never a branch of the
     repository (the task's own branch is its server-side checkout's)."""
     return f"refs/clawboo/intake/task-{check_task_id(task_id)}"
-
-
-def repository_of(task: Task) -> Repository | None:
-    """The registered repository a remote worker cloned for ``task``: the task's
-    own, else its assignee's default (``settings.repository``), as the worker
-    chose it; None when neither names one with a remote."""
-    candidates: list[Any] = [task.repository_id]
-    if task.assignee_agent_id:
-        agent = Agent.objects.filter(pk=task.assignee_agent_id).first()
-        if agent is not None:
-            candidates.append((agent.settings or {}).get("repository"))
-    for repo_id in candidates:
-        if isinstance(repo_id, str) and repo_id:
-            repo = repositories.registered(repo_id, task.team_id)
-            if repo is not None and repo.remote:
-                return repo
-    return None
 
 
 def _check_remote(remote: str) -> str:
@@ -95,7 +78,7 @@ def submit(task_id: Any, ticket: Any, branch: Any, commit: Any, output: Any = No
     task = store.get_task(tid)
     if not task.file_mutating:
         raise Conflict(f"task {tid!r} is not file-mutating: nothing to take in", task_id=tid)
-    if repository_of(task) is None:
+    if run_repository(task, register=False).takes_in is None:
         raise Conflict(
             f"task {tid!r} has no registered repository with a remote to take its branch from",
             task_id=tid,

@@ -57,6 +57,7 @@ from board.errors import (
     TaskNotFound,
 )
 from board.models import Budget, BudgetMode, BudgetScope, ExecutionStatus, Task
+from board.repository import RunRepository, run_repository
 from board.store import spend
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.approvals import blocks_claim
@@ -96,6 +97,13 @@ class ClaimResult:
     @property
     def ok(self) -> bool:
         return self.outcome == "ok"
+
+    @property
+    def repository(self) -> RunRepository:
+        """Which repository the claimed task's run uses: the one answer
+        (:func:`board.repository.run_repository`), read, never registering."""
+        assert self.task is not None
+        return run_repository(self.task, register=False)
 
     def raise_for_outcome(self, task_id: str) -> ClaimResult:
         """The refusal as the one exception type per outcome (for the API)."""

@@ -134,6 +134,12 @@ class UsageSoFar:
 USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(UsageSoFar) if f.name != "model")
 
 
+def usage_fields(source: Any) -> dict[str, Any]:
+    """The usage of anything that carries the usage value's fields (a parsed run, a
+    gateway's reply, a run's result), by name: the one copier (absent: None)."""
+    return {f.name: getattr(source, f.name, None) for f in dataclasses.fields(UsageSoFar)}
+
+
 @dataclass
 class RunResult:
     outcome: Outcome
@@ -159,7 +165,7 @@ class RunResult:
 
     @property
     def usage(self) -> UsageSoFar:
-        return UsageSoFar(**{name: getattr(self, name) for name in (*USAGE_FIELDS, "model")})
+        return UsageSoFar(**usage_fields(self))
 
 
 class HumanWorkRequired(NotImplementedError):

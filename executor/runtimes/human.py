@@ -9,12 +9,11 @@ than pretending the work happened.
 
 from __future__ import annotations
 
-import threading
+from typing import Any
 
 from executor.runtimes.base import (
     Capabilities,
     HumanWorkRequired,
-    OutputCallback,
     RunRequest,
     RunResult,
     RuntimeAdapter,
@@ -27,13 +26,7 @@ class HumanAdapter(RuntimeAdapter):
     # later, which is the connected shape; they are not automated.
     capabilities = Capabilities(integration="connected", worktrees=True, automated=False)
 
-    def run(
-        self,
-        request: RunRequest,
-        *,
-        cancel: threading.Event | None = None,
-        on_output: OutputCallback | None = None,
-    ) -> RunResult:
+    def run(self, request: RunRequest, **_: Any) -> RunResult:  # any cancel, any on_output
         raise HumanWorkRequired(
             f"task {request.task_id} is assigned to a person (runtime 'human'): "
             "a human must do it and move it on the board; the executor cannot run it"

@@ -27,6 +27,7 @@ from executor.runtimes.base import (
     RuntimeAdapter,
     UsageSoFar,
     executable_missing,
+    usage_fields,
 )
 from executor.runtimes.process import ProcessRun, run_process
 
@@ -144,15 +145,7 @@ class OneShotCliAdapter(RuntimeAdapter):
 
 
 def usage_so_far(parsed: ParsedRun) -> UsageSoFar:
-    return UsageSoFar(
-        tokens_in=parsed.tokens_in,
-        tokens_out=parsed.tokens_out,
-        cache_read=parsed.cache_read,
-        cache_write=parsed.cache_write,
-        cost_cents=parsed.cost_cents,
-        model=parsed.model,
-        cost_millicents=parsed.cost_millicents,
-    )
+    return UsageSoFar(**usage_fields(parsed))
 
 
 def _reporting_usage(parser: LineParser, request: RunRequest) -> Callable[[str], None]:
@@ -210,16 +203,10 @@ def judge(
         outcome=Outcome.FAILED,
         exit_code=process.exit_code,
         native_session_id=parsed.native_session_id,
-        tokens_in=parsed.tokens_in,
-        tokens_out=parsed.tokens_out,
-        cost_cents=parsed.cost_cents,
-        cost_millicents=parsed.cost_millicents,
-        cache_read=parsed.cache_read,
-        cache_write=parsed.cache_write,
-        model=parsed.model,
         summary=parsed.summary,
         log_tail=process.log_tail,
         duration_s=process.duration_s,
+        **usage_fields(parsed),
     )
     if process.launch_error:
         result.error = process.launch_error

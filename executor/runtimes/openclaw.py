@@ -36,6 +36,7 @@ from executor.runtimes.base import (
     RunResult,
     RuntimeAdapter,
     UsageSoFar,
+    usage_fields,
 )
 from executor.runtimes.oneshot import SettingsError, setting_str
 
@@ -108,13 +109,8 @@ def result_from_reply(reply: GatewayReply, *, cancelled: bool, job: GatewayDispa
     result = RunResult(
         outcome=Outcome.FAILED,
         native_session_id=reply.session_key or job.session_key,
-        tokens_in=reply.tokens_in,
-        tokens_out=reply.tokens_out,
-        cost_cents=reply.cost_cents,
-        cache_read=reply.cache_read,
-        cache_write=reply.cache_write,
-        model=reply.model or job.model,
         summary=reply.summary,
+        **{**usage_fields(reply), "model": reply.model or job.model},
     )
     if cancelled or reply.status == "cancelled":
         result.outcome = Outcome.CANCELLED

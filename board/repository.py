@@ -1,0 +1,83 @@
+"""Which repository a task's run works in: answered here, once, by the server.
+
+A local run makes its worktree at the answer's ``path``; a remote worker clones its
+``remote`` (the claim's answer carries it, :meth:`RunRepository.as_body`); the
+server's intake takes a remote worker's pushed branch into the ``registered`` one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from board.models import Task
+from core import repositories
+from core.models import Agent, Repository
+
+
+@dataclass(frozen=True)
+class RunRepository:
+    """The answer: the team's registered repository (None: a bare path or remote, or
+    no repository, and the run works in a scratch directory)."""
+
+    registered: Repository | None = None
+    path: str | None = None
+    remote: str | None = None
+    base_branch: str = ""
+
+    def as_body(self) -> dict[str, Any]:
+        """What the claim's answer says a remote worker clones and starts from."""
+        repo = self.registered
+        return {
+            "id": repo.id if repo else None,
+            "remote": self.remote,
+            "base_branch": self.base_branch,
+        }
+
+    @property
+    def takes_in(self) -> Repository | None:
+        """The registered repository a remote worker's pushed branch is taken into."""
+        return self.registered if self.registered is not None and self.registered.remote else None
+
+
+def _named(repo: Repository | None, base: str) -> RunRepository | None:
+    if repo is None:
+        return None
+    return RunRepository(repo, repo.path, repo.remote or None, base or repo.base_branch)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def run_repository(
+    task: Task, agent: Agent | None = None, *, register: bool = True
+) -> RunRepository:
+    """In this order: the task's registered repository, the path (``repo_path``) or
+    remote (``repo_remote``) its metadata names, the agent's default repository
+    (``settings.repository``), the agent's ``repo_path`` or ``repo_remote``. The
+    agent defaults to the task's assignee. An agent's own ``repo_path`` is an
+    operator's setting (the agent is approved before every run): it registers as its
+    team's repository when ``register`` (a local run; a claim's answer only reads)."""
+    if agent is None and task.assignee_agent_id:
+        agent = Agent.objects.filter(pk=task.assignee_agent_id).first()
+    team, meta = task.team_id, task.metadata or {}
+    conf = (agent.settings or {}) if agent is not None else {}
+    base = _text(meta.get("base_branch")) or ""
+    if task.repository_id is not None:
+        found = _named(repositories.registered(task.repository_id, team), base)
+        if found is not None:
+            return found
+    for source, owned in ((meta, False), (conf, True)):
+        if source is conf and (default := _text(conf.get("repository"))):
+            found = _named(repositories.registered(default, team), base)
+            if found is not None:
+                return found
+        if path := _text(source.get("repo_path")):
+            repo = repositories.registered_path(team, path)
+            if repo is None and owned and register and agent is not None and agent.team_id == team:
+                repo = repositories.ensure(team, path)
+            return _named(repo, base) or RunRepository(path=path, base_branch=base)
+        if remote := _text(source.get("repo_remote")):
+            return RunRepository(remote=remote, base_branch=base)
+    return RunRepository(base_branch=base)
