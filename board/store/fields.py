@@ -22,6 +22,7 @@ from board.store._base import (
     record_event,
     set_fields,
 )
+from board.scope import check_touches
 from board.store.tasks import check_route_agent, get_task, route_columns, task_repository
 from board.store.tickets import WriteOutcome, declined, recorded, unchanged
 from board.transitions import (
@@ -178,6 +179,7 @@ _EDITABLE = (
     "repository",
     "max_run_cents",
     "route",
+    "touches",
 )
 
 
@@ -221,6 +223,10 @@ def update_task(task_id: str, changes: dict[str, Any], *, if_revision: Any = Non
 
     if "route" in changes:
         clean.update(route_columns(checks.check_route(changes["route"], list(Runtime.values))))
+    if "touches" in changes:
+        # The person's scope replaces the effective one too (null: none until an
+        # attempt settles and records what it changed).
+        clean["touches"] = clean["scope"] = check_touches(changes["touches"])
 
     def run() -> Task:
         task = lock_task(task_id)
@@ -284,6 +290,8 @@ _FIELD_KIND = {
     "route_agent_id": "updated",
     "route_runtime": "updated",
     "route_labels": "updated",
+    "touches": "updated",
+    "scope": "updated",
 }
 
 
