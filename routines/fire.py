@@ -165,6 +165,7 @@ def materialize_task(routine: Routine, slot_at: int) -> Task:
         # The template's per-node cost cap is the run's ceiling (0: none).
         max_run_cents=template.get("max_node_cents") or None,
         approval_required=bool(template.get("approval_required", False)),
+        touches=template.get("touches"),
     )
     return created.task
 

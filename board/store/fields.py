@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 
 from board import checks, judgement
 from board.models import Task, TaskComment, Verdict
+from board.scope import check_touches
 from board.store import approvals
 from board.store._base import (
     add_comment_row,
@@ -22,7 +23,6 @@ from board.store._base import (
     record_event,
     set_fields,
 )
-from board.scope import check_touches
 from board.store.tasks import check_route_agent, get_task, route_columns, task_repository
 from board.store.tickets import WriteOutcome, declined, recorded, unchanged
 from board.transitions import (

@@ -15,7 +15,6 @@ from django.db import connection
 from django.db.models import Count, Q, QuerySet
 
 from board import ceilings, checks
-from board.scope import check_touches
 from board.errors import (
     ApprovalRequired,
     DepthExceeded,
@@ -25,6 +24,7 @@ from board.errors import (
     TooManyChildren,
 )
 from board.models import ApprovalState, Task, TaskDep, Verdict
+from board.scope import check_touches
 from board.store import approvals, claims
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.deps import ancestor_ids
