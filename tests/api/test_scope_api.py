@@ -69,3 +69,28 @@ def test_an_overlapping_claim_is_409_scope_busy_and_claim_next_passes_it_over(
     with unchanged():
         nothing = api.post("/api/board/claim-next", {"agent_id": other.id}, format="json")
     assert nothing.status_code == 204
+
+
+def test_the_board_reads_why_each_ready_task_waits_for_its_paths(api, agent):
+    first = _create(api, "first", ["docs"])
+    held = _create(api, "held", ["docs/index.md"])
+    _create(api, "free", ["src/**"])
+    api.post(f"/api/board/tasks/{first['id']}/claim", {"agent_id": agent.id}, format="json")
+
+    waits = api.get("/api/board/scope-waits?team=default")
+
+    assert waits.status_code == 200
+    assert waits.json() == {
+        "team": "default",
+        "waits": {
+            held["id"]: {
+                "task": first["id"],
+                "status": "in_progress",
+                "touches": "docs/index.md",
+                "theirs": "docs",
+                "detail": f"waiting: touches docs/index.md (it touches docs) like task "
+                f"{first['id']!r} in progress",
+            }
+        },
+    }
+    assert api.get("/api/board/scope-waits?team=nope").status_code == 400
