@@ -257,6 +257,26 @@ def test_a_settled_attempt_gives_a_task_without_touches_the_paths_it_changed(rep
     assert store.claim(other.id, "a2").outcome == "scope_busy"
 
 
+def test_a_fix_round_of_a_task_without_touches_holds_the_paths_its_run_changed(repos):
+    task = _task("t")
+    other = _task("other", ["src/**"])
+    claimed = store.claim(task.id, "a1")
+
+    sent = store.send_back_for_fix(
+        task.id,
+        claimed.ticket,
+        evidence="tests failed",
+        detail={"attempts": [], "fix_cycles": 1},
+        feedback="fix the test",
+        changed_paths=["src/app.py"],
+    )
+
+    assert not sent.declined
+    fresh = store.get_task(task.id)
+    assert (fresh.status, fresh.touches, fresh.scope) == ("in_progress", None, ["src/app.py"])
+    assert store.claim(other.id, "a2").outcome == "scope_busy"
+
+
 def test_a_settled_attempt_never_overwrites_a_persons_touches(repos):
     task = _task("t", ["src/**"])
     assert store.claim(task.id, "a1").ok
