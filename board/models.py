@@ -245,6 +245,14 @@ class Task(models.Model):
                 name="tasks_scope_busy_idx",
                 condition=Q(status__in=["in_progress", "in_review"]) & Q(scope__isnull=False),
             ),
+            # Claim-next's other half: the ready scoped tasks of the repositories with
+            # work in flight, which it compares with that work. Partial: unscoped
+            # tasks (most) are not in it.
+            models.Index(
+                fields=["repository", "team"],
+                name="tasks_scope_todo_idx",
+                condition=Q(status="todo") & Q(scope__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

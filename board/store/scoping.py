@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
 
 from board.models import Task
 from board.scope import overlapping
@@ -45,7 +44,13 @@ _BUSY_IN_TEAM_DEFAULT_SQL = (
     f"SELECT {_COLUMNS} FROM {_T} WHERE {_BUSY} AND {_T}.repository_id IS NULL "  # noqa: S608
     f"AND {_T}.team_id = %s AND {_T}.id <> %s ORDER BY {_T}.id"
 )
-_ALL_BUSY_SQL = f"SELECT {_COLUMNS} FROM {_T} WHERE {_BUSY}"  # noqa: S608
+# Every scoped task in flight: a walk of the partial index (its entries are the rows).
+# SQLite is told the index: without statistics it would rather search the status
+# index, whose in_review range grows with the work waiting for review.
+_ALL_BUSY_SQL = {
+    "sqlite": f"SELECT {_COLUMNS} FROM {_T} INDEXED BY tasks_scope_busy_idx WHERE {_BUSY}",  # noqa: S608
+    "postgresql": f"SELECT {_COLUMNS} FROM {_T} WHERE {_BUSY}",  # noqa: S608
+}
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,7 @@ def held_back(candidate_teams: Iterable[str] | None = None) -> dict[str, Hold]:
     why. One probe of the (nearly always empty) busy index first; with work in
     flight, the ready scoped tasks of those repositories only."""
     with connection.cursor() as cursor:
-        cursor.execute(_ALL_BUSY_SQL)
+        cursor.execute(_ALL_BUSY_SQL[connection.vendor])
         busy = cursor.fetchall()
     if not busy:
         return {}
@@ -123,13 +128,8 @@ def held_back(candidate_teams: Iterable[str] | None = None) -> dict[str, Hold]:
         by_key.setdefault(_key(repo, team), []).append((other_id, status, _scope(theirs)))
     repos = sorted({k[1] for k in by_key if k[0] == "repository"})
     teams = sorted({k[1] for k in by_key if k[0] == "team"})
-    qs = Task.objects.filter(
-        status=Status.TODO, scope__isnull=False, assignee_agent_id__isnull=True
-    ).filter(_repos_or_teams(repos, teams))
-    if candidate_teams is not None:
-        qs = qs.filter(team_id__in=list(candidate_teams))
     holds: dict[str, Hold] = {}
-    for task_id, repo, team, scope in qs.values_list("id", "repository_id", "team_id", "scope"):
+    for task_id, repo, team, scope in _waiting_candidates(repos, teams, candidate_teams):
         for other_id, status, theirs in by_key.get(_key(repo, team), ()):
             pair = overlapping(_scope(scope), theirs)
             if pair is not None:
@@ -138,8 +138,43 @@ def held_back(candidate_teams: Iterable[str] | None = None) -> dict[str, Hold]:
     return holds
 
 
-def _repos_or_teams(repos: list[str], teams: list[str]) -> Q:
-    return Q(repository_id__in=repos) | Q(repository_id__isnull=True, team_id__in=teams)
+def _waiting_candidates(
+    repos: list[str], teams: list[str], candidate_teams: Iterable[str] | None
+) -> list[tuple[Any, ...]]:
+    chosen = None if candidate_teams is None else list(candidate_teams)
+    if chosen == []:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(*waiting_sql(repos, teams, chosen))
+        return cursor.fetchall()
+
+
+def waiting_sql(
+    repos: list[str], teams: list[str], chosen: list[str] | None
+) -> tuple[str, list[Any]]:
+    """The todo, unassigned, scoped tasks of these repositories (and of these teams'
+    unnamed one; of the ``chosen`` teams only): a walk of tasks_scope_todo_idx, whose
+    literal 'todo' the statement repeats so both planners match the partial index."""
+    where = []
+    params: list[Any] = []
+    if repos:
+        where.append(f"{_T}.repository_id IN ({', '.join(['%s'] * len(repos))})")
+        params += repos
+    if teams:
+        where.append(
+            f"({_T}.repository_id IS NULL AND {_T}.team_id IN ({', '.join(['%s'] * len(teams))}))"
+        )
+        params += teams
+    sql = (
+        f"SELECT {_T}.id, {_T}.repository_id, {_T}.team_id, {_T}.scope FROM {_T}"  # noqa: S608
+        + (" INDEXED BY tasks_scope_todo_idx" if connection.vendor == "sqlite" else "")
+        + f" WHERE {_T}.status = '{Status.TODO}' AND {_T}.scope IS NOT NULL"
+        f" AND {_T}.assignee_agent_id IS NULL AND ({' OR '.join(where)})"
+    )
+    if chosen is not None:
+        sql += f" AND {_T}.team_id IN ({', '.join(['%s'] * len(chosen))})"
+        params += chosen
+    return sql, params
 
 
 def _lock_key(repository_id: str | None, team_id: str) -> int:

@@ -335,3 +335,29 @@ def test_twelve_processes_never_start_two_overlapping_tasks_and_lose_none(repos,
     for r in drains:
         refused.update(r["outcomes"])
     assert refused["scope_busy"] > 0  # the rule was exercised, not just never raced
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_claims_scope_reads_walk_their_partial_indexes_only(repos):
+    from django.db import connection
+
+    from board.store import scoping
+
+    bulk = [f"b{i}" for i in range(50)]
+    for task_id in bulk:
+        _task(task_id, None, id=task_id)
+    plain = "EXPLAIN QUERY PLAN " if connection.vendor == "sqlite" else "EXPLAIN "
+    statements = [
+        (scoping._ALL_BUSY_SQL[connection.vendor], [], "tasks_scope_busy_idx"),
+        (scoping._BUSY_IN_REPOSITORY_SQL, ["r1", "x"], "tasks_scope_busy_idx"),
+        (*scoping.waiting_sql(["r1"], ["default"], ["default"]), "tasks_scope_todo_idx"),
+    ]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET enable_seqscan = off")  # a tiny table: ask for the plan it has
+        for sql, params, index in statements:
+            cursor.execute(plain + sql, params)
+            plan = " ".join(str(row) for row in cursor.fetchall())
+            assert index in plan, (sql, plan)
+            # A walk of the partial index, never of the table.
+            assert "'SCAN tasks'" not in plan and "Seq Scan" not in plan, plan
