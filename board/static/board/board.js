@@ -243,7 +243,12 @@ async function loadScopeWaits() {
   try {
     const body = await api("GET", `/api/board/scope-waits?team=${enc(team)}`);
     if (mine !== epoch) return;
-    if (S.setScopeWaits(state, body.waits || {})) { renderAll(); renderDetailIfShown(); }
+    if (!S.setScopeWaits(state, body.waits || {})) return;
+    renderAll();
+    // Only the line that says it: the rest of the detail (its review) stays.
+    const line = $("#detail-touches");
+    const shown = state.selected && tasks.get(state.selected);
+    if (line && shown) line.textContent = S.scopeText(shown, state.scopeWaits.get(shown.id));
   } catch (err) { /* the cards keep what they said */ }
 }
 let scopeTimer = null;
