@@ -582,7 +582,10 @@ def _write_apart(run: Callable[[], Any]) -> Any:
             return storage.write(run)
         except scoping.ScopeRace:
             continue
-    return storage.write(run)
+    # Racers kept winning: the server's moment (503 busy, retry), not the caller's.
+    raise storage.WriteBudgetExceeded(
+        f"the claim lost {_SCOPE_RACE_RERUNS} scope races in a row; retry after a moment"
+    )
 
 
 def _claimed(task: Task) -> ClaimResult:

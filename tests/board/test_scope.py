@@ -17,7 +17,7 @@ from board import store
 from board.models import Task
 from board.scope import check_touches, globs_overlap, overlapping, scope_of_changes
 from core.errors import ValidationFailed
-from core.models import Repository
+from core.models import Event, Repository
 
 # --- the glob rule ---------------------------------------------------------------
 
@@ -283,6 +283,38 @@ def test_a_settled_attempt_never_overwrites_a_persons_touches(repos):
     store.settle_from_worktree(task.id, empty=False, diffstat={"files": [{"path": "x/y"}]})
     fresh = store.get_task(task.id)
     assert (fresh.touches, fresh.scope) == (["src/**"], ["src/**"])
+
+
+def test_a_claim_that_lost_a_scope_race_is_rolled_back_and_run_again(repos, monkeypatch):
+    from board.store import scoping
+    from core.storage import WriteBudgetExceeded
+
+    real = scoping.confirm_apart
+    lost = []
+
+    def lose_once(task):
+        if not lost:
+            lost.append(task.id)  # a racer's overlapping start committed first
+            raise scoping.ScopeRace(task.id)
+        real(task)
+
+    monkeypatch.setattr(scoping, "confirm_apart", lose_once)
+    first = _task("first", ["src/**"])
+    second = _task("second", ["docs/**"])
+    taken = store.claim_next("a1")
+    assert taken is not None and taken.task.id == first.id and lost == [first.id]
+    # The lost run left nothing behind: one attempt, one claimed event.
+    assert store.get_task(first.id).attempts == 1
+    assert Event.objects.filter(kind="claimed", task_id=first.id).count() == 1
+    assert store.get_task(second.id).status == "todo"
+
+    def always_lose(task):
+        raise scoping.ScopeRace(task.id)
+
+    monkeypatch.setattr(scoping, "confirm_apart", always_lose)
+    with pytest.raises(WriteBudgetExceeded):
+        store.claim(second.id, "a2")
+    assert store.get_task(second.id).status == "todo"
 
 
 # --- twelve processes ----------------------------------------------------------
