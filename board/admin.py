@@ -20,6 +20,7 @@ from django.utils.html import format_html, format_html_join
 
 from board import checks, store
 from board.models import ExecutionProcess, Task, TaskComment, ToolApproval, ToolGrant, Workspace
+from board.scope import check_touches
 from board.store.tool_approvals import revoke_grants
 from board.transitions import Status, allowed_transitions_from
 from core import repositories
@@ -124,6 +125,14 @@ class TaskForm(forms.ModelForm):
         help_text="Only an agent carrying every one of these labels may take the task.",
     )
 
+    touches = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "src/**\ndocs/*.md"}),
+        label="Touches",
+        help_text="Repository paths (globs) the task changes, one a line: no claim starts "
+        "it while overlapping work of its repository is in progress or waiting to land.",
+    )
+
     claim_agent = forms.CharField(
         required=False,
         label="Claim for agent",
@@ -169,6 +178,16 @@ class TaskForm(forms.ModelForm):
         if "id" in self.fields:
             self.fields["id"].required = False
             self.fields["id"].help_text = "Leave empty to generate one."
+        if self.instance.pk and self.instance.touches:
+            self.initial["touches"] = "\n".join(self.instance.touches)
+
+    def clean_touches(self) -> list[str] | None:
+        text = str(self.cleaned_data.get("touches") or "")
+        globs = [g.strip() for line in text.splitlines() for g in line.split(",") if g.strip()]
+        try:
+            return check_touches(globs or None)
+        except ValidationFailed as exc:
+            raise forms.ValidationError(exc.detail) from None
 
     def clean_labels(self) -> list[str]:
         try:
@@ -255,6 +274,7 @@ class TaskAdmin(DataLayerAdmin):
             "feedback",
             "output",
             "revision",
+            "scope",
             "dependencies",
             "cost_tokens",
             "cost_cents",
@@ -287,6 +307,7 @@ class TaskAdmin(DataLayerAdmin):
             "route_agent_id",
             "route_runtime",
             "route_labels",
+            "touches",
         ]
         if obj is not None:
             fields += ["claim_agent", "override_reason"]
@@ -355,6 +376,7 @@ class TaskAdmin(DataLayerAdmin):
                     repository=repository,
                     max_run_cents=data.get("max_run_cents"),
                     route=_route(data),
+                    touches=data.get("touches"),
                 )
                 obj.pk = created.task.pk
                 return
@@ -363,6 +385,8 @@ class TaskAdmin(DataLayerAdmin):
                 changes["repository"] = repository
             if set(ROUTE_FIELDS) & set(form.changed_data):
                 changes["route"] = _route(data)
+            if "touches" in form.changed_data:
+                changes["touches"] = data.get("touches")
             if changes:
                 store.update_task(obj.pk, changes)
             if "status" in form.changed_data:

@@ -282,6 +282,38 @@ class TaskCountsView(APIView):
         return Response({"team": filters["team"], "counts": counts, "total": sum(counts.values())})
 
 
+class ScopeWaitsView(APIView):
+    """Why each of a team's ready tasks waits for its paths (issue 43): the task of
+    its repository in progress or waiting to land whose scope overlaps its own. The
+    board's cards say it ("waiting: touches src/** like task X in progress")."""
+
+    @extend_schema(
+        operation_id="board_scope_waits",
+        parameters=[OpenApiParameter("team", str, required=True)],
+        responses=with_errors(
+            {
+                200: inline_serializer(
+                    "ScopeWaits",
+                    {
+                        "team": serializers.CharField(),
+                        "waits": serializers.DictField(
+                            child=serializers.DictField(),
+                            help_text="task id -> {task, status, touches, theirs, detail}: "
+                            "the task holding its paths, that task's status, the two "
+                            "globs that overlap and the sentence",
+                        ),
+                    },
+                )
+            },
+            "validation_error",
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        team = require_team(request.user, request.query_params.get("team"))
+        waits = store.scope_holds([team])
+        return Response({"team": team, "waits": {k: v.as_dict() for k, v in waits.items()}})
+
+
 class BoardColumnsView(APIView):
     """The board's first view in one request: each column's first page in that
     column's order (live columns by priority, terminal ones most recently changed

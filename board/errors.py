@@ -20,6 +20,7 @@ __all__ = [
     "IllegalTransition",
     "NotFileMutating",
     "RootRateLimited",
+    "ScopeBusy",
     "TaskNotFound",
     "TaskIdTaken",
     "TooManyChildren",
@@ -60,6 +61,14 @@ class LimitReached(ClawbooError):
     """The agent (or its team) already holds its ``max_concurrent`` tasks in_progress."""
 
     code = "limit_reached"
+
+
+class ScopeBusy(ClawbooError):
+    """The task's scope (the paths it touches) overlaps that of a task of the same
+    repository in progress or waiting to land (:mod:`board.store.scoping`): the
+    claim waits until that one lands or leaves."""
+
+    code = "scope_busy"
 
 
 class IllegalTransition(ClawbooError):

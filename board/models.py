@@ -99,6 +99,13 @@ class Task(models.Model):
         related_name="tasks",
         db_index=False,
     )
+    # Scope (board.scope): the repository paths, as globs, the task says it changes
+    # (null: it says none) -- and its effective scope, what the claim compares:
+    # ``touches`` when given, else the paths its last attempt changed (recorded when
+    # the attempt settled). A claim starts no task whose scope overlaps one of the
+    # same repository in progress or waiting to land (board.store.scoping).
+    touches = models.JSONField(null=True, blank=True)
+    scope = models.JSONField(null=True, blank=True, editable=False)
 
     verdict = models.CharField(max_length=24, choices=Verdict.choices, null=True, blank=True)
     verdict_evidence = models.TextField(null=True, blank=True)
@@ -229,6 +236,22 @@ class Task(models.Model):
                 fields=["team", "approval_at"],
                 name="tasks_awaiting_approval_idx",
                 condition=Q(approval_state__in=["required", "expired"]),
+            ),
+            # The claim's scope check: the few scoped tasks in progress or waiting to
+            # land, per repository. Partial: a board without scopes has an empty
+            # index, and a claim's probe of it costs one page.
+            models.Index(
+                fields=["repository", "team"],
+                name="tasks_scope_busy_idx",
+                condition=Q(status__in=["in_progress", "in_review"]) & Q(scope__isnull=False),
+            ),
+            # Claim-next's other half: the ready scoped tasks of the repositories with
+            # work in flight, which it compares with that work. Partial: unscoped
+            # tasks (most) are not in it.
+            models.Index(
+                fields=["repository", "team"],
+                name="tasks_scope_todo_idx",
+                condition=Q(status="todo") & Q(scope__isnull=False),
             ),
         ]
 

@@ -124,6 +124,17 @@ class TaskSerializer(serializers.Serializer):
     repository = serializers.CharField(
         allow_null=True, help_text="id of the team's registered repository it works in"
     )
+    touches = serializers.ListField(
+        child=serializers.CharField(),
+        allow_null=True,
+        help_text="the path globs the task says it changes, or null",
+    )
+    scope = serializers.ListField(
+        child=serializers.CharField(),
+        allow_null=True,
+        help_text="what a claim compares: touches, else the paths its last attempt "
+        "changed (recorded when the attempt settled); null: none, never held back",
+    )
     verification = VerificationSerializer(allow_null=True)
     max_run_cents = serializers.IntegerField(allow_null=True)
     cost = serializers.DictField(
@@ -174,6 +185,16 @@ class TaskCreateSerializer(serializers.Serializer):
     depends_on = serializers.ListField(child=serializers.CharField(), required=False)
     created_by_agent_id = serializers.CharField(required=False, allow_null=True)
     route = RouteSerializer
+    touches = serializers.ListField(
+        child=serializers.CharField(max_length=256),
+        required=False,
+        allow_null=True,
+        max_length=64,
+        help_text="repository-relative path globs the task changes (its scope: '*', '?', "
+        "'[...]' within a segment, '**' across segments; a glob naming a directory covers "
+        "what is under it); no claim starts it while a task of its repository whose scope "
+        "overlaps is in progress or waiting to land (409 scope_busy). null or []: none",
+    )
 
 
 class TaskPatchSerializer(serializers.Serializer):
@@ -199,6 +220,16 @@ class TaskPatchSerializer(serializers.Serializer):
         "as it is now",
     )
     route = RouteSerializer
+    touches = serializers.ListField(
+        child=serializers.CharField(max_length=256),
+        required=False,
+        allow_null=True,
+        max_length=64,
+        help_text="repository-relative path globs the task changes (its scope: '*', '?', "
+        "'[...]' within a segment, '**' across segments; a glob naming a directory covers "
+        "what is under it); no claim starts it while a task of its repository whose scope "
+        "overlaps is in progress or waiting to land (409 scope_busy). null or []: none",
+    )
 
 
 OverrideSerializer = inline_serializer(

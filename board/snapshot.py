@@ -57,6 +57,10 @@ FIELDS: tuple[tuple[str, str, Kind], ...] = (
     ("scheduled_by", "scheduled_by", "value"),
     ("file_mutating", "file_mutating", "bool"),
     ("repository", "repository_id", "value"),
+    # The paths the task says it changes (globs, or null) and the scope the claim
+    # compares (``touches``, else what its last attempt changed; board.scope).
+    ("touches", "touches", "json"),
+    ("scope", "scope", "json"),
     ("verification", "verdict", "verification"),
     ("max_run_cents", "max_run_cents", "value"),
     ("cost", "cost_tokens", "cost"),

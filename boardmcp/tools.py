@@ -53,6 +53,8 @@ _ID_SHAPE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 TaskId = Annotated[str, Field(min_length=1, max_length=128, pattern=_ID_SHAPE)]
 Title = Annotated[str, Field(min_length=1, max_length=500)]
 Text = Annotated[str, Field(max_length=20_000)]
+# A task's scope: repository-relative path globs (board.scope checks each).
+Touches = Annotated[list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=64)]
 
 
 class Route(BaseModel):
@@ -229,6 +231,8 @@ def _brief(task: Task, depends_on: list[str] | None = None) -> dict[str, Any]:
         # Work an agent files waits for a person: say so, rather than look ready.
         "approval": task.approval,
         "route": route_of(task),
+        # What the task says it changes (globs), or null.
+        "touches": task.touches,
     }
     if depends_on is not None:
         body["depends_on"] = depends_on
@@ -298,6 +302,7 @@ def _create(
     team: str | None,
     repository: str | None,
     route: Route | None = None,
+    touches: list[str] | None = None,
 ) -> dict[str, Any]:
     for dep in depends_on or ():
         _visible(caller, dep, "depends_on")
@@ -315,6 +320,7 @@ def _create(
         # An agent filing work: the board's ceilings and rate limit apply.
         created_by_agent_id=caller.agent_id,
         route=None if route is None else route.model_dump(),
+        touches=touches,
     )
     return {"task": _brief(created.task, store.depends_on_ids(created.task.id))}
 
@@ -331,11 +337,14 @@ def create_task(
     team: str | None = None,
     repository: TaskId | None = None,
     route: Route | None = None,
+    touches: Touches | None = None,
 ) -> dict[str, Any]:
     """File a new top-level task for your team (a separate piece of work, not part of
     yours; for that use create_subtask). Rate limited for agents. repository: the id of
     one of your team's registered repositories the task's worktree is made in. route: who may
-    take it (an agent id of your team, a runtime, labels the agent must carry)."""
+    take it (an agent id of your team, a runtime, labels the agent must carry). touches: the
+    repository paths (globs: src/**, docs/*.md) the task will change; no agent starts it
+    while overlapping work in that repository is in progress or waiting to land."""
     caller = caller_of(ctx)
     return _create(
         caller,
@@ -349,6 +358,7 @@ def create_task(
         team=team,
         repository=repository,
         route=route,
+        touches=touches,
     )
 
 
@@ -364,11 +374,13 @@ def create_subtask(
     status: Literal["todo", "backlog"] = "todo",
     repository: TaskId | None = None,
     route: Route | None = None,
+    touches: Touches | None = None,
 ) -> dict[str, Any]:
     """Split work into a child task of parent_task_id (default: your task), which your
     team's agents can then claim. Depth and per-parent child limits apply. It works in
     the parent's repository unless repository names another of your team's. route: who may
-    take it (an agent id of your team, a runtime, labels the agent must carry)."""
+    take it (an agent id of your team, a runtime, labels the agent must carry). touches: the
+    repository paths (globs) it will change, as for create_task."""
     caller = caller_of(ctx)
     parent = _visible(caller, _task_id(caller, parent_task_id), "parent_task_id")
     return _create(
@@ -383,6 +395,7 @@ def create_subtask(
         team=None,
         repository=repository,
         route=route,
+        touches=touches,
     )
 
 

@@ -30,6 +30,7 @@ SUMMARIES: dict[str, str] = {
     "agents_resume": "Resume a paused agent of your team (its breaker count starts over)",
     "board_tasks_list": "List tasks, filtered, newest priority first (cursor pages)",
     "board_columns": "The board's first view: each column's first page, totals and the seq",
+    "board_scope_waits": "Why each of a team's ready tasks waits for its paths (scope_busy)",
     "board_tasks_counts": "Count tasks per status (the board's column totals), filtered",
     "board_tasks_create": "Create a task (idempotent by client id or Idempotency-Key)",
     "board_tasks_retrieve": "Read a task",

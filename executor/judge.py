@@ -194,7 +194,8 @@ def judge(
     fix = _fix_for_gate(gate.gate) if not gate.passed else _fix_for_findings(findings)
     evidence = gate.evidence if not gate.passed else fix.why
     detail = judgement.detail(gate.gate, findings, reviewer, attempts)
-    return _send_back(task, agent, ticket, worktree, fix, evidence, detail, cycles)
+    changed = [f["path"] for f in (diff or {}).get("files") or ()]
+    return _send_back(task, agent, ticket, worktree, fix, evidence, detail, cycles, changed)
 
 
 def _send_back(
@@ -206,9 +207,11 @@ def _send_back(
     evidence: str,
     detail: dict[str, Any],
     cycles: int,
+    changed: list[str] | None = None,
 ) -> Judgement:
     """A run the judge did not pass: back to its builder to fix, while the loop has
-    rounds left; else settled with its debt (blocked, one notification)."""
+    rounds left; else settled with its debt (blocked, one notification). ``changed``:
+    the paths the run changed, the fix round's scope when the task names none."""
     attempts = detail.get("attempts") or []
     if cycles < max_fix_cycles():
         write_fix_context(worktree, agent, fix)
@@ -219,6 +222,7 @@ def _send_back(
             evidence=evidence,
             detail={**detail, "fix_cycles": cycles + 1},
             feedback=fix.as_text(),
+            changed_paths=changed,
         )
         return Judgement("lost" if sent.declined else "fix", Verdict.FAIL)
     notes = (

@@ -66,6 +66,13 @@ class RoutineTaskTemplateSerializer(serializers.Serializer):
         allow_null=True,
         help_text="the verify command judging each fire's change (staff, or allowlisted)",
     )
+    touches = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        allow_null=True,
+        help_text="repository-relative path globs each fire's task changes (its scope: "
+        "no claim starts it while overlapping work of its repository is in flight)",
+    )
 
 
 class RoutineSerializer(serializers.Serializer):

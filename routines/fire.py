@@ -165,6 +165,7 @@ def materialize_task(routine: Routine, slot_at: int) -> Task:
         # The template's per-node cost cap is the run's ceiling (0: none).
         max_run_cents=template.get("max_node_cents") or None,
         approval_required=bool(template.get("approval_required", False)),
+        touches=template.get("touches"),
     )
     return created.task
 
@@ -202,7 +203,8 @@ def run_executor(routine: Routine, agent: Agent, task: Task, ticket: str) -> Non
 
 # A fire whose claim is refused for a reason that passes (someone else holds the
 # task; it waits for a person's approval; its agent is busy at its max_concurrent,
-# paused or unhealthy; a cap budget is spent; it is routed to another agent) leaves
+# paused or unhealthy; a cap budget is spent; it is routed to another agent; its
+# paths overlap work in flight in its repository, scope_busy) leaves
 # the task on the board, where the executor's workers take it once they may: the
 # fire is satisfied, and the routine does not halt in error.
 WAITS_ON_THE_BOARD = board_store.WAITS_ON_THE_BOARD

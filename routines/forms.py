@@ -34,6 +34,12 @@ def timezone_choices() -> list[tuple[str, str]]:
     return [("UTC", "UTC"), *((z, z.replace("_", " ")) for z in zones)]
 
 
+def split_globs(text: Any) -> list[str] | None:
+    """A form's globs, one a line (commas too), as the template's list (None: none)."""
+    globs = [g.strip() for line in str(text or "").splitlines() for g in line.split(",")]
+    return [g for g in globs if g] or None
+
+
 class AgentChoiceField(forms.ModelChoiceField):
     def label_from_instance(self, obj: Any) -> str:
         return f"{obj.display_name} ({obj.id}, {obj.runtime}) — team {obj.team_id}"
@@ -91,6 +97,14 @@ class RoutineForm(forms.ModelForm):
         max_length=128,
         help_text="Fire an existing task instead of a fresh one (one-shot schedules only).",
     )
+    touches = forms.CharField(
+        label="Touches",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "src/**\ndocs/*.md"}),
+        help_text="Repository paths (globs) each fire's task changes, one a line: no agent "
+        "starts it while overlapping work of its repository is in progress or waiting to "
+        "land.",
+    )
     approval_required = forms.BooleanField(
         label="Needs approval",
         required=False,
@@ -125,6 +139,8 @@ class RoutineForm(forms.ModelForm):
             for name in TEMPLATE_FIELDS:
                 if template.get(name) is not None:
                     self.initial[name] = template[name]
+            if template.get("touches"):
+                self.initial["touches"] = "\n".join(template["touches"])
         elif len(team_qs) == 1:
             self.initial.setdefault("team", team_qs[0].pk)
 
@@ -136,6 +152,7 @@ class RoutineForm(forms.ModelForm):
         for name in ("repository", "repo_path", "model", "team_task_id", "verify_cmd"):
             template[name] = template[name] or None
         template["description"] = template["description"] or ""
+        template["touches"] = split_globs(template["touches"])
         team = data["team"].pk if data.get("team") is not None else self.instance.team_id
         if self.operator and template["repo_path"] and not template["repository"]:
             # A staff user's path resolves to (or registers) the team's repository.

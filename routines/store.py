@@ -24,6 +24,7 @@ from board import checks
 from board import store as board_store
 from board.errors import TaskNotFound
 from board.models import Task
+from board.scope import check_touches
 from core import repositories, storage, wakeups
 from core.errors import Conflict, ValidationFailed
 from core.models import Agent, ParticipantKind, Runtime, Team
@@ -65,6 +66,7 @@ TEMPLATE_KEYS = (
     "team_task_id",
     "verify_cmd",
     "approval_required",
+    "touches",
 )
 _TEMPLATE_KEYS = frozenset(TEMPLATE_KEYS)
 _IN_FLIGHT = frozenset({RoutineStatus.QUEUED, RoutineStatus.CLAIMED, RoutineStatus.RUNNING})
@@ -132,6 +134,9 @@ def check_task_template(value: Any) -> dict[str, Any]:
     if not isinstance(approval, bool):
         raise ValidationFailed("task_template.approval_required", "must be true or false")
     clean["approval_required"] = approval
+    # The paths each fire's task says it changes (board.scope): its claim waits while
+    # overlapping work of its repository is in progress or waiting to land.
+    clean["touches"] = check_touches(value.get("touches"), "task_template.touches")
     return clean
 
 

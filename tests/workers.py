@@ -10,7 +10,9 @@ Commands: ``claim``, ``drain`` (claim_next until nothing is ready),
 ``sample-held`` (the most each agent holds in_progress, while work remains), ``link``,
 ``create-child``, ``write-storm``, ``crash-worker`` (claims, opens an execution,
 heartbeats until it is killed), ``claim-loop`` (claim_next, report, pause, until
-killed) and ``approve`` (lands a reviewed task).
+killed), ``approve`` (lands a reviewed task), ``scope-drain`` (claims by id or
+next, holds each task a moment, finishes it, until nothing is todo) and
+``sample-scope`` (every pair of overlapping scopes seen in progress together).
 """
 
 from __future__ import annotations
@@ -141,6 +143,78 @@ def cmd_sample_held(args: argparse.Namespace) -> dict[str, Any]:
             return {"most": most, "samples": samples}
 
 
+def cmd_scope_drain(args: argparse.Namespace) -> dict[str, Any]:
+    """Claim -- by id (a random todo task) or claim-next, by turns of a seeded coin --
+    hold the task ``--hold-ms``, finish it; until nothing is todo. A None or a
+    refusal while work remains (held back by scope) is not the end: poll again."""
+    import random
+
+    from board import store
+    from board.models import Task
+    from core.storage import WriteBudgetExceeded
+
+    rng = random.Random(args.seed)
+    claimed: list[str] = []
+    outcomes: dict[str, int] = {}
+    over_budget = 0
+    while True:
+        try:
+            if rng.random() < 0.5:
+                todo = list(Task.objects.filter(status="todo").values_list("id", flat=True)[:50])
+                if not todo:
+                    if not Task.objects.filter(status="todo").exists():
+                        return {
+                            "claimed": claimed,
+                            "outcomes": outcomes,
+                            "over_budget": over_budget,
+                        }
+                    continue
+                result = store.claim(rng.choice(todo), args.agent, "command")
+            else:
+                result = store.claim_next(args.agent, runtime="command")
+        except WriteBudgetExceeded:
+            over_budget += 1
+            continue
+        outcome = "none" if result is None else result.outcome
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        if result is None or not result.ok:
+            if not Task.objects.filter(status="todo").exists():
+                return {"claimed": claimed, "outcomes": outcomes, "over_budget": over_budget}
+            time.sleep(0.001)
+            continue
+        assert result.task is not None
+        claimed.append(result.task.id)
+        time.sleep(args.hold_ms / 1000)
+        store.complete(result.task.id, {"by": args.agent}, ticket=result.ticket)
+
+
+def cmd_sample_scope(args: argparse.Namespace) -> dict[str, Any]:
+    """Sample the tasks in progress (one statement: one snapshot) until nothing is
+    todo or in progress: every pair of the same repository whose scopes overlap seen
+    together (there must be none), and how many samples and starts were seen."""
+    from board.models import Task
+    from board.scope import overlapping
+
+    overlaps: list[list[str]] = []
+    samples = 0
+    most = 0
+    while True:
+        rows = list(
+            Task.objects.filter(status="in_progress").values_list(
+                "id", "repository_id", "team_id", "scope"
+            )
+        )
+        samples += 1
+        most = max(most, len(rows))
+        for i, (a, repo_a, team_a, scope_a) in enumerate(rows):
+            for b, repo_b, team_b, scope_b in rows[i + 1 :]:
+                same = repo_a == repo_b and (repo_a is not None or team_a == team_b)
+                if same and scope_a and scope_b and overlapping(scope_a, scope_b):
+                    overlaps.append([a, b])
+        if not rows and not Task.objects.filter(status__in=["todo", "in_progress"]).exists():
+            return {"overlaps": overlaps, "samples": samples, "most": most}
+
+
 def cmd_link(args: argparse.Namespace) -> dict[str, Any]:
     from board import store
     from core.errors import ClawbooError
@@ -235,6 +309,8 @@ COMMANDS = {
     "write-storm": cmd_write_storm,
     "crash-worker": cmd_crash_worker,
     "claim-loop": cmd_claim_loop,
+    "scope-drain": cmd_scope_drain,
+    "sample-scope": cmd_sample_scope,
 }
 
 
@@ -268,6 +344,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("claim-loop")
     p.add_argument("--agent", required=True)
     p.add_argument("--pause-ms", type=int, default=50)
+    p = sub.add_parser("scope-drain")
+    p.add_argument("--agent", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hold-ms", type=int, default=5)
+    p = sub.add_parser("sample-scope")
     p = sub.add_parser("approve")
     p.add_argument("task")
     p.add_argument("--by", default="reviewer")

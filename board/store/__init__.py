@@ -108,6 +108,7 @@ from board.store.review import (
     request_changes,
     roll_back_landing,
 )
+from board.store.scoping import held_back as scope_holds
 from board.store.tasks import (
     UNVERIFIED,
     VERDICT_FILTERS,
@@ -147,6 +148,7 @@ from board.store.workspaces import (
 
 __all__ = [
     "CLAIM_NEXT_REFUSALS",
+    "scope_holds",
     "CLAIM_REFUSALS",
     "REFUSALS",
     "WAITS_ON_THE_BOARD",

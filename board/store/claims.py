@@ -31,6 +31,13 @@ The claimed row comes back from the ``RETURNING`` as a tuple and becomes its Tas
 with the converters the ORM would apply, worked out once per column order
 (:func:`_row_plan`): no queryset is built per claim.
 
+A claim of a task with a scope (:mod:`board.scope`) first looks for a task of the
+same repository in progress or waiting to land whose scope overlaps it
+(:mod:`board.store.scoping`): claim refuses ``scope_busy``, claim-next passes the
+task over. On PostgreSQL a claim that started a scoped task then takes its
+repository's advisory lock and looks again, so two overlapping starts on any hosts
+cannot both commit (the loser's transaction is rolled back and re-run).
+
 Zero rows is data — a refusal diagnosed in the order GOVERNANCE.md fixes
 (:data:`REFUSALS`) — and is never retried; only transient lock errors are, by
 :func:`core.storage.write`.
@@ -54,11 +61,12 @@ from board.errors import (
     ClaimConflict,
     LimitReached,
     NotRouted,
+    ScopeBusy,
     TaskNotFound,
 )
 from board.models import Budget, BudgetMode, BudgetScope, ExecutionStatus, Task
 from board.repository import RunRepository, run_repository
-from board.store import spend
+from board.store import scoping, spend
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.approvals import blocks_claim
 from board.store.executions import close_run_leaving
@@ -327,6 +335,8 @@ class _Blocks:
 
     limit: str | None = None
     budget: BudgetPaused | None = None
+    # A task of the same repository whose scope overlaps this one's (scoping).
+    scope: scoping.Hold | None = None
 
 
 # Why a claim of one task took nothing: the first of these that holds, in the order
@@ -359,6 +369,10 @@ def _not_routed(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | N
 
 def _limit_reached(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | None:
     return blocks.limit
+
+
+def _scope_busy(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | None:
+    return None if blocks.scope is None else blocks.scope.sentence()
 
 
 def _approval_required(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | None:
@@ -400,6 +414,7 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(BudgetPaused, _budget_paused, next=True),
     Refusal(NotRouted, _not_routed),
     Refusal(LimitReached, _limit_reached),
+    Refusal(ScopeBusy, _scope_busy),
     Refusal(ApprovalRequired, _approval_required),
     Refusal(ClaimConflict, _conflict),
 )
@@ -415,7 +430,9 @@ def _diagnose(task_id: str, claimer: Claimer, blocks: _Blocks) -> _Refusal:
     for row in REFUSALS:
         detail = row.check(task, claimer, blocks)
         if detail is not None:
-            error = blocks.budget if row.error is BudgetPaused else None
+            error: ClawbooError | None = blocks.budget if row.error is BudgetPaused else None
+            if row.error is ScopeBusy and blocks.scope is not None:
+                error = ScopeBusy(detail, task_id=task_id, held_by=blocks.scope.as_dict())
             return _Refusal(row.code, detail, error)
     raise AssertionError("conflict always holds")
 
@@ -509,14 +526,17 @@ def _check_runtime(runtime: Any) -> str | None:
 def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = None) -> ClaimResult:
     """Claim one task for ``agent_id``: ``ok`` (with a ticket) or the first refusal of
     :data:`REFUSALS` that holds (``not_found``, ``agent_paused``, ``budget_paused``,
-    ``not_routed``, ``limit_reached``, ``approval_required``, ``conflict``).
+    ``not_routed``, ``limit_reached``, ``scope_busy``, ``approval_required``,
+    ``conflict``).
 
     Refused unless the task is todo, unassigned, not dropped, approved (or needing
     no approval), every dependency is done, it is of the agent's team and routed to
     it, no cap budget that covers it is paused or held by the runs in flight
     (:func:`board.store.spend.cap_refusal`), and the agent is active and under its
-    limits. A lapsed lease on this task is released first, so an abandoned task is
-    claimable as a fresh attempt. Never retried on a refusal.
+    limits, and its scope overlaps no task of its repository in progress or waiting
+    to land (:mod:`board.store.scoping`). A lapsed lease on this task is released
+    first, so an abandoned task is claimable as a fresh attempt. Never retried on a
+    refusal.
     """
     agent = checks.check_agent_id(agent_id)
     rt = _check_runtime(runtime)
@@ -534,17 +554,46 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
                 spend.cap_refusal(found, agent)
             except BudgetPaused as paused:
                 budget = paused
-        if claimer.paused is None and limit is None and budget is None:
+        held = _scope_hold(found)
+        if claimer.paused is None and limit is None and budget is None and held is None:
             params = [*_set_params(agent, rt, span), task_id, claimer.team_id, *claimer.route()]
             task = _claim_row(sql, params)
             if task is not None:
+                scoping.confirm_apart(task)
                 return task
-        return _diagnose(task_id, claimer, _Blocks(limit, budget))
+        return _diagnose(task_id, claimer, _Blocks(limit, budget, held))
 
-    outcome = storage.write(run)
+    outcome = _write_apart(run)
     if isinstance(outcome, _Refusal):
         return ClaimResult(outcome.code, detail=outcome.detail, refusal=outcome.error)
     return _claimed(outcome)
+
+
+def _scope_hold(task: Task | None) -> scoping.Hold | None:
+    """Whether a task a claim could start (todo, nobody's) must wait for another of
+    its repository to land first. A task another agent holds answers ``conflict``."""
+    if task is None or task.status != Status.TODO or task.assignee_agent_id is not None:
+        return None
+    return scoping.hold_on(task)
+
+
+# How many times a claim re-runs after losing a scope race on PostgreSQL (each
+# loss means a racer's start committed: the re-run sees it and moves on).
+_SCOPE_RACE_RERUNS = 8
+
+
+def _write_apart(run: Callable[[], Any]) -> Any:
+    """:func:`core.storage.write` of a claim, re-run when it lost a scope race
+    (:class:`board.store.scoping.ScopeRace`: its transaction was rolled back)."""
+    for _ in range(_SCOPE_RACE_RERUNS):
+        try:
+            return storage.write(run)
+        except scoping.ScopeRace:
+            continue
+    # Racers kept winning: the server's moment (503 busy, retry), not the caller's.
+    raise storage.WriteBudgetExceeded(
+        f"the claim lost {_SCOPE_RACE_RERUNS} scope races in a row; retry after a moment"
+    )
 
 
 def _claimed(task: Task) -> ClaimResult:
@@ -567,7 +616,10 @@ def claim_next(
 
     Under contention one worker wins a task and the others move on to the next
     (SQLite: each claim runs alone under the write lock; PostgreSQL: a candidate
-    locked by a racer is skipped). A None is never retried here: nothing was ready.
+    locked by a racer is skipped). A task whose scope overlaps one of its
+    repository in progress or waiting to land is passed over
+    (:func:`board.store.scoping.held_back`). A None is never retried here: nothing
+    was ready.
     """
     agent = checks.check_agent_id(agent_id)
     rt = _check_runtime(runtime)
@@ -604,13 +656,17 @@ def claim_next(
             return _Refusal(BudgetPaused.code, paused.detail, paused)
         scoped = scope if passed is None else passed.teams
         excluded = [] if passed is None else passed.task_ids
-        sql = _CLAIM_NEXT_SQL[vendor, dispatcher, scoped is not None, bool(excluded)]
+        # Tasks whose scope overlaps work in flight in their repository: passed over.
+        apart = [*excluded, *scoping.held_back(scoped)]
+        sql = _CLAIM_NEXT_SQL[vendor, dispatcher, scoped is not None, bool(apart)]
         bound: list[Any] = []
-        for values in (scoped, excluded or None):
+        for values in (scoped, apart or None):
             if values is not None:
                 bound.append(values if vendor == "postgresql" else json.dumps(values))
         params = [*_set_params(agent, rt, span), *bound, *labelled, *claimer.route()]
         claimed = _claim_row(sql, params)
+        if claimed is not None:
+            scoping.confirm_apart(claimed)
         if claimed is None and excluded:
             binds = [*labelled, *claimer.route()]
             held = _held_back(vendor, agent, scoped, excluded, binds)
@@ -618,7 +674,7 @@ def claim_next(
                 return held
         return claimed
 
-    outcome = storage.write(run)
+    outcome = _write_apart(run)
     if outcome is None:
         return None
     if isinstance(outcome, _Refusal):

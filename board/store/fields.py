@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 
 from board import checks, judgement
 from board.models import Task, TaskComment, Verdict
+from board.scope import check_touches
 from board.store import approvals
 from board.store._base import (
     add_comment_row,
@@ -178,6 +179,7 @@ _EDITABLE = (
     "repository",
     "max_run_cents",
     "route",
+    "touches",
 )
 
 
@@ -221,6 +223,10 @@ def update_task(task_id: str, changes: dict[str, Any], *, if_revision: Any = Non
 
     if "route" in changes:
         clean.update(route_columns(checks.check_route(changes["route"], list(Runtime.values))))
+    if "touches" in changes:
+        # The person's scope replaces the effective one too (null: none until an
+        # attempt settles and records what it changed).
+        clean["touches"] = clean["scope"] = check_touches(changes["touches"])
 
     def run() -> Task:
         task = lock_task(task_id)
@@ -284,6 +290,8 @@ _FIELD_KIND = {
     "route_agent_id": "updated",
     "route_runtime": "updated",
     "route_labels": "updated",
+    "touches": "updated",
+    "scope": "updated",
 }
 
 

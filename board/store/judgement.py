@@ -16,6 +16,7 @@ from django.db.models import F
 from board import checks
 from board.models import ExecutionProcess, Task, Verdict
 from board.money import MILLICENTS_PER_CENT, cents_of
+from board.scope import scope_of_changes
 from board.store._base import add_comment_row, commit_change, lock_task, now, set_fields
 from board.store.executions import CLOSED, LOG_TAIL
 from board.store.fields import EVIDENCE_TAIL
@@ -68,12 +69,17 @@ def send_back_for_fix(
     detail: dict[str, Any],
     feedback: str,
     lease_ms: int | None = None,
+    changed_paths: list[str] | None = None,
 ) -> WriteOutcome:
     """One round of the fix loop: the task stays ``in_progress`` with its builder's
     claim (lease renewed), ``feedback`` says what to fix, the verdict is ``fail``
     with ``detail``. No execution of it is running afterwards, so the builder's
     executor starts the next round (``start_assigned``). Event ``fix_requested``;
-    declines ``lost-claim`` when ``ticket`` no longer holds."""
+    declines ``lost-claim`` when ``ticket`` no longer holds.
+
+    A task without ``touches`` takes ``changed_paths`` (what the judged run
+    changed) as its scope (:func:`board.scope.scope_of_changes`): while the fix
+    round works, no claim starts a task of its repository that overlaps them."""
     claim = Ticket.decode(ticket)
     tail = _check(Verdict.FAIL, evidence)
     note = checks.check_text(feedback, "feedback", required=True)
@@ -93,6 +99,9 @@ def send_back_for_fix(
             feedback=note,
             lease_until=at + dt.timedelta(milliseconds=span),
         )
+        learned = None if task.touches else scope_of_changes(changed_paths or ())
+        if learned is not None:
+            fields |= set_fields(task, scope=learned)
         add_comment_row(task, JUDGE, f"Sent back to fix: {note}", at)
         commit_change(task, "fix_requested", prev_status=task.status, fields=fields, at=at)
         return recorded(task)

@@ -24,6 +24,7 @@ from board.errors import (
     TooManyChildren,
 )
 from board.models import ApprovalState, Task, TaskDep, Verdict
+from board.scope import check_touches
 from board.store import approvals, claims
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.deps import ancestor_ids
@@ -173,6 +174,7 @@ def create_task(
     max_run_cents: Any = None,
     approval_required: Any = False,
     route: Any = None,
+    touches: Any = None,
     actor: str | None = None,
 ) -> Created:
     """Create a task (``todo`` by default, or ``backlog``). ``actor`` names the
@@ -192,6 +194,10 @@ def create_task(
     The task waits for a person's approval (:mod:`board.store.approvals`) when an
     agent creates it, it is labelled ``risk``, its team requires approval, or the
     caller says so (``approval_required``: a routine whose template asks for it).
+
+    ``touches`` (repository-relative path globs, :mod:`board.scope`) is the task's
+    scope: no claim starts it while a task of its repository whose scope overlaps
+    it is in progress or waiting to land.
     """
     clean: dict[str, Any] = {
         "title": checks.check_title(title),
@@ -221,11 +227,14 @@ def create_task(
     if repository is not None:
         # Only when given: the fingerprints of creates made before repositories stay.
         clean["repository"] = checks.check_id(repository, "repository")
+    if touches is not None:
+        # The same: only when given (null and [] alike say "no scope").
+        clean["touches"] = check_touches(touches)
     task_id = checks.check_id(id) if id is not None else None
     # A field added later is left out while unset, so a retried create keeps the
     # fingerprint it had before the field existed.
     fingerprint = _fingerprint(
-        {k: v for k, v in clean.items() if v is not None or k != "max_run_cents"}
+        {k: v for k, v in clean.items() if v is not None or k not in ("max_run_cents", "touches")}
     )
     return storage.write(_create, task_id, clean, fingerprint, actor)
 
@@ -301,6 +310,8 @@ def _create(
         scheduled_by=clean["scheduled_by"],
         repository_id=repository_id,
         max_run_cents=clean["max_run_cents"],
+        touches=clean.get("touches"),
+        scope=clean.get("touches"),
         **route_columns(clean["route"]),
         incarnation_id=secrets.token_hex(8),
         unmet_deps=unmet,

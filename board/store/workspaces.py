@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from board.models import Task, Workspace, WorkspaceStatus
+from board.scope import scope_of_changes
 from board.store._base import commit_change, lock_task, now
 from board.store.moves import EMPTY_DIFF, move
 from board.transitions import Status
@@ -98,6 +99,10 @@ def settle_from_worktree(
     Empty: ``done`` under the gate's one named exception, :data:`~board.store.moves.
     EMPTY_DIFF` (no deliverable, nothing a verdict could be about); the verdict
     stays on the task as it was.
+
+    A task without ``touches`` takes the paths this attempt changed as its scope
+    (:func:`board.scope.scope_of_changes`), so its retry or fix round waits for
+    overlapping work of its repository to land before it starts again.
     """
 
     def run() -> Task:
@@ -112,6 +117,11 @@ def settle_from_worktree(
         fields = move(task, target, at=at, waiver=EMPTY_DIFF if empty else None)
         if not fields:
             return task
+        if not empty and not task.touches and diffstat is not None:
+            changed = scope_of_changes(f["path"] for f in diffstat.get("files") or ())
+            if changed is not None and changed != task.scope:
+                task.scope = changed
+                fields.add("scope")
         kind = "completed" if empty else "review_requested"
         return commit_change(task, kind, prev_status=prev, fields=fields, at=at)
 

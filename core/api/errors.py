@@ -44,6 +44,7 @@ HTTP_STATUS: dict[str, int] = {
     "agent_paused": 409,
     "not_routed": 409,
     "limit_reached": 409,
+    "scope_busy": 409,
     "not_file_mutating": 422,
     "domain_violation": 422,
     "rate_limited": 429,

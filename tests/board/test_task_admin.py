@@ -197,3 +197,30 @@ def test_staff_register_a_repository_in_the_admin_by_its_real_path(operator, tmp
     )
     assert "Not saved" in refused.content.decode()
     assert not Repository.objects.filter(pk="x").exists()
+
+
+def test_touches_are_typed_one_a_line_round_trip_and_a_bad_glob_is_shown_on_the_field(
+    operator,
+):
+    response = operator.post(
+        "/admin/board/task/add/", add_form(touches="src/**\ndocs/*.md, ./lib/")
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    task = store.list_tasks().get(title="From admin")
+    assert (task.touches, task.scope) == (
+        ["src/**", "docs/*.md", "lib"],
+        ["src/**", "docs/*.md", "lib"],
+    )
+    page = operator.get(f"/admin/board/task/{task.id}/change/").content.decode()
+    assert "src/**\ndocs/*.md\nlib</textarea>" in page
+    # Saving unchanged writes nothing; editing the globs writes the new ones.
+    same = operator.post(
+        f"/admin/board/task/{task.id}/change/", change_form(task, touches="src/**\ndocs/*.md\nlib")
+    )
+    assert same.status_code == 302 and store.get_task(task.id).revision == task.revision
+    operator.post(f"/admin/board/task/{task.id}/change/", change_form(task, touches="README.md"))
+    assert store.get_task(task.id).touches == ["README.md"]
+    refused = operator.post("/admin/board/task/add/", add_form(title="bad", touches="../etc"))
+    assert refused.status_code == 200
+    assert "step out of the repository" in str(refused.context["adminform"].form.errors["touches"])
+    assert not store.list_tasks().filter(title="bad").exists()

@@ -187,7 +187,7 @@ def test_each_tool_answers_for_the_agents_own_team(
                 "list": await s.call("list_tasks"),
                 "get": await s.call("get_task"),
                 "subtask": await s.call("create_subtask", title="Split off", labels=["mcp"]),
-                "root": await s.call("create_task", title="Filed by ada"),
+                "root": await s.call("create_task", title="Filed by ada", touches=["src/**"]),
                 "comment": await s.call("comment", body="progress"),
                 "link": await s.call("link_dependency", task_id=spare[1], depends_on=spare[0]),
                 "beat": await s.call("heartbeat"),
@@ -222,6 +222,7 @@ def test_each_tool_answers_for_the_agents_own_team(
     )
     root = Task.objects.get(pk=answers["root"].body["task"]["id"])
     assert (root.parent_task_id, root.team_id, root.created_by_agent_id) == (None, "red", "ada")
+    assert (root.touches, answers["root"].body["task"]["touches"]) == (["src/**"], ["src/**"])
     assert [(c.author, c.body) for c in store.list_comments(board.task)] == [("ada", "progress")]
     assert store.depends_on_ids(spare[1]) == [spare[0]]
     assert answers["beat"].body["lease_until"]

@@ -225,10 +225,13 @@ def test_a_round_that_passes_after_a_fix_lands_in_review_with_both_attempts(
     sent = store.get_task(task.id)
     assert sent.status == "in_progress"
     assert "feature.txt:1" in sent.feedback and "wrong_algorithm" in sent.feedback
+    # Its fix round holds the paths the judged run changed (issue 43: scope).
+    assert sent.touches is None and "feature.txt" in (sent.scope or [])
     second = Executor("builder").work_once()
     assert second.verdict == "pass"
     task = store.get_task(task.id)
     assert task.status == "in_review"
+    assert "feature.txt" in (task.scope or [])  # recorded again as it settled
     verification = task.as_dict()["verification"]
     assert [len(a["findings"]) for a in verification["attempts"]] == [1, 1]
     assert verification["findings"] == [{"severity": "style", "title": "name it better"}]

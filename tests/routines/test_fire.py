@@ -116,6 +116,26 @@ def test_a_bound_one_shot_fires_its_task_and_a_lost_claim_is_success(agent, cloc
     assert board_store.get_task(task.id).assignee_agent_id == "someone-else"
 
 
+def test_a_templates_touches_reach_each_fires_task(agent, clock):
+    routine = make(agent, task_template={"touches": ["src/**", "docs"]})
+    task = fire.materialize_task(Routine.objects.get(pk=routine.id), 1_000)
+    assert (task.touches, task.scope) == (["src/**", "docs"], ["src/**", "docs"])
+
+
+def test_a_fire_whose_task_overlaps_work_in_flight_is_satisfied(agent, clock):
+    busy = board_store.create_task(title="busy", team=agent.team_id, touches=["src/**"]).task
+    board_store.claim(busy.id, "someone-else", "command", lease_ms=4 * 3_600_000)
+    task = board_store.create_task(title="t", team=agent.team_id, touches=["src/a.py"]).task
+    routine = make(agent, "once@2030-01-07T09:00Z", task_template={"team_task_id": task.id})
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    row = Routine.objects.get(pk=routine.id)
+    assert row.status == "idle" and row.last_error is None
+    fired = RoutineFire.objects.get(routine=row)
+    assert (fired.outcome, fired.task_id) == ("satisfied", task.id)
+    assert board_store.get_task(task.id).status == "todo"  # it waits on the board
+
+
 def test_a_bound_task_that_is_done_errors_the_fire(agent, clock):
     task = board_store.create_task(title="t", team=agent.team_id).task
     routine = make(agent, "once@2030-01-07T09:00Z", task_template={"team_task_id": task.id})

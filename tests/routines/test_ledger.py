@@ -65,6 +65,7 @@ def test_create_fills_template_defaults_and_arms_after_now(agent, clock):
         "team_task_id": None,
         "verify_cmd": None,
         "approval_required": False,
+        "touches": None,
     }
     assert routine.status == "idle" and routine.catch_up == "latest"
     assert routine.next_run_at == store.now_ms() + 3_600_000  # 09:00, never 08:00 (now)
@@ -80,6 +81,7 @@ def test_create_fills_template_defaults_and_arms_after_now(agent, clock):
         ({"task_template": {"kind": "poetry"}}, "task_template.kind"),
         ({"task_template": {"bogus": 1}}, "task_template.bogus"),
         ({"task_template": {"title": ""}}, "task_template.title"),
+        ({"task_template": {"touches": ["../x"]}}, "task_template.touches[0]"),
         ({"catch_up": "sometimes"}, "catch_up"),
         ({"agent_id": "ghost"}, "agent_id"),
     ],

@@ -219,7 +219,7 @@ async function reloadColumns() {
       col.next = page.next || null;
     }
     renderAll();
-    await Promise.all([counted, loadToolAsks()]);
+    await Promise.all([counted, loadToolAsks(), loadScopeWaits()]);
     return board;
   } catch (err) {
     if (mine === epoch) toast(`Could not load the board: ${err.message}`, "bad");
@@ -236,10 +236,32 @@ async function reloadColumns() {
 
 const place = (task, how) => S.place(state, task, how);
 
+// Which ready tasks wait for their paths (GET /api/board/scope-waits): asked with the
+// columns and again, at most about once a second, after any change of the board.
+async function loadScopeWaits() {
+  const mine = epoch;
+  try {
+    const body = await api("GET", `/api/board/scope-waits?team=${enc(team)}`);
+    if (mine !== epoch) return;
+    if (!S.setScopeWaits(state, body.waits || {})) return;
+    renderAll();
+    // Only the line that says it: the rest of the detail (its review) stays.
+    const line = $("#detail-touches");
+    const shown = state.selected && tasks.get(state.selected);
+    if (line && shown) line.textContent = S.scopeText(shown, state.scopeWaits.get(shown.id));
+  } catch (err) { /* the cards keep what they said */ }
+}
+let scopeTimer = null;
+function rescope() {
+  if (scopeTimer) return;
+  scopeTimer = setTimeout(() => { scopeTimer = null; loadScopeWaits(); }, 800);
+}
+
 // A task-change frame (or our own write's answer): move the card, keep the counts.
 function upsert(task, frame) {
   const change = S.applyChange(state, task, frame, helloSeq);
   if (change.ignore) return;
+  if (task.scope || state.scopeWaits.size) rescope();
   if (change.same) { renderDetailIfShown(); return; }
   if (change.recount) recount();
   for (const status of change.dirty) renderColumn(status);
@@ -673,6 +695,7 @@ async function renderDetail(task) {
       el("dt", {}, "assignee"), el("dd", {}, task.assignee_agent_id || "—"),
       el("dt", {}, "labels"), el("dd", {}, (task.labels || []).join(", ") || "—"),
       el("dt", {}, "route"), el("dd", { id: "detail-route" }, routeText(task.route) || "any agent of the team"),
+      el("dt", {}, "touches"), el("dd", { id: "detail-touches" }, S.scopeText(task, state.scopeWaits.get(task.id))),
       el("dt", {}, "attempts"), el("dd", {}, `${task.attempts}${task.max_attempts ? " / " + task.max_attempts : ""}`),
       el("dt", {}, "depends on"), el("dd", {}, (task.depends_on || []).map((id) => {
         const dep = tasks.get(id);
@@ -995,6 +1018,8 @@ $("#new-task-form").addEventListener("submit", async (e) => {
   if (repository) body.repository = repository;
   const depends = splitList(data.get("depends_on"));
   if (depends.length) body.depends_on = depends;
+  const touches = splitList(data.get("touches"));
+  if (touches.length) body.touches = touches;
   try {
     const created = await api("POST", "/api/board/tasks", body);
     upsert(created, { kind: "added", seq: Infinity, prev_status: null });

@@ -28,6 +28,10 @@ export function badges(task) {
   } else if (a && a.state === "approved") {
     out.push(el("span", { class: "badge ok approval", title: `approved by ${a.by} (revision ${a.revision})` }, "✓ approved"));
   }
+  const held = status === "todo" ? state.scopeWaits.get(task.id) : null;
+  if (held) {
+    out.push(el("span", { class: "pill scope-wait", title: held.detail }, held.detail));
+  }
   const waits = S.blockedBy(state, task);
   if (waits) out.push(el("span", { class: "pill blocked-by", title: "dependencies not done" }, `blocked by ${waits}`));
   const verdict = S.verdictBadge(task.verification, state.noneConfigured);
@@ -81,7 +85,7 @@ function toolAskNodes(task) {
 export function cardNode(task) {
   const shownAs = S.statusOf(state, task);
   const asks = state.toolAsks.get(task.id);
-  const key = [task.revision, shownAs, task.id === state.selected, S.blockedBy(state, task), state.pending.has(task.id), asks ? [...asks.keys()].join(",") : ""].join("|");
+  const key = [task.revision, shownAs, task.id === state.selected, S.blockedBy(state, task), (state.scopeWaits.get(task.id) || {}).detail || "", state.pending.has(task.id), asks ? [...asks.keys()].join(",") : ""].join("|");
   const cached = cardCache.get(task.id);
   if (cached && cached.key === key) return cached.node;
   const node = el("article", {

@@ -83,6 +83,8 @@ export function editForm(task, done) {
     field("Depends on", el("input", { name: "depends_on", id: "edit-depends", value: (task.depends_on || []).join(", "), placeholder: "task ids, comma separated" })),
     routeFields(task.route || {}),
     field("Repository", repositoryMenu(task)),
+    field("Touches", el("input", { name: "touches", id: "edit-touches", value: (task.touches || []).join(", "),
+      placeholder: "paths it changes: src/**, docs/*.md (no agent starts it while overlapping work is in flight)" })),
     field("Verify command", el("input", { name: "verify_cmd", id: "edit-verify", value: (task.metadata || {}).verify_cmd || "",
       placeholder: "run in the worktree after the agent; exit 0 passes (operators, or allowlisted)" })),
     el("p", { class: "form-error", id: "edit-error", role: "alert" }),
@@ -118,6 +120,8 @@ async function saveEdit(id, form, done) {
   if (!sameRoute(route, current.route || null)) changes.route = route;
   const menu = $("#edit-repository");
   if (menu && menu.dataset.ready === "true" && repository !== (current.repository || null)) changes.repository = repository;
+  const touches = splitList(data.get("touches"));
+  if (touches.join("\n") !== (current.touches || []).join("\n")) changes.touches = touches.length ? touches : null;
   const wanted = splitList(data.get("depends_on"));
   const had = current.depends_on || [];
   const error = $("#edit-error");

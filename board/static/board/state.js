@@ -37,6 +37,7 @@ export function createState(config, filters) {
     doneIds: new Set(),   // tasks seen done (a dependency that no longer blocks)
     pending: new Map(),   // id -> status a move is on its way to
     toolAsks: new Map(),  // task id -> Map(approval id -> a tool call waiting for a person)
+    scopeWaits: new Map(),  // task id -> {task, status, touches, theirs, detail}: waits for its paths
     filters: filters || emptyFilters(),
     selected: null,
   };
@@ -47,6 +48,7 @@ export function clearState(state) {
   state.tasks.clear();
   state.pending.clear();
   state.toolAsks.clear();
+  state.scopeWaits.clear();
   for (const status of state.order) {
     const col = state.columns[status];
     col.ids.clear();
@@ -338,4 +340,20 @@ export function agentsSummary(agents) {
     if (n) out.push(`${n} ${state}`);
   }
   return out.join(", ");
+}
+
+// Which tasks wait for their paths (issue 43), as the server said: whether it changed.
+export function setScopeWaits(state, waits) {
+  const before = JSON.stringify([...state.scopeWaits]);
+  state.scopeWaits = new Map(Object.entries(waits));
+  return JSON.stringify([...state.scopeWaits]) !== before;
+}
+
+// A task's scope in words for the detail panel: its touches, or the paths its last
+// attempt changed, and what it waits for.
+export function scopeText(task, wait) {
+  const own = (task.touches || []).join(", ");
+  const learned = !own && task.scope ? `${task.scope.join(", ")} (its last attempt's changes)` : "";
+  const text = own || learned || "— (never held back)";
+  return wait ? `${text}; ${wait.detail}` : text;
 }

@@ -139,3 +139,16 @@ test("the agents summary names who is not at work", () => {
   assert.equal(S.agentsSummary([{ state: "active" }, { state: "paused" }, { state: "unhealthy" }]), "1 paused, 1 unhealthy");
   assert.equal(S.agentsSummary([{ state: "active" }]), "");
 });
+
+test("a task's scope reads in words, with why it waits for its paths", () => {
+  const state = S.createState(config);
+  const wait = { task: "t1", status: "in_progress", touches: "src/**", theirs: "src/**", detail: "waiting: touches src/** like task 't1' in progress" };
+  assert.equal(S.setScopeWaits(state, { t2: wait }), true);
+  assert.equal(S.setScopeWaits(state, { t2: wait }), false);  // nothing changed: no redraw
+  assert.equal(S.scopeText(task("t2", { touches: ["src/**"], scope: ["src/**"] }), state.scopeWaits.get("t2")),
+    "src/**; waiting: touches src/** like task 't1' in progress");
+  assert.equal(S.scopeText(task("t3", { touches: null, scope: ["lib/a.py"] })), "lib/a.py (its last attempt's changes)");
+  assert.equal(S.scopeText(task("t4", { touches: null, scope: null })), "— (never held back)");
+  S.clearState(state);
+  assert.equal(state.scopeWaits.size, 0);
+});
