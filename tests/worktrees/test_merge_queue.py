@@ -1,0 +1,102 @@
+"""The merge queue (issue 43): approvals stack, one gate run judges the stack, a red
+stack is bisected to its culprit, conflicts go back to their builder, and every
+commit the base reaches passes the gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from board import store
+from executor import merge_queue
+from tests.fixtures.gitrepos import git
+from tests.worktrees.queue_fixtures import Harness
+from worktrees import queue, service
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_an_approval_in_a_queue_repository_is_queued_and_stays_in_review(queue_harness):
+    first = queue_harness.in_review("One", {"one.txt": "1\n"})
+    second = queue_harness.in_review("Two", {"two.txt": "2\n"})
+    assert service.approve(first, by="reviewer")["result"] == "queued"
+    answer = service.approve(second, by="reviewer")
+    assert (answer["result"], answer["position"]) == ("queued", 2)
+    assert answer["task"].status == "in_review"
+    # Approving again answers its place, it does not queue twice.
+    assert service.approve(second, by="reviewer")["position"] == 2
+    assert queue_harness.kicks == [str(queue_harness.repo)] * 2
+    report = merge_queue.drain(str(queue_harness.repo))
+    assert report["landed"] == [first, second] and report["gate_runs"] == 1
+    assert store.get_task(first).status == store.get_task(second).status == "done"
+    assert queue_harness.landed_ids() == [second, first]  # newest first
+
+
+def test_ten_approvals_with_a_semantic_conflict_keep_every_base_commit_green(
+    queue_harness: Harness, tmp_path: Path
+):
+    start = git(queue_harness.repo, "rev-parse", "main")
+    ids = []
+    for n in range(10):
+        files = {f"t{n}.txt": f"{n}\n"}
+        if n == 2:
+            files["a.flag"] = "a\n"  # green alone
+        if n == 6:
+            files["b.flag"] = "b\n"  # green alone, red with a.flag
+        ids.append(queue_harness.in_review(f"Task {n}", files))
+    for task_id in ids:
+        assert service.approve(task_id, by="reviewer")["result"] == "queued"
+
+    report = merge_queue.drain(str(queue_harness.repo))
+    culprit = ids[6]
+    assert report["returned"] == [culprit]
+    assert sorted(report["landed"]) == sorted(ids[:6] + ids[7:])
+    task = store.get_task(culprit)
+    assert task.status == "in_progress" and task.assignee_agent_id == "builder"
+    assert "exited 1" in task.feedback and "How to fix" in task.feedback
+
+    # The builder's fix round; it re-enters the line by itself, nobody approves.
+    def fix(path: Path) -> None:
+        (path / "b.flag").unlink()
+        (path / "b.txt").write_text("b, without the flag\n")
+
+    queue_harness.fix_round(culprit, fix)
+    assert queue.live_entry(culprit).state == "queued"
+    assert merge_queue.drain(str(queue_harness.repo))["landed"] == [culprit]
+    assert all(store.get_task(t).status == "done" for t in ids)
+    assert sorted(queue_harness.landed_ids()) == sorted(ids)  # each exactly once
+
+    runs = queue_harness.gate_runs()
+    assert runs < 10, runs
+    history = queue_harness.base_history(start)
+    assert len(history) == 10
+    assert all(queue_harness.passes_at(c, tmp_path / "check") for c in history)
+
+
+def test_two_tasks_editing_one_line_the_second_goes_back_and_lands_after_its_round(
+    queue_harness: Harness,
+):
+    first = queue_harness.in_review("First", {"file0.txt": "first\n"})
+    second = queue_harness.in_review("Second", {"file0.txt": "second\n"})
+    service.approve(first, by="reviewer")
+    service.approve(second, by="reviewer")
+    report = merge_queue.drain(str(queue_harness.repo))
+    assert report["landed"] == [first] and report["returned"] == [second]
+    task = store.get_task(second)
+    assert task.status == "in_progress" and "file0.txt" in task.feedback
+    assert store.get_workspace(second).landing["conflicts"] == ["file0.txt"]
+
+    def rebase(path: Path) -> None:
+        merged = __import__("subprocess").run(
+            ["git", "merge", "-q", "main"], cwd=path, capture_output=True
+        )
+        assert merged.returncode != 0  # the conflict, as the builder meets it
+        (path / "file0.txt").write_text("first\nsecond\n")
+        git(path, "add", "file0.txt")
+        git(path, "commit", "-qm", "merge main")
+
+    queue_harness.fix_round(second, rebase)
+    assert merge_queue.drain(str(queue_harness.repo))["landed"] == [second]
+    assert git(queue_harness.repo, "show", "main:file0.txt") == "first\nsecond"
+    assert store.get_task(second).status == "done"
