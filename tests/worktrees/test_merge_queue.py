@@ -100,3 +100,46 @@ def test_two_tasks_editing_one_line_the_second_goes_back_and_lands_after_its_rou
     assert merge_queue.drain(str(queue_harness.repo))["landed"] == [second]
     assert git(queue_harness.repo, "show", "main:file0.txt") == "first\nsecond"
     assert store.get_task(second).status == "done"
+
+
+def test_people_approve_into_the_queue_over_rest_and_see_it_on_the_board(queue_harness):
+    from tests.api.conftest import make_client
+
+    person = make_client("reviewer")
+    first = queue_harness.in_review("One", {"one.txt": "1\n"})
+    second = queue_harness.in_review("Two", {"two.txt": "2\n"})
+    assert (
+        person.post(f"/api/board/tasks/{first}/approve", {}, format="json").json()["result"]
+        == "queued"
+    )
+    answer = person.post(f"/api/board/tasks/{second}/approve", {}, format="json")
+    assert answer.status_code == 200, answer.content
+    assert (answer.json()["result"], answer.json()["position"]) == ("queued", 2)
+    assert answer.json()["task"]["status"] == "in_review"
+
+    [shown] = person.get("/api/board/merge-queue?team=default").json()
+    assert shown["repository"] == "app" and shown["length"] == 2
+    assert [(e["task_id"], e["position"]) for e in shown["entries"]] == [(first, 1), (second, 2)]
+    assert shown["running"] is None and shown["last_bisect"] is None
+
+    merge_queue.drain(str(queue_harness.repo))
+    [after] = person.get("/api/board/merge-queue").json()
+    assert after["length"] == 0 and after["entries"] == []
+
+
+def test_an_agent_may_not_approve_into_the_queue(queue_harness):
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    from core import machines
+    from core.models import AgentToken
+
+    task_id = queue_harness.in_review("One", {"one.txt": "1\n"})
+    owner = get_user_model().objects.create_user("owner")
+    key = AgentToken.objects.create(key=machines.new_key(), agent_id="builder", user=owner).key
+    agent = APIClient()
+    agent.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    refused = agent.post(f"/api/board/tasks/{task_id}/approve", {}, format="json")
+    assert refused.status_code == 403 and refused.json()["error"] == "person_required"
+    assert queue.live_entry(task_id) is None
+    assert store.get_task(task_id).status == "in_review"
