@@ -33,6 +33,8 @@ def _approval_text(result: dict[str, Any]) -> tuple[str, bool]:
     if result["result"] == "conflict":
         sent = "sent back to its agent" if result.get("sent") == "rework" else "blocked"
         return f"conflict in {', '.join(result['conflicts'])}: {sent}", False
+    if result["result"] == "queued":
+        return f"queued to land (position {result['position']} in the merge queue)", True
     return "approved (nothing to land)", True
 
 

@@ -102,7 +102,9 @@ def test_two_tasks_editing_one_line_the_second_goes_back_and_lands_after_its_rou
     assert store.get_task(second).status == "done"
 
 
-def test_people_approve_into_the_queue_over_rest_and_see_it_on_the_board(queue_harness):
+def test_people_approve_into_the_queue_over_rest_and_see_it_on_the_board(
+    queue_harness, client, django_user_model
+):
     from tests.api.conftest import make_client
 
     person = make_client("reviewer")
@@ -121,10 +123,17 @@ def test_people_approve_into_the_queue_over_rest_and_see_it_on_the_board(queue_h
     assert shown["repository"] == "app" and shown["length"] == 2
     assert [(e["task_id"], e["position"]) for e in shown["entries"]] == [(first, 1), (second, 2)]
     assert shown["running"] is None and shown["last_bisect"] is None
+    client.force_login(django_user_model.objects.create_user("op", is_staff=True))
+    staff = client
+    series = f'repo_path="{queue_harness.repo}"'
+    assert f"clawboo_merge_queue_length{{{series}}} 2.0" in staff.get("/metrics").content.decode()
 
     merge_queue.drain(str(queue_harness.repo))
     [after] = person.get("/api/board/merge-queue").json()
     assert after["length"] == 0 and after["entries"] == []
+    scraped = staff.get("/metrics").content.decode()
+    assert f"clawboo_merge_queue_time_to_land_seconds_count{{{series}}} 2.0" in scraped
+    assert f"clawboo_merge_queue_gate_runs_total{{{series}}} 1.0" in scraped
 
 
 def test_an_agent_may_not_approve_into_the_queue(queue_harness):
