@@ -152,3 +152,85 @@ def test_an_agent_may_not_approve_into_the_queue(queue_harness):
     assert refused.status_code == 403 and refused.json()["error"] == "person_required"
     assert queue.live_entry(task_id) is None
     assert store.get_task(task_id).status == "in_review"
+
+
+def test_the_minutely_schedule_finishes_a_batch_killed_after_the_base_moved(
+    queue_harness, monkeypatch
+):
+    """Deterministic: the job dies after the base moved and before any task was
+    recorded; the periodic job (a q2 schedule row) finishes it, each task once."""
+    from django_q.models import Schedule
+    from django_q.tasks import async_task
+
+    from ops import periodic
+    from worktrees.models import MergeBatch
+
+    ids = [queue_harness.in_review(f"T{n}", {f"t{n}.txt": f"{n}\n"}) for n in range(3)]
+    for task_id in ids:
+        service.approve(task_id, by="reviewer")
+
+    class Killed(BaseException):
+        pass
+
+    def die(*args, **kwargs):
+        raise Killed
+
+    monkeypatch.setattr(merge_queue, "_land_entry", die)
+    with pytest.raises(Killed):
+        merge_queue.drain(str(queue_harness.repo))
+    [batch] = MergeBatch.objects.all()
+    assert batch.state == "advancing"
+    assert git(queue_harness.repo, "rev-parse", "main") == batch.target  # the base moved
+    assert all(store.get_task(t).status == "in_review" for t in ids)
+    monkeypatch.undo()
+    monkeypatch.setattr(queue, "kick", queue_harness.kicks.append)
+
+    periodic.register()
+    job = Schedule.objects.get(name="clawboo.merge-queue")
+    async_task(job.func, sync=True)
+    assert all(store.get_task(t).status == "done" for t in ids)
+    assert sorted(queue_harness.landed_ids()) == sorted(ids)
+    assert MergeBatch.objects.get().state == "landed"
+    assert queue_harness.gate_runs() == 1  # the gate's decision stood; it did not run again
+
+
+def test_a_batch_killed_while_gating_is_abandoned_and_its_tasks_land_in_the_next(
+    queue_harness, monkeypatch
+):
+    from worktrees.models import MergeBatch
+
+    ids = [queue_harness.in_review(f"T{n}", {f"t{n}.txt": f"{n}\n"}) for n in range(2)]
+    for task_id in ids:
+        service.approve(task_id, by="reviewer")
+    before = git(queue_harness.repo, "rev-parse", "main")
+
+    class Killed(BaseException):
+        pass
+
+    def die(*args, **kwargs):
+        raise Killed
+
+    monkeypatch.setattr(merge_queue.verification, "run_gate", die)
+    with pytest.raises(Killed):
+        merge_queue.drain(str(queue_harness.repo))
+    assert MergeBatch.objects.get().state == "gating"
+    assert git(queue_harness.repo, "rev-parse", "main") == before
+    monkeypatch.undo()
+    monkeypatch.setattr(queue, "kick", queue_harness.kicks.append)
+
+    report = merge_queue.drain(str(queue_harness.repo))
+    assert report["recovered"] == 1 and report["landed"] == ids
+    assert sorted(MergeBatch.objects.values_list("state", flat=True)) == ["abandoned", "landed"]
+
+
+def test_a_culprit_whose_rounds_are_spent_is_blocked_for_a_person(queue_harness, settings):
+    settings.CLAWBOO_MAX_FIX_CYCLES = 0
+    first = queue_harness.in_review("A", {"a.flag": "a\n"})
+    second = queue_harness.in_review("B", {"b.flag": "b\n"})
+    service.approve(first, by="reviewer")
+    service.approve(second, by="reviewer")
+    report = merge_queue.drain(str(queue_harness.repo))
+    assert report["landed"] == [first] and report["blocked"] == [second]
+    task = store.get_task(second)
+    assert task.status == "blocked" and "a person decides" in task.feedback
+    assert queue.live_entry(second) is None
