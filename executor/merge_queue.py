@@ -20,8 +20,9 @@ tasks in approval order and:
    wait for the next batch.
 
 A task sent back re-enters the line by itself once its fix round brings it to
-review again (nobody approves twice); after ``CLAWBOO_MAX_FIX_CYCLES`` rounds it
-is blocked for a person instead.
+review again (nobody approves twice); after ``CLAWBOO_MAX_FIX_CYCLES`` fix rounds
+for a red gate (or ``MAX_REBASE_ROUNDS`` rebase rounds for conflicts) it is blocked
+for a person instead.
 
 Crash safety. Everything runs under the repository's landing lock. The batch
 record is written before any gate runs, and what the gate decided (the target
@@ -362,21 +363,24 @@ def _send_back(
             {"result": "conflict", "base_branch": entry.base_branch, "conflicts": conflicts},
         )
     note = fix.as_text()
-    spent = entry.rounds >= judge.max_fix_cycles() or not task.assignee_agent_id
+    rebase = conflicts is not None
+    if rebase:
+        spent = entry.rebases >= mq.MAX_REBASE_ROUNDS
+    else:
+        spent = entry.rounds >= judge.max_fix_cycles()
+    spent = spent or not task.assignee_agent_id
 
-    def run() -> None:
-        if spent:
-            store.block(task.id, f"{note}\n(fix rounds spent: a person decides)")
+    def run(blocked: bool) -> None:
+        if blocked:
+            store.block(task.id, f"{note}\n(its rounds are spent: a person decides)")
         else:
             store.request_changes(task.id, note, by=mq.QUEUE_ACTOR)
-        mq.mark_returned(entry.pk, note, blocked=spent)
+        mq.mark_returned(entry.pk, note, rebase=rebase, blocked=blocked)
 
     try:
-        storage.write(run)
-    except ClaimRequired:
-        storage.write(
-            lambda: (store.block(task.id, note), mq.mark_returned(entry.pk, note, blocked=True))
-        )
+        storage.write(run, spent)
+    except ClaimRequired:  # its agent is gone from the registry
+        storage.write(run, True)
         spent = True
     if spent:
         report.blocked.append(task.id)

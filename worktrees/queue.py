@@ -38,6 +38,10 @@ from worktrees.models import (
 DRAIN_TASK = "executor.merge_queue.drain"
 # Who the queue's own board writes are by (comments, sent-back feedback).
 QUEUE_ACTOR = "merge-queue"
+# A conflict with the base is not the builder's failure (the work ahead of it landed
+# first), so it is not a fix round of CLAWBOO_MAX_FIX_CYCLES; each rebase round lands
+# work ahead of it, and this bounds the rounds two builders could trade all the same.
+MAX_REBASE_ROUNDS = 5
 
 
 def batch_size() -> int:
@@ -196,16 +200,19 @@ def mark_landed(entry_id: int, commit: str | None, batch_id: int) -> bool:
     )
 
 
-def mark_returned(entry_id: int, reason: str, *, blocked: bool = False) -> bool:
-    """Sent back to its builder (a fix round counted), or blocked when its rounds are
-    spent (call it in the transaction that moves its task)."""
+def mark_returned(entry_id: int, reason: str, *, rebase: bool, blocked: bool = False) -> bool:
+    """Sent back to its builder (a fix round, or a rebase round for a conflict,
+    counted), or blocked when its rounds are spent (call it in the transaction that
+    moves its task)."""
     entry = QueuedLanding.objects.filter(pk=entry_id, state=EntryState.QUEUED).first()
     if entry is None:
         return False
+    counted = 0 if blocked else 1
     return bool(
         QueuedLanding.objects.filter(pk=entry_id, state=EntryState.QUEUED).update(
             state=EntryState.BLOCKED if blocked else EntryState.RETURNED,
-            rounds=entry.rounds + (0 if blocked else 1),
+            rounds=entry.rounds + (0 if rebase else counted),
+            rebases=entry.rebases + (counted if rebase else 0),
             reason=reason[:4000],
         )
     )
@@ -316,6 +323,7 @@ def entry_body(entry: QueuedLanding, position: int | None = None) -> dict[str, A
         "position": position_of(entry) if position is None else position,
         "base_branch": entry.base_branch,
         "rounds": entry.rounds,
+        "rebases": entry.rebases,
         "approved_at": entry.approved_at.isoformat(),
         "queued_at": entry.queued_at.isoformat(),
         "reason": entry.reason,
