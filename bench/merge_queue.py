@@ -196,6 +196,8 @@ class Mode:
             for _ in range(20):
                 report = merge_queue.drain(str(self.repo))
                 back = report["returned"]
+                # Blocked: its rounds spent, a person must decide (none expected).
+                self.stats["conflicts_reaching_a_person"] += len(report["blocked"])
                 for task_id in back:
                     if "conflict" in (store.get_task(task_id).feedback or ""):
                         self.stats["conflicts"] += 1
