@@ -45,7 +45,9 @@ EDITABLE = (
     "verify_cmd",
 )
 LANDINGS = ("squash", "merge")
-LANDING_MODES = tuple(value for value, _ in Repository._meta.get_field("landing_mode").choices)
+LANDING_MODES = tuple(
+    value for value, _ in Repository._meta.get_field("landing_mode").choices or ()
+)
 GIT_TIMEOUT_S = 60
 _BRANCH = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._/-]{0,254}\Z")
 

@@ -446,6 +446,7 @@ QueueEntrySerializer = inline_serializer(
     "MergeQueueEntry",
     {
         "task_id": serializers.CharField(),
+        "title": serializers.CharField(),
         "state": serializers.ChoiceField(choices=["queued", "returned"]),
         "position": serializers.IntegerField(help_text="1: next; 0: sent back, not in line"),
         "base_branch": serializers.CharField(),

@@ -319,6 +319,7 @@ def is_dead(batch: MergeBatch, held_here: bool) -> bool:
 def entry_body(entry: QueuedLanding, position: int | None = None) -> dict[str, Any]:
     return {
         "task_id": entry.task_id,
+        "title": entry.task.title,
         "state": entry.state,
         "position": position_of(entry) if position is None else position,
         "base_branch": entry.base_branch,
@@ -351,9 +352,9 @@ def queue_of(repo_path: str) -> dict[str, Any]:
     """The repository's queue as people see it: who waits (and where), who was sent
     back, the batch running (its gate), and the last batch that bisected."""
     line = list(
-        QueuedLanding.objects.filter(repo_path=repo_path, state__in=LIVE_ENTRY_STATES).order_by(
-            "queued_at", "id"
-        )
+        QueuedLanding.objects.filter(repo_path=repo_path, state__in=LIVE_ENTRY_STATES)
+        .select_related("task")
+        .order_by("queued_at", "id")
     )
     queued = [e for e in line if e.state == EntryState.QUEUED]
     running = MergeBatch.objects.filter(repo_path=repo_path, state__in=OPEN_BATCH_STATES).first()

@@ -14,11 +14,11 @@ export function loadQueuesSoon() {
   timer = setTimeout(() => { timer = null; loadQueues(); }, 1000);
 }
 
-const titled = (id) => {
+const titled = (id, title) => {
   const task = state.tasks.get(id);
   return el("button", { type: "button", class: "link mq-task", "data-task": id, title: id,
     onclick: () => document.dispatchEvent(new CustomEvent("board:open-task", { detail: id })) },
-  task ? task.title : id);
+  title || (task ? task.title : id));
 };
 
 function queueView(q) {
@@ -26,18 +26,18 @@ function queueView(q) {
   const back = q.entries.filter((e) => e.state === "returned");
   const parts = [el("strong", {}, q.repository), ` · ${q.length} waiting to land`];
   const list = el("ol", { class: "mq-line" }, ...waiting.map((e) =>
-    el("li", { "data-position": String(e.position) }, titled(e.task_id))));
+    el("li", { "data-position": String(e.position) }, titled(e.task_id, e.title))));
   const run = q.running;
   const gate = run && run.running_gate
     ? el("p", { class: "mq-gate" }, `gate running on ${run.running_gate.slice(0, 12)} (batch of ${run.tasks.length}, run ${run.gate_runs + 1})`)
     : null;
   const sent = back.length
-    ? el("p", { class: "mq-back" }, "back with their builder: ", ...back.map((e) => titled(e.task_id)))
+    ? el("p", { class: "mq-back" }, "back with their builder: ", ...back.map((e) => titled(e.task_id, e.title)))
     : null;
   const b = q.last_bisect;
   const bisect = b
     ? el("p", { class: "mq-bisect muted" }, `last bisect: ${b.gate_runs} gate runs over ${b.tasks.length} tasks`,
-      b.culprits.length ? [", culprit ", ...b.culprits.map(titled)] : ", no culprit")
+      b.culprits.length ? [", culprit ", ...b.culprits.map((id) => titled(id))] : ", no culprit")
     : null;
   return el("div", { class: "mq", "data-repository": q.repository }, el("p", {}, ...parts), list, gate, sent, bisect);
 }
