@@ -234,3 +234,17 @@ def test_a_culprit_whose_rounds_are_spent_is_blocked_for_a_person(queue_harness,
     task = store.get_task(second)
     assert task.status == "blocked" and "a person decides" in task.feedback
     assert queue.live_entry(second) is None
+
+
+def test_operators_read_the_queue_in_the_admin_and_change_nothing_there(
+    queue_harness, client, django_user_model
+):
+    task_id = queue_harness.in_review("One", {"one.txt": "1\n"})
+    service.approve(task_id, by="reviewer")
+    merge_queue.drain(str(queue_harness.repo))
+    staff = django_user_model.objects.create_superuser("op", "op@example.com", "pw")
+    client.force_login(staff)
+    entries = client.get("/admin/worktrees/queuedlanding/")
+    assert entries.status_code == 200 and task_id in entries.content.decode()
+    assert client.get("/admin/worktrees/mergebatch/").status_code == 200
+    assert client.get("/admin/worktrees/queuedlanding/add/").status_code == 403
