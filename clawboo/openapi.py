@@ -68,6 +68,7 @@ SUMMARIES: dict[str, str] = {
     "worktrees_gc": "Collect old worktrees by age and count (staff)",
     "board_tasks_review": "See a task's work: diff against its base, runs, log tails, evidence",
     "board_tasks_approve": "Approve a task in review and land its change on the base branch",
+    "board_merge_queues": "See the merge queues: who waits to land, the running gate, bisects",
     "board_tasks_submit": "Hand in a remote worker's pushed branch for the server's intake",
     "board_tasks_prompt": "The prompt of a task's next run (a fix round's feedback included)",
     "board_tasks_request_changes": "Send a task in review back to its agent with feedback",

@@ -370,6 +370,11 @@ def landed_line(answer: dict[str, Any]) -> str:
     if result == "conflict":
         paths = ", ".join(answer.get("conflicts") or [])
         return f"not landed: conflicts in {paths}; sent to {answer.get('sent')}\n"
+    if result == "queued":
+        return (
+            f"queued {task.get('id')}: position {answer.get('position')} in the merge queue; "
+            "it lands once the stacked change passes the gate\n"
+        )
     return f"{result}: {task.get('id')} is {task.get('status')}\n"
 
 

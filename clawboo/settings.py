@@ -340,6 +340,9 @@ CLAWBOO_MODEL_PRICES = {**DEFAULT_MODEL_PRICES, **env_json("CLAWBOO_MODEL_PRICES
 # a conflict goes back to the agent (``rework``) or parks the task (``block``).
 CLAWBOO_LANDING = os.environ.get("CLAWBOO_LANDING", "squash")
 CLAWBOO_LANDING_ON_CONFLICT = os.environ.get("CLAWBOO_LANDING_ON_CONFLICT", "rework")
+# A repository that lands by ``queue``: its merge queue stacks this many approvals
+# and runs the verify command once on the stacked tip.
+CLAWBOO_MERGE_BATCH = env_int("CLAWBOO_MERGE_BATCH", 8, low=1)
 # A remote worker's submitted task keeps its claim this long while it waits for the
 # server's intake (fetch, verify, critic); a recovery pass runs an intake again once
 # it has been pending CLAWBOO_INTAKE_RECOVER_S (a killed one), and git's network

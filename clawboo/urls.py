@@ -62,6 +62,7 @@ board_patterns: list[URLPattern | URLResolver] = [
     path("tasks/<str:task_id>/workspace/handoff", worktree_api.WorkspaceHandoffView.as_view()),
     path("tasks/<str:task_id>/review", worktree_api.ReviewView.as_view()),
     path("tasks/<str:task_id>/approve", worktree_api.ApproveView.as_view()),
+    path("merge-queue", worktree_api.MergeQueuesView.as_view()),
     path("tasks/<str:task_id>/submit", worktree_api.SubmitView.as_view()),
     path("tasks/<str:task_id>/request-changes", worktree_api.RequestChangesView.as_view()),
     path("reconcile", board_api.ReconcileView.as_view()),

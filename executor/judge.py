@@ -88,7 +88,7 @@ def verify_command(task: Task, agent: Agent, repo_path: str | None) -> str:
     return repository_verify_command(task, repo_path)
 
 
-def _fix_for_gate(gate: dict[str, Any]) -> FixRequest:
+def fix_for_gate(gate: dict[str, Any]) -> FixRequest:
     command = gate.get("command") or "the verify command"
     if gate.get("timed_out"):
         what = f"verification gate timed out: `{command}` did not finish"
@@ -191,7 +191,7 @@ def judge(
         detail = {**judgement.detail(gate.gate, findings, reviewer, attempts), "fix_cycles": 0}
         store.record_verification(task.id, verdict, gate.evidence, detail)
         return Judgement("review", verdict)
-    fix = _fix_for_gate(gate.gate) if not gate.passed else _fix_for_findings(findings)
+    fix = fix_for_gate(gate.gate) if not gate.passed else _fix_for_findings(findings)
     evidence = gate.evidence if not gate.passed else fix.why
     detail = judgement.detail(gate.gate, findings, reviewer, attempts)
     changed = [f["path"] for f in (diff or {}).get("files") or ()]

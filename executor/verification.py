@@ -66,7 +66,19 @@ def verify(
         argv, shown = ["bash", "-c", command], command
     else:
         return None
-    run = run_process(argv, cwd=worktree, env=_environment(), timeout_s=timeout_s)
+    gate = _run(argv, shown, worktree, timeout_s)
+    _write_evidence(worktree, task, gate.verdict, gate.exit_code, gate.evidence)
+    return gate
+
+
+def run_gate(cwd: Path, command: str, *, timeout_s: float = GATE_TIMEOUT_S) -> GateVerdict:
+    """Run ``command`` as the gate in ``cwd`` (the merge queue's stacked tip): the
+    same process hygiene, environment and verdict as a run's gate, no evidence file."""
+    return _run(["bash", "-c", command], command, cwd, timeout_s)
+
+
+def _run(argv: list[str], shown: str, cwd: Path, timeout_s: float) -> GateVerdict:
+    run = run_process(argv, cwd=cwd, env=_environment(), timeout_s=timeout_s)
     if run.launch_error:
         output, code = run.launch_error, None
     else:
@@ -76,7 +88,6 @@ def verify(
         output += f"\n[verification timed out after {timeout_s:.0f}s]"
     evidence = output[-EVIDENCE_TAIL:]
     verdict = Verdict.PASS if passed else Verdict.FAIL
-    _write_evidence(worktree, task, verdict, code, evidence)
     record = judgement.gate(shown, code, int(run.duration_s * 1000), run.timed_out, evidence)
     return GateVerdict(verdict=str(verdict), evidence=evidence, exit_code=code, gate=record)
 

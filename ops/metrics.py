@@ -51,6 +51,7 @@ from board.transitions import Status
 from core import beats, consumers, storage
 from core.models import Team
 from routines.models import RoutineFire
+from worktrees.models import EntryState, MergeBatch, QueuedLanding
 
 REGISTRY = CollectorRegistry(auto_describe=False)
 
@@ -131,6 +132,7 @@ class DeploymentCollector:
         yield from self.executions()
         yield from self.routines()
         yield from self.heartbeats()
+        yield from self.merge_queues()
 
     def board(self) -> Iterator[Metric]:
         teams = list(Team.objects.order_by("id").values_list("id", flat=True))
@@ -286,6 +288,50 @@ class DeploymentCollector:
             ["outcome"],
             rows,
             LATENESS_BUCKETS,
+        )
+
+    def merge_queues(self) -> Iterator[Metric]:
+        length = GaugeMetricFamily(
+            "clawboo_merge_queue_length",
+            "Approvals waiting in each repository's merge queue (sent back: not counted).",
+            labels=["repo_path"],
+        )
+        for path, n in (
+            QueuedLanding.objects.filter(state=EntryState.QUEUED)
+            .order_by("repo_path")
+            .values("repo_path")
+            .annotate(n=Count("id"))
+            .values_list("repo_path", "n")
+        ):
+            length.add_metric([path], n)
+        yield length
+        gates = CounterMetricFamily(
+            "clawboo_merge_queue_gate_runs",
+            "Verify-command runs of merge batches (the stacked tip and each bisect step).",
+            labels=["repo_path"],
+        )
+        for path, n in (
+            MergeBatch.objects.order_by("repo_path")
+            .values("repo_path")
+            .annotate(n=Sum("gate_runs"))
+            .values_list("repo_path", "n")
+        ):
+            gates.add_metric([path], n or 0)
+        yield gates
+        table = QueuedLanding._meta.db_table
+        rows = _bucketed(
+            f"{table} WHERE state = %s AND landed_at IS NOT NULL",  # noqa: S608
+            _seconds_between("approved_at", "landed_at"),
+            ["repo_path"],
+            DURATION_BUCKETS,
+            [EntryState.LANDED.value],
+        )
+        yield _histogram(
+            "clawboo_merge_queue_time_to_land_seconds",
+            "From approval to landing on the base, for tasks landed by a merge queue.",
+            ["repo_path"],
+            rows,
+            DURATION_BUCKETS,
         )
 
     def heartbeats(self) -> Iterator[Metric]:

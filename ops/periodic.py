@@ -57,6 +57,9 @@ PERIODIC: tuple[Periodic, ...] = (
     # Approvals whose landing a killed process left half-way are settled (completed
     # or rolled back), so the board and the repository agree with nobody approving.
     Periodic("clawboo.landing-recover", "ops.periodic.recover_landings", lambda: 1),
+    # Merge queues drain: approvals waiting, tasks back from a fix round, and a batch
+    # a killed job left open (settled: the base at the old tip or the new one).
+    Periodic("clawboo.merge-queue", "executor.merge_queue.drain_all", lambda: 1),
     # Task approvals nobody answered within CLAWBOO_APPROVAL_TTL_MS become expired.
     Periodic("clawboo.approval-expiry", "ops.periodic.expire_approvals", lambda: 1),
 )

@@ -34,6 +34,7 @@ SETTINGS: dict[str, tuple[str, str, Any]] = {
     "CLAWBOO_HTTP_RATE_LIMIT": ("11", "CLAWBOO_HTTP_RATE_LIMIT", 11),
     "CLAWBOO_LANDING": ("merge", "CLAWBOO_LANDING", "merge"),
     "CLAWBOO_LANDING_ON_CONFLICT": ("block", "CLAWBOO_LANDING_ON_CONFLICT", "block"),
+    "CLAWBOO_MERGE_BATCH": ("3", "CLAWBOO_MERGE_BATCH", 3),
     "CLAWBOO_SECRET_SETTINGS": ("a,b", "CLAWBOO_SECRET_SETTINGS", ["a", "b"]),
     "CLAWBOO_AGENT_ALLOWLIST": (
         '[{"runtime": "codex", "settings": {}}]',

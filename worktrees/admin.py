@@ -23,6 +23,7 @@ from board.models import Task
 from board.transitions import Status
 from core.errors import ClawbooError
 from worktrees import review, service
+from worktrees.models import MergeBatch, QueuedLanding
 
 admin.site.unregister(Task)
 
@@ -33,6 +34,8 @@ def _approval_text(result: dict[str, Any]) -> tuple[str, bool]:
     if result["result"] == "conflict":
         sent = "sent back to its agent" if result.get("sent") == "rework" else "blocked"
         return f"conflict in {', '.join(result['conflicts'])}: {sent}", False
+    if result["result"] == "queued":
+        return f"queued to land (position {result['position']} in the merge queue)", True
     return "approved (nothing to land)", True
 
 
@@ -65,3 +68,32 @@ class ReviewTaskAdmin(TaskAdmin):
         except ClawbooError as exc:
             context = {"error": exc.detail}
         return render_to_string("admin/board/task/review.html", context)
+
+
+class _ReadOnly(admin.ModelAdmin):
+    """The merge queue's rows, for operators to read: the queue's job is their only
+    writer (:mod:`worktrees.queue`), so the admin changes none of them."""
+
+    actions = None
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(QueuedLanding)
+class QueuedLandingAdmin(_ReadOnly):
+    list_display = ("task", "repo_path", "base_branch", "state", "rounds", "rebases", "queued_at")
+    list_filter = ("state",)
+    search_fields = ("task__id", "repo_path")
+
+
+@admin.register(MergeBatch)
+class MergeBatchAdmin(_ReadOnly):
+    list_display = ("id", "repo_path", "base_branch", "state", "gate_runs", "started_at")
+    list_filter = ("state",)

@@ -17,7 +17,7 @@ from board.api import task_body
 from board.models import Task, WorkspaceStatus
 from board.serializers import OverrideSerializer, TaskSerializer
 from core import repositories, server_commands
-from core.api.access import act_as, act_as_assignee
+from core.api.access import act_as, act_as_assignee, scoped
 from core.api.bodies import BodySpec, json_object
 from core.api.idempotency import idempotent
 from core.api.permissions import RoleTable
@@ -25,6 +25,7 @@ from core.api.schema import with_errors
 from core.errors import ValidationFailed
 from core.models import Repository
 from worktrees import handoff, intake, review, service
+from worktrees import queue as merge_queue
 
 WorkspaceSerializer = inline_serializer(
     "Workspace",
@@ -283,7 +284,9 @@ class ApproveView(APIView):
             "system-of-record files, then the task is done and its workspace cleaned. "
             "A change that no longer applies lands nothing: `result: conflict` with the "
             "paths, and the task goes back to its agent (or to blocked, by the "
-            "repository's `clawboo.onConflict`)."
+            "repository's `clawboo.onConflict`). A repository whose `landing_mode` is "
+            "`queue` puts the approval in its merge queue instead: `result: queued` with "
+            "its `position`; the task stays in review until the queue lands it."
         ),
         request=ApproveBody,
         responses=with_errors(
@@ -292,7 +295,11 @@ class ApproveView(APIView):
                     "Approved",
                     {
                         "result": serializers.ChoiceField(
-                            choices=["landed", "nothing", "approved", "conflict"]
+                            choices=["landed", "nothing", "approved", "conflict", "queued"]
+                        ),
+                        "position": serializers.IntegerField(
+                            required=False,
+                            help_text="queued: its place in the repository's merge queue (1: next)",
                         ),
                         "commit": serializers.CharField(required=False, allow_null=True),
                         "base_branch": serializers.CharField(required=False),
@@ -433,3 +440,69 @@ class SubmitView(APIView):
             task_id, body["ticket"], body["branch"], body["commit"], body.get("output")
         )
         return Response(task_body(task), status=202)
+
+
+QueueEntrySerializer = inline_serializer(
+    "MergeQueueEntry",
+    {
+        "task_id": serializers.CharField(),
+        "title": serializers.CharField(),
+        "state": serializers.ChoiceField(choices=["queued", "returned"]),
+        "position": serializers.IntegerField(help_text="1: next; 0: sent back, not in line"),
+        "base_branch": serializers.CharField(),
+        "rounds": serializers.IntegerField(),
+        "approved_at": serializers.DateTimeField(),
+        "queued_at": serializers.DateTimeField(),
+        "reason": serializers.CharField(),
+    },
+)
+QUEUE_BATCH_FIELDS: dict[str, Any] = {
+    "id": serializers.IntegerField(),
+    "state": serializers.CharField(),
+    "base_branch": serializers.CharField(),
+    "base_before": serializers.CharField(),
+    "target": serializers.CharField(),
+    "tasks": serializers.ListField(child=serializers.CharField()),
+    "running_gate": serializers.CharField(allow_null=True),
+    "gate_runs": serializers.IntegerField(),
+    "gates": serializers.ListField(child=serializers.DictField()),
+    "culprits": serializers.ListField(child=serializers.CharField()),
+    "started_at": serializers.DateTimeField(),
+    "finished_at": serializers.DateTimeField(allow_null=True),
+}
+MergeQueueSerializer = inline_serializer(
+    "MergeQueue",
+    {
+        "repository": serializers.CharField(),
+        "team": serializers.CharField(),
+        "repo_path": serializers.CharField(),
+        "length": serializers.IntegerField(),
+        "entries": serializers.ListField(child=QueueEntrySerializer),
+        "running": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
+        "last_bisect": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
+    },
+)
+
+
+class MergeQueuesView(APIView):
+    @extend_schema(
+        operation_id="board_merge_queues",
+        description=(
+            "The merge queues of the caller's repositories that land by `queue`: who "
+            "waits and where (`position`), who was sent back to its builder, the batch "
+            "running (its gate's commit), and the last batch that bisected."
+        ),
+        parameters=[OpenApiParameter("team", str)],
+        responses=with_errors({200: serializers.ListSerializer(child=MergeQueueSerializer)}),
+    )
+    def get(self, request: Request) -> Response:
+        repos = scoped(request.user, Repository.objects.filter(landing_mode="queue"))
+        team = request.query_params.get("team")
+        if team:
+            repos = repos.filter(team_id=team)
+        return Response(
+            [
+                {"repository": r.id, "team": r.team_id, **merge_queue.queue_of(r.path)}
+                for r in repos.order_by("team_id", "id")
+            ]
+        )

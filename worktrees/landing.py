@@ -238,15 +238,25 @@ def _advance(repo: Path, branch: str, old: str, new: str) -> None:
 
 
 def prepare(
-    repo: Path, checkout: Path, *, task_id: str, title: str, base_branch: str, strategy: str
+    repo: Path,
+    checkout: Path,
+    *,
+    task_id: str,
+    title: str,
+    base_branch: str,
+    strategy: str,
+    onto: str | None = None,
 ) -> Landing:
     """Build the commit that would land the work in ``checkout`` on ``base_branch``
     (objects only: no ref, index or checkout of ``repo`` moves). ``landed`` with the
     commit to advance to, ``conflict`` with the paths, or ``nothing``. Call it
-    under :func:`land_lock`."""
+    under :func:`land_lock`. ``onto``: build on this commit instead of the branch's
+    tip (the merge queue stacks each approval on the one before it)."""
     if strategy not in STRATEGIES:
         raise ValidationFailed("strategy", f"must be one of {', '.join(STRATEGIES)}")
-    tip = git_out(["rev-parse", "--verify", f"refs/heads/{base_branch}^{{commit}}"], cwd=repo)
+    tip = onto or git_out(
+        ["rev-parse", "--verify", f"refs/heads/{base_branch}^{{commit}}"], cwd=repo
+    )
     head = git_out(["rev-parse", "HEAD"], cwd=checkout)
     point = git_out(["merge-base", head, tip], cwd=repo)
     work = without_sor(repo, snapshot_tree(checkout), point)

@@ -28,6 +28,7 @@ from core import repositories
 from core.errors import Conflict, ValidationFailed
 from core.models import Repository
 from worktrees import checkouts, handoff, intake, landing
+from worktrees import queue as merge_queue
 from worktrees.checks import check_base_ref, check_base_sha, check_task_id
 from worktrees.locks import path_lock
 from worktrees.scaffold import TaskBrief
@@ -290,6 +291,8 @@ def complete(task_id: str, *, checkpoint: bool = False) -> dict[str, Any]:
         if checkpoint:
             retained["head"] = checkouts.commit_worktree_work(path, ws.task_id)
         store.settle_from_worktree(ws.task_id, empty=False, diffstat=stat)
+        # A task the merge queue sent back re-enters its line, nobody approving again.
+        merge_queue.requeue_returned(task_id=ws.task_id)
         return retained
 
 
@@ -326,12 +329,43 @@ def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, A
     with that reason when the repository's ``clawboo.onConflict`` is ``block`` or
     there is no agent. Returns ``{"result": "landed"|"nothing"|"approved"|"conflict",
     ...}``. LandingFailed (409) when the base branch could not be moved.
+
+    A repository whose ``landing_mode`` is ``queue`` lands through its merge queue
+    instead: the approval is put in line (``{"result": "queued", "position"}``) and
+    the task stays in review until the queue's job lands it (:func:`landing_mode_of`
+    picks the path).
     """
     task = store.check_approvable(task_id, human_override)
     ws = store.live_workspace(task.id)
     if ws is None:
         done = store.approve(task.id, by=by, human_override=human_override)
         return {"result": "approved", "task": done}
+    if landing_mode_of(task, ws) == "queue":
+        return _enqueue(task, ws, by=by, human_override=human_override)
+    return _land_directly(task, ws, by=by, human_override=human_override)
+
+
+def landing_mode_of(task: Task, ws: Workspace) -> str:
+    """How this approval reaches the base: the ``landing_mode`` of the registered
+    repository the task's workspace is in (``direct`` when none is registered).
+    The one place an approval picks its landing path."""
+    registered = repositories.for_real_path(task.team_id, Path(ws.repo_path))
+    return registered.landing_mode if registered is not None else "direct"
+
+
+def _enqueue(task: Task, ws: Workspace, *, by: str, human_override: Any) -> dict[str, Any]:
+    """Put the approval in the repository's merge queue (:mod:`worktrees.queue`):
+    the task stays in review, waiting to land, until a batch lands it."""
+    repo = Path(ws.repo_path)
+    branch = ws.base_branch or landing.base_branch_of(repo)
+    queued = merge_queue.enqueue(
+        task.id, repo_path=str(repo), base_branch=branch, by=by, human_override=human_override
+    )
+    return {"result": "queued", "position": queued.position, "task": store.get_task(task.id)}
+
+
+def _land_directly(task: Task, ws: Workspace, *, by: str, human_override: Any) -> dict[str, Any]:
+    task_id = task.id
     repo = Path(ws.repo_path)
     # The landing lock first, then the checkout's: recovery takes other tasks'
     # checkout locks while it holds the landing lock, so every approval must too.

@@ -27,3 +27,21 @@ def test_the_demo_chain_is_worked_verified_and_lands_in_review(tmp_path, setting
     assert second.task_id == "demo-divide" and second.verdict == "pass"
     assert store.get_task("demo-divide").status == "in_review"
     assert "ready" in capsys.readouterr().out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_repository_lands_approvals_through_its_merge_queue(tmp_path, settings):
+    from core.models import Repository
+    from worktrees import service
+
+    settings.CLAWBOO_STATE_DIR = tmp_path / "state"
+    settings.CLAWBOO_REPO_ROOTS = []
+    call_command("demo", "--dir", str(tmp_path / "demo"))
+    repo = Repository.objects.get(team_id="demo")
+    assert (repo.landing_mode, repo.verify_cmd) == ("queue", 'python3 -c "import calc"')
+    assert Executor("demo-coder").work_once().verdict == "pass"
+    answer = service.approve("demo-multiply", by="op")
+    assert (answer["result"], answer["position"]) == ("queued", 1)
+    # Tests run django-q2 inline: the queue's job ran on commit and landed it.
+    assert store.get_task("demo-multiply").status == "done"
+    assert "def multiply" in (tmp_path / "demo" / "shop" / "calc.py").read_text()

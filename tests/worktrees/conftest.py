@@ -9,8 +9,10 @@ import pytest
 
 from board import store
 from board.models import Task
-from core import repositories
+from core import registry, repositories
 from tests.fixtures.gitrepos import git, make_repo  # noqa: F401 - helpers its tests use
+from tests.worktrees.queue_fixtures import GATE, Harness
+from worktrees import queue
 
 
 @pytest.fixture
@@ -50,3 +52,28 @@ def new_task(db: None) -> Callable[..., Task]:
         return store.get_task(task.id)
 
     return make
+
+
+# --- the merge queue (tests/worktrees/queue_fixtures.py holds its harness) ---------
+
+
+@pytest.fixture
+def queue_harness(repo: Path, tmp_path: Path, monkeypatch, command_agent_for_queue) -> Harness:
+    log = tmp_path / "gates.log"
+    command = GATE.format(pause="0", log=log)
+    repositories.update("app", {"landing_mode": "queue", "verify_cmd": command})
+    harness = Harness(repo, log, command)
+    # The test runs the queue's job itself (the q2 worker's part), so approvals pile up.
+    monkeypatch.setattr(queue, "kick", harness.kicks.append)
+    return harness
+
+
+@pytest.fixture
+def command_agent_for_queue(db: None) -> None:
+    registry.create_agent(
+        id="builder",
+        display_name="Builder",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"]},
+    )

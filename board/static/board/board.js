@@ -17,6 +17,7 @@ import { cardNode, forgetCard, forgetCards } from "./cards.js";
 import { renderAgents, teamAgents } from "./agents.js";
 import { sendWatch, unwatchOutput, watchOutput, logFrame } from "./output.js";
 import { loadSpend, loadSpendSoon } from "./spend.js";
+import { loadQueues, loadQueuesSoon } from "./mergequeue.js";
 import { closeEditor, editForm, editNote, fillRepositories, openEditor } from "./editor.js";
 import { commentForm, knownNames, loadComments } from "./discussion.js";
 
@@ -605,6 +606,9 @@ async function approve(task) {
           (result.sent === "rework" ? "sent back to its agent." : "blocked."), "bad");
     } else if (result.result === "landed") {
       say(`Landed ${result.commit.slice(0, 12)} on ${result.base_branch}.`, "ok");
+    } else if (result.result === "queued") {
+      say(`Queued to land: position ${result.position} in the merge queue.`, "ok");
+      loadQueuesSoon();
     } else {
       say("Approved.", "ok");
     }
@@ -736,6 +740,9 @@ async function renderDetail(task) {
 
 renderAgents();
 setInterval(renderAgents, 15000);
+
+// A task named in the merge queue's panel opens like a card.
+document.addEventListener("board:open-task", (event) => select(event.detail));
 
 function select(id) {
   const before = state.selected;
@@ -970,6 +977,7 @@ function connect() {
     }
     apply(frame);
     if (frame.kind && /^budget_|^cost_changed$/.test(frame.kind)) loadSpendSoon();
+    if (frame.kind && /^(completed|changes_requested|review_requested|blocked|metadata_changed)$/.test(frame.kind)) loadQueuesSoon();
   };
   live.socket.onclose = () => {
     setConn("reconnecting", "reconnecting…");
@@ -1081,7 +1089,7 @@ showFilters();
 renderSide();
 (async () => {
   // The columns say which event they are as of: anything after it comes by "since".
-  const [board] = await Promise.all([reloadColumns(), loadChat(), loadSpend()]);
+  const [board] = await Promise.all([reloadColumns(), loadChat(), loadSpend(), loadQueues()]);
   let seq = board && board.seq;
   if (typeof seq !== "number") {
     const hello = await api("GET", `/api/teams/${enc(team)}/events`).catch(() => null);

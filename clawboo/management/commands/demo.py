@@ -6,7 +6,8 @@ the first) whose changes are verified by ``init.sh``'s VERIFY_CMD; and a recurri
 routine, created paused, whose template names its verify command too. It migrates
 the database first, so it works before ``up``.
 With ``clawboo up`` running, the workers claim the tasks, work them in worktrees,
-verify them and land them in review, live on ``/board/?team=demo``.
+verify them and land them in review, live on ``/board/?team=demo``; approvals land
+through the repository's merge queue (``landing_mode: queue``).
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ TASKS = [
 
 
 ROUTINE_VERIFY = "grep -q -- '- tidied' NOTES.md"
+# The repository's own gate, which its merge queue runs on each stacked change.
+DEMO_GATE = 'python3 -c "import calc"'
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -123,6 +126,11 @@ class Command(BaseCommand):
             registry.add_member("demo", user)
         # The team's repository: tasks, the agent and the routine name it by id.
         shop = repositories.ensure("demo", str(repo), "path")
+        if shop.landing_mode != "queue":
+            # Many agents, one repository: approvals land through its merge queue,
+            # gated once on the stacked change (docs/merge-queue.md).
+            changes = {"landing_mode": "queue", "verify_cmd": shop.verify_cmd or DEMO_GATE}
+            shop = repositories.update(shop.id, changes)
         self.stdout.write(f"demo: repository {shop.id!r} of team demo at {shop.path}")
         if not Agent.objects.filter(pk="demo-coder").exists():
             registry.create_agent(

@@ -1,0 +1,51 @@
+import { $, el, api } from "./kit.js";
+import { config, state } from "./page.js";
+
+const enc = encodeURIComponent;
+
+// --- merge queues ---------------------------------------------------------------------
+// Each repository of the team that lands by queue: who waits to land and where, who
+// was sent back to its builder, the gate running now, and the last bisect. Re-read
+// (at most once a second) when a task moves: an approval, a landing, a return.
+
+let timer = null;
+export function loadQueuesSoon() {
+  if (timer) return;
+  timer = setTimeout(() => { timer = null; loadQueues(); }, 1000);
+}
+
+const titled = (id, title) => {
+  const task = state.tasks.get(id);
+  return el("button", { type: "button", class: "link mq-task", "data-task": id, title: id,
+    onclick: () => document.dispatchEvent(new CustomEvent("board:open-task", { detail: id })) },
+  title || (task ? task.title : id));
+};
+
+function queueView(q) {
+  const waiting = q.entries.filter((e) => e.state === "queued");
+  const back = q.entries.filter((e) => e.state === "returned");
+  const parts = [el("strong", {}, q.repository), ` · ${q.length} waiting to land`];
+  const list = el("ol", { class: "mq-line" }, ...waiting.map((e) =>
+    el("li", { "data-position": String(e.position) }, titled(e.task_id, e.title))));
+  const run = q.running;
+  const gate = run && run.running_gate
+    ? el("p", { class: "mq-gate" }, `gate running on ${run.running_gate.slice(0, 12)} (batch of ${run.tasks.length}, run ${run.gate_runs + 1})`)
+    : null;
+  const sent = back.length
+    ? el("p", { class: "mq-back" }, "back with their builder: ", ...back.map((e) => titled(e.task_id, e.title)))
+    : null;
+  const b = q.last_bisect;
+  const bisect = b
+    ? el("p", { class: "mq-bisect muted" }, `last bisect: ${b.gate_runs} gate runs over ${b.tasks.length} tasks`,
+      b.culprits.length ? [", culprit ", ...b.culprits.map((id) => titled(id))] : ", no culprit")
+    : null;
+  return el("div", { class: "mq", "data-repository": q.repository }, el("p", {}, ...parts), list, gate, sent, bisect);
+}
+
+export async function loadQueues() {
+  const box = $("#merge-queue");
+  if (!box) return;
+  const queues = await api("GET", `/api/board/merge-queue?team=${enc(config.team)}`).catch(() => []);
+  box.hidden = !queues.length;
+  box.replaceChildren(el("h2", { class: "mq-title" }, "Merge queue"), ...queues.map(queueView));
+}

@@ -1,0 +1,250 @@
+"""The merge queue (issue 43): approvals stack, one gate run judges the stack, a red
+stack is bisected to its culprit, conflicts go back to their builder, and every
+commit the base reaches passes the gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from board import store
+from executor import merge_queue
+from tests.fixtures.gitrepos import git
+from tests.worktrees.queue_fixtures import Harness
+from worktrees import queue, service
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_an_approval_in_a_queue_repository_is_queued_and_stays_in_review(queue_harness):
+    first = queue_harness.in_review("One", {"one.txt": "1\n"})
+    second = queue_harness.in_review("Two", {"two.txt": "2\n"})
+    assert service.approve(first, by="reviewer")["result"] == "queued"
+    answer = service.approve(second, by="reviewer")
+    assert (answer["result"], answer["position"]) == ("queued", 2)
+    assert answer["task"].status == "in_review"
+    # Approving again answers its place, it does not queue twice.
+    assert service.approve(second, by="reviewer")["position"] == 2
+    assert queue_harness.kicks == [str(queue_harness.repo)] * 2
+    report = merge_queue.drain(str(queue_harness.repo))
+    assert report["landed"] == [first, second] and report["gate_runs"] == 1
+    assert store.get_task(first).status == store.get_task(second).status == "done"
+    assert queue_harness.landed_ids() == [second, first]  # newest first
+
+
+def test_ten_approvals_with_a_semantic_conflict_keep_every_base_commit_green(
+    queue_harness: Harness, tmp_path: Path
+):
+    start = git(queue_harness.repo, "rev-parse", "main")
+    ids = []
+    for n in range(10):
+        files = {f"t{n}.txt": f"{n}\n"}
+        if n == 2:
+            files["a.flag"] = "a\n"  # green alone
+        if n == 6:
+            files["b.flag"] = "b\n"  # green alone, red with a.flag
+        ids.append(queue_harness.in_review(f"Task {n}", files))
+    for task_id in ids:
+        assert service.approve(task_id, by="reviewer")["result"] == "queued"
+
+    report = merge_queue.drain(str(queue_harness.repo))
+    culprit = ids[6]
+    assert report["returned"] == [culprit]
+    assert sorted(report["landed"]) == sorted(ids[:6] + ids[7:])
+    task = store.get_task(culprit)
+    assert task.status == "in_progress" and task.assignee_agent_id == "builder"
+    assert "exited 1" in task.feedback and "How to fix" in task.feedback
+
+    # The builder's fix round; it re-enters the line by itself, nobody approves.
+    def fix(path: Path) -> None:
+        (path / "b.flag").unlink()
+        (path / "b.txt").write_text("b, without the flag\n")
+
+    queue_harness.fix_round(culprit, fix)
+    assert queue.live_entry(culprit).state == "queued"
+    assert merge_queue.drain(str(queue_harness.repo))["landed"] == [culprit]
+    assert all(store.get_task(t).status == "done" for t in ids)
+    assert sorted(queue_harness.landed_ids()) == sorted(ids)  # each exactly once
+
+    runs = queue_harness.gate_runs()
+    assert runs < 10, runs
+    history = queue_harness.base_history(start)
+    assert len(history) == 10
+    assert all(queue_harness.passes_at(c, tmp_path / "check") for c in history)
+
+
+def test_two_tasks_editing_one_line_the_second_goes_back_and_lands_after_its_round(
+    queue_harness: Harness,
+):
+    first = queue_harness.in_review("First", {"file0.txt": "first\n"})
+    second = queue_harness.in_review("Second", {"file0.txt": "second\n"})
+    service.approve(first, by="reviewer")
+    service.approve(second, by="reviewer")
+    report = merge_queue.drain(str(queue_harness.repo))
+    assert report["landed"] == [first] and report["returned"] == [second]
+    task = store.get_task(second)
+    assert task.status == "in_progress" and "file0.txt" in task.feedback
+    assert store.get_workspace(second).landing["conflicts"] == ["file0.txt"]
+
+    def rebase(path: Path) -> None:
+        merged = __import__("subprocess").run(
+            ["git", "merge", "-q", "main"], cwd=path, capture_output=True
+        )
+        assert merged.returncode != 0  # the conflict, as the builder meets it
+        (path / "file0.txt").write_text("first\nsecond\n")
+        git(path, "add", "file0.txt")
+        git(path, "commit", "-qm", "merge main")
+
+    queue_harness.fix_round(second, rebase)
+    assert merge_queue.drain(str(queue_harness.repo))["landed"] == [second]
+    assert git(queue_harness.repo, "show", "main:file0.txt") == "first\nsecond"
+    assert store.get_task(second).status == "done"
+
+
+def test_people_approve_into_the_queue_over_rest_and_see_it_on_the_board(
+    queue_harness, client, django_user_model
+):
+    from tests.api.conftest import make_client
+
+    person = make_client("reviewer")
+    first = queue_harness.in_review("One", {"one.txt": "1\n"})
+    second = queue_harness.in_review("Two", {"two.txt": "2\n"})
+    assert (
+        person.post(f"/api/board/tasks/{first}/approve", {}, format="json").json()["result"]
+        == "queued"
+    )
+    answer = person.post(f"/api/board/tasks/{second}/approve", {}, format="json")
+    assert answer.status_code == 200, answer.content
+    assert (answer.json()["result"], answer.json()["position"]) == ("queued", 2)
+    assert answer.json()["task"]["status"] == "in_review"
+
+    [shown] = person.get("/api/board/merge-queue?team=default").json()
+    assert shown["repository"] == "app" and shown["length"] == 2
+    assert [(e["task_id"], e["position"]) for e in shown["entries"]] == [(first, 1), (second, 2)]
+    assert shown["running"] is None and shown["last_bisect"] is None
+    client.force_login(django_user_model.objects.create_user("op", is_staff=True))
+    staff = client
+    series = f'repo_path="{queue_harness.repo}"'
+    assert f"clawboo_merge_queue_length{{{series}}} 2.0" in staff.get("/metrics").content.decode()
+
+    merge_queue.drain(str(queue_harness.repo))
+    [after] = person.get("/api/board/merge-queue").json()
+    assert after["length"] == 0 and after["entries"] == []
+    scraped = staff.get("/metrics").content.decode()
+    assert f"clawboo_merge_queue_time_to_land_seconds_count{{{series}}} 2.0" in scraped
+    assert f"clawboo_merge_queue_gate_runs_total{{{series}}} 1.0" in scraped
+
+
+def test_an_agent_may_not_approve_into_the_queue(queue_harness):
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    from core import machines
+    from core.models import AgentToken
+
+    task_id = queue_harness.in_review("One", {"one.txt": "1\n"})
+    owner = get_user_model().objects.create_user("owner")
+    key = AgentToken.objects.create(key=machines.new_key(), agent_id="builder", user=owner).key
+    agent = APIClient()
+    agent.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    refused = agent.post(f"/api/board/tasks/{task_id}/approve", {}, format="json")
+    assert refused.status_code == 403 and refused.json()["error"] == "person_required"
+    assert queue.live_entry(task_id) is None
+    assert store.get_task(task_id).status == "in_review"
+
+
+def test_the_minutely_schedule_finishes_a_batch_killed_after_the_base_moved(
+    queue_harness, monkeypatch
+):
+    """Deterministic: the job dies after the base moved and before any task was
+    recorded; the periodic job (a q2 schedule row) finishes it, each task once."""
+    from django_q.models import Schedule
+    from django_q.tasks import async_task
+
+    from ops import periodic
+    from worktrees.models import MergeBatch
+
+    ids = [queue_harness.in_review(f"T{n}", {f"t{n}.txt": f"{n}\n"}) for n in range(3)]
+    for task_id in ids:
+        service.approve(task_id, by="reviewer")
+
+    class Killed(BaseException):
+        pass
+
+    def die(*args, **kwargs):
+        raise Killed
+
+    monkeypatch.setattr(merge_queue, "_land_entry", die)
+    with pytest.raises(Killed):
+        merge_queue.drain(str(queue_harness.repo))
+    [batch] = MergeBatch.objects.all()
+    assert batch.state == "advancing"
+    assert git(queue_harness.repo, "rev-parse", "main") == batch.target  # the base moved
+    assert all(store.get_task(t).status == "in_review" for t in ids)
+    monkeypatch.undo()
+    monkeypatch.setattr(queue, "kick", queue_harness.kicks.append)
+
+    periodic.register()
+    job = Schedule.objects.get(name="clawboo.merge-queue")
+    async_task(job.func, sync=True)
+    assert all(store.get_task(t).status == "done" for t in ids)
+    assert sorted(queue_harness.landed_ids()) == sorted(ids)
+    assert MergeBatch.objects.get().state == "landed"
+    assert queue_harness.gate_runs() == 1  # the gate's decision stood; it did not run again
+
+
+def test_a_batch_killed_while_gating_is_abandoned_and_its_tasks_land_in_the_next(
+    queue_harness, monkeypatch
+):
+    from worktrees.models import MergeBatch
+
+    ids = [queue_harness.in_review(f"T{n}", {f"t{n}.txt": f"{n}\n"}) for n in range(2)]
+    for task_id in ids:
+        service.approve(task_id, by="reviewer")
+    before = git(queue_harness.repo, "rev-parse", "main")
+
+    class Killed(BaseException):
+        pass
+
+    def die(*args, **kwargs):
+        raise Killed
+
+    monkeypatch.setattr(merge_queue.verification, "run_gate", die)
+    with pytest.raises(Killed):
+        merge_queue.drain(str(queue_harness.repo))
+    assert MergeBatch.objects.get().state == "gating"
+    assert git(queue_harness.repo, "rev-parse", "main") == before
+    monkeypatch.undo()
+    monkeypatch.setattr(queue, "kick", queue_harness.kicks.append)
+
+    report = merge_queue.drain(str(queue_harness.repo))
+    assert report["recovered"] == 1 and report["landed"] == ids
+    assert sorted(MergeBatch.objects.values_list("state", flat=True)) == ["abandoned", "landed"]
+
+
+def test_a_culprit_whose_rounds_are_spent_is_blocked_for_a_person(queue_harness, settings):
+    settings.CLAWBOO_MAX_FIX_CYCLES = 0
+    first = queue_harness.in_review("A", {"a.flag": "a\n"})
+    second = queue_harness.in_review("B", {"b.flag": "b\n"})
+    service.approve(first, by="reviewer")
+    service.approve(second, by="reviewer")
+    report = merge_queue.drain(str(queue_harness.repo))
+    assert report["landed"] == [first] and report["blocked"] == [second]
+    task = store.get_task(second)
+    assert task.status == "blocked" and "a person decides" in task.feedback
+    assert queue.live_entry(second) is None
+
+
+def test_operators_read_the_queue_in_the_admin_and_change_nothing_there(
+    queue_harness, client, django_user_model
+):
+    task_id = queue_harness.in_review("One", {"one.txt": "1\n"})
+    service.approve(task_id, by="reviewer")
+    merge_queue.drain(str(queue_harness.repo))
+    staff = django_user_model.objects.create_superuser("op", "op@example.com", "pw")
+    client.force_login(staff)
+    entries = client.get("/admin/worktrees/queuedlanding/")
+    assert entries.status_code == 200 and task_id in entries.content.decode()
+    assert client.get("/admin/worktrees/mergebatch/").status_code == 200
+    assert client.get("/admin/worktrees/queuedlanding/add/").status_code == 403

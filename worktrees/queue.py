@@ -1,0 +1,371 @@
+"""The merge queue's rows: the only writer of :class:`~worktrees.models.QueuedLanding`
+and :class:`~worktrees.models.MergeBatch` (the queue's job, the approval that
+enqueues, the board's view all come through here).
+
+An approval of a task whose repository lands by ``queue`` is an entry here; the
+task stays ``in_review`` (waiting to land) until a batch lands it ``done``. The
+job that stacks, gates and lands a batch is the executor's
+(:mod:`executor.merge_queue`); what it decides is written here before git moves,
+and each entry's end is written in the same transaction as its task's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from board.models import Task
+from board.transitions import Status
+from core import storage
+from worktrees.models import (
+    LIVE_ENTRY_STATES,
+    OPEN_BATCH_STATES,
+    BatchState,
+    EntryState,
+    MergeBatch,
+    QueuedLanding,
+)
+
+# The dotted function a django-q2 worker runs to drain one repository's queue.
+DRAIN_TASK = "executor.merge_queue.drain"
+# Who the queue's own board writes are by (comments, sent-back feedback).
+QUEUE_ACTOR = "merge-queue"
+# A conflict with the base is not the builder's failure (the work ahead of it landed
+# first), so it is not a fix round of CLAWBOO_MAX_FIX_CYCLES; each rebase round lands
+# work ahead of it, and this bounds the rounds two builders could trade all the same.
+MAX_REBASE_ROUNDS = 5
+
+
+def batch_size() -> int:
+    return int(settings.CLAWBOO_MERGE_BATCH)
+
+
+def kick(repo_path: str) -> None:
+    """Hand the repository's queue to a django-q2 worker (inline when Q_CLUSTER
+    sync is on). Called after commit; the periodic drain picks up whatever a lost
+    kick left."""
+    from django_q.tasks import async_task
+
+    async_task(DRAIN_TASK, repo_path, task_name=f"merge queue {repo_path}"[:100])
+
+
+def _kick_on_commit(repo_path: str) -> None:
+    transaction.on_commit(lambda: kick(repo_path), robust=True)
+
+
+def _update(qs: QuerySet[Any], **fields: Any) -> int:
+    """One conditional UPDATE in its own write (its row count says who won)."""
+    return storage.write(lambda: qs.update(**fields))
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    entry: QueuedLanding
+    position: int
+    created: bool
+
+
+def position_of(entry: QueuedLanding) -> int:
+    """1 for the next to be stacked; 0 for an entry not waiting in line."""
+    if entry.state != EntryState.QUEUED:
+        return 0
+    ahead = QueuedLanding.objects.filter(
+        repo_path=entry.repo_path, state=EntryState.QUEUED, queued_at__lt=entry.queued_at
+    ).count()
+    same_instant = QueuedLanding.objects.filter(
+        repo_path=entry.repo_path,
+        state=EntryState.QUEUED,
+        queued_at=entry.queued_at,
+        id__lt=entry.id,
+    ).count()
+    return ahead + same_instant + 1
+
+
+def live_entry(task_id: str) -> QueuedLanding | None:
+    return QueuedLanding.objects.filter(task_id=task_id, state__in=LIVE_ENTRY_STATES).first()
+
+
+def enqueue(
+    task_id: str, *, repo_path: str, base_branch: str, by: str, human_override: Any = None
+) -> Enqueued:
+    """Put an approved task in line (idempotent: approving a task already in line
+    answers its place). The queue's job is kicked after commit."""
+    existing = live_entry(task_id)
+    if existing is not None:
+        return Enqueued(existing, position_of(existing), False)
+
+    def run() -> QueuedLanding:
+        at = timezone.now()
+        return QueuedLanding.objects.create(
+            task_id=task_id,
+            repo_path=repo_path,
+            base_branch=base_branch,
+            state=EntryState.QUEUED,
+            by=by,
+            human_override=human_override,
+            approved_at=at,
+            queued_at=at,
+        )
+
+    try:
+        entry = storage.write(run)
+    except IntegrityError:  # a concurrent approval of the same task got there first
+        raced = live_entry(task_id)
+        if raced is None:
+            raise
+        return Enqueued(raced, position_of(raced), False)
+    transaction.on_commit(lambda: kick(repo_path), robust=True)
+    return Enqueued(entry, position_of(entry), True)
+
+
+def waiting(repo_path: str, limit: int) -> list[QueuedLanding]:
+    """The next entries of the repository's line, in approval order."""
+    return list(
+        QueuedLanding.objects.filter(repo_path=repo_path, state=EntryState.QUEUED).order_by(
+            "queued_at", "id"
+        )[:limit]
+    )
+
+
+def repos_waiting() -> list[str]:
+    """Repositories with an entry in line, one sent back, or a batch left open."""
+    paths = set(
+        QueuedLanding.objects.filter(state__in=LIVE_ENTRY_STATES).values_list(
+            "repo_path", flat=True
+        )
+    )
+    paths |= set(
+        MergeBatch.objects.filter(state__in=OPEN_BATCH_STATES).values_list("repo_path", flat=True)
+    )
+    return sorted(paths)
+
+
+def requeue_returned(repo_path: str | None = None, task_id: str | None = None) -> int:
+    """Entries sent back whose task is in review again (its fix round done) go back
+    in line, at its end, with nobody approving again; one whose task left review
+    otherwise (done with nothing to land, cancelled) is withdrawn. Returns how many
+    went back in line."""
+    qs = QueuedLanding.objects.filter(state=EntryState.RETURNED)
+    if repo_path is not None:
+        qs = qs.filter(repo_path=repo_path)
+    if task_id is not None:
+        qs = qs.filter(task_id=task_id)
+    back = 0
+    for entry in qs:
+        status = Task.objects.filter(pk=entry.task_id).values_list("status", flat=True).first()
+        if status == Status.IN_REVIEW:
+            moved = _update(
+                QueuedLanding.objects.filter(pk=entry.pk, state=EntryState.RETURNED),
+                state=EntryState.QUEUED,
+                queued_at=timezone.now(),
+            )
+            back += moved
+            if moved:
+                _kick_on_commit(entry.repo_path)
+        elif status in (Status.DONE, Status.CANCELLED, None):
+            _update(
+                QueuedLanding.objects.filter(pk=entry.pk, state=EntryState.RETURNED),
+                state=EntryState.WITHDRAWN,
+                reason=f"left review as {status}",
+            )
+    return back
+
+
+def withdraw(entry_id: int, reason: str) -> None:
+    _update(
+        QueuedLanding.objects.filter(pk=entry_id, state__in=LIVE_ENTRY_STATES),
+        state=EntryState.WITHDRAWN,
+        reason=reason[:2000],
+    )
+
+
+def mark_landed(entry_id: int, commit: str | None, batch_id: int) -> bool:
+    """The entry landed (call it in the transaction that records its task done).
+    False when it already had: each entry lands once."""
+    return bool(
+        QueuedLanding.objects.filter(pk=entry_id, state=EntryState.QUEUED).update(
+            state=EntryState.LANDED,
+            commit=commit or "",
+            batch_id=batch_id,
+            landed_at=timezone.now(),
+        )
+    )
+
+
+def mark_returned(entry_id: int, reason: str, *, rebase: bool, blocked: bool = False) -> bool:
+    """Sent back to its builder (a fix round, or a rebase round for a conflict,
+    counted), or blocked when its rounds are spent (call it in the transaction that
+    moves its task)."""
+    entry = QueuedLanding.objects.filter(pk=entry_id, state=EntryState.QUEUED).first()
+    if entry is None:
+        return False
+    counted = 0 if blocked else 1
+    return bool(
+        QueuedLanding.objects.filter(pk=entry_id, state=EntryState.QUEUED).update(
+            state=EntryState.BLOCKED if blocked else EntryState.RETURNED,
+            rounds=entry.rounds + (0 if rebase else counted),
+            rebases=entry.rebases + (counted if rebase else 0),
+            reason=reason[:4000],
+        )
+    )
+
+
+# --- batches -----------------------------------------------------------------------
+
+
+def open_batch(
+    repo_path: str, base_branch: str, base_before: str, stack: list[dict[str, Any]]
+) -> MergeBatch | None:
+    """Write the batch record (``gating``) before any gate runs or the base moves.
+    None when the repository already has an open batch (another host's job)."""
+
+    def run() -> MergeBatch:
+        at = timezone.now()
+        return MergeBatch.objects.create(
+            repo_path=repo_path,
+            base_branch=base_branch,
+            state=BatchState.GATING,
+            base_before=base_before,
+            stack=stack,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started_at=at,
+            updated_at=at,
+        )
+
+    try:
+        return storage.write(run)
+    except IntegrityError:
+        return None
+
+
+def gate_started(batch_id: int, commit: str) -> None:
+    _update(MergeBatch.objects.filter(pk=batch_id), running_gate=commit, updated_at=timezone.now())
+
+
+def gate_finished(batch_id: int, record: dict[str, Any]) -> None:
+    """One gate run kept on the batch (the board shows it; bisect reads it)."""
+
+    def run() -> None:
+        batch = MergeBatch.objects.select_for_update().get(pk=batch_id)
+        batch.gates = [*batch.gates, record]
+        batch.gate_runs += 1
+        batch.running_gate = ""
+        batch.updated_at = timezone.now()
+        batch.save(update_fields=["gates", "gate_runs", "running_gate", "updated_at"])
+
+    storage.write(run)
+
+
+def decide(
+    batch_id: int, target: str, landing: list[dict[str, Any]], culprits: list[dict[str, Any]]
+) -> MergeBatch:
+    """What the gate decided, written before the base moves: the commit the base
+    goes to (``target``), the entries that land with it, the culprits sent back."""
+
+    def run() -> MergeBatch:
+        batch = MergeBatch.objects.select_for_update().get(pk=batch_id)
+        batch.state = BatchState.ADVANCING
+        batch.target, batch.landing, batch.culprits = target, landing, culprits
+        batch.updated_at = timezone.now()
+        batch.save(update_fields=["state", "target", "landing", "culprits", "updated_at"])
+        return batch
+
+    return storage.write(run)
+
+
+def close_batch(batch_id: int, state: str, note: str = "") -> None:
+    assert state in (BatchState.LANDED, BatchState.ABANDONED)
+    at = timezone.now()
+    _update(
+        MergeBatch.objects.filter(pk=batch_id, state__in=OPEN_BATCH_STATES),
+        state=state,
+        note=note[:4000],
+        finished_at=at,
+        updated_at=at,
+        running_gate="",
+    )
+
+
+def open_batches(repo_path: str) -> list[MergeBatch]:
+    return list(MergeBatch.objects.filter(repo_path=repo_path, state__in=OPEN_BATCH_STATES))
+
+
+# A batch another host opened is judged dead only this long after its last word:
+# its host's landing lock is not ours to see, and a gate may run for ten minutes.
+FOREIGN_BATCH_S = 900.0
+
+
+def is_dead(batch: MergeBatch, held_here: bool) -> bool:
+    """Whether recovery may settle ``batch``: one this host opened (the caller holds
+    the repository's landing lock, so it is not running here), or another host's
+    silent for FOREIGN_BATCH_S."""
+    if batch.host in ("", socket.gethostname()):
+        return held_here
+    return (timezone.now() - batch.updated_at) >= dt.timedelta(seconds=FOREIGN_BATCH_S)
+
+
+# --- what people see ------------------------------------------------------------------
+
+
+def entry_body(entry: QueuedLanding, position: int | None = None) -> dict[str, Any]:
+    return {
+        "task_id": entry.task_id,
+        "title": entry.task.title,
+        "state": entry.state,
+        "position": position_of(entry) if position is None else position,
+        "base_branch": entry.base_branch,
+        "rounds": entry.rounds,
+        "rebases": entry.rebases,
+        "approved_at": entry.approved_at.isoformat(),
+        "queued_at": entry.queued_at.isoformat(),
+        "reason": entry.reason,
+    }
+
+
+def batch_body(batch: MergeBatch) -> dict[str, Any]:
+    return {
+        "id": batch.pk,
+        "state": batch.state,
+        "base_branch": batch.base_branch,
+        "base_before": batch.base_before,
+        "target": batch.target,
+        "tasks": [item["task_id"] for item in batch.stack],
+        "running_gate": batch.running_gate or None,
+        "gate_runs": batch.gate_runs,
+        "gates": [{k: g.get(k) for k in ("commit", "passed", "exit_code")} for g in batch.gates],
+        "culprits": [c["task_id"] for c in batch.culprits],
+        "started_at": batch.started_at.isoformat(),
+        "finished_at": batch.finished_at.isoformat() if batch.finished_at else None,
+    }
+
+
+def queue_of(repo_path: str) -> dict[str, Any]:
+    """The repository's queue as people see it: who waits (and where), who was sent
+    back, the batch running (its gate), and the last batch that bisected."""
+    line = list(
+        QueuedLanding.objects.filter(repo_path=repo_path, state__in=LIVE_ENTRY_STATES)
+        .select_related("task")
+        .order_by("queued_at", "id")
+    )
+    queued = [e for e in line if e.state == EntryState.QUEUED]
+    running = MergeBatch.objects.filter(repo_path=repo_path, state__in=OPEN_BATCH_STATES).first()
+    bisected = (
+        MergeBatch.objects.filter(repo_path=repo_path, gate_runs__gt=1).order_by("-id").first()
+    )
+    return {
+        "repo_path": repo_path,
+        "length": len(queued),
+        "entries": [entry_body(e, n) for n, e in enumerate(queued, start=1)]
+        + [entry_body(e, 0) for e in line if e.state == EntryState.RETURNED],
+        "running": batch_body(running) if running is not None else None,
+        "last_bisect": batch_body(bisected) if bisected is not None else None,
+    }
