@@ -51,6 +51,9 @@ TAIL_GRACE_SECONDS = 0.25
 # after RELAY_RETRY_SECONDS; and it joins the group again every RELAY_REJOIN_SECONDS,
 # because the in-memory layer forgets a member after its group_expiry (a day).
 RELAY_JOIN_SECONDS = 5.0
+# The relay lets the server write out what it has sent after this many sockets, so
+# the first clients' frames leave while the rest are still being framed.
+RELAY_BATCH = 50
 RELAY_RETRY_SECONDS = 1.0
 RELAY_REJOIN_SECONDS = 3600.0
 # Open board sockets of this process, by team (the websocket-clients gauge of /metrics).
@@ -181,7 +184,9 @@ class _TeamTail:
         hands the text to the server's buffer and does not wait on the client. One
         with a gap to fill from the log, or busy catching up, takes it in a task of
         its own (its lock keeps the order), so it holds up no one else."""
-        for consumer in list(self.consumers):
+        for n, consumer in enumerate(list(self.consumers), 1):
+            if n % RELAY_BATCH == 0:
+                await asyncio.sleep(0)
             if consumer.pending is not None:
                 consumer.pending.append(message)
             elif message["seq"] == consumer.last_seq + 1 and not consumer.lock.locked():
