@@ -87,7 +87,7 @@ class Server:
             stderr=subprocess.DEVNULL,
         )
         self.base = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a loaded machine starts it slowly
         while True:
             try:
                 urllib.request.urlopen(self.base + "/api/schema/", timeout=1)  # noqa: S310

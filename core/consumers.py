@@ -12,6 +12,7 @@ dropping duplicates.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections import Counter
@@ -20,10 +21,11 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
 
 from core import events, runlogs, wakeups
 from core.checks import ID_PATTERN
-from core.live import frames_for, group_name
+from core.live import frames_for, group_name, message_for
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,21 @@ SEQ_MAX = 2**62  # sequences are BIGINT
 # every TAIL_CHECK_SECONDS whatever it says.
 TAIL_CHECK_SECONDS = 3.0
 TAIL_WAKE_SECONDS = 0.1
+# A look that finds clients behind the head gives the live frames this long to land
+# (a commit is seen here as soon as the layer hears of it) before it sends the
+# missing ones from the log itself.
+TAIL_GRACE_SECONDS = 0.25
+# Live frames reach a process's consumers of one team through one channel of the
+# layer (see _TeamTail.relay). A connect waits at most this long for it to join the
+# team's group (the tail delivers if it cannot); a relay that lost the layer retries
+# after RELAY_RETRY_SECONDS; and it joins the group again every RELAY_REJOIN_SECONDS,
+# because the in-memory layer forgets a member after its group_expiry (a day).
+RELAY_JOIN_SECONDS = 5.0
+# The relay lets the server write out what it has sent after this many sockets, so
+# the first clients' frames leave while the rest are still being framed.
+RELAY_BATCH = 50
+RELAY_RETRY_SECONDS = 1.0
+RELAY_REJOIN_SECONDS = 3600.0
 # Open board sockets of this process, by team (the websocket-clients gauge of /metrics).
 connected: Counter[str] = Counter()
 
@@ -72,6 +89,11 @@ def _events_after(
     return [(e.seq, frames_for(e)) for e in rows if upto is None or e.seq <= upto]
 
 
+@database_sync_to_async
+def _messages_after(team_id: str, seq: int, upto: int) -> list[dict[str, Any]]:
+    return [message_for(e) for e in events.since(team_id, seq, limit=REPLAY_BATCH) if e.seq <= upto]
+
+
 # Watching a run's output: how often its log is looked at, the most sent a look,
 # and how far behind a client may fall before it skips ahead.
 LOG_POLL_SECONDS = 0.1
@@ -80,15 +102,19 @@ LOG_BEHIND_MAX = 1024 * 1024
 
 
 class _TeamTail:
-    """This process's consumers of one team (on one event loop) and the one look at
-    the team's log head that serves them all: a consumer behind the head catches up
-    from the log. One query per team, not per client, made when a write to the board
-    has committed in any process, or TAIL_CHECK_SECONDS after the last."""
+    """This process's consumers of one team (on one event loop), the one channel of
+    the layer their live frames arrive on, and the one look at the team's log head
+    that serves them all: a consumer behind the head catches up from the log. One
+    query per team, not per client, made when a write to the board has committed in
+    any process, or TAIL_CHECK_SECONDS after the last."""
 
     def __init__(self, team: str) -> None:
         self.team = team
         self.consumers: set[BoardConsumer] = set()
         self.task: asyncio.Task[None] | None = None
+        self.relay_task: asyncio.Task[None] | None = None
+        self.joined = asyncio.Event()
+        self.late: set[asyncio.Task[None]] = set()
 
     async def watch(self) -> None:
         loop = asyncio.get_running_loop()
@@ -102,25 +128,94 @@ class _TeamTail:
             changes, looked = now, loop.time()
             try:
                 head = await _latest(self.team)
-                behind = [c for c in self.consumers if head > c.last_seq]
-                await asyncio.gather(*(c.catch_up_to(head) for c in behind))
+                if any(c.pending is None and head > c.last_seq for c in self.consumers):
+                    await asyncio.sleep(TAIL_GRACE_SECONDS)
+                    await self.catch_up(head)
             except Exception:  # the next look tries again; live frames go on meanwhile
                 log.exception("could not check the log head of team %s", self.team)
+
+    async def catch_up(self, head: int) -> None:
+        """Send every consumer still behind ``head`` what it missed: one read of the
+        log for all of them (from the furthest behind), not one per client."""
+        behind = [c for c in self.consumers if c.pending is None and head > c.last_seq]
+        if not behind:
+            return
+        missed = await _messages_after(self.team, min(c.last_seq for c in behind), head)
+        await asyncio.gather(*(c.take_missed(missed, head) for c in behind))
+
+    async def relay(self) -> None:
+        """Receive the team's live frames once for the whole process and hand each to
+        every consumer. A channel per client would make the layer queue, wake and
+        decode every change once per client (and open a Redis subscription each),
+        where the frames' text is already the same for all of them."""
+        layer = get_channel_layer()
+        if layer is None:
+            self.joined.set()
+            return
+        loop = asyncio.get_running_loop()
+        group = group_name(self.team)
+        while True:
+            channel = None
+            try:
+                channel = await layer.new_channel()
+                await layer.group_add(group, channel)
+                self.joined.set()
+                rejoined = loop.time()
+                while True:
+                    message = await layer.receive(channel)
+                    if message.get("type") == "board.event":
+                        await self.deliver(message)
+                    if loop.time() - rejoined > RELAY_REJOIN_SECONDS:
+                        await layer.group_add(group, channel)
+                        rejoined = loop.time()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the tail delivers from the log meanwhile
+                log.exception("live frames of team %s lost the channel layer", self.team)
+                self.joined.set()
+                await asyncio.sleep(RELAY_RETRY_SECONDS)
+            finally:
+                if channel is not None:
+                    with contextlib.suppress(Exception):
+                        await layer.group_discard(group, channel)
+
+    async def deliver(self, message: dict[str, Any]) -> None:
+        """A consumer that is in step takes the frame now, in this loop: its send
+        hands the text to the server's buffer and does not wait on the client. One
+        with a gap to fill from the log, or busy catching up, takes it in a task of
+        its own (its lock keeps the order), so it holds up no one else."""
+        for n, consumer in enumerate(list(self.consumers), 1):
+            if n % RELAY_BATCH == 0:
+                await asyncio.sleep(0)
+            if consumer.pending is not None:
+                consumer.pending.append(message)
+            elif message["seq"] == consumer.last_seq + 1 and not consumer.lock.locked():
+                try:
+                    await consumer.board_event(message)
+                except Exception:  # one client's failure is not the others'
+                    log.exception("could not send a live frame to a board socket")
+            elif message["seq"] > consumer.last_seq:
+                late = asyncio.get_running_loop().create_task(consumer.board_event(message))
+                self.late.add(late)
+                late.add_done_callback(self.late.discard)
 
 
 _tails: dict[tuple[asyncio.AbstractEventLoop, str], _TeamTail] = {}
 
 
-def _follow_tail(consumer: BoardConsumer) -> None:
+async def _follow_tail(consumer: BoardConsumer) -> None:
     loop = asyncio.get_running_loop()
     tail = _tails.get((loop, consumer.team))
     if tail is None:
         tail = _tails[loop, consumer.team] = _TeamTail(consumer.team)
         tail.task = loop.create_task(tail.watch())
+        tail.relay_task = loop.create_task(tail.relay())
     tail.consumers.add(consumer)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(tail.joined.wait(), RELAY_JOIN_SECONDS)
 
 
-def _unfollow_tail(consumer: BoardConsumer) -> None:
+async def _unfollow_tail(consumer: BoardConsumer) -> None:
     key = (asyncio.get_running_loop(), consumer.team)
     tail = _tails.get(key)
     if tail is None:
@@ -128,13 +223,20 @@ def _unfollow_tail(consumer: BoardConsumer) -> None:
     tail.consumers.discard(consumer)
     if not tail.consumers:
         del _tails[key]
-        if tail.task is not None:
-            tail.task.cancel()
+        tasks = [t for t in (tail.task, tail.relay_task, *tail.late) if t is not None]
+        for task in tasks:
+            task.cancel()
+        # The relay leaves the layer's group on its way out.
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class BoardConsumer(AsyncJsonWebsocketConsumer):
+    # No channel of the layer per client: the team's _TeamTail relays live frames.
+    channel_layer_alias = None
     team: str
     last_seq: int
+    # Live frames that came while the hello's sequence was being read (None after).
+    pending: list[dict[str, Any]] | None
 
     async def connect(self) -> None:
         # Refusals accept first, then close: a close before accept is an HTTP 403 at
@@ -152,15 +254,20 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
             return
         self.team = team
         self.lock = asyncio.Lock()
-        await self.channel_layer.group_add(group_name(team), self.channel_name)
+        self.pending = []
         await self.accept()
         connected[team] += 1
         self.counted = True
+        # Following before reading the head: a change that commits in between is
+        # held in ``pending``, not lost.
+        self.following = True
+        await _follow_tail(self)
         # Live frames are delivered only past this point: "since" may move it back.
         self.last_seq = await _latest(team)
         await self.send_json({"type": "hello", "seq": self.last_seq, "team": team})
-        _follow_tail(self)
-        self.following = True
+        while self.pending:
+            await self.board_event(self.pending.pop(0))
+        self.pending = None
 
     async def _watch_log(self, content: dict[str, Any]) -> None:
         """``{"type": "watch-log", "task": id}`` streams the output of that task's
@@ -249,15 +356,27 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
                 del connected[self.team]
         if getattr(self, "following", False):
             self.following = False
-            _unfollow_tail(self)
-        if hasattr(self, "team"):
-            await self.channel_layer.group_discard(group_name(self.team), self.channel_name)
+            await _unfollow_tail(self)
 
-    async def catch_up_to(self, head: int) -> None:
-        """Deliver what the log holds up to ``head`` that this client has not had."""
+    async def take_missed(self, missed: list[dict[str, Any]], head: int) -> None:
+        """Deliver what the log holds up to ``head`` that this client has not had:
+        ``missed`` (read once for every client behind), then the log for the rest."""
         async with self.lock:
+            for message in missed:
+                await self._take(message)
             if head > self.last_seq:
                 await self._catch_up(head)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # A client's frame takes this socket's turn first, before the thread hop that
+        # closes stale connections: live frames the relay brings meanwhile wait behind
+        # it, so a "since" sent before them is answered before them.
+        lock = getattr(self, "lock", None)
+        if message["type"] == "websocket.receive" and lock is not None:
+            async with lock:
+                await super().dispatch(message)
+            return
+        await super().dispatch(message)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """A frame that is not JSON gets an error frame; the socket stays open."""
@@ -293,23 +412,23 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
                 }
             )
             return
-        async with self.lock:
-            oldest = await _replay_gap(self.team, seq)
-            if oldest is not None:
-                # What came after ``seq`` was pruned: the client must reload the
-                # board, then take live events from here.
-                self.last_seq = await _latest(self.team)
-                await self.send_json(
-                    {
-                        "type": "reload",
-                        "seq": self.last_seq,
-                        "oldest_seq": oldest,
-                        "detail": f"events after {seq} are no longer kept; reload the board",
-                    }
-                )
-                return
-            self.last_seq = seq
-            await self._catch_up(None)
+        # Under self.lock: dispatch holds it for every client frame.
+        oldest = await _replay_gap(self.team, seq)
+        if oldest is not None:
+            # What came after ``seq`` was pruned: the client must reload the
+            # board, then take live events from here.
+            self.last_seq = await _latest(self.team)
+            await self.send_json(
+                {
+                    "type": "reload",
+                    "seq": self.last_seq,
+                    "oldest_seq": oldest,
+                    "detail": f"events after {seq} are no longer kept; reload the board",
+                }
+            )
+            return
+        self.last_seq = seq
+        await self._catch_up(None)
 
     async def _catch_up(self, upto: int | None) -> None:
         """Send everything in the log after last_seq (up to ``upto``), in order."""
@@ -322,29 +441,24 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
             if len(batch) < REPLAY_BATCH or (upto is not None and self.last_seq >= upto):
                 return
 
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        # Channels runs close_old_connections in the one shared sync thread before
-        # every handler: a thread hop per client per frame, queued behind every other
-        # client's. A live frame needs no database (a gap fill goes through
-        # database_sync_to_async, which closes stale connections itself), so a change
-        # fanned out to every client skips the hop.
-        if message["type"] == "board.event":
-            await self.board_event(message)
-            return
-        await super().dispatch(message)
-
     async def board_event(self, message: dict[str, Any]) -> None:
+        """One live change (from the team's relay)."""
         async with self.lock:
-            seq = message["seq"]
+            await self._take(message)
+
+    async def _take(self, message: dict[str, Any]) -> None:
+        """Under self.lock: send the change if it is the next in sequence, after the
+        log's gap fill if one is missing; drop it if already sent."""
+        seq = message["seq"]
+        if seq <= self.last_seq:
+            return  # already delivered (by replay or an earlier gap fill)
+        if seq > self.last_seq + 1:
+            await self._catch_up(seq - 1)
             if seq <= self.last_seq:
-                return  # already delivered (by replay or an earlier gap fill)
-            if seq > self.last_seq + 1:
-                await self._catch_up(seq - 1)
-                if seq <= self.last_seq:
-                    return
-            for text in message["texts"]:
-                await self.send(text_data=text)
-            self.last_seq = seq
+                return
+        for text in message["texts"]:
+            await self.send(text_data=text)
+        self.last_seq = seq
 
 
 def _query(scope: dict[str, Any]) -> dict[str, str]:

@@ -73,8 +73,9 @@ def frames_for(event: Event) -> list[dict[str, Any]]:
     return frames
 
 
-def _message(event: Event) -> dict[str, Any]:
-    # Each frame encoded once here, not once per watching client.
+def message_for(event: Event) -> dict[str, Any]:
+    """The layer message of one event: each frame encoded once here, not once per
+    watching client."""
     texts = [json.dumps(frame) for frame in frames_for(event)]
     return {"type": "board.event", "seq": event.seq, "texts": texts}
 
@@ -118,8 +119,8 @@ def publish(event: Event) -> None:
         if isinstance(layer, InMemoryChannelLayer):
             if not layer.groups.get(group):
                 return  # nobody in this process is watching this team
-            async_to_sync(layer.group_send)(group, _message(event))
+            async_to_sync(layer.group_send)(group, message_for(event))
         else:
-            _background().queue.put((layer, group, _message(event)))
+            _background().queue.put((layer, group, message_for(event)))
     except Exception:  # best-effort: a reconnecting client replays from the log
         log.exception("could not publish event %s", event)

@@ -7,6 +7,13 @@ otherwise leave it running. On Linux the child asks the kernel, between fork and
 exec, for SIGKILL when the thread that started it dies (``PR_SET_PDEATHSIG``).
 Pass :func:`die_with_parent` as ``preexec_fn``; elsewhere it does nothing.
 
+A ``preexec_fn`` makes Python fork the whole interpreter and run Python in the
+child before exec, where without one it spawns with ``vfork``: from a worker
+holding ~150 MB that is tens of milliseconds a start instead of a few, paid twice
+a task (the run, its verify command). :func:`death_prefix` asks the same of the
+kernel through util-linux's ``setpriv --pdeathsig`` (which sets it and execs the
+command: same pid, same process), so the spawn needs no ``preexec_fn``.
+
 A child that forks workers of its own (django-q2's cluster forks a sentinel, which
 forks the workers) passes the rule down with :func:`forks_die_with_parent`: the
 supervisor sets ``CLAWBOO_DIE_WITH_PARENT=1`` for its children and the console
@@ -17,8 +24,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
+import subprocess
 import sys
+import threading
 from collections.abc import Callable
 
 
@@ -45,6 +55,33 @@ def die_with_parent() -> None:
     """
     if _PRCTL is not None:
         _PRCTL(_PR_SET_PDEATHSIG, _SIGKILL)
+
+
+_SETPRIV_ARGS = ("--pdeathsig", "KILL", "--")
+_setpriv: list[str] | None = None  # found and probed: the prefix ([] when unusable)
+_setpriv_lock = threading.Lock()
+
+
+def death_prefix() -> list[str]:
+    """``[setpriv, --pdeathsig, KILL, --]`` to put before a command so that it dies
+    with the thread that starts it, spawned without a ``preexec_fn``; ``[]`` where
+    setpriv is missing or cannot (not Linux, an old util-linux): then pass
+    :func:`die_with_parent` as before. Probed once per process."""
+    global _setpriv
+    with _setpriv_lock:
+        if _setpriv is None:
+            _setpriv = []
+            found = shutil.which("setpriv") if _PRCTL is not None else None
+            if found is not None:
+                try:
+                    probe = subprocess.run(  # noqa: S603 - an argv list
+                        [found, *_SETPRIV_ARGS, "true"], capture_output=True, timeout=10
+                    )
+                    if probe.returncode == 0:
+                        _setpriv = [found, *_SETPRIV_ARGS]
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+        return list(_setpriv)
 
 
 ENV_FLAG = "CLAWBOO_DIE_WITH_PARENT"

@@ -155,7 +155,10 @@ class Attempt:
 
     def start(self, adapter: RuntimeAdapter, request: RunRequest) -> RunHandle:
         request = dataclasses.replace(request, on_usage=self.meter.report)
-        self.handle = start_run(adapter, request, on_output=self.port.output)
+        # The run's end wakes the loop below like a usage report does.
+        self.handle = start_run(
+            adapter, request, on_output=self.port.output, on_end=self.meter.reported.set
+        )
         self.meter.cancel = self.handle.cancel
         if self.meter.stop is not None:  # reached before the handle was known
             self.handle.cancel()
@@ -176,7 +179,8 @@ class Attempt:
                         self._lose()
                     due = time.monotonic() + (self.heartbeat_s if wait is None else wait)
                 self.write_usage()
-                self.meter.reported.wait(min(max(due - time.monotonic(), 0.0), USAGE_CHECK_S))
+                if not handle.done():  # (write_usage clears a wake the end just gave)
+                    self.meter.reported.wait(min(max(due - time.monotonic(), 0.0), USAGE_CHECK_S))
                 if handle.done():
                     return handle.result()
         except BaseException:

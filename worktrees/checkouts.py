@@ -178,14 +178,18 @@ def drop_checkout(repo: Path, path: Path, root: Path) -> None:
         # A checkout on disk is removed straight away (and checked afterwards);
         # without one, only an orphan registration can be left to clear.
         registered = (path / ".git").exists() or is_registered(repo, path)
+        removed = False
         if registered:
             # Twice --force: also removes a locked or dirty worktree, and a
             # registration whose directory is already gone.
-            run_git(["worktree", "remove", "--force", "--force", str(path)], cwd=repo, check=False)
+            removal = ["worktree", "remove", "--force", "--force", str(path)]
+            removed = run_git(removal, cwd=repo, check=False).returncode == 0
     if path.exists() or path.is_symlink():
         _ensure_under(path, root)
         shutil.rmtree(path)
-    if registered:
+    # A removal git answered with success took the registration with it; one it
+    # refused is looked at again (and pruned) once the directory is gone.
+    if registered and not removed:
         with repo_lock(repo):
             if is_registered(repo, path):
                 # The directory is gone now, so prune can clear what remove could not.

@@ -23,6 +23,7 @@ local edits.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -69,16 +70,28 @@ class Policy:
     on_conflict: str
 
 
-def _config(repo: Path, key: str) -> str | None:
-    proc = run_git(["config", "--get", key], cwd=repo, check=False)
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
+def _config(repo: Path, *keys: str) -> dict[str, str]:
+    """The values ``keys`` have in the repository's git config (the last one wins, as
+    with ``--get``; a key set to nothing is left out), read in one call."""
+    wanted = {key.lower(): key for key in keys}  # git prints names in lower case
+    pattern = "^(" + "|".join(re.escape(key) for key in wanted) + ")$"
+    proc = run_git(["config", "-z", "--get-regexp", pattern], cwd=repo, check=False)
+    found: dict[str, str] = {}
+    if proc.returncode != 0:
+        return found  # 1: none set
+    for entry in proc.stdout.split("\0"):
+        name, _, value = entry.partition("\n")
+        if name.lower() in wanted:
+            found[wanted[name.lower()]] = value.strip()
+    return {key: value for key, value in found.items() if value}
 
 
 def policy_for(repo: Path) -> Policy:
     """The repository's landing policy: its git config, else the settings' defaults.
     An unknown value is refused, not guessed."""
-    strategy = _config(repo, STRATEGY_KEY) or settings.CLAWBOO_LANDING
-    on_conflict = _config(repo, ON_CONFLICT_KEY) or settings.CLAWBOO_LANDING_ON_CONFLICT
+    configured = _config(repo, STRATEGY_KEY, ON_CONFLICT_KEY)
+    strategy = configured.get(STRATEGY_KEY) or settings.CLAWBOO_LANDING
+    on_conflict = configured.get(ON_CONFLICT_KEY) or settings.CLAWBOO_LANDING_ON_CONFLICT
     if strategy not in STRATEGIES:
         raise ValidationFailed(STRATEGY_KEY, f"must be one of {', '.join(STRATEGIES)}")
     if on_conflict not in ON_CONFLICT:

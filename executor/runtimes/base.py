@@ -199,10 +199,15 @@ class RunHandle:
         adapter: RuntimeAdapter,
         request: RunRequest,
         on_output: OutputCallback | None = None,
+        on_end: Callable[[], None] | None = None,
     ) -> None:
         self._cancel = threading.Event()
         self._result: RunResult | None = None
         self._error: BaseException | None = None
+        self._ended = threading.Event()
+        # Called in the run's thread once it has ended: a caller waiting on its own
+        # event (the attempt's loop) looks at once instead of at its next tick.
+        self._on_end = on_end
         self._thread = threading.Thread(
             target=self._target,
             args=(adapter, request, on_output),
@@ -218,13 +223,17 @@ class RunHandle:
             self._result = adapter.run(request, cancel=self._cancel, on_output=on_output)
         except BaseException as exc:  # re-raised in the caller's thread by result()
             self._error = exc
+        finally:
+            self._ended.set()
+            if self._on_end is not None:
+                self._on_end()
 
     def cancel(self) -> None:
         """Ask the run to stop; its process group is terminated, then killed."""
         self._cancel.set()
 
     def done(self) -> bool:
-        return not self._thread.is_alive()
+        return self._ended.is_set() or not self._thread.is_alive()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds; True when the run has ended."""
@@ -241,10 +250,14 @@ class RunHandle:
 
 
 def start_run(
-    adapter: RuntimeAdapter, request: RunRequest, on_output: OutputCallback | None = None
+    adapter: RuntimeAdapter,
+    request: RunRequest,
+    on_output: OutputCallback | None = None,
+    on_end: Callable[[], None] | None = None,
 ) -> RunHandle:
-    """Start ``adapter.run(request)`` in a thread and return its handle."""
-    return RunHandle(adapter, request, on_output)
+    """Start ``adapter.run(request)`` in a thread and return its handle; ``on_end`` is
+    called (in that thread) when the run has ended."""
+    return RunHandle(adapter, request, on_output, on_end)
 
 
 def executable_missing(name: str) -> str:

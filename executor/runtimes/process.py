@@ -14,6 +14,7 @@ left running in its group is stopped the same way: a one-shot run leaves no orph
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from core.procs import die_with_parent
+from core.procs import death_prefix, die_with_parent
 from executor.runtimes.base import OutputCallback
 
 DEFAULT_GRACE_S = 5.0
@@ -134,19 +135,31 @@ def _launch(
     if not Path(cwd).is_dir():
         # Popen would blame the program ("No such file") for a missing directory.
         return f"working directory {cwd} does not exist"
+    # Through setpriv only a program that will start: one that cannot is Popen's to
+    # refuse, so the launch error reads the same either way.
+    prefix = death_prefix() if _startable(argv[0], cwd, env) else []
     try:
         return subprocess.Popen(
-            list(argv),
+            [*prefix, *argv],
             cwd=cwd,
             env=dict(env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=None if prefix else die_with_parent,
         )
     except OSError as exc:
         return f"could not start {argv[0]}: {exc}"
+
+
+def _startable(program: str, cwd: Path, env: Mapping[str, str]) -> bool:
+    """Whether ``program`` names an executable file, found as exec would find it
+    for the child (its ``PATH``; a path with a slash from ``cwd``)."""
+    if os.sep in program:
+        path = Path(cwd) / program
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(program, path=env.get("PATH", os.defpath)) is not None
 
 
 def _start_readers(

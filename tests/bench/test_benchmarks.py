@@ -175,6 +175,23 @@ def test_the_merge_queue_bench_lands_every_task_with_no_conflict_reaching_a_pers
     assert direct["red_base_commits"] > 0  # the clash lands unseen without the queue
 
 
+@pytest.mark.timeout(600)
+def test_the_fanout_bench_counts_every_frame_against_a_baseline_in_the_same_run():
+    # The in-memory layer, a few clients; this checkout as its own baseline, so the
+    # alternating rounds and the ratios are exercised too.
+    argv = ["--clients", "3", "--mutations", "2", "--layers", "memory", "--rounds", "1",
+            "--baseline", str(ROOT)]  # fmt: skip
+    subprocess.run([sys.executable, str(ROOT / "bench" / "fanout.py"), *argv], cwd=ROOT,
+                   check=True, timeout=580)  # fmt: skip
+    report = json.loads((ROOT / "bench" / "results" / "fanout.json").read_text())
+    assert [(r["code"], r["clients"], r["frames"]) for r in report["rows"]] == [
+        ("baseline", 3, 6),
+        ("this", 3, 6),
+    ]
+    [versus] = report["versus_baseline"]
+    assert versus["p99_ratio"] > 0
+
+
 @pytest.mark.django_db
 def test_a_pipeline_bench_names_why_it_stalled():
     from bench import pipeline

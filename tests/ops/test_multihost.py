@@ -216,6 +216,16 @@ class Host:
                     pass
                 proc.wait(timeout=30)
 
+    def pause(self, sig: signal.Signals = signal.SIGSTOP) -> None:
+        """Freeze (SIGSTOP) or thaw (SIGCONT) every process of the host: frozen, it
+        can neither finish what it holds nor claim more."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    pass
+
     def stop(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
@@ -424,13 +434,26 @@ def test_two_hosts_share_the_board(hosts: tuple[Host, Host]) -> None:
             and done_count(more) >= KILL_TASKS // 10
         )
 
-    wait_until(b_is_busy, 60, "host B to hold some of the second batch", hosts)
+    def held_by_b() -> list[str]:
+        return list(
+            Task.objects.filter(
+                pk__in=more, status="in_progress", assignee_agent_id__startswith="b"
+            ).values_list("id", flat=True)
+        )
+
+    # B's runs are short: between seeing it busy and the kill it could finish all it
+    # held. Frozen, it cannot; a freeze that caught it between two claims is thawed
+    # and tried again.
+    deadline = time.monotonic() + 60
+    while True:
+        wait_until(b_is_busy, 60, "host B to hold some of the second batch", hosts)
+        host_b.pause(signal.SIGSTOP)
+        if held_by_b():
+            break
+        host_b.pause(signal.SIGCONT)
+        assert time.monotonic() < deadline, "host B was never caught holding work"
     host_b.kill()
-    held = list(
-        Task.objects.filter(
-            pk__in=more, status="in_progress", assignee_agent_id__startswith="b"
-        ).values_list("id", flat=True)
-    )
+    held = held_by_b()
     assert held, "host B held nothing when it died"
     wait_until(lambda: done_count(more) == KILL_TASKS, DRAIN_DEADLINE_S, "host A", (host_a,))
     rescued = Task.objects.filter(pk__in=held)

@@ -176,3 +176,37 @@ def test_a_missing_working_directory_is_named_as_such(tmp_path: Path) -> None:
 
 def test_the_liveness_check_the_kill_tests_rely_on_sees_a_live_process() -> None:
     assert is_running(os.getpid())
+
+
+def test_a_run_dies_with_the_worker_that_started_it(tmp_path: Path) -> None:
+    # The run is in a session of its own, out of reach of a kill aimed at the
+    # worker's group: a worker killed outright must still not leave it running.
+    import signal
+    import subprocess
+    import time
+
+    pidfile = tmp_path / "run.pid"
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path;"
+            "from executor.runtimes.process import run_process;"
+            "run_process(['sh', '-c', 'echo $$ > run.pid; exec sleep 60'],"
+            " cwd=Path(sys.argv[1]), env={'PATH': '/usr/bin:/bin'}, timeout_s=60)",
+            str(tmp_path),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        assert time.monotonic() < deadline and worker.poll() is None
+        time.sleep(0.02)
+    run_pid = int(pidfile.read_text())
+    try:
+        assert is_running(run_pid)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=30)
+        assert wait_until_gone(run_pid, deadline_s=10)
+    finally:
+        kill_if_running(run_pid)
