@@ -45,6 +45,14 @@ board_patterns: list[URLPattern | URLResolver] = [
         board_api.ExecutionLogView.as_view(),
     ),
     path(
+        "tasks/<str:task_id>/executions/<str:execution_id>/steps",
+        board_api.ExecutionStepsView.as_view(),
+    ),
+    path(
+        "tasks/<str:task_id>/executions/<str:execution_id>/stalled",
+        board_api.ExecutionStalledView.as_view(),
+    ),
+    path(
         "tasks/<str:task_id>/executions/<str:execution_id>/usage",
         executor_api.ExecutionUsageView.as_view(),
     ),
