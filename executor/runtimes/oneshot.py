@@ -104,6 +104,13 @@ class OneShotCliAdapter(RuntimeAdapter):
     ) -> None:
         """Hook for reading what the CLI left in ``scratch`` (e.g. a usage file)."""
 
+    def steps_after_exit(
+        self, request: RunRequest, parser: LineParser, process: ProcessRun
+    ) -> list[Step]:
+        """Steps a CLI leaves behind rather than prints (Hermes's session store),
+        read once it has exited; told to ``request.on_step`` after the stream's."""
+        return []
+
     def new_step_reader(self) -> StepReader | None:
         """A fresh reader of the run's steps from its stdout's JSON lines, or None
         (a CLI whose stdout tells no steps)."""
@@ -146,6 +153,9 @@ class OneShotCliAdapter(RuntimeAdapter):
                 cancel=cancel,
             )
             self.after_exit(request, parser, scratch, process)
+            if request.on_step is not None:
+                for step in self.steps_after_exit(request, parser, process):
+                    request.on_step(step)
         return judge(process, parser.parsed, request, requires_verdict=self.requires_verdict)
 
 
