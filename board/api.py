@@ -1135,6 +1135,47 @@ class ExecutionStepsView(APIView):
         return Response([step.as_dict() for step in rows])
 
 
+_TRACE_RUN: dict[str, Any] = {
+    "task_id": serializers.CharField(),
+    "task_title": serializers.CharField(),
+    "depth": serializers.IntegerField(help_text="0: the task; 1: its child; ..."),
+    "run": serializers.IntegerField(help_text="the run's number on its task"),
+    "role": serializers.ChoiceField(choices=["run", "review"]),
+    "execution": ExecutionSerializer(),
+    "steps": StepSerializer(many=True),
+}
+
+
+class TaskTraceView(APIView):
+    @extend_schema(
+        operation_id="board_tasks_trace",
+        responses=with_errors(
+            {200: inline_serializer("TraceRun", _TRACE_RUN, many=True)}, "not_found"
+        ),
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        """The task's trace: its runs (attempts, fix rounds, the critic's review)
+        and its subtasks', oldest first, each with its steps -- the board's
+        waterfall."""
+        visible_task(request.user, task_id)
+        return Response(steps_store.trace_of(task_id))
+
+
+class StalledRunsView(APIView):
+    @extend_schema(
+        operation_id="board_runs_stalled",
+        parameters=[OpenApiParameter("team", str)],
+        responses=with_errors({200: ExecutionSerializer(many=True)}, "validation_error"),
+    )
+    def get(self, request: Request) -> Response:
+        """The running runs marked ``stalled`` (the cards show it), of the caller's
+        teams or of ``team``."""
+        teams = team_ids(request.user)
+        if request.query_params.get("team") is not None:
+            teams = [require_team(request.user, request.query_params["team"])]
+        return Response([row.as_dict() for row in steps_store.stalled_runs(teams)])
+
+
 class ExecutionStalledView(APIView):
     @extend_schema(
         operation_id="board_tasks_executions_stalled",

@@ -23,7 +23,7 @@ from django.db import transaction
 from django.db.models import Max, QuerySet
 
 from board import traces
-from board.models import ExecutionProcess, ExecutionStatus, RunStep
+from board.models import ExecutionProcess, ExecutionStatus, RunStep, Task
 from board.runs import StepKind, StepStatus
 from board.store._base import now
 from board.store.tool_approvals import mask
@@ -104,11 +104,15 @@ def checked(body: Any, where: str = "step") -> dict[str, Any]:
     return values
 
 
-def record_steps(execution_id: int, bodies: Sequence[Any]) -> list[RunStep]:
+def record_steps(
+    execution_id: int, bodies: Sequence[Any], *, finished: bool = False
+) -> list[RunStep]:
     """Write a running run's next steps, numbered after its last, with one
     ``run_step`` event; returns the rows written (none once the run keeps
     :data:`MAX_STEPS`, or once it is closed: a late batch of a closed run is dropped).
-    Called by the run's one loop, so the run's steps are never written twice at once."""
+    Called by the run's one loop, so the run's steps are never written twice at once.
+    ``finished``: the steps of a run recorded after it ended (the critic's review,
+    :func:`board.store.record_review_run`), written once, closed as it is."""
     if not isinstance(bodies, list | tuple) or len(bodies) > BATCH_MAX:
         raise ValidationFailed("steps", f"a list of at most {BATCH_MAX} steps")
     values = [checked(body, f"steps[{n}]") for n, body in enumerate(bodies)]
@@ -124,7 +128,7 @@ def record_steps(execution_id: int, bodies: Sequence[Any]) -> list[RunStep]:
         )
         if row is None:
             raise NotFound(f"execution {execution_id} does not exist")
-        if row.status != ExecutionStatus.RUNNING:
+        if row.status != ExecutionStatus.RUNNING and not finished:
             return []
         last = RunStep.objects.filter(execution_id=execution_id).aggregate(m=Max("seq"))["m"] or 0
         room = max(MAX_STEPS - last, 0)
@@ -196,8 +200,66 @@ def mark_stalled(execution_id: int, silent_s: float) -> bool:
     return storage.write(run)
 
 
+def stalled_runs(teams: Sequence[str] | None) -> QuerySet[ExecutionProcess]:
+    """The running runs of ``teams`` (None: every team) marked stalled (few: the
+    board's cards)."""
+    rows = ExecutionProcess.objects.filter(status=ExecutionStatus.RUNNING, stalled_at__isnull=False)
+    if teams is not None:
+        rows = rows.filter(task__team_id__in=list(teams))
+    return rows.order_by("stalled_at")[:500]
+
+
 def prune_before(cutoff: dt.datetime) -> int:
     """Delete the steps of runs that started before ``cutoff`` (the history's
     retention window); returns how many."""
     old = ExecutionProcess.objects.filter(started_at__lt=cutoff).values("id")
     return storage.write(lambda: RunStep.objects.filter(execution_id__in=old).delete()[0])
+
+
+TRACE_TASKS = 50  # the task and at most this many of its descendants on one trace
+
+
+def trace_of(task_id: str) -> list[dict[str, Any]]:
+    """The task's trace: its runs and its descendants' (children first, then theirs,
+    at most :data:`TRACE_TASKS` tasks), oldest first, each with its number on its task,
+    its role (``review``: the team's reviewer, the critic) and its steps in order.
+    :class:`NotFound` when there is no such task."""
+    task = Task.objects.select_related("team").filter(pk=task_id).first()
+    if task is None:
+        raise NotFound(f"task {task_id!r} does not exist")
+    depth = {task.id: 0}
+    frontier = [task.id]
+    while frontier and len(depth) < TRACE_TASKS:
+        children = list(
+            Task.objects.filter(parent_task_id__in=frontier)
+            .order_by("created_at", "id")
+            .values_list("id", "parent_task_id")[: TRACE_TASKS - len(depth)]
+        )
+        for child, parent in children:
+            depth[child] = depth[parent] + 1
+        frontier = [child for child, _ in children]
+    titles = dict(Task.objects.filter(pk__in=list(depth)).values_list("id", "title"))
+    reviewer = task.team.reviewer_agent_id
+    runs = list(
+        ExecutionProcess.objects.filter(task_id__in=list(depth)).order_by("started_at", "id")
+    )
+    steps: dict[int, list[dict[str, Any]]] = {run.id: [] for run in runs}
+    kept = RunStep.objects.filter(execution_id__in=list(steps))
+    for step in kept.order_by("execution_id", "seq"):
+        steps[step.execution_id].append(step.as_dict())
+    numbers: dict[str, int] = {}
+    out = []
+    for run in runs:
+        numbers[run.task_id] = numbers.get(run.task_id, 0) + 1
+        out.append(
+            {
+                "task_id": run.task_id,
+                "task_title": titles.get(run.task_id, ""),
+                "depth": depth[run.task_id],
+                "run": numbers[run.task_id],
+                "role": "review" if reviewer and run.agent_id == reviewer else "run",
+                "execution": run.as_dict(),
+                "steps": steps[run.id],
+            }
+        )
+    return out

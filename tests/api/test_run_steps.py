@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from board import store
 from board.models import ExecutionProcess, RunStep
 from board.store import steps as steps_store
 from core.models import Event
@@ -125,3 +126,28 @@ def test_steps_are_pruned_with_the_history(fleet):
 
 def test_an_anonymous_caller_is_refused(fleet):
     assert APIClient().get("/api/board/tasks/x/executions/1/steps").status_code == 401
+
+
+def test_a_tasks_trace_holds_its_runs_and_its_subtasks_in_order_and_stalled_runs_are_listed(
+    fleet,
+):
+    client = client_for("a-bot")
+    task_id, ticket = claimed(client)
+    run = opened(client, task_id, ticket)
+    steps_store.record_steps(run, [{"kind": "command", "name": "false", "status": "error"}])
+    child = store.create_task(title="child", parent_task_id=task_id, file_mutating=False).task
+    trace = client.get(f"/api/board/tasks/{task_id}/trace").json()
+    assert [(r["task_id"], r["run"], r["role"], r["depth"]) for r in trace] == [
+        (task_id, 1, "run", 0)
+    ]
+    assert trace[0]["steps"][0]["status"] == "error"
+    child_claim = store.claim(child.id, "b-bot")
+    child_run = store.open_execution(child.id, child_claim.ticket, runtime="claude-code")
+    trace = client.get(f"/api/board/tasks/{task_id}/trace").json()
+    assert [(r["task_id"], r["depth"]) for r in trace] == [(task_id, 0), (child.id, 1)]
+    assert trace[1]["execution"]["id"] == child_run.id and trace[1]["task_title"] == "child"
+    assert client_for("red-bot").get(f"/api/board/tasks/{task_id}/trace").status_code == 404
+    steps_store.mark_stalled(run, 1.0)
+    stalled = client.get("/api/board/runs/stalled?team=default").json()
+    assert [(r["task_id"], r["id"]) for r in stalled] == [(task_id, run)]
+    assert client_for("red-bot").get("/api/board/runs/stalled").json() == []

@@ -37,6 +37,7 @@ export function createState(config, filters) {
     doneIds: new Set(),   // tasks seen done (a dependency that no longer blocks)
     pending: new Map(),   // id -> status a move is on its way to
     toolAsks: new Map(),  // task id -> Map(approval id -> a tool call waiting for a person)
+    stalled: new Map(),   // task id -> {execution, at}: its running run said nothing for a while
     filters: filters || emptyFilters(),
     selected: null,
   };
@@ -47,6 +48,7 @@ export function clearState(state) {
   state.tasks.clear();
   state.pending.clear();
   state.toolAsks.clear();
+  state.stalled.clear();
   for (const status of state.order) {
     const col = state.columns[status];
     col.ids.clear();
