@@ -151,3 +151,11 @@ def test_a_tasks_trace_holds_its_runs_and_its_subtasks_in_order_and_stalled_runs
     stalled = client.get("/api/board/runs/stalled?team=default").json()
     assert [(r["task_id"], r["id"]) for r in stalled] == [(task_id, run)]
     assert client_for("red-bot").get("/api/board/runs/stalled").json() == []
+
+
+def test_the_board_takes_exactly_the_fields_a_runtimes_step_carries():
+    import dataclasses
+
+    from executor.runtimes.steps import Step
+
+    assert steps_store.FIELDS == tuple(f.name for f in dataclasses.fields(Step))
