@@ -79,9 +79,10 @@ class Board(Protocol):
     def steps(self, steps: list[Step]) -> None:
         """The run's next steps, in order (its trace)."""
 
-    def stalled(self, silent_s: float) -> None:
+    def stalled(self, silent_s: float) -> bool | None:
         """The run said nothing (no step, output or usage) for ``silent_s``: mark it
-        ``stalled`` (once; the board notifies)."""
+        ``stalled`` (once; the board notifies). False: it is not stalled but waiting
+        for a person (a tool call to approve); its silence is counted again."""
 
     # --- the run's end (executor.settle in process) ------------------------------
 
@@ -291,8 +292,10 @@ class Attempt:
         silent = time.monotonic() - self.trail.heard
         if silent < self.stall.after_s:
             return
+        if self.port.stalled(silent) is False:
+            self.trail.heard = time.monotonic()  # waiting for a person: not stalled
+            return
         self.stalled = "cancel" if self.stall.cancel else "marked"
-        self.port.stalled(silent)
         if self.stall.cancel and self.handle is not None:
             self.handle.cancel()
 

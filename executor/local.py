@@ -170,10 +170,11 @@ class LocalBoard:
                 raise
             # The database is away: these steps are lost from the trace, not the run.
 
-    def stalled(self, silent_s: float) -> None:
-        if self.execution_id is not None:
-            with self._board():
-                steps_store.mark_stalled(self.execution_id, silent_s)
+    def stalled(self, silent_s: float) -> bool:
+        if self.execution_id is None:
+            return True
+        with self._board():
+            return steps_store.mark_stalled(self.execution_id, silent_s)
 
     # --- the run's end ----------------------------------------------------------
 

@@ -721,16 +721,18 @@ class RestRun:
     def steps(self, steps: list[Step]) -> None:
         self._tell("steps", {"steps": [step.as_body() for step in steps]})
 
-    def stalled(self, silent_s: float) -> None:
-        self._tell("stalled", {"silent_s": silent_s})
+    def stalled(self, silent_s: float) -> bool:
+        answer = self._tell("stalled", {"silent_s": silent_s})
+        return not isinstance(answer, dict) or bool(answer.get("marked", True))
 
-    def _tell(self, what: str, body: dict[str, Any]) -> None:
+    def _tell(self, what: str, body: dict[str, Any]) -> Any:
         """Best effort: a trace's step or a stall the server did not take is lost,
-        not the run (the log still has the output)."""
+        not the run (the log still has the output). The server's answer, or None."""
         try:
-            self.api.call("POST", f"{self.base}/{what}", {"ticket": self.ticket, **body})
+            return self.api.call("POST", f"{self.base}/{what}", {"ticket": self.ticket, **body})[1]
         except (ApiError, OSError) as exc:
             log.warning("run %s: %s not reported: %s", self.execution_id, what, exc)
+            return None
 
     @property
     def dropped(self) -> int:

@@ -23,7 +23,14 @@ from django.db import transaction
 from django.db.models import Max, QuerySet
 
 from board import traces
-from board.models import ExecutionProcess, ExecutionStatus, RunStep, Task
+from board.models import (
+    ExecutionProcess,
+    ExecutionStatus,
+    RunStep,
+    Task,
+    ToolApproval,
+    ToolApprovalState,
+)
 from board.runs import StepKind, StepStatus
 from board.store._base import now
 from board.store.tool_approvals import mask
@@ -171,11 +178,17 @@ def steps_of_tasks(task_ids: Sequence[str]) -> QuerySet[RunStep]:
 def mark_stalled(execution_id: int, silent_s: float) -> bool:
     """Mark a running run ``stalled`` (nothing from it for ``silent_s`` seconds), once:
     a conditional update whose row count decides, and one ``run_stalled`` event (the
-    notification's) in the same transaction. False when it was marked already or is
-    closed."""
+    notification's) in the same transaction. False when it was marked already, is
+    closed, or is waiting for a person to answer one of its tool calls (GOVERNANCE §5:
+    silent, but not stalled)."""
 
     def run() -> bool:
         at = now()
+        waiting = ToolApproval.objects.filter(
+            task__executions__pk=execution_id, state=ToolApprovalState.PENDING
+        )
+        if waiting.exists():
+            return False
         updated = ExecutionProcess.objects.filter(
             pk=execution_id, status=ExecutionStatus.RUNNING, stalled_at__isnull=True
         ).update(stalled_at=at)

@@ -159,3 +159,17 @@ def test_the_board_takes_exactly_the_fields_a_runtimes_step_carries():
     from executor.runtimes.steps import Step
 
     assert steps_store.FIELDS == tuple(f.name for f in dataclasses.fields(Step))
+
+
+def test_a_run_waiting_for_a_person_to_approve_a_tool_call_is_not_stalled(fleet):
+    from board.store import tool_approvals
+
+    client = client_for("a-bot")
+    task_id, ticket = claimed(client)
+    run = opened(client, task_id, ticket)
+    ask = tool_approvals.ask(task_id, "a-bot", "Bash", {"command": "rm -rf build"})
+    assert ask is not None
+    assert steps_store.mark_stalled(run, 700.0) is False
+    assert ExecutionProcess.objects.get(pk=run).stalled_at is None
+    tool_approvals.decide(ask.id, "deny", by="ada")
+    assert steps_store.mark_stalled(run, 700.0) is True

@@ -189,3 +189,17 @@ def test_a_local_run_printing_nothing_is_stalled_on_its_card_with_one_notificati
     stalls = list(Event.objects.filter(kind="run_stalled", task_id=task.id))
     assert len(stalls) == 1
     assert notify.reason_for(stalls[0]) == Reason.RUN_STALLED
+
+
+def test_a_run_the_board_says_waits_for_a_person_is_not_stalled_and_its_clock_restarts() -> None:
+    class Waiting(Port):
+        def stalled(self, silent_s: float) -> bool:
+            super().stalled(silent_s)
+            return len(self.stalls) > 1  # the first look: a tool call waits for a person
+
+    port = Waiting()
+    attempt = Attempt(port, 0.05, Stall(after_s=0.3, cancel=True))  # type: ignore[arg-type]
+    result = attempt.run(Silent(hold_s=10), _request())
+    # Asked twice, a silence apart: cancelled only at the second.
+    assert len(port.stalls) == 2 and port.stalls[1] - port.stalls[0] >= 0.3
+    assert result.outcome is Outcome.TIMED_OUT
