@@ -20,16 +20,19 @@ from rest_framework.views import APIView
 from board import checks, store
 from board.access import audited_override, visible_task
 from board.models import Task, ToolApprovalState, ToolDecision, Verdict
+from board.runs import StepKind, StepStatus
 from board.serializers import (
     ClaimedSerializer,
     CommentSerializer,
     ExecutionSerializer,
     OutcomeSerializer,
     OverrideSerializer,
+    StepSerializer,
     TaskCreateSerializer,
     TaskPatchSerializer,
     TaskSerializer,
 )
+from board.store import steps as steps_store
 from board.store.ready import status_filter
 from board.transitions import Status, is_terminal
 from core import events, repositories, roles, runlogs, server_commands
@@ -1102,6 +1105,136 @@ class ExecutionLogView(APIView):
             raise ValidationFailed("offset", "must be a non-negative integer")
         appended = runlogs.append(task.team_id, task.id, run.id, _log_lines(body["lines"]), offset)
         return Response({"size": appended.size, "written": appended.written, "full": appended.full})
+
+
+_STEP_FIELDS: dict[str, Any] = {
+    "kind": serializers.ChoiceField(choices=StepKind.values),
+    "name": serializers.CharField(),
+    "status": serializers.ChoiceField(choices=StepStatus.values, required=False),
+    "arguments": serializers.DictField(required=False),
+    "detail": serializers.CharField(required=False, allow_blank=True),
+    "started_at": serializers.FloatField(
+        required=False, allow_null=True, help_text="seconds since the epoch"
+    ),
+    "duration_ms": serializers.IntegerField(required=False, allow_null=True, min_value=0),
+    "tokens_in": serializers.IntegerField(required=False, allow_null=True, min_value=0),
+    "tokens_out": serializers.IntegerField(required=False, allow_null=True, min_value=0),
+    "cost_millicents": serializers.IntegerField(required=False, allow_null=True, min_value=0),
+    "model": serializers.CharField(required=False, allow_null=True),
+}
+StepsBody = inline_serializer(
+    "StepsReport",
+    {
+        "ticket": serializers.CharField(),
+        "steps": inline_serializer("StepReport", _STEP_FIELDS, many=True),
+    },
+)
+StalledBody = inline_serializer(
+    "RunStalled",
+    {
+        "ticket": serializers.CharField(),
+        "silent_s": serializers.FloatField(min_value=0, help_text="how long the run said nothing"),
+    },
+)
+
+
+def _run_of(task_id: str, execution_id: str) -> int:
+    if not execution_id.isdigit():
+        raise NotFound(f"task {task_id!r} has no execution {execution_id}")
+    return int(execution_id)
+
+
+class ExecutionStepsView(APIView):
+    """A run's steps (its trace): read by whoever sees the task; reported by the
+    worker running it (one format, ``board.store.steps``)."""
+
+    @extend_schema(
+        operation_id="board_tasks_executions_steps",
+        responses=with_errors({200: StepSerializer(many=True)}, "not_found"),
+    )
+    def get(self, request: Request, task_id: str, execution_id: str) -> Response:
+        visible_task(request.user, task_id)
+        rows = steps_store.list_steps(task_id, _run_of(task_id, execution_id))
+        return Response([step.as_dict() for step in rows])
+
+    @extend_schema(
+        operation_id="board_tasks_executions_steps_report",
+        request=StepsBody,
+        responses=with_errors(
+            {200: StepSerializer(many=True)}, "not_found", "conflict", "validation_error",
+            "forbidden",
+        ),
+    )  # fmt: skip
+    def post(self, request: Request, task_id: str, execution_id: str) -> Response:
+        """A remote run's next steps, written as a local run's: only while the run is
+        open, and only with its claim's ticket. Answers the steps written."""
+        act_as_assignee(request, visible_task(request.user, task_id))
+        body = json_object(request, StepsBody)
+        run = store.claimed_execution(task_id, _run_of(task_id, execution_id), body["ticket"])
+        rows = steps_store.record_steps(run.id, body.get("steps") or [])
+        return Response([step.as_dict() for step in rows])
+
+
+_TRACE_RUN: dict[str, Any] = {
+    "task_id": serializers.CharField(),
+    "task_title": serializers.CharField(),
+    "depth": serializers.IntegerField(help_text="0: the task; 1: its child; ..."),
+    "run": serializers.IntegerField(help_text="the run's number on its task"),
+    "role": serializers.ChoiceField(choices=["run", "review"]),
+    "execution": ExecutionSerializer(),
+    "steps": StepSerializer(many=True),
+}
+
+
+class TaskTraceView(APIView):
+    @extend_schema(
+        operation_id="board_tasks_trace",
+        responses=with_errors(
+            {200: inline_serializer("TraceRun", _TRACE_RUN, many=True)}, "not_found"
+        ),
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        """The task's trace: its runs (attempts, fix rounds, the critic's review)
+        and its subtasks', oldest first, each with its steps -- the board's
+        waterfall."""
+        visible_task(request.user, task_id)
+        return Response(steps_store.trace_of(task_id))
+
+
+class StalledRunsView(APIView):
+    @extend_schema(
+        operation_id="board_runs_stalled",
+        parameters=[OpenApiParameter("team", str)],
+        responses=with_errors({200: ExecutionSerializer(many=True)}, "validation_error"),
+    )
+    def get(self, request: Request) -> Response:
+        """The running runs marked ``stalled`` (the cards show it), of the caller's
+        teams or of ``team``."""
+        teams = team_ids(request.user)
+        if request.query_params.get("team") is not None:
+            teams = [require_team(request.user, request.query_params["team"])]
+        return Response([row.as_dict() for row in steps_store.stalled_runs(teams)])
+
+
+class ExecutionStalledView(APIView):
+    @extend_schema(
+        operation_id="board_tasks_executions_stalled",
+        request=StalledBody,
+        responses=with_errors(
+            {200: inline_serializer("Stalled", {"marked": serializers.BooleanField()})},
+            "not_found", "conflict", "validation_error", "forbidden",
+        ),
+    )  # fmt: skip
+    def post(self, request: Request, task_id: str, execution_id: str) -> Response:
+        """A remote run said nothing for ``CLAWBOO_STALL_MS``: marked ``stalled`` and
+        notified once (``marked`` false: it was already)."""
+        act_as_assignee(request, visible_task(request.user, task_id))
+        body = json_object(request, StalledBody)
+        run = store.claimed_execution(task_id, _run_of(task_id, execution_id), body["ticket"])
+        silent = body.get("silent_s")
+        if isinstance(silent, bool) or not isinstance(silent, int | float) or silent < 0:
+            raise ValidationFailed("silent_s", "a non-negative number of seconds")
+        return Response({"marked": steps_store.mark_stalled(run.id, float(silent))})
 
 
 ReconcileBody = inline_serializer(

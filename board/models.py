@@ -15,7 +15,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from board import snapshot
-from board.runs import ErrorClass
+from board.runs import ErrorClass, StepKind, StepStatus
 from board.transitions import Status
 
 
@@ -421,6 +421,9 @@ class ExecutionProcess(models.Model):
     recovery_tombstone = models.CharField(max_length=200, null=True, blank=True)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When the run was seen silent (no step, output or usage for CLAWBOO_STALL_MS):
+    # set once, by board.store.steps.mark_stalled; the card shows it "stalled".
+    stalled_at = models.DateTimeField(null=True, blank=True)
     tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
 
     class Meta:
@@ -460,6 +463,58 @@ class ExecutionProcess(models.Model):
             "recovery_tombstone": self.recovery_tombstone,
             "started_at": iso(self.started_at),
             "finished_at": iso(self.finished_at),
+            "stalled_at": iso(self.stalled_at),
+        }
+
+
+class RunStep(models.Model):
+    """One step of a run as its runtime's stream told it (a model turn, a tool call,
+    a command, a file change, an MCP or sub-agent call, an error): the task's trace.
+    Written only by :mod:`board.store.steps` (arguments masked, text bounded, at most
+    ``MAX_STEPS`` a run); pruned with the history."""
+
+    execution = models.ForeignKey(ExecutionProcess, on_delete=models.CASCADE, related_name="steps")
+    # 1, 2, ... within the run, in the order the stream told them.
+    seq = models.IntegerField()
+    kind = models.CharField(max_length=16, choices=StepKind.choices)
+    name = models.CharField(max_length=255)
+    status = models.CharField(max_length=8, choices=StepStatus.choices, default=StepStatus.OK)
+    arguments = models.JSONField(default=dict, blank=True)
+    detail = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.BigIntegerField(null=True, blank=True)
+    tokens_in = models.BigIntegerField(null=True, blank=True)
+    tokens_out = models.BigIntegerField(null=True, blank=True)
+    cost_millicents = models.BigIntegerField(null=True, blank=True)
+    model = models.CharField(max_length=200, null=True, blank=True)
+    created_at = models.DateTimeField()
+    tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "run_steps"
+        ordering = ["execution", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["execution", "seq"], name="run_steps_execution_seq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.execution_id}#{self.seq} {self.kind} {self.name} ({self.status})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "execution_id": self.execution_id,
+            "kind": self.kind,
+            "name": self.name,
+            "status": self.status,
+            "arguments": self.arguments,
+            "detail": self.detail,
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "duration_ms": self.duration_ms,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "cost_millicents": self.cost_millicents,
+            "model": self.model,
         }
 
 

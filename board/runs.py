@@ -26,3 +26,23 @@ class ErrorClass(TextChoices):
 # Runs that say nothing about their agent (a person or a budget stopped them): not
 # counted by its breaker.
 NOT_COUNTED = frozenset({ErrorClass.CANCELLED, ErrorClass.BUDGET})
+
+
+class StepKind(TextChoices):
+    """What one step of a run was (the trace view's rows; ``run_steps.kind``). Each
+    adapter maps its tool's stream onto these (``executor.runtimes.steps``)."""
+
+    MODEL_TURN = "model_turn"
+    TOOL_CALL = "tool_call"
+    COMMAND = "command"
+    FILE_CHANGE = "file_change"
+    MCP_CALL = "mcp_call"
+    SUBAGENT = "subagent"
+    ERROR = "error"
+
+
+class StepStatus(TextChoices):
+    """How a step ended: ``error`` marks the failing step on the trace."""
+
+    OK = "ok"
+    ERROR = "error"

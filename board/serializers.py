@@ -13,6 +13,7 @@ from rest_framework import serializers
 from board.checks import CREATE_STATUSES
 from board.judgement import SEVERITIES
 from board.models import Verdict
+from board.runs import StepKind, StepStatus
 from board.store.tickets import OUTCOMES
 from board.transitions import Status
 
@@ -302,6 +303,26 @@ class ExecutionSerializer(serializers.Serializer):
     recovery_tombstone = serializers.CharField(allow_null=True)
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
+    stalled_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="when the run was seen silent for CLAWBOO_STALL_MS (null: never)",
+    )
+
+
+class StepSerializer(serializers.Serializer):
+    seq = serializers.IntegerField(help_text="1, 2, ... within the run, in stream order")
+    execution_id = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=StepKind.values)
+    name = serializers.CharField(help_text="the tool, command or path; 'model' for a turn")
+    status = serializers.ChoiceField(choices=StepStatus.values)
+    arguments = serializers.DictField(help_text="secret-looking values masked (***)")
+    detail = serializers.CharField(help_text="the result's or error's text (bounded)")
+    started_at = serializers.DateTimeField(allow_null=True)
+    duration_ms = serializers.IntegerField(allow_null=True)
+    tokens_in = serializers.IntegerField(allow_null=True)
+    tokens_out = serializers.IntegerField(allow_null=True)
+    cost_millicents = serializers.IntegerField(allow_null=True)
+    model = serializers.CharField(allow_null=True)
 
 
 class CommentSerializer(serializers.Serializer):

@@ -459,6 +459,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RoutineStatusEnum": "routines.models.RoutineStatus",
         "TaskStatusEnum": "board.transitions.Status",
+        "StepKindEnum": "board.runs.StepKind.values",
+        "StepStatusEnum": "board.runs.StepStatus.values",
     },
     # A summary on every operation, from one table (clawboo.openapi).
     "POSTPROCESSING_HOOKS": [

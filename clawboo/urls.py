@@ -41,9 +41,18 @@ board_patterns: list[URLPattern | URLResolver] = [
     path("tasks/<str:task_id>/cancel-dependents", board_api.CancelDependentsView.as_view()),
     path("tasks/<str:task_id>/comments", board_api.CommentsView.as_view()),
     path("tasks/<str:task_id>/executions", board_api.ExecutionsView.as_view()),
+    path("tasks/<str:task_id>/trace", board_api.TaskTraceView.as_view()),
     path(
         "tasks/<str:task_id>/executions/<str:execution_id>/log",
         board_api.ExecutionLogView.as_view(),
+    ),
+    path(
+        "tasks/<str:task_id>/executions/<str:execution_id>/steps",
+        board_api.ExecutionStepsView.as_view(),
+    ),
+    path(
+        "tasks/<str:task_id>/executions/<str:execution_id>/stalled",
+        board_api.ExecutionStalledView.as_view(),
     ),
     path(
         "tasks/<str:task_id>/executions/<str:execution_id>/usage",
@@ -66,6 +75,7 @@ board_patterns: list[URLPattern | URLResolver] = [
     path("tasks/<str:task_id>/submit", worktree_api.SubmitView.as_view()),
     path("tasks/<str:task_id>/request-changes", worktree_api.RequestChangesView.as_view()),
     path("reconcile", board_api.ReconcileView.as_view()),
+    path("runs/stalled", board_api.StalledRunsView.as_view()),
 ]
 
 api_patterns: list[URLPattern | URLResolver] = [

@@ -52,6 +52,8 @@ _QUIET_KINDS = frozenset(
         "routine_dispatched",
         "routine_completed",
         "routine_error",
+        "run_step",
+        "run_stalled",
     }
 )
 

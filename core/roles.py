@@ -161,6 +161,8 @@ VERBS: tuple[Verb, ...] = (
     Verb(f"POST {_T}/executions", BUILDERS, "open a run's execution"),
     Verb(f"POST {_T}/executions/{{execution_id}}/log", BUILDERS, "report a run's log"),
     Verb(f"POST {_T}/executions/{{execution_id}}/usage", BUILDERS, "report a run's usage"),
+    Verb(f"POST {_T}/executions/{{execution_id}}/steps", BUILDERS, "report a run's steps"),
+    Verb(f"POST {_T}/executions/{{execution_id}}/stalled", BUILDERS, "report a stalled run"),
     Verb(
         f"POST {_T}/executions/{{execution_id}}/close",
         BUILDERS,

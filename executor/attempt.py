@@ -15,13 +15,15 @@ No Django here: a remote worker imports it with nothing but the server's URL.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from executor.runtimes.base import (
+    Outcome,
     RunHandle,
     RunRequest,
     RunResult,
@@ -29,6 +31,7 @@ from executor.runtimes.base import (
     UsageSoFar,
     start_run,
 )
+from executor.runtimes.steps import Step
 
 # How long the run's loop waits for news (usage reported, the run ended) before it
 # looks again: usage is written as soon as it is reported, and the run's end is
@@ -72,6 +75,14 @@ class Board(Protocol):
 
     def output(self, stream: str, line: str) -> None:
         """One line the run printed."""
+
+    def steps(self, steps: list[Step]) -> None:
+        """The run's next steps, in order (its trace)."""
+
+    def stalled(self, silent_s: float) -> bool | None:
+        """The run said nothing (no step, output or usage) for ``silent_s``: mark it
+        ``stalled`` (once; the board notifies). False: it is not stalled but waiting
+        for a person (a tool call to approve); its silence is counted again."""
 
     # --- the run's end (executor.settle in process) ------------------------------
 
@@ -141,23 +152,73 @@ class Meter:
             return latest
 
 
+DEFAULT_STALL_MS = 600_000
+
+
+@dataclass(frozen=True)
+class Stall:
+    """When a run is stalled: silent (no step, output or usage) for ``after_s``; and
+    whether it is then cancelled (the agent's ``on_stall: "cancel"``), its end
+    counted by the breaker as a timeout."""
+
+    after_s: float
+    cancel: bool = False
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any] | None) -> Stall | None:
+        """The policy of an agent's ``settings`` under ``CLAWBOO_STALL_MS`` (the
+        environment, so a remote worker reads it too; 0: never stalled)."""
+        try:
+            after_ms = int(os.environ.get("CLAWBOO_STALL_MS", DEFAULT_STALL_MS))
+        except ValueError:
+            after_ms = DEFAULT_STALL_MS
+        if after_ms <= 0:
+            return None
+        return cls(after_ms / 1000, cancel=(settings or {}).get("on_stall") == "cancel")
+
+
+class Trail:
+    """The steps a run's reader threads reported, and when the run last said anything
+    (a step, a line, a usage report): taken by the run's loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._steps: list[Step] = []
+        self.heard = time.monotonic()
+
+    def step(self, step: Step) -> None:
+        with self._lock:
+            self._steps.append(step)
+        self.heard = time.monotonic()
+
+    def take(self) -> list[Step]:
+        with self._lock:
+            steps, self._steps = self._steps, []
+            return steps
+
+
 class Attempt:
     """One run of a claimed task through its board ``port``: :meth:`run` watches it
     (lease, usage, ceiling, cancel); :attr:`lost` and :attr:`meter` ``.stop`` say
     afterwards whether the claim was lost or the run stopped for spend."""
 
-    def __init__(self, port: Board, heartbeat_s: float) -> None:
+    def __init__(self, port: Board, heartbeat_s: float, stall: Stall | None = None) -> None:
         self.port = port
         self.heartbeat_s = heartbeat_s
         self.meter = Meter(port.over)
         self.lost = False
         self.handle: RunHandle | None = None
+        self.trail = Trail()
+        self.stall = stall
+        # Set once the run was seen silent for stall.after_s; "cancel" once cancelled.
+        self.stalled: str | None = None
 
     def start(self, adapter: RuntimeAdapter, request: RunRequest) -> RunHandle:
-        request = dataclasses.replace(request, on_usage=self.meter.report)
+        request = dataclasses.replace(request, on_usage=self._usage, on_step=self.trail.step)
+        self.trail.heard = time.monotonic()
         # The run's end wakes the loop below like a usage report does.
         self.handle = start_run(
-            adapter, request, on_output=self.port.output, on_end=self.meter.reported.set
+            adapter, request, on_output=self._output, on_end=self.meter.reported.set
         )
         self.meter.cancel = self.handle.cancel
         if self.meter.stop is not None:  # reached before the handle was known
@@ -179,10 +240,13 @@ class Attempt:
                         self._lose()
                     due = time.monotonic() + (self.heartbeat_s if wait is None else wait)
                 self.write_usage()
+                self.write_steps()
                 if not handle.done():  # (write_usage clears a wake the end just gave)
                     self.meter.reported.wait(min(max(due - time.monotonic(), 0.0), USAGE_CHECK_S))
                 if handle.done():
-                    return handle.result()
+                    self.write_steps()
+                    return self._stall_ended(handle.result())
+                self.check_stall()
         except BaseException:
             handle.cancel()  # never leave the process behind
             handle.wait(30)
@@ -217,6 +281,43 @@ class Attempt:
             self.meter.stopped(answer.stop)
         else:
             self.meter.check()  # a report that came meanwhile, priced as the board said
+
+    def write_steps(self) -> None:
+        """Hand the board the steps reported since the last look, if any."""
+        steps = self.trail.take()
+        if steps and not self.lost:
+            self.port.steps(steps)
+
+    def check_stall(self) -> None:
+        """A run silent for its stall time is marked stalled, once; and cancelled
+        when its agent says so."""
+        if self.stall is None or self.stalled is not None:
+            return
+        silent = time.monotonic() - self.trail.heard
+        if silent < self.stall.after_s:
+            return
+        if self.port.stalled(silent) is False:
+            self.trail.heard = time.monotonic()  # waiting for a person: not stalled
+            return
+        self.stalled = "cancel" if self.stall.cancel else "marked"
+        if self.stall.cancel and self.handle is not None:
+            self.handle.cancel()
+
+    def _stall_ended(self, result: RunResult) -> RunResult:
+        """A run cancelled for its silence ended by timing out (the breaker counts it)."""
+        if self.stalled != "cancel" or result.outcome is not Outcome.CANCELLED:
+            return result
+        assert self.stall is not None
+        why = f"stalled: nothing from the run for {self.stall.after_s:g}s; cancelled"
+        return dataclasses.replace(result, outcome=Outcome.TIMED_OUT, error=why)
+
+    def _output(self, stream: str, line: str) -> None:
+        self.trail.heard = time.monotonic()
+        self.port.output(stream, line)
+
+    def _usage(self, usage: UsageSoFar) -> None:
+        self.trail.heard = time.monotonic()
+        self.meter.report(usage)
 
     def _lose(self) -> None:
         self.lost = True

@@ -21,12 +21,14 @@ from typing import Any
 from django.conf import settings
 
 from board import judgement, store
-from board.models import Task
+from board.models import ExecutionProcess, Task
+from board.store import steps as steps_store
 from boardmcp import credentials as mcp_credentials
 from core import server_commands
 from core.models import Agent, Team
 from executor.runtimes import McpEndpoint, RunRequest, RunResult, adapter_for, capabilities
 from executor.runtimes.base import start_run
+from executor.runtimes.steps import Step
 from worktrees import checkouts
 
 log = logging.getLogger(__name__)
@@ -149,6 +151,7 @@ def review(
     ``head``, heartbeating the builder's claim meanwhile; record its run."""
     checkout = checkouts.provision_review_worktree(repo, head)
     started = store.now()
+    steps: list[Step] = []
     key: str | None = None
     try:
         diff = checkouts.git_out(["diff", "--no-color", base, head], cwd=checkout)
@@ -166,6 +169,8 @@ def review(
             mcp=McpEndpoint(mcp_url, key) if key is not None else None,
             # A connected runtime's idempotency key: one review run per change.
             attempt_id=f"review-{head[:12]}",
+            # The review's trace, written with its execution once it ended.
+            on_step=steps.append,
         )
         handle = start_run(adapter_for(reviewer.runtime), request)
         while not handle.wait(heartbeat_s):
@@ -180,13 +185,17 @@ def review(
         except Exception:
             log.exception("could not remove the review checkout of %s", task.id)
     findings = parse_findings(result, reviewer.runtime)
-    _record(task, reviewer, started, head, result)
+    row = _record(task, reviewer, started, head, result)
+    if steps:
+        steps_store.record_steps(row.id, [step.as_body() for step in steps], finished=True)
     return CriticReport(findings=findings, reviewer=reviewer_body(reviewer))
 
 
-def _record(task: Task, reviewer: Agent, started: Any, head: str, result: RunResult) -> None:
+def _record(
+    task: Task, reviewer: Agent, started: Any, head: str, result: RunResult
+) -> ExecutionProcess:
     """The review run, recorded as an execution of the reviewer on the task."""
-    store.record_review_run(
+    return store.record_review_run(
         task.id,
         agent_id=reviewer.id,
         runtime=reviewer.runtime,

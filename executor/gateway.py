@@ -13,7 +13,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -22,6 +22,7 @@ from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
 from core.errors import ClawbooError
+from executor.runtimes.steps import OpenClawSteps, Step
 
 # Told a run's output tokens so far and the model it calls (None: not named yet).
 UsageCallback = Callable[[int, str | None], None]
@@ -69,6 +70,8 @@ class GatewayDispatch:
     task_id: str
     # Told the run's usage so far as the gateway streams it (the per-run ceiling).
     on_usage: UsageCallback | None = None
+    # Told each step of the run (a tool item that ended, an error) as it streams.
+    on_step: Callable[[Step], None] | None = None
 
 
 @dataclass
@@ -276,6 +279,8 @@ class AgentRun:
     model: str | None = None
     tokens_out: int | None = None
     on_usage: UsageCallback | None = None
+    on_step: Callable[[Step], None] | None = None
+    step_reader: OpenClawSteps = field(default_factory=OpenClawSteps)
 
     def note_accepted(self, payload: dict[str, Any]) -> None:
         self.accepted = True
@@ -293,6 +298,9 @@ class AgentRun:
         if frame.get("event") != "agent" or not isinstance(data, dict):
             return
         stream = payload.get("stream")
+        if self.on_step is not None:
+            for step in self.step_reader.feed(stream, data):
+                self.on_step(step)
         if stream == "lifecycle" and data.get("phase") == "model":
             model = data.get("model")
             if isinstance(model, str) and model:
@@ -324,6 +332,7 @@ def run_agent(
     watchdog_s: float,
     cancel: Any = None,
     on_usage: UsageCallback | None = None,
+    on_step: Callable[[Step], None] | None = None,
 ) -> GatewayReply:
     """Run an agent over the gateway: the ``agent`` request, answered twice on one id
     (``accepted``, then the terminal ``ok``/``error``), under a watchdog deadline.
@@ -346,6 +355,7 @@ def run_agent(
         session_key=params.get("sessionKey"),
         agent_id=params.get("agentId"),
         on_usage=on_usage,
+        on_step=on_step,
     )
     try:
         with GatewayClient(config, timeout_s=min(watchdog_s, 30.0)) as client:
@@ -465,6 +475,7 @@ def adapter_dispatch(job: GatewayDispatch, cancel: Any) -> GatewayReply:
         watchdog_s=job.timeout_s,
         cancel=cancel,
         on_usage=job.on_usage,
+        on_step=job.on_step,
     )
 
 

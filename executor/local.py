@@ -18,6 +18,7 @@ from board import store
 from board.models import Task
 from board.repository import run_repository
 from board.store import spend as spend_store
+from board.store import steps as steps_store
 from core import reconnect
 from core.errors import ClawbooError
 from core.models import Agent
@@ -25,6 +26,7 @@ from core.runlogs import RunLog
 from executor import breakers, pricing, settle, spending
 from executor.attempt import Answer, Stop
 from executor.runtimes.base import RunResult, UsageSoFar
+from executor.runtimes.steps import Step
 from worktrees import agent_files, checkouts, scaffold
 from worktrees import service as worktree_service
 
@@ -158,6 +160,23 @@ class LocalBoard:
     def output(self, stream: str, line: str) -> None:
         if self._output is not None:
             self._output(stream, line)
+
+    def steps(self, steps: list[Step]) -> None:
+        if self.execution_id is None:
+            return
+        try:
+            with self._board():
+                steps_store.record_steps(self.execution_id, [step.as_body() for step in steps])
+        except Exception as exc:
+            if not reconnect.is_unavailable(exc):
+                raise
+            # The database is away: these steps are lost from the trace, not the run.
+
+    def stalled(self, silent_s: float) -> bool:
+        if self.execution_id is None:
+            return True
+        with self._board():
+            return steps_store.mark_stalled(self.execution_id, silent_s)
 
     # --- the run's end ----------------------------------------------------------
 

@@ -36,6 +36,7 @@ from typing import Any
 
 from board.errors import AgentPaused, BudgetPaused
 from executor import rest
+from executor.attempt import Stall
 from executor.rest import (
     Api,
     ApiError,
@@ -267,6 +268,7 @@ class Worker:
         )  # fmt: skip
         if report is None:  # the claim was lost before the run began
             return "lost"
+        report.attempt.stall = Stall.of(agent.get("settings"))
         request = RunRequest(
             task_id=task["id"],
             title=task.get("title") or "",

@@ -28,6 +28,7 @@ from board.runs import ErrorClass
 from executor import pricing
 from executor.attempt import Answer, Attempt, Stop
 from executor.runtimes.base import RunResult, UsageSoFar
+from executor.runtimes.steps import Step
 
 log = logging.getLogger("clawboo.worker")
 
@@ -695,6 +696,22 @@ class RestRun:
 
     def output(self, stream: str, line: str) -> None:
         self.log.output(stream, line)
+
+    def steps(self, steps: list[Step]) -> None:
+        self._tell("steps", {"steps": [step.as_body() for step in steps]})
+
+    def stalled(self, silent_s: float) -> bool:
+        answer = self._tell("stalled", {"silent_s": silent_s})
+        return not isinstance(answer, dict) or bool(answer.get("marked", True))
+
+    def _tell(self, what: str, body: dict[str, Any]) -> Any:
+        """Best effort: a trace's step or a stall the server did not take is lost,
+        not the run (the log still has the output). The server's answer, or None."""
+        try:
+            return self.api.call("POST", f"{self.base}/{what}", {"ticket": self.ticket, **body})[1]
+        except (ApiError, OSError) as exc:
+            log.warning("run %s: %s not reported: %s", self.execution_id, what, exc)
+            return None
 
     @property
     def dropped(self) -> int:

@@ -30,7 +30,7 @@ from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
 from executor import breakers, health, prompts, settle
-from executor.attempt import Attempt
+from executor.attempt import Attempt, Stall
 from executor.local import Clock, LocalBoard, WorkReport, tee, workspace
 from executor.runtimes import (
     McpEndpoint,
@@ -246,7 +246,7 @@ class Executor:
             self.agent, self.keep_for_resume, self.heartbeat_s, report, task, run, checkout,
             tee(log, self.on_output),
         )  # fmt: skip
-        attempt = Attempt(port, self.heartbeat_s)
+        attempt = Attempt(port, self.heartbeat_s, Stall.of(self.agent.settings))
         try:
             request = RunRequest(
                 task_id=task.id,

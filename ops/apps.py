@@ -17,11 +17,14 @@ class OpsConfig(AppConfig):
         from django.db.models.signals import post_migrate
         from django_q.signals import post_spawn
 
+        from board import traces
         from core import events
         from ops import notify, periodic
 
         # After commit, in whichever process committed: a person may be needed.
         events.subscribe(notify.on_event)
+        # A task that reached its end: its span, when OpenTelemetry export is on.
+        events.subscribe(traces.on_event)
         # The periodic work's schedules: after every migrate, and as each q2 worker
         # starts, so any deployment with a qcluster runs them (ops.periodic).
         post_migrate.connect(periodic.register_quietly, sender=self)

@@ -23,6 +23,7 @@ class Reason(models.TextChoices):
     BUDGET_STOPPED = "budget_stopped", "a run is stopped for spend"
     APPROVAL = "approval", "work or a tool call waits for a person's approval"
     AGENT_PAUSED = "agent_paused", "an agent is paused (its breaker, or a person)"
+    RUN_STALLED = "run_stalled", "a run said nothing for CLAWBOO_STALL_MS"
 
 
 class ChannelKind(models.TextChoices):

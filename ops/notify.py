@@ -87,6 +87,7 @@ CANDIDATE_KINDS = (
     "tool_approval_requested",
     "commented",
     "agent_paused",
+    "run_stalled",
 )
 # Events that are a person's moment by their kind alone (each is written once).
 _KIND_REASONS = {
@@ -95,6 +96,7 @@ _KIND_REASONS = {
     "budget_warning": Reason.BUDGET_WARNING,
     "budget_exhausted": Reason.BUDGET_EXHAUSTED,
     "budget_stopped": Reason.BUDGET_STOPPED,
+    "run_stalled": Reason.RUN_STALLED,
 }
 
 
@@ -147,6 +149,7 @@ SUMMARY = {
     Reason.BUDGET_STOPPED: "A run of task {task_id!r} ({title}) was stopped for spend",
     Reason.APPROVAL: "Task {task_id!r} ({title}) waits for your approval{what}",
     Reason.AGENT_PAUSED: "Agent {agent_id!r} is paused: {reason}",
+    Reason.RUN_STALLED: "A run of task {task_id!r} by {agent_id!r} said nothing for {silent}s",
 }
 
 
@@ -176,6 +179,7 @@ def body_for(event: Event, reason: str) -> str:
         "what": "",
         "agent_id": payload.get("agent_id"),
         "reason": payload.get("reason"),
+        "silent": payload.get("silent_s"),
     }
     if budget:
         body["budget"] = budget
@@ -212,6 +216,13 @@ def body_for(event: Event, reason: str) -> str:
             "slot_at": payload.get("slot_at"),
             "error": payload.get("error"),
             "task_id": event.task_id,
+        }
+    if reason == Reason.RUN_STALLED:
+        body["run"] = {
+            "execution_id": payload.get("execution_id"),
+            "agent_id": payload.get("agent_id"),
+            "silent_s": payload.get("silent_s"),
+            "stalled_at": payload.get("stalled_at"),
         }
     if reason == Reason.AGENT_PAUSED:
         body["agent"] = {

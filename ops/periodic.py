@@ -24,6 +24,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from board.store import release_stale
+from board.store import steps as steps_store
 from boardmcp.credentials import prune_void_run_credentials
 from core import retention, storage
 
@@ -101,6 +102,9 @@ def prune() -> dict[str, int]:
     """The hourly prune as a scheduled job: what it deleted."""
     report = retention.prune().as_dict()
     report["run_credentials"] = prune_void_run_credentials()
+    keep = retention.retention()
+    if keep is not None:  # the runs' steps go with the history (their logs do too)
+        report["run_steps"] = steps_store.prune_before(timezone.now() - keep)
     return report
 
 

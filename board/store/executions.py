@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
 from django.db.models import QuerySet
 
+from board import traces
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import CostStatus, ExecutionProcess, ExecutionStatus, Task
 from board.store import spend
@@ -195,6 +198,7 @@ def close_execution(
         if native_session_id is not None:
             row.native_session_id = native_session_id
         row.save()
+        transaction.on_commit(lambda: traces.export_run(row.id))
         return row
 
     return storage.write(run)
@@ -212,9 +216,11 @@ def close_running(
     values: dict[str, Any] = {"status": outcome, "finished_at": at, "error": error}
     if tombstone is not None:
         values["recovery_tombstone"] = tombstone
-    return ExecutionProcess.objects.filter(task_id=task.id, status=ExecutionStatus.RUNNING).update(
-        **values
-    )
+    running = ExecutionProcess.objects.filter(task_id=task.id, status=ExecutionStatus.RUNNING)
+    if traces.otel.enabled():  # the runs' spans, once closed (no query when export is off)
+        for execution_id in running.values_list("id", flat=True):
+            transaction.on_commit(functools.partial(traces.export_run, execution_id))
+    return running.update(**values)
 
 
 def close_run_leaving(

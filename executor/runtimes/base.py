@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from executor.runtimes.steps import Step
 
 Integration = Literal["one-shot", "connected"]
 
@@ -85,6 +88,9 @@ class RunRequest:
     # Called (from a reader thread) with the run's usage so far each time the
     # stream reports more; the executor prices it for the ceiling. Must not block.
     on_usage: Callable[[UsageSoFar], None] | None = None
+    # Called (from a reader thread) with each step of the run as its tool's stream
+    # tells it (executor.runtimes.steps), in order. Must not block.
+    on_step: Callable[[Step], None] | None = None
 
     def task_environment(self) -> dict[str, str]:
         """The CLAWBOO_* variables the run sees, plus ``env`` extras."""

@@ -37,6 +37,7 @@ from executor.runtimes.oneshot import (
     setting_list,
     setting_str,
 )
+from executor.runtimes.steps import ClaudeSteps
 
 # What Claude Code 2.1.332 accepts: "acceptEdits, auto, bypassPermissions, manual,
 # dontAsk, plan", and still "default" (shown as "default", as is "manual").
@@ -249,3 +250,6 @@ class ClaudeCodeAdapter(OneShotCliAdapter):
 
     def new_parser(self, request: RunRequest) -> LineParser:
         return ClaudeStreamParser()
+
+    def new_step_reader(self) -> ClaudeSteps:
+        return ClaudeSteps()

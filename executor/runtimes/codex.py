@@ -32,6 +32,7 @@ from executor.runtimes.oneshot import (
     setting_list,
     setting_str,
 )
+from executor.runtimes.steps import CodexSteps
 
 SANDBOX_MODES = {"read-only", "workspace-write", "danger-full-access"}
 
@@ -120,6 +121,9 @@ class CodexAdapter(OneShotCliAdapter):
 
     def new_parser(self, request: RunRequest) -> LineParser:
         return CodexEventParser()
+
+    def new_step_reader(self) -> CodexSteps:
+        return CodexSteps()
 
     def default_model(self, request: RunRequest, env: Mapping[str, str]) -> str | None:
         return setting_str(request.settings, "model") or configured_model(env)

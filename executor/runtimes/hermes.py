@@ -52,10 +52,12 @@ from executor.runtimes.oneshot import (
     LineParser,
     OneShotCliAdapter,
     SettingsError,
+    child_environment,
     setting_list,
     setting_str,
 )
 from executor.runtimes.process import ProcessRun
+from executor.runtimes.steps import Step, hermes_steps
 
 USAGE_FILE = "usage.json"
 # A resumed session's totals in Hermes's store as the run starts (for the difference).
@@ -192,6 +194,26 @@ def session_totals(home: Path, session_id: str) -> dict[str, Any] | None:
     }
 
 
+def session_messages(home: Path, session_id: str, since: float) -> list[dict[str, Any]]:
+    """The session's messages from ``since`` (epoch seconds) in Hermes's store, oldest
+    first; none when the store cannot be read. Read-only, as :func:`session_totals`."""
+    path = (home / SESSION_STORE).resolve()
+    if not path.is_file():
+        return []
+    try:
+        with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=2)) as db:
+            db.row_factory = sqlite3.Row
+            rows = db.execute(
+                "SELECT role, content, tool_calls, tool_call_id, tool_name, timestamp,"
+                " token_count FROM messages WHERE session_id = ? AND timestamp >= ?"
+                " ORDER BY id",
+                (session_id, since),
+            ).fetchall()
+    except sqlite3.DatabaseError:
+        return []
+    return [dict(row) for row in rows]
+
+
 def _first(source: dict[str, Any], keys: tuple[str, ...]) -> Any:
     for key in keys:
         if key in source:
@@ -273,6 +295,22 @@ class HermesAdapter(OneShotCliAdapter):
         except (OSError, ValueError, RecursionError):
             return  # no report (killed, older version): the exit code decides
         parser.read_usage(report)
+
+    def steps_after_exit(
+        self, request: RunRequest, parser: LineParser, process: ProcessRun
+    ) -> list[Step]:
+        """The run's steps from its session's messages in Hermes's store: ``-z``
+        prints only its answer, and the store keeps every turn and tool call."""
+        session = parser.parsed.native_session_id or request.resume_session_id
+        if not session:
+            return []
+        _, profile = hermes_home.split_profile(setting_list(request.settings, "extra_args"))
+        try:
+            home = hermes_home.user_home(child_environment(request), profile)
+        except SettingsError:
+            return []
+        since = time.time() - process.duration_s - 1.0  # a resumed session's older turns
+        return hermes_steps(session_messages(home, session, since))
 
     def _read_session_gain(
         self, request: RunRequest, parser: HermesOutputParser, scratch: Path

@@ -16,7 +16,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from executor.runtimes.base import (
     Capabilities,
@@ -30,6 +30,7 @@ from executor.runtimes.base import (
     usage_fields,
 )
 from executor.runtimes.process import ProcessRun, run_process
+from executor.runtimes.steps import Step
 
 
 @dataclass
@@ -104,6 +105,18 @@ class OneShotCliAdapter(RuntimeAdapter):
     ) -> None:
         """Hook for reading what the CLI left in ``scratch`` (e.g. a usage file)."""
 
+    def steps_after_exit(
+        self, request: RunRequest, parser: LineParser, process: ProcessRun
+    ) -> list[Step]:
+        """Steps a CLI leaves behind rather than prints (Hermes's session store),
+        read once it has exited; told to ``request.on_step`` after the stream's."""
+        return []
+
+    def new_step_reader(self) -> StepReader | None:
+        """A fresh reader of the run's steps from its stdout's JSON lines, or None
+        (a CLI whose stdout tells no steps)."""
+        return None
+
     def run(
         self,
         request: RunRequest,
@@ -135,12 +148,15 @@ class OneShotCliAdapter(RuntimeAdapter):
                 cwd=request.cwd,
                 env=env,
                 timeout_s=request.timeout_s,
-                on_stdout_line=_reporting_usage(parser, request),
+                on_stdout_line=_reporting_steps(self, request, _reporting_usage(parser, request)),
                 on_stderr_line=parser.feed_stderr,
                 on_output=on_output,
                 cancel=cancel,
             )
             self.after_exit(request, parser, scratch, process)
+            if request.on_step is not None:
+                for step in self.steps_after_exit(request, parser, process):
+                    request.on_step(step)
         return judge(process, parser.parsed, request, requires_verdict=self.requires_verdict)
 
 
@@ -163,6 +179,31 @@ def _reporting_usage(parser: LineParser, request: RunRequest) -> Callable[[str],
             report(now)
 
     return feed
+
+
+class StepReader(Protocol):
+    """Reads a run's steps from its stream's events (executor.runtimes.steps)."""
+
+    def feed(self, event: dict[str, Any]) -> list[Step]: ...
+
+
+def _reporting_steps(
+    adapter: OneShotCliAdapter, request: RunRequest, feed: Callable[[str], None]
+) -> Callable[[str], None]:
+    """``feed``, then each step the line ended told to ``request.on_step``."""
+    report = request.on_step
+    reader = adapter.new_step_reader() if report is not None else None
+    if report is None or reader is None:
+        return feed
+
+    def both(line: str) -> None:
+        feed(line)
+        event = json_line(line)
+        if event is not None:
+            for step in reader.feed(event):
+                report(step)
+
+    return both
 
 
 class SettingsError(ValueError):

@@ -89,6 +89,7 @@ def gateway_dispatch_for(request: RunRequest) -> GatewayDispatch:
         timeout_s=request.timeout_s,
         task_id=request.task_id,
         on_usage=_usage_feed(request),
+        on_step=request.on_step,
     )
 
 

@@ -136,3 +136,24 @@ def test_the_worker_stops_the_run_at_the_report_that_reaches_its_ceiling(scripte
     report.usage(UsageSoFar(tokens_in=250_000, model="m"))  # 100¢: at once, no round trip
     assert stopped.is_set() and "ceiling of 100¢" in (report.stop or "")
     report.close(None, "done")
+
+
+def test_a_remote_runs_steps_and_its_stall_go_to_the_server_in_the_one_format(scripted):
+    from executor.runtimes.steps import Step
+
+    server = scripted()
+    report = report_for(server)
+    report.steps([Step("command", "false", "error", {"command": "false"}, "exit code 1")])
+    report.stalled(2.5)
+    report.close(None, "done")
+    sent = {path.rsplit("/", 1)[-1]: body for path, body in server.requests}
+    assert sent["steps"]["ticket"] == "ticket"
+    [step] = sent["steps"]["steps"]
+    assert (step["kind"], step["name"], step["status"], step["detail"]) == (
+        "command", "false", "error", "exit code 1",
+    )  # fmt: skip
+    assert set(step) == {
+        "kind", "name", "status", "arguments", "detail", "started_at", "duration_ms",
+        "tokens_in", "tokens_out", "cost_millicents", "model",
+    }  # fmt: skip
+    assert sent["stalled"] == {"ticket": "ticket", "silent_s": 2.5}

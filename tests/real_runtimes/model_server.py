@@ -89,6 +89,10 @@ class Script:
     command: str | None = None
     # Call the board's MCP tools first, when they are offered.
     board_calls: bool = True
+    # One tool call per turn, in order, instead of the one write: ``write:<file>``
+    # (the write tool, or the shell where there is none) or ``command:<shell line>``
+    # (the shell tool); then the final text. The trace's tests script with it.
+    sequence: list[str] | None = None
 
 
 @dataclass
@@ -412,14 +416,39 @@ def _plan(
     if tool_results < len(board):
         return board[tool_results]
     script = server.script
+    if script.sequence is not None:
+        turn = tool_results - len(board)
+        if turn >= len(script.sequence):
+            return None
+        what, _, value = script.sequence[turn].partition(":")
+        if what == "command":
+            return _shell_call(tools, value)
+        return _write_call(tools, _target_path(script, body, value), script.content)
     if tool_results > len(board) and not script.keep_going:
         return None
     if script.command is not None:
-        for name, _schema in tools:
-            if name in ("Bash", "bash", "shell", "exec_command"):
-                key = "cmd" if name == "exec_command" else "command"
-                return _ToolCall(name, {key: script.command})
-    target = _target_path(script, body)
+        shell = _shell_call(tools, script.command)
+        if shell is not None:
+            return shell
+    return _write_call(tools, _target_path(script, body), script.content)
+
+
+_SHELLS = ("Bash", "bash", "shell", "exec_command", "terminal", "exec")
+
+
+def _shell_call(tools: list[tuple[str, dict[str, Any]]], command: str) -> _ToolCall | None:
+    """The runtime's shell tool running ``command``."""
+    for name, _schema in tools:
+        if name in _SHELLS:
+            key = "cmd" if name == "exec_command" else "command"
+            return _ToolCall(name, {key: command})
+    return None
+
+
+def _write_call(
+    tools: list[tuple[str, dict[str, Any]]], target: str, content: str
+) -> _ToolCall | None:
+    """The runtime's write tool writing ``content`` to ``target``, else its shell."""
     for name, schema in tools:
         if "write" not in name.lower():
             continue
@@ -429,8 +458,8 @@ def _plan(
         path_prop = next((p for p in _PATH_PROPS if p in props), None)
         content_prop = next((p for p in _CONTENT_PROPS if p in props), None)
         if path_prop and content_prop:
-            return _ToolCall(name, {path_prop: target, content_prop: script.content})
-    command = f"printf '%s' {shlex.quote(script.content)} > {shlex.quote(target)}"
+            return _ToolCall(name, {path_prop: target, content_prop: content})
+    command = f"printf '%s' {shlex.quote(content)} > {shlex.quote(target)}"
     for name, _schema in tools:
         if name == "exec_command":
             return _ToolCall(name, {"cmd": command})
@@ -443,11 +472,12 @@ def _plan(
     return None
 
 
-def _target_path(script: Script, body: Any) -> str:
-    if script.file.startswith("/"):
-        return script.file
+def _target_path(script: Script, body: Any, file: str = "") -> str:
+    file = file or script.file
+    if file.startswith("/"):
+        return file
     workdir = script.workdir or _stated_workdir(body)
-    return f"{workdir.rstrip('/')}/{script.file}" if workdir else script.file
+    return f"{workdir.rstrip('/')}/{file}" if workdir else file
 
 
 def _stated_workdir(body: Any) -> str | None:

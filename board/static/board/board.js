@@ -16,6 +16,7 @@ import { FILTER_KEYS, NEEDS, homeOf, routeBody, routeText, sameRoute, splitList,
 import { cardNode, forgetCard, forgetCards } from "./cards.js";
 import { renderAgents, teamAgents } from "./agents.js";
 import { sendWatch, unwatchOutput, watchOutput, logFrame } from "./output.js";
+import { forgetTrace, loadTrace, traceFrame, traceSection } from "./trace.js";
 import { loadSpend, loadSpendSoon } from "./spend.js";
 import { loadQueues, loadQueuesSoon } from "./mergequeue.js";
 import { closeEditor, editForm, editNote, fillRepositories, openEditor } from "./editor.js";
@@ -220,7 +221,7 @@ async function reloadColumns() {
       col.next = page.next || null;
     }
     renderAll();
-    await Promise.all([counted, loadToolAsks(), loadScopeWaits()]);
+    await Promise.all([counted, loadToolAsks(), loadScopeWaits(), loadStalled()]);
     return board;
   } catch (err) {
     if (mine === epoch) toast(`Could not load the board: ${err.message}`, "bad");
@@ -278,6 +279,23 @@ function noteToolAsk(ask) {
   forgetCard(ask.task_id);
   const task = tasks.get(ask.task_id);
   if (task) renderColumn(columnOf(task));
+}
+
+// --- runs that said nothing for CLAWBOO_STALL_MS (GET /api/board/runs/stalled, live) --
+
+function noteStalled(taskId, execution, at) {
+  if (execution === null) state.stalled.delete(taskId);
+  else state.stalled.set(taskId, { execution, at });
+  forgetCard(taskId);
+  const task = tasks.get(taskId);
+  if (task) renderColumn(columnOf(task));
+}
+
+async function loadStalled() {
+  try {
+    const runs = await api("GET", `/api/board/runs/stalled?team=${enc(team)}`);
+    for (const run of runs) noteStalled(run.task_id, run.id, run.stalled_at);
+  } catch (err) { /* the cards show what live frames bring */ }
 }
 
 async function loadToolAsks() {
@@ -718,6 +736,7 @@ async function renderDetail(task) {
     ),
     task.description ? el("pre", {}, task.description) : "",
     el("div", { id: "review" }),
+    traceSection(),
     el("section", { id: "run-output", class: "run-output", hidden: true },
       el("h3", {}, "Output ", el("span", { class: "muted", id: "run-output-state" }),
         " ", el("a", { id: "run-log-download", class: "top-link", download: "" }, "download full log")),
@@ -726,6 +745,7 @@ async function renderDetail(task) {
     commentForm(task),
   );
   watchOutput(task);
+  loadTrace(task.id);
   try {
     const id = enc(task.id);
     const [, data] = await Promise.all([
@@ -746,7 +766,7 @@ document.addEventListener("board:open-task", (event) => select(event.detail));
 
 function select(id) {
   const before = state.selected;
-  if (id !== before) { closeEditor(); unwatchOutput(); }
+  if (id !== before) { closeEditor(); unwatchOutput(); forgetTrace(); }
   state.selected = id;
   detailKey = null;
   for (const key of [before, id]) {
@@ -939,6 +959,9 @@ function apply(frame) {
   }
   if (frame.type === "task-change") {
     if (frame.tool_approval) noteToolAsk(frame.tool_approval);
+    // A new run (a claim), or a task that left in_progress, is not the stalled run.
+    if (frame.task && state.stalled.has(frame.task.id)
+        && (frame.kind === "claimed" || frame.task.status !== "in_progress")) noteStalled(frame.task.id, null);
     if (holding) holding.push(frame); else upsert(frame.task, frame);
     if (frame.kind === "commented" && frame.task && frame.task.id === state.selected) {
       loadComments(state.selected).catch(() => {});
@@ -946,6 +969,10 @@ function apply(frame) {
   }
   else if (frame.type === "chat") chatLine(frame, true);
   else if (frame.type === "log") logFrame(frame);
+  else if (frame.type === "event") {
+    if (frame.kind === "run_stalled" && frame.payload) noteStalled(frame.task_id, frame.payload.execution_id, frame.payload.stalled_at);
+    traceFrame(frame);
+  }
 }
 
 function setConn(state, text) {

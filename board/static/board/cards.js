@@ -50,6 +50,10 @@ export function badges(task) {
     out.push(el("span", { class: "badge quiet cost", title: `${cost.tokens || 0} tokens, ${cost.cents || 0}¢; tree ${cost.tree_tokens || 0} tokens, ${cost.tree_cents || 0}¢${ceiling}` },
       [cost.cents ? money(cost.cents) + tree : tree.trim() || null, cost.tokens ? `${tokens(cost.tokens)} tok` : null].filter(Boolean).join(" · ")));
   }
+  const stalled = status === "in_progress" && state.stalled.get(task.id);
+  if (stalled) {
+    out.push(el("span", { class: "badge warn stalled", title: `its run said nothing (no step, output or usage) since ${new Date(stalled.at).toLocaleString()}` }, "stalled"));
+  }
   if (status === "in_progress" && task.lease_until) {
     // The last beat (or the claim) set lease_until = then + lease_duration_ms.
     const beat = task.lease_duration_ms
@@ -85,7 +89,7 @@ function toolAskNodes(task) {
 export function cardNode(task) {
   const shownAs = S.statusOf(state, task);
   const asks = state.toolAsks.get(task.id);
-  const key = [task.revision, shownAs, task.id === state.selected, S.blockedBy(state, task), (state.scopeWaits.get(task.id) || {}).detail || "", state.pending.has(task.id), asks ? [...asks.keys()].join(",") : ""].join("|");
+  const key = [task.revision, shownAs, task.id === state.selected, S.blockedBy(state, task), (state.scopeWaits.get(task.id) || {}).detail || "", state.pending.has(task.id), asks ? [...asks.keys()].join(",") : "", state.stalled.has(task.id)].join("|");
   const cached = cardCache.get(task.id);
   if (cached && cached.key === key) return cached.node;
   const node = el("article", {

@@ -38,6 +38,7 @@ export function createState(config, filters) {
     pending: new Map(),   // id -> status a move is on its way to
     toolAsks: new Map(),  // task id -> Map(approval id -> a tool call waiting for a person)
     scopeWaits: new Map(),  // task id -> {task, status, touches, theirs, detail}: waits for its paths
+    stalled: new Map(),   // task id -> {execution, at}: its running run said nothing for a while
     filters: filters || emptyFilters(),
     selected: null,
   };
@@ -49,6 +50,7 @@ export function clearState(state) {
   state.pending.clear();
   state.toolAsks.clear();
   state.scopeWaits.clear();
+  state.stalled.clear();
   for (const status of state.order) {
     const col = state.columns[status];
     col.ids.clear();
