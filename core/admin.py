@@ -223,7 +223,8 @@ class RepositoryAdmin(DataLayerAdmin):
 
     def save_model(self, request: HttpRequest, obj: Repository, form: Any, change: bool) -> None:
         data = form.cleaned_data
-        fields = {name: data.get(name) or "" for name in repositories.EDITABLE}
+        # The forge has its own page (ForgeAdmin): its secrets never enter this form.
+        fields = {name: data.get(name) or "" for name in repositories.EDITABLE if name != "forge"}
         try:
             if change:
                 saved = repositories.update(obj.pk, fields)
