@@ -58,6 +58,7 @@ FIELDS: tuple[tuple[str, str, Kind], ...] = (
     ("file_mutating", "file_mutating", "bool"),
     ("repository", "repository_id", "value"),
     ("verification", "verdict", "verification"),
+    ("pull_request", "pull_request", "json"),
     ("max_run_cents", "max_run_cents", "value"),
     ("cost", "cost_tokens", "cost"),
     ("approval", "approval_state", "approval"),

@@ -182,6 +182,15 @@ VERBS: tuple[Verb, ...] = (
         frozenset({"anonymous", "person"}),
         "trade a username and password for the user's own key (clawboo login)",
     ),
+    # A forge's webhook: the forge holds no Clawboo key, so anyone may send one; only a
+    # delivery whose HMAC-SHA256 signature verifies with the repository's webhook
+    # secret is read (401 otherwise, nothing written). It merges nothing itself: it
+    # makes the server ask the forge.
+    Verb(
+        "POST /api/repositories/{repo_id}/forge/webhook",
+        frozenset({"anonymous"}),
+        "a forge's webhook delivery (signature-checked; the server then asks the forge)",
+    ),
     # --- judgement and approvals: people only ------------------------------------
     Verb(f"POST {_T}/verdict", PEOPLE, "set or change a verdict"),
     Verb(f"POST {_T}/approve", PEOPLE, "approve (land) a task in review"),

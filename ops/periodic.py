@@ -57,6 +57,13 @@ PERIODIC: tuple[Periodic, ...] = (
     # Approvals whose landing a killed process left half-way are settled (completed
     # or rolled back), so the board and the repository agree with nobody approving.
     Periodic("clawboo.landing-recover", "ops.periodic.recover_landings", lambda: 1),
+    # Pull requests on the repositories' forges: opened where review could not open
+    # one, and refreshed (checks, reviews, merged or closed) where no webhook arrives.
+    Periodic(
+        "clawboo.forge-poll",
+        "worktrees.pull_requests.poll",
+        lambda: settings.CLAWBOO_FORGE_POLL_S / 60,
+    ),
     # Task approvals nobody answered within CLAWBOO_APPROVAL_TTL_MS become expired.
     Periodic("clawboo.approval-expiry", "ops.periodic.expire_approvals", lambda: 1),
 )

@@ -1,0 +1,131 @@
+"""Pull requests on GitHub and Gitea, end to end against a stand-in forge that checks
+every request and answer against the vendor's published API document: review opens
+the pull request, a failing required check is a fix round with the check's output in
+the builder's context, green checks and an approval merge it through the API."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from board import store
+from executor.runner import Executor
+from ops.transfer import export_lines
+from tests.fixtures.gitrepos import git
+from tests.forges.conftest import HOOK_SECRET, TOKEN, Setup
+from worktrees import pull_requests
+from worktrees.scaffold import SOR_FILES
+
+pytestmark = pytest.mark.django_db
+
+
+def _to_review(setup: Setup) -> str:
+    task = store.create_task(title="Add the feature", repository="app").task
+    report = Executor("builder").work_once()
+    assert report.task_id == task.id and report.worktree == "retained"
+    assert store.get_task(task.id).status == "in_review"
+    return task.id
+
+
+def test_review_check_fix_green_approve_merges_through_the_forge(forge_repo: Setup, api, caplog):
+    caplog.set_level(logging.DEBUG)
+    forge = forge_repo.forge
+    task_id = _to_review(forge_repo)
+
+    # 1. Review opened one pull request for clawboo/task-<id>: the work alone.
+    pr = store.get_task(task_id).pull_request
+    assert pr["number"] == 1 and pr["state"] == "open" and pr["draft"] is False
+    assert pr["branch"] == f"clawboo/task-{task_id}" and pr["base"] == "main"
+    assert pr["checks"]["state"] == "pending"
+    opened = forge.prs[1]
+    assert "Verdict:** pass" in opened.body and "Cost:" in opened.body
+    head = forge.head_of(1)
+    assert pr["head_sha"] == head
+    shown = git(forge_repo.bare, "ls-tree", "-r", "--name-only", head).splitlines()
+    assert "feature.txt" in shown and not set(SOR_FILES) & set(shown)
+    assert git(forge_repo.bare, "show", f"{head}:feature.txt") == "broken"
+
+    # The REST body and the board card carry it.
+    body = api.get(f"/api/board/tasks/{task_id}").json()
+    assert body["pull_request"]["url"].endswith("/pull/1")
+
+    # Approving while the checks run changes nothing.
+    refused = api.post(f"/api/board/tasks/{task_id}/approve", {}, format="json")
+    assert refused.status_code == 409 and refused.json()["error"] == "checks_running"
+    assert store.get_task(task_id).status == "in_review"
+
+    # 2. The required check fails: a fix round, its output in the builder's context.
+    forge.set_check(head, "ci", "failure", "FAIL test_feature: feature.txt says broken")
+    pull_requests.poll()
+    sent = store.get_task(task_id)
+    assert sent.status == "in_progress" and sent.assignee_agent_id == "builder"
+    assert "forge check 'ci' concluded failure" in sent.feedback
+    assert "feature.txt says broken" in sent.feedback
+    assert sent.pull_request["fix_rounds"] == 1
+    assert sent.pull_request["checks"]["state"] == "failure"
+
+    report = Executor("builder").work_once()
+    assert report.task_id == task_id and report.outcome == "succeeded"
+    again = store.get_task(task_id)
+    assert again.status == "in_review"
+    pr = again.pull_request
+    new_head = forge.head_of(1)
+    assert pr["number"] == 1 and pr["head_sha"] == new_head != head  # the same PR, updated
+    assert git(forge_repo.bare, "show", f"{new_head}:feature.txt") == "ok"
+    assert len(forge.prs) == 1
+
+    # 3. Green: approve merges through the API; the base has the change; done.
+    forge.set_check(new_head, "ci", "success", "all good")
+    merged = api.post(f"/api/board/tasks/{task_id}/approve", {}, format="json")
+    assert merged.status_code == 200, merged.json()
+    assert merged.json()["result"] == "merged"
+    done = store.get_task(task_id)
+    assert done.status == "done" and done.pull_request["state"] == "merged"
+    assert forge.prs[1].merged
+    assert git(forge_repo.bare, "show", "main:feature.txt") == "ok"
+    # The local base followed the forge's (the user's checkout of main too).
+    assert git(forge_repo.repo, "show", "main:feature.txt") == "ok"
+    assert (forge_repo.repo / "feature.txt").read_text() == "ok\n"
+    assert store.live_workspace(task_id) is None
+    merge_ops = [r for r in forge.requests if r[0] in ("pulls/merge", "repoMergePullRequest")]
+    assert len(merge_ops) == 1
+
+    # The token never appears: API answers, export, logs, the runs' environment.
+    seen = [
+        api.get(f"/api/board/tasks/{task_id}").content.decode(),
+        api.get("/api/repositories/app").content.decode(),
+        api.get(f"/api/board/tasks/{task_id}/review").content.decode(),
+        "".join(export_lines()),
+        caplog.text,
+        forge_repo.env_dump.read_text(),
+    ]
+    for text in seen:
+        assert TOKEN not in text and HOOK_SECRET not in text
+
+
+def test_a_failing_check_past_the_fix_rounds_blocks_with_the_debt(forge_repo: Setup, settings):
+    settings.CLAWBOO_MAX_FIX_CYCLES = 0
+    task_id = _to_review(forge_repo)
+    forge_repo.forge.set_check(forge_repo.forge.head_of(1), "ci", "failure", "still red")
+    pull_requests.refresh(task_id)
+    task = store.get_task(task_id)
+    assert task.status == "blocked"
+    assert "completed with debt" in task.feedback and "still red" in task.feedback
+
+
+def test_review_comments_requesting_changes_come_back_at_their_lines(forge_repo: Setup):
+    task_id = _to_review(forge_repo)
+    forge_repo.forge.request_changes(
+        1, "maria", "please rename", [{"file": "feature.txt", "line": 1, "body": "say ok"}]
+    )
+    pull_requests.refresh(task_id)
+    task = store.get_task(task_id)
+    assert task.status == "in_progress"
+    assert "maria on the forge: please rename" in task.feedback
+    assert "- feature.txt:1: say ok" in task.feedback
+    # Seen once: a later refresh does not send it back again.
+    handoff = json.loads((Path(task.worktree_ref) / "AGENT_HANDOFF.json").read_text())
+    assert "feature.txt:1: say ok" in json.dumps(handoff)
