@@ -48,11 +48,18 @@ EDITABLE = (
     "forge",
 )
 LANDINGS = ("squash", "merge")
-LANDING_MODES = tuple(value for value, _ in Repository._meta.get_field("landing_mode").choices)
+
+
+def _choices(model: Any, name: str) -> tuple[str, ...]:
+    """The values of a model field's choices (the column's own list)."""
+    return tuple(str(value) for value, _ in model._meta.get_field(name).choices or ())
+
+
+LANDING_MODES = _choices(Repository, "landing_mode")
 GIT_TIMEOUT_S = 60
 _BRANCH = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._/-]{0,254}\Z")
-FORGE_KINDS = tuple(value for value, _ in Forge._meta.get_field("kind").choices)
-MERGE_METHODS = tuple(value for value, _ in Forge._meta.get_field("merge_method").choices)
+FORGE_KINDS = _choices(Forge, "kind")
+MERGE_METHODS = _choices(Forge, "merge_method")
 # The forge's write-only fields: an answer shows MASK in their place; MASK handed
 # back keeps the stored value (as agent secrets, core.agent_secrets).
 FORGE_SECRETS = ("token", "webhook_secret")

@@ -31,7 +31,7 @@ _LANDING = serializers.ChoiceField(
 )
 
 
-_FORGE_WRITE = {
+_FORGE_WRITE: dict[str, Any] = {
     "kind": serializers.ChoiceField(choices=list(repositories.FORGE_KINDS)),
     "api_url": serializers.CharField(
         help_text="the forge's API root: https://api.github.com, or https://<host>/api/v1"
