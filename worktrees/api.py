@@ -292,7 +292,12 @@ class ApproveView(APIView):
                     "Approved",
                     {
                         "result": serializers.ChoiceField(
-                            choices=["landed", "nothing", "approved", "conflict"]
+                            choices=["landed", "nothing", "approved", "conflict", "merged"],
+                            help_text="merged: through the repository's forge "
+                            "(landing_mode pull_request)",
+                        ),
+                        "pull_request": serializers.DictField(
+                            required=False, help_text="the merged pull request (merged)"
                         ),
                         "commit": serializers.CharField(required=False, allow_null=True),
                         "base_branch": serializers.CharField(required=False),
@@ -320,6 +325,9 @@ class ApproveView(APIView):
             "illegal_transition",
             "verification_required",
             "landing_failed",
+            "checks_running",
+            "checks_failed",
+            "forge_failed",
         ),
     )
     @idempotent
