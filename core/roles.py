@@ -227,6 +227,7 @@ VERBS: tuple[Verb, ...] = (
     Verb("mcp get_task", READERS, "read a task"),
     Verb("mcp read_handoff", READERS, "read a task's handoff"),
     Verb("mcp spend", READERS, "read the team's spend"),
+    Verb("mcp get_repository", READERS, "read a repository and its forge (secrets masked)"),
     Verb("mcp create_task", BUILDERS, "create a task (an agent's needs approval)"),
     Verb("mcp create_subtask", BUILDERS, "split work into a subtask"),
     Verb("mcp comment", BUILDERS, "comment"),
