@@ -567,7 +567,14 @@ def webhook(repo_id: str, headers: Any, body: bytes) -> dict[str, Any]:
         ]
     refreshed = []
     for task_id in tasks:
-        refresh(task_id)
+        try:
+            refresh(task_id)
+        except (ClawbooError, OSError):
+            # The delivery was genuine: the forge is told so, and the poll catches up
+            # with whatever this refresh could not do (a racing refresh got there
+            # first, the forge did not answer).
+            log.exception("could not refresh task %s after a webhook", task_id)
+            continue
         refreshed.append(task_id)
     return {"event": event, "tasks": refreshed}
 
