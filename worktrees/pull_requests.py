@@ -38,7 +38,7 @@ from typing import Any
 from django.conf import settings
 
 from board import judgement, store
-from board.models import Task
+from board.models import Task, Verdict
 from board.transitions import Status
 from core import repositories
 from core.errors import ClawbooError, Conflict
@@ -162,9 +162,10 @@ def _work_commit(task: Task, checkout: Path, repo_path: Path, point: str) -> tup
     return landing.commit_tree(repo_path, tree, [point], message), tree
 
 
-def publish(task_id: str) -> dict[str, Any] | None:
+def publish(task_id: str, *, ready: bool = False) -> dict[str, Any] | None:
     """Push the task's work as ``clawboo/task-<id>`` and open its pull request, or
-    update the one it has (title, body, draft, the new head). None when the task's
+    update the one it has (title, body, draft, the new head; ``ready``: not a draft
+    whatever the verdict, a person having decided over it). None when the task's
     repository does not land by pull request. Raises ForgeFailed / GitError; the
     caller decides whether that stops it (the poll publishes again)."""
     task = store.get_task(task_id)
@@ -195,7 +196,7 @@ def publish(task_id: str) -> dict[str, Any] | None:
         )
     client = _client(forge)
     try:
-        pr = _open_or_update(client, task, record, branch, base)
+        pr = _open_or_update(client, task, record, branch, base, draft=_failing(task) and not ready)
     finally:
         client.close()
     changes: dict[str, Any] = {
@@ -220,9 +221,14 @@ def publish(task_id: str) -> dict[str, Any] | None:
 
 
 def _open_or_update(
-    client: ForgeClient, task: Task, record: dict[str, Any], branch: str, base: str
+    client: ForgeClient,
+    task: Task,
+    record: dict[str, Any],
+    branch: str,
+    base: str,
+    *,
+    draft: bool,
 ) -> PullRequest:
-    draft = _failing(task)
     number = record.get("number")
     if number is None:
         return client.open(
@@ -356,7 +362,25 @@ def _fix_round(task: Task, head_sha: str, failed: list[Check]) -> None:
     rounds = int(record.get("fix_rounds") or 0)
     text = _fix_text(failed)
     names = ", ".join(c.name for c in failed)
-    if rounds < max_fix_cycles() and task.assignee_agent_id:
+    last_round = rounds >= max_fix_cycles() or not task.assignee_agent_id
+    # The forge's checks are part of the verdict: the round is an attempt on it.
+    detail = dict(task.verification_detail or {})
+    attempts = [
+        *list(detail.get("attempts") or []),
+        {
+            "gate": None,
+            "findings": [],
+            "forge_checks": [c.as_dict() for c in failed],
+            "at": store.now().isoformat(),
+        },
+    ]
+    store.record_verification(
+        task.id,
+        Verdict.COMPLETED_WITH_DEBT if last_round else Verdict.FAIL,
+        f"forge check(s) failed: {names}\n{text}",
+        {**detail, "attempts": attempts},
+    )
+    if not last_round:
         store.record_pull_request(task.id, {"handled_sha": head_sha, "fix_rounds": rounds + 1})
         sent = store.request_changes(task.id, text, by=FORGE_AUTHOR)
         service.note_requested_changes(task.id, sent.task.feedback or text, by=FORGE_AUTHOR)
@@ -399,10 +423,10 @@ def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, A
     task = store.check_approvable(task_id, human_override)
     forge = forge_for(task)
     assert forge is not None
-    if (task.pull_request or {}).get("number") is None or (task.pull_request or {}).get(
-        "state"
-    ) == "closed":
-        publish(task.id)
+    known = task.pull_request or {}
+    if known.get("number") is None or known.get("state") == "closed" or known.get("draft"):
+        # Opened, reopened or made ready now: the person approving decides.
+        publish(task.id, ready=True)
     record = refresh(task.id) or {}
     task = store.get_task(task.id)
     if task.status == Status.DONE:

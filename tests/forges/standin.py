@@ -282,6 +282,8 @@ class StandIn:
             body.get("body", ""),
             bool(body.get("draft")),
         )
+        if self.kind == "gitea":
+            self._gitea_draft(pr)  # Gitea's draft is its title's WIP prefix
         self.prs[pr.number] = pr
         return 201, self._pr_body(pr, op, 201)
 

@@ -66,11 +66,14 @@ def test_review_check_fix_green_approve_merges_through_the_forge(forge_repo: Set
     assert "feature.txt says broken" in sent.feedback
     assert sent.pull_request["fix_rounds"] == 1
     assert sent.pull_request["checks"]["state"] == "failure"
+    # The failed check is a round of the verdict, and the rerun's judge passes it again.
+    assert sent.verdict == "fail" and "forge check(s) failed: ci" in sent.verdict_evidence
+    assert sent.verification_detail["attempts"][-1]["forge_checks"][0]["name"] == "ci"
 
     report = Executor("builder").work_once()
     assert report.task_id == task_id and report.outcome == "succeeded"
     again = store.get_task(task_id)
-    assert again.status == "in_review"
+    assert again.status == "in_review" and again.verdict == "pass"
     pr = again.pull_request
     new_head = forge.head_of(1)
     assert pr["number"] == 1 and pr["head_sha"] == new_head != head  # the same PR, updated
@@ -112,7 +115,7 @@ def test_a_failing_check_past_the_fix_rounds_blocks_with_the_debt(forge_repo: Se
     forge_repo.forge.set_check(forge_repo.forge.head_of(1), "ci", "failure", "still red")
     pull_requests.refresh(task_id)
     task = store.get_task(task_id)
-    assert task.status == "blocked"
+    assert task.status == "blocked" and task.verdict == "completed_with_debt"
     assert "completed with debt" in task.feedback and "still red" in task.feedback
 
 
@@ -129,3 +132,29 @@ def test_review_comments_requesting_changes_come_back_at_their_lines(forge_repo:
     # Seen once: a later refresh does not send it back again.
     handoff = json.loads((Path(task.worktree_ref) / "AGENT_HANDOFF.json").read_text())
     assert "feature.txt:1: say ok" in json.dumps(handoff)
+
+
+def test_a_failing_verdict_opens_a_draft_that_an_overriding_approval_makes_ready_and_merges(
+    forge_repo: Setup, api
+):
+    from core import repositories
+
+    repositories.update("app", {"verify_cmd": ""})  # no verify command: verdict fail
+    task_id = _to_review(forge_repo)
+    pr = store.get_task(task_id).pull_request
+    assert store.get_task(task_id).verdict == "fail" and pr["draft"] is True
+    if forge_repo.kind == "gitea":
+        assert forge_repo.forge.prs[1].title.startswith("WIP: ")
+    forge_repo.forge.set_check(forge_repo.forge.head_of(pr["number"]), "ci", "success")
+    refused = api.post(f"/api/board/tasks/{task_id}/approve", {}, format="json")
+    assert refused.status_code == 409 and refused.json()["error"] == "verification_required"
+    merged = api.post(
+        f"/api/board/tasks/{task_id}/approve",
+        {"human_override": {"by": "ada", "reason": "CI on the forge is the judge here"}},
+        format="json",
+    )
+    assert merged.status_code == 200, merged.json()
+    done = store.get_task(task_id)
+    assert done.status == "done" and done.pull_request["state"] == "merged"
+    assert done.pull_request["draft"] is False
+    assert git(forge_repo.bare, "show", "main:feature.txt") == "broken"
