@@ -18,8 +18,20 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api.bodies import OpenBody, json_object
 from core.api.schema import with_errors
 from worktrees import pull_requests
+
+
+class ForgeDelivery(OpenBody):
+    """The keys the server reads of a delivery (the rest of the vendor's payload
+    passes through unread): which pull request, check run or commit it is about."""
+
+    action = serializers.CharField(required=False)
+    number = serializers.IntegerField(required=False)
+    pull_request = serializers.DictField(required=False)
+    check_run = serializers.DictField(required=False)
+    sha = serializers.CharField(required=False)
 
 
 class ForgeWebhookView(APIView):
@@ -35,7 +47,7 @@ class ForgeWebhookView(APIView):
             "signature is 401 with nothing written; a good one refreshes the tasks whose "
             "pull requests it names from the forge."
         ),
-        request=inline_serializer("ForgeDelivery", {}),
+        request=ForgeDelivery,
         responses=with_errors(
             {
                 200: inline_serializer(
@@ -51,4 +63,6 @@ class ForgeWebhookView(APIView):
     )
     def post(self, request: Request, repo_id: str) -> Response:
         raw = request._request.body  # the signed bytes, before any parsing
-        return Response(pull_requests.webhook(repo_id, request.headers, raw))
+        event = pull_requests.verify_delivery(repo_id, request.headers, raw)
+        payload = json_object(request, ForgeDelivery)
+        return Response(pull_requests.take_delivery(repo_id, event, payload))

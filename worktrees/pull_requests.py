@@ -563,20 +563,29 @@ def _numbers_of(payload: dict[str, Any]) -> list[int]:
     return sorted({int(n) for n in found if isinstance(n, int)})
 
 
-def webhook(repo_id: str, headers: Any, body: bytes) -> dict[str, Any]:
-    """A forge's delivery for repository ``repo_id``: verified first (BadSignature,
-    nothing read or written), then every task whose pull request it concerns is
-    refreshed from the forge (the delivery says which; the forge says what)."""
+def verify_delivery(repo_id: str, headers: Any, body: bytes) -> str:
+    """A forge's delivery for repository ``repo_id``, verified before anything is read
+    or written: its event name, or BadSignature (no forge, no secret, a bad or missing
+    signature)."""
     forge = repositories.forge_of(repo_id)
     if forge is None:
         raise BadSignature("the webhook's signature does not verify")
-    event = verify_signature(forge, headers, body)
+    return verify_signature(forge, headers, body)
+
+
+def webhook(repo_id: str, headers: Any, body: bytes) -> dict[str, Any]:
+    """:func:`verify_delivery`, then :func:`take_delivery` of its JSON."""
+    event = verify_delivery(repo_id, headers, body)
     try:
         payload = json.loads(body or b"{}")
     except ValueError:
         payload = {}
-    if not isinstance(payload, dict):
-        payload = {}
+    return take_delivery(repo_id, event, payload if isinstance(payload, dict) else {})
+
+
+def take_delivery(repo_id: str, event: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A verified delivery: every task whose pull request it concerns is refreshed
+    from the forge (the delivery says which; the forge says what)."""
     tasks = [
         t.id
         for n in _numbers_of(payload)
