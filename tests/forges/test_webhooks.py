@@ -122,3 +122,14 @@ def test_a_pull_request_closed_unmerged_leaves_the_task_in_review_with_a_comment
     assert any(
         "closed on the forge without merging" in c.body for c in store.list_comments(task_id)
     )
+
+
+def test_the_poll_is_a_periodic_job_at_its_interval(settings):
+    from django_q.models import Schedule
+
+    from ops import periodic
+
+    settings.CLAWBOO_FORGE_POLL_S = 180
+    periodic.register()
+    row = Schedule.objects.get(name="clawboo.forge-poll")
+    assert (row.func, row.minutes) == ("worktrees.pull_requests.poll", 3)
