@@ -216,9 +216,11 @@ def export_lines(team: str | None = None, report: ExportReport | None = None) ->
                 record["settings"], dropped = without_secrets(record["settings"], record["runtime"])
                 report.redacted += [f"agent {row.pk}: {where}" for where in dropped]
             elif kind.model is Forge:
+                # Left blank: an import restores the forge, a person sets its secrets.
                 for name in FORGE_SECRETS:
-                    if record.pop(name, ""):
+                    if record.get(name):
                         report.redacted.append(f"forge of repository {row.pk}: {name}")
+                    record[name] = ""
             report.counts[kind.name] += 1
             yield line(record)
     report.counts[BINDING] = 0
@@ -656,8 +658,9 @@ def _restamp(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     ]
     if not stamped:
         return
+    key = model._meta.pk.attname  # "id", or a one-to-one's column (a forge's)
     for row in rows:
-        model._default_manager.filter(pk=row["id"]).update(
+        model._default_manager.filter(pk=row[key]).update(
             **{column.attname: load_value(column, row[column.attname]) for column in stamped}
         )
 
