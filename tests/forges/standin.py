@@ -111,9 +111,12 @@ class StandIn:
     def head_of(self, number: int) -> str:
         return _git(self.bare, "rev-parse", f"refs/heads/{self.prs[number].head}")
 
-    def set_check(self, sha: str, name: str, state: str, output: str = "") -> None:
-        """``state``: pending | success | failure, as the head's check ``name``."""
-        self.checks.setdefault(sha, {})[name] = {"state": state, "output": output}
+    def set_check(
+        self, sha: str, name: str, state: str, output: str = "", *, via: str = "check_run"
+    ) -> None:
+        """``state``: pending | success | failure, as the head's check ``name``; on
+        GitHub ``via`` says whether it is a check run or a commit status."""
+        self.checks.setdefault(sha, {})[name] = {"state": state, "output": output, "via": via}
 
     def request_changes(
         self, number: int, by: str, body: str, comments: list[dict[str, Any]]
@@ -352,6 +355,8 @@ class StandIn:
     ) -> tuple[int, Any]:
         runs = []
         for n, (name, check) in enumerate(self.checks.get(params["ref"], {}).items()):
+            if check["via"] != "check_run":
+                continue
             done = check["state"] != "pending"
             runs.append(
                 deep_merge(
@@ -381,10 +386,28 @@ class StandIn:
     def op_repos_get_combined_status_for_ref(
         self, op: Any, params: Any, query: Any, body: Any
     ) -> tuple[int, Any]:
-        # The stand-in reports its checks as check runs on GitHub: no commit statuses.
-        return 200, self._answer(
-            op, 200, {"state": "success", "statuses": [], "sha": params["ref"], "total_count": 0}
-        )
+        item = self.contract.pointer("#/components/schemas/simple-commit-status")
+        statuses = [
+            deep_merge(
+                self.contract.synthesize(item),
+                {
+                    "id": n + 1,
+                    "context": name,
+                    "state": check["state"],
+                    "description": check["output"],
+                    "target_url": f"https://ci.invalid/{name}",
+                },
+            )
+            for n, (name, check) in enumerate(self.checks.get(params["ref"], {}).items())
+            if check["via"] == "status"
+        ]
+        answer = {
+            "state": self._check_state(params["ref"]),
+            "statuses": statuses,
+            "sha": params["ref"],
+            "total_count": len(statuses),
+        }
+        return 200, self._answer(op, 200, answer)
 
     def op_repoGetCombinedStatusByRef(
         self, op: Any, params: Any, query: Any, body: Any

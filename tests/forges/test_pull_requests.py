@@ -158,3 +158,16 @@ def test_a_failing_verdict_opens_a_draft_that_an_overriding_approval_makes_ready
     assert done.status == "done" and done.pull_request["state"] == "merged"
     assert done.pull_request["draft"] is False
     assert git(forge_repo.bare, "show", "main:feature.txt") == "broken"
+
+
+@pytest.mark.parametrize("forge_repo", ["github"], indirect=True)
+def test_on_github_a_failing_commit_status_decides_like_a_check_run(forge_repo: Setup):
+    task_id = _to_review(forge_repo)
+    head = forge_repo.forge.head_of(1)
+    forge_repo.forge.set_check(head, "lint", "success", "clean")  # a check run, not required
+    forge_repo.forge.set_check(head, "ci", "failure", "legacy CI: 3 tests failed", via="status")
+    pull_requests.refresh(task_id)
+    task = store.get_task(task_id)
+    runs = {r["name"]: r for r in task.pull_request["checks"]["runs"]}
+    assert runs["ci"]["conclusion"] == "failure" and runs["lint"]["state"] == "success"
+    assert task.status == "in_progress" and "legacy CI: 3 tests failed" in task.feedback
