@@ -114,6 +114,10 @@ class Task(models.Model):
     # The verdict's structure beside its word (GOVERNANCE §4): ``{gate, findings,
     # reviewer, attempts}``; :mod:`board.judgement` declares its shape.
     verification_detail = models.JSONField(null=True, blank=True)
+    # The task's pull request on its repository's forge (landing_mode pull_request):
+    # {number, url, state, draft, head_sha, checks, fix_rounds, ...}; written by
+    # board.store.pull_requests only.
+    pull_request = models.JSONField(null=True, blank=True)
 
     # Spend: this task's own runs (every attempt), and its tree's (itself and every
     # descendant), both kept by the data layer as runs report usage, so a card and

@@ -37,6 +37,36 @@ RouteSerializer = inline_serializer(
 )
 
 
+class ForgeCheckSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    state = serializers.ChoiceField(choices=["pending", "success", "failure"])
+    conclusion = serializers.CharField(allow_null=True, help_text="the forge's own word")
+    url = serializers.CharField(allow_null=True)
+
+
+class PullRequestSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    url = serializers.CharField()
+    state = serializers.ChoiceField(
+        choices=["open", "closed", "merged"], help_text="as the forge last said"
+    )
+    draft = serializers.BooleanField()
+    branch = serializers.CharField(help_text="clawboo/task-<id>")
+    base = serializers.CharField()
+    head_sha = serializers.CharField()
+    checks = inline_serializer(
+        "PullRequestChecks",
+        {
+            "state": serializers.ChoiceField(
+                choices=["none", "pending", "success", "failure"],
+                help_text="pending: the task waits in review, 'checks running'",
+            ),
+            "runs": ForgeCheckSerializer(many=True),
+        },
+    )
+    fix_rounds = serializers.IntegerField(help_text="rounds sent back for failed checks")
+
+
 class ApprovalSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=["required", "approved", "denied", "expired"])
     revision = serializers.IntegerField(
@@ -137,6 +167,11 @@ class TaskSerializer(serializers.Serializer):
         "changed (recorded when the attempt settled); null: none, never held back",
     )
     verification = VerificationSerializer(allow_null=True)
+    pull_request = PullRequestSerializer(
+        allow_null=True,
+        help_text="the task's pull request on its repository's forge (landing_mode "
+        "pull_request); null: none",
+    )
     max_run_cents = serializers.IntegerField(allow_null=True)
     cost = serializers.DictField(
         help_text="{cents, tokens, tree_cents, tree_tokens}: this task's runs (every "

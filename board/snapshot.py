@@ -62,6 +62,7 @@ FIELDS: tuple[tuple[str, str, Kind], ...] = (
     ("touches", "touches", "json"),
     ("scope", "scope", "json"),
     ("verification", "verdict", "verification"),
+    ("pull_request", "pull_request", "json"),
     ("max_run_cents", "max_run_cents", "value"),
     ("cost", "cost_tokens", "cost"),
     ("approval", "approval_state", "approval"),

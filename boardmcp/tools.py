@@ -28,9 +28,10 @@ from board.models import Task
 from board.snapshot import route as route_of
 from board.store import spend as spend_store
 from boardmcp.credentials import Caller
-from core import registry, roles
+from core import registry, repositories, roles
 from core.checks import check_storable
-from core.errors import ClawbooError, Forbidden, ValidationFailed
+from core.errors import ClawbooError, Forbidden, NotFound, ValidationFailed
+from core.models import Repository
 from worktrees import service as worktree_service
 
 SERVER_NAME = "clawboo"
@@ -524,6 +525,18 @@ def write_handoff(
 
 
 @board_call
+def get_repository(ctx: Context, repository_id: str) -> dict[str, Any]:
+    """A repository of your team: its path, base branch, verify command, how approved
+    work lands (landing_mode) and its forge (kind, API, owner/name, merge method,
+    required checks; the token and webhook secret are never shown)."""
+    caller = caller_of(ctx)
+    repo = Repository.objects.filter(pk=repository_id).first()
+    if repo is None or (caller.teams is not None and repo.team_id not in caller.teams):
+        raise NotFound(f"repository {repository_id!r} does not exist")
+    return {"repository": repositories.as_dict(repo)}
+
+
+@board_call
 def spend(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
     """What your team has spent against its budgets (each with spent_cents and
     status: active, soft_capped or paused -- a paused cap claims nothing more), and
@@ -612,6 +625,7 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
     (fail_task, WRITE),
     (request_review, WRITE),
     (read_handoff, READ),
+    (get_repository, READ),
     (write_handoff, WRITE),
     (spend, READ),
     (decide_approval, WRITE),

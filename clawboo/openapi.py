@@ -76,6 +76,7 @@ SUMMARIES: dict[str, str] = {
     "board_merge_queues": "See the merge queues: who waits to land, the running gate, bisects",
     "board_tasks_submit": "Hand in a remote worker's pushed branch for the server's intake",
     "board_tasks_prompt": "The prompt of a task's next run (a fix round's feedback included)",
+    "repositories_forge_webhook": "A forge's signed webhook delivery for a repository",
     "board_tasks_request_changes": "Send a task in review back to its agent with feedback",
     "routines_list": "List your teams' routines",
     "routines_create": "Create a routine firing as an agent you may act as",

@@ -267,6 +267,9 @@ CLAWBOO_RUNLOG_MAX_BYTES = env_int("CLAWBOO_RUNLOG_MAX_BYTES", 16 * 1024 * 1024,
 # the label risk).
 CLAWBOO_VERIFY_REQUIRED = env_bool("CLAWBOO_VERIFY_REQUIRED", True)
 CLAWBOO_MAX_FIX_CYCLES = env_int("CLAWBOO_MAX_FIX_CYCLES", 1, low=0)
+# How often the forge poll asks about open pull requests where no webhook arrives
+# (seconds; django-q2 rounds up to whole minutes).
+CLAWBOO_FORGE_POLL_S = env_int("CLAWBOO_FORGE_POLL_S", 120, low=60)
 CLAWBOO_CRITIC_MIN_FILES = env_int("CLAWBOO_CRITIC_MIN_FILES", 5, low=0)
 CLAWBOO_CRITIC_MIN_LINES = env_int("CLAWBOO_CRITIC_MIN_LINES", 300, low=0)
 CLAWBOO_HTTP_RATE_LIMIT = env_int("CLAWBOO_HTTP_RATE_LIMIT", 3_000, low=0)

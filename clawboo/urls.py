@@ -19,6 +19,7 @@ from ops.metrics import metrics_view
 from routines import api as routine_api
 from routines import views as routine_views
 from worktrees import api as worktree_api
+from worktrees import forge_api
 
 board_patterns: list[URLPattern | URLResolver] = [
     # First: every worker polls it, and Django tries patterns in order.
@@ -91,6 +92,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("agents/<str:agent_id>", registry_views.AgentDetailView.as_view()),
     path("repositories", repository_views.RepositoriesView.as_view()),
     path("repositories/<str:repo_id>", repository_views.RepositoryDetailView.as_view()),
+    path("repositories/<str:repo_id>/forge/webhook", forge_api.ForgeWebhookView.as_view()),
     path("agents/<str:agent_id>/pause", board_api.AgentPauseView.as_view()),
     path("agents/<str:agent_id>/resume", board_api.AgentResumeView.as_view()),
     path("teams/<str:team_id>/chat", registry_views.TeamChatView.as_view()),

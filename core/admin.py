@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from core import agent_secrets, machines, registry, repositories
 from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField, ReadOnlyAdmin
 from core.errors import ClawbooError
-from core.models import Agent, Event, Heartbeat, MachineToken, Repository, Team
+from core.models import Agent, Event, Forge, Heartbeat, MachineToken, Repository, Team
 
 
 @admin.register(Team)
@@ -223,7 +223,8 @@ class RepositoryAdmin(DataLayerAdmin):
 
     def save_model(self, request: HttpRequest, obj: Repository, form: Any, change: bool) -> None:
         data = form.cleaned_data
-        fields = {name: data.get(name) or "" for name in repositories.EDITABLE}
+        # The forge has its own page (ForgeAdmin): its secrets never enter this form.
+        fields = {name: data.get(name) or "" for name in repositories.EDITABLE if name != "forge"}
         try:
             if change:
                 saved = repositories.update(obj.pk, fields)
@@ -239,6 +240,69 @@ class RepositoryAdmin(DataLayerAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         for repo in queryset:
             repositories.delete(repo.pk)
+
+
+class ForgeForm(forms.ModelForm):
+    """The secrets are password fields that never show their value; left blank, the
+    stored one is kept."""
+
+    token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="write-only; blank keeps the stored token",
+    )
+    webhook_secret = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="write-only; blank keeps the stored secret",
+    )
+    required_checks = CommaListField(required=False)
+
+    class Meta:
+        model = Forge
+        fields = (
+            "repository",
+            "kind",
+            "api_url",
+            "repo",
+            "token",
+            "webhook_secret",
+            "merge_method",
+            "required_checks",
+        )
+
+
+@admin.register(Forge)
+class ForgeAdmin(DataLayerAdmin):
+    """A repository's forge (``landing_mode: pull_request``), written through
+    :func:`core.repositories.update` like the REST API's ``forge``."""
+
+    form = ForgeForm
+    actions = None
+    list_display = ("repository", "kind", "repo", "merge_method", "updated_at")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ("repository",) if obj else ()
+
+    def save_model(self, request: HttpRequest, obj: Forge, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        repo_id = obj.repository_id if change else data["repository"].pk
+        stored = repositories.forge_of(repo_id)
+        value: dict[str, Any] = {
+            name: data.get(name) for name in ("kind", "api_url", "repo", "merge_method")
+        }
+        value["required_checks"] = list(data.get("required_checks") or [])
+        for name in repositories.FORGE_SECRETS:
+            given = data.get(name) or ""
+            keep = stored is not None and getattr(stored, name)
+            value[name] = given or (agent_secrets.MASK if keep else "")
+        try:
+            repositories.update(repo_id, {"forge": value})
+        except ClawbooError as exc:
+            raise self.refuse(request, exc) from exc
+
+    def delete_model(self, request: HttpRequest, obj: Forge) -> None:
+        repositories.update(obj.repository_id, {"forge": None})
 
 
 @admin.register(Event)

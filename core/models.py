@@ -352,3 +352,35 @@ class Repository(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id} ({self.path})"
+
+
+class Forge(models.Model):
+    """The code host a repository's pull requests live on (``landing_mode:
+    pull_request``): GitHub or Gitea/Forgejo, its API, the ``owner/name`` there, and
+    the token the server acts with. The token and the webhook secret are write-only
+    (``core.repositories`` shows their place, never their value)."""
+
+    repository = models.OneToOneField(
+        Repository, primary_key=True, on_delete=models.CASCADE, related_name="forge"
+    )
+    kind = models.CharField(max_length=16, choices=[("github", "github"), ("gitea", "gitea")])
+    api_url = models.CharField(max_length=1024)
+    repo = models.CharField(max_length=255)  # owner/name on the forge
+    token = models.TextField(blank=True, default="")
+    webhook_secret = models.TextField(blank=True, default="")
+    # How an approval merges the pull request on the forge.
+    merge_method = models.CharField(
+        max_length=16,
+        default="merge",
+        choices=[("merge", "merge"), ("squash", "squash"), ("rebase", "rebase")],
+    )
+    # Names of the checks that decide; empty: every check on the head commit does.
+    required_checks = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "repository_forges"
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.repo}"

@@ -20,9 +20,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from core import storage
+from core.agent_secrets import MASK
 from core.checks import check_id, check_text
 from core.errors import Conflict, NotFound, ValidationFailed
-from core.models import Repository, Team
+from core.models import Forge, Repository, Team
 
 FIELDS = (
     "id",
@@ -34,6 +35,7 @@ FIELDS = (
     "landing_mode",
     "install_cmd",
     "verify_cmd",
+    "forge",
 )
 EDITABLE = (
     "path",
@@ -43,12 +45,26 @@ EDITABLE = (
     "landing_mode",
     "install_cmd",
     "verify_cmd",
+    "forge",
 )
 LANDINGS = ("squash", "merge")
-_MODE_CHOICES = Repository._meta.get_field("landing_mode").choices or ()
-LANDING_MODES = tuple(value for value, _ in _MODE_CHOICES)
+
+
+def _choices(model: Any, name: str) -> tuple[str, ...]:
+    """The values of a model field's choices (the column's own list)."""
+    return tuple(str(value) for value, _ in model._meta.get_field(name).choices or ())
+
+
+LANDING_MODES = _choices(Repository, "landing_mode")
 GIT_TIMEOUT_S = 60
 _BRANCH = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._/-]{0,254}\Z")
+FORGE_KINDS = _choices(Forge, "kind")
+MERGE_METHODS = _choices(Forge, "merge_method")
+# The forge's write-only fields: an answer shows MASK in their place; MASK handed
+# back keeps the stored value (as agent secrets, core.agent_secrets).
+FORGE_SECRETS = ("token", "webhook_secret")
+FORGE_KEYS = ("kind", "api_url", "repo", "merge_method", "required_checks", *FORGE_SECRETS)
+_FORGE_REPO = re.compile(r"\A[A-Za-z0-9._-]{1,100}/[A-Za-z0-9._-]{1,100}\Z")
 
 
 def allowed_repo_roots() -> list[Path]:
@@ -142,6 +158,86 @@ def _check_fields(values: dict[str, Any]) -> dict[str, Any]:
     return clean
 
 
+def check_forge(value: Any, stored: Forge | None) -> dict[str, Any] | None:
+    """A repository's ``forge`` as it will be stored, or None to remove it. A secret
+    given as MASK (what an answer showed) keeps the stored one."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValidationFailed("forge", "must be an object {kind, api_url, repo, token, ...}")
+    unknown = sorted(set(value) - set(FORGE_KEYS))
+    if unknown:
+        raise ValidationFailed(f"forge.{unknown[0]}", "unknown field of a forge")
+    kind = value.get("kind")
+    if kind not in FORGE_KINDS:
+        raise ValidationFailed("forge.kind", f"must be one of {', '.join(FORGE_KINDS)}")
+    api_url = check_text(value.get("api_url"), "forge.api_url", limit=1024)
+    if not re.match(r"\Ahttps?://[^\s/]+", api_url or ""):
+        raise ValidationFailed("forge.api_url", "must be an http(s) URL of the forge's API")
+    repo = value.get("repo")
+    if not isinstance(repo, str) or not _FORGE_REPO.match(repo):
+        raise ValidationFailed("forge.repo", "must be owner/name")
+    method = value.get("merge_method", "merge")
+    if method not in MERGE_METHODS:
+        raise ValidationFailed("forge.merge_method", f"must be one of {', '.join(MERGE_METHODS)}")
+    required = value.get("required_checks", [])
+    if not isinstance(required, list) or not all(
+        isinstance(n, str) and 0 < len(n) <= 255 for n in required
+    ):
+        raise ValidationFailed("forge.required_checks", "must be a list of check names")
+    clean: dict[str, Any] = {
+        "kind": kind,
+        "api_url": api_url.rstrip("/"),
+        "repo": repo,
+        "merge_method": method,
+        "required_checks": required[:100],
+    }
+    for name in FORGE_SECRETS:
+        given = value.get(name)
+        if given == MASK:
+            kept = getattr(stored, name, "") if stored is not None else ""
+            if not kept:
+                raise ValidationFailed(f"forge.{name}", "is the mask of a secret that is not set")
+            clean[name] = kept
+        elif given in (None, ""):
+            clean[name] = ""
+        else:
+            clean[name] = check_text(given, f"forge.{name}", limit=4000)
+    if not clean["token"]:
+        raise ValidationFailed("forge.token", "is required: the forge's API token")
+    return clean
+
+
+def forge_as_dict(repo: Repository) -> dict[str, Any] | None:
+    """The forge of an answer: every field, the secrets as MASK (or null when unset)."""
+    forge = Forge.objects.filter(repository_id=repo.pk).first()
+    if forge is None:
+        return None
+    return {
+        "kind": forge.kind,
+        "api_url": forge.api_url,
+        "repo": forge.repo,
+        "merge_method": forge.merge_method,
+        "required_checks": list(forge.required_checks or []),
+        **{name: MASK if getattr(forge, name) else None for name in FORGE_SECRETS},
+        "webhook_url": f"/api/repositories/{repo.pk}/forge/webhook",
+    }
+
+
+def forge_of(repo_id: str | None) -> Forge | None:
+    """The forge of repository ``repo_id`` (None: it names none)."""
+    if not repo_id:
+        return None
+    return Forge.objects.filter(repository_id=repo_id).first()
+
+
+def _save_forge(repo: Repository, clean: dict[str, Any] | None) -> None:
+    if clean is None:
+        Forge.objects.filter(repository_id=repo.pk).delete()
+        return
+    Forge.objects.update_or_create(repository_id=repo.pk, defaults=clean)
+
+
 def _free_id(path: Path) -> str:
     """An id made from the directory's name, unused so far."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", path.name).strip(".-_") or "repo"
@@ -164,6 +260,7 @@ def as_dict(repo: Repository) -> dict[str, Any]:
         "landing_mode": repo.landing_mode,
         "install_cmd": repo.install_cmd,
         "verify_cmd": repo.verify_cmd,
+        "forge": forge_as_dict(repo),
         "created_at": repo.created_at.isoformat(),
         "updated_at": repo.updated_at.isoformat(),
     }
@@ -190,6 +287,7 @@ def register(
     tid = check_id(team, "team")
     rid = None if id is None else check_id(id, "id")
     real = resolve_path(path)
+    forge = check_forge(fields.pop("forge", None), None)
     clean = _check_fields(fields)
 
     def run() -> Repository:
@@ -201,9 +299,11 @@ def register(
             raise Conflict(f"team {tid!r} already has the repository at {real}", field="path")
         try:
             with transaction.atomic():
-                return Repository.objects.create(
+                repo = Repository.objects.create(
                     id=rid or _free_id(real), team_id=tid, path=str(real), **clean
                 )
+                _save_forge(repo, forge)
+                return repo
         except IntegrityError:  # a concurrent registration took the id or the path
             raise Conflict(f"repository {rid or real} was registered meanwhile") from None
 
@@ -215,9 +315,13 @@ def update(repo_id: str, changes: dict[str, Any]) -> Repository:
     unknown = sorted(set(changes) - set(EDITABLE))
     if unknown:
         raise ValidationFailed(unknown[0], "unknown field in a repository update")
+    changes = dict(changes)
+    forge_given = "forge" in changes
+    forge_value = changes.pop("forge", None)
     clean = _check_fields(changes)
     if "path" in changes:
         clean["path"] = str(resolve_path(changes["path"]))
+    forge = check_forge(forge_value, forge_of(repo_id)) if forge_given else None
 
     def run() -> Repository:
         repo = get_repository(repo_id)
@@ -234,6 +338,8 @@ def update(repo_id: str, changes: dict[str, Any]) -> Repository:
         for name, value in clean.items():
             setattr(repo, name, value)
         repo.save()
+        if forge_given:
+            _save_forge(repo, forge)
         return repo
 
     return storage.write(run)

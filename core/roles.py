@@ -184,6 +184,15 @@ VERBS: tuple[Verb, ...] = (
         frozenset({"anonymous", "person"}),
         "trade a username and password for the user's own key (clawboo login)",
     ),
+    # A forge's webhook: the forge holds no Clawboo key, so anyone may send one; only a
+    # delivery whose HMAC-SHA256 signature verifies with the repository's webhook
+    # secret is read (401 otherwise, nothing written). It merges nothing itself: it
+    # makes the server ask the forge.
+    Verb(
+        "POST /api/repositories/{repo_id}/forge/webhook",
+        frozenset({"anonymous"}),
+        "a forge's webhook delivery (signature-checked; the server then asks the forge)",
+    ),
     # --- judgement and approvals: people only ------------------------------------
     Verb(f"POST {_T}/verdict", PEOPLE, "set or change a verdict"),
     Verb(f"POST {_T}/approve", PEOPLE, "approve (land) a task in review"),
@@ -220,6 +229,7 @@ VERBS: tuple[Verb, ...] = (
     Verb("mcp get_task", READERS, "read a task"),
     Verb("mcp read_handoff", READERS, "read a task's handoff"),
     Verb("mcp spend", READERS, "read the team's spend"),
+    Verb("mcp get_repository", READERS, "read a repository and its forge (secrets masked)"),
     Verb("mcp create_task", BUILDERS, "create a task (an agent's needs approval)"),
     Verb("mcp create_subtask", BUILDERS, "split work into a subtask"),
     Verb("mcp comment", BUILDERS, "comment"),

@@ -61,6 +61,13 @@ PERIODIC: tuple[Periodic, ...] = (
     # Merge queues drain: approvals waiting, tasks back from a fix round, and a batch
     # a killed job left open (settled: the base at the old tip or the new one).
     Periodic("clawboo.merge-queue", "executor.merge_queue.drain_all", lambda: 1),
+    # Pull requests on the repositories' forges: opened where review could not open
+    # one, and refreshed (checks, reviews, merged or closed) where no webhook arrives.
+    Periodic(
+        "clawboo.forge-poll",
+        "worktrees.pull_requests.poll",
+        lambda: settings.CLAWBOO_FORGE_POLL_S / 60,
+    ),
     # Task approvals nobody answered within CLAWBOO_APPROVAL_TTL_MS become expired.
     Periodic("clawboo.approval-expiry", "ops.periodic.expire_approvals", lambda: 1),
 )

@@ -53,7 +53,8 @@ from core import machines, storage
 from core.agent_secrets import without_secrets
 from core.checks import check_storable
 from core.errors import ClawbooError, ValidationFailed
-from core.models import Agent, ChatMessage, Event, MachineToken, Repository, Team
+from core.models import Agent, ChatMessage, Event, Forge, MachineToken, Repository, Team
+from core.repositories import FORGE_SECRETS
 from routines.models import Routine, RoutineFire
 
 FORMAT = "clawboo-export"
@@ -93,6 +94,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("team", Team, ("id",), lambda t: Q(id=t)),
     # Before the tasks and agents that name it.
     Kind("repository", Repository, ("id",), lambda t: Q(team_id=t)),
+    # A repository's forge, without its token and webhook secret (set them again).
+    Kind("forge", Forge, ("repository_id",), lambda t: Q(repository__team_id=t)),
     Kind("agent", Agent, ("id",), lambda t: Q(team_id=t)),
     Kind("task", Task, ("id",), lambda t: Q(team_id=t)),
     Kind("task_dep", TaskDep, ("task_id", "depends_on_id"), lambda t: Q(task__team_id=t)),
@@ -212,6 +215,12 @@ def export_lines(team: str | None = None, report: ExportReport | None = None) ->
             elif kind.model is Agent:
                 record["settings"], dropped = without_secrets(record["settings"], record["runtime"])
                 report.redacted += [f"agent {row.pk}: {where}" for where in dropped]
+            elif kind.model is Forge:
+                # Left blank: an import restores the forge, a person sets its secrets.
+                for name in FORGE_SECRETS:
+                    if record.get(name):
+                        report.redacted.append(f"forge of repository {row.pk}: {name}")
+                    record[name] = ""
             report.counts[kind.name] += 1
             yield line(record)
     report.counts[BINDING] = 0
@@ -649,8 +658,9 @@ def _restamp(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     ]
     if not stamped:
         return
+    key = model._meta.pk.attname  # "id", or a one-to-one's column (a forge's)
     for row in rows:
-        model._default_manager.filter(pk=row["id"]).update(
+        model._default_manager.filter(pk=row[key]).update(
             **{column.attname: load_value(column, row[column.attname]) for column in stamped}
         )
 

@@ -31,6 +31,9 @@ admin.site.unregister(Task)
 def _approval_text(result: dict[str, Any]) -> tuple[str, bool]:
     if result["result"] == "landed":
         return f"landed {result['commit'][:12]} on {result['base_branch']}", True
+    if result["result"] == "merged":
+        pr = result.get("pull_request") or {}
+        return f"merged pull request #{pr.get('number')} on the forge", True
     if result["result"] == "conflict":
         sent = "sent back to its agent" if result.get("sent") == "rework" else "blocked"
         return f"conflict in {', '.join(result['conflicts'])}: {sent}", False

@@ -295,11 +295,24 @@ class ApproveView(APIView):
                     "Approved",
                     {
                         "result": serializers.ChoiceField(
-                            choices=["landed", "nothing", "approved", "conflict", "queued"]
+                            choices=[
+                                "landed",
+                                "nothing",
+                                "approved",
+                                "conflict",
+                                "queued",
+                                "merged",
+                            ],
+                            help_text="queued: in the repository's merge queue (landing_mode "
+                            "queue); merged: through the repository's forge (landing_mode "
+                            "pull_request)",
                         ),
                         "position": serializers.IntegerField(
                             required=False,
                             help_text="queued: its place in the repository's merge queue (1: next)",
+                        ),
+                        "pull_request": serializers.DictField(
+                            required=False, help_text="the merged pull request (merged)"
                         ),
                         "commit": serializers.CharField(required=False, allow_null=True),
                         "base_branch": serializers.CharField(required=False),
@@ -327,6 +340,9 @@ class ApproveView(APIView):
             "illegal_transition",
             "verification_required",
             "landing_failed",
+            "checks_running",
+            "checks_failed",
+            "forge_failed",
         ),
     )
     @idempotent

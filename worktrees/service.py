@@ -27,13 +27,19 @@ from board.transitions import is_locked
 from core import repositories
 from core.errors import Conflict, ValidationFailed
 from core.models import Repository
-from worktrees import checkouts, handoff, intake, landing
+from worktrees import checkouts, handoff, intake, landing, pull_requests
 from worktrees import queue as merge_queue
 from worktrees.checks import check_base_ref, check_base_sha, check_task_id
 from worktrees.locks import path_lock
 from worktrees.scaffold import TaskBrief
 
 log = logging.getLogger(__name__)
+
+
+def _lands_by_pull_request(task: Any) -> bool:
+    """Whether the task's repository lands approved work through its forge's pull
+    requests (``landing_mode: pull_request`` with a forge named)."""
+    return isinstance(task, Task) and pull_requests.forge_for(task) is not None
 
 
 def workspace_as_dict(ws: Workspace) -> dict[str, Any]:
@@ -290,10 +296,13 @@ def complete(task_id: str, *, checkpoint: bool = False) -> dict[str, Any]:
         retained: dict[str, Any] = {"result": "retained", "diffstat": stat}
         if checkpoint:
             retained["head"] = checkouts.commit_worktree_work(path, ws.task_id)
-        store.settle_from_worktree(ws.task_id, empty=False, diffstat=stat)
+        moved = store.settle_from_worktree(ws.task_id, empty=False, diffstat=stat)
         # A task the merge queue sent back re-enters its line, nobody approving again.
         merge_queue.requeue_returned(task_id=ws.task_id)
-        return retained
+    if getattr(moved, "status", None) == "in_review" and _lands_by_pull_request(moved):
+        # Review opens (or updates) the task's pull request on its forge.
+        pull_requests.publish_quietly(ws.task_id)
+    return retained
 
 
 def review(task_id: str) -> dict[str, Any]:
@@ -336,6 +345,9 @@ def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, A
     picks the path).
     """
     task = store.check_approvable(task_id, human_override)
+    if _lands_by_pull_request(task):
+        # landing_mode pull_request: the forge merges; the task is done when it says so.
+        return pull_requests.approve(task.id, by=by, human_override=human_override)
     ws = store.live_workspace(task.id)
     if ws is None:
         done = store.approve(task.id, by=by, human_override=human_override)

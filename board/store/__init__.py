@@ -88,6 +88,11 @@ from board.store.lifecycle import (
     stop_for_spend,
     unblock,
 )
+from board.store.pull_requests import (
+    record_pull_request,
+    task_of_pull_request,
+    tasks_with_open_pull_requests,
+)
 from board.store.recovery import (
     RECOVERY_PASSES,
     reconcile_orphans,
@@ -147,6 +152,9 @@ from board.store.workspaces import (
 )
 
 __all__ = [
+    "record_pull_request",
+    "task_of_pull_request",
+    "tasks_with_open_pull_requests",
     "CLAIM_NEXT_REFUSALS",
     "scope_holds",
     "CLAIM_REFUSALS",

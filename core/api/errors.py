@@ -23,6 +23,7 @@ HTTP_STATUS: dict[str, int] = {
     "validation_error": 400,
     "bound_recurring": 400,
     "unauthenticated": 401,
+    "bad_signature": 401,
     "forbidden": 403,
     "observe_only": 403,
     "person_required": 403,
@@ -36,6 +37,8 @@ HTTP_STATUS: dict[str, int] = {
     "claim_required": 409,
     "approval_required": 409,
     "landing_failed": 409,
+    "checks_running": 409,
+    "checks_failed": 409,
     "cycle": 409,
     "depth_exceeded": 409,
     "too_many_children": 409,
@@ -54,6 +57,7 @@ HTTP_STATUS: dict[str, int] = {
     "busy": 503,
     "provision_failed": 500,
     "git_failed": 500,
+    "forge_failed": 502,
 }
 
 

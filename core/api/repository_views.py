@@ -31,6 +31,43 @@ _LANDING = serializers.ChoiceField(
 )
 
 
+_FORGE_WRITE: dict[str, Any] = {
+    "kind": serializers.ChoiceField(choices=list(repositories.FORGE_KINDS)),
+    "api_url": serializers.CharField(
+        help_text="the forge's API root: https://api.github.com, or https://<host>/api/v1"
+    ),
+    "repo": serializers.CharField(help_text="owner/name on the forge"),
+    "token": serializers.CharField(
+        help_text="write-only: the API token the server acts with (answers show "
+        "'********'; sending '********' back keeps it)"
+    ),
+    "webhook_secret": serializers.CharField(
+        required=False, help_text="write-only: the secret the forge signs webhooks with"
+    ),
+    "merge_method": serializers.ChoiceField(
+        choices=list(repositories.MERGE_METHODS), required=False
+    ),
+    "required_checks": serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="the checks that decide (empty: every check on the head commit)",
+    ),
+}
+_FORGE = inline_serializer(
+    "RepositoryForge",
+    _FORGE_WRITE,
+    required=False,
+    allow_null=True,
+    help_text="where this repository's pull requests are opened (landing_mode: "
+    "pull_request); null removes it",
+)
+_FORGE_BODY = inline_serializer(
+    "RepositoryForgeBody",
+    {**_FORGE_WRITE, "webhook_url": serializers.CharField()},
+    allow_null=True,
+)
+
+
 def _fields(create: bool) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "path": serializers.CharField(
@@ -56,6 +93,7 @@ def _fields(create: bool) -> dict[str, Any]:
             allow_blank=True,
             help_text="the default verification command of the repository's tasks",
         ),
+        "forge": _FORGE,
     }
     if create:
         return {
@@ -71,6 +109,7 @@ def _fields(create: bool) -> dict[str, Any]:
 _BODY: dict[str, Any] = {
     **_fields(True),
     "id": serializers.CharField(),
+    "forge": _FORGE_BODY,
     "created_at": serializers.DateTimeField(),
     "updated_at": serializers.DateTimeField(),
 }

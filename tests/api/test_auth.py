@@ -14,7 +14,14 @@ from tests.api.conftest import fingerprint, make_client
 
 pytestmark = pytest.mark.django_db
 # The token endpoint is how a person without a key gets one (its refusals: below).
-PUBLIC = ("/api/schema/", "/api/docs/", "/api/auth/token")
+# The forge's webhook is anonymous too, its signature the check (401 bad_signature:
+# tests/forges/test_webhooks.py).
+PUBLIC = (
+    "/api/schema/",
+    "/api/docs/",
+    "/api/auth/token",
+    "/api/repositories/{repo_id}/forge/webhook",
+)
 
 
 def operations(client) -> list[tuple[str, str]]:

@@ -262,3 +262,45 @@ def test_a_repository_lands_directly_unless_told_another_landing_mode(staff_api,
     assert refused.status_code == 400
     assert refused.json()["field"] == "landing_mode"
     assert Repository.objects.get(pk="lm").landing_mode == "queue"
+
+
+def test_a_repository_names_its_forge_and_the_token_is_never_shown(staff_api, root: Path):
+    make_repo(root / "app")
+    made = staff_api.post(
+        "/api/repositories",
+        {
+            "team": "default",
+            "path": str(root / "app"),
+            "landing_mode": "pull_request",
+            "forge": {
+                "kind": "github",
+                "api_url": "https://api.github.com/",
+                "repo": "octo/app",
+                "token": "ghp_secret_value_1",
+                "webhook_secret": "hook-secret-1",
+                "merge_method": "squash",
+            },
+        },
+        format="json",
+    )
+    assert made.status_code == 201, made.json()
+    forge = made.json()["forge"]
+    assert forge["token"] == "********" and forge["webhook_secret"] == "********"
+    assert forge["api_url"] == "https://api.github.com" and forge["merge_method"] == "squash"
+    assert forge["webhook_url"] == "/api/repositories/app/forge/webhook"
+    # A read-edit-write round trip keeps the secrets it never saw.
+    forge.pop("webhook_url")
+    forge["repo"] = "octo/app2"
+    changed = staff_api.patch("/api/repositories/app", {"forge": forge}, format="json")
+    assert changed.status_code == 200, changed.json()
+    stored = repositories.forge_of("app")
+    assert stored is not None and stored.token == "ghp_secret_value_1"
+    assert stored.webhook_secret == "hook-secret-1" and stored.repo == "octo/app2"
+    listed = staff_api.get("/api/repositories").content.decode()
+    assert "ghp_secret_value_1" not in listed and "hook-secret-1" not in listed
+    bad = staff_api.patch(
+        "/api/repositories/app", {"forge": {**forge, "kind": "gitlab"}}, format="json"
+    )
+    assert bad.status_code == 400 and bad.json()["field"] == "forge.kind"
+    gone = staff_api.patch("/api/repositories/app", {"forge": None}, format="json")
+    assert gone.json()["forge"] is None and repositories.forge_of("app") is None

@@ -52,6 +52,7 @@ TOOLS = {
     "read_handoff",
     "write_handoff",
     "spend",
+    "get_repository",
     "decide_approval",
     "permission_prompt",
 }
@@ -176,7 +177,16 @@ def test_each_tool_answers_for_the_agents_own_team(
 ) -> None:
     from worktrees import service as worktree_service
 
-    repositories.register(team="red", path=str(repo))  # worktrees only in registered ones
+    repositories.register(  # worktrees only in registered ones
+        team="red",
+        path=str(repo),
+        forge={
+            "kind": "gitea",
+            "api_url": "https://gitea.test/api/v1",
+            "repo": "red/app",
+            "token": "mcp-never-shown",
+        },
+    )
     worktree_service.provision_task_workspace(board.task, str(repo))
     # Another of ada's tasks to claim and settle, and two to review and fail.
     spare = [store.create_task(title=f"spare {n}", team="red").task.id for n in range(3)]
@@ -207,6 +217,7 @@ def test_each_tool_answers_for_the_agents_own_team(
                 "claim3": await s.call("claim_task", task_id=spare[2]),
                 "fail": await s.call("fail_task", task_id=spare[2], error="cannot"),
                 "spend": await s.call("spend"),
+                "repository": await s.call("get_repository", repository_id="app"),
             }
 
     answers = run(go())
@@ -233,6 +244,9 @@ def test_each_tool_answers_for_the_agents_own_team(
     assert statuses[:2] == ["done", "in_review"] and statuses[2] in ("todo", "blocked")
     assert answers["spend"].body["budgets"] == []
     assert answers["spend"].body["task"]["tree_cents"] == 0
+    forge = answers["repository"].body["repository"]["forge"]
+    assert forge["repo"] == "red/app" and forge["token"] == "********"
+    assert "mcp-never-shown" not in json.dumps(answers["repository"].body)
 
 
 def test_another_teams_task_is_not_found_and_nothing_is_written(

@@ -9,6 +9,26 @@ const cardCache = new Map();      // id -> {key, node}
 export const forgetCard = (id) => cardCache.delete(id);
 export const forgetCards = () => cardCache.clear();
 
+// A task's pull request on its forge (landing_mode pull_request): its number, a link,
+// and what its checks say ("checks running" while the task waits in review).
+export function pullRequestWords(pr) {
+  const checks = (pr.checks || {}).state;
+  if (pr.state === "merged") return ["ok", "merged"];
+  if (pr.state === "closed") return ["bad", "closed"];
+  if (checks === "pending") return ["warn", "checks running"];
+  if (checks === "failure") return ["bad", "checks failed"];
+  if (checks === "success") return ["ok", "checks passed"];
+  return ["quiet", pr.draft ? "draft" : "open"];
+}
+
+function pullRequestBadge(pr) {
+  if (!pr || !pr.number) return null;
+  const [kind, word] = pullRequestWords(pr);
+  return el("a", { class: `badge ${kind} pull-request`, href: pr.url, target: "_blank", rel: "noopener",
+    title: `pull request #${pr.number}${pr.draft ? " (draft)" : ""} on ${pr.base || "?"}` },
+  `PR #${pr.number} · ${word}`);
+}
+
 export function badges(task) {
   const out = [];
   const status = task.status;
@@ -36,6 +56,8 @@ export function badges(task) {
   if (waits) out.push(el("span", { class: "pill blocked-by", title: "dependencies not done" }, `blocked by ${waits}`));
   const verdict = S.verdictBadge(task.verification, state.noneConfigured);
   if (verdict) out.push(el("span", { class: `badge ${verdict.kind} verdict`, title: verdict.title }, verdict.text));
+  const pr = pullRequestBadge(task.pull_request);
+  if (pr) out.push(pr);
   const tries = S.attemptsBadge(task);
   if (tries) out.push(el("span", { class: "badge warn attempts", title: tries.title }, tries.text));
   const error = task.error || (tries ? tries.error : "");

@@ -3,6 +3,7 @@
 // log tails, the structured verdict, and the review buttons.
 
 import { el } from "./kit.js";
+import { pullRequestWords } from "./cards.js";
 
 // Severities that block the change (board.judgement.BLOCKING_SEVERITIES).
 const BLOCKING = new Set(["security", "crash", "data_loss", "wrong_algorithm", "missing_ac"]);
@@ -94,6 +95,22 @@ function verificationView(v) {
   return out;
 }
 
+function pullRequestView(pr) {
+  if (!pr || !pr.number) return [];
+  const [kind, word] = pullRequestWords(pr);
+  const runs = (pr.checks && pr.checks.runs) || [];
+  return [el("h3", {}, "Pull request"),
+    el("p", { class: "pull-request" },
+      el("a", { href: pr.url, target: "_blank", rel: "noopener" }, `#${pr.number}`),
+      ` ${pr.branch || ""} → ${pr.base || "?"} `,
+      el("span", { class: `badge ${kind}` }, word),
+      pr.draft ? el("span", { class: "badge quiet" }, "draft") : "",
+      pr.fix_rounds ? el("span", { class: "muted" }, ` ${pr.fix_rounds} fix round(s) for checks`) : ""),
+    runs.length ? el("ul", { class: "checks" }, runs.map((c) => el("li", { class: "check-" + c.state },
+      c.url ? el("a", { href: c.url, target: "_blank", rel: "noopener" }, c.name) : c.name,
+      ` — ${c.conclusion || c.state}`))) : el("p", { class: "muted" }, "no checks reported yet")];
+}
+
 export function reviewView(task, data, { note, approve, requestChanges }) {
   const ws = data.workspace;
   const diff = data.diff;
@@ -120,6 +137,7 @@ export function reviewView(task, data, { note, approve, requestChanges }) {
   }
   if (diff.next_offset !== null) box.append(el("p", { class: "muted" }, `… more files from offset ${diff.next_offset}`));
   box.append(...verificationView(data.verification));
+  box.append(...pullRequestView(task.pull_request));
   box.append(el("h3", {}, "Runs"),
     el("p", {}, `total: ${data.cost.tokens} tokens, ${data.cost.cents}¢`
       + (data.cost.tree_cents !== undefined && data.cost.tree_cents !== data.cost.cents

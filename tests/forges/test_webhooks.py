@@ -1,0 +1,135 @@
+"""The forge's word reaches the board by webhook (signature verified) or by the poll:
+a pull request merged on the forge by a person marks its task done; one closed
+unmerged leaves it in review with a comment; a forged signature is 401 with nothing
+written. Payloads are the vendors' documented examples."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from rest_framework.test import APIClient
+
+from board import store
+from board.models import Task, TaskComment
+from executor.runner import Executor
+from tests.fixtures.gitrepos import git
+from tests.forges.conftest import HOOK_SECRET, Setup
+from tests.forges.contract import HERE, Contract
+from worktrees import pull_requests
+
+pytestmark = pytest.mark.django_db
+
+EVENT_HEADER = {"github": "HTTP_X_GITHUB_EVENT", "gitea": "HTTP_X_GITEA_EVENT"}
+
+
+def _example(kind: str, number: int, merged: bool) -> bytes:
+    examples = json.loads((HERE / f"{kind}.webhooks.json").read_text())["examples"]
+    payload = copy.deepcopy(examples["pull_request.closed"])
+    payload["number"] = number
+    payload["pull_request"]["number"] = number
+    payload["pull_request"]["merged"] = merged
+    if kind == "gitea":
+        # The documented shape's pull request is the API's PullRequest.
+        contract = Contract("gitea.swagger.json")
+        assert (
+            contract.check_schema(
+                {"$ref": "#/definitions/PullRequest"}, payload["pull_request"], "payload"
+            )
+            == []
+        )
+    return json.dumps(payload).encode()
+
+
+def _in_review_with_a_green_pr(setup: Setup) -> str:
+    task = store.create_task(title="Add the feature", repository="app").task
+    Executor("builder").work_once()
+    forge = setup.forge
+    forge.set_check(forge.head_of(1), "ci", "success", "green")
+    pull_requests.refresh(task.id)
+    assert store.get_task(task.id).pull_request["checks"]["state"] == "success"
+    return task.id
+
+
+def _deliver(setup: Setup, body: bytes, secret: str = HOOK_SECRET):
+    headers = setup.forge.sign(secret, body)
+    headers[EVENT_HEADER[setup.kind]] = "pull_request"
+    return APIClient().post(
+        "/api/repositories/app/forge/webhook",
+        data=body,
+        content_type="application/json",
+        **headers,
+    )
+
+
+def test_a_signed_webhook_for_a_pull_request_merged_on_the_forge_marks_the_task_done(
+    forge_repo: Setup,
+):
+    task_id = _in_review_with_a_green_pr(forge_repo)
+    merge = forge_repo.forge.merge_by_hand(1, by="maria")
+    answer = _deliver(forge_repo, _example(forge_repo.kind, 1, merged=True))
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["tasks"] == [task_id]
+    task = store.get_task(task_id)
+    assert task.status == "done" and task.pull_request["state"] == "merged"
+    assert task.pull_request["merge_commit_sha"] == merge
+    assert git(forge_repo.repo, "rev-parse", "main") == merge  # the local base followed
+
+
+def test_a_forged_signature_is_401_and_writes_nothing(forge_repo: Setup):
+    task_id = _in_review_with_a_green_pr(forge_repo)
+    forge_repo.forge.merge_by_hand(1)
+    before = Task.objects.get(pk=task_id)
+    comments = TaskComment.objects.count()
+    asked = len(forge_repo.forge.requests)
+    body = _example(forge_repo.kind, 1, merged=True)
+    for answer in (
+        _deliver(forge_repo, body, secret="not-the-secret"),  # noqa: S106
+        APIClient().post(
+            "/api/repositories/app/forge/webhook", data=body, content_type="application/json"
+        ),
+    ):
+        assert answer.status_code == 401 and answer.json()["error"] == "bad_signature"
+    after = Task.objects.get(pk=task_id)
+    assert (after.status, after.revision, after.pull_request) == (
+        before.status,
+        before.revision,
+        before.pull_request,
+    )
+    assert TaskComment.objects.count() == comments
+    assert len(forge_repo.forge.requests) == asked  # the forge was not even asked
+
+
+def test_with_no_webhook_the_poll_reaches_the_same_state(forge_repo: Setup):
+    task_id = _in_review_with_a_green_pr(forge_repo)
+    merge = forge_repo.forge.merge_by_hand(1)
+    assert pull_requests.poll() == 1
+    task = store.get_task(task_id)
+    assert task.status == "done" and task.pull_request["merge_commit_sha"] == merge
+    assert pull_requests.poll() == 0  # nothing left to ask about
+
+
+def test_a_pull_request_closed_unmerged_leaves_the_task_in_review_with_a_comment(
+    forge_repo: Setup,
+):
+    task_id = _in_review_with_a_green_pr(forge_repo)
+    forge_repo.forge.close_by_hand(1)
+    answer = _deliver(forge_repo, _example(forge_repo.kind, 1, merged=False))
+    assert answer.status_code == 200
+    task = store.get_task(task_id)
+    assert task.status == "in_review" and task.pull_request["state"] == "closed"
+    assert any(
+        "closed on the forge without merging" in c.body for c in store.list_comments(task_id)
+    )
+
+
+def test_the_poll_is_a_periodic_job_at_its_interval(settings):
+    from django_q.models import Schedule
+
+    from ops import periodic
+
+    settings.CLAWBOO_FORGE_POLL_S = 180
+    periodic.register()
+    row = Schedule.objects.get(name="clawboo.forge-poll")
+    assert (row.func, row.minutes) == ("worktrees.pull_requests.poll", 3)
