@@ -35,6 +35,7 @@ SETTINGS: dict[str, tuple[str, str, Any]] = {
     "CLAWBOO_LANDING": ("merge", "CLAWBOO_LANDING", "merge"),
     "CLAWBOO_LANDING_ON_CONFLICT": ("block", "CLAWBOO_LANDING_ON_CONFLICT", "block"),
     "CLAWBOO_MERGE_BATCH": ("3", "CLAWBOO_MERGE_BATCH", 3),
+    "CLAWBOO_FORGE_POLL_S": ("300", "CLAWBOO_FORGE_POLL_S", 300),
     "CLAWBOO_SECRET_SETTINGS": ("a,b", "CLAWBOO_SECRET_SETTINGS", ["a", "b"]),
     "CLAWBOO_AGENT_ALLOWLIST": (
         '[{"runtime": "codex", "settings": {}}]',
@@ -101,6 +102,7 @@ NOT_SERVER_SETTINGS = {
     "CLAWBOO_TEST_EVERYTHING": "the test suite",
     "CLAWBOO_SCREENSHOTS": "the test suite",
     "CLAWBOO_CI_OVERLAP": "CI",
+    "CLAWBOO_STALL_MS": "read by each worker (local or remote) from its own environment",
 }
 
 
