@@ -42,6 +42,7 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from django.db import connection
@@ -67,6 +68,8 @@ from board.store.ready import (
     label_param,
     label_sql,
     route_params,
+    route_part_keys,
+    route_parts,
     route_sql,
     routes_to,
 )
@@ -140,33 +143,95 @@ _CLAIM_ONE_SQL = {
 }
 
 
-def _claim_next_sql(vendor: str, order: str, scoped: bool, excluding: bool = False) -> str:
-    """claim_next(): the first ready, unassigned, approved task in ``order`` routed to
-    the claimer, picked in a subquery (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so
-    racers move on to the next task) and claimed under the guard. Binds: the SET
-    values, [the teams — a JSON array on SQLite, an array on PostgreSQL —], [the task
-    ids passed over (a paused budget's trees and routines), the same way], the label
-    (or None) twice, the route's three values."""
-    teams = ""
+# How many candidates each part of the route lookup offers the pick on PostgreSQL:
+# more than the racers that can hold one locked at once, so the pick nearly always
+# finds one unlocked; when it finds none, the claim looks again by the whole
+# predicate (_claim_next_fallback_sql) before it says nothing is ready.
+_PG_CANDIDATES = 16
+
+
+def _filters(vendor: str, scoped: bool, excluding: bool) -> str:
+    """The candidate's conditions besides its route. Binds: [the teams — a JSON array
+    on SQLite, an array on PostgreSQL —], [the task ids passed over (a paused
+    budget's trees and routines), the same way], the label (or None) twice."""
+    where = f"{READY_SQL} AND {_TABLE}.assignee_agent_id IS NULL AND {_APPROVED} "
     if scoped:
-        teams = (
+        where += (
             f"AND {_TABLE}.team_id = ANY(%s) "
             if vendor == "postgresql"
             else f"AND {_TABLE}.team_id IN (SELECT value FROM json_each(%s)) "  # noqa: S608
         )
     if excluding:
-        teams += (
+        where += (
             f"AND {_TABLE}.id <> ALL(%s) "
             if vendor == "postgresql"
             else f"AND {_TABLE}.id NOT IN (SELECT value FROM json_each(%s)) "  # noqa: S608
         )
     no_label = "%s::text IS NULL" if vendor == "postgresql" else "%s IS NULL"
+    return where + f"AND ({no_label} OR {label_sql(vendor)})"
+
+
+@lru_cache(maxsize=256)
+def _claim_next_sql(
+    vendor: str, order: str, scoped: bool, excluding: bool, runtime: bool, labels: int
+) -> str:
+    """claim_next(): the first ready, unassigned, approved task in ``order`` routed to
+    the claimer, claimed under the guard. The candidates come from one ordered index
+    lookup per part of the routes the claimer may take (:func:`board.store.ready.
+    route_parts`: the open tasks, and those routed to its id, runtime or labels),
+    each the first in ``order`` (PostgreSQL: the first few); the pick is the first
+    of those, on PostgreSQL ``FOR UPDATE SKIP LOCKED`` so racers move on to the next.
+    Binds: the SET values, then per part the filters' binds (:func:`_filters`),
+    [the route's three values (:func:`board.store.ready.route_params`)] and its key
+    (:func:`board.store.ready.route_part_keys`)."""
+    lookups = _lookups(vendor, order, scoped, excluding, runtime, labels)
     lock = " FOR UPDATE SKIP LOCKED" if vendor == "postgresql" else ""
+    # The pick re-reads the row's claimability: on PostgreSQL a racer may have
+    # claimed a candidate since the lookups' snapshot, and the lock re-checks these.
     pick = (
-        f"SELECT {_TABLE}.id FROM {_TABLE} WHERE {READY_SQL} "  # noqa: S608
-        f"AND {_TABLE}.assignee_agent_id IS NULL AND {_APPROVED} {teams}"
-        f"AND ({no_label} OR {label_sql(vendor)}) AND {route_sql(vendor)} "
+        f"SELECT {_TABLE}.id FROM {_TABLE} WHERE {_TABLE}.id IN ({lookups}) "  # noqa: S608
+        f"AND {READY_SQL} AND {_TABLE}.assignee_agent_id IS NULL AND {_APPROVED} "
         f"ORDER BY {order} LIMIT 1{lock}"
+    )
+    return (
+        f"UPDATE {_TABLE} SET {_SET} WHERE {_TABLE}.id = ({pick}) "  # noqa: S608
+        f"AND {_GUARD} RETURNING *"
+    )
+
+
+def _lookups(
+    vendor: str, order: str, scoped: bool, excluding: bool, runtime: bool, labels: int
+) -> str:
+    """The candidates' ids: per part of the routes, the first (PostgreSQL: first
+    few) in ``order``, each an ordered lookup in that part's index."""
+    filters = _filters(vendor, scoped, excluding)
+    limit = _PG_CANDIDATES if vendor == "postgresql" else 1
+    return " UNION ALL ".join(
+        f"SELECT id FROM (SELECT {_TABLE}.id FROM {_TABLE} WHERE {filters} "  # noqa: S608
+        + (f"AND {route_sql(vendor)} " if rest else "")
+        + f"AND {part} ORDER BY {order} LIMIT {limit}) AS part{n}"
+        for n, (part, rest) in enumerate(route_parts(vendor, runtime, labels))
+    )
+
+
+@lru_cache(maxsize=256)
+def _candidates_left_sql(
+    vendor: str, order: str, scoped: bool, excluding: bool, runtime: bool, labels: int
+) -> str:
+    """Whether the lookups find any candidate (locked or not). Binds: the lookups'."""
+    lookups = _lookups(vendor, order, scoped, excluding, runtime, labels)
+    return f"SELECT 1 WHERE EXISTS ({lookups})"
+
+
+@lru_cache(maxsize=64)
+def _claim_next_fallback_sql(vendor: str, order: str, scoped: bool, excluding: bool) -> str:
+    """PostgreSQL, when every candidate of the lookups was locked by racers: the
+    first claimable task by the whole route predicate (a walk of the ready index,
+    ``FOR UPDATE SKIP LOCKED``). Binds: the SET values, the filters' binds, the
+    route's three values."""
+    pick = (
+        f"SELECT {_TABLE}.id FROM {_TABLE} WHERE {_filters(vendor, scoped, excluding)} "  # noqa: S608
+        f"AND {route_sql(vendor)} ORDER BY {order} LIMIT 1 FOR UPDATE SKIP LOCKED"
     )
     return (
         f"UPDATE {_TABLE} SET {_SET} WHERE {_TABLE}.id = ({pick}) "  # noqa: S608
@@ -181,15 +246,77 @@ DISPATCH_ORDER: dict[str, str] = {
     "fifo": "created_at, id",
     "priority": "priority DESC, created_at, id",
 }
-# Every claim-next statement, written once: per database, dispatcher order, and
-# whether the candidates are scoped to teams.
-_CLAIM_NEXT_SQL = {
-    (vendor, dispatcher, scoped, excluding): _claim_next_sql(vendor, order, scoped, excluding)
-    for vendor in ("sqlite", "postgresql")
-    for dispatcher, order in DISPATCH_ORDER.items()
-    for scoped in (False, True)
-    for excluding in (False, True)
-}
+
+
+def claim_next_statement(
+    vendor: str,
+    dispatcher: str,
+    claimer: Claimer,
+    *,
+    set_params: list[Any],
+    teams: list[str] | None,
+    excluded: list[str],
+    label: str | None,
+) -> tuple[str, list[Any]]:
+    """The claim-next statement for ``claimer`` and its binds."""
+    pack = (lambda v: v) if vendor == "postgresql" else json.dumps
+    filters: list[Any] = [pack(teams)] if teams is not None else []
+    if excluded:
+        filters.append(pack(excluded))
+    filters += [label, None if label is None else label_param(vendor, label)]
+    route = claimer.route()
+    params = list(set_params)
+    for (_part, rest), key in zip(
+        route_parts(vendor, claimer.runtime is not None, len(claimer.labels)),
+        route_part_keys(claimer.agent_id, claimer.runtime, claimer.labels),
+        strict=True,
+    ):
+        params += [*filters, *(route if rest else []), *key]
+    order = DISPATCH_ORDER[dispatcher]
+    shape = (vendor, order, teams is not None, bool(excluded))
+    return _claim_next_sql(*shape, claimer.runtime is not None, len(claimer.labels)), params
+
+
+def _claim_next_row(
+    vendor: str,
+    dispatcher: str,
+    claimer: Claimer,
+    *,
+    set_params: list[Any],
+    teams: list[str] | None,
+    excluded: list[str],
+    label: str | None,
+) -> Task | None:
+    """Claim the first candidate (:func:`claim_next_statement`). On PostgreSQL, when
+    racers held every candidate the lookups offered and some are left, look again by
+    the whole predicate, so a claim answers "nothing" only when nothing is free."""
+    sql, params = claim_next_statement(
+        vendor, dispatcher, claimer, set_params=set_params, teams=teams,
+        excluded=excluded, label=label,
+    )  # fmt: skip
+    claimed = _claim_row(sql, params)
+    if claimed is not None or vendor != "postgresql":
+        return claimed
+    order, scoped, excluding = DISPATCH_ORDER[dispatcher], teams is not None, bool(excluded)
+    probe = _candidates_left_sql(
+        vendor, order, scoped, excluding, claimer.runtime is not None, len(claimer.labels)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(probe, params[len(set_params) :])
+        if cursor.fetchone() is None:
+            return None
+    pack = (lambda v: v) if vendor == "postgresql" else json.dumps
+    binds = [
+        *set_params,
+        *([pack(teams)] if teams is not None else []),
+        *([pack(excluded)] if excluded else []),
+        label,
+        None if label is None else label_param(vendor, label),
+        *claimer.route(),
+    ]
+    return _claim_row(_claim_next_fallback_sql(vendor, order, scoped, excluding), binds)
+
+
 # Is any lease lapsed? An index probe (tasks_status_lease_idx).
 _ANY_LAPSED_SQL = f"SELECT 1 FROM {_TABLE} WHERE status = 'in_progress' AND lease_until < %s"  # noqa: S608
 
@@ -596,13 +723,10 @@ def claim_next(
             return _Refusal(BudgetPaused.code, paused.detail, paused)
         scoped = scope if passed is None else passed.teams
         excluded = [] if passed is None else passed.task_ids
-        sql = _CLAIM_NEXT_SQL[vendor, dispatcher, scoped is not None, bool(excluded)]
-        bound: list[Any] = []
-        for values in (scoped, excluded or None):
-            if values is not None:
-                bound.append(values if vendor == "postgresql" else json.dumps(values))
-        params = [*_set_params(agent, rt, span), *bound, *labelled, *claimer.route()]
-        claimed = _claim_row(sql, params)
+        claimed = _claim_next_row(
+            vendor, dispatcher, claimer, set_params=_set_params(agent, rt, span),
+            teams=scoped, excluded=excluded, label=label,
+        )  # fmt: skip
         if claimed is None and excluded:
             binds = [*labelled, *claimer.route()]
             held = _held_back(vendor, agent, scoped, excluded, binds)
