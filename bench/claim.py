@@ -48,8 +48,15 @@ Only the time inside ``claim_next`` is counted: the figure is claims per second 
 claim-next time, per process, summed; ABBA rounds, medians, target routed ≥ 0.8×
 plain in every cell.
 
+Routed elsewhere (``--routes`` runs it too, ``--elsewhere`` only it). One process,
+a registered agent (runtime ``command``, label ``ssd``) claims and completes its
+work; only ``claim_next`` is timed. Two databases, timed in ABBA rounds: ``none``
+holds only its work; ``elsewhere`` holds the same work behind 20,000 older ready
+tasks routed to others (a third each to another runtime, another agent, a label it
+lacks). Target: the claim's p50 with them ≤ 1.2× without (median of the rounds).
+
 Prints the tables and writes ``bench/results/claim.json`` (``claim_routes.json``
-with ``--routes``).
+with ``--routes``, ``claim_elsewhere.json`` with ``--elsewhere``).
 """
 
 from __future__ import annotations
@@ -92,6 +99,16 @@ TASK_ROUTES = (
     ("route_labels", '["gpu", "ssd"]'),
     ("route_runtime", "claude-code"),
     None,
+)
+ELSEWHERE_TASKS = 20_000
+ELSEWHERE_MINE = 4_000  # the claimer's own work (unrouted), newer than the rest
+TARGET_ELSEWHERE = 1.2  # p50 with 20,000 routed elsewhere / p50 with none
+ELSEWHERE_RESULTS = HERE / "results" / "claim_elsewhere.json"
+# The routes the 20,000 carry, in turn: none of them the claimer's.
+ELSEWHERE_ROUTES = (
+    ("route_runtime", "codex"),
+    ("route_agent_id", "someone-else"),
+    ("route_labels", '["gpu"]'),
 )
 HEADINGS = {"board": "board/s", "raw": "raw/s", "raw_event": "raw+event/s",
             "django_q2": "django-q2/s"}  # fmt: skip
@@ -558,31 +575,24 @@ def plans() -> dict[str, str]:
     its claim-next statement (the candidate pick inside it) for the topological
     order over every team, over one team, and for the priority order; and the
     lapse probe."""
-    import json as json_
-
     from django.db import connection
 
     from board.store import claims
 
     vendor = connection.vendor
     at = connection.ops.adapt_datetimefield_value(dt.datetime.now(dt.UTC))
-    claim = [*claims._set_params("bench", None, LEASE_MS)]
-    # No label, then an unregistered claimer's route (agent, runtime, labels).
-    no_label = [None, None, *claims.Claimer("bench", None, []).route()]
-    team = [["default"] if vendor == "postgresql" else json_.dumps(["default"])]
+    claim = claims._set_params("bench", None, LEASE_MS)
+    claimer = claims.Claimer("bench", None, [])  # an id the registry does not know
+
+    def statement(dispatcher: str, teams: list[str] | None) -> tuple[str, list[Any]]:
+        return claims.claim_next_statement(
+            vendor, dispatcher, claimer, set_params=claim, teams=teams, excluded=[], label=None
+        )
+
     statements = {
-        "claim_next (topological)": (
-            claims._CLAIM_NEXT_SQL[vendor, "topological", False, False],
-            [*claim, *no_label],
-        ),
-        "claim_next (topological, team)": (
-            claims._CLAIM_NEXT_SQL[vendor, "topological", True, False],
-            [*claim, *team, *no_label],
-        ),
-        "claim_next (priority)": (
-            claims._CLAIM_NEXT_SQL[vendor, "priority", False, False],
-            [*claim, *no_label],
-        ),
+        "claim_next (topological)": statement("topological", None),
+        "claim_next (topological, team)": statement("topological", ["default"]),
+        "claim_next (priority)": statement("priority", None),
         "lapse probe": (f"{claims._ANY_LAPSED_SQL} LIMIT 1", [at]),
     }
     explain = "EXPLAIN QUERY PLAN" if vendor == "sqlite" else "EXPLAIN"
@@ -658,6 +668,161 @@ def scale(backend: str, claims: int, rounds: int) -> dict[str, Any]:
     return result
 
 
+# --- routed elsewhere: a claim's cost beside 20,000 tasks it may not take ---------------
+
+
+def seed_elsewhere(db: BenchDB, elsewhere: int, mine: int) -> None:
+    """``elsewhere`` ready tasks routed to others (ELSEWHERE_ROUTES in turn), then
+    ``mine`` newer unrouted ones. On SQLite without planner statistics, as the
+    board's own databases are."""
+    db.reset()
+    base = dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)
+    rows = [
+        db.task_row(f"e{i:07d}", base + dt.timedelta(microseconds=10 * i)) for i in range(elsewhere)
+    ]
+    later = base + dt.timedelta(hours=1)
+    rows += [
+        db.task_row(f"m{i:07d}", later + dt.timedelta(microseconds=10 * i)) for i in range(mine)
+    ]
+    db.insert_tasks(rows)
+    conn = db.connect()
+    try:
+        p = "?" if db.backend == "sqlite" else "%s"
+        for n, (column, value) in enumerate(ELSEWHERE_ROUTES):
+            cast = "::jsonb" if db.backend != "sqlite" and column == "route_labels" else ""
+            ids = [f"e{i:07d}" for i in range(n, elsewhere, len(ELSEWHERE_ROUTES))]
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ", ".join(p for _ in chunk)
+                conn.execute(
+                    f"UPDATE tasks SET {column} = {p}{cast} WHERE id IN ({marks})",  # noqa: S608
+                    [value, *chunk],
+                )
+        if db.backend == "sqlite":
+            conn.commit()
+            conn.execute("DELETE FROM sqlite_stat1")  # the board never runs ANALYZE
+            conn.commit()
+        else:
+            conn.execute("ANALYZE tasks")
+    finally:
+        conn.close()
+
+
+ELSEWHERE_AGENT = "elsewhere-w0"
+
+
+def time_elsewhere(count: int) -> dict[str, Any]:
+    """In a worker: register the claimer (once), then ``count`` claim_next calls timed
+    one by one, each claim completed untimed. Also the claim statement's plan."""
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from board import store
+    from board.store import claims
+    from core import registry
+    from core.models import Agent
+
+    if not Agent.objects.filter(pk=ELSEWHERE_AGENT).exists():
+        registry.create_agent(
+            id=ELSEWHERE_AGENT, display_name="bench", team="default", runtime="command",
+            labels=["ssd"],
+        )  # fmt: skip
+
+    def one() -> float:
+        began = time.perf_counter()
+        result = store.claim_next(ELSEWHERE_AGENT)
+        took = time.perf_counter() - began
+        if result is None or not result.ok or result.task is None:
+            raise SystemExit(f"claim-next took nothing: {result}")
+        if not result.task.id.startswith("m"):
+            raise SystemExit(f"claimed {result.task.id}, routed elsewhere")
+        store.complete(result.task.id, None, ticket=result.ticket)
+        return took * 1000
+
+    for _ in range(20):  # warm up: connection, statement caches, imports
+        one()
+    times = sorted(one() for _ in range(count))
+    vendor = connection.vendor
+    claimer = claims._gate(ELSEWHERE_AGENT, None)
+    set_params = claims._set_params(ELSEWHERE_AGENT, None, LEASE_MS)
+    sql, params = claims.claim_next_statement(
+        vendor, "topological", claimer, set_params=set_params, teams=["default"], excluded=[],
+        label=None,
+    )  # fmt: skip
+    explain = "EXPLAIN QUERY PLAN" if vendor == "sqlite" else "EXPLAIN"
+    with connection.cursor() as cursor:
+        cursor.execute(f"{explain} {sql}", params)
+        plan = "\n".join(str(row[-1]) for row in cursor.fetchall())
+    return {
+        "p50_ms": round(times[len(times) // 2], 3),
+        "p90_ms": round(times[int(len(times) * 0.9)], 3),
+        "per_sec": round(count / (sum(times) / 1000)),
+        "plan": plan,
+    }
+
+
+def elsewhere(backend: str, claims: int, rounds: int) -> dict[str, Any]:
+    """One backend: the claim's p50 with 20,000 older tasks routed elsewhere over its
+    p50 with none, per ABBA round; the median round."""
+    sizes = {"none": 0, "elsewhere": ELSEWHERE_TASKS}
+    dbs = {name: BenchDB(backend, tag=f"_{name}") for name in sizes}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sizes}
+    try:
+        for name, db in dbs.items():
+            seed_elsewhere(db, sizes[name], ELSEWHERE_MINE)
+        for r in range(rounds):
+            for name in sizes if r % 2 == 0 else reversed(list(sizes)):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--time-elsewhere", str(claims)],
+                    env=dbs[name].env, capture_output=True, text=True,
+                )  # fmt: skip
+                if out.returncode:
+                    raise RuntimeError(f"{backend} {name}: {out.stderr[-2000:]}")
+                runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    finally:
+        for db in dbs.values():
+            db.drop()
+    ratios = [
+        b["p50_ms"] / a["p50_ms"] for a, b in zip(runs["none"], runs["elsewhere"], strict=True)
+    ]
+    return {
+        "backend": backend,
+        "claims_per_run": claims,
+        **{
+            name: {
+                **sorted(runs[name], key=lambda x: x["p50_ms"])[len(runs[name]) // 2],
+                "rounds_p50_ms": [x["p50_ms"] for x in runs[name]],
+            }
+            for name in sizes
+        },  # fmt: skip
+        "elsewhere_over_none": round(statistics.median(ratios), 2),
+    }
+
+
+def elsewhere_section(backends: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for backend in backends:
+        row = elsewhere(backend, args.elsewhere_claims, args.scale_rounds)
+        rows.append(row)
+        print(
+            f"{backend:<11} claim_next p50 with none {row['none']['p50_ms']} ms, with "
+            f"{ELSEWHERE_TASKS:,} older routed elsewhere {row['elsewhere']['p50_ms']} ms: "
+            f"{row['elsewhere_over_none']:.2f}x"
+        )
+        for line in row["elsewhere"]["plan"].splitlines():
+            print(f"    {line}")
+    met = bool(rows) and all(r["elsewhere_over_none"] <= TARGET_ELSEWHERE for r in rows)
+    print(f"routed elsewhere <= {TARGET_ELSEWHERE}x none: {'met' if met else 'MISSED'}")
+    report = {"tasks_elsewhere": ELSEWHERE_TASKS, "target": TARGET_ELSEWHERE, "rows": rows,
+              "met": met, "load_before": round(os.getloadavg()[0], 2)}  # fmt: skip
+    ELSEWHERE_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    ELSEWHERE_RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {ELSEWHERE_RESULTS.relative_to(HERE.parent)}")
+    return rows
+
+
 # --- the report ----------------------------------------------------------------------
 
 
@@ -698,6 +863,11 @@ def main() -> int:
     parser.add_argument("--scale-claims", type=int, default=1000)
     parser.add_argument("--scale-rounds", type=int, default=4, help="ABBA rounds at each size")
     parser.add_argument("--routes", action="store_true", help="only the routes-and-limits section")
+    parser.add_argument(
+        "--elsewhere", action="store_true", help="only the routed-elsewhere section"
+    )
+    parser.add_argument("--elsewhere-claims", type=int, default=400)
+    parser.add_argument("--time-elsewhere", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker", choices=IMPLS + ROUTE_IMPLS, help=argparse.SUPPRESS)
     parser.add_argument("--enqueue", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--time-claims", type=int, help=argparse.SUPPRESS)
@@ -714,12 +884,19 @@ def main() -> int:
     if args.time_claims is not None:
         print(json.dumps(time_claims(args.time_claims)), flush=True)
         return 0
+    if args.time_elsewhere is not None:
+        print(json.dumps(time_elsewhere(args.time_elsewhere)), flush=True)
+        return 0
 
     backends = [b for b in args.backends.split(",") if b]
     if "postgresql" in backends and not pg_answers():
         print("PostgreSQL does not answer; skipping it", file=sys.stderr)
         backends.remove("postgresql")
+    if args.elsewhere:
+        elsewhere_section(backends, args)
+        return 0
     if args.routes:
+        elsewhere_section(backends, args)
         return routes_section(backends, args)
     report: dict[str, Any] = {
         "seconds_per_run": args.seconds,

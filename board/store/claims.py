@@ -185,14 +185,19 @@ def _claim_next_sql(
     [the route's three values (:func:`board.store.ready.route_params`)] and its key
     (:func:`board.store.ready.route_part_keys`)."""
     lookups = _lookups(vendor, order, scoped, excluding, runtime, labels)
-    lock = " FOR UPDATE SKIP LOCKED" if vendor == "postgresql" else ""
-    # The pick re-reads the row's claimability: on PostgreSQL a racer may have
-    # claimed a candidate since the lookups' snapshot, and the lock re-checks these.
-    pick = (
-        f"SELECT {_TABLE}.id FROM {_TABLE} WHERE {_TABLE}.id IN ({lookups}) "  # noqa: S608
-        f"AND {READY_SQL} AND {_TABLE}.assignee_agent_id IS NULL AND {_APPROVED} "
-        f"ORDER BY {order} LIMIT 1{lock}"
-    )
+    by = ", ".join(f"part.{key}" for key in order.split(", "))
+    if vendor == "postgresql":
+        # The pick re-reads the row's claimability: a racer may have claimed a
+        # candidate since the lookups' snapshot, and the lock re-checks these.
+        pick = (
+            f"SELECT {_TABLE}.id FROM ({lookups}) AS part JOIN {_TABLE} "  # noqa: S608
+            f"ON {_TABLE}.id = part.id WHERE {READY_SQL} "
+            f"AND {_TABLE}.assignee_agent_id IS NULL AND {_APPROVED} "
+            f"ORDER BY {by} LIMIT 1 FOR UPDATE OF {_TABLE} SKIP LOCKED"
+        )
+    else:
+        # One writer at a time: the lookups' rows are as they are.
+        pick = f"SELECT part.id FROM ({lookups}) AS part ORDER BY {by} LIMIT 1"  # noqa: S608
     return (
         f"UPDATE {_TABLE} SET {_SET} WHERE {_TABLE}.id = ({pick}) "  # noqa: S608
         f"AND {_GUARD} RETURNING *"
@@ -207,7 +212,8 @@ def _lookups(
     filters = _filters(vendor, scoped, excluding)
     limit = _PG_CANDIDATES if vendor == "postgresql" else 1
     return " UNION ALL ".join(
-        f"SELECT id FROM (SELECT {_TABLE}.id FROM {_TABLE} WHERE {filters} "  # noqa: S608
+        f"SELECT * FROM (SELECT {_TABLE}.id, {_TABLE}.priority, {_TABLE}.created_at "  # noqa: S608
+        f"FROM {_TABLE} WHERE {filters} "
         + (f"AND {route_sql(vendor)} " if rest else "")
         + f"AND {part} ORDER BY {order} LIMIT {limit}) AS part{n}"
         for n, (part, rest) in enumerate(route_parts(vendor, runtime, labels))
@@ -245,7 +251,7 @@ DISPATCH_ORDER: dict[str, str] = {
     "topological": "created_at, id",
     "fifo": "created_at, id",
     "priority": "priority DESC, created_at, id",
-}
+}  # each key a column of the tasks row (the pick orders its candidates by them)
 
 
 def claim_next_statement(
