@@ -131,6 +131,12 @@ def apply_usage(row: ExecutionProcess, usage: Usage, at: dt.datetime) -> list[Bu
     )
     task = Task.objects.only("id", "team_id", "metadata", "parent_task_id").get(pk=row.task_id)
     chain = [task.id, *_ancestors(task.id)]
+    # The budgets are locked before any event is written, in the order a claim
+    # takes them (budgets, then its team's event sequence). The other way round a
+    # report and a covered claim each held what the other waited for: PostgreSQL
+    # broke the deadlock after a second, two in a row outlasted the write budget,
+    # and the report's failure took its run down.
+    budgets = list(_covering(task, row.agent_id, chain).select_for_update().order_by("id"))
     if cents or tokens:
         Task.objects.filter(pk=task.id).update(
             cost_tokens=F("cost_tokens") + tokens,
@@ -148,7 +154,7 @@ def apply_usage(row: ExecutionProcess, usage: Usage, at: dt.datetime) -> list[Bu
         for changed in Task.objects.filter(pk__in=chain):
             record_event(changed, "cost_changed", prev_status=changed.status)
     paused = []
-    for budget in _covering(task, row.agent_id, chain).select_for_update().order_by("id"):
+    for budget in budgets:
         _roll_window(budget, at)
         if cents:
             budget.spent_millicents += cents
