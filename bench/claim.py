@@ -42,7 +42,9 @@ finish what they take (claim-next, then complete), so a limit of one holds:
 * ``plain``: an id the registry does not know, over unrouted tasks — no agent row
   is read or locked, no limit counted;
 * ``routed``: registered agents (four label/runtime profiles, ``max_concurrent``
-  1, their rows locked ``FOR UPDATE`` on PostgreSQL) over tasks with mixed routes.
+  1, their rows locked ``FOR UPDATE`` on PostgreSQL) over tasks with mixed routes;
+* ``governed``: ``routed``, and a cap budget over the team far from its limit
+  covers every claim (the agents have a default run ceiling).
 
 Only the time inside ``claim_next`` is counted: the figure is claims per second of
 claim-next time, per process, summed; ABBA rounds, medians, target routed ≥ 0.8×
@@ -80,7 +82,11 @@ from bench.benchdb import SQLITE_PRAGMAS, BenchDB, pg_answers  # noqa: E402
 
 RESULTS = HERE / "results" / "claim.json"
 IMPLS = ("board", "raw", "raw_event", "django_q2")
-ROUTE_IMPLS = ("plain", "routed")
+ROUTE_IMPLS = ("plain", "routed", "governed")
+# The governed loop's cap budget (team scope, far from its limit) and its agents'
+# default run ceiling: a cap admits a run only with a known ceiling.
+GOVERNED_CAP_CENTS = 10**9
+GOVERNED_CEILING_CENTS = 100
 TARGET_ROUTED = 0.8  # routed / plain claim-next, every cell
 ROUTES_RESULTS = HERE / "results" / "claim_routes.json"
 # The routed loop's agents (by worker index, mod 4) and the routes its tasks carry
@@ -225,8 +231,9 @@ def board_claim_loop(agent: str) -> Any:
 CLAIM_SECONDS = [0.0]
 
 
-def board_cycle_loop(agent: str, routed: bool) -> Any:
-    """claim_next, then complete what it took (the complete is not timed)."""
+def board_cycle_loop(agent: str, routed: bool, governed: bool = False) -> Any:
+    """claim_next, then complete what it took (the complete is not timed). Governed:
+    routed, and a cap budget covers every claim (its agents have a run ceiling)."""
     import django
 
     django.setup()
@@ -242,9 +249,11 @@ def board_cycle_loop(agent: str, routed: bool) -> Any:
     if routed:
         runtime, labels = ROUTE_AGENTS[int(agent.rsplit("w", 1)[1]) % len(ROUTE_AGENTS)]
         if registered is None:
+            settings = {"max_run_cents": GOVERNED_CEILING_CENTS} if governed else None
             registry.create_agent(
-                id=agent, display_name=agent, team="default", runtime=runtime, labels=labels
-            )
+                id=agent, display_name=agent, team="default", runtime=runtime, labels=labels,
+                settings=settings,
+            )  # fmt: skip
         registered = Agent.objects.get(pk=agent)
         # What the loop names: a registered agent under its limit of one, its route.
         assert (registered.runtime, registered.labels, registered.max_concurrent) == (
@@ -332,7 +341,7 @@ def worker(impl: str, args: argparse.Namespace) -> dict[str, Any]:
     if impl == "board":
         take = board_claim_loop(args.agent)
     elif impl in ROUTE_IMPLS:
-        take = board_cycle_loop(args.agent, routed=impl == "routed")
+        take = board_cycle_loop(args.agent, routed=impl != "plain", governed=impl == "governed")
     elif impl == "django_q2":
         take = django_q2_loop()
     else:
@@ -405,11 +414,38 @@ def route_tasks(db: BenchDB, count: int) -> None:
         conn.close()
 
 
+def clear_budgets(db: BenchDB) -> None:
+    conn = db.connect()
+    try:
+        conn.execute("DELETE FROM budgets")
+        if db.backend == "sqlite":
+            conn.commit()
+    finally:
+        conn.close()
+
+
+def create_cap_budget() -> None:
+    """The governed loop's cap budget over the team, far from its limit."""
+    import django
+
+    django.setup()
+    from board.store import spend
+
+    spend.create_budget(
+        "default",
+        {"scope": "team", "scope_id": "default", "window": "month",
+         "limit_cents": GOVERNED_CAP_CENTS, "mode": "cap"},
+    )  # fmt: skip
+
+
 def run_one(db: BenchDB, impl: str, procs: int, seconds: float, tasks: int) -> dict[str, Any]:
     """One timed run of ``impl`` on freshly seeded data (``tasks`` tasks, or messages)."""
     seed_tasks(db, 0 if impl == "django_q2" else tasks)
-    if impl == "routed":
+    if impl in ("routed", "governed"):
         route_tasks(db, tasks)
+    clear_budgets(db)  # only the governed loop's claims are covered by one
+    if impl == "governed":
+        subprocess.run([sys.executable, __file__, "--cap-budget"], env=db.env, check=True)
     if impl == "django_q2":
         subprocess.run([sys.executable, __file__, "--enqueue", str(tasks)], env=db.env, check=True)
     # A fresh barrier per run: a worker that found an old one would start at once.
@@ -438,7 +474,7 @@ def run_one(db: BenchDB, impl: str, procs: int, seconds: float, tasks: int) -> d
     elapsed = max(r["end"] for r in results) - start
     if done >= tasks:
         print(f"  warning: {impl} drained all {tasks}; raise --tasks", file=sys.stderr)
-    elif impl not in ("django_q2", "routed") and any(r["ran_dry"] for r in results):
+    elif impl not in ("django_q2", "routed", "governed") and any(r["ran_dry"] for r in results):
         # A loop that found nothing while work was left measured no claims (every
         # task is anyone's here; the routed loop's may be routed to no worker of it).
         raise RuntimeError(f"a {impl} worker found nothing to claim with {tasks - done} left")
@@ -463,10 +499,15 @@ def measure_routes(db: BenchDB, procs: int, args: argparse.Namespace) -> dict[st
     for r in range(args.rounds):
         for impl in ROUTE_IMPLS if r % 2 == 0 else reversed(ROUTE_IMPLS):
             runs[impl].append(run_one(db, impl, procs, args.seconds, args.tasks))
-    pairs = zip(runs["routed"], runs["plain"], strict=True)
-    ratio = statistics.median(
-        a["claims_per_claim_s"] / max(b["claims_per_claim_s"], 1) for a, b in pairs
-    )
+
+    def ratio(impl: str) -> float:
+        pairs = zip(runs[impl], runs["plain"], strict=True)
+        return round(
+            statistics.median(
+                a["claims_per_claim_s"] / max(b["claims_per_claim_s"], 1) for a, b in pairs
+            ),
+            2,
+        )
 
     def median(impl: str) -> dict[str, Any]:
         ordered = sorted(runs[impl], key=lambda run: run["claims_per_claim_s"])
@@ -480,7 +521,9 @@ def measure_routes(db: BenchDB, procs: int, args: argparse.Namespace) -> dict[st
         "procs": procs,
         "plain": median("plain"),
         "routed": median("routed"),
-        "routed_over_plain": round(ratio, 2),
+        "governed": median("governed"),
+        "routed_over_plain": ratio("routed"),
+        "governed_over_plain": ratio("governed"),
     }
 
 
@@ -495,14 +538,20 @@ def routes_section(backends: list[str], args: argparse.Namespace) -> int:
                 print(
                     f"{backend:<11} {n:>5} plain {row['plain']['claims_per_claim_s']:>8}/s "
                     f"routed {row['routed']['claims_per_claim_s']:>8}/s "
+                    f"governed {row['governed']['claims_per_claim_s']:>8}/s "
                     f"routed/plain {row['routed_over_plain']:.2f} "
-                    f"(cycles done: {row['plain']['done']} / {row['routed']['done']})"
+                    f"governed/plain {row['governed_over_plain']:.2f} "
+                    f"(cycles done: {row['plain']['done']} / {row['routed']['done']} / "
+                    f"{row['governed']['done']})"
                 )
         finally:
             db.drop()
-    met = bool(rows) and all(r["routed_over_plain"] >= TARGET_ROUTED for r in rows)
+    met = bool(rows) and all(
+        min(r["routed_over_plain"], r["governed_over_plain"]) >= TARGET_ROUTED for r in rows
+    )
     print(
-        f"routed >= {TARGET_ROUTED}x plain claim-next in every cell: {'met' if met else 'MISSED'}"
+        f"routed and governed >= {TARGET_ROUTED}x plain claim-next in every cell: "
+        f"{'met' if met else 'MISSED'}"
     )
     report = {"seconds_per_run": args.seconds, "rounds": args.rounds, "tasks": args.tasks,
               "cpus": os.cpu_count(), "target_routed_over_plain": TARGET_ROUTED,
@@ -730,10 +779,13 @@ def time_elsewhere(count: int) -> dict[str, Any]:
             labels=["ssd"],
         )  # fmt: skip
 
+    cpu = [0.0]
+
     def one() -> float:
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         result = store.claim_next(ELSEWHERE_AGENT)
         took = time.perf_counter() - began
+        cpu[0] += time.process_time() - began_cpu
         if result is None or not result.ok or result.task is None:
             raise SystemExit(f"claim-next took nothing: {result}")
         if not result.task.id.startswith("m"):
@@ -743,6 +795,7 @@ def time_elsewhere(count: int) -> dict[str, Any]:
 
     for _ in range(20):  # warm up: connection, statement caches, imports
         one()
+    cpu[0] = 0.0
     times = sorted(one() for _ in range(count))
     vendor = connection.vendor
     claimer = claims._gate(ELSEWHERE_AGENT, None)
@@ -759,6 +812,8 @@ def time_elsewhere(count: int) -> dict[str, Any]:
         "p50_ms": round(times[len(times) // 2], 3),
         "p90_ms": round(times[int(len(times) * 0.9)], 3),
         "per_sec": round(count / (sum(times) / 1000)),
+        # The claiming process's own CPU per claim (no waits on the disk or server).
+        "cpu_us": round(cpu[0] / count * 1e6),
         "plan": plan,
     }
 
@@ -784,9 +839,9 @@ def elsewhere(backend: str, claims: int, rounds: int) -> dict[str, Any]:
     finally:
         for db in dbs.values():
             db.drop()
-    ratios = [
-        b["p50_ms"] / a["p50_ms"] for a, b in zip(runs["none"], runs["elsewhere"], strict=True)
-    ]
+    pairs = list(zip(runs["none"], runs["elsewhere"], strict=True))
+    ratios = [b["p50_ms"] / a["p50_ms"] for a, b in pairs]
+    cpu_ratios = [b["cpu_us"] / max(a["cpu_us"], 1) for a, b in pairs]
     return {
         "backend": backend,
         "claims_per_run": claims,
@@ -798,6 +853,7 @@ def elsewhere(backend: str, claims: int, rounds: int) -> dict[str, Any]:
             for name in sizes
         },  # fmt: skip
         "elsewhere_over_none": round(statistics.median(ratios), 2),
+        "cpu_elsewhere_over_none": round(statistics.median(cpu_ratios), 2),
     }
 
 
@@ -809,7 +865,8 @@ def elsewhere_section(backends: list[str], args: argparse.Namespace) -> list[dic
         print(
             f"{backend:<11} claim_next p50 with none {row['none']['p50_ms']} ms, with "
             f"{ELSEWHERE_TASKS:,} older routed elsewhere {row['elsewhere']['p50_ms']} ms: "
-            f"{row['elsewhere_over_none']:.2f}x"
+            f"{row['elsewhere_over_none']:.2f}x (CPU per claim {row['none']['cpu_us']} / "
+            f"{row['elsewhere']['cpu_us']} µs: {row['cpu_elsewhere_over_none']:.2f}x)"
         )
         for line in row["elsewhere"]["plan"].splitlines():
             print(f"    {line}")
@@ -868,6 +925,7 @@ def main() -> int:
     )
     parser.add_argument("--elsewhere-claims", type=int, default=400)
     parser.add_argument("--time-elsewhere", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--cap-budget", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", choices=IMPLS + ROUTE_IMPLS, help=argparse.SUPPRESS)
     parser.add_argument("--enqueue", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--time-claims", type=int, help=argparse.SUPPRESS)
@@ -883,6 +941,9 @@ def main() -> int:
         return 0
     if args.time_claims is not None:
         print(json.dumps(time_claims(args.time_claims)), flush=True)
+        return 0
+    if args.cap_budget:
+        create_cap_budget()
         return 0
     if args.time_elsewhere is not None:
         print(json.dumps(time_elsewhere(args.time_elsewhere)), flush=True)

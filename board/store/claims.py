@@ -20,10 +20,12 @@ SQLite, so the whole of it runs under the database's write lock):
    elsewhere;
 4. the ``claimed`` event, in the same transaction, delivered after commit.
 
-Before step 3, a claim that a ``cap`` budget covers locks that budget's row (on
-PostgreSQL ``FOR UPDATE``) and is admitted only if the budget's spend plus the
-headroom of the runs in flight in its scope leaves room under the limit
-(:mod:`board.store.spend`): such claims take turns on every host. Whether any cap
+Before step 3, a claim that a ``cap`` budget covers is admitted only if the
+budget's spend plus the headroom of the runs in flight in its scope leaves room
+under the limit (:mod:`board.store.spend`). Far from the limit such claims go side
+by side, each in one of the budget's lanes; near it they take turns on every host,
+holding the budget's row ``FOR UPDATE`` and all its lanes (:mod:`board.store.
+cap_lanes`; :func:`_admitted` re-runs a claim that came too near). Whether any cap
 budget could cover the claim is read in step 1, with the agent: with none (most
 boards), the spend module is not consulted at all.
 
@@ -61,6 +63,7 @@ from board.models import Budget, BudgetMode, BudgetScope, ExecutionStatus, Task
 from board.store import spend
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.approvals import blocks_claim
+from board.store.cap_lanes import Admission, TakeTurns
 from board.store.executions import close_run_leaving
 from board.store.moves import clear_claim, move
 from board.store.ready import (
@@ -648,7 +651,7 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
     span = checks.check_lease_ms(lease_ms)
     sql = _CLAIM_ONE_SQL[connection.vendor]
 
-    def run() -> Task | _Refusal:
+    def run(admission: Admission) -> Task | _Refusal:
         claimer = _gate(agent, rt)
         _release_lapsed_first(task_id)
         limit = None if claimer.paused else _over_limit(claimer)
@@ -656,20 +659,31 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
         found = Task.objects.filter(pk=task_id).first()
         if found is not None and claimer.paused is None and claimer.caps:
             try:
-                spend.cap_refusal(found, agent)
+                spend.cap_refusal(found, agent, admission)
             except BudgetPaused as paused:
                 budget = paused
         if claimer.paused is None and limit is None and budget is None:
             params = [*_set_params(agent, rt, span), task_id, claimer.team_id, *claimer.route()]
             task = _claim_row(sql, params)
             if task is not None:
+                spend.confirm_admission(admission, task, agent)
                 return task
         return _diagnose(task_id, claimer, _Blocks(limit, budget))
 
-    outcome = storage.write(run)
+    outcome = _admitted(run)
     if isinstance(outcome, _Refusal):
         return ClaimResult(outcome.code, detail=outcome.detail, refusal=outcome.error)
     return _claimed(outcome)
+
+
+def _admitted(run: Callable[[Admission], Any]) -> Any:
+    """Run a claim's transaction side by side with the other claims its cap budgets
+    cover; again taking turns if it came too near a limit for that
+    (:mod:`board.store.cap_lanes`)."""
+    try:
+        return storage.write(run, Admission(turns=False))
+    except TakeTurns:
+        return storage.write(run, Admission(turns=True))
 
 
 def _claimed(task: Task) -> ClaimResult:
@@ -707,7 +721,7 @@ def claim_next(
     vendor = connection.vendor
     labelled = [label, None if label is None else label_param(vendor, label)]
 
-    def run() -> Task | _Refusal | None:
+    def run(admission: Admission) -> Task | _Refusal | None:
         claimer = _gate(agent, rt)
         if claimer.paused is not None:
             return _Refusal(AgentPaused.code, claimer.paused)
@@ -724,7 +738,7 @@ def claim_next(
         # teams refuses (BudgetPaused); over some teams, trees or routines, their
         # tasks are passed over.
         try:
-            passed = spend.cap_exclusions(agent, scope) if claimer.caps else None
+            passed = spend.cap_exclusions(agent, scope, admission) if claimer.caps else None
         except BudgetPaused as paused:
             return _Refusal(BudgetPaused.code, paused.detail, paused)
         scoped = scope if passed is None else passed.teams
@@ -738,9 +752,11 @@ def claim_next(
             held = _held_back(vendor, agent, scoped, excluded, binds)
             if held is not None:
                 return held
+        if claimed is not None and claimer.caps:
+            spend.confirm_admission(admission, claimed, agent)
         return claimed
 
-    outcome = storage.write(run)
+    outcome = _admitted(run)
     if outcome is None:
         return None
     if isinstance(outcome, _Refusal):
