@@ -42,14 +42,23 @@ finish what they take (claim-next, then complete), so a limit of one holds:
 * ``plain``: an id the registry does not know, over unrouted tasks — no agent row
   is read or locked, no limit counted;
 * ``routed``: registered agents (four label/runtime profiles, ``max_concurrent``
-  1, their rows locked ``FOR UPDATE`` on PostgreSQL) over tasks with mixed routes.
+  1, their rows locked ``FOR UPDATE`` on PostgreSQL) over tasks with mixed routes;
+* ``governed``: ``routed``, and a cap budget over the team far from its limit
+  covers every claim (the agents have a default run ceiling).
 
 Only the time inside ``claim_next`` is counted: the figure is claims per second of
 claim-next time, per process, summed; ABBA rounds, medians, target routed ≥ 0.8×
 plain in every cell.
 
+Routed elsewhere (``--routes`` runs it too, ``--elsewhere`` only it). One process,
+a registered agent (runtime ``command``, label ``ssd``) claims and completes its
+work; only ``claim_next`` is timed. Two databases, timed in ABBA rounds: ``none``
+holds only its work; ``elsewhere`` holds the same work behind 20,000 older ready
+tasks routed to others (a third each to another runtime, another agent, a label it
+lacks). Target: the claim's p50 with them ≤ 1.2× without (median of the rounds).
+
 Prints the tables and writes ``bench/results/claim.json`` (``claim_routes.json``
-with ``--routes``).
+with ``--routes``, ``claim_elsewhere.json`` with ``--elsewhere``).
 """
 
 from __future__ import annotations
@@ -73,7 +82,11 @@ from bench.benchdb import SQLITE_PRAGMAS, BenchDB, pg_answers  # noqa: E402
 
 RESULTS = HERE / "results" / "claim.json"
 IMPLS = ("board", "raw", "raw_event", "django_q2")
-ROUTE_IMPLS = ("plain", "routed")
+ROUTE_IMPLS = ("plain", "routed", "governed")
+# The governed loop's cap budget (team scope, far from its limit) and its agents'
+# default run ceiling: a cap admits a run only with a known ceiling.
+GOVERNED_CAP_CENTS = 10**9
+GOVERNED_CEILING_CENTS = 100
 TARGET_ROUTED = 0.8  # routed / plain claim-next, every cell
 ROUTES_RESULTS = HERE / "results" / "claim_routes.json"
 # The routed loop's agents (by worker index, mod 4) and the routes its tasks carry
@@ -92,6 +105,16 @@ TASK_ROUTES = (
     ("route_labels", '["gpu", "ssd"]'),
     ("route_runtime", "claude-code"),
     None,
+)
+ELSEWHERE_TASKS = 20_000
+ELSEWHERE_MINE = 4_000  # the claimer's own work (unrouted), newer than the rest
+TARGET_ELSEWHERE = 1.2  # p50 with 20,000 routed elsewhere / p50 with none
+ELSEWHERE_RESULTS = HERE / "results" / "claim_elsewhere.json"
+# The routes the 20,000 carry, in turn: none of them the claimer's.
+ELSEWHERE_ROUTES = (
+    ("route_runtime", "codex"),
+    ("route_agent_id", "someone-else"),
+    ("route_labels", '["gpu"]'),
 )
 HEADINGS = {"board": "board/s", "raw": "raw/s", "raw_event": "raw+event/s",
             "django_q2": "django-q2/s"}  # fmt: skip
@@ -208,8 +231,9 @@ def board_claim_loop(agent: str) -> Any:
 CLAIM_SECONDS = [0.0]
 
 
-def board_cycle_loop(agent: str, routed: bool) -> Any:
-    """claim_next, then complete what it took (the complete is not timed)."""
+def board_cycle_loop(agent: str, routed: bool, governed: bool = False) -> Any:
+    """claim_next, then complete what it took (the complete is not timed). Governed:
+    routed, and a cap budget covers every claim (its agents have a run ceiling)."""
     import django
 
     django.setup()
@@ -225,9 +249,11 @@ def board_cycle_loop(agent: str, routed: bool) -> Any:
     if routed:
         runtime, labels = ROUTE_AGENTS[int(agent.rsplit("w", 1)[1]) % len(ROUTE_AGENTS)]
         if registered is None:
+            settings = {"max_run_cents": GOVERNED_CEILING_CENTS} if governed else None
             registry.create_agent(
-                id=agent, display_name=agent, team="default", runtime=runtime, labels=labels
-            )
+                id=agent, display_name=agent, team="default", runtime=runtime, labels=labels,
+                settings=settings,
+            )  # fmt: skip
         registered = Agent.objects.get(pk=agent)
         # What the loop names: a registered agent under its limit of one, its route.
         assert (registered.runtime, registered.labels, registered.max_concurrent) == (
@@ -315,7 +341,7 @@ def worker(impl: str, args: argparse.Namespace) -> dict[str, Any]:
     if impl == "board":
         take = board_claim_loop(args.agent)
     elif impl in ROUTE_IMPLS:
-        take = board_cycle_loop(args.agent, routed=impl == "routed")
+        take = board_cycle_loop(args.agent, routed=impl != "plain", governed=impl == "governed")
     elif impl == "django_q2":
         take = django_q2_loop()
     else:
@@ -388,11 +414,38 @@ def route_tasks(db: BenchDB, count: int) -> None:
         conn.close()
 
 
+def clear_budgets(db: BenchDB) -> None:
+    conn = db.connect()
+    try:
+        conn.execute("DELETE FROM budgets")
+        if db.backend == "sqlite":
+            conn.commit()
+    finally:
+        conn.close()
+
+
+def create_cap_budget() -> None:
+    """The governed loop's cap budget over the team, far from its limit."""
+    import django
+
+    django.setup()
+    from board.store import spend
+
+    spend.create_budget(
+        "default",
+        {"scope": "team", "scope_id": "default", "window": "month",
+         "limit_cents": GOVERNED_CAP_CENTS, "mode": "cap"},
+    )  # fmt: skip
+
+
 def run_one(db: BenchDB, impl: str, procs: int, seconds: float, tasks: int) -> dict[str, Any]:
     """One timed run of ``impl`` on freshly seeded data (``tasks`` tasks, or messages)."""
     seed_tasks(db, 0 if impl == "django_q2" else tasks)
-    if impl == "routed":
+    if impl in ("routed", "governed"):
         route_tasks(db, tasks)
+    clear_budgets(db)  # only the governed loop's claims are covered by one
+    if impl == "governed":
+        subprocess.run([sys.executable, __file__, "--cap-budget"], env=db.env, check=True)
     if impl == "django_q2":
         subprocess.run([sys.executable, __file__, "--enqueue", str(tasks)], env=db.env, check=True)
     # A fresh barrier per run: a worker that found an old one would start at once.
@@ -421,7 +474,7 @@ def run_one(db: BenchDB, impl: str, procs: int, seconds: float, tasks: int) -> d
     elapsed = max(r["end"] for r in results) - start
     if done >= tasks:
         print(f"  warning: {impl} drained all {tasks}; raise --tasks", file=sys.stderr)
-    elif impl not in ("django_q2", "routed") and any(r["ran_dry"] for r in results):
+    elif impl not in ("django_q2", "routed", "governed") and any(r["ran_dry"] for r in results):
         # A loop that found nothing while work was left measured no claims (every
         # task is anyone's here; the routed loop's may be routed to no worker of it).
         raise RuntimeError(f"a {impl} worker found nothing to claim with {tasks - done} left")
@@ -446,10 +499,15 @@ def measure_routes(db: BenchDB, procs: int, args: argparse.Namespace) -> dict[st
     for r in range(args.rounds):
         for impl in ROUTE_IMPLS if r % 2 == 0 else reversed(ROUTE_IMPLS):
             runs[impl].append(run_one(db, impl, procs, args.seconds, args.tasks))
-    pairs = zip(runs["routed"], runs["plain"], strict=True)
-    ratio = statistics.median(
-        a["claims_per_claim_s"] / max(b["claims_per_claim_s"], 1) for a, b in pairs
-    )
+
+    def ratio(impl: str) -> float:
+        pairs = zip(runs[impl], runs["plain"], strict=True)
+        return round(
+            statistics.median(
+                a["claims_per_claim_s"] / max(b["claims_per_claim_s"], 1) for a, b in pairs
+            ),
+            2,
+        )
 
     def median(impl: str) -> dict[str, Any]:
         ordered = sorted(runs[impl], key=lambda run: run["claims_per_claim_s"])
@@ -463,7 +521,9 @@ def measure_routes(db: BenchDB, procs: int, args: argparse.Namespace) -> dict[st
         "procs": procs,
         "plain": median("plain"),
         "routed": median("routed"),
-        "routed_over_plain": round(ratio, 2),
+        "governed": median("governed"),
+        "routed_over_plain": ratio("routed"),
+        "governed_over_plain": ratio("governed"),
     }
 
 
@@ -478,14 +538,20 @@ def routes_section(backends: list[str], args: argparse.Namespace) -> int:
                 print(
                     f"{backend:<11} {n:>5} plain {row['plain']['claims_per_claim_s']:>8}/s "
                     f"routed {row['routed']['claims_per_claim_s']:>8}/s "
+                    f"governed {row['governed']['claims_per_claim_s']:>8}/s "
                     f"routed/plain {row['routed_over_plain']:.2f} "
-                    f"(cycles done: {row['plain']['done']} / {row['routed']['done']})"
+                    f"governed/plain {row['governed_over_plain']:.2f} "
+                    f"(cycles done: {row['plain']['done']} / {row['routed']['done']} / "
+                    f"{row['governed']['done']})"
                 )
         finally:
             db.drop()
-    met = bool(rows) and all(r["routed_over_plain"] >= TARGET_ROUTED for r in rows)
+    met = bool(rows) and all(
+        min(r["routed_over_plain"], r["governed_over_plain"]) >= TARGET_ROUTED for r in rows
+    )
     print(
-        f"routed >= {TARGET_ROUTED}x plain claim-next in every cell: {'met' if met else 'MISSED'}"
+        f"routed and governed >= {TARGET_ROUTED}x plain claim-next in every cell: "
+        f"{'met' if met else 'MISSED'}"
     )
     report = {"seconds_per_run": args.seconds, "rounds": args.rounds, "tasks": args.tasks,
               "cpus": os.cpu_count(), "target_routed_over_plain": TARGET_ROUTED,
@@ -558,31 +624,24 @@ def plans() -> dict[str, str]:
     its claim-next statement (the candidate pick inside it) for the topological
     order over every team, over one team, and for the priority order; and the
     lapse probe."""
-    import json as json_
-
     from django.db import connection
 
     from board.store import claims
 
     vendor = connection.vendor
     at = connection.ops.adapt_datetimefield_value(dt.datetime.now(dt.UTC))
-    claim = [*claims._set_params("bench", None, LEASE_MS)]
-    # No label, then an unregistered claimer's route (agent, runtime, labels).
-    no_label = [None, None, *claims.Claimer("bench", None, []).route()]
-    team = [["default"] if vendor == "postgresql" else json_.dumps(["default"])]
+    claim = claims._set_params("bench", None, LEASE_MS)
+    claimer = claims.Claimer("bench", None, [])  # an id the registry does not know
+
+    def statement(dispatcher: str, teams: list[str] | None) -> tuple[str, list[Any]]:
+        return claims.claim_next_statement(
+            vendor, dispatcher, claimer, set_params=claim, teams=teams, excluded=[], label=None
+        )
+
     statements = {
-        "claim_next (topological)": (
-            claims._CLAIM_NEXT_SQL[vendor, "topological", False, False],
-            [*claim, *no_label],
-        ),
-        "claim_next (topological, team)": (
-            claims._CLAIM_NEXT_SQL[vendor, "topological", True, False],
-            [*claim, *team, *no_label],
-        ),
-        "claim_next (priority)": (
-            claims._CLAIM_NEXT_SQL[vendor, "priority", False, False],
-            [*claim, *no_label],
-        ),
+        "claim_next (topological)": statement("topological", None),
+        "claim_next (topological, team)": statement("topological", ["default"]),
+        "claim_next (priority)": statement("priority", None),
         "lapse probe": (f"{claims._ANY_LAPSED_SQL} LIMIT 1", [at]),
     }
     explain = "EXPLAIN QUERY PLAN" if vendor == "sqlite" else "EXPLAIN"
@@ -658,6 +717,169 @@ def scale(backend: str, claims: int, rounds: int) -> dict[str, Any]:
     return result
 
 
+# --- routed elsewhere: a claim's cost beside 20,000 tasks it may not take ---------------
+
+
+def seed_elsewhere(db: BenchDB, elsewhere: int, mine: int) -> None:
+    """``elsewhere`` ready tasks routed to others (ELSEWHERE_ROUTES in turn), then
+    ``mine`` newer unrouted ones. On SQLite without planner statistics, as the
+    board's own databases are."""
+    db.reset()
+    base = dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)
+    rows = [
+        db.task_row(f"e{i:07d}", base + dt.timedelta(microseconds=10 * i)) for i in range(elsewhere)
+    ]
+    later = base + dt.timedelta(hours=1)
+    rows += [
+        db.task_row(f"m{i:07d}", later + dt.timedelta(microseconds=10 * i)) for i in range(mine)
+    ]
+    db.insert_tasks(rows)
+    conn = db.connect()
+    try:
+        p = "?" if db.backend == "sqlite" else "%s"
+        for n, (column, value) in enumerate(ELSEWHERE_ROUTES):
+            cast = "::jsonb" if db.backend != "sqlite" and column == "route_labels" else ""
+            ids = [f"e{i:07d}" for i in range(n, elsewhere, len(ELSEWHERE_ROUTES))]
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ", ".join(p for _ in chunk)
+                conn.execute(
+                    f"UPDATE tasks SET {column} = {p}{cast} WHERE id IN ({marks})",  # noqa: S608
+                    [value, *chunk],
+                )
+        if db.backend == "sqlite":
+            conn.commit()
+            conn.execute("DELETE FROM sqlite_stat1")  # the board never runs ANALYZE
+            conn.commit()
+        else:
+            conn.execute("ANALYZE tasks")
+    finally:
+        conn.close()
+
+
+ELSEWHERE_AGENT = "elsewhere-w0"
+
+
+def time_elsewhere(count: int) -> dict[str, Any]:
+    """In a worker: register the claimer (once), then ``count`` claim_next calls timed
+    one by one, each claim completed untimed. Also the claim statement's plan."""
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from board import store
+    from board.store import claims
+    from core import registry
+    from core.models import Agent
+
+    if not Agent.objects.filter(pk=ELSEWHERE_AGENT).exists():
+        registry.create_agent(
+            id=ELSEWHERE_AGENT, display_name="bench", team="default", runtime="command",
+            labels=["ssd"],
+        )  # fmt: skip
+
+    cpu = [0.0]
+
+    def one() -> float:
+        began, began_cpu = time.perf_counter(), time.process_time()
+        result = store.claim_next(ELSEWHERE_AGENT)
+        took = time.perf_counter() - began
+        cpu[0] += time.process_time() - began_cpu
+        if result is None or not result.ok or result.task is None:
+            raise SystemExit(f"claim-next took nothing: {result}")
+        if not result.task.id.startswith("m"):
+            raise SystemExit(f"claimed {result.task.id}, routed elsewhere")
+        store.complete(result.task.id, None, ticket=result.ticket)
+        return took * 1000
+
+    for _ in range(20):  # warm up: connection, statement caches, imports
+        one()
+    cpu[0] = 0.0
+    times = sorted(one() for _ in range(count))
+    vendor = connection.vendor
+    claimer = claims._gate(ELSEWHERE_AGENT, None)
+    set_params = claims._set_params(ELSEWHERE_AGENT, None, LEASE_MS)
+    sql, params = claims.claim_next_statement(
+        vendor, "topological", claimer, set_params=set_params, teams=["default"], excluded=[],
+        label=None,
+    )  # fmt: skip
+    explain = "EXPLAIN QUERY PLAN" if vendor == "sqlite" else "EXPLAIN"
+    with connection.cursor() as cursor:
+        cursor.execute(f"{explain} {sql}", params)
+        plan = "\n".join(str(row[-1]) for row in cursor.fetchall())
+    return {
+        "p50_ms": round(times[len(times) // 2], 3),
+        "p90_ms": round(times[int(len(times) * 0.9)], 3),
+        "per_sec": round(count / (sum(times) / 1000)),
+        # The claiming process's own CPU per claim (no waits on the disk or server).
+        "cpu_us": round(cpu[0] / count * 1e6),
+        "plan": plan,
+    }
+
+
+def elsewhere(backend: str, claims: int, rounds: int) -> dict[str, Any]:
+    """One backend: the claim's p50 with 20,000 older tasks routed elsewhere over its
+    p50 with none, per ABBA round; the median round."""
+    sizes = {"none": 0, "elsewhere": ELSEWHERE_TASKS}
+    dbs = {name: BenchDB(backend, tag=f"_{name}") for name in sizes}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sizes}
+    try:
+        for name, db in dbs.items():
+            seed_elsewhere(db, sizes[name], ELSEWHERE_MINE)
+        for r in range(rounds):
+            for name in sizes if r % 2 == 0 else reversed(list(sizes)):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--time-elsewhere", str(claims)],
+                    env=dbs[name].env, capture_output=True, text=True,
+                )  # fmt: skip
+                if out.returncode:
+                    raise RuntimeError(f"{backend} {name}: {out.stderr[-2000:]}")
+                runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    finally:
+        for db in dbs.values():
+            db.drop()
+    pairs = list(zip(runs["none"], runs["elsewhere"], strict=True))
+    ratios = [b["p50_ms"] / a["p50_ms"] for a, b in pairs]
+    cpu_ratios = [b["cpu_us"] / max(a["cpu_us"], 1) for a, b in pairs]
+    return {
+        "backend": backend,
+        "claims_per_run": claims,
+        **{
+            name: {
+                **sorted(runs[name], key=lambda x: x["p50_ms"])[len(runs[name]) // 2],
+                "rounds_p50_ms": [x["p50_ms"] for x in runs[name]],
+            }
+            for name in sizes
+        },  # fmt: skip
+        "elsewhere_over_none": round(statistics.median(ratios), 2),
+        "cpu_elsewhere_over_none": round(statistics.median(cpu_ratios), 2),
+    }
+
+
+def elsewhere_section(backends: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for backend in backends:
+        row = elsewhere(backend, args.elsewhere_claims, args.scale_rounds)
+        rows.append(row)
+        print(
+            f"{backend:<11} claim_next p50 with none {row['none']['p50_ms']} ms, with "
+            f"{ELSEWHERE_TASKS:,} older routed elsewhere {row['elsewhere']['p50_ms']} ms: "
+            f"{row['elsewhere_over_none']:.2f}x (CPU per claim {row['none']['cpu_us']} / "
+            f"{row['elsewhere']['cpu_us']} µs: {row['cpu_elsewhere_over_none']:.2f}x)"
+        )
+        for line in row["elsewhere"]["plan"].splitlines():
+            print(f"    {line}")
+    met = bool(rows) and all(r["elsewhere_over_none"] <= TARGET_ELSEWHERE for r in rows)
+    print(f"routed elsewhere <= {TARGET_ELSEWHERE}x none: {'met' if met else 'MISSED'}")
+    report = {"tasks_elsewhere": ELSEWHERE_TASKS, "target": TARGET_ELSEWHERE, "rows": rows,
+              "met": met, "load_before": round(os.getloadavg()[0], 2)}  # fmt: skip
+    ELSEWHERE_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    ELSEWHERE_RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {ELSEWHERE_RESULTS.relative_to(HERE.parent)}")
+    return rows
+
+
 # --- the report ----------------------------------------------------------------------
 
 
@@ -698,6 +920,12 @@ def main() -> int:
     parser.add_argument("--scale-claims", type=int, default=1000)
     parser.add_argument("--scale-rounds", type=int, default=4, help="ABBA rounds at each size")
     parser.add_argument("--routes", action="store_true", help="only the routes-and-limits section")
+    parser.add_argument(
+        "--elsewhere", action="store_true", help="only the routed-elsewhere section"
+    )
+    parser.add_argument("--elsewhere-claims", type=int, default=400)
+    parser.add_argument("--time-elsewhere", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--cap-budget", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", choices=IMPLS + ROUTE_IMPLS, help=argparse.SUPPRESS)
     parser.add_argument("--enqueue", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--time-claims", type=int, help=argparse.SUPPRESS)
@@ -714,12 +942,22 @@ def main() -> int:
     if args.time_claims is not None:
         print(json.dumps(time_claims(args.time_claims)), flush=True)
         return 0
+    if args.cap_budget:
+        create_cap_budget()
+        return 0
+    if args.time_elsewhere is not None:
+        print(json.dumps(time_elsewhere(args.time_elsewhere)), flush=True)
+        return 0
 
     backends = [b for b in args.backends.split(",") if b]
     if "postgresql" in backends and not pg_answers():
         print("PostgreSQL does not answer; skipping it", file=sys.stderr)
         backends.remove("postgresql")
+    if args.elsewhere:
+        elsewhere_section(backends, args)
+        return 0
     if args.routes:
+        elsewhere_section(backends, args)
         return routes_section(backends, args)
     report: dict[str, Any] = {
         "seconds_per_run": args.seconds,

@@ -43,6 +43,34 @@ AWAITING_APPROVAL = (ApprovalState.REQUIRED, ApprovalState.EXPIRED)
 PROMOTABLE_VERDICTS = frozenset({Verdict.PASS})
 
 
+class FirstRouteLabel(models.Func):
+    """The first label a task's route asks for (``route_labels[0]``): the key of the
+    claim's index over label-routed tasks (:func:`board.store.ready.route_parts`).
+    A route's labels are all the claimer's, so the first is one of them."""
+
+    TEMPLATES = {
+        "sqlite": "json_extract(%(expressions)s, '$[0]')",
+        "postgresql": "(%(expressions)s ->> 0)",
+    }
+    output_field = models.CharField()
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(compiler, connection, template=self.TEMPLATES["sqlite"], **extra)
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(compiler, connection, template=self.TEMPLATES["postgresql"], **extra)
+
+
+# The todo rows each part of the claim's route lookup holds (board.store.ready.
+# route_parts): open to anyone, routed to an agent, else to a runtime, else to labels.
+_TODO_OPEN = Q(status="todo", route_agent_id=None, route_runtime=None, route_labels__isnull=True)
+_TODO_TO_AGENT = Q(status="todo", route_agent_id__isnull=False)
+_TODO_TO_RUNTIME = Q(status="todo", route_agent_id=None, route_runtime__isnull=False)
+_TODO_TO_LABELS = Q(
+    status="todo", route_agent_id=None, route_runtime=None, route_labels__isnull=False
+)
+
+
 class Task(models.Model):
     id = models.CharField(primary_key=True, max_length=128)
     team = models.ForeignKey("clawboo.Team", on_delete=models.PROTECT, related_name="tasks")
@@ -188,6 +216,43 @@ class Task(models.Model):
                 fields=["team", "unmet_deps", "created_at", "id"],
                 name="tasks_ready_team_idx",
                 condition=Q(status="todo"),
+            ),
+            # A claim's candidates, one ordered lookup per part of the routes it may
+            # take (board.store.ready.route_parts): the open tasks in each dispatch
+            # order (as above), and the tasks routed to its id, its runtime or one
+            # of its labels, so tasks routed to others are never walked.
+            models.Index(
+                fields=["unmet_deps", "created_at", "id"],
+                name="tasks_ready_open_fifo_idx",
+                condition=_TODO_OPEN,
+            ),
+            models.Index(
+                fields=["unmet_deps", "-priority", "created_at", "id"],
+                name="tasks_ready_open_prio_idx",
+                condition=_TODO_OPEN,
+            ),
+            models.Index(
+                fields=["team", "unmet_deps", "created_at", "id"],
+                name="tasks_ready_open_team_idx",
+                condition=_TODO_OPEN,
+            ),
+            models.Index(
+                fields=["route_agent_id", "unmet_deps", "created_at", "id"],
+                name="tasks_ready_to_agent_idx",
+                condition=_TODO_TO_AGENT,
+            ),
+            models.Index(
+                fields=["route_runtime", "unmet_deps", "created_at", "id"],
+                name="tasks_ready_to_runtime_idx",
+                condition=_TODO_TO_RUNTIME,
+            ),
+            models.Index(
+                FirstRouteLabel("route_labels"),
+                "unmet_deps",
+                "created_at",
+                "id",
+                name="tasks_ready_to_label_idx",
+                condition=_TODO_TO_LABELS,
             ),
             # The ready list's own order: priority desc, then newest first.
             models.Index(

@@ -50,7 +50,9 @@ def close(
     git_before: str | None = None,
     git_after: str | None = None,
 ) -> None:
-    """Close the run's execution with its outcome, final usage and output tail."""
+    """Close the run's execution with its outcome, final usage and output tail. With
+    no result (the claim was lost, or the executor failed around the run), the usage
+    the run streamed stands: it was spent, and the budgets over it counted it."""
     if run.execution_id is None:
         return
     usage = pricing.usage_of(result.usage).__dict__ if result is not None else {}
@@ -65,6 +67,7 @@ def close(
         error=error,
         log=(result.log_tail or "")[-LOG_TAIL:] if result else None,
         native_session_id=result.native_session_id if result else None,
+        final_usage=result is not None,
     )
 
 

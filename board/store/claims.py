@@ -20,10 +20,12 @@ SQLite, so the whole of it runs under the database's write lock):
    elsewhere;
 4. the ``claimed`` event, in the same transaction, delivered after commit.
 
-Before step 3, a claim that a ``cap`` budget covers locks that budget's row (on
-PostgreSQL ``FOR UPDATE``) and is admitted only if the budget's spend plus the
-headroom of the runs in flight in its scope leaves room under the limit
-(:mod:`board.store.spend`): such claims take turns on every host. Whether any cap
+Before step 3, a claim that a ``cap`` budget covers is admitted only if the
+budget's spend plus the headroom of the runs in flight in its scope leaves room
+under the limit (:mod:`board.store.spend`). Far from the limit such claims go side
+by side, each in one of the budget's lanes; near it they take turns on every host,
+holding the budget's row ``FOR UPDATE`` and all its lanes (:mod:`board.store.
+cap_lanes`; :func:`_write_claim` re-runs a claim that came too near). Whether any cap
 budget could cover the claim is read in step 1, with the agent: with none (most
 boards), the spend module is not consulted at all.
 
@@ -49,6 +51,7 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from django.db import connection
@@ -69,6 +72,7 @@ from board.repository import RunRepository, run_repository
 from board.store import scoping, spend
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.approvals import blocks_claim
+from board.store.cap_lanes import Admission, TakeTurns
 from board.store.executions import close_run_leaving
 from board.store.moves import clear_claim, move
 from board.store.ready import (
@@ -76,6 +80,8 @@ from board.store.ready import (
     label_param,
     label_sql,
     route_params,
+    route_part_keys,
+    route_parts,
     route_sql,
     routes_to,
 )
@@ -156,33 +162,101 @@ _CLAIM_ONE_SQL = {
 }
 
 
-def _claim_next_sql(vendor: str, order: str, scoped: bool, excluding: bool = False) -> str:
-    """claim_next(): the first ready, unassigned, approved task in ``order`` routed to
-    the claimer, picked in a subquery (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so
-    racers move on to the next task) and claimed under the guard. Binds: the SET
-    values, [the teams — a JSON array on SQLite, an array on PostgreSQL —], [the task
-    ids passed over (a paused budget's trees and routines), the same way], the label
-    (or None) twice, the route's three values."""
-    teams = ""
+# How many candidates each part of the route lookup offers the pick on PostgreSQL:
+# more than the racers that can hold one locked at once, so the pick nearly always
+# finds one unlocked; when it finds none, the claim looks again by the whole
+# predicate (_claim_next_fallback_sql) before it says nothing is ready.
+_PG_CANDIDATES = 16
+
+
+def _filters(vendor: str, scoped: bool, excluding: bool) -> str:
+    """The candidate's conditions besides its route. Binds: [the teams — a JSON array
+    on SQLite, an array on PostgreSQL —], [the task ids passed over (a paused
+    budget's trees and routines), the same way], the label (or None) twice."""
+    where = f"{READY_SQL} AND {_TABLE}.assignee_agent_id IS NULL AND {_APPROVED} "
     if scoped:
-        teams = (
+        where += (
             f"AND {_TABLE}.team_id = ANY(%s) "
             if vendor == "postgresql"
             else f"AND {_TABLE}.team_id IN (SELECT value FROM json_each(%s)) "  # noqa: S608
         )
     if excluding:
-        teams += (
+        where += (
             f"AND {_TABLE}.id <> ALL(%s) "
             if vendor == "postgresql"
             else f"AND {_TABLE}.id NOT IN (SELECT value FROM json_each(%s)) "  # noqa: S608
         )
     no_label = "%s::text IS NULL" if vendor == "postgresql" else "%s IS NULL"
-    lock = " FOR UPDATE SKIP LOCKED" if vendor == "postgresql" else ""
+    return where + f"AND ({no_label} OR {label_sql(vendor)})"
+
+
+@lru_cache(maxsize=256)
+def _claim_next_sql(
+    vendor: str, order: str, scoped: bool, excluding: bool, runtime: bool, labels: int
+) -> str:
+    """claim_next(): the first ready, unassigned, approved task in ``order`` routed to
+    the claimer, claimed under the guard. The candidates come from one ordered index
+    lookup per part of the routes the claimer may take (:func:`board.store.ready.
+    route_parts`: the open tasks, and those routed to its id, runtime or labels),
+    each the first in ``order`` (PostgreSQL: the first few); the pick is the first
+    of those, on PostgreSQL ``FOR UPDATE SKIP LOCKED`` so racers move on to the next.
+    Binds: the SET values, then per part the filters' binds (:func:`_filters`),
+    [the route's three values (:func:`board.store.ready.route_params`)] and its key
+    (:func:`board.store.ready.route_part_keys`)."""
+    lookups = _lookups(vendor, order, scoped, excluding, runtime, labels)
+    by = ", ".join(f"part.{key}" for key in order.split(", "))
+    if vendor == "postgresql":
+        # The pick re-reads the row's claimability: a racer may have claimed a
+        # candidate since the lookups' snapshot, and the lock re-checks these.
+        pick = (
+            f"SELECT {_TABLE}.id FROM ({lookups}) AS part JOIN {_TABLE} "  # noqa: S608
+            f"ON {_TABLE}.id = part.id WHERE {READY_SQL} "
+            f"AND {_TABLE}.assignee_agent_id IS NULL AND {_APPROVED} "
+            f"ORDER BY {by} LIMIT 1 FOR UPDATE OF {_TABLE} SKIP LOCKED"
+        )
+    else:
+        # One writer at a time: the lookups' rows are as they are.
+        pick = f"SELECT part.id FROM ({lookups}) AS part ORDER BY {by} LIMIT 1"  # noqa: S608
+    return (
+        f"UPDATE {_TABLE} SET {_SET} WHERE {_TABLE}.id = ({pick}) "  # noqa: S608
+        f"AND {_GUARD} RETURNING *"
+    )
+
+
+def _lookups(
+    vendor: str, order: str, scoped: bool, excluding: bool, runtime: bool, labels: int
+) -> str:
+    """The candidates' ids: per part of the routes, the first (PostgreSQL: first
+    few) in ``order``, each an ordered lookup in that part's index."""
+    filters = _filters(vendor, scoped, excluding)
+    limit = _PG_CANDIDATES if vendor == "postgresql" else 1
+    return " UNION ALL ".join(
+        f"SELECT * FROM (SELECT {_TABLE}.id, {_TABLE}.priority, {_TABLE}.created_at "  # noqa: S608
+        f"FROM {_TABLE} WHERE {filters} "
+        + (f"AND {route_sql(vendor)} " if rest else "")
+        + f"AND {part} ORDER BY {order} LIMIT {limit}) AS part{n}"
+        for n, (part, rest) in enumerate(route_parts(vendor, runtime, labels))
+    )
+
+
+@lru_cache(maxsize=256)
+def _candidates_left_sql(
+    vendor: str, order: str, scoped: bool, excluding: bool, runtime: bool, labels: int
+) -> str:
+    """Whether the lookups find any candidate (locked or not). Binds: the lookups'."""
+    lookups = _lookups(vendor, order, scoped, excluding, runtime, labels)
+    return f"SELECT 1 WHERE EXISTS ({lookups})"
+
+
+@lru_cache(maxsize=64)
+def _claim_next_fallback_sql(vendor: str, order: str, scoped: bool, excluding: bool) -> str:
+    """PostgreSQL, when every candidate of the lookups was locked by racers: the
+    first claimable task by the whole route predicate (a walk of the ready index,
+    ``FOR UPDATE SKIP LOCKED``). Binds: the SET values, the filters' binds, the
+    route's three values."""
     pick = (
-        f"SELECT {_TABLE}.id FROM {_TABLE} WHERE {READY_SQL} "  # noqa: S608
-        f"AND {_TABLE}.assignee_agent_id IS NULL AND {_APPROVED} {teams}"
-        f"AND ({no_label} OR {label_sql(vendor)}) AND {route_sql(vendor)} "
-        f"ORDER BY {order} LIMIT 1{lock}"
+        f"SELECT {_TABLE}.id FROM {_TABLE} WHERE {_filters(vendor, scoped, excluding)} "  # noqa: S608
+        f"AND {route_sql(vendor)} ORDER BY {order} LIMIT 1 FOR UPDATE SKIP LOCKED"
     )
     return (
         f"UPDATE {_TABLE} SET {_SET} WHERE {_TABLE}.id = ({pick}) "  # noqa: S608
@@ -196,16 +270,78 @@ DISPATCH_ORDER: dict[str, str] = {
     "topological": "created_at, id",
     "fifo": "created_at, id",
     "priority": "priority DESC, created_at, id",
-}
-# Every claim-next statement, written once: per database, dispatcher order, and
-# whether the candidates are scoped to teams.
-_CLAIM_NEXT_SQL = {
-    (vendor, dispatcher, scoped, excluding): _claim_next_sql(vendor, order, scoped, excluding)
-    for vendor in ("sqlite", "postgresql")
-    for dispatcher, order in DISPATCH_ORDER.items()
-    for scoped in (False, True)
-    for excluding in (False, True)
-}
+}  # each key a column of the tasks row (the pick orders its candidates by them)
+
+
+def claim_next_statement(
+    vendor: str,
+    dispatcher: str,
+    claimer: Claimer,
+    *,
+    set_params: list[Any],
+    teams: list[str] | None,
+    excluded: list[str],
+    label: str | None,
+) -> tuple[str, list[Any]]:
+    """The claim-next statement for ``claimer`` and its binds."""
+    pack = (lambda v: v) if vendor == "postgresql" else json.dumps
+    filters: list[Any] = [pack(teams)] if teams is not None else []
+    if excluded:
+        filters.append(pack(excluded))
+    filters += [label, None if label is None else label_param(vendor, label)]
+    route = claimer.route()
+    params = list(set_params)
+    for (_part, rest), key in zip(
+        route_parts(vendor, claimer.runtime is not None, len(claimer.labels)),
+        route_part_keys(claimer.agent_id, claimer.runtime, claimer.labels),
+        strict=True,
+    ):
+        params += [*filters, *(route if rest else []), *key]
+    order = DISPATCH_ORDER[dispatcher]
+    shape = (vendor, order, teams is not None, bool(excluded))
+    return _claim_next_sql(*shape, claimer.runtime is not None, len(claimer.labels)), params
+
+
+def _claim_next_row(
+    vendor: str,
+    dispatcher: str,
+    claimer: Claimer,
+    *,
+    set_params: list[Any],
+    teams: list[str] | None,
+    excluded: list[str],
+    label: str | None,
+) -> Task | None:
+    """Claim the first candidate (:func:`claim_next_statement`). On PostgreSQL, when
+    racers held every candidate the lookups offered and some are left, look again by
+    the whole predicate, so a claim answers "nothing" only when nothing is free."""
+    sql, params = claim_next_statement(
+        vendor, dispatcher, claimer, set_params=set_params, teams=teams,
+        excluded=excluded, label=label,
+    )  # fmt: skip
+    claimed = _claim_row(sql, params)
+    if claimed is not None or vendor != "postgresql":
+        return claimed
+    order, scoped, excluding = DISPATCH_ORDER[dispatcher], teams is not None, bool(excluded)
+    probe = _candidates_left_sql(
+        vendor, order, scoped, excluding, claimer.runtime is not None, len(claimer.labels)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(probe, params[len(set_params) :])
+        if cursor.fetchone() is None:
+            return None
+    pack = (lambda v: v) if vendor == "postgresql" else json.dumps
+    binds = [
+        *set_params,
+        *([pack(teams)] if teams is not None else []),
+        *([pack(excluded)] if excluded else []),
+        label,
+        None if label is None else label_param(vendor, label),
+        *claimer.route(),
+    ]
+    return _claim_row(_claim_next_fallback_sql(vendor, order, scoped, excluding), binds)
+
+
 # Is any lease lapsed? An index probe (tasks_status_lease_idx).
 _ANY_LAPSED_SQL = f"SELECT 1 FROM {_TABLE} WHERE status = 'in_progress' AND lease_until < %s"  # noqa: S608
 
@@ -543,7 +679,7 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
     span = checks.check_lease_ms(lease_ms)
     sql = _CLAIM_ONE_SQL[connection.vendor]
 
-    def run() -> Task | _Refusal:
+    def run(admission: Admission) -> Task | _Refusal:
         claimer = _gate(agent, rt)
         _release_lapsed_first(task_id)
         limit = None if claimer.paused else _over_limit(claimer)
@@ -551,7 +687,7 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
         found = Task.objects.filter(pk=task_id).first()
         if found is not None and claimer.paused is None and claimer.caps:
             try:
-                spend.cap_refusal(found, agent)
+                spend.cap_refusal(found, agent, admission)
             except BudgetPaused as paused:
                 budget = paused
         held = _scope_hold(found)
@@ -560,10 +696,11 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
             task = _claim_row(sql, params)
             if task is not None:
                 scoping.confirm_apart(task)
+                spend.confirm_admission(admission, task, agent)
                 return task
         return _diagnose(task_id, claimer, _Blocks(limit, budget, held))
 
-    outcome = _write_apart(run)
+    outcome = _write_claim(run)
     if isinstance(outcome, _Refusal):
         return ClaimResult(outcome.code, detail=outcome.detail, refusal=outcome.error)
     return _claimed(outcome)
@@ -582,12 +719,17 @@ def _scope_hold(task: Task | None) -> scoping.Hold | None:
 _SCOPE_RACE_RERUNS = 8
 
 
-def _write_apart(run: Callable[[], Any]) -> Any:
-    """:func:`core.storage.write` of a claim, re-run when it lost a scope race
-    (:class:`board.store.scoping.ScopeRace`: its transaction was rolled back)."""
+def _write_claim(run: Callable[[Admission], Any]) -> Any:
+    """:func:`core.storage.write` of a claim's transaction, side by side with the other
+    claims its cap budgets cover; re-run taking turns if it came too near a limit for
+    that (:mod:`board.store.cap_lanes`), and re-run when it lost a scope race on
+    PostgreSQL (:class:`board.store.scoping.ScopeRace`: its transaction was rolled back)."""
+    admission = Admission(turns=False)
     for _ in range(_SCOPE_RACE_RERUNS):
         try:
-            return storage.write(run)
+            return storage.write(run, admission)
+        except TakeTurns:
+            admission = Admission(turns=True)
         except scoping.ScopeRace:
             continue
     # Racers kept winning: the server's moment (503 busy, retry), not the caller's.
@@ -634,7 +776,7 @@ def claim_next(
     vendor = connection.vendor
     labelled = [label, None if label is None else label_param(vendor, label)]
 
-    def run() -> Task | _Refusal | None:
+    def run(admission: Admission) -> Task | _Refusal | None:
         claimer = _gate(agent, rt)
         if claimer.paused is not None:
             return _Refusal(AgentPaused.code, claimer.paused)
@@ -651,20 +793,17 @@ def claim_next(
         # teams refuses (BudgetPaused); over some teams, trees or routines, their
         # tasks are passed over.
         try:
-            passed = spend.cap_exclusions(agent, scope) if claimer.caps else None
+            passed = spend.cap_exclusions(agent, scope, admission) if claimer.caps else None
         except BudgetPaused as paused:
             return _Refusal(BudgetPaused.code, paused.detail, paused)
         scoped = scope if passed is None else passed.teams
         excluded = [] if passed is None else passed.task_ids
         # Tasks whose scope overlaps work in flight in their repository: passed over.
         apart = [*excluded, *scoping.held_back(scoped)]
-        sql = _CLAIM_NEXT_SQL[vendor, dispatcher, scoped is not None, bool(apart)]
-        bound: list[Any] = []
-        for values in (scoped, apart or None):
-            if values is not None:
-                bound.append(values if vendor == "postgresql" else json.dumps(values))
-        params = [*_set_params(agent, rt, span), *bound, *labelled, *claimer.route()]
-        claimed = _claim_row(sql, params)
+        claimed = _claim_next_row(
+            vendor, dispatcher, claimer, set_params=_set_params(agent, rt, span),
+            teams=scoped, excluded=apart, label=label,
+        )  # fmt: skip
         if claimed is not None:
             scoping.confirm_apart(claimed)
         if claimed is None and excluded:
@@ -672,9 +811,11 @@ def claim_next(
             held = _held_back(vendor, agent, scoped, excluded, binds)
             if held is not None:
                 return held
+        if claimed is not None and claimer.caps:
+            spend.confirm_admission(admission, claimed, agent)
         return claimed
 
-    outcome = _write_apart(run)
+    outcome = _write_claim(run)
     if outcome is None:
         return None
     if isinstance(outcome, _Refusal):

@@ -151,10 +151,15 @@ def close_execution(
     error: str | None = None,
     log: str | None = None,
     native_session_id: str | None = None,
+    final_usage: bool = True,
 ) -> ExecutionProcess:
     """Close a running row with its outcome and its final usage, which replaces what
     the run streamed (:mod:`board.store.spend` adds the difference to the task, its
     tree and the budgets over it).
+
+    ``final_usage`` False: the run ended without its totals (its claim was lost, or
+    its executor failed around it), so what it streamed stands -- the spend it
+    reported was spent, and a budget it paused stays paused over that figure.
 
     ``cost_status`` None: ``reported`` when a cost is given, else ``unknown``.
     ``cost_millicents``, when given, is the cost of record (``cost_cents`` its rounding).
@@ -183,7 +188,8 @@ def close_execution(
         if row.status != ExecutionStatus.RUNNING:
             return row
         at = now()
-        spend.apply_usage(row, usage, at)
+        if final_usage:
+            spend.apply_usage(row, usage, at)
         row.status = outcome
         row.finished_at = at
         row.error_class = error_class

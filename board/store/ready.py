@@ -11,7 +11,7 @@ from django.db import connection
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
-from board.models import Task
+from board.models import FirstRouteLabel, Task
 from board.transitions import Status, is_status
 
 _T = Task._meta.db_table
@@ -94,6 +94,46 @@ def route_sql(vendor: str) -> str:
 
 def route_params(agent_id: str, runtime: str | None, labels: list[str]) -> list[Any]:
     return [agent_id, runtime, json.dumps(labels)]
+
+
+# The routes a claimer may take, split by the route's leading part, so that each
+# part is one ordered lookup in an index of its own (board.models: the partial
+# ``tasks_ready_open_*`` and ``tasks_ready_to_*`` indexes) and a claim never walks
+# the tasks routed to others: a route names an agent (looked up by the claimer's
+# id), else a runtime (by the claimer's runtime), else labels (by its first label,
+# which must be one of the claimer's), else it is open to anyone. The parts do not
+# overlap, and together they are every task :func:`route_sql` admits: a route the
+# claimer passes leads with its id, its runtime or one of its labels.
+_RA, _RR, _RL = (f'"{_T}"."{name}"' for name in ("route_agent_id", "route_runtime", "route_labels"))
+ROUTE_OPEN_SQL = f"{_RA} IS NULL AND {_RR} IS NULL AND {_RL} IS NULL"
+ROUTE_TO_AGENT_SQL = f"{_RA} IS NOT NULL AND {_RA} = %s"
+ROUTE_TO_RUNTIME_SQL = f"{_RA} IS NULL AND {_RR} IS NOT NULL AND {_RR} = %s"
+
+
+def route_to_label_sql(vendor: str) -> str:
+    # The expression the label index declares (board.models.FirstRouteLabel), so
+    # the planner matches it.
+    first = FirstRouteLabel.TEMPLATES[vendor] % {"expressions": _RL}
+    return f"{_RA} IS NULL AND {_RR} IS NULL AND {_RL} IS NOT NULL AND {first} = %s"
+
+
+def route_parts(vendor: str, runtime: bool, labels: int) -> list[tuple[str, bool]]:
+    """The parts of the routes a claimer with (or without) a runtime and ``labels``
+    labels may take, each as (SQL over a tasks row binding the claimer's key, and
+    whether the rest of the route must still be checked on the row)."""
+    parts = [(ROUTE_OPEN_SQL, False), (ROUTE_TO_AGENT_SQL, True)]
+    if runtime:
+        parts.append((ROUTE_TO_RUNTIME_SQL, True))
+    parts += [(route_to_label_sql(vendor), True)] * labels
+    return parts
+
+
+def route_part_keys(agent_id: str, runtime: str | None, labels: list[str]) -> list[list[Any]]:
+    """The binds of :func:`route_parts`' SQL, part by part."""
+    keys: list[list[Any]] = [[], [agent_id]]
+    if runtime is not None:
+        keys.append([runtime])
+    return keys + [[label] for label in labels]
 
 
 def routes_to(task: Task, agent_id: str, runtime: str | None, labels: list[str]) -> bool:

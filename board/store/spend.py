@@ -38,6 +38,7 @@ from board.models import (
 )
 from board.money import MILLICENTS_PER_CENT, cents_of
 from board.store._base import now, record_event
+from board.store.cap_lanes import Admission, TakeTurns
 from core import events, storage
 from core.checks import check_choice, check_int
 from core.errors import ValidationFailed
@@ -131,6 +132,12 @@ def apply_usage(row: ExecutionProcess, usage: Usage, at: dt.datetime) -> list[Bu
     )
     task = Task.objects.only("id", "team_id", "metadata", "parent_task_id").get(pk=row.task_id)
     chain = [task.id, *_ancestors(task.id)]
+    # The budgets are locked before any event is written, in the order a claim
+    # takes them (budgets, then its team's event sequence). The other way round a
+    # report and a covered claim each held what the other waited for: PostgreSQL
+    # broke the deadlock after a second, two in a row outlasted the write budget,
+    # and the report's failure took its run down.
+    budgets = list(_covering(task, row.agent_id, chain).select_for_update().order_by("id"))
     if cents or tokens:
         Task.objects.filter(pk=task.id).update(
             cost_tokens=F("cost_tokens") + tokens,
@@ -148,7 +155,7 @@ def apply_usage(row: ExecutionProcess, usage: Usage, at: dt.datetime) -> list[Bu
         for changed in Task.objects.filter(pk__in=chain):
             record_event(changed, "cost_changed", prev_status=changed.status)
     paused = []
-    for budget in _covering(task, row.agent_id, chain).select_for_update().order_by("id"):
+    for budget in budgets:
         _roll_window(budget, at)
         if cents:
             budget.spent_millicents += cents
@@ -263,18 +270,24 @@ def _event(budget: Budget, kind: str, at: dt.datetime) -> None:
 # fill the cap, and only the run admitted last can pass it, by its own ceiling. A
 # run with no ceiling holds a headroom nobody knows: it starts only when nothing is
 # in flight in the scope, and while it runs nothing else starts there (the pause
-# stops it at its next report). Claims a cap covers take turns: on PostgreSQL the
-# claim locks the cap budget rows FOR UPDATE (in id order, as a usage report does);
-# SQLite's write lock orders them already.
+# stops it at its next report). Near its limit, claims a cap covers take turns: on
+# PostgreSQL the claim locks the cap budget rows FOR UPDATE (in id order, as a usage
+# report does) and every lane of :mod:`board.store.cap_lanes`; far from it, they go
+# side by side, one per lane. SQLite's write lock orders them already.
 
 
-def _caps(scopes: Q | None) -> list[Budget]:
-    """The cap budgets among ``scopes`` (None: all), locked until the claim commits.
+def _caps(scopes: Q | None, admission: Admission) -> list[Budget]:
+    """The cap budgets among ``scopes`` (None: all), with the lanes ``admission``
+    needs in them (taking turns: their rows locked until the claim commits too).
     With no cap budget this is the claim's one look at budgets, and finds nothing."""
     qs = Budget.objects.filter(mode=BudgetMode.CAP)
     if scopes is not None:
         qs = qs.filter(scopes)
-    return list(qs.select_for_update().order_by("id"))
+    if not admission.side_by_side:
+        qs = qs.select_for_update()
+    caps = list(qs.order_by("id"))
+    admission.enter(caps)
+    return caps
 
 
 def _scope_tasks(scope: str, scope_id: str) -> Any:
@@ -346,15 +359,23 @@ class _Hold:
     unbounded: BudgetPaused
 
 
-def _hold(budget: Budget, at: dt.datetime) -> _Hold | None:
+def _hold(budget: Budget, at: dt.datetime, admission: Admission) -> _Hold | None:
+    """What ``budget`` holds back from the claim. Side by side, nothing: the claim
+    notes what it read, and anything held sends it to take turns."""
     _roll_window(budget, at)  # in hand only: the claim writes no budget
     if _is_paused(budget, at):
+        if admission.side_by_side:
+            raise TakeTurns
         paused = BudgetPaused(budget)
         return _Hold(budget, paused, paused)
     flight = _in_flight(budget)
+    allowance = budget.pause_at_cents if budget.pause_at_cents is not None else budget.limit_cents
+    if admission.side_by_side:
+        committed = None if flight.headroom is None else budget.spent_cents + flight.headroom
+        admission.note(committed, allowance)
+        return None
     if not flight.runs:
         return None
-    allowance = budget.pause_at_cents if budget.pause_at_cents is not None else budget.limit_cents
     where = f"the {budget.scope} {budget.scope_id!r}"
     if flight.headroom is None or budget.spent_cents + flight.headroom >= allowance:
         full = BudgetPaused(
@@ -379,17 +400,20 @@ def _agent_ceiling(agent_id: str) -> int | None:
     return _ceiling(None, settings)
 
 
-def cap_refusal(task: Task, agent_id: str) -> None:
+def cap_refusal(task: Task, agent_id: str, admission: Admission | None = None) -> None:
     """Raise :class:`BudgetPaused` when a cap budget that covers ``task`` run by
     ``agent_id`` admits no claim of it now: it is paused, or the runs in flight in
     its scope hold what is left of it, or the task's run would have no ceiling and
     something is in flight there.
 
     For the claim, in its transaction: the spend it reads is the one the usage
-    reports committed, and (PostgreSQL) it holds the cap budgets' rows until the
-    claim commits, so the next claim they cover counts this one in flight.
+    reports committed, and (PostgreSQL) taking turns it holds the cap budgets' rows
+    and lanes until the claim commits, so the next claim they cover counts this one
+    in flight; side by side (``admission``) it holds one lane each and raises
+    :class:`TakeTurns` unless every covering budget stays far from its limit.
     """
-    caps = _caps(Q(team_id=task.team_id) | Q(scope=BudgetScope.AGENT, scope_id=agent_id))
+    admission = admission or Admission(turns=True)
+    caps = _caps(Q(team_id=task.team_id) | Q(scope=BudgetScope.AGENT, scope_id=agent_id), admission)
     if not caps:
         return
     at = now()
@@ -404,13 +428,21 @@ def cap_refusal(task: Task, agent_id: str) -> None:
         if not covered and budget.scope == BudgetScope.TASK_TREE:
             chain = chain if chain is not None else [task.id, *_ancestors(task.id)]
             covered = budget.scope_id in chain
-        hold = _hold(budget, at) if covered else None
+        hold = _hold(budget, at, admission) if covered else None
         if hold is None:
             continue
         if hold.all is not None:
             raise hold.all
         if task.max_run_cents is None and _agent_ceiling(agent_id) is None:
             raise hold.unbounded
+
+
+def confirm_admission(admission: Admission, task: Task, agent_id: str) -> None:
+    """The claim took ``task``: side by side, raise :class:`TakeTurns` unless its run's
+    ceiling leaves every cap budget that admitted it far from its limit."""
+    if admission.side_by_side and admission.seen:
+        ceiling = task.max_run_cents
+        admission.confirm(ceiling if ceiling is not None else _agent_ceiling(agent_id))
 
 
 @dataclass(frozen=True)
@@ -422,7 +454,9 @@ class Exclusions:
     task_ids: list[str]
 
 
-def cap_exclusions(agent_id: str, teams: list[str] | None) -> Exclusions | None:
+def cap_exclusions(
+    agent_id: str, teams: list[str] | None, admission: Admission | None = None
+) -> Exclusions | None:
     """None when no cap budget holds anything back from this claim-next (with no cap
     budget: one look); else what to pass over -- what :func:`cap_refusal` would
     refuse. Raises :class:`BudgetPaused` when every scope the agent could take work
@@ -430,11 +464,12 @@ def cap_exclusions(agent_id: str, teams: list[str] | None) -> Exclusions | None:
     scopes = None
     if teams is not None:
         scopes = Q(team_id__in=teams) | Q(scope=BudgetScope.AGENT, scope_id=agent_id)
-    caps = _caps(scopes)
+    admission = admission or Admission(turns=True)
+    caps = _caps(scopes, admission)
     if not caps:
         return None
     at = now()
-    holds = [hold for hold in (_hold(budget, at) for budget in caps) if hold is not None]
+    holds = [h for h in (_hold(budget, at, admission) for budget in caps) if h is not None]
     if not holds:
         return None
     if any(hold.all is None for hold in holds) and _agent_ceiling(agent_id) is not None:

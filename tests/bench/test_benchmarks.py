@@ -94,16 +94,26 @@ def test_the_routes_loops_claim_as_their_own_claimers_and_count_only_claims():
     try:
         # Routed first: the plain loop after it must still claim as unknown ids.
         routed = claim.run_one(db, "routed", 2, seconds=120, tasks=tasks)
+        # Governed: the same routes and limits, under a cap budget far from its limit.
+        governed = claim.run_one(db, "governed", 2, seconds=120, tasks=tasks)
         plain = claim.run_one(db, "plain", 2, seconds=120, tasks=tasks)
         assert plain["done"] == tasks  # unrouted tasks: every one claimed and completed
         # Two routed workers: routed-w0 (labels gpu), routed-w1 (labels ssd) take the
         # unrouted tasks and their labels' (TASK_ROUTES by index mod 7: 0, 6; 1; 2).
         assert routed["done"] == sum(1 for i in range(tasks) if i % 7 in (0, 1, 2, 6))
+        assert governed["done"] == routed["done"]
         assert plain["claims_per_claim_s"] > 0 and routed["claims_per_claim_s"] > 0
         conn = db.connect()
         try:
             agents = [r[0] for r in conn.execute("SELECT id FROM agents ORDER BY id").fetchall()]
-            assert [a for a in agents if "-w" in a] == ["routed-w0", "routed-w1"]
+            assert [a for a in agents if "-w" in a] == [
+                "governed-w0",
+                "governed-w1",
+                "routed-w0",
+                "routed-w1",
+            ]
+            # The cap budget covered the governed loop only (the plain one ran after).
+            assert conn.execute("SELECT COUNT(*) FROM budgets").fetchone()[0] == 0
             done = conn.execute("SELECT COUNT(*) FROM tasks WHERE status = 'done'").fetchone()
             assert done[0] == tasks
         finally:

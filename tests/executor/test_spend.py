@@ -164,3 +164,33 @@ def test_a_run_priced_under_half_a_cent_keeps_its_millicents(claude_agent):
     assert execution.status == "succeeded"
     assert (execution.cost_cents, execution.cost_millicents) == (0, 300)
     assert execution.cost_status == CostStatus.REPORTED
+
+
+@pytest.mark.parametrize("why", ["claim lost", "the executor failed"])
+def test_a_run_closed_without_its_result_keeps_the_spend_it_streamed(db, why):
+    """A run whose claim was lost, or whose executor failed around it, ends with no
+    result: what it reported was spent, so its execution, its task and the cap
+    budget over it keep that figure (a budget paused by it is not paused over spend
+    that then vanishes)."""
+    from board.store import spend
+    from executor import settle
+
+    budget = spend.create_budget(
+        "default",
+        {"scope": "team", "scope_id": "default", "window": "day", "limit_cents": 10,
+         "mode": "cap"},
+    )  # fmt: skip
+    task = store.create_task(title="spend", file_mutating=False).task
+    claimed = store.claim(task.id, "w1")
+    run = store.open_execution(task.id, claimed.ticket, runtime="command")
+    recorded = spend.record_usage(run.id, spend.Usage(cost_millicents=10_020))
+    assert recorded is not None and [b.pk for b in recorded.paused] == [budget.pk]
+
+    settle.close(settle.Run(task.id, claimed.ticket, "w1", run.id), "cancelled", None, error=why)
+
+    row = ExecutionProcess.objects.get(pk=run.id)
+    assert (row.status, row.cost_cents, row.cost_millicents) == ("cancelled", 10, 10_020)
+    assert store.get_task(task.id).cost_millicents == 10_020
+    after = spend.get_budget(budget.pk)
+    assert (after.spent_cents, after.spent_millicents) == (10, 10_020)
+    assert after.paused_until is not None

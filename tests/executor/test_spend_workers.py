@@ -18,7 +18,7 @@ from board import store
 from board.models import ExecutionProcess, Task
 from board.store import spend
 from core import registry
-from core.models import Event
+from core.models import Agent, Event
 from tests.executor.test_spend import STAND_IN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,8 +147,6 @@ def test_eight_agents_in_two_processes_with_large_reports_stay_within_cap_plus_o
             "mode": "cap",
         },
     )
-    for n in range(24):
-        store.create_task(title=f"job {n}", file_mutating=False, max_run_cents=CEILING)
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -170,6 +168,19 @@ def test_eight_agents_in_two_processes_with_large_reports_stay_within_cap_plus_o
         for group in groups
     ]
     try:
+        # The work is made once every agent of both processes has polled (its first
+        # preflight is stored): on a loaded machine one process could otherwise
+        # take every run the cap admits before the other has started.
+        deadline = time.monotonic() + 120
+        agents = sum(groups, [])
+        while Agent.objects.filter(pk__in=agents, health_checked_at__isnull=False).count() < len(
+            agents
+        ):
+            assert all(w.poll() is None for w in workers), "a worker process died"
+            assert time.monotonic() < deadline, "the workers never polled"
+            time.sleep(0.2)
+        for n in range(24):
+            store.create_task(title=f"job {n}", file_mutating=False, max_run_cents=CEILING)
         deadline = time.monotonic() + 180
         while not _settled(budget.pk) and time.monotonic() < deadline:
             assert all(w.poll() is None for w in workers), "a worker process died"

@@ -1,0 +1,93 @@
+"""How claims a cap budget covers are admitted side by side while the budget is far
+from its limit, and take turns near it (GOVERNANCE §3: a cap is passed by at most
+one run's ceiling).
+
+A claim reads what the budget's scope has spent plus what the runs in flight there
+may still spend (:func:`board.store.spend.cap_exclusions`); two claims that read it
+at once do not see each other. So, on PostgreSQL, a claim that does not take turns
+holds one of the budget's :data:`CAP_LANES` lanes (a transaction-scoped advisory
+lock, tried without waiting): at most that many claims are admitted unseen by each
+other. Each is admitted only while the figure it read plus ``CAP_LANES`` times its
+own run's ceiling is within half the budget's allowance -- so claims admitted side
+by side never take the scope past its allowance, however their commits interleave.
+Nearer the limit (or with any run of unknown ceiling, a budget paused or held, no
+lane free) the claim is re-run taking turns: it holds every lane of the budget,
+waiting for the claims in them, and the budget's row ``FOR UPDATE``, and is
+admitted by the exact rule, seeing every run admitted before it. On SQLite one
+writer at a time runs the claim, so every claim sees all before it and no lane is
+taken.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from django.db import connection
+
+from board.models import Budget
+
+# Claims admitted side by side per cap budget, far from its limit.
+CAP_LANES = 8
+# The advisory locks' first key ("CLAW"): lanes are (this, budget id × lanes + lane).
+_LANE_KEY = 0x434C4157
+_TRY_A_LANE_SQL = (
+    "SELECT lane FROM unnest(%s::int[]) AS lane "
+    "WHERE pg_try_advisory_xact_lock(%s, %s * %s + lane) LIMIT 1"
+)
+_ALL_LANES_SQL = (
+    "SELECT pg_advisory_xact_lock(%s, %s * %s + lane) "
+    "FROM generate_series(0, %s - 1) AS lane ORDER BY lane"
+)
+
+
+class TakeTurns(Exception):  # noqa: N818 - an instruction to the claim, not a failure
+    """A claim admitted side by side came too near a cap budget's limit for that:
+    its transaction is rolled back (its lanes with it) and it is run again taking
+    turns."""
+
+
+@dataclass
+class Admission:
+    """One claim's admission by the cap budgets over it. ``turns``: it takes turns
+    (holds every lane); else it holds one lane per budget and must confirm, once its
+    run's ceiling is known, that each budget was far enough from its limit."""
+
+    turns: bool
+    # Per cap budget admitted in a lane: what its scope had spent and may still
+    # spend (cents) when the claim read it, and what the budget allows.
+    seen: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def side_by_side(self) -> bool:
+        return not self.turns and connection.vendor == "postgresql"
+
+    def enter(self, budgets: list[Budget]) -> None:
+        """Take the lanes the claim needs in ``budgets`` (in id order)."""
+        if connection.vendor != "postgresql":
+            return
+        with connection.cursor() as cursor:
+            for budget in budgets:
+                if self.turns:
+                    cursor.execute(_ALL_LANES_SQL, [_LANE_KEY, budget.pk, CAP_LANES, CAP_LANES])
+                    continue
+                lanes = random.sample(range(CAP_LANES), CAP_LANES)  # noqa: S311 - spreads claims
+                cursor.execute(_TRY_A_LANE_SQL, [lanes, _LANE_KEY, budget.pk, CAP_LANES])
+                if cursor.fetchone() is None:
+                    raise TakeTurns  # every lane busy: wait for them, taking turns
+
+    def note(self, committed: int | None, allowance: int) -> None:
+        """A budget admitted this claim in a lane: its scope's spend plus the headroom
+        in flight (None: a run in flight has no ceiling)."""
+        if committed is None:
+            raise TakeTurns
+        self.seen.append((committed, allowance))
+
+    def confirm(self, ceiling: int | None) -> None:
+        """The claim's run has ``ceiling`` (None: none): raise :class:`TakeTurns`
+        unless every budget that admitted it in a lane stays far from its limit."""
+        if not self.side_by_side:
+            return
+        for committed, allowance in self.seen:
+            if ceiling is None or committed + CAP_LANES * ceiling > allowance // 2:
+                raise TakeTurns
