@@ -30,7 +30,7 @@ NOT_COUNTED = frozenset({ErrorClass.CANCELLED, ErrorClass.BUDGET})
 
 class StepKind(TextChoices):
     """What one step of a run was (the trace view's rows; ``run_steps.kind``). Each
-    adapter maps its tool's stream onto these (``executor.runtimes.steps``)."""
+    adapter maps its tool's stream onto these (``executor.steps``)."""
 
     MODEL_TURN = "model_turn"
     TOOL_CALL = "tool_call"

@@ -31,7 +31,7 @@ from executor.runtimes.base import (
     UsageSoFar,
     start_run,
 )
-from executor.runtimes.steps import Step
+from executor.steps import Step
 
 # How long the run's loop waits for news (usage reported, the run ended) before it
 # looks again: usage is written as soon as it is reported, and the run's end is

@@ -28,7 +28,7 @@ from core import server_commands
 from core.models import Agent, Team
 from executor.runtimes import McpEndpoint, RunRequest, RunResult, adapter_for, capabilities
 from executor.runtimes.base import start_run
-from executor.runtimes.steps import Step
+from executor.steps import Step
 from worktrees import checkouts
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
 from core.errors import ClawbooError
-from executor.runtimes.steps import OpenClawSteps, Step
+from executor.steps import OpenClawSteps, Step
 
 # Told a run's output tokens so far and the model it calls (None: not named yet).
 UsageCallback = Callable[[int, str | None], None]

@@ -26,7 +26,7 @@ from core.runlogs import RunLog
 from executor import breakers, pricing, settle, spending
 from executor.attempt import Answer, Stop
 from executor.runtimes.base import RunResult, UsageSoFar
-from executor.runtimes.steps import Step
+from executor.steps import Step
 from worktrees import agent_files, checkouts, scaffold
 from worktrees import service as worktree_service
 

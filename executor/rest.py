@@ -28,7 +28,7 @@ from board.runs import ErrorClass
 from executor import pricing
 from executor.attempt import Answer, Attempt, Stop
 from executor.runtimes.base import RunResult, UsageSoFar
-from executor.runtimes.steps import Step
+from executor.steps import Step
 
 log = logging.getLogger("clawboo.worker")
 

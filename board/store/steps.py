@@ -44,7 +44,7 @@ DETAIL_MAX = 4_000  # characters of a step's result or error kept
 ARGUMENTS_MAX = 8_000  # characters of masked arguments kept (JSON)
 MODEL_MAX = 200
 COUNT_MAX = 2**53
-# The fields of one step as a runtime reports it (executor.runtimes.steps.Step.as_body).
+# The fields of one step as a runtime reports it (executor.steps.Step.as_body).
 FIELDS = (
     "kind",
     "name",

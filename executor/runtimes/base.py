@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from executor.runtimes.steps import Step
+    from executor.steps import Step
 
 Integration = Literal["one-shot", "connected"]
 
@@ -89,7 +89,7 @@ class RunRequest:
     # stream reports more; the executor prices it for the ceiling. Must not block.
     on_usage: Callable[[UsageSoFar], None] | None = None
     # Called (from a reader thread) with each step of the run as its tool's stream
-    # tells it (executor.runtimes.steps), in order. Must not block.
+    # tells it (executor.steps), in order. Must not block.
     on_step: Callable[[Step], None] | None = None
 
     def task_environment(self) -> dict[str, str]:

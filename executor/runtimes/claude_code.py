@@ -37,7 +37,7 @@ from executor.runtimes.oneshot import (
     setting_list,
     setting_str,
 )
-from executor.runtimes.steps import ClaudeSteps
+from executor.steps import ClaudeSteps
 
 # What Claude Code 2.1.332 accepts: "acceptEdits, auto, bypassPermissions, manual,
 # dontAsk, plan", and still "default" (shown as "default", as is "manual").

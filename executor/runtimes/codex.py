@@ -32,7 +32,7 @@ from executor.runtimes.oneshot import (
     setting_list,
     setting_str,
 )
-from executor.runtimes.steps import CodexSteps
+from executor.steps import CodexSteps
 
 SANDBOX_MODES = {"read-only", "workspace-write", "danger-full-access"}
 

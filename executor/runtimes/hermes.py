@@ -57,7 +57,7 @@ from executor.runtimes.oneshot import (
     setting_str,
 )
 from executor.runtimes.process import ProcessRun
-from executor.runtimes.steps import Step, hermes_steps
+from executor.steps import Step, hermes_steps
 
 USAGE_FILE = "usage.json"
 # A resumed session's totals in Hermes's store as the run starts (for the difference).

@@ -30,7 +30,7 @@ from executor.runtimes.base import (
     usage_fields,
 )
 from executor.runtimes.process import ProcessRun, run_process
-from executor.runtimes.steps import Step
+from executor.steps import Step
 
 
 @dataclass
@@ -182,7 +182,7 @@ def _reporting_usage(parser: LineParser, request: RunRequest) -> Callable[[str],
 
 
 class StepReader(Protocol):
-    """Reads a run's steps from its stream's events (executor.runtimes.steps)."""
+    """Reads a run's steps from its stream's events (executor.steps)."""
 
     def feed(self, event: dict[str, Any]) -> list[Step]: ...
 

@@ -156,7 +156,7 @@ def test_a_tasks_trace_holds_its_runs_and_its_subtasks_in_order_and_stalled_runs
 def test_the_board_takes_exactly_the_fields_a_runtimes_step_carries():
     import dataclasses
 
-    from executor.runtimes.steps import Step
+    from executor.steps import Step
 
     assert steps_store.FIELDS == tuple(f.name for f in dataclasses.fields(Step))
 

@@ -139,7 +139,7 @@ def test_the_worker_stops_the_run_at_the_report_that_reaches_its_ceiling(scripte
 
 
 def test_a_remote_runs_steps_and_its_stall_go_to_the_server_in_the_one_format(scripted):
-    from executor.runtimes.steps import Step
+    from executor.steps import Step
 
     server = scripted()
     report = report_for(server)

@@ -23,7 +23,7 @@ from executor.runtimes.base import (
     RuntimeAdapter,
     UsageSoFar,
 )
-from executor.runtimes.steps import Step
+from executor.steps import Step
 
 
 class Port:

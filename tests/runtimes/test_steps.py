@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from executor.runtimes.steps import (
+from executor.steps import (
     ClaudeSteps,
     CodexSteps,
     OpenClawSteps,
