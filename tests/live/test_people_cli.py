@@ -86,15 +86,17 @@ class Watch:
             if line.startswith("watching team"):
                 self.ready.set()
 
-    def arrival(self, task_id: str, test, after: float, within: float = 1.0) -> float:
-        """Seconds from ``after`` until a frame of the task passing ``test`` arrived."""
+    def arrival(self, task_id: str, test, after: float, since: float, within: float = 1.0) -> float:
+        """Seconds from ``after`` (the action done) until a frame of the task passing
+        ``test`` arrived; 0 for one that came before the action's own process had
+        exited. Frames from before ``since`` (the action begun) are another's."""
         deadline = time.monotonic() + within + 2
         while time.monotonic() < deadline:
             for at, frame in list(self.frames):
                 task = frame.get("task") or {}
                 if task.get("id") == task_id and frame.get("type") == "task-change":
-                    if test(frame) and at >= after - 0.5:
-                        return at - after
+                    if test(frame) and at >= since:
+                        return max(0.0, at - after)
             time.sleep(0.02)
         raise AssertionError(f"no frame of {task_id} arrived: {self.frames[-5:]}")
 
@@ -148,6 +150,7 @@ def test_a_person_files_claims_reviews_and_lands_a_task_from_the_terminal(
     watch = alice.watch("demo")
     try:
         assert watch.ready.wait(15), "watch never said hello"
+        since = time.monotonic()
         created = json.loads(
             alice.ok(
                 "task",
@@ -164,25 +167,30 @@ def test_a_person_files_claims_reviews_and_lands_a_task_from_the_terminal(
         )
         task_id = created["id"]
         t = time.monotonic()
-        assert watch.arrival(task_id, lambda f: f["task"]["status"] == "todo", t) <= 1.0
+        assert watch.arrival(task_id, lambda f: f["task"]["status"] == "todo", t, since) <= 1.0
         listed = alice.ok("task", "list", "--team", "demo", "--status", "todo")
         assert listed.splitlines()[0].split() == ["ID", "STATUS", "PRIORITY", "ASSIGNEE", "TITLE"]
         assert task_id in listed
 
+        since = time.monotonic()
         claimed = alice.ok("task", "claim", task_id, "--agent", "demo-coder")
         assert "in_progress" in claimed and "ticket: " in claimed
         t = time.monotonic()
-        assert watch.arrival(task_id, lambda f: f["kind"] == "claimed", t) <= 1.0
+        assert watch.arrival(task_id, lambda f: f["kind"] == "claimed", t, since) <= 1.0
+        since = time.monotonic()
         assert "commented on" in alice.ok("task", "comment", task_id, "keep it small")
         t = time.monotonic()
-        assert watch.arrival(task_id, lambda f: f["kind"] == "commented", t) <= 1.0
+        assert watch.arrival(task_id, lambda f: f["kind"] == "commented", t, since) <= 1.0
 
+        since = time.monotonic()
         report = Executor("demo-coder").work_once()  # the worker runs the claimed task
         assert report.task_id == task_id and report.verdict == "pass", report
         # Written by another process than the server's: without a shared channel layer
         # (Redis) the server's look at the log's head, woken by the commit, delivers it.
         t = time.monotonic()
-        in_review = watch.arrival(task_id, lambda f: f["task"]["status"] == "in_review", t, 5)
+        in_review = watch.arrival(
+            task_id, lambda f: f["task"]["status"] == "in_review", t, since, 5
+        )
         assert in_review <= 1.0
 
         review = alice.ok("review", task_id)
@@ -197,10 +205,11 @@ def test_a_person_files_claims_reviews_and_lands_a_task_from_the_terminal(
         assert refused.stderr.startswith("clawboo: 404 not_found: ")
         assert refused.stderr.count("\n") == 1
 
+        since = time.monotonic()
         landed = alice.ok("task", "approve", task_id)
         assert landed.startswith(f"landed {task_id} on main as ")
         t = time.monotonic()
-        assert watch.arrival(task_id, lambda f: f["task"]["status"] == "done", t) <= 1.0
+        assert watch.arrival(task_id, lambda f: f["task"]["status"] == "done", t, since) <= 1.0
     finally:
         watch.stop()
     shown = json.loads(alice.ok("task", "show", task_id, "--json"))
