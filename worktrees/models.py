@@ -62,6 +62,7 @@ class MergeBatch(models.Model):
     class Meta:
         db_table = "merge_batches"
         ordering = ["-id"]
+        verbose_name_plural = "merge batches"
         constraints = [
             # One batch at a time per repository, across hosts.
             models.UniqueConstraint(

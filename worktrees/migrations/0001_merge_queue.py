@@ -38,6 +38,7 @@ class Migration(migrations.Migration):
             options={
                 'db_table': 'merge_batches',
                 'ordering': ['-id'],
+                'verbose_name_plural': 'merge batches',
                 'constraints': [models.UniqueConstraint(condition=models.Q(('state__in', ('gating', 'advancing'))), fields=('repo_path',), name='merge_batches_one_open_per_repo')],
             },
         ),
