@@ -193,6 +193,11 @@ VERBS: tuple[Verb, ...] = (
         frozenset({"anonymous"}),
         "a forge's webhook delivery (signature-checked; the server then asks the forge)",
     ),
+    Verb(
+        "POST /api/forge/{repo_id}/webhook",
+        frozenset({"anonymous"}),
+        "the same webhook at the contract's path (API.md)",
+    ),
     # --- judgement and approvals: people only ------------------------------------
     Verb(f"POST {_T}/verdict", PEOPLE, "set or change a verdict"),
     Verb(f"POST {_T}/approve", PEOPLE, "approve (land) a task in review"),

@@ -21,6 +21,7 @@ PUBLIC = (
     "/api/docs/",
     "/api/auth/token",
     "/api/repositories/{repo_id}/forge/webhook",
+    "/api/forge/{repo_id}/webhook",
 )
 
 

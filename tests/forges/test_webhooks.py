@@ -89,6 +89,8 @@ def test_a_forged_signature_is_401_and_writes_nothing(forge_repo: Setup):
         APIClient().post(
             "/api/repositories/app/forge/webhook", data=body, content_type="application/json"
         ),
+        # The same endpoint at the path API.md names.
+        APIClient().post("/api/forge/app/webhook", data=body, content_type="application/json"),
     ):
         assert answer.status_code == 401 and answer.json()["error"] == "bad_signature"
     after = Task.objects.get(pk=task_id)
