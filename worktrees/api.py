@@ -301,11 +301,12 @@ class ApproveView(APIView):
                                 "approved",
                                 "conflict",
                                 "queued",
-                                "merged",
+                                "merging",
                             ],
                             help_text="queued: in the repository's merge queue (landing_mode "
-                            "queue); merged: through the repository's forge (landing_mode "
-                            "pull_request)",
+                            "queue); merging: handed to the repository's forge to merge "
+                            "(landing_mode pull_request; the task is done once the forge "
+                            "says merged)",
                         ),
                         "position": serializers.IntegerField(
                             required=False,

@@ -430,7 +430,7 @@ def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, A
     record = refresh(task.id) or {}
     task = store.get_task(task.id)
     if task.status == Status.DONE:
-        return {"result": "merged", "task": task, "pull_request": task.pull_request}
+        return {"result": "merging", "task": task, "pull_request": task.pull_request}
     store.check_approvable(task_id, human_override)
     state = (record.get("checks") or {}).get("state")
     if state == "pending":
@@ -457,7 +457,7 @@ def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, A
     if pr.state != "merged":
         raise ForgeFailed(f"the forge did not merge pull request #{pr.number}")
     done = _merged(task, pr, by=by, human_override=human_override)
-    return {"result": "merged", "task": store.get_task(task.id), "pull_request": done}
+    return {"result": "merging", "task": store.get_task(task.id), "pull_request": done}
 
 
 def _merged(task: Task, pr: PullRequest, *, by: str, human_override: Any = None) -> dict[str, Any]:

@@ -84,7 +84,7 @@ def test_review_check_fix_green_approve_merges_through_the_forge(forge_repo: Set
     forge.set_check(new_head, "ci", "success", "all good")
     merged = api.post(f"/api/board/tasks/{task_id}/approve", {}, format="json")
     assert merged.status_code == 200, merged.json()
-    assert merged.json()["result"] == "merged"
+    assert merged.json()["result"] == "merging"
     done = store.get_task(task_id)
     assert done.status == "done" and done.pull_request["state"] == "merged"
     assert forge.prs[1].merged
