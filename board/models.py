@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from board import snapshot
+from board.money import cents_of
 from board.runs import ErrorClass, StepKind, StepStatus
 from board.transitions import Status
 
@@ -582,7 +583,14 @@ class RunStep(models.Model):
             "duration_ms": self.duration_ms,
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
+            # API.md's totals beside the parts: tokens in and out, cost in cents.
+            "tokens": (
+                None
+                if self.tokens_in is None and self.tokens_out is None
+                else (self.tokens_in or 0) + (self.tokens_out or 0)
+            ),
             "cost_millicents": self.cost_millicents,
+            "cost_cents": None if self.cost_millicents is None else cents_of(self.cost_millicents),
             "model": self.model,
         }
 

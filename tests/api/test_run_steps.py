@@ -53,6 +53,7 @@ def test_a_remote_run_reports_its_steps_and_a_reader_gets_them_in_order_masked(f
         (3, "command", "Bash", "error"),
     ]
     assert got[0]["tokens_in"] == 120 and got[0]["model"] == "m"
+    assert (got[0]["tokens"], got[0]["cost_cents"]) == (127, None)  # API.md's totals
     assert got[1]["arguments"]["content"] == "API_TOKEN=***"
     assert got[2]["arguments"]["api_key"] == "***"
     assert "hunter2" not in str(got) and "sk-live" not in str(got)
