@@ -52,7 +52,7 @@ from board.transitions import Status
 from core import storage
 from core.models import Repository
 from executor import judge, verification
-from worktrees import checkouts, intake, landing
+from worktrees import checkouts, handoff, intake, landing
 from worktrees import queue as mq
 from worktrees import service as worktree_service
 from worktrees.git import GitError, git_out, run_git
@@ -385,7 +385,7 @@ def _send_back(
     if spent:
         report.blocked.append(task.id)
     else:
-        worktree_service.note_requested_changes(task.id, note, by=mq.QUEUE_ACTOR)
+        handoff.note_requested_changes(task.id, note, by=mq.QUEUE_ACTOR)
         report.returned.append(task.id)
 
 

@@ -413,7 +413,7 @@ class RequestChangesView(APIView):
             agent_id=None if agent is None else act_as(request, agent),
             comments=body.get("comments"),
         )
-        service.note_requested_changes(task_id, sent.task.feedback or "", by=by)
+        handoff.note_requested_changes(task_id, sent.task.feedback or "", by=by)
         return Response(task_body(sent.task))
 
 

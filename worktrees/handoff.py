@@ -25,8 +25,10 @@ from typing import Any
 
 from django.utils import timezone
 
+from board import store
 from core.errors import ValidationFailed
 from worktrees import agent_files
+from worktrees.locks import path_lock
 from worktrees.scaffold import COMMAND_SLOTS, HANDOFF_FILE, INIT_FILE, PROGRESS_FILE
 
 log = logging.getLogger(__name__)
@@ -371,3 +373,21 @@ def note_for_next_run(
     if existing.get("nativeSessionId"):
         doc["nativeSessionId"] = existing["nativeSessionId"]
     return write_handoff(worktree, doc)
+
+
+def note_requested_changes(task_id: str, feedback: str, *, by: str) -> bool:
+    """A reviewer's requested changes (line comments as ``file:line: text``) into the
+    task's checkout's handoff, for the agent's next run; False when there is no
+    checkout on disk (TASK.md still carries them as the task's feedback)."""
+    ws = store.live_workspace(task_id)
+    if ws is None or not Path(ws.worktree_path).is_dir():
+        return False
+    with path_lock(ws.worktree_path):
+        note_for_next_run(
+            Path(ws.worktree_path),
+            who=by,
+            runtime="human",
+            broken=[f"changes requested by {by}:\n{feedback}"],
+            next_step="address each requested change (at its file:line), verify, then stop",
+        )
+    return True

@@ -43,7 +43,7 @@ from board.transitions import Status
 from core import repositories
 from core.errors import ClawbooError, Conflict
 from core.models import Forge, Repository
-from worktrees import checkouts, landing
+from worktrees import checkouts, handoff, landing
 from worktrees.forge_client import (
     ChangeRequest,
     Check,
@@ -356,8 +356,6 @@ def refresh(task_id: str) -> dict[str, Any] | None:
 def _fix_round(task: Task, head_sha: str, failed: list[Check]) -> None:
     """A failed check on the head: back to the builder with the check's output
     while rounds are left (GOVERNANCE §4); then blocked with the debt."""
-    from worktrees import service  # the request-changes note is the service's
-
     record = dict(task.pull_request or {})
     rounds = int(record.get("fix_rounds") or 0)
     text = _fix_text(failed)
@@ -383,7 +381,7 @@ def _fix_round(task: Task, head_sha: str, failed: list[Check]) -> None:
     if not last_round:
         store.record_pull_request(task.id, {"handled_sha": head_sha, "fix_rounds": rounds + 1})
         sent = store.request_changes(task.id, text, by=FORGE_AUTHOR)
-        service.note_requested_changes(task.id, sent.task.feedback or text, by=FORGE_AUTHOR)
+        handoff.note_requested_changes(task.id, sent.task.feedback or text, by=FORGE_AUTHOR)
         return
     store.record_pull_request(task.id, {"handled_sha": head_sha})
     store.block(
@@ -394,8 +392,6 @@ def _fix_round(task: Task, head_sha: str, failed: list[Check]) -> None:
 
 
 def _request_changes(task: Task, asked: list[ChangeRequest]) -> None:
-    from worktrees import service
-
     seen = list((task.pull_request or {}).get("reviews_seen") or [])
     comments = [
         c
@@ -408,7 +404,7 @@ def _request_changes(task: Task, asked: list[ChangeRequest]) -> None:
     sent = store.request_changes(
         task.id, said or "changes requested on the forge", by=FORGE_AUTHOR, comments=comments
     )
-    service.note_requested_changes(task.id, sent.task.feedback or said, by=FORGE_AUTHOR)
+    handoff.note_requested_changes(task.id, sent.task.feedback or said, by=FORGE_AUTHOR)
 
 
 # --- 3. merging -------------------------------------------------------------------

@@ -570,24 +570,6 @@ def _send_back(
     return {**outcome.as_dict(), "sent": sent, "feedback": note, "task": moved}
 
 
-def note_requested_changes(task_id: str, feedback: str, *, by: str) -> bool:
-    """A reviewer's requested changes (line comments as ``file:line: text``) into the
-    task's checkout's handoff, for the agent's next run; False when there is no
-    checkout on disk (TASK.md still carries them as the task's feedback)."""
-    ws = store.live_workspace(task_id)
-    if ws is None or not Path(ws.worktree_path).is_dir():
-        return False
-    with path_lock(ws.worktree_path):
-        handoff.note_for_next_run(
-            Path(ws.worktree_path),
-            who=by,
-            runtime="human",
-            broken=[f"changes requested by {by}:\n{feedback}"],
-            next_step="address each requested change (at its file:line), verify, then stop",
-        )
-    return True
-
-
 def write_handoff(task_id: str, data: Any) -> dict[str, Any]:
     """Validate and write ``AGENT_HANDOFF.json`` into the task's checkout; returns
     the stored document. Invalid data raises ValidationFailed and writes nothing."""
