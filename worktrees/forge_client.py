@@ -200,6 +200,10 @@ class ForgeClient:
         raise NotImplementedError
 
     def get(self, number: int) -> PullRequest:
+        # The same path on both vendors; each reads its own answer (_pr).
+        return self._pr(self.http.call("GET", f"{self.base}/pulls/{number}"))
+
+    def _pr(self, raw: dict[str, Any]) -> PullRequest:
         raise NotImplementedError
 
     def merge(self, number: int, *, sha: str, title: str, message: str) -> None:
@@ -242,9 +246,6 @@ class GitHub(ForgeClient):
     def edit(self, number: int, **changes: Any) -> PullRequest:
         allowed = {k: v for k, v in changes.items() if k in ("title", "body", "state", "base")}
         return self._pr(self.http.call("PATCH", f"{self.base}/pulls/{number}", json=allowed))
-
-    def get(self, number: int) -> PullRequest:
-        return self._pr(self.http.call("GET", f"{self.base}/pulls/{number}"))
 
     def merge(self, number: int, *, sha: str, title: str, message: str) -> None:
         self.http.call(
@@ -369,9 +370,6 @@ class Gitea(ForgeClient):
         if "title" in body:
             body["title"] = self._title(body["title"], bool(changes.get("draft")))
         return self._pr(self.http.call("PATCH", f"{self.base}/pulls/{number}", json=body))
-
-    def get(self, number: int) -> PullRequest:
-        return self._pr(self.http.call("GET", f"{self.base}/pulls/{number}"))
 
     def merge(self, number: int, *, sha: str, title: str, message: str) -> None:
         self.http.call(
