@@ -31,7 +31,7 @@ boards), the spend module is not consulted at all.
 
 The claimed row comes back from the ``RETURNING`` as a tuple and becomes its Task
 with the converters the ORM would apply, worked out once per column order
-(:func:`_row_plan`): no queryset is built per claim.
+(:func:`board.store._base.from_rows`): no queryset is built per claim.
 
 A claim of a task with a scope (:mod:`board.scope`) first looks for a task of the
 same repository in progress or waiting to land whose scope overlaps it
@@ -70,7 +70,7 @@ from board.errors import (
 from board.models import Budget, BudgetMode, BudgetScope, ExecutionStatus, Task
 from board.repository import RunRepository, run_repository
 from board.store import scoping, spend
-from board.store._base import commit_change, lock_task, now, record_event
+from board.store._base import commit_change, from_rows, lock_task, now, record_event
 from board.store.approvals import blocks_claim
 from board.store.cap_lanes import Admission, TakeTurns
 from board.store.executions import close_run_leaving
@@ -593,29 +593,6 @@ def _set_params(agent_id: str, runtime: str | None, lease_ms: int) -> list[Any]:
     return [agent_id, runtime, stamp, lease_end, lease_ms, stamp]
 
 
-# How a RETURNING row becomes a Task: per database and column order, where each
-# model field's value sits in the row and the converters the ORM would apply to it
-# (Django's own, the backend's and the field's), worked out once -- a claim then
-# builds its Task from the row alone, with no queryset (compiling, converter
-# lookup, model-init order) per claim.
-_Plan = list[tuple[int, Any, list[Any]]]
-_ROW_PLANS: dict[tuple[str, tuple[str, ...]], _Plan] = {}
-_FIELD_NAMES = [f.attname for f in Task._meta.concrete_fields]
-
-
-def _row_plan(vendor: str, columns: tuple[str, ...]) -> _Plan:
-    plan = _ROW_PLANS.get((vendor, columns))
-    if plan is None:
-        at = {name: i for i, name in enumerate(columns)}
-        plan = []
-        for field in Task._meta.concrete_fields:  # Task.from_db's order
-            col = field.get_col(_TABLE)
-            convert = connection.ops.get_db_converters(col) + field.get_db_converters(connection)
-            plan.append((at[str(field.column)], col, convert))
-        _ROW_PLANS[vendor, columns] = plan
-    return plan
-
-
 def _claim_row(sql: str, params: list[Any]) -> Task | None:
     """Run one claim statement inside the caller's write transaction; the claimed
     task (from the UPDATE's own ``RETURNING``, converted as the ORM converts a
@@ -626,13 +603,7 @@ def _claim_row(sql: str, params: list[Any]) -> Task | None:
         if row is None:
             return None
         columns = tuple(d[0] for d in cursor.description)
-    values = []
-    for i, col, convert in _row_plan(connection.vendor, columns):
-        value = row[i]
-        for fn in convert:
-            value = fn(value, col, connection)
-        values.append(value)
-    task = Task.from_db(connection.alias, _FIELD_NAMES, values)
+    (task,) = from_rows(Task, columns, [row])
     record_event(task, "claimed", prev_status=Status.TODO)
     return task
 

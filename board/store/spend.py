@@ -37,7 +37,7 @@ from board.models import (
     window_bounds,
 )
 from board.money import MILLICENTS_PER_CENT, cents_of
-from board.store._base import now, record_event
+from board.store._base import from_rows, now, record_event
 from board.store.cap_lanes import Admission, TakeTurns
 from core import events, storage
 from core.checks import check_choice, check_int
@@ -276,16 +276,27 @@ def _event(budget: Budget, kind: str, at: dt.datetime) -> None:
 # side by side, one per lane. SQLite's write lock orders them already.
 
 
-def _caps(scopes: Q | None, admission: Admission) -> list[Budget]:
-    """The cap budgets among ``scopes`` (None: all), with the lanes ``admission``
-    needs in them (taking turns: their rows locked until the claim commits too).
-    With no cap budget this is the claim's one look at budgets, and finds nothing."""
-    qs = Budget.objects.filter(mode=BudgetMode.CAP)
-    if scopes is not None:
-        qs = qs.filter(scopes)
-    if not admission.side_by_side:
-        qs = qs.select_for_update()
-    caps = list(qs.order_by("id"))
+_BUDGETS, _TASKS = Budget._meta.db_table, Task._meta.db_table
+_CAPS_SQL = f"SELECT * FROM {_BUDGETS} WHERE mode = '{BudgetMode.CAP}'"  # noqa: S608
+
+
+def _caps(teams: list[str] | None, agent_id: str, admission: Admission) -> list[Budget]:
+    """The cap budgets of ``teams`` (None: all) or over ``agent_id``, with the lanes
+    ``admission`` needs in them (taking turns: their rows locked until the claim
+    commits too). With no cap budget this is the claim's one look at budgets, and
+    finds nothing. Hand-written SQL: every claim a cap covers runs it."""
+    sql, params = _CAPS_SQL, []
+    if teams is not None:
+        marks = ", ".join(["%s"] * len(teams))
+        sql += f" AND (team_id IN ({marks}) OR (scope = %s AND scope_id = %s))"
+        params = [*teams, BudgetScope.AGENT, agent_id]
+    sql += " ORDER BY id"
+    if not admission.side_by_side and connection.features.has_select_for_update:
+        sql += " FOR UPDATE"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        columns = tuple(d[0] for d in cursor.description)
+        caps = from_rows(Budget, columns, cursor.fetchall())
     admission.enter(caps)
     return caps
 
@@ -307,30 +318,61 @@ class _InFlight:
     headroom: int | None  # None: a run with no ceiling is among them
 
 
+# The runs in flight of a team's or an agent's budget: its tasks in progress
+# (tasks_board_column_idx, tasks_held_idx), read by hand-written SQL on every claim a
+# cap covers.
+_IN_FLIGHT_SQL: dict[str, str] = {
+    scope: f"SELECT id, attempts, max_run_cents, assignee_agent_id FROM {_TASKS} "  # noqa: S608
+    f"WHERE {column} = %s AND status = 'in_progress'"
+    for scope, column in ((BudgetScope.TEAM, "team_id"), (BudgetScope.AGENT, "assignee_agent_id"))
+}
+_AGENTS_SQL = f"SELECT id, runtime, settings FROM {Agent._meta.db_table} WHERE id IN "  # noqa: S608
+_RUNS_SQL = (
+    f"SELECT task_id, attempt, cost_cents, status FROM {ExecutionProcess._meta.db_table} "  # noqa: S608
+    "WHERE task_id IN "
+)
+_SETTINGS = Agent._meta.get_field("settings")
+_SETTINGS_COL = _SETTINGS.get_col(Agent._meta.db_table)
+
+
+def _select(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _marks(values: list[Any]) -> str:
+    return "(" + ", ".join(["%s"] * len(values)) + ")"
+
+
+def _agent_settings(ids: list[str]) -> dict[str, tuple[str, Any]]:
+    """Each agent's runtime and settings (as the ORM would read them)."""
+    rows = _select(_AGENTS_SQL + _marks(ids), ids) if ids else []
+    return {pk: (rt, _SETTINGS.from_db_value(raw, _SETTINGS_COL, connection)) for pk, rt, raw in rows}
+
+
 def _in_flight(budget: Budget) -> _InFlight:
     """The runs in flight in the budget's scope -- its tasks in progress whose
     attempt's run is running or not yet open (it opens just after the claim) -- and
     what they may still spend. A person's claim (runtime ``human``) runs nothing here
     and holds nothing."""
-    rows = list(
-        _scope_tasks(budget.scope, budget.scope_id)
-        .filter(status="in_progress")
-        .values_list("id", "attempts", "max_run_cents", "assignee_agent_id")
-    )
+    sql = _IN_FLIGHT_SQL.get(budget.scope)
+    if sql is not None:
+        rows = _select(sql, [budget.scope_id])
+    else:
+        rows = list(
+            _scope_tasks(budget.scope, budget.scope_id)
+            .filter(status="in_progress")
+            .values_list("id", "attempts", "max_run_cents", "assignee_agent_id")
+        )
     if not rows:
         return _InFlight(0, 0)
-    agents = {
-        pk: (runtime, settings)
-        for pk, runtime, settings in Agent.objects.filter(
-            pk__in={row[3] for row in rows if row[3]}
-        ).values_list("id", "runtime", "settings")
-    }
+    agents = _agent_settings(sorted({row[3] for row in rows if row[3]}))
     spent: dict[tuple[str, int], int] = {}
     ended: set[tuple[str, int]] = set()
     running: set[tuple[str, int]] = set()
-    for task_id, attempt, cents, status in ExecutionProcess.objects.filter(
-        task_id__in=[row[0] for row in rows]
-    ).values_list("task_id", "attempt", "cost_cents", "status"):
+    task_ids = [row[0] for row in rows]
+    for task_id, attempt, cents, status in _select(_RUNS_SQL + _marks(task_ids), task_ids):
         spent[task_id, attempt] = spent.get((task_id, attempt), 0) + cents
         (running if status == "running" else ended).add((task_id, attempt))
     runs, headroom = 0, 0
@@ -396,7 +438,7 @@ def _hold(budget: Budget, at: dt.datetime, admission: Admission) -> _Hold | None
 
 
 def _agent_ceiling(agent_id: str) -> int | None:
-    settings = Agent.objects.filter(pk=agent_id).values_list("settings", flat=True).first()
+    _, settings = _agent_settings([agent_id]).get(agent_id, (None, None))
     return _ceiling(None, settings)
 
 
@@ -413,7 +455,7 @@ def cap_refusal(task: Task, agent_id: str, admission: Admission | None = None) -
     :class:`TakeTurns` unless every covering budget stays far from its limit.
     """
     admission = admission or Admission(turns=True)
-    caps = _caps(Q(team_id=task.team_id) | Q(scope=BudgetScope.AGENT, scope_id=agent_id), admission)
+    caps = _caps([task.team_id], agent_id, admission)
     if not caps:
         return
     at = now()
@@ -461,11 +503,8 @@ def cap_exclusions(
     budget: one look); else what to pass over -- what :func:`cap_refusal` would
     refuse. Raises :class:`BudgetPaused` when every scope the agent could take work
     from is held (the agent, or every one of its teams)."""
-    scopes = None
-    if teams is not None:
-        scopes = Q(team_id__in=teams) | Q(scope=BudgetScope.AGENT, scope_id=agent_id)
     admission = admission or Admission(turns=True)
-    caps = _caps(scopes, admission)
+    caps = _caps(teams, agent_id, admission)
     if not caps:
         return None
     at = now()
