@@ -318,37 +318,32 @@ class _InFlight:
     headroom: int | None  # None: a run with no ceiling is among them
 
 
-# The runs in flight of a team's or an agent's budget: its tasks in progress
-# (tasks_board_column_idx, tasks_held_idx), read by hand-written SQL on every claim a
-# cap covers.
-_IN_FLIGHT_SQL: dict[str, str] = {
-    scope: f"SELECT id, attempts, max_run_cents, assignee_agent_id FROM {_TASKS} "  # noqa: S608
-    f"WHERE {column} = %s AND status = 'in_progress'"
-    for scope, column in ((BudgetScope.TEAM, "team_id"), (BudgetScope.AGENT, "assignee_agent_id"))
-}
-_AGENTS_SQL = f"SELECT id, runtime, settings FROM {Agent._meta.db_table} WHERE id IN "  # noqa: S608
-_RUNS_SQL = (
-    f"SELECT task_id, attempt, cost_cents, status FROM {ExecutionProcess._meta.db_table} "  # noqa: S608
-    "WHERE task_id IN "
+# The runs in flight in a budget's scope, in one statement: its tasks in progress
+# (a team's by tasks_board_column_idx, an agent's by tasks_held_idx), each with its
+# agent's runtime and settings and, of its current attempt, what the runs spent and
+# whether one is running or one has ended. Every claim a cap covers runs it.
+_EXECUTIONS = ExecutionProcess._meta.db_table
+_OF_ATTEMPT = f"FROM {_EXECUTIONS} e WHERE e.task_id = t.id AND e.attempt = t.attempts"
+_IN_FLIGHT_SQL = (
+    "SELECT t.max_run_cents, a.runtime, a.settings, "  # noqa: S608
+    f"(SELECT COALESCE(SUM(e.cost_cents), 0) {_OF_ATTEMPT}), "
+    f"EXISTS (SELECT 1 {_OF_ATTEMPT} AND e.status = 'running'), "
+    f"EXISTS (SELECT 1 {_OF_ATTEMPT} AND e.status <> 'running') "
+    f"FROM {_TASKS} t LEFT JOIN {Agent._meta.db_table} a ON a.id = t.assignee_agent_id "
+    "WHERE t.status = 'in_progress' AND "
 )
+_IN_SCOPE: dict[str, str] = {
+    BudgetScope.TEAM: "t.team_id = %s",
+    BudgetScope.AGENT: "t.assignee_agent_id = %s",
+}
+_AGENT_SETTINGS_SQL = f"SELECT settings FROM {Agent._meta.db_table} WHERE id = %s"  # noqa: S608
 _SETTINGS = Agent._meta.get_field("settings")
 _SETTINGS_COL = _SETTINGS.get_col(Agent._meta.db_table)
 
 
-def _select(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
-
-
-def _marks(values: list[Any]) -> str:
-    return "(" + ", ".join(["%s"] * len(values)) + ")"
-
-
-def _agent_settings(ids: list[str]) -> dict[str, tuple[str, Any]]:
-    """Each agent's runtime and settings (as the ORM would read them)."""
-    rows = _select(_AGENTS_SQL + _marks(ids), ids) if ids else []
-    return {pk: (rt, _SETTINGS.from_db_value(raw, _SETTINGS_COL, connection)) for pk, rt, raw in rows}
+def _settings(raw: Any) -> Any:
+    """An agent's settings as the ORM would read them."""
+    return None if raw is None else _SETTINGS.from_db_value(raw, _SETTINGS_COL, connection)
 
 
 def _in_flight(budget: Budget) -> _InFlight:
@@ -356,37 +351,27 @@ def _in_flight(budget: Budget) -> _InFlight:
     attempt's run is running or not yet open (it opens just after the claim) -- and
     what they may still spend. A person's claim (runtime ``human``) runs nothing here
     and holds nothing."""
-    sql = _IN_FLIGHT_SQL.get(budget.scope)
-    if sql is not None:
-        rows = _select(sql, [budget.scope_id])
-    else:
-        rows = list(
-            _scope_tasks(budget.scope, budget.scope_id)
-            .filter(status="in_progress")
-            .values_list("id", "attempts", "max_run_cents", "assignee_agent_id")
-        )
-    if not rows:
-        return _InFlight(0, 0)
-    agents = _agent_settings(sorted({row[3] for row in rows if row[3]}))
-    spent: dict[tuple[str, int], int] = {}
-    ended: set[tuple[str, int]] = set()
-    running: set[tuple[str, int]] = set()
-    task_ids = [row[0] for row in rows]
-    for task_id, attempt, cents, status in _select(_RUNS_SQL + _marks(task_ids), task_ids):
-        spent[task_id, attempt] = spent.get((task_id, attempt), 0) + cents
-        (running if status == "running" else ended).add((task_id, attempt))
+    where, params = _IN_SCOPE.get(budget.scope), [budget.scope_id]
+    if where is None:  # a routine's or a tree's tasks: found by the ORM first
+        tasks = _scope_tasks(budget.scope, budget.scope_id).filter(status="in_progress")
+        params = list(tasks.values_list("id", flat=True))
+        if not params:
+            return _InFlight(0, 0)
+        where = "t.id IN (" + ", ".join(["%s"] * len(params)) + ")"
+    with connection.cursor() as cursor:
+        cursor.execute(_IN_FLIGHT_SQL + where, params)
+        rows = cursor.fetchall()
     runs, headroom = 0, 0
-    for task_id, attempt, max_run_cents, agent_id in rows:
-        runtime, settings = agents.get(agent_id, (None, None))
+    for max_run_cents, runtime, settings, spent, running, ended in rows:
         if runtime is not None and not runs_on_server(runtime):
             continue
-        if (task_id, attempt) in ended and (task_id, attempt) not in running:
+        if ended and not running:
             continue  # its run is over (the task not moved on yet): its spend is final
-        ceiling = _ceiling(max_run_cents, settings)
+        ceiling = _ceiling(max_run_cents, _settings(settings))
         if ceiling is None:
             return _InFlight(runs + 1, None)
         runs += 1
-        headroom += max(0, ceiling - spent.get((task_id, attempt), 0))
+        headroom += max(0, ceiling - spent)
     return _InFlight(runs, headroom)
 
 
@@ -438,8 +423,10 @@ def _hold(budget: Budget, at: dt.datetime, admission: Admission) -> _Hold | None
 
 
 def _agent_ceiling(agent_id: str) -> int | None:
-    _, settings = _agent_settings([agent_id]).get(agent_id, (None, None))
-    return _ceiling(None, settings)
+    with connection.cursor() as cursor:
+        cursor.execute(_AGENT_SETTINGS_SQL, [agent_id])
+        row = cursor.fetchone()
+    return _ceiling(None, None if row is None else _settings(row[0]))
 
 
 def cap_refusal(task: Task, agent_id: str, admission: Admission | None = None) -> None:
