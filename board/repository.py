@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from board.models import Task
-from core import repositories
+from core import registry, repositories
 from core.models import Agent, Repository
 
 
@@ -60,7 +60,7 @@ def run_repository(
     operator's setting (the agent is approved before every run): it registers as its
     team's repository when ``register`` (a local run; a claim's answer only reads)."""
     if agent is None and task.assignee_agent_id:
-        agent = Agent.objects.filter(pk=task.assignee_agent_id).first()
+        agent = registry.find_agent(task.assignee_agent_id)
     team, meta = task.team_id, task.metadata or {}
     conf = (agent.settings or {}) if agent is not None else {}
     base = _text(meta.get("base_branch")) or ""

@@ -11,6 +11,7 @@ from core import agent_secrets, events, repositories, server_commands, storage
 from core.checks import check_id, check_object, check_text
 from core.errors import Conflict, NotFound, ValidationFailed
 from core.models import Agent, AgentState, ParticipantKind, Runtime, Team
+from core.rows import from_rows
 
 DEFAULT_TEAM = "default"
 LABEL_MAX = 64
@@ -33,9 +34,17 @@ def create_team(team_id: Any, name: Any = None, *, creator: Any = None) -> Team:
         team = Team.objects.create(id=tid, name=label)
         if creator is not None:
             team.members.add(creator)
+            _forget_teams(creator)
         return team
 
     return storage.write(run)
+
+
+def _forget_teams(user: Any) -> None:
+    """A user object whose teams changed forgets the ones it read
+    (:func:`core.api.access.team_ids` keeps them for its request)."""
+    if hasattr(user, "__dict__"):
+        user.__dict__.pop("_member_team_ids", None)
 
 
 def ensure_team(team_id: str, name: str | None = None) -> Team:
@@ -49,6 +58,7 @@ def ensure_team(team_id: str, name: str | None = None) -> Team:
 def add_member(team_id: str, user: Any) -> None:
     def run() -> None:
         get_team(team_id).members.add(user)
+        _forget_teams(user)
 
     storage.write(run)
 
@@ -66,6 +76,18 @@ def agent_scope(agent_id: str) -> tuple[str, Any] | None:
         cursor.execute(_AGENT_SCOPE_SQL, [agent_id])
         row = cursor.fetchone()
     return None if row is None else (row[0], row[1])
+
+
+_AGENT_ROW_SQL = f"SELECT * FROM {Agent._meta.db_table} WHERE id = %s"  # noqa: S608
+
+
+def find_agent(agent_id: str) -> Agent | None:
+    """The agent, or None (hand-written SQL: every claim's answer reads its claimer)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_AGENT_ROW_SQL, [agent_id])
+        rows = cursor.fetchall()
+        columns = tuple(d[0] for d in cursor.description)
+    return next(iter(from_rows(Agent, columns, rows)), None)
 
 
 def member_team_ids(user_id: Any) -> list[str]:
@@ -313,6 +335,8 @@ def update_team(
             team.save(update_fields=changed)
         if members is not None:
             team.members.set(members)
+            for member in members:
+                _forget_teams(member)
         return team
 
     return storage.write(run)

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 from django.db import connection
-from django.db.models import Model
 from django.utils import timezone
 
 from board.errors import TaskNotFound
 from board.models import Task, TaskComment, TaskDep
 from core import events
-
-M = TypeVar("M", bound=Model)
 
 WRITE_LOG_KEEP = 4  # seed 001: a task keeps its four most recent write receipts
 
@@ -38,47 +35,6 @@ def lock_task(task_id: str) -> Task:
         return qs.get(pk=task_id)
     except Task.DoesNotExist:
         raise TaskNotFound(task_id) from None
-
-
-# How a row of hand-written SQL becomes a model instance: per model, database and
-# column order, where each concrete field's value sits in the row and the converters
-# the ORM would apply to it (Django's own, the backend's and the field's), worked out
-# once -- the claim's hot path then builds its Task (or Budget) from the row alone,
-# with no queryset (compiling, converter lookup, model-init order) per call.
-_Plan = list[tuple[int, Any, list[Any]]]
-_ROW_PLANS: dict[tuple[type[Model], str, tuple[str, ...]], _Plan] = {}
-
-
-def _row_plan(model: type[Model], columns: tuple[str, ...]) -> _Plan:
-    key = (model, connection.vendor, columns)
-    plan = _ROW_PLANS.get(key)
-    if plan is None:
-        at = {name: i for i, name in enumerate(columns)}
-        table = model._meta.db_table
-        plan = []
-        for field in model._meta.concrete_fields:  # model.from_db's order
-            col = field.get_col(table)
-            convert = connection.ops.get_db_converters(col) + field.get_db_converters(connection)
-            plan.append((at[str(field.column)], col, convert))
-        _ROW_PLANS[key] = plan
-    return plan
-
-
-def from_rows(model: type[M], columns: tuple[str, ...], rows: Iterable[tuple[Any, ...]]) -> list[M]:
-    """``rows`` (every concrete column of ``model``, in any order named by
-    ``columns``) as instances, converted as the ORM converts a row."""
-    plan = _row_plan(model, columns)
-    names = [f.attname for f in model._meta.concrete_fields]
-    built = []
-    for row in rows:
-        values = []
-        for i, col, convert in plan:
-            value = row[i]
-            for fn in convert:
-                value = fn(value, col, connection)
-            values.append(value)
-        built.append(model.from_db(connection.alias, names, values))
-    return built
 
 
 _DEPS_SQL = f"SELECT depends_on_task_id FROM {TaskDep._meta.db_table} WHERE task_id = %s"  # noqa: S608

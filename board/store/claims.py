@@ -31,7 +31,7 @@ boards), the spend module is not consulted at all.
 
 The claimed row comes back from the ``RETURNING`` as a tuple and becomes its Task
 with the converters the ORM would apply, worked out once per column order
-(:func:`board.store._base.from_rows`): no queryset is built per claim.
+(:func:`core.rows.from_rows`): no queryset is built per claim.
 
 A claim of a task with a scope (:mod:`board.scope`) first looks for a task of the
 same repository in progress or waiting to land whose scope overlaps it
@@ -70,7 +70,7 @@ from board.errors import (
 from board.models import Budget, BudgetMode, BudgetScope, ExecutionStatus, Task
 from board.repository import RunRepository, run_repository
 from board.store import scoping, spend
-from board.store._base import commit_change, from_rows, lock_task, now, record_event
+from board.store._base import commit_change, lock_task, now, record_event
 from board.store.approvals import blocks_claim
 from board.store.cap_lanes import Admission, TakeTurns
 from board.store.executions import close_run_leaving
@@ -91,6 +91,7 @@ from core import storage
 from core.api.errors import status_for
 from core.errors import ClawbooError, ValidationFailed
 from core.models import Agent, AgentState, Team
+from core.rows import from_rows
 
 MAX_ABANDONMENTS = 3  # seed 001: fixed, separate from max_attempts
 ABANDONED_ERROR = "abandoned: its lease lapsed {n} times without renewal"

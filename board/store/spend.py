@@ -37,12 +37,13 @@ from board.models import (
     window_bounds,
 )
 from board.money import MILLICENTS_PER_CENT, cents_of
-from board.store._base import from_rows, now, record_event
+from board.store._base import now, record_event
 from board.store.cap_lanes import Admission, TakeTurns
 from core import events, storage
 from core.checks import check_choice, check_int
 from core.errors import ValidationFailed
 from core.models import Agent
+from core.rows import from_rows
 from core.server_commands import runs_on_server
 
 MAX_CENTS = 2**53

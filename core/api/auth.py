@@ -6,24 +6,70 @@ agents it is bound to only."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.db import connection
 from rest_framework import authentication, exceptions
 
 from core.machines import KEY_LENGTH
 from core.models import AgentToken, MachineToken
+from core.rows import from_rows
+
+
+@cache
+def _lookup_sql() -> tuple[tuple[Any, str, int], ...]:
+    """Per kind of user-held key (an agent's, a person's): its model, the statement
+    reading the key's row with its user (and, for a person's key, whether the user
+    is a machine's service user), and how many of the columns are the key's."""
+    from rest_framework.authtoken.models import Token
+
+    user_model = get_user_model()
+    users = ", ".join(f"u.{f.column}" for f in user_model._meta.concrete_fields)
+    machines = MachineToken._meta.db_table
+    lookups = []
+    for model, machine in ((AgentToken, ""), (Token, ", m.id")):
+        columns = [f.column for f in model._meta.concrete_fields]
+        sql = (
+            f"SELECT {', '.join(f't.{c}' for c in columns)}, {users}{machine} "  # noqa: S608
+            f"FROM {model._meta.db_table} t JOIN {user_model._meta.db_table} u ON u.id = t.user_id"
+            + (f" LEFT JOIN {machines} m ON m.user_id = u.id" if machine else "")
+            + " WHERE t.key = %s"
+        )
+        lookups.append((model, sql, len(columns)))
+    return tuple(lookups)
+
+
+def _by_user_key(key: str) -> Any:
+    """The agent's or person's key row of ``key`` with its user, by hand-written SQL:
+    every authenticated request asks it, and a queryset with a join compiles its SQL
+    on every call."""
+    user_model = get_user_model()
+    machine_token = user_model._meta.get_field("machine_token")
+    for model, sql, width in _lookup_sql():
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [key])
+            row = cursor.fetchone()
+            if row is None:
+                continue
+            columns = tuple(d[0] for d in cursor.description)
+        (found,) = from_rows(model, columns[:width], [row[:width]])
+        end = width + len(user_model._meta.concrete_fields)
+        (found.user,) = from_rows(user_model, columns[width:end], [row[width:end]])
+        if len(row) > end and row[end] is None:
+            # Known not to be a machine's service user: core.roles asks, and need not query.
+            machine_token.set_cached_value(found.user, None)
+        return found
+    return None
 
 
 def user_and_token(key: str) -> tuple[Any, Any] | None:
     """(user, token row) for a key of either kind, or None (unknown key or inactive user)."""
-    from rest_framework.authtoken.models import Token
-
     # Checked before the lookup: a NUL or a surrogate would break the query itself.
     if not key or len(key) > KEY_LENGTH or not (key.isascii() and key.isprintable()):
         return None
-    found: Any = AgentToken.objects.select_related("user").filter(key=key).first()
-    if found is None:
-        found = Token.objects.select_related("user").filter(key=key).first()
+    found = _by_user_key(key)
     if found is None:
         from core.machines import by_key
 
