@@ -51,9 +51,14 @@ class ForgeFailed(ClawbooError):
 
     code = "forge_failed"
 
-    def __init__(self, detail: str, *, status: int | None = None, **extra: Any) -> None:
+    def __init__(
+        self, detail: str, *, status: int | None = None, rate_limited: bool = False, **extra: Any
+    ) -> None:
         super().__init__(detail, **({"forge_status": status} if status else {}), **extra)
         self.status = status
+        # A 403 may be GitHub's rate limit rather than a refusal: callers that read a
+        # 403 as "this token may not" must not read this one so.
+        self.rate_limited = rate_limited
 
 
 @dataclass(frozen=True)
@@ -159,11 +164,13 @@ class Http:
                 raise ForgeFailed(
                     f"{method} {path} answered {response.status_code}: {_message(response)}",
                     status=response.status_code,
+                    rate_limited=wait is not None,
                 )
             if wait > MAX_WAIT_S:
                 raise ForgeFailed(
                     f"{method} {path}: rate limited for {int(wait)} s more; the poll retries",
                     status=response.status_code,
+                    rate_limited=True,
                 )
             log.info("forge %s %s answered %s; retrying", method, path, response.status_code)
             self._sleep(max(wait, delay))

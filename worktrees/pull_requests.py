@@ -290,7 +290,8 @@ def required_checks(client: ForgeClient, forge: Forge, base: str) -> list[str]:
     """The check names that decide: the repository's own ``forge.required_checks``
     when it names any, else what the forge's protection of the base branch requires
     (empty: every reported check decides). A token that may not read the protection
-    (403) is one log line and the same fallback; any other failure is the caller's."""
+    (403, not a rate limit) is one log line and the same fallback; any other failure
+    is the caller's (the refresh fails, the poll asks again)."""
     if forge.required_checks:
         return list(forge.required_checks)
     if not base:
@@ -298,7 +299,7 @@ def required_checks(client: ForgeClient, forge: Forge, base: str) -> list[str]:
     try:
         return client.required_checks(base)
     except ForgeFailed as exc:
-        if exc.status != 403:
+        if exc.status != 403 or exc.rate_limited:
             raise
         log.warning(
             "the forge token of repository %s may not read the protection of %s (403); "
