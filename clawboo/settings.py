@@ -346,6 +346,10 @@ CLAWBOO_LANDING_ON_CONFLICT = os.environ.get("CLAWBOO_LANDING_ON_CONFLICT", "rew
 # A repository that lands by ``queue``: its merge queue stacks this many approvals
 # and runs the verify command once on the stacked tip.
 CLAWBOO_MERGE_BATCH = env_int("CLAWBOO_MERGE_BATCH", 8, low=1)
+# Rebase rounds a queued task that conflicts with its base gets before it is blocked
+# for a person: not fix rounds (the work ahead of it landed first), but bounded all
+# the same, since two builders could otherwise trade conflicts for ever.
+CLAWBOO_MAX_REBASE_ROUNDS = env_int("CLAWBOO_MAX_REBASE_ROUNDS", 5, low=1)
 # A remote worker's submitted task keeps its claim this long while it waits for the
 # server's intake (fetch, verify, critic); a recovery pass runs an intake again once
 # it has been pending CLAWBOO_INTAKE_RECOVER_S (a killed one), and git's network

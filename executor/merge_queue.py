@@ -21,7 +21,7 @@ tasks in approval order and:
 
 A task sent back re-enters the line by itself once its fix round brings it to
 review again (nobody approves twice); after ``CLAWBOO_MAX_FIX_CYCLES`` fix rounds
-for a red gate (or ``MAX_REBASE_ROUNDS`` rebase rounds for conflicts) it is blocked
+for a red gate (or ``CLAWBOO_MAX_REBASE_ROUNDS`` rebase rounds for conflicts) it is blocked
 for a person instead.
 
 Crash safety. Everything runs under the repository's landing lock. The batch
@@ -365,7 +365,7 @@ def _send_back(
     note = fix.as_text()
     rebase = conflicts is not None
     if rebase:
-        spent = entry.rebases >= mq.MAX_REBASE_ROUNDS
+        spent = entry.rebases >= mq.max_rebase_rounds()
     else:
         spent = entry.rounds >= judge.max_fix_cycles()
     spent = spent or not task.assignee_agent_id

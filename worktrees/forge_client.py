@@ -2,10 +2,11 @@
 
 One small client per vendor over one HTTP core (``httpx``): a pull request is
 opened, edited, read and merged; the head commit's checks are read (GitHub: check
-runs and commit statuses; Gitea: commit statuses); reviews that request changes
-are read with their line comments. Each answer is reduced to the few plain values
-the product uses (:class:`PullRequest`, :class:`Check`, :class:`ChangeRequest`),
-so the rest of the product never sees a vendor's shape.
+runs and commit statuses; Gitea: commit statuses), and the checks the base
+branch's protection requires; reviews that request changes are read with their
+line comments; a merged pull request's branch is deleted. Each answer is reduced
+to the few plain values the product uses (:class:`PullRequest`, :class:`Check`,
+:class:`ChangeRequest`), so the rest of the product never sees a vendor's shape.
 
 Every call has a timeout; a connection failure, a 5xx, a 429 or a rate-limited
 403 is retried with backoff, honouring ``Retry-After`` and GitHub's
@@ -50,9 +51,14 @@ class ForgeFailed(ClawbooError):
 
     code = "forge_failed"
 
-    def __init__(self, detail: str, *, status: int | None = None, **extra: Any) -> None:
+    def __init__(
+        self, detail: str, *, status: int | None = None, rate_limited: bool = False, **extra: Any
+    ) -> None:
         super().__init__(detail, **({"forge_status": status} if status else {}), **extra)
         self.status = status
+        # A 403 may be GitHub's rate limit rather than a refusal: callers that read a
+        # 403 as "this token may not" must not read this one so.
+        self.rate_limited = rate_limited
 
 
 @dataclass(frozen=True)
@@ -158,11 +164,13 @@ class Http:
                 raise ForgeFailed(
                     f"{method} {path} answered {response.status_code}: {_message(response)}",
                     status=response.status_code,
+                    rate_limited=wait is not None,
                 )
             if wait > MAX_WAIT_S:
                 raise ForgeFailed(
                     f"{method} {path}: rate limited for {int(wait)} s more; the poll retries",
                     status=response.status_code,
+                    rate_limited=True,
                 )
             log.info("forge %s %s answered %s; retrying", method, path, response.status_code)
             self._sleep(max(wait, delay))
@@ -213,6 +221,17 @@ class ForgeClient:
         raise NotImplementedError
 
     def change_requests(self, number: int) -> list[ChangeRequest]:
+        raise NotImplementedError
+
+    def delete_branch(self, branch: str) -> bool:
+        """Delete ``branch`` on the forge: True, or False when it was already gone
+        (the forge deleted it on merge); ForgeFailed for any other refusal."""
+        raise NotImplementedError
+
+    def required_checks(self, branch: str) -> list[str]:
+        """The status checks the forge's branch protection of ``branch`` requires
+        (empty: the branch is not protected, or its protection requires none).
+        ForgeFailed when the forge will not say (a 403: the token may not read it)."""
         raise NotImplementedError
 
     @property
@@ -332,6 +351,30 @@ class GitHub(ForgeClient):
             )
         return asked
 
+    def delete_branch(self, branch: str) -> bool:
+        # The ref is a multi-segment path parameter (``heads/clawboo/task-1``):
+        # its slashes stay, each segment is quoted.
+        try:
+            self.http.call("DELETE", f"{self.base}/git/refs/heads/{quote(branch, safe='/')}")
+        except ForgeFailed as exc:
+            # 422 "Reference does not exist" (delete_branch_on_merge got there first).
+            if exc.status in (404, 422):
+                return False
+            raise
+        return True
+
+    def required_checks(self, branch: str) -> list[str]:
+        path = f"{self.base}/branches/{quote(branch, safe='/')}/protection/required_status_checks"
+        try:
+            policy = self.http.call("GET", path) or {}
+        except ForgeFailed as exc:
+            if exc.status == 404:  # not protected, or no status checks required
+                return []
+            raise
+        names = [str(n) for n in policy.get("contexts") or []]
+        names += [str(c["context"]) for c in policy.get("checks") or [] if c.get("context")]
+        return list(dict.fromkeys(names))
+
 
 class Gitea(ForgeClient):
     """Gitea and Forgejo (``/api/v1``)."""
@@ -427,6 +470,28 @@ class Gitea(ForgeClient):
                 )
             )
         return asked
+
+    def delete_branch(self, branch: str) -> bool:
+        # One path segment, its slash escaped: Gitea unescapes it.
+        try:
+            self.http.call("DELETE", f"{self.base}/branches/{quote(branch, safe='')}")
+        except ForgeFailed as exc:
+            if exc.status == 404:  # the forge deleted it on merge
+                return False
+            raise
+        return True
+
+    def required_checks(self, branch: str) -> list[str]:
+        # The rule named after the branch (Gitea names a rule by its branch or pattern).
+        try:
+            rule = self.http.call("GET", f"{self.base}/branch_protections/{quote(branch, safe='')}")
+        except ForgeFailed as exc:
+            if exc.status == 404:
+                return []
+            raise
+        if not (rule or {}).get("enable_status_check"):
+            return []
+        return [str(n) for n in rule.get("status_check_contexts") or []]
 
 
 # The vendors, as data: kind → (client class, the Authorization header's scheme).

@@ -84,7 +84,7 @@ class QueuedLanding(models.Model):
     by = models.CharField(max_length=200)
     human_override = models.JSONField(null=True, blank=True)
     # Fix rounds the queue sent it on for a red gate (bounded by CLAWBOO_MAX_FIX_CYCLES),
-    # and rebase rounds for a conflict with the base (bounded by MAX_REBASE_ROUNDS).
+    # and rebase rounds for a conflict with the base (bounded by CLAWBOO_MAX_REBASE_ROUNDS).
     rounds = models.IntegerField(default=0)
     rebases = models.IntegerField(default=0)
     approved_at = models.DateTimeField()  # the approval: time-to-land counts from here

@@ -10,17 +10,19 @@ lands approved work through the forge instead of moving its base branch itself:
    verdict, findings and cost; a draft while the verdict fails.
 2. **The forge's checks are part of the verdict** (:func:`refresh`). Pending: the
    task waits in review ("checks running"; approval answers ``409
-   checks_running``). A failed check (a required one, when the forge names
-   ``required_checks``) sends the task back to its builder as a fix round
-   (GOVERNANCE §4) with the check's name, conclusion and output, at most
+   checks_running``). A failed check (a required one: those the forge names in
+   ``required_checks``, else those its base branch's protection on the forge
+   requires) sends the task back to its builder as a fix round (GOVERNANCE §4)
+   with the check's name, conclusion and output, at most
    ``CLAWBOO_MAX_FIX_CYCLES`` rounds; then it is blocked with the debt. A review
    that requests changes comes back as the board's request-changes, at its lines.
 3. **Merging** (:func:`approve`): a person's approval merges through the forge's
    API (the forge's ``merge_method``); the task is ``done`` when the forge says
-   merged. A pull request merged on the forge by a person marks the task done; one
-   closed unmerged leaves it in review with a comment. Webhooks (:func:`webhook`)
-   and the poll (:func:`poll`, a periodic job) both end in :func:`refresh`, so
-   they reach the same state.
+   merged, and its ``clawboo/task-<id>`` branch is deleted on the forge (a failed
+   delete is a log line). A pull request merged on the forge by a person marks the
+   task done too; one closed unmerged leaves it in review with a comment. Webhooks
+   (:func:`webhook`) and the poll (:func:`poll`, a periodic job) both end in
+   :func:`refresh`, so they reach the same state.
 
 The forge is asked outside any database transaction; what it said is recorded
 through the board's data layer (``board.store.record_pull_request``).
@@ -267,21 +269,45 @@ def publish_quietly(task_id: str) -> None:
 # --- 2. the forge's checks are part of the verdict --------------------------------
 
 
-def _decides(forge: Forge, check: Check) -> bool:
-    required = list(forge.required_checks or [])
+def _decides(required: list[str], check: Check) -> bool:
     return not required or check.name in required
 
 
-def checks_state(forge: Forge, checks: list[Check]) -> str:
+def checks_state(required: list[str], checks: list[Check]) -> str:
     """``failure`` when a deciding check failed, ``pending`` while one runs (or a
-    required one has not reported), ``success`` when all passed, ``none``: no check."""
-    deciding = [c for c in checks if _decides(forge, c)]
+    required one has not reported), ``success`` when all passed, ``none``: no check.
+    ``required`` empty: every reported check decides."""
+    deciding = [c for c in checks if _decides(required, c)]
     if any(c.state == "failure" for c in deciding):
         return "failure"
-    missing = set(forge.required_checks or []) - {c.name for c in deciding}
+    missing = set(required) - {c.name for c in deciding}
     if missing or any(c.state == "pending" for c in deciding):
         return "pending"
     return "success" if deciding else "none"
+
+
+def required_checks(client: ForgeClient, forge: Forge, base: str) -> list[str]:
+    """The check names that decide: the repository's own ``forge.required_checks``
+    when it names any, else what the forge's protection of the base branch requires
+    (empty: every reported check decides). A token that may not read the protection
+    (403, not a rate limit) is one log line and the same fallback; any other failure
+    is the caller's (the refresh fails, the poll asks again)."""
+    if forge.required_checks:
+        return list(forge.required_checks)
+    if not base:
+        return []
+    try:
+        return client.required_checks(base)
+    except ForgeFailed as exc:
+        if exc.status != 403 or exc.rate_limited:
+            raise
+        log.warning(
+            "the forge token of repository %s may not read the protection of %s (403); "
+            "every reported check counts",
+            forge.repository_id,
+            base,
+        )
+        return []
 
 
 def _fix_text(failed: list[Check]) -> str:
@@ -316,7 +342,7 @@ def refresh(task_id: str) -> dict[str, Any] | None:
     try:
         pr = client.get(int(record["number"]))
         if pr.state == "merged":
-            return _merged(task, pr, by=pr.merged_by or FORGE_AUTHOR)
+            return _merged(task, pr, forge, by=pr.merged_by or FORGE_AUTHOR)
         if pr.state == "closed":
             if record.get("state") != "closed":
                 store.record_pull_request(
@@ -328,10 +354,11 @@ def refresh(task_id: str) -> dict[str, Any] | None:
                 )
             return store.get_task(task.id).pull_request
         checks = client.checks(pr.head_sha)
+        required = required_checks(client, forge, str(record.get("base") or ""))
         asked = client.change_requests(pr.number) if task.status == Status.IN_REVIEW else []
     finally:
         client.close()
-    state = checks_state(forge, checks)
+    state = checks_state(required, checks)
     store.record_pull_request(
         task.id,
         {
@@ -348,7 +375,7 @@ def refresh(task_id: str) -> dict[str, Any] | None:
     if fresh:
         _request_changes(task, fresh)
     elif state == "failure" and record.get("handled_sha") != pr.head_sha:
-        failed = [c for c in checks if c.state == "failure" and _decides(forge, c)]
+        failed = [c for c in checks if c.state == "failure" and _decides(required, c)]
         _fix_round(task, pr.head_sha, failed)
     return store.get_task(task.id).pull_request
 
@@ -452,13 +479,16 @@ def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, A
         client.close()
     if pr.state != "merged":
         raise ForgeFailed(f"the forge did not merge pull request #{pr.number}")
-    done = _merged(task, pr, by=by, human_override=human_override)
+    done = _merged(task, pr, forge, by=by, human_override=human_override)
     return {"result": "merging", "task": store.get_task(task.id), "pull_request": done}
 
 
-def _merged(task: Task, pr: PullRequest, *, by: str, human_override: Any = None) -> dict[str, Any]:
+def _merged(
+    task: Task, pr: PullRequest, forge: Forge, *, by: str, human_override: Any = None
+) -> dict[str, Any]:
     """The forge merged the pull request: the local base branch follows it when it
-    can (a fast-forward), the checkout and branch go, the task is done."""
+    can (a fast-forward), the checkout and branch go, the task is done; then the
+    branch Clawboo pushed goes from the forge too."""
     repo = repository_of(task)
     ws = store.live_workspace(task.id)
     record = dict(task.pull_request or {})
@@ -491,7 +521,28 @@ def _merged(task: Task, pr: PullRequest, *, by: str, human_override: Any = None)
         human_override=override,
         landed=landed,
     )
+    _delete_forge_branch(forge, str(record.get("branch") or branch_of(task.id)))
     return store.get_task(task.id).pull_request or {}
+
+
+def _delete_forge_branch(forge: Forge, branch: str) -> None:
+    """Delete the merged pull request's branch on the forge (Clawboo pushed it, so
+    Clawboo tidies it). Already gone — the forge deletes merged branches itself when
+    told to — is fine; any other failure is a log line and never the landing's: the
+    work is merged and the task done."""
+    try:
+        client = _client(forge)
+        try:
+            deleted = client.delete_branch(branch)
+        finally:
+            client.close()
+    except ClawbooError as exc:
+        log.warning(
+            "could not delete branch %s on the forge after its merge: %s", branch, exc.detail
+        )
+        return
+    if not deleted:
+        log.info("branch %s was already gone from the forge after its merge", branch)
 
 
 def _follow_base(repo: Path, remote: str, base: str) -> str | None:

@@ -38,14 +38,18 @@ from worktrees.models import (
 DRAIN_TASK = "executor.merge_queue.drain"
 # Who the queue's own board writes are by (comments, sent-back feedback).
 QUEUE_ACTOR = "merge-queue"
-# A conflict with the base is not the builder's failure (the work ahead of it landed
-# first), so it is not a fix round of CLAWBOO_MAX_FIX_CYCLES; each rebase round lands
-# work ahead of it, and this bounds the rounds two builders could trade all the same.
-MAX_REBASE_ROUNDS = 5
 
 
 def batch_size() -> int:
     return int(settings.CLAWBOO_MERGE_BATCH)
+
+
+def max_rebase_rounds() -> int:
+    """Rebase rounds a conflicting entry gets before it is blocked for a person. A
+    conflict with the base is not the builder's failure (the work ahead of it landed
+    first), so it is not a fix round of CLAWBOO_MAX_FIX_CYCLES; each rebase round lands
+    work ahead of it, and this bounds the rounds two builders could trade all the same."""
+    return int(settings.CLAWBOO_MAX_REBASE_ROUNDS)
 
 
 def kick(repo_path: str) -> None:

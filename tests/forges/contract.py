@@ -57,11 +57,19 @@ class Contract:
         self.base_path = raw.get("basePath", "") if self.swagger else ""
         self.operations: list[tuple[re.Pattern[str], Operation]] = []
         for template, item in self.doc["paths"].items():
-            pattern = re.compile(
-                "^" + re.sub(r"\\\{[^}]+\\\}", r"([^/]+)", re.escape(template)) + "$"
-            )
             for method, spec in item.items():
+                pattern = self._pattern(template, spec)
                 self.operations.append((pattern, Operation(method.upper(), template, spec)))
+
+    def _pattern(self, template: str, spec: dict[str, Any]) -> re.Pattern[str]:
+        """A path parameter is one segment, unless GitHub's document marks it
+        ``x-multi-segment`` (a ref such as ``heads/clawboo/task-1``, its slashes kept)."""
+        multi = {p.get("name") for p in self._parameters_of(spec) if p.get("x-multi-segment")}
+
+        def segment(match: re.Match[str]) -> str:
+            return "(.+)" if match.group(1) in multi else "([^/]+)"
+
+        return re.compile("^" + re.sub(r"\\\{([^}]+)\\\}", segment, re.escape(template)) + "$")
 
     # --- resolving ------------------------------------------------------------
     def resolve(self, node: Any) -> Any:
@@ -95,7 +103,10 @@ class Contract:
         return None
 
     def _parameters(self, op: Operation) -> list[dict[str, Any]]:
-        return [self.resolve(p) for p in op.spec.get("parameters") or []]
+        return self._parameters_of(op.spec)
+
+    def _parameters_of(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        return [self.resolve(p) for p in spec.get("parameters") or []]
 
     def _param_ok(self, param: dict[str, Any], raw: str) -> bool:
         kind = param.get("type") or (self.resolve(param.get("schema") or {}) or {}).get("type")

@@ -13,7 +13,12 @@ in the bare repository; the head commit's checks are what the test sets
 (:meth:`StandIn.set_check`); branch protection refuses a merge (405) while a
 required check is not green, or a draft, or a stale ``sha``/``head_commit_id``
 (409 on GitHub); a merge writes a real merge (or squash) commit on the base branch
-of the bare repository. A wrong token is 401.
+of the bare repository. A wrong token is 401. Branch protection can be read
+(:attr:`StandIn.protected`; :attr:`StandIn.protection_forbidden`: the token may not,
+403), and a branch deleted (a missing one: GitHub 422, Gitea 404; the default branch
+refused; :attr:`StandIn.delete_branch_on_merge`: the forge deletes the head itself
+on merge, GitHub's ``delete_branch_on_merge``; :attr:`StandIn.refuse_branch_delete`:
+every delete refused).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tests.forges.contract import Contract, deep_merge
 
@@ -87,6 +92,11 @@ class StandIn:
         self.checks: dict[str, dict[str, dict[str, str]]] = {}  # sha → name → check
         self.reviews: list[Review] = []
         self.required: list[str] = []
+        # Branch protection the API reports: branch → its required status checks.
+        self.protected: dict[str, list[str]] = {}
+        self.protection_forbidden = False
+        self.delete_branch_on_merge = False
+        self.refuse_branch_delete = False
         self.violations: list[str] = []
         self.requests: list[tuple[str, str, Any, dict[str, str]]] = []
         self._lock = threading.Lock()
@@ -107,6 +117,9 @@ class StandIn:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def has_branch(self, branch: str) -> bool:
+        return _ref_exists(self.bare, branch)
 
     def head_of(self, number: int) -> str:
         return _git(self.bare, "rev-parse", f"refs/heads/{self.prs[number].head}")
@@ -150,11 +163,17 @@ class StandIn:
         commit = _git(self.bare, "commit-tree", tree, *parents, "-m", message)
         _git(self.bare, "update-ref", f"refs/heads/{pr.base}", commit, base_tip)
         pr.state, pr.merged, pr.merge_commit_sha, pr.merged_by = "closed", True, commit, by
+        if self.delete_branch_on_merge:
+            _git(self.bare, "update-ref", "-d", f"refs/heads/{pr.head}")
         return commit
 
-    def _check_state(self, sha: str) -> str:
+    def _check_state_of(self, sha: str, base: str) -> str:
+        """The head's checks as branch protection of ``base`` judges them."""
+        return self._check_state(sha, self.protected.get(base, self.required))
+
+    def _check_state(self, sha: str, required: list[str] | None = None) -> str:
         checks = self.checks.get(sha, {})
-        names = self.required or list(checks)
+        names = (self.required if required is None else required) or list(checks)
         if any(checks.get(n, {}).get("state") == "failure" for n in names):
             return "failure"
         if any(n not in checks or checks[n]["state"] == "pending" for n in names):
@@ -324,7 +343,7 @@ class StandIn:
         head = self.head_of(pr.number)
         if sha and sha != head:
             return 409, "Head branch was modified. Review and try the merge again."
-        if self._check_state(head) != "success":
+        if self._check_state_of(head, pr.base) != "success":
             return 405, "Required status check is expected or failing."
         return None
 
@@ -509,6 +528,76 @@ class StandIn:
             }
             for n, c in enumerate(review.comments)
         ]
+
+    # --- branches and their protection -------------------------------------------
+    def _delete_branch(self, branch: str) -> int:
+        """204 deleted, 404 no such branch, 403 refused (the default branch, or
+        :attr:`refuse_branch_delete`)."""
+        if not _ref_exists(self.bare, branch):
+            return 404
+        if self.refuse_branch_delete or branch == "main":
+            return 403
+        _git(self.bare, "update-ref", "-d", f"refs/heads/{branch}")
+        return 204
+
+    def op_git_delete_ref(self, op: Any, params: Any, query: Any, body: Any) -> tuple[int, Any]:
+        ref = unquote(params["ref"])
+        if not ref.startswith("heads/"):
+            return 422, {"message": "Reference does not exist"}
+        status = self._delete_branch(ref.removeprefix("heads/"))
+        if status == 404:  # GitHub's word for a ref that is not there
+            return 422, {"message": "Reference does not exist"}
+        if status == 403:
+            return 409, {"message": "Cannot delete this branch", "documentation_url": "x"}
+        return 204, None
+
+    def op_repoDeleteBranch(self, op: Any, params: Any, query: Any, body: Any) -> tuple[int, Any]:
+        status = self._delete_branch(unquote(params["branch"]))
+        if status == 403:
+            return 403, {"message": "branch protected", "url": "x"}
+        return status, None
+
+    def op_repos_get_status_checks_protection(
+        self, op: Any, params: Any, query: Any, body: Any
+    ) -> tuple[int, Any]:
+        if self.protection_forbidden:
+            return 403, {"message": "Resource not accessible by personal access token"}
+        branch = unquote(params["branch"])
+        if branch not in self.protected:
+            return 404, {"message": "Branch not protected", "documentation_url": "x"}
+        names = self.protected[branch]
+        url = f"https://forge.invalid/repos/{self.owner_repo}/branches/{branch}/protection"
+        return 200, self._answer(
+            op,
+            200,
+            {
+                "url": f"{url}/required_status_checks",
+                "contexts_url": f"{url}/required_status_checks/contexts",
+                "strict": False,
+                "contexts": names,
+                "checks": [{"context": n, "app_id": None} for n in names],
+            },
+        )
+
+    def op_repoGetBranchProtection(
+        self, op: Any, params: Any, query: Any, body: Any
+    ) -> tuple[int, Any]:
+        if self.protection_forbidden:
+            return 403, {"message": "token does not have at least one of required scope(s)"}
+        name = unquote(params["name"])
+        if name not in self.protected:
+            return 404, None
+        names = self.protected[name]
+        return 200, self._answer(
+            op,
+            200,
+            {
+                "rule_name": name,
+                "branch_name": name,
+                "enable_status_check": bool(names),
+                "status_check_contexts": names,
+            },
+        )
 
 
 def _ref_exists(bare: Path, branch: str) -> bool:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from core.models import Forge
-from worktrees import forge_client
+from worktrees import forge_client, pull_requests
 from worktrees.forge_client import ForgeFailed, Http
 
 TOKEN = "sekrit-token"  # noqa: S105
@@ -94,3 +94,22 @@ def test_every_call_has_a_timeout():
         assert client.http._client.headers["Authorization"] == f"token {TOKEN}"
     finally:
         client.close()
+
+
+def test_a_rate_limited_protection_read_is_not_taken_for_a_token_that_may_not():
+    forge = Forge(kind="github", api_url="https://api.github.test", repo="octo/app", token=TOKEN)
+    reset = str(int(time.time() + 3600))
+
+    def limited(request: httpx.Request) -> httpx.Response:
+        headers = {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": reset}
+        return httpx.Response(403, headers=headers, json={"message": "API rate limit exceeded"})
+
+    def denied(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(403, json={"message": "Resource not accessible by integration"})
+
+    client = forge_client.client_for(forge, transport=httpx.MockTransport(limited))
+    with pytest.raises(ForgeFailed) as caught:
+        pull_requests.required_checks(client, forge, "main")
+    assert caught.value.rate_limited  # the refresh fails; the poll asks again
+    client = forge_client.client_for(forge, transport=httpx.MockTransport(denied))
+    assert pull_requests.required_checks(client, forge, "main") == []  # every check counts

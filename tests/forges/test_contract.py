@@ -97,3 +97,27 @@ def test_branch_protection_refuses_a_merge_while_the_required_check_is_not_green
     assert status == 200 and body["merged"] is True
     assert git(bare, "show", "main:new.txt") == "new"
     assert forge.violations == []
+
+
+def test_a_branch_is_deleted_by_each_vendors_own_path_and_no_other(bare: Path):
+    github = StandIn("github", bare, token=TOKEN)
+    # The branches path deletes nothing on GitHub: refs are deleted under git/refs.
+    status, _ = _serve(github, "DELETE", "/repos/octo/app/branches/clawboo/task-1")
+    assert status == 404 and "no such operation" in github.violations[0]
+    github.violations.clear()
+    status, _ = _serve(github, "DELETE", "/repos/octo/app/git/refs/heads/clawboo/task-1", {})
+    assert status == 422 and any("body" in v for v in github.violations)  # it takes none
+    github.violations.clear()
+    status, _ = _serve(github, "DELETE", "/repos/octo/app/git/refs/heads/clawboo/task-1")
+    assert status == 204 and github.violations == [] and not github.has_branch("clawboo/task-1")
+    status, _ = _serve(github, "DELETE", "/repos/octo/app/git/refs/heads/clawboo/task-1")
+    assert status == 422  # gone already: GitHub's "Reference does not exist"
+
+    gitea = StandIn("gitea", bare, token=TOKEN)
+    status, _ = _serve(gitea, "DELETE", "/api/v1/repos/octo/app/git/refs/heads/main")
+    assert status == 404 and "no such operation" in gitea.violations[0]
+    gitea.violations.clear()
+    status, _ = _serve(gitea, "DELETE", "/api/v1/repos/octo/app/branches/main")
+    assert status == 403 and gitea.violations == []  # the default branch stays
+    status, _ = _serve(gitea, "GET", "/api/v1/repos/octo/app/branch_protections/main?x=1")
+    assert status == 422 and any("'x'" in v for v in gitea.violations)

@@ -75,6 +75,7 @@ def test_a_signed_webhook_for_a_pull_request_merged_on_the_forge_marks_the_task_
     assert task.status == "done" and task.pull_request["state"] == "merged"
     assert task.pull_request["merge_commit_sha"] == merge
     assert git(forge_repo.repo, "rev-parse", "main") == merge  # the local base followed
+    assert not forge_repo.forge.has_branch(f"clawboo/task-{task_id}")  # deleted there too
 
 
 def test_a_forged_signature_is_401_and_writes_nothing(forge_repo: Setup):
@@ -109,6 +110,7 @@ def test_with_no_webhook_the_poll_reaches_the_same_state(forge_repo: Setup):
     assert pull_requests.poll() == 1
     task = store.get_task(task_id)
     assert task.status == "done" and task.pull_request["merge_commit_sha"] == merge
+    assert not forge_repo.forge.has_branch(f"clawboo/task-{task_id}")
     assert pull_requests.poll() == 0  # nothing left to ask about
 
 

@@ -223,6 +223,28 @@ def test_a_batch_killed_while_gating_is_abandoned_and_its_tasks_land_in_the_next
     assert sorted(MergeBatch.objects.values_list("state", flat=True)) == ["abandoned", "landed"]
 
 
+def test_with_one_rebase_round_a_task_still_conflicting_after_it_goes_to_a_person(
+    queue_harness: Harness, settings
+):
+    settings.CLAWBOO_MAX_REBASE_ROUNDS = 1
+    first = queue_harness.in_review("First", {"file0.txt": "first\n"})
+    second = queue_harness.in_review("Second", {"file0.txt": "second\n"})
+    service.approve(first, by="reviewer")
+    service.approve(second, by="reviewer")
+    report = merge_queue.drain(str(queue_harness.repo))
+    assert report["landed"] == [first] and report["returned"] == [second]
+
+    # Its one rebase round does not bring the branch up to date: still a conflict.
+    queue_harness.fix_round(second, lambda path: (path / "notes.txt").write_text("tried\n"))
+    report = merge_queue.drain(str(queue_harness.repo))
+    assert report["blocked"] == [second] and report["landed"] == []
+    task = store.get_task(second)
+    assert task.status == "blocked" and "a person decides" in task.feedback
+    assert "file0.txt" in task.feedback
+    assert queue.live_entry(second) is None
+    assert git(queue_harness.repo, "show", "main:file0.txt") == "first"
+
+
 def test_a_culprit_whose_rounds_are_spent_is_blocked_for_a_person(queue_harness, settings):
     settings.CLAWBOO_MAX_FIX_CYCLES = 0
     first = queue_harness.in_review("A", {"a.flag": "a\n"})
