@@ -260,7 +260,9 @@ def load(browser: Any, base: str, state: Any, team: str) -> tuple[Any, Any, dict
     page.wait_for_function(
         "window.__bench.cards && window.__bench.counts && window.__bench.done", timeout=60_000
     )
-    page.wait_for_timeout(50)  # let the paint entries land
+    # Settled (nothing in flight for half a second) before the requests are counted:
+    # a read started once the cards are drawn is counted too, not raced.
+    page.wait_for_load_state("networkidle")
     return context, page, page.evaluate(METRICS_JS)
 
 
@@ -335,6 +337,7 @@ def measure(db: BenchDB, rounds: int, pages: int) -> dict[str, Any]:
                 "max_ms": round(max(took), 1),
             }
         summary["api_calls"] = len(runs[-1]["api"])
+        summary["api_paths"] = sorted(a["url"].split("?")[0] for a in runs[-1]["api"])
         out[team] = summary
     return out
 
