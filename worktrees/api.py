@@ -488,7 +488,7 @@ QUEUE_BATCH_FIELDS: dict[str, Any] = {
     "started_at": serializers.DateTimeField(),
     "finished_at": serializers.DateTimeField(allow_null=True),
 }
-MERGE_QUEUE_FIELDS = {
+MERGE_QUEUE_FIELDS: dict[str, Any] = {
     "repository": serializers.CharField(),
     "team": serializers.CharField(),
     "repo_path": serializers.CharField(),
