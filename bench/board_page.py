@@ -73,6 +73,7 @@ LIVE_SHARE = {
     "cancelled": 0.10,
 }
 LABELS = ("[]", "[]", '["ui"]', '["backend"]', '["backend", "bug"]')
+SCOPE_DIRS = 10  # the scoped work's directories (src/0/** ...)
 
 # Runs in the page before its own scripts: when each thing of interest appears.
 MARKS_JS = """
@@ -173,6 +174,60 @@ def seed(db: BenchDB, total: int, done: int) -> float:
     return round(time.perf_counter() - started, 1)
 
 
+def side() -> dict[str, int]:
+    """Runs in a subprocess on the seeded database: what the cards and panels say
+    beside the columns, in each team's proportions -- scoped work in progress and
+    waiting to land with ready tasks held back by it (scope waits), stalled runs,
+    and merge queues with tasks waiting to land -- so the columns' answer is timed
+    with its side reads holding something. Bulk rows, as the seed's."""
+    import django
+
+    django.setup()
+    from django.utils import timezone
+
+    from board.models import ExecutionProcess, Task
+    from core.models import Repository
+    from worktrees.models import EntryState, QueuedLanding
+
+    now = timezone.now()
+    made = {"scoped": 0, "stalled": 0, "queue_repositories": 0, "queued": 0}
+    for team in TEAMS:
+
+        def ids(status: str, n: int, team: str = team) -> list[str]:
+            rows = Task.objects.filter(team_id=team, status=status).order_by("id")
+            return list(rows.values_list("id", flat=True)[:n])
+
+        busy, review, ready = ids("in_progress", 40), ids("in_review", 40), ids("todo", 400)
+        half = len(review) // 2  # scoped, and waiting in a merge queue
+        for k in range(SCOPE_DIRS):
+            glob = [f"src/{k}/**"]
+            held = [f"src/{k}/a.py"] if k % 2 == 0 else [f"lib/{k}/a.py"]  # half overlap
+            Task.objects.filter(pk__in=(busy + review[:half])[k::SCOPE_DIRS]).update(
+                touches=glob, scope=glob
+            )
+            Task.objects.filter(pk__in=ready[k::SCOPE_DIRS]).update(touches=held, scope=held)
+        made["scoped"] += len(busy) + len(review[:half]) + len(ready)
+        ExecutionProcess.objects.bulk_create(
+            ExecutionProcess(task_id=t, agent_id="bench-bot", runtime="command", attempt=1,
+                             started_at=now, stalled_at=now)
+            for t in busy[:10]
+        )  # fmt: skip
+        made["stalled"] += len(busy[:10])
+        queued = review[half:]
+        for n in range(3):
+            path = f"/srv/bench/{team}/app{n}"
+            Repository.objects.create(id=f"{team}-app{n}", team_id=team, path=path,
+                                      landing_mode="queue")  # fmt: skip
+            QueuedLanding.objects.bulk_create(
+                QueuedLanding(task_id=t, repo_path=path, base_branch="main",
+                              state=EntryState.QUEUED, by="bench", approved_at=now, queued_at=now)
+                for t in queued[n::3]
+            )  # fmt: skip
+            made["queue_repositories"] += 1
+        made["queued"] += len(queued)
+    return made
+
+
 def explain() -> dict[str, Any]:
     """Runs in a subprocess on the seeded database: the plans of the board's reads,
     and what each costs on the server (median of 5, ms)."""
@@ -203,7 +258,38 @@ def explain() -> dict[str, Any]:
             list(qs.all())
             runs.append((time.perf_counter() - started) * 1000)
         timings[name] = round(statistics.median(runs[1:]), 2)
-    return {"plans": {name: qs.explain() for name, qs in reads.items()}, "server_ms": timings}
+    timings["columns_answer"], queries = columns_answer()
+    return {
+        "plans": {name: qs.explain() for name, qs in reads.items()},
+        "server_ms": timings,
+        "columns_answer_queries": queries,
+    }
+
+
+def columns_answer() -> tuple[float, int]:
+    """The board page's first request, served whole in this process (its view, as the
+    URLs route it, for the bench's person): median ms of 5 and its SQL queries."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.urls import resolve
+    from rest_framework.test import APIRequestFactory, force_authenticate
+
+    path = "/api/board/columns"
+    query = {"team": "default", "limit": "50", "terminal_limit": "25", "counts": "false"}
+    view, user = resolve(path).func, get_user_model().objects.get(username=USER)
+    runs, queries = [], 0
+    for _ in range(6):
+        request = APIRequestFactory().get(path, query, HTTP_HOST="127.0.0.1")
+        force_authenticate(request, user=user)
+        started = time.perf_counter()
+        with CaptureQueriesContext(connection) as captured:
+            response = view(request)
+            response.render()
+        runs.append((time.perf_counter() - started) * 1000)
+        queries = len(captured)
+        assert response.status_code == 200, response.content
+    return round(statistics.median(runs[1:]), 2), queries
 
 
 # --- the server and the browser ------------------------------------------------------
@@ -260,7 +346,9 @@ def load(browser: Any, base: str, state: Any, team: str) -> tuple[Any, Any, dict
     page.wait_for_function(
         "window.__bench.cards && window.__bench.counts && window.__bench.done", timeout=60_000
     )
-    page.wait_for_timeout(50)  # let the paint entries land
+    # Settled (nothing in flight for half a second) before the requests are counted:
+    # a read started once the cards are drawn is counted too, not raced.
+    page.wait_for_load_state("networkidle")
     return context, page, page.evaluate(METRICS_JS)
 
 
@@ -335,6 +423,7 @@ def measure(db: BenchDB, rounds: int, pages: int) -> dict[str, Any]:
                 "max_ms": round(max(took), 1),
             }
         summary["api_calls"] = len(runs[-1]["api"])
+        summary["api_paths"] = sorted(a["url"].split("?")[0] for a in runs[-1]["api"])
         out[team] = summary
     return out
 
@@ -342,16 +431,23 @@ def measure(db: BenchDB, rounds: int, pages: int) -> dict[str, Any]:
 # --- the run -----------------------------------------------------------------------
 
 
+def in_django(db: BenchDB, step: str) -> Any:
+    """One step of this script run in a Django process on the seeded database: its
+    JSON answer (its error output, if it failed)."""
+    done = subprocess.run(
+        [sys.executable, __file__, step], env=db.env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{step} failed:\n{done.stderr}")
+    return json.loads(done.stdout)
+
+
 def run(backend: str, tasks: int, done: int, rounds: int, pages: int) -> dict[str, Any]:
     db = BenchDB(backend)
     try:
         seeded = seed(db, tasks, done)
-        reads = json.loads(
-            subprocess.run(
-                [sys.executable, __file__, "--explain"],
-                env=db.env, capture_output=True, text=True, check=True,
-            ).stdout
-        )  # fmt: skip
+        beside = in_django(db, "--side")
+        reads = in_django(db, "--explain")
         result = measure(db, rounds, pages)
     finally:
         db.drop()
@@ -363,9 +459,11 @@ def run(backend: str, tasks: int, done: int, rounds: int, pages: int) -> dict[st
             "tiny_tasks": TINY,
             "fresh_tasks": tasks - done + FRESH_DONE,
             "seed_seconds": seeded,
+            "side": beside,
             "rounds": rounds,
             "explain": reads["plans"],
             "server_ms": reads["server_ms"],
+            "columns_answer_queries": reads["columns_answer_queries"],
             "ratio_fcp_vs_fresh": round(big["fcp"]["median_ms"] / fresh["fcp"]["median_ms"], 2),
             "ratio_cards_vs_fresh": round(
                 big["cards"]["median_ms"] / fresh["cards"]["median_ms"], 2
@@ -407,7 +505,9 @@ def report(backend: str, r: dict[str, Any]) -> None:
     print(
         "  server, one read (median ms): "
         + ", ".join(f"{name} {ms}" for name, ms in r["server_ms"].items())
+        + f"; the columns' answer: {r['columns_answer_queries']} SQL queries"
     )
+    print("  beside the columns: " + ", ".join(f"{k} {v}" for k, v in r["side"].items()))
     for name, plan in r["explain"].items():
         print(f"  EXPLAIN {name}:")
         for line in plan.splitlines():
@@ -424,9 +524,13 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=10)
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--explain", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--side", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.explain:
         print(json.dumps(explain()))
+        return 0
+    if args.side:
+        print(json.dumps(side()))
         return 0
     if not Path(CHROMIUM).exists():
         print(f"no Chromium at {CHROMIUM}", file=sys.stderr)

@@ -317,13 +317,10 @@ class ScopeWaitsView(APIView):
         return Response({"team": team, "waits": {k: v.as_dict() for k, v in waits.items()}})
 
 
-class BoardColumnsView(APIView):
-    """The board's first view in one request: each column's first page in that
-    column's order (live columns by priority, terminal ones most recently changed
-    first), every column's total, and the event sequence they are as of. What it
-    costs depends on the page sizes, not on how much history the team has."""
-
-    @extend_schema(
+def columns_schema(**side: serializers.Field) -> Any:
+    """The schema of ``GET /api/board/columns``, with ``side``: the side reads a view
+    standing above the board folds in (the merge queues, :mod:`worktrees.api`)."""
+    return extend_schema(
         operation_id="board_columns",
         parameters=[
             *_FILTER_PARAMETERS,
@@ -365,12 +362,51 @@ class BoardColumnsView(APIView):
                             ),
                             help_text="by status: the first page and the list URL of the next",
                         ),
+                        "scope_waits": serializers.DictField(
+                            child=serializers.DictField(),
+                            help_text="GET /api/board/scope-waits' waits, of the team "
+                            "(no team: the caller's teams)",
+                        ),
+                        "stalled_runs": ExecutionSerializer(
+                            many=True, help_text="GET /api/board/runs/stalled, of the team"
+                        ),
+                        **side,
                     },
                 )
             },
             "validation_error",
         ),
     )
+
+
+def side_teams(request: Request, team: str | None) -> list[str] | None:
+    """Whose side reads the columns' answer carries: the team asked (none when the
+    caller cannot see it, as its columns are empty), else the caller's teams
+    (None: staff, every team)."""
+    if team is None:
+        return team_ids(request.user)
+    return [team] if can_see_team(request.user, team) else []
+
+
+class BoardColumnsView(APIView):
+    """The board's first view in one request: each column's first page in that
+    column's order (live columns by priority, terminal ones most recently changed
+    first), every column's total, and the event sequence they are as of. What it
+    costs depends on the page sizes, not on how much history the team has.
+
+    Beside the columns, what the cards and panels show about them (the side reads,
+    each also its own endpoint for agents and the CLI): why ready tasks wait for
+    their paths and which runs stalled -- so the first view is two requests, this and
+    the counts. Each is one or two queries whatever the team's size."""
+
+    def side_reads(self, request: Request, teams: list[str] | None) -> dict[str, Any]:
+        waits = store.scope_holds(teams)
+        return {
+            "scope_waits": {task_id: hold.as_dict() for task_id, hold in waits.items()},
+            "stalled_runs": [run.as_dict() for run in steps_store.stalled_runs(teams)],
+        }
+
+    @columns_schema()
     def get(self, request: Request) -> Response:
         filters = _task_filters(request)
         params = request.query_params
@@ -426,6 +462,7 @@ class BoardColumnsView(APIView):
                 "counts": counts,
                 "total": None if counts is None else sum(counts.values()),
                 "columns": columns,
+                **self.side_reads(request, side_teams(request, team)),
             }
         )
 

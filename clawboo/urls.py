@@ -26,7 +26,8 @@ board_patterns: list[URLPattern | URLResolver] = [
     path("claim-next", board_api.ClaimNextView.as_view()),
     path("tasks", board_api.TaskListView.as_view(), name="tasks"),
     path("counts", board_api.TaskCountsView.as_view()),
-    path("columns", board_api.BoardColumnsView.as_view()),
+    # The board's columns with the merge queues beside them (worktrees stands above board).
+    path("columns", worktree_api.BoardColumnsView.as_view()),
     path("scope-waits", board_api.ScopeWaitsView.as_view()),
     path("tasks/<str:task_id>", board_api.TaskDetailView.as_view(), name="task"),
     path("tasks/<str:task_id>/transition", board_api.TransitionView.as_view()),

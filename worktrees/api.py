@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from board import api as board_api
 from board import store
 from board.access import audited_override, visible_task
 from board.api import task_body
@@ -487,18 +488,16 @@ QUEUE_BATCH_FIELDS: dict[str, Any] = {
     "started_at": serializers.DateTimeField(),
     "finished_at": serializers.DateTimeField(allow_null=True),
 }
-MergeQueueSerializer = inline_serializer(
-    "MergeQueue",
-    {
-        "repository": serializers.CharField(),
-        "team": serializers.CharField(),
-        "repo_path": serializers.CharField(),
-        "length": serializers.IntegerField(),
-        "entries": serializers.ListField(child=QueueEntrySerializer),
-        "running": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
-        "last_bisect": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
-    },
-)
+MERGE_QUEUE_FIELDS: dict[str, Any] = {
+    "repository": serializers.CharField(),
+    "team": serializers.CharField(),
+    "repo_path": serializers.CharField(),
+    "length": serializers.IntegerField(),
+    "entries": serializers.ListField(child=QueueEntrySerializer),
+    "running": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
+    "last_bisect": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
+}
+MergeQueueSerializer = inline_serializer("MergeQueue", MERGE_QUEUE_FIELDS)
 
 
 class MergeQueuesView(APIView):
@@ -513,13 +512,37 @@ class MergeQueuesView(APIView):
         responses=with_errors({200: serializers.ListSerializer(child=MergeQueueSerializer)}),
     )
     def get(self, request: Request) -> Response:
-        repos = scoped(request.user, Repository.objects.filter(landing_mode="queue"))
         team = request.query_params.get("team")
-        if team:
-            repos = repos.filter(team_id=team)
-        return Response(
-            [
-                {"repository": r.id, "team": r.team_id, **merge_queue.queue_of(r.path)}
-                for r in repos.order_by("team_id", "id")
-            ]
+        return Response(merge_queues(request.user, [team] if team else None))
+
+
+def merge_queues(user: Any, teams: list[str] | None) -> list[dict[str, Any]]:
+    """The merge queues of the repositories of ``teams`` (None: all of them) that
+    ``user`` can see, in three queries however many there are."""
+    repos = scoped(user, Repository.objects.filter(landing_mode="queue"))
+    if teams is not None:
+        repos = repos.filter(team_id__in=teams)
+    rows = list(repos.order_by("team_id", "id"))
+    queues = merge_queue.queues_of([r.path for r in rows])
+    return [{"repository": r.id, "team": r.team_id, **queues[r.path]} for r in rows]
+
+
+class BoardColumnsView(board_api.BoardColumnsView):
+    """``GET /api/board/columns`` with the team's merge queues beside its columns
+    (the board's panel): the board's answer does not know the queue, which stands
+    on the floor above it."""
+
+    def side_reads(self, request: Request, teams: list[str] | None) -> dict[str, Any]:
+        queues = merge_queues(request.user, teams)
+        return {**super().side_reads(request, teams), "merge_queues": queues}
+
+    @board_api.columns_schema(
+        merge_queues=inline_serializer(
+            "MergeQueue",
+            MERGE_QUEUE_FIELDS,
+            many=True,
+            help_text="GET /api/board/merge-queue, of the team",
         )
+    )
+    def get(self, request: Request) -> Response:
+        return super().get(request)

@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import Max, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from board.models import Task
@@ -355,21 +355,51 @@ def batch_body(batch: MergeBatch) -> dict[str, Any]:
 def queue_of(repo_path: str) -> dict[str, Any]:
     """The repository's queue as people see it: who waits (and where), who was sent
     back, the batch running (its gate), and the last batch that bisected."""
-    line = list(
-        QueuedLanding.objects.filter(repo_path=repo_path, state__in=LIVE_ENTRY_STATES)
+    return queues_of([repo_path])[repo_path]
+
+
+def queues_of(repo_paths: list[str]) -> dict[str, dict[str, Any]]:
+    """:func:`queue_of` of each repository, in two queries however many there are
+    (the board's first view reads every queue of a team): the live entries of all,
+    then their open batches and last bisected batches together."""
+    paths = sorted(set(repo_paths))
+    if not paths:
+        return {}
+    line: dict[str, list[QueuedLanding]] = {path: [] for path in paths}
+    entries = (
+        QueuedLanding.objects.filter(repo_path__in=paths, state__in=LIVE_ENTRY_STATES)
         .select_related("task")
         .order_by("queued_at", "id")
     )
-    queued = [e for e in line if e.state == EntryState.QUEUED]
-    running = MergeBatch.objects.filter(repo_path=repo_path, state__in=OPEN_BATCH_STATES).first()
-    bisected = (
-        MergeBatch.objects.filter(repo_path=repo_path, gate_runs__gt=1).order_by("-id").first()
+    for entry in entries:
+        line[entry.repo_path].append(entry)
+    last_bisects = (
+        MergeBatch.objects.filter(repo_path__in=paths, gate_runs__gt=1)
+        .order_by()  # the model's ordering would join the GROUP BY
+        .values("repo_path")
+        .annotate(last=Max("id"))
+        .values("last")
     )
-    return {
-        "repo_path": repo_path,
-        "length": len(queued),
-        "entries": [entry_body(e, n) for n, e in enumerate(queued, start=1)]
-        + [entry_body(e, 0) for e in line if e.state == EntryState.RETURNED],
-        "running": batch_body(running) if running is not None else None,
-        "last_bisect": batch_body(bisected) if bisected is not None else None,
-    }
+    running: dict[str, MergeBatch] = {}
+    bisected: dict[str, MergeBatch] = {}
+    batches = MergeBatch.objects.filter(repo_path__in=paths).filter(
+        Q(state__in=OPEN_BATCH_STATES) | Q(pk__in=Subquery(last_bisects))
+    )
+    for batch in batches.order_by("-id"):
+        if batch.state in OPEN_BATCH_STATES:
+            running.setdefault(batch.repo_path, batch)
+        if batch.gate_runs > 1:
+            bisected.setdefault(batch.repo_path, batch)
+    out = {}
+    for path in paths:
+        queued = [e for e in line[path] if e.state == EntryState.QUEUED]
+        run, bisect = running.get(path), bisected.get(path)
+        out[path] = {
+            "repo_path": path,
+            "length": len(queued),
+            "entries": [entry_body(e, n) for n, e in enumerate(queued, start=1)]
+            + [entry_body(e, 0) for e in line[path] if e.state == EntryState.RETURNED],
+            "running": batch_body(run) if run is not None else None,
+            "last_bisect": batch_body(bisect) if bisect is not None else None,
+        }
+    return out

@@ -130,8 +130,9 @@ def held_back(candidate_teams: Iterable[str] | None = None) -> dict[str, Hold]:
     teams = sorted({k[1] for k in by_key if k[0] == "team"})
     holds: dict[str, Hold] = {}
     for task_id, repo, team, scope in _waiting_candidates(repos, teams, candidate_teams):
+        mine = _scope(scope)  # once per task, not per task it is compared with
         for other_id, status, theirs in by_key.get(_key(repo, team), ()):
-            pair = overlapping(_scope(scope), theirs)
+            pair = overlapping(mine, theirs)
             if pair is not None:
                 holds[task_id] = Hold(other_id, status, *pair)
                 break

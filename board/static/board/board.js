@@ -2,8 +2,10 @@
 // The legal status targets come from the server's transition table (board-config).
 //
 // The first view is every column's first page (GET /api/board/columns; the terminal
-// ones most recently changed first) with the totals beside it (GET /api/board/counts);
-// "load more" follows each column's next link. So the page costs the same whatever
+// ones most recently changed first) with the totals beside it (GET /api/board/counts):
+// two requests. The columns' answer also carries what the cards and panels say about
+// them (scope waits, stalled runs, merge queues); later changes re-read those from
+// their own endpoints. "load more" follows each column's next link. So the page costs the same whatever
 // the size of the team's history. Filters live in the URL's query string and apply
 // to the pages and to live frames alike.
 import {
@@ -18,7 +20,7 @@ import { renderAgents, teamAgents } from "./agents.js";
 import { sendWatch, unwatchOutput, watchOutput, logFrame } from "./output.js";
 import { forgetTrace, loadTrace, traceFrame, traceSection } from "./trace.js";
 import { loadSpend, loadSpendSoon } from "./spend.js";
-import { loadQueues, loadQueuesSoon } from "./mergequeue.js";
+import { loadQueuesSoon, showQueues } from "./mergequeue.js";
 import { closeEditor, editForm, editNote, fillRepositories, openEditor } from "./editor.js";
 import { commentForm, knownNames, loadComments } from "./discussion.js";
 
@@ -220,8 +222,12 @@ async function reloadColumns() {
       for (const task of page.results) place(task, { fromPage: true });
       col.next = page.next || null;
     }
+    // What the cards and panels say, as of the same answer (no request of their own).
+    S.setScopeWaits(state, board.scope_waits || {});
+    for (const run of board.stalled_runs || []) S.noteStalled(state, run.task_id, run.id, run.stalled_at);
+    if (board.merge_queues) showQueues(board.merge_queues);
     renderAll();
-    await Promise.all([counted, loadToolAsks(), loadScopeWaits(), loadStalled()]);
+    await Promise.all([counted, loadToolAsks()]);
     return board;
   } catch (err) {
     if (mine === epoch) toast(`Could not load the board: ${err.message}`, "bad");
@@ -238,8 +244,8 @@ async function reloadColumns() {
 
 const place = (task, how) => S.place(state, task, how);
 
-// Which ready tasks wait for their paths (GET /api/board/scope-waits): asked with the
-// columns and again, at most about once a second, after any change of the board.
+// Which ready tasks wait for their paths: as of the columns' answer, then asked again
+// (GET /api/board/scope-waits), at most about once a second, after any change of the board.
 async function loadScopeWaits() {
   const mine = epoch;
   try {
@@ -281,21 +287,13 @@ function noteToolAsk(ask) {
   if (task) renderColumn(columnOf(task));
 }
 
-// --- runs that said nothing for CLAWBOO_STALL_MS (GET /api/board/runs/stalled, live) --
+// --- runs that said nothing for CLAWBOO_STALL_MS (the columns' answer, live frames) --
 
 function noteStalled(taskId, execution, at) {
-  if (execution === null) state.stalled.delete(taskId);
-  else state.stalled.set(taskId, { execution, at });
+  S.noteStalled(state, taskId, execution, at);
   forgetCard(taskId);
   const task = tasks.get(taskId);
   if (task) renderColumn(columnOf(task));
-}
-
-async function loadStalled() {
-  try {
-    const runs = await api("GET", `/api/board/runs/stalled?team=${enc(team)}`);
-    for (const run of runs) noteStalled(run.task_id, run.id, run.stalled_at);
-  } catch (err) { /* the cards show what live frames bring */ }
 }
 
 async function loadToolAsks() {
@@ -1116,7 +1114,7 @@ showFilters();
 renderSide();
 (async () => {
   // The columns say which event they are as of: anything after it comes by "since".
-  const [board] = await Promise.all([reloadColumns(), loadChat(), loadSpend(), loadQueues()]);
+  const [board] = await Promise.all([reloadColumns(), loadChat(), loadSpend()]);
   let seq = board && board.seq;
   if (typeof seq !== "number") {
     const hello = await api("GET", `/api/teams/${enc(team)}/events`).catch(() => null);

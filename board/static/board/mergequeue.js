@@ -5,8 +5,9 @@ const enc = encodeURIComponent;
 
 // --- merge queues ---------------------------------------------------------------------
 // Each repository of the team that lands by queue: who waits to land and where, who
-// was sent back to its builder, the gate running now, and the last bisect. Re-read
-// (at most once a second) when a task moves: an approval, a landing, a return.
+// was sent back to its builder, the gate running now, and the last bisect. First from
+// the columns' answer; re-read (at most once a second) when a task moves: an
+// approval, a landing, a return.
 
 let timer = null;
 export function loadQueuesSoon() {
@@ -42,10 +43,15 @@ function queueView(q) {
   return el("div", { class: "mq", "data-repository": q.repository }, el("p", {}, ...parts), list, gate, sent, bisect);
 }
 
-export async function loadQueues() {
+// The queues as the columns' answer or GET /api/board/merge-queue gave them.
+export function showQueues(queues) {
   const box = $("#merge-queue");
   if (!box) return;
-  const queues = await api("GET", `/api/board/merge-queue?team=${enc(config.team)}`).catch(() => []);
   box.hidden = !queues.length;
   box.replaceChildren(el("h2", { class: "mq-title" }, "Merge queue"), ...queues.map(queueView));
+}
+
+export async function loadQueues() {
+  if (!$("#merge-queue")) return;
+  showQueues(await api("GET", `/api/board/merge-queue?team=${enc(config.team)}`).catch(() => []));
 }

@@ -351,6 +351,12 @@ export function setScopeWaits(state, waits) {
   return JSON.stringify([...state.scopeWaits]) !== before;
 }
 
+// A task's running run said nothing for a while (execution null: no longer).
+export function noteStalled(state, taskId, execution, at) {
+  if (execution === null) state.stalled.delete(taskId);
+  else state.stalled.set(taskId, { execution, at });
+}
+
 // A task's scope in words for the detail panel: its touches, or the paths its last
 // attempt changed, and what it waits for.
 export function scopeText(task, wait) {

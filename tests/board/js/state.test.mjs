@@ -152,3 +152,11 @@ test("a task's scope reads in words, with why it waits for its paths", () => {
   S.clearState(state);
   assert.equal(state.scopeWaits.size, 0);
 });
+
+test("a stalled run is noted from the columns' answer or a frame, and cleared with null", () => {
+  const state = S.createState(config);
+  S.noteStalled(state, "t1", 7, "2026-01-01T00:00:00Z");
+  assert.deepEqual(state.stalled.get("t1"), { execution: 7, at: "2026-01-01T00:00:00Z" });
+  S.noteStalled(state, "t1", null);
+  assert.equal(state.stalled.has("t1"), false);
+});
