@@ -94,7 +94,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("repositories/<str:repo_id>", repository_views.RepositoryDetailView.as_view()),
     path("repositories/<str:repo_id>/forge/webhook", forge_api.ForgeWebhookView.as_view()),
     # The contract's spelling (API.md) of the same endpoint.
-    path("forge/<str:repo_id>/webhook", forge_api.ForgeWebhookView.as_view()),
+    path("forge/<str:repo_id>/webhook", forge_api.ContractForgeWebhookView.as_view()),
     path("agents/<str:agent_id>/pause", board_api.AgentPauseView.as_view()),
     path("agents/<str:agent_id>/resume", board_api.AgentResumeView.as_view()),
     path("teams/<str:team_id>/chat", registry_views.TeamChatView.as_view()),
