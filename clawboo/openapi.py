@@ -77,7 +77,7 @@ SUMMARIES: dict[str, str] = {
     "board_tasks_submit": "Hand in a remote worker's pushed branch for the server's intake",
     "board_tasks_prompt": "The prompt of a task's next run (a fix round's feedback included)",
     "repositories_forge_webhook": "A forge's signed webhook delivery for a repository",
-    "repositories_forge_webhook_2": "A forge's signed webhook delivery (the path API.md names; 204)",
+    "repositories_forge_webhook_2": "A forge's signed webhook delivery (API.md's path; 204)",
     "board_tasks_request_changes": "Send a task in review back to its agent with feedback",
     "routines_list": "List your teams' routines",
     "routines_create": "Create a routine firing as an agent you may act as",
