@@ -74,6 +74,7 @@ SUMMARIES: dict[str, str] = {
     "board_tasks_review": "See a task's work: diff against its base, runs, log tails, evidence",
     "board_tasks_approve": "Approve a task in review and land its change on the base branch",
     "board_merge_queues": "See the merge queues: who waits to land, the running gate, bisects",
+    "repositories_queue": "See one repository's merge queue: its batches and who is in line",
     "board_tasks_submit": "Hand in a remote worker's pushed branch for the server's intake",
     "board_tasks_prompt": "The prompt of a task's next run (a fix round's feedback included)",
     "repositories_forge_webhook": "A forge's signed webhook delivery for a repository",

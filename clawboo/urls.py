@@ -92,6 +92,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("agents/<str:agent_id>", registry_views.AgentDetailView.as_view()),
     path("repositories", repository_views.RepositoriesView.as_view()),
     path("repositories/<str:repo_id>", repository_views.RepositoryDetailView.as_view()),
+    path("repositories/<str:repo_id>/queue", worktree_api.RepositoryQueueView.as_view()),
     path("repositories/<str:repo_id>/forge/webhook", forge_api.ForgeWebhookView.as_view()),
     # The contract's spelling (API.md) of the same endpoint.
     path("forge/<str:repo_id>/webhook", forge_api.ContractForgeWebhookView.as_view()),

@@ -17,7 +17,7 @@ from board.api import task_body
 from board.models import Task, WorkspaceStatus
 from board.serializers import OverrideSerializer, TaskSerializer
 from core import repositories, server_commands
-from core.api.access import act_as, act_as_assignee, scoped
+from core.api.access import act_as, act_as_assignee, scoped, visible
 from core.api.bodies import BodySpec, json_object
 from core.api.idempotency import idempotent
 from core.api.permissions import RoleTable
@@ -459,20 +459,24 @@ class SubmitView(APIView):
         return Response(task_body(task), status=202)
 
 
-QueueEntrySerializer = inline_serializer(
-    "MergeQueueEntry",
-    {
-        "task_id": serializers.CharField(),
-        "title": serializers.CharField(),
-        "state": serializers.ChoiceField(choices=["queued", "returned"]),
-        "position": serializers.IntegerField(help_text="1: next; 0: sent back, not in line"),
-        "base_branch": serializers.CharField(),
-        "rounds": serializers.IntegerField(),
-        "approved_at": serializers.DateTimeField(),
-        "queued_at": serializers.DateTimeField(),
-        "reason": serializers.CharField(),
-    },
-)
+def queue_entry_serializer() -> Any:
+    """A queue entry's schema (a fresh instance: a field is bound to one parent)."""
+    return inline_serializer(
+        "MergeQueueEntry",
+        {
+            "task_id": serializers.CharField(),
+            "title": serializers.CharField(),
+            "state": serializers.ChoiceField(choices=["queued", "returned"]),
+            "position": serializers.IntegerField(help_text="1: next; 0: sent back, not in line"),
+            "base_branch": serializers.CharField(),
+            "rounds": serializers.IntegerField(),
+            "approved_at": serializers.DateTimeField(),
+            "queued_at": serializers.DateTimeField(),
+            "reason": serializers.CharField(),
+        },
+    )
+
+
 QUEUE_BATCH_FIELDS: dict[str, Any] = {
     "id": serializers.IntegerField(),
     "state": serializers.CharField(),
@@ -494,9 +498,13 @@ MergeQueueSerializer = inline_serializer(
         "team": serializers.CharField(),
         "repo_path": serializers.CharField(),
         "length": serializers.IntegerField(),
-        "entries": serializers.ListField(child=QueueEntrySerializer),
+        "entries": serializers.ListField(child=queue_entry_serializer()),
         "running": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
         "last_bisect": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
+        "batches": serializers.ListField(
+            child=inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS),
+            help_text=f"the last {merge_queue.RECENT_BATCHES} batches, newest first",
+        ),
     },
 )
 
@@ -519,7 +527,54 @@ class MergeQueuesView(APIView):
             repos = repos.filter(team_id=team)
         return Response(
             [
-                {"repository": r.id, "team": r.team_id, **merge_queue.queue_of(r.path)}
+                {"repository": r.id, "team": r.team_id, **merge_queue.queue_of(r.path, r.team_id)}
                 for r in repos.order_by("team_id", "id")
             ]
         )
+
+
+RepositoryQueueSerializer = inline_serializer(
+    "RepositoryQueue",
+    {
+        "batches": serializers.ListField(
+            child=inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS),
+            help_text=f"the last {merge_queue.RECENT_BATCHES} batches, newest first",
+        ),
+        "queued": serializers.ListField(
+            child=inline_serializer(
+                "QueuedTask",
+                {"task": serializers.CharField(), "position": serializers.IntegerField()},
+            ),
+            help_text="the tasks in line, next first (position 1: next)",
+        ),
+        "repository": serializers.CharField(),
+        "team": serializers.CharField(),
+        "repo_path": serializers.CharField(),
+        "length": serializers.IntegerField(help_text="the whole line's"),
+        "entries": serializers.ListField(child=queue_entry_serializer()),
+        "running": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
+        "last_bisect": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
+    },
+)
+
+
+class RepositoryQueueView(APIView):
+    @extend_schema(
+        operation_id="repositories_queue",
+        description=(
+            "One repository's merge queue (API.md): its recent `batches` and the tasks "
+            "`queued` in line with their `position`, beside the board's fields (who was "
+            "sent back, the batch running, the last bisect). Another team's repository "
+            "is 404; a repository that does not land by `queue` has an empty line."
+        ),
+        responses=with_errors({200: RepositoryQueueSerializer}, "not_found"),
+    )
+    def get(self, request: Request, repo_id: str) -> Response:
+        repo = visible(request.user, Repository.objects.all(), repo_id, "repository")
+        line = merge_queue.queue_of(repo.path, repo.team_id)
+        queued = [
+            {"task": e["task_id"], "position": e["position"]}
+            for e in line["entries"]
+            if e["state"] == "queued"
+        ]
+        return Response({"repository": repo.id, "team": repo.team_id, **line, "queued": queued})

@@ -331,26 +331,43 @@ def entry_body(entry: QueuedLanding, position: int | None = None) -> dict[str, A
     }
 
 
-def batch_body(batch: MergeBatch) -> dict[str, Any]:
+def batch_body(batch: MergeBatch, team_id: str | None = None) -> dict[str, Any]:
+    """A batch as people see it; with ``team_id``, naming that team's tasks only (two
+    teams may register one checkout: its line is one, what each is told is not)."""
+    tasks = [item["task_id"] for item in batch.stack]
+    culprits = [c["task_id"] for c in batch.culprits]
+    if team_id is not None:
+        theirs = set(
+            Task.objects.filter(pk__in=tasks + culprits, team_id=team_id).values_list(
+                "pk", flat=True
+            )
+        )
+        tasks = [t for t in tasks if t in theirs]
+        culprits = [t for t in culprits if t in theirs]
     return {
         "id": batch.pk,
         "state": batch.state,
         "base_branch": batch.base_branch,
         "base_before": batch.base_before,
         "target": batch.target,
-        "tasks": [item["task_id"] for item in batch.stack],
+        "tasks": tasks,
         "running_gate": batch.running_gate or None,
         "gate_runs": batch.gate_runs,
         "gates": [{k: g.get(k) for k in ("commit", "passed", "exit_code")} for g in batch.gates],
-        "culprits": [c["task_id"] for c in batch.culprits],
+        "culprits": culprits,
         "started_at": batch.started_at.isoformat(),
         "finished_at": batch.finished_at.isoformat() if batch.finished_at else None,
     }
 
 
-def queue_of(repo_path: str) -> dict[str, Any]:
+RECENT_BATCHES = 10
+
+
+def queue_of(repo_path: str, team_id: str | None = None) -> dict[str, Any]:
     """The repository's queue as people see it: who waits (and where), who was sent
-    back, the batch running (its gate), and the last batch that bisected."""
+    back, the batch running (its gate), the last batch that bisected, and the recent
+    batches. With ``team_id``: that team's tasks only, at their places in the whole
+    line (``length`` is the whole line's), since two teams may register one path."""
     line = list(
         QueuedLanding.objects.filter(repo_path=repo_path, state__in=LIVE_ENTRY_STATES)
         .select_related("task")
@@ -361,11 +378,17 @@ def queue_of(repo_path: str) -> dict[str, Any]:
     bisected = (
         MergeBatch.objects.filter(repo_path=repo_path, gate_runs__gt=1).order_by("-id").first()
     )
+    recent = MergeBatch.objects.filter(repo_path=repo_path).order_by("-id")[:RECENT_BATCHES]
+
+    def shown(entry: QueuedLanding) -> bool:
+        return team_id is None or entry.task.team_id == team_id
+
     return {
         "repo_path": repo_path,
         "length": len(queued),
-        "entries": [entry_body(e, n) for n, e in enumerate(queued, start=1)]
-        + [entry_body(e, 0) for e in line if e.state == EntryState.RETURNED],
-        "running": batch_body(running) if running is not None else None,
-        "last_bisect": batch_body(bisected) if bisected is not None else None,
+        "entries": [entry_body(e, n) for n, e in enumerate(queued, start=1) if shown(e)]
+        + [entry_body(e, 0) for e in line if e.state == EntryState.RETURNED and shown(e)],
+        "running": batch_body(running, team_id) if running is not None else None,
+        "last_bisect": batch_body(bisected, team_id) if bisected is not None else None,
+        "batches": [batch_body(b, team_id) for b in recent],
     }

@@ -136,6 +136,47 @@ def test_people_approve_into_the_queue_over_rest_and_see_it_on_the_board(
     assert f"clawboo_merge_queue_gate_runs_total{{{series}}} 1.0" in scraped
 
 
+def test_one_repositorys_queue_over_rest_names_its_batches_and_line_and_hides_other_teams(
+    queue_harness,
+):
+    from core import registry
+    from core.models import Repository
+    from tests.api.conftest import make_client
+
+    person = make_client("reviewer")
+    registry.create_team("red", "Red")
+    eve = make_client("eve", teams=("red",))
+    # Staff may register one checkout for two teams: one line, each told of its own.
+    Repository.objects.create(
+        id="red-app", team_id="red", path=str(queue_harness.repo), landing_mode="queue"
+    )
+    first = queue_harness.in_review("One", {"one.txt": "1\n"})
+    second = queue_harness.in_review("Two", {"two.txt": "2\n"})
+    for task_id in (first, second):
+        person.post(f"/api/board/tasks/{task_id}/approve", {}, format="json")
+
+    mine = person.get("/api/repositories/app/queue")
+    assert mine.status_code == 200, mine.content
+    assert mine.json()["queued"] == [
+        {"task": first, "position": 1},
+        {"task": second, "position": 2},
+    ]
+    assert mine.json()["batches"] == []
+    missing = eve.get("/api/repositories/app/queue")
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+    theirs = eve.get("/api/repositories/red-app/queue").json()
+    assert (theirs["queued"], theirs["entries"], theirs["length"]) == ([], [], 2)
+    [board] = eve.get("/api/board/merge-queue").json()
+    assert board["repository"] == "red-app" and board["entries"] == []
+
+    merge_queue.drain(str(queue_harness.repo))
+    [batch] = person.get("/api/repositories/app/queue").json()["batches"]
+    assert batch["tasks"] == [first, second] and batch["state"] == "landed"
+    [told] = eve.get("/api/repositories/red-app/queue").json()["batches"]
+    assert told["tasks"] == [] and told["culprits"] == []
+    assert first not in str(eve.get("/api/board/merge-queue").json())
+
+
 def test_an_agent_may_not_approve_into_the_queue(queue_harness):
     from django.contrib.auth import get_user_model
     from rest_framework.test import APIClient
