@@ -198,6 +198,14 @@ def check_forge(value: Any, stored: Forge | None) -> dict[str, Any] | None:
             kept = getattr(stored, name, "") if stored is not None else ""
             if not kept:
                 raise ValidationFailed(f"forge.{name}", "is the mask of a secret that is not set")
+            if name == "token" and stored is not None and stored.api_url != clean["api_url"]:
+                # A kept token goes only where it was sent before: otherwise moving
+                # api_url to a server of one's own would read the write-only token.
+                raise ValidationFailed(
+                    "forge.token",
+                    "must be given again when api_url changes (a kept token is never "
+                    "sent to a new address)",
+                )
             clean[name] = kept
         elif given in (None, ""):
             clean[name] = ""
