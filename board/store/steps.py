@@ -88,7 +88,13 @@ def checked(body: Any, where: str = "step") -> dict[str, Any]:
     if started is not None:
         if isinstance(started, bool) or not isinstance(started, int | float):
             raise ValidationFailed(f"{where}.started_at", "seconds since the epoch")
-        started = dt.datetime.fromtimestamp(float(started), tz=dt.UTC)
+        try:
+            started = dt.datetime.fromtimestamp(float(started), tz=dt.UTC)
+        except (OverflowError, ValueError, OSError):
+            # Past what a date can be (1e20, -1e15): the reporter's mistake, a 400.
+            raise ValidationFailed(
+                f"{where}.started_at", "seconds since the epoch, within years 1 to 9999"
+            ) from None
     values: dict[str, Any] = {
         "kind": kind,
         "name": mask(name.strip())[:NAME_MAX],

@@ -83,6 +83,22 @@ def test_another_teams_caller_is_told_404_and_a_bad_step_writes_nothing(fleet):
     assert not RunStep.objects.exists() and not Event.objects.filter(kind="run_step").exists()
 
 
+def test_a_time_or_a_silence_past_what_a_number_can_be_is_a_400_that_writes_nothing(fleet):
+    client = client_for("a-bot")
+    task_id, ticket = claimed(client)
+    run = opened(client, task_id, ticket)
+    base = f"/api/board/tasks/{task_id}/executions/{run}"
+    for started in (1e20, -1e15, 1e308):
+        step = {"kind": "command", "name": "x", "started_at": started}
+        answer = client.post(f"{base}/steps", {"ticket": ticket, "steps": [step]}, format="json")
+        assert answer.status_code == 400, answer.content
+        assert answer.json()["field"] == "steps[0].started_at"
+    refused = client.post(f"{base}/stalled", {"ticket": ticket, "silent_s": 10**400}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "silent_s"
+    assert not RunStep.objects.exists() and not Event.objects.filter(kind="run_step").exists()
+    assert ExecutionProcess.objects.get(pk=run).stalled_at is None
+
+
 def test_a_closed_run_takes_no_steps_and_a_run_keeps_at_most_max_steps(fleet, monkeypatch):
     client = client_for("a-bot")
     task_id, ticket = claimed(client)
