@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -229,6 +230,22 @@ def _globs_overlap(a: str, b: str) -> bool:
     sa = a.split("/") + ([] if a.endswith("**") else ["**"])
     sb = b.split("/") + ([] if b.endswith("**") else ["**"])
     return _intersect(sa, sb, "**", _segments_meet)
+
+
+@contextmanager
+def one_budget() -> Iterator[None]:
+    """Every comparison inside shares one budget of :data:`MAX_OVERLAP_STEPS` (one
+    repository's candidates in a claim-next: a hundred hard scopes cost what one
+    does, and only that repository's tasks are held for it)."""
+    outer = getattr(_budget, "left", None)
+    _budget.left = MAX_OVERLAP_STEPS
+    try:
+        yield
+    finally:
+        if outer is None:
+            del _budget.left
+        else:
+            _budget.left = outer
 
 
 def overlapping(mine: Sequence[str], theirs: Sequence[str]) -> tuple[str, str] | None:

@@ -176,6 +176,25 @@ def test_a_claim_refuses_scope_busy_while_an_overlapping_task_is_in_progress(rep
     assert (fresh.status, fresh.assignee_agent_id, fresh.attempts) == ("todo", None, 0)
 
 
+def test_many_hard_scopes_cost_claim_next_one_budget_and_hold_only_their_repository(repos):
+    hard = [("*x" * 125) + f".a{i:02d}" for i in range(64)]
+    busy = _task("busy", [("*x" * 125) + f".b{i:02d}" for i in range(64)])
+    assert store.claim(busy.id, "a1").ok
+    for n in range(20):
+        _task(f"hard {n}", [g + str(n) for g in hard], priority=1)
+    busy_elsewhere = _task("busy elsewhere", ["docs/**"], repository="r2")
+    assert store.claim(busy_elsewhere.id, "a2").ok
+    free = _task("free elsewhere", ["src/**"], repository="r2")
+    scope._globs_overlap.cache_clear()
+    scope._segments_meet.cache_clear()
+
+    start = time.perf_counter()
+    taken = store.claim_next("a3")
+
+    assert time.perf_counter() - start < 2.0  # 20 x 64 x 64 hard pairs: minutes unbounded
+    assert taken is not None and taken.task.id == free.id
+
+
 def test_work_waiting_to_land_holds_its_paths_until_it_leaves_review(repos):
     first = _task("first", ["docs"])
     second = _task("second", ["docs/index.md"])
