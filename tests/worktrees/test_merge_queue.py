@@ -289,3 +289,22 @@ def test_operators_read_the_queue_in_the_admin_and_change_nothing_there(
     assert entries.status_code == 200 and task_id in entries.content.decode()
     assert client.get("/admin/worktrees/mergebatch/").status_code == 200
     assert client.get("/admin/worktrees/queuedlanding/add/").status_code == 403
+
+
+def test_manage_py_merge_queue_takes_the_repositorys_id_and_refuses_an_unknown_one(
+    queue_harness, capsys
+):
+    import json
+
+    from django.core.management import CommandError, call_command
+
+    task_id = queue_harness.in_review("One", {"one.txt": "1\n"})
+    service.approve(task_id, by="ada")
+    with pytest.raises(CommandError, match="no registered repository 'nope'"):
+        call_command("merge_queue", "--repo", "nope")
+    assert store.get_task(task_id).status == "in_review"
+
+    call_command("merge_queue", "--repo", "app")  # the id, as the API names it
+
+    assert json.loads(capsys.readouterr().out)["landed"] == [task_id]
+    assert store.get_task(task_id).status == "done"
