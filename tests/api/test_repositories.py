@@ -336,3 +336,29 @@ def test_a_kept_forge_token_is_never_sent_to_a_new_api_url(staff_api, root: Path
     assert (
         staff_api.patch("/api/repositories/app", {"forge": moved}, format="json").status_code == 200
     )
+
+
+@pytest.mark.parametrize(
+    "api_url",
+    [
+        "http://[::1",
+        "https://h.example:99999",
+        "https://api.github.com/x y",
+        "https://user:pass@git.example.com",
+        "https://git.example.com/api/v1?x=1",
+        "https://git.example.com/api/v1#top",
+        "ftp://git.example.com",
+        "https://",
+    ],
+)
+def test_a_forge_api_url_the_client_could_not_call_is_a_400_that_writes_nothing(
+    staff_api, root: Path, api_url
+):
+    make_repo(root / "app")
+    staff_api.post(
+        "/api/repositories", {"team": "default", "path": str(root / "app")}, format="json"
+    )
+    forge = {"kind": "github", "api_url": api_url, "repo": "octo/app", "token": "t"}
+    refused = staff_api.patch("/api/repositories/app", {"forge": forge}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "forge.api_url"
+    assert repositories.forge_of("app") is None

@@ -94,3 +94,10 @@ def test_every_call_has_a_timeout():
         assert client.http._client.headers["Authorization"] == f"token {TOKEN}"
     finally:
         client.close()
+
+
+def test_a_stored_api_url_that_is_no_url_is_that_forges_failure_not_an_error_of_its_callers():
+    # Stored before the address was checked: the poll catches ForgeFailed, not InvalidURL.
+    forge = Forge(kind="github", api_url="http://[::1", repo="o/r", token=TOKEN)
+    with pytest.raises(ForgeFailed, match="not a usable URL"):
+        forge_client.client_for(forge)
