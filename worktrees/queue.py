@@ -93,14 +93,38 @@ def live_entry(task_id: str) -> QueuedLanding | None:
     return QueuedLanding.objects.filter(task_id=task_id, state__in=LIVE_ENTRY_STATES).first()
 
 
+STALE_REASON = "its task was claimed again after the approval: that work is not approved"
+
+
+def attempts_of(task_id: str) -> int | None:
+    return Task.objects.filter(pk=task_id).values_list("attempts", flat=True).first()
+
+
+def is_stale(entry: QueuedLanding, attempts: int | None) -> bool:
+    """Whether an entry waiting in line approved other work than its task's now: the
+    task was claimed again since (a person's request changes, a move back to todo),
+    so what would land is work no person approved. Entries the queue itself sent
+    back are not waiting in line; their re-entry takes the new attempt."""
+    return (
+        entry.state == EntryState.QUEUED
+        and entry.attempt is not None
+        and attempts is not None
+        and attempts != entry.attempt
+    )
+
+
 def enqueue(
     task_id: str, *, repo_path: str, base_branch: str, by: str, human_override: Any = None
 ) -> Enqueued:
     """Put an approved task in line (idempotent: approving a task already in line
     answers its place). The queue's job is kicked after commit."""
+    attempt = attempts_of(task_id)
     existing = live_entry(task_id)
-    if existing is not None:
+    if existing is not None and not is_stale(existing, attempt):
         return Enqueued(existing, position_of(existing), False)
+    if existing is not None:
+        # The approval of earlier work: this one is of the work now in review.
+        withdraw(existing.pk, STALE_REASON)
 
     def run() -> QueuedLanding:
         at = timezone.now()
@@ -113,6 +137,7 @@ def enqueue(
             human_override=human_override,
             approved_at=at,
             queued_at=at,
+            attempt=attempt,
         )
 
     try:
@@ -166,6 +191,7 @@ def requeue_returned(repo_path: str | None = None, task_id: str | None = None) -
                 QueuedLanding.objects.filter(pk=entry.pk, state=EntryState.RETURNED),
                 state=EntryState.QUEUED,
                 queued_at=timezone.now(),
+                attempt=attempts_of(entry.task_id),
             )
             back += moved
             if moved:

@@ -308,3 +308,27 @@ def test_manage_py_merge_queue_takes_the_repositorys_id_and_refuses_an_unknown_o
 
     assert json.loads(capsys.readouterr().out)["landed"] == [task_id]
     assert store.get_task(task_id).status == "done"
+
+
+def test_work_a_person_sent_back_after_approving_it_does_not_land_on_the_old_approval(
+    queue_harness,
+):
+    # Approved into the line, then sent back by a person before the queue ran; the
+    # builder's new work reaches review again. Nobody approved that work: it waits.
+    task_id = queue_harness.in_review("One", {"one.txt": "1\n"})
+    base = git(queue_harness.repo, "rev-parse", "main")
+    assert service.approve(task_id, by="ada")["result"] == "queued"
+    store.request_changes(task_id, "not like that", by="ada")
+    queue_harness.fix_round(task_id, lambda p: (p / "one.txt").write_text("unreviewed\n"))
+    assert store.get_task(task_id).status == "in_review"
+
+    merge_queue.drain(str(queue_harness.repo))
+
+    assert git(queue_harness.repo, "rev-parse", "main") == base
+    assert store.get_task(task_id).status == "in_review"
+    assert queue.live_entry(task_id) is None
+    # Approving the new work puts it in line, and it lands.
+    again = service.approve(task_id, by="ada")
+    assert (again["result"], again["position"]) == ("queued", 1)
+    merge_queue.drain(str(queue_harness.repo))
+    assert store.get_task(task_id).status == "done"
