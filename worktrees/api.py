@@ -459,9 +459,10 @@ class SubmitView(APIView):
         return Response(task_body(task), status=202)
 
 
-def queue_entry_serializer() -> Any:
-    """A queue entry's schema (a fresh instance: a field is bound to one parent)."""
-    return inline_serializer(
+# One class per component (drf-spectacular names a component once): fresh instances
+# of it wherever a field needs one.
+MergeQueueEntry = type(
+    inline_serializer(
         "MergeQueueEntry",
         {
             "task_id": serializers.CharField(),
@@ -475,6 +476,7 @@ def queue_entry_serializer() -> Any:
             "reason": serializers.CharField(),
         },
     )
+)
 
 
 QUEUE_BATCH_FIELDS: dict[str, Any] = {
@@ -491,6 +493,7 @@ QUEUE_BATCH_FIELDS: dict[str, Any] = {
     "started_at": serializers.DateTimeField(),
     "finished_at": serializers.DateTimeField(allow_null=True),
 }
+MergeQueueBatch = type(inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS))
 MergeQueueSerializer = inline_serializer(
     "MergeQueue",
     {
@@ -498,11 +501,11 @@ MergeQueueSerializer = inline_serializer(
         "team": serializers.CharField(),
         "repo_path": serializers.CharField(),
         "length": serializers.IntegerField(),
-        "entries": serializers.ListField(child=queue_entry_serializer()),
-        "running": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
-        "last_bisect": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
+        "entries": serializers.ListField(child=MergeQueueEntry()),
+        "running": MergeQueueBatch(allow_null=True),
+        "last_bisect": MergeQueueBatch(allow_null=True),
         "batches": serializers.ListField(
-            child=inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS),
+            child=MergeQueueBatch(),
             help_text=f"the last {merge_queue.RECENT_BATCHES} batches, newest first",
         ),
     },
@@ -537,7 +540,7 @@ RepositoryQueueSerializer = inline_serializer(
     "RepositoryQueue",
     {
         "batches": serializers.ListField(
-            child=inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS),
+            child=MergeQueueBatch(),
             help_text=f"the last {merge_queue.RECENT_BATCHES} batches, newest first",
         ),
         "queued": serializers.ListField(
@@ -551,9 +554,9 @@ RepositoryQueueSerializer = inline_serializer(
         "team": serializers.CharField(),
         "repo_path": serializers.CharField(),
         "length": serializers.IntegerField(help_text="the whole line's"),
-        "entries": serializers.ListField(child=queue_entry_serializer()),
-        "running": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
-        "last_bisect": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
+        "entries": serializers.ListField(child=MergeQueueEntry()),
+        "running": MergeQueueBatch(allow_null=True),
+        "last_bisect": MergeQueueBatch(allow_null=True),
     },
 )
 
