@@ -1184,6 +1184,10 @@ _TRACE_RUN: dict[str, Any] = {
     "role": serializers.ChoiceField(choices=["run", "review"]),
     "execution": ExecutionSerializer(),
     "steps": StepSerializer(many=True),
+    "steps_truncated": serializers.BooleanField(
+        help_text="some of this run's steps are left out (a trace carries at most 2,000, "
+        "newest runs first); its steps endpoint has them all"
+    ),
 }
 
 

@@ -141,6 +141,30 @@ def test_steps_are_pruned_with_the_history(fleet):
     assert not RunStep.objects.exists()
 
 
+def test_a_trace_carries_at_most_trace_steps_newest_runs_first_and_says_which_are_cut(
+    fleet, monkeypatch
+):
+    # A worker may open run after run on its claim, each with MAX_STEPS steps.
+    monkeypatch.setattr(steps_store, "TRACE_STEPS", 5)
+    client = client_for("a-bot")
+    task_id, ticket = claimed(client)
+    runs = []
+    for n in range(3):
+        run = opened(client, task_id, ticket)
+        steps_store.record_steps(
+            run, [{"kind": "tool_call", "name": f"r{n}s{i}"} for i in range(3)]
+        )
+        base = f"/api/board/tasks/{task_id}/executions/{run}"
+        client.post(f"{base}/close", {"ticket": ticket, "outcome": "succeeded"}, format="json")
+        runs.append(run)
+
+    trace = client.get(f"/api/board/tasks/{task_id}/trace").json()
+
+    assert [len(r["steps"]) for r in trace] == [0, 2, 3]
+    assert [r["steps_truncated"] for r in trace] == [True, True, False]
+    assert len(client.get(f"/api/board/tasks/{task_id}/executions/{runs[0]}/steps").json()) == 3
+
+
 def test_an_anonymous_caller_is_refused(fleet):
     assert APIClient().get("/api/board/tasks/x/executions/1/steps").status_code == 401
 
