@@ -3,6 +3,7 @@ access and calls :mod:`board.store`; errors map to HTTP in ``core.api.errors``."
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 from urllib.parse import urlencode
 
@@ -1220,6 +1221,10 @@ _TRACE_RUN: dict[str, Any] = {
     "role": serializers.ChoiceField(choices=["run", "review"]),
     "execution": ExecutionSerializer(),
     "steps": StepSerializer(many=True),
+    "steps_truncated": serializers.BooleanField(
+        help_text="some of this run's steps are left out (a trace carries at most 2,000, "
+        "newest runs first); its steps endpoint has them all"
+    ),
 }
 
 
@@ -1269,7 +1274,12 @@ class ExecutionStalledView(APIView):
         body = json_object(request, StalledBody)
         run = store.claimed_execution(task_id, _run_of(task_id, execution_id), body["ticket"])
         silent = body.get("silent_s")
-        if isinstance(silent, bool) or not isinstance(silent, int | float) or silent < 0:
+        # An integer past a float's range (10**400) is as wrong as a negative one.
+        if (
+            isinstance(silent, bool)
+            or not isinstance(silent, int | float)
+            or not 0 <= silent <= sys.float_info.max
+        ):
             raise ValidationFailed("silent_s", "a non-negative number of seconds")
         return Response({"marked": steps_store.mark_stalled(run.id, float(silent))})
 

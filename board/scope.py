@@ -22,12 +22,19 @@ covered by both. A character class is read as ``?`` (any one character), so the
 answer may say "overlap" where no real path is covered by both, never the
 reverse: a false "overlap" makes a task wait, a false "apart" would let two
 agents edit one file at once.
+
+The search is quadratic in the globs' lengths (``*x*x...`` against ``*x*x...``
+visits every pair of positions), so one comparison of two scopes has a budget of
+:data:`MAX_OVERLAP_STEPS` search steps: past it, the pair being compared is said to
+overlap (the conservative answer) rather than hold a claim for minutes.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -38,6 +45,10 @@ MAX_GLOB_LENGTH = 256
 # A recorded scope (an attempt's changed files) longer than MAX_GLOBS is widened
 # to the top-level directories it touched (then to the whole repository).
 WHOLE_REPOSITORY = "**"
+# Search steps one comparison of two scopes may take (about a tenth of a second):
+# ordinary globs take tens per pair; 64 x 64 globs of ``*x*x...`` would take
+# minutes.
+MAX_OVERLAP_STEPS = 50_000
 
 _META = frozenset("*?[")
 _CLASS = re.compile(r"\[(?:[!^])?\]?[^\]]*\]")
@@ -141,17 +152,34 @@ def _tokens(segment: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+class _TooHard(Exception):
+    """The comparison's step budget ran out (never cached: lru_cache keeps no raise)."""
+
+
+_budget = threading.local()
+
+
+def _step() -> None:
+    left = getattr(_budget, "left", None)
+    if left is None:
+        return
+    if left <= 0:
+        raise _TooHard
+    _budget.left = left - 1
+
+
 def _intersect(a: Sequence[Any], b: Sequence[Any], star: Any, compatible: Any) -> bool:
     """Whether some word matches both patterns ``a`` and ``b`` (sequences of
     tokens, ``star`` matching any run of symbols, every other token one symbol
     that ``compatible`` says two tokens can both be): a search over pairs of
-    positions, at most ``len(a) * len(b)`` states."""
+    positions, at most ``len(a) * len(b)`` states, each a step of the budget."""
     seen: set[tuple[int, int]] = set()
     todo = [(0, 0)]
     while todo:
         i, j = todo.pop()
         if (i, j) in seen:
             continue
+        _step()
         seen.add((i, j))
         at_a, at_b = i < len(a), j < len(b)
         if not at_a and not at_b:
@@ -181,9 +209,14 @@ def _segments_meet(x: str, y: str) -> bool:
     return _intersect(_tokens(x), _tokens(y), "*", _chars_meet)
 
 
-@lru_cache(maxsize=16384)
 def globs_overlap(a: str, b: str) -> bool:
-    """Whether some path could be covered by both globs (module doc: conservative)."""
+    """Whether some path could be covered by both globs (module doc: conservative;
+    True also when deciding would take more than :data:`MAX_OVERLAP_STEPS`)."""
+    return overlapping([a], [b]) is not None
+
+
+@lru_cache(maxsize=16384)
+def _globs_overlap(a: str, b: str) -> bool:
     pa, pb = _literal_prefix(a), _literal_prefix(b)
     # Quick apart: two fixed beginnings that differ before either glob's first
     # wildcard can match no common path.
@@ -199,10 +232,38 @@ def globs_overlap(a: str, b: str) -> bool:
     return _intersect(sa, sb, "**", _segments_meet)
 
 
+@contextmanager
+def one_budget() -> Iterator[None]:
+    """Every comparison inside shares one budget of :data:`MAX_OVERLAP_STEPS` (one
+    repository's candidates in a claim-next: a hundred hard scopes cost what one
+    does, and only that repository's tasks are held for it)."""
+    outer = getattr(_budget, "left", None)
+    _budget.left = MAX_OVERLAP_STEPS
+    try:
+        yield
+    finally:
+        if outer is None:
+            del _budget.left
+        else:
+            _budget.left = outer
+
+
 def overlapping(mine: Sequence[str], theirs: Sequence[str]) -> tuple[str, str] | None:
-    """The first pair of globs (one of each scope) that overlap, or None."""
-    for a in mine:
-        for b in theirs:
-            if globs_overlap(a, b) if a <= b else globs_overlap(b, a):
-                return a, b
-    return None
+    """The first pair of globs (one of each scope) that overlap, or None. Past the
+    budget of :data:`MAX_OVERLAP_STEPS`, the pair being compared is the answer."""
+    outer = getattr(_budget, "left", None)
+    if outer is None:
+        _budget.left = MAX_OVERLAP_STEPS
+    try:
+        for a in mine:
+            for b in theirs:
+                try:
+                    meet = _globs_overlap(a, b) if a <= b else _globs_overlap(b, a)
+                except _TooHard:
+                    return a, b
+                if meet:
+                    return a, b
+        return None
+    finally:
+        if outer is None:
+            del _budget.left

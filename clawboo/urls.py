@@ -93,9 +93,10 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("agents/<str:agent_id>", registry_views.AgentDetailView.as_view()),
     path("repositories", repository_views.RepositoriesView.as_view()),
     path("repositories/<str:repo_id>", repository_views.RepositoryDetailView.as_view()),
+    path("repositories/<str:repo_id>/queue", worktree_api.RepositoryQueueView.as_view()),
     path("repositories/<str:repo_id>/forge/webhook", forge_api.ForgeWebhookView.as_view()),
     # The contract's spelling (API.md) of the same endpoint.
-    path("forge/<str:repo_id>/webhook", forge_api.ForgeWebhookView.as_view()),
+    path("forge/<str:repo_id>/webhook", forge_api.ContractForgeWebhookView.as_view()),
     path("agents/<str:agent_id>/pause", board_api.AgentPauseView.as_view()),
     path("agents/<str:agent_id>/resume", board_api.AgentResumeView.as_view()),
     path("teams/<str:team_id>/chat", registry_views.TeamChatView.as_view()),

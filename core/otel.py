@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import logging
 import os
 import threading
 from collections.abc import Mapping
@@ -29,6 +30,8 @@ SERVICE_NAME = "clawboo"
 
 _lock = threading.Lock()
 _provider: Any = None
+_missing = False  # the endpoint is set, the SDK is not installed
+log = logging.getLogger(__name__)
 # The ids the next span takes (set around one start_span by export_span).
 _next = threading.local()
 
@@ -48,13 +51,24 @@ def span_id_for(key: str) -> int:
 
 
 def provider() -> Any:
-    """The process's tracer provider, made on first use; None when export is off."""
-    global _provider
-    if not enabled():
+    """The process's tracer provider, made on first use; None when export is off, or
+    when the endpoint is set but the ``otel`` extra is not installed (said once in the
+    log, not once per span)."""
+    global _provider, _missing
+    if not enabled() or _missing:
         return None
     with _lock:
         if _provider is None:
-            _provider = _make_provider()
+            try:
+                _provider = _make_provider()
+            except ImportError as exc:
+                _missing = True
+                log.warning(
+                    "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK is not "
+                    "installed (%s): no spans are exported; pip install 'clawboo[otel]'",
+                    exc,
+                )
+                return None
         return _provider
 
 
@@ -132,11 +146,12 @@ def flush(timeout_ms: int = 5_000) -> None:
 
 def reset() -> None:
     """Forget the provider (tests that change the environment), shutting it down."""
-    global _provider
+    global _provider, _missing
     with _lock:
         if _provider is not None:
             _provider.shutdown()
         _provider = None
+        _missing = False
 
 
 def _nanos(at: dt.datetime) -> int:

@@ -15,6 +15,7 @@ import re
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -158,6 +159,30 @@ def _check_fields(values: dict[str, Any]) -> dict[str, Any]:
     return clean
 
 
+def check_forge_url(api_url: str | None) -> str:
+    """The forge's API address: an http(s) URL with a host (and a valid port), no
+    spaces, credentials, query or fragment -- what the client can call as its base.
+    Anything else is a 400 now, not a failure of every later call (the poll's, a
+    webhook's, an approval's)."""
+    refused = ValidationFailed("forge.api_url", "must be an http(s) URL of the forge's API")
+    if not api_url or re.search(r"[\s\x00-\x1f\x7f]", api_url):
+        raise refused
+    try:
+        parts = urlsplit(api_url)
+        parts.port  # noqa: B018 - raises on a port that is not one
+    except ValueError:
+        raise refused from None
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or "@" in parts.netloc
+        or parts.query
+        or parts.fragment
+    ):
+        raise refused
+    return api_url
+
+
 def check_forge(value: Any, stored: Forge | None) -> dict[str, Any] | None:
     """A repository's ``forge`` as it will be stored, or None to remove it. A secret
     given as MASK (what an answer showed) keeps the stored one."""
@@ -171,9 +196,7 @@ def check_forge(value: Any, stored: Forge | None) -> dict[str, Any] | None:
     kind = value.get("kind")
     if kind not in FORGE_KINDS:
         raise ValidationFailed("forge.kind", f"must be one of {', '.join(FORGE_KINDS)}")
-    api_url = check_text(value.get("api_url"), "forge.api_url", limit=1024)
-    if not re.match(r"\Ahttps?://[^\s/]+", api_url or ""):
-        raise ValidationFailed("forge.api_url", "must be an http(s) URL of the forge's API")
+    api_url = check_forge_url(check_text(value.get("api_url"), "forge.api_url", limit=1024))
     repo = value.get("repo")
     if not isinstance(repo, str) or not _FORGE_REPO.match(repo):
         raise ValidationFailed("forge.repo", "must be owner/name")
@@ -198,6 +221,14 @@ def check_forge(value: Any, stored: Forge | None) -> dict[str, Any] | None:
             kept = getattr(stored, name, "") if stored is not None else ""
             if not kept:
                 raise ValidationFailed(f"forge.{name}", "is the mask of a secret that is not set")
+            if name == "token" and stored is not None and stored.api_url != clean["api_url"]:
+                # A kept token goes only where it was sent before: otherwise moving
+                # api_url to a server of one's own would read the write-only token.
+                raise ValidationFailed(
+                    "forge.token",
+                    "must be given again when api_url changes (a kept token is never "
+                    "sent to a new address)",
+                )
             clean[name] = kept
         elif given in (None, ""):
             clean[name] = ""

@@ -207,6 +207,9 @@ def _stack_one(
     if task is None or task.status != Status.IN_REVIEW or ws is None:
         mq.withdraw(entry.pk, f"left review ({task.status if task else 'deleted'})")
         return None
+    if mq.is_stale(entry, task.attempts):
+        mq.withdraw(entry.pk, mq.STALE_REASON)
+        return None
     if not Path(ws.worktree_path).is_dir() or ws.status != WorkspaceStatus.ACTIVE:
         ws = worktree_service.resume(task.id)  # reaped while it waited in line
     with path_lock(ws.worktree_path):

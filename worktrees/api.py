@@ -18,7 +18,7 @@ from board.api import task_body
 from board.models import Task, WorkspaceStatus
 from board.serializers import OverrideSerializer, TaskSerializer
 from core import repositories, server_commands
-from core.api.access import act_as, act_as_assignee, scoped
+from core.api.access import act_as, act_as_assignee, scoped, visible
 from core.api.bodies import BodySpec, json_object
 from core.api.idempotency import idempotent
 from core.api.permissions import RoleTable
@@ -460,20 +460,26 @@ class SubmitView(APIView):
         return Response(task_body(task), status=202)
 
 
-QueueEntrySerializer = inline_serializer(
-    "MergeQueueEntry",
-    {
-        "task_id": serializers.CharField(),
-        "title": serializers.CharField(),
-        "state": serializers.ChoiceField(choices=["queued", "returned"]),
-        "position": serializers.IntegerField(help_text="1: next; 0: sent back, not in line"),
-        "base_branch": serializers.CharField(),
-        "rounds": serializers.IntegerField(),
-        "approved_at": serializers.DateTimeField(),
-        "queued_at": serializers.DateTimeField(),
-        "reason": serializers.CharField(),
-    },
+# One class per component (drf-spectacular names a component once): fresh instances
+# of it wherever a field needs one.
+MergeQueueEntry = type(
+    inline_serializer(
+        "MergeQueueEntry",
+        {
+            "task_id": serializers.CharField(),
+            "title": serializers.CharField(),
+            "state": serializers.ChoiceField(choices=["queued", "returned"]),
+            "position": serializers.IntegerField(help_text="1: next; 0: sent back, not in line"),
+            "base_branch": serializers.CharField(),
+            "rounds": serializers.IntegerField(),
+            "approved_at": serializers.DateTimeField(),
+            "queued_at": serializers.DateTimeField(),
+            "reason": serializers.CharField(),
+        },
+    )
 )
+
+
 QUEUE_BATCH_FIELDS: dict[str, Any] = {
     "id": serializers.IntegerField(),
     "state": serializers.CharField(),
@@ -488,16 +494,21 @@ QUEUE_BATCH_FIELDS: dict[str, Any] = {
     "started_at": serializers.DateTimeField(),
     "finished_at": serializers.DateTimeField(allow_null=True),
 }
+MergeQueueBatch = type(inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS))
 MERGE_QUEUE_FIELDS: dict[str, Any] = {
     "repository": serializers.CharField(),
     "team": serializers.CharField(),
     "repo_path": serializers.CharField(),
     "length": serializers.IntegerField(),
-    "entries": serializers.ListField(child=QueueEntrySerializer),
-    "running": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
-    "last_bisect": inline_serializer("MergeQueueBatch", QUEUE_BATCH_FIELDS, allow_null=True),
+    "entries": serializers.ListField(child=MergeQueueEntry()),
+    "running": MergeQueueBatch(allow_null=True),
+    "last_bisect": MergeQueueBatch(allow_null=True),
+    "batches": serializers.ListField(
+        child=MergeQueueBatch(),
+        help_text=f"the last {merge_queue.RECENT_BATCHES} batches, newest first",
+    ),
 }
-MergeQueueSerializer = inline_serializer("MergeQueue", MERGE_QUEUE_FIELDS)
+MergeQueueSerializer = type(inline_serializer("MergeQueue", MERGE_QUEUE_FIELDS))
 
 
 class MergeQueuesView(APIView):
@@ -509,7 +520,7 @@ class MergeQueuesView(APIView):
             "running (its gate's commit), and the last batch that bisected."
         ),
         parameters=[OpenApiParameter("team", str)],
-        responses=with_errors({200: serializers.ListSerializer(child=MergeQueueSerializer)}),
+        responses=with_errors({200: serializers.ListSerializer(child=MergeQueueSerializer())}),
     )
     def get(self, request: Request) -> Response:
         team = request.query_params.get("team")
@@ -523,8 +534,8 @@ def merge_queues(user: Any, teams: list[str] | None) -> list[dict[str, Any]]:
     if teams is not None:
         repos = repos.filter(team_id__in=teams)
     rows = list(repos.order_by("team_id", "id"))
-    queues = merge_queue.queues_of([r.path for r in rows])
-    return [{"repository": r.id, "team": r.team_id, **queues[r.path]} for r in rows]
+    queues = merge_queue.queues_of([(r.path, r.team_id) for r in rows])
+    return [{"repository": r.id, "team": r.team_id, **queues[r.path, r.team_id]} for r in rows]
 
 
 class BoardColumnsView(board_api.BoardColumnsView):
@@ -537,12 +548,56 @@ class BoardColumnsView(board_api.BoardColumnsView):
         return {**super().side_reads(request, teams), "merge_queues": queues}
 
     @board_api.columns_schema(
-        merge_queues=inline_serializer(
-            "MergeQueue",
-            MERGE_QUEUE_FIELDS,
-            many=True,
-            help_text="GET /api/board/merge-queue, of the team",
+        merge_queues=MergeQueueSerializer(
+            many=True, help_text="GET /api/board/merge-queue, of the team"
         )
     )
     def get(self, request: Request) -> Response:
         return super().get(request)
+
+
+RepositoryQueueSerializer = inline_serializer(
+    "RepositoryQueue",
+    {
+        "batches": serializers.ListField(
+            child=MergeQueueBatch(),
+            help_text=f"the last {merge_queue.RECENT_BATCHES} batches, newest first",
+        ),
+        "queued": serializers.ListField(
+            child=inline_serializer(
+                "QueuedTask",
+                {"task": serializers.CharField(), "position": serializers.IntegerField()},
+            ),
+            help_text="the tasks in line, next first (position 1: next)",
+        ),
+        "repository": serializers.CharField(),
+        "team": serializers.CharField(),
+        "repo_path": serializers.CharField(),
+        "length": serializers.IntegerField(help_text="the whole line's"),
+        "entries": serializers.ListField(child=MergeQueueEntry()),
+        "running": MergeQueueBatch(allow_null=True),
+        "last_bisect": MergeQueueBatch(allow_null=True),
+    },
+)
+
+
+class RepositoryQueueView(APIView):
+    @extend_schema(
+        operation_id="repositories_queue",
+        description=(
+            "One repository's merge queue (API.md): its recent `batches` and the tasks "
+            "`queued` in line with their `position`, beside the board's fields (who was "
+            "sent back, the batch running, the last bisect). Another team's repository "
+            "is 404; a repository that does not land by `queue` has an empty line."
+        ),
+        responses=with_errors({200: RepositoryQueueSerializer}, "not_found"),
+    )
+    def get(self, request: Request, repo_id: str) -> Response:
+        repo = visible(request.user, Repository.objects.all(), repo_id, "repository")
+        line = merge_queue.queue_of(repo.path, repo.team_id)
+        queued = [
+            {"task": e["task_id"], "position": e["position"]}
+            for e in line["entries"]
+            if e["state"] == "queued"
+        ]
+        return Response({"repository": repo.id, "team": repo.team_id, **line, "queued": queued})

@@ -66,3 +66,21 @@ class ForgeWebhookView(APIView):
         event = pull_requests.verify_delivery(repo_id, request.headers, raw)
         payload = json_object(request, ForgeDelivery)
         return Response(pull_requests.take_delivery(repo_id, event, payload))
+
+
+class ContractForgeWebhookView(ForgeWebhookView):
+    """The same endpoint at the path API.md names, answering as API.md says: 204, no
+    body (a forge reads only the status)."""
+
+    @extend_schema(
+        operation_id="repositories_forge_webhook_2",
+        description=(
+            "The forge webhook at the contract's path: the same delivery, signature and "
+            "effect as `POST /api/repositories/{repo_id}/forge/webhook`, answered 204."
+        ),
+        request=ForgeDelivery,
+        responses=with_errors({204: None}, "bad_signature"),
+    )
+    def post(self, request: Request, repo_id: str) -> Response:
+        super().post(request, repo_id)
+        return Response(status=204)

@@ -113,13 +113,18 @@ class Http:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._client = httpx.Client(
-            base_url=base_url,
-            headers={"User-Agent": USER_AGENT, **headers},
-            timeout=TIMEOUT,
-            transport=transport or httpx.HTTPTransport(retries=1),
-            follow_redirects=False,
-        )
+        try:
+            self._client = httpx.Client(
+                base_url=base_url,
+                headers={"User-Agent": USER_AGENT, **headers},
+                timeout=TIMEOUT,
+                transport=transport or httpx.HTTPTransport(retries=1),
+                follow_redirects=False,
+            )
+        except httpx.InvalidURL as exc:
+            # A forge stored before its address was checked: that forge's failure (the
+            # poll goes on to the next), not an error out of every caller.
+            raise ForgeFailed(f"the forge's api_url is not a usable URL: {exc}") from None
         self._sleep = sleep
 
     def close(self) -> None:
@@ -151,6 +156,8 @@ class Http:
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 response = self._client.request(method, path, json=json, params=params)
+            except httpx.InvalidURL as exc:
+                raise ForgeFailed(f"{method} {path}: {exc}") from None
             except httpx.HTTPError as exc:
                 if attempt == ATTEMPTS:
                     raise ForgeFailed(f"{method} {path}: {type(exc).__name__}") from None

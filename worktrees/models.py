@@ -93,6 +93,10 @@ class QueuedLanding(models.Model):
     commit = models.CharField(max_length=64, blank=True, default="")
     batch = models.ForeignKey(MergeBatch, null=True, blank=True, on_delete=models.SET_NULL)
     reason = models.TextField(blank=True, default="")  # why it was last sent back
+    # The task's attempts when it was approved (or went back in line after the queue's
+    # own round): a task claimed again since holds work nobody approved, and the
+    # entry is withdrawn instead of landing it (null: an entry from before).
+    attempt = models.IntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "queued_landings"

@@ -605,9 +605,16 @@ def _numbers_of(payload: dict[str, Any]) -> list[int]:
         found.append(payload["pull_request"].get("number"))
     if payload.get("number") is not None:
         found.append(payload.get("number"))
-    for pr in (payload.get("check_run") or {}).get("pull_requests") or []:
-        found.append(pr.get("number"))
-    return sorted({int(n) for n in found if isinstance(n, int)})
+    # A signed delivery is still the vendor's shape, not ours: anything else in it
+    # is passed over, never a 500.
+    listed = _object(payload.get("check_run")).get("pull_requests")
+    for pr in listed if isinstance(listed, list) else []:
+        found.append(_object(pr).get("number"))
+    return sorted({int(n) for n in found if isinstance(n, int) and not isinstance(n, bool)})
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def verify_delivery(repo_id: str, headers: Any, body: bytes) -> str:
@@ -638,11 +645,13 @@ def take_delivery(repo_id: str, event: str, payload: dict[str, Any]) -> dict[str
         for n in _numbers_of(payload)
         if (t := store.task_of_pull_request(repo_id, n)) is not None
     ]
-    sha = payload.get("sha") or (payload.get("check_run") or {}).get("head_sha")
-    if sha and not tasks:
+    sha = payload.get("sha") or _object(payload.get("check_run")).get("head_sha")
+    if sha and isinstance(sha, str) and not tasks:
+        # This repository's only: a delivery signed with one repository's secret
+        # names no other repository's (or team's) tasks, whatever commit it quotes.
         tasks = [
             tid
-            for tid in store.tasks_with_open_pull_requests()
+            for tid in store.tasks_with_open_pull_requests(repo_id)
             if (store.get_task(tid).pull_request or {}).get("head_sha") == sha
         ]
     refreshed = []

@@ -19,7 +19,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Q, QuerySet, Subquery
+from django.db.models import F, Max, Q, QuerySet, Subquery, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from board.models import Task
@@ -97,14 +98,38 @@ def live_entry(task_id: str) -> QueuedLanding | None:
     return QueuedLanding.objects.filter(task_id=task_id, state__in=LIVE_ENTRY_STATES).first()
 
 
+STALE_REASON = "its task was claimed again after the approval: that work is not approved"
+
+
+def attempts_of(task_id: str) -> int | None:
+    return Task.objects.filter(pk=task_id).values_list("attempts", flat=True).first()
+
+
+def is_stale(entry: QueuedLanding, attempts: int | None) -> bool:
+    """Whether an entry waiting in line approved other work than its task's now: the
+    task was claimed again since (a person's request changes, a move back to todo),
+    so what would land is work no person approved. Entries the queue itself sent
+    back are not waiting in line; their re-entry takes the new attempt."""
+    return (
+        entry.state == EntryState.QUEUED
+        and entry.attempt is not None
+        and attempts is not None
+        and attempts != entry.attempt
+    )
+
+
 def enqueue(
     task_id: str, *, repo_path: str, base_branch: str, by: str, human_override: Any = None
 ) -> Enqueued:
     """Put an approved task in line (idempotent: approving a task already in line
     answers its place). The queue's job is kicked after commit."""
+    attempt = attempts_of(task_id)
     existing = live_entry(task_id)
-    if existing is not None:
+    if existing is not None and not is_stale(existing, attempt):
         return Enqueued(existing, position_of(existing), False)
+    if existing is not None:
+        # The approval of earlier work: this one is of the work now in review.
+        withdraw(existing.pk, STALE_REASON)
 
     def run() -> QueuedLanding:
         at = timezone.now()
@@ -117,6 +142,7 @@ def enqueue(
             human_override=human_override,
             approved_at=at,
             queued_at=at,
+            attempt=attempt,
         )
 
     try:
@@ -170,6 +196,7 @@ def requeue_returned(repo_path: str | None = None, task_id: str | None = None) -
                 QueuedLanding.objects.filter(pk=entry.pk, state=EntryState.RETURNED),
                 state=EntryState.QUEUED,
                 queued_at=timezone.now(),
+                attempt=attempts_of(entry.task_id),
             )
             back += moved
             if moved:
@@ -335,34 +362,50 @@ def entry_body(entry: QueuedLanding, position: int | None = None) -> dict[str, A
     }
 
 
-def batch_body(batch: MergeBatch) -> dict[str, Any]:
+def batch_body(batch: MergeBatch, theirs: set[str] | None = None) -> dict[str, Any]:
+    """A batch as people see it; with ``theirs`` (the ids of one team's tasks in it),
+    naming that team's tasks only (two teams may register one checkout: its line is
+    one, what each is told is not)."""
+    tasks = [item["task_id"] for item in batch.stack]
+    culprits = [c["task_id"] for c in batch.culprits]
+    if theirs is not None:
+        tasks = [t for t in tasks if t in theirs]
+        culprits = [t for t in culprits if t in theirs]
     return {
         "id": batch.pk,
         "state": batch.state,
         "base_branch": batch.base_branch,
         "base_before": batch.base_before,
         "target": batch.target,
-        "tasks": [item["task_id"] for item in batch.stack],
+        "tasks": tasks,
         "running_gate": batch.running_gate or None,
         "gate_runs": batch.gate_runs,
         "gates": [{k: g.get(k) for k in ("commit", "passed", "exit_code")} for g in batch.gates],
-        "culprits": [c["task_id"] for c in batch.culprits],
+        "culprits": culprits,
         "started_at": batch.started_at.isoformat(),
         "finished_at": batch.finished_at.isoformat() if batch.finished_at else None,
     }
 
 
-def queue_of(repo_path: str) -> dict[str, Any]:
+RECENT_BATCHES = 10
+
+
+def queue_of(repo_path: str, team_id: str | None = None) -> dict[str, Any]:
     """The repository's queue as people see it: who waits (and where), who was sent
-    back, the batch running (its gate), and the last batch that bisected."""
-    return queues_of([repo_path])[repo_path]
+    back, the batch running (its gate), the last batch that bisected, and the recent
+    batches. With ``team_id``: that team's tasks only, at their places in the whole
+    line (``length`` is the whole line's), since two teams may register one path."""
+    return queues_of([(repo_path, team_id)])[repo_path, team_id]
 
 
-def queues_of(repo_paths: list[str]) -> dict[str, dict[str, Any]]:
-    """:func:`queue_of` of each repository, in two queries however many there are
-    (the board's first view reads every queue of a team): the live entries of all,
-    then their open batches and last bisected batches together."""
-    paths = sorted(set(repo_paths))
+def queues_of(
+    repos: list[tuple[str, str | None]],
+) -> dict[tuple[str, str | None], dict[str, Any]]:
+    """:func:`queue_of` of each (path, team), in four queries however many there are
+    (the board's first view reads every queue of a team): the live entries of all;
+    their open and last bisected batches; their recent batches; which team each
+    batch's tasks are of."""
+    paths = sorted({path for path, _ in repos})
     if not paths:
         return {}
     line: dict[str, list[QueuedLanding]] = {path: [] for path in paths}
@@ -390,16 +433,42 @@ def queues_of(repo_paths: list[str]) -> dict[str, dict[str, Any]]:
             running.setdefault(batch.repo_path, batch)
         if batch.gate_runs > 1:
             bisected.setdefault(batch.repo_path, batch)
+    recent: dict[str, list[MergeBatch]] = {path: [] for path in paths}
+    newest_first = Window(RowNumber(), partition_by=F("repo_path"), order_by=F("id").desc())
+    for batch in (
+        MergeBatch.objects.filter(repo_path__in=paths)
+        .annotate(newest=newest_first)
+        .filter(newest__lte=RECENT_BATCHES)
+        .order_by("-id")
+    ):
+        recent[batch.repo_path].append(batch)
+    shown_batches = [*running.values(), *bisected.values()]
+    shown_batches += [b for batches_of in recent.values() for b in batches_of]
+    team_of = _teams_of_batch_tasks(shown_batches)
     out = {}
-    for path in paths:
+    for path, team in repos:
+
+        def shown(entry: QueuedLanding, team: str | None = team) -> bool:
+            return team is None or entry.task.team_id == team
+
+        theirs = None if team is None else {t for t, of in team_of.items() if of == team}
         queued = [e for e in line[path] if e.state == EntryState.QUEUED]
         run, bisect = running.get(path), bisected.get(path)
-        out[path] = {
+        out[path, team] = {
             "repo_path": path,
             "length": len(queued),
-            "entries": [entry_body(e, n) for n, e in enumerate(queued, start=1)]
-            + [entry_body(e, 0) for e in line[path] if e.state == EntryState.RETURNED],
-            "running": batch_body(run) if run is not None else None,
-            "last_bisect": batch_body(bisect) if bisect is not None else None,
+            "entries": [entry_body(e, n) for n, e in enumerate(queued, start=1) if shown(e)]
+            + [entry_body(e, 0) for e in line[path] if e.state == EntryState.RETURNED and shown(e)],
+            "running": batch_body(run, theirs) if run is not None else None,
+            "last_bisect": batch_body(bisect, theirs) if bisect is not None else None,
+            "batches": [batch_body(b, theirs) for b in recent[path]],
         }
     return out
+
+
+def _teams_of_batch_tasks(batches: list[MergeBatch]) -> dict[str, str]:
+    ids = {item["task_id"] for b in batches for item in b.stack}
+    ids |= {c["task_id"] for b in batches for c in b.culprits}
+    if not ids:
+        return {}
+    return dict(Task.objects.filter(pk__in=ids).values_list("pk", "team_id"))

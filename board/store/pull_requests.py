@@ -47,10 +47,10 @@ def task_of_pull_request(repository_id: str, number: int) -> Task | None:
     )
 
 
-def tasks_with_open_pull_requests() -> list[str]:
-    """Tasks in review whose pull request the forge has not settled (the poll's list)."""
-    return list(
-        Task.objects.filter(status="in_review", pull_request__isnull=False)
-        .exclude(pull_request__state="merged")
-        .values_list("id", flat=True)
-    )
+def tasks_with_open_pull_requests(repository_id: str | None = None) -> list[str]:
+    """Tasks in review whose pull request the forge has not settled (the poll's list;
+    of repository ``repository_id`` only, when given)."""
+    rows = Task.objects.filter(status="in_review", pull_request__isnull=False)
+    if repository_id is not None:
+        rows = rows.filter(repository_id=repository_id)
+    return list(rows.exclude(pull_request__state="merged").values_list("id", flat=True))

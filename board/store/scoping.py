@@ -27,7 +27,7 @@ from typing import Any
 from django.db import connection
 
 from board.models import Task
-from board.scope import overlapping
+from board.scope import one_budget, overlapping
 from board.transitions import Status
 
 _T = Task._meta.db_table
@@ -107,10 +107,11 @@ def hold_on(task: Task) -> Hold | None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    for other_id, status, _repo, _team, theirs in rows:
-        pair = overlapping(mine, _scope(theirs))
-        if pair is not None:
-            return Hold(other_id, status, *pair)
+    with one_budget():
+        for other_id, status, _repo, _team, theirs in rows:
+            pair = overlapping(mine, _scope(theirs))
+            if pair is not None:
+                return Hold(other_id, status, *pair)
     return None
 
 
@@ -128,14 +129,20 @@ def held_back(candidate_teams: Iterable[str] | None = None) -> dict[str, Hold]:
         by_key.setdefault(_key(repo, team), []).append((other_id, status, _scope(theirs)))
     repos = sorted({k[1] for k in by_key if k[0] == "repository"})
     teams = sorted({k[1] for k in by_key if k[0] == "team"})
-    holds: dict[str, Hold] = {}
+    by_candidates: dict[tuple[str, str], list[tuple[str, Any]]] = {}
     for task_id, repo, team, scope in _waiting_candidates(repos, teams, candidate_teams):
-        mine = _scope(scope)  # once per task, not per task it is compared with
-        for other_id, status, theirs in by_key.get(_key(repo, team), ()):
-            pair = overlapping(mine, theirs)
-            if pair is not None:
-                holds[task_id] = Hold(other_id, status, *pair)
-                break
+        by_candidates.setdefault(_key(repo, team), []).append((task_id, scope))
+    holds: dict[str, Hold] = {}
+    for key, candidates in by_candidates.items():
+        # One budget per repository: its hard scopes hold its own tasks, no one else's.
+        with one_budget():
+            for task_id, scope in candidates:
+                mine = _scope(scope)  # once per task, not per task it is compared with
+                for other_id, status, theirs in by_key.get(key, ()):
+                    pair = overlapping(mine, theirs)
+                    if pair is not None:
+                        holds[task_id] = Hold(other_id, status, *pair)
+                        break
     return holds
 
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max, QuerySet
+from django.db.models import Count, Max, QuerySet
 
 from board import traces
 from board.models import (
@@ -88,7 +88,13 @@ def checked(body: Any, where: str = "step") -> dict[str, Any]:
     if started is not None:
         if isinstance(started, bool) or not isinstance(started, int | float):
             raise ValidationFailed(f"{where}.started_at", "seconds since the epoch")
-        started = dt.datetime.fromtimestamp(float(started), tz=dt.UTC)
+        try:
+            started = dt.datetime.fromtimestamp(float(started), tz=dt.UTC)
+        except (OverflowError, ValueError, OSError):
+            # Past what a date can be (1e20, -1e15): the reporter's mistake, a 400.
+            raise ValidationFailed(
+                f"{where}.started_at", "seconds since the epoch, within years 1 to 9999"
+            ) from None
     values: dict[str, Any] = {
         "kind": kind,
         "name": mask(name.strip())[:NAME_MAX],
@@ -230,6 +236,7 @@ def prune_before(cutoff: dt.datetime) -> int:
 
 
 TRACE_TASKS = 50  # the task and at most this many of its descendants on one trace
+TRACE_STEPS = 2_000  # steps on one trace, newest runs first (each run: its steps endpoint)
 
 
 def trace_of(task_id: str) -> list[dict[str, Any]]:
@@ -258,8 +265,19 @@ def trace_of(task_id: str) -> list[dict[str, Any]]:
     )
     steps: dict[int, list[dict[str, Any]]] = {run.id: [] for run in runs}
     kept = RunStep.objects.filter(execution_id__in=list(steps))
-    for step in kept.order_by("execution_id", "seq"):
+    # Newest runs first, at most TRACE_STEPS in all: a worker opening run after run
+    # (each up to MAX_STEPS of up to ~12 KB) makes no trace of unbounded size. A run
+    # cut short says so; its own steps endpoint has them all.
+    loaded = 0
+    for step in kept.order_by("-execution_id", "seq").iterator(chunk_size=500):
+        if loaded >= TRACE_STEPS:
+            break
         steps[step.execution_id].append(step.as_dict())
+        loaded += 1
+    truncated: set[int] = set()
+    if loaded >= TRACE_STEPS:
+        counts = kept.values_list("execution_id").annotate(n=Count("id"))
+        truncated = {run_id for run_id, n in counts if n > len(steps[run_id])}
     numbers: dict[str, int] = {}
     out = []
     for run in runs:
@@ -273,6 +291,7 @@ def trace_of(task_id: str) -> list[dict[str, Any]]:
                 "role": "review" if reviewer and run.agent_id == reviewer else "run",
                 "execution": run.as_dict(),
                 "steps": steps[run.id],
+                "steps_truncated": run.id in truncated,
             }
         )
     return out

@@ -304,3 +304,61 @@ def test_a_repository_names_its_forge_and_the_token_is_never_shown(staff_api, ro
     assert bad.status_code == 400 and bad.json()["field"] == "forge.kind"
     gone = staff_api.patch("/api/repositories/app", {"forge": None}, format="json")
     assert gone.json()["forge"] is None and repositories.forge_of("app") is None
+
+
+def test_a_kept_forge_token_is_never_sent_to_a_new_api_url(staff_api, root: Path):
+    make_repo(root / "app")
+    forge = {
+        "kind": "gitea",
+        "api_url": "https://git.example.com/api/v1",
+        "repo": "octo/app",
+        "token": "gitea-secret-token",
+    }
+    made = staff_api.post(
+        "/api/repositories",
+        {
+            "team": "default",
+            "path": str(root / "app"),
+            "landing_mode": "pull_request",
+            "forge": forge,
+        },
+        format="json",
+    )
+    assert made.status_code == 201, made.json()
+    moved = {**made.json()["forge"], "api_url": "https://attacker.example/api/v1"}
+    moved.pop("webhook_url")
+    refused = staff_api.patch("/api/repositories/app", {"forge": moved}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "forge.token"
+    stored = repositories.forge_of("app")
+    assert stored is not None and stored.api_url == "https://git.example.com/api/v1"
+    # Given again, the token moves with the address.
+    moved["token"] = "gitea-secret-token"
+    assert (
+        staff_api.patch("/api/repositories/app", {"forge": moved}, format="json").status_code == 200
+    )
+
+
+@pytest.mark.parametrize(
+    "api_url",
+    [
+        "http://[::1",
+        "https://h.example:99999",
+        "https://api.github.com/x y",
+        "https://user:pass@git.example.com",
+        "https://git.example.com/api/v1?x=1",
+        "https://git.example.com/api/v1#top",
+        "ftp://git.example.com",
+        "https://",
+    ],
+)
+def test_a_forge_api_url_the_client_could_not_call_is_a_400_that_writes_nothing(
+    staff_api, root: Path, api_url
+):
+    make_repo(root / "app")
+    staff_api.post(
+        "/api/repositories", {"team": "default", "path": str(root / "app")}, format="json"
+    )
+    forge = {"kind": "github", "api_url": api_url, "repo": "octo/app", "token": "t"}
+    refused = staff_api.patch("/api/repositories/app", {"forge": forge}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "forge.api_url"
+    assert repositories.forge_of("app") is None

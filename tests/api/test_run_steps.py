@@ -83,6 +83,22 @@ def test_another_teams_caller_is_told_404_and_a_bad_step_writes_nothing(fleet):
     assert not RunStep.objects.exists() and not Event.objects.filter(kind="run_step").exists()
 
 
+def test_a_time_or_a_silence_past_what_a_number_can_be_is_a_400_that_writes_nothing(fleet):
+    client = client_for("a-bot")
+    task_id, ticket = claimed(client)
+    run = opened(client, task_id, ticket)
+    base = f"/api/board/tasks/{task_id}/executions/{run}"
+    for started in (1e20, -1e15, 1e308):
+        step = {"kind": "command", "name": "x", "started_at": started}
+        answer = client.post(f"{base}/steps", {"ticket": ticket, "steps": [step]}, format="json")
+        assert answer.status_code == 400, answer.content
+        assert answer.json()["field"] == "steps[0].started_at"
+    refused = client.post(f"{base}/stalled", {"ticket": ticket, "silent_s": 10**400}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "silent_s"
+    assert not RunStep.objects.exists() and not Event.objects.filter(kind="run_step").exists()
+    assert ExecutionProcess.objects.get(pk=run).stalled_at is None
+
+
 def test_a_closed_run_takes_no_steps_and_a_run_keeps_at_most_max_steps(fleet, monkeypatch):
     client = client_for("a-bot")
     task_id, ticket = claimed(client)
@@ -123,6 +139,30 @@ def test_steps_are_pruned_with_the_history(fleet):
     assert steps_store.prune_before(timezone.now() - dt.timedelta(days=1)) == 0
     assert steps_store.prune_before(timezone.now() + dt.timedelta(seconds=1)) == 1
     assert not RunStep.objects.exists()
+
+
+def test_a_trace_carries_at_most_trace_steps_newest_runs_first_and_says_which_are_cut(
+    fleet, monkeypatch
+):
+    # A worker may open run after run on its claim, each with MAX_STEPS steps.
+    monkeypatch.setattr(steps_store, "TRACE_STEPS", 5)
+    client = client_for("a-bot")
+    task_id, ticket = claimed(client)
+    runs = []
+    for n in range(3):
+        run = opened(client, task_id, ticket)
+        steps_store.record_steps(
+            run, [{"kind": "tool_call", "name": f"r{n}s{i}"} for i in range(3)]
+        )
+        base = f"/api/board/tasks/{task_id}/executions/{run}"
+        client.post(f"{base}/close", {"ticket": ticket, "outcome": "succeeded"}, format="json")
+        runs.append(run)
+
+    trace = client.get(f"/api/board/tasks/{task_id}/trace").json()
+
+    assert [len(r["steps"]) for r in trace] == [0, 2, 3]
+    assert [r["steps_truncated"] for r in trace] == [True, True, False]
+    assert len(client.get(f"/api/board/tasks/{task_id}/executions/{runs[0]}/steps").json()) == 3
 
 
 def test_an_anonymous_caller_is_refused(fleet):

@@ -144,3 +144,21 @@ def test_with_no_endpoint_no_exporter_is_made(monkeypatch):
     run_task(task.id, "quiet-bot", [{"kind": "tool_call", "name": "Read"}], close=True)
     assert not otel.enabled()
     assert otel.provider() is None and otel._provider is None
+
+
+def test_an_endpoint_without_the_sdk_is_said_once_and_the_board_goes_on(monkeypatch, caplog):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    otel.reset()
+
+    def missing() -> None:
+        raise ImportError("No module named 'opentelemetry'")
+
+    monkeypatch.setattr(otel, "_make_provider", missing)
+    registry.create_agent(id="quiet-bot", display_name="Q", team="default", runtime="command")
+    task = store.create_task(title="untraced", file_mutating=False).task
+    steps = [{"kind": "tool_call", "name": f"Read {n}"} for n in range(5)]
+    run_task(task.id, "quiet-bot", steps, close=True)
+    said = [r for r in caplog.records if "SDK is not installed" in r.getMessage()]
+    assert len(said) == 1
+    assert not [r for r in caplog.records if r.exc_info]  # no traceback per span
+    otel.reset()

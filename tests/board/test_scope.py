@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from board import store
+from board import scope, store
 from board.models import Task
 from board.scope import check_touches, globs_overlap, overlapping, scope_of_changes
 from core.errors import ValidationFailed
@@ -87,9 +87,25 @@ def test_the_overlap_of_two_full_scopes_is_fast():
     theirs = [f"lib/mod{i}/**" for i in range(63)] + ["docs/**/*.md"]
     start = time.perf_counter()
     for _ in range(100):
-        globs_overlap.cache_clear()
+        scope._globs_overlap.cache_clear()
         assert overlapping(mine, theirs) is None
     assert (time.perf_counter() - start) / 100 < 0.05  # per 64x64 comparison
+
+
+def test_two_scopes_of_quadratic_globs_are_judged_overlapping_in_well_under_a_second():
+    # ``*x*x...x.a`` against ``*x*x...x.b``: apart, but the search visits every pair of
+    # positions (0.2 s a pair, minutes for 64 x 64). Past the budget: "overlap".
+    mine = check_touches([("*x" * 125) + f".a{i:02d}" for i in range(64)])
+    theirs = check_touches([("*x" * 125) + f".b{i:02d}" for i in range(64)])
+    assert mine is not None and theirs is not None
+    scope._globs_overlap.cache_clear()
+    scope._segments_meet.cache_clear()
+    start = time.perf_counter()
+    assert overlapping(mine, theirs) == (mine[0], theirs[0])
+    assert globs_overlap(mine[1], theirs[1])
+    assert time.perf_counter() - start < 1.0
+    # The budget is one comparison's: ordinary globs right after are judged exactly.
+    assert overlapping(["src/*.py"], ["docs/**"]) is None
 
 
 @pytest.mark.parametrize(
@@ -158,6 +174,25 @@ def test_a_claim_refuses_scope_busy_while_an_overlapping_task_is_in_progress(rep
     assert refused.refusal.extra["held_by"]["task"] == first.id
     fresh = store.get_task(second.id)
     assert (fresh.status, fresh.assignee_agent_id, fresh.attempts) == ("todo", None, 0)
+
+
+def test_many_hard_scopes_cost_claim_next_one_budget_and_hold_only_their_repository(repos):
+    hard = [("*x" * 125) + f".a{i:02d}" for i in range(64)]
+    busy = _task("busy", [("*x" * 125) + f".b{i:02d}" for i in range(64)])
+    assert store.claim(busy.id, "a1").ok
+    for n in range(20):
+        _task(f"hard {n}", [g + str(n) for g in hard], priority=1)
+    busy_elsewhere = _task("busy elsewhere", ["docs/**"], repository="r2")
+    assert store.claim(busy_elsewhere.id, "a2").ok
+    free = _task("free elsewhere", ["src/**"], repository="r2")
+    scope._globs_overlap.cache_clear()
+    scope._segments_meet.cache_clear()
+
+    start = time.perf_counter()
+    taken = store.claim_next("a3")
+
+    assert time.perf_counter() - start < 2.0  # 20 x 64 x 64 hard pairs: minutes unbounded
+    assert taken is not None and taken.task.id == free.id
 
 
 def test_work_waiting_to_land_holds_its_paths_until_it_leaves_review(repos):

@@ -113,3 +113,10 @@ def test_a_rate_limited_protection_read_is_not_taken_for_a_token_that_may_not():
     assert caught.value.rate_limited  # the refresh fails; the poll asks again
     client = forge_client.client_for(forge, transport=httpx.MockTransport(denied))
     assert pull_requests.required_checks(client, forge, "main") == []  # every check counts
+
+
+def test_a_stored_api_url_that_is_no_url_is_that_forges_failure_not_an_error_of_its_callers():
+    # Stored before the address was checked: the poll catches ForgeFailed, not InvalidURL.
+    forge = Forge(kind="github", api_url="http://[::1", repo="o/r", token=TOKEN)
+    with pytest.raises(ForgeFailed, match="not a usable URL"):
+        forge_client.client_for(forge)

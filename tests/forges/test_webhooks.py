@@ -13,9 +13,11 @@ from rest_framework.test import APIClient
 
 from board import store
 from board.models import Task, TaskComment
+from core import registry
+from core.models import Event, Forge, Repository
 from executor.runner import Executor
 from tests.fixtures.gitrepos import git
-from tests.forges.conftest import HOOK_SECRET, Setup
+from tests.forges.conftest import HOOK_SECRET, TOKEN, Setup
 from tests.forges.contract import HERE, Contract
 from worktrees import pull_requests
 
@@ -137,3 +139,89 @@ def test_the_poll_is_a_periodic_job_at_its_interval(settings):
     periodic.register()
     row = Schedule.objects.get(name="clawboo.forge-poll")
     assert (row.func, row.minutes) == ("worktrees.pull_requests.poll", 3)
+
+
+def test_the_same_delivery_twice_acts_once(forge_repo: Setup):
+    # A forge redelivers (a timeout, a person's "Redeliver"): the second changes nothing.
+    task_id = _in_review_with_a_green_pr(forge_repo)
+    forge_repo.forge.close_by_hand(1)
+    body = _example(forge_repo.kind, 1, merged=False)
+    assert _deliver(forge_repo, body).status_code == 200
+    after_first = Task.objects.get(pk=task_id)
+    comments, events = TaskComment.objects.count(), Event.objects.count()
+    assert _deliver(forge_repo, body).status_code == 200
+    again = Task.objects.get(pk=task_id)
+    assert (again.status, again.revision, again.pull_request) == (
+        after_first.status,
+        after_first.revision,
+        after_first.pull_request,
+    )
+    assert (TaskComment.objects.count(), Event.objects.count()) == (comments, events)
+
+    forge_repo.forge.merge_by_hand(1)
+    merged = _example(forge_repo.kind, 1, merged=True)
+    assert _deliver(forge_repo, merged).json()["tasks"] == [task_id]
+    done = Task.objects.get(pk=task_id)
+    comments, events = TaskComment.objects.count(), Event.objects.count()
+    assert _deliver(forge_repo, merged).status_code == 200
+    assert Task.objects.get(pk=task_id).revision == done.revision
+    assert (TaskComment.objects.count(), Event.objects.count()) == (comments, events)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"check_run": {"pull_requests": 5}},
+        {"check_run": {"pull_requests": ["x", None, {"number": "7"}]}},
+        {"check_run": "x", "sha": None},
+        {"pull_request": {"number": True}},
+        {"check_run": {"head_sha": {"a": 1}}},
+    ],
+)
+def test_a_signed_delivery_of_an_unexpected_shape_is_passed_over_not_a_500(
+    forge_repo: Setup, payload
+):
+    answer = _deliver(forge_repo, json.dumps(payload).encode())
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["tasks"] == []
+
+
+def test_a_delivery_quoting_a_commit_names_only_its_own_repositorys_tasks(
+    forge_repo: Setup, tmp_path
+):
+    # Another team's task in review whose pull request's head is the commit quoted.
+    registry.create_team("red", "Red")
+    Repository.objects.create(
+        id="red-app", team_id="red", path=str(tmp_path / "red"), landing_mode="pull_request"
+    )
+    # Its forge answers (the same stand-in): were it asked, its task would change.
+    Forge.objects.create(
+        repository_id="red-app",
+        kind=forge_repo.kind,
+        api_url=forge_repo.forge.api_url,
+        repo="octo/app",
+        token=TOKEN,
+    )
+    _in_review_with_a_green_pr(forge_repo)  # pull request 1 exists on the forge
+    theirs = store.create_task(title="theirs", team="red", repository="red-app").task
+    Task.objects.filter(pk=theirs.id).update(status="in_review")
+    store.record_pull_request(theirs.id, {"number": 1, "state": "open", "head_sha": "f" * 40})
+    before = Task.objects.get(pk=theirs.id)
+
+    answer = _deliver(forge_repo, json.dumps({"sha": "f" * 40, "state": "success"}).encode())
+
+    assert answer.status_code == 200 and answer.json()["tasks"] == []
+    assert Task.objects.get(pk=theirs.id).revision == before.revision
+
+
+def test_the_webhook_at_the_contracts_path_answers_204(forge_repo: Setup):
+    task_id = _in_review_with_a_green_pr(forge_repo)
+    forge_repo.forge.merge_by_hand(1)
+    body = _example(forge_repo.kind, 1, merged=True)
+    headers = forge_repo.forge.sign(HOOK_SECRET, body)
+    headers[EVENT_HEADER[forge_repo.kind]] = "pull_request"
+    answer = APIClient().post(
+        "/api/forge/app/webhook", data=body, content_type="application/json", **headers
+    )
+    assert (answer.status_code, answer.content) == (204, b"")
+    assert store.get_task(task_id).status == "done"

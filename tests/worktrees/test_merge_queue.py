@@ -136,6 +136,47 @@ def test_people_approve_into_the_queue_over_rest_and_see_it_on_the_board(
     assert f"clawboo_merge_queue_gate_runs_total{{{series}}} 1.0" in scraped
 
 
+def test_one_repositorys_queue_over_rest_names_its_batches_and_line_and_hides_other_teams(
+    queue_harness,
+):
+    from core import registry
+    from core.models import Repository
+    from tests.api.conftest import make_client
+
+    person = make_client("reviewer")
+    registry.create_team("red", "Red")
+    eve = make_client("eve", teams=("red",))
+    # Staff may register one checkout for two teams: one line, each told of its own.
+    Repository.objects.create(
+        id="red-app", team_id="red", path=str(queue_harness.repo), landing_mode="queue"
+    )
+    first = queue_harness.in_review("One", {"one.txt": "1\n"})
+    second = queue_harness.in_review("Two", {"two.txt": "2\n"})
+    for task_id in (first, second):
+        person.post(f"/api/board/tasks/{task_id}/approve", {}, format="json")
+
+    mine = person.get("/api/repositories/app/queue")
+    assert mine.status_code == 200, mine.content
+    assert mine.json()["queued"] == [
+        {"task": first, "position": 1},
+        {"task": second, "position": 2},
+    ]
+    assert mine.json()["batches"] == []
+    missing = eve.get("/api/repositories/app/queue")
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+    theirs = eve.get("/api/repositories/red-app/queue").json()
+    assert (theirs["queued"], theirs["entries"], theirs["length"]) == ([], [], 2)
+    [board] = eve.get("/api/board/merge-queue").json()
+    assert board["repository"] == "red-app" and board["entries"] == []
+
+    merge_queue.drain(str(queue_harness.repo))
+    [batch] = person.get("/api/repositories/app/queue").json()["batches"]
+    assert batch["tasks"] == [first, second] and batch["state"] == "landed"
+    [told] = eve.get("/api/repositories/red-app/queue").json()["batches"]
+    assert told["tasks"] == [] and told["culprits"] == []
+    assert first not in str(eve.get("/api/board/merge-queue").json())
+
+
 def test_an_agent_may_not_approve_into_the_queue(queue_harness):
     from django.contrib.auth import get_user_model
     from rest_framework.test import APIClient
@@ -270,3 +311,46 @@ def test_operators_read_the_queue_in_the_admin_and_change_nothing_there(
     assert entries.status_code == 200 and task_id in entries.content.decode()
     assert client.get("/admin/worktrees/mergebatch/").status_code == 200
     assert client.get("/admin/worktrees/queuedlanding/add/").status_code == 403
+
+
+def test_manage_py_merge_queue_takes_the_repositorys_id_and_refuses_an_unknown_one(
+    queue_harness, capsys
+):
+    import json
+
+    from django.core.management import CommandError, call_command
+
+    task_id = queue_harness.in_review("One", {"one.txt": "1\n"})
+    service.approve(task_id, by="ada")
+    with pytest.raises(CommandError, match="no registered repository 'nope'"):
+        call_command("merge_queue", "--repo", "nope")
+    assert store.get_task(task_id).status == "in_review"
+
+    call_command("merge_queue", "--repo", "app")  # the id, as the API names it
+
+    assert json.loads(capsys.readouterr().out)["landed"] == [task_id]
+    assert store.get_task(task_id).status == "done"
+
+
+def test_work_a_person_sent_back_after_approving_it_does_not_land_on_the_old_approval(
+    queue_harness,
+):
+    # Approved into the line, then sent back by a person before the queue ran; the
+    # builder's new work reaches review again. Nobody approved that work: it waits.
+    task_id = queue_harness.in_review("One", {"one.txt": "1\n"})
+    base = git(queue_harness.repo, "rev-parse", "main")
+    assert service.approve(task_id, by="ada")["result"] == "queued"
+    store.request_changes(task_id, "not like that", by="ada")
+    queue_harness.fix_round(task_id, lambda p: (p / "one.txt").write_text("unreviewed\n"))
+    assert store.get_task(task_id).status == "in_review"
+
+    merge_queue.drain(str(queue_harness.repo))
+
+    assert git(queue_harness.repo, "rev-parse", "main") == base
+    assert store.get_task(task_id).status == "in_review"
+    assert queue.live_entry(task_id) is None
+    # Approving the new work puts it in line, and it lands.
+    again = service.approve(task_id, by="ada")
+    assert (again["result"], again["position"]) == ("queued", 1)
+    merge_queue.drain(str(queue_harness.repo))
+    assert store.get_task(task_id).status == "done"
