@@ -34,7 +34,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT)]
-from bench.server import Server  # noqa: E402
+from bench.server import METRICS_TOKEN, Server  # noqa: E402
 
 RESULTS = HERE / "results" / "api.json"
 TARGET = 0.7
@@ -232,7 +232,10 @@ def load_side(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         finally:
             stop.set()
             sampler.join()
-        with urllib.request.urlopen(server.base + "/healthz", timeout=30) as answer:  # noqa: S310
+        health = urllib.request.Request(
+            server.base + "/healthz", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+        )
+        with urllib.request.urlopen(health, timeout=30) as answer:  # noqa: S310
             pool = json.loads(answer.read()).get("db_pool")
     except urllib.error.HTTPError as failing:  # 503: a part is down, the body still says
         pool = json.loads(failing.read()).get("db_pool")

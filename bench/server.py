@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -35,6 +36,9 @@ def redis_answers() -> bool:
         return False
 
 
+METRICS_TOKEN = secrets.token_hex(16)
+
+
 class Server:
     """A migrated state dir, a token, and a daphne process serving it."""
 
@@ -50,6 +54,8 @@ class Server:
             "DJANGO_SETTINGS_MODULE": "clawboo.settings",
             "PYTHONPATH": str(root),
             "CLAWBOO_HTTP_RATE_LIMIT": "0",
+            # /healthz names its database pool only to staff or this token's bearer.
+            "CLAWBOO_METRICS_TOKEN": METRICS_TOKEN,
         }
         self.env.pop("DATABASE_URL", None)
         if database_url:
