@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import connection
 
@@ -31,9 +32,11 @@ from board.models import Budget
 CAP_LANES = 8
 # The advisory locks' first key ("CLAW"): lanes are (this, budget id × lanes + lane).
 _LANE_KEY = 0x434C4157
+# A column of the claim's read of its cap budgets (side by side): one free lane of the
+# row's budget taken, tried in a random order, or NULL when every lane is busy.
 _TRY_A_LANE_SQL = (
-    "SELECT lane FROM unnest(%s::int[]) AS lane "
-    "WHERE pg_try_advisory_xact_lock(%s, %s * %s + lane) LIMIT 1"
+    "(SELECT lane FROM unnest(%s::int[]) AS lane "
+    "WHERE pg_try_advisory_xact_lock(%s, ({budget_id} * %s + lane)::int) LIMIT 1)"
 )
 _ALL_LANES_SQL = (
     "SELECT pg_advisory_xact_lock(%s, %s * %s + lane) "
@@ -57,24 +60,36 @@ class Admission:
     # Per cap budget admitted in a lane: what its scope had spent and may still
     # spend (cents) when the claim read it, and what the budget allows.
     seen: list[tuple[int, int]] = field(default_factory=list)
+    # The claiming agent's run ceiling (cents; None: none), once a read of the cap
+    # budgets brought its settings along.
+    agent_ceiling: int | None = None
+    agent_ceiling_known: bool = False
 
     @property
     def side_by_side(self) -> bool:
         return not self.turns and connection.vendor == "postgresql"
 
+    def lane_column(self, budget_id: str) -> tuple[str, list[Any]]:
+        """Side by side: the SQL of a column, beside each budget row the claim reads
+        (``budget_id`` names its id), that takes one of its lanes (read in the same
+        statement: no round trip of its own); :meth:`entered` checks what it took."""
+        lanes = random.sample(range(CAP_LANES), CAP_LANES)  # noqa: S311 - spreads claims
+        return _TRY_A_LANE_SQL.format(budget_id=budget_id), [lanes, _LANE_KEY, CAP_LANES]
+
+    def entered(self, lanes: list[int | None]) -> None:
+        """Side by side, the lanes :meth:`lane_column` took: one busy budget (every
+        lane held) sends the claim to take turns, waiting for them."""
+        if any(lane is None for lane in lanes):
+            raise TakeTurns
+
     def enter(self, budgets: list[Budget]) -> None:
-        """Take the lanes the claim needs in ``budgets`` (in id order)."""
-        if connection.vendor != "postgresql":
+        """Taking turns on PostgreSQL: hold every lane of ``budgets`` (in id order),
+        waiting for the claims in them."""
+        if connection.vendor != "postgresql" or not self.turns:
             return
         with connection.cursor() as cursor:
             for budget in budgets:
-                if self.turns:
-                    cursor.execute(_ALL_LANES_SQL, [_LANE_KEY, budget.pk, CAP_LANES, CAP_LANES])
-                    continue
-                lanes = random.sample(range(CAP_LANES), CAP_LANES)  # noqa: S311 - spreads claims
-                cursor.execute(_TRY_A_LANE_SQL, [lanes, _LANE_KEY, budget.pk, CAP_LANES])
-                if cursor.fetchone() is None:
-                    raise TakeTurns  # every lane busy: wait for them, taking turns
+                cursor.execute(_ALL_LANES_SQL, [_LANE_KEY, budget.pk, CAP_LANES, CAP_LANES])
 
     def note(self, committed: int | None, allowance: int) -> None:
         """A budget admitted this claim in a lane: its scope's spend plus the headroom

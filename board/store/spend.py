@@ -278,26 +278,43 @@ def _event(budget: Budget, kind: str, at: dt.datetime) -> None:
 
 
 _BUDGETS, _TASKS = Budget._meta.db_table, Task._meta.db_table
-_CAPS_SQL = f"SELECT * FROM {_BUDGETS} WHERE mode = '{BudgetMode.CAP}'"  # noqa: S608
+# The cap budgets a claim reads, with the claiming agent's settings (its run ceiling,
+# for confirm_admission) in the same statement.
+_CAPS_SQL = (
+    "SELECT b.*{lane}, "  # noqa: S608
+    f"(SELECT a.settings FROM {Agent._meta.db_table} a WHERE a.id = %s) AS agent_settings "
+    f"FROM {_BUDGETS} b WHERE b.mode = '{BudgetMode.CAP}'"
+)
 
 
 def _caps(teams: list[str] | None, agent_id: str, admission: Admission) -> list[Budget]:
     """The cap budgets of ``teams`` (None: all) or over ``agent_id``, with the lanes
-    ``admission`` needs in them (taking turns: their rows locked until the claim
-    commits too). With no cap budget this is the claim's one look at budgets, and
-    finds nothing. Hand-written SQL: every claim a cap covers runs it."""
-    sql, params = _CAPS_SQL, []
+    ``admission`` needs in them: side by side one each, taken in the same statement;
+    taking turns, their rows locked and every lane held until the claim commits. With
+    no cap budget this is the claim's one look at budgets, and finds nothing.
+    Hand-written SQL: every claim a cap covers runs it."""
+    lane, params = "", [agent_id]
+    if admission.side_by_side:
+        column, lane_params = admission.lane_column("b.id")
+        lane, params = f", {column} AS lane", [*lane_params, agent_id]
+    sql = _CAPS_SQL.format(lane=lane)
     if teams is not None:
         marks = ", ".join(["%s"] * len(teams))
-        sql += f" AND (team_id IN ({marks}) OR (scope = %s AND scope_id = %s))"
-        params = [*teams, BudgetScope.AGENT, agent_id]
-    sql += " ORDER BY id"
+        sql += f" AND (b.team_id IN ({marks}) OR (b.scope = %s AND b.scope_id = %s))"
+        params += [*teams, BudgetScope.AGENT, agent_id]
+    sql += " ORDER BY b.id"
     if not admission.side_by_side and connection.features.has_select_for_update:
-        sql += " FOR UPDATE"
+        sql += " FOR UPDATE OF b"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         columns = tuple(d[0] for d in cursor.description)
-        caps = from_rows(Budget, columns, cursor.fetchall())
+        rows = cursor.fetchall()
+    caps = from_rows(Budget, columns, rows)
+    if rows:
+        admission.agent_ceiling = _ceiling(None, _settings(rows[0][-1]))
+        admission.agent_ceiling_known = True
+    if admission.side_by_side:
+        admission.entered([row[columns.index("lane")] for row in rows])
     admission.enter(caps)
     return caps
 
@@ -472,7 +489,10 @@ def confirm_admission(admission: Admission, task: Task, agent_id: str) -> None:
     ceiling leaves every cap budget that admitted it far from its limit."""
     if admission.side_by_side and admission.seen:
         ceiling = task.max_run_cents
-        admission.confirm(ceiling if ceiling is not None else _agent_ceiling(agent_id))
+        if ceiling is None:
+            known = admission.agent_ceiling_known
+            ceiling = admission.agent_ceiling if known else _agent_ceiling(agent_id)
+        admission.confirm(ceiling)
 
 
 @dataclass(frozen=True)
