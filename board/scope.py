@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -51,6 +52,10 @@ WHOLE_REPOSITORY = "**"
 MAX_OVERLAP_STEPS = 50_000
 
 _META = frozenset("*?[")
+# Marks that reorder how text is shown (U+061C, U+200E-F, U+202A-E, U+2066-9).
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
 _CLASS = re.compile(r"\[(?:[!^])?\]?[^\]]*\]")
 
 
@@ -79,8 +84,11 @@ def check_glob(glob: Any, field: str = "touches") -> str:
         raise ValidationFailed(field, "must be a non-empty path glob")
     if len(glob) > MAX_GLOB_LENGTH:
         raise ValidationFailed(field, f"at most {MAX_GLOB_LENGTH} characters")
-    if any(ord(c) < 32 or c == "\x7f" for c in glob):
+    if any(unicodedata.category(c) == "Cc" for c in glob):  # C0, DEL and C1
         raise ValidationFailed(field, "must not contain control characters")
+    if _BIDI_CONTROLS.intersection(glob):
+        # Shown on cards and in refusals: a glob must read as what it matches.
+        raise ValidationFailed(field, "must not contain bidirectional text controls")
     if "\\" in glob:
         raise ValidationFailed(field, "uses '/' between directories, not '\\'")
     if glob.startswith("/") or re.match(r"\A[A-Za-z]:", glob):

@@ -123,6 +123,8 @@ def test_two_scopes_of_quadratic_globs_are_judged_overlapping_in_well_under_a_se
         (["x" * 257], "touches[0]"),
         ([f"f{i}" for i in range(65)], "touches"),
         (["ok", 3], "touches[1]"),
+        (["ok", "src/\x85x"], "touches[1]"),  # a C1 control
+        (["src/\u202egpj.exe"], "touches[0]"),  # shown as "exe.jpg"
     ],
 )
 def test_a_bad_touches_names_the_glob_at_fault(value, field):
@@ -135,6 +137,8 @@ def test_touches_are_normalised_and_an_empty_list_is_no_scope():
     assert check_touches(["./src/", "src", "docs/*.md"]) == ["src", "docs/*.md"]
     assert check_touches([]) is None
     assert check_touches(None) is None
+    # Any printable text a file name may hold stays: an emoji's joiner, right-to-left script.
+    assert check_touches(["docs/\U0001f468\u200d\U0001f469.md", "\u05d0/*"]) is not None
 
 
 def test_an_attempts_changed_files_become_a_scope_widened_when_there_are_many():
