@@ -40,13 +40,6 @@ def create_team(team_id: Any, name: Any = None, *, creator: Any = None) -> Team:
     return storage.write(run)
 
 
-def _forget_teams(user: Any) -> None:
-    """A user object whose teams changed forgets the ones it read
-    (:func:`core.api.access.team_ids` keeps them for its request)."""
-    if hasattr(user, "__dict__"):
-        user.__dict__.pop("_member_team_ids", None)
-
-
 def ensure_team(team_id: str, name: str | None = None) -> Team:
     def run() -> Team:
         team, _ = Team.objects.get_or_create(pk=team_id, defaults={"name": name or team_id})
@@ -90,11 +83,28 @@ def find_agent(agent_id: str) -> Agent | None:
     return next(iter(from_rows(Agent, columns, rows)), None)
 
 
-def member_team_ids(user_id: Any) -> list[str]:
-    """The teams a user belongs to (precompiled: asked on every API request)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_MEMBER_TEAMS_SQL, [user_id])
-        return [row[0] for row in cursor.fetchall()]
+# Where a user object keeps the teams it read: asked several times in one request
+# (the permission, the view, the scope of a list), and the object lives for one
+# request; a membership change through this module makes it forget them.
+_TEAMS_READ = "_clawboo_member_team_ids"
+
+
+def member_team_ids(user: Any) -> list[str]:
+    """The teams a user belongs to (precompiled, and read once per user object:
+    asked on every API request)."""
+    read: list[str] | None = getattr(user, _TEAMS_READ, None)
+    if read is None:
+        with connection.cursor() as cursor:
+            cursor.execute(_MEMBER_TEAMS_SQL, [user.pk])
+            read = [row[0] for row in cursor.fetchall()]
+        setattr(user, _TEAMS_READ, read)
+    return list(read)
+
+
+def _forget_teams(user: Any) -> None:
+    """A user object whose teams changed forgets the ones it read."""
+    if hasattr(user, "__dict__"):
+        user.__dict__.pop(_TEAMS_READ, None)
 
 
 def get_agent(agent_id: str) -> Agent:

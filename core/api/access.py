@@ -23,13 +23,7 @@ def team_ids(user: Any) -> list[str] | None:
     """The user's team ids, or None for staff (every team)."""
     if user.is_staff or user.is_superuser:
         return None
-    # Asked several times in one request (the permission, the view, the scope of a
-    # list); the user object lives for one request, so its teams are read once.
-    cached: list[str] | None = getattr(user, "_member_team_ids", None)
-    if cached is None:
-        cached = member_team_ids(user.pk)
-        user._member_team_ids = cached
-    return list(cached)
+    return member_team_ids(user)
 
 
 def can_see_team(user: Any, team_id: str) -> bool:
