@@ -21,7 +21,8 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db import connection
 
 from core import events, runlogs, wakeups
 from core.checks import ID_PATTERN
@@ -41,10 +42,31 @@ SEQ_MAX = 2**62  # sequences are BIGINT
 # every TAIL_CHECK_SECONDS whatever it says.
 TAIL_CHECK_SECONDS = 3.0
 TAIL_WAKE_SECONDS = 0.1
+# On PostgreSQL the database says so only for changes that may free work (a NOTIFY
+# makes notifying commits take turns, so a claim, a comment or a run's step sends
+# none), while SQLite sees every commit. With no shared layer to bring those live,
+# the look there comes this often: a read of one row per watched team.
+TAIL_QUIET_CHECK_SECONDS = 0.25
 # A look that finds clients behind the head gives the live frames this long to land
 # (a commit is seen here as soon as the layer hears of it) before it sends the
-# missing ones from the log itself.
+# missing ones from the log itself. Without a shared layer a frame another process
+# wrote never comes live, and this process's own are already on the layer when their
+# commit is seen: no grace then.
 TAIL_GRACE_SECONDS = 0.25
+
+
+@database_sync_to_async
+def _tail_timing() -> tuple[float, float]:
+    """How often a tail looks at the log's head whatever the wakes say, and how long
+    it leaves live frames to land: both depend on the layer and the database."""
+    layer = get_channel_layer()
+    if layer is not None and not isinstance(layer, InMemoryChannelLayer):
+        return TAIL_CHECK_SECONDS, TAIL_GRACE_SECONDS
+    if connection.vendor == "postgresql":
+        return TAIL_QUIET_CHECK_SECONDS, 0.0
+    return TAIL_CHECK_SECONDS, 0.0
+
+
 # Live frames reach a process's consumers of one team through one channel of the
 # layer (see _TeamTail.relay). A connect waits at most this long for it to join the
 # team's group (the tail delivers if it cannot); a relay that lost the layer retries
@@ -120,16 +142,18 @@ class _TeamTail:
         loop = asyncio.get_running_loop()
         changes = wakeups.seen(wakeups.BOARD)
         looked = loop.time()
+        check_every, grace = await _tail_timing()
         while True:
             await asyncio.sleep(TAIL_WAKE_SECONDS)
             now = wakeups.seen(wakeups.BOARD)
-            if now == changes and loop.time() - looked < TAIL_CHECK_SECONDS:
+            if now == changes and loop.time() - looked < check_every:
                 continue
             changes, looked = now, loop.time()
             try:
                 head = await _latest(self.team)
                 if any(c.pending is None and head > c.last_seq for c in self.consumers):
-                    await asyncio.sleep(TAIL_GRACE_SECONDS)
+                    if grace:
+                        await asyncio.sleep(grace)
                     await self.catch_up(head)
             except Exception:  # the next look tries again; live frames go on meanwhile
                 log.exception("could not check the log head of team %s", self.team)
