@@ -500,3 +500,23 @@ def test_an_at_mention_in_a_comment_tells_the_person_named(agent, settings):
     delivery = NotificationDelivery.objects.get()
     assert delivery.reason == "mentioned"
     assert json.loads(delivery.body)["comment"]["mentions"] == ["bea", "ada"]
+
+
+def test_a_read_that_times_out_is_told_as_the_missed_deadline(
+    agent, dripping, settings, monkeypatch
+):
+    """The socket's own timeout is the deadline too, so on a busy machine it can fire
+    before the watch does: the delivery says the same either way."""
+    from http.client import HTTPConnection
+
+    def timed_out(self: HTTPConnection) -> None:
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(HTTPConnection, "getresponse", timed_out)
+    settings.CLAWBOO_NOTIFY_TIMEOUT_S = 2
+    notify.create_channel("default", "slow", "webhook", url=dripping)
+    task_id, ticket = in_progress()
+    store.await_review(task_id, ticket=ticket)
+    row = NotificationDelivery.objects.get()
+    assert row.status == DeliveryStatus.RETRYING
+    assert "DeliveryDeadline" in row.last_error and "2s" in row.last_error
