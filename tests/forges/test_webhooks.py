@@ -228,6 +228,22 @@ def test_the_webhook_at_the_contracts_path_answers_204(forge_repo: Setup):
 
 
 @pytest.mark.parametrize("path", ["/api/forge/app/webhook", "/api/repositories/app/forge/webhook"])
+@pytest.mark.parametrize("method", ["get", "head", "put", "patch", "delete"])
+def test_a_method_the_webhook_does_not_take_is_405_with_the_methods_it_does(
+    db, path: str, method: str
+):
+    # A person pasting the webhook's URL into a browser, or a forge set to the wrong
+    # method, is told what the URL takes, not that they are forbidden.
+    answer = getattr(APIClient(), method)(path)
+
+    assert answer.status_code == 405, (method, answer.status_code)
+    assert answer["Allow"] == "POST, OPTIONS"
+    if method != "head":
+        assert answer.json()["error"] == "method_not_allowed"
+        assert method.upper() in answer.json()["detail"]
+
+
+@pytest.mark.parametrize("path", ["/api/forge/app/webhook", "/api/repositories/app/forge/webhook"])
 def test_a_webhook_is_answered_before_the_forge_is_asked_its_refresh_queued_durably(
     forge_repo: Setup, monkeypatch, path: str
 ):
