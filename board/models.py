@@ -113,6 +113,10 @@ class Task(models.Model):
 
     lease_until = models.DateTimeField(null=True, blank=True)
     lease_duration_ms = models.BigIntegerField(null=True, blank=True)
+    # The claim (its attempt) that opened the task's latest run: a claim opens one
+    # run, and its work sent back to it (a fix round) clears this so it may open the
+    # next (board.store.tickets.run_due).
+    run_opened_for = models.IntegerField(null=True, blank=True, editable=False)
 
     worktree_ref = models.CharField(max_length=1024, null=True, blank=True)
     branch_ref = models.CharField(max_length=255, null=True, blank=True)

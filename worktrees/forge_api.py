@@ -4,8 +4,8 @@ Anonymous (the forge holds no Clawboo key; its row in the roles table admits
 anonymous callers), but every delivery's HMAC-SHA256 signature is checked with
 the repository's webhook secret before anything is read or written: a forged or
 missing signature answers ``401 bad_signature``. A verified delivery only says
-which pull request to look at; what happened is asked of the forge itself
-(:func:`worktrees.pull_requests.webhook`).
+which pull request to look at; what happened is asked of the forge itself, after
+the answer, by a django-q2 worker (:func:`worktrees.pull_requests.take_delivery`).
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ class ForgeWebhookView(APIView):
             "(events: pull_request, pull_request_review, check_run, status). Signed with "
             "the forge's webhook secret: GitHub `X-Hub-Signature-256: sha256=<hex>`, "
             "Gitea `X-Gitea-Signature: <hex>` (HMAC-SHA256 of the raw body). A bad "
-            "signature is 401 with nothing written; a good one refreshes the tasks whose "
-            "pull requests it names from the forge."
+            "signature is 401 with nothing written; a good one queues a refresh from the "
+            "forge of each task whose pull request it names (`tasks`), answered before "
+            "the forge is asked."
         ),
         request=ForgeDelivery,
         responses=with_errors(

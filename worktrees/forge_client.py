@@ -28,6 +28,7 @@ import httpx
 
 from core.errors import ClawbooError
 from core.models import Forge
+from worktrees import branch_rules
 
 log = logging.getLogger(__name__)
 
@@ -489,14 +490,16 @@ class Gitea(ForgeClient):
         return True
 
     def required_checks(self, branch: str) -> list[str]:
-        # The rule named after the branch (Gitea names a rule by its branch or pattern).
+        # A rule is named by a branch or by a glob ("release/*"): the one that applies
+        # is chosen among them all as Gitea chooses it, not looked up by the name.
         try:
-            rule = self.http.call("GET", f"{self.base}/branch_protections/{quote(branch, safe='')}")
+            rules = self.http.call("GET", f"{self.base}/branch_protections")
         except ForgeFailed as exc:
             if exc.status == 404:
                 return []
             raise
-        if not (rule or {}).get("enable_status_check"):
+        rule = branch_rules.rule_for(rules if isinstance(rules, list) else [], branch)
+        if rule is None or not rule.get("enable_status_check"):
             return []
         return [str(n) for n in rule.get("status_check_contexts") or []]
 

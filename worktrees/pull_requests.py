@@ -21,8 +21,9 @@ lands approved work through the forge instead of moving its base branch itself:
    merged, and its ``clawboo/task-<id>`` branch is deleted on the forge (a failed
    delete is a log line). A pull request merged on the forge by a person marks the
    task done too; one closed unmerged leaves it in review with a comment. Webhooks
-   (:func:`webhook`) and the poll (:func:`poll`, a periodic job) both end in
-   :func:`refresh`, so they reach the same state.
+   (:func:`webhook`: answered at once, the refresh queued for a django-q2 worker)
+   and the poll (:func:`poll`, a periodic job) both end in :func:`refresh`, so they
+   reach the same state.
 
 The forge is asked outside any database transaction; what it said is recorded
 through the board's data layer (``board.store.record_pull_request``).
@@ -637,9 +638,21 @@ def webhook(repo_id: str, headers: Any, body: bytes) -> dict[str, Any]:
     return take_delivery(repo_id, event, payload if isinstance(payload, dict) else {})
 
 
+# A webhook's refresh, as the django-q2 task a delivery enqueues.
+REFRESH_TASK = "worktrees.pull_requests.refresh_delivered"
+
+
 def take_delivery(repo_id: str, event: str, payload: dict[str, Any]) -> dict[str, Any]:
     """A verified delivery: every task whose pull request it concerns is refreshed
-    from the forge (the delivery says which; the forge says what)."""
+    from the forge (the delivery says which; the forge says what) -- after the
+    answer, by a django-q2 worker (:func:`refresh_delivered`): a forge gives its
+    delivery about 10 s and sends it again when the answer is late, and asking the
+    forge takes a round trip or three. Only the database is read here.
+
+    Nothing is lost to a crash: each refresh is queued (a row of the ORM broker,
+    committed) before the delivery is answered, and a worker killed while running
+    one has it delivered again (Q_CLUSTER ``retry``); a task in review is also
+    refreshed by the poll (:func:`poll`) whatever became of its webhook."""
     tasks = [
         t.id
         for n in _numbers_of(payload)
@@ -654,18 +667,33 @@ def take_delivery(repo_id: str, event: str, payload: dict[str, Any]) -> dict[str
             for tid in store.tasks_with_open_pull_requests(repo_id)
             if (store.get_task(tid).pull_request or {}).get("head_sha") == sha
         ]
-    refreshed = []
     for task_id in tasks:
-        try:
-            refresh(task_id)
-        except (ClawbooError, OSError):
-            # The delivery was genuine: the forge is told so, and the poll catches up
-            # with whatever this refresh could not do (a racing refresh got there
-            # first, the forge did not answer).
-            log.exception("could not refresh task %s after a webhook", task_id)
-            continue
-        refreshed.append(task_id)
-    return {"event": event, "tasks": refreshed}
+        # Queued now, not on commit: the delivery writes nothing of its own to wait
+        # for. A refresh that cannot be queued fails the delivery (a 5xx), which the
+        # forge sends again; it is never answered as taken.
+        enqueue_refresh(task_id)
+    return {"event": event, "tasks": tasks}
+
+
+def enqueue_refresh(task_id: str) -> None:
+    """Hand a webhook's refresh of ``task_id`` to a django-q2 worker (inline when
+    Q_CLUSTER sync is on)."""
+    from django_q.tasks import async_task
+
+    async_task(REFRESH_TASK, task_id, task_name=f"forge refresh {task_id}"[:100])
+
+
+def refresh_delivered(task_id: str) -> bool:
+    """A webhook's :func:`refresh`, run by a django-q2 worker: whether it was done.
+    One that fails is a log line: the delivery was genuine, and the poll catches up
+    with whatever this refresh could not do (a racing refresh got there first, the
+    forge did not answer)."""
+    try:
+        refresh(task_id)
+    except (ClawbooError, OSError):
+        log.exception("could not refresh task %s after a webhook", task_id)
+        return False
+    return True
 
 
 def poll() -> int:

@@ -15,7 +15,7 @@ from board.errors import ClaimConflict, TaskNotFound
 from board.models import CostStatus, ExecutionProcess, ExecutionStatus, Task
 from board.store import spend
 from board.store._base import lock_task, now
-from board.store.tickets import Ticket, claim_standing
+from board.store.tickets import RUN_DUE, Ticket, claim_standing, run_due, run_opened
 from board.transitions import Status
 from core import storage
 from core.checks import check_choice
@@ -43,8 +43,10 @@ def open_execution(
     """Open a ``running`` row for the claim the ticket names.
 
     Only after a successful claim: the ticket must be this task's current attempt,
-    still held (in_progress / in_review), and no run of the task may be open
-    already; otherwise :class:`ClaimConflict` is raised.
+    still held (in_progress / in_review), no run of the task may be open already,
+    and the claim may not have had its run (:func:`~board.store.tickets.run_due`:
+    one run a claim, the next only for a fix round); otherwise :class:`ClaimConflict`
+    is raised.
     """
     claim = Ticket.decode(ticket)
 
@@ -62,9 +64,15 @@ def _open(
 ) -> ExecutionProcess:
     if ExecutionProcess.objects.filter(task_id=task.id, status=ExecutionStatus.RUNNING).exists():
         raise ClaimConflict(f"task {task.id!r} already has a running execution")
+    if not run_due(task):
+        raise ClaimConflict(
+            f"the claim on task {task.id!r} already had its run (attempt {task.attempts}); "
+            "a new run is due with a fix round or a new claim"
+        )
     at = now()
+    run_opened(task)
     # Liveness starts now: the stale sweep reads tasks.updated_at.
-    Task.objects.filter(pk=task.id).update(updated_at=at)
+    Task.objects.filter(pk=task.id).update(updated_at=at, run_opened_for=task.run_opened_for)
     return ExecutionProcess.objects.create(
         task=task,
         agent_id=task.assignee_agent_id or "",
@@ -93,14 +101,19 @@ def start_assigned(
     A move into ``in_progress`` by a person (resuming a blocked task for an agent,
     a reviewer requesting changes) takes a claim for a named agent; this is how that
     agent's executor picks it up: an ``in_progress`` task assigned to it, lease
-    live, with no running execution. The execution row is opened in the same
+    live, with no running execution and a run due (its claim has not had its run,
+    or a fix round sent it back). The execution row is opened in the same
     transaction, so of two executors of one agent only one starts it. Returns the
     task, its claim's ticket and the execution, or None.
     """
 
-    qs = Task.objects.filter(
-        status=Status.IN_PROGRESS, assignee_agent_id=agent_id, lease_until__gte=now()
-    ).exclude(executions__status=ExecutionStatus.RUNNING)
+    qs = (
+        Task.objects.filter(
+            status=Status.IN_PROGRESS, assignee_agent_id=agent_id, lease_until__gte=now()
+        )
+        .filter(RUN_DUE)
+        .exclude(executions__status=ExecutionStatus.RUNNING)
+    )
     if team is not None:
         qs = qs.filter(team_id=team)
     # Read first, outside any transaction: an executor asks before every claim, and

@@ -22,7 +22,7 @@ from board.store.executions import CLOSED, LOG_TAIL
 from board.store.fields import EVIDENCE_TAIL
 from board.store.lifecycle import _guards, _lifecycle
 from board.store.spend import rounded_cents
-from board.store.tickets import Ticket, WriteOutcome, declined, recorded
+from board.store.tickets import Ticket, WriteOutcome, declined, next_run_due, recorded
 from board.transitions import Status, is_terminal
 from core import storage
 from core.errors import Conflict
@@ -99,6 +99,7 @@ def send_back_for_fix(
             feedback=note,
             lease_until=at + dt.timedelta(milliseconds=span),
         )
+        fields |= next_run_due(task)  # the fix round is the claim's next run
         learned = None if task.touches else scope_of_changes(changed_paths or ())
         if learned is not None:
             fields |= set_fields(task, scope=learned)

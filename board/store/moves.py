@@ -34,6 +34,7 @@ from board import checks
 from board.errors import ClaimRequired, IllegalTransition, VerificationRequired
 from board.models import PROMOTABLE_VERDICTS, Task, TaskDep
 from board.store._base import add_comment_row, record_event
+from board.store.tickets import next_run_due
 from board.transitions import Status, allowed_transitions_from, is_transition_allowed
 from core.errors import ValidationFailed
 
@@ -154,9 +155,11 @@ def _take_claim(task: Task, claim: ClaimFor, at: dt.datetime) -> set[str]:
 
 
 def _renew_held(task: Task, at: dt.datetime) -> set[str]:
+    """A claim's own work back in progress (resumed from review): a fresh lease of
+    its span, and its next run due."""
     span = task.lease_duration_ms or checks.DEFAULT_LEASE_MS
     task.lease_until = at + dt.timedelta(milliseconds=span)
-    return {"lease_until"}
+    return {"lease_until"} | next_run_due(task)
 
 
 _DEPENDENTS_DONE_SQL = (

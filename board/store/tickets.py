@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from django.core import signing
+from django.db.models import F, Q
 
 from board.errors import ClaimConflict
 from board.models import Task
@@ -80,6 +81,31 @@ def claim_standing(
     if ticket.attempt != task.attempts or task.status not in HELD_BY_CLAIM or lapsed:
         return "lost-claim"
     return None
+
+
+# A claim opens one run (SPEC §4, execution processes): a worker that re-asks, is
+# restarted or fails to record its run's end does not open run after run on it. A
+# new run is due under the same claim only when its work is sent back to it -- a fix
+# round (``send_back_for_fix``) or its own resume from review -- which clears the
+# mark. A new claim is a new attempt, so it is due by itself.
+RUN_DUE = ~Q(run_opened_for=F("attempts"))
+
+
+def run_due(task: Task) -> bool:
+    """May the task's current claim open a run? (:data:`RUN_DUE`, on one row.)"""
+    return task.run_opened_for != task.attempts
+
+
+def run_opened(task: Task) -> set[str]:
+    """Mark the claim's run opened (the caller saves the fields returned)."""
+    task.run_opened_for = task.attempts
+    return {"run_opened_for"}
+
+
+def next_run_due(task: Task) -> set[str]:
+    """The claim's work was sent back to it: its next run is due."""
+    task.run_opened_for = None
+    return {"run_opened_for"}
 
 
 Outcome = Literal["recorded", "unchanged", "declined"]

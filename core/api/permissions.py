@@ -15,13 +15,22 @@ from core import roles
 _CONVERTER = re.compile(r"<(?:[^>:]+:)?([^>]+)>")
 
 
+def _path(request: Any) -> str:
+    """``/api/board/tasks/{task_id}/approve``: the OpenAPI path of the route matched."""
+    match = getattr(request, "resolver_match", None)
+    route = getattr(match, "route", "") or ""
+    return "/" + _CONVERTER.sub(r"{\1}", route)
+
+
 def operation(request: Any) -> str:
     """``"POST /api/board/tasks/{task_id}/approve"``: the request's method and the
     OpenAPI path of the route it matched (the table's key)."""
-    match = getattr(request, "resolver_match", None)
-    route = getattr(match, "route", "") or ""
-    path = _CONVERTER.sub(r"{\1}", route)
-    return f"{request.method} /{path}"
+    return f"{request.method} {_path(request)}"
+
+
+def _admits_anonymous(method: str, path: str) -> bool:
+    row = roles.TABLE.get(f"{method} {path}")
+    return row is not None and "anonymous" in row.admits
 
 
 def principal(request: Any) -> roles.Principal:
@@ -33,12 +42,17 @@ class RoleTable(BasePermission):
 
     def has_permission(self, request: Any, view: Any) -> bool:
         user = getattr(request, "user", None)
+        lacks = not hasattr(view, request.method.lower())
         if not (user and user.is_authenticated):
             # DRF answers 401 (the token class names the realm), unless the table
-            # opens the operation to anonymous callers (the login exchange).
-            row = roles.TABLE.get(operation(request))
-            return row is not None and "anonymous" in row.admits
-        if request.method in SAFE_METHODS or not hasattr(view, request.method.lower()):
+            # opens the operation to anonymous callers (the login exchange, a forge's
+            # webhook). A method such a path lacks is DRF's 405, as for anyone: the
+            # path is public, and so are the methods it takes.
+            path = _path(request)
+            if lacks:
+                return any(_admits_anonymous(m, path) for m in view.allowed_methods)
+            return _admits_anonymous(request.method, path)
+        if request.method in SAFE_METHODS or lacks:
             return True  # a read; or a method the view lacks, which DRF answers 405
         roles.check(principal(request), operation(request), body=lambda: request.data)
         return True

@@ -48,6 +48,15 @@ def test_anonymous_callers_get_401_on_every_path(client):
     assert fingerprint() == before
 
 
+def test_an_anonymous_caller_of_a_private_path_is_told_401_whatever_the_method(db):
+    # Only a path open to anonymous callers (a forge's webhook) tells a stranger
+    # which methods it takes (405); any other path asks for a key first.
+    for method in ("put", "delete"):
+        response = getattr(APIClient(), method)("/api/board/tasks", {}, format="json")
+        assert response.status_code == 401, method
+        assert response.json()["error"] == "unauthenticated"
+
+
 def test_a_token_of_team_a_cannot_read_or_write_team_b(db):
     registry.create_team("red", "Red")
     registry.create_team("blue", "Blue")

@@ -270,6 +270,28 @@ def test_an_open_sent_again_with_its_idempotency_key_answers_the_execution_it_op
     assert ExecutionProcess.objects.filter(task_id=task_id).count() == 1
 
 
+def test_a_claim_opens_one_run_and_a_second_open_is_409_until_a_fix_round(fleet):
+    # A worker that lost track (restarted, re-asking without its key) may not open
+    # run after run on one claim: each would start the work again.
+    client = client_for("a-bot")
+    task_id, ticket = claimed(client)
+    run = opened(client, task_id, ticket)
+    base = f"/api/board/tasks/{task_id}/executions"
+    closed = {"ticket": ticket, "outcome": "failed", "error": "the worker restarted"}
+    assert client.post(f"{base}/{run}/close", closed, format="json").status_code == 200
+
+    again = client.post(base, {"ticket": ticket, "runtime": "claude-code"}, format="json")
+
+    assert again.status_code == 409 and again.json()["error"] == "conflict"
+    assert "already had its run" in again.json()["detail"]
+    assert ExecutionProcess.objects.filter(task_id=task_id).count() == 1
+    sent = store.send_back_for_fix(
+        task_id, ticket, evidence="red", detail={"fix_cycles": 1}, feedback="fix it"
+    )
+    assert sent.recorded
+    assert opened(client, task_id, ticket) != run  # the fix round's own run
+
+
 def test_the_next_runs_prompt_carries_the_fix_feedback_for_its_own_agent_only(fleet):
     from executor import prompts
 

@@ -144,7 +144,7 @@ def test_steps_are_pruned_with_the_history(fleet):
 def test_a_trace_carries_at_most_trace_steps_newest_runs_first_and_says_which_are_cut(
     fleet, monkeypatch
 ):
-    # A worker may open run after run on its claim, each with MAX_STEPS steps.
+    # A claim's fix rounds are runs of their own, each with up to MAX_STEPS steps.
     monkeypatch.setattr(steps_store, "TRACE_STEPS", 5)
     client = client_for("a-bot")
     task_id, ticket = claimed(client)
@@ -157,6 +157,9 @@ def test_a_trace_carries_at_most_trace_steps_newest_runs_first_and_says_which_ar
         base = f"/api/board/tasks/{task_id}/executions/{run}"
         client.post(f"{base}/close", {"ticket": ticket, "outcome": "succeeded"}, format="json")
         runs.append(run)
+        store.send_back_for_fix(
+            task_id, ticket, evidence="red", detail={"fix_cycles": n + 1}, feedback="again"
+        )
 
     trace = client.get(f"/api/board/tasks/{task_id}/trace").json()
 

@@ -58,3 +58,72 @@ def test_settling_the_task_closes_its_running_execution(default_team):
     run = store.open_execution(task.id, ticket)
     store.complete(task.id, ticket=ticket)
     assert store.list_executions(task.id).get(pk=run.id).status == "succeeded"
+
+
+def test_a_claim_opens_one_run(default_team):
+    task, ticket = task_in("in_progress")
+    run = store.open_execution(task.id, ticket)
+    store.close_execution(run.id, "failed", error="the worker gave up on it")
+
+    with pytest.raises(ClaimConflict, match="already had its run"):
+        store.open_execution(task.id, ticket)
+    assert [r.id for r in store.list_executions(task.id)] == [run.id]
+
+
+def test_a_fix_round_opens_the_claims_next_run(default_team):
+    task, ticket = task_in("in_progress")
+    first = store.open_execution(task.id, ticket)
+    store.close_execution(first.id, "succeeded")
+    sent = store.send_back_for_fix(
+        task.id, ticket, evidence="1 failed", detail={"fix_cycles": 1}, feedback="fix the test"
+    )
+    assert sent.recorded
+
+    second = store.open_execution(task.id, ticket)
+    store.close_execution(second.id, "succeeded")
+    assert (second.attempt, first.attempt) == (1, 1)  # one claim, two rounds
+    with pytest.raises(ClaimConflict):  # one run per round
+        store.open_execution(task.id, ticket)
+
+
+def test_a_claim_resumed_from_review_opens_its_next_run(default_team):
+    task, ticket = task_in("in_progress")
+    store.close_execution(store.open_execution(task.id, ticket).id, "succeeded")
+    store.transition(task.id, "in_review")
+    assert store.resume_from_review(task.id, "one more thing", ticket=ticket).recorded
+
+    assert store.open_execution(task.id, ticket).status == "running"
+
+
+def test_a_new_claim_opens_its_own_run(default_team):
+    task, ticket = task_in("in_progress")
+    store.close_execution(store.open_execution(task.id, ticket).id, "failed")
+    store.release(task.id, ticket=ticket)
+    again = store.claim(task.id, "ada", "command")
+
+    assert store.open_execution(task.id, again.ticket).attempt == 2
+
+
+def test_an_executor_does_not_start_again_a_claim_whose_run_ended(default_team):
+    # A person's claim for ada is started once; its run ended (the task's move was
+    # never recorded: the worker died, a write failed) and the lease is still live.
+    task, _ = task_in("in_progress")
+    started = store.start_assigned("ada")
+    assert started is not None and started.task.id == task.id
+    store.close_execution(started.execution.id, "failed", error="executor died")
+
+    assert store.start_assigned("ada") is None
+    assert store.list_executions(task.id).count() == 1
+
+
+def test_an_executor_starts_the_fix_round_of_a_claim(default_team):
+    task, _ = task_in("in_progress")
+    started = store.start_assigned("ada")
+    assert started is not None
+    store.close_execution(started.execution.id, "succeeded")
+    store.send_back_for_fix(
+        task.id, started.ticket, evidence="e", detail={"fix_cycles": 1}, feedback="fix it"
+    )
+
+    again = store.start_assigned("ada")
+    assert again is not None and again.task.id == task.id and again.ticket == started.ticket

@@ -228,3 +228,34 @@ def test_work_all_picks_up_an_agent_registered_after_it_started(repo, state_dir,
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=20)
+
+
+@pytest.mark.django_db
+def test_a_run_whose_failure_was_not_recorded_is_not_run_again_on_its_claim(
+    default_team, monkeypatch
+):
+    # The run fails and the executor cannot record its task's failure (the write
+    # raises): the claim stays live with its run closed. The next pass must not
+    # open run after run on that claim; the lease lapses and a new claim retries it.
+    registry.create_agent(
+        id="flaky",
+        display_name="Flaky",
+        team="default",
+        runtime="command",
+        settings={"argv": [sys.executable, "-c", "import sys; sys.exit(3)"]},
+    )
+    task = store.create_task(title="t", file_mutating=False).task
+    executor = Executor("flaky")
+
+    def refused(*args, **kwargs):
+        raise RuntimeError("the board refused the write")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(store, "fail", refused)
+        first = executor.work_once()
+    assert (first.task_id, store.get_task(task.id).status) == (task.id, "in_progress")
+
+    second = executor.work_once()
+
+    assert second.outcome == "idle" and second.task_id is None
+    assert [run.attempt for run in store.list_executions(task.id)] == [1]

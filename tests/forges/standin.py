@@ -15,10 +15,12 @@ required check is not green, or a draft, or a stale ``sha``/``head_commit_id``
 (409 on GitHub); a merge writes a real merge (or squash) commit on the base branch
 of the bare repository. A wrong token is 401. Branch protection can be read
 (:attr:`StandIn.protected`; :attr:`StandIn.protection_forbidden`: the token may not,
-403), and a branch deleted (a missing one: GitHub 422, Gitea 404; the default branch
-refused; :attr:`StandIn.delete_branch_on_merge`: the forge deletes the head itself
-on merge, GitHub's ``delete_branch_on_merge``; :attr:`StandIn.refuse_branch_delete`:
-every delete refused).
+403; on Gitea each rule by its name or all of them listed, a glob rule protecting the
+branches it matches as Gitea matches them), and a branch deleted (a missing one:
+GitHub 422, Gitea 404; the default branch refused;
+:attr:`StandIn.delete_branch_on_merge`: the forge deletes the head itself on merge,
+GitHub's ``delete_branch_on_merge``; :attr:`StandIn.refuse_branch_delete`: every
+delete refused).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import subprocess
 import threading
 from dataclasses import dataclass, field
@@ -92,8 +95,11 @@ class StandIn:
         self.checks: dict[str, dict[str, dict[str, str]]] = {}  # sha → name → check
         self.reviews: list[Review] = []
         self.required: list[str] = []
-        # Branch protection the API reports: branch → its required status checks.
+        # Branch protection the API reports: branch → its required status checks. On
+        # Gitea the key is a rule's name, a branch or a glob ("release/*"), in the
+        # order the rules were made; protection_priority: a rule's priority (1.23+).
         self.protected: dict[str, list[str]] = {}
+        self.protection_priority: dict[str, int] = {}
         self.protection_forbidden = False
         self.delete_branch_on_merge = False
         self.refuse_branch_delete = False
@@ -169,7 +175,18 @@ class StandIn:
 
     def _check_state_of(self, sha: str, base: str) -> str:
         """The head's checks as branch protection of ``base`` judges them."""
-        return self._check_state(sha, self.protected.get(base, self.required))
+        rule = self._gitea_rule(base) if self.kind == "gitea" else base
+        return self._check_state(sha, self.protected.get(rule or "", self.required))
+
+    def _gitea_rule(self, branch: str) -> str | None:
+        """The name of the Gitea rule that protects ``branch``: by priority, then a
+        plain name before a glob, then the first made (Gitea's ProtectedBranchRules)."""
+        made = list(self.protected)
+        order = sorted(
+            made,
+            key=lambda n: (self.protection_priority.get(n, 0), _is_glob(n), made.index(n)),
+        )
+        return next((n for n in order if _gitea_glob_matches(n, branch)), None)
 
     def _check_state(self, sha: str, required: list[str] | None = None) -> str:
         checks = self.checks.get(sha, {})
@@ -579,6 +596,26 @@ class StandIn:
             },
         )
 
+    def op_repoListBranchProtection(
+        self, op: Any, params: Any, query: Any, body: Any
+    ) -> tuple[int, Any]:
+        if self.protection_forbidden:
+            return 403, {"message": "token does not have at least one of required scope(s)"}
+        rules = [
+            {
+                "rule_name": name,
+                "branch_name": name,
+                "priority": self.protection_priority.get(name, 0),
+                "created_at": f"2026-01-01T00:00:{n:02d}Z",
+                "enable_status_check": bool(names),
+                "status_check_contexts": names,
+            }
+            for n, (name, names) in enumerate(self.protected.items())
+        ]
+        # In the order made, as an older Gitea lists them: whoever reads the list
+        # orders the rules as Gitea matches them.
+        return 200, rules
+
     def op_repoGetBranchProtection(
         self, op: Any, params: Any, query: Any, body: Any
     ) -> tuple[int, Any]:
@@ -598,6 +635,40 @@ class StandIn:
                 "status_check_contexts": names,
             },
         )
+
+
+def _is_glob(name: str) -> bool:
+    return any(c in "*?[]{}\\" for c in name)
+
+
+def _gitea_glob_matches(name: str, branch: str) -> bool:
+    """Gitea's match of a rule name: a plain name whatever the case; a glob (gobwas
+    syntax, "/" the separator) as the regex it compiles to. The stand-in's own
+    rendering, kept apart from the product's so that each checks the other."""
+    if not _is_glob(name):
+        return name.casefold() == branch.casefold()
+    tokens = re.findall(r"\*\*|\*|\?|\{|\}|,|\[!?[^\]]*\]|\\.|.", name, re.DOTALL)
+    regex, depth = "", 0
+    for token in tokens:
+        if token == "**":
+            regex += ".*"
+        elif token == "*":
+            regex += "[^/]*"
+        elif token == "?":
+            regex += "[^/]"
+        elif token == "{":
+            regex, depth = regex + "(", depth + 1
+        elif token == "}" and depth:
+            regex, depth = regex + ")", depth - 1
+        elif token == "," and depth:
+            regex += "|"
+        elif token.startswith("[") and len(token) > 1:
+            regex += "[^" + token[2:-1] + "]" if token[1] == "!" else token
+        elif token.startswith("\\") and len(token) == 2:
+            regex += re.escape(token[1])
+        else:
+            regex += re.escape(token)
+    return re.fullmatch(regex, branch, re.DOTALL) is not None
 
 
 def _ref_exists(bare: Path, branch: str) -> bool:

@@ -19,7 +19,11 @@ from worktrees import pull_requests
 
 pytestmark = pytest.mark.django_db
 
-PROTECTION_READS = ("repos/get-status-checks-protection", "repoGetBranchProtection")
+PROTECTION_READS = (
+    "repos/get-status-checks-protection",
+    "repoGetBranchProtection",
+    "repoListBranchProtection",
+)
 
 
 def _no_explicit_required_checks(setup: Setup) -> None:
@@ -85,3 +89,44 @@ def test_explicit_required_checks_win_over_the_protection(forge_repo: Setup):
     task = store.get_task(task_id)
     assert task.status == "in_review" and task.pull_request["checks"]["state"] == "success"
     assert _protection_reads(forge_repo) == 0
+
+
+@pytest.mark.parametrize("forge_repo", ["gitea"], indirect=True)
+@pytest.mark.parametrize(
+    ("rules", "decides"),
+    [
+        # A rule named by a glob protects every branch it matches.
+        ({"release/*": ["lint"], "ma*": ["ci"]}, "ci"),
+        ({"**": ["ci"]}, "ci"),
+        ({"{main,trunk}": ["ci"]}, "ci"),
+        # A rule named like the branch wins over a glob, even one made before it.
+        ({"m*": ["lint"], "main": ["ci"]}, "ci"),
+    ],
+)
+def test_a_gitea_rule_named_by_a_glob_names_the_checks_of_the_branches_it_matches(
+    forge_repo: Setup, api, rules: dict[str, list[str]], decides: str
+):
+    _no_explicit_required_checks(forge_repo)
+    forge_repo.forge.protected = rules
+    other = "lint" if decides == "ci" else "ci"
+    task_id = _in_review_with(forge_repo, {other: "failure", decides: "pending"})
+    pull_requests.refresh(task_id)
+    task = store.get_task(task_id)
+    # Only the rule that applies to main decides: the other check's failure does not.
+    assert task.status == "in_review" and task.pull_request["checks"]["state"] == "pending"
+    assert _protection_reads(forge_repo) == 1
+
+    forge_repo.forge.set_check(forge_repo.forge.head_of(1), decides, "success")
+    answer = api.post(f"/api/board/tasks/{task_id}/approve", {}, format="json")
+    assert answer.status_code == 200, answer.json()
+    assert store.get_task(task_id).status == "done"
+
+
+@pytest.mark.parametrize("forge_repo", ["gitea"], indirect=True)
+def test_a_gitea_rule_of_another_branch_leaves_main_unprotected(forge_repo: Setup):
+    _no_explicit_required_checks(forge_repo)
+    forge_repo.forge.protected = {"release/*": ["ci"], "mainline": ["ci"]}
+    task_id = _in_review_with(forge_repo, {"lint": "failure", "ci": "success"})
+    pull_requests.refresh(task_id)
+    task = store.get_task(task_id)
+    assert task.status == "in_progress" and "lint says failure" in task.feedback

@@ -225,3 +225,55 @@ def test_the_webhook_at_the_contracts_path_answers_204(forge_repo: Setup):
     )
     assert (answer.status_code, answer.content) == (204, b"")
     assert store.get_task(task_id).status == "done"
+
+
+@pytest.mark.parametrize("path", ["/api/forge/app/webhook", "/api/repositories/app/forge/webhook"])
+@pytest.mark.parametrize("method", ["get", "head", "put", "patch", "delete"])
+def test_a_method_the_webhook_does_not_take_is_405_with_the_methods_it_does(
+    db, path: str, method: str
+):
+    # A person pasting the webhook's URL into a browser, or a forge set to the wrong
+    # method, is told what the URL takes, not that they are forbidden.
+    answer = getattr(APIClient(), method)(path)
+
+    assert answer.status_code == 405, (method, answer.status_code)
+    assert answer["Allow"] == "POST, OPTIONS"
+    if method != "head":
+        assert answer.json()["error"] == "method_not_allowed"
+        assert method.upper() in answer.json()["detail"]
+
+
+@pytest.mark.parametrize("path", ["/api/forge/app/webhook", "/api/repositories/app/forge/webhook"])
+def test_a_webhook_is_answered_before_the_forge_is_asked_its_refresh_queued_durably(
+    forge_repo: Setup, monkeypatch, path: str
+):
+    # A forge waits ~10 s for its answer and sends the delivery again when it is late:
+    # the answer says "taken" once the refresh is queued (a row in the database), and a
+    # worker -- any process, the answering one may be gone -- asks the forge.
+    from django.utils.module_loading import import_string
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    task_id = _in_review_with_a_green_pr(forge_repo)
+    forge_repo.forge.merge_by_hand(1)
+    asked = len(forge_repo.forge.requests)
+    body = _example(forge_repo.kind, 1, merged=True)
+    headers = forge_repo.forge.sign(HOOK_SECRET, body)
+    headers[EVENT_HEADER[forge_repo.kind]] = "pull_request"
+    monkeypatch.setattr(Conf, "SYNC", False)
+
+    answer = APIClient().post(path, data=body, content_type="application/json", **headers)
+
+    assert answer.status_code in (200, 204), answer.content
+    assert len(forge_repo.forge.requests) == asked  # not asked inside the request
+    assert store.get_task(task_id).status == "in_review"
+    queued = [SignedPackage.loads(row.payload) for row in OrmQ.objects.all()]
+    assert [(job["func"], job["args"]) for job in queued] == [
+        (pull_requests.REFRESH_TASK, (task_id,))
+    ]
+
+    job = queued[0]  # what a django-q2 worker runs
+    assert import_string(job["func"])(*job["args"]) is True
+    task = store.get_task(task_id)
+    assert task.status == "done" and task.pull_request["state"] == "merged"
