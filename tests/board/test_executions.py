@@ -58,3 +58,23 @@ def test_settling_the_task_closes_its_running_execution(default_team):
     run = store.open_execution(task.id, ticket)
     store.complete(task.id, ticket=ticket)
     assert store.list_executions(task.id).get(pk=run.id).status == "succeeded"
+
+
+def test_a_claim_taken_to_run_opens_its_execution_in_the_same_write(default_team):
+    task = store.create_task(title="run me").task
+    claimed = store.claim_next("ada", runtime="command", pid=4242)
+    assert claimed is not None and claimed.task is not None and claimed.execution is not None
+    run = claimed.execution
+    assert (run.task_id, run.status, run.pid, run.runtime) == (task.id, "running", 4242, "command")
+    assert run.attempt == store.get_task(task.id).attempts == 1
+    assert store.running_execution(task.id) == run
+    # The ticket is the one the run settles with: its execution closes under it.
+    assert store.complete(task.id, ticket=claimed.ticket).outcome == "recorded"
+    assert store.list_executions(task.id).get(pk=run.id).status == "succeeded"
+
+
+def test_a_claim_taken_without_a_pid_opens_no_execution(default_team):
+    task = store.create_task(title="claimed only").task
+    claimed = store.claim_next("ada", runtime="command")
+    assert claimed is not None and claimed.execution is None
+    assert list(store.list_executions(task.id)) == []
