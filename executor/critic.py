@@ -65,6 +65,12 @@ def is_risky(task: Task, diffstat: dict[str, Any]) -> bool:
     )
 
 
+def reviewer_named(task: Task) -> bool:
+    """Whether the task's team names a reviewer at all (whether it may run is
+    :func:`reviewer_of`'s question)."""
+    return Team.objects.filter(pk=task.team_id, reviewer_agent__isnull=False).exists()
+
+
 def reviewer_of(task: Task) -> Agent | None:
     """The team's reviewer agent, when one is named and the executor can run it: any
     runtime the executor runs (GOVERNANCE §4), the connected ``openclaw`` too (over

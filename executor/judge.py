@@ -42,8 +42,14 @@ WHY_CHARS = 1_500
 
 @dataclass(frozen=True)
 class Judgement:
+    """What the judge decided; ``renewed``: its verdict's write renewed the builder's
+    lease (the landing's fence is passed); ``fenced``: lost at that fence, the
+    work not yet saved on its branch."""
+
     action: Action
     verdict: str | None
+    renewed: bool = False
+    fenced: bool = False
 
 
 @dataclass(frozen=True)
@@ -164,17 +170,21 @@ def judge(
             return Judgement("review", None)
         attempts.append({"gate": None, "findings": [], "at": at})
         # Not a round of the fix loop: the builder cannot add a verify command.
-        store.record_verification(
-            task.id,
+        return _to_review(
+            task,
+            ticket,
             Verdict.FAIL,
             judgement.NONE_CONFIGURED,
             judgement.detail(None, [], None, attempts),
         )
-        return Judgement("review", Verdict.FAIL)
     gate = verification.verify(worktree, task, command)
     assert gate is not None  # a command was given
-    ws = store.live_workspace(task.id)
-    diff = checkouts.work_diff(worktree, ws.base_commit).as_dict() if ws is not None else None
+    # The work's diff is what a critic judges and what a failing gate sends back; a
+    # pass with no reviewer named needs none (the landing takes its own).
+    ws, diff = None, None
+    if not gate.passed or critic.reviewer_named(task):
+        ws = store.live_workspace(task.id)
+        diff = checkouts.work_diff(worktree, ws.base_commit).as_dict() if ws is not None else None
     findings: list[dict[str, Any]] = []
     reviewer: dict[str, Any] | None = None
     if gate.passed and ws is not None and diff is not None:
@@ -189,13 +199,24 @@ def judge(
         # verdict (no deliverable to fix or to judge).
         verdict = Verdict.PASS if passed else Verdict.FAIL
         detail = {**judgement.detail(gate.gate, findings, reviewer, attempts), "fix_cycles": 0}
-        store.record_verification(task.id, verdict, gate.evidence, detail)
-        return Judgement("review", verdict)
+        return _to_review(task, ticket, verdict, gate.evidence, detail)
     fix = fix_for_gate(gate.gate) if not gate.passed else _fix_for_findings(findings)
     evidence = gate.evidence if not gate.passed else fix.why
     detail = judgement.detail(gate.gate, findings, reviewer, attempts)
     changed = [f["path"] for f in (diff or {}).get("files") or ()]
     return _send_back(task, agent, ticket, worktree, fix, evidence, detail, cycles, changed)
+
+
+def _to_review(
+    task: Task, ticket: str, verdict: str, evidence: str, detail: dict[str, Any]
+) -> Judgement:
+    """The verdict of work that goes on to review, recorded under the builder's claim:
+    its lease renewed in the same write (the landing's fence), or nothing recorded
+    when the claim was lost meanwhile."""
+    recorded = store.record_verification(task.id, verdict, evidence, detail, ticket=ticket)
+    if recorded is None:
+        return Judgement("lost", verdict, fenced=True)
+    return Judgement("review", verdict, renewed=True)
 
 
 def _send_back(

@@ -105,11 +105,13 @@ class Executor:
             )
         leased_at = time.monotonic()
         with Clock(report).phase("board"):
+            # The run's execution is opened with the claim: one commit, not two.
             claimed = store.claim_next(
                 self.agent.id,
                 runtime=self.agent.runtime,
                 team=team or self.agent.team_id,
                 lease_ms=self.lease_ms,
+                pid=os.getpid(),
             )
         if claimed is not None and not claimed.ok:
             # agent_paused, budget_paused: waits like a refusal (a resume or a new
@@ -118,7 +120,10 @@ class Executor:
             return report
         if claimed is None or claimed.task is None or claimed.ticket is None:
             return report
-        return self.run_claimed(claimed.task.id, claimed.ticket, report=report, leased_at=leased_at)
+        opened = claimed.execution.id if claimed.execution is not None else None
+        return self.run_claimed(
+            claimed.task.id, claimed.ticket, report=report, execution_id=opened, leased_at=leased_at
+        )
 
     def run_claimed(
         self,

@@ -137,14 +137,17 @@ def land(
     decided before a crash), then land it for review -- fenced: a claim lost
     meanwhile settles nothing -- or leave it to the fix or debt path the judge
     recorded."""
+    renewed = False
     if judged is None:
         verdict = judge.judge(
             task, agent, ticket, worktree, repo_path=repo_path, heartbeat_s=heartbeat_s
         )
-        judged = Landing(verdict.action, verdict.verdict)
+        judged = Landing(verdict.action, verdict.verdict, fenced=verdict.fenced)
+        # A verdict recorded under the claim renewed its lease: the fence is passed.
+        renewed = verdict.renewed
     if judged.action != "review":
         return judged
-    if store.renew_lease(task.id, ticket).declined:
+    if not renewed and store.renew_lease(task.id, ticket).declined:
         return Landing("lost", judged.verdict, fenced=True)
     # Retained work is checkpointed on its branch; work cleaned up is not.
     landed = worktree_service.complete(task.id, checkpoint=True)

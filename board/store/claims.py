@@ -47,6 +47,7 @@ Zero rows is data — a refusal diagnosed in the order GOVERNANCE.md fixes
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from collections.abc import Callable, Iterable
@@ -67,13 +68,20 @@ from board.errors import (
     ScopeBusy,
     TaskNotFound,
 )
-from board.models import Budget, BudgetMode, BudgetScope, ExecutionStatus, Task
+from board.models import (
+    Budget,
+    BudgetMode,
+    BudgetScope,
+    ExecutionProcess,
+    ExecutionStatus,
+    Task,
+)
 from board.repository import RunRepository, run_repository
 from board.store import scoping, spend
 from board.store._base import commit_change, lock_task, now, record_event
 from board.store.approvals import blocks_claim
 from board.store.cap_lanes import Admission, TakeTurns
-from board.store.executions import close_run_leaving
+from board.store.executions import close_run_leaving, start_claimed
 from board.store.moves import clear_claim, move
 from board.store.ready import (
     READY_SQL,
@@ -108,6 +116,8 @@ class ClaimResult:
     detail: str = ""
     # The refusal's own exception, when it has more to say than its outcome.
     refusal: ClawbooError | None = None
+    # The run the claim opened with it (claim_next's ``pid``), if any.
+    execution: ExecutionProcess | None = None
 
     @property
     def ok(self) -> bool:
@@ -722,11 +732,17 @@ def claim_next(
     team: str | list[str] | None = None,
     label: str | None = None,
     lease_ms: Any = None,
+    pid: int | None = None,
 ) -> ClaimResult | None:
     """Claim the next ready task in ``dispatcher`` order (of ``team`` or teams, with
     ``label``) routed to the agent, or None if there is none it may take now (it
     holds its ``max_concurrent``, or its team does). A paused or unhealthy agent
     gets ``agent_paused``. A registered agent takes only its own team's tasks.
+
+    With ``pid`` (an executor about to run the task in that process), the run's
+    ``running`` execution row is opened in the claim's own transaction
+    (:attr:`ClaimResult.execution`), as :func:`~board.store.executions.start_assigned`
+    opens it for a claim a person took.
 
     Under contention one worker wins a task and the others move on to the next
     (SQLite: each claim runs alone under the write lock; PostgreSQL: a candidate
@@ -748,7 +764,10 @@ def claim_next(
     vendor = connection.vendor
     labelled = [label, None if label is None else label_param(vendor, label)]
 
+    opened: list[ExecutionProcess | None] = [None]
+
     def run(admission: Admission) -> Task | _Refusal | None:
+        opened[0] = None  # (a retried transaction starts again)
         claimer = _gate(agent, rt)
         if claimer.paused is not None:
             return _Refusal(AgentPaused.code, claimer.paused)
@@ -785,6 +804,8 @@ def claim_next(
                 return held
         if claimed is not None and claimer.caps:
             spend.confirm_admission(admission, claimed, agent)
+        if claimed is not None and pid is not None:
+            opened[0] = start_claimed(claimed, runtime=rt, pid=pid)
         return claimed
 
     outcome = _write_claim(run)
@@ -792,7 +813,7 @@ def claim_next(
         return None
     if isinstance(outcome, _Refusal):
         return ClaimResult(outcome.code, detail=outcome.detail, refusal=outcome.error)
-    return _claimed(outcome)
+    return dataclasses.replace(_claimed(outcome), execution=opened[0])
 
 
 def _held_back(
@@ -886,9 +907,7 @@ def renew_lease(
         lost = claim_standing(claim_ticket, task, lapsed_at=None if adopt_lapsed_lease else at)
         if lost is not None:
             return declined(task, lost)
-        length = span or task.lease_duration_ms or checks.DEFAULT_LEASE_MS
-        task.lease_until = at + dt.timedelta(milliseconds=length)
-        task.lease_duration_ms = length
+        extend_lease(task, at, span)
         # Liveness, not a change of state: no event, but the revision moves.
         task.revision += 1
         task.updated_at = at
@@ -896,6 +915,16 @@ def renew_lease(
         return recorded(task)
 
     return storage.write(run)
+
+
+def extend_lease(task: Task, at: dt.datetime, span: int | None = None) -> set[str]:
+    """Push a held claim's lease out from ``at`` by ``span`` ms (default: its committed
+    span); the fields set, for the caller's save. Called on a task the caller locked
+    and whose claim it checked (:func:`claim_standing`)."""
+    length = span or task.lease_duration_ms or checks.DEFAULT_LEASE_MS
+    task.lease_until = at + dt.timedelta(milliseconds=length)
+    task.lease_duration_ms = length
+    return {"lease_until", "lease_duration_ms"}
 
 
 def heartbeat(task_id: str, ticket: Any) -> WriteOutcome:

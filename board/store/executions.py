@@ -60,8 +60,15 @@ def open_execution(
 
 
 def _open(
-    task: Task, *, runtime: str | None, pid: int | None, git_before: str | None
+    task: Task,
+    *,
+    runtime: str | None,
+    pid: int | None,
+    git_before: str | None,
+    live_since: dt.datetime | None = None,
 ) -> ExecutionProcess:
+    """``live_since``: when the caller's transaction already stamped the task's
+    ``updated_at`` (a claim taken in it)."""
     if ExecutionProcess.objects.filter(task_id=task.id, status=ExecutionStatus.RUNNING).exists():
         raise ClaimConflict(f"task {task.id!r} already has a running execution")
     if not run_due(task):
@@ -69,10 +76,13 @@ def _open(
             f"the claim on task {task.id!r} already had its run (attempt {task.attempts}); "
             "a new run is due with a fix round or a new claim"
         )
-    at = now()
+    at = live_since or now()
     run_opened(task)
-    # Liveness starts now: the stale sweep reads tasks.updated_at.
-    Task.objects.filter(pk=task.id).update(updated_at=at, run_opened_for=task.run_opened_for)
+    if live_since is None:
+        # Liveness starts now: the stale sweep reads tasks.updated_at.
+        Task.objects.filter(pk=task.id).update(updated_at=at, run_opened_for=task.run_opened_for)
+    else:
+        Task.objects.filter(pk=task.id).update(run_opened_for=task.run_opened_for)
     return ExecutionProcess.objects.create(
         task=task,
         agent_id=task.assignee_agent_id or "",
@@ -82,6 +92,16 @@ def _open(
         git_before=git_before,
         started_at=at,
     )
+
+
+def start_claimed(task: Task, *, runtime: str | None, pid: int | None) -> ExecutionProcess | None:
+    """Open the ``running`` row of the claim on ``task`` the caller's transaction just
+    took, so an executor's claim and the start of its run are one commit; None when
+    a run of the task is open already (:func:`open_execution` then refuses it)."""
+    try:
+        return _open(task, runtime=runtime, pid=pid, git_before=None, live_since=task.updated_at)
+    except ClaimConflict:
+        return None
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,19 @@ from board.models import ExecutionProcess, Task, Verdict
 from board.money import MILLICENTS_PER_CENT, cents_of
 from board.scope import scope_of_changes
 from board.store._base import add_comment_row, commit_change, lock_task, now, set_fields
+from board.store.claims import extend_lease
 from board.store.executions import CLOSED, LOG_TAIL
 from board.store.fields import EVIDENCE_TAIL
 from board.store.lifecycle import _guards, _lifecycle
 from board.store.spend import rounded_cents
-from board.store.tickets import Ticket, WriteOutcome, declined, next_run_due, recorded
+from board.store.tickets import (
+    Ticket,
+    WriteOutcome,
+    claim_standing,
+    declined,
+    next_run_due,
+    recorded,
+)
 from board.transitions import Status, is_terminal
 from core import storage
 from core.errors import Conflict
@@ -35,19 +43,32 @@ def _check(verdict: str, evidence: str) -> str:
     return checks.check_storable(evidence[-EVIDENCE_TAIL:], "evidence")
 
 
-def record_verification(task_id: str, verdict: str, evidence: str, detail: dict[str, Any]) -> Task:
+def record_verification(
+    task_id: str, verdict: str, evidence: str, detail: dict[str, Any], *, ticket: Any = None
+) -> Task | None:
     """Store the verdict, its evidence and its structure (event
-    ``verification_recorded``); refused (Conflict) once the task is done or cancelled."""
-    tail = _check(verdict, evidence)
+    ``verification_recorded``); refused (Conflict) once the task is done or cancelled.
 
-    def run() -> Task:
+    With the builder's claim ``ticket`` (the executor's judge), the write is fenced
+    by it and renews the claim's lease -- the fence the landing passes before it
+    moves git, in the verdict's own transaction: a claim lost or lapsed meanwhile
+    records nothing, and the answer is None."""
+    tail = _check(verdict, evidence)
+    claim = None if ticket is None else Ticket.decode(ticket)
+
+    def run() -> Task | None:
         task = lock_task(task_id)
         if is_terminal(task.status):
             raise Conflict(
                 f"task {task_id!r} is {task.status}; its verdict is final", status=task.status
             )
         at = now()
-        fields = set_fields(
+        fields: set[str] = set()
+        if claim is not None:
+            if claim_standing(claim, task, lapsed_at=at) is not None:
+                return None
+            fields = extend_lease(task, at)
+        fields |= set_fields(
             task,
             verdict=verdict,
             verdict_evidence=tail,

@@ -127,3 +127,33 @@ def test_an_executor_starts_the_fix_round_of_a_claim(default_team):
 
     again = store.start_assigned("ada")
     assert again is not None and again.task.id == task.id and again.ticket == started.ticket
+
+
+def test_a_claim_taken_to_run_opens_its_execution_in_the_same_write(default_team):
+    task = store.create_task(title="run me").task
+    claimed = store.claim_next("ada", runtime="command", pid=4242)
+    assert claimed is not None and claimed.task is not None and claimed.execution is not None
+    run = claimed.execution
+    assert (run.task_id, run.status, run.pid, run.runtime) == (task.id, "running", 4242, "command")
+    assert run.attempt == store.get_task(task.id).attempts == 1
+    assert store.running_execution(task.id) == run
+    # The ticket is the one the run settles with: its execution closes under it.
+    assert store.complete(task.id, ticket=claimed.ticket).outcome == "recorded"
+    assert store.list_executions(task.id).get(pk=run.id).status == "succeeded"
+
+
+def test_a_claim_taken_without_a_pid_opens_no_execution(default_team):
+    task = store.create_task(title="claimed only").task
+    claimed = store.claim_next("ada", runtime="command")
+    assert claimed is not None and claimed.execution is None
+    assert list(store.list_executions(task.id)) == []
+
+
+def test_the_run_a_claim_opened_in_its_own_write_is_that_claims_one_run(default_team):
+    task = store.create_task(title="run me once").task
+    claimed = store.claim_next("ada", runtime="command", pid=4242)
+    assert claimed is not None and claimed.execution is not None
+    store.close_execution(claimed.execution.id, "failed", error="the worker gave up on it")
+
+    with pytest.raises(ClaimConflict, match="already had its run"):
+        store.open_execution(task.id, claimed.ticket)

@@ -57,3 +57,24 @@ def test_release_clears_the_verdict_so_the_next_runtime_can_finish(default_team)
     assert store.get_task(task.id).verdict is None
     again = store.claim(task.id, "bob", "codex")
     assert store.complete(task.id, ticket=again.ticket).recorded
+
+
+def test_a_verdict_under_the_builders_claim_renews_its_lease(default_team):
+    task, ticket = task_in("in_progress")
+    recorded = store.record_verification(task.id, "pass", "exit 0", {}, ticket=ticket)
+    assert recorded is not None and recorded.verdict == "pass"
+    fresh = store.get_task(task.id)
+    assert fresh.verdict == "pass" and fresh.lease_until > task.lease_until
+    assert Event.objects.filter(task_id=task.id, kind="verification_recorded").count() == 1
+
+
+def test_a_verdict_under_a_lost_claim_records_nothing(default_team):
+    task, ticket = task_in("in_progress")
+    store.release(task.id)
+    store.claim(task.id, "bob")
+    before = store.get_task(task.id)
+    assert store.record_verification(task.id, "pass", "exit 0", {}, ticket=ticket) is None
+    fresh = store.get_task(task.id)
+    assert fresh.verdict is None and fresh.assignee_agent_id == "bob"
+    assert (fresh.lease_until, fresh.revision) == (before.lease_until, before.revision)
+    assert not Event.objects.filter(task_id=task.id, kind="verification_recorded").exists()
