@@ -274,7 +274,8 @@ def _event(budget: Budget, kind: str, at: dt.datetime) -> None:
 # stops it at its next report). Near its limit, claims a cap covers take turns: on
 # PostgreSQL the claim locks the cap budget rows FOR UPDATE (in id order, as a usage
 # report does) and every lane of :mod:`board.store.cap_lanes`; far from it, they go
-# side by side, one per lane. SQLite's write lock orders them already.
+# side by side, one per lane (waiting for one when all are busy). SQLite's write
+# lock orders them already.
 
 
 _BUDGETS, _TASKS = Budget._meta.db_table, Task._meta.db_table
