@@ -10,7 +10,8 @@ Commands: ``claim``, ``drain`` (claim_next until nothing is ready),
 ``sample-held`` (the most each agent holds in_progress, while work remains), ``link``,
 ``create-child``, ``write-storm``, ``crash-worker`` (claims, opens an execution,
 heartbeats until it is killed), ``claim-loop`` (claim_next, report, pause, until
-killed), ``approve`` (lands a reviewed task), ``scope-drain`` (claims by id or
+killed), ``cap-claims`` (claim_next, holding each task, until refused),
+``approve`` (lands a reviewed task), ``scope-drain`` (claims by id or
 next, holds each task a moment, finishes it, until nothing is todo) and
 ``sample-scope`` (every pair of overlapping scopes seen in progress together).
 """
@@ -290,6 +291,22 @@ def cmd_claim_loop(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(args.pause_ms / 1000)
 
 
+def cmd_cap_claims(args: argparse.Namespace) -> dict[str, Any]:
+    """claim_next as a registered agent, holding what it takes, until it has
+    ``--count`` tasks or is answered anything but a claim (its last answer)."""
+    from board import store
+    from core.models import Agent
+
+    agent = Agent.objects.get(pk=args.agent)
+    claimed: list[str] = []
+    while len(claimed) < args.count:
+        result = store.claim_next(agent.id, runtime=agent.runtime)
+        if result is None or not result.ok or result.task is None:
+            return {"claimed": claimed, "stopped": None if result is None else result.outcome}
+        claimed.append(result.task.id)
+    return {"claimed": claimed, "stopped": None}
+
+
 def cmd_approve(args: argparse.Namespace) -> dict[str, Any]:
     """Approve a task in review: land its change on its base branch."""
     from worktrees import service
@@ -309,6 +326,7 @@ COMMANDS = {
     "write-storm": cmd_write_storm,
     "crash-worker": cmd_crash_worker,
     "claim-loop": cmd_claim_loop,
+    "cap-claims": cmd_cap_claims,
     "scope-drain": cmd_scope_drain,
     "sample-scope": cmd_sample_scope,
 }
@@ -344,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("claim-loop")
     p.add_argument("--agent", required=True)
     p.add_argument("--pause-ms", type=int, default=50)
+    p = sub.add_parser("cap-claims")
+    p.add_argument("--agent", required=True)
+    p.add_argument("--count", type=int, default=1)
     p = sub.add_parser("scope-drain")
     p.add_argument("--agent", required=True)
     p.add_argument("--seed", type=int, default=0)

@@ -6,16 +6,23 @@ A claim reads what the budget's scope has spent plus what the runs in flight the
 may still spend (:func:`board.store.spend.cap_exclusions`); two claims that read it
 at once do not see each other. So, on PostgreSQL, a claim that does not take turns
 holds one of the budget's :data:`CAP_LANES` lanes (a transaction-scoped advisory
-lock, tried without waiting): at most that many claims are admitted unseen by each
-other. Each is admitted only while the figure it read plus ``CAP_LANES`` times its
-own run's ceiling is within half the budget's allowance -- so claims admitted side
-by side never take the scope past its allowance, however their commits interleave.
-Nearer the limit (or with any run of unknown ceiling, a budget paused or held, no
-lane free) the claim is re-run taking turns: it holds every lane of the budget,
-waiting for the claims in them, and the budget's row ``FOR UPDATE``, and is
-admitted by the exact rule, seeing every run admitted before it. On SQLite one
-writer at a time runs the claim, so every claim sees all before it and no lane is
-taken.
+lock) before it reads what is in flight: at most that many claims are admitted
+unseen by each other. Each is admitted only while the figure it read plus
+``CAP_LANES`` times its own run's ceiling is within half the budget's allowance --
+so claims admitted side by side never take the scope past its allowance, however
+their commits interleave. A claim tries the lanes without waiting; finding every
+lane busy, it waits for one of them (any: whoever held it has committed or rolled
+back when it gets it) and reads the budget again -- a queue of claims far from the
+limit stays side by side instead of taking turns. Nearer the limit (or with any
+run of unknown ceiling, a budget paused or held) the claim is re-run taking turns:
+it holds every lane of the budget, waiting for the claims in them, and the
+budget's row ``FOR UPDATE``, and is admitted by the exact rule, seeing every run
+admitted before it. On SQLite one writer at a time runs the claim, so every claim
+sees all before it and no lane is taken.
+
+Lanes are waited for in one order -- by budget id, and a turns claim's by lane
+within its budget -- and a claim waits only for lanes after every lane it holds
+(else it takes turns), so no two claims each wait for a lane the other holds.
 """
 
 from __future__ import annotations
@@ -38,6 +45,11 @@ _TRY_A_LANE_SQL = (
     "(SELECT lane FROM unnest(%s::int[]) AS lane "
     "WHERE pg_try_advisory_xact_lock(%s, ({budget_id} * %s + lane)::int) LIMIT 1)"
 )
+# Waiting for one lane of each busy budget, in the order given (by budget id).
+_ONE_LANE_SQL = (
+    "SELECT pg_advisory_xact_lock(%s, (budget * %s + lane)::int) "
+    "FROM unnest(%s::int[], %s::int[]) AS waits(budget, lane)"
+)
 _ALL_LANES_SQL = (
     "SELECT pg_advisory_xact_lock(%s, %s * %s + lane) "
     "FROM generate_series(0, %s - 1) AS lane ORDER BY lane"
@@ -53,8 +65,9 @@ class TakeTurns(Exception):  # noqa: N818 - an instruction to the claim, not a f
 @dataclass
 class Admission:
     """One claim's admission by the cap budgets over it. ``turns``: it takes turns
-    (holds every lane); else it holds one lane per budget and must confirm, once its
-    run's ceiling is known, that each budget was far enough from its limit."""
+    (holds every lane); else it holds one lane per budget (tried, or waited for when
+    every lane was busy) and must confirm, once its run's ceiling is known, that
+    each budget was far enough from its limit."""
 
     turns: bool
     # Per cap budget admitted in a lane: what its scope had spent and may still
@@ -64,6 +77,8 @@ class Admission:
     # budgets brought its settings along.
     agent_ceiling: int | None = None
     agent_ceiling_known: bool = False
+    # Side by side, after waiting for a lane: the budgets it holds a lane of.
+    waited: set[int] = field(default_factory=set)
 
     @property
     def side_by_side(self) -> bool:
@@ -76,10 +91,30 @@ class Admission:
         lanes = random.sample(range(CAP_LANES), CAP_LANES)  # noqa: S311 - spreads claims
         return _TRY_A_LANE_SQL.format(budget_id=budget_id), [lanes, _LANE_KEY, CAP_LANES]
 
-    def entered(self, lanes: list[int | None]) -> None:
-        """Side by side, the lanes :meth:`lane_column` took: one busy budget (every
-        lane held) sends the claim to take turns, waiting for them."""
-        if any(lane is None for lane in lanes):
+    def entered(self, budget_ids: list[int], lanes: list[int | None]) -> bool:
+        """Side by side, the lanes :meth:`lane_column` took beside ``budget_ids`` (in
+        id order). For each busy budget (every lane held) wait for one of its lanes,
+        in id order, and answer True: the claim reads its budgets again, now that it
+        holds a lane of each. A claim holding a lane of a budget after a busy one
+        takes turns instead (:class:`TakeTurns`): waiting out of order could close a
+        circle of waits."""
+        busy = [budget for budget, lane in zip(budget_ids, lanes, strict=True) if lane is None]
+        if not busy:
+            return False
+        held = [budget for budget, lane in zip(budget_ids, lanes, strict=True) if lane is not None]
+        if held and max(held) > min(busy):
+            raise TakeTurns
+        # Any lane will do: its holder is admitted already. Random spreads the waiters.
+        waits = [random.randrange(CAP_LANES) for _ in busy]  # noqa: S311
+        with connection.cursor() as cursor:
+            cursor.execute(_ONE_LANE_SQL, [_LANE_KEY, CAP_LANES, busy, waits])
+        self.waited = set(busy) | set(held)
+        return True
+
+    def covers(self, budget_ids: list[int]) -> None:
+        """After a wait, the budgets read again: one the claim holds no lane of
+        (created meanwhile) sends it to take turns."""
+        if not set(budget_ids) <= self.waited:
             raise TakeTurns
 
     def enter(self, budgets: list[Budget]) -> None:

@@ -23,9 +23,10 @@ SQLite, so the whole of it runs under the database's write lock):
 Before step 3, a claim that a ``cap`` budget covers is admitted only if the
 budget's spend plus the headroom of the runs in flight in its scope leaves room
 under the limit (:mod:`board.store.spend`). Far from the limit such claims go side
-by side, each in one of the budget's lanes; near it they take turns on every host,
-holding the budget's row ``FOR UPDATE`` and all its lanes (:mod:`board.store.
-cap_lanes`; :func:`_write_claim` re-runs a claim that came too near). Whether any cap
+by side, each in one of the budget's lanes (waiting for one when all are busy);
+near it they take turns on every host, holding the budget's row ``FOR UPDATE`` and
+all its lanes (:mod:`board.store.cap_lanes`; :func:`_write_claim` re-runs a claim
+that came too near). Whether any cap
 budget could cover the claim is read in step 1, with the agent: with none (most
 boards), the spend module is not consulted at all.
 

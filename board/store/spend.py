@@ -274,7 +274,8 @@ def _event(budget: Budget, kind: str, at: dt.datetime) -> None:
 # stops it at its next report). Near its limit, claims a cap covers take turns: on
 # PostgreSQL the claim locks the cap budget rows FOR UPDATE (in id order, as a usage
 # report does) and every lane of :mod:`board.store.cap_lanes`; far from it, they go
-# side by side, one per lane. SQLite's write lock orders them already.
+# side by side, one per lane (waiting for one when all are busy). SQLite's write
+# lock orders them already.
 
 
 _BUDGETS, _TASKS = Budget._meta.db_table, Task._meta.db_table
@@ -289,12 +290,27 @@ _CAPS_SQL = (
 
 def _caps(teams: list[str] | None, agent_id: str, admission: Admission) -> list[Budget]:
     """The cap budgets of ``teams`` (None: all) or over ``agent_id``, with the lanes
-    ``admission`` needs in them: side by side one each, taken in the same statement;
-    taking turns, their rows locked and every lane held until the claim commits. With
-    no cap budget this is the claim's one look at budgets, and finds nothing.
+    ``admission`` needs in them: side by side one each, tried in the same statement
+    (every lane of one busy: waited for, and the budgets read again); taking turns,
+    their rows locked and every lane held until the claim commits. With no cap
+    budget this is the claim's one look at budgets, and finds nothing.
     Hand-written SQL: every claim a cap covers runs it."""
+    caps, lanes = _read_caps(teams, agent_id, admission, lanes=admission.side_by_side)
+    if admission.side_by_side and admission.entered([cap.pk for cap in caps], lanes):
+        # What the scope spent is read again under the lane it waited for.
+        caps, _ = _read_caps(teams, agent_id, admission, lanes=False)
+        admission.covers([cap.pk for cap in caps])
+    admission.enter(caps)
+    return caps
+
+
+def _read_caps(
+    teams: list[str] | None, agent_id: str, admission: Admission, *, lanes: bool
+) -> tuple[list[Budget], list[int | None]]:
+    """:func:`_caps`' statement: the budgets, and with ``lanes`` the lane tried
+    beside each (None: every lane busy)."""
     lane, params = "", [agent_id]
-    if admission.side_by_side:
+    if lanes:
         column, lane_params = admission.lane_column("b.id")
         lane, params = f", {column} AS lane", [*lane_params, agent_id]
     sql = _CAPS_SQL.format(lane=lane)
@@ -309,14 +325,11 @@ def _caps(teams: list[str] | None, agent_id: str, admission: Admission) -> list[
         cursor.execute(sql, params)
         columns = tuple(d[0] for d in cursor.description)
         rows = cursor.fetchall()
-    caps = from_rows(Budget, columns, rows)
     if rows:
         admission.agent_ceiling = _ceiling(None, _settings(rows[0][-1]))
         admission.agent_ceiling_known = True
-    if admission.side_by_side:
-        admission.entered([row[columns.index("lane")] for row in rows])
-    admission.enter(caps)
-    return caps
+    taken = [row[columns.index("lane")] for row in rows] if lanes else []
+    return from_rows(Budget, columns, rows), taken
 
 
 def _scope_tasks(scope: str, scope_id: str) -> Any:
