@@ -23,6 +23,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import (
     BaseAuthentication,
     TokenAuthentication,
@@ -267,3 +268,21 @@ class RunAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Any) -> str:
         return self.keyword
+
+
+class RunCredentialScheme(OpenApiAuthenticationExtension):
+    """The run credential in the OpenAPI document, beside the API key: every
+    operation a run may call lists it as a way in."""
+
+    target_class = RunAuthentication
+    name = "runCredential"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "`Token clawboo-run-…`: the credential a run of an agent is "
+            "given; it acts for the agent's owner, bound to that agent, while the "
+            "run's claim holds.",
+        }

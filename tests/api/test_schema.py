@@ -128,3 +128,10 @@ def test_optional_fields_are_not_marked_required_and_enums_are_named(schema):
     # No generated "Status883Enum": every choice set has a name that says what it is.
     assert not [n for n in components if re.search(r"\d+Enum$", n)]
     assert "TaskStatusEnum" in components
+
+
+def test_the_run_credential_is_a_documented_way_in_where_a_run_may_call(schema):
+    scheme = schema["components"]["securitySchemes"]["runCredential"]
+    assert (scheme["type"], scheme["in"], scheme["name"]) == ("apiKey", "header", "Authorization")
+    claim_next = schema["paths"]["/api/board/claim-next"]["post"]
+    assert {"runCredential": []} in claim_next["security"]
