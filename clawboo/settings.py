@@ -468,6 +468,8 @@ SPECTACULAR_SETTINGS = {
         "TaskStatusEnum": "board.transitions.Status",
         "StepKindEnum": "board.runs.StepKind.values",
         "StepStatusEnum": "board.runs.StepStatus.values",
+        # A task approval's "decision" (approve/deny) and a tool approval's.
+        "ToolDecisionEnum": "board.models.ToolDecision.values",
     },
     # A summary on every operation, from one table (clawboo.openapi).
     "POSTPROCESSING_HOOKS": [
