@@ -374,3 +374,51 @@ def test_a_refresh_queued_long_ago_and_never_started_does_not_hold_back_new_ones
     with time_machine.travel(later, tick=False):
         assert _deliver(forge_repo, body).status_code == 200
     assert len(_queued_refreshes(task_id)) == 1
+
+
+@pytest.mark.postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_two_deliveries_at_once_queue_one_refresh(default_team, monkeypatch):
+    # The first delivery's pending row is written, not committed yet; the second
+    # waits for it on the unique key and, once it commits, counts on its refresh.
+    import threading
+
+    from django.db import connections, transaction
+    from django.utils import timezone
+    from django_q.conf import Conf
+
+    from worktrees.models import PendingRefresh
+
+    monkeypatch.setattr(Conf, "SYNC", False)
+    task_id = store.create_task(title="in review").task.id
+    written, commit = threading.Event(), threading.Event()
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                PendingRefresh.objects.create(task_id=task_id, queued_at=timezone.now())
+                written.set()
+                commit.wait(30)
+        finally:
+            connections.close_all()
+
+    queued: list[bool] = []
+
+    def second() -> None:
+        try:
+            queued.append(pull_requests.enqueue_refresh(task_id))
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert written.wait(10)
+    racer = threading.Thread(target=second)
+    racer.start()
+    racer.join(1)
+    assert racer.is_alive()  # waiting on the first's row, not queueing beside it
+    commit.set()
+    holder.join(30)
+    racer.join(30)
+    assert queued == [False]
+    assert _queued_refreshes(task_id) == []
