@@ -367,7 +367,8 @@ class _InFlight:
 _EXECUTIONS = ExecutionProcess._meta.db_table
 _OF_ATTEMPT = f"FROM {_EXECUTIONS} e WHERE e.task_id = t.id AND e.attempt = t.attempts"
 _IN_FLIGHT_SQL = (
-    f"SELECT b.*, f.* FROM {_BUDGETS} b LEFT JOIN ("  # noqa: S608
+    "SELECT b.spent_millicents, b.window_start, b.pause_at_cents, b.paused_until, f.* "  # noqa: S608
+    f"FROM {_BUDGETS} b LEFT JOIN ("
     "SELECT t.max_run_cents AS f_ceiling, a.runtime AS f_runtime, a.settings AS f_settings, "
     f"(SELECT COALESCE(SUM(e.cost_cents), 0) {_OF_ATTEMPT}) AS f_spent, "
     f"EXISTS (SELECT 1 {_OF_ATTEMPT} AND e.status = 'running') AS f_running, "
@@ -375,7 +376,12 @@ _IN_FLIGHT_SQL = (
     f"FROM {_TASKS} t LEFT JOIN {Agent._meta.db_table} a ON a.id = t.assignee_agent_id "
     "WHERE t.status = 'in_progress' AND {where}) f ON 1 = 1 WHERE b.id = %s"
 )
-_IN_FLIGHT_COLUMNS = ("f_ceiling", "f_runtime", "f_settings", "f_spent", "f_running", "f_ended")
+# The budget's figures a claim decides by, as that statement reads them (converted as
+# the ORM converts them: on SQLite a datetime comes back as text).
+_FIGURES = tuple(
+    (name, Budget._meta.get_field(name))
+    for name in ("spent_millicents", "window_start", "pause_at_cents", "paused_until")
+)
 _IN_SCOPE: dict[str, str] = {
     BudgetScope.TEAM: "t.team_id = %s",
     BudgetScope.AGENT: "t.assignee_agent_id = %s",
@@ -393,9 +399,9 @@ def _settings(raw: Any) -> Any:
 def _in_flight(budget: Budget) -> tuple[Budget, _InFlight]:
     """The runs in flight in the budget's scope -- its tasks in progress whose
     attempt's run is running or not yet open (it opens just after the claim) -- and
-    what they may still spend, with the budget as the same statement read it
-    (``budget`` itself if it is gone). A person's claim (runtime ``human``) runs
-    nothing here and holds nothing."""
+    what they may still spend; and ``budget`` with its figures (spend, window, pause)
+    as the same statement read them (as it was if it is gone). A person's claim
+    (runtime ``human``) runs nothing here and holds nothing."""
     where, params = _IN_SCOPE.get(budget.scope), [budget.scope_id]
     if where is None:  # a routine's or a tree's tasks: found by the ORM first
         tasks = _scope_tasks(budget.scope, budget.scope_id).filter(status="in_progress")
@@ -404,12 +410,13 @@ def _in_flight(budget: Budget) -> tuple[Budget, _InFlight]:
         where = "t.id IN (" + ", ".join(["%s"] * len(params)) + ")" if params else "1 = 0"
     with connection.cursor() as cursor:
         cursor.execute(_IN_FLIGHT_SQL.format(where=where), [*params, budget.pk])
-        columns = tuple(d[0] for d in cursor.description)
         rows = cursor.fetchall()
     if not rows:  # deleted since the claim read it: nothing of it is read again
         return budget, _InFlight(0, 0)
-    width = len(columns) - len(_IN_FLIGHT_COLUMNS)
-    (fresh,) = from_rows(Budget, columns[:width], [rows[0][:width]])
+    width = len(_FIGURES)
+    for (name, field), raw in zip(_FIGURES, rows[0][:width], strict=True):
+        setattr(budget, name, _from_db(field, raw))
+    budget.spent_cents = cents_of(budget.spent_millicents)
     runs, headroom = 0, 0
     for max_run_cents, runtime, settings, spent, running, ended in (r[width:] for r in rows):
         if running is None:
@@ -420,10 +427,19 @@ def _in_flight(budget: Budget) -> tuple[Budget, _InFlight]:
             continue  # its run is over (the task not moved on yet): its spend is final
         ceiling = _ceiling(max_run_cents, _settings(settings))
         if ceiling is None:
-            return fresh, _InFlight(runs + 1, None)
+            return budget, _InFlight(runs + 1, None)
         runs += 1
         headroom += max(0, ceiling - spent)
-    return fresh, _InFlight(runs, headroom)
+    return budget, _InFlight(runs, headroom)
+
+
+def _from_db(field: Any, raw: Any) -> Any:
+    """A budget column's raw value as the ORM would read it."""
+    col = field.get_col(_BUDGETS)
+    value = raw
+    for convert in connection.ops.get_db_converters(col) + field.get_db_converters(connection):
+        value = convert(value, col, connection)
+    return value
 
 
 @dataclass(frozen=True)
