@@ -23,6 +23,7 @@ from board.access import audited_override, visible_task
 from board.models import Task, ToolApprovalState, ToolDecision, Verdict
 from board.runs import StepKind, StepStatus
 from board.serializers import (
+    ClaimedNextSerializer,
     ClaimedSerializer,
     CommentSerializer,
     ExecutionSerializer,
@@ -722,6 +723,11 @@ ClaimNextBody = inline_serializer(
         "label": serializers.CharField(required=False),
         "team": serializers.CharField(required=False),
         "lease_ms": serializers.IntegerField(required=False, min_value=1000),
+        "open_run": serializers.BooleanField(
+            required=False,
+            help_text="open the claimed task's run in the claim's own write; the answer's "
+            "`execution` is the run, as POST …/executions answers it",
+        ),
     },
 )
 
@@ -731,7 +737,7 @@ class ClaimNextView(APIView):
         operation_id="board_claim_next",
         request=ClaimNextBody,
         responses=with_errors(
-            {200: ClaimedSerializer, 204: None},
+            {200: ClaimedNextSerializer, 204: None},
             *store.CLAIM_NEXT_REFUSALS,
             "validation_error",
             "forbidden",
@@ -753,11 +759,21 @@ class ClaimNextView(APIView):
             team=team,
             label=body.get("label"),
             lease_ms=body.get("lease_ms"),
+            open_run=_flag(body.get("open_run", False), "open_run"),
         )
         if result is None:
             return Response(status=204)
         result.raise_for_outcome("")
-        return Response(claimed_body(result))
+        answer = claimed_body(result)
+        if result.execution is not None:
+            answer["execution"] = result.execution.as_dict()
+        return Response(answer)
+
+
+def _flag(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationFailed(field, "must be true or false")
+    return value
 
 
 HeartbeatBody = inline_serializer(

@@ -7,6 +7,8 @@ the schema documents; the data layer checks the values. The task body itself is
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
 
@@ -280,21 +282,27 @@ OverrideSerializer = inline_serializer(
     required=False,
     help_text="an audited override of a failed verification verdict (optional)",
 )
+
+
+def _run_repository() -> Any:
+    return inline_serializer(
+        "RunRepository",
+        {
+            "id": serializers.CharField(allow_null=True),
+            "remote": serializers.CharField(allow_null=True),
+            "base_branch": serializers.CharField(allow_blank=True),
+        },
+        help_text="the repository the run uses (board.repository.run_repository): "
+        "its registered id (null: none), the remote a worker clones, the base branch",
+    )
+
+
 ClaimedSerializer = inline_serializer(
     "Claimed",
     {
         "task": TaskSerializer(),
         "ticket": serializers.CharField(),
-        "repository": inline_serializer(
-            "RunRepository",
-            {
-                "id": serializers.CharField(allow_null=True),
-                "remote": serializers.CharField(allow_null=True),
-                "base_branch": serializers.CharField(allow_blank=True),
-            },
-            help_text="the repository the run uses (board.repository.run_repository): "
-            "its registered id (null: none), the remote a worker clones, the base branch",
-        ),
+        "repository": _run_repository(),
     },
 )
 OutcomeSerializer = inline_serializer(
@@ -342,6 +350,21 @@ class ExecutionSerializer(serializers.Serializer):
         allow_null=True,
         help_text="when the run was seen silent for CLAWBOO_STALL_MS (null: never)",
     )
+
+
+ClaimedNextSerializer = inline_serializer(
+    "ClaimedNext",
+    {
+        "task": TaskSerializer(),
+        "ticket": serializers.CharField(),
+        "repository": _run_repository(),
+        "execution": ExecutionSerializer(
+            required=False,
+            help_text="with open_run: the run the claim opened in its own write (as POST "
+            "…/executions answers it)",
+        ),
+    },
+)
 
 
 class StepSerializer(serializers.Serializer):

@@ -73,6 +73,11 @@ EXIT_REFUSED = 2
 LOG_CHUNK_LINES, LOG_CHUNK_CHARS, LOG_BUFFER_CHARS, LOG_STALL_S, LOG_FLUSH_S = astuple(LogLimits())
 
 
+def _field(exc: ApiError) -> Any:
+    """The field a 400 names (``validation_error``'s ``field``), if any."""
+    return exc.body.get("field") if isinstance(exc.body, dict) else None
+
+
 def remote_refusal(agent: dict[str, Any]) -> str | None:
     """Why this host will not run ``agent`` (as ``GET /api/agents/{id}`` shows it),
     or None."""
@@ -119,6 +124,8 @@ class Worker:
         self.revoked = threading.Event()
         self.wake = threading.Event()
         self.paused: dict[str, Any] = {}  # agent → why its claims are refused now
+        # Whether the server opens the run in the claim (false: an older server).
+        self.open_in_claim = True
 
     # --- the loop -------------------------------------------------------------
 
@@ -194,11 +201,19 @@ class Worker:
         claim: dict[str, Any] = {"agent_id": agent_id}
         if self.lease_ms:
             claim["lease_ms"] = self.lease_ms
+        if self.open_in_claim:
+            # The run opens in the claim's own write, as a local worker's does: no
+            # second call, and no claim left without its run by a death in between.
+            claim["open_run"] = True
         try:
             status, claimed = self.api.call_patiently(
                 "POST", "/api/board/claim-next", claim, stop=self.revoked
             )
         except ApiError as exc:
+            if exc.status == 400 and _field(exc) == "open_run":
+                # An older server: the run is opened by a call of its own.
+                self.open_in_claim = False
+                return self.work_one(agent_id)
             refusal = exc.body.get("error") if isinstance(exc.body, dict) else None
             if exc.status != 409 or refusal not in WAITED_ON:
                 raise
@@ -212,9 +227,13 @@ class Worker:
         if status == 204 or not claimed:
             return False
         task, ticket = claimed["task"], claimed["ticket"]
+        opened = claimed.get("execution")
         self.running.append(task["id"])
         try:
-            self.run_task(self.agent(agent_id), task, ticket, claimed.get("repository") or {})
+            self.run_task(
+                self.agent(agent_id), task, ticket, claimed.get("repository") or {},
+                execution_id=int(opened["id"]) if isinstance(opened, dict) else None,
+            )  # fmt: skip
         finally:
             self.running.remove(task["id"])
         return True
@@ -222,10 +241,17 @@ class Worker:
     # --- one task ---------------------------------------------------------------
 
     def run_task(
-        self, agent: dict[str, Any], task: dict[str, Any], ticket: str, repo: dict[str, Any]
+        self,
+        agent: dict[str, Any],
+        task: dict[str, Any],
+        ticket: str,
+        repo: dict[str, Any],
+        *,
+        execution_id: int | None = None,
     ) -> None:
         """Run the claimed task in the repository the claim's answer names (the
-        server's one answer, :func:`board.repository.run_repository`)."""
+        server's one answer, :func:`board.repository.run_repository`); its first run
+        is ``execution_id`` when the claim opened it, else opened here."""
         claim = rest.RestTask(
             self.api, task["id"], ticket, lease_ms=self.lease_ms, heartbeat_s=self.heartbeat_s,
             revoked=self.revoked, wake=self.wake,
@@ -241,8 +267,8 @@ class Worker:
             # same worktree under the same claim, as a local fix round does: the judge
             # counts the rounds (CLAWBOO_MAX_FIX_CYCLES), never a new claim.
             fix_round = 0
-            while self.run_round(claim, agent, task, checkout, fix_round) == "fix":
-                fix_round += 1
+            while self.run_round(claim, agent, task, checkout, fix_round, execution_id) == "fix":
+                fix_round, execution_id = fix_round + 1, None
         except (Revoked, ServerUnreachable):
             raise  # revoked: stop; unreachable: the loop waits for the server
         except Exception as exc:
@@ -256,16 +282,23 @@ class Worker:
         task: dict[str, Any],
         checkout: rest.Checkout,
         fix_round: int,
+        execution_id: int | None = None,
     ) -> str:
         """One run of the task through the one run loop and settlement
         (:class:`executor.attempt.Attempt`, with its execution on the server:
         :class:`RunReport`), its end settled through the API; ``fix`` when the
         server's judge sent it back and the claim is still this worker's."""
-        report = RunReport.open(
-            self.api, task["id"], claim.ticket, agent["runtime"], fix_round,
-            claim=claim, heartbeat_s=self.heartbeat_s,
-            land=lambda result: self.hand_in(claim, task, checkout, result),
-        )  # fmt: skip
+        ports: dict[str, Any] = {
+            "claim": claim,
+            "heartbeat_s": self.heartbeat_s,
+            "land": lambda result: self.hand_in(claim, task, checkout, result),
+        }
+        if execution_id is not None:  # opened by the claim
+            report = RunReport(self.api, task["id"], claim.ticket, execution_id, **ports)
+        else:
+            report = RunReport.open(
+                self.api, task["id"], claim.ticket, agent["runtime"], fix_round, **ports
+            )
         if report is None:  # the claim was lost before the run began
             return "lost"
         report.attempt.stall = Stall.of(agent.get("settings"))

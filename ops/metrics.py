@@ -70,7 +70,7 @@ ProcessCollector(registry=REGISTRY)
 
 DURATION_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0)
 LATENESS_BUCKETS = (0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0)
-LEASE_LAPSED = "lease lapsed"  # the execution error of a lapse found by the claim path
+LEASE_LAPSED = "lease lapsed"  # the execution error of a lapse (claim path or lapse sweep)
 
 
 def _seconds_between(start: str, end: str) -> str:
@@ -195,7 +195,7 @@ class DeploymentCollector:
         )
         yield CounterMetricFamily(
             "clawboo_lease_lapses",
-            "Leases that ran out and were handed back by the claim path.",
+            "Leases that ran out and were handed back (by the claim path or the lapse sweep).",
             value=by_error.get(LEASE_LAPSED, 0),
         )
         yield CounterMetricFamily(

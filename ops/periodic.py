@@ -23,7 +23,7 @@ from django.conf import settings
 from django.utils import timezone
 from django_q.models import Schedule
 
-from board.store import release_stale
+from board.store import release_lapsed_leases, release_stale
 from board.store import steps as steps_store
 from boardmcp.credentials import prune_void_run_credentials
 from core import retention, storage
@@ -43,7 +43,7 @@ PERIODIC: tuple[Periodic, ...] = (
     Periodic("clawboo.qcluster-beat", "core.beats.beat_qcluster", lambda: 1),
     # Queues due notification deliveries: retries, and rows a dead worker left.
     Periodic("clawboo.notify-send-due", "ops.notify.send_due", lambda: 1),
-    # Releases in_progress tasks that stopped beating.
+    # Releases in_progress tasks that stopped beating, or whose lease lapsed.
     Periodic(
         "clawboo.stale-sweep",
         "ops.periodic.stale_sweep",
@@ -74,11 +74,16 @@ PERIODIC: tuple[Periodic, ...] = (
 
 
 def stale_sweep() -> int:
-    """The stale sweep as a scheduled job: how many tasks it released."""
+    """The stale sweep as a scheduled job, then the lapse sweep: how many tasks they
+    released. One job for both: each releases a claim whose owner is gone, on the
+    same interval; stale first, so a task both stale and lapsed counts as before."""
     released = release_stale()
     if released:
         log.info("stale sweep: released %d task(s)", len(released))
-    return len(released)
+    lapsed = release_lapsed_leases()
+    if lapsed:
+        log.info("lease sweep: released %d task(s) whose lease lapsed", len(lapsed))
+    return len(released) + len(lapsed)
 
 
 def expire_approvals() -> int:

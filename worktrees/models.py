@@ -112,3 +112,23 @@ class QueuedLanding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id} in the merge queue of {self.repo_path} ({self.state})"
+
+
+class PendingRefresh(models.Model):
+    """A webhook's refresh of a task, queued for a django-q2 worker and not started
+    yet (written only by :mod:`worktrees.pull_requests`). A delivery that finds one
+    queues nothing more: the queued refresh asks the forge after it anyway. The
+    refresh deletes its row as it starts, so a delivery during a refresh queues the
+    next one."""
+
+    task = models.OneToOneField(
+        "board.Task", primary_key=True, on_delete=models.CASCADE, related_name="+"
+    )
+    queued_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "forge_refreshes_pending"
+        verbose_name_plural = "pending refreshes"
+
+    def __str__(self) -> str:
+        return f"a forge refresh of {self.task_id} queued at {self.queued_at}"

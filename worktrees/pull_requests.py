@@ -31,6 +31,7 @@ through the board's data layer (``board.store.record_pull_request``).
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import json
@@ -39,11 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from board import judgement, store
 from board.models import Task, Verdict
 from board.transitions import Status
-from core import repositories
+from core import repositories, storage
 from core.errors import ClawbooError, Conflict
 from core.models import Forge, Repository
 from worktrees import checkouts, handoff, landing
@@ -58,6 +60,7 @@ from worktrees.forge_client import (
 from worktrees.git import GitError, git_out, run_git
 from worktrees.intake import git_timeout_s
 from worktrees.locks import path_lock
+from worktrees.models import PendingRefresh
 
 log = logging.getLogger(__name__)
 
@@ -650,8 +653,10 @@ def take_delivery(repo_id: str, event: str, payload: dict[str, Any]) -> dict[str
     forge takes a round trip or three. Only the database is read here.
 
     Nothing is lost to a crash: each refresh is queued (a row of the ORM broker,
-    committed) before the delivery is answered, and a worker killed while running
-    one has it delivered again (Q_CLUSTER ``retry``); a task in review is also
+    committed) before the delivery is answered -- or found queued and not started
+    yet, which asks the forge after this delivery anyway (:func:`enqueue_refresh`),
+    and a worker killed while running one has it delivered again (Q_CLUSTER
+    ``retry``); a task in review is also
     refreshed by the poll (:func:`poll`) whatever became of its webhook."""
     tasks = [
         t.id
@@ -668,26 +673,52 @@ def take_delivery(repo_id: str, event: str, payload: dict[str, Any]) -> dict[str
             if (store.get_task(tid).pull_request or {}).get("head_sha") == sha
         ]
     for task_id in tasks:
-        # Queued now, not on commit: the delivery writes nothing of its own to wait
-        # for. A refresh that cannot be queued fails the delivery (a 5xx), which the
+        # Queued now, not on commit: the delivery writes nothing else to wait for.
+        # A refresh that cannot be queued fails the delivery (a 5xx), which the
         # forge sends again; it is never answered as taken.
         enqueue_refresh(task_id)
     return {"event": event, "tasks": tasks}
 
 
-def enqueue_refresh(task_id: str) -> None:
+def enqueue_refresh(task_id: str) -> bool:
     """Hand a webhook's refresh of ``task_id`` to a django-q2 worker (inline when
-    Q_CLUSTER sync is on)."""
+    Q_CLUSTER sync is on), unless one is queued already and has not started: whether
+    it queued one.
+
+    A forge sends several deliveries per push (the push, each check run, each
+    status), all about one pull request. A refresh that has not started will ask the
+    forge after every one of them, so they share it (its :class:`~worktrees.models.
+    PendingRefresh` row says it waits); once it has started (it deletes the row
+    first) the next delivery may be news to it and queues another. The row and the
+    queued job are written in one transaction: neither is ever left without the
+    other. A row older than the broker's retry time is not counted on (its job was
+    lost, or the queue is that far behind: one refresh more is harmless)."""
+    from django_q.conf import Conf
     from django_q.tasks import async_task
 
-    async_task(REFRESH_TASK, task_id, task_name=f"forge refresh {task_id}"[:100])
+    def run() -> bool:
+        at = timezone.now()
+        lost = at - dt.timedelta(seconds=int(Conf.RETRY))
+        PendingRefresh.objects.filter(task_id=task_id, queued_at__lt=lost).delete()
+        # Two deliveries at once: the second's insert waits for the first's commit
+        # and finds its row (PostgreSQL's unique index; SQLite's one writer).
+        _, queued = PendingRefresh.objects.get_or_create(
+            task_id=task_id, defaults={"queued_at": at}
+        )
+        if queued:
+            async_task(REFRESH_TASK, task_id, task_name=f"forge refresh {task_id}"[:100])
+        return queued
+
+    return storage.write(run)
 
 
 def refresh_delivered(task_id: str) -> bool:
     """A webhook's :func:`refresh`, run by a django-q2 worker: whether it was done.
-    One that fails is a log line: the delivery was genuine, and the poll catches up
-    with whatever this refresh could not do (a racing refresh got there first, the
-    forge did not answer)."""
+    Its pending row goes first, committed before the forge is asked, so a delivery
+    from here on queues the next refresh (:func:`enqueue_refresh`). One that fails is
+    a log line: the delivery was genuine, and the poll catches up with whatever this
+    refresh could not do (a racing refresh got there first, the forge did not answer)."""
+    storage.write(lambda: PendingRefresh.objects.filter(task_id=task_id).delete())
     try:
         refresh(task_id)
     except (ClawbooError, OSError):

@@ -96,6 +96,7 @@ from board.store.pull_requests import (
 from board.store.recovery import (
     RECOVERY_PASSES,
     reconcile_orphans,
+    release_lapsed_leases,
     release_stale,
     run_boot_passes,
 )
@@ -250,6 +251,7 @@ __all__ = [
     "release",
     "stop_for_spend",
     "release_lapsed",
+    "release_lapsed_leases",
     "run_boot_passes",
     "release_stale",
     "remove_label",

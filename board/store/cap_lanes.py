@@ -6,8 +6,9 @@ A claim reads what the budget's scope has spent plus what the runs in flight the
 may still spend (:func:`board.store.spend.cap_exclusions`); two claims that read it
 at once do not see each other. So, on PostgreSQL, a claim that does not take turns
 holds one of the budget's :data:`CAP_LANES` lanes (a transaction-scoped advisory
-lock) before it reads what is in flight: at most that many claims are admitted
-unseen by each other. Each is admitted only while the figure it read plus
+lock) before it reads what is in flight (and, in the same statement, what the budget
+spent: a usage report between two reads would be counted in neither): at most that
+many claims are admitted unseen by each other. Each is admitted only while the figure it read plus
 ``CAP_LANES`` times its own run's ceiling is within half the budget's allowance --
 so claims admitted side by side never take the scope past its allowance, however
 their commits interleave. A claim tries the lanes without waiting; finding every

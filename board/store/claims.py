@@ -734,6 +734,7 @@ def claim_next(
     label: str | None = None,
     lease_ms: Any = None,
     pid: int | None = None,
+    open_run: bool = False,
 ) -> ClaimResult | None:
     """Claim the next ready task in ``dispatcher`` order (of ``team`` or teams, with
     ``label``) routed to the agent, or None if there is none it may take now (it
@@ -743,7 +744,9 @@ def claim_next(
     With ``pid`` (an executor about to run the task in that process), the run's
     ``running`` execution row is opened in the claim's own transaction
     (:attr:`ClaimResult.execution`), as :func:`~board.store.executions.start_assigned`
-    opens it for a claim a person took.
+    opens it for a claim a person took. ``open_run`` does the same for a worker that
+    runs it elsewhere (a remote worker, through the API: no pid of this host's), the
+    row's runtime the claim's, else the agent's in the registry.
 
     Under contention one worker wins a task and the others move on to the next
     (SQLite: each claim runs alone under the write lock; PostgreSQL: a candidate
@@ -805,8 +808,8 @@ def claim_next(
                 return held
         if claimed is not None and claimer.caps:
             spend.confirm_admission(admission, claimed, agent)
-        if claimed is not None and pid is not None:
-            opened[0] = start_claimed(claimed, runtime=rt, pid=pid)
+        if claimed is not None and (pid is not None or open_run):
+            opened[0] = start_claimed(claimed, runtime=rt or claimer.runtime, pid=pid)
         return claimed
 
     outcome = _write_claim(run)

@@ -1,7 +1,12 @@
-"""Crash and abandonment recovery: the boot-time orphan pass and the stale sweep.
+"""Crash and abandonment recovery: the boot-time orphan pass, the stale sweep and
+the lapse sweep.
 
 Each pass is one ``BEGIN IMMEDIATE`` write transaction. ``tasks.updated_at`` is the
-liveness signal: a worker heartbeats it every 30 s while it owns a task.
+liveness signal: a worker heartbeats it every 30 s while it owns a task. Two signals,
+two sweeps: *stale* (the task stopped beating and still has a running execution)
+and *lapsed* (its lease ran out, with or without a run) -- a claim whose run was
+never opened, or was closed without the task being settled, has no running
+execution, so only its lease's lapse says its owner is gone.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from django.db import connection
 
 from board.models import ExecutionProcess, ExecutionStatus, Task
 from board.store._base import now
-from board.store.claims import abandon
+from board.store.claims import abandon, release_lapsed
 from board.transitions import Status
 from core import storage
 
@@ -50,6 +55,22 @@ def release_stale(ttl: dt.timedelta | None = None) -> list[str]:
         return [abandon(task, at, reason=STALE_ERROR).id for task in qs]
 
     return storage.write(run)
+
+
+def release_lapsed_leases() -> list[str]:
+    """Release in_progress tasks whose lease ran out, without waiting for a claim.
+
+    The claim path releases the lapsed leases its candidates need (so a claim never
+    waits for this sweep); this pass is for the tasks no claim comes for -- the only
+    agent that could take them is the one that died, or nobody claims on their route
+    -- which would otherwise show ``in_progress`` under a dead lease indefinitely.
+    Both go through :func:`board.store.claims.release_lapsed`: the same wording
+    ("lease lapsed", :data:`ops.metrics.LEASE_LAPSED`), abandonment count and
+    ``released``/``blocked`` event, under the same row locks (``SKIP LOCKED`` on
+    PostgreSQL, re-checking the lapse on the locked row), so a claim or a renewal
+    racing the sweep is either seen finished or skipped, and a second pass is a no-op.
+    """
+    return storage.write(lambda: [task.id for task in release_lapsed(now())])
 
 
 def reconcile_orphans(ttl: dt.timedelta | None = None) -> list[str]:

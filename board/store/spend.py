@@ -352,16 +352,35 @@ class _InFlight:
 # The runs in flight in a budget's scope, in one statement: its tasks in progress
 # (a team's by tasks_board_column_idx, an agent's by tasks_held_idx), each with its
 # agent's runtime and settings and, of its current attempt, what the runs spent and
-# whether one is running or one has ended. Every claim a cap covers runs it.
+# whether one is running or one has ended -- beside the budget's own row, read again
+# (one row with NULLs when nothing is in flight). Every claim a cap covers runs it.
+#
+# Why the budget's row is read again here, not taken from the claim's first read of
+# its cap budgets (:func:`_caps`): a usage report moves spend from a run's headroom
+# into the budget in one commit, and a claim side by side holds no lock a report
+# waits for. Read in two statements (two snapshots on PostgreSQL), a report
+# committing between them is counted in neither: the budget's spend from before it,
+# the run's headroom from after. Runs ending together in that gap let a claim in
+# with the scope already past its cap (the reports paused it), and the cap is then
+# passed by more than the ceiling of the run admitted last (tests/board/
+# test_cap_lanes.py). One statement sees each report on both sides or neither.
 _EXECUTIONS = ExecutionProcess._meta.db_table
 _OF_ATTEMPT = f"FROM {_EXECUTIONS} e WHERE e.task_id = t.id AND e.attempt = t.attempts"
 _IN_FLIGHT_SQL = (
-    "SELECT t.max_run_cents, a.runtime, a.settings, "  # noqa: S608
-    f"(SELECT COALESCE(SUM(e.cost_cents), 0) {_OF_ATTEMPT}), "
-    f"EXISTS (SELECT 1 {_OF_ATTEMPT} AND e.status = 'running'), "
-    f"EXISTS (SELECT 1 {_OF_ATTEMPT} AND e.status <> 'running') "
+    "SELECT b.spent_millicents, b.window_start, b.pause_at_cents, b.paused_until, f.* "  # noqa: S608
+    f"FROM {_BUDGETS} b LEFT JOIN ("
+    "SELECT t.max_run_cents AS f_ceiling, a.runtime AS f_runtime, a.settings AS f_settings, "
+    f"(SELECT COALESCE(SUM(e.cost_cents), 0) {_OF_ATTEMPT}) AS f_spent, "
+    f"EXISTS (SELECT 1 {_OF_ATTEMPT} AND e.status = 'running') AS f_running, "
+    f"EXISTS (SELECT 1 {_OF_ATTEMPT} AND e.status <> 'running') AS f_ended "
     f"FROM {_TASKS} t LEFT JOIN {Agent._meta.db_table} a ON a.id = t.assignee_agent_id "
-    "WHERE t.status = 'in_progress' AND "
+    "WHERE t.status = 'in_progress' AND {where}) f ON 1 = 1 WHERE b.id = %s"
+)
+# The budget's figures a claim decides by, as that statement reads them (converted as
+# the ORM converts them: on SQLite a datetime comes back as text).
+_FIGURES = tuple(
+    (name, Budget._meta.get_field(name))
+    for name in ("spent_millicents", "window_start", "pause_at_cents", "paused_until")
 )
 _IN_SCOPE: dict[str, str] = {
     BudgetScope.TEAM: "t.team_id = %s",
@@ -377,33 +396,50 @@ def _settings(raw: Any) -> Any:
     return None if raw is None else _SETTINGS.from_db_value(raw, _SETTINGS_COL, connection)
 
 
-def _in_flight(budget: Budget) -> _InFlight:
+def _in_flight(budget: Budget) -> tuple[Budget, _InFlight]:
     """The runs in flight in the budget's scope -- its tasks in progress whose
     attempt's run is running or not yet open (it opens just after the claim) -- and
-    what they may still spend. A person's claim (runtime ``human``) runs nothing here
-    and holds nothing."""
+    what they may still spend; and ``budget`` with its figures (spend, window, pause)
+    as the same statement read them (as it was if it is gone). A person's claim
+    (runtime ``human``) runs nothing here and holds nothing."""
     where, params = _IN_SCOPE.get(budget.scope), [budget.scope_id]
     if where is None:  # a routine's or a tree's tasks: found by the ORM first
         tasks = _scope_tasks(budget.scope, budget.scope_id).filter(status="in_progress")
         params = list(tasks.values_list("id", flat=True))
-        if not params:
-            return _InFlight(0, 0)
-        where = "t.id IN (" + ", ".join(["%s"] * len(params)) + ")"
+        # None in progress: the statement still reads the budget (and no task).
+        where = "t.id IN (" + ", ".join(["%s"] * len(params)) + ")" if params else "1 = 0"
     with connection.cursor() as cursor:
-        cursor.execute(_IN_FLIGHT_SQL + where, params)
+        cursor.execute(_IN_FLIGHT_SQL.format(where=where), [*params, budget.pk])
         rows = cursor.fetchall()
+    if not rows:  # deleted since the claim read it: nothing of it is read again
+        return budget, _InFlight(0, 0)
+    width = len(_FIGURES)
+    for (name, field), raw in zip(_FIGURES, rows[0][:width], strict=True):
+        setattr(budget, name, _from_db(field, raw))
+    budget.spent_cents = cents_of(budget.spent_millicents)
     runs, headroom = 0, 0
-    for max_run_cents, runtime, settings, spent, running, ended in rows:
+    for max_run_cents, runtime, settings, spent, running, ended in (r[width:] for r in rows):
+        if running is None:
+            break  # the budget's row alone: nothing in flight
         if runtime is not None and not runs_on_server(runtime):
             continue
         if ended and not running:
             continue  # its run is over (the task not moved on yet): its spend is final
         ceiling = _ceiling(max_run_cents, _settings(settings))
         if ceiling is None:
-            return _InFlight(runs + 1, None)
+            return budget, _InFlight(runs + 1, None)
         runs += 1
         headroom += max(0, ceiling - spent)
-    return _InFlight(runs, headroom)
+    return budget, _InFlight(runs, headroom)
+
+
+def _from_db(field: Any, raw: Any) -> Any:
+    """A budget column's raw value as the ORM would read it."""
+    col = field.get_col(_BUDGETS)
+    value = raw
+    for convert in connection.ops.get_db_converters(col) + field.get_db_converters(connection):
+        value = convert(value, col, connection)
+    return value
 
 
 @dataclass(frozen=True)
@@ -421,12 +457,15 @@ def _hold(budget: Budget, at: dt.datetime, admission: Admission) -> _Hold | None
     """What ``budget`` holds back from the claim. Side by side, nothing: the claim
     notes what it read, and anything held sends it to take turns."""
     _roll_window(budget, at)  # in hand only: the claim writes no budget
-    if _is_paused(budget, at):
-        if admission.side_by_side:
-            raise TakeTurns
-        paused = BudgetPaused(budget)
-        return _Hold(budget, paused, paused)
-    flight = _in_flight(budget)
+    paused = _paused(budget, at, admission)
+    if paused is not None:
+        return paused
+    # The budget's figures from here on are the ones read with the runs in flight.
+    budget, flight = _in_flight(budget)
+    _roll_window(budget, at)
+    paused = _paused(budget, at, admission)
+    if paused is not None:
+        return paused
     allowance = budget.pause_at_cents if budget.pause_at_cents is not None else budget.limit_cents
     if admission.side_by_side:
         committed = None if flight.headroom is None else budget.spent_cents + flight.headroom
@@ -451,6 +490,16 @@ def _hold(budget: Budget, at: dt.datetime, admission: Admission) -> _Hold | None
             "(max_run_cents) waits for them to finish",
         ),
     )
+
+
+def _paused(budget: Budget, at: dt.datetime, admission: Admission) -> _Hold | None:
+    """A paused budget holds every claim back (side by side: the claim takes turns)."""
+    if not _is_paused(budget, at):
+        return None
+    if admission.side_by_side:
+        raise TakeTurns
+    paused = BudgetPaused(budget)
+    return _Hold(budget, paused, paused)
 
 
 def _agent_ceiling(agent_id: str) -> int | None:

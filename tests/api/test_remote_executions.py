@@ -340,3 +340,56 @@ def test_a_remote_run_under_half_a_cent_counts_in_millicents(fleet):
         "reported",
     )
     assert store.get_task(task_id).cost_millicents == 420
+
+
+def test_claim_next_with_open_run_opens_the_claims_run_in_the_same_call(fleet):
+    # A remote worker's claim and the start of its run are one write, as a local
+    # worker's are: the answer carries the run, and it is the claim's one run.
+    client = client_for("a-bot")
+    created = store.create_task(title="remote", file_mutating=False).task
+    answer = client.post(
+        "/api/board/claim-next", {"agent_id": "a-bot", "open_run": True}, format="json"
+    )
+    assert answer.status_code == 200, answer.json()
+    body = answer.json()
+    assert body["task"]["id"] == created.id
+    run = body["execution"]
+    assert (run["status"], run["agent_id"], run["attempt"]) == ("running", "a-bot", 1)
+    assert run["runtime"] == "claude-code"  # the agent's, from the registry
+    row = ExecutionProcess.objects.get(task_id=created.id)
+    assert row.id == run["id"] and row.pid is None  # no process of the server's
+    assert row.started_at == store.get_task(created.id).started_at  # the claim's stamp
+
+    base = f"/api/board/tasks/{created.id}/executions"
+    again = client.post(base, {"ticket": body["ticket"]}, format="json")
+    assert again.status_code == 409 and "already" in again.json()["detail"]
+    usage = {"ticket": body["ticket"], "cost_cents": 3}
+    assert client.post(f"{base}/{run['id']}/usage", usage, format="json").status_code == 200
+    close = {"ticket": body["ticket"], "outcome": "succeeded", "cost_cents": 3}
+    assert client.post(f"{base}/{run['id']}/close", close, format="json").status_code == 200
+
+
+def test_claim_next_without_open_run_answers_as_before_and_opens_nothing(fleet):
+    client = client_for("a-bot", "b-bot")
+    task_id, _ = claimed(client)
+    assert not ExecutionProcess.objects.filter(task_id=task_id).exists()
+    created = store.create_task(title="next", file_mutating=False).task
+    answer = client.post(
+        "/api/board/claim-next", {"agent_id": "b-bot", "open_run": False}, format="json"
+    )
+    assert answer.status_code == 200 and answer.json()["task"]["id"] == created.id
+    assert set(answer.json()) == {"task", "ticket", "repository"}
+    assert not ExecutionProcess.objects.filter(task_id=created.id).exists()
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None, [True]])
+def test_claim_next_with_an_open_run_not_a_boolean_is_400_and_writes_nothing(fleet, value):
+    client = client_for("a-bot")
+    store.create_task(title="remote", file_mutating=False)
+    before = fingerprint()
+    answer = client.post(
+        "/api/board/claim-next", {"agent_id": "a-bot", "open_run": value}, format="json"
+    )
+    assert answer.status_code == 400
+    assert (answer.json()["error"], answer.json()["field"]) == ("validation_error", "open_run")
+    assert fingerprint() == before

@@ -192,3 +192,62 @@ def test_processes_claiming_up_to_the_cap_are_admitted_exactly_what_it_allows(ra
     assert sum(len(r["claimed"]) for r in results) == 100
     assert {r["stopped"] for r in results} == {"budget_paused"}
     assert Task.objects.filter(status="in_progress").count() == 100
+
+
+def test_a_usage_report_committing_between_a_side_by_side_claims_reads_is_counted(monkeypatch):
+    # Two runs in flight, 60¢ ceilings each, nothing spent yet: a 100¢ cap admitted
+    # both (0 and then 60 spent-or-reserved, each under 100). A claim of a 6¢ task
+    # reads the budget (nothing spent), and before it reads the runs in flight both
+    # runs report their 60¢ and commit: the budget is spent past its limit and
+    # paused. The claim must see those reports in one of its reads -- in any order
+    # of the three transactions it is refused (either the 120¢ held in flight or
+    # the 120¢ spent); counted in neither, it was admitted side by side (0 + 8 × 6
+    # is within half of 100) and its run could take the scope to 126¢, past the cap
+    # by more than the ceiling of the run admitted last.
+    registry.create_agent(id="a1", display_name="A1", team="default", runtime="command")
+    runs = []
+    for n in (1, 2):
+        registry.create_agent(id=f"r{n}", display_name=f"R{n}", team="default", runtime="command")
+        task = store.create_task(title=f"big {n}", file_mutating=False, max_run_cents=60).task
+        runs.append(task)
+    spend.create_budget(
+        "default",
+        {"scope": "team", "scope_id": "default", "window": "month",
+         "limit_cents": 100, "mode": "cap"},
+    )  # fmt: skip
+    executions = []
+    for n, task in enumerate(runs, start=1):
+        got = store.claim(task.id, f"r{n}")
+        assert got.ok, got.detail
+        executions.append(store.open_execution(task.id, got.ticket).id)
+    small = store.create_task(title="small", file_mutating=False, max_run_cents=6).task
+
+    in_flight = spend._in_flight
+    reported: list[bool] = []
+
+    def report_first(budget: Budget) -> Any:
+        if not reported:  # once: the claim's first attempt, between its two reads
+            reported.append(True)
+
+            def report() -> None:
+                try:
+                    for execution in executions:
+                        spend.record_usage(
+                            execution, spend.Usage(cost_cents=60, cost_status="reported")
+                        )
+                finally:
+                    connections.close_all()
+
+            reporter = threading.Thread(target=report)
+            reporter.start()
+            reporter.join(30)
+            assert not reporter.is_alive()
+        return in_flight(budget)
+
+    monkeypatch.setattr(spend, "_in_flight", report_first)
+    claimed = store.claim(small.id, "a1")
+
+    assert reported
+    assert Budget.objects.get().spent_cents == 120  # the reports committed
+    assert (claimed.ok, claimed.outcome) == (False, "budget_paused")
+    assert store.get_task(small.id).status == "todo"

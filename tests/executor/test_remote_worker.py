@@ -354,3 +354,68 @@ def test_only_agents_that_would_ask_the_board_are_refused_remotely(runtime, sett
 
     agent = {"id": "a", "runtime": runtime, "settings": settings_}
     assert (remote_refusal(agent) is not None) == refused
+
+
+def _posts(metrics: bytes, route_end: str) -> float:
+    """How many POSTs to a route ending ``route_end`` the server counted."""
+    total = 0.0
+    for line in metrics.decode().splitlines():
+        if line.startswith("clawboo_http_request_duration_seconds_count{") and (
+            'method="POST"' in line and f'{route_end}"' in line
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_a_remote_worker_opens_its_run_in_the_claim_not_in_a_call_of_its_own(daphne, tmp_path):
+    # As a local worker's: the claim and its run's start are one write, so no death
+    # between two calls can leave a claim without its run.
+    registry.create_agent(
+        id="far-bot", display_name="Far", team="default", runtime="command",
+        settings={"argv": ["sh", "-c", "echo did it"]},
+    )  # fmt: skip
+    _, key = machines.mint("laptop", ["far-bot"])
+    base = daphne(SERVER_ENV)
+    task = store.create_task(title="one", file_mutating=False).task
+    worker = start_worker(base, key, tmp_path, "far-bot")
+    try:
+        wait_for(lambda: store.get_task(task.id).status == "done", 45, "the task done",
+                 tmp_path=tmp_path)  # fmt: skip
+    finally:
+        worker.kill()
+        worker.wait(10)
+    (run,) = store.list_executions(task.id)
+    assert run.status == "succeeded"
+    assert run.started_at == store.get_task(task.id).started_at  # the claim's own stamp
+    metrics = http_body(base + "/metrics", {"Authorization": "Bearer scrape-me"})
+    assert _posts(metrics, "/claim-next") >= 1
+    assert _posts(metrics, "/executions") == 0
+
+
+def test_a_remote_worker_facing_an_older_server_opens_its_run_by_a_call_of_its_own(tmp_path):
+    # A server from before ``open_run`` refuses the unknown field (400 naming it):
+    # the worker claims again without it, and from then on opens runs itself.
+    from executor.remote import Worker
+    from executor.rest import ApiError
+
+    class OlderServer:
+        def __init__(self) -> None:
+            self.claims: list[dict] = []
+
+        def call_patiently(self, method, path, body=None, *, stop=None):
+            assert (method, path) == ("POST", "/api/board/claim-next")
+            self.claims.append(dict(body))
+            if "open_run" in body:
+                raise ApiError(400, {"error": "validation_error", "field": "open_run"})
+            return 204, None
+
+    api = OlderServer()
+    worker = Worker(api, ["far-bot"], tmp_path, heartbeat_s=1, poll_s=1, run_timeout_s=10)
+    assert worker.work_one("far-bot") is False
+    assert worker.work_one("far-bot") is False
+    assert api.claims == [
+        {"agent_id": "far-bot", "open_run": True},
+        {"agent_id": "far-bot"},
+        {"agent_id": "far-bot"},
+    ]
+    assert not worker.open_in_claim

@@ -277,3 +277,148 @@ def test_a_webhook_is_answered_before_the_forge_is_asked_its_refresh_queued_dura
     assert import_string(job["func"])(*job["args"]) is True
     task = store.get_task(task_id)
     assert task.status == "done" and task.pull_request["state"] == "merged"
+
+
+def _queued_refreshes(task_id: str) -> list[int]:
+    """The OrmQ rows that would run a webhook's refresh of ``task_id``."""
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    return [
+        row.pk
+        for row in OrmQ.objects.order_by("pk")
+        if (job := SignedPackage.loads(row.payload))["func"] == pull_requests.REFRESH_TASK
+        and job["args"] == (task_id,)
+    ]
+
+
+def _run_as_a_worker(row_id: int) -> bool:
+    """What the cluster does with a queued row: the pusher takes it (its lock moves
+    into the future, as the broker's dequeue does), a worker runs it, then it is
+    acknowledged (deleted)."""
+    import datetime as dt
+
+    from django.utils import timezone
+    from django.utils.module_loading import import_string
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    OrmQ.objects.filter(pk=row_id).update(lock=timezone.now() + dt.timedelta(seconds=960))
+    job = SignedPackage.loads(OrmQ.objects.get(pk=row_id).payload)
+    done = import_string(job["func"])(*job["args"])
+    OrmQ.objects.filter(pk=row_id).delete()
+    return bool(done)
+
+
+def test_a_burst_of_deliveries_queues_one_refresh_and_one_during_it_queues_one_more(
+    forge_repo: Setup, monkeypatch
+):
+    # A push brings several deliveries about one pull request (the push, each check
+    # run, each status): a refresh queued and not yet started will ask the forge
+    # after all of them, so they share it. One that arrives once the refresh has
+    # started may be news to it: that one queues another.
+    from django_q.conf import Conf
+
+    task_id = _in_review_with_a_green_pr(forge_repo)
+    monkeypatch.setattr(Conf, "SYNC", False)
+    body = _example(forge_repo.kind, 1, merged=False)
+    for _ in range(5):
+        answer = _deliver(forge_repo, body)
+        assert answer.status_code == 200 and answer.json()["tasks"] == [task_id]
+    (first,) = _queued_refreshes(task_id)
+
+    refresh, during = pull_requests.refresh, []
+
+    def delivered_meanwhile(tid: str):
+        # The forge's next delivery comes while this refresh is asking it.
+        during.append(_deliver(forge_repo, body).status_code)
+        return refresh(tid)
+
+    monkeypatch.setattr(pull_requests, "refresh", delivered_meanwhile)
+    assert _run_as_a_worker(first) is True
+    assert during == [200]
+    (second,) = _queued_refreshes(task_id)
+    assert second != first
+
+    # The one queued meanwhile has not started: later deliveries share it again.
+    assert _deliver(forge_repo, body).status_code == 200
+    assert _queued_refreshes(task_id) == [second]
+    monkeypatch.setattr(pull_requests, "refresh", refresh)
+    forge_repo.forge.merge_by_hand(1)
+    assert _run_as_a_worker(second) is True
+    assert store.get_task(task_id).status == "done"
+
+
+def test_a_refresh_queued_long_ago_and_never_started_does_not_hold_back_new_ones(
+    forge_repo: Setup, monkeypatch
+):
+    # Its queued row was lost (purged, a broker's failure): past the broker's own
+    # retry time the delivery queues a refresh again instead of counting on it.
+    import datetime as dt
+
+    import time_machine
+    from django.conf import settings
+    from django.utils import timezone
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+
+    task_id = _in_review_with_a_green_pr(forge_repo)
+    monkeypatch.setattr(Conf, "SYNC", False)
+    body = _example(forge_repo.kind, 1, merged=False)
+    assert _deliver(forge_repo, body).status_code == 200
+    OrmQ.objects.all().delete()
+    assert _deliver(forge_repo, body).status_code == 200
+    assert _queued_refreshes(task_id) == []  # still counted on, within its time
+
+    later = timezone.now() + dt.timedelta(seconds=settings.Q_CLUSTER["retry"] + 1)
+    with time_machine.travel(later, tick=False):
+        assert _deliver(forge_repo, body).status_code == 200
+    assert len(_queued_refreshes(task_id)) == 1
+
+
+@pytest.mark.postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_two_deliveries_at_once_queue_one_refresh(default_team, monkeypatch):
+    # The first delivery's pending row is written, not committed yet; the second
+    # waits for it on the unique key and, once it commits, counts on its refresh.
+    import threading
+
+    from django.db import connections, transaction
+    from django.utils import timezone
+    from django_q.conf import Conf
+
+    from worktrees.models import PendingRefresh
+
+    monkeypatch.setattr(Conf, "SYNC", False)
+    task_id = store.create_task(title="in review").task.id
+    written, commit = threading.Event(), threading.Event()
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                PendingRefresh.objects.create(task_id=task_id, queued_at=timezone.now())
+                written.set()
+                commit.wait(30)
+        finally:
+            connections.close_all()
+
+    queued: list[bool] = []
+
+    def second() -> None:
+        try:
+            queued.append(pull_requests.enqueue_refresh(task_id))
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert written.wait(10)
+    racer = threading.Thread(target=second)
+    racer.start()
+    racer.join(1)
+    assert racer.is_alive()  # waiting on the first's row, not queueing beside it
+    commit.set()
+    holder.join(30)
+    racer.join(30)
+    assert queued == [False]
+    assert _queued_refreshes(task_id) == []
