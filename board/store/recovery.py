@@ -112,11 +112,12 @@ def reconcile_orphans(ttl: dt.timedelta | None = None) -> list[str]:
 RECOVERY_PASSES: dict[str, Callable[[], list[str]]] = {
     "orphans": reconcile_orphans,
     "stale": release_stale,
+    "lapsed": release_lapsed_leases,
 }
 
 
 def run_boot_passes() -> dict[str, list[str]]:
-    """Orphans then stale, best-effort: a failure is logged and never blocks boot."""
+    """Orphans, stale, lapsed, best-effort: a failure is logged and never blocks boot."""
     result: dict[str, list[str]] = {name: [] for name in RECOVERY_PASSES}
     for name, fn in RECOVERY_PASSES.items():
         try:

@@ -140,6 +140,12 @@ def test_reconcile_button_runs_the_pass(operator):
     assert any("stale pass released 0" in t for t in messages_of(response))
 
 
+def test_the_task_list_offers_every_recovery_pass_as_a_button(operator):
+    page = operator.get("/admin/board/task/").content.decode()
+    for name in store.RECOVERY_PASSES:
+        assert f'name="pass" value="{name}"' in page, name
+
+
 def test_read_only_ledgers_cannot_be_edited(operator):
     assert operator.get("/admin/board/executionprocess/add/").status_code == 403
     assert operator.get("/admin/clawboo/event/add/").status_code == 403

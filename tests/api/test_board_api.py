@@ -403,6 +403,11 @@ def test_reconcile_is_staff_only(api, staff_api, unchanged):
     assert ok.status_code == 200 and ok.json() == {"released": []}
 
 
+def test_reconcile_runs_the_lapse_pass_by_name(staff_api):
+    ok = staff_api.post("/api/board/reconcile", {"pass": "lapsed"}, format="json")
+    assert ok.status_code == 200 and ok.json() == {"released": []}
+
+
 def test_reconcile_refuses_a_pass_that_is_not_a_name(staff_api, unchanged):
     with unchanged():
         response = staff_api.post("/api/board/reconcile", {"pass": ["orphans"]}, format="json")

@@ -101,7 +101,7 @@ def test_the_boot_pass_reaps_an_orphan_once_and_spares_a_live_run(default_team, 
 
 def test_a_run_that_is_not_yet_stale_survives_the_boot_pass(default_team, live):
     live_id, _, live_run = live
-    assert store.run_boot_passes() == {"orphans": [], "stale": []}
+    assert store.run_boot_passes() == {"orphans": [], "stale": [], "lapsed": []}
     assert ExecutionProcess.objects.get(pk=live_run).status == "running"
 
 

@@ -1,11 +1,12 @@
-"""``python manage.py reconcile [--orphans|--stale|--approvals]``: the board's
-recovery passes.
+"""``python manage.py reconcile [--orphans|--stale|--lapsed|--approvals]``: the
+board's recovery passes.
 
 Without a flag all run: orphan reconciliation (running executions whose task
 stopped beating are failed with a tombstone), the stale sweep (in_progress tasks
-past the TTL with a running execution are released) and the approval expiry
-(approvals unanswered past ``CLAWBOO_APPROVAL_TTL_MS`` become ``expired``). Each is
-one write transaction.
+past the TTL with a running execution are released), the lapse sweep (in_progress
+tasks whose lease ran out are released) and the approval expiry (approvals
+unanswered past ``CLAWBOO_APPROVAL_TTL_MS`` become ``expired``). Each is one write
+transaction. The flags are the passes of ``board.store.RECOVERY_PASSES``.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from board import store
 
 
 class Command(BaseCommand):
-    help = "Run the board's orphan reconciliation and/or stale sweep once."
+    help = "Run the board's recovery passes (orphans, stale, lapsed) and approval expiry once."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--orphans", action="store_true", help="only the orphan pass")
-        parser.add_argument("--stale", action="store_true", help="only the stale sweep")
+        for name in store.RECOVERY_PASSES:
+            parser.add_argument(f"--{name}", action="store_true", help=f"only the {name} pass")
         parser.add_argument("--approvals", action="store_true", help="only the approval expiry")
 
     def handle(self, *args: Any, **options: Any) -> None:
