@@ -3,6 +3,7 @@ for what succeeded -- never for a refusal (core.api.errors says what a refusal i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rest_framework import renderers
@@ -21,7 +22,7 @@ class BrowsableAPIRenderer(renderers.BrowsableAPIRenderer):
         self,
         data: Any,
         accepted_media_type: str | None = None,
-        renderer_context: dict[str, Any] | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
     ) -> Any:
         response = (renderer_context or {}).get("response")
         if response is not None and response.status_code >= 400:
