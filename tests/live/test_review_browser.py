@@ -193,3 +193,57 @@ def test_the_boards_new_task_carries_a_verify_command(daphne, settings, monkeypa
         browser.close()
     [task] = store.list_tasks(team="default")
     assert task.metadata == {"verify_cmd": "pytest -q"}
+
+
+# "Trojan Source": the override and isolates make the line read as a comment after the
+# check, while the check compares against a string that ends in the "comment".
+TROJAN = 'if role != "user\u202e \u2066// admins only\u2069 \u2066":\n    allow()\n'
+TROJAN_SCRIPT = (
+    "import pathlib; pathlib.Path('feature.txt').write_text('ok\\n'); "
+    f"pathlib.Path('auth.py').write_text({TROJAN!r})"
+)
+
+
+def test_a_diff_line_shows_its_bidi_controls_instead_of_being_reordered_by_them(
+    daphne, repo, settings, tmp_path, monkeypatch
+):
+    """A person approves what the diff looks like: a bidi override or isolate in an
+    agent's line would reorder it on the page into something else than the code it
+    is. Each such character shows as a marker naming it, the line's text is its order
+    in the file."""
+    import sys
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    user = get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
+    registry.add_member("default", user)
+    registry.create_agent(
+        id="sly",
+        display_name="Sly",
+        team="default",
+        runtime="command",
+        settings={"argv": [sys.executable, "-c", TROJAN_SCRIPT], "repo_path": str(repo)},
+    )
+    task = store.create_task(title="Tighten auth", metadata={"verify_cmd": VERIFY_OK}).task
+    assert Executor("sly").work_once().verdict == "pass"
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/admin/login/?next=/board/")
+        page.fill("#id_username", "op")
+        page.fill("#id_password", "pw-op-123")
+        page.click("input[type=submit]")
+        page.wait_for_url(base + "/board/")
+        page.locator(f"[data-status=in_review] [data-task-id='{task.id}']").click()
+        patch = page.locator(f"#detail [data-review-for='{task.id}'] .patch[data-file='auth.py']")
+        patch.wait_for(timeout=10_000)
+        line = patch.locator(".ln.add", has_text="if role").inner_text()
+        screenshot(page, "review-bidi.png", tmp_path)
+        browser.close()
+    assert not set(line) & {"\u202e", "\u2066", "\u2069"}, repr(line)
+    assert '+if role != "user[U+202E] [U+2066]// admins only[U+2069] [U+2066]":' in line
