@@ -165,6 +165,24 @@ def test_bad_timezones_are_400(api, agent, unchanged):
             )
 
 
+def test_a_nul_in_a_page_path_or_query_is_400_not_a_server_error(db, unchanged):
+    """Outside /api/ too: the admin's filters and object ids reach a query, which
+    PostgreSQL refuses for a NUL (a 500 there); refused first, as the API's door does."""
+    from django.contrib.auth import get_user_model
+
+    admin = Client()
+    admin.force_login(get_user_model().objects.create_superuser("op-nul", "o@x", "pw"))
+    with unchanged():
+        for path in (
+            "/admin/board/task/?status__exact=%00",
+            "/admin/board/task/%00/change/",
+            "/admin/board/task/?q=a%00b",
+        ):
+            response = admin.get(path)
+            assert response.status_code == 400, (path, response.status_code)
+    assert admin.get("/admin/board/task/?q=%F0%9F%98%80").status_code == 200
+
+
 def test_an_error_asked_for_as_a_web_page_is_still_the_json_envelope(db, unchanged):
     """A browser sends ``Accept: text/html``: a success may render as the browsable
     API's page, an error is the envelope, and an ``Accept`` the API cannot satisfy is
