@@ -388,9 +388,16 @@ def landed_line(answer: dict[str, Any]) -> str:
     result = answer.get("result")
     task = answer.get("task") or {}
     if result == "landed":
+        push = answer.get("push") or {}
+        failed = (
+            f"; but the push of {push.get('branch')} to {push.get('remote')} failed: "
+            f"{one_line(push.get('error') or 'unknown error')}"
+            if push and not push.get("pushed")
+            else ""
+        )
         return (
             f"landed {task.get('id')} on {answer.get('base_branch')} as "
-            f"{(answer.get('commit') or '')[:12]} ({answer.get('strategy')})\n"
+            f"{(answer.get('commit') or '')[:12]} ({answer.get('strategy')}){failed}\n"
         )
     if result == "conflict":
         paths = ", ".join(answer.get("conflicts") or [])
