@@ -20,6 +20,7 @@ import getpass
 import json
 import logging
 import os
+import re
 import sys
 import time
 import urllib.parse
@@ -115,7 +116,9 @@ class Client:
             body = exc.body if isinstance(exc.body, dict) else {}
             code = body.get("error", "error")
             detail = body.get("detail") or str(exc.body)
-            raise Failure(f"clawboo: {exc.status} {code}: {one_line(detail)}") from None
+            raise Failure(
+                f"clawboo: {exc.status} {shown(code)}: {one_line(shown(detail))}"
+            ) from None
         except OSError as exc:
             raise Failure(f"clawboo: cannot reach {self.server}: {exc}") from None
 
@@ -129,6 +132,28 @@ def quote(value: str) -> str:
 
 
 # -- output ------------------------------------------------------------------------
+
+# What a terminal obeys rather than shows: C0 controls but tab and newline (a CR only
+# alone: CRLF ends a line), DEL, C1 (0x9b is a CSI too), and the bidi embeddings,
+# overrides and isolates that reorder what follows them.
+CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|\r(?!\n)")
+
+
+def shown(value: Any) -> Any:
+    """The server's data, fit for a terminal: every string with its control characters
+    written as escapes (``\\x1b``). Titles, comments and diffs are other people's and
+    agents' text; printed raw, an escape in one would erase the diff line a person is
+    about to approve, retitle the window or fake a line. ``--json`` needs none of this
+    (``json.dumps`` escapes them)."""
+    if isinstance(value, str):
+        return CONTROLS.sub(
+            lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", value
+        )
+    if isinstance(value, list):
+        return [shown(v) for v in value]
+    if isinstance(value, dict):
+        return {shown(k): shown(v) for k, v in value.items()}
+    return value
 
 
 def cell(value: Any) -> str:
@@ -157,7 +182,7 @@ def emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> No
     if args.json:
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
     else:
-        sys.stdout.write(human(data))
+        sys.stdout.write(human(shown(data)))
 
 
 def task_card(task: dict[str, Any]) -> str:
@@ -363,9 +388,16 @@ def landed_line(answer: dict[str, Any]) -> str:
     result = answer.get("result")
     task = answer.get("task") or {}
     if result == "landed":
+        push = answer.get("push") or {}
+        failed = (
+            f"; but the push of {push.get('branch')} to {push.get('remote')} failed: "
+            f"{one_line(push.get('error') or 'unknown error')}"
+            if push and not push.get("pushed")
+            else ""
+        )
         return (
             f"landed {task.get('id')} on {answer.get('base_branch')} as "
-            f"{(answer.get('commit') or '')[:12]} ({answer.get('strategy')})\n"
+            f"{(answer.get('commit') or '')[:12]} ({answer.get('strategy')}){failed}\n"
         )
     if result == "conflict":
         paths = ", ".join(answer.get("conflicts") or [])
@@ -466,7 +498,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     review = client.call("GET", task_path(args.id, suffix))
     task = client.call("GET", task_path(args.id))
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    emit(args, review, lambda r: review_text(r, task, color))
+    emit(args, review, lambda r: review_text(r, shown(task), color))
     verdict = "approve" if args.approve else "changes" if args.request_changes else None
     if verdict is None and not args.json and sys.stdin.isatty() and sys.stdout.isatty():
         choice = input("[a]pprove, [r]equest changes, anything else: leave it > ").strip()
@@ -477,7 +509,7 @@ def cmd_review(args: argparse.Namespace) -> int:
             verdict = "changes" if args.request_changes else None
     if verdict == "approve":
         answer = client.call("POST", task_path(args.id, "/approve"), {})
-        sys.stdout.write(landed_line(answer))
+        sys.stdout.write(landed_line(shown(answer)))
         return 0 if answer.get("result") != "conflict" else 1
     if verdict == "changes":
         done = client.call(
@@ -586,7 +618,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                     args.task
                 ):
                     continue
-                line = json.dumps(frame, sort_keys=True) if args.json else frame_line(frame)
+                line = json.dumps(frame, sort_keys=True) if args.json else frame_line(shown(frame))
                 if line is not None:
                     sys.stdout.write(line + "\n")
                     sys.stdout.flush()

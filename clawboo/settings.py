@@ -7,6 +7,7 @@ channel layer and django-q2's ORM broker, all under ``CLAWBOO_STATE_DIR``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -196,6 +197,14 @@ def database_config(
     # No persistent connections: under ASGI each request's sync code runs in a
     # thread of its own, so a kept connection would only leak (Django's advice).
     config: dict[str, object] = dict(dj_database_url.parse(url, conn_max_age=0))
+    if config["ENGINE"] == "django.db.backends.postgresql" and not any(
+        importlib.util.find_spec(driver) for driver in ("psycopg", "psycopg2")
+    ):
+        # Django would say "Error loading psycopg2 or psycopg module" at the first query.
+        raise ImproperlyConfigured(
+            "DATABASE_URL names PostgreSQL but its driver is not installed: "
+            "pip install -e '.[postgres]'"
+        )
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = {"transaction_mode": "IMMEDIATE"}
     elif pool is not None and config["ENGINE"] == "django.db.backends.postgresql":
@@ -443,7 +452,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["core.api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
-        "rest_framework.renderers.BrowsableAPIRenderer",
+        "core.api.renderers.BrowsableAPIRenderer",
     ],
     "DEFAULT_THROTTLE_CLASSES": ["core.api.throttling.ClientRateThrottle"],
     "EXCEPTION_HANDLER": "core.api.errors.exception_handler",

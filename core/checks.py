@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 from core.errors import ValidationFailed
 
@@ -106,6 +106,13 @@ def check_object(value: Any, field: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValidationFailed(field, "must be a JSON object")
     return check_storable(value, field)
+
+
+def is_command_argv(value: Any) -> TypeGuard[list[str]]:
+    """A ``command`` agent's ``settings.argv``: the program and its arguments (no shell),
+    a non-empty list of strings. The registry checks it when an agent is saved, the
+    executor again before a run (a row saved before that check, or by another path)."""
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
 
 
 def unknown_keys(given: Iterable[str], allowed: Iterable[str], where: str) -> None:

@@ -8,7 +8,7 @@ from django.db import connection
 from django.utils import timezone
 
 from core import agent_secrets, events, repositories, server_commands, storage
-from core.checks import check_id, check_object, check_text
+from core.checks import check_id, check_object, check_text, is_command_argv
 from core.errors import Conflict, NotFound, ValidationFailed
 from core.models import Agent, AgentState, ParticipantKind, Runtime, Team
 from core.rows import from_rows
@@ -183,6 +183,7 @@ def create_agent(
     conf = agent_secrets.keep_stored(check_object(settings, "settings"), {}, rt)
     tags = _check_labels(labels)
     limit = check_max_concurrent(1 if max_concurrent is None else max_concurrent) or 1
+    check_runtime_settings(rt, conf)
     server_commands.check_agent_execution(rt, conf, operator=operator)
 
     def run() -> Agent:
@@ -263,6 +264,7 @@ def update_agent(
             _check_default_repository(conf, clean.get("team_id", agent.team_id))
         executes = "runtime" in clean or "settings" in clean
         if executes:
+            check_runtime_settings(runtime, conf)
             server_commands.check_agent_execution(runtime, conf, operator=operator)
         for name, value in clean.items():
             setattr(agent, name, value)
@@ -273,6 +275,18 @@ def update_agent(
         return agent
 
     return storage.write(run)
+
+
+def check_runtime_settings(runtime: str, conf: dict[str, Any]) -> None:
+    """Refuse (400) settings the runtime could never run, when they are saved rather
+    than at the agent's first run. ``argv`` not given yet is left to the worker,
+    which says what is missing."""
+    if runtime == "command" and "argv" in conf and not is_command_argv(conf["argv"]):
+        raise ValidationFailed(
+            "settings.argv",
+            "must be a non-empty list of strings, the program and its arguments (no shell): "
+            '["python3", "fix.py"]',
+        )
 
 
 def _check_default_repository(conf: dict[str, Any], team_id: str) -> None:

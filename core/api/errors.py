@@ -29,6 +29,7 @@ HTTP_STATUS: dict[str, int] = {
     "person_required": 403,
     "not_found": 404,
     "method_not_allowed": 405,
+    "not_acceptable": 406,
     "payload_too_large": 413,
     "unsupported_media_type": 415,
     "conflict": 409,
@@ -117,6 +118,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         body = error_body("unsupported_media_type", str(exc.detail))
     elif isinstance(exc, exceptions.NotFound):
         body = error_body("not_found", str(exc.detail))
+    elif isinstance(exc, exceptions.NotAcceptable):
+        body = error_body("not_acceptable", str(exc.detail))
     elif is_busy(exc):
         body = error_body("busy", BUSY_DETAIL, retry_after=BUSY_RETRY_AFTER_S)
     elif isinstance(exc, exceptions.APIException):

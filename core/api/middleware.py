@@ -4,6 +4,8 @@ Under ``/api/``: a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is ``413``, before 
 of it is parsed (DRF would otherwise read the stream past Django's limit); a path
 or query string holding a NUL or a lone surrogate is ``400`` (either would reach
 a query and break it on PostgreSQL); every refusal is the usual error envelope.
+Elsewhere (the admin's filters and object ids, the board's pages) such a path or
+query is ``400`` too, as Django's own page.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from core.api.errors import error_body, is_api
+from core.api.errors import bad_request, error_body, is_api
 from core.checks import unstorable_text
 
 
@@ -27,6 +29,8 @@ class ApiGuardMiddleware:
             refused = self.refusal(request)
             if refused is not None:
                 return refused
+        elif unstorable_address(request) is not None:
+            return bad_request(request)
         return self.get_response(request)
 
     def refusal(self, request: HttpRequest) -> HttpResponse | None:
@@ -40,22 +44,29 @@ class ApiGuardMiddleware:
             return _refuse(400, "validation_error", "Content-Length is not a number")
         if limit is not None and length > limit:
             return _too_large(limit)
-        problem = unstorable_text(request.path)
-        if problem:
-            return _refuse(400, "validation_error", f"path: {problem}", field="path")
-        for key, values in request.GET.lists():
-            for text in (key, *values):
-                problem = unstorable_text(text)
-                if problem:
-                    return _refuse(
-                        400, "validation_error", f"{key}: {problem}", field=str(key)[:100]
-                    )
+        unstorable = unstorable_address(request)
+        if unstorable is not None:
+            field, problem = unstorable
+            return _refuse(400, "validation_error", f"{field}: {problem}", field=field[:100])
         if request.method not in ("GET", "HEAD", "OPTIONS"):
             try:
                 request.body  # noqa: B018 - read now, under Django's size check
             except RequestDataTooBig:
                 return _too_large(limit)
         return None
+
+
+def unstorable_address(request: HttpRequest) -> tuple[str, str] | None:
+    """The path, or the query parameter, holding text no database can store, and why."""
+    problem = unstorable_text(request.path)
+    if problem:
+        return ("path", problem)
+    for key, values in request.GET.lists():
+        for text in (key, *values):
+            problem = unstorable_text(text)
+            if problem:
+                return (str(key), problem)
+    return None
 
 
 def _refuse(status: int, code: str, detail: str, **extra: object) -> JsonResponse:

@@ -10,6 +10,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
+from core.api.bodies import query_int
 from core.errors import ValidationFailed
 
 CURSOR_MAX = 200
@@ -26,6 +27,19 @@ class TaskCursorPagination(CursorPagination):
 
     def position_is_valid(self, position: str) -> bool:
         return bool(POSITION.match(position))
+
+    def get_page_size(self, request: Any) -> int:
+        # DRF would answer the default page for a bad ``limit`` and cut a big one to
+        # the most: a script would get another page size than it asked, and no error.
+        if self.page_size_query_param is None:
+            return int(self.page_size)
+        return query_int(
+            request.query_params.get(self.page_size_query_param),
+            self.page_size_query_param,
+            default=int(self.page_size),
+            low=1,
+            high=self.max_page_size,
+        )
 
     def first_page(self, queryset: Any, request: Any, size: int, next_base: str) -> list[Any]:
         """The first ``size`` rows of ``queryset`` in this order, for a response that

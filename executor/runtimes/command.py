@@ -13,8 +13,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from core.checks import is_command_argv
 from executor.runtimes.base import RunRequest
-from executor.runtimes.oneshot import LineParser, OneShotCliAdapter, SettingsError, setting_list
+from executor.runtimes.oneshot import LineParser, OneShotCliAdapter, SettingsError
 
 SUMMARY_CHARS = 500
 
@@ -57,7 +58,7 @@ class CommandAdapter(OneShotCliAdapter):
 
 
 def configured_argv(request: RunRequest) -> list[str]:
-    argv = setting_list(request.settings, "argv")
-    if not argv or not isinstance(request.settings.get("argv"), list):
+    argv = request.settings.get("argv")
+    if not is_command_argv(argv):
         raise SettingsError('settings["argv"] must be a non-empty list of strings')
-    return argv
+    return list(argv)

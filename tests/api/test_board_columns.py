@@ -133,6 +133,25 @@ def test_a_cursor_of_one_order_is_refused_by_the_other(api, unchanged):
         assert swapped.status_code == 400 and swapped.json()["field"] == "cursor"
 
 
+def test_a_page_size_out_of_range_is_400_as_on_the_columns(api, unchanged):
+    """``limit`` on the task list was silently replaced by the default page (0, -1,
+    ``abc``) or cut to 500 (huge): a script asking for 1,000 got 500 and no error.
+    It is 1-500 here as on ``/columns``; 400 naming it otherwise."""
+    for i in range(3):
+        store.create_task(title=f"t{i}")
+    with unchanged():
+        for bad in ("0", "-1", "abc", "1.5", "501", "99999999999999999999"):
+            for order in ("priority", "recent"):
+                answer = api.get(f"/api/board/tasks?limit={bad}&order={order}")
+                assert answer.status_code == 400, (bad, order, answer.json())
+                assert answer.json()["field"] == "limit"
+            columns = api.get(f"/api/board/columns?limit={bad}")
+            assert columns.status_code == 400 and columns.json()["field"] == "limit"
+    assert len(api.get("/api/board/tasks?limit=2").json()["results"]) == 2
+    assert len(api.get("/api/board/tasks?limit=500").json()["results"]) == 3
+    assert len(api.get("/api/board/tasks?limit=").json()["results"]) == 3
+
+
 def test_a_task_body_says_how_many_dependencies_are_not_done(api):
     first = store.create_task(title="first").task
     second = store.create_task(title="second", depends_on=[first.id]).task

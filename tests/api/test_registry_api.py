@@ -78,3 +78,29 @@ def test_staff_name_a_teams_reviewer_agent_from_that_team_only(api, staff_api, u
     cleared = staff_api.patch("/api/teams/default", {"reviewer_agent": None}, format="json")
     assert cleared.json()["reviewer_agent"] is None
     assert api.get("/api/teams/nope").status_code == 404
+
+
+def test_a_command_agents_argv_that_could_never_run_is_400_at_the_door(staff_api, unchanged):
+    """``settings.argv`` is the program and its arguments, a non-empty list of strings:
+    given as anything else (a shell line, an empty list, numbers) it was stored, and the
+    agent only went unhealthy at its first run. Refused when saved, naming the field;
+    an agent saved without argv yet stays as before (the worker says what is missing)."""
+    body = {"id": "sh", "display_name": "Sh", "team": "default", "runtime": "command"}
+    made = staff_api.post("/api/agents", {**body, "settings": {"argv": ["true"]}}, format="json")
+    assert made.status_code == 201
+    for argv in ("python3 fix.py", [], ["echo", 3], None, {"0": "x"}):
+        with unchanged():
+            created = staff_api.post(
+                "/api/agents", {**body, "id": "sh2", "settings": {"argv": argv}}, format="json"
+            )
+            patched = staff_api.patch("/api/agents/sh", {"settings": {"argv": argv}}, format="json")
+        for answer in (created, patched):
+            assert answer.status_code == 400, (argv, answer.json())
+            assert answer.json()["field"] == "settings.argv", answer.json()
+    human = staff_api.post(
+        "/api/agents", {**body, "id": "hm", "runtime": "human", "settings": {}}, format="json"
+    )
+    assert human.status_code == 201
+    moved = staff_api.patch("/api/agents/hm", {"runtime": "command"}, format="json")
+    assert moved.status_code == 200  # no argv yet: saved, as before
+    assert staff_api.patch("/api/agents/sh", {"settings": {}}, format="json").status_code == 200

@@ -165,6 +165,42 @@ def test_bad_timezones_are_400(api, agent, unchanged):
             )
 
 
+def test_a_nul_in_a_page_path_or_query_is_400_not_a_server_error(db, unchanged):
+    """Outside /api/ too: the admin's filters and object ids reach a query, which
+    PostgreSQL refuses for a NUL (a 500 there); refused first, as the API's door does."""
+    from django.contrib.auth import get_user_model
+
+    admin = Client()
+    admin.force_login(get_user_model().objects.create_superuser("op-nul", "o@x", "pw"))
+    with unchanged():
+        for path in (
+            "/admin/board/task/?status__exact=%00",
+            "/admin/board/task/%00/change/",
+            "/admin/board/task/?q=a%00b",
+        ):
+            response = admin.get(path)
+            assert response.status_code == 400, (path, response.status_code)
+    assert admin.get("/admin/board/task/?q=%F0%9F%98%80").status_code == 200
+
+
+def test_an_error_asked_for_as_a_web_page_is_still_the_json_envelope(db, unchanged):
+    """A browser sends ``Accept: text/html``: a success may render as the browsable
+    API's page, an error is the envelope, and an ``Accept`` the API cannot satisfy is
+    ``406 not_acceptable``, named like every other refusal."""
+    api = make_client("html")
+    page = {"HTTP_ACCEPT": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    with unchanged():
+        refused(api.get("/api/board/tasks/nope", **page), 404, "not_found")
+        refused(api.post("/api/board/tasks", [], format="json", **page), 400, "validation_error")
+        refused(api.delete("/api/board/tasks", **page), 405, "method_not_allowed")
+        refused(Client().get("/api/board/tasks", **page), 401, "unauthenticated")
+        body = refused(
+            api.get("/api/board/tasks", HTTP_ACCEPT="application/xml"), 406, "not_acceptable"
+        )
+        assert "Accept" in body["detail"]
+    assert api.get("/api/whoami", **page)["Content-Type"].startswith("text/html")
+
+
 def test_every_error_under_api_is_the_json_envelope(db, unchanged):
     user = make_client("sess").user
     browser = Client(enforce_csrf_checks=True)

@@ -251,3 +251,28 @@ def test_mentions_offer_people_and_agents_and_new_task_takes_a_repository(
     created = Task.objects.get(title="Ship the web fix")
     assert created.repository_id == "web"
     assert list(created.dep_links.values_list("depends_on_id", flat=True)) == [task.id]
+
+
+def test_a_title_of_500_characters_keeps_its_card_to_a_few_lines_and_is_read_whole_on_open(
+    daphne, operator, tmp_path
+):
+    """A title may be 500 characters with no space: its card was as tall as the screen
+    and pushed the column's other cards out of sight (anyone on the team can file one).
+    The card shows a few lines of it; the card's label, and the task opened, say it
+    whole."""
+    long = store.create_task(title="W" * 500, priority=1).task
+    other = store.create_task(title="Below it").task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        card = card_in(page, "todo", long.id)
+        card.wait_for(timeout=5_000)
+        card_in(page, "todo", other.id).wait_for(timeout=5_000)
+        assert box(card)["height"] < 200, box(card)
+        assert box(card_in(page, "todo", other.id))["y"] < WIDE["height"]
+        assert card.get_attribute("aria-label").startswith("W" * 500)
+        screenshot(page, "board-long-title.png", tmp_path)
+        card.click()
+        assert page.locator("#detail h2, #detail .detail-title").first.inner_text() == "W" * 500
+        browser.close()

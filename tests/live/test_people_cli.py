@@ -240,3 +240,57 @@ def test_errors_are_one_line_with_a_nonzero_status(tmp_path):
     assert down.returncode == 1
     assert down.stderr.startswith("clawboo: cannot reach http://127.0.0.1:9: ")
     assert down.stderr.count("\n") == 1
+
+
+# An agent writes a file whose lines carry terminal escapes: "\x1b[1A\x1b[2K" moves the
+# cursor up and erases the line above, so a raw print hides the added line before it.
+SLY_SCRIPT = (
+    "import pathlib; pathlib.Path('feature.txt').write_text("
+    "'ok\\nrm -rf ~\\n\\x1b[1A\\x1b[2K\\x1b]0;owned\\x07 \\u202eevil\\n')"
+)
+
+
+def test_text_from_the_board_reaches_the_terminal_with_its_control_characters_shown(
+    daphne, tmp_path, repo
+):
+    """Titles, comments and diffs are other people's and agents' text: printed raw, an
+    escape sequence in them would rewrite the person's terminal -- erase the diff line
+    they are about to approve, retitle the window, fake a line. The CLI shows each
+    control character as its escape (``\\x1b``) and obeys none; ``--json`` was
+    always escaped."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    from board import store
+    from core import repositories
+
+    repositories.register(team="default", path=str(repo), id="app", verify_cmd="true")
+    ada = get_user_model().objects.create_user(username="ada", is_staff=True)
+    registry.add_member("default", ada)
+    registry.create_agent(
+        id="sly",
+        display_name="Sly",
+        team="default",
+        runtime="command",
+        settings={"argv": [sys.executable, "-c", SLY_SCRIPT]},
+        owner=ada,
+    )
+    title = "Tidy \x1b[31mup\x1b[0m\r\x1b[2Kall good \x1b]0;owned\x07\u202eevil"
+    task = store.create_task(title=title, team="default", repository="app").task
+    report = Executor("sly").work_once()
+    assert report.task_id == task.id and report.verdict == "pass", report
+    base = daphne()
+    cli = Cli(tmp_path / "ada")
+    cli.ok("login", "--server", base, "--token", Token.objects.create(user=ada).key)
+
+    shown = {
+        "list": cli.ok("task", "list", "--team", "default"),
+        "show": cli.ok("task", "show", task.id),
+        "review": cli.ok("review", task.id),
+    }
+    for what, out in shown.items():
+        assert not set(out) & {"\x1b", "\x07", "\r", "\u202e"}, (what, out)
+    assert "Tidy \\x1b[31mup\\x1b[0m\\x0d\\x1b[2Kall good" in shown["show"]
+    assert "+rm -rf ~\n+\\x1b[1A\\x1b[2K\\x1b]0;owned\\x07 \\u202eevil\n" in shown["review"]
+    # The machine-readable answer is the API's text, unchanged.
+    assert json.loads(cli.ok("task", "show", task.id, "--json"))["title"] == title

@@ -193,3 +193,115 @@ def test_the_boards_new_task_carries_a_verify_command(daphne, settings, monkeypa
         browser.close()
     [task] = store.list_tasks(team="default")
     assert task.metadata == {"verify_cmd": "pytest -q"}
+
+
+# "Trojan Source": the override and isolates make the line read as a comment after the
+# check, while the check compares against a string that ends in the "comment".
+TROJAN = 'if role != "user\u202e \u2066// admins only\u2069 \u2066":\n    allow()\n'
+TROJAN_SCRIPT = (
+    "import pathlib; pathlib.Path('feature.txt').write_text('ok\\n'); "
+    f"pathlib.Path('auth.py').write_text({TROJAN!r})"
+)
+
+
+def test_a_diff_line_shows_its_bidi_controls_instead_of_being_reordered_by_them(
+    daphne, repo, settings, tmp_path, monkeypatch
+):
+    """A person approves what the diff looks like: a bidi override or isolate in an
+    agent's line would reorder it on the page into something else than the code it
+    is. Each such character shows as a marker naming it, the line's text is its order
+    in the file."""
+    import sys
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    user = get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
+    registry.add_member("default", user)
+    registry.create_agent(
+        id="sly",
+        display_name="Sly",
+        team="default",
+        runtime="command",
+        settings={"argv": [sys.executable, "-c", TROJAN_SCRIPT], "repo_path": str(repo)},
+    )
+    task = store.create_task(title="Tighten auth", metadata={"verify_cmd": VERIFY_OK}).task
+    assert Executor("sly").work_once().verdict == "pass"
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/admin/login/?next=/board/")
+        page.fill("#id_username", "op")
+        page.fill("#id_password", "pw-op-123")
+        page.click("input[type=submit]")
+        page.wait_for_url(base + "/board/")
+        page.locator(f"[data-status=in_review] [data-task-id='{task.id}']").click()
+        patch = page.locator(f"#detail [data-review-for='{task.id}'] .patch[data-file='auth.py']")
+        patch.wait_for(timeout=10_000)
+        line = patch.locator(".ln.add", has_text="if role").inner_text()
+        screenshot(page, "review-bidi.png", tmp_path)
+        browser.close()
+    assert not set(line) & {"\u202e", "\u2066", "\u2069"}, repr(line)
+    assert '+if role != "user[U+202E] [U+2066]// admins only[U+2069] [U+2066]":' in line
+
+
+def test_a_landing_whose_push_failed_says_so_where_it_says_landed(
+    daphne, command_agent, repo, settings, tmp_path, monkeypatch
+):
+    """Approving lands the change on the base branch, then pushes the branch to the
+    repository's ``remote``. A failed push was only a comment on the task: the page
+    (and ``clawboo``) said "Landed … on main." in green, and the person went on
+    believing the remote had it -- the next remote worker clones without it."""
+    from clawboo import people
+    from core import repositories
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    user = get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
+    registry.add_member("default", user)
+    gone = tmp_path / "gone.git"  # a remote that is not there
+    repositories.register(team="default", path=str(repo), id="app", remote=str(gone))
+    command_agent("builder", "write")
+    task = store.create_task(
+        title="Add the flag", repository="app", metadata={"verify_cmd": VERIFY_OK}
+    ).task
+    assert Executor("builder").work_once().verdict == "pass"
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/admin/login/?next=/board/")
+        page.fill("#id_username", "op")
+        page.fill("#id_password", "pw-op-123")
+        page.click("input[type=submit]")
+        page.wait_for_url(base + "/board/")
+        page.locator(f"[data-status=in_review] [data-task-id='{task.id}']").click()
+        page.click("#approve-btn")
+        page.locator("#ask[open]").wait_for()
+        page.click("#ask-ok")
+        note = page.locator("#review-note[data-kind=bad]")
+        note.wait_for(timeout=15_000)
+        said = note.inner_text()
+        screenshot(page, "review-push-failed.png", tmp_path)
+        browser.close()
+    assert said.startswith("Landed ") and f"the push of main to {gone} failed" in said, said
+    assert store.get_task(task.id).status == "done"
+    answer = {
+        "result": "landed",
+        "task": {"id": task.id},
+        "base_branch": "main",
+        "commit": "c0db8c22522ffac5",
+        "strategy": "squash",
+        "push": {"pushed": False, "branch": "main", "remote": str(gone), "error": "exit 128"},
+    }
+    line = people.landed_line(answer)
+    assert line.startswith(f"landed {task.id} on main as c0db8c22522f (squash)")
+    assert f"but the push of main to {gone} failed: exit 128" in line

@@ -76,3 +76,22 @@ def test_healthz_and_metrics_show_the_processs_pool_on_postgresql():
     assert 1 <= pool["size"] <= 3 and pool["waiting"] == 0
     assert "clawboo_db_pool_max_size 3.0" in shown["metrics"]
     assert any(line.startswith("clawboo_db_pool_size ") for line in shown["metrics"])
+
+
+def test_a_postgresql_url_without_its_driver_says_which_install_adds_it(tmp_path, monkeypatch):
+    """``pip install -e .`` (the README's line) brings no PostgreSQL driver: pointing
+    DATABASE_URL at PostgreSQL then failed with Django's "Error loading psycopg2 or
+    psycopg module", which names no way out. The settings name the extra to install."""
+    import importlib.util
+
+    from django.core.exceptions import ImproperlyConfigured
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("psycopg", "psycopg2") else real(name, *a),
+    )
+    with pytest.raises(ImproperlyConfigured, match=r"pip install -e '\.\[postgres\]'"):
+        database_config("postgres://u@db:5432/board", tmp_path, pool=None)
+    assert database_config(None, tmp_path)["ENGINE"] == "django.db.backends.sqlite3"

@@ -621,7 +621,15 @@ async function approve(task) {
       say(`Not landed: conflict in ${result.conflicts.join(", ")}; ` +
           (result.sent === "rework" ? "sent back to its agent." : "blocked."), "bad");
     } else if (result.result === "landed") {
-      say(`Landed ${result.commit.slice(0, 12)} on ${result.base_branch}.`, "ok");
+      const push = result.push;
+      // The landing stands; a push that failed leaves the remote behind, which the
+      // person must hear here, not only in a comment (the next landing retries it).
+      if (push && !push.pushed) {
+        say(`Landed ${result.commit.slice(0, 12)} on ${result.base_branch}, but the push of ` +
+            `${push.branch} to ${push.remote} failed: ${push.error || "unknown error"}`, "bad");
+      } else {
+        say(`Landed ${result.commit.slice(0, 12)} on ${result.base_branch}.`, "ok");
+      }
     } else if (result.result === "queued") {
       say(`Queued to land: position ${result.position} in the merge queue.`, "ok");
       loadQueuesSoon();
