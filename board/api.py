@@ -19,7 +19,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from board import checks, store
-from board.access import audited_override, visible_task
+from board.access import (
+    audited_override,
+    refuse_settling_its_own_run,
+    refuse_unjudged_done,
+    visible_task,
+)
 from board.models import Task, ToolApprovalState, ToolDecision, Verdict
 from board.runs import StepKind, StepStatus
 from board.serializers import (
@@ -47,7 +52,7 @@ from core.api.access import (
     team_ids,
     visible_agent,
 )
-from core.api.auth import bound_agent, bound_agents
+from core.api.auth import bound_agent, bound_agents, run_task
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
@@ -531,6 +536,7 @@ class TransitionView(APIView):
         task = visible_task(request.user, task_id)
         body = json_object(request, TransitionBody)
         if principal(request).agent_side:
+            refuse_settling_its_own_run(run_task(request.auth), task.id)
             _agent_side_move(request, task, body["to"])
         agent = body.get("agent_id")
         task = store.transition(
@@ -809,6 +815,7 @@ class ReleaseView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         act_as_assignee(request, visible_task(request.user, task_id))
+        refuse_settling_its_own_run(run_task(request.auth), task_id)
         body = json_object(request, ReleaseBody)
         outcome = store.release(task_id, ticket=body.get("ticket"))
         return Response(task_body(outcome.raise_if_declined()))
@@ -846,6 +853,8 @@ class CompleteView(APIView):
             # Completing work in review is approving it: people only (GOVERNANCE §6).
             roles.refuse_agent_side(principal(request), f"{operation(request)} on a task in review")
         act_as_assignee(request, task)
+        refuse_settling_its_own_run(run_task(request.auth), task.id)
+        refuse_unjudged_done(principal(request), task)
         body = json_object(request, CompleteBody)
         outcome = store.complete(
             task_id,
@@ -884,6 +893,7 @@ class FailView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         act_as_assignee(request, visible_task(request.user, task_id))
+        refuse_settling_its_own_run(run_task(request.auth), task_id)
         body = json_object(request, FailBody)
         outcome = store.fail(
             task_id,

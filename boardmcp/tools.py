@@ -23,6 +23,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from board import store
+from board.access import refuse_unjudged_done
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import Task
 from board.snapshot import route as route_of
@@ -469,9 +470,11 @@ def complete_task(
     """Mark a task you hold done, with its output. Not for the task an executor run
     was started for: the executor settles that one when you stop."""
     caller = caller_of(ctx)
-    if _visible(caller, _task_id(caller, task_id)).status == "in_review":
+    task = _visible(caller, _task_id(caller, task_id))
+    if task.status == "in_review":
         roles.refuse_agent_side(caller.principal, "mcp complete_task on a task in review")
     tid, fence = _held(caller, task_id, ticket, settles=True)
+    refuse_unjudged_done(caller.principal, task)
     return _settled(store.complete(tid, output, ticket=fence, if_allowed=True))
 
 

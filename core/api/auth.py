@@ -103,6 +103,12 @@ def bound_agent(auth: Any) -> str | None:
     return bound if isinstance(bound, str) else None
 
 
+def run_task(auth: Any) -> str | None:
+    """The task a run's credential was started for, or None (any other credential)."""
+    task = getattr(auth, "run_task_id", None)
+    return task if isinstance(task, str) else None
+
+
 def bound_agents(auth: Any) -> frozenset[str] | None:
     """The agents a machine token may act as, or None (not a machine token)."""
     if not isinstance(auth, MachineToken):
