@@ -93,9 +93,7 @@ def test_a_runs_credential_still_settles_other_work_its_agent_holds(owner):
     task_id, ticket = held_by("bot", file_mutating=False)
     other, other_ticket = held_by("bot", file_mutating=False)
     run = client(credentials.mint_run_credential("bot", task_id, ticket))
-    answer = run.post(
-        f"/api/board/tasks/{other}/complete", {"ticket": other_ticket}, format="json"
-    )
+    answer = run.post(f"/api/board/tasks/{other}/complete", {"ticket": other_ticket}, format="json")
     assert answer.status_code == 200, answer.content[:300]
     assert store.get_task(other).status == "done"
 
