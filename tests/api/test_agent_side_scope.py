@@ -133,3 +133,33 @@ def test_a_staff_owners_agent_never_chooses_what_the_server_runs(credential):
     assert filed.status_code == 403, filed.content[:200]
     assert filed.json()["field"] == "metadata.verify_cmd"
     assert Task.objects.count() == before
+
+
+@OWNERS
+def test_an_agents_key_is_never_answered_from_its_owners_idempotency_record(staff):
+    """The owner and the agent's key are one user with two scopes: the same
+    Idempotency-Key from the other is another request (409), never a replay of an
+    answer about another team's work."""
+    board = world(staff)
+    from rest_framework.authtoken.models import Token
+
+    ada = get_user_model().objects.get(username="ada")
+    owner = client(Token.objects.create(user=ada).key)
+    agent = client(board["keys"]["agent key"])
+    body = {"title": "red work", "team": "red"}
+    first = owner.post("/api/board/tasks", body, format="json", HTTP_IDEMPOTENCY_KEY="k1")
+    assert first.status_code == 201
+    before = Task.objects.count()
+    again = agent.post("/api/board/tasks", body, format="json", HTTP_IDEMPOTENCY_KEY="k1")
+    assert again.status_code == 409 and again.json()["error"] == "conflict"
+    assert b"red work" not in again.content and "Idempotent-Replayed" not in again
+    # The other way round: the agent's record answers not its owner.
+    mine = {"title": "mine too"}
+    filed = agent.post("/api/board/tasks", mine, format="json", HTTP_IDEMPOTENCY_KEY="k2")
+    assert filed.status_code == 201
+    replay = owner.post("/api/board/tasks", mine, format="json", HTTP_IDEMPOTENCY_KEY="k2")
+    assert replay.status_code == 409
+    assert Task.objects.count() == before + 1
+    # Each is still answered from its own record.
+    repeat = agent.post("/api/board/tasks", mine, format="json", HTTP_IDEMPOTENCY_KEY="k2")
+    assert repeat.status_code == 201 and repeat["Idempotent-Replayed"] == "true"
