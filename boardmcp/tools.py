@@ -157,6 +157,9 @@ def _visible(caller: Caller, task_id: Any, field: str = "task_id") -> Task:
     task = store.find_task(task_id)
     if task is None or not caller.sees(task.team_id):
         raise TaskNotFound(task_id)
+    if caller.read_only and task.id != caller.task_id:
+        # The reviewer reads the change it reviews, nothing else (GOVERNANCE §6).
+        raise TaskNotFound(task_id)
     return task
 
 
@@ -269,6 +272,8 @@ def list_tasks(
         parent=parent_task_id,
         ready=ready,
     )
+    if caller.read_only:
+        qs = qs.filter(pk=caller.task_id)  # the reviewer's list is the task it reviews
     tasks = list(qs[: limit + 1])
     deps = store.depends_on_map([t.id for t in tasks[:limit]])
     return {

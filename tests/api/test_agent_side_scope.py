@@ -25,9 +25,6 @@ from core.models import AgentToken
 pytestmark = pytest.mark.django_db
 
 OWNERS = pytest.mark.parametrize("staff", [False, True], ids=["member owner", "staff owner"])
-CREDENTIALS = pytest.mark.parametrize(
-    "credential", ["agent key", "run credential", "critic credential"]
-)
 
 
 def client(key: str) -> APIClient:
@@ -64,7 +61,7 @@ def world(staff: bool) -> dict[str, Any]:
 
 
 @OWNERS
-@CREDENTIALS
+@pytest.mark.parametrize("credential", ["agent key", "run credential"])
 def test_an_agents_credential_reads_its_agents_team_only_whoever_its_owner_is(staff, credential):
     board = world(staff)
     api = client(board["keys"][credential])
@@ -163,3 +160,29 @@ def test_an_agents_key_is_never_answered_from_its_owners_idempotency_record(staf
     # Each is still answered from its own record.
     repeat = agent.post("/api/board/tasks", mine, format="json", HTTP_IDEMPOTENCY_KEY="k2")
     assert repeat.status_code == 201 and repeat["Idempotent-Replayed"] == "true"
+
+
+@OWNERS
+def test_the_critics_credential_reads_the_task_it_reviews_nothing_else(staff):
+    """GOVERNANCE §6: the reviewer reads the change it reviews, nothing else -- not
+    another team's work, nor its own team's board (403 before any lookup)."""
+    board = world(staff)
+    api = client(board["keys"]["critic credential"])
+    mine = f"/api/board/tasks/{board['mine']}"
+    for path in (mine, f"{mine}/comments", f"{mine}/executions", f"{mine}/trace"):
+        assert api.get(path).status_code == 200, path
+    other = store.create_task(title="teammate's").task.id
+    for path in (
+        f"/api/board/tasks/{other}",
+        f"/api/board/tasks/{other}/comments",
+        f"/api/board/tasks/{board['red']}",
+        "/api/board/tasks",
+        "/api/board/columns",
+        "/api/teams",
+        "/api/agents",
+        "/api/repositories",
+        "/api/teams/default/events",
+    ):
+        answer = api.get(path)
+        assert answer.status_code == 403, (path, answer.content[:200])
+        assert answer.json()["error"] == "forbidden" and answer.json()["principal"] == "reviewer"
