@@ -45,6 +45,7 @@ from core import events, repositories, roles, runlogs, server_commands
 from core.api.access import (
     act_as,
     act_as_assignee,
+    acting_name,
     can_see_team,
     require_person,
     require_team,
@@ -233,7 +234,7 @@ class TaskListView(APIView):
             body.get("metadata"), operator=server_commands.is_operator(request.user)
         )
         _staff_repo_path(request, body, body.get("team", "default"), None)
-        result = store.create_task(**body, actor=request.user.get_username())
+        result = store.create_task(**body, actor=acting_name(request))
         return Response(task_body(result.task), status=201 if result.created else 200)
 
 
@@ -545,7 +546,7 @@ class TransitionView(APIView):
             human_override=audited_override(request, body.get("human_override")),
             agent_id=None if agent is None else act_as(request, agent),
             lease_ms=body.get("lease_ms"),
-            actor=request.user.get_username(),
+            actor=acting_name(request),
         )
         return Response(task_body(task))
 
@@ -1006,8 +1007,9 @@ class CommentsView(APIView):
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         body = json_object(request, CommentBody)
-        # Audit: a comment is the authenticated user's, or an agent's they may act as.
-        who = request.user.get_username()
+        # Audit: a comment is the authenticated user's (through an agent's key: that
+        # agent's), or an agent's they may act as.
+        who = acting_name(request)
         author = body.get("author")
         if author is None or author == who:
             author = who
@@ -1347,7 +1349,7 @@ class AgentPauseView(APIView):
             act_as(request, agent_id)  # the agent side pauses its own agents only
         body = json_object(request, AgentPauseBody)
         reason = body.get("reason")
-        who = request.user.get_username()
+        who = acting_name(request)
         agent, _ = store.pause_agent(agent_id, reason or f"paused by {who}", by=who)
         return Response(agent_body(agent, staff=server_commands.is_operator(request.user)))
 

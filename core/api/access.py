@@ -129,6 +129,15 @@ def act_as_assignee(request: Any, task: Any) -> None:
     act_as(request, assignee, "agent_id")
 
 
+def acting_name(request: Any) -> str:
+    """Who the audit names for a request (an event's actor, a comment's or a chat
+    message's author): the authenticated user -- or, through an agent's key or a
+    run's credential, that agent. Those authenticate as the agent's owner, but what
+    they write is the agent's, never signed with the person's name (GOVERNANCE §6)."""
+    bound = bound_agent(getattr(request, "auth", None))
+    return bound if bound is not None else str(request.user.get_username())
+
+
 def require_person(request: Any, what: str = "decide an approval") -> str:
     """The authenticated user's name, if the request comes from a person with their
     own credential: the agent side (an agent's key, a run's credential, a machine

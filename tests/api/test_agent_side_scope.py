@@ -80,6 +80,9 @@ def test_an_agents_credential_reads_its_agents_team_only_whoever_its_owner_is(st
     ]
     # Its own team's board it reads as before.
     assert api.get(f"/api/board/tasks/{board['mine']}").status_code == 200
+    # And it says so of itself: its agent's team, no staff powers.
+    whoami = api.get("/api/whoami").json()
+    assert (whoami["teams"], whoami["staff"]) == (["default"], False)
 
 
 @OWNERS
@@ -186,3 +189,35 @@ def test_the_critics_credential_reads_the_task_it_reviews_nothing_else(staff):
         answer = api.get(path)
         assert answer.status_code == 403, (path, answer.content[:200])
         assert answer.json()["error"] == "forbidden" and answer.json()["principal"] == "reviewer"
+
+
+@pytest.mark.parametrize("credential", ["agent key", "run credential"])
+def test_what_an_agents_credential_writes_is_signed_by_the_agent_not_its_owner(credential):
+    """The audit names who did it: an agent's comment, chat message, filed task,
+    move and pause are the agent's, never its owner's name (GOVERNANCE §6); naming
+    the owner as the author is refused (400, nothing written)."""
+    from core.models import ChatMessage, Event
+
+    board = world(staff=False)
+    api = client(board["keys"][credential])
+    mine = board["mine"]
+    said = api.post(f"/api/board/tasks/{mine}/comments", {"body": "LGTM, ship it"}, format="json")
+    assert said.status_code == 201 and said.json()["author"] == "far"
+    before = TaskComment.objects.count()
+    posing = api.post(
+        f"/api/board/tasks/{mine}/comments", {"body": "approved", "author": "ada"}, format="json"
+    )
+    assert posing.status_code == 400 and posing.json()["field"] == "author"
+    assert TaskComment.objects.count() == before
+    chat = api.post("/api/teams/default/chat", {"body": "hello"}, format="json")
+    assert chat.status_code == 201
+    assert ChatMessage.objects.get().author == "far"
+    filed = api.post("/api/board/tasks", {"title": "a side quest"}, format="json")
+    assert filed.status_code == 201
+    moved = api.post(f"/api/board/tasks/{mine}/transition", {"to": "blocked"}, format="json")
+    if credential == "agent key":  # a run's own task is the executor's to move
+        assert moved.status_code == 200, moved.content[:200]
+    paused = api.post("/api/agents/far/pause", {}, format="json")
+    assert paused.status_code == 200 and paused.json()["state_reason"] == "paused by far"
+    actors = {e.payload.get("actor") for e in Event.objects.all()} - {None}
+    assert "far" in actors and "ada" not in actors, actors
