@@ -45,11 +45,12 @@ def refuse_settling_its_own_run(run_task: str | None, task_id: str) -> None:
         )
 
 
-def refuse_unjudged_done(principal: Principal, task: Task) -> None:
+def refuse_unjudged_done(principal: Principal, task: Task, move: str = "complete") -> None:
     """GOVERNANCE §4, §6: the judge's side stays with the server. File-mutating work
-    of a repository that takes pushed work in reaches done through the server's
-    judge (``POST …/submit``: judged, then review), never by its builder's own
-    complete -- the agent side is refused; a person may still settle it."""
+    of a repository that takes pushed work in reaches review and done through the
+    server's judge (``POST …/submit``: judged, then review), never by its builder's
+    own complete or move to review (``move`` names which, for the refusal) -- the
+    agent side is refused; a person may still settle it."""
     from board.repository import run_repository
 
     if not (principal.agent_side and task.file_mutating and task.status == Status.IN_PROGRESS):
@@ -57,7 +58,7 @@ def refuse_unjudged_done(principal: Principal, task: Task) -> None:
     if run_repository(task, register=False).takes_in is None:
         return
     raise Forbidden(
-        f"{principal.describe()} may not complete task {task.id!r}: its work is pushed "
+        f"{principal.describe()} may not {move} task {task.id!r}: its work is pushed "
         "and submitted (POST /api/board/tasks/{task_id}/submit), and the server judges it"
     )
 

@@ -572,6 +572,8 @@ def _agent_side_move(request: Request, task: Any, to: Any) -> None:
                 principal(request), f"{operation(request)} of work no agent of yours holds"
             )
         act_as_assignee(request, task)
+        if to == Status.IN_REVIEW:
+            refuse_unjudged_done(principal(request), task, "move to review")
 
 
 ApprovalDecisionBody = inline_serializer(

@@ -501,6 +501,7 @@ def request_review(
     """Hand a task you hold to a person for review (in_progress → in_review)."""
     caller = caller_of(ctx)
     tid, fence = _held(caller, task_id, ticket, settles=True)
+    refuse_unjudged_done(caller.principal, _visible(caller, tid), "move to review")
     return _settled(store.await_review(tid, ticket=fence, if_allowed=True))
 
 

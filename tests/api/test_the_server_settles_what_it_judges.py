@@ -127,21 +127,43 @@ def test_the_agent_side_never_completes_judged_work_around_the_judge(pushed, own
     assert (task.status, task.verdict) == ("in_progress", None)
 
 
+@pytest.mark.parametrize("credential", ["agent key", "machine token"])
+def test_nor_does_it_move_judged_work_to_review_around_the_judge(pushed, owner, credential):
+    """In review unjudged, a person's approval would mark it done with nothing taken
+    in: such work reaches review through the server's intake only."""
+    task_id, _ticket = held_by("bot", repository=pushed)
+    if credential == "agent key":
+        key = AgentToken.objects.create(key=machines.new_key(), agent_id="bot", user=owner).key
+    else:
+        _, key = machines.mint("laptop", ["bot"])
+    before = written()
+    answer = client(key).post(
+        f"/api/board/tasks/{task_id}/transition", {"to": "in_review"}, format="json"
+    )
+    assert answer.status_code == 403, answer.content[:300]
+    assert answer.json()["error"] == "forbidden" and "/submit" in answer.json()["detail"]
+    assert written() == before
+
+
 def test_nor_over_mcp(pushed, owner):
     task_id, _ticket = held_by("bot", repository=pushed)
     key = AgentToken.objects.create(key=machines.new_key(), agent_id="bot", user=owner).key
     caller = credentials.caller_for_key(key)
     assert caller is not None
 
-    async def call() -> dict:
+    async def call(tool: str, arguments: dict[str, Any]) -> dict:
         async with Client(build_server(caller)) as mcp:
-            answer = await mcp.call_tool("complete_task", {"task_id": task_id, "output": "ok"})
+            answer = await mcp.call_tool(tool, arguments)
             assert answer.is_error
             return answer.structured_content
 
     before = written()
-    refusal = anyio.run(call)
-    assert refusal["error"] == "forbidden" and "/submit" in refusal["detail"]
+    for tool, arguments in (
+        ("complete_task", {"task_id": task_id, "output": "ok"}),
+        ("request_review", {"task_id": task_id}),
+    ):
+        refusal = anyio.run(call, tool, arguments)
+        assert refusal["error"] == "forbidden" and "/submit" in refusal["detail"], tool
     assert written() == before
 
 
