@@ -6,8 +6,10 @@ from typing import Any
 
 from board.errors import TaskNotFound
 from board.models import Task
-from core.api.access import can_see_team
-from core.errors import ValidationFailed
+from board.transitions import Status
+from core.api.access import act_as_assignee, can_see_team
+from core.errors import Forbidden, ValidationFailed
+from core.roles import Principal
 
 
 def visible_task(user: Any, task_id: str) -> Task:
@@ -30,3 +32,46 @@ def audited_override(request: Any, value: Any) -> Any:
             "human_override.by", f"is the authenticated user ({who!r}); leave it out"
         )
     return {**value, "by": who}
+
+
+def refuse_settling_its_own_run(run_task: str | None, task_id: str) -> None:
+    """A run's credential never settles the task it was started for (complete, fail,
+    release, a move): the executor does when the run ends, after its judge. The MCP
+    tools say so too (boardmcp.tools); this is the REST door's half."""
+    if run_task is not None and run_task == task_id:
+        raise Forbidden(
+            f"task {task_id!r} is settled by the executor when your run ends: finish the "
+            "work and stop (to report a failure, say so and exit with an error)"
+        )
+
+
+def refuse_unjudged_done(principal: Principal, task: Task, move: str = "complete") -> None:
+    """GOVERNANCE §4, §6: the judge's side stays with the server. File-mutating work
+    of a repository that takes pushed work in reaches review and done through the
+    server's judge (``POST …/submit``: judged, then review), never by its builder's
+    own complete or move to review (``move`` names which, for the refusal) -- the
+    agent side is refused; a person may still settle it."""
+    from board.repository import run_repository
+
+    if not (principal.agent_side and task.file_mutating and task.status == Status.IN_PROGRESS):
+        return
+    if run_repository(task, register=False).takes_in is None:
+        return
+    raise Forbidden(
+        f"{principal.describe()} may not {move} task {task.id!r}: its work is pushed "
+        "and submitted (POST /api/board/tasks/{task_id}/submit), and the server judges it"
+    )
+
+
+def agent_side_holds(request: Any, task: Task) -> None:
+    """The agent side works in a task's worktree only as the agent holding the task
+    (GOVERNANCE §6: its own agents' tasks only): a task no agent holds, or one
+    another agent holds, is refused (403) before anything is written. A person is
+    held to the endpoint's own rule (a member of the task's team)."""
+    from core.roles import principal_of
+
+    if not principal_of(request.user, getattr(request, "auth", None)).agent_side:
+        return
+    if task.assignee_agent_id is None or task.status != Status.IN_PROGRESS:
+        raise Forbidden(f"task {task.id!r} is held by no agent of yours: claim it first")
+    act_as_assignee(request, task)

@@ -19,7 +19,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from board import checks, store
-from board.access import audited_override, visible_task
+from board.access import (
+    audited_override,
+    refuse_settling_its_own_run,
+    refuse_unjudged_done,
+    visible_task,
+)
 from board.models import Task, ToolApprovalState, ToolDecision, Verdict
 from board.runs import StepKind, StepStatus
 from board.serializers import (
@@ -41,6 +46,7 @@ from core import events, repositories, roles, runlogs, server_commands
 from core.api.access import (
     act_as,
     act_as_assignee,
+    acting_name,
     can_see_team,
     require_person,
     require_team,
@@ -48,7 +54,7 @@ from core.api.access import (
     team_ids,
     visible_agent,
 )
-from core.api.auth import bound_agent, bound_agents
+from core.api.auth import bound_agent, bound_agents, run_task
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
@@ -229,7 +235,7 @@ class TaskListView(APIView):
             body.get("metadata"), operator=server_commands.is_operator(request.user)
         )
         _staff_repo_path(request, body, body.get("team", "default"), None)
-        result = store.create_task(**body, actor=request.user.get_username())
+        result = store.create_task(**body, actor=acting_name(request))
         return Response(task_body(result.task), status=201 if result.created else 200)
 
 
@@ -532,6 +538,7 @@ class TransitionView(APIView):
         task = visible_task(request.user, task_id)
         body = json_object(request, TransitionBody)
         if principal(request).agent_side:
+            refuse_settling_its_own_run(run_task(request.auth), task.id)
             _agent_side_move(request, task, body["to"])
         agent = body.get("agent_id")
         task = store.transition(
@@ -540,7 +547,7 @@ class TransitionView(APIView):
             human_override=audited_override(request, body.get("human_override")),
             agent_id=None if agent is None else act_as(request, agent),
             lease_ms=body.get("lease_ms"),
-            actor=request.user.get_username(),
+            actor=acting_name(request),
         )
         return Response(task_body(task))
 
@@ -566,6 +573,8 @@ def _agent_side_move(request: Request, task: Any, to: Any) -> None:
                 principal(request), f"{operation(request)} of work no agent of yours holds"
             )
         act_as_assignee(request, task)
+        if to == Status.IN_REVIEW:
+            refuse_unjudged_done(principal(request), task, "move to review")
 
 
 ApprovalDecisionBody = inline_serializer(
@@ -825,6 +834,7 @@ class ReleaseView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         act_as_assignee(request, visible_task(request.user, task_id))
+        refuse_settling_its_own_run(run_task(request.auth), task_id)
         body = json_object(request, ReleaseBody)
         outcome = store.release(task_id, ticket=body.get("ticket"))
         return Response(task_body(outcome.raise_if_declined()))
@@ -862,6 +872,8 @@ class CompleteView(APIView):
             # Completing work in review is approving it: people only (GOVERNANCE §6).
             roles.refuse_agent_side(principal(request), f"{operation(request)} on a task in review")
         act_as_assignee(request, task)
+        refuse_settling_its_own_run(run_task(request.auth), task.id)
+        refuse_unjudged_done(principal(request), task)
         body = json_object(request, CompleteBody)
         outcome = store.complete(
             task_id,
@@ -900,6 +912,7 @@ class FailView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         act_as_assignee(request, visible_task(request.user, task_id))
+        refuse_settling_its_own_run(run_task(request.auth), task_id)
         body = json_object(request, FailBody)
         outcome = store.fail(
             task_id,
@@ -1012,8 +1025,9 @@ class CommentsView(APIView):
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         body = json_object(request, CommentBody)
-        # Audit: a comment is the authenticated user's, or an agent's they may act as.
-        who = request.user.get_username()
+        # Audit: a comment is the authenticated user's (through an agent's key: that
+        # agent's), or an agent's they may act as.
+        who = acting_name(request)
         author = body.get("author")
         if author is None or author == who:
             author = who
@@ -1353,7 +1367,7 @@ class AgentPauseView(APIView):
             act_as(request, agent_id)  # the agent side pauses its own agents only
         body = json_object(request, AgentPauseBody)
         reason = body.get("reason")
-        who = request.user.get_username()
+        who = acting_name(request)
         agent, _ = store.pause_agent(agent_id, reason or f"paused by {who}", by=who)
         return Response(agent_body(agent, staff=server_commands.is_operator(request.user)))
 

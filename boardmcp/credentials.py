@@ -264,6 +264,8 @@ class RunAuthentication(BaseAuthentication):
         owner = credential.agent.owner
         if owner is None or not owner.is_active:
             raise AuthenticationFailed("this run's agent has no owner to act for")
+        # The run sees its agent's team only, not every team its owner does.
+        registry.bind_to_agent_team(owner, credential.agent.team_id)
         return owner, credential
 
     def authenticate_header(self, request: Any) -> str:

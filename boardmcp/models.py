@@ -39,3 +39,8 @@ class RunCredential(models.Model):
     def bound_agent_id(self) -> str:
         """The one agent it acts as (core.api.auth.bound_agent)."""
         return str(self.agent_id)
+
+    @property
+    def run_task_id(self) -> str:
+        """The task of its run, which the executor settles (core.api.auth.run_task)."""
+        return str(self.task_id)

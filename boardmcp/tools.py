@@ -23,6 +23,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from board import store
+from board.access import refuse_unjudged_done
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import Task
 from board.snapshot import route as route_of
@@ -156,6 +157,9 @@ def _visible(caller: Caller, task_id: Any, field: str = "task_id") -> Task:
     task = store.find_task(task_id)
     if task is None or not caller.sees(task.team_id):
         raise TaskNotFound(task_id)
+    if caller.read_only and task.id != caller.task_id:
+        # The reviewer reads the change it reviews, nothing else (GOVERNANCE §6).
+        raise TaskNotFound(task_id)
     return task
 
 
@@ -268,6 +272,8 @@ def list_tasks(
         parent=parent_task_id,
         ready=ready,
     )
+    if caller.read_only:
+        qs = qs.filter(pk=caller.task_id)  # the reviewer's list is the task it reviews
     tasks = list(qs[: limit + 1])
     deps = store.depends_on_map([t.id for t in tasks[:limit]])
     return {
@@ -469,9 +475,11 @@ def complete_task(
     """Mark a task you hold done, with its output. Not for the task an executor run
     was started for: the executor settles that one when you stop."""
     caller = caller_of(ctx)
-    if _visible(caller, _task_id(caller, task_id)).status == "in_review":
+    task = _visible(caller, _task_id(caller, task_id))
+    if task.status == "in_review":
         roles.refuse_agent_side(caller.principal, "mcp complete_task on a task in review")
     tid, fence = _held(caller, task_id, ticket, settles=True)
+    refuse_unjudged_done(caller.principal, task)
     return _settled(store.complete(tid, output, ticket=fence, if_allowed=True))
 
 
@@ -493,6 +501,7 @@ def request_review(
     """Hand a task you hold to a person for review (in_progress → in_review)."""
     caller = caller_of(ctx)
     tid, fence = _held(caller, task_id, ticket, settles=True)
+    refuse_unjudged_done(caller.principal, _visible(caller, tid), "move to review")
     return _settled(store.await_review(tid, ticket=fence, if_allowed=True))
 
 

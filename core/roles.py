@@ -233,8 +233,10 @@ VERBS: tuple[Verb, ...] = (
     Verb("mcp list_tasks", READERS, "list the team's tasks"),
     Verb("mcp get_task", READERS, "read a task"),
     Verb("mcp read_handoff", READERS, "read a task's handoff"),
-    Verb("mcp spend", READERS, "read the team's spend"),
-    Verb("mcp get_repository", READERS, "read a repository and its forge (secrets masked)"),
+    # The reviewer reads the task it reviews (get_task, read_handoff; list_tasks
+    # lists that one task), nothing else: not the team's spend nor its repositories.
+    Verb("mcp spend", BUILDERS, "read the team's spend"),
+    Verb("mcp get_repository", BUILDERS, "read a repository and its forge (secrets masked)"),
     Verb("mcp create_task", BUILDERS, "create a task (an agent's needs approval)"),
     Verb("mcp create_subtask", BUILDERS, "split work into a subtask"),
     Verb("mcp comment", BUILDERS, "comment"),
@@ -330,6 +332,29 @@ def check(
     if principal.kind not in row.admits:
         raise _refusal(principal, verb, people=not (row.admits & AGENT_SIDE))
     return row
+
+
+# Reads (GET, HEAD, OPTIONS): a signed-in caller reads its teams' (each view scopes
+# them). The reviewer reads the change it reviews, nothing else: the task its
+# credential was minted for, at this path and under it; any other read is refused.
+REVIEWER_READS = "/api/board/tasks/{task_id}"
+
+
+def check_read(principal: Principal, path: str, task_id: Any, own_task: str | None) -> None:
+    """Refuse (``forbidden``) a reviewer's read of anything but the task it reviews:
+    ``path`` is the OpenAPI path read, ``task_id`` the task it names (or None),
+    ``own_task`` the reviewer's task."""
+    if principal.kind != "reviewer":
+        return
+    under = path == REVIEWER_READS or path.startswith(REVIEWER_READS + "/")
+    if under and own_task is not None and task_id == own_task:
+        return
+    raise NotInTable(
+        f"{principal.describe()} may not read {path}: the reviewer reads the task it "
+        "reviews, nothing else (GOVERNANCE §6)",
+        principal=principal.kind,
+        verb=f"GET {path}",
+    )
 
 
 def _people_field(fields: Mapping[str, tuple[Any, ...] | None], data: Any) -> str | None:
@@ -437,7 +462,9 @@ def as_markdown() -> str:
         "people answers the agent side `403 person_required` (the detail names the",
         "principal and the verb) before the body is read, and writes nothing. Whether a",
         "person may is then the endpoint's own rule (a member of the team, the agent's",
-        "owner, or staff). Reads (GET) need a signed-in caller and show its teams only.",
+        "owner, or staff). Reads (GET) need a signed-in caller and show its teams only;",
+        "the reviewer reads the task it reviews (`/api/board/tasks/{task_id}` and under",
+        "it; MCP `get_task`, `read_handoff`, `list_tasks`), nothing else.",
         "",
         "| verb | " + " | ".join(_COLUMNS) + " | what |",
         "|---|" + "---|" * len(_COLUMNS) + "---|",

@@ -103,4 +103,13 @@ def check_task_commands(metadata: Any, *, operator: bool) -> None:
 
 
 def is_operator(user: Any) -> bool:
-    return bool(user is not None and user.is_active and (user.is_staff or user.is_superuser))
+    """A staff person with their own credential: a staff owner's agent key or run
+    credential is the agent side, and what the server runs is never its decision."""
+    from core.registry import agent_team
+
+    return bool(
+        user is not None
+        and user.is_active
+        and (user.is_staff or user.is_superuser)
+        and agent_team(user) is None
+    )

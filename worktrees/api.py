@@ -13,12 +13,18 @@ from rest_framework.views import APIView
 
 from board import api as board_api
 from board import store
-from board.access import audited_override, visible_task
+from board.access import (
+    agent_side_holds,
+    audited_override,
+    refuse_settling_its_own_run,
+    visible_task,
+)
 from board.api import task_body
 from board.models import Task, WorkspaceStatus
 from board.serializers import OverrideSerializer, TaskSerializer
 from core import repositories, server_commands
 from core.api.access import act_as, act_as_assignee, scoped, visible
+from core.api.auth import run_task
 from core.api.bodies import BodySpec, json_object
 from core.api.idempotency import idempotent
 from core.api.permissions import RoleTable
@@ -79,6 +85,7 @@ class WorkspaceView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         task = visible_task(request.user, task_id)
+        agent_side_holds(request, task)
         body = json_object(request, ProvisionBody)
         repo = _named_repository(request, task, body)
         ws = service.provision_task_workspace(
@@ -129,7 +136,12 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _operation(name: str, fn: Any, *, body: BodySpec = None) -> type[APIView]:
+def _operation(
+    name: str, fn: Any, *, body: BodySpec = None, settles: bool = False
+) -> type[APIView]:
+    """``settles``: the operation moves the task on (done or in review), which a
+    run's credential never does to its own task (the executor does, after its judge)."""
+
     class OperationView(APIView):
         @extend_schema(
             operation_id=f"board_tasks_workspace_{name}",
@@ -138,7 +150,9 @@ def _operation(name: str, fn: Any, *, body: BodySpec = None) -> type[APIView]:
         )
         @idempotent
         def post(self, request: Request, task_id: str) -> Response:
-            visible_task(request.user, task_id)
+            agent_side_holds(request, visible_task(request.user, task_id))
+            if settles:
+                refuse_settling_its_own_run(run_task(request.auth), task_id)
             data = json_object(request, body)
             result = fn(task_id) if body is None else fn(task_id, data)
             return Response(_jsonable(result))
@@ -149,7 +163,7 @@ def _operation(name: str, fn: Any, *, body: BodySpec = None) -> type[APIView]:
 
 WorkspacePauseView = _operation("pause", service.pause)
 WorkspaceResumeView = _operation("resume", service.resume)
-WorkspaceCompleteView = _operation("complete", service.complete)
+WorkspaceCompleteView = _operation("complete", service.complete, settles=True)
 WorkspaceReviewView = _operation("review", service.review)
 # The handoff's keys are handoff.FIELDS; their values are checked by validate_handoff.
 HandoffBody = inline_serializer(

@@ -16,11 +16,16 @@ from core.api.auth import bound_agent, bound_agents
 from core.checks import ID_PATTERN
 from core.errors import Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Team
-from core.registry import agent_scope, member_team_ids
+from core.registry import agent_scope, agent_team, member_team_ids
 
 
 def team_ids(user: Any) -> list[str] | None:
-    """The user's team ids, or None for staff (every team)."""
+    """The user's team ids, or None for staff (every team). Through an agent's key or
+    a run's credential: that agent's team only, whoever its owner is (staff too)."""
+    bound = agent_team(user)
+    if bound is not None:
+        staff = user.is_staff or user.is_superuser
+        return [bound] if staff or bound in member_team_ids(user) else []
     if user.is_staff or user.is_superuser:
         return None
     return member_team_ids(user)
@@ -122,6 +127,15 @@ def act_as_assignee(request: Any, task: Any) -> None:
             field="agent_id",
         )
     act_as(request, assignee, "agent_id")
+
+
+def acting_name(request: Any) -> str:
+    """Who the audit names for a request (an event's actor, a comment's or a chat
+    message's author): the authenticated user -- or, through an agent's key or a
+    run's credential, that agent. Those authenticate as the agent's owner, but what
+    they write is the agent's, never signed with the person's name (GOVERNANCE §6)."""
+    bound = bound_agent(getattr(request, "auth", None))
+    return bound if bound is not None else str(request.user.get_username())
 
 
 def require_person(request: Any, what: str = "decide an approval") -> str:

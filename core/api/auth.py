@@ -14,27 +14,34 @@ from django.db import connection
 from rest_framework import authentication, exceptions
 
 from core.machines import KEY_LENGTH
-from core.models import AgentToken, MachineToken
+from core.models import Agent, AgentToken, MachineToken
+from core.registry import bind_to_agent_team
 from core.rows import from_rows
 
 
 @cache
 def _lookup_sql() -> tuple[tuple[Any, str, int], ...]:
     """Per kind of user-held key (an agent's, a person's): its model, the statement
-    reading the key's row with its user (and, for a person's key, whether the user
-    is a machine's service user), and how many of the columns are the key's."""
+    reading the key's row with its user (and, for an agent's key, the agent's team;
+    for a person's key, whether the user is a machine's service user), and how many
+    of the columns are the key's."""
     from rest_framework.authtoken.models import Token
 
     user_model = get_user_model()
     users = ", ".join(f"u.{f.column}" for f in user_model._meta.concrete_fields)
     machines = MachineToken._meta.db_table
     lookups = []
-    for model, machine in ((AgentToken, ""), (Token, ", m.id")):
+    agents = Agent._meta.db_table
+    for model, extra in ((AgentToken, ", a.team_id"), (Token, ", m.id")):
         columns = [f.column for f in model._meta.concrete_fields]
         sql = (
-            f"SELECT {', '.join(f't.{c}' for c in columns)}, {users}{machine} "  # noqa: S608
+            f"SELECT {', '.join(f't.{c}' for c in columns)}, {users}{extra} "  # noqa: S608
             f"FROM {model._meta.db_table} t JOIN {user_model._meta.db_table} u ON u.id = t.user_id"
-            + (f" LEFT JOIN {machines} m ON m.user_id = u.id" if machine else "")
+            + (
+                f" JOIN {agents} a ON a.id = t.agent_id"
+                if model is AgentToken
+                else f" LEFT JOIN {machines} m ON m.user_id = u.id"
+            )
             + " WHERE t.key = %s"
         )
         lookups.append((model, sql, len(columns)))
@@ -57,7 +64,10 @@ def _by_user_key(key: str) -> Any:
         (found,) = from_rows(model, columns[:width], [row[:width]])
         end = width + len(user_model._meta.concrete_fields)
         (found.user,) = from_rows(user_model, columns[width:end], [row[width:end]])
-        if len(row) > end and row[end] is None:
+        if model is AgentToken:
+            # An agent's key sees its agent's team only, whoever the owner is.
+            bind_to_agent_team(found.user, row[end])
+        elif row[end] is None:
             # Known not to be a machine's service user: core.roles asks, and need not query.
             machine_token.set_cached_value(found.user, None)
         return found
@@ -91,6 +101,12 @@ def bound_agent(auth: Any) -> str | None:
         return auth.agent_id
     bound = getattr(auth, "bound_agent_id", None)
     return bound if isinstance(bound, str) else None
+
+
+def run_task(auth: Any) -> str | None:
+    """The task a run's credential was started for, or None (any other credential)."""
+    task = getattr(auth, "run_task_id", None)
+    return task if isinstance(task, str) else None
 
 
 def bound_agents(auth: Any) -> frozenset[str] | None:

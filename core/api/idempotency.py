@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core import storage
+from core.api.auth import bound_agent
 from core.api.errors import error_body
 from core.models import IdempotencyRecord
 
@@ -79,6 +80,18 @@ def _claim(request: Request, key: str, digest: str) -> IdempotencyRecord | Respo
         )
 
 
+def _digest(request: Request) -> str:
+    """The request's fingerprint: its body, and the agent its credential is bound to.
+    An agent's key or a run's credential authenticates as the agent's owner, yet is
+    the agent side and sees its agent's team only: it is never answered from the
+    owner's record of the same key (which may show another team's work), nor the
+    owner from its -- the same key is then another request (409)."""
+    acting = bound_agent(getattr(request, "auth", None))
+    if acting is None:
+        return hashlib.sha256(request.body).hexdigest()
+    return hashlib.sha256(f"agent {acting}\0".encode() + request.body).hexdigest()
+
+
 def idempotent(view_method: Callable[..., Response]) -> Callable[..., Response]:
     """Wrap an APIView ``post`` so a retried request is answered from the record."""
 
@@ -96,8 +109,7 @@ def idempotent(view_method: Callable[..., Response]) -> Callable[..., Response]:
                 ),
                 status=400,
             )
-        digest = hashlib.sha256(request.body).hexdigest()
-        claimed = _claim(request, key, digest)
+        claimed = _claim(request, key, _digest(request))
         if isinstance(claimed, Response):
             return claimed
         record = claimed

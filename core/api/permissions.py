@@ -11,6 +11,7 @@ from typing import Any
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 from core import roles
+from core.api.auth import run_task
 
 _CONVERTER = re.compile(r"<(?:[^>:]+:)?([^>]+)>")
 
@@ -53,6 +54,10 @@ class RoleTable(BasePermission):
                 return any(_admits_anonymous(m, path) for m in view.allowed_methods)
             return _admits_anonymous(request.method, path)
         if request.method in SAFE_METHODS or lacks:
+            if getattr(request.auth, "principal_kind", None) == "reviewer":
+                match = getattr(request, "resolver_match", None)
+                task = (getattr(match, "kwargs", None) or {}).get("task_id")
+                roles.check_read(principal(request), _path(request), task, run_task(request.auth))
             return True  # a read; or a method the view lacks, which DRF answers 405
         roles.check(principal(request), operation(request), body=lambda: request.data)
         return True

@@ -12,7 +12,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core import agent_secrets, beats, chat, events, registry, server_commands
-from core.api.access import act_as, require_team, scoped, team_ids, visible_agent, visible_team
+from core.api.access import (
+    act_as,
+    acting_name,
+    require_team,
+    scoped,
+    team_ids,
+    visible_agent,
+    visible_team,
+)
 from core.api.auth import bound_agents
 from core.api.bodies import json_object, query_int
 from core.api.idempotency import idempotent
@@ -354,7 +362,7 @@ class TeamChatView(APIView):
     def post(self, request: Request, team_id: str) -> Response:
         visible_team(request.user, team_id)
         body = json_object(request, ChatPostSerializer)
-        message = chat.post(team_id, body["body"], author=request.user.get_username())
+        message = chat.post(team_id, body["body"], author=acting_name(request))
         return Response(chat_body(message), status=201)
 
 
@@ -421,7 +429,9 @@ class WhoAmIView(APIView):
     def get(self, request: Request) -> Response:
         body: dict[str, Any] = {
             "username": request.user.get_username(),
-            "staff": bool(request.user.is_staff),
+            # Through an agent's key or a run's credential: the agent's powers, not
+            # its staff owner's.
+            "staff": bool(request.user.is_staff) and registry.agent_team(request.user) is None,
             "teams": team_ids(request.user),
         }
         machine = bound_agents(request.auth)

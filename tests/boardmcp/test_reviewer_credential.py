@@ -42,3 +42,36 @@ def test_a_reviewers_credential_reads_the_board_and_settles_nothing(
     assert task.status == "in_progress" and task.assignee_agent_id == "ada"
     assert store.list_comments(board.task).count() == 0
     assert Task.objects.filter(team_id="red").count() == 1  # nothing filed
+
+
+def test_a_reviewers_credential_reads_the_task_it_reviews_and_nothing_else(
+    http_connect: Connect,  # noqa: F811
+    board: Board,  # noqa: F811
+) -> None:
+    """GOVERNANCE §6: the reviewer reads the change it reviews, nothing else -- a
+    teammate's task answers as a missing one, the list is its one task, and the
+    team's spend and repositories are not its to read."""
+    registry.create_agent(id="rex", display_name="Rex", team="red", runtime="claude-code")
+    teammate = store.create_task(title="a teammate's work", team="red").task.id
+    key = credentials.mint_run_credential("rex", board.task, board.ticket, read_only=True)
+
+    async def go() -> dict[str, object]:
+        async with http_connect(key) as s:
+            return {
+                "listed": await s.call("list_tasks"),
+                "own": await s.call("get_task"),
+                "teammate": await s.call("get_task", task_id=teammate),
+                "handoff": await s.call("read_handoff", task_id=teammate),
+                "spend": await s.call("spend"),
+                "repository": await s.call("get_repository", repository_id="app"),
+            }
+
+    answers = asyncio.run(go())
+    listed = answers["listed"]
+    assert not listed.error  # type: ignore[attr-defined]
+    assert [t["id"] for t in listed.body["tasks"]] == [board.task]  # type: ignore[attr-defined]
+    assert not answers["own"].error  # type: ignore[attr-defined]
+    for name in ("teammate", "handoff"):
+        assert answers[name].body["error"] == "not_found", name  # type: ignore[attr-defined]
+    for name in ("spend", "repository"):
+        assert answers[name].body["error"] == "forbidden", name  # type: ignore[attr-defined]
