@@ -36,7 +36,7 @@ from board.errors import TaskNotFound
 from board.models import Task
 from board.transitions import Status
 from boardmcp.models import RunCredential
-from core import registry, storage
+from core import registry, roles, storage
 from core.api.access import team_ids
 from core.api.auth import RUN_KEY_PREFIX, bound_agent
 from core.api.throttling import user_client
@@ -265,7 +265,7 @@ class RunAuthentication(BaseAuthentication):
         if owner is None or not owner.is_active:
             raise AuthenticationFailed("this run's agent has no owner to act for")
         # The run sees its agent's team only, not every team its owner does.
-        registry.bind_to_agent_team(owner, credential.agent.team_id)
+        roles.bind_to_agent_team(owner, credential.agent.team_id)
         return owner, credential
 
     def authenticate_header(self, request: Any) -> str:

@@ -67,6 +67,25 @@ class Principal:
 
 ANONYMOUS = Principal("anonymous", "")
 
+# Where a user object authenticated through a credential bound to one agent (the
+# agent's key, a run's credential, both of which authenticate as the agent's owner)
+# keeps that agent's team. Such a request is the agent side (GOVERNANCE §6): it sees
+# its agent's team only, and the owner's other teams and staff powers stay with the
+# owner's own credential.
+_AGENT_TEAM = "_clawboo_agent_team"
+
+
+def bind_to_agent_team(user: Any, team_id: str) -> None:
+    """Mark ``user`` (this request's object) as acting through a key of an agent of
+    ``team_id``."""
+    setattr(user, _AGENT_TEAM, team_id)
+
+
+def agent_team(user: Any) -> str | None:
+    """The team of the agent whose key ``user`` acts through, or None (a person)."""
+    team = getattr(user, _AGENT_TEAM, None)
+    return team if isinstance(team, str) else None
+
 
 def principal_of(user: Any, auth: Any = None) -> Principal:
     """The principal of a request's ``(user, auth)``, REST, websocket or page alike.

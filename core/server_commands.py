@@ -23,6 +23,7 @@ from typing import Any
 from django.conf import settings as django_settings
 
 from core.errors import Forbidden
+from core.roles import agent_team
 
 # Settings that never reach a command line or an environment. ``repository`` picks
 # one of the team's registered repositories (staff registered them; core.registry
@@ -105,8 +106,6 @@ def check_task_commands(metadata: Any, *, operator: bool) -> None:
 def is_operator(user: Any) -> bool:
     """A staff person with their own credential: a staff owner's agent key or run
     credential is the agent side, and what the server runs is never its decision."""
-    from core.registry import agent_team
-
     return bool(
         user is not None
         and user.is_active

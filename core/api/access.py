@@ -16,7 +16,8 @@ from core.api.auth import bound_agent, bound_agents
 from core.checks import ID_PATTERN
 from core.errors import Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Team
-from core.registry import agent_scope, agent_team, member_team_ids
+from core.registry import agent_scope, member_team_ids
+from core.roles import agent_team
 
 
 def team_ids(user: Any) -> list[str] | None:

@@ -15,7 +15,7 @@ from rest_framework import authentication, exceptions
 
 from core.machines import KEY_LENGTH
 from core.models import Agent, AgentToken, MachineToken
-from core.registry import bind_to_agent_team
+from core.roles import bind_to_agent_team
 from core.rows import from_rows
 
 

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core import agent_secrets, beats, chat, events, registry, server_commands
+from core import agent_secrets, beats, chat, events, registry, roles, server_commands
 from core.api.access import (
     act_as,
     acting_name,
@@ -431,7 +431,7 @@ class WhoAmIView(APIView):
             "username": request.user.get_username(),
             # Through an agent's key or a run's credential: the agent's powers, not
             # its staff owner's.
-            "staff": bool(request.user.is_staff) and registry.agent_team(request.user) is None,
+            "staff": bool(request.user.is_staff) and roles.agent_team(request.user) is None,
             "teams": team_ids(request.user),
         }
         machine = bound_agents(request.auth)
