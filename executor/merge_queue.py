@@ -308,14 +308,16 @@ def _advance_and_finish(repo: Path, batch: MergeBatch, report: DrainReport) -> N
             # landed; its tasks are still in line for a batch on the new base.
             mq.close_batch(batch.pk, BatchState.ABANDONED, exc.detail)
             return
+    if moves:
+        # The remote before the board: a landed task's dependents are ready once it
+        # is done, and a remote worker taking one clones the remote.
+        intake.push_base(repo, branch)
     for item in batch.landing:
         _land_entry(repo, batch, item, report)
     for item in batch.culprits:
         entry = QueuedLanding.objects.filter(pk=item["entry"]).first()
         if entry is not None and entry.state == EntryState.QUEUED:
             _send_back(repo, entry, judge.FixRequest(**item["fix"]), report)
-    if moves:
-        intake.push_base(repo, branch)
     mq.close_batch(batch.pk, BatchState.LANDED)
 
 

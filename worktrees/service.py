@@ -391,19 +391,26 @@ def _land_directly(task: Task, ws: Workspace, *, by: str, human_override: Any) -
         task = store.check_approvable(task_id, human_override)
         ws = store.get_workspace(task.id)
         with path_lock(ws.worktree_path):
-            result = _land_approved(task, ws, repo, by=by, human_override=human_override)
-        # Still under the landing lock: pushes leave in the order the landings made.
-        return _pushed(task.id, repo, result)
+            return _land_approved(task, ws, repo, by=by, human_override=human_override)
 
 
 def _pushed(task_id: str, repo: Path, result: dict[str, Any]) -> dict[str, Any]:
-    """After a landing, the base branch goes to the repository's ``remote`` (when
-    it has one), so a remote worker's next clone starts from landed work. The
-    outcome is ``push`` in the result; a failed push is also a comment on the
-    task (the landing stands; the next landing pushes it along)."""
+    """A landing recovery completed: its base branch goes to the remote now (see
+    :func:`_reported_push`)."""
     if result.get("result") != "landed":
         return result
-    pushed = intake.push_base(repo, str(result.get("base_branch") or ""))
+    return _reported_push(
+        task_id, result, intake.push_base(repo, str(result.get("base_branch") or ""))
+    )
+
+
+def _reported_push(
+    task_id: str, result: dict[str, Any], pushed: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A landing's push of its base branch to the repository's ``remote`` (when it
+    has one), so a remote worker's next clone starts from landed work: ``push`` in
+    the result; a failed push is also a comment on the task (the landing stands;
+    the next landing pushes it along)."""
     if pushed is None:
         return result
     if not pushed["pushed"]:
@@ -444,14 +451,21 @@ def _land_approved(
     if human_override is not None:
         record["human_override"] = human_override
     store.begin_landing(task.id, record)
+    pushed = None
     if outcome.result == "landed":
         try:
             landing.advance(repo, outcome)
         except landing.LandingFailed as exc:
             store.roll_back_landing(task.id, exc.detail)
             raise
+        # The remote before the board, under the landing lock (pushes leave in the
+        # order the landings made): once this task is done its dependents are
+        # ready, and a remote worker taking one clones the remote, which must
+        # already hold this landing -- else it builds on a base without it, and
+        # its work does not merge at its intake.
+        pushed = intake.push_base(repo, branch)
     done = _finish_landing(repo, task.id, record)
-    return {**outcome.as_dict(), "task": done}
+    return _reported_push(task.id, {**outcome.as_dict(), "task": done}, pushed)
 
 
 def _finish_landing(repo: Path, task_id: str, record: dict[str, Any]) -> Task:

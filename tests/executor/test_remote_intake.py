@@ -326,7 +326,8 @@ def test_a_landing_killed_before_its_push_is_pushed_by_the_boot_recovery(
         raise RuntimeError("killed after the base branch moved")
 
     with monkeypatch.context() as patched:
-        patched.setattr(service, "_finish_landing", killed)
+        # The push comes after the base moved and before the board records it.
+        patched.setattr(intake, "push_base", killed)
         with pytest.raises(RuntimeError):
             service.approve(task_id, by="ada")
     assert git(repo, "rev-parse", "main") != before == git(remote, "rev-parse", "main")
@@ -349,3 +350,27 @@ def test_an_agent_no_operator_approved_is_not_judged_on_the_server(repo, remote,
     assert task.status == "blocked" and "not approved by an operator" in task.error
     assert task.output["intake"]["state"] == "failed"
     assert task.verdict is None  # no verify command ran
+
+
+def test_a_landing_reaches_the_remote_before_its_dependents_are_ready(
+    repo, remote, tmp_path, monkeypatch
+):
+    # A remote worker takes a dependent as soon as it is ready and clones the remote:
+    # the landing must be there by then, else the dependent is built on a base
+    # without it and its work does not merge at its intake.
+    register(repo, remote, verify_cmd="true")
+    task_id, ticket = claimed()
+    dependent = store.create_task(title="next", repository="app", depends_on=[task_id]).task.id
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", push_work(remote, tmp_path, task_id))
+    seen: list[tuple[str, str]] = []
+    finish = store.finish_landing
+
+    def finish_and_look(*args, **kwargs):
+        done = finish(*args, **kwargs)
+        seen.append((store.get_task(dependent).status, git(remote, "rev-parse", "main")))
+        return done
+
+    monkeypatch.setattr(store, "finish_landing", finish_and_look)
+    result = service.approve(task_id, by="ada")
+    assert result["result"] == "landed" and result["push"]["pushed"] is True
+    assert seen == [("todo", result["commit"])]

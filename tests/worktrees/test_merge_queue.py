@@ -354,3 +354,27 @@ def test_work_a_person_sent_back_after_approving_it_does_not_land_on_the_old_app
     assert (again["result"], again["position"]) == ("queued", 1)
     merge_queue.drain(str(queue_harness.repo))
     assert store.get_task(task_id).status == "done"
+
+
+def test_a_batch_reaches_the_remote_before_its_tasks_are_done(
+    queue_harness: Harness, tmp_path: Path, monkeypatch
+):
+    # Done frees a task's dependents, and a remote worker taking one clones the
+    # remote: the batch's base must be there first.
+    from core import repositories
+
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(queue_harness.repo), str(remote))
+    repositories.update("app", {"remote": str(remote)})
+    task_id = queue_harness.in_review("One", {"one.txt": "1\n"})
+    assert service.approve(task_id, by="reviewer")["result"] == "queued"
+    seen: list[str] = []
+    finish = store.finish_landing
+
+    def finish_and_look(*args, **kwargs):
+        seen.append(git(remote, "rev-parse", "main"))
+        return finish(*args, **kwargs)
+
+    monkeypatch.setattr(store, "finish_landing", finish_and_look)
+    assert merge_queue.drain(str(queue_harness.repo))["landed"] == [task_id]
+    assert seen == [git(queue_harness.repo, "rev-parse", "main")]
