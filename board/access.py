@@ -51,11 +51,11 @@ def refuse_unjudged_done(principal: Principal, task: Task, move: str = "complete
     server's judge (``POST …/submit``: judged, then review), never by its builder's
     own complete or move to review (``move`` names which, for the refusal) -- the
     agent side is refused; a person may still settle it."""
-    from board.repository import run_repository
+    from board.repository import judged_on_server
 
-    if not (principal.agent_side and task.file_mutating and task.status == Status.IN_PROGRESS):
+    if not (principal.agent_side and task.status == Status.IN_PROGRESS):
         return
-    if run_repository(task, register=False).takes_in is None:
+    if not judged_on_server(task):
         return
     raise Forbidden(
         f"{principal.describe()} may not {move} task {task.id!r}: its work is pushed "

@@ -81,3 +81,11 @@ def run_repository(
         if remote := _text(source.get("repo_remote")):
             return RunRepository(remote=remote, base_branch=base)
     return RunRepository(base_branch=base)
+
+
+def judged_on_server(task: Task) -> bool:
+    """Whether a remote worker's work on ``task`` is submitted and taken in by the
+    server (its judge, then review): file-mutating work of a registered repository
+    with a remote. Its builder never completes it, and its run counts for the
+    agent's breaker when its intake ends, not when it closes."""
+    return task.file_mutating and run_repository(task, register=False).takes_in is not None

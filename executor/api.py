@@ -24,6 +24,7 @@ from rest_framework.views import APIView
 from board import store
 from board.access import visible_task
 from board.models import ExecutionStatus
+from board.repository import judged_on_server
 from board.serializers import ExecutionSerializer
 from board.store import spend as spend_store
 from core.api.access import act_as_assignee
@@ -165,7 +166,8 @@ class ExecutionCloseView(APIView):
         by itself) or back to ``todo`` for a paused cap budget, with a comment (one
         notification); a failed run is classified and counted by the agent's
         breaker, as a local one. Closing a closed run changes nothing."""
-        act_as_assignee(request, visible_task(request.user, task_id))
+        task = visible_task(request.user, task_id)
+        act_as_assignee(request, task)
         body = json_object(request, CloseBody)
         run = store.claimed_execution(
             task_id, _execution_id(execution_id), body["ticket"], running=False
@@ -182,8 +184,11 @@ class ExecutionCloseView(APIView):
         # The worker fails the task itself (its ``…/fail`` follows): the rest of the
         # run's end is settled here, as a local run's.
         ran = settle.Run(task_id, body["ticket"], run.agent_id, run.id)
+        # Work the server takes in counts once its intake ends (executor.intake), as a
+        # local run counts once landed: a success here would reset the breaker before
+        # an intake that fails, and such a loop would never trip it.
         settle.close_run(ran, result, stop=stopped, error=result.error or None, fail_task=False,
-                         count_success=True)  # fmt: skip
+                         count_success=not judged_on_server(task))  # fmt: skip
         run.refresh_from_db()
         return Response(run.as_dict())
 

@@ -36,7 +36,7 @@ from board.repository import run_repository
 from core import registry, server_commands
 from core.errors import ClawbooError
 from core.models import Repository
-from executor import settle
+from executor import breakers, settle
 from executor.runner import heartbeat_seconds
 from executor.runtimes.base import Outcome, RunResult
 from executor.settle import write_run_handoff
@@ -117,6 +117,10 @@ def _take_in(task: Task, registered: Repository) -> dict[str, Any]:
         landing = settle.land(task, agent, ticket, worktree, repo_path, heartbeat_seconds(), judged)
         action = landing.action
         if landing.landed is not None:
+            # Counted as a local run is once landed: a file-mutating run that changed
+            # nothing counts like a failure.
+            unchanged = task.file_mutating and landing.landed["result"] == "cleaned"
+            breakers.after_run(agent.id, failed=unchanged, detail="the run changed no file")
             store.set_intake_state(task.id, "review")
             result = landing.landed["result"]
             return {"result": "review", "worktree": result, "verdict": landing.verdict}
@@ -156,7 +160,7 @@ def _failed(
     task: Task, why: str, ticket: str | None = None, *, retry: bool = True
 ) -> dict[str, Any]:
     message = f"intake of the remote worker's branch failed: {why}"
-    store.fail(
+    failed = store.fail(
         task.id,
         message,
         ticket=ticket or store.Ticket.for_task(task).encode(),
@@ -164,6 +168,11 @@ def _failed(
         retry=retry,
     )
     store.set_intake_state(task.id, "failed", why)
+    if retry and task.assignee_agent_id and not failed.declined:
+        # The agent's attempt failed (its work does not merge, say): counted by its
+        # breaker after the fail, as a failed run is, so the same refusal on every
+        # attempt pauses the agent instead of looping.
+        breakers.after_run(task.assignee_agent_id, failed=True, detail=message)
     return {"result": "failed", "error": message}
 
 

@@ -374,3 +374,33 @@ def test_a_landing_reaches_the_remote_before_its_dependents_are_ready(
     result = service.approve(task_id, by="ada")
     assert result["result"] == "landed" and result["push"]["pushed"] is True
     assert seen == [("todo", result["commit"])]
+
+
+def test_work_that_never_merges_pauses_its_agent_instead_of_looping(repo, remote, tmp_path):
+    # Each attempt's run succeeds on the worker and its work fails at the intake: the
+    # run's close must not count a success first, or the breaker never sees three in
+    # a row and the agent re-runs the same refused work for ever.
+    register(repo, remote, verify_cmd="true")
+    (repo / "feature.txt").write_text("the server's\n")  # the base the work misses
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "theirs")
+    client = APIClient()
+    client.force_authenticate(get_staff())
+    task_id = store.create_task(title="Add feature", repository="app").task.id
+    for attempt in (1, 2, 3):
+        assert registry.get_agent("far").state == "active", attempt
+        ticket = store.claim(task_id, "far", "command").ticket
+        run = store.open_execution(task_id, ticket).id
+        closed = client.post(
+            f"/api/board/tasks/{task_id}/executions/{run}/close",
+            {"ticket": ticket, "outcome": "succeeded", "exit_code": 0},
+            format="json",
+        )
+        assert closed.status_code == 200, closed.json()
+        commit = push_work(remote, tmp_path, task_id, content=f"attempt {attempt}\n")
+        intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+        task = store.get_task(task_id)
+        assert (task.status, task.output["intake"]["state"]) == ("todo", "failed")
+    agent = registry.get_agent("far")
+    assert agent.state == "paused" and "3 consecutive failed runs" in agent.state_reason
+    assert "does not merge" in agent.state_reason
