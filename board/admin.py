@@ -559,6 +559,13 @@ class TaskAdmin(DataLayerAdmin):
             *super().get_urls(),
         ]
 
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # A button per recovery pass, from the one table the command and API read.
+        passes = [(name, p.label) for name, p in store.RECOVERY_PASSES.items()]
+        return super().changelist_view(request, {**(extra_context or {}), "recovery": passes})
+
     def reconcile_view(self, request: HttpRequest) -> HttpResponse:
         if request.method != "POST" or not request.user.is_staff:
             return HttpResponseRedirect(reverse("admin:board_task_changelist"))
@@ -567,7 +574,7 @@ class TaskAdmin(DataLayerAdmin):
             if which not in store.RECOVERY_PASSES:
                 self.message_user(request, "Unknown pass", messages.ERROR)
                 return HttpResponseRedirect(reverse("admin:board_task_changelist"))
-            released = store.RECOVERY_PASSES[which]()
+            released = store.RECOVERY_PASSES[which].run()
         except Exception as exc:  # an operator console reports, it does not crash
             self.message_user(request, f"Reconciliation failed: {exc}", messages.ERROR)
         else:

@@ -1338,7 +1338,7 @@ class ReconcileView(APIView):
     def post(self, request: Request) -> Response:
         body = json_object(request, ReconcileBody)
         which = checks.check_choice(body["pass"], "pass", store.RECOVERY_PASSES)
-        return Response({"released": store.RECOVERY_PASSES[which]()})
+        return Response({"released": store.RECOVERY_PASSES[which].run()})
 
 
 # --- an agent's pause and resume (GOVERNANCE §2) ----------------------------------

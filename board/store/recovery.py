@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection
@@ -108,20 +109,40 @@ def reconcile_orphans(ttl: dt.timedelta | None = None) -> list[str]:
     return storage.write(run)
 
 
+@dataclass(frozen=True)
+class RecoveryPass:
+    run: Callable[[], list[str]]
+    # The admin's button for it; the command's flag help says it too.
+    label: str
+    about: str
+
+
 # The recovery passes by the name an operator asks for (API, admin, command), in order.
-RECOVERY_PASSES: dict[str, Callable[[], list[str]]] = {
-    "orphans": reconcile_orphans,
-    "stale": release_stale,
-    "lapsed": release_lapsed_leases,
+RECOVERY_PASSES: dict[str, RecoveryPass] = {
+    "orphans": RecoveryPass(
+        reconcile_orphans,
+        "Run orphan reconciliation",
+        "fail running executions whose task stopped beating",
+    ),
+    "stale": RecoveryPass(
+        release_stale,
+        "Run stale sweep",
+        "release in_progress tasks past the TTL with a running execution",
+    ),
+    "lapsed": RecoveryPass(
+        release_lapsed_leases,
+        "Release lapsed leases",
+        "release in_progress tasks whose lease ran out",
+    ),
 }
 
 
 def run_boot_passes() -> dict[str, list[str]]:
     """Orphans, stale, lapsed, best-effort: a failure is logged and never blocks boot."""
     result: dict[str, list[str]] = {name: [] for name in RECOVERY_PASSES}
-    for name, fn in RECOVERY_PASSES.items():
+    for name, recovery in RECOVERY_PASSES.items():
         try:
-            result[name] = fn()
+            result[name] = recovery.run()
         except Exception:
             log.exception("board %s pass failed; continuing", name)
     return result

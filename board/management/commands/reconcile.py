@@ -22,15 +22,15 @@ class Command(BaseCommand):
     help = "Run the board's recovery passes (orphans, stale, lapsed) and approval expiry once."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        for name in store.RECOVERY_PASSES:
-            parser.add_argument(f"--{name}", action="store_true", help=f"only the {name} pass")
+        for name, recovery in store.RECOVERY_PASSES.items():
+            parser.add_argument(f"--{name}", action="store_true", help=f"only: {recovery.about}")
         parser.add_argument("--approvals", action="store_true", help="only the approval expiry")
 
     def handle(self, *args: Any, **options: Any) -> None:
         asked = [name for name in store.RECOVERY_PASSES if options[name]]
         everything = not asked and not options["approvals"]
         for name in store.RECOVERY_PASSES if everything else asked:
-            released = store.RECOVERY_PASSES[name]()
+            released = store.RECOVERY_PASSES[name].run()
             self.stdout.write(f"{name}: released {len(released)} task(s) {' '.join(released)}")
         if everything or options["approvals"]:
             expired = store.expire_unanswered()
