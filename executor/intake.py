@@ -12,7 +12,12 @@ fetch the branch into the registered repository → the task's checkout
 commit merged in → the judge (verify gate, critic, fix loop;
 ``CLAWBOO_VERIFY_REQUIRED`` as for any run) → ``in_review`` (or ``done`` for an
 empty change) through :func:`worktrees.service.complete`, or the fix/debt path the
-judge recorded. A fetch or merge that fails fails the task (back to ``todo``).
+judge recorded. Work that no longer merges onto its base (a landing moved it on
+since the worker's clone) goes back to its builder under the same claim, a rebase
+round (:func:`executor.settle.send_back_to_rebase`: the conflicting paths and
+``git merge origin/<base>`` in its feedback; blocked once
+``CLAWBOO_MAX_REBASE_ROUNDS`` are spent), never counted by the breaker. A fetch
+or merge that fails otherwise fails the task (back to ``todo``).
 
 Crash-safe: every step is idempotent and the intake stays ``pending`` on the task
 until it ends, so an intake killed half-way is run again — by the boot pass and
@@ -31,7 +36,7 @@ from typing import Any
 from django.conf import settings
 
 from board import store
-from board.models import ExecutionProcess, Task, Verdict
+from board.models import ExecutionProcess, Task, Verdict, Workspace
 from board.repository import run_repository
 from core import registry, server_commands
 from core.errors import ClawbooError
@@ -40,7 +45,7 @@ from executor import breakers, settle
 from executor.runner import heartbeat_seconds
 from executor.runtimes.base import Outcome, RunResult
 from executor.settle import write_run_handoff
-from worktrees import intake
+from worktrees import checkouts, intake, landing
 from worktrees import service as worktree_service
 from worktrees.locks import path_lock
 
@@ -65,8 +70,9 @@ def _judged_already(task: Task, submitted_at: str) -> str | None:
 
 def take_in(task_id: str) -> dict[str, Any]:
     """Take in the task's submitted work (see the module docstring). Returns
-    ``{"result": "nothing"|"review"|"fix"|"debt"|"failed"|"lost", ...}``; a task
-    with no pending intake is ``nothing`` (already taken in: a repeat is harmless)."""
+    ``{"result": "nothing"|"review"|"fix"|"rebase"|"blocked"|"debt"|"failed"|"lost",
+    ...}``; a task with no pending intake is ``nothing`` (already taken in: a repeat
+    is harmless)."""
     task = store.find_task(task_id)
     if task is None or not store.intake_pending(task):
         return {"result": "nothing"}
@@ -96,6 +102,9 @@ def _take_in(task: Task, registered: Repository) -> dict[str, Any]:
         worktree = Path(ws.worktree_path)
         intake.adopt(task.id, worktree, commit)
         intake.drop_intake_ref(Path(repo_path), task.id)
+    except intake.WorkDoesNotMerge as exc:
+        log.info("intake of task %s: does not merge (%s)", task.id, ", ".join(exc.conflicts))
+        return _rebase(task, ws, exc.conflicts, ticket, record)
     except ClawbooError as exc:
         log.warning("intake of task %s failed: %s", task.id, exc.detail)
         return _failed(task, exc.detail, ticket)
@@ -137,6 +146,35 @@ def _take_in(task: Task, registered: Repository) -> dict[str, Any]:
         store.renew_lease(task.id, ticket, lease_ms=record.get("lease_ms"))
     store.set_intake_state(task.id, action)
     return {"result": action, "verdict": landing.verdict}
+
+
+def _rebase(
+    task: Task, ws: Workspace, conflicts: list[str], ticket: str, record: dict[str, Any]
+) -> dict[str, Any]:
+    """The work does not merge onto its base (a landing moved it on): a rebase round
+    for its builder (:func:`executor.settle.send_back_to_rebase`), not a failed run.
+    The checkout goes first -- it holds nothing the pushed branch does not -- so the
+    next submission is taken into one provisioned from the base as it is then, not
+    onto this one's scaffold (a crash before the send-back runs the intake again)."""
+    repo = Path(ws.repo_path)
+    branch = ws.base_branch or landing.base_branch_of(repo)
+    tip = checkouts.branch_tip(repo, branch) or ws.base_sha
+    worktree_service.discard(task.id)
+    intake.drop_intake_ref(repo, task.id)
+    # A remote worker's clone has the base the server pushed back as origin/<base>.
+    fix = settle.conflict_fix(
+        branch,
+        tip,
+        conflicts,
+        merge_ref=f"origin/{branch}",
+        then="finish again; the server takes it in again",
+    )
+    action = settle.send_back_to_rebase(
+        task, ticket, fix, conflicts, lease_ms=record.get("lease_ms")
+    )
+    if action == "lost":
+        store.set_intake_state(task.id, "lost")
+    return {"result": action, "conflicts": conflicts}
 
 
 def _submitted_run(task: Task, output: dict[str, Any]) -> RunResult:

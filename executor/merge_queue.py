@@ -51,7 +51,7 @@ from board.models import WorkspaceStatus
 from board.transitions import Status
 from core import storage
 from core.models import Repository
-from executor import judge, verification
+from executor import judge, settle, verification
 from worktrees import checkouts, handoff, intake, landing
 from worktrees import queue as mq
 from worktrees import service as worktree_service
@@ -225,13 +225,11 @@ def _stack_one(
     if outcome.result == "conflict":
         if onto != base:
             return None  # against work ahead of it: the next batch stacks it on that
-        fix = judge.FixRequest(
-            what=f"conflict: the change no longer applies to {branch} (now at {base[:12]})",
-            why=f"conflicting files: {', '.join(outcome.conflicts)}",
-            how_to_fix=(
-                f"bring the branch up to date (git merge {branch}), resolve them, verify, "
-                "and finish again; it re-enters the merge queue by itself"
-            ),
+        fix = settle.conflict_fix(
+            branch,
+            base,
+            outcome.conflicts,
+            then="finish again; it re-enters the merge queue by itself",
         )
         _send_back(repo, entry, fix, report, conflicts=outcome.conflicts)
         return None
@@ -370,7 +368,7 @@ def _send_back(
     note = fix.as_text()
     rebase = conflicts is not None
     if rebase:
-        spent = entry.rebases >= mq.max_rebase_rounds()
+        spent = settle.rebase_rounds_spent(entry.rebases)
     else:
         spent = entry.rounds >= judge.max_fix_cycles()
     spent = spent or not task.assignee_agent_id

@@ -10,9 +10,11 @@ branch ``clawboo/task-<id>`` to the repository's remote and settles the task wit
 ``complete``/``fail`` -- or, for a registered repository's task, ``submit``: the
 server fetches the branch, judges it and sends it to review, and approving lands
 it (:mod:`executor.intake`). The worker holds the claim until that intake ends: a
-task its judge sends back to fix is run again here, in the same worktree under the
-same claim, with the feedback in the prompt the server renders
-(``GET …/prompt``), as a local fix round. A 401 (the token was revoked) stops it.
+task its judge sends back to fix -- or sends back to bring its branch up to date,
+its work no longer merging onto a base that moved on -- is run again here, in the
+same worktree under the same claim, with the feedback in the prompt the server
+renders (``GET …/prompt``), as a local fix round; the remote's base is fetched
+first, as ``origin/<base>``. A 401 (the token was revoked) stops it.
 
 The repository is the one the claim's answer names (the server's one answer,
 :func:`board.repository.run_repository`): this host clones its ``remote``; without
@@ -263,12 +265,17 @@ class Worker:
             if refusal is not None:
                 raise RuntimeError(refusal)
             checkout = rest.workspace(self.cache_dir, task, repo)
-            # A round the server's judge sends back to fix runs here again, in the
-            # same worktree under the same claim, as a local fix round does: the judge
-            # counts the rounds (CLAWBOO_MAX_FIX_CYCLES), never a new claim.
+            # A round the server sends back -- its judge's fix round, or a rebase round
+            # for work that no longer merges onto its base -- runs here again, in the
+            # same worktree under the same claim, as a local fix round does: the server
+            # counts the rounds (CLAWBOO_MAX_FIX_CYCLES, CLAWBOO_MAX_REBASE_ROUNDS),
+            # never a new claim. Each starts with the base as the remote has it now
+            # (origin/<base>), which a rebase round's feedback says to merge.
             fix_round = 0
             while self.run_round(claim, agent, task, checkout, fix_round, execution_id) == "fix":
                 fix_round, execution_id = fix_round + 1, None
+                if checkout.clone is not None:
+                    rest.fetch_remote(checkout.clone)
         except (Revoked, ServerUnreachable):
             raise  # revoked: stop; unreachable: the loop waits for the server
         except Exception as exc:
@@ -323,8 +330,9 @@ class Worker:
         self, claim: rest.RestTask, task: dict[str, Any], checkout: rest.Checkout, result: RunResult
     ) -> str:
         """A run that succeeded here: its branch pushed and submitted to the server's
-        intake (judged there: ``review``, or ``fix`` here again), or the task
-        completed; ``failed`` when the push failed, ``lost`` when declined."""
+        intake (judged there: ``review``, or ``fix`` here again -- a fix or rebase
+        round), or the task completed; ``failed`` when the push failed, ``lost``
+        when declined."""
         output: dict[str, Any] = {
             "summary": result.summary,
             "exit_code": result.exit_code,

@@ -41,6 +41,9 @@ HTTP_TIMEOUT_S = 30.0
 BRANCH_PREFIX = "clawboo/task-"
 # What the server answers a call under a claim that is no longer this worker's.
 CLAIM_GONE = (403, 404, 409)
+# Where a server's intake sends a submission back to its builder, under the same
+# claim: the judge's fix round, or a rebase round (executor.intake).
+SENT_BACK = frozenset({"fix", "rebase"})
 
 
 class Revoked(Exception):
@@ -335,14 +338,16 @@ def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Ch
     if not (clone / "HEAD").exists():
         clone.parent.mkdir(parents=True, exist_ok=True)
         git(["clone", "--bare", "--quiet", remote, str(clone)])
-    git(["fetch", "--quiet", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*"], clone)
+    fetch_remote(clone)
     start = "refs/remotes/origin/" + (
         repo.get("base_branch") or git(["symbolic-ref", "--short", "HEAD"], clone)
     )
     # A dependency's pushed branch carries the work this task builds on -- unless
     # the server lands its repository's tasks (``registered``): a dependency is
     # done only once landed on the base, which the server pushed back. The task's
-    # own branch (an earlier attempt sent back to fix) carries its work.
+    # own branch (an earlier attempt sent back) carries its work, on the base it
+    # had then: the current base is at hand as origin/<base>, which the feedback
+    # of a rebase round says to merge.
     deps = [] if registered else list(task.get("depends_on") or [])
     for dep in [*deps, task["id"]]:
         ref = f"refs/remotes/origin/{BRANCH_PREFIX}{dep}"
@@ -360,6 +365,12 @@ def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Ch
     branch = f"{BRANCH_PREFIX}{task['id']}"
     git(["worktree", "add", "--quiet", "-B", branch, str(tree), start], clone)
     return Checkout(tree, clone, registered)
+
+
+def fetch_remote(clone: Path) -> None:
+    """Bring the clone's ``origin/*`` up to date with the remote: what a round sees
+    of the base (``origin/<base>``) is what the server last landed and pushed."""
+    git(["fetch", "--quiet", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*"], clone)
 
 
 def push(cwd: Path, task: dict[str, Any], host: str) -> dict[str, Any]:
@@ -437,12 +448,14 @@ class RestTask:
 
     def sent_back_to_fix(self, submitted: dict[str, Any]) -> bool:
         """Wait, holding the claim, for the server's intake of a submission to end:
-        True when its judge sent the task back to fix and the claim is still this
-        worker's. Woken by the board's socket (any frame: the intake's end is one),
-        the lease renewed every ``heartbeat_s`` -- at the span the submit gave it,
-        which covers the intake -- and the task read again at each wake. A worker
-        that dies here leaves the lease to lapse, as anywhere else; one whose intake
-        never ends within that span leaves the task to the server's recovery."""
+        True when it sent the task back to its builder (its judge's fix round, or a
+        rebase round: the work no longer merges onto its base) and the claim is
+        still this worker's. Woken by the board's socket (any frame: the intake's
+        end is one), the lease renewed every ``heartbeat_s`` -- at the span the
+        submit gave it, which covers the intake -- and the task read again at each
+        wake. A worker that dies here leaves the lease to lapse, as anywhere else;
+        one whose intake never ends within that span leaves the task to the server's
+        recovery."""
         span_s = (submitted.get("lease_duration_ms") or 600_000) / 1000
         deadline = time.monotonic() + span_s
         due = time.monotonic() + self.heartbeat_s
@@ -474,7 +487,7 @@ class RestTask:
             self.wake.wait(max(min(due, deadline) - time.monotonic(), 0.0))
         state = intake.get("state")
         log.info("%s: the intake ended %s (task %s)", self.base, state, task.get("status"))
-        if state != "fix" or task.get("status") != "in_progress":
+        if state not in SENT_BACK or task.get("status") != "in_progress":
             return False
         # Back to its builder under the claim's own span: confirm it is still ours.
         return not self.heartbeat()

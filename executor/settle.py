@@ -8,6 +8,13 @@ follows a run that succeeded in a worktree: the judge, then review -- or the fix
 loop or the debt path the judge recorded -- for a local run here, for a remote
 worker's pushed branch in the server's intake (:mod:`executor.intake`). A new rule
 of how a run ends is added here, in its place in that order.
+
+Work that no longer applies to its base is not its builder's failure (the work
+ahead of it landed first): it is a **rebase round**, told here once
+(:func:`conflict_fix`, :func:`rebase_rounds_spent`) for the merge queue and the
+intake alike -- back to its builder with the conflicting paths and how to bring
+the branch up to date, at most ``CLAWBOO_MAX_REBASE_ROUNDS`` times, then blocked
+for a person. Never counted by the agent's breaker.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from executor import breakers, judge, pricing, spending
 from executor.attempt import Stop
 from executor.runtimes import RunResult
 from worktrees import handoff
+from worktrees import queue as merge_queue
 from worktrees import service as worktree_service
 
 LOG_TAIL = 64_000
@@ -152,6 +160,50 @@ def land(
     # Retained work is checkpointed on its branch; work cleaned up is not.
     landed = worktree_service.complete(task.id, checkpoint=True)
     return Landing("review", judged.verdict, landed)
+
+
+def conflict_fix(
+    branch: str, tip: str, conflicts: list[str], *, merge_ref: str | None = None, then: str
+) -> judge.FixRequest:
+    """What a builder whose change no longer applies to ``branch`` (at ``tip``) is
+    told: the conflicting paths, and to bring its branch up to date by merging
+    ``merge_ref`` (default: the branch itself; a remote worker's clone has it as
+    ``origin/<branch>``), resolve, verify -- ``then`` says what follows."""
+    return judge.FixRequest(
+        what=f"conflict: the change no longer applies to {branch} (now at {tip[:12]})",
+        why=f"conflicting files: {', '.join(conflicts)}",
+        how_to_fix=(
+            f"bring the branch up to date (git merge {merge_ref or branch}), resolve them, "
+            f"verify, and {then}"
+        ),
+    )
+
+
+def rebase_rounds_spent(rounds: int) -> bool:
+    """Whether a change that had ``rounds`` rebase rounds gets no more: blocked for
+    a person instead (two builders could otherwise trade conflicts for ever)."""
+    return rounds >= merge_queue.max_rebase_rounds()
+
+
+def send_back_to_rebase(
+    task: Task, ticket: str, fix: judge.FixRequest, conflicts: list[str], *, lease_ms: Any
+) -> str:
+    """A remote worker's submitted work that does not merge onto its base: a rebase
+    round for its builder under the claim it submitted with (the intake's record
+    counts them), or -- its rounds spent, or no builder -- ``blocked`` with the
+    reason. Returns ``rebase``, ``blocked`` or ``lost`` (the claim moved on)."""
+    note = fix.as_text()
+    rounds = int((store.intake_of(task) or {}).get("rebases") or 0)
+    if rebase_rounds_spent(rounds) or not task.assignee_agent_id:
+        spent = f"{note}\n(its {rounds} rebase round(s) are spent: a person decides)"
+        blocked = store.block(task.id, spent, ticket=ticket, if_allowed=True)
+        if blocked.declined:
+            return "lost"
+        store.set_intake_state(task.id, "blocked", fix.why)
+        return "blocked"
+    span = lease_ms if isinstance(lease_ms, int) else None
+    sent = store.send_back_to_rebase(task.id, ticket, note, conflicts=conflicts, lease_ms=span)
+    return "lost" if sent.declined else "rebase"
 
 
 def write_run_handoff(cwd: Path, agent: Agent, result: RunResult) -> None:

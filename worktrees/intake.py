@@ -54,6 +54,15 @@ def intake_ref(task_id: str) -> str:
     return f"refs/clawboo/intake/task-{check_task_id(task_id)}"
 
 
+class WorkDoesNotMerge(Conflict):
+    """The pushed work does not merge onto the task's checkout (its base moved on
+    under it): ``conflicts`` names the paths. Nothing of the merge stays."""
+
+    def __init__(self, detail: str, *, task_id: str, conflicts: list[str]) -> None:
+        super().__init__(detail, task_id=task_id, conflicts=conflicts)
+        self.conflicts = conflicts
+
+
 def _check_remote(remote: str) -> str:
     # Registered by staff; still never let it read as an option of git.
     if not remote or remote.startswith("-") or any(c in remote for c in "\0\n\r"):
@@ -143,8 +152,9 @@ def fetch_submitted(repo: Repository, task_id: str, commit: str) -> str:
 def adopt(task_id: str, worktree: Path, commit: str) -> str:
     """Bring the pushed ``commit`` into the task's server-side checkout (a merge
     into its branch, on top of the scaffold), unless the checkout holds it already.
-    Returns the checkout's HEAD. A merge that does not apply is undone and refused
-    (Conflict): nothing of it stays in the checkout."""
+    Returns the checkout's HEAD. A merge that does not apply is undone and refused:
+    :class:`WorkDoesNotMerge` naming the conflicting paths (else Conflict); nothing
+    of it stays in the checkout."""
     with path_lock(worktree):
         held = run_git(
             ["merge-base", "--is-ancestor", commit, "HEAD"], cwd=worktree, check=False
@@ -164,11 +174,22 @@ def adopt(task_id: str, worktree: Path, commit: str) -> str:
                 check=False,
             )
             if merged.returncode != 0:
+                unmerged = run_git(
+                    ["diff", "--name-only", "-z", "--diff-filter=U"], cwd=worktree, check=False
+                ).stdout
                 run_git(["merge", "--abort"], cwd=worktree, check=False)
-                raise Conflict(
-                    f"the pushed work of task {task_id} does not merge onto its checkout: "
-                    f"{(merged.stdout + merged.stderr).strip()[-1000:]}",
+                said = (merged.stdout + merged.stderr).strip()[-1000:]
+                conflicts = sorted(set(filter(None, unmerged.split("\0"))))
+                if not conflicts:  # not a conflict of paths: nothing a builder resolves
+                    raise Conflict(
+                        f"the pushed work of task {task_id} does not merge onto its "
+                        f"checkout: {said}",
+                        task_id=task_id,
+                    )
+                raise WorkDoesNotMerge(
+                    f"the pushed work of task {task_id} does not merge onto its checkout: {said}",
                     task_id=task_id,
+                    conflicts=conflicts,
                 )
         head = run_git(["rev-parse", "HEAD"], cwd=worktree).stdout.strip()
     return head

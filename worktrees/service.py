@@ -254,6 +254,18 @@ def resume(task_id: str) -> Workspace:
 resume_task_workspace = resume
 
 
+def discard(task_id: str) -> None:
+    """Drop the task's checkout and its branch and archive its workspace row, so
+    that its next provisioning starts afresh from the tip of its base. Only for a
+    checkout that holds nothing of its own: the server's copy of a remote worker's
+    work, whose pushed branch carries it. A task with no live workspace: nothing."""
+    ws = store.live_workspace(check_task_id(task_id))
+    if ws is None:
+        return
+    checkouts.remove_worktree_and_branch(Path(ws.repo_path), ws.task_id)
+    store.set_workspace_status(ws.task_id, WorkspaceStatus.ARCHIVED, keep_branch=False)
+
+
 def _present_checkout(ws: Workspace) -> Path:
     path = Path(ws.worktree_path)
     if ws.status != WorkspaceStatus.ACTIVE or not path.is_dir():
@@ -654,6 +666,7 @@ def gc_at_startup() -> threading.Thread:
 __all__ = [
     "approve",
     "complete",
+    "discard",
     "gc",
     "gc_at_startup",
     "pause",

@@ -66,6 +66,7 @@ from board.store.fields import (
 from board.store.intake import (
     intake_of,
     pending_intakes,
+    send_back_to_rebase,
     set_intake_state,
 )
 from board.store.intake import is_pending as intake_pending
@@ -171,6 +172,7 @@ __all__ = [
     "intake_of",
     "intake_pending",
     "pending_intakes",
+    "send_back_to_rebase",
     "set_intake_state",
     "submit_remote_work",
     "count_awaiting",

@@ -18,15 +18,26 @@ from typing import Any
 
 from board import checks
 from board.models import Task
-from board.store._base import commit_change, lock_task, now, set_fields
-from board.store.tickets import Ticket, WriteOutcome, claim_standing, declined, recorded
+from board.store._base import add_comment_row, commit_change, lock_task, now, set_fields
+from board.store.tickets import (
+    Ticket,
+    WriteOutcome,
+    claim_standing,
+    declined,
+    next_run_due,
+    recorded,
+)
 from board.transitions import Status
 from core import storage
 
 PENDING = "pending"
 # Where an intake ended: the task went to review (or done, nothing to review), back
-# to its builder to fix, blocked with its debt, failed, or its claim was lost.
-ENDED = frozenset({"review", "fix", "debt", "failed", "lost"})
+# to its builder to fix, back to it to bring its branch up to date (``rebase``: the
+# work no longer merges onto its base), blocked with its debt or once its rebase
+# rounds were spent (``blocked``), failed, or its claim was lost.
+ENDED = frozenset({"review", "fix", "rebase", "debt", "blocked", "failed", "lost"})
+# Who the intake's own board writes are by (the comment of a round sent back).
+INTAKE_ACTOR = "intake"
 
 
 def intake_of(task: Task) -> dict[str, Any] | None:
@@ -56,7 +67,8 @@ def submit(
     ``intake_lease_ms`` so the claim outlives the wait for the intake. The task
     stays ``in_progress``. Event ``work_submitted``. Declines ``lost-claim`` /
     ``not-my-task`` when the ticket no longer holds; a repeat of the same
-    submission is ``unchanged``."""
+    submission is ``unchanged``. The rebase rounds the claim had so far
+    (``rebases``, :func:`send_back_to_rebase`) carry over to its next submission."""
     claim = Ticket.decode(ticket)
     stored = checks.check_storable(output, "output")
     span = checks.check_lease_ms(intake_lease_ms)
@@ -76,9 +88,13 @@ def submit(
             and (task.output or {}).get("commit") == stored.get("commit")
         ):
             return WriteOutcome("unchanged", task)
+        rebases = int((previous or {}).get("rebases") or 0)
+        if (previous or {}).get("attempt") != task.attempts:
+            rebases = 0  # another claim's rounds
         intake = {
             "state": PENDING,
             "attempt": task.attempts,
+            "rebases": rebases,
             "submitted_at": at.isoformat(),
             # The claim's own span, given back to it when the intake sends the task
             # back to its builder (the intake's longer span is only for the wait).
@@ -115,6 +131,48 @@ def set_intake_state(task_id: str, state: str, detail: str | None = None) -> Tas
         return commit_change(
             task, "metadata_changed", prev_status=task.status, fields=fields, at=at
         )
+
+    return storage.write(run)
+
+
+def send_back_to_rebase(
+    task_id: str, ticket: Any, feedback: str, *, conflicts: list[str], lease_ms: int | None
+) -> WriteOutcome:
+    """The submitted work does not merge onto its base: a rebase round for its
+    builder, under the claim it submitted with (fenced by ``ticket``). The task stays
+    ``in_progress``, ``feedback`` (the conflicting paths, how to bring the branch up
+    to date) is its feedback and a comment, the lease goes back to the claim's own
+    span (``lease_ms``), its next run is due, and the intake record ends ``rebase``
+    with ``conflicts`` and one more of its ``rebases``. One write; event
+    ``fix_requested``. Declines ``lost-claim`` when the ticket no longer holds."""
+    claim = Ticket.decode(ticket)
+    note = checks.check_text(feedback, "feedback", required=True)
+
+    def run() -> WriteOutcome:
+        task = lock_task(task_id)
+        intake = intake_of(task)
+        if task.status != Status.IN_PROGRESS or claim != Ticket.for_task(task) or intake is None:
+            return declined(task, "lost-claim")
+        at = now()
+        span = lease_ms or task.lease_duration_ms or checks.DEFAULT_LEASE_MS
+        record = {
+            **intake,
+            "state": "rebase",
+            "ended_at": at.isoformat(),
+            "conflicts": list(conflicts),
+            "rebases": int(intake.get("rebases") or 0) + 1,
+        }
+        fields = set_fields(
+            task,
+            feedback=note,
+            output={**(task.output or {}), "intake": record},
+            lease_until=at + dt.timedelta(milliseconds=span),
+            lease_duration_ms=span,
+        )
+        fields |= next_run_due(task)  # the rebase round is the claim's next run
+        add_comment_row(task, INTAKE_ACTOR, f"Sent back to bring its branch up to date: {note}", at)
+        commit_change(task, "fix_requested", prev_status=task.status, fields=fields, at=at)
+        return recorded(task)
 
     return storage.write(run)
 

@@ -376,14 +376,13 @@ def test_a_landing_reaches_the_remote_before_its_dependents_are_ready(
     assert seen == [("todo", result["commit"])]
 
 
-def test_work_that_never_merges_pauses_its_agent_instead_of_looping(repo, remote, tmp_path):
-    # Each attempt's run succeeds on the worker and its work fails at the intake: the
-    # run's close must not count a success first, or the breaker never sees three in
-    # a row and the agent re-runs the same refused work for ever.
+def test_work_the_intake_never_takes_in_pauses_its_agent_instead_of_looping(repo, remote, tmp_path):
+    # Each attempt's run succeeds on the worker and its submission fails at the
+    # intake: the run's close must not count a success first, or the breaker never
+    # sees three in a row and the agent re-runs the same refused work for ever. (Work
+    # that does not merge onto its base is not such a failure: a rebase round,
+    # tests/executor/test_remote_rebase.py.)
     register(repo, remote, verify_cmd="true")
-    (repo / "feature.txt").write_text("the server's\n")  # the base the work misses
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "theirs")
     client = APIClient()
     client.force_authenticate(get_staff())
     task_id = store.create_task(title="Add feature", repository="app").task.id
@@ -397,10 +396,11 @@ def test_work_that_never_merges_pauses_its_agent_instead_of_looping(repo, remote
             format="json",
         )
         assert closed.status_code == 200, closed.json()
-        commit = push_work(remote, tmp_path, task_id, content=f"attempt {attempt}\n")
-        intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+        push_work(remote, tmp_path, task_id, content=f"attempt {attempt}\n")
+        # A commit its pushed branch does not hold: refused at the intake.
+        intake.submit(task_id, ticket, f"clawboo/task-{task_id}", "f" * 40)
         task = store.get_task(task_id)
         assert (task.status, task.output["intake"]["state"]) == ("todo", "failed")
     agent = registry.get_agent("far")
     assert agent.state == "paused" and "3 consecutive failed runs" in agent.state_reason
-    assert "does not merge" in agent.state_reason
+    assert "is not on the pushed branch" in agent.state_reason
