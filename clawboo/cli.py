@@ -58,9 +58,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(people.main(args))
     if args[0] == "worker":
         # Before Django is set up: a remote worker holds a URL and a key, no database.
-        from executor.remote import main as worker_main
-
-        sys.exit(worker_main(args[1:]))
+        sys.exit(worker(args[1:]))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")
     if os.environ.get(procs.ENV_FLAG) == "1":
         procs.forks_die_with_parent()  # started by `clawboo up`: see core.procs
@@ -74,6 +72,69 @@ def main(argv: Sequence[str] | None = None) -> None:
         text = str(exc).strip().splitlines()
         sys.stderr.write(f"clawboo: {type(exc).__name__}: {text[0] if text else ''}\n")
         sys.exit(1)
+
+
+# ``clawboo worker``'s exit statuses besides 0 and 130 (Ctrl-C).
+EXIT_REFUSED = 2  # an agent this host will not run, or the server refused one
+EXIT_REVOKED = 3  # the server refused the token
+
+
+def worker(argv: Sequence[str]) -> int:
+    """``clawboo worker --server URL --token KEY [--agent A ...]``
+    (:mod:`executor.remote`): run until the token is revoked or Ctrl-C."""
+    import argparse
+    import logging
+    import urllib.parse
+    from pathlib import Path
+
+    from executor import remote
+
+    parser = argparse.ArgumentParser(
+        prog="clawboo worker", description=remote.__doc__.split("\n")[0]
+    )
+    parser.add_argument("--server", required=True, help="the server's base URL")
+    parser.add_argument("--token", default=os.environ.get("CLAWBOO_TOKEN"), help="machine key")
+    parser.add_argument("--agent", action="append", default=[], help="an agent to run")
+    parser.add_argument(
+        "--cache-dir",
+        default=os.environ.get("CLAWBOO_WORKER_DIR", str(Path.home() / ".cache/clawboo-worker")),
+    )
+    parser.add_argument("--heartbeat", type=float, default=10.0, help="seconds between beats")
+    parser.add_argument("--poll", type=float, default=30.0, help="seconds between idle checks")
+    parser.add_argument("--run-timeout", type=float, default=3600.0)
+    parser.add_argument(
+        "--lease-ms", type=int, help="lease asked for on claims and heartbeats (server default)"
+    )
+    parser.add_argument("--once", action="store_true", help="work what is ready, then exit")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if not args.token:
+        parser.error("--token (or CLAWBOO_TOKEN) is required")
+    if urllib.parse.urlsplit(args.server).scheme not in ("http", "https"):
+        parser.error("--server must be an http:// or https:// URL")
+    api = remote.Api(args.server, args.token)
+    try:
+        agents = args.agent or api.call_patiently("GET", "/api/whoami")[1].get("agents") or []
+        if not agents:
+            parser.error("no --agent given and the token names none")
+        remote.Worker(
+            api,
+            agents,
+            Path(args.cache_dir),
+            args.heartbeat,
+            args.poll,
+            args.run_timeout,
+            args.lease_ms,
+        ).serve(once=args.once)
+    except remote.Revoked as exc:
+        sys.stderr.write(f"clawboo worker: the server refused the token ({exc}); stopping\n")
+        return EXIT_REVOKED
+    except (remote.ApiError, remote.Refused) as exc:  # e.g. 403: not its agent to run
+        sys.stderr.write(f"clawboo worker: {exc}\n")
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        return 130
+    return 0
 
 
 if __name__ == "__main__":

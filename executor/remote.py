@@ -23,11 +23,9 @@ one the agent runs in a scratch directory.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import socket
-import sys
 import threading
 import time
 import urllib.parse
@@ -49,28 +47,15 @@ from executor.rest import (
     Waker,
 )
 from executor.runtimes.base import RunRequest, RunResult
-from executor.runtimes.registry import adapter_for, capabilities
+from executor.runtimes.registry import UnknownRuntime, adapter_for, capabilities
 
-__all__ = ["Api", "ApiError", "RunReport", "Revoked", "Worker", "main"]
+__all__ = ["Api", "ApiError", "Refused", "RunReport", "Revoked", "Worker"]
 
 log = logging.getLogger("clawboo.worker")
 
 # Claim-next's refusals a worker waits out, as the local executor does: a resume, or
 # a new budget window, is a board change that wakes it.
 WAITED_ON = (AgentPaused.code, BudgetPaused.code)
-EXIT_REVOKED = 3
-# Runtimes whose runs ask a person about a tool call through the board's MCP tool
-# (``permission_prompt``, GOVERNANCE §5): a remote run has no route to it yet, so
-# the worker refuses such an agent up front rather than let its writes be denied.
-# runtime → (the setting that decides, its default, the values that never ask).
-ASKS_THROUGH_THE_BOARD: dict[str, tuple[str, str, frozenset[str]]] = {
-    "claude-code": (
-        "permission_mode",
-        "acceptEdits",
-        frozenset({"bypassPermissions", "dontAsk", "plan"}),
-    ),
-}
-EXIT_REFUSED = 2
 # The run's log limits (:class:`executor.rest.LogLimits`), a name each: a test sets one.
 LOG_CHUNK_LINES, LOG_CHUNK_CHARS, LOG_BUFFER_CHARS, LOG_STALL_S, LOG_FLUSH_S = astuple(LogLimits())
 
@@ -82,19 +67,20 @@ def _field(exc: ApiError) -> Any:
 
 def remote_refusal(agent: dict[str, Any]) -> str | None:
     """Why this host will not run ``agent`` (as ``GET /api/agents/{id}`` shows it),
-    or None."""
-    rule = ASKS_THROUGH_THE_BOARD.get(str(agent.get("runtime")))
-    if rule is None:
-        return None
-    setting, default, never_asks = rule
-    value = (agent.get("settings") or {}).get(setting) or default
-    if value in never_asks:
+    or None: a run that may ask a person about a tool call (its runtime's
+    ``asks_people``) has no route to the board's prompt from here yet."""
+    try:
+        rule = capabilities(str(agent.get("runtime"))).asks_people
+    except UnknownRuntime as exc:  # a runtime newer than this host's clawboo
+        return f"agent {agent.get('id')!r}: {exc} on this host (upgrade clawboo here)"
+    value = rule.asks(agent.get("settings")) if rule is not None else None
+    if rule is None or value is None:
         return None
     return (
-        f"agent {agent.get('id')!r} ({agent.get('runtime')}, {setting} {value!r}) may ask "
-        "for tool approvals, which a remote worker cannot route to the board yet: run it "
-        "on the server (clawboo up / manage.py work), or set its "
-        f"{setting} to one of {', '.join(sorted(never_asks))}"
+        f"agent {agent.get('id')!r} ({agent.get('runtime')}, {rule.setting} {value!r}) may "
+        "ask for tool approvals, which a remote worker cannot route to the board yet: run "
+        "it on the server (clawboo up / manage.py work), or set its "
+        f"{rule.setting} to one of {', '.join(sorted(rule.never))}"
     )
 
 
@@ -367,53 +353,3 @@ class RunReport(RestRun):
             LOG_CHUNK_LINES, LOG_CHUNK_CHARS, LOG_BUFFER_CHARS, LOG_STALL_S, LOG_FLUSH_S
         )
         super().__init__(api, task_id, ticket, execution_id, log_limits=limits, **kw)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="clawboo worker", description=__doc__.split("\n")[0])
-    parser.add_argument("--server", required=True, help="the server's base URL")
-    parser.add_argument("--token", default=os.environ.get("CLAWBOO_TOKEN"), help="machine key")
-    parser.add_argument("--agent", action="append", default=[], help="an agent to run")
-    parser.add_argument(
-        "--cache-dir",
-        default=os.environ.get("CLAWBOO_WORKER_DIR", str(Path.home() / ".cache/clawboo-worker")),
-    )
-    parser.add_argument("--heartbeat", type=float, default=10.0, help="seconds between beats")
-    parser.add_argument("--poll", type=float, default=30.0, help="seconds between idle checks")
-    parser.add_argument("--run-timeout", type=float, default=3600.0)
-    parser.add_argument(
-        "--lease-ms", type=int, help="lease asked for on claims and heartbeats (server default)"
-    )
-    parser.add_argument("--once", action="store_true", help="work what is ready, then exit")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    if not args.token:
-        parser.error("--token (or CLAWBOO_TOKEN) is required")
-    if urllib.parse.urlsplit(args.server).scheme not in ("http", "https"):
-        parser.error("--server must be an http:// or https:// URL")
-    api = Api(args.server, args.token)
-    try:
-        agents = args.agent or api.call_patiently("GET", "/api/whoami")[1].get("agents") or []
-        if not agents:
-            parser.error("no --agent given and the token names none")
-        Worker(
-            api,
-            agents,
-            Path(args.cache_dir),
-            args.heartbeat,
-            args.poll,
-            args.run_timeout,
-            args.lease_ms,
-        ).serve(once=args.once)
-    except Revoked as exc:
-        sys.stderr.write(f"clawboo worker: the server refused the token ({exc}); stopping\n")
-        return EXIT_REVOKED
-    except ApiError as exc:  # e.g. 403: the token may not run an agent it was given
-        sys.stderr.write(f"clawboo worker: {exc}\n")
-        return EXIT_REFUSED
-    except Refused as exc:
-        sys.stderr.write(f"clawboo worker: {exc}\n")
-        return EXIT_REFUSED
-    except KeyboardInterrupt:
-        return 130
-    return 0

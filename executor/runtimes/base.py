@@ -39,6 +39,22 @@ class Outcome(StrEnum):
 
 
 @dataclass(frozen=True)
+class AsksPeople:
+    """A runtime whose runs may ask a person about a tool call, through the board's
+    MCP tool (``permission_prompt``, GOVERNANCE §5): the agent setting that decides,
+    its default, and the values under which a run never asks."""
+
+    setting: str
+    default: str
+    never: frozenset[str]
+
+    def asks(self, settings: dict[str, Any] | None) -> str | None:
+        """The setting's value when a run with ``settings`` may ask, else None."""
+        value = str((settings or {}).get(self.setting) or self.default)
+        return None if value in self.never else value
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What the executor may assume about a runtime.
 
@@ -53,6 +69,8 @@ class Capabilities:
     automated: bool = True
     # Whether the adapter hands the run the board's MCP server (RunRequest.mcp).
     mcp: bool = False
+    # When its runs may ask a person about a tool call (None: never).
+    asks_people: AsksPeople | None = None
 
 
 @dataclass(frozen=True)

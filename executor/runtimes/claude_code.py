@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from executor.runtimes.base import (
+    AsksPeople,
     Capabilities,
     RunRequest,
     as_count,
@@ -204,7 +205,16 @@ def permission_prompt_tool(server: str) -> str:
 class ClaudeCodeAdapter(OneShotCliAdapter):
     runtime = "claude-code"
     binary = "claude"
-    capabilities = Capabilities(integration="one-shot", worktrees=True, mcp=True)
+    capabilities = Capabilities(
+        integration="one-shot",
+        worktrees=True,
+        mcp=True,
+        asks_people=AsksPeople(
+            "permission_mode",
+            DEFAULT_PERMISSION_MODE,
+            frozenset({"bypassPermissions", "dontAsk", "plan"}),
+        ),
+    )
 
     def build_argv(self, request: RunRequest, executable: str, scratch: Path) -> list[str]:
         settings = request.settings

@@ -347,6 +347,8 @@ def test_a_claude_code_agent_that_may_ask_for_tool_approvals_is_refused_up_front
         ("claude-code", {"permission_mode": "dontAsk"}, False),
         ("claude-code", {"permission_mode": "bypassPermissions"}, False),
         ("command", {"argv": ["true"]}, False),
+        # A runtime newer than this host's clawboo: refused up front, not a traceback.
+        ("warp-drive", {}, True),
     ],
 )
 def test_only_agents_that_would_ask_the_board_are_refused_remotely(runtime, settings_, refused):
