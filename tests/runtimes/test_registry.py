@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 
@@ -37,7 +38,13 @@ def test_capabilities_are_declared_per_runtime() -> None:
     assert capabilities("command") == one_shot
     # These hand their runs the board's MCP server.
     for runtime in ("claude-code", "codex", "hermes"):
-        assert capabilities(runtime) == Capabilities("one-shot", worktrees=True, mcp=True)
+        declared = dataclasses.replace(capabilities(runtime), asks_people=None)
+        assert declared == Capabilities("one-shot", worktrees=True, mcp=True)
+    # Only Claude Code's runs ask a person about a tool call, by its permission_mode.
+    asks = {runtime: capabilities(runtime).asks_people for runtime in RUNTIMES}
+    assert [runtime for runtime, rule in asks.items() if rule is not None] == ["claude-code"]
+    assert asks["claude-code"].asks({}) == "acceptEdits"
+    assert asks["claude-code"].asks({"permission_mode": "dontAsk"}) is None
     assert capabilities("openclaw") == Capabilities(integration="connected", worktrees=False)
     assert capabilities("human").automated is False
 
