@@ -201,6 +201,23 @@ def test_an_error_asked_for_as_a_web_page_is_still_the_json_envelope(db, unchang
     assert api.get("/api/whoami", **page)["Content-Type"].startswith("text/html")
 
 
+def test_a_format_the_api_does_not_offer_is_406_not_acceptable_not_a_missing_path(db, unchanged):
+    """``?format=`` picks a renderer as ``Accept`` does: one the API has not (DRF's
+    404, as if the path did not exist) is refused as an unsatisfiable ``Accept`` is,
+    reads and writes alike, before the body is read."""
+    api = make_client("fmt")
+    with unchanged():
+        for answer in (
+            api.get("/api/board/tasks?format=xyz"),
+            api.get("/api/board/tasks/nope?format=xml"),
+            api.post("/api/board/tasks?format=yaml", {"title": "t"}, format="json"),
+        ):
+            body = refused(answer, 406, "not_acceptable")
+            assert "format" in body["detail"] and "json" in body["detail"], body
+    assert api.get("/api/board/tasks?format=json").status_code == 200
+    assert api.get("/api/whoami?format=api")["Content-Type"].startswith("text/html")
+
+
 def test_every_error_under_api_is_the_json_envelope(db, unchanged):
     user = make_client("sess").user
     browser = Client(enforce_csrf_checks=True)
