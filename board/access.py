@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from board.errors import TaskNotFound
 from board.models import Task
 from board.transitions import Status
 from core.api.access import act_as_assignee, can_see_team
+from core.api.auth import bound_agent, bound_agents, run_task
 from core.errors import Forbidden, ValidationFailed
-from core.roles import Principal
+from core.roles import Principal, principal_of
 
 
 def visible_task(user: Any, task_id: str) -> Task:
@@ -68,10 +70,54 @@ def agent_side_holds(request: Any, task: Task) -> None:
     (GOVERNANCE §6: its own agents' tasks only): a task no agent holds, or one
     another agent holds, is refused (403) before anything is written. A person is
     held to the endpoint's own rule (a member of the task's team)."""
-    from core.roles import principal_of
-
     if not principal_of(request.user, getattr(request, "auth", None)).agent_side:
         return
     if task.assignee_agent_id is None or task.status != Status.IN_PROGRESS:
         raise Forbidden(f"task {task.id!r} is held by no agent of yours: claim it first")
     act_as_assignee(request, task)
+
+
+def owns_task(
+    principal: Principal, task: Task, agents: Collection[str], reviews: str | None
+) -> bool:
+    """GOVERNANCE §6: the agent side comments on, and makes wait, its own agents'
+    tasks only. A task is its own when one of ``agents`` (the agent its key or run
+    credential is bound to; a machine token's bound agents) is assigned to it or
+    holds it (``assignee_agent_id``), or filed it (``created_by_agent_id``:
+    delegation, an agent links and comments on the subtasks it filed). The
+    reviewer's own task is the one it reviews (``reviews``), nothing else. A person
+    is held to the endpoint's own rule, so this answers True for one."""
+    if not principal.agent_side:
+        return True
+    if principal.kind == "reviewer":
+        return reviews is not None and task.id == reviews
+    return task.assignee_agent_id in agents or task.created_by_agent_id in agents
+
+
+def refuse_unless_own_task(
+    principal: Principal,
+    task: Task,
+    agents: Collection[str],
+    reviews: str | None,
+    verb: str,
+) -> None:
+    """:func:`owns_task`, or ``403 forbidden`` (as a worktree operation on a task the
+    caller's agent does not hold), checked before the body is read: nothing is
+    written. REST (:func:`agent_side_owns`) and MCP (boardmcp.tools) both call it."""
+    if owns_task(principal, task, agents, reviews):
+        return
+    raise Forbidden(
+        f"{principal.describe()} may not {verb} task {task.id!r}: it is not assigned "
+        "to, held by or filed by an agent of yours (GOVERNANCE §6: its own agents' "
+        "tasks only)"
+    )
+
+
+def agent_side_owns(request: Any, task: Task, verb: str) -> None:
+    """The REST door's :func:`refuse_unless_own_task`: the caller's agents are the
+    one its key or run credential is bound to, or a machine token's bound agents."""
+    auth = getattr(request, "auth", None)
+    bound = bound_agent(auth)
+    agents = frozenset({bound}) if bound is not None else (bound_agents(auth) or frozenset())
+    principal = principal_of(request.user, auth)
+    refuse_unless_own_task(principal, task, agents, run_task(auth), verb)

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from board import checks, store
 from board.access import (
+    agent_side_owns,
     audited_override,
     refuse_settling_its_own_run,
     refuse_unjudged_done,
@@ -956,12 +957,18 @@ class DepsView(APIView):
         operation_id="board_tasks_deps_create",
         request=DependencyBody,
         responses=with_errors(
-            {201: TaskSerializer, 200: TaskSerializer}, "not_found", "cycle", "validation_error"
+            {201: TaskSerializer, 200: TaskSerializer},
+            "not_found",
+            "cycle",
+            "validation_error",
+            "forbidden",
         ),
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
-        visible_task(request.user, task_id)
+        # The rule is the waiting task's: a dependency makes it wait (and voids a
+        # person's approval of it), so only its own agents' side may add one.
+        agent_side_owns(request, visible_task(request.user, task_id), "add a dependency to")
         body = json_object(request, DependencyBody)
         dep = body["depends_on"]
         if isinstance(dep, str):
@@ -1023,7 +1030,9 @@ class CommentsView(APIView):
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
-        visible_task(request.user, task_id)
+        # A comment is read into the task's agent's context: the agent side writes
+        # one on its own agents' tasks only.
+        agent_side_owns(request, visible_task(request.user, task_id), "comment on")
         body = json_object(request, CommentBody)
         # Audit: a comment is the authenticated user's (through an agent's key: that
         # agent's), or an agent's they may act as.

@@ -38,7 +38,7 @@ from board.transitions import Status
 from boardmcp.models import RunCredential
 from core import registry, roles, storage
 from core.api.access import team_ids
-from core.api.auth import RUN_KEY_PREFIX, bound_agent
+from core.api.auth import RUN_KEY_PREFIX, bound_agent, bound_agents
 from core.api.throttling import user_client
 from core.errors import ClawbooError
 from core.models import Agent
@@ -72,6 +72,16 @@ class Caller:
     # reviewer; a caller made without saying is an agent, never a person.
     kind: str = "agent"
     staff: bool = False
+    # A machine token's bound agents: over MCP it acts as none of them, yet their
+    # tasks are its own (GOVERNANCE §6: it acts for them as their keys do).
+    machine_agents: frozenset[str] = frozenset()
+
+    @property
+    def own_agents(self) -> frozenset[str]:
+        """The agents whose tasks are this caller's own (board.access.owns_task)."""
+        if self.agent_id is not None:
+            return frozenset({self.agent_id})
+        return self.machine_agents
 
     @property
     def principal(self) -> Principal:
@@ -223,6 +233,7 @@ def _token_caller(key: str) -> Caller | None:
         # API; over MCP it is the agent side and acts as no agent.
         kind=principal.kind,
         staff=principal.staff,
+        machine_agents=bound_agents(token) or frozenset(),
     )
 
 

@@ -23,7 +23,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from board import store
-from board.access import refuse_unjudged_done
+from board.access import refuse_unjudged_done, refuse_unless_own_task
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import Task
 from board.snapshot import route as route_of
@@ -214,6 +214,14 @@ def _held(
         own = caller.ticket if tid == caller.task_id else None
         ticket = own or store.Ticket.for_task(task).encode()
     return tid, ticket
+
+
+def _own(caller: Caller, task: Task, verb: str) -> Task:
+    """``task``, if it is the caller's own (board.access.owns_task): the agent side
+    comments on and links its own agents' tasks only."""
+    reviews = caller.task_id if caller.read_only else None
+    refuse_unless_own_task(caller.principal, task, caller.own_agents, reviews, verb)
+    return task
 
 
 def _settled(outcome: store.WriteOutcome) -> dict[str, Any]:
@@ -413,18 +421,21 @@ def comment(
     task_id: TaskId | None = None,
 ) -> dict[str, Any]:
     """Leave a note on a task (default: your task) for people and other agents:
-    progress, a question, a finding. Signed with your name."""
+    progress, a question, a finding. Signed with your name. Only on your own tasks:
+    one assigned to you, held by you, or filed by you (your subtasks)."""
     caller = caller_of(ctx)
-    task = _visible(caller, _task_id(caller, task_id))
+    task = _own(caller, _visible(caller, _task_id(caller, task_id)), "comment on")
     return {"comment": store.add_comment(task.id, body, caller.name).as_dict()}
 
 
 @board_call
 def link_dependency(ctx: Context, task_id: TaskId, depends_on: TaskId) -> dict[str, Any]:
     """Say that task_id cannot start until depends_on is done (refused if it would
-    make a cycle)."""
+    make a cycle). task_id is one of your own tasks: assigned to you, held by you, or
+    filed by you (your subtasks); depends_on any task of your team."""
     caller = caller_of(ctx)
-    task = _visible(caller, task_id)
+    # The rule is the waiting task's (task_id); depends_on is any of the team's.
+    task = _own(caller, _visible(caller, task_id), "add a dependency to")
     _visible(caller, depends_on, "depends_on")
     created = store.link(task.id, depends_on)
     return {

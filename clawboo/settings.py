@@ -454,6 +454,8 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.JSONRenderer",
         "core.api.renderers.BrowsableAPIRenderer",
     ],
+    # ?format= a renderer does not write: 406 not_acceptable, as Accept (DRF: 404).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "core.api.renderers.ContentNegotiation",
     "DEFAULT_THROTTLE_CLASSES": ["core.api.throttling.ClientRateThrottle"],
     "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
     # ASCII-escaped JSON: any text renders, so a response never fails after its write.

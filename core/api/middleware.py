@@ -1,7 +1,9 @@
 """The API's door: what no view could answer well is refused here, as JSON.
 
 Under ``/api/``: a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is ``413``, before any
-of it is parsed (DRF would otherwise read the stream past Django's limit); a path
+of it is parsed (DRF would otherwise read the stream past Django's limit); a body
+sent with a content coding (``Content-Encoding: gzip``, any but ``identity``) is
+``415``, before it is read (DRF would parse the coded bytes as plain); a path
 or query string holding a NUL or a lone surrogate is ``400`` (either would reach
 a query and break it on PostgreSQL); every refusal is the usual error envelope.
 Elsewhere (the admin's filters and object ids, the board's pages) such a path or
@@ -44,6 +46,13 @@ class ApiGuardMiddleware:
             return _refuse(400, "validation_error", "Content-Length is not a number")
         if limit is not None and length > limit:
             return _too_large(limit)
+        coding = content_coding(request)
+        if coding is not None:
+            return _refuse(
+                415,
+                "unsupported_media_type",
+                f"Content-Encoding {coding[:40]!r} is not read here: send the body uncoded",
+            )
         unstorable = unstorable_address(request)
         if unstorable is not None:
             field, problem = unstorable
@@ -54,6 +63,15 @@ class ApiGuardMiddleware:
             except RequestDataTooBig:
                 return _too_large(limit)
         return None
+
+
+def content_coding(request: HttpRequest) -> str | None:
+    """The content coding a request says its body is in, or None for none
+    (``identity``, or no ``Content-Encoding``): the API decodes none."""
+    coding = request.META.get("HTTP_CONTENT_ENCODING", "").strip()
+    if coding == "" or coding.lower() == "identity":
+        return None
+    return coding
 
 
 def unstorable_address(request: HttpRequest) -> tuple[str, str] | None:

@@ -1,12 +1,14 @@
 """How the API's answers are written: JSON, or for a browser the browsable API's page
-for what succeeded -- never for a refusal (core.api.errors says what a refusal is)."""
+for what succeeded -- never for a refusal (core.api.errors says what a refusal is) --
+and how the way to write one is chosen (:class:`ContentNegotiation`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from rest_framework import renderers
+from rest_framework import exceptions, renderers
+from rest_framework.negotiation import DefaultContentNegotiation
 
 
 class BrowsableAPIRenderer(renderers.BrowsableAPIRenderer):
@@ -29,3 +31,19 @@ class BrowsableAPIRenderer(renderers.BrowsableAPIRenderer):
             response["Content-Type"] = "application/json"
             return renderers.JSONRenderer().render(data, "application/json", renderer_context)
         return super().render(data, accepted_media_type, renderer_context)
+
+
+class ContentNegotiation(DefaultContentNegotiation):
+    """DRF's negotiation, with ``?format=`` refused as ``Accept`` is: a format no
+    renderer writes is ``406 not_acceptable`` naming the formats offered, where DRF
+    answers 404 as if the path did not exist. Negotiation runs before authentication
+    and before the body is read, so nothing is written."""
+
+    def filter_renderers(self, renderers: Any, format: str) -> Any:  # noqa: A002 - DRF's name
+        offered = [renderer for renderer in renderers if renderer.format == format]
+        if not offered:
+            raise exceptions.NotAcceptable(
+                "the format asked for (?format=) is not offered: "
+                + ", ".join(renderer.format for renderer in renderers)
+            )
+        return offered

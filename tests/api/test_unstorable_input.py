@@ -131,6 +131,28 @@ def test_a_body_over_the_limit_is_a_json_413_before_it_is_read(api, settings, un
     assert body["limit"] == 1024
 
 
+def test_a_body_with_a_content_coding_is_415_and_never_read_as_plain(api, unchanged):
+    """The API reads no content coding: a body sent ``Content-Encoding: gzip`` (or
+    any coding) is refused ``415 unsupported_media_type`` before it is read, never
+    parsed as if it were plain JSON -- whether it is really compressed or not."""
+    import gzip
+
+    plain = json.dumps({"title": "coded"}).encode()
+    with unchanged():
+        for coding, data in (
+            ("gzip", plain),  # says gzip, reads as JSON: taken as plain, it wrote a task
+            ("gzip", gzip.compress(plain)),
+            ("br", plain),
+            ("deflate, gzip", plain),
+            ("x-anything", plain),
+        ):
+            answer = raw_post(api, "/api/board/tasks", data, HTTP_CONTENT_ENCODING=coding)
+            body = refused(answer, 415, "unsupported_media_type")
+            assert "Content-Encoding" in body["detail"], body
+    named = raw_post(api, "/api/board/tasks", plain, HTTP_CONTENT_ENCODING="identity")
+    assert named.status_code == 201, named.content[:200]
+
+
 def test_forged_cursors_and_unstorable_query_strings_are_400(api, unchanged):
     store.create_task(title="t")
     forged = [
@@ -199,6 +221,23 @@ def test_an_error_asked_for_as_a_web_page_is_still_the_json_envelope(db, unchang
         )
         assert "Accept" in body["detail"]
     assert api.get("/api/whoami", **page)["Content-Type"].startswith("text/html")
+
+
+def test_a_format_the_api_does_not_offer_is_406_not_acceptable_not_a_missing_path(db, unchanged):
+    """``?format=`` picks a renderer as ``Accept`` does: one the API has not (DRF's
+    404, as if the path did not exist) is refused as an unsatisfiable ``Accept`` is,
+    reads and writes alike, before the body is read."""
+    api = make_client("fmt")
+    with unchanged():
+        for answer in (
+            api.get("/api/board/tasks?format=xyz"),
+            api.get("/api/board/tasks/nope?format=xml"),
+            api.post("/api/board/tasks?format=yaml", {"title": "t"}, format="json"),
+        ):
+            body = refused(answer, 406, "not_acceptable")
+            assert "format" in body["detail"] and "json" in body["detail"], body
+    assert api.get("/api/board/tasks?format=json").status_code == 200
+    assert api.get("/api/whoami?format=api")["Content-Type"].startswith("text/html")
 
 
 def test_every_error_under_api_is_the_json_envelope(db, unchanged):

@@ -199,7 +199,6 @@ def test_each_tool_answers_for_the_agents_own_team(
                 "subtask": await s.call("create_subtask", title="Split off", labels=["mcp"]),
                 "root": await s.call("create_task", title="Filed by ada", touches=["src/**"]),
                 "comment": await s.call("comment", body="progress"),
-                "link": await s.call("link_dependency", task_id=spare[1], depends_on=spare[0]),
                 "beat": await s.call("heartbeat"),
                 "write": await s.call(
                     "write_handoff",
@@ -213,6 +212,8 @@ def test_each_tool_answers_for_the_agents_own_team(
                 "claim": await s.call("claim_task", task_id=spare[0]),
                 "complete": await s.call("complete_task", task_id=spare[0], output={"ok": 1}),
                 "claim2": await s.call("claim_task", task_id=spare[1]),
+                # Its own task (held): the agent side makes only its own tasks wait.
+                "link": await s.call("link_dependency", task_id=spare[1], depends_on=spare[0]),
                 "review": await s.call("request_review", task_id=spare[1]),
                 "claim3": await s.call("claim_task", task_id=spare[2]),
                 "fail": await s.call("fail_task", task_id=spare[2], error="cannot"),

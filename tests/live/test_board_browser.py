@@ -383,3 +383,43 @@ def test_a_link_to_a_team_the_person_is_not_in_says_so(daphne, operator, setting
         page.goto(f"{base}/board/?team=default")
         page.wait_for_selector("#conn[data-state=live]", timeout=10_000)
         assert page.locator("#team-refused").count() == 0
+
+
+# "Trojan Source" in a title: the override and the isolates make the card read
+# "approve me" where the title holds "em evorppa" and a hidden isolate.
+BIDI_TITLE = "Fix login \u202eem evorppa\u202c \u2066x\u2069"
+BIDI_SHOWN = "Fix login [U+202E]em evorppa[U+202C] [U+2066]x[U+2069]"
+
+
+def test_a_title_shows_its_bidi_controls_on_the_card_and_in_the_detail_as_the_diff_does(
+    daphne, operator, tmp_path
+):
+    """A title is an agent's text too: a bidi override or isolate in it would make
+    the card (and the detail's heading) read otherwise than the title is. Each shows
+    as the review diff's marker naming it, on a card the board loads and on one a
+    live change re-renders."""
+    loaded = store.create_task(title=BIDI_TITLE).task
+    renamed = store.create_task(title="Plain for now").task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base)
+        title = card_in(page, "todo", loaded.id).locator(".title")
+        title.wait_for()
+        assert title.inner_text() == BIDI_SHOWN
+        assert title.locator(".bidi").count() == 4
+        store.update_task(renamed.id, {"title": BIDI_TITLE})
+        live = card_in(page, "todo", renamed.id).locator(".title", has_text="[U+202E]")
+        live.wait_for(timeout=5_000)
+        assert live.inner_text() == BIDI_SHOWN
+        card_in(page, "todo", loaded.id).click()
+        heading = page.locator("#detail h2")
+        heading.locator(".bidi").first.wait_for(timeout=5_000)
+        assert heading.inner_text() == BIDI_SHOWN
+        screenshot(page, "board-bidi-title.png", tmp_path)
+        shown = page.evaluate(
+            "[...document.querySelectorAll('.card .title, #detail h2')].map(n => n.textContent)"
+        )
+        controls = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+        assert not set("".join(shown)) & controls
+        browser.close()

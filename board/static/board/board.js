@@ -9,7 +9,7 @@
 // the size of the team's history. Filters live in the URL's query string and apply
 // to the pages and to live frames alike.
 import {
-$, el, api, timed, startClock, initials, money, tokens, toast, ask,
+$, bidiMarked, el, api, timed, startClock, initials, money, tokens, toast, ask,
 } from "./kit.js";
 import { clearDrafts, draftsFor, reviewView } from "./review.js";
 import { markdown } from "./markdown.js";
@@ -711,7 +711,7 @@ async function renderDetail(task) {
   const cost = task.cost || {};
   panel.replaceChildren(
     el("button", { type: "button", class: "btn ghost close", "aria-label": "Close", onclick: () => select(null) }, "×"),
-    el("h2", { id: "detail-title" }, task.title),
+    el("h2", { id: "detail-title" }, bidiMarked(task.title)),
     el("div", { class: "detail-actions" }, el("label", {}, "Status ", statusMenu(task)),
       el("button", { type: "button", class: "btn", id: "edit-task", onclick: () => {
         $("#edit-slot").replaceChildren(editForm(tasks.get(task.id) || task, editDone));

@@ -1,7 +1,7 @@
 // A task's card: its badges (route, labels, approval, verdict, attempts, error, cost,
 // lease), the tool calls waiting on it and the approval buttons. Cards are cached by
 // what they show, so a re-render of a column redraws only the cards that changed.
-import { el, timed, initials, money, tokens } from "./kit.js";
+import { bidiMarked, el, timed, initials, money, tokens } from "./kit.js";
 import * as S from "./state.js";
 import { config, label, state } from "./page.js";
 
@@ -123,7 +123,7 @@ export function cardNode(task) {
       el("span", { class: "prio" + (task.priority > 0 ? " hi" : ""), title: "priority" }, "P" + task.priority),
       el("span", { class: "id", title: task.id }, task.id),
       task.status === "done" && task.completed_at ? timed("span", "when", "ago", task.completed_at, "done") : null),
-    el("div", { class: "title" }, task.title),
+    el("div", { class: "title" }, bidiMarked(task.title)),
     el("div", { class: "meta" }, badges(task)),
     toolAskNodes(task),
     S.waiting(task) ? el("div", { class: "approval-actions" },

@@ -15,6 +15,25 @@ export const el = (tag, attrs, ...kids) => {
   return node;
 };
 
+// The characters that reorder text around them (the bidi marks, embeddings, overrides
+// and isolates). In an agent's text -- a diff's line, a task's title -- they would show
+// a person something else than it holds ("Trojan Source"), so each is shown as a
+// marker naming it and obeys nothing. The parts go into el() as its children.
+const BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+export function bidiMarked(raw) {
+  const text = String(raw ?? "");
+  const parts = [];
+  let at = 0;
+  for (const m of text.matchAll(BIDI)) {
+    const code = "U+" + m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+    parts.push(text.slice(at, m.index), el("span", { class: "bidi", title: `invisible ${code} (reorders text)` }, `[${code}]`));
+    at = m.index + 1;
+  }
+  parts.push(text.slice(at));
+  return parts;
+}
+
 // --- the API -------------------------------------------------------------------
 
 export function csrf() {

@@ -2,7 +2,7 @@
 // critic's findings and a person's line comments at their lines), its runs with their
 // log tails, the structured verdict, and the review buttons.
 
-import { el } from "./kit.js";
+import { bidiMarked, el } from "./kit.js";
 import { pullRequestWords } from "./cards.js";
 
 // Severities that block the change (board.judgement.BLOCKING_SEVERITIES).
@@ -51,23 +51,6 @@ function openCommentForm(taskId, file, line, row) {
   text.focus();
 }
 
-// The characters that reorder text around them (the bidi marks, embeddings, overrides
-// and isolates). In a diff they would show a person another line than the file holds
-// ("Trojan Source"), so each is shown as a marker naming it and obeys nothing.
-const BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
-
-function lineText(raw) {
-  const parts = [];
-  let at = 0;
-  for (const m of raw.matchAll(BIDI)) {
-    const code = "U+" + m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
-    parts.push(raw.slice(at, m.index), el("span", { class: "bidi", title: `invisible ${code} (reorders text)` }, `[${code}]`));
-    at = m.index + 1;
-  }
-  parts.push(raw.slice(at));
-  return parts;
-}
-
 // A unified diff, one line per row, coloured by its first character; each line of
 // the new side carries its number, the findings about it and the comments on it.
 function patchView(taskId, file, text, findings) {
@@ -88,7 +71,7 @@ function patchView(taskId, file, text, findings) {
       number === null ? el("span", { class: "gutter" }, "")
         : el("button", { type: "button", class: "gutter", title: `Comment on line ${number}`,
             onclick: (e) => openCommentForm(taskId, file, number, e.target.closest(".ln")) }, String(number)),
-      lineText(raw), "\n");
+      bidiMarked(raw), "\n");
     box.append(row);
     if (number === null) continue;
     for (const f of findings.filter((f) => f.file === file && f.line === number)) box.append(findingView(f));
