@@ -91,13 +91,15 @@ def outcome_body(outcome: store.WriteOutcome) -> dict[str, Any]:
     return {**outcome.as_dict(), "task": task_body(outcome.task)}
 
 
-def _visible_ref(request: Request, task_id: Any, field: str) -> None:
-    """A task named in a body: one the caller cannot see is refused exactly like
-    one that does not exist (the data layer's own 400 for an unknown id)."""
-    if isinstance(task_id, str):
-        task = store.find_task(task_id) if checks.ID_PATTERN.match(task_id) else None
-        if task is not None and not can_see_team(request.user, task.team_id):
-            raise ValidationFailed(field, f"no task {task_id!r}")
+def _visible_ref(request: Request, task_id: Any, field: str) -> Task | None:
+    """A task named in a body, if there is one: one the caller cannot see is refused
+    exactly like one that does not exist (the data layer's own 400 for an unknown id)."""
+    if not isinstance(task_id, str) or not checks.ID_PATTERN.match(task_id):
+        return None
+    task = store.find_task(task_id)
+    if task is not None and not can_see_team(request.user, task.team_id):
+        raise ValidationFailed(field, f"no task {task_id!r}")
+    return task
 
 
 def _staff_repo_path(request: Request, body: dict[str, Any], team: Any, task: Task | None) -> None:
@@ -228,7 +230,11 @@ class TaskListView(APIView):
             body["created_by_agent_id"] = filing_agent(request)
         if body.get("created_by_agent_id") is not None:
             act_as(request, body["created_by_agent_id"], "created_by_agent_id")
-        _visible_ref(request, body.get("parent_task_id"), "parent_task_id")
+        parent = _visible_ref(request, body.get("parent_task_id"), "parent_task_id")
+        if parent is not None:
+            # A subtask spends its parent's tree (child limit, cap budget): the agent
+            # side files one under its own agents' tasks only (GOVERNANCE §6).
+            agent_side_owns(request, parent, "file a subtask under")
         deps = body.get("depends_on")
         for dep in deps if isinstance(deps, list) else ():
             _visible_ref(request, dep, "depends_on")

@@ -391,13 +391,16 @@ def create_subtask(
     route: Route | None = None,
     touches: Touches | None = None,
 ) -> dict[str, Any]:
-    """Split work into a child task of parent_task_id (default: your task), which your
-    team's agents can then claim. Depth and per-parent child limits apply. It works in
-    the parent's repository unless repository names another of your team's. route: who may
-    take it (an agent id of your team, a runtime, labels the agent must carry). touches: the
-    repository paths (globs) it will change, as for create_task."""
+    """Split work into a child task of parent_task_id (default: your task; one of your
+    own: assigned to, held or filed by you), which your team's agents can then claim.
+    Depth and per-parent child limits apply. It works in the parent's repository unless
+    repository names another of your team's. route: who may take it (an agent id of your
+    team, a runtime, labels the agent must carry). touches: the repository paths (globs)
+    it will change, as for create_task."""
     caller = caller_of(ctx)
     parent = _visible(caller, _task_id(caller, parent_task_id), "parent_task_id")
+    # A subtask spends its parent's tree (child limit, cap budget): under your own tasks.
+    _own(caller, parent, "file a subtask under")
     return _create(
         caller,
         title=title,

@@ -155,6 +155,41 @@ def test_a_person_still_comments_on_and_links_any_task_of_their_team():
     assert linked.status_code == 201, linked.content[:200]
 
 
+@pytest.mark.parametrize("target", OTHERS)
+@pytest.mark.parametrize("credential", CREDENTIALS)
+def test_the_agent_side_may_not_file_a_subtask_under_another_agents_task(credential, target):
+    # A child spends its parent's tree (the live-children limit, the tree's cap
+    # budget): filed under another agent's task it would spend theirs.
+    board = world()
+    api = client(board["keys"][credential])
+    parent = board["tasks"][target]
+    before = written()
+    filed = api.post(
+        "/api/board/tasks",
+        {"title": "a child", "parent_task_id": parent, "created_by_agent_id": "far"},
+        format="json",
+    )
+    assert filed.status_code == 403, filed.content[:200]
+    assert filed.json()["error"] == "forbidden"
+    assert written() == before
+    assert not Task.objects.filter(parent_task_id=parent).exists()
+
+
+@pytest.mark.parametrize("credential", CREDENTIALS)
+def test_the_agent_side_files_subtasks_under_its_own_tasks(credential):
+    board = world()
+    api = client(board["keys"][credential])
+    for target in OWN:
+        parent = board["tasks"][target]
+        filed = api.post(
+            "/api/board/tasks",
+            {"title": f"under {target}", "parent_task_id": parent, "created_by_agent_id": "far"},
+            format="json",
+        )
+        assert filed.status_code == 201, (target, filed.content[:200])
+        assert filed.json()["parent_task_id"] == parent
+
+
 # --- MCP -----------------------------------------------------------------------------
 
 
@@ -203,6 +238,29 @@ def test_the_mcp_tools_comment_on_and_link_the_agents_own_tasks(credential):
     for target in OWN:
         assert store.depends_on_ids(tasks[target]) == [tasks["theirs"]]
         assert TaskComment.objects.filter(task_id=tasks[target]).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("credential", CREDENTIALS)
+def test_the_mcp_subtask_tool_files_under_the_agents_own_tasks_only(credential):
+    board = world()
+    tasks = board["tasks"]
+    before = written()
+    refused = mcp_calls(
+        board["keys"][credential],
+        [("create_subtask", {"title": "a child", "parent_task_id": tasks[t]}) for t in OTHERS],
+    )
+    for answer in refused:
+        assert answer.is_error
+        assert answer.structured_content["error"] == "forbidden", answer
+    assert written() == before
+    filed = mcp_calls(
+        board["keys"][credential],
+        [("create_subtask", {"title": "a child", "parent_task_id": tasks[t]}) for t in OWN],
+    )
+    assert [a.structured_content for a in filed if a.is_error] == []
+    for target in OWN:
+        assert Task.objects.filter(parent_task_id=tasks[target]).count() == 1
 
 
 # --- the predicate ---------------------------------------------------------------------
