@@ -417,8 +417,15 @@ def test_a_title_shows_its_bidi_controls_on_the_card_and_in_the_detail_as_the_di
         heading.locator(".bidi").first.wait_for(timeout=5_000)
         assert heading.inner_text() == BIDI_SHOWN
         screenshot(page, "board-bidi-title.png", tmp_path)
+        # Where a title is named besides: another task's "depends on" list.
+        store.link(renamed.id, loaded.id)
+        card_in(page, "todo", renamed.id).click()
+        waits_on = page.locator("#detail dd", has_text="[U+202E]em evorppa")
+        waits_on.wait_for(timeout=5_000)
+        assert waits_on.locator(".bidi").count() == 4
         shown = page.evaluate(
-            "[...document.querySelectorAll('.card .title, #detail h2')].map(n => n.textContent)"
+            "[...document.querySelectorAll('.card .title, #detail h2, #detail dd')]"
+            ".map(n => n.textContent)"
         )
         controls = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
         assert not set("".join(shown)) & controls

@@ -725,10 +725,10 @@ async function renderDetail(task) {
       el("dt", {}, "route"), el("dd", { id: "detail-route" }, routeText(task.route) || "any agent of the team"),
       el("dt", {}, "touches"), el("dd", { id: "detail-touches" }, S.scopeText(task, state.scopeWaits.get(task.id))),
       el("dt", {}, "attempts"), el("dd", {}, `${task.attempts}${task.max_attempts ? " / " + task.max_attempts : ""}`),
-      el("dt", {}, "depends on"), el("dd", {}, (task.depends_on || []).map((id) => {
+      el("dt", {}, "depends on"), el("dd", {}, bidiMarked((task.depends_on || []).map((id) => {
         const dep = tasks.get(id);
         return `${dep ? dep.title : id} (${dep ? label(dep.status) : doneIds.has(id) ? label("done") : "not on screen"})`;
-      }).join(", ") || "—"),
+      }).join(", ") || "—")),
       el("dt", {}, "verification"), el("dd", { class: v && v.verdict ? "verdict-" + v.verdict : "" },
         v ? `${v.verdict || "—"}${v.human_override ? " (override by " + v.human_override.by + ")" : ""}` : "unverified"),
       el("dt", {}, "cost"), el("dd", {}, `${cost.tokens || 0} tokens, ${cost.cents || 0}¢`

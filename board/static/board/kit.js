@@ -120,7 +120,7 @@ export function tokens(n) {
 
 export function toast(text, kind) {
   const node = el("div", { class: "toast", "data-kind": kind || "", role: kind === "bad" ? "alert" : "status" },
-    el("p", {}, text), el("button", { type: "button", "aria-label": "Dismiss", onclick: () => node.remove() }, "×"));
+    el("p", {}, bidiMarked(text)), el("button", { type: "button", "aria-label": "Dismiss", onclick: () => node.remove() }, "×"));
   $("#toasts").append(node);
   while ($("#toasts").children.length > 4) $("#toasts").firstChild.remove();
   setTimeout(() => node.remove(), kind === "bad" ? 9000 : 5000);
@@ -130,7 +130,7 @@ export function toast(text, kind) {
 
 export function ask({ title, body, ok, okClass, validate }) {
   const dialog = $("#ask");
-  $("#ask-title").textContent = title;
+  $("#ask-title").replaceChildren(...bidiMarked(title));
   $("#ask-body").replaceChildren(...[body].flat(Infinity).filter((n) => n !== null && n !== undefined));
   $("#ask-error").textContent = "";
   const okButton = $("#ask-ok");

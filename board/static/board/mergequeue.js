@@ -1,4 +1,4 @@
-import { $, el, api } from "./kit.js";
+import { $, bidiMarked, el, api } from "./kit.js";
 import { config, state } from "./page.js";
 
 const enc = encodeURIComponent;
@@ -19,7 +19,7 @@ const titled = (id, title) => {
   const task = state.tasks.get(id);
   return el("button", { type: "button", class: "link mq-task", "data-task": id, title: id,
     onclick: () => document.dispatchEvent(new CustomEvent("board:open-task", { detail: id })) },
-  title || (task ? task.title : id));
+  bidiMarked(title || (task ? task.title : id)));
 };
 
 function queueView(q) {
