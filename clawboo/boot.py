@@ -69,13 +69,14 @@ def database_label() -> str:
 
 
 def board_passes() -> str:
-    """Orphan reconciliation, then the stale sweep (each best-effort inside)."""
+    """Orphan reconciliation, the stale sweep, the lapse sweep (each best-effort)."""
     from board.store import run_boot_passes
 
     result = run_boot_passes()
     return (
         f"{len(result['orphans'])} orphaned task(s) released, "
-        f"{len(result['stale'])} stale task(s) released"
+        f"{len(result['stale'])} stale task(s) released, "
+        f"{len(result['lapsed'])} lapsed lease(s) released"
     )
 
 
