@@ -151,7 +151,11 @@ _T = "/api/board/tasks/{task_id}"
 
 VERBS: tuple[Verb, ...] = (
     # --- the board: what agents do with their own work ---------------------------
-    Verb("POST /api/board/tasks", BUILDERS, "create a task (an agent's needs approval)"),
+    Verb(
+        "POST /api/board/tasks",
+        BUILDERS,
+        "create a task (an agent's needs approval; a subtask: under its own agents' tasks)",
+    ),
     Verb("PATCH " + _T, PEOPLE, "edit a task (what would run, and where)"),
     Verb(
         f"POST {_T}/transition",
@@ -261,7 +265,11 @@ VERBS: tuple[Verb, ...] = (
     Verb("mcp spend", BUILDERS, "read the team's spend"),
     Verb("mcp get_repository", BUILDERS, "read a repository and its forge (secrets masked)"),
     Verb("mcp create_task", BUILDERS, "create a task (an agent's needs approval)"),
-    Verb("mcp create_subtask", BUILDERS, "split work into a subtask"),
+    Verb(
+        "mcp create_subtask",
+        BUILDERS,
+        "split work into a subtask (the agent side: under its own agents' tasks)",
+    ),
     Verb("mcp comment", BUILDERS, "comment (the agent side: on its own agents' tasks)"),
     Verb(
         "mcp link_dependency",
