@@ -358,7 +358,8 @@ def start_qcluster(database_url: str, log_path: Path) -> subprocess.Popen[bytes]
         "CLAWBOO_DB_WRITE_BUDGET_MS": "10000",
     }
     argv = [sys.executable, str(ROOT / "manage.py"), "qcluster"]
-    # The scheduler's first look as the cluster starts (tests/fast_scheduler_settings.py).
+    # The scheduler's first look 15 s after the cluster starts, not 30
+    # (tests/fast_scheduler_settings.py).
     argv += ["--settings", "tests.fast_scheduler_settings"]
     with log_path.open("wb") as out:
         return subprocess.Popen(

@@ -195,6 +195,9 @@ def test_the_page_keeps_its_team_across_actions_and_deletes_only_after_asking(
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         page = browser.new_page(viewport={"width": 1440, "height": 900})
+        # The page's own clock, so its 10 s refresh can be brought forward below; it
+        # runs on as a real one would.
+        page.clock.install()
         page.goto(base + "/board/login/?next=/board/routines/%3Fteam%3Dops")
         page.fill("input[name=username]", "mia")
         page.fill("input[name=password]", "pw-mia-123")
@@ -228,6 +231,7 @@ def test_the_page_keeps_its_team_across_actions_and_deletes_only_after_asking(
 
         # The list refreshes itself: a routine made elsewhere shows without a reload.
         later = store.create_routine(agent_id="ops-bot", team="ops", cron_spec="0 11 * * *")
+        page.clock.fast_forward(10_000)  # the refresh's interval, not waited out
         row(page, later.id).wait_for(timeout=15_000)
         assert "team=ops" in page.url
 

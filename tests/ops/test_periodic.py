@@ -123,7 +123,7 @@ def test_the_four_separate_commands_sweep_a_stale_task_and_prune_old_events(
     commands = {
         "daphne": [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(_free_port())]
         + ["clawboo.asgi:application"],
-        # The product's settings with the scheduler's first look at once, not after
+        # The product's settings with the scheduler's first look 15 s in, not after
         # half a minute (tests/fast_scheduler_settings.py); the schedules are still
         # the ones this cluster's own start writes.
         "qcluster": [*manage, "qcluster", "--settings", "tests.fast_scheduler_settings"],
@@ -139,8 +139,8 @@ def test_the_four_separate_commands_sweep_a_stale_task_and_prune_old_events(
         )
 
     try:
-        # The schedules are due at once; the scheduler looks as the cluster starts and
-        # every 30 s after (so a first look before the schedules were written costs one more).
+        # The schedules are due at once; the scheduler looks 15 s after the cluster
+        # starts and every 30 s after (tests/fast_scheduler_settings.py).
         deadline = time.monotonic() + 150
         while True:
             swept = store.get_task(task.id).status == "todo"

@@ -315,6 +315,10 @@ def _serve(argv: list[str], env: dict[str, str], log: Path, base: str) -> subpro
             time.sleep(0.1)
 
 
+# What it proves is the worker's own conduct while the HTTP server is gone (one line
+# saying so, one saying it reconnected, the next task worked); the server's side of a
+# remote run on PostgreSQL (claim, intake, judge, land) is the chain test's, above.
+@pytest.mark.backend_independent
 def test_a_worker_whose_server_stops_for_30_s_says_so_once_and_works_the_next_task(
     worker_host: Host, database_url: str, tmp_path: Path, settings
 ):

@@ -414,12 +414,13 @@ def test_a_damaged_export_is_refused_whole_naming_the_fault(damage):
 
 
 @pytest.mark.django_db(transaction=True)
+# The refusal is the command's reading of a file, before any write: no engine can
+# change it, so it runs in the SQLite pass alone.
+@pytest.mark.backend_independent
 def test_the_import_command_refuses_in_one_line_without_a_traceback(tmp_path):
     build_a_team()
     text = export_text("acme")
     state = tmp_path / "state"
-    # The refusal is the command's reading of a file, before any write: the suite's
-    # own engine suffices (the SQLite pass ran the SQLite one).
     fresh = fresh_databases(tmp_path, both=False)
     try:
         for _vendor, url in fresh:
