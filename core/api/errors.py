@@ -13,6 +13,7 @@ from django.views import csrf as django_csrf
 from django.views import defaults as django_defaults
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
@@ -94,7 +95,18 @@ def _first_field_error(detail: Any, prefix: str = "") -> tuple[str, str]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's exception hook: domain errors by code, framework errors by kind."""
+    """DRF's exception hook: domain errors by code, framework errors by kind. A
+    refusal is written as JSON whatever the view writes its answers in (the schema's
+    YAML, say) and whatever the caller asked for: the envelope, every time."""
+    response = _refusal(exc)
+    request = context.get("request")
+    if response is not None and request is not None:
+        request.accepted_renderer = JSONRenderer()
+        request.accepted_media_type = JSONRenderer.media_type
+    return response
+
+
+def _refusal(exc: Exception) -> Response | None:
     if isinstance(exc, ClawbooError):
         body = exc.as_dict()
     elif isinstance(exc, Http404):

@@ -44,6 +44,6 @@ class ContentNegotiation(DefaultContentNegotiation):
         if not offered:
             raise exceptions.NotAcceptable(
                 "the format asked for (?format=) is not offered: "
-                + ", ".join(renderer.format for renderer in renderers)
+                + ", ".join(dict.fromkeys(renderer.format for renderer in renderers))
             )
         return offered

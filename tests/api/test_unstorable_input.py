@@ -240,6 +240,16 @@ def test_a_format_the_api_does_not_offer_is_406_not_acceptable_not_a_missing_pat
     assert api.get("/api/whoami?format=api")["Content-Type"].startswith("text/html")
 
 
+def test_the_schemas_refusals_are_the_json_envelope_not_yaml(db, unchanged):
+    """The OpenAPI schema is written in YAML or JSON; its refusals are the envelope,
+    in JSON, as every other view's are -- each format it offers named once."""
+    with unchanged():
+        body = refused(Client().get("/api/schema/?format=openapi"), 406, "not_acceptable")
+        assert body["detail"].endswith(": yaml, json"), body
+        refused(Client().get("/api/schema/", HTTP_ACCEPT="application/xml"), 406, "not_acceptable")
+    assert Client().get("/api/schema/?format=yaml").status_code == 200
+
+
 def test_every_error_under_api_is_the_json_envelope(db, unchanged):
     user = make_client("sess").user
     browser = Client(enforce_csrf_checks=True)
