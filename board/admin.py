@@ -112,6 +112,24 @@ def _route(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# The task's own fields an operator sets (the admin's page adds the route and scope).
+TASK_FORM_FIELDS = (
+    "id",
+    "team",
+    "title",
+    "description",
+    "status",
+    "priority",
+    "labels",
+    "metadata",
+    "repository",
+    "parent_task",
+    "file_mutating",
+    "max_attempts",
+    "max_run_cents",
+)
+
+
 class TaskForm(forms.ModelForm):
     """The status menu offers the current status and its legal targets only; labels
     are a comma list and metadata indented JSON, each checked by the board's rule
@@ -148,21 +166,7 @@ class TaskForm(forms.ModelForm):
 
     class Meta:
         model = Task
-        fields = (
-            "id",
-            "team",
-            "title",
-            "description",
-            "status",
-            "priority",
-            "labels",
-            "metadata",
-            "repository",
-            "parent_task",
-            "file_mutating",
-            "max_attempts",
-            "max_run_cents",
-        )
+        fields = TASK_FORM_FIELDS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -291,19 +295,7 @@ class TaskAdmin(DataLayerAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Task | None = None) -> Any:
         fields = [
-            "id",
-            "team",
-            "title",
-            "description",
-            "status",
-            "priority",
-            "labels",
-            "metadata",
-            "repository",
-            "parent_task",
-            "file_mutating",
-            "max_attempts",
-            "max_run_cents",
+            *TASK_FORM_FIELDS,
             "route_agent_id",
             "route_runtime",
             "route_labels",

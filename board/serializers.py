@@ -197,6 +197,30 @@ class TaskSerializer(serializers.Serializer):
     completed_at = serializers.DateTimeField(allow_null=True)
 
 
+# Create and edit take these two fields alike.
+def _repository_field() -> serializers.CharField:
+    return serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="id of a registered repository of the task's team (another team's: 400); "
+        "metadata.repo_path from staff resolves to (or registers) one, from anyone else it "
+        "must be exactly a registered repository's path (else 400)",
+    )
+
+
+def _touches_field() -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=256),
+        required=False,
+        allow_null=True,
+        max_length=64,
+        help_text="repository-relative path globs the task changes (its scope: '*', '?', "
+        "'[...]' within a segment, '**' across segments; a glob naming a directory covers "
+        "what is under it); no claim starts it while a task of its repository whose scope "
+        "overlaps is in progress or waiting to land (409 scope_busy). null or []: none",
+    )
+
+
 class TaskCreateSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=500)
     description = serializers.CharField(required=False, max_length=20_000)
@@ -210,29 +234,14 @@ class TaskCreateSerializer(serializers.Serializer):
     input = serializers.JSONField(required=False)
     parent_task_id = serializers.CharField(required=False, allow_null=True)
     file_mutating = serializers.BooleanField(required=False, default=True)
-    repository = serializers.CharField(
-        required=False,
-        allow_null=True,
-        help_text="id of a registered repository of the task's team (another team's: 400); "
-        "metadata.repo_path from staff resolves to (or registers) one, from anyone else it "
-        "must be exactly a registered repository's path (else 400)",
-    )
+    repository = _repository_field()
     max_attempts = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     max_run_cents = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     id = serializers.CharField(required=False, max_length=128)
     depends_on = serializers.ListField(child=serializers.CharField(), required=False)
     created_by_agent_id = serializers.CharField(required=False, allow_null=True)
     route = RouteSerializer
-    touches = serializers.ListField(
-        child=serializers.CharField(max_length=256),
-        required=False,
-        allow_null=True,
-        max_length=64,
-        help_text="repository-relative path globs the task changes (its scope: '*', '?', "
-        "'[...]' within a segment, '**' across segments; a glob naming a directory covers "
-        "what is under it); no claim starts it while a task of its repository whose scope "
-        "overlaps is in progress or waiting to land (409 scope_busy). null or []: none",
-    )
+    touches = _touches_field()
 
 
 class TaskPatchSerializer(serializers.Serializer):
@@ -242,13 +251,7 @@ class TaskPatchSerializer(serializers.Serializer):
     labels = serializers.ListField(child=serializers.CharField(), required=False)
     metadata = serializers.DictField(required=False)
     assignee_agent_id = serializers.CharField(required=False, allow_null=True)
-    repository = serializers.CharField(
-        required=False,
-        allow_null=True,
-        help_text="id of a registered repository of the task's team (another team's: 400); "
-        "metadata.repo_path from staff resolves to (or registers) one, from anyone else it "
-        "must be exactly a registered repository's path (else 400)",
-    )
+    repository = _repository_field()
     max_run_cents = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     if_revision = serializers.IntegerField(
         required=False,
@@ -258,16 +261,7 @@ class TaskPatchSerializer(serializers.Serializer):
         "as it is now",
     )
     route = RouteSerializer
-    touches = serializers.ListField(
-        child=serializers.CharField(max_length=256),
-        required=False,
-        allow_null=True,
-        max_length=64,
-        help_text="repository-relative path globs the task changes (its scope: '*', '?', "
-        "'[...]' within a segment, '**' across segments; a glob naming a directory covers "
-        "what is under it); no claim starts it while a task of its repository whose scope "
-        "overlaps is in progress or waiting to land (409 scope_busy). null or []: none",
-    )
+    touches = _touches_field()
 
 
 OverrideSerializer = inline_serializer(

@@ -206,24 +206,14 @@ class RepositoryAdmin(DataLayerAdmin):
     list_display = ("id", "team", "path", "base_branch", "landing", "updated_at")
     list_filter = ("team",)
     search_fields = ("id", "path")
-    fields = (
-        "id",
-        "team",
-        "path",
-        "remote",
-        "base_branch",
-        "landing",
-        "landing_mode",
-        "install_cmd",
-        "verify_cmd",
-    )
+    # The forge has its own page (ForgeAdmin): its secrets never enter this form.
+    fields = tuple(name for name in repositories.FIELDS if name != "forge")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return ("id", "team") if obj else ()
 
     def save_model(self, request: HttpRequest, obj: Repository, form: Any, change: bool) -> None:
         data = form.cleaned_data
-        # The forge has its own page (ForgeAdmin): its secrets never enter this form.
         fields = {name: data.get(name) or "" for name in repositories.EDITABLE if name != "forge"}
         try:
             if change:

@@ -26,18 +26,6 @@ from core.checks import check_id, check_text
 from core.errors import Conflict, NotFound, ValidationFailed
 from core.models import Forge, Repository, Team
 
-FIELDS = (
-    "id",
-    "team",
-    "path",
-    "remote",
-    "base_branch",
-    "landing",
-    "landing_mode",
-    "install_cmd",
-    "verify_cmd",
-    "forge",
-)
 EDITABLE = (
     "path",
     "remote",
@@ -48,6 +36,7 @@ EDITABLE = (
     "verify_cmd",
     "forge",
 )
+FIELDS = ("id", "team", *EDITABLE)
 LANDINGS = ("squash", "merge")
 
 

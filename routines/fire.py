@@ -216,15 +216,25 @@ def dispatch_one_shot(routine: Routine, agent: Agent, task: Task, slot_at: int) 
     A lost claim (``conflict``) is success: someone else owns the task, so the work
     is happening; the fire is recorded ``satisfied``, never retried.
     """
+    claim = _claim(task, agent)
+    if claim is None:
+        return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="one-shot")
+    run_executor(routine, agent, *claim)
+    return DispatchResult(slot_at, FireOutcome.DISPATCHED, task.id, path="one-shot")
+
+
+def _claim(task: Task, agent: Agent) -> tuple[Task, str] | None:
+    """The fire's claim of its board task: the claimed task and its ticket, or None
+    when the board says the work is happening or waits on it (someone else owns the
+    task: success, never retried)."""
     claim = board_store.claim(task.id, agent.id, agent.runtime)
     if claim.outcome in WAITS_ON_THE_BOARD:
-        return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="one-shot")
+        return None
     if claim.outcome == "not_found":
         raise FireFailed(f"task {task.id!r} vanished before it could be claimed")
     if claim.outcome != "ok" or claim.ticket is None:
         raise FireFailed(f"the claim was refused ({claim.outcome}): {claim.detail}")
-    run_executor(routine, agent, claim.task or task, claim.ticket)
-    return DispatchResult(slot_at, FireOutcome.DISPATCHED, task.id, path="one-shot")
+    return claim.task or task, claim.ticket
 
 
 # --- the connected path ----------------------------------------------------------
@@ -244,14 +254,10 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
     """
     if gateway.configured() is None:
         raise FireFailed(gateway.NOT_CONFIGURED)
-    claim = board_store.claim(task.id, agent.id, agent.runtime)
-    if claim.outcome in WAITS_ON_THE_BOARD:
+    claim = _claim(task, agent)
+    if claim is None:
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="connected")
-    if claim.outcome == "not_found":
-        raise FireFailed(f"task {task.id!r} vanished before it could be claimed")
-    if claim.outcome != "ok" or claim.ticket is None:
-        raise FireFailed(f"the claim was refused ({claim.outcome}): {claim.detail}")
-    ticket = claim.ticket
+    _, ticket = claim
     watchdog_ms = openclaw_timeout_ms()
     params: dict[str, Any] = {
         "message": _prompt(task),

@@ -97,6 +97,26 @@ class ChangeRequest:
     body: str
     comments: list[dict[str, Any]] = field(default_factory=list)  # [{file, line, body}]
 
+    @classmethod
+    def of(
+        cls, review: dict[str, Any], comments: list[dict[str, Any]], *, line_keys: tuple[str, str]
+    ) -> ChangeRequest:
+        """A review and its line comments as both forges answer them; they differ only
+        in which keys name a comment's line (the current one, then the original)."""
+        return cls(
+            review_id=int(review["id"]),
+            by=str((review.get("user") or {}).get("login") or "reviewer"),
+            body=str(review.get("body") or ""),
+            comments=[
+                {
+                    "file": c["path"],
+                    "line": c.get(line_keys[0]) or c.get(line_keys[1]),
+                    "body": c.get("body") or "",
+                }
+                for c in comments
+            ],
+        )
+
 
 def _tail(text: str) -> str:
     text = text.strip()
@@ -338,26 +358,14 @@ class GitHub(ForgeClient):
         comments = self.http.call(
             "GET", f"{self.base}/pulls/{number}/comments", params={"per_page": 100}
         )
-        asked = []
-        for review in wanted:
-            lines = [
-                {
-                    "file": c["path"],
-                    "line": c.get("line") or c.get("original_line"),
-                    "body": c.get("body") or "",
-                }
-                for c in comments or []
-                if c.get("pull_request_review_id") == review["id"]
-            ]
-            asked.append(
-                ChangeRequest(
-                    review_id=int(review["id"]),
-                    by=str((review.get("user") or {}).get("login") or "reviewer"),
-                    body=str(review.get("body") or ""),
-                    comments=lines,
-                )
+        return [
+            ChangeRequest.of(
+                review,
+                [c for c in comments or [] if c.get("pull_request_review_id") == review["id"]],
+                line_keys=("line", "original_line"),
             )
-        return asked
+            for review in wanted
+        ]
 
     def delete_branch(self, branch: str) -> bool:
         # The ref is a multi-segment path parameter (``heads/clawboo/task-1``):
@@ -461,20 +469,9 @@ class Gitea(ForgeClient):
             comments = self.http.call(
                 "GET", f"{self.base}/pulls/{number}/reviews/{review['id']}/comments"
             )
-            lines = [
-                {
-                    "file": c["path"],
-                    "line": c.get("position") or c.get("original_position"),
-                    "body": c.get("body") or "",
-                }
-                for c in comments or []
-            ]
             asked.append(
-                ChangeRequest(
-                    review_id=int(review["id"]),
-                    by=str((review.get("user") or {}).get("login") or "reviewer"),
-                    body=str(review.get("body") or ""),
-                    comments=lines,
+                ChangeRequest.of(
+                    review, comments or [], line_keys=("position", "original_position")
                 )
             )
         return asked

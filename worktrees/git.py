@@ -11,6 +11,7 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from core.errors import ClawbooError
 
@@ -95,17 +96,40 @@ def run_git(
     on a timeout, and when git cannot be started at all. Callers validate every
     user-supplied id or ref before it gets here (see :mod:`worktrees.checks`).
     """
+    proc: subprocess.CompletedProcess[str] = _run(args, cwd, timeout, env, text=True)
+    if check and proc.returncode != 0:
+        raise GitError(args, proc.returncode, proc.stderr or proc.stdout)
+    return proc
+
+
+def blob_bytes(sha: str, *, cwd: str | Path, timeout: float = GIT_TIMEOUT_S) -> bytes:
+    """A blob's content as bytes (``cat-file blob``): a file need not be text."""
+    args = ["cat-file", "blob", sha]
+    proc: subprocess.CompletedProcess[bytes] = _run(args, cwd, timeout, None, text=False)
+    if proc.returncode != 0:
+        raise GitError(args, proc.returncode, proc.stderr.decode(errors="replace"))
+    return proc.stdout
+
+
+def _run(
+    args: Sequence[str],
+    cwd: str | Path,
+    timeout: float,
+    env: Mapping[str, str] | None,
+    *,
+    text: bool,
+) -> subprocess.CompletedProcess[Any]:
     argv = ["git"]
     for item in _FORCED_CONFIG:
         argv += ["-c", item]
     argv += list(args)
     try:
-        proc = subprocess.run(
+        return subprocess.run(  # noqa: S603 - an argv list
             argv,
             cwd=str(cwd),
             env=git_env(env),
             capture_output=True,
-            text=True,
+            text=text,
             timeout=timeout,
             check=False,
             stdin=subprocess.DEVNULL,
@@ -115,36 +139,6 @@ def run_git(
         raise GitError(args, None, stderr or f"no answer within {timeout:g}s") from None
     except OSError as exc:
         raise GitError(args, -1, str(exc)) from None
-    if check and proc.returncode != 0:
-        raise GitError(args, proc.returncode, proc.stderr or proc.stdout)
-    return proc
-
-
-def blob_bytes(sha: str, *, cwd: str | Path, timeout: float = GIT_TIMEOUT_S) -> bytes:
-    """A blob's content as bytes (``cat-file blob``): a file need not be text."""
-    argv = ["git"]
-    for item in _FORCED_CONFIG:
-        argv += ["-c", item]
-    argv += ["cat-file", "blob", sha]
-    try:
-        proc = subprocess.run(  # noqa: S603 - an argv list
-            argv,
-            cwd=str(cwd),
-            env=git_env(None),
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        raise GitError(["cat-file", "blob", sha], None, f"no answer within {timeout:g}s") from None
-    except OSError as exc:
-        raise GitError(["cat-file", "blob", sha], -1, str(exc)) from None
-    if proc.returncode != 0:
-        raise GitError(
-            ["cat-file", "blob", sha], proc.returncode, proc.stderr.decode(errors="replace")
-        )
-    return proc.stdout
 
 
 def git_out(args: Sequence[str], *, cwd: str | Path, timeout: float = GIT_TIMEOUT_S) -> str:
