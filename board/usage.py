@@ -19,9 +19,10 @@ CHART_W, CHART_H, PAD = 720, 180, 24
 def usage_page(request: HttpRequest) -> HttpResponse:
     user = request.user
     staff = user.is_staff or user.is_superuser
-    teams = list(visible_teams(user).values_list("id", flat=True))
+    teams = list(visible_teams(user))
+    ids = [t.id for t in teams]
     wanted = request.GET.get("team") or ""
-    chosen = [wanted] if wanted in teams else teams
+    chosen = [wanted] if wanted in ids else ids
     at = now()
     report = spend.usage_report(chosen, at)
     budgets = [b.as_dict(at) for b in spend.list_budgets(chosen)]
@@ -30,7 +31,7 @@ def usage_page(request: HttpRequest) -> HttpResponse:
         "board/usage.html",
         {
             "teams": teams,
-            "team": wanted if wanted in teams else "",
+            "team": wanted if wanted in ids else "",
             "report": report,
             "budgets": budgets,
             "chart": chart(report.daily),

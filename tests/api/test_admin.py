@@ -118,6 +118,9 @@ def test_override_action_asks_why_then_records_it_as_the_logged_in_user(operator
         "/admin/board/task/", {"action": "override_verification", "_selected_action": [task.id]}
     )
     assert ask.status_code == 200 and b"as\nyours (<strong>op</strong>)" in ask.content
+    page = ask.content.decode()
+    assert f"{task.id} — a (verdict: fail, status: in_progress)" in page
+    assert 'value="Record override"' in page
     done = operator.post(
         "/admin/board/task/",
         {

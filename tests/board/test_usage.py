@@ -56,3 +56,19 @@ def test_the_usage_page_shows_the_figures_and_a_chart(default_team, client):
     assert '<tr data-team="default"><td>default</td><td>9¢</td>' in html
     assert 'data-agent="ada"' in html
     assert html.count('class="bar"') == 30
+
+
+def test_the_usage_pages_team_picker_names_the_teams_as_the_routines_page_does(
+    default_team, client
+):
+    user = get_user_model().objects.create_user("ada", password="pw")
+    from core import registry
+
+    registry.create_team("qa", "Quality")
+    registry.add_member("default", user)
+    registry.add_member("qa", user)
+    client.force_login(user)
+    for url in ("/board/usage/?team=qa", "/board/routines/?team=qa"):
+        html = client.get(url).content.decode()
+        assert '<option value="qa" selected>Quality</option>' in html, url
+        assert '<option value="default">' in html, url

@@ -121,6 +121,9 @@ def test_the_admin_requests_changes_with_feedback(in_review, operator):
         "/admin/board/task/", {"action": "request_changes", "_selected_action": [in_review.id]}
     )
     assert ask.status_code == 200 and b"What should change" in ask.content
+    page = ask.content.decode()
+    assert f"{in_review.id} — {in_review.title} (status: in_review, agent: " in page
+    assert 'value="Send back"' in page
     done = operator.post(
         "/admin/board/task/",
         {
