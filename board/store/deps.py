@@ -118,23 +118,35 @@ def ancestor_ids(task_id: str) -> list[str]:
     The raw rows are validated (ids are strings, depth strictly increasing, no
     repeats) rather than trusted, as seed 000 asks of both recursive reads.
     """
-    table = Task._meta.db_table
-    sql = (
-        f"WITH RECURSIVE chain(id, parent, depth) AS ("  # noqa: S608
-        f" SELECT id, parent_task_id, 0 FROM {table} WHERE id = %s"
-        f" UNION ALL SELECT t.id, t.parent_task_id, c.depth + 1"
-        f" FROM {table} t JOIN chain c ON t.id = c.parent WHERE c.depth < 64"
-        f") SELECT id, depth FROM chain WHERE depth > 0 ORDER BY depth"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [task_id])
-        rows = cursor.fetchall()
+    rows = _walk(task_id, up=True)
     out: list[str] = []
     for expected, (ancestor, depth) in enumerate(rows, start=1):
         if not isinstance(ancestor, str) or int(depth) != expected or ancestor in out:
             raise ValueError(f"corrupt parent chain above {task_id!r}: {rows!r}")
         out.append(ancestor)
     return out
+
+
+def tree_ids(root_id: str) -> list[str]:
+    """``root_id`` and every descendant, via one recursive query."""
+    return [root_id, *(row[0] for row in _walk(root_id, up=False))]
+
+
+def _walk(task_id: str, *, up: bool) -> list[tuple[str, int]]:
+    """``(id, depth)`` of the tasks above (``up``) or below ``task_id``, nearest
+    first, no deeper than 64 levels whatever the rows say."""
+    table = Task._meta.db_table
+    join = "t.id = w.parent" if up else "t.parent_task_id = w.id"
+    sql = (
+        f"WITH RECURSIVE walk(id, parent, depth) AS ("  # noqa: S608
+        f" SELECT id, parent_task_id, 0 FROM {table} WHERE id = %s"
+        f" UNION ALL SELECT t.id, t.parent_task_id, w.depth + 1"
+        f" FROM {table} t JOIN walk w ON {join} WHERE w.depth < 64"
+        f") SELECT id, depth FROM walk WHERE depth > 0 ORDER BY depth"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [task_id])
+        return list(cursor.fetchall())
 
 
 def depth_of(task_id: str) -> int:

@@ -617,18 +617,9 @@ def cap_exclusions(
 
 
 def _tree_ids(root_id: str) -> list[str]:
-    """``root_id`` and every descendant, by one recursive query."""
-    table = Task._meta.db_table
-    sql = (
-        f"WITH RECURSIVE tree(id, depth) AS ("  # noqa: S608
-        f" SELECT id, 0 FROM {table} WHERE id = %s"
-        f" UNION ALL SELECT t.id, tree.depth + 1 FROM {table} t"
-        f" JOIN tree ON t.parent_task_id = tree.id WHERE tree.depth < 64"
-        f") SELECT id FROM tree"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [root_id])
-        return [row[0] for row in cursor.fetchall()]
+    from board.store.deps import tree_ids
+
+    return tree_ids(root_id)
 
 
 # --- budgets ------------------------------------------------------------------------
