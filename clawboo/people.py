@@ -364,15 +364,20 @@ def waiting_for_approval(task: dict[str, Any]) -> bool:
     return (task.get("approval") or {}).get("state") in ("required", "denied", "expired")
 
 
+def _decide(client: Client, args: argparse.Namespace, decision: str) -> dict[str, Any]:
+    """A person's decision on a task waiting for approval before it starts."""
+    body: dict[str, Any] = {"decision": decision}
+    if args.reason:
+        body["reason"] = args.reason
+    return client.call("POST", task_path(args.id, "/approval"), body)
+
+
 def cmd_task_approve(args: argparse.Namespace) -> int:
     """Approve what the task waits for: its landing (in review) or its start."""
     client = Client.from_login()
     task = client.call("GET", task_path(args.id))
     if task.get("status") != "in_review" and waiting_for_approval(task):
-        body: dict[str, Any] = {"decision": "approve"}
-        if args.reason:
-            body["reason"] = args.reason
-        done = client.call("POST", task_path(args.id, "/approval"), body)
+        done = _decide(client, args, "approve")
         emit(args, done, lambda t: f"approved {t['id']}: it may start now\n")
         return 0
     # Anything else goes to approve, whose refusal (not in review …) is the answer.
@@ -421,10 +426,7 @@ def cmd_task_deny(args: argparse.Namespace) -> int:
         done = client.call("POST", task_path(args.id, "/request-changes"), feedback)
         emit(args, done, lambda t: f"changes requested: {t['id']} is {t['status']}\n")
         return 0
-    body: dict[str, Any] = {"decision": "deny"}
-    if args.reason:
-        body["reason"] = args.reason
-    done = client.call("POST", task_path(args.id, "/approval"), body)
+    done = _decide(client, args, "deny")
     emit(args, done, lambda t: f"denied {t['id']}\n")
     return 0
 

@@ -236,11 +236,24 @@ class ForgeClient:
         raise NotImplementedError
 
     def get(self, number: int) -> PullRequest:
-        # The same path on both vendors; each reads its own answer (_pr).
+        # The same path and answer on both vendors.
         return self._pr(self.http.call("GET", f"{self.base}/pulls/{number}"))
 
+    # The keys of a pull request's answer that say it merged.
+    merged_keys: tuple[str, ...] = ("merged",)
+
     def _pr(self, raw: dict[str, Any]) -> PullRequest:
-        raise NotImplementedError
+        # Both vendors answer a pull request in these keys but for which say it merged.
+        merged = any(raw.get(key) for key in self.merged_keys)
+        return PullRequest(
+            number=int(raw["number"]),
+            url=str(raw.get("html_url") or raw.get("url") or ""),
+            state="merged" if merged else str(raw.get("state")),
+            draft=bool(raw.get("draft")),
+            head_sha=str((raw.get("head") or {}).get("sha") or ""),
+            merge_commit_sha=raw.get("merge_commit_sha") if merged else None,
+            merged_by=((raw.get("merged_by") or {}).get("login")),
+        )
 
     def merge(self, number: int, *, sha: str, title: str, message: str) -> None:
         raise NotImplementedError
@@ -270,17 +283,8 @@ class ForgeClient:
 class GitHub(ForgeClient):
     """api.github.com (or a GitHub Enterprise ``/api/v3``), REST version 2022-11-28."""
 
-    def _pr(self, raw: dict[str, Any]) -> PullRequest:
-        merged = bool(raw.get("merged") or raw.get("merged_at"))
-        return PullRequest(
-            number=int(raw["number"]),
-            url=str(raw.get("html_url") or raw.get("url") or ""),
-            state="merged" if merged else str(raw.get("state")),
-            draft=bool(raw.get("draft")),
-            head_sha=str((raw.get("head") or {}).get("sha") or ""),
-            merge_commit_sha=raw.get("merge_commit_sha") if merged else None,
-            merged_by=((raw.get("merged_by") or {}).get("login")),
-        )
+    # A list's pull requests carry no ``merged``, only ``merged_at``.
+    merged_keys = ("merged", "merged_at")
 
     def open(self, *, head: str, base: str, title: str, body: str, draft: bool) -> PullRequest:
         raw = self.http.call(
@@ -398,18 +402,6 @@ class Gitea(ForgeClient):
     @property
     def can_toggle_draft(self) -> bool:
         return True  # the title's WIP prefix is the draft mark
-
-    def _pr(self, raw: dict[str, Any]) -> PullRequest:
-        merged = bool(raw.get("merged"))
-        return PullRequest(
-            number=int(raw["number"]),
-            url=str(raw.get("html_url") or raw.get("url") or ""),
-            state="merged" if merged else str(raw.get("state")),
-            draft=bool(raw.get("draft")),
-            head_sha=str((raw.get("head") or {}).get("sha") or ""),
-            merge_commit_sha=raw.get("merge_commit_sha") if merged else None,
-            merged_by=((raw.get("merged_by") or {}).get("login")),
-        )
 
     @staticmethod
     def _title(title: str, draft: bool) -> str:
