@@ -109,16 +109,8 @@ class AgentAdmin(DataLayerAdmin):
     actions = ("pause_agents", "resume_agents")
     search_fields = ("id", "display_name")
     fields = (
-        "id",
-        "display_name",
-        "team",
-        "runtime",
-        "participant_kind",
-        "settings",
-        "owner",
+        *AgentForm.Meta.fields,
         "approved_by",
-        "labels",
-        "max_concurrent",
         "shown_state",
         "state_reason",
         "paused_by",
