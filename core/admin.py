@@ -108,18 +108,6 @@ class AgentAdmin(DataLayerAdmin):
     list_filter = ("runtime", "participant_kind", "team", "state", "health_ok")
     actions = ("pause_agents", "resume_agents")
     search_fields = ("id", "display_name")
-    fields = (
-        *AgentForm.Meta.fields,
-        "approved_by",
-        "shown_state",
-        "state_reason",
-        "paused_by",
-        "paused_at",
-        "health_ok",
-        "health_detail",
-        "health_checked_at",
-        "breaker_failures",
-    )
     # Dispatch state is the breaker's, the preflight's and the pause actions' to write.
     _DISPATCH_READONLY = (
         "shown_state",
@@ -131,6 +119,7 @@ class AgentAdmin(DataLayerAdmin):
         "health_checked_at",
         "breaker_failures",
     )
+    fields = (*AgentForm.Meta.fields, "approved_by", *_DISPATCH_READONLY)
 
     @admin.display(description="state", ordering="state")
     def shown_state(self, obj: Agent) -> str:
