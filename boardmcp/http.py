@@ -23,6 +23,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from boardmcp.credentials import caller_for_key
 from boardmcp.tools import BoardMcpServer, build_server
 from core.api import throttling
+from core.api.middleware import coded, coding_refusal
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Any]]
@@ -99,6 +100,13 @@ class McpHttpApp:
         host, _port = split_domain_port(_header(scope, b"host") or "")
         if not validate_host(host, settings.ALLOWED_HOSTS):
             await _json(send, 400, {"error": "bad_request", "detail": "host not allowed"})
+            return
+        # As at the REST API's door: a coded body is refused before it is read (the
+        # SDK would parse it as plain JSON).
+        coding = coded(_header(scope, b"content-encoding"))
+        if coding is not None:
+            status, refusal = coding_refusal(coding)
+            await _json(send, status, refusal)
             return
         caller = await database_sync_to_async(caller_for_key)(presented_key(scope))
         if caller is None:

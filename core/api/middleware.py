@@ -48,11 +48,8 @@ class ApiGuardMiddleware:
             return _too_large(limit)
         coding = content_coding(request)
         if coding is not None:
-            return _refuse(
-                415,
-                "unsupported_media_type",
-                f"Content-Encoding {coding[:40]!r} is not read here: send the body uncoded",
-            )
+            status, body = coding_refusal(coding)
+            return JsonResponse(body, status=status)
         unstorable = unstorable_address(request)
         if unstorable is not None:
             field, problem = unstorable
@@ -68,10 +65,21 @@ class ApiGuardMiddleware:
 def content_coding(request: HttpRequest) -> str | None:
     """The content coding a request says its body is in, or None for none
     (``identity``, or no ``Content-Encoding``): the API decodes none."""
-    coding = request.META.get("HTTP_CONTENT_ENCODING", "").strip()
+    return coded(request.META.get("HTTP_CONTENT_ENCODING"))
+
+
+def coded(content_encoding: str | None) -> str | None:
+    """A ``Content-Encoding`` header's coding, None for none or ``identity``."""
+    coding = (content_encoding or "").strip()
     if coding == "" or coding.lower() == "identity":
         return None
     return coding
+
+
+def coding_refusal(coding: str) -> tuple[int, dict[str, object]]:
+    """The answer to a body in a content coding (the REST API's and MCP's)."""
+    detail = f"Content-Encoding {coding[:40]!r} is not read here: send the body uncoded"
+    return 415, error_body("unsupported_media_type", detail)
 
 
 def unstorable_address(request: HttpRequest) -> tuple[str, str] | None:

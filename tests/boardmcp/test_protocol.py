@@ -350,6 +350,34 @@ def test_http_refuses_a_missing_unknown_or_void_credential(
     assert RunCredential.objects.count() == before - 1
 
 
+def test_http_refuses_a_coded_body_before_reading_it_and_writes_nothing(
+    http_connect: Connect, board: Board
+) -> None:
+    # A plain body labelled gzip was parsed as plain JSON and its tool call run.
+    base = http_connect.base  # type: ignore[attr-defined]
+    key = credentials.mint_run_credential("ada", board.task, board.ticket)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "comment", "arguments": {"body": "coded"}},
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Token {key}",
+    }
+    for coding in ("gzip", "br, gzip"):
+        answer = httpx2.post(
+            f"{base}/mcp/",
+            content=json.dumps(call).encode(),
+            headers={**headers, "Content-Encoding": coding},
+        )
+        assert answer.status_code == 415, answer.text
+        assert answer.json()["error"] == "unsupported_media_type"
+    assert not TaskComment.objects.exists()
+
+
 def test_a_run_may_not_settle_its_own_task_the_executor_does(
     http_connect: Connect, board: Board
 ) -> None:
