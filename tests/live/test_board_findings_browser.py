@@ -120,6 +120,27 @@ def test_at_1440_px_the_columns_fit_a_hint_shows_the_hidden_ones_and_deny_is_not
         browser.close()
 
 
+def test_the_agents_show_while_their_button_is_pressed_not_whenever_the_side_is_open(
+    daphne, operator, tmp_path
+):
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        page.click("#chat-toggle")
+        page.locator("#chat-panel").wait_for(timeout=5_000)
+        # The chat alone: the Agents button is not pressed, so no agents under it.
+        assert page.locator("#agents-toggle").get_attribute("aria-pressed") == "false"
+        assert page.locator("#agents-panel").is_hidden()
+        page.click("#agents-toggle")
+        page.locator("#agents-panel [data-agent=builder]").wait_for(timeout=5_000)
+        # Pressed again, they fold away and the chat stays.
+        page.click("#agents-toggle")
+        page.locator("#agents-panel").wait_for(state="hidden", timeout=3_000)
+        assert page.locator("#chat-panel").is_visible()
+        browser.close()
+
+
 def test_the_agents_button_pauses_an_agent_without_the_chat_and_the_chat_says_so(
     daphne, operator, tmp_path
 ):
