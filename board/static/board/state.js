@@ -334,6 +334,13 @@ export function runNumber(executions, executionId) {
   return found ? found.run : null;
 }
 
+// A run's cost in the runs list: an unpriced run ("unknown": no price, not a cost of
+// 0) says so instead of "0¢", an estimate is marked as one.
+export function runCost(execution) {
+  if (execution.cost_status === "unknown") return "cost unknown";
+  return `${execution.cost_cents}¢` + (execution.cost_status === "estimated" ? " (estimated)" : "");
+}
+
 // The agents of the board's team who are not at work: "1 paused", "2 unhealthy".
 export function agentsSummary(agents) {
   const out = [];

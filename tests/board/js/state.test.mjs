@@ -128,6 +128,12 @@ test("runs have one number: the API's run, found by execution id", () => {
   assert.equal(S.runNumber(runs, 99), null);
 });
 
+test("a run with no price says cost unknown, not 0¢; an estimate is marked", () => {
+  assert.equal(S.runCost({ cost_cents: 0, cost_status: "unknown" }), "cost unknown");
+  assert.equal(S.runCost({ cost_cents: 12, cost_status: "reported" }), "12¢");
+  assert.equal(S.runCost({ cost_cents: 3, cost_status: "estimated" }), "3¢ (estimated)");
+});
+
 test("routes read and compare as the editor needs", () => {
   assert.equal(S.routeText({ agent: "ada", runtime: "codex", labels: ["gpu", "ssd"] }), "agent ada · codex · gpu+ssd");
   assert.equal(S.routeBody("", "", " "), null);
