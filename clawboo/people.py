@@ -584,10 +584,12 @@ def frame_line(frame: dict[str, Any]) -> str | None:
             if frame.get("prev_status") and frame.get("prev_status") != task.get("status")
             else task.get("status")
         )
-        who = frame.get("actor") or task.get("assignee_agent_id") or "-"
+        # Only who the server names: the assignee did not make every change on its task
+        # (a person's comment, approval or move).
+        who = f" by {frame['actor']}" if frame.get("actor") else ""
         return (
-            f"{stamp} #{frame.get('seq')} {frame.get('kind')} {task.get('id')} {moved} "
-            f"by {who}: {task.get('title')}"
+            f"{stamp} #{frame.get('seq')} {frame.get('kind')} {task.get('id')} {moved}"
+            f"{who}: {task.get('title')}"
         )
     if kind == "chat":
         return f"{stamp} #{frame.get('seq')} chat {frame.get('author') or ''}: {frame.get('body')}"
