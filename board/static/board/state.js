@@ -341,6 +341,12 @@ export function runCost(execution) {
   return `${execution.cost_cents}¢` + (execution.cost_status === "estimated" ? " (estimated)" : "");
 }
 
+// What the last review action said about a task stands while the task keeps the
+// status it had then: "Queued to land" is stale once the queue has landed it.
+export function noteStands(note, task) {
+  return Boolean(note && note.id === task.id && (note.status == null || note.status === task.status));
+}
+
 // The agents of the board's team who are not at work: "1 paused", "2 unhealthy".
 export function agentsSummary(agents) {
   const out = [];

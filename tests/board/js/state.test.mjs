@@ -134,6 +134,14 @@ test("a run with no price says cost unknown, not 0¢; an estimate is marked", ()
   assert.equal(S.runCost({ cost_cents: 3, cost_status: "estimated" }), "3¢ (estimated)");
 });
 
+test("a review note stands while its task keeps the status it was said at", () => {
+  const queued = { id: "a", text: "Queued to land: position 1", kind: "ok", status: "in_review" };
+  assert.equal(S.noteStands(queued, { id: "a", status: "in_review" }), true);
+  assert.equal(S.noteStands(queued, { id: "a", status: "done" }), false);
+  assert.equal(S.noteStands(queued, { id: "b", status: "in_review" }), false);
+  assert.equal(S.noteStands(null, { id: "a", status: "done" }), false);
+});
+
 test("routes read and compare as the editor needs", () => {
   assert.equal(S.routeText({ agent: "ada", runtime: "codex", labels: ["gpu", "ssd"] }), "agent ada · codex · gpu+ssd");
   assert.equal(S.routeBody("", "", " "), null);
