@@ -357,3 +357,5 @@ def test_a_busy_port_is_one_clear_line_not_a_traceback(tmp_path):
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    # and it says what to do about it
+    assert "choose a port with --port" in result.stderr
