@@ -466,7 +466,11 @@ def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> st
     gate = verification.get("gate") or {}
     out = [
         f"{task.get('id')}: {task.get('title')}  [{task.get('status')}]",
-        f"branch {workspace.get('branch')} → {workspace.get('base_branch')}",
+        (
+            f"branch {workspace.get('branch')} → {workspace.get('base_branch')}"
+            if workspace.get("branch")
+            else "branch - (no worktree: nothing was worked in git yet)"
+        ),
         f"verdict {verification.get('verdict') or '-'}"
         + (f" ({gate.get('command')} exit {gate.get('exit_code')})" if gate else ""),
         f"cost {(review.get('cost') or {}).get('cents', 0)}¢",

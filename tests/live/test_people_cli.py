@@ -294,3 +294,13 @@ def test_text_from_the_board_reaches_the_terminal_with_its_control_characters_sh
     assert "+rm -rf ~\n+\\x1b[1A\\x1b[2K\\x1b]0;owned\\x07 \\u202eevil\n" in shown["review"]
     # The machine-readable answer is the API's text, unchanged.
     assert json.loads(cli.ok("task", "show", task.id, "--json"))["title"] == title
+
+
+def test_review_of_a_task_with_no_worktree_says_so_not_none():
+    from clawboo.people import review_text
+
+    review = {"workspace": None, "diff": {"files": []}, "verification": None, "cost": {}}
+    task = {"id": "t1", "title": "Plan the sprint", "status": "in_progress"}
+    text = review_text(review, task, color=False)
+    assert "None" not in text
+    assert "branch - (no worktree" in text
