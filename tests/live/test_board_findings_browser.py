@@ -235,6 +235,13 @@ def test_a_fix_round_numbers_its_runs_once_and_says_whose_feedback_it_shows(
             "n => [getComputedStyle(n).color, getComputedStyle(n).backgroundColor]"
         )
         assert page.evaluate(CONTRAST_JS, colours) >= 4.5, colours
+        # The run's log links read as links on the panel, not as the dark header's
+        # pale links (which looked disabled there).
+        panel = page.locator("#detail").evaluate("n => getComputedStyle(n).backgroundColor")
+        for link in (page.locator("#run-log-download"), page.locator("#detail .trace-log").first):
+            link.wait_for(timeout=5_000)
+            ink = link.evaluate("n => getComputedStyle(n).color")
+            assert page.evaluate(CONTRAST_JS, [ink, panel]) >= 4.5, (ink, panel)
         screenshot(page, "board-fix-round.png", tmp_path)
         browser.close()
 

@@ -746,7 +746,7 @@ async function renderDetail(task) {
     traceSection(),
     el("section", { id: "run-output", class: "run-output", hidden: true },
       el("h3", {}, "Output ", el("span", { class: "muted", id: "run-output-state" }),
-        " ", el("a", { id: "run-log-download", class: "top-link", download: "" }, "download full log")),
+        " ", el("a", { id: "run-log-download", download: "" }, "download full log")),
       el("pre", { id: "run-log", class: "run-log", "aria-live": "off" })),
     el("h3", {}, "Comments"), el("ol", { id: "comments", class: "comments" }),
     commentForm(task),
