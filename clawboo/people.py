@@ -434,8 +434,18 @@ def cmd_task_wait(args: argparse.Namespace) -> int:
     client = Client.from_login()
     wanted = set(args.status)
     deadline = time.monotonic() + args.timeout
+    # A person at a terminal sees where the task is while it takes its time (an agent's
+    # run can take minutes); a script's stderr is left alone.
+    progress = sys.stderr.isatty()
+    seen = None
     while True:
         task = client.call("GET", task_path(args.id))
+        if progress and task.get("status") != seen and task.get("status") not in wanted:
+            seen = task.get("status")
+            sys.stderr.write(
+                f"{shown(args.id)} is {shown(seen)}; waiting for {'|'.join(args.status)}"
+                f" (up to {args.timeout:g} s, Ctrl-C to stop)\n"
+            )
         if task.get("status") in wanted:
             emit(args, task, lambda t: table([t], TASK_COLUMNS))
             return 0

@@ -304,3 +304,28 @@ def test_review_of_a_task_with_no_worktree_says_so_not_none():
     text = review_text(review, task, color=False)
     assert "None" not in text
     assert "branch - (no worktree" in text
+
+
+def test_task_wait_at_a_terminal_says_where_the_task_is_while_it_waits(monkeypatch, capsys):
+    import argparse
+
+    from clawboo import people
+
+    statuses = iter(["todo", "todo", "in_progress", "in_progress", "in_review"])
+
+    class Server:
+        def call(self, method, path, body=None):
+            return {"id": "t1", "title": "Add divide()", "status": next(statuses)}
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    monkeypatch.setattr(people.time, "sleep", lambda s: None)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    args = argparse.Namespace(id="t1", status=["in_review"], timeout=300.0, json=False)
+    assert people.cmd_task_wait(args) == 0
+    out, err = capsys.readouterr()
+    # One line per status it passes through, not one per poll; the answer on stdout.
+    assert err.splitlines() == [
+        "t1 is todo; waiting for in_review (up to 300 s, Ctrl-C to stop)",
+        "t1 is in_progress; waiting for in_review (up to 300 s, Ctrl-C to stop)",
+    ]
+    assert "in_review" in out
