@@ -19,7 +19,9 @@ CHART_W, CHART_H, PAD = 720, 180, 24
 def usage_page(request: HttpRequest) -> HttpResponse:
     user = request.user
     staff = user.is_staff or user.is_superuser
-    teams = list(visible_teams(user).values_list("id", flat=True))
+    # (id, name): the picker names teams as the board's and the routines page's do.
+    named = list(visible_teams(user).values_list("id", "name"))
+    teams = [team_id for team_id, _ in named]
     wanted = request.GET.get("team") or ""
     chosen = [wanted] if wanted in teams else teams
     at = now()
@@ -29,7 +31,7 @@ def usage_page(request: HttpRequest) -> HttpResponse:
         request,
         "board/usage.html",
         {
-            "teams": teams,
+            "teams": named,
             "team": wanted if wanted in teams else "",
             "report": report,
             "budgets": budgets,
