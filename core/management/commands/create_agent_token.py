@@ -52,7 +52,7 @@ class Command(BaseCommand):
             user.save()
             # Said on stderr (the key alone is stdout): a mistyped name is a new user,
             # which the operator should notice.
-            self.stderr.write(f"created user {username!r} (no password: it uses this key)")
+            self.stderr.write(f"created user {username!r} (no password)")
         try:
             for team in options["team"]:
                 registry.add_member(team, user)
