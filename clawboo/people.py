@@ -238,6 +238,9 @@ def cmd_login(args: argparse.Namespace) -> int:
 
 def cmd_logout(args: argparse.Namespace) -> int:
     path = credentials_path()
+    if not path.exists():
+        sys.stdout.write(f"not logged in (no {path})\n")
+        return 0
     path.unlink(missing_ok=True)
     sys.stdout.write(f"logged out (removed {path})\n")
     return 0

@@ -329,3 +329,20 @@ def test_task_wait_at_a_terminal_says_where_the_task_is_while_it_waits(monkeypat
         "t1 is in_progress; waiting for in_review (up to 300 s, Ctrl-C to stop)",
     ]
     assert "in_review" in out
+
+
+def test_logout_says_removed_only_when_there_was_a_login_to_remove(tmp_path, monkeypatch, capsys):
+    import argparse
+
+    from clawboo import people
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    stored = tmp_path / "clawboo" / "credentials.json"
+    stored.parent.mkdir()
+    stored.write_text("{}")
+    args = argparse.Namespace(json=False)
+    assert people.cmd_logout(args) == 0
+    assert capsys.readouterr().out.startswith("logged out (removed ")
+    assert not stored.exists()
+    assert people.cmd_logout(args) == 0
+    assert capsys.readouterr().out.startswith("not logged in")
