@@ -282,6 +282,12 @@ def cmd_task_list(args: argparse.Namespace) -> int:
         query["ready"] = "true"
     answer = Client.from_login().call("GET", "/api/board/tasks?" + urllib.parse.urlencode(query))
     emit(args, answer["results"], lambda rows: table(rows, TASK_COLUMNS))
+    if answer.get("next") and not args.json:
+        # The first page only: say so, or a person takes it for all there is.
+        sys.stderr.write(
+            f"… more tasks than the {len(answer['results'])} shown: raise --limit, or narrow"
+            " with --team, --status, --assignee or --label\n"
+        )
     return 0
 
 

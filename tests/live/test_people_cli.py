@@ -346,3 +346,30 @@ def test_logout_says_removed_only_when_there_was_a_login_to_remove(tmp_path, mon
     assert not stored.exists()
     assert people.cmd_logout(args) == 0
     assert capsys.readouterr().out.startswith("not logged in")
+
+
+def test_task_list_says_when_it_shows_only_the_first_page(monkeypatch, capsys):
+    import argparse
+
+    from clawboo import people
+
+    pages = {
+        "full": {"results": [{"id": "t1", "status": "todo", "title": "One"}], "next": "…"},
+        "all": {"results": [{"id": "t1", "status": "todo", "title": "One"}], "next": None},
+    }
+    which = {"page": "full"}
+
+    class Server:
+        def call(self, method, path, body=None):
+            return pages[which["page"]]
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(
+        team=None, status=None, assignee=None, label=None, limit=1, ready=False, json=False
+    )
+    assert people.cmd_task_list(args) == 0
+    out, err = capsys.readouterr()
+    assert "t1" in out and "more tasks than the 1 shown: raise --limit" in err
+    which["page"] = "all"
+    assert people.cmd_task_list(args) == 0
+    assert capsys.readouterr().err == ""
