@@ -53,6 +53,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args[0] in ("--help", "-h"):
         sys.stdout.write(USAGE)
         return
+    if args[0] == "--version":
+        # Clawboo's own version (Django's answered it: "5.2.19").
+        from importlib.metadata import version
+
+        sys.stdout.write(f"clawboo {version('clawboo')}\n")
+        return
+    if args[:1] == ["help"] and len(args) > 1 and args[1] in (*people.COMMANDS, "worker"):
+        # Not Django commands: Django's help would call them unknown.
+        args = [args[1], "--help"]
     if args[0] in people.COMMANDS:
         # Before Django is set up too: a person's client holds a URL and a key.
         sys.exit(people.main(args))

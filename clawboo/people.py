@@ -238,6 +238,9 @@ def cmd_login(args: argparse.Namespace) -> int:
 
 def cmd_logout(args: argparse.Namespace) -> int:
     path = credentials_path()
+    if not path.exists():
+        sys.stdout.write(f"not logged in (no {path})\n")
+        return 0
     path.unlink(missing_ok=True)
     sys.stdout.write(f"logged out (removed {path})\n")
     return 0
@@ -279,6 +282,12 @@ def cmd_task_list(args: argparse.Namespace) -> int:
         query["ready"] = "true"
     answer = Client.from_login().call("GET", "/api/board/tasks?" + urllib.parse.urlencode(query))
     emit(args, answer["results"], lambda rows: table(rows, TASK_COLUMNS))
+    if answer.get("next") and not args.json:
+        # The first page only: say so, or a person takes it for all there is.
+        sys.stderr.write(
+            f"… more tasks than the {len(answer['results'])} shown: raise --limit, or narrow"
+            " with --team, --status, --assignee or --label\n"
+        )
     return 0
 
 
@@ -436,8 +445,18 @@ def cmd_task_wait(args: argparse.Namespace) -> int:
     client = Client.from_login()
     wanted = set(args.status)
     deadline = time.monotonic() + args.timeout
+    # A person at a terminal sees where the task is while it takes its time (an agent's
+    # run can take minutes); a script's stderr is left alone.
+    progress = sys.stderr.isatty()
+    seen = None
     while True:
         task = client.call("GET", task_path(args.id))
+        if progress and task.get("status") != seen and task.get("status") not in wanted:
+            seen = task.get("status")
+            sys.stderr.write(
+                f"{shown(args.id)} is {shown(seen)}; waiting for {'|'.join(args.status)}"
+                f" (up to {args.timeout:g} s, Ctrl-C to stop)\n"
+            )
         if task.get("status") in wanted:
             emit(args, task, lambda t: table([t], TASK_COLUMNS))
             return 0
@@ -468,7 +487,11 @@ def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> st
     gate = verification.get("gate") or {}
     out = [
         f"{task.get('id')}: {task.get('title')}  [{task.get('status')}]",
-        f"branch {workspace.get('branch')} → {workspace.get('base_branch')}",
+        (
+            f"branch {workspace.get('branch')} → {workspace.get('base_branch')}"
+            if workspace.get("branch")
+            else "branch - (no worktree: nothing was worked in git yet)"
+        ),
         f"verdict {verification.get('verdict') or '-'}"
         + (f" ({gate.get('command')} exit {gate.get('exit_code')})" if gate else ""),
         f"cost {(review.get('cost') or {}).get('cents', 0)}¢",
@@ -586,10 +609,12 @@ def frame_line(frame: dict[str, Any]) -> str | None:
             if frame.get("prev_status") and frame.get("prev_status") != task.get("status")
             else task.get("status")
         )
-        who = frame.get("actor") or task.get("assignee_agent_id") or "-"
+        # Only who the server names: the assignee did not make every change on its task
+        # (a person's comment, approval or move).
+        who = f" by {frame['actor']}" if frame.get("actor") else ""
         return (
-            f"{stamp} #{frame.get('seq')} {frame.get('kind')} {task.get('id')} {moved} "
-            f"by {who}: {task.get('title')}"
+            f"{stamp} #{frame.get('seq')} {frame.get('kind')} {task.get('id')} {moved}"
+            f"{who}: {task.get('title')}"
         )
     if kind == "chat":
         return f"{stamp} #{frame.get('seq')} chat {frame.get('author') or ''}: {frame.get('body')}"

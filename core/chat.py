@@ -106,9 +106,9 @@ def line_for(event: Event) -> dict[str, Any] | None:
 
 def actor_of(event: Event) -> str | None:
     """Who made a task change, when the event says: the authenticated user of a
-    person's move (``payload.actor``), the agent a task was created as, or the
-    assignee of its own claim or review request. None when the event does not say
-    (an executor settling, a sweep)."""
+    person's move (``payload.actor``), the agent a task was created as, the
+    assignee of its own claim or review request, or a comment's author. None when
+    the event does not say (an executor settling, a sweep)."""
     payload = event.payload if isinstance(event.payload, dict) else {}
     raw = payload.get("task")
     task: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -117,6 +117,9 @@ def actor_of(event: Event) -> str | None:
         actor = task.get("created_by_agent_id") or actor
     elif event.kind in ("claimed", "review_requested"):
         actor = actor or task.get("assignee_agent_id")
+    elif event.kind == "commented":
+        comment = payload.get("comment")
+        actor = actor or (comment.get("author") if isinstance(comment, dict) else None)
     return str(actor) if actor else None
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from core.chat import line_for
+from core.chat import actor_of, line_for
 from core.models import Event
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,9 @@ def frames_for(event: Event) -> list[dict[str, Any]]:
                     "kind": event.kind,
                     "task": payload["task"],
                     "prev_status": payload.get("prev_status"),
+                    # Who made the change, when the event says (None: unnamed, e.g. an
+                    # executor settling); never guessed from the assignee.
+                    "actor": actor_of(event),
                     # A tool call waiting for a person, or its answer: shown on the card.
                     **(
                         {"tool_approval": payload["tool_approval"]}

@@ -73,6 +73,10 @@ class RoutineRow:
     next_at: dt.datetime | None
     last_stamp: str
     last_at: dt.datetime | None
+    # Under a minute either side of now: "just now" / "in under a minute", where
+    # Django's timesince says "0 minutes".
+    last_just_now: bool
+    next_within_a_minute: bool
     moves: tuple[str, ...]
     fires: list[tuple[str, store.FireRow]]  # (slot in the routine's timezone, fire)
     notes: list[Any]  # messages about this routine from the last action
@@ -84,6 +88,7 @@ def _row(routine: Routine, fires: list[store.FireRow], notes: list[Any]) -> Rout
     # A paused or errored row keeps its old slot, but fires nothing until resumed
     # (which re-arms from then): showing that slot would promise a fire.
     upcoming = None if state in ("paused", "error") else routine.next_run_at
+    at = store.now_ms()
     return RoutineRow(
         routine=routine,
         title=str((routine.task_template or {}).get("title") or store.DEFAULT_TITLE),
@@ -93,6 +98,8 @@ def _row(routine: Routine, fires: list[store.FireRow], notes: list[Any]) -> Rout
         next_at=local_time(upcoming, tz) if upcoming is not None else None,
         last_stamp=local_stamp(routine.last_run_at, tz),
         last_at=local_time(routine.last_run_at, tz) if routine.last_run_at is not None else None,
+        last_just_now=routine.last_run_at is not None and at - routine.last_run_at < 60_000,
+        next_within_a_minute=upcoming is not None and abs(upcoming - at) < 60_000,
         moves=store.offered_moves(routine),
         fires=[(local_stamp(f.fire.slot_at, tz), f) for f in fires],
         notes=notes,

@@ -56,6 +56,8 @@ def test_the_usage_page_shows_the_figures_and_a_chart(default_team, client):
     assert '<tr data-team="default"><td>default</td><td>9¢</td>' in html
     assert 'data-agent="ada"' in html
     assert html.count('class="bar"') == 30
+    # The team picker names the team, as the board's does.
+    assert '<option value="default">Default team</option>' in html
 
 
 def test_the_usage_pages_team_picker_names_the_teams_as_the_routines_page_does(

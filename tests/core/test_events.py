@@ -108,3 +108,23 @@ def test_an_event_outside_a_write_transaction_is_refused(default_team):
     with pytest.raises(RuntimeError):
         events.append(default_team, "claimed", {})
     assert events.latest_seq(default_team) == 0
+
+
+@pytest.mark.django_db
+def test_a_change_frame_names_who_made_it_and_watch_never_pins_it_on_the_assignee(
+    default_team,
+):
+    from clawboo.people import frame_line
+    from core.live import frames_for
+
+    task, _ = task_in("in_review", title="Add divide()")  # claimed by the agent "ada"
+    store.add_comment(task.id, "looks good", "bob")
+    store.transition(task.id, "blocked")  # nobody named: the event does not say who
+    *_, commented, blocked = Event.objects.filter(task_id=task.id).order_by("seq")
+
+    said = frames_for(commented)[0]
+    assert (said["type"], said["actor"]) == ("task-change", "bob")
+    assert " by bob: Add divide()" in str(frame_line(said))
+    unnamed = frames_for(blocked)[0]
+    assert unnamed["actor"] is None
+    assert " by " not in str(frame_line(unnamed))

@@ -328,6 +328,24 @@ def test_the_console_script_alone_prints_its_commands_and_passes_the_rest_to_dja
     ]
 
 
+def test_the_console_script_names_its_own_version_and_helps_with_every_command_it_lists(
+    capsys,
+):
+    from importlib.metadata import version
+
+    from clawboo import cli
+
+    cli.main(["--version"])
+    assert capsys.readouterr().out == f"clawboo {version('clawboo')}\n"
+    # `help [command]`, as the usage says, for the people's commands and the worker too.
+    for command in ("task", "watch", "worker"):
+        with pytest.raises(SystemExit) as done:
+            cli.main(["help", command])
+        assert done.value.code == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"usage: clawboo {command}"), out
+
+
 def test_manage_py_up_refuses_a_bad_port_in_one_line(tmp_path):
     result = subprocess.run(
         [sys.executable, "manage.py", "up", "--port", "0"],
@@ -357,3 +375,5 @@ def test_a_busy_port_is_one_clear_line_not_a_traceback(tmp_path):
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    # and it says what to do about it
+    assert "choose a port with --port" in result.stderr

@@ -120,6 +120,54 @@ def test_at_1440_px_the_columns_fit_a_hint_shows_the_hidden_ones_and_deny_is_not
         browser.close()
 
 
+def test_at_1280_px_the_board_fits_the_window_under_a_wrapped_toolbar_and_its_hint_shows(
+    daphne, operator, repo, tmp_path
+):
+    # What a new user's demo shows: a merge-queue line under the filters (which wrap
+    # to two rows at 1280 px) and eight columns, Cancelled off to the right.
+    repositories.register(team="default", path=str(repo), id="app", landing_mode="queue")
+    waiting = store.create_task(title="Drop the old table", labels=["risk"]).task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        size = {"width": 1280, "height": 900}
+        page = open_board(browser, base, size)
+        card_in(page, "needs_approval", waiting.id).wait_for(timeout=10_000)
+        page.locator("#merge-queue", has_text="waiting to land").wait_for(timeout=10_000)
+        # The columns end inside the window: no page scroll below the board.
+        layout = box(page.locator(".layout"))
+        assert layout["y"] + layout["height"] <= size["height"] + 1, layout
+        assert page.evaluate("document.documentElement.scrollHeight") <= size["height"] + 1
+        # So the hint to the columns off to the right is on screen.
+        hint = page.locator("#scroll-hint")
+        hint.wait_for(timeout=3_000)
+        assert "Cancelled" in hint.inner_text()
+        assert box(hint)["y"] + box(hint)["height"] <= size["height"], box(hint)
+        screenshot(page, "board-1280.png", tmp_path)
+        browser.close()
+
+
+def test_the_agents_show_while_their_button_is_pressed_not_whenever_the_side_is_open(
+    daphne, operator, tmp_path
+):
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        page.click("#chat-toggle")
+        page.locator("#chat-panel").wait_for(timeout=5_000)
+        # The chat alone: the Agents button is not pressed, so no agents under it.
+        assert page.locator("#agents-toggle").get_attribute("aria-pressed") == "false"
+        assert page.locator("#agents-panel").is_hidden()
+        page.click("#agents-toggle")
+        page.locator("#agents-panel [data-agent=builder]").wait_for(timeout=5_000)
+        # Pressed again, they fold away and the chat stays.
+        page.click("#agents-toggle")
+        page.locator("#agents-panel").wait_for(state="hidden", timeout=3_000)
+        assert page.locator("#chat-panel").is_visible()
+        browser.close()
+
+
 def test_the_agents_button_pauses_an_agent_without_the_chat_and_the_chat_says_so(
     daphne, operator, tmp_path
 ):
@@ -214,6 +262,13 @@ def test_a_fix_round_numbers_its_runs_once_and_says_whose_feedback_it_shows(
             "n => [getComputedStyle(n).color, getComputedStyle(n).backgroundColor]"
         )
         assert page.evaluate(CONTRAST_JS, colours) >= 4.5, colours
+        # The run's log links read as links on the panel, not as the dark header's
+        # pale links (which looked disabled there).
+        panel = page.locator("#detail").evaluate("n => getComputedStyle(n).backgroundColor")
+        for link in (page.locator("#run-log-download"), page.locator("#detail .trace-log").first):
+            link.wait_for(timeout=5_000)
+            ink = link.evaluate("n => getComputedStyle(n).color")
+            assert page.evaluate(CONTRAST_JS, [ink, panel]) >= 4.5, (ink, panel)
         screenshot(page, "board-fix-round.png", tmp_path)
         browser.close()
 

@@ -294,3 +294,82 @@ def test_text_from_the_board_reaches_the_terminal_with_its_control_characters_sh
     assert "+rm -rf ~\n+\\x1b[1A\\x1b[2K\\x1b]0;owned\\x07 \\u202eevil\n" in shown["review"]
     # The machine-readable answer is the API's text, unchanged.
     assert json.loads(cli.ok("task", "show", task.id, "--json"))["title"] == title
+
+
+def test_review_of_a_task_with_no_worktree_says_so_not_none():
+    from clawboo.people import review_text
+
+    review = {"workspace": None, "diff": {"files": []}, "verification": None, "cost": {}}
+    task = {"id": "t1", "title": "Plan the sprint", "status": "in_progress"}
+    text = review_text(review, task, color=False)
+    assert "None" not in text
+    assert "branch - (no worktree" in text
+
+
+def test_task_wait_at_a_terminal_says_where_the_task_is_while_it_waits(monkeypatch, capsys):
+    import argparse
+
+    from clawboo import people
+
+    statuses = iter(["todo", "todo", "in_progress", "in_progress", "in_review"])
+
+    class Server:
+        def call(self, method, path, body=None):
+            return {"id": "t1", "title": "Add divide()", "status": next(statuses)}
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    monkeypatch.setattr(people.time, "sleep", lambda s: None)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    args = argparse.Namespace(id="t1", status=["in_review"], timeout=300.0, json=False)
+    assert people.cmd_task_wait(args) == 0
+    out, err = capsys.readouterr()
+    # One line per status it passes through, not one per poll; the answer on stdout.
+    assert err.splitlines() == [
+        "t1 is todo; waiting for in_review (up to 300 s, Ctrl-C to stop)",
+        "t1 is in_progress; waiting for in_review (up to 300 s, Ctrl-C to stop)",
+    ]
+    assert "in_review" in out
+
+
+def test_logout_says_removed_only_when_there_was_a_login_to_remove(tmp_path, monkeypatch, capsys):
+    import argparse
+
+    from clawboo import people
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    stored = tmp_path / "clawboo" / "credentials.json"
+    stored.parent.mkdir()
+    stored.write_text("{}")
+    args = argparse.Namespace(json=False)
+    assert people.cmd_logout(args) == 0
+    assert capsys.readouterr().out.startswith("logged out (removed ")
+    assert not stored.exists()
+    assert people.cmd_logout(args) == 0
+    assert capsys.readouterr().out.startswith("not logged in")
+
+
+def test_task_list_says_when_it_shows_only_the_first_page(monkeypatch, capsys):
+    import argparse
+
+    from clawboo import people
+
+    pages = {
+        "full": {"results": [{"id": "t1", "status": "todo", "title": "One"}], "next": "…"},
+        "all": {"results": [{"id": "t1", "status": "todo", "title": "One"}], "next": None},
+    }
+    which = {"page": "full"}
+
+    class Server:
+        def call(self, method, path, body=None):
+            return pages[which["page"]]
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(
+        team=None, status=None, assignee=None, label=None, limit=1, ready=False, json=False
+    )
+    assert people.cmd_task_list(args) == 0
+    out, err = capsys.readouterr()
+    assert "t1" in out and "more tasks than the 1 shown: raise --limit" in err
+    which["page"] = "all"
+    assert people.cmd_task_list(args) == 0
+    assert capsys.readouterr().err == ""

@@ -283,3 +283,17 @@ def test_gateway_cron_jobs_offer_staff_their_domains_actions_and_the_seeded_ones
         assert browser.get("/board/routines/gateway/nope/delete/").status_code == 404
     finally:
         fake.close()
+
+
+def test_a_fire_under_a_minute_ago_reads_just_now_not_0_minutes_ago(browser, clock):
+    from datetime import timedelta
+
+    routine = store.create_routine(agent_id="mine", team="ops", cron_spec="* * * * *")
+    Routine.objects.filter(pk=routine.pk).update(last_run_at=store.now_ms() - 20_000)
+    clock.shift(timedelta(seconds=30))  # the next slot (every minute) is 30 s away
+    text = text_of(browser.get("/board/routines/"))
+    assert "just now" in text and "in under a minute" in text, text
+    assert "0 minutes" not in text
+    clock.shift(timedelta(minutes=5))  # five minutes after the fire: the usual words
+    text = text_of(browser.get("/board/routines/"))
+    assert "minutes ago" in text and "just now" not in text

@@ -594,7 +594,8 @@ async function moveMenu(task) {
 
 let lastNote = null;               // what the last review action said, per task
 function say(text, kind) {
-  lastNote = { id: state.selected, text, kind: kind || "" };
+  const said = state.tasks.get(state.selected);
+  lastNote = { id: state.selected, text, kind: kind || "", status: said ? said.status : null };
   const note = $("#review-note");
   if (note) { note.textContent = text; note.dataset.kind = lastNote.kind; }
   toast(text, kind);
@@ -745,7 +746,7 @@ async function renderDetail(task) {
     traceSection(),
     el("section", { id: "run-output", class: "run-output", hidden: true },
       el("h3", {}, "Output ", el("span", { class: "muted", id: "run-output-state" }),
-        " ", el("a", { id: "run-log-download", class: "top-link", download: "" }, "download full log")),
+        " ", el("a", { id: "run-log-download", download: "" }, "download full log")),
       el("pre", { id: "run-log", class: "run-log", "aria-live": "off" })),
     el("h3", {}, "Comments"), el("ol", { id: "comments", class: "comments" }),
     commentForm(task),
@@ -759,7 +760,7 @@ async function renderDetail(task) {
       api("GET", `/api/board/tasks/${id}/review`),
     ]);
     if (state.selected !== task.id) return;
-    const note = lastNote && lastNote.id === task.id ? lastNote : null;
+    const note = S.noteStands(lastNote, task) ? lastNote : null;
     $("#review").replaceChildren(reviewView(task, data, { note, approve, requestChanges }));
   } catch (err) { /* the panel keeps what it has */ }
 }

@@ -4,6 +4,7 @@
 
 import { bidiMarked, el } from "./kit.js";
 import { pullRequestWords } from "./cards.js";
+import { runCost } from "./state.js";
 
 // Severities that block the change (board.judgement.BLOCKING_SEVERITIES).
 const BLOCKING = new Set(["security", "crash", "data_loss", "wrong_algorithm", "missing_ac"]);
@@ -144,7 +145,7 @@ export function reviewView(task, data, { note, approve, requestChanges }) {
         ? `; with subtasks ${data.cost.tree_tokens} tokens, ${data.cost.tree_cents}¢` : "")),
     el("ol", { class: "runs" }, data.executions.map((x) => el("li", {},
       el("details", {},
-        el("summary", {}, `#${x.run} ${x.agent_id} (${x.runtime || "?"}) ${x.status}${x.error_class ? " (" + x.error_class + ")" : ""} · ${x.tokens} tokens · ${x.cost_cents}¢ ${x.cost_status || ""}`),
+        el("summary", {}, `#${x.run} ${x.agent_id} (${x.runtime || "?"}) ${x.status}${x.error_class ? " (" + x.error_class + ")" : ""} · ${x.tokens} tokens · ${runCost(x)}`),
         el("pre", { class: "log" }, x.log_tail || "(no output)"))))));
   if (task.status === "in_review") {
     box.append(el("div", { class: "review-actions" },

@@ -334,6 +334,19 @@ export function runNumber(executions, executionId) {
   return found ? found.run : null;
 }
 
+// A run's cost in the runs list: an unpriced run ("unknown": no price, not a cost of
+// 0) says so instead of "0¢", an estimate is marked as one.
+export function runCost(execution) {
+  if (execution.cost_status === "unknown") return "cost unknown";
+  return `${execution.cost_cents}¢` + (execution.cost_status === "estimated" ? " (estimated)" : "");
+}
+
+// What the last review action said about a task stands while the task keeps the
+// status it had then: "Queued to land" is stale once the queue has landed it.
+export function noteStands(note, task) {
+  return Boolean(note && note.id === task.id && (note.status == null || note.status === task.status));
+}
+
 // The agents of the board's team who are not at work: "1 paused", "2 unhealthy".
 export function agentsSummary(agents) {
   const out = [];

@@ -94,7 +94,7 @@ function runView(run, steps, t0, total) {
       el("span", { class: `trace-run-status status-${e.status}` }, e.status),
       stalled ? el("span", { class: "trace-stalled", title: `no step, output or usage since ${e.stalled_at}` }, "stalled") : "",
       e.error_class ? el("span", { class: "muted" }, e.error_class) : "",
-      el("a", { class: "top-link trace-log", href: log, download: "" }, "log")),
+      el("a", { class: "trace-log", href: log, download: "" }, "log")),
     el("ol", { class: "trace-steps" }, steps.map(({ step, at, end }) => stepView(step, at, end, t0, total, log))));
 }
 

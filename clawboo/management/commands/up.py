@@ -11,6 +11,7 @@ prune, notification retries) is django-q2 schedules the qcluster runs
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import threading
@@ -63,7 +64,13 @@ def check_port_free(host: str, port: int) -> None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
     except OSError as exc:
-        raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        # A new user's likeliest case: something (another `up`) has the port already.
+        hint = (
+            " (another server has it: stop that one, or choose a port with --port)"
+            if exc.errno == errno.EADDRINUSE
+            else ""
+        )
+        raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from exc
 
 
 class Command(BaseCommand):

@@ -50,6 +50,9 @@ class Command(BaseCommand):
         if created:
             user.set_unusable_password()
             user.save()
+            # Said on stderr (the key alone is stdout): a mistyped name is a new user,
+            # which the operator should notice.
+            self.stderr.write(f"created user {username!r} (no password)")
         try:
             for team in options["team"]:
                 registry.add_member(team, user)

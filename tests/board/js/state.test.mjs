@@ -128,6 +128,20 @@ test("runs have one number: the API's run, found by execution id", () => {
   assert.equal(S.runNumber(runs, 99), null);
 });
 
+test("a run with no price says cost unknown, not 0¢; an estimate is marked", () => {
+  assert.equal(S.runCost({ cost_cents: 0, cost_status: "unknown" }), "cost unknown");
+  assert.equal(S.runCost({ cost_cents: 12, cost_status: "reported" }), "12¢");
+  assert.equal(S.runCost({ cost_cents: 3, cost_status: "estimated" }), "3¢ (estimated)");
+});
+
+test("a review note stands while its task keeps the status it was said at", () => {
+  const queued = { id: "a", text: "Queued to land: position 1", kind: "ok", status: "in_review" };
+  assert.equal(S.noteStands(queued, { id: "a", status: "in_review" }), true);
+  assert.equal(S.noteStands(queued, { id: "a", status: "done" }), false);
+  assert.equal(S.noteStands(queued, { id: "b", status: "in_review" }), false);
+  assert.equal(S.noteStands(null, { id: "a", status: "done" }), false);
+});
+
 test("routes read and compare as the editor needs", () => {
   assert.equal(S.routeText({ agent: "ada", runtime: "codex", labels: ["gpu", "ssd"] }), "agent ada · codex · gpu+ssd");
   assert.equal(S.routeBody("", "", " "), null);
