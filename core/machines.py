@@ -7,17 +7,19 @@ stored; the key itself is returned once, by :func:`mint`.
 from __future__ import annotations
 
 import binascii
+import datetime as dt
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from core import registry, storage
+from core import beats, registry, storage
 from core.errors import ValidationFailed
-from core.models import Agent, MachineToken
+from core.models import Agent, Heartbeat, MachineToken
 
 # Every key this product mints (user, agent and machine keys): 160 random bits as hex.
 KEY_LENGTH = 40
@@ -90,3 +92,38 @@ def bound_agent_ids(token: MachineToken) -> frozenset[str]:
         cached = frozenset(token.agents.values_list("id", flat=True))
         token._bound_ids = cached  # type: ignore[attr-defined]
     return cached
+
+
+def hosts_running(agent_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Where each of ``agent_ids`` bound to a live machine token runs: ``{agent_id:
+    {host, seen_at, live}}``, ``seen_at`` the token's worker's last beat (None: no
+    worker has connected with it), ``live`` whether that beat is within
+    ``CLAWBOO_HEALTH_BEAT_STALE_MS``. An agent absent from the answer runs on the
+    server's own workers. Of several live tokens, the one seen last. Two queries,
+    whatever the number of agents."""
+    bindings = MachineToken.agents.through.objects.filter(
+        agent_id__in=list(agent_ids), machinetoken__revoked_at__isnull=True
+    ).values_list("agent_id", "machinetoken_id", "machinetoken__host")
+    found = list(bindings)
+    if not found:
+        return {}
+    # A remote worker's beat row is named "<host>:<pid>#<token id>" (core.beats).
+    seen: dict[int, Any] = {}
+    for instance, at in Heartbeat.objects.filter(part=beats.REMOTE_PART).values_list(
+        "instance", "beat_at"
+    ):
+        tail = instance.rpartition("#")[2]
+        if tail.isdigit() and (int(tail) not in seen or at > seen[int(tail)]):
+            seen[int(tail)] = at
+    answer: dict[str, dict[str, Any]] = {}
+    for agent_id, token_id, host in found:
+        last = seen.get(token_id)
+        mine = answer.get(agent_id)
+        if mine is None or (
+            last is not None and (mine["seen_at"] is None or last > mine["seen_at"])
+        ):
+            answer[agent_id] = {"host": host, "seen_at": last}
+    fresh = timezone.now() - dt.timedelta(milliseconds=settings.CLAWBOO_HEALTH_BEAT_STALE_MS)
+    for place in answer.values():
+        place["live"] = place["seen_at"] is not None and place["seen_at"] >= fresh
+    return answer

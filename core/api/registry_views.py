@@ -11,7 +11,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core import agent_secrets, beats, chat, events, registry, roles, server_commands
+from core import (
+    agent_secrets,
+    beats,
+    chat,
+    events,
+    machines,
+    registry,
+    roles,
+    server_commands,
+)
 from core.api.access import (
     act_as,
     acting_name,
@@ -96,6 +105,20 @@ _AGENT_FIELDS: dict[str, Any] = {
         },
         help_text="the last preflight where a worker runs it (ok null: never probed)",
     ),
+    "runs_on": inline_serializer(
+        "AgentRunsOn",
+        {
+            "host": serializers.CharField(),
+            "seen_at": serializers.DateTimeField(allow_null=True),
+            "live": serializers.BooleanField(),
+        },
+        allow_null=True,
+        help_text="the remote host that runs it: bound to a live machine token, the "
+        "server's own workers leave it to that host's `clawboo worker`; seen_at is that "
+        "worker's last beat (null: none has connected), live whether it beat within "
+        "CLAWBOO_HEALTH_BEAT_STALE_MS (false: nothing runs the agent's work now). null: "
+        "the server's workers run it",
+    ),
 }
 AgentSerializer = inline_serializer("Agent", _AGENT_FIELDS)
 AgentListSerializer = inline_serializer("Agent", _AGENT_FIELDS, many=True)
@@ -147,9 +170,16 @@ def team_body(team: Team) -> dict[str, Any]:
     }
 
 
-def agent_body(agent: Agent, *, staff: bool) -> dict[str, Any]:
+def agent_body(
+    agent: Agent, *, staff: bool, hosts: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """An agent as the API shows it: ``settings`` to staff only, each secret in them
-    masked (core.agent_secrets); everyone else sees its runtime, not its settings."""
+    masked (core.agent_secrets); everyone else sees its runtime, not its settings.
+    ``hosts``: :func:`core.machines.hosts_running` of a list's agents (read here for
+    one agent when not given)."""
+    if hosts is None:
+        hosts = machines.hosts_running([agent.id])
+    host = hosts.get(agent.id)
     body = {
         "id": agent.id,
         "display_name": agent.display_name,
@@ -167,6 +197,13 @@ def agent_body(agent: Agent, *, staff: bool) -> dict[str, Any]:
             "ok": agent.health_ok,
             "detail": agent.health_detail,
             "checked_at": agent.health_checked_at.isoformat() if agent.health_checked_at else None,
+        },
+        "runs_on": None
+        if host is None
+        else {
+            "host": host["host"],
+            "seen_at": host["seen_at"].isoformat() if host["seen_at"] else None,
+            "live": host["live"],
         },
         "created_at": agent.created_at.isoformat(),
         "updated_at": agent.updated_at.isoformat(),
@@ -246,7 +283,9 @@ class AgentsView(APIView):
         if team:
             agents = agents.filter(team_id=team)
         staff = server_commands.is_operator(request.user)
-        return Response([agent_body(a, staff=staff) for a in agents])
+        listed = list(agents)
+        hosts = machines.hosts_running(a.id for a in listed)
+        return Response([agent_body(a, staff=staff, hosts=hosts) for a in listed])
 
     @extend_schema(
         operation_id="agents_create",

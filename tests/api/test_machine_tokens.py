@@ -137,3 +137,37 @@ def test_a_machine_token_reads_the_settings_of_its_agents_only(fleet, capsys):
     client = token_client(mint(capsys, "--host", "gpu-1", "--agent", "a-bot"))
     assert client.get("/api/agents/a-bot").json()["settings"] == {"note": "x"}
     assert "settings" not in client.get("/api/agents/b-bot").json()
+
+
+def test_an_agent_says_which_remote_host_runs_it_and_whether_its_worker_is_there(
+    fleet, capsys, api, settings, django_assert_max_num_queries
+):
+    def runs_on(agent_id: str):
+        listed = {a["id"]: a["runs_on"] for a in api.get("/api/agents?team=default").json()}
+        one = api.get(f"/api/agents/{agent_id}").json()["runs_on"]
+        assert listed[agent_id] == one
+        return one
+
+    # Not bound to a host: the server's own workers run it.
+    assert runs_on("a-bot") is None
+    key = mint(capsys, "--host", "gpu-1", "--agent", "a-bot")
+    # Bound, but no worker has connected with the token: nothing runs its work.
+    assert runs_on("a-bot") == {"host": "gpu-1", "seen_at": None, "live": False}
+    assert runs_on("b-bot") is None
+    beat = token_client(key).post("/api/workers/beat", {"pid": 7}, format="json")
+    assert beat.status_code == 204
+    seen = runs_on("a-bot")
+    assert seen["host"] == "gpu-1" and seen["live"] is True and seen["seen_at"]
+    # Its beat grows old: the host is named, not live.
+    settings.CLAWBOO_HEALTH_BEAT_STALE_MS = 0
+    assert runs_on("a-bot") == {**seen, "live": False}
+    # The list reads every agent's host in a fixed number of queries.
+    for n in range(8):
+        registry.create_agent(id=f"bot-{n}", display_name="b", team="default", runtime="human")
+    mint(capsys, "--host", "gpu-2", *[f"--agent=bot-{n}" for n in range(8)])
+    with django_assert_max_num_queries(8):
+        listed = api.get("/api/agents?team=default").json()
+    assert {a["runs_on"]["host"] for a in listed if a["id"].startswith("bot-")} == {"gpu-2"}
+    # Revoked: the server's workers run it again.
+    machines.revoke(MachineToken.objects.get(host="gpu-1").pk)
+    assert runs_on("a-bot") is None

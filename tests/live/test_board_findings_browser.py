@@ -181,6 +181,7 @@ def test_the_agents_button_pauses_an_agent_without_the_chat_and_the_chat_says_so
         page.click("#agents-toggle")
         agent = page.locator("#agents-panel [data-agent=builder]")
         agent.wait_for(timeout=5_000)
+        assert agent.locator(".agent-host").count() == 0  # the server's workers run it
         agent.locator("button", has_text="Pause").click()
         eventually(lambda: Agent.objects.get(pk="builder").state == "paused", "paused", 10)
         page.locator("#agents-summary", has_text="1 paused").wait_for(timeout=5_000)
@@ -189,6 +190,24 @@ def test_the_agents_button_pauses_an_agent_without_the_chat_and_the_chat_says_so
         # The team chat says it, live.
         page.click("#chat-toggle")
         page.locator("#chat li", has_text="agent paused: builder").wait_for(timeout=5_000)
+        browser.close()
+
+
+def test_an_agent_left_to_a_host_with_no_worker_says_so_and_counts_as_not_at_work(
+    daphne, operator, tmp_path
+):
+    # Its tasks would sit in todo while the panel said "active" and nothing said why.
+    machines.mint("gpu-1", ["builder"])
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        page.locator("#agents-summary", has_text="1 with no worker").wait_for(timeout=5_000)
+        page.click("#agents-toggle")
+        host = page.locator("#agents-panel [data-agent=builder] .agent-host")
+        host.wait_for(timeout=5_000)
+        assert host.inner_text() == "runs on gpu-1: no worker has connected"
+        screenshot(page, "board-agent-host.png", tmp_path)
         browser.close()
 
 

@@ -1,7 +1,7 @@
 // The team's agents: state, health, pause and resume (GOVERNANCE §2), in the side
 // panel and behind the header's Agents button, which says who is not at work.
-import { $, el, api, toast } from "./kit.js";
-import { agentsSummary } from "./state.js";
+import { $, el, api, ago, toast } from "./kit.js";
+import { agentHost, agentsSummary } from "./state.js";
 import { config } from "./page.js";
 
 const team = config.team;
@@ -33,7 +33,8 @@ export async function renderAgents() {
       el("strong", {}, a.display_name), ` ${a.runtime} `,
       el("span", { class: `badge ${a.state === "active" ? "ok" : "bad"} agent-state`, title: why || a.state }, a.state),
       (a.labels || []).length ? el("span", { class: "muted" }, ` ${a.labels.join(", ")}`) : "",
-      " ", act);
+      " ", act,
+      a.runs_on ? el("div", { class: `agent-host ${a.runs_on.live ? "muted" : "warn"}` }, agentHost(a, ago)) : "");
   }));
 }
 

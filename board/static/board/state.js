@@ -354,7 +354,20 @@ export function agentsSummary(agents) {
     const n = agents.filter((a) => a.state === state).length;
     if (n) out.push(`${n} ${state}`);
   }
+  // Active, but left to a remote host whose worker is not there: nothing runs its work.
+  const away = agents.filter((a) => a.state === "active" && a.runs_on && !a.runs_on.live).length;
+  if (away) out.push(`${away} with no worker`);
   return out.join(", ");
+}
+
+// Where an agent's work runs, when a remote host runs it (null: the server's workers).
+export function agentHost(agent, agoText) {
+  const on = agent.runs_on;
+  if (!on) return "";
+  if (on.live) return `runs on ${on.host}`;
+  return on.seen_at
+    ? `runs on ${on.host}: its worker was last seen ${agoText(on.seen_at)}`
+    : `runs on ${on.host}: no worker has connected`;
 }
 
 // Which tasks wait for their paths (issue 43), as the server said: whether it changed.

@@ -154,6 +154,17 @@ test("the agents summary names who is not at work", () => {
   assert.equal(S.agentsSummary([{ state: "active" }]), "");
 });
 
+test("an agent left to a remote host says where, and whether a worker is there", () => {
+  const ago = (iso) => `ago(${iso})`;
+  const on = (live, seen_at) => ({ state: "active", runs_on: { host: "gpu-1", live, seen_at } });
+  assert.equal(S.agentHost({ state: "active", runs_on: null }, ago), "");
+  assert.equal(S.agentHost(on(true, "t1"), ago), "runs on gpu-1");
+  assert.equal(S.agentHost(on(false, "t0"), ago), "runs on gpu-1: its worker was last seen ago(t0)");
+  assert.equal(S.agentHost(on(false, null), ago), "runs on gpu-1: no worker has connected");
+  assert.equal(S.agentsSummary([on(true, "t1"), on(false, null), { state: "active" }]), "1 with no worker");
+  assert.equal(S.agentsSummary([{ state: "paused", runs_on: { live: false } }]), "1 paused");
+});
+
 test("a task's scope reads in words, with why it waits for its paths", () => {
   const state = S.createState(config);
   const wait = { task: "t1", status: "in_progress", touches: "src/**", theirs: "src/**", detail: "waiting: touches src/** like task 't1' in progress" };
