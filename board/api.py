@@ -22,6 +22,8 @@ from board import checks, store
 from board.access import (
     agent_side_owns,
     audited_override,
+    caller_agents,
+    files_as,
     refuse_settling_its_own_run,
     refuse_unjudged_done,
     visible_task,
@@ -55,7 +57,7 @@ from core.api.access import (
     team_ids,
     visible_agent,
 )
-from core.api.auth import bound_agent, bound_agents, run_task
+from core.api.auth import run_task
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
@@ -224,11 +226,12 @@ class TaskListView(APIView):
     def post(self, request: Request) -> Response:
         body = json_object(request, TaskCreateSerializer)
         require_team(request.user, body.get("team", "default"))
-        if principal(request).agent_side and body.get("created_by_agent_id") is None:
-            # The agent side files work as one of its agents, so it waits for a
-            # person's approval (GOVERNANCE §5, §6: delegation).
-            body["created_by_agent_id"] = filing_agent(request)
-        if body.get("created_by_agent_id") is not None:
+        # The agent side files work as one of its agents, so it waits for a person's
+        # approval (GOVERNANCE §5, §6: delegation).
+        body["created_by_agent_id"] = files_as(
+            principal(request), caller_agents(request.auth), body.get("created_by_agent_id")
+        )
+        if body["created_by_agent_id"] is not None:
             act_as(request, body["created_by_agent_id"], "created_by_agent_id")
         parent = _visible_ref(request, body.get("parent_task_id"), "parent_task_id")
         if parent is not None:
@@ -244,20 +247,6 @@ class TaskListView(APIView):
         _staff_repo_path(request, body, body.get("team", "default"), None)
         result = store.create_task(**body, actor=acting_name(request))
         return Response(task_body(result.task), status=201 if result.created else 200)
-
-
-def filing_agent(request: Request) -> str:
-    """The agent an agent-side create is filed as: the one its credential is bound
-    to, or a machine token's only agent; a token of several must name one."""
-    bound = bound_agent(request.auth)
-    if bound is None:
-        agents = sorted(bound_agents(request.auth) or ())
-        if len(agents) != 1:
-            raise ValidationFailed(
-                "created_by_agent_id", "name the agent this machine token files the task as"
-            )
-        bound = agents[0]
-    return bound
 
 
 def column_counts(qs: QuerySet[Task]) -> dict[str, int]:

@@ -23,7 +23,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from board import store
-from board.access import refuse_unjudged_done, refuse_unless_own_task
+from board.access import files_as, refuse_unjudged_done, refuse_unless_own_task
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import Task
 from board.snapshot import route as route_of
@@ -332,8 +332,10 @@ def _create(
         parent_task_id=parent.id if parent is not None else None,
         # By id only: a path is never taken from an agent.
         repository=repository,
-        # An agent filing work: the board's ceilings and rate limit apply.
-        created_by_agent_id=caller.agent_id,
+        # The agent side files work as one of its agents: the board's ceilings and
+        # rate limit apply, and it waits for a person's approval (a machine token
+        # too, which acts as no agent here).
+        created_by_agent_id=files_as(caller.principal, caller.own_agents),
         route=None if route is None else route.model_dump(),
         touches=touches,
     )
