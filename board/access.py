@@ -47,6 +47,18 @@ def refuse_settling_its_own_run(run_task: str | None, task_id: str) -> None:
         )
 
 
+def refuse_deciding_work_in_review(principal: Principal, task: Task, verb: str) -> None:
+    """Work in review waits for a person (GOVERNANCE §6): completing it is approving
+    it, failing or blocking it is turning it down -- and a hard fail cancels what
+    waits on it. The agent side does none of these, for its own agents' work too
+    (``403 person_required``, nothing written). REST (complete, fail, a move to
+    blocked) and MCP (``complete_task``, ``fail_task``) ask here."""
+    if task.status == Status.IN_REVIEW:
+        from core.roles import refuse_agent_side
+
+        refuse_agent_side(principal, f"{verb} on a task in review")
+
+
 def refuse_unjudged_done(principal: Principal, task: Task, move: str = "complete") -> None:
     """GOVERNANCE §4, §6: the judge's side stays with the server. File-mutating work
     of a repository that takes pushed work in reaches review and done through the

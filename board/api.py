@@ -24,6 +24,7 @@ from board.access import (
     audited_override,
     caller_agents,
     files_as,
+    refuse_deciding_work_in_review,
     refuse_settling_its_own_run,
     refuse_unjudged_done,
     visible_task,
@@ -551,9 +552,9 @@ class TransitionView(APIView):
 def _agent_side_move(request: Request, task: Any, to: Any) -> None:
     """The agent side moves only its own work (GOVERNANCE §6): a claim from ``todo``
     (the claim statement's gate: route, limits, budgets, approval) or a task its own
-    agent holds to ``in_review`` or ``blocked``. Taking back a blocked or reviewed
-    task is a person's: a run stopped at its ceiling is never retried by itself
-    (§3), and work in review is a person's to send back. The table
+    agent holds in progress to ``in_review`` or ``blocked``. Taking back a blocked or
+    reviewed task is a person's: a run stopped at its ceiling is never retried by
+    itself (§3), and work in review is a person's to send back or turn down. The table
     (``core.roles``) has already refused ``done``, ``todo``, ``backlog`` and
     ``cancelled``."""
     if to == task.status:
@@ -561,10 +562,8 @@ def _agent_side_move(request: Request, task: Any, to: Any) -> None:
     if to == Status.IN_PROGRESS and task.status != Status.TODO:
         roles.refuse_agent_side(principal(request), f"{operation(request)} from {task.status}")
     if to != Status.IN_PROGRESS:
-        if task.assignee_agent_id is None or task.status not in (
-            Status.IN_PROGRESS,
-            Status.IN_REVIEW,
-        ):
+        refuse_deciding_work_in_review(principal(request), task, operation(request))
+        if task.assignee_agent_id is None or task.status != Status.IN_PROGRESS:
             roles.refuse_agent_side(
                 principal(request), f"{operation(request)} of work no agent of yours holds"
             )
@@ -864,9 +863,7 @@ class CompleteView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         task = visible_task(request.user, task_id)
-        if task.status == Status.IN_REVIEW:
-            # Completing work in review is approving it: people only (GOVERNANCE §6).
-            roles.refuse_agent_side(principal(request), f"{operation(request)} on a task in review")
+        refuse_deciding_work_in_review(principal(request), task, operation(request))
         act_as_assignee(request, task)
         refuse_settling_its_own_run(run_task(request.auth), task.id)
         refuse_unjudged_done(principal(request), task)
@@ -907,7 +904,9 @@ class FailView(APIView):
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
-        act_as_assignee(request, visible_task(request.user, task_id))
+        task = visible_task(request.user, task_id)
+        refuse_deciding_work_in_review(principal(request), task, operation(request))
+        act_as_assignee(request, task)
         refuse_settling_its_own_run(run_task(request.auth), task_id)
         body = json_object(request, FailBody)
         outcome = store.fail(
