@@ -47,6 +47,18 @@ def refuse_settling_its_own_run(run_task: str | None, task_id: str) -> None:
         )
 
 
+def refuse_deciding_work_in_review(principal: Principal, task: Task, verb: str) -> None:
+    """Work in review waits for a person (GOVERNANCE §6): completing it is approving
+    it, failing or blocking it is turning it down -- and a hard fail cancels what
+    waits on it. The agent side does none of these, for its own agents' work too
+    (``403 person_required``, nothing written). REST (complete, fail, a move to
+    blocked) and MCP (``complete_task``, ``fail_task``) ask here."""
+    if task.status == Status.IN_REVIEW:
+        from core.roles import refuse_agent_side
+
+        refuse_agent_side(principal, f"{verb} on a task in review")
+
+
 def refuse_unjudged_done(principal: Principal, task: Task, move: str = "complete") -> None:
     """GOVERNANCE §4, §6: the judge's side stays with the server. File-mutating work
     of a repository that takes pushed work in reaches review and done through the
@@ -113,11 +125,36 @@ def refuse_unless_own_task(
     )
 
 
+def files_as(principal: Principal, agents: Collection[str], named: Any = None) -> Any:
+    """The agent a create is filed as (GOVERNANCE §5, §6: the agent side's work is
+    delegation, and waits for a person's approval): ``named`` (a body's
+    ``created_by_agent_id``; the caller's right to act as it is checked after), else,
+    for the agent side, the one agent of ``agents`` -- the agent its key or run
+    credential is bound to, or a machine token's only bound agent. A machine token of
+    several agents names one; the MCP tools name none, so it files there through the
+    REST API. A person files as nobody unless it names an agent. REST and MCP both
+    ask here, so no door of the agent side files work that skips approval."""
+    if named is not None or not principal.agent_side:
+        return named
+    if len(agents) != 1:
+        raise ValidationFailed(
+            "created_by_agent_id",
+            "name the agent this machine token files the task as (over MCP, which "
+            "names none: file it with POST /api/board/tasks)",
+        )
+    return next(iter(agents))
+
+
+def caller_agents(auth: Any) -> frozenset[str]:
+    """The agents a request's credential acts for: the one its key or run credential
+    is bound to, or a machine token's bound agents (none: a person's)."""
+    bound = bound_agent(auth)
+    return frozenset({bound}) if bound is not None else (bound_agents(auth) or frozenset())
+
+
 def agent_side_owns(request: Any, task: Task, verb: str) -> None:
     """The REST door's :func:`refuse_unless_own_task`: the caller's agents are the
     one its key or run credential is bound to, or a machine token's bound agents."""
     auth = getattr(request, "auth", None)
-    bound = bound_agent(auth)
-    agents = frozenset({bound}) if bound is not None else (bound_agents(auth) or frozenset())
     principal = principal_of(request.user, auth)
-    refuse_unless_own_task(principal, task, agents, run_task(auth), verb)
+    refuse_unless_own_task(principal, task, caller_agents(auth), run_task(auth), verb)

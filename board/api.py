@@ -22,6 +22,9 @@ from board import checks, store
 from board.access import (
     agent_side_owns,
     audited_override,
+    caller_agents,
+    files_as,
+    refuse_deciding_work_in_review,
     refuse_settling_its_own_run,
     refuse_unjudged_done,
     visible_task,
@@ -55,7 +58,7 @@ from core.api.access import (
     team_ids,
     visible_agent,
 )
-from core.api.auth import bound_agent, bound_agents, run_task
+from core.api.auth import run_task
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
@@ -224,11 +227,12 @@ class TaskListView(APIView):
     def post(self, request: Request) -> Response:
         body = json_object(request, TaskCreateSerializer)
         require_team(request.user, body.get("team", "default"))
-        if principal(request).agent_side and body.get("created_by_agent_id") is None:
-            # The agent side files work as one of its agents, so it waits for a
-            # person's approval (GOVERNANCE §5, §6: delegation).
-            body["created_by_agent_id"] = filing_agent(request)
-        if body.get("created_by_agent_id") is not None:
+        # The agent side files work as one of its agents, so it waits for a person's
+        # approval (GOVERNANCE §5, §6: delegation).
+        body["created_by_agent_id"] = files_as(
+            principal(request), caller_agents(request.auth), body.get("created_by_agent_id")
+        )
+        if body["created_by_agent_id"] is not None:
             act_as(request, body["created_by_agent_id"], "created_by_agent_id")
         parent = _visible_ref(request, body.get("parent_task_id"), "parent_task_id")
         if parent is not None:
@@ -244,20 +248,6 @@ class TaskListView(APIView):
         _staff_repo_path(request, body, body.get("team", "default"), None)
         result = store.create_task(**body, actor=acting_name(request))
         return Response(task_body(result.task), status=201 if result.created else 200)
-
-
-def filing_agent(request: Request) -> str:
-    """The agent an agent-side create is filed as: the one its credential is bound
-    to, or a machine token's only agent; a token of several must name one."""
-    bound = bound_agent(request.auth)
-    if bound is None:
-        agents = sorted(bound_agents(request.auth) or ())
-        if len(agents) != 1:
-            raise ValidationFailed(
-                "created_by_agent_id", "name the agent this machine token files the task as"
-            )
-        bound = agents[0]
-    return bound
 
 
 def column_counts(qs: QuerySet[Task]) -> dict[str, int]:
@@ -562,9 +552,9 @@ class TransitionView(APIView):
 def _agent_side_move(request: Request, task: Any, to: Any) -> None:
     """The agent side moves only its own work (GOVERNANCE §6): a claim from ``todo``
     (the claim statement's gate: route, limits, budgets, approval) or a task its own
-    agent holds to ``in_review`` or ``blocked``. Taking back a blocked or reviewed
-    task is a person's: a run stopped at its ceiling is never retried by itself
-    (§3), and work in review is a person's to send back. The table
+    agent holds in progress to ``in_review`` or ``blocked``. Taking back a blocked or
+    reviewed task is a person's: a run stopped at its ceiling is never retried by
+    itself (§3), and work in review is a person's to send back or turn down. The table
     (``core.roles``) has already refused ``done``, ``todo``, ``backlog`` and
     ``cancelled``."""
     if to == task.status:
@@ -572,10 +562,8 @@ def _agent_side_move(request: Request, task: Any, to: Any) -> None:
     if to == Status.IN_PROGRESS and task.status != Status.TODO:
         roles.refuse_agent_side(principal(request), f"{operation(request)} from {task.status}")
     if to != Status.IN_PROGRESS:
-        if task.assignee_agent_id is None or task.status not in (
-            Status.IN_PROGRESS,
-            Status.IN_REVIEW,
-        ):
+        refuse_deciding_work_in_review(principal(request), task, operation(request))
+        if task.assignee_agent_id is None or task.status != Status.IN_PROGRESS:
             roles.refuse_agent_side(
                 principal(request), f"{operation(request)} of work no agent of yours holds"
             )
@@ -875,9 +863,7 @@ class CompleteView(APIView):
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
         task = visible_task(request.user, task_id)
-        if task.status == Status.IN_REVIEW:
-            # Completing work in review is approving it: people only (GOVERNANCE §6).
-            roles.refuse_agent_side(principal(request), f"{operation(request)} on a task in review")
+        refuse_deciding_work_in_review(principal(request), task, operation(request))
         act_as_assignee(request, task)
         refuse_settling_its_own_run(run_task(request.auth), task.id)
         refuse_unjudged_done(principal(request), task)
@@ -918,7 +904,9 @@ class FailView(APIView):
     )
     @idempotent
     def post(self, request: Request, task_id: str) -> Response:
-        act_as_assignee(request, visible_task(request.user, task_id))
+        task = visible_task(request.user, task_id)
+        refuse_deciding_work_in_review(principal(request), task, operation(request))
+        act_as_assignee(request, task)
         refuse_settling_its_own_run(run_task(request.auth), task_id)
         body = json_object(request, FailBody)
         outcome = store.fail(

@@ -39,7 +39,7 @@ from boardmcp.models import RunCredential
 from core import registry, roles, storage
 from core.api.access import team_ids
 from core.api.auth import RUN_KEY_PREFIX, bound_agent, bound_agents
-from core.api.throttling import user_client
+from core.api.throttling import agent_client, client_of
 from core.errors import ClawbooError
 from core.models import Agent
 from core.roles import Principal, principal_of
@@ -191,7 +191,7 @@ def _run_caller(credential: RunCredential) -> Caller | None:
         ticket=credential.ticket,
         run=True,
         read_only=credential.read_only,
-        client=f"agent:{credential.agent.id}",
+        client=agent_client(credential.agent.id),
         kind=credential.principal_kind,
     )
 
@@ -222,13 +222,13 @@ def _token_caller(key: str) -> Caller | None:
         agent = Agent.objects.filter(pk=bound).first()
         if agent is None or not (user.is_staff or agent.owner_id == user.pk):
             return None
-        return replace(agent_caller(agent), client=user_client(user.pk))
+        return replace(agent_caller(agent), client=client_of(user, token))
     principal = principal_of(user, token)
     teams = team_ids(user)
     return Caller(
         name=principal.name if principal.kind == "machine" else user.get_username(),
         teams=None if teams is None else tuple(teams),
-        client=user_client(user.pk),
+        client=client_of(user, token),
         # A machine token acts for its agents through their own keys or the REST
         # API; over MCP it is the agent side and acts as no agent.
         kind=principal.kind,

@@ -23,7 +23,12 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from board import store
-from board.access import refuse_unjudged_done, refuse_unless_own_task
+from board.access import (
+    files_as,
+    refuse_deciding_work_in_review,
+    refuse_unjudged_done,
+    refuse_unless_own_task,
+)
 from board.errors import ClaimConflict, TaskNotFound
 from board.models import Task
 from board.snapshot import route as route_of
@@ -332,8 +337,10 @@ def _create(
         parent_task_id=parent.id if parent is not None else None,
         # By id only: a path is never taken from an agent.
         repository=repository,
-        # An agent filing work: the board's ceilings and rate limit apply.
-        created_by_agent_id=caller.agent_id,
+        # The agent side files work as one of its agents: the board's ceilings and
+        # rate limit apply, and it waits for a person's approval (a machine token
+        # too, which acts as no agent here).
+        created_by_agent_id=files_as(caller.principal, caller.own_agents),
         route=None if route is None else route.model_dump(),
         touches=touches,
     )
@@ -490,8 +497,7 @@ def complete_task(
     was started for: the executor settles that one when you stop."""
     caller = caller_of(ctx)
     task = _visible(caller, _task_id(caller, task_id))
-    if task.status == "in_review":
-        roles.refuse_agent_side(caller.principal, "mcp complete_task on a task in review")
+    refuse_deciding_work_in_review(caller.principal, task, "mcp complete_task")
     tid, fence = _held(caller, task_id, ticket, settles=True)
     refuse_unjudged_done(caller.principal, task)
     return _settled(store.complete(tid, output, ticket=fence, if_allowed=True))
@@ -504,6 +510,8 @@ def fail_task(
     """Give up on a task you hold, saying why: it goes back to the queue while attempts
     remain, else it is blocked for a person."""
     caller = caller_of(ctx)
+    task = _visible(caller, _task_id(caller, task_id))
+    refuse_deciding_work_in_review(caller.principal, task, "mcp fail_task")
     tid, fence = _held(caller, task_id, ticket, settles=True)
     return _settled(store.fail(tid, error, ticket=fence, if_allowed=True))
 

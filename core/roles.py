@@ -161,8 +161,8 @@ VERBS: tuple[Verb, ...] = (
         f"POST {_T}/transition",
         BUILDERS,
         "move a task; the agent side only its own work to in_progress (from todo: the"
-        " claim), in_review or blocked; to done, todo, backlog or cancelled, or with"
-        " human_override, people only",
+        " claim), or from in_progress to in_review or blocked; to done, todo, backlog"
+        " or cancelled, with human_override, or out of review, people only",
         people_fields={"human_override": ANY, "to": ("done", "todo", "backlog", "cancelled")},
     ),
     Verb(f"POST {_T}/claim", BUILDERS, "claim a task"),
@@ -175,7 +175,7 @@ VERBS: tuple[Verb, ...] = (
         "settle a held task done; with human_override, or a task in review, people only",
         people_fields={"human_override": ANY},
     ),
-    Verb(f"POST {_T}/fail", BUILDERS, "settle a held task failed"),
+    Verb(f"POST {_T}/fail", BUILDERS, "settle a held task failed; a task in review, people only"),
     Verb(f"POST {_T}/submit", BUILDERS, "hand in a pushed branch for the server to judge"),
     Verb(f"POST {_T}/comments", BUILDERS, "comment (the agent side: on its own agents' tasks)"),
     Verb(
@@ -279,7 +279,7 @@ VERBS: tuple[Verb, ...] = (
     Verb("mcp claim_task", BUILDERS, "claim a task"),
     Verb("mcp heartbeat", BUILDERS, "renew a claim's lease"),
     Verb("mcp complete_task", BUILDERS, "settle a held task done (not a task in review)"),
-    Verb("mcp fail_task", BUILDERS, "settle a held task failed"),
+    Verb("mcp fail_task", BUILDERS, "settle a held task failed (not a task in review)"),
     Verb("mcp request_review", BUILDERS, "hand a held task to review"),
     Verb("mcp write_handoff", BUILDERS, "write a held task's handoff"),
     Verb("mcp decide_approval", PEOPLE, "decide a task approval"),
@@ -520,7 +520,8 @@ def as_markdown() -> str:
             if verb.people_fields
         )
         + " is refused (`person_required`). Completing a task that is in review (REST",
-        "`…/complete` or MCP `complete_task`) is approving it: people only.",
+        "`…/complete` or MCP `complete_task`) is approving it, and failing or blocking it",
+        "(`…/fail`, a move to `blocked`, MCP `fail_task`) is turning it down: people only.",
         "",
     ]
     return "\n".join(lines)

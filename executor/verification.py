@@ -1,5 +1,7 @@
-"""The deterministic verification gate: run the checkout's ``init.sh`` (install +
-VERIFY_CMD), keep the output as evidence, and turn the exit code into a verdict.
+"""The deterministic verification gate: run the task's ``init.sh`` (install +
+VERIFY_CMD) in the checkout -- the server's own text of it, never the checkout's
+copy, which the builder can edit -- keep the output as evidence, and turn the exit
+code into a verdict.
 
 The builder is not the judge: this runs after the runtime finished, in the same
 checkout, with the same process-group hygiene as the runtimes (timeout kills the
@@ -19,6 +21,7 @@ from board import judgement
 from board.models import Task, Verdict
 from executor.runtimes.oneshot import WORKER_ONLY_ENV
 from executor.runtimes.process import run_process
+from worktrees import service as worktree_service
 
 GATE_TIMEOUT_S = 600.0  # SPEC §10: deterministic gate timeout 10 min
 EVIDENCE_TAIL = 4_000
@@ -61,7 +64,10 @@ def verify(
     the repository) as it is. None when there is nothing to run (no command at all)."""
     own = verify_command(task)
     if own and (worktree / "init.sh").exists():
-        argv, shown = ["bash", "init.sh"], own
+        # The script as the server writes it, not the checkout's file: the builder
+        # can rewrite that one (``exit 0``), and would then be its own judge
+        # (GOVERNANCE §4, §6). ``$0`` names it, so it starts in the checkout.
+        argv, shown = ["bash", "-c", worktree_service.init_script(task), "init.sh"], own
     elif command:
         argv, shown = ["bash", "-c", command], command
     else:

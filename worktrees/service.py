@@ -31,7 +31,7 @@ from worktrees import checkouts, handoff, intake, landing, pull_requests
 from worktrees import queue as merge_queue
 from worktrees.checks import check_base_ref, check_base_sha, check_task_id
 from worktrees.locks import path_lock
-from worktrees.scaffold import TaskBrief
+from worktrees.scaffold import TaskBrief, init_sh
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,13 @@ def _brief(task: Task) -> TaskBrief:
         verify_cmd=_slot(task, "verify_cmd"),
         start_cmd=_slot(task, "start_cmd"),
     )
+
+
+def init_script(task: Task) -> str:
+    """The text of ``task``'s ``init.sh`` as the server writes it (its install and
+    verify commands: the task's metadata, else its repository's). The gate runs
+    this, never the copy in the checkout, which the builder can rewrite."""
+    return init_sh(_brief(task))
 
 
 def _slot(task: Task, key: str) -> str:

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 from django.contrib.auth import get_user_model
+from mcp.client.client import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from board import store
 from board.models import Task
+from boardmcp import credentials
+from boardmcp.tools import build_server
 from core import machines, registry
 from core.models import AgentToken
 from tests.api.conftest import fingerprint
@@ -54,6 +58,8 @@ def board(default_team: str) -> dict[str, Any]:
     store.transition(stopped, "blocked")
     reviewed, ticket = held_by("near", "in review")
     store.await_review(reviewed, ticket=ticket)
+    # Waits on the reviewed work: a hard fail of it would cancel this one.
+    waiting = store.create_task(title="waits on the review", depends_on=[reviewed]).task.id
     mine, _ = held_by("near", "mine, running")
     theirs, _ = held_by("far", "far's, running")
     ready = store.create_task(title="ready", file_mutating=False).task.id
@@ -62,6 +68,7 @@ def board(default_team: str) -> dict[str, Any]:
     return {
         "stopped": stopped,
         "reviewed": reviewed,
+        "waiting": waiting,
         "mine": mine,
         "theirs": theirs,
         "ready": ready,
@@ -76,6 +83,8 @@ REFUSED = [
     ("stopped", {"to": "in_progress", "agent_id": "near"}, "person_required"),
     ("reviewed", {"to": "in_progress", "agent_id": "near"}, "person_required"),
     ("reviewed", {"to": "todo"}, "person_required"),
+    # Turning down work in review is a person's (GOVERNANCE §6), its own agent's too.
+    ("reviewed", {"to": "blocked"}, "person_required"),
     ("ready", {"to": "cancelled"}, "person_required"),
     ("ready", {"to": "backlog"}, "person_required"),
     ("ready", {"to": "blocked"}, "person_required"),
@@ -134,3 +143,51 @@ def test_a_person_takes_back_a_stopped_task_and_sends_back_work_in_review(
     assert statuses[board["stopped"]] == "todo"
     assert statuses[board["reviewed"]] == "in_progress"
     assert statuses[board["theirs"]] == "cancelled"
+
+
+@pytest.mark.parametrize("credential", ["agent key", "machine token"])
+def test_the_agent_side_may_not_fail_its_own_work_in_review(
+    board: dict[str, Any], credential: str
+) -> None:
+    # Failing work in review turns it down for the person who reviews it, and a hard
+    # fail cancels what waits on it: the builder's REST fail is refused, nothing written.
+    api = client(board["keys"][credential])
+    before = fingerprint()
+
+    answer = api.post(f"/api/board/tasks/{board['reviewed']}/fail", {"error": "never mind"})
+
+    assert answer.status_code == 403, answer.json()
+    assert answer.json()["error"] == "person_required"
+    assert fingerprint() == before
+    statuses = dict(Task.objects.values_list("id", "status"))
+    assert statuses[board["reviewed"]] == "in_review"
+    assert statuses[board["waiting"]] == "todo"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_mcp_fail_task_of_work_in_review_is_refused(board: dict[str, Any]) -> None:
+    caller = credentials.caller_for_key(board["keys"]["agent key"])
+    assert caller is not None
+    before = fingerprint()
+
+    async def fail() -> Any:
+        async with Client(build_server(caller)) as mcp:
+            return await mcp.call_tool(
+                "fail_task", {"task_id": board["reviewed"], "error": "never mind"}
+            )
+
+    answer = anyio.run(fail)
+
+    assert answer.is_error
+    assert answer.structured_content["error"] == "person_required"
+    assert fingerprint() == before
+    assert store.get_task(board["reviewed"]).status == "in_review"
+
+
+def test_a_person_turns_down_work_in_review(board: dict[str, Any]) -> None:
+    api = client(board["person"])
+
+    answer = api.post(f"/api/board/tasks/{board['reviewed']}/fail", {"error": "not this"})
+
+    assert answer.status_code == 200, answer.json()
+    assert store.get_task(board["reviewed"]).status == "blocked"

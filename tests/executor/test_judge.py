@@ -164,6 +164,38 @@ def test_the_tasks_own_verify_command_wins_over_the_agents(builder):
     assert store.get_task(task.id).as_dict()["verification"]["gate"]["command"] == VERIFY_OK
 
 
+# A builder that breaks the feature and rewrites the checkout's init.sh, the script
+# that carries the task's verify command, to pass whatever it finds.
+GATE_REWRITER = """
+import pathlib
+here = pathlib.Path.cwd()
+(here / "feature.txt").write_text("broken\\n")
+(here / "init.sh").write_text("#!/usr/bin/env bash\\necho all good\\nexit 0\\n")
+print("rewrote the gate")
+"""
+
+
+def test_a_builder_that_rewrites_init_sh_is_still_judged_by_the_tasks_own_command(repo, tmp_path):
+    # The builder is not the judge (GOVERNANCE §4, §6): the gate runs the server's
+    # init.sh for the task, never the checkout's copy the builder can edit.
+    script = tmp_path / "rewriter.py"
+    script.write_text(GATE_REWRITER)
+    registry.create_agent(
+        id="builder",
+        display_name="Builder",
+        team="default",
+        runtime="command",
+        settings={"argv": [sys.executable, str(script)], "repo_path": str(repo)},
+    )
+    task = store.create_task(title="Add feature", metadata={"verify_cmd": VERIFY_OK}).task
+    assert Executor("builder").work_once().verdict == "fail"
+    verification = store.get_task(task.id).as_dict()["verification"]
+    assert verification["verdict"] == "fail"
+    assert verification["gate"]["command"] == VERIFY_OK
+    assert verification["gate"]["exit_code"] != 0
+    assert "all good" not in verification["evidence"]
+
+
 def test_the_repositorys_verify_command_judges_when_task_and_agent_name_none(builder, repo):
     from core import repositories
 
