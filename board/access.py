@@ -61,20 +61,33 @@ def refuse_deciding_work_in_review(principal: Principal, task: Task, verb: str) 
 
 def refuse_unjudged_done(principal: Principal, task: Task, move: str = "complete") -> None:
     """GOVERNANCE §4, §6: the judge's side stays with the server. File-mutating work
-    of a repository that takes pushed work in reaches review and done through the
+    the server can judge -- pushed to a registered repository's remote, or made in
+    the server's own checkout of the task -- reaches review and done through the
     server's judge (``POST …/submit``: judged, then review), never by its builder's
-    own complete or move to review (``move`` names which, for the refusal) -- the
-    agent side is refused; a person may still settle it."""
-    from board.repository import judged_on_server
-
+    own complete, move to review or worktree completion (``move`` names which, for
+    the refusal): the agent side is refused (403, nothing written); a person may
+    still settle it. Work the server cannot see (no checkout here, no remote to
+    fetch it from) lands nothing, and is settled as any other task."""
     if not (principal.agent_side and task.status == Status.IN_PROGRESS):
         return
-    if not judged_on_server(task):
+    if not server_judges(task):
         return
     raise Forbidden(
-        f"{principal.describe()} may not {move} task {task.id!r}: its work is pushed "
-        "and submitted (POST /api/board/tasks/{task_id}/submit), and the server judges it"
+        f"{principal.describe()} may not {move} task {task.id!r}: hand its work in with "
+        f"POST /api/board/tasks/{task.id}/submit (the ticket alone for work in the "
+        "server's checkout; with branch and commit for a pushed branch), and the server "
+        "judges it"
     )
+
+
+def server_judges(task: Task) -> bool:
+    """Whether the agent side's work on ``task`` is handed in to the server's judge:
+    file-mutating work of a registered repository with a remote (a remote worker's
+    pushed branch), or in the task's checkout on the server."""
+    from board.repository import judged_on_server
+    from board.store import live_workspace
+
+    return judged_on_server(task) or (task.file_mutating and live_workspace(task.id) is not None)
 
 
 def agent_side_holds(request: Any, task: Task) -> None:

@@ -176,7 +176,11 @@ VERBS: tuple[Verb, ...] = (
         people_fields={"human_override": ANY},
     ),
     Verb(f"POST {_T}/fail", BUILDERS, "settle a held task failed; a task in review, people only"),
-    Verb(f"POST {_T}/submit", BUILDERS, "hand in a pushed branch for the server to judge"),
+    Verb(
+        f"POST {_T}/submit",
+        BUILDERS,
+        "hand in work (a pushed branch, or the server's checkout) for the server to judge",
+    ),
     Verb(f"POST {_T}/comments", BUILDERS, "comment (the agent side: on its own agents' tasks)"),
     Verb(
         f"POST {_T}/deps",
@@ -198,7 +202,11 @@ VERBS: tuple[Verb, ...] = (
     Verb(f"POST {_T}/workspace", BUILDERS, "make a task's worktree"),
     Verb(f"POST {_T}/workspace/pause", BUILDERS, "pause a task's worktree"),
     Verb(f"POST {_T}/workspace/resume", BUILDERS, "resume a task's worktree"),
-    Verb(f"POST {_T}/workspace/complete", BUILDERS, "finish a task's worktree (to review)"),
+    Verb(
+        f"POST {_T}/workspace/complete",
+        BUILDERS,
+        "finish a task's worktree (to review; the agent side: not work the server judges)",
+    ),
     Verb(f"POST {_T}/workspace/review", BUILDERS, "open a review checkout"),
     Verb(f"POST {_T}/workspace/handoff", BUILDERS, "write a task's handoff"),
     Verb("POST /api/teams/{team_id}/chat", BUILDERS, "write in the team chat"),

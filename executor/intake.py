@@ -1,7 +1,9 @@
-"""The server's intake of a remote worker's pushed work: fetch, judge, review.
+"""The server's intake of the agent side's handed-in work: fetch, judge, review.
 
 A remote worker submits a file-mutating task with its pushed branch
-(:func:`worktrees.intake.submit`, ``POST /api/board/tasks/{id}/submit``); the
+(:func:`worktrees.intake.submit`, ``POST /api/board/tasks/{id}/submit``); an agent
+working in the task's checkout on the server submits that checkout (no branch: the
+fetch and merge below are skipped, the judge runs on the checkout as it is). The
 commit enqueues :func:`take_in` as a django-q2 task, so the git and judge work is
 off the request path. :func:`take_in` then does what the local executor does
 after a run (:func:`executor.settle.land`), on the server, under the
@@ -40,7 +42,6 @@ from board.models import ExecutionProcess, Task, Verdict, Workspace
 from board.repository import run_repository
 from core import registry, server_commands
 from core.errors import ClawbooError
-from core.models import Repository
 from executor import breakers, settle
 from executor.runner import heartbeat_seconds
 from executor.runtimes.base import Outcome, RunResult
@@ -76,17 +77,24 @@ def take_in(task_id: str) -> dict[str, Any]:
     task = store.find_task(task_id)
     if task is None or not store.intake_pending(task):
         return {"result": "nothing"}
-    repo = run_repository(task, register=False).takes_in
-    if repo is None:
-        return _failed(task, "its repository is no longer registered with a remote")
-    with path_lock(f"{repo.path}#intake/{task.id}"):
+    if intake.from_checkout(task):
+        ws = store.live_workspace(task.id)
+        repo_path = ws.repo_path if ws is not None else None
+        missing = "its checkout on the server is gone"
+    else:
+        registered = run_repository(task, register=False).takes_in
+        repo_path = registered.path if registered is not None else None
+        missing = "its repository is no longer registered with a remote"
+    if repo_path is None:
+        return _failed(task, missing)
+    with path_lock(f"{repo_path}#intake/{task.id}"):
         task = store.get_task(task_id)
         if not store.intake_pending(task):
             return {"result": "nothing"}
-        return _take_in(task, repo)
+        return _take_in(task, repo_path)
 
 
-def _take_in(task: Task, registered: Repository) -> dict[str, Any]:
+def _take_in(task: Task, repo_path: str) -> dict[str, Any]:
     record = store.intake_of(task) or {}
     ticket = store.Ticket.for_task(task).encode()
     span = int(settings.CLAWBOO_INTAKE_LEASE_MS)
@@ -94,17 +102,12 @@ def _take_in(task: Task, registered: Repository) -> dict[str, Any]:
         store.set_intake_state(task.id, "lost")
         return {"result": "lost"}
     output = task.output if isinstance(task.output, dict) else {}
-    commit = str(output.get("commit") or "")
-    repo_path = registered.path
     try:
-        intake.fetch_submitted(registered, task.id, commit)
-        ws, _head = worktree_service.checkout_for_run(task.id, repo_path)
+        ws = _bring_in(task, repo_path, str(output.get("commit") or ""))
         worktree = Path(ws.worktree_path)
-        intake.adopt(task.id, worktree, commit)
-        intake.drop_intake_ref(Path(repo_path), task.id)
     except intake.WorkDoesNotMerge as exc:
         log.info("intake of task %s: does not merge (%s)", task.id, ", ".join(exc.conflicts))
-        return _rebase(task, ws, exc.conflicts, ticket, record)
+        return _rebase(task, store.get_workspace(task.id), exc.conflicts, ticket, record)
     except ClawbooError as exc:
         log.warning("intake of task %s failed: %s", task.id, exc.detail)
         return _failed(task, exc.detail, ticket)
@@ -146,6 +149,22 @@ def _take_in(task: Task, registered: Repository) -> dict[str, Any]:
         store.renew_lease(task.id, ticket, lease_ms=record.get("lease_ms"))
     store.set_intake_state(task.id, action)
     return {"result": action, "verdict": landing.verdict}
+
+
+def _bring_in(task: Task, repo_path: str, commit: str) -> Workspace:
+    """The task's checkout with the submitted work in it: a pushed ``commit`` fetched
+    from the registered repository's remote and merged into the checkout (provisioned
+    as for a local run), or the checkout itself for work made there."""
+    if intake.from_checkout(task):
+        return worktree_service.checkout_for_run(task.id, repo_path)[0]
+    registered = run_repository(task, register=False).takes_in
+    if registered is None:
+        raise ClawbooError("its repository is no longer registered with a remote")
+    intake.fetch_submitted(registered, task.id, commit)
+    ws, _head = worktree_service.checkout_for_run(task.id, repo_path)
+    intake.adopt(task.id, Path(ws.worktree_path), commit)
+    intake.drop_intake_ref(Path(repo_path), task.id)
+    return ws
 
 
 def _rebase(
@@ -197,7 +216,7 @@ def _submitted_run(task: Task, output: dict[str, Any]) -> RunResult:
 def _failed(
     task: Task, why: str, ticket: str | None = None, *, retry: bool = True
 ) -> dict[str, Any]:
-    message = f"intake of the remote worker's branch failed: {why}"
+    message = f"intake of the handed-in work failed: {why}"
     failed = store.fail(
         task.id,
         message,

@@ -17,6 +17,7 @@ from board.access import (
     agent_side_holds,
     audited_override,
     refuse_settling_its_own_run,
+    refuse_unjudged_done,
     visible_task,
 )
 from board.api import task_body
@@ -27,7 +28,7 @@ from core.api.access import act_as, act_as_assignee, scoped, visible
 from core.api.auth import run_task
 from core.api.bodies import BodySpec, json_object
 from core.api.idempotency import idempotent
-from core.api.permissions import RoleTable
+from core.api.permissions import RoleTable, principal
 from core.api.schema import with_errors
 from core.errors import ValidationFailed
 from core.models import Repository
@@ -150,9 +151,11 @@ def _operation(
         )
         @idempotent
         def post(self, request: Request, task_id: str) -> Response:
-            agent_side_holds(request, visible_task(request.user, task_id))
+            task = visible_task(request.user, task_id)
+            agent_side_holds(request, task)
             if settles:
                 refuse_settling_its_own_run(run_task(request.auth), task_id)
+                refuse_unjudged_done(principal(request), task, "complete the worktree of")
             data = json_object(request, body)
             result = fn(task_id) if body is None else fn(task_id, data)
             return Response(_jsonable(result))
@@ -436,8 +439,14 @@ SubmitBody = inline_serializer(
     "SubmitRemoteWork",
     {
         "ticket": serializers.CharField(help_text="the claim's ticket"),
-        "branch": serializers.CharField(help_text="must be clawboo/task-<this task's id>"),
-        "commit": serializers.CharField(help_text="the pushed branch's tip, a full SHA"),
+        "branch": serializers.CharField(
+            required=False,
+            help_text="must be clawboo/task-<this task's id>; left out (with commit): the "
+            "work in the task's checkout on the server is handed in as it is",
+        ),
+        "commit": serializers.CharField(
+            required=False, help_text="the pushed branch's tip, a full SHA"
+        ),
         "output": serializers.DictField(
             required=False, help_text="the run's summary, usage, host (kept on the task)"
         ),
@@ -449,11 +458,14 @@ class SubmitView(APIView):
     @extend_schema(
         operation_id="board_tasks_submit",
         description=(
-            "A remote worker hands in a file-mutating task whose branch "
-            "`clawboo/task-<id>` it pushed to the repository's remote: the branch and "
-            "commit are kept on the task (`output.intake.state: pending`), the claim "
-            "stays (its lease covers the intake), and the server fetches, judges and "
-            "sends the task to review off the request path (202)."
+            "The agent side hands in a file-mutating task for the server's judge: a "
+            "remote worker its branch `clawboo/task-<id>` pushed to the repository's "
+            "remote (branch and commit), an agent working in the task's checkout on "
+            "the server that checkout as it is (the ticket alone). The submission is "
+            "kept on the task (`output.intake.state: pending`), the claim stays (its "
+            "lease covers the intake), and the server takes it in, judges it and sends "
+            "the task to review, or back to its builder to fix, off the request path "
+            "(202)."
         ),
         request=SubmitBody,
         responses=with_errors(
@@ -469,7 +481,7 @@ class SubmitView(APIView):
         act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, SubmitBody)
         task = intake.submit(
-            task_id, body["ticket"], body["branch"], body["commit"], body.get("output")
+            task_id, body["ticket"], body.get("branch"), body.get("commit"), body.get("output")
         )
         return Response(task_body(task), status=202)
 

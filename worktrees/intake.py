@@ -70,29 +70,35 @@ def _check_remote(remote: str) -> str:
     return remote
 
 
+# ``output.source`` of work handed in from the task's checkout on the server.
+FROM_CHECKOUT = "checkout"
+
+
 def submit(task_id: Any, ticket: Any, branch: Any, commit: Any, output: Any = None) -> Task:
-    """Accept a remote worker's pushed work for ``task_id`` (see the module
-    docstring): refused with nothing written when the branch is not
-    ``clawboo/task-<that task's id>`` or the commit not a full SHA
-    (ValidationFailed), when the task is not file-mutating or has no registered
-    repository with a remote (Conflict), or when ``ticket`` no longer holds the
-    claim (Conflict, reason ``lost-claim``). The intake is enqueued on commit."""
+    """Hand the task's work in for the server's judge (see the module docstring):
+    a remote worker's pushed ``branch`` and ``commit``, or -- neither given -- the
+    work in the task's checkout on the server, as it is. Refused with nothing
+    written when the branch is not ``clawboo/task-<that task's id>`` or the commit
+    not a full SHA (ValidationFailed), when the task is not file-mutating, has no
+    registered repository with a remote to fetch a branch from, or no checkout on
+    the server to take in (Conflict), or when ``ticket`` no longer holds the claim
+    (Conflict, reason ``lost-claim``). The intake is enqueued on commit."""
     tid = check_task_id(task_id)
-    if branch != checkouts.branch_for(tid):
-        raise ValidationFailed("branch", f"must be {checkouts.branch_for(tid)!r} for this task")
-    if not isinstance(commit, str) or not _SHA.match(commit):
-        raise ValidationFailed("commit", "must be a full 40-character commit SHA")
     if output is not None and not isinstance(output, dict):
         raise ValidationFailed("output", "must be an object")
     task = store.get_task(tid)
     if not task.file_mutating:
         raise Conflict(f"task {tid!r} is not file-mutating: nothing to take in", task_id=tid)
-    if run_repository(task, register=False).takes_in is None:
-        raise Conflict(
-            f"task {tid!r} has no registered repository with a remote to take its branch from",
-            task_id=tid,
-        )
-    body = {**(output or {}), "branch": branch, "commit": commit}
+    if branch is None and commit is None:
+        if store.live_workspace(tid) is None:
+            raise Conflict(
+                f"task {tid!r} has no checkout on the server to take in: provision its "
+                "workspace and work there, or push its branch and name it with its commit",
+                task_id=tid,
+            )
+        body = {**(output or {}), "source": FROM_CHECKOUT}
+    else:
+        body = {**(output or {}), **_pushed(task, branch, commit)}
     outcome = store.submit_remote_work(
         tid, ticket, body, intake_lease_ms=int(settings.CLAWBOO_INTAKE_LEASE_MS)
     )
@@ -106,6 +112,25 @@ def submit(task_id: Any, ticket: Any, branch: Any, commit: Any, output: Any = No
     if outcome.recorded:
         transaction.on_commit(lambda: enqueue(tid), robust=True)
     return outcome.task
+
+
+def _pushed(task: Task, branch: Any, commit: Any) -> dict[str, str]:
+    if branch != checkouts.branch_for(task.id):
+        raise ValidationFailed("branch", f"must be {checkouts.branch_for(task.id)!r} for this task")
+    if not isinstance(commit, str) or not _SHA.match(commit):
+        raise ValidationFailed("commit", "must be a full 40-character commit SHA")
+    if run_repository(task, register=False).takes_in is None:
+        raise Conflict(
+            f"task {task.id!r} has no registered repository with a remote to take its branch from",
+            task_id=task.id,
+        )
+    return {"branch": branch, "commit": commit}
+
+
+def from_checkout(task: Task) -> bool:
+    """Whether the task's pending submission is the work in its server checkout."""
+    output = task.output if isinstance(task.output, dict) else {}
+    return output.get("source") == FROM_CHECKOUT
 
 
 def enqueue(task_id: str) -> None:
