@@ -242,6 +242,7 @@ class TaskListView(APIView):
         deps = body.get("depends_on")
         for dep in deps if isinstance(deps, list) else ():
             _visible_ref(request, dep, "depends_on")
+        checks.check_not_a_fire(body.get("id"), body.get("metadata"))
         server_commands.check_task_commands(
             body.get("metadata"), operator=server_commands.is_operator(request.user)
         )
@@ -493,6 +494,7 @@ class TaskDetailView(APIView):
         if_revision = body.pop("if_revision", None)
         if body.get("assignee_agent_id") is not None:
             act_as(request, body["assignee_agent_id"], "assignee_agent_id")
+        checks.check_not_a_fire(None, body.get("metadata"), task.metadata)
         server_commands.check_task_commands(
             body.get("metadata"), operator=server_commands.is_operator(request.user)
         )

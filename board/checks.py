@@ -164,3 +164,27 @@ def check_id_list(value: Any, field: str) -> list[str]:
 
 def check_agent_id(value: Any, field: str = "agent_id") -> str:
     return check_id(value, field)
+
+
+# A routine's fire files its slot's task as ``rt-<routine>-<slot>`` with its
+# ``metadata.routine_id`` and ``slot_at``: the routine finds its fires, and its cap
+# budget counts their spend, by them.
+ROUTINE_FIRE_PREFIX = "rt-"
+ROUTINE_MARKS = ("routine_id", "slot_at")
+
+
+def check_not_a_fire(task_id: Any, metadata: Any, current: Any = None) -> None:
+    """Refuse what only a routine's fire writes, from anyone else: a task id in its
+    namespace (taking a future slot's id would fail that fire) or a ``metadata``
+    routine mark other than the task's ``current`` one (filing spend into a routine's
+    budget)."""
+    if isinstance(task_id, str) and task_id.startswith(ROUTINE_FIRE_PREFIX):
+        raise ValidationFailed(
+            "id", f"ids starting {ROUTINE_FIRE_PREFIX!r} are a routine's fires: choose another"
+        )
+    if not isinstance(metadata, dict):
+        return
+    was = current if isinstance(current, dict) else {}
+    for mark in ROUTINE_MARKS:
+        if mark in metadata and metadata[mark] != was.get(mark):
+            raise ValidationFailed(f"metadata.{mark}", "is set by a routine's fire only")

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone as dj_timezone
 
+from board import checks as board_checks
 from board import store as board_store
 from board.models import Task
 from core import events, storage
@@ -153,7 +154,7 @@ def materialize_task(routine: Routine, slot_at: int) -> Task:
         if template.get(key) is not None:
             metadata[key] = template[key]
     created = board_store.create_task(
-        id=f"rt-{routine.id}-{slot_at}",
+        id=f"{board_checks.ROUTINE_FIRE_PREFIX}{routine.id}-{slot_at}",
         title=template.get("title") or routine_store.DEFAULT_TITLE,
         team=routine.team_id,
         description=template.get("description") or "",
