@@ -153,6 +153,16 @@ class Meter:
 
 
 DEFAULT_STALL_MS = 600_000
+DEFAULT_RUN_TIMEOUT_S = 3600.0
+
+
+def run_timeout_of(settings: Mapping[str, Any] | None, override: float | None = None) -> float:
+    """How long a run of an agent may take: the worker's own override (``work``'s or
+    ``clawboo worker``'s ``--run-timeout``), else the agent's ``settings.timeout_s``,
+    else an hour. One rule for the local executor and the remote worker alike."""
+    if override:
+        return float(override)
+    return float((settings or {}).get("timeout_s") or DEFAULT_RUN_TIMEOUT_S)
 
 
 @dataclass(frozen=True)

@@ -421,3 +421,37 @@ def test_a_remote_worker_facing_an_older_server_opens_its_run_by_a_call_of_its_o
         {"agent_id": "far-bot"},
     ]
     assert not worker.open_in_claim
+
+
+def test_a_remote_run_stops_at_its_agents_timeout_s_as_a_local_run_does(daphne, tmp_path):
+    # The agent's settings.timeout_s bounds its runs on any worker: a remote worker
+    # started without --run-timeout used to give every run an hour whatever the agent
+    # said, so a hung run held its task (and its lease) sixty minutes.
+    from board.models import ExecutionProcess
+
+    registry.create_agent(
+        id="hung-bot",
+        display_name="Hung",
+        team="default",
+        runtime="command",
+        settings={"argv": ["sleep", "300"], "timeout_s": 2},
+    )
+    _, key = machines.mint("laptop", ["hung-bot"])
+    base = daphne(SERVER_ENV)
+    worker = start_worker(base, key, tmp_path, "hung-bot")
+    try:
+        task = store.create_task(title="never ends", file_mutating=False).task
+        wait_for(
+            lambda: (
+                ExecutionProcess.objects.filter(task_id=task.id).exclude(status="running").exists()
+            ),
+            40,
+            "the run ended by its agent's timeout_s",
+            tmp_path=tmp_path,
+        )
+    finally:
+        worker.kill()
+        worker.wait(10)
+    run = ExecutionProcess.objects.filter(task_id=task.id).exclude(status="running").first()
+    assert run is not None and run.status == "timed_out"
+    assert run.error_class == "timeout"
