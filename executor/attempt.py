@@ -187,6 +187,19 @@ class Stall:
         return cls(after_ms / 1000, cancel=(settings or {}).get("on_stall") == "cancel")
 
 
+def run_settings(
+    agent_settings: Mapping[str, Any] | None, task_metadata: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The settings a run of a task is given, on every worker: its agent's, with the
+    task's own ``metadata.model`` (what a routine template's ``model`` becomes) over
+    the agent's ``model``."""
+    chosen = dict(agent_settings or {})
+    model = (task_metadata or {}).get("model")
+    if isinstance(model, str) and model.strip():
+        chosen["model"] = model.strip()
+    return chosen
+
+
 class Trail:
     """The steps a run's reader threads reported, and when the run last said anything
     (a step, a line, a usage report): taken by the run's loop."""

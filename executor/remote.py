@@ -36,7 +36,7 @@ from typing import Any
 
 from board.errors import AgentPaused, BudgetPaused
 from executor import rest
-from executor.attempt import Stall, run_timeout_of
+from executor.attempt import Stall, run_settings, run_timeout_of
 from executor.rest import (
     Api,
     ApiError,
@@ -303,7 +303,7 @@ class Worker:
             prompt=claim.prompt(task),
             cwd=checkout.cwd,
             timeout_s=run_timeout_of(agent.get("settings"), self.run_timeout_s),
-            settings=dict(agent.get("settings") or {}),
+            settings=run_settings(agent.get("settings"), task.get("metadata")),
             attempt_id=str(report.execution_id),
         )
         try:

@@ -30,7 +30,7 @@ from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
 from executor import breakers, health, prompts, settle
-from executor.attempt import Attempt, Stall, run_timeout_of
+from executor.attempt import Attempt, Stall, run_settings, run_timeout_of
 from executor.local import Clock, LocalBoard, WorkReport, tee, workspace
 from executor.runtimes import (
     McpEndpoint,
@@ -257,7 +257,7 @@ class Executor:
                 prompt=prompts.run_prompt(task, state, board_tools=key is not None),
                 cwd=checkout.cwd,
                 timeout_s=run_timeout_of(self.agent.settings, self.run_timeout_override),
-                settings=dict(self.agent.settings or {}),
+                settings=run_settings(self.agent.settings, task.metadata),
                 resume_session_id=resume,
                 mcp=McpEndpoint(mcp_url, key) if mcp_url and key is not None else None,
                 # The execution: a connected runtime's idempotency key per attempt.

@@ -209,3 +209,35 @@ def test_a_ticks_fires_are_enqueued_through_async_task_after_each_claim_commits(
     assert all(p["name"] == f"routine-{p['args'][0]}" and p["kwargs"] == {} for p in payloads)
     statuses = set(Routine.objects.values_list("status", flat=True))
     assert statuses == {"claimed"}  # queued for a worker, not run inline
+
+
+def test_a_templates_model_is_the_model_each_fires_run_is_given(team, clock, tmp_path, monkeypatch):
+    # The template's model (the routine form's "Model") used to reach the task's
+    # metadata and stop there: a one-shot fire ran the agent's own model.
+    from core import registry
+    from tests.runtimes.stand_ins import install_stand_in, real_lines
+
+    bin_dir = tmp_path / "bin"
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    claude = install_stand_in(
+        bin_dir, "claude", stdout=real_lines("claude-code/run1-write-file.stream.jsonl")
+    )
+    cody = registry.create_agent(
+        id="cody",
+        display_name="Cody",
+        team=team,
+        runtime="claude-code",
+        settings={"model": "claude-opus-4-1"},
+    )
+    make(cody, task_template={"title": "Digest", "kind": "research", "model": "claude-haiku-4-5"})
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    argv = claude.call()["argv"]
+    assert argv[argv.index("--model") + 1] == "claude-haiku-4-5"
+    # A task without a model of its own runs the agent's.
+    board_store.create_task(title="plain", team=team, file_mutating=False)
+    from executor.runner import Executor
+
+    Executor("cody").work_once()
+    argv = claude.call()["argv"]
+    assert argv[argv.index("--model") + 1] == "claude-opus-4-1"
