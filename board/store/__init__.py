@@ -68,6 +68,7 @@ from board.store.intake import (
     pending_intakes,
     send_back_to_rebase,
     set_intake_state,
+    start_intake,
 )
 from board.store.intake import is_pending as intake_pending
 from board.store.intake import submit as submit_remote_work
@@ -174,6 +175,7 @@ __all__ = [
     "pending_intakes",
     "send_back_to_rebase",
     "set_intake_state",
+    "start_intake",
     "submit_remote_work",
     "count_awaiting",
     "decide_approval",
