@@ -186,7 +186,7 @@ def _rebase(
         then="finish again; the server takes it in again",
     )
     action = settle.send_back_to_rebase(
-        task, ticket, fix, conflicts, lease_ms=record.get("lease_ms")
+        task, ticket, fix, conflicts, repo=repo, lease_ms=record.get("lease_ms")
     )
     if action == "lost":
         store.set_intake_state(task.id, "lost")

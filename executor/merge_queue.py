@@ -368,14 +368,16 @@ def _send_back(
     note = fix.as_text()
     rebase = conflicts is not None
     if rebase:
-        spent = settle.rebase_rounds_spent(entry.rebases)
+        parked = settle.conflict_parked(repo, entry.rebases)
     else:
-        spent = entry.rounds >= judge.max_fix_cycles()
-    spent = spent or not task.assignee_agent_id
+        parked = "its rounds are spent" if entry.rounds >= judge.max_fix_cycles() else None
+    if parked is None and not task.assignee_agent_id:
+        parked = "its rounds are spent"  # no builder to send it to
+    spent = parked is not None
 
     def run(blocked: bool) -> None:
         if blocked:
-            store.block(task.id, f"{note}\n(its rounds are spent: a person decides)")
+            store.block(task.id, f"{note}\n({parked or 'its rounds are spent'}: a person decides)")
         else:
             store.request_changes(task.id, note, by=mq.QUEUE_ACTOR)
         mq.mark_returned(entry.pk, note, rebase=rebase, blocked=blocked)

@@ -286,6 +286,26 @@ def test_with_one_rebase_round_a_task_still_conflicting_after_it_goes_to_a_perso
     assert git(queue_harness.repo, "show", "main:file0.txt") == "first"
 
 
+def test_a_repository_whose_on_conflict_is_block_parks_a_queued_conflict_for_a_person(
+    queue_harness: Harness,
+):
+    # clawboo.onConflict block (or CLAWBOO_LANDING_ON_CONFLICT=block) parks a change
+    # that no longer applies for a person; the queue used to send it back to its
+    # builder for rebase rounds whatever the repository said, as direct landing never does.
+    git(queue_harness.repo, "config", "clawboo.onConflict", "block")
+    first = queue_harness.in_review("First", {"file0.txt": "first\n"})
+    second = queue_harness.in_review("Second", {"file0.txt": "second\n"})
+    service.approve(first, by="reviewer")
+    service.approve(second, by="reviewer")
+    report = merge_queue.drain(str(queue_harness.repo))
+    assert report["landed"] == [first] and report["blocked"] == [second]
+    assert report["returned"] == []
+    task = store.get_task(second)
+    assert task.status == "blocked" and "file0.txt" in task.feedback
+    assert "on-conflict policy is block" in task.feedback
+    assert queue.live_entry(second) is None
+
+
 def test_a_culprit_whose_rounds_are_spent_is_blocked_for_a_person(queue_harness, settings):
     settings.CLAWBOO_MAX_FIX_CYCLES = 0
     first = queue_harness.in_review("A", {"a.flag": "a\n"})
