@@ -241,3 +241,34 @@ def test_a_templates_model_is_the_model_each_fires_run_is_given(team, clock, tmp
     Executor("cody").work_once()
     argv = claude.call()["argv"]
     assert argv[argv.index("--model") + 1] == "claude-opus-4-1"
+
+
+def test_a_routine_firing_into_a_paused_agent_leaves_one_task_waiting_not_one_per_slot(
+    agent, clock
+):
+    # Every slot used to mint a fresh task beside the ones still waiting: a routine
+    # every hour into an agent paused over a weekend left 48 tasks (48 approval
+    # requests, with approval_required) to be run one after another once resumed --
+    # the storm its catch-up policy exists to prevent.
+    board_store.pause_agent(agent.id, "on holiday", by="ops")
+    routine = make(agent, task_template={"title": "Digest"})
+    for _ in range(4):
+        clock.shift(dt.timedelta(hours=1))
+        Ticker().tick()
+    fires = list(RoutineFire.objects.filter(routine_id=routine.id).order_by("slot_at"))
+    assert len(fires) == 4
+    assert {f.outcome for f in fires} == {"satisfied"}
+    assert len({f.task_id for f in fires}) == 1
+    waiting = board_store.get_task(fires[0].task_id)
+    assert waiting.status == "todo"
+    assert Routine.objects.get(pk=routine.id).status == "idle"
+    # Resumed, the agent works the one task; the next slot mints a fresh one.
+    board_store.resume_agent(agent.id, by="ops")
+    from executor.runner import Executor
+
+    Executor(agent.id).work_once()
+    assert board_store.get_task(waiting.id).status == "done"
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    latest = RoutineFire.objects.filter(routine_id=routine.id).order_by("-slot_at").first()
+    assert latest.task_id != waiting.id and latest.outcome == "dispatched"
