@@ -393,3 +393,23 @@ def test_claim_next_with_an_open_run_not_a_boolean_is_400_and_writes_nothing(fle
     assert answer.status_code == 400
     assert (answer.json()["error"], answer.json()["field"]) == ("validation_error", "open_run")
     assert fingerprint() == before
+
+
+def test_a_remote_runs_prompt_carries_what_a_local_runs_task_md_and_init_sh_say(fleet):
+    # A local run reads the task's acceptance criteria and gotchas in TASK.md and its
+    # install / verify commands in init.sh; a remote clone has neither, and its
+    # prompt said only the title and description: the goal, the context and the
+    # commands a person set on the task never reached a remote agent.
+    client = client_for("a-bot")
+    task_id, _ = claimed(
+        client,
+        description="make it so",
+        goal="the total includes tax",
+        context="prices are in cents",
+        metadata={"install_cmd": "pip install -e .", "verify_cmd": "pytest -q"},
+    )
+    prompt = client.get(f"/api/board/tasks/{task_id}/prompt").json()["prompt"]
+    assert "Acceptance criteria: the total includes tax" in prompt
+    assert "Known gotchas: prices are in cents" in prompt
+    assert "`pip install -e .`" in prompt and "`pytest -q`" in prompt
+    assert "TASK.md" not in prompt and "init.sh" not in prompt
