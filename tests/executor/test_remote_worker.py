@@ -455,3 +455,42 @@ def test_a_remote_run_stops_at_its_agents_timeout_s_as_a_local_run_does(daphne, 
     run = ExecutionProcess.objects.filter(task_id=task.id).exclude(status="running").first()
     assert run is not None and run.status == "timed_out"
     assert run.error_class == "timeout"
+
+
+def test_a_remote_run_takes_its_tasks_model_over_its_agents_as_a_local_run_does(daphne, tmp_path):
+    # A routine template's model reaches its fire's task as metadata.model: a remote
+    # worker that took the task ran the agent's own model all the same.
+    from tests.runtimes.stand_ins import install_stand_in, real_lines
+
+    claude = install_stand_in(
+        tmp_path / "bin", "claude", stdout=real_lines("claude-code/run1-write-file.stream.jsonl")
+    )
+    registry.create_agent(
+        id="far-cc",
+        display_name="Far",
+        team="default",
+        runtime="claude-code",
+        settings={
+            "binary": str(claude.path),
+            "model": "claude-opus-4-1",
+            "permission_mode": "dontAsk",  # a remote worker runs no agent that may ask
+        },
+    )
+    _, key = machines.mint("laptop", ["far-cc"])
+    base = daphne(SERVER_ENV)
+    worker = start_worker(base, key, tmp_path, "far-cc")
+    try:
+        task = store.create_task(
+            title="digest", file_mutating=False, metadata={"model": "claude-haiku-4-5"}
+        ).task
+        wait_for(
+            lambda: Path(f"{claude.path}.call.json").exists(),
+            40,
+            "the run started",
+            tmp_path=tmp_path,
+        )
+    finally:
+        worker.kill()
+        worker.wait(10)
+    argv = claude.call()["argv"]
+    assert argv[argv.index("--model") + 1] == "claude-haiku-4-5", task.id
