@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone as dj_timezone
 
 from board import store as board_store
-from board.models import Task
+from board.models import ApprovalState, Task
 from board.transitions import Status
 from core import events, storage
 from core.models import Agent
@@ -156,6 +156,8 @@ def still_waiting(routine: Routine, slot_at: int) -> Task | None:
     task = board_store.find_task(earlier) if earlier else None
     if task is None or task.status != Status.TODO or task.dropped:
         return None
+    if task.approval_state == ApprovalState.DENIED:
+        return None  # a person said no to that one: this slot asks again
     return task
 
 

@@ -272,3 +272,18 @@ def test_a_routine_firing_into_a_paused_agent_leaves_one_task_waiting_not_one_pe
     Ticker().tick()
     latest = RoutineFire.objects.filter(routine_id=routine.id).order_by("-slot_at").first()
     assert latest.task_id != waiting.id and latest.outcome == "dispatched"
+
+
+def test_a_fire_after_a_denied_approval_asks_again_with_a_fresh_task(agent, clock):
+    # Folding a fire into the waiting task stops at a person's "no": a denied task
+    # waits to be cancelled, and the routine's next slot is asked for afresh.
+    routine = make(agent, task_template={"title": "Deploy", "approval_required": True})
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    first = RoutineFire.objects.get(routine_id=routine.id).task_id
+    board_store.decide_approval(first, "deny", by="ops")
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    latest = RoutineFire.objects.filter(routine_id=routine.id).order_by("-slot_at").first()
+    assert latest.task_id != first
+    assert board_store.get_task(latest.task_id).approval_state == "required"
