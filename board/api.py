@@ -917,6 +917,9 @@ class FailView(APIView):
             ticket=body.get("ticket"),
             if_allowed=body.get("if_allowed", False),
             refuse_when_parked=body.get("refuse_when_parked", False),
+            # A remote worker's fail after the run it closed failed for its agent:
+            # back to todo, as a local run's task goes (GOVERNANCE §2).
+            retry=store.failed_for_its_agent(task_id),
         )
         return Response(outcome_body(outcome))
 

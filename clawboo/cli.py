@@ -110,7 +110,12 @@ def worker(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--heartbeat", type=float, default=10.0, help="seconds between beats")
     parser.add_argument("--poll", type=float, default=30.0, help="seconds between idle checks")
-    parser.add_argument("--run-timeout", type=float, default=3600.0)
+    parser.add_argument(
+        "--run-timeout",
+        type=float,
+        default=None,
+        help="seconds a run may take (default: the agent's settings.timeout_s, else 3600)",
+    )
     parser.add_argument(
         "--lease-ms", type=int, help="lease asked for on claims and heartbeats (server default)"
     )

@@ -153,6 +153,16 @@ class Meter:
 
 
 DEFAULT_STALL_MS = 600_000
+DEFAULT_RUN_TIMEOUT_S = 3600.0
+
+
+def run_timeout_of(settings: Mapping[str, Any] | None, override: float | None = None) -> float:
+    """How long a run of an agent may take: the worker's own override (``work``'s or
+    ``clawboo worker``'s ``--run-timeout``), else the agent's ``settings.timeout_s``,
+    else an hour. One rule for the local executor and the remote worker alike."""
+    if override:
+        return float(override)
+    return float((settings or {}).get("timeout_s") or DEFAULT_RUN_TIMEOUT_S)
 
 
 @dataclass(frozen=True)
@@ -175,6 +185,19 @@ class Stall:
         if after_ms <= 0:
             return None
         return cls(after_ms / 1000, cancel=(settings or {}).get("on_stall") == "cancel")
+
+
+def run_settings(
+    agent_settings: Mapping[str, Any] | None, task_metadata: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The settings a run of a task is given, on every worker: its agent's, with the
+    task's own ``metadata.model`` (what a routine template's ``model`` becomes) over
+    the agent's ``model``."""
+    chosen = dict(agent_settings or {})
+    model = (task_metadata or {}).get("model")
+    if isinstance(model, str) and model.strip():
+        chosen["model"] = model.strip()
+    return chosen
 
 
 class Trail:

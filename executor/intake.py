@@ -24,7 +24,8 @@ or merge that fails otherwise fails the task (back to ``todo``).
 Crash-safe: every step is idempotent and the intake stays ``pending`` on the task
 until it ends, so an intake killed half-way is run again — by the boot pass and
 the periodic ``clawboo.intake-recover`` job (:func:`recover_intakes`), or by
-anyone calling :func:`take_in`. Two intakes of one task never interleave (a
+anyone calling :func:`take_in` -- at most ``MAX_INTAKE_STARTS`` times a submission;
+then it is ``failed`` and the task blocked for a person. Two intakes of one task never interleave (a
 per-task lock across processes).
 """
 
@@ -51,6 +52,12 @@ from worktrees import service as worktree_service
 from worktrees.locks import path_lock
 
 log = logging.getLogger(__name__)
+
+# Starts of one submission's intake before it is given up: one that dies half-way
+# is run again (the recovery pass), but one that dies every time is a fault a
+# person must see, not an outage -- each run renews the claim's lease, so nothing
+# else would ever end it (and each re-runs the verify command and the critic).
+MAX_INTAKE_STARTS = 3
 
 
 def _judged_already(task: Task, submitted_at: str) -> str | None:
@@ -91,7 +98,16 @@ def take_in(task_id: str) -> dict[str, Any]:
         task = store.get_task(task_id)
         if not store.intake_pending(task):
             return {"result": "nothing"}
-        return _take_in(task, repo_path)
+        starts = store.start_intake(task.id)
+        if starts > MAX_INTAKE_STARTS:
+            # Blocked, not retried: running it again would only die again.
+            return _failed(
+                store.get_task(task.id),
+                f"it died {MAX_INTAKE_STARTS} times before it ended (the server's log "
+                "says why); a person decides",
+                retry=False,
+            )
+        return _take_in(store.get_task(task.id), repo_path)
 
 
 def _take_in(task: Task, repo_path: str) -> dict[str, Any]:
@@ -189,7 +205,7 @@ def _rebase(
         then="finish again; the server takes it in again",
     )
     action = settle.send_back_to_rebase(
-        task, ticket, fix, conflicts, lease_ms=record.get("lease_ms")
+        task, ticket, fix, conflicts, repo=repo, lease_ms=record.get("lease_ms")
     )
     if action == "lost":
         store.set_intake_state(task.id, "lost")

@@ -64,6 +64,11 @@ log = logging.getLogger(__name__)
 # A drain ends after this many batches even if approvals keep arriving (the next
 # kick or the periodic run carries on), so one worker is never held forever.
 MAX_BATCHES_PER_DRAIN = 50
+# Batches that died while gating with one approval in them before it is blocked for
+# a person: the recovery abandons such a batch and the next drain stacks the same
+# approvals again, so a gate that dies every time (it takes its worker down, a bug)
+# would otherwise be re-run every minute for ever.
+MAX_GATE_DEATHS = 3
 
 
 @dataclass
@@ -209,6 +214,15 @@ def _stack_one(
         return None
     if mq.is_stale(entry, task.attempts):
         mq.withdraw(entry.pk, mq.STALE_REASON)
+        return None
+    died = mq.batches_died_with(entry)
+    if died >= MAX_GATE_DEATHS:
+        _park(
+            entry,
+            report,
+            f"the merge queue's batch died {died} times while gating with this change in "
+            "it (the server's log says why)",
+        )
         return None
     if not Path(ws.worktree_path).is_dir() or ws.status != WorkspaceStatus.ACTIVE:
         ws = worktree_service.resume(task.id)  # reaped while it waited in line
@@ -368,14 +382,16 @@ def _send_back(
     note = fix.as_text()
     rebase = conflicts is not None
     if rebase:
-        spent = settle.rebase_rounds_spent(entry.rebases)
+        parked = settle.conflict_parked(repo, entry.rebases)
     else:
-        spent = entry.rounds >= judge.max_fix_cycles()
-    spent = spent or not task.assignee_agent_id
+        parked = "its rounds are spent" if entry.rounds >= judge.max_fix_cycles() else None
+    if parked is None and not task.assignee_agent_id:
+        parked = "its rounds are spent"  # no builder to send it to
+    spent = parked is not None
 
     def run(blocked: bool) -> None:
         if blocked:
-            store.block(task.id, f"{note}\n(its rounds are spent: a person decides)")
+            store.block(task.id, f"{note}\n({parked or 'its rounds are spent'}: a person decides)")
         else:
             store.request_changes(task.id, note, by=mq.QUEUE_ACTOR)
         mq.mark_returned(entry.pk, note, rebase=rebase, blocked=blocked)
@@ -390,6 +406,17 @@ def _send_back(
     else:
         handoff.note_requested_changes(task.id, note, by=mq.QUEUE_ACTOR)
         report.returned.append(task.id)
+
+
+def _park(entry: QueuedLanding, report: DrainReport, reason: str) -> None:
+    """Out of the line and blocked for a person, with ``reason``: one transaction."""
+
+    def run() -> None:
+        store.block(entry.task_id, f"{reason}: a person decides")
+        mq.mark_returned(entry.pk, reason, rebase=False, blocked=True)
+
+    storage.write(run)
+    report.blocked.append(entry.task_id)
 
 
 # --- recovery ----------------------------------------------------------------------------
@@ -411,7 +438,7 @@ def _recover(repo: Path, report: DrainReport) -> int:
         run_git(["worktree", "prune"], cwd=repo, check=False)
         try:
             if batch.state == BatchState.GATING:
-                mq.close_batch(batch.pk, BatchState.ABANDONED, "killed while gating")
+                mq.close_batch(batch.pk, BatchState.ABANDONED, mq.KILLED_WHILE_GATING)
             elif batch.target and landing.base_has(repo, batch.base_branch, batch.target):
                 _advance_and_finish(repo, batch, report)
             else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from board.models import Task
 from worktrees import handoff
+from worktrees import service as worktree_service
 
 # A local run's checkout has the scaffold (TASK.md, task-progress.md, init.sh); a
 # remote worker's clone of the repository's remote does not.
@@ -39,6 +40,8 @@ def run_prompt(
             parts.append("Broken or unverified: " + "; ".join(state.broken))
         if state.next:
             parts.append(f"Next best step: {state.next}")
+    if not scaffolded:
+        parts += _unscaffolded(task)
     parts.append(SCAFFOLDED_STEPS if scaffolded else BARE_STEPS)
     if board_tools:
         parts.append(
@@ -47,3 +50,27 @@ def run_prompt(
             "list_tasks. This task is settled for you when you stop."
         )
     return "\n\n".join(parts)
+
+
+def _unscaffolded(task: Task) -> list[str]:
+    """What a local checkout's TASK.md and init.sh tell a run, for a remote clone that
+    has neither: the acceptance criteria, the gotchas, and the commands (the task's,
+    else its repository's)."""
+    brief = worktree_service.task_brief(task)
+    parts = []
+    if brief.acceptance.strip():
+        parts.append(f"Acceptance criteria: {brief.acceptance.strip()}")
+    if brief.gotchas.strip():
+        parts.append(f"Known gotchas: {brief.gotchas.strip()}")
+    commands = [
+        f"{name} with `{command}`"
+        for name, command in (
+            ("install", brief.install_cmd),
+            ("verify", brief.verify_cmd),
+            ("start", brief.start_cmd),
+        )
+        if command
+    ]
+    if commands:
+        parts.append("Commands for this task: " + "; ".join(commands) + ".")
+    return parts

@@ -36,7 +36,7 @@ from typing import Any
 
 from board.errors import AgentPaused, BudgetPaused
 from executor import rest
-from executor.attempt import Stall
+from executor.attempt import Stall, run_settings, run_timeout_of
 from executor.rest import (
     Api,
     ApiError,
@@ -96,7 +96,7 @@ class Worker:
         cache_dir: Path,
         heartbeat_s: float,
         poll_s: float,
-        run_timeout_s: float,
+        run_timeout_s: float | None = None,
         lease_ms: int | None = None,
     ) -> None:
         self.api = api
@@ -104,6 +104,8 @@ class Worker:
         self.cache_dir = cache_dir
         self.heartbeat_s = heartbeat_s
         self.poll_s = poll_s
+        # ``--run-timeout``: overrides every agent's ``settings.timeout_s`` (None: each
+        # run takes its agent's, as the server's own workers do).
         self.run_timeout_s = run_timeout_s
         self.lease_ms = lease_ms
         self.host = socket.gethostname()
@@ -300,8 +302,8 @@ class Worker:
             title=task.get("title") or "",
             prompt=claim.prompt(task),
             cwd=checkout.cwd,
-            timeout_s=self.run_timeout_s,
-            settings=dict(agent.get("settings") or {}),
+            timeout_s=run_timeout_of(agent.get("settings"), self.run_timeout_s),
+            settings=run_settings(agent.get("settings"), task.get("metadata")),
             attempt_id=str(report.execution_id),
         )
         try:

@@ -30,7 +30,7 @@ from core.errors import ClawbooError
 from core.models import Agent
 from core.runlogs import RunLog
 from executor import breakers, health, prompts, settle
-from executor.attempt import Attempt, Stall
+from executor.attempt import Attempt, Stall, run_settings, run_timeout_of
 from executor.local import Clock, LocalBoard, WorkReport, tee, workspace
 from executor.runtimes import (
     McpEndpoint,
@@ -45,8 +45,6 @@ from worktrees import handoff
 __all__ = ["Executor", "WorkReport", "write_run_handoff"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_RUN_TIMEOUT_S = 3600.0
 
 
 def heartbeat_seconds() -> float:
@@ -70,9 +68,9 @@ class Executor:
         self.caps = capabilities(self.agent.runtime)
         self.keep_for_resume = keep_for_resume
         self.lease_ms = lease_ms
-        self.run_timeout_s = run_timeout_s or float(
-            self.agent.settings.get("timeout_s", DEFAULT_RUN_TIMEOUT_S)
-        )
+        # The worker's own override; else each run reads the agent's settings as
+        # they are at its claim (an edit of ``timeout_s`` applies to the next run).
+        self.run_timeout_override = run_timeout_s
         self.heartbeat_s = heartbeat_s if heartbeat_s is not None else heartbeat_seconds()
         self.on_output = on_output
         # The last preflight: (runtime, updated_at) it probed, when (monotonic).
@@ -258,8 +256,8 @@ class Executor:
                 title=task.title,
                 prompt=prompts.run_prompt(task, state, board_tools=key is not None),
                 cwd=checkout.cwd,
-                timeout_s=self.run_timeout_s,
-                settings=dict(self.agent.settings or {}),
+                timeout_s=run_timeout_of(self.agent.settings, self.run_timeout_override),
+                settings=run_settings(self.agent.settings, task.metadata),
                 resume_session_id=resume,
                 mcp=McpEndpoint(mcp_url, key) if mcp_url and key is not None else None,
                 # The execution: a connected runtime's idempotency key per attempt.

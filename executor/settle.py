@@ -11,10 +11,11 @@ of how a run ends is added here, in its place in that order.
 
 Work that no longer applies to its base is not its builder's failure (the work
 ahead of it landed first): it is a **rebase round**, told here once
-(:func:`conflict_fix`, :func:`rebase_rounds_spent`) for the merge queue and the
+(:func:`conflict_fix`, :func:`conflict_parked`) for the merge queue and the
 intake alike -- back to its builder with the conflicting paths and how to bring
 the branch up to date, at most ``CLAWBOO_MAX_REBASE_ROUNDS`` times, then blocked
-for a person. Never counted by the agent's breaker.
+for a person (at once when the repository's on-conflict policy is ``block``).
+Never counted by the agent's breaker.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from core.models import Agent
 from executor import breakers, judge, pricing, spending
 from executor.attempt import Stop
 from executor.runtimes import RunResult
-from worktrees import handoff
+from worktrees import handoff, landing
 from worktrees import queue as merge_queue
 from worktrees import service as worktree_service
 
@@ -185,17 +186,37 @@ def rebase_rounds_spent(rounds: int) -> bool:
     return rounds >= merge_queue.max_rebase_rounds()
 
 
+def conflict_parked(repo: Path, rounds: int) -> str | None:
+    """Why a change that no longer applies to its base goes to a person (blocked)
+    rather than back to its builder for a rebase round, or None: the repository's
+    on-conflict policy is ``block`` (``git config clawboo.onConflict``, else
+    ``CLAWBOO_LANDING_ON_CONFLICT``, as a direct landing reads it), or the change's
+    ``rounds`` rebase rounds are spent. The merge queue and the remote intake ask."""
+    if landing.policy_for(repo).on_conflict == landing.BLOCK:
+        return "the repository's on-conflict policy is block"
+    if rebase_rounds_spent(rounds):
+        return f"its {rounds} rebase round(s) are spent"
+    return None
+
+
 def send_back_to_rebase(
-    task: Task, ticket: str, fix: judge.FixRequest, conflicts: list[str], *, lease_ms: Any
+    task: Task,
+    ticket: str,
+    fix: judge.FixRequest,
+    conflicts: list[str],
+    *,
+    repo: Path,
+    lease_ms: Any,
 ) -> str:
-    """A remote worker's submitted work that does not merge onto its base: a rebase
-    round for its builder under the claim it submitted with (the intake's record
-    counts them), or -- its rounds spent, or no builder -- ``blocked`` with the
-    reason. Returns ``rebase``, ``blocked`` or ``lost`` (the claim moved on)."""
+    """A remote worker's submitted work that does not merge onto its base (``repo``):
+    a rebase round for its builder under the claim it submitted with (the intake's
+    record counts them), or -- :func:`conflict_parked`, or no builder -- ``blocked``
+    with the reason. Returns ``rebase``, ``blocked`` or ``lost`` (the claim moved on)."""
     note = fix.as_text()
     rounds = int((store.intake_of(task) or {}).get("rebases") or 0)
-    if rebase_rounds_spent(rounds) or not task.assignee_agent_id:
-        spent = f"{note}\n(its {rounds} rebase round(s) are spent: a person decides)"
+    parked = conflict_parked(repo, rounds) or (None if task.assignee_agent_id else "no builder")
+    if parked is not None:
+        spent = f"{note}\n({parked}: a person decides)"
         blocked = store.block(task.id, spent, ticket=ticket, if_allowed=True)
         if blocked.declined:
             return "lost"

@@ -19,7 +19,8 @@ from django.utils import timezone as dj_timezone
 
 from board import checks as board_checks
 from board import store as board_store
-from board.models import Task
+from board.models import ApprovalState, Task
+from board.transitions import Status
 from core import events, storage
 from core.models import Agent
 from executor import gateway
@@ -28,7 +29,7 @@ from executor.runtimes.oneshot import SettingsError
 from executor.runtimes.openclaw import openclaw_agent_id
 from routines import occurrence
 from routines import store as routine_store
-from routines.models import FireOutcome, Routine, RoutineFire, RoutineStatus
+from routines.models import CatchUp, FireOutcome, Routine, RoutineFire, RoutineStatus
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,9 @@ def fire_slot(routine: Routine, agent: Agent, slot_at: int) -> DispatchResult:
     task: Task | None = None
     try:
         routine_store.check_not_human(agent)
+        waiting = still_waiting(routine, slot_at)
+        if waiting is not None:
+            return DispatchResult(slot_at, FireOutcome.SATISFIED, waiting.id, path="waiting")
         task = materialize_task(routine, slot_at)
         path = capabilities(agent.runtime).integration
         storage.write(_record_dispatched, routine, slot_at, task.id, path)
@@ -130,6 +134,32 @@ def fire_slot(routine: Routine, agent: Agent, slot_at: int) -> DispatchResult:
         return DispatchResult(
             slot_at, FireOutcome.ERROR, task_id=task.id if task else None, error=detail
         )
+
+
+def still_waiting(routine: Routine, slot_at: int) -> Task | None:
+    """The task of this routine's latest earlier fire when it still waits on the board
+    (``todo``: its agent paused or busy, its approval unanswered, its paths held):
+    this slot's fire is that task, not a twin beside it. Unbounded otherwise -- an
+    hourly routine into an agent paused for a weekend would leave 48 tasks (and 48
+    approval requests) to run one after another once resumed, the storm the
+    catch-up policy exists to prevent. ``catch_up: all`` asks for every slot, and a
+    bound routine has one task anyway: neither is folded."""
+    template = routine.task_template or {}
+    if routine.catch_up == CatchUp.ALL or template.get("team_task_id"):
+        return None
+    earlier = (
+        RoutineFire.objects.filter(routine_id=routine.id, slot_at__lt=slot_at)
+        .exclude(task_id=None)
+        .order_by("-slot_at")
+        .values_list("task_id", flat=True)
+        .first()
+    )
+    task = board_store.find_task(earlier) if earlier else None
+    if task is None or task.status != Status.TODO or task.dropped:
+        return None
+    if task.approval_state == ApprovalState.DENIED:
+        return None  # a person said no to that one: this slot asks again
+    return task
 
 
 def materialize_task(routine: Routine, slot_at: int) -> Task:

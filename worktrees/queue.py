@@ -335,6 +335,22 @@ def open_batches(repo_path: str) -> list[MergeBatch]:
 FOREIGN_BATCH_S = 900.0
 
 
+# The note of a batch the recovery abandoned because its job died while gating.
+KILLED_WHILE_GATING = "killed while gating"
+
+
+def batches_died_with(entry: QueuedLanding) -> int:
+    """How many batches that stacked ``entry`` since it last entered the line died
+    while gating (abandoned by the recovery, :data:`KILLED_WHILE_GATING`)."""
+    stacks = MergeBatch.objects.filter(
+        repo_path=entry.repo_path,
+        state=BatchState.ABANDONED,
+        note=KILLED_WHILE_GATING,
+        started_at__gte=entry.queued_at,
+    ).values_list("stack", flat=True)
+    return sum(1 for stack in stacks if any(i.get("entry") == entry.pk for i in stack or ()))
+
+
 def is_dead(batch: MergeBatch, held_here: bool) -> bool:
     """Whether recovery may settle ``batch``: one this host opened (the caller holds
     the repository's landing lock, so it is not running here), or another host's

@@ -61,7 +61,9 @@ def workspace_as_dict(ws: Workspace) -> dict[str, Any]:
     }
 
 
-def _brief(task: Task) -> TaskBrief:
+def task_brief(task: Task) -> TaskBrief:
+    """What a run is told about the task: the scaffold's TASK.md and init.sh slots in
+    a local checkout, the prompt of a remote run (:func:`executor.prompts.run_prompt`)."""
     return TaskBrief(
         task_id=task.id,
         title=task.title,
@@ -79,7 +81,7 @@ def init_script(task: Task) -> str:
     """The text of ``task``'s ``init.sh`` as the server writes it (its install and
     verify commands: the task's metadata, else its repository's). The gate runs
     this, never the copy in the checkout, which the builder can rewrite."""
-    return init_sh(_brief(task))
+    return init_sh(task_brief(task))
 
 
 def _slot(task: Task, key: str) -> str:
@@ -219,7 +221,7 @@ def _provision(
         else:
             spec = ref or (f"refs/heads/{target}" if target else "HEAD")
             point = checkouts.resolve_commit(repo, spec, "base_ref")
-        co = checkouts.provision_worktree(repo, _brief(task), point)
+        co = checkouts.provision_worktree(repo, task_brief(task), point)
         return _record(task.id, co, target), co.base_commit
 
 

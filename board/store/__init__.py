@@ -68,6 +68,7 @@ from board.store.intake import (
     pending_intakes,
     send_back_to_rebase,
     set_intake_state,
+    start_intake,
 )
 from board.store.intake import is_pending as intake_pending
 from board.store.intake import submit as submit_remote_work
@@ -84,6 +85,7 @@ from board.store.lifecycle import (
     complete,
     decline_reason,
     fail,
+    failed_for_its_agent,
     release,
     resume_from_review,
     stop_for_spend,
@@ -174,6 +176,7 @@ __all__ = [
     "pending_intakes",
     "send_back_to_rebase",
     "set_intake_state",
+    "start_intake",
     "submit_remote_work",
     "count_awaiting",
     "decide_approval",
@@ -230,6 +233,7 @@ __all__ = [
     "did_write_land",
     "drop_task",
     "fail",
+    "failed_for_its_agent",
     "find_task",
     "get_task",
     "get_workspace",

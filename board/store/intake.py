@@ -110,6 +110,26 @@ def submit(
     return storage.write(run)
 
 
+def start_intake(task_id: str) -> int:
+    """Count one more start of the task's pending intake (``starts`` on
+    ``output.intake``, begun afresh by each submission) and return it: 0 when no
+    intake is pending. One write, before the intake's work, so a start that dies
+    half-way is counted all the same."""
+
+    def run() -> int:
+        task = lock_task(task_id)
+        intake = intake_of(task)
+        if intake is None or not is_pending(task):
+            return 0
+        starts = int(intake.get("starts") or 0) + 1
+        output = {**(task.output or {}), "intake": {**intake, "starts": starts}}
+        fields = set_fields(task, output=output)
+        commit_change(task, "metadata_changed", prev_status=task.status, fields=fields, at=now())
+        return starts
+
+    return storage.write(run)
+
+
 def set_intake_state(task_id: str, state: str, detail: str | None = None) -> Task:
     """Record where the task's intake ended (one of :data:`ENDED`) on ``output.intake``."""
     if state not in ENDED:

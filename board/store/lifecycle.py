@@ -10,9 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from board import checks
 from board.errors import IllegalTransition
-from board.models import Task
+from board.models import ExecutionProcess, ExecutionStatus, Task
+from board.runs import NOT_COUNTED
 from board.store._base import commit_change, lock_task, now, set_fields
 from board.store.moves import HELD, ClaimFor, move
 from board.store.tasks import check_bool, check_override, claim_for_agent
@@ -204,10 +207,15 @@ def fail(
     message = checks.check_text(error, "error", required=True)
     guards = _guards(ticket, if_allowed, refuse_when_parked)
 
+    failing: list[int] = []  # set when the failure is the task's own (failing_alone)
+
     def soft(task: Task) -> bool:
         if task.status != Status.IN_PROGRESS:
             return False
         if task.max_attempts is None:
+            if retry and (runs := failing_alone(task)):
+                failing.append(runs)
+                return False
             return retry
         return task.attempts < task.max_attempts
 
@@ -217,6 +225,12 @@ def fail(
     def mutate(task: Task, at: dt.datetime) -> set[str]:
         if task.status == Status.TODO:
             return set_fields(task, feedback=message)
+        if failing:
+            return set_fields(
+                task,
+                error=f"{message}\n(its last {failing[0]} runs failed while its agent "
+                "worked on other tasks: the failure is the task's; a person decides)",
+            )
         return set_fields(task, error=message)
 
     def after(task: Task, prev: str, at: dt.datetime) -> list[str]:
@@ -237,6 +251,57 @@ def fail(
         write=write,
         after=after,
     )
+
+
+_FAILED_RUNS = (ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT)
+
+
+def failed_for_its_agent(task_id: str) -> bool:
+    """Whether the run of the task's current attempt ended (closed already) failed for
+    a reason its agent's breaker counts: a fail that follows is the agent's, not the
+    task's -- ``fail``'s ``retry``, as a local run's settlement passes it. What a
+    remote worker's fail (``POST …/fail`` after ``…/close``) is told by."""
+    attempt = Task.objects.filter(pk=task_id).values_list("attempts", flat=True).first()
+    if attempt is None:
+        return False
+    row = (
+        ExecutionProcess.objects.filter(task_id=task_id, attempt=attempt)
+        .order_by("-id")
+        .values_list("status", "error_class")
+        .first()
+    )
+    return row is not None and row[0] in _FAILED_RUNS and bool(row[1]) and row[1] not in NOT_COUNTED
+
+
+def failing_alone(task: Task) -> int | None:
+    """Whether a failure the breaker counts is the task's own, not its agent's: its
+    last ``CLAWBOO_BREAKER_FAILURES`` runs all failed so (the run failing now is
+    closed already), and an agent that ran them succeeded at other work since the
+    first of them -- so the agent works, and its breaker, which that success reset,
+    will never stop the task coming back. Returns how many runs, or None. (A broken
+    agent fails everything it takes: its breaker pauses it, the task goes back to
+    ``todo``.)"""
+    limit = int(settings.CLAWBOO_BREAKER_FAILURES)
+    last = list(
+        ExecutionProcess.objects.filter(task_id=task.id)
+        .order_by("-id")
+        .values_list("id", "agent_id", "status", "error_class")[:limit]
+    )
+    if len(last) < limit or any(
+        status not in _FAILED_RUNS or not error_class or error_class in NOT_COUNTED
+        for _, _, status, error_class in last
+    ):
+        return None
+    worked_since = (
+        ExecutionProcess.objects.filter(
+            agent_id__in={agent for _, agent, _, _ in last},
+            status=ExecutionStatus.SUCCEEDED,
+            id__gt=last[-1][0],
+        )
+        .exclude(task_id=task.id)
+        .exists()
+    )
+    return limit if worked_since else None
 
 
 def block(

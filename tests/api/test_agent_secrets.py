@@ -102,6 +102,21 @@ def test_a_runtime_declared_secret_is_masked_too(staff_api):
     assert answer.json()["settings"]["session_key"] == agent_secrets.MASK
 
 
+def test_a_key_clawboo_secret_settings_names_is_masked_and_others_are_not(staff_api, settings):
+    settings.CLAWBOO_SECRET_SETTINGS = ["webhook_path"]
+    registry.create_agent(
+        id="cmd",
+        display_name="Cmd",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"], "webhook_path": PLANTED, "model": "visible"},
+    )
+    body = staff_api.get("/api/agents/cmd").json()["settings"]
+    assert body["webhook_path"] == agent_secrets.MASK and body["model"] == "visible"
+    settings.CLAWBOO_SECRET_SETTINGS = []
+    assert staff_api.get("/api/agents/cmd").json()["settings"]["webhook_path"] == PLANTED
+
+
 def test_export_and_the_approve_cli_carry_no_secret(secret_agent):
     out = io.StringIO()
     transfer.export_to(out)

@@ -393,3 +393,49 @@ def test_claim_next_with_an_open_run_not_a_boolean_is_400_and_writes_nothing(fle
     assert answer.status_code == 400
     assert (answer.json()["error"], answer.json()["field"]) == ("validation_error", "open_run")
     assert fingerprint() == before
+
+
+def test_a_remote_runs_prompt_carries_what_a_local_runs_task_md_and_init_sh_say(fleet):
+    # A local run reads the task's acceptance criteria and gotchas in TASK.md and its
+    # install / verify commands in init.sh; a remote clone has neither, and its
+    # prompt said only the title and description: the goal, the context and the
+    # commands a person set on the task never reached a remote agent.
+    client = client_for("a-bot")
+    task_id, _ = claimed(
+        client,
+        description="make it so",
+        goal="the total includes tax",
+        context="prices are in cents",
+        metadata={"install_cmd": "pip install -e .", "verify_cmd": "pytest -q"},
+    )
+    prompt = client.get(f"/api/board/tasks/{task_id}/prompt").json()["prompt"]
+    assert "Acceptance criteria: the total includes tax" in prompt
+    assert "Known gotchas: prices are in cents" in prompt
+    assert "`pip install -e .`" in prompt and "`pytest -q`" in prompt
+    assert "TASK.md" not in prompt and "init.sh" not in prompt
+
+
+def test_a_remote_run_that_failed_for_its_agent_sends_its_task_back_to_todo_as_a_local_one(fleet):
+    # A failure the breaker counts is the agent's, not the task's (GOVERNANCE §2): a
+    # local run's task goes back to todo, and so must a remote one's -- its worker
+    # closes the run, then fails the task; the fail used to block it (and cascade to
+    # its dependents), so a broken remote agent blocked the queue task by task.
+    client = client_for("a-bot")
+    task_id, ticket = claimed(client)
+    dependent = store.create_task(title="after", depends_on=[task_id]).task.id
+    run = opened(client, task_id, ticket)
+    closed = client.post(
+        f"/api/board/tasks/{task_id}/executions/{run}/close",
+        {"ticket": ticket, "outcome": "failed", "exit_code": 3, "error": "exit 3"},
+        format="json",
+    )
+    assert closed.status_code == 200 and closed.json()["error_class"] == "unknown"
+    failed = client.post(
+        f"/api/board/tasks/{task_id}/fail",
+        {"ticket": ticket, "error": "exit 3", "if_allowed": True},
+        format="json",
+    )
+    assert failed.status_code == 200, failed.json()
+    task = store.get_task(task_id)
+    assert (task.status, task.feedback) == ("todo", "exit 3")
+    assert store.get_task(dependent).status == "todo"

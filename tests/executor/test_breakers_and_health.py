@@ -175,3 +175,42 @@ def test_every_failed_run_gets_an_error_class(outcome, error, expected):
     result = RunResult(outcome=outcome, error=error)
     assert breakers.classify(result) == expected
     assert expected in breakers.ERROR_CLASSES
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_that_keeps_failing_while_its_agent_works_elsewhere_is_blocked_not_retried_for_ever(
+    settings,
+):
+    # The breaker counts an agent's consecutive failures and a success resets it: a
+    # task that fails every time, its tries interleaved with other work that succeeds
+    # (an agent running two at once, a slow timeout), went back to todo for ever
+    # (max_attempts unset), each try spent and nobody told.
+    settings.CLAWBOO_BREAKER_FAILURES = 3
+    fails_on_bad = "import os, sys; sys.exit(3 if os.environ['CLAWBOO_TASK_TITLE'] == 'bad' else 0)"
+    registry.create_agent(
+        id="mostly",
+        display_name="Mostly",
+        team="default",
+        runtime="command",
+        settings={"argv": [sys.executable, "-c", fails_on_bad]},
+        max_concurrent=2,
+    )
+    bad = store.create_task(title="bad", file_mutating=False).task.id
+    executor = Executor("mostly")
+
+    def work(task_id: str) -> str:
+        ticket = store.claim(task_id, "mostly").ticket
+        assert ticket is not None, store.get_task(task_id).status
+        return executor.run_claimed(task_id, ticket).outcome
+
+    outcomes = []
+    for n in range(6):
+        good = store.create_task(title=f"good {n}", file_mutating=False).task.id
+        outcomes += [work(bad), work(good)]
+        if store.get_task(bad).status != "todo":
+            break
+    task = store.get_task(bad)
+    assert task.status == "blocked", (task.status, outcomes)
+    assert outcomes == ["failed", "succeeded"] * 3
+    assert "its last 3 runs failed" in task.error
+    assert Agent.objects.get(pk="mostly").state == "active"  # the agent is not at fault

@@ -342,6 +342,15 @@ def test_a_big_change_gets_the_critic(builder, critic, settings):
     assert notes.exists()
 
 
+def test_a_change_over_clawboo_critic_min_files_gets_the_critic(builder, critic, settings):
+    settings.CLAWBOO_CRITIC_MIN_FILES = 0  # one file is more than none
+    notes = critic()
+    builder()
+    store.create_task(title="Add feature", metadata={"verify_cmd": VERIFY_OK})
+    assert Executor("builder").work_once().verdict == "pass"
+    assert notes.exists()
+
+
 # --- 5. review like a pull request ---------------------------------------------------
 
 

@@ -107,3 +107,26 @@ def test_clawboo_health_probe_ms_1000_re_probes_within_a_second(database_url, st
     finally:
         worker.kill()
         worker.wait(10)
+
+
+@pytest.mark.django_db
+@pytest.mark.timeout(60)
+def test_an_agents_timeout_s_edited_while_its_worker_runs_bounds_the_next_run():
+    # A worker is long-lived; its agent's settings are read afresh at every claim,
+    # and timeout_s with them (it used to be fixed when the worker started).
+    from executor.runner import Executor
+
+    registry.create_agent(
+        id="hangs",
+        display_name="Hangs",
+        team="default",
+        runtime="command",
+        settings={"argv": ["sleep", "300"]},
+    )
+    executor = Executor("hangs")
+    registry.update_agent("hangs", {"settings": {"argv": ["sleep", "300"], "timeout_s": 1}})
+    store.create_task(title="never ends", file_mutating=False)
+    started = time.monotonic()
+    report = executor.work_once()
+    assert report.outcome == "timed_out", report.error
+    assert time.monotonic() - started < 30

@@ -404,3 +404,31 @@ def test_work_the_intake_never_takes_in_pauses_its_agent_instead_of_looping(repo
     agent = registry.get_agent("far")
     assert agent.state == "paused" and "3 consecutive failed runs" in agent.state_reason
     assert "is not on the pushed branch" in agent.state_reason
+
+
+def test_an_intake_that_dies_every_time_is_blocked_after_three_starts_not_rerun_for_ever(
+    repo, remote, tmp_path, monkeypatch
+):
+    # The recovery pass runs a pending intake again every minute, renewing its claim's
+    # lease each time: an intake that dies the same way every time (a bug, not an
+    # outage) re-ran the verify command and the critic for ever, nobody told.
+    register(repo, remote, verify_cmd="true")
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    monkeypatch.setattr(intake, "enqueue", lambda task_id: None)  # no qcluster here
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    runs: list[str] = []
+
+    def dies(task, *args, **kwargs):
+        runs.append(task.id)
+        raise RuntimeError("the judge fell over")
+
+    monkeypatch.setattr(server_intake.settle, "land", dies)
+    for _ in range(6):
+        server_intake.recover_intakes(older_than_s=0)
+    task = store.get_task(task_id)
+    assert (len(runs), task.status) == (3, "blocked"), task.output
+    assert not store.intake_pending(task)
+    assert task.output["intake"]["state"] == "failed"
+    assert "died 3 times" in task.error
+    assert server_intake.recover_intakes(older_than_s=0) == []

@@ -262,3 +262,23 @@ def test_a_conflicting_submission_is_a_rebase_round_under_the_same_claim(repo, r
     # The next submission of the claim keeps its count.
     intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
     assert store.get_task(task_id).output["intake"]["rebases"] == 2
+
+
+def test_a_repository_whose_on_conflict_is_block_parks_a_remote_conflict_for_a_person(
+    repo, remote, tmp_path
+):
+    # As a direct landing does: clawboo.onConflict block sends no rebase round.
+    git(repo, "config", "clawboo.onConflict", "block")
+    worker = far_worker(repo, remote, tmp_path, NEVER_RESOLVES)
+    task_id = store.create_task(title="Add feature", repository="app").task.id
+    an_earlier_attempt(remote, tmp_path, task_id)
+    land_on_main(repo, remote, "feature.txt", "theirs\n")
+
+    work_until_settled(worker, task_id)
+
+    task = store.get_task(task_id)
+    assert task.status == "blocked", (task.status, task.feedback)
+    assert "on-conflict policy is block: a person decides" in task.feedback
+    assert task.output["intake"]["state"] == "blocked"
+    assert task.output["intake"]["rebases"] == 0
+    assert len(store.list_executions(task_id)) == 1  # the first run; no rebase round

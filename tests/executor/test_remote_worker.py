@@ -421,3 +421,76 @@ def test_a_remote_worker_facing_an_older_server_opens_its_run_by_a_call_of_its_o
         {"agent_id": "far-bot"},
     ]
     assert not worker.open_in_claim
+
+
+def test_a_remote_run_stops_at_its_agents_timeout_s_as_a_local_run_does(daphne, tmp_path):
+    # The agent's settings.timeout_s bounds its runs on any worker: a remote worker
+    # started without --run-timeout used to give every run an hour whatever the agent
+    # said, so a hung run held its task (and its lease) sixty minutes.
+    from board.models import ExecutionProcess
+
+    registry.create_agent(
+        id="hung-bot",
+        display_name="Hung",
+        team="default",
+        runtime="command",
+        settings={"argv": ["sleep", "300"], "timeout_s": 2},
+    )
+    _, key = machines.mint("laptop", ["hung-bot"])
+    base = daphne(SERVER_ENV)
+    worker = start_worker(base, key, tmp_path, "hung-bot")
+    try:
+        task = store.create_task(title="never ends", file_mutating=False).task
+        wait_for(
+            lambda: (
+                ExecutionProcess.objects.filter(task_id=task.id).exclude(status="running").exists()
+            ),
+            40,
+            "the run ended by its agent's timeout_s",
+            tmp_path=tmp_path,
+        )
+    finally:
+        worker.kill()
+        worker.wait(10)
+    run = ExecutionProcess.objects.filter(task_id=task.id).exclude(status="running").first()
+    assert run is not None and run.status == "timed_out"
+    assert run.error_class == "timeout"
+
+
+def test_a_remote_run_takes_its_tasks_model_over_its_agents_as_a_local_run_does(daphne, tmp_path):
+    # A routine template's model reaches its fire's task as metadata.model: a remote
+    # worker that took the task ran the agent's own model all the same.
+    from tests.runtimes.stand_ins import install_stand_in, real_lines
+
+    claude = install_stand_in(
+        tmp_path / "bin", "claude", stdout=real_lines("claude-code/run1-write-file.stream.jsonl")
+    )
+    registry.create_agent(
+        id="far-cc",
+        display_name="Far",
+        team="default",
+        runtime="claude-code",
+        settings={
+            "binary": str(claude.path),
+            "model": "claude-opus-4-1",
+            "permission_mode": "dontAsk",  # a remote worker runs no agent that may ask
+        },
+    )
+    _, key = machines.mint("laptop", ["far-cc"])
+    base = daphne(SERVER_ENV)
+    worker = start_worker(base, key, tmp_path, "far-cc")
+    try:
+        task = store.create_task(
+            title="digest", file_mutating=False, metadata={"model": "claude-haiku-4-5"}
+        ).task
+        wait_for(
+            lambda: Path(f"{claude.path}.call.json").exists(),
+            40,
+            "the run started",
+            tmp_path=tmp_path,
+        )
+    finally:
+        worker.kill()
+        worker.wait(10)
+    argv = claude.call()["argv"]
+    assert argv[argv.index("--model") + 1] == "claude-haiku-4-5", task.id

@@ -209,3 +209,81 @@ def test_a_ticks_fires_are_enqueued_through_async_task_after_each_claim_commits(
     assert all(p["name"] == f"routine-{p['args'][0]}" and p["kwargs"] == {} for p in payloads)
     statuses = set(Routine.objects.values_list("status", flat=True))
     assert statuses == {"claimed"}  # queued for a worker, not run inline
+
+
+def test_a_templates_model_is_the_model_each_fires_run_is_given(team, clock, tmp_path, monkeypatch):
+    # The template's model (the routine form's "Model") used to reach the task's
+    # metadata and stop there: a one-shot fire ran the agent's own model.
+    from core import registry
+    from tests.runtimes.stand_ins import install_stand_in, real_lines
+
+    bin_dir = tmp_path / "bin"
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    claude = install_stand_in(
+        bin_dir, "claude", stdout=real_lines("claude-code/run1-write-file.stream.jsonl")
+    )
+    cody = registry.create_agent(
+        id="cody",
+        display_name="Cody",
+        team=team,
+        runtime="claude-code",
+        settings={"model": "claude-opus-4-1"},
+    )
+    make(cody, task_template={"title": "Digest", "kind": "research", "model": "claude-haiku-4-5"})
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    argv = claude.call()["argv"]
+    assert argv[argv.index("--model") + 1] == "claude-haiku-4-5"
+    # A task without a model of its own runs the agent's.
+    board_store.create_task(title="plain", team=team, file_mutating=False)
+    from executor.runner import Executor
+
+    Executor("cody").work_once()
+    argv = claude.call()["argv"]
+    assert argv[argv.index("--model") + 1] == "claude-opus-4-1"
+
+
+def test_a_routine_firing_into_a_paused_agent_leaves_one_task_waiting_not_one_per_slot(
+    agent, clock
+):
+    # Every slot used to mint a fresh task beside the ones still waiting: a routine
+    # every hour into an agent paused over a weekend left 48 tasks (48 approval
+    # requests, with approval_required) to be run one after another once resumed --
+    # the storm its catch-up policy exists to prevent.
+    board_store.pause_agent(agent.id, "on holiday", by="ops")
+    routine = make(agent, task_template={"title": "Digest"})
+    for _ in range(4):
+        clock.shift(dt.timedelta(hours=1))
+        Ticker().tick()
+    fires = list(RoutineFire.objects.filter(routine_id=routine.id).order_by("slot_at"))
+    assert len(fires) == 4
+    assert {f.outcome for f in fires} == {"satisfied"}
+    assert len({f.task_id for f in fires}) == 1
+    waiting = board_store.get_task(fires[0].task_id)
+    assert waiting.status == "todo"
+    assert Routine.objects.get(pk=routine.id).status == "idle"
+    # Resumed, the agent works the one task; the next slot mints a fresh one.
+    board_store.resume_agent(agent.id, by="ops")
+    from executor.runner import Executor
+
+    Executor(agent.id).work_once()
+    assert board_store.get_task(waiting.id).status == "done"
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    latest = RoutineFire.objects.filter(routine_id=routine.id).order_by("-slot_at").first()
+    assert latest.task_id != waiting.id and latest.outcome == "dispatched"
+
+
+def test_a_fire_after_a_denied_approval_asks_again_with_a_fresh_task(agent, clock):
+    # Folding a fire into the waiting task stops at a person's "no": a denied task
+    # waits to be cancelled, and the routine's next slot is asked for afresh.
+    routine = make(agent, task_template={"title": "Deploy", "approval_required": True})
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    first = RoutineFire.objects.get(routine_id=routine.id).task_id
+    board_store.decide_approval(first, "deny", by="ops")
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    latest = RoutineFire.objects.filter(routine_id=routine.id).order_by("-slot_at").first()
+    assert latest.task_id != first
+    assert board_store.get_task(latest.task_id).approval_state == "required"

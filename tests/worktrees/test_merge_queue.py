@@ -264,6 +264,33 @@ def test_a_batch_killed_while_gating_is_abandoned_and_its_tasks_land_in_the_next
     assert sorted(MergeBatch.objects.values_list("state", flat=True)) == ["abandoned", "landed"]
 
 
+def test_a_stack_whose_gate_dies_every_time_is_blocked_after_three_batches_not_re_gated_for_ever(
+    queue_harness, monkeypatch
+):
+    # The minutely drain abandons a batch that died while gating and stacks the same
+    # approvals again: one whose gate dies the same way every time (a gate that kills
+    # its worker, a bug) re-ran it every minute for ever, nobody told.
+    ids = [queue_harness.in_review(f"T{n}", {f"t{n}.txt": f"{n}\n"}) for n in range(2)]
+    for task_id in ids:
+        service.approve(task_id, by="reviewer")
+    before = git(queue_harness.repo, "rev-parse", "main")
+    gates: list[str] = []
+
+    def dies(*args, **kwargs):
+        gates.append("gate")
+        raise RuntimeError("the gate took its worker down")
+
+    monkeypatch.setattr(merge_queue.verification, "run_gate", dies)
+    for _ in range(6):
+        merge_queue.drain_all()
+    assert [store.get_task(t).status for t in ids] == ["blocked", "blocked"]
+    assert len(gates) == 3
+    for task_id in ids:
+        assert "died 3 times" in store.get_task(task_id).feedback
+        assert queue.live_entry(task_id) is None
+    assert git(queue_harness.repo, "rev-parse", "main") == before
+
+
 def test_with_one_rebase_round_a_task_still_conflicting_after_it_goes_to_a_person(
     queue_harness: Harness, settings
 ):
@@ -284,6 +311,26 @@ def test_with_one_rebase_round_a_task_still_conflicting_after_it_goes_to_a_perso
     assert "file0.txt" in task.feedback
     assert queue.live_entry(second) is None
     assert git(queue_harness.repo, "show", "main:file0.txt") == "first"
+
+
+def test_a_repository_whose_on_conflict_is_block_parks_a_queued_conflict_for_a_person(
+    queue_harness: Harness,
+):
+    # clawboo.onConflict block (or CLAWBOO_LANDING_ON_CONFLICT=block) parks a change
+    # that no longer applies for a person; the queue used to send it back to its
+    # builder for rebase rounds whatever the repository said, as direct landing never does.
+    git(queue_harness.repo, "config", "clawboo.onConflict", "block")
+    first = queue_harness.in_review("First", {"file0.txt": "first\n"})
+    second = queue_harness.in_review("Second", {"file0.txt": "second\n"})
+    service.approve(first, by="reviewer")
+    service.approve(second, by="reviewer")
+    report = merge_queue.drain(str(queue_harness.repo))
+    assert report["landed"] == [first] and report["blocked"] == [second]
+    assert report["returned"] == []
+    task = store.get_task(second)
+    assert task.status == "blocked" and "file0.txt" in task.feedback
+    assert "on-conflict policy is block" in task.feedback
+    assert queue.live_entry(second) is None
 
 
 def test_a_culprit_whose_rounds_are_spent_is_blocked_for_a_person(queue_harness, settings):
