@@ -596,13 +596,18 @@ def decide_approval(
     task_id: TaskId,
     decision: Literal["approve", "deny"],
     reason: Annotated[str, Field(max_length=2_000)] | None = None,
+    revision: Annotated[int, Field(ge=0)] | None = None,
 ) -> dict[str, Any]:
     """A person's yes or no to a task that waits for approval before any agent takes
-    it. People only: an agent's credential is refused (forbidden)."""
+    it. People only: an agent's credential is refused (forbidden). revision: the
+    task's revision you read (get_task); refused if it changed since -- what you
+    decide on is what you saw."""
     caller = caller_of(ctx)
     roles.refuse_agent_side(caller.principal, "mcp decide_approval")
     task = _visible(caller, task_id)
-    decided = store.decide_approval(task.id, decision, by=caller.name, reason=reason)
+    decided = store.decide_approval(
+        task.id, decision, by=caller.name, reason=reason, revision=revision
+    )
     return {"task": _brief(decided), "approval": decided.approval}
 
 

@@ -378,6 +378,8 @@ def _decide(client: Client, args: argparse.Namespace, decision: str) -> dict[str
     body: dict[str, Any] = {"decision": decision}
     if args.reason:
         body["reason"] = args.reason
+    if args.revision is not None:
+        body["revision"] = args.revision
     return client.call("POST", task_path(args.id, "/approval"), body)
 
 
@@ -732,9 +734,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("--reason", help="recorded with a start approval")
     p.add_argument("--override", metavar="REASON", help="land over a failing verdict")
+    p.add_argument(
+        "--revision",
+        type=int,
+        help="of a start: the task revision you read; refused if it changed since",
+    )
     p = command(task, "deny", cmd_task_deny, "deny a start; in review: request changes")
     p.add_argument("id")
     p.add_argument("--reason", help="why (the feedback, for a task in review)")
+    p.add_argument(
+        "--revision",
+        type=int,
+        help="of a start: the task revision you read; refused if it changed since",
+    )
     p = command(task, "wait", cmd_task_wait, "wait until a task reaches a status")
     p.add_argument("id")
     p.add_argument("--status", action="append", choices=STATUSES, required=True)

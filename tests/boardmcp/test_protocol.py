@@ -525,10 +525,18 @@ def test_a_person_decides_an_approval_over_mcp_and_a_run_never_does(
             refused = await run_session.call("decide_approval", task_id=waiting, decision="approve")
         async with http_connect(key) as person:
             asks = await person.call("permission_prompt", tool_name="Bash", input={"command": "ls"})
-            decided = await person.call("decide_approval", task_id=waiting, decision="approve")
-        return [refused, asks, decided]
+            # What the person decides on is what they read: a revision since is refused.
+            stale = await person.call(
+                "decide_approval", task_id=waiting, decision="approve", revision=seen - 1
+            )
+            decided = await person.call(
+                "decide_approval", task_id=waiting, decision="approve", revision=seen
+            )
+        return [refused, asks, stale, decided]
 
-    refused, asks, decided = run(go())
+    seen = store.get_task(waiting).revision
+    refused, asks, stale, decided = run(go())
+    assert stale.error and stale.body["error"] == "conflict", stale.body
     assert refused.error and refused.body["error"] == "person_required"
     assert asks.error and asks.body["error"] == "forbidden"  # only a run asks for its tools
     assert decided.body["approval"]["state"] == "approved"

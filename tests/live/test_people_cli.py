@@ -137,7 +137,12 @@ def test_a_person_files_claims_reviews_and_lands_a_task_from_the_terminal(
                                 "--json"))  # fmt: skip
     waiting = alice.ok("approvals", "--team", "demo")
     assert any(line.split()[:2] == [risky["id"], "task"] for line in waiting.splitlines())
-    assert alice.ok("task", "approve", risky["id"]) == f"approved {risky['id']}: it may start now\n"
+    # The revision she read: decided on only while the task is what she saw.
+    stale = alice("task", "approve", risky["id"], "--revision", str(risky["revision"] - 1))
+    assert stale.returncode == 1 and "409 conflict" in stale.stderr, stale.stderr
+    assert alice.ok("task", "approve", risky["id"], "--revision", str(risky["revision"])) == (
+        f"approved {risky['id']}: it may start now\n"
+    )
     assert alice.ok("task", "deny", risky["id"], "--reason", "not today") == (
         f"denied {risky['id']}\n"
     )
