@@ -373,6 +373,14 @@ def waiting_for_approval(task: dict[str, Any]) -> bool:
     return (task.get("approval") or {}).get("state") in ("required", "denied", "expired")
 
 
+def _revision_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--revision",
+        type=int,
+        help="of a start: the task revision you read; refused if it changed since",
+    )
+
+
 def _decide(client: Client, args: argparse.Namespace, decision: str) -> dict[str, Any]:
     """A person's decision on a task waiting for approval before it starts."""
     body: dict[str, Any] = {"decision": decision}
@@ -734,19 +742,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("--reason", help="recorded with a start approval")
     p.add_argument("--override", metavar="REASON", help="land over a failing verdict")
-    p.add_argument(
-        "--revision",
-        type=int,
-        help="of a start: the task revision you read; refused if it changed since",
-    )
+    _revision_option(p)
     p = command(task, "deny", cmd_task_deny, "deny a start; in review: request changes")
     p.add_argument("id")
     p.add_argument("--reason", help="why (the feedback, for a task in review)")
-    p.add_argument(
-        "--revision",
-        type=int,
-        help="of a start: the task revision you read; refused if it changed since",
-    )
+    _revision_option(p)
     p = command(task, "wait", cmd_task_wait, "wait until a task reaches a status")
     p.add_argument("id")
     p.add_argument("--status", action="append", choices=STATUSES, required=True)

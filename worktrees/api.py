@@ -444,9 +444,7 @@ SubmitBody = inline_serializer(
             help_text="must be clawboo/task-<this task's id>; left out (with commit): the "
             "work in the task's checkout on the server is handed in as it is",
         ),
-        "commit": serializers.CharField(
-            required=False, help_text="the pushed branch's tip, a full SHA"
-        ),
+        "commit": serializers.CharField(required=False, help_text="the pushed tip, a full SHA"),
         "output": serializers.DictField(
             required=False, help_text="the run's summary, usage, host (kept on the task)"
         ),
