@@ -280,7 +280,12 @@ def cmd_task_list(args: argparse.Namespace) -> int:
     }
     if args.ready:
         query["ready"] = "true"
-    answer = Client.from_login().call("GET", "/api/board/tasks?" + urllib.parse.urlencode(query))
+    client = Client.from_login()
+    answer = client.call("GET", "/api/board/tasks?" + urllib.parse.urlencode(query))
+    if args.team and not answer["results"]:
+        # The list filters by team: a team that does not exist (or is not yours) would
+        # read as an empty board. Its own answer says which (404, as watch says).
+        client.call("GET", f"/api/teams/{urllib.parse.quote(args.team, safe='')}")
     emit(args, answer["results"], lambda rows: table(rows, TASK_COLUMNS))
     if answer.get("next") and not args.json:
         # The first page only: say so, or a person takes it for all there is.

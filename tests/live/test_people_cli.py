@@ -131,6 +131,10 @@ def test_a_person_files_claims_reviews_and_lands_a_task_from_the_terminal(
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     assert json.loads(stored.read_text())["server"] == base
 
+    # A team that is not hers is not an empty board: the list says so, as watch does.
+    nosuch = alice("task", "list", "--team", "nosuch")
+    assert nosuch.returncode == 1 and "404 not_found" in nosuch.stderr, nosuch.stderr
+
     # A risky task waits for a person: listed by `approvals`, approved, then denied
     # (which keeps it out of dispatch for good).
     risky = json.loads(alice.ok("task", "create", "Risky", "--team", "demo", "--label", "risk",
