@@ -316,12 +316,13 @@ export function attemptsBadge(task) {
 }
 
 // The task's feedback in the detail: after a later round passed, it is round
-// N's, not a finding still open.
+// N's, not a finding still open -- unless the task is being worked again, sent back
+// after that pass (a person's request for changes): then the feedback is theirs, now.
 export function feedbackText(task) {
   if (!task.feedback) return "—";
   const v = task.verification;
   const rounds = (v && v.attempts) || [];
-  if (v && v.verdict === "pass" && rounds.length > 1) {
+  if (v && v.verdict === "pass" && rounds.length > 1 && task.status !== "in_progress") {
     return `from round ${rounds.length - 1} (round ${rounds.length} passed): ${task.feedback}`;
   }
   return task.feedback;

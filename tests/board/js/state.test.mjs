@@ -112,6 +112,9 @@ test("feedback from a round that a later round passed is labelled with its round
     "from round 1 (round 2 passed): fix the crash");
   assert.equal(S.feedbackText({ feedback: "fix the crash", verification: { verdict: "fail", attempts: [{}] } }), "fix the crash");
   assert.equal(S.feedbackText({ feedback: "" }), "—");
+  // Sent back by a person after the pass: the feedback is theirs, not round 1's.
+  assert.equal(S.feedbackText({ status: "in_progress", feedback: "add a docstring", verification: passed }),
+    "add a docstring");
 });
 
 test("a task back in the queue after failed runs shows its attempts and last error", () => {
