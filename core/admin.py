@@ -118,6 +118,7 @@ class AgentAdmin(DataLayerAdmin):
         "health_detail",
         "health_checked_at",
         "breaker_failures",
+        "runs_on",
     )
     fields = (*AgentForm.Meta.fields, "approved_by", *_DISPATCH_READONLY)
 
@@ -125,6 +126,21 @@ class AgentAdmin(DataLayerAdmin):
     def shown_state(self, obj: Agent) -> str:
         # The state the API and the board show: an unhealthy agent is not "active".
         return obj.dispatch_state
+
+    @admin.display(description="runs on")
+    def runs_on(self, obj: Agent) -> str:
+        # As the API's runs_on and the board's Agents panel say it.
+        place = machines.hosts_running([obj.pk]).get(obj.pk) if obj.pk else None
+        if place is None:
+            return "the server's workers"
+        if place["live"]:
+            return f"host {place['host']} (its worker beat {place['seen_at']:%Y-%m-%d %H:%M:%S})"
+        if place["seen_at"] is None:
+            return f"host {place['host']}: no worker has connected, so nothing runs its work"
+        return (
+            f"host {place['host']}: its worker was last seen {place['seen_at']:%Y-%m-%d %H:%M:%S}"
+            ", so nothing runs its work"
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # Saving here is an operator's approval of what the agent runs (core.server_commands).

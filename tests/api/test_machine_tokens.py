@@ -171,3 +171,16 @@ def test_an_agent_says_which_remote_host_runs_it_and_whether_its_worker_is_there
     # Revoked: the server's workers run it again.
     machines.revoke(MachineToken.objects.get(host="gpu-1").pk)
     assert runs_on("a-bot") is None
+
+
+def test_the_admin_says_where_an_agent_runs(fleet, capsys, admin_client):
+    def said(agent_id: str) -> str:
+        page = admin_client.get(f"/admin/clawboo/agent/{agent_id}/change/").content.decode()
+        assert page.count("Runs on") == 1, page[:300]
+        return page
+
+    assert "the server&#x27;s workers" in said("b-bot")
+    key = mint(capsys, "--host", "gpu-1", "--agent", "a-bot")
+    assert "host gpu-1: no worker has connected, so nothing runs its work" in said("a-bot")
+    token_client(key).post("/api/workers/beat", {"pid": 7}, format="json")
+    assert "host gpu-1 (its worker beat " in said("a-bot")
