@@ -180,7 +180,7 @@ class ExecutionCloseView(APIView):
             # The worker cancels a run for spend only when a usage report said stop;
             # the final usage says again whether a limit holds (the one rule).
             ceiling = _ceiling(task_id, run.agent_id)
-            stopped = spending.record(run.id, pricing.usage_of(result.usage), ceiling)
+            stopped = spending.record(run.id, pricing.usage_of(result.usage), ceiling, final=True)
         # The worker fails the task itself (its ``…/fail`` follows): the rest of the
         # run's end is settled here, as a local run's.
         ran = settle.Run(task_id, body["ticket"], run.agent_id, run.id)

@@ -250,7 +250,7 @@ class LocalBoard:
         assert run.execution_id is not None
         with self.clock.phase("board"):
             # Before the completion, which closes the run's row with its own words.
-            spend_store.record_usage(run.execution_id, pricing.usage_of(result.usage))
+            spend_store.record_usage(run.execution_id, pricing.usage_of(result.usage), final=True)
             outcome = store.complete(
                 run.task_id,
                 {"summary": result.summary},

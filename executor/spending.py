@@ -28,10 +28,14 @@ def ceiling_reached(usage: spend_store.Usage, ceiling: int | None) -> Stop | Non
     return None if why is None else Stop(why, ceiling=True)
 
 
-def record(execution_id: int, usage: spend_store.Usage, ceiling: int | None) -> Stop | None:
-    """Write the run's usage so far; why it must stop (ceiling, paused budget), or None."""
-    recorded = spend_store.record_usage(execution_id, usage)
-    over = ceiling_reached(usage, ceiling)
+def record(
+    execution_id: int, usage: spend_store.Usage, ceiling: int | None, *, final: bool = False
+) -> Stop | None:
+    """Write the run's usage so far (``final``: its runtime's final figures, which may
+    be lower); why it must stop (ceiling, paused budget), or None."""
+    recorded = spend_store.record_usage(execution_id, usage, final=final)
+    # What counts is what was recorded: a report below it stops the run all the same.
+    over = ceiling_reached(usage if recorded is None else recorded.usage, ceiling)
     if over is not None:
         return over
     if recorded is not None and recorded.paused:

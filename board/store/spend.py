@@ -93,6 +93,26 @@ class Usage:
         check_choice(self.cost_status, "cost_status", CostStatus.values)
         return self
 
+    def not_below(self, row: ExecutionProcess) -> Usage:
+        """These running totals, each no lower than ``row`` recorded already.
+
+        A running run's totals only grow: a lower one is a report that arrived late
+        (a retried request) or an agent-side caller taking back spend its run was
+        counted, which would give its task, its tree and the budgets over it back
+        room they never had, and let a run past its cap mid-run (GOVERNANCE §3, §6).
+        Only the run's end may lower them: its runtime's own final price replaces
+        the streamed estimate (:func:`board.store.close_execution`)."""
+        recorded = row.cost_millicents or 0
+        higher = self.millicents >= recorded
+        return Usage(
+            tokens_in=max(self.tokens_in, row.tokens_in or 0),
+            tokens_out=max(self.tokens_out, row.tokens_out or 0),
+            cache_read=max(self.cache_read, row.cache_read or 0),
+            cache_write=max(self.cache_write, row.cache_write or 0),
+            cost_millicents=self.millicents if higher else recorded,
+            cost_status=self.cost_status if higher else row.cost_status,
+        )
+
 
 @dataclass(frozen=True)
 class Recorded:
@@ -100,6 +120,8 @@ class Recorded:
 
     execution: ExecutionProcess
     paused: list[Budget]
+    # The run's totals as recorded (never below what was recorded before).
+    usage: Usage
 
 
 def _row_tokens(row: ExecutionProcess) -> int:
@@ -177,15 +199,19 @@ def rounded_cents(millicents: Any) -> Any:
     )
 
 
-def record_usage(execution_id: int, usage: Usage) -> Recorded | None:
-    """A running run's usage so far (its streamed totals). None once the row is closed."""
+def record_usage(execution_id: int, usage: Usage, *, final: bool = False) -> Recorded | None:
+    """A running run's usage so far (its streamed totals), never lower than what was
+    recorded (:meth:`Usage.not_below`); ``final``: its runtime's own final figures,
+    which replace the streamed ones (the server's executor only, just before it
+    settles the run). None once the row is closed."""
     usage.check()
 
     def run() -> Recorded | None:
         row = lock_execution(execution_id)
         if row is None or row.status != "running":
             return None
-        return Recorded(row, apply_usage(row, usage, now()))
+        counted = usage if final else usage.not_below(row)
+        return Recorded(row, apply_usage(row, counted, now()), counted)
 
     return storage.write(run)
 

@@ -1,0 +1,107 @@
+"""GOVERNANCE §3, §6: the numbers the agent side writes hold it to its limits.
+
+A run's usage arrives as running totals. A report with lower totals than were
+recorded took the difference back off the run's task, its tree and every budget over
+it: a run (or an agent with its run's ticket) could give its scope back spend it
+had used, mid-run, and go on past a cap. A running report now never lowers what was
+recorded; the run's close still replaces the streamed estimate with its runtime's
+own final price (lower or not), as documented."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from board import store
+from board.models import Budget, ExecutionProcess
+from board.store import spend
+from core import machines, registry
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def remote(db, tmp_path, settings) -> dict[str, object]:
+    """A machine token's agent holds a task (ceiling 100¢) under a 200¢ team cap, its
+    run open."""
+    settings.CLAWBOO_STATE_DIR = tmp_path
+    registry.create_agent(id="a-bot", display_name="a", team="default", runtime="claude-code")
+    budget = spend.create_budget(
+        "default",
+        {
+            "scope": "team",
+            "scope_id": "default",
+            "window": "total",
+            "limit_cents": 200,
+            "mode": "cap",
+        },
+    )
+    _, key = machines.mint("gpu-1", ["a-bot"])
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    task = store.create_task(title="remote", file_mutating=False, max_run_cents=100).task
+    ticket = client.post("/api/board/claim-next", {"agent_id": "a-bot"}, format="json").json()[
+        "ticket"
+    ]
+    run = client.post(
+        f"/api/board/tasks/{task.id}/executions", {"ticket": ticket}, format="json"
+    ).json()["id"]
+    return {
+        "client": client,
+        "task": task.id,
+        "ticket": ticket,
+        "base": f"/api/board/tasks/{task.id}/executions/{run}",
+        "run": run,
+        "budget": budget.id,
+    }
+
+
+def spent(remote: dict[str, object]) -> tuple[int, int, int]:
+    task = store.get_task(str(remote["task"]))
+    return (
+        task.cost_cents,
+        ExecutionProcess.objects.get(pk=remote["run"]).cost_cents,
+        Budget.objects.get(pk=remote["budget"]).spent_cents,
+    )
+
+
+def report(remote: dict[str, object], **usage: object) -> dict[str, object]:
+    client = remote["client"]
+    assert isinstance(client, APIClient)
+    answer = client.post(
+        f"{remote['base']}/usage", {"ticket": remote["ticket"], **usage}, format="json"
+    )
+    assert answer.status_code == 200, answer.content[:300]
+    return answer.json()
+
+
+def test_a_running_usage_report_never_lowers_the_spend_recorded(remote):
+    report(remote, tokens_in=1000, cost_cents=90)
+    assert spent(remote) == (90, 90, 90)
+    report(remote, tokens_in=1, cost_cents=1)
+    assert spent(remote) == (90, 90, 90)
+    row = ExecutionProcess.objects.get(pk=remote["run"])
+    assert (row.tokens_in, row.cost_status) == (1000, "reported")
+    # Growing again counts from what was recorded, once.
+    report(remote, tokens_in=1200, cost_cents=95)
+    assert spent(remote) == (95, 95, 95)
+
+
+def test_a_lower_running_report_still_stops_the_run_at_the_spend_recorded(remote):
+    report(remote, cost_cents=99)
+    assert report(remote, cost_cents=2)["stop"] is False
+    assert report(remote, cost_cents=100)["stop"] is True
+    assert spent(remote) == (100, 100, 100)
+
+
+def test_the_close_still_replaces_the_streamed_estimate_with_a_lower_final_price(remote):
+    report(remote, tokens_in=1000, cost_cents=90)
+    client = remote["client"]
+    assert isinstance(client, APIClient)
+    closed = client.post(
+        f"{remote['base']}/close",
+        {"ticket": remote["ticket"], "outcome": "succeeded", "tokens_in": 900, "cost_cents": 6},
+        format="json",
+    )
+    assert closed.status_code == 200, closed.content[:300]
+    assert spent(remote) == (6, 6, 6)
