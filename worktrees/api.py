@@ -446,7 +446,9 @@ SubmitBody = inline_serializer(
         ),
         "commit": serializers.CharField(required=False, help_text="the pushed tip, a full SHA"),
         "output": serializers.DictField(
-            required=False, help_text="the run's summary, usage, host (kept on the task)"
+            required=False,
+            help_text="the run's summary, usage, host (kept on the task); its source, "
+            "branch, commit and intake are the server's: repeated or left out (400 otherwise)",
         ),
     },
 )

@@ -72,6 +72,13 @@ def _check_remote(remote: str) -> str:
 
 # ``output.source`` of work handed in from the task's checkout on the server.
 FROM_CHECKOUT = "checkout"
+# What the server says of a submission: where its work is (``source``, or the pushed
+# ``branch`` and ``commit``) and how its intake goes (``intake``). The intake reads
+# them to decide what it judges, so a submitted ``output`` may repeat them (a remote
+# worker sends its branch and commit there too) but never say otherwise: a pushed
+# submission saying ``source: "checkout"`` had the judge take the server's checkout
+# (another run's work, or none) as the work of a commit it never fetched.
+SERVER_SAYS = ("source", "branch", "commit", "intake")
 
 
 def submit(task_id: Any, ticket: Any, branch: Any, commit: Any, output: Any = None) -> Task:
@@ -90,15 +97,18 @@ def submit(task_id: Any, ticket: Any, branch: Any, commit: Any, output: Any = No
     if not task.file_mutating:
         raise Conflict(f"task {tid!r} is not file-mutating: nothing to take in", task_id=tid)
     if branch is None and commit is None:
+        derived = {"source": FROM_CHECKOUT}
+        _repeats_only(output or {}, derived)
         if store.live_workspace(tid) is None:
             raise Conflict(
                 f"task {tid!r} has no checkout on the server to take in: provision its "
                 "workspace and work there, or push its branch and name it with its commit",
                 task_id=tid,
             )
-        body = {**(output or {}), "source": FROM_CHECKOUT}
     else:
-        body = {**(output or {}), **_pushed(task, branch, commit)}
+        derived = _pushed(task, branch, commit)
+        _repeats_only(output or {}, derived)
+    body = {**(output or {}), **derived}
     outcome = store.submit_remote_work(
         tid, ticket, body, intake_lease_ms=int(settings.CLAWBOO_INTAKE_LEASE_MS)
     )
@@ -112,6 +122,18 @@ def submit(task_id: Any, ticket: Any, branch: Any, commit: Any, output: Any = No
     if outcome.recorded:
         transaction.on_commit(lambda: enqueue(tid), robust=True)
     return outcome.task
+
+
+def _repeats_only(output: dict[str, Any], derived: dict[str, str]) -> None:
+    """Refuse (400, nothing written) a submitted ``output`` that says otherwise than
+    the server of where the work is or how its intake goes (:data:`SERVER_SAYS`)."""
+    for key in SERVER_SAYS:
+        if key in output and output[key] != derived.get(key):
+            raise ValidationFailed(
+                f"output.{key}",
+                "is the server's to say (where the submitted work is, how its intake "
+                "goes); leave it out",
+            )
 
 
 def _pushed(task: Task, branch: Any, commit: Any) -> dict[str, str]:

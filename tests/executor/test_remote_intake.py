@@ -432,3 +432,32 @@ def test_an_intake_that_dies_every_time_is_blocked_after_three_starts_not_rerun_
     assert task.output["intake"]["state"] == "failed"
     assert "died 3 times" in task.error
     assert server_intake.recover_intakes(older_than_s=0) == []
+
+
+def test_a_pushed_submission_may_not_say_its_work_is_the_servers_checkout(repo, remote, tmp_path):
+    """``output.source`` is the server's to say: a pushed branch submitted as
+    ``source: "checkout"`` had the judge take the server's checkout (another run's
+    work, or none) as the work of a commit it never fetched (400, nothing written)."""
+    register(repo, remote, verify_cmd="grep -qx ok feature.txt")
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    branch = f"clawboo/task-{task_id}"
+    before = store.get_task(task_id)
+    for said in (
+        {"source": "checkout"},
+        {"intake": {"state": "review"}},
+        {"commit": "0" * 40},
+        {"branch": "main"},
+    ):
+        with pytest.raises(ValidationFailed) as refused:
+            intake.submit(task_id, ticket, branch, commit, {"summary": "mine", **said})
+        assert refused.value.field == f"output.{next(iter(said))}"
+    after = store.get_task(task_id)
+    assert (after.revision, after.output, after.status) == (
+        before.revision,
+        before.output,
+        "in_progress",
+    )
+    # Repeating what the server says is how the worker sends it: taken in.
+    intake.submit(task_id, ticket, branch, commit, {"branch": branch, "commit": commit})
+    assert store.get_task(task_id).status == "in_review"

@@ -118,3 +118,28 @@ def test_a_person_still_moves_the_checkouts_work_to_review(builder):
     answer = person.post(f"/api/board/tasks/{task}/workspace/complete", {}, format="json")
     assert answer.status_code == 200 and answer.json()["result"] == "retained"
     assert store.get_task(task).status == "in_review"
+
+
+def test_a_handed_in_checkout_may_not_say_it_is_a_pushed_commit(builder):
+    """Where the work is and how its intake goes are the server's to say: the agent's
+    ``output`` naming a branch, a commit or an intake state for its checkout is
+    refused (400, nothing written), not kept on the task as what it handed in."""
+    api, task, ticket = builder["api"], builder["task"], builder["ticket"]
+    (builder["checkout"] / "feature.txt").write_text("the feature\n")
+    before = written()
+    for said in ({"commit": "0" * 40}, {"branch": "main"}, {"intake": {"state": "review"}}):
+        refused = api.post(
+            f"/api/board/tasks/{task}/submit",
+            {"ticket": ticket, "output": {"summary": "done", **said}},
+            format="json",
+        )
+        assert refused.status_code == 400, refused.content[:300]
+        assert refused.json()["field"] == f"output.{next(iter(said))}"
+    assert written() == before
+    sent = api.post(
+        f"/api/board/tasks/{task}/submit",
+        {"ticket": ticket, "output": {"summary": "done", "source": "checkout"}},
+        format="json",
+    )
+    assert sent.status_code == 202, sent.content[:300]
+    assert store.get_task(task).status == "in_review"
