@@ -93,6 +93,27 @@ def _can_see(user: Any, team_id: str) -> bool:
     return Team.objects.filter(pk=team_id).exists() and can_see_team(user, team_id)
 
 
+# How often an open socket's credential is looked at again: a machine token revoked,
+# an agent's key deleted, a session signed out, or a team left meanwhile closes the
+# socket (4401, 4403) at the next look, rather than leaving it the team's board for
+# as long as it stays open (GOVERNANCE §6). One look per socket this often.
+STANDING_CHECK_SECONDS = 30.0
+
+
+@database_sync_to_async
+def _standing(scope: dict[str, Any], team_id: str) -> int | None:
+    """None while the socket's credential still names a user who sees ``team_id``;
+    else the close code to end it with."""
+    from core.ws_auth import still_standing
+
+    user = still_standing(scope)
+    if user is None:
+        return CLOSE_UNAUTHENTICATED
+    from core.api.access import can_see_team
+
+    return None if can_see_team(user, team_id) else CLOSE_FORBIDDEN
+
+
 @database_sync_to_async
 def _latest(team_id: str) -> int:
     return events.latest_seq(team_id)
@@ -280,6 +301,7 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
         self.lock = asyncio.Lock()
         self.pending = []
         await self.accept()
+        self.standing = asyncio.get_running_loop().create_task(self._hold_standing())
         connected[team] += 1
         self.counted = True
         # Following before reading the head: a change that commits in between is
@@ -292,6 +314,22 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
         while self.pending:
             await self.board_event(self.pending.pop(0))
         self.pending = None
+
+    async def _hold_standing(self) -> None:
+        """Close the socket once its credential no longer holds (see
+        STANDING_CHECK_SECONDS)."""
+        while True:
+            await asyncio.sleep(STANDING_CHECK_SECONDS)
+            try:
+                code = await _standing(self.scope, self.team)
+            except Exception:  # the next look tries again
+                log.exception("could not check a board socket's credential")
+                continue
+            if code is not None:
+                await self.close(code=code)
+                # No frame more from here, whenever the server reports the close.
+                await self.disconnect(code)
+                return
 
     async def _watch_log(self, content: dict[str, Any]) -> None:
         """``{"type": "watch-log", "task": id}`` streams the output of that task's
@@ -370,9 +408,10 @@ class BoardConsumer(AsyncJsonWebsocketConsumer):
             log.exception("could not stream the log of task %s", task)
 
     async def disconnect(self, code: int) -> None:
-        watch = getattr(self, "log_watch", None)
-        if watch is not None:
-            watch.cancel()
+        for name in ("log_watch", "standing"):
+            running = getattr(self, name, None)
+            if running is not None and running is not asyncio.current_task():
+                running.cancel()
         if getattr(self, "counted", False):
             self.counted = False
             connected[self.team] -= 1

@@ -46,14 +46,47 @@ class TokenOrOriginCheckedSession(BaseMiddleware):
     ``Origin``; a valid ``?token=`` takes precedence either way."""
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        params = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        key = (params.get("token") or [""])[-1]
+        key = _token_of(scope)
         found = await _user_for_token(key) if key else None
         if found is not None:
             scope = {**scope, "user": found[0], "auth": found[1]}
         elif not origin_allowed(scope):
             scope = {**scope, "user": AnonymousUser()}
         return await super().__call__(scope, receive, send)
+
+
+def _token_of(scope: dict[str, Any]) -> str:
+    params = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    return (params.get("token") or [""])[-1]
+
+
+def still_standing(scope: dict[str, Any]) -> Any:
+    """Who a socket's credential names *now*, or None: the key of ``?token=`` looked
+    up again (a machine token revoked, an agent's key deleted, its user deactivated:
+    None), or the session read again from its store (signed out, expired, its
+    password changed: None). A socket opened with a credential keeps no more than the
+    credential does (GOVERNANCE §6); :class:`core.consumers.BoardConsumer` asks."""
+    if scope.get("auth") is not None:
+        found = _user_and_token(_token_of(scope))
+        return None if found is None else found[0]
+    session = scope.get("session")
+    key = getattr(session, "session_key", None)
+    if not key:
+        return None
+    from importlib import import_module
+    from types import SimpleNamespace
+
+    from django.contrib.auth import get_user
+
+    store = import_module(settings.SESSION_ENGINE).SessionStore(key)
+    user = get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]
+    return user if user.is_authenticated else None
+
+
+def _user_and_token(key: str) -> tuple[Any, Any] | None:
+    from core.api.auth import user_and_token
+
+    return user_and_token(key) if key else None
 
 
 def auth_stack(inner: Any) -> Any:
