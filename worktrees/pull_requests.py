@@ -193,7 +193,10 @@ def publish(task_id: str, *, ready: bool = False) -> dict[str, Any] | None:
     commit, tree = _work_commit(task, Path(ws.worktree_path), repo_path, ws.base_sha)
     branch = branch_of(task.id)
     base = _base_branch(task, repo, repo_path)
-    pushed_new = record.get("tree") != tree or record.get("state") in (None, "closed")
+    # Pushed again when someone else moved the branch: it holds what the server judged.
+    pushed_new = (
+        record.get("tree") != tree or record.get("state") in (None, "closed") or head_moved(record)
+    )
     if pushed_new:
         run_git(
             ["push", "--quiet", "--force", "--", repo.remote, f"{commit}:refs/heads/{branch}"],
@@ -213,6 +216,7 @@ def publish(task_id: str, *, ready: bool = False) -> dict[str, Any] | None:
         "branch": branch,
         "base": base,
         "head_sha": pr.head_sha or (commit if pushed_new else record.get("head_sha", commit)),
+        "published_sha": commit if pushed_new else record.get("published_sha"),
         "tree": tree,
         "fix_rounds": int(record.get("fix_rounds") or 0),
         "reviews_seen": list(record.get("reviews_seen") or []),
@@ -224,6 +228,15 @@ def publish(task_id: str, *, ready: bool = False) -> dict[str, Any] | None:
     note = f"Pull request #{pr.number} {'opened' if opened else 'updated'}: {pr.url}"
     store.record_pull_request(task.id, changes, comment=note)
     return changes
+
+
+def head_moved(record: dict[str, Any]) -> bool:
+    """Whether the pull request's head on the forge is not the commit the server
+    pushed of the work it judged: someone pushed onto ``clawboo/task-<id>`` since (a
+    remote worker may push there). A record from before ``published_sha`` was kept
+    says nothing either way."""
+    published = record.get("published_sha")
+    return bool(published) and record.get("head_sha") != published
 
 
 def _open_or_update(
@@ -459,6 +472,16 @@ def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, A
     if task.status == Status.DONE:
         return {"result": "merging", "task": task, "pull_request": task.pull_request}
     store.check_approvable(task_id, human_override)
+    if head_moved(record):
+        # A merge takes the forge's head: never a commit the judge did not see
+        # (GOVERNANCE §4, §6). The builder's next round publishes the judged work again.
+        raise Conflict(
+            f"the head of pull request #{record['number']} is not the work the server "
+            f"judged (someone pushed {record.get('head_sha')} onto {record.get('branch')} "
+            "since): nothing is merged; request changes to have it handed in again",
+            reason="head_moved",
+            task_id=task.id,
+        )
     state = (record.get("checks") or {}).get("state")
     if state == "pending":
         raise ChecksRunning(

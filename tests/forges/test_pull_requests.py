@@ -171,3 +171,43 @@ def test_on_github_a_failing_commit_status_decides_like_a_check_run(forge_repo: 
     runs = {r["name"]: r for r in task.pull_request["checks"]["runs"]}
     assert runs["ci"]["conclusion"] == "failure" and runs["lint"]["state"] == "success"
     assert task.status == "in_progress" and "legacy CI: 3 tests failed" in task.feedback
+
+
+def test_an_approval_never_merges_a_head_pushed_after_the_judge(forge_repo: Setup, api, tmp_path):
+    """The agent side may push to ``clawboo/task-<id>`` on the remote (a remote worker
+    submits there). A commit pushed onto the pull request after the server published
+    the work it judged was what a person's approval merged -- the forge merges its
+    head. Now the approval is refused (409, nothing merged) while the head is not the
+    judged commit; the builder's next round publishes the judged work again."""
+    forge = forge_repo.forge
+    task_id = _to_review(forge_repo)
+    judged = forge.head_of(1)
+    base = git(forge_repo.bare, "rev-parse", "main")
+    forge.set_check(judged, "ci", "success", "all good")
+    # The agent side pushes its own commit onto the pull request's branch.
+    clone = tmp_path / "agent-clone"
+    git(tmp_path, "clone", "-q", str(forge_repo.bare), str(clone))
+    git(clone, "checkout", "-q", f"clawboo/task-{task_id}")
+    (clone / "feature.txt").write_text("unjudged\n")
+    git(clone, "commit", "-qam", "after the judge")
+    git(clone, "push", "-q", "origin", f"clawboo/task-{task_id}")
+    sneaked = forge.head_of(1)
+    assert sneaked != judged
+    forge.set_check(sneaked, "ci", "success", "all good")
+
+    refused = api.post(f"/api/board/tasks/{task_id}/approve", {}, format="json")
+    assert refused.status_code == 409, refused.json()
+    assert refused.json()["reason"] == "head_moved"
+    assert not forge.prs[1].merged and store.get_task(task_id).status == "in_review"
+    assert git(forge_repo.bare, "rev-parse", "main") == base
+
+    # Sent back and handed in again, the judged work is published over the push.
+    changes = api.post(
+        f"/api/board/tasks/{task_id}/request-changes", {"feedback": "again"}, format="json"
+    )
+    assert changes.status_code == 200, changes.json()
+    Executor("builder").work_once()
+    assert store.get_task(task_id).status == "in_review"
+    head = forge.head_of(1)
+    assert git(forge_repo.bare, "show", f"{head}:feature.txt") != "unjudged"
+    assert not pull_requests.head_moved(store.get_task(task_id).pull_request)
