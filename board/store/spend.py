@@ -47,6 +47,21 @@ from core.rows import from_rows
 from core.server_commands import runs_on_server
 
 MAX_CENTS = 2**53
+# One run's figures, each far below what the sums it joins can hold (BIGINT
+# millicents and tokens of its task, its tree and every budget over it): a single
+# report of 2**53 cents overflowed those sums at the team's next report, and every
+# later usage report or close of the team failed (500) -- one agent-side caller
+# stopping its whole team's accounting. ~$43M and ~10^12 tokens a run.
+RUN_CENTS_MAX = 2**32
+RUN_TOKENS_MAX = 2**40
+_RUN_MAX = {
+    "tokens_in": RUN_TOKENS_MAX,
+    "tokens_out": RUN_TOKENS_MAX,
+    "cache_read": RUN_TOKENS_MAX,
+    "cache_write": RUN_TOKENS_MAX,
+    "cost_cents": RUN_CENTS_MAX,
+    "cost_millicents": RUN_CENTS_MAX * MILLICENTS_PER_CENT,
+}
 
 
 @dataclass(frozen=True)
@@ -79,17 +94,12 @@ class Usage:
         return self.cost_millicents or 0
 
     def check(self) -> Usage:
-        for name in (
-            "tokens_in",
-            "tokens_out",
-            "cache_read",
-            "cache_write",
-            "cost_cents",
-            "cost_millicents",
-        ):
+        for name, most in _RUN_MAX.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValidationFailed(name, "must be a non-negative integer")
+            if value > most:
+                raise ValidationFailed(name, f"at most {most} for one run")
         check_choice(self.cost_status, "cost_status", CostStatus.values)
         return self
 

@@ -25,7 +25,9 @@ def remote(db, tmp_path, settings) -> dict[str, object]:
     """A machine token's agent holds a task (ceiling 100¢) under a 200¢ team cap, its
     run open."""
     settings.CLAWBOO_STATE_DIR = tmp_path
-    registry.create_agent(id="a-bot", display_name="a", team="default", runtime="claude-code")
+    registry.create_agent(
+        id="a-bot", display_name="a", team="default", runtime="claude-code", max_concurrent=2
+    )
     budget = spend.create_budget(
         "default",
         {
@@ -105,3 +107,38 @@ def test_the_close_still_replaces_the_streamed_estimate_with_a_lower_final_price
     )
     assert closed.status_code == 200, closed.content[:300]
     assert spent(remote) == (6, 6, 6)
+
+
+def test_a_cost_no_run_can_have_is_refused_and_the_teams_accounting_goes_on(remote):
+    """One report of 2**53 cents was taken; the team budget's sum overflowed at the next
+    run's report, and every usage report and close of the team then failed (500)."""
+    before = spent(remote)
+    for field, value in (
+        ("cost_cents", 2**53),
+        ("cost_millicents", 2**62),
+        ("tokens_in", 2**53),
+        ("cache_read", 2**41),
+    ):
+        client = remote["client"]
+        assert isinstance(client, APIClient)
+        refused = client.post(
+            f"{remote['base']}/usage", {"ticket": remote["ticket"], field: value}, format="json"
+        )
+        assert refused.status_code == 400, (field, refused.content[:300])
+        assert refused.json()["field"] == field
+    assert spent(remote) == before
+    # The most one run may cost, in two runs of the team: both counted.
+    task = store.create_task(title="second", file_mutating=False, max_run_cents=50).task
+    second = store.claim(task.id, "a-bot", "claude-code")
+    assert second.ok, second.outcome
+    run = store.open_execution(task.id, second.ticket)
+    report(remote, cost_cents=spend.RUN_CENTS_MAX)
+    client = remote["client"]
+    assert isinstance(client, APIClient)
+    answer = client.post(
+        f"/api/board/tasks/{task.id}/executions/{run.id}/usage",
+        {"ticket": second.ticket, "cost_cents": spend.RUN_CENTS_MAX},
+        format="json",
+    )
+    assert answer.status_code == 200, answer.content[:300]
+    assert Budget.objects.get(pk=remote["budget"]).spent_cents == 2 * spend.RUN_CENTS_MAX
