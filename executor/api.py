@@ -97,7 +97,9 @@ def _tokens(body: dict[str, Any]) -> UsageSoFar:
     counts: dict[str, int | None] = {}
     for name in USAGE_FIELDS:
         value = body.get(name)
-        counts[name] = None if value is None else check_int(value, name, low=0, high=COUNT_MAX)
+        # At most what one run may have (board.store.spend.RUN_MAX): refused, not bounded.
+        most = spend_store.RUN_MAX.get(name, COUNT_MAX)
+        counts[name] = None if value is None else check_int(value, name, low=0, high=most)
     model = body.get("model")
     if model is not None:
         model = check_text(model, "model", limit=200)

@@ -143,6 +143,8 @@ def usage_of(tokens: Tokens) -> Usage:
         estimate = estimate_millicents(tokens)
         if estimate is not None:
             millicents, status = estimate, CostStatus.ESTIMATED
+    # A runtime's stream is the agent's own output: a figure past what one run may
+    # have is recorded as the most (the API refuses one before it gets here).
     return Usage(
         tokens_in=tokens.tokens_in or 0,
         tokens_out=tokens.tokens_out or 0,
@@ -150,4 +152,4 @@ def usage_of(tokens: Tokens) -> Usage:
         cache_write=tokens.cache_write or 0,
         cost_millicents=millicents,
         cost_status=status,
-    )
+    ).bounded()

@@ -54,7 +54,7 @@ MAX_CENTS = 2**53
 # stopping its whole team's accounting. ~$43M and ~10^12 tokens a run.
 RUN_CENTS_MAX = 2**32
 RUN_TOKENS_MAX = 2**40
-_RUN_MAX = {
+RUN_MAX = {
     "tokens_in": RUN_TOKENS_MAX,
     "tokens_out": RUN_TOKENS_MAX,
     "cache_read": RUN_TOKENS_MAX,
@@ -94,7 +94,7 @@ class Usage:
         return self.cost_millicents or 0
 
     def check(self) -> Usage:
-        for name, most in _RUN_MAX.items():
+        for name, most in RUN_MAX.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValidationFailed(name, "must be a non-negative integer")
@@ -102,6 +102,20 @@ class Usage:
                 raise ValidationFailed(name, f"at most {most} for one run")
         check_choice(self.cost_status, "cost_status", CostStatus.values)
         return self
+
+    def bounded(self) -> Usage:
+        """These figures, each at most what one run may have (:data:`RUN_MAX`): what a
+        runtime's own stream says past that (an agent's output on the server) is
+        recorded as the most, which its ceiling and budgets then stop, rather than
+        failing the run's bookkeeping. The API refuses such a figure instead (400)."""
+        return Usage(
+            tokens_in=min(self.tokens_in, RUN_TOKENS_MAX),
+            tokens_out=min(self.tokens_out, RUN_TOKENS_MAX),
+            cache_read=min(self.cache_read, RUN_TOKENS_MAX),
+            cache_write=min(self.cache_write, RUN_TOKENS_MAX),
+            cost_millicents=min(self.millicents, RUN_MAX["cost_millicents"]),
+            cost_status=self.cost_status,
+        )
 
     def not_below(self, row: ExecutionProcess) -> Usage:
         """These running totals, each no lower than ``row`` recorded already.

@@ -142,3 +142,15 @@ def test_a_cost_no_run_can_have_is_refused_and_the_teams_accounting_goes_on(remo
     )
     assert answer.status_code == 200, answer.content[:300]
     assert Budget.objects.get(pk=remote["budget"]).spent_cents == 2 * spend.RUN_CENTS_MAX
+
+
+def test_a_runtimes_own_stream_past_one_runs_most_is_recorded_as_the_most():
+    """A local run's usage is its runtime's output -- the agent's own. Past what one run
+    may have, it is recorded as the most (its ceiling and budgets then stop it) rather
+    than failing the run's bookkeeping; the API refuses the same figures (above)."""
+    from executor import pricing
+    from executor.runtimes.base import UsageSoFar
+
+    usage = pricing.usage_of(UsageSoFar(tokens_in=2**60, cost_cents=2**60))
+    assert usage.check() is not None
+    assert (usage.tokens_in, usage.cost_cents) == (spend.RUN_TOKENS_MAX, spend.RUN_CENTS_MAX)
