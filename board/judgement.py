@@ -94,6 +94,17 @@ def detail(
     }
 
 
+def rounds_kept(stored: Any) -> dict[str, Any] | None:
+    """What of a verdict outlives its task's return to ``todo`` in the middle of the
+    fix loop: the judge's rounds so far and how many were fix rounds. A release, a
+    soft fail or a lapsed lease in a fix round would otherwise start the loop afresh
+    at the next claim, and a builder that never passes would be sent back for ever
+    (GOVERNANCE §4: up to ``CLAWBOO_MAX_FIX_CYCLES`` rounds). None: nothing to keep."""
+    if not isinstance(stored, dict) or not int(stored.get("fix_cycles") or 0):
+        return None
+    return {"attempts": list(stored.get("attempts") or []), "fix_cycles": stored["fix_cycles"]}
+
+
 def render(task: Any, at: str | None) -> dict[str, Any] | None:
     """The ``verification`` of a task body (null: never verified nor overridden)."""
     if task.verdict is None and task.human_override is None:

@@ -41,7 +41,8 @@ PROMPT_DIFF_CHARS = 60_000
 @dataclass(frozen=True)
 class CriticReport:
     findings: list[dict[str, Any]]
-    reviewer: dict[str, Any]
+    # Who reviewed ({agent, runtime, model}); None: nobody did (the findings say why).
+    reviewer: dict[str, Any] | None
 
 
 def min_files() -> int:
@@ -87,6 +88,17 @@ def reviewer_of(task: Task) -> Agent | None:
         log.warning("reviewer %s is not approved to run; no critic for %s", agent.id, task.id)
         return None
     return agent
+
+
+def self_review_finding(reviewer: Agent) -> dict[str, Any]:
+    """The one non-blocking finding of a risky change its team's reviewer built."""
+    return {
+        "severity": "other",
+        "title": "no independent critic",
+        "body": f"the team's reviewer {reviewer.id!r} built this change, and a builder "
+        "does not judge its own work; name another reviewer agent to have such "
+        "changes reviewed",
+    }
 
 
 def prompt(task: Task, base: str, head: str, diff: str) -> str:

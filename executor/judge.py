@@ -270,6 +270,10 @@ def _critic(
     reviewer = critic.reviewer_of(task)
     if reviewer is None:
         return None
+    if reviewer.id == task.assignee_agent_id:
+        # Builder is not judge: the team's reviewer built this change, so nobody
+        # independent can review it. Said on the verdict for the person who does.
+        return critic.CriticReport(findings=[critic.self_review_finding(reviewer)], reviewer=None)
     head = checkouts.commit_worktree_work(worktree, task.id)
     try:
         return critic.review(

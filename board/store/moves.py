@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from django.db import connection
 
-from board import checks
+from board import checks, judgement
 from board.errors import ClaimRequired, IllegalTransition, VerificationRequired
 from board.models import PROMOTABLE_VERDICTS, Task, TaskDep
 from board.store._base import add_comment_row, record_event
@@ -130,12 +130,15 @@ def clear_claim(task: Task) -> None:
     task.lease_until = None
 
 
-def clear_verdict(task: Task) -> None:
+def clear_verdict(task: Task, *, keep_rounds: bool = False) -> None:
+    """No verdict on the task; ``keep_rounds``: its judge's fix rounds stay counted
+    (:func:`board.judgement.rounds_kept`), unseen until the next verdict."""
+    kept = judgement.rounds_kept(task.verification_detail) if keep_rounds else None
     task.verdict = None
     task.verdict_evidence = None
     task.verdict_at = None
     task.human_override = None
-    task.verification_detail = None
+    task.verification_detail = kept
 
 
 def _take_claim(task: Task, claim: ClaimFor, at: dt.datetime) -> set[str]:
@@ -223,7 +226,9 @@ def move(
         fields.add("lease_until")
     if to == Status.TODO:
         clear_claim(task)
-        clear_verdict(task)
+        # Work given up mid-run (released, soft-failed, its lease lapsed) keeps its
+        # fix rounds; a person moving a blocked task back starts it afresh.
+        clear_verdict(task, keep_rounds=prev == Status.IN_PROGRESS)
         fields |= _CLAIM_FIELDS | _VERDICT_FIELDS
     # Leaving blocked for anywhere it can be worked again: the reason it was parked
     # no longer describes it (a backlog card showing an old error reads as broken).

@@ -243,6 +243,34 @@ def test_a_gate_that_always_fails_gets_two_attempts_then_debt_blocked_and_one_no
     assert [x.status for x in store.list_executions(task.id)] == ["succeeded", "succeeded"]
 
 
+@pytest.mark.parametrize(
+    "give_up",
+    [
+        pytest.param(lambda task_id: store.release(task_id), id="released"),
+        pytest.param(lambda task_id: store.fail(task_id, "crashed", retry=True), id="soft-failed"),
+    ],
+)
+def test_a_fix_round_given_up_does_not_start_the_fix_loop_again(builder, settings, give_up):
+    settings.CLAWBOO_MAX_FIX_CYCLES = 1
+    builder(mode="bad")
+    task = store.create_task(title="Add feature", metadata={"verify_cmd": VERIFY_OK}).task
+    assert Executor("builder").work_once().verdict == "fail"  # sent back: its one round
+    give_up(task.id)
+    back = store.get_task(task.id)
+    assert back.status == "todo" and back.as_dict()["verification"] is None
+    again = Executor("builder").work_once()
+    assert again.task_id == task.id and again.verdict == "completed_with_debt"
+    task = store.get_task(task.id)
+    assert task.status == "blocked"
+    assert len(task.as_dict()["verification"]["attempts"]) == 2
+    # A person who moves it back to todo starts the loop afresh: a round to fix.
+    store.unblock(task.id)
+    assert Executor("builder").work_once().verdict == "fail"
+    task = store.get_task(task.id)
+    assert task.status == "in_progress"
+    assert len(task.as_dict()["verification"]["attempts"]) == 1
+
+
 def test_a_round_that_passes_after_a_fix_lands_in_review_with_both_attempts(
     learning_builder, critic, settings, repo
 ):
@@ -322,6 +350,22 @@ def test_unparseable_critic_output_is_one_non_blocking_finding(builder, critic, 
     findings = store.get_task(task.id).as_dict()["verification"]["findings"]
     assert len(findings) == 1 and findings[0]["severity"] == "other"
     assert "mostly fine" in findings[0]["body"]
+
+
+def test_a_change_built_by_the_teams_reviewer_is_not_reviewed_by_itself(builder, settings):
+    builder()
+    registry.set_reviewer_agent("default", "builder")
+    task = store.create_task(
+        title="Add feature", labels=["risk"], metadata={"verify_cmd": VERIFY_OK}
+    ).task
+    store.decide_approval(task.id, "approve", by="ada")  # risk waits for a person
+    assert Executor("builder").work_once().verdict == "pass"
+    verification = store.get_task(task.id).as_dict()["verification"]
+    assert verification["reviewer"] is None
+    [finding] = verification["findings"]
+    assert finding["severity"] == "other" and finding["title"] == "no independent critic"
+    assert "'builder' built this change" in finding["body"]
+    assert [x.agent_id for x in store.list_executions(task.id)] == ["builder"]  # no critic run
 
 
 def test_a_small_unlabelled_change_gets_no_critic(builder, critic, settings):
