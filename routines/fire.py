@@ -29,7 +29,7 @@ from executor import breakers, gateway, settle
 from executor.attempt import Attempt, Stall, Stop
 from executor.gateway import GatewayDispatch, GatewayReply
 from executor.local import Clock, LocalBoard, WorkReport, workspace
-from executor.runner import heartbeat_seconds
+from executor.runner import heartbeat_seconds, settle_despite_outage
 from executor.runtimes import RunRequest, RunResult, capabilities
 from executor.runtimes.openclaw import OpenClawAdapter
 from routines import occurrence
@@ -318,11 +318,20 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
         ended = attempt.settle(result)
     except Exception as exc:  # never leave a running execution or a claimed task behind
         log.exception("routine %s: the run of task %s failed", routine.id, task.id)
-        detail = f"{type(exc).__name__}: {exc}"
-        settle.close(run, "failed", None, error=detail, error_class=breakers.classify(None, detail))
-        board_store.release(task.id, ticket=claim.ticket)
-        raise FireFailed(f"the run failed: {detail}; task released") from None
+        _crashed(run, f"{type(exc).__name__}: {exc}")
+        raise FireFailed(f"the run failed: {type(exc).__name__}: {exc}; task released") from None
     return _connected_result(slot_at, task, ended, attempt.meter.stop, port)
+
+
+def _crashed(run: settle.Run, detail: str) -> None:
+    """The fire failed around its run (not the run itself: no result, so what it
+    streamed stands): its execution closed ``failed`` and its task released, waiting
+    out a database outage as the executor does for its own failure."""
+    error_class = breakers.classify(None, detail)
+    settle_despite_outage(
+        lambda: settle.close(run, "failed", None, error=detail, error_class=error_class)
+    )
+    settle_despite_outage(lambda: board_store.release(run.task_id, ticket=run.ticket))
 
 
 def _connected_result(

@@ -183,3 +183,25 @@ def test_a_failed_connected_fire_is_closed_failed_and_counted_by_the_breaker(fak
     assert execution.error.startswith("invalid agent params")
     assert board_store.get_task(fired.task_id).status == "todo"  # released, as before
     assert registry.get_agent("claw2").breaker_failures == 1
+
+
+def test_a_fire_that_fails_around_its_run_closes_the_run_and_releases_its_task(
+    fake, openclaw_agent, team, clock, settings, monkeypatch
+):
+    from executor import local
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the board is broken")
+
+    monkeypatch.setattr(local.spending, "record", broken)
+    settings.CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = 10_000
+    fake.agent_delay_s, fake.usage_every_s = None, 0.05
+
+    fired = fire(openclaw_agent.id, team, clock)
+
+    (execution,) = ExecutionProcess.objects.filter(task_id=fired.task_id)
+    assert (execution.status, execution.error) == ("failed", "RuntimeError: the board is broken")
+    assert board_store.get_task(fired.task_id).status == "todo"
+    assert all(run.status == "aborted" for run in fake.runs.values())  # not left running
+    routine = Routine.objects.get(pk=fired.routine_id)
+    assert routine.status == "error" and "the board is broken" in routine.last_error
