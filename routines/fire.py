@@ -23,7 +23,7 @@ from board import checks as board_checks
 from board import store as board_store
 from board.models import ApprovalState, Task
 from board.transitions import Status
-from core import events, storage
+from core import events, server_commands, storage
 from core.models import Agent
 from executor import breakers, gateway, settle
 from executor.attempt import Attempt, Stall, Stop
@@ -298,6 +298,11 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
     """
     if gateway.configured() is None:
         raise FireFailed(gateway.NOT_CONFIGURED)
+    # What runs on the server is an operator's decision: checked before each run, as
+    # the executor does before the one-shot path's.
+    refusal = server_commands.agent_run_refusal(agent)
+    if refusal is not None:
+        raise FireFailed(refusal)
     claim = _claim(task, agent, pid=os.getpid())
     if claim is None:
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="connected")

@@ -205,3 +205,20 @@ def test_a_fire_that_fails_around_its_run_closes_the_run_and_releases_its_task(
     assert all(run.status == "aborted" for run in fake.runs.values())  # not left running
     routine = Routine.objects.get(pk=fired.routine_id)
     assert routine.status == "error" and "the board is broken" in routine.last_error
+
+
+def test_a_fire_of_an_agent_changed_without_an_operator_runs_nothing(
+    fake, openclaw_agent, team, clock
+):
+    from core.models import Agent
+
+    # Changed around the registry (a raw UPDATE, an old row, a restored backup).
+    Agent.objects.filter(pk=openclaw_agent.id).update(settings={"agent_id": "main"})
+
+    fired = fire(openclaw_agent.id, team, clock)
+
+    routine = Routine.objects.get(pk=fired.routine_id)
+    assert routine.status == "error" and "not approved by an operator" in routine.last_error
+    assert [r for r in fake.requests if r["method"] == "agent"] == []
+    assert board_store.get_task(fired.task_id).status == "todo"  # never claimed
+    assert not ExecutionProcess.objects.filter(task_id=fired.task_id).exists()
