@@ -26,7 +26,7 @@ from board.transitions import Status
 from core import events, server_commands, storage
 from core.models import Agent
 from executor import breakers, gateway, settle
-from executor.attempt import Attempt, Stall, Stop
+from executor.attempt import Attempt, Stall, Stop, run_settings
 from executor.gateway import GatewayDispatch, GatewayReply
 from executor.local import Clock, LocalBoard, WorkReport, workspace
 from executor.runner import heartbeat_seconds, settle_despite_outage
@@ -412,10 +412,8 @@ class FireBoard(LocalBoard):
         self.failure: str | None = None
 
     def request(self) -> RunRequest:
-        chosen = dict(self.agent.settings or {})
-        model = (self.task.metadata or {}).get("model")
-        if model:  # prices the tokens of a run the gateway names no model for
-            chosen["model"] = model
+        # (The settings' model prices the tokens of a run the gateway names none for.)
+        chosen = run_settings(self.agent.settings, self.task.metadata)
         return RunRequest(
             task_id=self.task.id,
             title=self.task.title,
@@ -430,12 +428,12 @@ class FireBoard(LocalBoard):
         settle.close_run(self.run, result, error=message, fail_task=False)
         board_store.release(self.task.id, ticket=self.ticket)
         self._kept(str(result.outcome), message)
-        reply = self.send.reply
-        if reply is not None and reply.status == "timeout":
+        status = self.send.reply.status if self.send.reply is not None else None
+        if status == "timeout":
             self.failure = f"{message} (watchdog {self.watchdog_ms} ms); task released"
-        elif reply is not None:
+        elif status == "error":
             self.failure = f"openclaw dispatch failed: {message}"
-        else:  # the adapter refused before sending (bad settings)
+        else:  # refused before sending (bad settings), or stalled and cancelled
             self.failure = f"{message}; task released"
 
     def output_of(self, result: RunResult) -> dict[str, Any]:

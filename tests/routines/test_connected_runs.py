@@ -222,3 +222,21 @@ def test_a_fire_of_an_agent_changed_without_an_operator_runs_nothing(
     assert [r for r in fake.requests if r["method"] == "agent"] == []
     assert board_store.get_task(fired.task_id).status == "todo"  # never claimed
     assert not ExecutionProcess.objects.filter(task_id=fired.task_id).exists()
+
+
+def test_a_fire_of_an_agent_with_bad_openclaw_settings_is_a_failed_run(fake, team, clock):
+    registry.create_agent(
+        id="claw3", display_name="Claw", team=team, runtime="openclaw",
+        settings={"agent_id": ["main"]},
+    )  # fmt: skip
+
+    fired = fire("claw3", team, clock)
+
+    routine = Routine.objects.get(pk=fired.routine_id)
+    why = "bad openclaw settings: agent_id must be a string, got list"
+    assert routine.last_error == f"{why}; task released"
+    (execution,) = ExecutionProcess.objects.filter(task_id=fired.task_id)
+    assert (execution.status, execution.error_class) == ("failed", "environment")
+    assert [r for r in fake.requests if r["method"] == "agent"] == []  # nothing was sent
+    assert board_store.get_task(fired.task_id).status == "todo"
+    assert registry.get_agent("claw3").breaker_failures == 1
