@@ -434,7 +434,7 @@ class FireBoard(LocalBoard):
         elif status == "error":
             self.failure = f"openclaw dispatch failed: {message}"
         else:  # refused before sending (bad settings), or stalled and cancelled
-            self.failure = f"{message}; task released"
+            self.failure = message
 
     def output_of(self, result: RunResult) -> dict[str, Any]:
         run_id = self.send.reply.run_id if self.send.reply is not None else None

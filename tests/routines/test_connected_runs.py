@@ -232,11 +232,15 @@ def test_a_fire_of_an_agent_with_bad_openclaw_settings_is_a_failed_run(fake, tea
 
     fired = fire("claw3", team, clock)
 
-    routine = Routine.objects.get(pk=fired.routine_id)
     why = "bad openclaw settings: agent_id must be a string, got list"
-    assert routine.last_error == f"{why}; task released"
     (execution,) = ExecutionProcess.objects.filter(task_id=fired.task_id)
-    assert (execution.status, execution.error_class) == ("failed", "environment")
+    assert (execution.status, execution.error_class, execution.error) == (
+        "failed",
+        "environment",
+        why,
+    )
+    routine = Routine.objects.get(pk=fired.routine_id)
+    assert routine.status == "error" and routine.last_error.startswith(why)
     assert [r for r in fake.requests if r["method"] == "agent"] == []  # nothing was sent
     assert board_store.get_task(fired.task_id).status == "todo"
     assert registry.get_agent("claw3").breaker_failures == 1
