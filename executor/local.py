@@ -253,7 +253,7 @@ class LocalBoard:
             spend_store.record_usage(run.execution_id, pricing.usage_of(result.usage), final=True)
             outcome = store.complete(
                 run.task_id,
-                {"summary": result.summary},
+                self.output_of(result),
                 ticket=run.ticket,
                 if_allowed=True,
                 refuse_when_parked=True,
@@ -265,6 +265,10 @@ class LocalBoard:
         settle.close_run(run, result, count_success=True)
         self.work.outcome = "succeeded"
         return "done"
+
+    def output_of(self, result: RunResult) -> dict[str, Any]:
+        """The output a run without a worktree leaves on its task when it succeeds."""
+        return {"summary": result.summary}
 
     def _kept(self, outcome: str, error: str) -> None:
         self.work.outcome, self.work.error = outcome, error

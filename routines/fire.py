@@ -10,6 +10,8 @@ path, and finally records the outcome and re-arms (or disarms) the row.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,12 +23,15 @@ from board import checks as board_checks
 from board import store as board_store
 from board.models import ApprovalState, Task
 from board.transitions import Status
-from core import events, storage
+from core import events, server_commands, storage
 from core.models import Agent
-from executor import gateway
-from executor.runtimes import capabilities
-from executor.runtimes.oneshot import SettingsError
-from executor.runtimes.openclaw import openclaw_agent_id
+from executor import breakers, gateway, settle
+from executor.attempt import Attempt, Stall, Stop, run_settings
+from executor.gateway import GatewayDispatch, GatewayReply
+from executor.local import Clock, LocalBoard, WorkReport, workspace
+from executor.runner import heartbeat_seconds, settle_despite_outage
+from executor.runtimes import RunRequest, RunResult, capabilities
+from executor.runtimes.openclaw import OpenClawAdapter
 from routines import occurrence
 from routines import store as routine_store
 from routines.models import CatchUp, FireOutcome, Routine, RoutineFire, RoutineStatus
@@ -250,22 +255,23 @@ def dispatch_one_shot(routine: Routine, agent: Agent, task: Task, slot_at: int) 
     claim = _claim(task, agent)
     if claim is None:
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="one-shot")
-    run_executor(routine, agent, *claim)
+    assert claim.ticket is not None
+    run_executor(routine, agent, claim.task or task, claim.ticket)
     return DispatchResult(slot_at, FireOutcome.DISPATCHED, task.id, path="one-shot")
 
 
-def _claim(task: Task, agent: Agent) -> tuple[Task, str] | None:
-    """The fire's claim of its board task: the claimed task and its ticket, or None
-    when the board says the work is happening or waits on it (someone else owns the
-    task: success, never retried)."""
-    claim = board_store.claim(task.id, agent.id, agent.runtime)
+def _claim(task: Task, agent: Agent, *, pid: int | None = None) -> board_store.ClaimResult | None:
+    """The fire's claim of its board task (``pid``: its run opened with it, in this
+    process), or None when the board says the work is happening or waits on it
+    (someone else owns the task: success, never retried)."""
+    claim = board_store.claim(task.id, agent.id, agent.runtime, pid=pid)
     if claim.outcome in WAITS_ON_THE_BOARD:
         return None
     if claim.outcome == "not_found":
         raise FireFailed(f"task {task.id!r} vanished before it could be claimed")
     if claim.outcome != "ok" or claim.ticket is None:
         raise FireFailed(f"the claim was refused ({claim.outcome}): {claim.detail}")
-    return claim.task or task, claim.ticket
+    return claim
 
 
 # --- the connected path ----------------------------------------------------------
@@ -276,54 +282,163 @@ def openclaw_timeout_ms() -> int:
 
 
 def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int) -> DispatchResult:
-    """The OpenClaw operator dispatch: claim, run the agent over the gateway on a
-    stable per-routine session, wait for the terminal answer under the watchdog.
+    """The OpenClaw operator dispatch: claim (the run's execution opened with it), run
+    the agent over the gateway on a stable per-routine session under the watchdog,
+    watched like any run by the one run loop (:class:`executor.attempt.Attempt` on the
+    in-process board): its usage recorded and priced as it streams, its ceiling and
+    the cap budgets over it enforced, its end closed, classified and counted by the
+    agent's breaker (:mod:`executor.settle`).
 
     On timeout, a gateway error or a dropped connection the run is abandoned (the
     gateway client aborts it there) and the board task released, so no in_progress
-    task leaks; the fire is an error, a timeout saying it timed out.
+    task leaks; the fire is an error, a timeout saying it timed out. A run stopped at
+    its ceiling leaves its task blocked (GOVERNANCE §3) and the fire an error; one
+    stopped by a paused cap budget leaves its task in todo, held by the pause: the
+    fire is satisfied, as a claim refused for that budget is.
     """
     if gateway.configured() is None:
         raise FireFailed(gateway.NOT_CONFIGURED)
-    claim = _claim(task, agent)
+    # What runs on the server is an operator's decision: checked before each run, as
+    # the executor does before the one-shot path's.
+    refusal = server_commands.agent_run_refusal(agent)
+    if refusal is not None:
+        raise FireFailed(refusal)
+    claim = _claim(task, agent, pid=os.getpid())
     if claim is None:
         return DispatchResult(slot_at, FireOutcome.SATISFIED, task.id, path="connected")
-    _, ticket = claim
-    watchdog_ms = openclaw_timeout_ms()
+    assert claim.ticket is not None
+    task = claim.task or task
+    if claim.execution is None:  # a run of the task is open already: never run unrecorded
+        board_store.release(task.id, ticket=claim.ticket)
+        raise FireFailed(f"task {task.id!r} already has a running execution; task released")
+    run = settle.Run(task.id, claim.ticket, agent.id, claim.execution.id)
+    send = GatewaySend(
+        params=_params(routine, task, slot_at), request_id=f"routine-{routine.id}-{slot_at}"
+    )
+    port = FireBoard(agent, task, run, send, watchdog_ms=openclaw_timeout_ms())
+    attempt = Attempt(port, port.heartbeat_s, Stall.of(agent.settings))
+    try:
+        # The claim just set the lease: the first beat is one interval away.
+        result = attempt.run(OpenClawAdapter(send), port.request(), port.heartbeat_s)
+        ended = attempt.settle(result)
+    except Exception as exc:  # never leave a running execution or a claimed task behind
+        log.exception("routine %s: the run of task %s failed", routine.id, task.id)
+        _crashed(run, f"{type(exc).__name__}: {exc}")
+        raise FireFailed(f"the run failed: {type(exc).__name__}: {exc}; task released") from None
+    return _connected_result(slot_at, task, ended, attempt.meter.stop, port)
+
+
+def _crashed(run: settle.Run, detail: str) -> None:
+    """The fire failed around its run (not the run itself: no result, so what it
+    streamed stands): its execution closed ``failed`` and its task released, waiting
+    out a database outage as the executor does for its own failure."""
+    error_class = breakers.classify(None, detail)
+    settle_despite_outage(
+        lambda: settle.close(run, "failed", None, error=detail, error_class=error_class)
+    )
+    settle_despite_outage(lambda: board_store.release(run.task_id, ticket=run.ticket))
+
+
+def _connected_result(
+    slot_at: int, task: Task, ended: str, stop: Stop | None, port: FireBoard
+) -> DispatchResult:
+    """What the fire made of its run's end (``ended``: :meth:`Attempt.settle`'s answer)."""
+    if ended == "done":
+        run_id = port.send.reply.run_id if port.send.reply is not None else None
+        return DispatchResult(
+            slot_at, FireOutcome.COMPLETED, task.id, path="connected", detail={"run_id": run_id}
+        )
+    if ended == "lost":
+        raise FireFailed(f"the claim on task {task.id!r} was lost while it ran; run aborted")
+    if stop is not None and not stop.ceiling:
+        return DispatchResult(
+            slot_at, FireOutcome.SATISFIED, task.id, path="connected", detail={"stopped": stop.why}
+        )
+    raise FireFailed(stop.why if stop is not None else port.failure or f"run {ended}")
+
+
+def _params(routine: Routine, task: Task, slot_at: int) -> dict[str, Any]:
+    """The ``agent`` request of a fire: its idempotency key is the slot's (a fire sent
+    again is not a second run), its session the routine's (fires share one)."""
     params: dict[str, Any] = {
         "message": _prompt(task),
         "idempotencyKey": f"clawboo-{routine.id}-{slot_at}",
         "sessionKey": f"clawboo-routine-{routine.id}",
     }
-    try:
-        # The agent's OpenClaw agent id, as the adapter reads it; none: the default agent.
-        agent_id = openclaw_agent_id(agent.settings)
-    except SettingsError as exc:
-        board_store.release(task.id, ticket=ticket)
-        raise FireFailed(f"bad openclaw settings: {exc}") from None
-    if agent_id:
-        params["agentId"] = agent_id
     if routine.task_template.get("model"):
         params["model"] = routine.task_template["model"]
-    reply = gateway.run_agent(
-        params, request_id=f"routine-{routine.id}-{slot_at}", watchdog_s=watchdog_ms / 1000
-    )
-    if reply.status == "timeout":
-        board_store.release(task.id, ticket=ticket)
-        raise FireFailed(f"{reply.error} (watchdog {watchdog_ms} ms); task released")
-    if reply.status != "ok":
-        board_store.release(task.id, ticket=ticket)
-        raise FireFailed(f"openclaw dispatch failed: {reply.error}")
-    board_store.complete(
-        task.id, {"summary": reply.summary, "run_id": reply.run_id}, ticket=ticket, if_allowed=True
-    )
-    return DispatchResult(
-        slot_at,
-        FireOutcome.COMPLETED,
-        task.id,
-        path="connected",
-        detail={"run_id": reply.run_id},
-    )
+    return params
+
+
+@dataclass
+class GatewaySend:
+    """The gateway dispatch of a fire's run (the ``openclaw`` adapter's ``dispatch=``):
+    the fire's own request, sent with what the adapter resolved (the agent's OpenClaw
+    agent id, the watchdog) and its feeds (usage, steps, cancel); keeps the reply."""
+
+    params: dict[str, Any]
+    request_id: str
+    reply: GatewayReply | None = None
+
+    def __call__(self, job: GatewayDispatch, cancel: threading.Event) -> GatewayReply:
+        params = dict(self.params)
+        if job.agent_id:  # none: the gateway's default agent, never the Clawboo id
+            params["agentId"] = job.agent_id
+        self.reply = gateway.run_agent(
+            params,
+            request_id=self.request_id,
+            watchdog_s=job.timeout_s,
+            cancel=cancel,
+            on_usage=job.on_usage,
+            on_step=job.on_step,
+        )
+        return self.reply
+
+
+class FireBoard(LocalBoard):
+    """The in-process board as a connected fire's run sees it: the executor's
+    (heartbeat, usage, ceiling, spend stop, success), except that a failed run's task
+    is released rather than failed -- the routine halts in error and a person looks
+    -- and a succeeded run's output names the gateway's run."""
+
+    def __init__(
+        self, agent: Agent, task: Task, run: settle.Run, send: GatewaySend, *, watchdog_ms: int
+    ) -> None:
+        report = WorkReport(agent_id=agent.id, task_id=task.id, execution_id=run.execution_id)
+        checkout = workspace(task, agent, False, Clock(report))
+        super().__init__(agent, False, heartbeat_seconds(), report, task, run, checkout, None)
+        self.send, self.watchdog_ms = send, watchdog_ms
+        # Why the fire failed (the routine's last_error), once a failed run is settled.
+        self.failure: str | None = None
+
+    def request(self) -> RunRequest:
+        # (The settings' model prices the tokens of a run the gateway names none for.)
+        chosen = run_settings(self.agent.settings, self.task.metadata)
+        return RunRequest(
+            task_id=self.task.id,
+            title=self.task.title,
+            prompt=_prompt(self.task),
+            cwd=self.checkout.cwd,
+            timeout_s=self.watchdog_ms / 1000,
+            settings=chosen,
+            attempt_id=str(self.execution_id),
+        )
+
+    def fail(self, result: RunResult, message: str) -> None:
+        settle.close_run(self.run, result, error=message, fail_task=False)
+        board_store.release(self.task.id, ticket=self.ticket)
+        self._kept(str(result.outcome), message)
+        status = self.send.reply.status if self.send.reply is not None else None
+        if status == "timeout":
+            self.failure = f"{message} (watchdog {self.watchdog_ms} ms); task released"
+        elif status == "error":
+            self.failure = f"openclaw dispatch failed: {message}"
+        else:  # refused before sending (bad settings), or stalled and cancelled
+            self.failure = message
+
+    def output_of(self, result: RunResult) -> dict[str, Any]:
+        run_id = self.send.reply.run_id if self.send.reply is not None else None
+        return {**super().output_of(result), "run_id": run_id}
 
 
 def _prompt(task: Task) -> str:

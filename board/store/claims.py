@@ -117,7 +117,7 @@ class ClaimResult:
     detail: str = ""
     # The refusal's own exception, when it has more to say than its outcome.
     refusal: ClawbooError | None = None
-    # The run the claim opened with it (claim_next's ``pid``), if any.
+    # The run the claim opened with it (claim's or claim_next's ``pid``), if any.
     execution: ExecutionProcess | None = None
 
     @property
@@ -642,7 +642,14 @@ def _check_runtime(runtime: Any) -> str | None:
     return runtime
 
 
-def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = None) -> ClaimResult:
+def claim(
+    task_id: str,
+    agent_id: Any,
+    runtime: Any = None,
+    *,
+    lease_ms: Any = None,
+    pid: int | None = None,
+) -> ClaimResult:
     """Claim one task for ``agent_id``: ``ok`` (with a ticket) or the first refusal of
     :data:`REFUSALS` that holds (``not_found``, ``agent_paused``, ``budget_paused``,
     ``not_routed``, ``limit_reached``, ``scope_busy``, ``approval_required``,
@@ -656,13 +663,19 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
     to land (:mod:`board.store.scoping`). A lapsed lease on this task is released
     first, so an abandoned task is claimable as a fresh attempt. Never retried on a
     refusal.
+
+    With ``pid`` (the caller runs the task in that process: a routine's connected
+    fire), the run's ``running`` execution row is opened in the claim's own
+    transaction (:attr:`ClaimResult.execution`), as :func:`claim_next` opens it.
     """
     agent = checks.check_agent_id(agent_id)
     rt = _check_runtime(runtime)
     span = checks.check_lease_ms(lease_ms)
     sql = _CLAIM_ONE_SQL[connection.vendor]
+    opened: list[ExecutionProcess | None] = [None]
 
     def run(admission: Admission) -> Task | _Refusal:
+        opened[0] = None  # (a retried transaction starts again)
         claimer = _gate(agent, rt)
         _release_lapsed_first(task_id)
         limit = None if claimer.paused else _over_limit(claimer)
@@ -680,13 +693,15 @@ def claim(task_id: str, agent_id: Any, runtime: Any = None, *, lease_ms: Any = N
             if task is not None:
                 scoping.confirm_apart(task)
                 spend.confirm_admission(admission, task, agent)
+                if pid is not None:
+                    opened[0] = start_claimed(task, runtime=rt or claimer.runtime, pid=pid)
                 return task
         return _diagnose(task_id, claimer, _Blocks(limit, budget, held))
 
     outcome = _write_claim(run)
     if isinstance(outcome, _Refusal):
         return ClaimResult(outcome.code, detail=outcome.detail, refusal=outcome.error)
-    return _claimed(outcome)
+    return dataclasses.replace(_claimed(outcome), execution=opened[0])
 
 
 def _scope_hold(task: Task | None) -> scoping.Hold | None:

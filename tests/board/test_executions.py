@@ -142,6 +142,20 @@ def test_a_claim_taken_to_run_opens_its_execution_in_the_same_write(default_team
     assert store.list_executions(task.id).get(pk=run.id).status == "succeeded"
 
 
+def test_a_claim_of_one_task_taken_to_run_opens_its_execution_in_the_same_write(default_team):
+    task = store.create_task(title="run me").task
+    claimed = store.claim(task.id, "ada", "openclaw", pid=4242)
+    assert claimed.ok and claimed.execution is not None
+    run = claimed.execution
+    assert (run.task_id, run.status, run.pid, run.runtime) == (task.id, "running", 4242, "openclaw")
+    assert run.attempt == store.get_task(task.id).attempts == 1
+    assert store.running_execution(task.id) == run
+    # Without a pid, as before: the claim alone.
+    other = store.create_task(title="claimed only").task
+    assert store.claim(other.id, "ada").execution is None
+    assert list(store.list_executions(other.id)) == []
+
+
 def test_a_claim_taken_without_a_pid_opens_no_execution(default_team):
     task = store.create_task(title="claimed only").task
     claimed = store.claim_next("ada", runtime="command")
