@@ -76,20 +76,24 @@ def free_port() -> int:
     only after its migrations (a minute on a loaded machine); a port the kernel picked
     could meanwhile be taken by any outgoing connection on the machine -- a
     PostgreSQL pass beside this one opens thousands -- and ``clawboo up`` would never
-    become ready. Below the range only a process naming the port could take it."""
+    become ready. Outside the range only a process naming the port could take it."""
     import secrets
     import socket
 
-    below = ephemeral_ports().start
+    ephemeral = ephemeral_ports()
+    if ephemeral.start > 2_024:  # below it: 20000 up, or what there is
+        ours = range(max(1_024, min(20_000, ephemeral.start - 1_000)), ephemeral.start)
+    else:
+        ours = range(ephemeral.stop, 65_536)
     for _ in range(200):
-        port = 20_000 + secrets.randbelow(max(below - 20_000, 1))
+        port = ours.start + secrets.randbelow(len(ours))
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
         return port
-    raise AssertionError("no free port below the ephemeral range")
+    raise AssertionError("no free port outside the ephemeral range")
 
 
 def pattern(line: str, cwd: Path) -> re.Pattern[str]:
