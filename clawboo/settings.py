@@ -289,7 +289,11 @@ CLAWBOO_BREAKER_FAILURES = env_int("CLAWBOO_BREAKER_FAILURES", 3)
 CLAWBOO_HEALTH_PROBE_MS = env_int("CLAWBOO_HEALTH_PROBE_MS", 30_000)
 CLAWBOO_HEALTH_VERSION_PROBE = env_bool("CLAWBOO_HEALTH_VERSION_PROBE", True)
 CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = env_int("CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS", 600_000)
-CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS = env_int("CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS", 900_000)
+# django-q2's timeout of a fire is whole seconds: under one would be none at all
+# (its alarm of 0), so such a value reads as the default, as any out of range.
+CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS = env_int(
+    "CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS", 900_000, low=1_000
+)
 # The OpenClaw Gateway (operator websocket): empty URL = not configured, and the
 # gateway cron schedule source reports "degraded: not configured".
 CLAWBOO_OPENCLAW_GATEWAY_URL = os.environ.get("CLAWBOO_OPENCLAW_GATEWAY_URL", "")
@@ -364,7 +368,11 @@ CLAWBOO_MAX_REBASE_ROUNDS = env_int("CLAWBOO_MAX_REBASE_ROUNDS", 5, low=1)
 # it has been pending CLAWBOO_INTAKE_RECOVER_S (a killed one), and git's network
 # calls of the intake and of the push after a landing give up after
 # CLAWBOO_REMOTE_GIT_TIMEOUT_S.
-CLAWBOO_INTAKE_LEASE_MS = env_int("CLAWBOO_INTAKE_LEASE_MS", 600_000)
+# A lease the board refuses (board.checks: 1 s to ~74 days) would refuse every
+# submission as the worker's own bad lease_ms: such a value reads as the default.
+CLAWBOO_INTAKE_LEASE_MS = env_int(
+    "CLAWBOO_INTAKE_LEASE_MS", 600_000, low=1_000, high=74 * 24 * 60 * 60 * 1000
+)
 CLAWBOO_INTAKE_RECOVER_S = env_int("CLAWBOO_INTAKE_RECOVER_S", 120)
 CLAWBOO_REMOTE_GIT_TIMEOUT_S = env_int("CLAWBOO_REMOTE_GIT_TIMEOUT_S", 120)
 # The board's MCP endpoint as agents' runtimes reach it (`clawboo up` sets it to its
@@ -421,12 +429,16 @@ else:
     }
 
 # --- django-q2: the ORM broker keeps the embedded default server-free ---------
+Q_TIMEOUT_S = 900
 Q_CLUSTER = {
     "name": "clawboo",
     "orm": "default",
     "workers": env_int("CLAWBOO_Q_WORKERS", 2),
-    "timeout": 900,
-    "retry": 960,
+    "timeout": Q_TIMEOUT_S,
+    # A task not acknowledged within ``retry`` is handed to another worker, so it
+    # outlasts the longest timeout a task is given -- a routine fire's
+    # CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS too -- or a fire still running is started again.
+    "retry": max(Q_TIMEOUT_S, CLAWBOO_ROUTINE_DISPATCH_DEADLINE_MS // 1000) + 60,
     "max_attempts": 1,
     "catch_up": False,
     "ack_failures": True,

@@ -81,8 +81,16 @@ SETTINGS: dict[str, tuple[str, str, Any]] = {
     "CLAWBOO_HEALTH_PROBE_MS": ("1234", "CLAWBOO_HEALTH_PROBE_MS", 1234),
     "CLAWBOO_HEALTH_VERSION_PROBE": ("false", "CLAWBOO_HEALTH_VERSION_PROBE", False),
 }
-# Knobs whose value is a path or a table: checked by hand below.
-SPECIAL = {"CLAWBOO_STATE_DIR", "CLAWBOO_REPO_ROOTS", "CLAWBOO_MODEL_PRICES"}
+# Knobs whose value is a path or a table, or that reach a part of one: checked by hand
+# below (CLAWBOO_ALLOW_GENERATED_SECRET by its own test).
+SPECIAL = {
+    "CLAWBOO_STATE_DIR",
+    "CLAWBOO_REPO_ROOTS",
+    "CLAWBOO_MODEL_PRICES",
+    "CLAWBOO_Q_WORKERS",
+    "CLAWBOO_LOG_LEVEL",
+    "CLAWBOO_ALLOW_GENERATED_SECRET",
+}
 # Named in the docs but not the server's settings: the environment a run's process is
 # given (the runtime reads it), the remote worker's and the people's client's own
 # environment (they run without the server's settings), and the test suite's and CI's
@@ -94,6 +102,8 @@ NOT_SERVER_SETTINGS = {
     "CLAWBOO_TASK_TITLE": "given to a run's process",
     "CLAWBOO_TASK_FILE": "given to a run's process",
     "CLAWBOO_HANDOFF_FILE": "given to a run's process",
+    "CLAWBOO_REVIEW_BASE": "given to a critic's review run",
+    "CLAWBOO_REVIEW_HEAD": "given to a critic's review run",
     "CLAWBOO_TOKEN": "the remote worker's --token, and the people's client's key",
     "CLAWBOO_SERVER": "the people's client (clawboo login, task, …): the server's URL",
     "CLAWBOO_WORKER_DIR": "the remote worker's --dir",
@@ -105,6 +115,16 @@ NOT_SERVER_SETTINGS = {
     "CLAWBOO_CI_OVERLAP": "CI",
     "CLAWBOO_STALL_MS": "read by each worker (local or remote) from its own environment",
 }
+
+
+# Read from the environment but no operator's to set: the supervisor marks its own
+# children with it.
+INTERNAL = {"CLAWBOO_DIE_WITH_PARENT": "set by clawboo up's supervisor for its children"}
+PRODUCT = ("clawboo", "core", "board", "worktrees", "boardmcp", "executor", "routines", "ops")
+# How product code reads a variable: os.environ.get/[...], os.getenv, the settings' env_*.
+READ = re.compile(
+    r"(?:environ\.get\(|environ\[|getenv\(|env_(?:int|bool|json)\()\s*\"(CLAWBOO_[A-Z0-9_]+)\""
+)
 
 
 def documented_knobs() -> set[str]:
@@ -140,6 +160,19 @@ def test_every_knob_the_docs_name_is_a_setting_or_said_not_to_be():
     assert set(SETTINGS) | SPECIAL <= named, sorted((set(SETTINGS) | SPECIAL) - named)
 
 
+def test_every_knob_the_product_reads_from_the_environment_is_documented():
+    read = {
+        name
+        for package in PRODUCT
+        for path in (ROOT / package).rglob("*.py")
+        if "migrations" not in path.parts
+        for name in READ.findall(path.read_text())
+    }
+    assert "CLAWBOO_STATE_DIR" in read and "CLAWBOO_TOKEN" in read  # the pattern finds them
+    undocumented = read - documented_knobs() - set(INTERNAL)
+    assert not undocumented, f"read but not in README.md or docs/: {sorted(undocumented)}"
+
+
 def test_setting_each_knob_in_the_environment_reaches_its_setting(tmp_path: Path):
     repos = tmp_path / "repos"
     repos.mkdir()
@@ -148,10 +181,20 @@ def test_setting_each_knob_in_the_environment_reaches_its_setting(tmp_path: Path
         "CLAWBOO_STATE_DIR": str(tmp_path / "state"),
         "CLAWBOO_REPO_ROOTS": str(repos),
         "CLAWBOO_MODEL_PRICES": json.dumps({"m9": {"in": 1, "out": 2}}),
+        "CLAWBOO_Q_WORKERS": "3",
+        "CLAWBOO_LOG_LEVEL": "WARNING",
     }
     names = sorted({name for _, name, _ in SETTINGS.values()})
     seen = settings_seen_with(
-        env, [*names, "CLAWBOO_STATE_DIR", "CLAWBOO_REPO_ROOTS", "CLAWBOO_MODEL_PRICES"]
+        env,
+        [
+            *names,
+            "CLAWBOO_STATE_DIR",
+            "CLAWBOO_REPO_ROOTS",
+            "CLAWBOO_MODEL_PRICES",
+            "Q_CLUSTER",
+            "LOGGING",
+        ],
     )
     wrong = {
         knob: (seen[name], expected)
@@ -163,6 +206,35 @@ def test_setting_each_knob_in_the_environment_reaches_its_setting(tmp_path: Path
     assert seen["CLAWBOO_REPO_ROOTS"] == [str(repos.resolve())]
     assert seen["CLAWBOO_MODEL_PRICES"]["m9"] == {"in": 1, "out": 2}
     assert "claude-opus-5-5" in seen["CLAWBOO_MODEL_PRICES"]  # the shipped rows stay
+    assert seen["Q_CLUSTER"]["workers"] == 3
+    assert seen["LOGGING"]["root"]["level"] == "WARNING"
+
+
+def test_without_a_secret_key_one_is_generated_unless_that_is_turned_off(tmp_path: Path):
+    """docs/operating.md: with no ``DJANGO_SECRET_KEY``, ``CLAWBOO_ALLOW_GENERATED_SECRET``
+    (default 1) generates one into the state dir, kept for the next start; 0 refuses
+    to start instead."""
+    refused = subprocess.run(  # noqa: S603 - this interpreter, an argv list
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith(("CLAWBOO_", "DJANGO_"))},
+            "DJANGO_SETTINGS_MODULE": "clawboo.settings",
+            "CLAWBOO_STATE_DIR": str(tmp_path / "strict"),
+            "CLAWBOO_ALLOW_GENERATED_SECRET": "0",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert "DJANGO_SECRET_KEY must be set" in refused.stderr
+    assert not (tmp_path / "strict" / "secret_key").exists()
+    state = {"CLAWBOO_STATE_DIR": str(tmp_path / "local"), "DJANGO_SECRET_KEY": ""}
+    first = settings_seen_with(state, ["SECRET_KEY"])["SECRET_KEY"]
+    assert first and (tmp_path / "local" / "secret_key").read_text().strip() == first
+    assert settings_seen_with(state, ["SECRET_KEY"])["SECRET_KEY"] == first  # kept
 
 
 def test_no_product_code_reads_a_setting_with_a_getattr_default():

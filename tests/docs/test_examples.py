@@ -39,7 +39,12 @@ INSTALL = re.compile(
     r"^python3 -m venv \.venv && \.venv/bin/pip install -q -e (?:\.|'\.\[[\w,]+\]') && (.*)$"
 )
 SERVE_S = 180.0
-RUN_S = 300.0
+# A block's own waits decide, not this guard: longer than `clawboo task wait`'s
+# default 300 s, which the getting-started page relies on.
+RUN_S = 600.0
+# A page whole, on a loaded machine: about a minute each when the machine is quiet
+# (two fresh migrations on the operating page), several times that beside another pass.
+PAGE_S = 1200
 
 
 @dataclass
@@ -57,12 +62,38 @@ def blocks(page: str) -> list[Block]:
     ]
 
 
+def ephemeral_ports() -> range:
+    """The ports the kernel hands out by itself (an outgoing connection's, a bind to 0)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return range(int(low), int(high) + 1)
+    except (OSError, ValueError):
+        return range(32768, 61000)  # Linux's default
+
+
 def free_port() -> int:
+    """A free port outside the kernel's ephemeral range. The page's server binds it
+    only after its migrations (a minute on a loaded machine); a port the kernel picked
+    could meanwhile be taken by any outgoing connection on the machine -- a
+    PostgreSQL pass beside this one opens thousands -- and ``clawboo up`` would never
+    become ready. Outside the range only a process naming the port could take it."""
+    import secrets
     import socket
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    ephemeral = ephemeral_ports()
+    if ephemeral.start > 2_024:  # below it: 20000 up, or what there is
+        ours = range(max(1_024, min(20_000, ephemeral.start - 1_000)), ephemeral.start)
+    else:
+        ours = range(ephemeral.stop, 65_536)
+    for _ in range(200):
+        port = ours.start + secrets.randbelow(len(ours))
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise AssertionError("no free port outside the ephemeral range")
 
 
 def pattern(line: str, cwd: Path) -> re.Pattern[str]:
@@ -197,10 +228,17 @@ def follow(page: str, tmp: Path) -> None:
         reader.stop()
 
 
+@pytest.mark.timeout(PAGE_S)
 @pytest.mark.parametrize("page", PAGES)
 def test_every_marked_example_of_the_guide_works_verbatim(page, tmp_path):
     assert blocks(page), f"{page} has no marked examples"
     follow(page, tmp_path)
+
+
+def test_the_pages_server_gets_a_port_the_kernel_never_hands_out_by_itself():
+    ports = {free_port() for _ in range(20)}
+    assert not ports & set(ephemeral_ports())
+    assert all(1024 < port < 65536 for port in ports)
 
 
 def test_every_command_block_of_the_guides_is_marked_or_a_template():

@@ -7,14 +7,17 @@ commit, a push); ``tests/executor/test_remote_worker.py`` and
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import time_machine
 from rest_framework.test import APIClient
 
 from board import store
@@ -37,7 +40,7 @@ def remote(repo: Path, tmp_path: Path) -> Path:
     return bare
 
 
-def register(repo: Path, remote: Path, verify_cmd: str = "") -> None:
+def register(repo: Path, remote: Path | str, verify_cmd: str = "") -> None:
     """The repository, and the agent ``far`` whose default it is."""
     repositories.register(
         team="default", path=str(repo), id="app", remote=str(remote), verify_cmd=verify_cmd
@@ -461,3 +464,91 @@ def test_a_pushed_submission_may_not_say_its_work_is_the_servers_checkout(repo, 
     # Repeating what the server says is how the worker sends it: taken in.
     intake.submit(task_id, ticket, branch, commit, {"branch": branch, "commit": commit})
     assert store.get_task(task_id).status == "in_review"
+
+
+def test_a_submission_keeps_its_claim_for_the_intake_lease_setting(
+    repo, remote, tmp_path, settings, monkeypatch
+):
+    """docs/remote-workers.md: the claim stays, its lease pushed out by
+    ``CLAWBOO_INTAKE_LEASE_MS``; the worker's heartbeats (no ``lease_ms``) keep that span."""
+    settings.CLAWBOO_INTAKE_LEASE_MS = 7_000
+    register(repo, remote, verify_cmd="true")
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    monkeypatch.setattr(intake, "enqueue", lambda task_id: None)  # the intake waits
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    task = store.get_task(task_id)
+    submitted = dt.datetime.fromisoformat(task.output["intake"]["submitted_at"])
+    assert task.lease_duration_ms == 7_000
+    assert task.lease_until == submitted + dt.timedelta(seconds=7)
+    assert store.heartbeat(task_id, ticket).task.lease_duration_ms == 7_000
+
+
+def test_an_intake_is_run_again_only_once_pending_for_the_recover_setting(
+    repo, remote, tmp_path, settings, monkeypatch
+):
+    """docs/remote-workers.md: the ``clawboo.intake-recover`` schedule runs a pending
+    intake again once it is ``CLAWBOO_INTAKE_RECOVER_S`` old (not one still running)."""
+    settings.CLAWBOO_INTAKE_RECOVER_S = 60
+    register(repo, remote, verify_cmd="true")
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    monkeypatch.setattr(intake, "enqueue", lambda task_id: None)  # its intake died
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    submitted = dt.datetime.fromisoformat(store.get_task(task_id).output["intake"]["submitted_at"])
+    with time_machine.travel(submitted + dt.timedelta(seconds=30), tick=False):
+        assert server_intake.recover_intakes() == []  # 30 s: maybe still running
+    assert store.intake_pending(store.get_task(task_id))
+    with time_machine.travel(submitted + dt.timedelta(seconds=61), tick=True):
+        settled = server_intake.recover_intakes()
+    assert [(s["task_id"], s["result"]) for s in settled] == [(task_id, "review")]
+    assert store.get_task(task_id).status == "in_review"
+
+
+def test_an_intake_lease_the_board_would_refuse_reads_as_the_default():
+    """A lease under a second (or past the board's ceiling) refused every submission
+    as the worker's own bad ``lease_ms`` (a 400 naming a field the worker never sent)."""
+    from board.checks import LEASE_MAX_MS, LEASE_MIN_MS
+    from tests.test_knobs import settings_seen_with
+
+    for raw in ("500", str(LEASE_MAX_MS + 1)):
+        seen = settings_seen_with({"CLAWBOO_INTAKE_LEASE_MS": raw}, ["CLAWBOO_INTAKE_LEASE_MS"])
+        assert seen["CLAWBOO_INTAKE_LEASE_MS"] == 600_000, raw
+    for raw in (str(LEASE_MIN_MS), str(LEASE_MAX_MS)):  # the board's own bounds are kept
+        seen = settings_seen_with({"CLAWBOO_INTAKE_LEASE_MS": raw}, ["CLAWBOO_INTAKE_LEASE_MS"])
+        assert seen["CLAWBOO_INTAKE_LEASE_MS"] == int(raw)
+
+
+@pytest.fixture
+def silent_remote():
+    """A git:// remote that takes the connection and never answers (a hung server):
+    the kernel's backlog accepts it, nothing reads or replies."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        yield f"git://127.0.0.1:{sock.getsockname()[1]}/remote.git"
+
+
+def test_git_that_gets_no_answer_from_the_remote_gives_up_after_the_remote_git_timeout(
+    repo, remote, tmp_path, settings, silent_remote
+):
+    """docs/remote-workers.md: the intake's fetch (and the push of the landed base
+    after it) is git with a timeout, ``CLAWBOO_REMOTE_GIT_TIMEOUT_S``."""
+    settings.CLAWBOO_REMOTE_GIT_TIMEOUT_S = 2
+    register(repo, silent_remote, verify_cmd="true")  # the worker pushed to ``remote``
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    started = time.monotonic()
+    # Q_CLUSTER sync (the test settings): the intake, and its fetch, run as it commits.
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    fetch_s = time.monotonic() - started
+    task = store.get_task(task_id)
+    assert task.output["intake"]["state"] == "failed"
+    assert "no answer within 2s" in task.output["intake"]["detail"], task.output["intake"]
+    started = time.monotonic()
+    pushed = intake.push_base(repo, "main")
+    push_s = time.monotonic() - started
+    assert pushed is not None and pushed["pushed"] is False
+    assert "no answer within 2s" in pushed["error"]
+    # Given up at the setting's two seconds, not the default's two minutes.
+    assert 2 <= fetch_s < 60 and 2 <= push_s < 60

@@ -95,3 +95,64 @@ def test_a_postgresql_url_without_its_driver_says_which_install_adds_it(tmp_path
     with pytest.raises(ImproperlyConfigured, match=r"pip install -e '\.\[postgres\]'"):
         database_config("postgres://u@db:5432/board", tmp_path, pool=None)
     assert database_config(None, tmp_path)["ENGINE"] == "django.db.backends.sqlite3"
+
+
+EXHAUST = """
+import json, threading, time
+import django
+django.setup()
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+from django.test import Client
+staff = get_user_model().objects.create_user("ops", password="x" * 12, is_staff=True)
+client = Client(HTTP_HOST="localhost", raise_request_exception=False)
+client.force_login(staff)
+connection.close()  # back to the pool
+held, done = threading.Event(), threading.Event()
+
+def hold():
+    # Another request's transaction, holding the pool's only connection.
+    with transaction.atomic():
+        connection.cursor().execute("SELECT 1")
+        held.set()
+        done.wait(120)
+    connection.close()
+
+holder = threading.Thread(target=hold)
+holder.start()
+assert held.wait(60)
+started = time.monotonic()
+status = client.get("/api/board/tasks?team=default").status_code
+waited = time.monotonic() - started
+done.set()
+holder.join()
+pool = client.get("/healthz").json()["db_pool"]
+print(json.dumps({"status": status, "waited": waited, "timeouts": pool["timeouts"]}))
+"""
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(not pg_answers(), reason="PostgreSQL does not answer")
+def test_a_request_waits_for_a_pooled_connection_only_as_long_as_the_pool_timeout():
+    """docs/operating.md: ``CLAWBOO_DB_POOL_TIMEOUT_S`` is how long a request waits
+    for a free pooled connection before it fails (a 500), counted in ``timeouts``."""
+    db = BenchDB("postgresql")
+    try:
+        env = {
+            **db.env,
+            "CLAWBOO_DB_POOL_MIN_SIZE": "1",
+            "CLAWBOO_DB_POOL_MAX_SIZE": "1",
+            "CLAWBOO_DB_POOL_TIMEOUT_S": "2",
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", EXHAUST], env=env, cwd=ROOT, capture_output=True, text=True,
+            timeout=150,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr[-3000:]
+        seen = json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        db.drop()
+    assert seen["status"] == 500
+    # Gave up at the setting's two seconds, not the default's thirty.
+    assert 2 <= seen["waited"] < 25, seen
+    assert seen["timeouts"] == 1

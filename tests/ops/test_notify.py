@@ -520,3 +520,71 @@ def test_a_read_that_times_out_is_told_as_the_missed_deadline(
     row = NotificationDelivery.objects.get()
     assert row.status == DeliveryStatus.RETRYING
     assert "DeliveryDeadline" in row.last_error and "2s" in row.last_error
+
+
+def test_notification_email_is_sent_from_the_notify_from_address(agent, settings):
+    """docs/operating.md: ``CLAWBOO_NOTIFY_FROM`` is the sender of notification email
+    (the settings read it as Django's ``DEFAULT_FROM_EMAIL``; tests/test_knobs.py shows
+    the variable reaching it)."""
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    settings.DEFAULT_FROM_EMAIL = "board@ops.example.com"
+    notify.create_channel("default", "people", "email", recipients="ops@example.com")
+    task_id, ticket = in_progress("Ship it")
+    store.await_review(task_id, ticket=ticket)
+    assert [m.from_email for m in mail.outbox] == ["board@ops.example.com"]
+
+
+@pytest.fixture
+def own_senders(monkeypatch):
+    """This process's senders started afresh for the test, and stopped after it."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(notify, "_senders", None)
+    monkeypatch.setattr(Conf, "SYNC", False)
+    yield
+    if notify._senders is not None:
+        notify._senders.shutdown(wait=True)
+
+
+def test_no_more_notifications_are_sent_at_once_than_the_notify_senders_setting(
+    settings, monkeypatch, own_senders
+):
+    """docs/operating.md: ``CLAWBOO_NOTIFY_SENDERS`` threads per process send
+    notifications: with two, two slow deliveries are under way and the third waits."""
+    import threading
+    import time
+
+    settings.CLAWBOO_NOTIFY_SENDERS = 2
+    release = threading.Event()
+    guard = threading.Lock()
+    running: list[int] = []
+    most = 0
+    sent: list[int] = []
+
+    def slow_delivery(delivery_id: int) -> None:
+        nonlocal most
+        with guard:
+            running.append(delivery_id)
+            most = max(most, len(running))
+        release.wait(30)  # a receiver that answers only when the test lets it
+        with guard:
+            running.remove(delivery_id)
+            sent.append(delivery_id)
+
+    monkeypatch.setattr(notify, "deliver", slow_delivery)
+    monkeypatch.setattr(notify, "close_old_connections", lambda: None)  # no database here
+    notify.enqueue([1, 2, 3, 4])
+    deadline = time.monotonic() + 30
+    while len(running) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(running) == 2
+    # A third sender, had there been one, would have started by now.
+    deadline = time.monotonic() + 1
+    while len(running) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    release.set()
+    deadline = time.monotonic() + 30
+    while len(sent) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sorted(sent) == [1, 2, 3, 4]  # the others waited their turn, none was lost
+    assert most == 2
