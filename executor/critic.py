@@ -25,7 +25,7 @@ from board.models import ExecutionProcess, Task
 from board.store import steps as steps_store
 from boardmcp import credentials as mcp_credentials
 from core import server_commands
-from core.models import Agent, Team
+from core.models import Agent, AgentState, Team
 from executor.runtimes import McpEndpoint, RunRequest, RunResult, adapter_for, capabilities
 from executor.runtimes.base import start_run
 from executor.steps import Step
@@ -98,6 +98,24 @@ def self_review_finding(reviewer: Agent) -> dict[str, Any]:
         "body": f"the team's reviewer {reviewer.id!r} built this change, and a builder "
         "does not judge its own work; name another reviewer agent to have such "
         "changes reviewed",
+    }
+
+
+def stopped_reviewer_finding(reviewer: Agent) -> dict[str, Any] | None:
+    """The one non-blocking finding of a risky change whose team's reviewer may not
+    run now (paused by a person or its breaker, or unhealthy), or None when it may.
+    A paused agent runs nothing until a person resumes it, its reviews included: the
+    person who reviews the change is told there was no critic, and why."""
+    state = reviewer.dispatch_state
+    if state == AgentState.ACTIVE:
+        return None
+    why = reviewer.state_reason if state == AgentState.PAUSED else reviewer.health_detail
+    return {
+        "severity": "other",
+        "title": f"no critic: the team's reviewer is {state}",
+        "body": f"the team's reviewer {reviewer.id!r} is {state}"
+        + (f" ({why})" if why else "")
+        + "; resume it (or name another reviewer agent) to have such changes reviewed",
     }
 
 
