@@ -26,6 +26,7 @@ from board.store import steps as steps_store
 from boardmcp import credentials as mcp_credentials
 from core import server_commands
 from core.models import Agent, AgentState, Team
+from executor import pricing
 from executor.runtimes import McpEndpoint, RunRequest, RunResult, adapter_for, capabilities
 from executor.runtimes.base import start_run
 from executor.steps import Step
@@ -230,16 +231,19 @@ def review(
 def _record(
     task: Task, reviewer: Agent, started: Any, head: str, result: RunResult
 ) -> ExecutionProcess:
-    """The review run, recorded as an execution of the reviewer on the task."""
+    """The review run, recorded as an execution of the reviewer on the task, priced
+    as any run is (:func:`executor.pricing.usage_of`: reported, else estimated)."""
+    usage = pricing.usage_of(result.usage)
     return store.record_review_run(
         task.id,
         agent_id=reviewer.id,
         runtime=reviewer.runtime,
         started_at=started,
         outcome=str(result.outcome),
-        tokens_in=result.tokens_in or 0,
-        tokens_out=result.tokens_out or 0,
-        cost_cents=result.cost_cents or 0,
+        tokens_in=usage.tokens_in,
+        tokens_out=usage.tokens_out,
+        cost_millicents=usage.millicents,
+        cost_status=usage.cost_status,
         git_before=head,
         exit_code=result.exit_code,
         error=result.error or None,
