@@ -22,6 +22,7 @@ from django.conf import settings
 
 from board import judgement, store
 from board.models import ExecutionProcess, Task
+from board.store import spend as spend_store
 from board.store import steps as steps_store
 from boardmcp import credentials as mcp_credentials
 from core import server_commands
@@ -102,11 +103,21 @@ def self_review_finding(reviewer: Agent) -> dict[str, Any]:
     }
 
 
-def stopped_reviewer_finding(reviewer: Agent) -> dict[str, Any] | None:
+def stopped_reviewer_finding(reviewer: Agent, task: Task) -> dict[str, Any] | None:
     """The one non-blocking finding of a risky change whose team's reviewer may not
-    run now (paused by a person or its breaker, or unhealthy), or None when it may.
-    A paused agent runs nothing until a person resumes it, its reviews included: the
+    run now (paused by a person or its breaker, unhealthy, or under a cap budget
+    that is spent), or None when it may. A paused agent runs nothing until a person
+    resumes it, and a spent cap stops every run it covers, reviews included: the
     person who reviews the change is told there was no critic, and why."""
+    budget = spend_store.paused_cap_over(task, reviewer.id)
+    if budget is not None:
+        return {
+            "severity": "other",
+            "title": "no critic: a cap budget over the review is spent",
+            "body": f"the {budget.scope} {budget.scope_id!r} {budget.limit_cents}¢ "
+            f"{budget.window} budget (cap) is paused; resume it to have such changes "
+            "reviewed",
+        }
     state = reviewer.dispatch_state
     if state == AgentState.ACTIVE:
         return None
