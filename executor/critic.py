@@ -22,10 +22,12 @@ from django.conf import settings
 
 from board import judgement, store
 from board.models import ExecutionProcess, Task
+from board.store import spend as spend_store
 from board.store import steps as steps_store
 from boardmcp import credentials as mcp_credentials
 from core import server_commands
-from core.models import Agent, Team
+from core.models import Agent, AgentState, Team
+from executor import pricing
 from executor.runtimes import McpEndpoint, RunRequest, RunResult, adapter_for, capabilities
 from executor.runtimes.base import start_run
 from executor.steps import Step
@@ -98,6 +100,34 @@ def self_review_finding(reviewer: Agent) -> dict[str, Any]:
         "body": f"the team's reviewer {reviewer.id!r} built this change, and a builder "
         "does not judge its own work; name another reviewer agent to have such "
         "changes reviewed",
+    }
+
+
+def stopped_reviewer_finding(reviewer: Agent, task: Task) -> dict[str, Any] | None:
+    """The one non-blocking finding of a risky change whose team's reviewer may not
+    run now (paused by a person or its breaker, unhealthy, or under a cap budget
+    that is spent), or None when it may. A paused agent runs nothing until a person
+    resumes it, and a spent cap stops every run it covers, reviews included: the
+    person who reviews the change is told there was no critic, and why."""
+    budget = spend_store.paused_cap_over(task, reviewer.id)
+    if budget is not None:
+        return {
+            "severity": "other",
+            "title": "no critic: a cap budget over the review is spent",
+            "body": f"the {budget.scope} {budget.scope_id!r} {budget.limit_cents}¢ "
+            f"{budget.window} budget (cap) is paused; resume it to have such changes "
+            "reviewed",
+        }
+    state = reviewer.dispatch_state
+    if state == AgentState.ACTIVE:
+        return None
+    why = reviewer.state_reason if state == AgentState.PAUSED else reviewer.health_detail
+    return {
+        "severity": "other",
+        "title": f"no critic: the team's reviewer is {state}",
+        "body": f"the team's reviewer {reviewer.id!r} is {state}"
+        + (f" ({why})" if why else "")
+        + "; resume it (or name another reviewer agent) to have such changes reviewed",
     }
 
 
@@ -212,16 +242,19 @@ def review(
 def _record(
     task: Task, reviewer: Agent, started: Any, head: str, result: RunResult
 ) -> ExecutionProcess:
-    """The review run, recorded as an execution of the reviewer on the task."""
+    """The review run, recorded as an execution of the reviewer on the task, priced
+    as any run is (:func:`executor.pricing.usage_of`: reported, else estimated)."""
+    usage = pricing.usage_of(result.usage)
     return store.record_review_run(
         task.id,
         agent_id=reviewer.id,
         runtime=reviewer.runtime,
         started_at=started,
         outcome=str(result.outcome),
-        tokens_in=result.tokens_in or 0,
-        tokens_out=result.tokens_out or 0,
-        cost_cents=result.cost_cents or 0,
+        tokens_in=usage.tokens_in,
+        tokens_out=usage.tokens_out,
+        cost_millicents=usage.millicents,
+        cost_status=usage.cost_status,
         git_before=head,
         exit_code=result.exit_code,
         error=result.error or None,

@@ -274,6 +274,9 @@ def _critic(
         # Builder is not judge: the team's reviewer built this change, so nobody
         # independent can review it. Said on the verdict for the person who does.
         return critic.CriticReport(findings=[critic.self_review_finding(reviewer)], reviewer=None)
+    stopped = critic.stopped_reviewer_finding(reviewer, task)
+    if stopped is not None:
+        return critic.CriticReport(findings=[stopped], reviewer=None)
     head = checkouts.commit_worktree_work(worktree, task.id)
     try:
         return critic.review(

@@ -202,6 +202,11 @@ def materialize_task(routine: Routine, slot_at: int) -> Task:
         max_run_cents=template.get("max_node_cents") or None,
         approval_required=bool(template.get("approval_required", False)),
         touches=template.get("touches"),
+        # The routine's own agent runs it. Unrouted, a fire its agent could not take
+        # (paused by its breaker, busy) went to whichever agent of the team was free,
+        # every slot: the routine ran on without its agent, the one waiting task
+        # promised below never waited, and its reviewer could be its builder.
+        route={"agent": routine.agent_id},
     )
     return created.task
 

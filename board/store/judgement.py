@@ -11,18 +11,16 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.db.models import F
-
 from board import checks
-from board.models import ExecutionProcess, Task, Verdict
-from board.money import MILLICENTS_PER_CENT, cents_of
+from board.models import CostStatus, ExecutionProcess, Task, Verdict
+from board.money import MILLICENTS_PER_CENT
 from board.scope import scope_of_changes
 from board.store._base import add_comment_row, commit_change, lock_task, now, set_fields
 from board.store.claims import extend_lease
 from board.store.executions import CLOSED, LOG_TAIL
 from board.store.fields import EVIDENCE_TAIL
 from board.store.lifecycle import _guards, _lifecycle
-from board.store.spend import rounded_cents
+from board.store.spend import Usage, apply_usage
 from board.store.tickets import (
     Ticket,
     WriteOutcome,
@@ -171,6 +169,7 @@ def record_review_run(
     tokens_out: int = 0,
     cost_cents: int = 0,
     cost_millicents: int | None = None,
+    cost_status: str | None = None,
     git_before: str | None = None,
     exit_code: int | None = None,
     error: str | None = None,
@@ -178,11 +177,19 @@ def record_review_run(
     pid: int | None = None,
 ) -> ExecutionProcess:
     """Record a critic's finished run as an execution of the task (its agent and
-    runtime, its cost added to the task's), like any run. It opens no claim: the
-    critic ran inside the builder's."""
+    runtime), like any run: its usage counts where any run's does -- the task, its
+    tree and every budget over it (the reviewer's own, the team's, the tree's), with
+    their 80 %/100 % notices (``cost_status``: how it was known; by default
+    ``reported`` when it cost anything). It opens no claim: the critic ran inside
+    the builder's."""
     checks.check_choice(outcome, "outcome", sorted(CLOSED))
     millicents = cost_cents * MILLICENTS_PER_CENT if cost_millicents is None else cost_millicents
-    cost_cents = cents_of(millicents)
+    usage = Usage(
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        cost_millicents=millicents,
+        cost_status=cost_status or (CostStatus.REPORTED if millicents else CostStatus.UNKNOWN),
+    ).check()
 
     def run() -> ExecutionProcess:
         task = lock_task(task_id)
@@ -193,10 +200,6 @@ def record_review_run(
             attempt=task.attempts,
             status=outcome,
             pid=pid,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            cost_cents=cost_cents,
-            cost_millicents=millicents,
             git_before=git_before,
             git_after=git_before,
             exit_code=exit_code,
@@ -205,12 +208,10 @@ def record_review_run(
             started_at=started_at,
             finished_at=now(),
         )
-        if tokens_in or tokens_out or millicents:
-            Task.objects.filter(pk=task.id).update(
-                cost_tokens=F("cost_tokens") + tokens_in + tokens_out,
-                cost_millicents=F("cost_millicents") + millicents,
-                cost_cents=rounded_cents(F("cost_millicents") + millicents),
-            )
+        # Created at nothing, then its usage added as a usage report adds it: a
+        # review's spend once reached the task alone, so no budget saw it and a
+        # reviewer spent on past its own cap (and its team's).
+        apply_usage(row, usage, now())
         return row
 
     return storage.write(run)

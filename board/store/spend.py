@@ -271,6 +271,18 @@ def _covering(task: Task, agent_id: str, chain: list[str]) -> Any:
     return Budget.objects.filter(scopes)
 
 
+def paused_cap_over(task: Task, agent_id: str) -> Budget | None:
+    """The first cap budget over a run of ``task`` by ``agent_id`` that is paused now,
+    or None. For a run that opens no claim of its own (a critic's review, inside
+    its builder's): no claim's check stands in its way, so it asks this first."""
+    at = now()
+    chain = [task.id, *_ancestors(task.id)]
+    for budget in _covering(task, agent_id, chain).filter(mode=BudgetMode.CAP).order_by("id"):
+        if _is_paused(budget, at):
+            return budget
+    return None
+
+
 def _roll_window(budget: Budget, at: dt.datetime) -> None:
     """A budget whose window has passed starts the new one from nothing."""
     start = window_bounds(budget.window, at)[0]

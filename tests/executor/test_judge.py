@@ -368,6 +368,28 @@ def test_a_change_built_by_the_teams_reviewer_is_not_reviewed_by_itself(builder,
     assert [x.agent_id for x in store.list_executions(task.id)] == ["builder"]  # no critic run
 
 
+@pytest.mark.parametrize("stop", ["paused", "unhealthy"])
+def test_a_paused_or_unhealthy_reviewer_is_not_run_as_the_critic(builder, critic, stop):
+    notes = critic()
+    builder()
+    if stop == "paused":
+        registry.pause_agent("critic", "its reviews cost too much", by="ada")
+    else:
+        registry.record_health("critic", False, "argv[0] not found")
+    task = store.create_task(
+        title="Add feature", labels=["risk"], metadata={"verify_cmd": VERIFY_OK}
+    ).task
+    store.decide_approval(task.id, "approve", by="ada")  # risk waits for a person
+    assert Executor("builder").work_once().verdict == "pass"
+    assert not notes.exists()  # the stopped reviewer ran nothing
+    assert [x.agent_id for x in store.list_executions(task.id)] == ["builder"]
+    verification = store.get_task(task.id).as_dict()["verification"]
+    assert verification["reviewer"] is None
+    [finding] = verification["findings"]
+    assert finding["severity"] == "other"
+    assert finding["title"] == f"no critic: the team's reviewer is {stop}"
+
+
 def test_a_small_unlabelled_change_gets_no_critic(builder, critic, settings):
     notes = critic()
     builder()

@@ -194,3 +194,64 @@ def test_a_run_closed_without_its_result_keeps_the_spend_it_streamed(db, why):
     after = spend.get_budget(budget.pk)
     assert (after.spent_cents, after.spent_millicents) == (10, 10_020)
     assert after.paused_until is not None
+
+
+def test_a_critics_run_counts_against_the_reviewers_and_the_teams_budgets(
+    claude_agent, command_agent
+):
+    from board.store import spend
+
+    def budget(scope: str, scope_id: str) -> dict:
+        body = {"scope": scope, "scope_id": scope_id, "window": "day", "mode": "cap"}
+        return spend.create_budget("default", {**body, "limit_cents": 10})
+
+    reviewer_cap, team_cap = budget("agent", "critic"), budget("team", "default")
+    # A critic that costs 12¢ a review and finds nothing (its answer is not findings:
+    # one non-blocking finding); the builder writes what the verify command wants.
+    claude_agent("critic", "--turns", "1", "--cost-usd", "0.12")
+    registry.set_reviewer_agent("default", "critic")
+    command_agent("builder")
+    task = store.create_task(
+        title="Add feature", labels=["risk"], metadata={"verify_cmd": "grep -qx ok feature.txt"}
+    ).task
+    store.decide_approval(task.id, "approve", by="ada")  # risk waits for a person
+    assert Executor("builder").work_once().verdict == "pass"
+    review = ExecutionProcess.objects.get(task_id=task.id, agent_id="critic")
+    assert (review.cost_cents, review.cost_status) == (12, CostStatus.REPORTED)
+    task = store.get_task(task.id)
+    assert (task.cost_cents, task.tree_cost_cents) == (12, 12)
+    # The review's spend is the reviewer's and its team's, as any run's is: both caps
+    # are spent, and their 100 % notices went out.
+    for cap in (reviewer_cap, team_cap):
+        body = spend.get_budget(cap.pk).as_dict(store.now())
+        assert (body["spent_cents"], body["status"]) == (12, "paused")
+    assert Event.objects.filter(kind="budget_exhausted").count() == 2
+
+
+def test_a_reviewer_whose_cap_is_spent_reviews_nothing_more(claude_agent, command_agent):
+    from board.store import spend
+
+    cap = {"scope": "agent", "scope_id": "critic", "window": "day", "mode": "cap"}
+    spend.create_budget("default", {**cap, "limit_cents": 10})
+    claude_agent("critic", "--turns", "1", "--cost-usd", "0.12")
+    registry.set_reviewer_agent("default", "critic")
+    command_agent("builder")
+
+    def risky_change() -> str:
+        task = store.create_task(
+            title="Add feature", labels=["risk"], metadata={"verify_cmd": "test -s feature.txt"}
+        ).task
+        store.decide_approval(task.id, "approve", by="ada")  # risk waits for a person
+        assert Executor("builder").work_once().verdict == "pass"
+        return task.id
+
+    first, second = risky_change(), risky_change()
+    # The first review spent the cap (12¢ of 10¢); none runs after it, every change
+    # after says so instead of spending on past the cap, one review each.
+    reviews = ExecutionProcess.objects.filter(agent_id="critic")
+    assert [x.task_id for x in reviews] == [first]
+    verification = store.get_task(second).as_dict()["verification"]
+    assert verification["reviewer"] is None
+    [finding] = verification["findings"]
+    assert finding["title"] == "no critic: a cap budget over the review is spent"
+    assert "'critic' 10¢ day budget (cap) is paused" in finding["body"]

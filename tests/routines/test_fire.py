@@ -274,6 +274,29 @@ def test_a_routine_firing_into_a_paused_agent_leaves_one_task_waiting_not_one_pe
     assert latest.task_id != waiting.id and latest.outcome == "dispatched"
 
 
+def test_a_routine_whose_agent_is_paused_is_not_run_by_another_agent_of_its_team(agent, clock):
+    # The fire's task was unrouted: with its agent paused (its breaker tripped, say)
+    # whichever agent of the team was free took it, every slot, so the routine ran
+    # on without its agent and a new task was minted (and worked) each slot.
+    from core import registry
+    from executor.runner import Executor
+
+    registry.create_agent(
+        id="bea", display_name="Bea", team=agent.team_id, runtime="command",
+        settings={"argv": ["true"]},
+    )  # fmt: skip
+    board_store.pause_agent(agent.id, "its breaker tripped", by="breaker")
+    routine = make(agent, task_template={"title": "Digest", "kind": "research"})
+    for _ in range(3):
+        clock.shift(dt.timedelta(hours=1))
+        Ticker().tick()
+        assert Executor("bea").work_once().outcome == "idle"
+    fires = RoutineFire.objects.filter(routine_id=routine.id)
+    assert len({f.task_id for f in fires}) == 1
+    waiting = board_store.get_task(fires[0].task_id)
+    assert (waiting.status, waiting.as_dict()["route"]["agent"]) == ("todo", agent.id)
+
+
 def test_a_fire_after_a_denied_approval_asks_again_with_a_fresh_task(agent, clock):
     # Folding a fire into the waiting task stops at a person's "no": a denied task
     # waits to be cancelled, and the routine's next slot is asked for afresh.
