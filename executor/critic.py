@@ -27,7 +27,7 @@ from board.store import steps as steps_store
 from boardmcp import credentials as mcp_credentials
 from core import server_commands
 from core.models import Agent, AgentState, Team
-from executor import pricing
+from executor import breakers, pricing
 from executor.runtimes import McpEndpoint, RunRequest, RunResult, adapter_for, capabilities
 from executor.runtimes.base import start_run
 from executor.steps import Step
@@ -234,9 +234,21 @@ def review(
             log.exception("could not remove the review checkout of %s", task.id)
     findings = parse_findings(result, reviewer.runtime)
     row = _record(task, reviewer, started, head, result)
+    _count_for_breaker(reviewer, result)
     if steps:
         steps_store.record_steps(row.id, [step.as_body() for step in steps], finished=True)
     return CriticReport(findings=findings, reviewer=reviewer_body(reviewer))
+
+
+def _count_for_breaker(reviewer: Agent, result: RunResult) -> None:
+    """A review is a run of the reviewer: its failures count toward the reviewer's
+    breaker as a build's do, so a broken reviewer is paused (and then reviews
+    nothing, the verdict says so) instead of failing on every risky change."""
+    failed = str(result.outcome) != "succeeded"
+    error_class = breakers.classify(result) if failed else None
+    breakers.after_run(
+        reviewer.id, failed=failed and breakers.counts(error_class), detail=result.error or ""
+    )
 
 
 def _record(

@@ -12,6 +12,7 @@ import pytest
 
 from board import store
 from board.errors import VerificationRequired
+from board.models import ExecutionProcess
 from core import registry
 from core.models import Event
 from executor.runner import Executor
@@ -388,6 +389,32 @@ def test_a_paused_or_unhealthy_reviewer_is_not_run_as_the_critic(builder, critic
     [finding] = verification["findings"]
     assert finding["severity"] == "other"
     assert finding["title"] == f"no critic: the team's reviewer is {stop}"
+
+
+def test_a_reviewer_whose_runs_fail_is_paused_by_its_breaker(builder, settings):
+    settings.CLAWBOO_BREAKER_FAILURES = 2
+    builder()
+    registry.create_agent(
+        id="critic",
+        display_name="Critic",
+        team="default",
+        runtime="command",
+        settings={"argv": [sys.executable, "-c", "import sys; sys.exit(3)"]},
+    )
+    registry.set_reviewer_agent("default", "critic")
+    titles = []
+    for n in range(3):
+        task = store.create_task(
+            title=f"Add feature {n}", labels=["risk"], metadata={"verify_cmd": VERIFY_OK}
+        ).task
+        store.decide_approval(task.id, "approve", by="ada")  # risk waits for a person
+        Executor("builder").work_once()
+        findings = store.get_task(task.id).as_dict()["verification"]["findings"]
+        titles.append(findings[0]["title"] if findings else None)
+    critic_runs = list(ExecutionProcess.objects.filter(agent_id="critic"))
+    assert len(critic_runs) == 2  # the third change met a paused reviewer
+    assert registry.get_agent("critic").dispatch_state == "paused"
+    assert titles[2] == "no critic: the team's reviewer is paused"
 
 
 def test_a_small_unlabelled_change_gets_no_critic(builder, critic, settings):
