@@ -124,6 +124,7 @@ def fire_slot(routine: Routine, agent: Agent, slot_at: int) -> DispatchResult:
     task: Task | None = None
     try:
         routine_store.check_not_human(agent)
+        check_last_not_blocked(routine, slot_at)
         waiting = still_waiting(routine, slot_at)
         if waiting is not None:
             return DispatchResult(slot_at, FireOutcome.SATISFIED, waiting.id, path="waiting")
@@ -139,6 +140,38 @@ def fire_slot(routine: Routine, agent: Agent, slot_at: int) -> DispatchResult:
         return DispatchResult(
             slot_at, FireOutcome.ERROR, task_id=task.id if task else None, error=detail
         )
+
+
+def check_last_not_blocked(routine: Routine, slot_at: int) -> None:
+    """Raise :class:`FireFailed` (the routine halts in ``error``, SPEC §5's
+    error-halts) when the task of this routine's latest earlier fire is ``blocked``:
+    its run failed hard, stopped at its ceiling or ended with debt, and a person must
+    look first. A one-shot fire hands its run on and is recorded ``dispatched`` before
+    the run ends, so without this a routine whose every run fails would mint (and pay
+    for) one more blocked task each slot. A person who resumes the routine after such
+    a halt lets it fire afresh: the halt is the latest fire then, and it is not asked
+    again. A bound routine has its one task, whose own state decides."""
+    if (routine.task_template or {}).get("team_task_id"):
+        return
+    latest = (
+        RoutineFire.objects.filter(routine_id=routine.id, slot_at__lt=slot_at)
+        .exclude(outcome=None)
+        .order_by("-slot_at")
+        .first()
+    )
+    if latest is None or latest.outcome == FireOutcome.ERROR or latest.task_id is None:
+        return
+    task = board_store.find_task(latest.task_id)
+    if task is None or task.status != Status.BLOCKED:
+        return
+    # Its reason: the failure's error, else the first line of a person's or the
+    # judge's note (a block's reason, the debt notes).
+    lines = (task.error or task.feedback or "").strip().splitlines()
+    why = f": {lines[0][:300]}" if lines else ""
+    raise FireFailed(
+        f"the task of its last fire, {task.id!r}, is blocked{why}; a person looks at it "
+        "first (unblock or cancel it), then resumes this routine"
+    )
 
 
 def still_waiting(routine: Routine, slot_at: int) -> Task | None:

@@ -297,6 +297,34 @@ def test_a_routine_whose_agent_is_paused_is_not_run_by_another_agent_of_its_team
     assert (waiting.status, waiting.as_dict()["route"]["agent"]) == ("todo", agent.id)
 
 
+def test_a_routine_whose_last_task_is_blocked_halts_until_a_person_resumes_it(
+    agent, clock, monkeypatch
+):
+    # A one-shot fire is "dispatched" before its run ends: a run that ended blocked
+    # (failed hard, at its ceiling, with debt) left the routine firing on, minting --
+    # and paying for -- one more blocked task every slot.
+    monkeypatch.setattr(fire, "run_executor", lambda *args: None)  # the run is ours
+    routine = make(agent, task_template={"title": "Digest"})
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    first = RoutineFire.objects.get(routine_id=routine.id).task_id
+    board_store.block(first, "stopped at its ceiling")
+    clock.shift(dt.timedelta(hours=1))
+    Ticker().tick()
+    row = Routine.objects.get(pk=routine.id)
+    assert row.status == "error" and row.next_run_at is None
+    assert f"{first!r}, is blocked: stopped at its ceiling" in row.last_error
+    tasks = set(RoutineFire.objects.filter(routine_id=routine.id).values_list("task_id", flat=True))
+    assert tasks == {first, None}  # no second task
+    # A person resumes it (the blocked task left as it is): it fires afresh.
+    resumed = store.resume_routine(routine.id)
+    clock.shift(dt.timedelta(milliseconds=resumed.next_run_at - store.now_ms()))
+    Ticker().tick()
+    latest = RoutineFire.objects.filter(routine_id=routine.id).order_by("-slot_at").first()
+    assert latest.outcome == "dispatched" and latest.task_id not in (first, None)
+    assert Routine.objects.get(pk=routine.id).status == "idle"
+
+
 def test_a_fire_after_a_denied_approval_asks_again_with_a_fresh_task(agent, clock):
     # Folding a fire into the waiting task stops at a person's "no": a denied task
     # waits to be cancelled, and the routine's next slot is asked for afresh.
