@@ -26,6 +26,7 @@ pytest_plugins = [
     "tests.fixtures.runs",  # state_dir, repo, script, command_agent
     "tests.fixtures.servers",  # daphne
     "tests.fixtures.routines",  # clock, team
+    "tests.fixtures.gateway",  # gateway_fake
 ]
 
 

@@ -503,17 +503,6 @@ def test_a_critic_that_cannot_run_leaves_a_finding_not_a_failure(
 # --- any runtime may review (GOVERNANCE §4) ---------------------------------------------
 
 
-@pytest.fixture
-def gateway_fake(settings):
-    from tests.routines.fake_gateway import FakeGateway
-
-    server = FakeGateway()
-    settings.CLAWBOO_OPENCLAW_GATEWAY_URL = server.url
-    settings.CLAWBOO_OPENCLAW_TOKEN = server.token
-    yield server
-    server.close()
-
-
 def test_an_openclaw_reviewer_reviews_over_the_gateway(builder, gateway_fake, settings):
     settings.CLAWBOO_MAX_FIX_CYCLES = 0
     gateway_fake.reply_text = json.dumps(

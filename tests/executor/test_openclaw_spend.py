@@ -8,24 +8,12 @@ from __future__ import annotations
 import json
 import threading
 
-import pytest
-
 from board import store
 from board.models import CostStatus, ExecutionProcess, TaskComment
 from core import registry
 from executor.gateway import AgentRun, run_agent
 from executor.runner import Executor
-from tests.routines.fake_gateway import FakeGateway
 from tests.runtimes.stand_ins import real_lines
-
-
-@pytest.fixture
-def fake(settings):
-    server = FakeGateway()
-    settings.CLAWBOO_OPENCLAW_GATEWAY_URL = server.url
-    settings.CLAWBOO_OPENCLAW_TOKEN = server.token
-    yield server
-    server.close()
 
 
 def test_the_real_gateways_usage_events_are_the_runs_output_so_far() -> None:
@@ -57,9 +45,9 @@ def test_the_real_gateways_usage_events_are_the_runs_output_so_far() -> None:
     assert (other.tokens_out, other.model) == (None, None)
 
 
-def test_a_cancelled_run_keeps_the_usage_its_events_streamed(fake) -> None:
-    fake.agent_delay_s = None  # runs until aborted
-    fake.usage_every_s = 0.05
+def test_a_cancelled_run_keeps_the_usage_its_events_streamed(gateway_fake) -> None:
+    gateway_fake.agent_delay_s = None  # runs until aborted
+    gateway_fake.usage_every_s = 0.05
     seen: list[int] = []
     cancel = threading.Event()
 
@@ -79,14 +67,16 @@ def test_a_cancelled_run_keeps_the_usage_its_events_streamed(fake) -> None:
     assert seen[:3] == [7, 14, 21]
     assert reply.tokens_out is not None and reply.tokens_out >= 21
     assert (reply.tokens_in, reply.model) == (None, "fake-model")
-    assert fake.runs["k-usage"].status == "aborted"
+    assert gateway_fake.runs["k-usage"].status == "aborted"
 
 
-def test_an_openclaw_run_that_reaches_its_ceiling_is_stopped_mid_run(fake, db, state_dir) -> None:
+def test_an_openclaw_run_that_reaches_its_ceiling_is_stopped_mid_run(
+    gateway_fake, db, state_dir
+) -> None:
     # fake-model output: 4 $/M; 25,000 tokens a turn = 10¢, a turn every 0.1 s, forever.
-    fake.agent_delay_s = None
-    fake.usage_every_s = 0.1
-    fake.usage_tokens_per_turn = 25_000
+    gateway_fake.agent_delay_s = None
+    gateway_fake.usage_every_s = 0.1
+    gateway_fake.usage_tokens_per_turn = 25_000
     registry.create_agent(id="claw", display_name="Claw", team="default", runtime="openclaw")
     created = store.create_task(title="spend", file_mutating=False, max_run_cents=30).task
 
@@ -100,9 +90,9 @@ def test_an_openclaw_run_that_reaches_its_ceiling_is_stopped_mid_run(fake, db, s
     # the abort reached the gateway.
     assert 30 <= execution.cost_cents <= 30 + 2 * 10
     assert execution.tokens_out >= 75_000 and execution.tokens_in == 0
-    [abort] = [r for r in fake.requests if r.get("method") == "chat.abort"]
-    assert abort["params"]["runId"] == fake.runs[abort["params"]["runId"]].run_id
-    assert all(run.status == "aborted" for run in fake.runs.values())
+    [abort] = [r for r in gateway_fake.requests if r.get("method") == "chat.abort"]
+    assert abort["params"]["runId"] == gateway_fake.runs[abort["params"]["runId"]].run_id
+    assert all(run.status == "aborted" for run in gateway_fake.runs.values())
     task = store.get_task(created.id)
     assert task.status == "blocked" and task.cost_cents == execution.cost_cents
     (comment,) = TaskComment.objects.filter(task_id=task.id)

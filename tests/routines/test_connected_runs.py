@@ -21,18 +21,8 @@ from routines import store
 from routines.models import Routine, RoutineFire
 from routines.ticker import Ticker
 from tests.api.conftest import make_client
-from tests.routines.fake_gateway import FakeGateway
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def fake(settings):
-    server = FakeGateway()
-    settings.CLAWBOO_OPENCLAW_GATEWAY_URL = server.url
-    settings.CLAWBOO_OPENCLAW_TOKEN = server.token
-    yield server
-    server.close()
 
 
 def routine_of(agent_id: str, team: str, template: dict | None = None) -> Routine:
@@ -60,12 +50,14 @@ def budget(team: str, scope: str, scope_id: str, mode: str = "warn", limit: int 
 
 
 def test_a_connected_fire_records_its_run_and_its_cost_like_any_run(
-    fake, openclaw_agent, team, clock, settings
+    gateway_fake, openclaw_agent, team, clock, settings
 ):
     # The model the gateway names, priced high enough that 120 + 7 tokens cost 13¢.
     rates = {"in": 100_000, "out": 100_000, "cache_read": 0, "cache_write": 0}
     settings.CLAWBOO_MODEL_PRICES = {**settings.CLAWBOO_MODEL_PRICES, "fake-model": rates}
-    fake.usage_every_s, fake.usage_tokens_per_turn, fake.agent_delay_s = 0.05, 10, 0.3
+    gateway_fake.usage_every_s = 0.05
+    gateway_fake.usage_tokens_per_turn = 10
+    gateway_fake.agent_delay_s = 0.3
     routine = routine_of(openclaw_agent.id, team)
     budgets = [
         budget(team, "team", team),
@@ -101,11 +93,13 @@ def test_a_connected_fire_records_its_run_and_its_cost_like_any_run(
 
 
 def test_a_connected_fire_that_reaches_its_ceiling_is_stopped_and_its_task_blocked(
-    fake, openclaw_agent, team, clock, settings
+    gateway_fake, openclaw_agent, team, clock, settings
 ):
     settings.CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = 10_000  # the ceiling comes first
     # 25,000 output tokens (10¢) a turn, a turn every 0.1 s, until aborted.
-    fake.agent_delay_s, fake.usage_every_s, fake.usage_tokens_per_turn = None, 0.1, 25_000
+    gateway_fake.agent_delay_s = None
+    gateway_fake.usage_every_s = 0.1
+    gateway_fake.usage_tokens_per_turn = 25_000
 
     fired = fire(openclaw_agent.id, team, clock, {"max_node_cents": 30})
 
@@ -114,7 +108,7 @@ def test_a_connected_fire_that_reaches_its_ceiling_is_stopped_and_its_task_block
     # Stopped at the report that reached 30¢, give or take a turn streamed before the
     # abort reached the gateway.
     assert 30 <= execution.cost_cents <= 30 + 2 * 10
-    assert all(run.status == "aborted" for run in fake.runs.values())
+    assert all(run.status == "aborted" for run in gateway_fake.runs.values())
     task = board_store.get_task(fired.task_id)
     assert task.status == "blocked" and task.cost_cents == execution.cost_cents
     (comment,) = TaskComment.objects.filter(task_id=task.id)
@@ -126,18 +120,20 @@ def test_a_connected_fire_that_reaches_its_ceiling_is_stopped_and_its_task_block
 
 
 def test_a_cap_budget_a_connected_fire_spends_stops_it_and_holds_later_claims(
-    fake, openclaw_agent, team, clock, settings
+    gateway_fake, openclaw_agent, team, clock, settings
 ):
     settings.CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = 10_000  # the budget comes first
     cap = budget(team, "agent", openclaw_agent.id, mode="cap", limit=15)
-    fake.agent_delay_s, fake.usage_every_s, fake.usage_tokens_per_turn = None, 0.1, 25_000
+    gateway_fake.agent_delay_s = None
+    gateway_fake.usage_every_s = 0.1
+    gateway_fake.usage_tokens_per_turn = 25_000
 
     fired = fire(openclaw_agent.id, team, clock)
 
     (execution,) = ExecutionProcess.objects.filter(task_id=fired.task_id)
     assert (execution.status, execution.error_class) == ("cancelled", "budget")
     assert execution.cost_cents >= 20  # paused at the second report, stopped there
-    assert all(run.status == "aborted" for run in fake.runs.values())
+    assert all(run.status == "aborted" for run in gateway_fake.runs.values())
     assert spend.get_budget(cap.pk).as_dict(board_store.now())["status"] == "paused"
     # Its task waits on the board, held by the pause, as a claim refused for it would.
     assert board_store.get_task(fired.task_id).status == "todo"
@@ -148,11 +144,11 @@ def test_a_cap_budget_a_connected_fire_spends_stops_it_and_holds_later_claims(
 
 
 def test_a_timed_out_connected_fire_is_closed_timed_out_and_trips_the_breaker(
-    fake, openclaw_agent, team, clock, settings
+    gateway_fake, openclaw_agent, team, clock, settings
 ):
     settings.CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = 300
     settings.CLAWBOO_BREAKER_FAILURES = 1
-    fake.agent_delay_s = None  # hangs until aborted
+    gateway_fake.agent_delay_s = None  # hangs until aborted
 
     fired = fire(openclaw_agent.id, team, clock)
 
@@ -164,7 +160,9 @@ def test_a_timed_out_connected_fire_is_closed_timed_out_and_trips_the_breaker(
     assert agent.state == "paused" and agent.state_reason.startswith("breaker: 1 consecutive")
 
 
-def test_a_failed_connected_fire_is_closed_failed_and_counted_by_the_breaker(fake, team, clock):
+def test_a_failed_connected_fire_is_closed_failed_and_counted_by_the_breaker(
+    gateway_fake, team, clock
+):
     registry.create_agent(
         id="claw2",
         display_name="Claw",
@@ -186,7 +184,7 @@ def test_a_failed_connected_fire_is_closed_failed_and_counted_by_the_breaker(fak
 
 
 def test_a_fire_that_fails_around_its_run_closes_the_run_and_releases_its_task(
-    fake, openclaw_agent, team, clock, settings, monkeypatch
+    gateway_fake, openclaw_agent, team, clock, settings, monkeypatch
 ):
     from executor import local
 
@@ -195,20 +193,20 @@ def test_a_fire_that_fails_around_its_run_closes_the_run_and_releases_its_task(
 
     monkeypatch.setattr(local.spending, "record", broken)
     settings.CLAWBOO_ROUTINE_OPENCLAW_TIMEOUT_MS = 10_000
-    fake.agent_delay_s, fake.usage_every_s = None, 0.05
+    gateway_fake.agent_delay_s, gateway_fake.usage_every_s = None, 0.05
 
     fired = fire(openclaw_agent.id, team, clock)
 
     (execution,) = ExecutionProcess.objects.filter(task_id=fired.task_id)
     assert (execution.status, execution.error) == ("failed", "RuntimeError: the board is broken")
     assert board_store.get_task(fired.task_id).status == "todo"
-    assert all(run.status == "aborted" for run in fake.runs.values())  # not left running
+    assert all(run.status == "aborted" for run in gateway_fake.runs.values())  # not left running
     routine = Routine.objects.get(pk=fired.routine_id)
     assert routine.status == "error" and "the board is broken" in routine.last_error
 
 
 def test_a_fire_of_an_agent_changed_without_an_operator_runs_nothing(
-    fake, openclaw_agent, team, clock
+    gateway_fake, openclaw_agent, team, clock
 ):
     from core.models import Agent
 
@@ -219,12 +217,12 @@ def test_a_fire_of_an_agent_changed_without_an_operator_runs_nothing(
 
     routine = Routine.objects.get(pk=fired.routine_id)
     assert routine.status == "error" and "not approved by an operator" in routine.last_error
-    assert [r for r in fake.requests if r["method"] == "agent"] == []
+    assert [r for r in gateway_fake.requests if r["method"] == "agent"] == []
     assert board_store.get_task(fired.task_id).status == "todo"  # never claimed
     assert not ExecutionProcess.objects.filter(task_id=fired.task_id).exists()
 
 
-def test_a_fire_of_an_agent_with_bad_openclaw_settings_is_a_failed_run(fake, team, clock):
+def test_a_fire_of_an_agent_with_bad_openclaw_settings_is_a_failed_run(gateway_fake, team, clock):
     registry.create_agent(
         id="claw3", display_name="Claw", team=team, runtime="openclaw",
         settings={"agent_id": ["main"]},
@@ -241,6 +239,6 @@ def test_a_fire_of_an_agent_with_bad_openclaw_settings_is_a_failed_run(fake, tea
     )
     routine = Routine.objects.get(pk=fired.routine_id)
     assert routine.status == "error" and routine.last_error.startswith(why)
-    assert [r for r in fake.requests if r["method"] == "agent"] == []  # nothing was sent
+    assert [r for r in gateway_fake.requests if r["method"] == "agent"] == []  # nothing was sent
     assert board_store.get_task(fired.task_id).status == "todo"
     assert registry.get_agent("claw3").breaker_failures == 1
