@@ -81,14 +81,15 @@ def repository_verify_command(task: Task, repo_path: str | None) -> str:
     return repo.verify_cmd if repo is not None and repo.verify_cmd else ""
 
 
-def verify_command(task: Task, agent: Agent, repo_path: str | None) -> str:
+def verify_command(task: Task, agent: Agent | None, repo_path: str | None) -> str:
     """The command that judges this task: its own, else its agent's default (agent
     settings ``verify_cmd``, an operator's decision like the rest of the settings),
-    else its repository's."""
+    else its repository's. The judge's, a remote submission's intake and the merge
+    queue's gate all ask here (``agent``: the builder, None when it is gone)."""
     own = verification.verify_command(task)
     if own:
         return own
-    default = (agent.settings or {}).get("verify_cmd")
+    default = ((agent.settings if agent is not None else None) or {}).get("verify_cmd")
     if isinstance(default, str) and default.strip():
         return default
     return repository_verify_command(task, repo_path)

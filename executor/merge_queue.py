@@ -11,8 +11,9 @@ tasks in approval order and:
    back to its builder to bring its branch up to date (the conflicting paths in
    its feedback); one against work stacked ahead of it waits for the next batch,
    where that work is the base;
-2. **gates** the stacked tip once: the repository's verify command in a scratch
-   checkout;
+2. **gates** the stacked tip once: the gate each stacked task's judge runs (its
+   own verify command, else its builder's default, else its repository's:
+   :func:`executor.judge.verify_command`), in a scratch checkout;
 3. green: the base **fast-forwards** to the tip (each task ``done``, the base
    pushed where there is a remote). Red: **bisect** over the stacked prefixes to
    the first that fails; the prefix before it lands, the culprit goes back to its
@@ -50,7 +51,7 @@ from board.errors import ClaimRequired
 from board.models import WorkspaceStatus
 from board.transitions import Status
 from core import storage
-from core.models import Repository
+from core.models import Agent, Repository
 from executor import judge, settle, verification
 from worktrees import checkouts, handoff, intake, landing
 from worktrees import queue as mq
@@ -125,9 +126,17 @@ def recover(repo_path: str) -> int:
 # --- one batch ---------------------------------------------------------------------
 
 
-def _verify_command(repo_path: str) -> str:
-    row = Repository.objects.filter(path=repo_path).exclude(verify_cmd="").first()
-    return row.verify_cmd if row is not None else ""
+def _gate_of(repo: Path, task_id: str) -> verification.Gate | None:
+    """The gate that judged the task's work, run again on the stacked tip: its judge's
+    command (:func:`executor.judge.verify_command`: the task's own, else its builder's
+    default, else its repository's), as its judge runs it (the task's own with its
+    install command, :func:`executor.verification.task_gate`)."""
+    task = store.find_task(task_id)
+    if task is None:
+        return None
+    builder = Agent.objects.filter(pk=task.assignee_agent_id).first()
+    command = judge.verify_command(task, builder, str(repo))
+    return verification.task_gate(task, command)
 
 
 def _strategy(repo: Path) -> str:
@@ -161,24 +170,33 @@ def _run_batch(repo: Path, entries: list[QueuedLanding], report: DrainReport) ->
     for item in stack:
         running = item["commit"] or running
         prefix_tips.append(running)
-    command = _verify_command(str(repo))
-    results: dict[str, verification.GateVerdict] = {}
+    # A prefix is green when the gate of each task in it passes on its tip (each
+    # distinct gate once): what lands keeps every landed task's own gate green.
+    gates = [_gate_of(repo, item["task_id"]) for item in stack]
+    results: dict[tuple[str, tuple[verification.Gate, ...]], verification.GateVerdict] = {}
 
-    def green(commit: str) -> bool:
-        if commit == base or not command:
-            return True
-        if commit not in results:
-            results[commit] = _gate(repo, batch.pk, commit, command)
+    def gated(prefix: int) -> verification.GateVerdict | None:
+        """The verdict on the stack's first ``prefix + 1`` changes; None: nothing to run."""
+        commit = prefix_tips[prefix]
+        wanted = tuple(dict.fromkeys(g for g in gates[: prefix + 1] if g is not None))
+        if commit == base or not wanted:
+            return None
+        if (commit, wanted) not in results:
+            results[commit, wanted] = _gate(repo, batch.pk, commit, wanted)
             report.gate_runs += 1
-        return results[commit].passed
+        return results[commit, wanted]
+
+    def green(prefix: int) -> bool:
+        verdict = gated(prefix)
+        return verdict is None or verdict.passed
 
     culprit = len(stack)
-    if not green(tip):
+    if not green(len(stack) - 1):
         # The first stacked prefix that fails: everything before it is green.
         low, high = 0, len(stack) - 1
         while low < high:
             middle = (low + high) // 2
-            if green(prefix_tips[middle]):
+            if green(middle):
                 low = middle + 1
             else:
                 high = middle
@@ -187,7 +205,8 @@ def _run_batch(repo: Path, entries: list[QueuedLanding], report: DrainReport) ->
     culprits = []
     if culprit < len(stack):
         item = stack[culprit]
-        gate = results[prefix_tips[culprit]]
+        gate = gated(culprit)
+        assert gate is not None  # it failed
         fix = _fix_for_culprit(gate.gate, branch, [s["task_id"] for s in stack[:culprit]])
         culprits.append({**item, "fix": fix.__dict__})
     decided = mq.decide(batch.pk, target, stack[:culprit], culprits)
@@ -290,10 +309,18 @@ def _drop_scratch(repo: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _gate(repo: Path, batch_id: int, commit: str, command: str) -> verification.GateVerdict:
+def _gate(
+    repo: Path, batch_id: int, commit: str, gates: tuple[verification.Gate, ...]
+) -> verification.GateVerdict:
+    """Run ``gates`` one after another in a scratch checkout of ``commit``, up to the
+    first that fails: its verdict, else the last one's (one gate run of the batch)."""
     mq.gate_started(batch_id, commit)
     try:
-        gate = verification.run_gate(_scratch_at(repo, commit), command)
+        scratch = _scratch_at(repo, commit)
+        for each in gates:
+            gate = verification.run_gate(scratch, each)
+            if not gate.passed:
+                break
     finally:
         _drop_scratch(repo)
     mq.gate_finished(batch_id, {"commit": commit, "passed": gate.passed, **gate.gate})

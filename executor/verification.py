@@ -62,25 +62,42 @@ def verify(
     """Run the gate in the checkout: ``./init.sh`` (install + VERIFY_CMD) when the
     task carries its own verify command, else ``command`` (a default of the agent or
     the repository) as it is. None when there is nothing to run (no command at all)."""
+    gate = task_gate(task, command, script=(worktree / "init.sh").exists())
+    if gate is None:
+        return None
+    verdict = _run(list(gate.argv), gate.shown, worktree, timeout_s)
+    _write_evidence(worktree, task, verdict.verdict, verdict.exit_code, verdict.evidence)
+    return verdict
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What a gate runs (``argv``) and the command it is shown and recorded as."""
+
+    argv: tuple[str, ...]
+    shown: str
+
+
+def task_gate(task: Task, command: str, *, script: bool = True) -> Gate | None:
+    """The gate of ``task`` given ``command`` (:func:`executor.judge.verify_command`'s
+    answer): the server's ``init.sh`` for the task (install + VERIFY_CMD) when it
+    carries its own verify command (and ``script``: the checkout is scaffolded),
+    else ``command`` as it is; None when there is nothing to run."""
     own = verify_command(task)
-    if own and (worktree / "init.sh").exists():
+    if own and script:
         # The script as the server writes it, not the checkout's file: the builder
         # can rewrite that one (``exit 0``), and would then be its own judge
         # (GOVERNANCE §4, §6). ``$0`` names it, so it starts in the checkout.
-        argv, shown = ["bash", "-c", worktree_service.init_script(task), "init.sh"], own
-    elif command:
-        argv, shown = ["bash", "-c", command], command
-    else:
-        return None
-    gate = _run(argv, shown, worktree, timeout_s)
-    _write_evidence(worktree, task, gate.verdict, gate.exit_code, gate.evidence)
-    return gate
+        return Gate(("bash", "-c", worktree_service.init_script(task), "init.sh"), own)
+    if command:
+        return Gate(("bash", "-c", command), command)
+    return None
 
 
-def run_gate(cwd: Path, command: str, *, timeout_s: float = GATE_TIMEOUT_S) -> GateVerdict:
-    """Run ``command`` as the gate in ``cwd`` (the merge queue's stacked tip): the
-    same process hygiene, environment and verdict as a run's gate, no evidence file."""
-    return _run(["bash", "-c", command], command, cwd, timeout_s)
+def run_gate(cwd: Path, gate: Gate, *, timeout_s: float = GATE_TIMEOUT_S) -> GateVerdict:
+    """Run ``gate`` in ``cwd`` (the merge queue's stacked tip): the same process
+    hygiene, environment and verdict as a run's gate, no evidence file."""
+    return _run(list(gate.argv), gate.shown, cwd, timeout_s)
 
 
 def _run(argv: list[str], shown: str, cwd: Path, timeout_s: float) -> GateVerdict:

@@ -38,10 +38,10 @@ class Harness:
         out = git(self.repo, "rev-list", "--first-parent", f"{since}..main")
         return out.splitlines()
 
-    def in_review(self, title: str, files: dict[str, str]) -> str:
-        """A task its builder worked (``files`` written in its checkout) and handed
-        to review."""
-        task = store.create_task(title=title).task
+    def in_review(self, title: str, files: dict[str, str], **fields: object) -> str:
+        """A task (``fields``: its own, e.g. ``metadata``) its builder worked (``files``
+        written in its checkout) and handed to review."""
+        task = store.create_task(title=title, **fields).task
         assert store.claim(task.id, "builder").outcome == "ok"
         ws = service.provision_task_workspace(task.id, str(self.repo))
         for name, text in files.items():

@@ -74,6 +74,33 @@ def test_ten_approvals_with_a_semantic_conflict_keep_every_base_commit_green(
     assert all(queue_harness.passes_at(c, tmp_path / "check") for c in history)
 
 
+def test_the_queue_gates_each_change_with_its_tasks_own_verify_and_install_commands(
+    queue_harness: Harness,
+):
+    # The repository's gate passes all three; each task's own (its judge's) decides.
+    own = queue_harness.in_review(
+        "Own", {"a.txt": "a\n"}, metadata={"verify_cmd": "grep -qx a a.txt"}
+    )
+    installs = queue_harness.in_review(
+        "Installs",
+        {"b.txt": "b\n"},
+        metadata={"install_cmd": "echo built > built.txt", "verify_cmd": "test -e built.txt"},
+    )
+    red = queue_harness.in_review(
+        "Red", {"c.txt": "c\n"}, metadata={"verify_cmd": "test -e nowhere.txt"}
+    )
+    for task_id in (own, installs, red):
+        service.approve(task_id, by="reviewer")
+
+    report = merge_queue.drain(str(queue_harness.repo))
+
+    assert report["landed"] == [own, installs] and report["returned"] == [red]
+    task = store.get_task(red)
+    assert task.status == "in_progress"
+    assert "`test -e nowhere.txt` exited 1" in task.feedback
+    assert queue_harness.landed_ids() == [installs, own]
+
+
 def test_two_tasks_editing_one_line_the_second_goes_back_and_lands_after_its_round(
     queue_harness: Harness,
 ):
