@@ -201,21 +201,12 @@ class Executor:
         return task
 
     def _refusal(self) -> str | None:
-        """Why the agent, as it stands now, is not run here: a person's runtime, or an
-        agent no operator approved."""
         self.caps = capabilities(self.agent.runtime)
-        if not self.caps.automated:
-            return f"runtime {self.agent.runtime!r} needs a person; the executor does not run it"
-        return server_commands.agent_run_refusal(self.agent)
+        return agent_refusal(self.agent)
 
     def _dispatch_refusal(self, task: Task) -> str | None:
-        refusal = self._refusal()
-        if refusal is None:
-            try:
-                store.check_dispatch_depth(task.id, ceilings.MAX_DEPTH)
-            except DepthExceeded as exc:
-                refusal = exc.detail
-        return refusal
+        self.caps = capabilities(self.agent.runtime)
+        return dispatch_refusal(self.agent, task)
 
     def _mcp_url(self) -> str | None:
         url = settings.CLAWBOO_MCP_URL
@@ -308,6 +299,27 @@ class Executor:
             task = store.find_task(report.task_id)
             report.status = task.status if task else None
         return report
+
+
+def agent_refusal(agent: Agent) -> str | None:
+    """Why ``agent``, as it stands now, is not run on this server: a person's runtime,
+    or an agent no operator approved."""
+    if not capabilities(agent.runtime).automated:
+        return f"runtime {agent.runtime!r} needs a person; the executor does not run it"
+    return server_commands.agent_run_refusal(agent)
+
+
+def dispatch_refusal(agent: Agent, task: Task) -> str | None:
+    """Why ``agent`` may not run ``task`` now, or None: :func:`agent_refusal`, or the
+    task is past the delegation ceiling (:func:`board.store.check_dispatch_depth`).
+    The executor asks before each run, and a routine's connected fire before its own."""
+    refusal = agent_refusal(agent)
+    if refusal is None:
+        try:
+            store.check_dispatch_depth(task.id, ceilings.MAX_DEPTH)
+        except DepthExceeded as exc:
+            refusal = exc.detail
+    return refusal
 
 
 def run_claimed_task(task_id: str, agent_id: str, ticket: str) -> dict[str, Any]:

@@ -23,13 +23,13 @@ from board import checks as board_checks
 from board import store as board_store
 from board.models import ApprovalState, Task
 from board.transitions import Status
-from core import events, server_commands, storage
+from core import events, storage
 from core.models import Agent
 from executor import breakers, gateway, settle
 from executor.attempt import Attempt, Stall, Stop, run_settings
 from executor.gateway import GatewayDispatch, GatewayReply
 from executor.local import Clock, LocalBoard, WorkReport, workspace
-from executor.runner import heartbeat_seconds, settle_despite_outage
+from executor.runner import dispatch_refusal, heartbeat_seconds, settle_despite_outage
 from executor.runtimes import RunRequest, RunResult, capabilities
 from executor.runtimes.openclaw import OpenClawAdapter
 from routines import occurrence
@@ -336,9 +336,9 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
     """
     if gateway.configured() is None:
         raise FireFailed(gateway.NOT_CONFIGURED)
-    # What runs on the server is an operator's decision: checked before each run, as
-    # the executor does before the one-shot path's.
-    refusal = server_commands.agent_run_refusal(agent)
+    # The executor's rule before each run (an agent no operator approved, a task past
+    # the delegation ceiling), asked before the claim: refused, nothing is claimed.
+    refusal = dispatch_refusal(agent, task)
     if refusal is not None:
         raise FireFailed(refusal)
     claim = _claim(task, agent, pid=os.getpid())
@@ -353,9 +353,9 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
     send = GatewaySend(
         params=_params(routine, task, slot_at), request_id=f"routine-{routine.id}-{slot_at}"
     )
-    port = FireBoard(agent, task, run, send, watchdog_ms=openclaw_timeout_ms())
-    attempt = Attempt(port, port.heartbeat_s, Stall.of(agent.settings))
     try:
+        port = FireBoard(agent, task, run, send, watchdog_ms=openclaw_timeout_ms())
+        attempt = Attempt(port, port.heartbeat_s, Stall.of(agent.settings))
         # The claim just set the lease: the first beat is one interval away.
         result = attempt.run(OpenClawAdapter(send), port.request(), port.heartbeat_s)
         ended = attempt.settle(result)
@@ -369,7 +369,13 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
 def _crashed(run: settle.Run, detail: str) -> None:
     """The fire failed around its run (not the run itself: no result, so what it
     streamed stands): its execution closed ``failed`` and its task released, waiting
-    out a database outage as the executor does for its own failure."""
+    out a database outage as the executor does for its own failure.
+
+    Not counted by the agent's breaker: the adapter makes whatever the gateway or the
+    agent did a failed run, which :meth:`FireBoard.fail` closes and the breaker counts;
+    what escapes it is the server's own bookkeeping failing (the board, the
+    database), no failure of the agent's. The routine halts in error on it, so a
+    person looks after the first one, and the agent's other work goes on."""
     error_class = breakers.classify(None, detail)
     settle_despite_outage(
         lambda: settle.close(run, "failed", None, error=detail, error_class=error_class)

@@ -222,6 +222,56 @@ def test_a_fire_of_an_agent_changed_without_an_operator_runs_nothing(
     assert not ExecutionProcess.objects.filter(task_id=fired.task_id).exists()
 
 
+def test_a_fire_of_a_task_past_the_delegation_ceiling_runs_nothing(
+    gateway_fake, openclaw_agent, team, clock, monkeypatch
+):
+    root = board_store.create_task(title="root", team=team, file_mutating=False).task
+    child = board_store.create_task(
+        title="child", team=team, parent_task_id=root.id, file_mutating=False
+    ).task
+    deep = board_store.create_task(
+        title="deep", team=team, parent_task_id=child.id, file_mutating=False
+    ).task
+    monkeypatch.setattr("board.ceilings.MAX_DEPTH", 1)
+    bound = store.create_routine(
+        agent_id=openclaw_agent.id,
+        team=team,
+        cron_spec="once@2030-01-07T09:00Z",
+        task_template={"kind": "chat", "team_task_id": deep.id},
+    )
+
+    fired = fire_routine(bound, clock)
+
+    # Refused as the executor refuses it (one rule: executor.runner.dispatch_refusal).
+    routine = Routine.objects.get(pk=fired.routine_id)
+    assert routine.status == "error"
+    assert "past the delegation ceiling 1" in routine.last_error
+    assert [r for r in gateway_fake.requests if r["method"] == "agent"] == []
+    assert board_store.get_task(deep.id).status == "todo"  # never claimed
+    assert not ExecutionProcess.objects.filter(task_id=deep.id).exists()
+
+
+def test_a_fire_whose_run_cannot_be_set_up_closes_it_releases_its_task_and_spares_the_breaker(
+    gateway_fake, openclaw_agent, team, clock, monkeypatch
+):
+    from routines import fire as fire_path
+
+    def no_room(*args, **kwargs):
+        raise OSError("No space left on the server's disk")
+
+    monkeypatch.setattr(fire_path, "workspace", no_room)
+
+    fired = fire(openclaw_agent.id, team, clock)
+
+    (execution,) = ExecutionProcess.objects.filter(task_id=fired.task_id)
+    assert execution.status == "failed" and "No space left" in execution.error
+    assert board_store.get_task(fired.task_id).status == "todo"
+    routine = Routine.objects.get(pk=fired.routine_id)
+    assert routine.status == "error" and "No space left" in routine.last_error
+    # The server's failure, not the agent's: its breaker does not count it.
+    assert registry.get_agent(openclaw_agent.id).breaker_failures == 0
+
+
 def test_a_fire_of_an_agent_with_bad_openclaw_settings_is_a_failed_run(gateway_fake, team, clock):
     registry.create_agent(
         id="claw3", display_name="Claw", team=team, runtime="openclaw",
