@@ -9,6 +9,7 @@ import hashlib
 import http.client
 import json
 import logging
+import os
 import random
 import select
 import shutil
@@ -32,7 +33,10 @@ from executor.steps import Step
 
 log = logging.getLogger("clawboo.worker")
 
-GIT_TIMEOUT_S = 120.0
+# git's calls on the worker's host (the clone, its fetches, the push of a task's
+# branch) give up after CLAWBOO_WORKER_GIT_TIMEOUT_S, read from the worker's own
+# environment (it has no server settings).
+GIT_TIMEOUT_S = 120
 # While the server does not answer, the loop asks again after a pause that doubles
 # from RECONNECT_FIRST_S up to RECONNECT_MAX_S (jittered, so hosts spread out).
 RECONNECT_FIRST_S = 1.0
@@ -242,15 +246,30 @@ class Api:
             return exc.code, exc.read()
 
 
+def git_timeout_s() -> int:
+    """``CLAWBOO_WORKER_GIT_TIMEOUT_S``; missing, malformed or under one second reads
+    as :data:`GIT_TIMEOUT_S`, as the server's own settings read (``env_int``)."""
+    raw = os.environ.get("CLAWBOO_WORKER_GIT_TIMEOUT_S", "").strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        return GIT_TIMEOUT_S
+    return value if 1 <= value <= 2**31 - 1 else GIT_TIMEOUT_S
+
+
 def git(argv: Sequence[str], cwd: Path | None = None) -> str:
-    done = subprocess.run(  # noqa: S603
-        ["git", *argv],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=GIT_TIMEOUT_S,
-        check=False,
-    )
+    timeout = git_timeout_s()
+    try:
+        done = subprocess.run(  # noqa: S603
+            ["git", *argv],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"git {argv[0]}: no answer within {timeout}s") from None
     if done.returncode != 0:
         raise RuntimeError(f"git {' '.join(argv)}: {done.stderr.strip()[-500:]}")
     return done.stdout.strip()
@@ -353,7 +372,7 @@ def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Ch
         ref = f"refs/remotes/origin/{BRANCH_PREFIX}{dep}"
         verify = ["git", "rev-parse", "--verify", "--quiet", ref]
         found = subprocess.run(  # noqa: S603
-            verify, cwd=clone, capture_output=True, timeout=GIT_TIMEOUT_S, check=False
+            verify, cwd=clone, capture_output=True, timeout=git_timeout_s(), check=False
         )
         if found.returncode == 0:
             start = ref

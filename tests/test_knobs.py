@@ -107,6 +107,7 @@ NOT_SERVER_SETTINGS = {
     "CLAWBOO_TOKEN": "the remote worker's --token, and the people's client's key",
     "CLAWBOO_SERVER": "the people's client (clawboo login, task, …): the server's URL",
     "CLAWBOO_WORKER_DIR": "the remote worker's --dir",
+    "CLAWBOO_WORKER_GIT_TIMEOUT_S": "the remote worker's own environment (its git calls)",
     "CLAWBOO_RUNTIMES_DIR": "the real-runtime test tier",
     "CLAWBOO_TEST_DATABASE_URL": "the test suite",
     "CLAWBOO_TEST_REDIS_URL": "the test suite",

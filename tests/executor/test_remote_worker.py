@@ -494,3 +494,51 @@ def test_a_remote_run_takes_its_tasks_model_over_its_agents_as_a_local_run_does(
         worker.wait(10)
     argv = claude.call()["argv"]
     assert argv[argv.index("--model") + 1] == "claude-haiku-4-5", task.id
+
+
+def test_a_remote_workers_git_gives_up_after_its_git_timeout_setting(daphne, tmp_path):
+    """docs/remote-workers.md: the worker's own git calls (its clone, fetches and
+    pushes) give up after ``CLAWBOO_WORKER_GIT_TIMEOUT_S``, read from its environment."""
+    import socket
+
+    with socket.socket() as silent:  # a git:// remote that takes the call, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        registry.create_agent(
+            id="far-bot",
+            display_name="Far",
+            team="default",
+            runtime="command",
+            settings={
+                "argv": ["true"],
+                "repo_remote": f"git://127.0.0.1:{silent.getsockname()[1]}/remote.git",
+            },
+        )
+        _, key = machines.mint("laptop", ["far-bot"])
+        base = daphne(SERVER_ENV)
+        env = {"CLAWBOO_WORKER_GIT_TIMEOUT_S": "2"}
+        task = store.create_task(title="behind a hung remote").task
+        started = time.monotonic()
+        worker = start_worker(base, key, tmp_path, "far-bot", extra=("--once",), env_add=env)
+        try:
+            wait_for(
+                lambda: "no answer within 2s" in (store.get_task(task.id).error or ""),
+                40,
+                lambda: f"the task failed on the git timeout: {store.get_task(task.id).error!r}",
+                tmp_path=tmp_path,
+            )
+        finally:
+            worker.kill()
+            worker.wait(10)
+    # Given up at the setting's two seconds, not the default's two minutes.
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.parametrize(
+    ("value", "reads"), [("7", 7), ("", 120), ("0", 120), ("-3", 120), ("soon", 120)]
+)
+def test_a_worker_git_timeout_out_of_range_reads_as_the_default(monkeypatch, value, reads):
+    from executor import rest
+
+    monkeypatch.setenv("CLAWBOO_WORKER_GIT_TIMEOUT_S", value)
+    assert rest.git_timeout_s() == reads
