@@ -15,6 +15,7 @@ lets callers keep the never-retry-a-409 rule. Any other error propagates at once
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import random
@@ -22,7 +23,8 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
@@ -283,3 +285,46 @@ def pool_stats(alias: str = DEFAULT_DB_ALIAS) -> dict[str, int] | None:
         "waiting": int(stats.get("requests_waiting", 0)),
         "timeouts": int(stats.get("requests_errors", 0)),
     }
+
+
+# How soon PostgreSQL finds the connection of a held lock dead when its host went away
+# without closing it (a power cut, a network split): idle, interval, probes.
+LOCK_KEEPALIVES = (("tcp_keepalives_idle", 30), ("tcp_keepalives_interval", 10),
+                   ("tcp_keepalives_count", 3))  # fmt: skip
+
+
+def lock_key(name: str) -> int:
+    """The signed 64-bit advisory-lock key of :func:`lock_across_hosts` ``name``."""
+    digest = hashlib.sha256(f"clawboo-lock:{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@contextmanager
+def lock_across_hosts(name: str, alias: str = DEFAULT_DB_ALIAS) -> Iterator[bool]:
+    """Hold the lock ``name`` while the block runs, across every process on every host
+    that shares the database: yields True, or False at once (holding nothing) when
+    another holds it. Callers serialize their own host first (the per-path lock,
+    :func:`worktrees.locks.path_lock`, whose files are the host's).
+
+    PostgreSQL: a session advisory lock on a connection of its own -- not the pool's
+    (a pooled connection would go back to the pool still holding it), not in any
+    transaction the block runs -- closed when the block ends. A holder that dies lets
+    go with its connection; one whose host vanished, once TCP keepalives find it dead
+    (about a minute, :data:`LOCK_KEEPALIVES`). SQLite is one host's database, the
+    per-path lock already serializes it: yields True."""
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    import psycopg  # the PostgreSQL backend's driver
+
+    raw = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+    try:
+        with raw.cursor() as cursor:
+            for knob, value in LOCK_KEEPALIVES:
+                cursor.execute(f"SET {knob} = {int(value)}")
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", [lock_key(name)])
+            row = cursor.fetchone()
+        yield bool(row and row[0])
+    finally:
+        raw.close()  # the session's end lets go of its lock

@@ -25,8 +25,10 @@ Crash-safe: every step is idempotent and the intake stays ``pending`` on the tas
 until it ends, so an intake killed half-way is run again — by the boot pass and
 the periodic ``clawboo.intake-recover`` job (:func:`recover_intakes`), or by
 anyone calling :func:`take_in` -- at most ``MAX_INTAKE_STARTS`` times a submission;
-then it is ``failed`` and the task blocked for a person. Two intakes of one task never interleave (a
-per-task lock across processes).
+then it is ``failed`` and the task blocked for a person. Two intakes of one task never interleave:
+a per-task lock across this host's processes (waited for), and one across hosts
+that share the database (:func:`core.storage.lock_across_hosts`: another host's
+running intake is left to it).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from django.conf import settings
 from board import store
 from board.models import ExecutionProcess, Task, Verdict, Workspace
 from board.repository import run_repository
-from core import registry, server_commands
+from core import registry, server_commands, storage
 from core.errors import ClawbooError
 from executor import breakers, settle
 from executor.runner import heartbeat_seconds
@@ -78,9 +80,10 @@ def _judged_already(task: Task, submitted_at: str) -> str | None:
 
 def take_in(task_id: str) -> dict[str, Any]:
     """Take in the task's submitted work (see the module docstring). Returns
-    ``{"result": "nothing"|"review"|"fix"|"rebase"|"blocked"|"debt"|"failed"|"lost",
-    ...}``; a task with no pending intake is ``nothing`` (already taken in: a repeat
-    is harmless)."""
+    ``{"result": "nothing"|"running"|"review"|"fix"|"rebase"|"blocked"|"debt"|"failed"|
+    "lost", ...}``; a task with no pending intake is ``nothing`` (already taken in: a
+    repeat is harmless), one whose intake another host is running ``running`` (left to
+    it; run again by a recovery pass should that host die)."""
     task = store.find_task(task_id)
     if task is None or not store.intake_pending(task):
         return {"result": "nothing"}
@@ -94,7 +97,14 @@ def take_in(task_id: str) -> dict[str, Any]:
         missing = "its repository is no longer registered with a remote"
     if repo_path is None:
         return _failed(task, missing)
-    with path_lock(f"{repo_path}#intake/{task.id}"):
+    # This host's processes wait for each other; another host's intake of the task
+    # (its boot or recovery pass, sharing the database) is left to run.
+    with (
+        path_lock(f"{repo_path}#intake/{task.id}"),
+        storage.lock_across_hosts(f"intake/{task.id}") as held,
+    ):
+        if not held:
+            return {"result": "running"}
         task = store.get_task(task_id)
         if not store.intake_pending(task):
             return {"result": "nothing"}
@@ -252,7 +262,8 @@ def _failed(
 def recover_intakes(older_than_s: float | None = None) -> list[dict[str, Any]]:
     """Run again every intake pending for ``older_than_s`` (default
     ``CLAWBOO_INTAKE_RECOVER_S``): one killed half-way, or enqueued while no
-    qcluster ran. One that is running meanwhile is waited for, then is nothing."""
+    qcluster ran. One that is running meanwhile is waited for, then is nothing (on
+    another host: ``running``, left to it)."""
     wait = float(settings.CLAWBOO_INTAKE_RECOVER_S) if older_than_s is None else older_than_s
     done = []
     for task_id in store.pending_intakes(wait):

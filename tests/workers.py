@@ -11,7 +11,8 @@ Commands: ``claim``, ``drain`` (claim_next until nothing is ready),
 ``create-child``, ``write-storm``, ``crash-worker`` (claims, opens an execution,
 heartbeats until it is killed), ``claim-loop`` (claim_next, report, pause, until
 killed), ``cap-claims`` (claim_next, holding each task, until refused),
-``approve`` (lands a reviewed task), ``scope-drain`` (claims by id or
+``approve`` (lands a reviewed task), ``take-in`` (the server's intake of a
+submitted task, ``--state-dir`` another host's), ``scope-drain`` (claims by id or
 next, holds each task a moment, finishes it, until nothing is todo) and
 ``sample-scope`` (every pair of overlapping scopes seen in progress together).
 """
@@ -315,8 +316,16 @@ def cmd_approve(args: argparse.Namespace) -> dict[str, Any]:
     return {"result": result["result"], "commit": result.get("commit")}
 
 
+def cmd_take_in(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the server's intake of a submitted task (as a qcluster worker would)."""
+    from executor.intake import take_in
+
+    return take_in(args.task)
+
+
 COMMANDS = {
     "claim": cmd_claim,
+    "take-in": cmd_take_in,
     "approve": cmd_approve,
     "drain": cmd_drain,
     "route-drain": cmd_route_drain,
@@ -373,6 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("approve")
     p.add_argument("task")
     p.add_argument("--by", default="reviewer")
+    p = sub.add_parser("take-in")
+    p.add_argument("task")
+    # Another host's: its own state dir (so its own per-path lock files).
+    p.add_argument("--state-dir", default=None)
     return parser
 
 
@@ -384,6 +397,10 @@ def setup_django() -> None:
 
 
 def apply_overrides(args: argparse.Namespace) -> None:
+    if getattr(args, "state_dir", None):
+        from django.conf import settings
+
+        settings.CLAWBOO_STATE_DIR = Path(args.state_dir)
     if getattr(args, "max_live_children", None) is not None:
         # The cap is a module constant; the cap-race test lowers it for this process.
         from board import ceilings

@@ -299,6 +299,34 @@ def test_an_intake_killed_mid_verify_is_taken_in_again_once(
     assert kinds.count("review_requested") == 1 and kinds.count("work_submitted") == 1
 
 
+@pytest.mark.postgresql_only
+def test_two_servers_racing_one_intake_take_it_in_once(
+    repo, remote, tmp_path, settings, monkeypatch, race
+):
+    """Servers on two hosts share the database, not their state dirs (where the
+    per-path lock files are): each one's boot, or its recovery pass, may start the
+    same pending intake at once. One takes it in; the other leaves it be."""
+    log = tmp_path / "verify.log"
+    register(repo, remote, verify_cmd=f"echo run >> {log}; sleep 1; grep -qx ok feature.txt")
+    task_id, ticket = claimed()
+    commit = push_work(remote, tmp_path, task_id)
+    monkeypatch.setattr(intake, "enqueue", lambda task_id: None)  # no qcluster took it
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+
+    hosts = [["take-in", task_id, "--state-dir", str(tmp_path / f"host-{n}")] for n in "ab"]
+    roots = os.pathsep.join(str(p) for p in settings.CLAWBOO_REPO_ROOTS)
+    results = race(hosts, extra_env={"CLAWBOO_REPO_ROOTS": roots})
+
+    # The other found it running (or, had it come late, taken in already).
+    assert sorted(r["result"] for r in results) in (
+        ["review", "running"],
+        ["nothing", "review"],
+    ), results
+    assert log.read_text().splitlines() == ["run"]  # one judge, one verify run
+    task = store.get_task(task_id)
+    assert task.status == "in_review" and task.output["intake"]["starts"] == 1
+
+
 def test_a_submission_whose_intake_never_ran_is_queued_again_at_boot(
     repo, remote, tmp_path, monkeypatch
 ):
