@@ -523,8 +523,16 @@ def _merged(
     followed = None
     if repo is not None and ws is not None and repo.remote and base:
         followed = _follow_base(Path(ws.repo_path), repo.remote, base)
+    # What was merged is the pull request's head then; the judge saw ``published_sha``.
+    unjudged = head_moved({**record, "head_sha": pr.head_sha})
     store.record_pull_request(
-        task.id, {"state": "merged", "merge_commit_sha": pr.merge_commit_sha, "merged_by": by}
+        task.id,
+        {
+            "state": "merged",
+            "merge_commit_sha": pr.merge_commit_sha,
+            "merged_by": by,
+            "merged_head_sha": pr.head_sha,
+        },
     )
     if ws is not None:
         checkouts.remove_worktree_and_branch(Path(ws.repo_path), task.id)
@@ -535,6 +543,12 @@ def _merged(
     landed = f"pull request #{pr.number} merged on the forge" + (
         f" as {pr.merge_commit_sha}" if pr.merge_commit_sha else ""
     )
+    if unjudged:
+        # Commits pushed past the judge landed with the work: said where people read.
+        landed += (
+            f", at head {pr.head_sha}, which the judge did not see "
+            f"(it judged {record.get('published_sha')})"
+        )
     store.finish_landing(
         task.id,
         {
