@@ -472,13 +472,16 @@ def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, A
     if task.status == Status.DONE:
         return {"result": "merging", "task": task, "pull_request": task.pull_request}
     store.check_approvable(task_id, human_override)
-    if head_moved(record):
+    if head_moved(record) and human_override is None:
         # A merge takes the forge's head: never a commit the judge did not see
-        # (GOVERNANCE §4, §6). The builder's next round publishes the judged work again.
+        # (GOVERNANCE §4, §6), unless a person says so in so many words (an override:
+        # their "Update branch" on the forge, say). Otherwise the builder's next round
+        # publishes the judged work again.
         raise Conflict(
             f"the head of pull request #{record['number']} is not the work the server "
             f"judged (someone pushed {record.get('head_sha')} onto {record.get('branch')} "
-            "since): nothing is merged; request changes to have it handed in again",
+            "since): nothing is merged; request changes to have it handed in again, or "
+            "approve with a human_override to merge the head as it is",
             reason="head_moved",
             task_id=task.id,
         )

@@ -252,3 +252,34 @@ def test_a_forge_merge_of_the_judged_head_keeps_the_judges_pass(forge_repo: Setu
     assert task.status == "done" and task.verdict == "pass"
     assert task.human_override is None
     assert task.pull_request["merged_head_sha"] == task.pull_request["published_sha"]
+
+
+def test_a_person_merges_a_moved_head_only_by_saying_so(forge_repo: Setup, api, tmp_path):
+    """A person pressed "Update branch" on the forge: the head is no longer the judged
+    commit. A plain approval stays 409 ``head_moved``; an approval with a
+    ``human_override`` merges the head as it is, by that person's decision."""
+    forge = forge_repo.forge
+    task_id = _to_review(forge_repo)
+    judged = forge.head_of(1)
+    clone = tmp_path / "person-clone"
+    git(tmp_path, "clone", "-q", str(forge_repo.bare), str(clone))
+    git(clone, "checkout", "-q", f"clawboo/task-{task_id}")
+    (clone / "NOTES.md").write_text("updated from the forge\n")
+    git(clone, "add", "NOTES.md")
+    git(clone, "commit", "-qm", "Update branch")
+    git(clone, "push", "-q", "origin", f"clawboo/task-{task_id}")
+    moved = forge.head_of(1)
+    forge.set_check(moved, "ci", "success", "green")
+
+    plain = api.post(f"/api/board/tasks/{task_id}/approve", {}, format="json")
+    assert plain.status_code == 409 and plain.json()["reason"] == "head_moved"
+    assert "human_override" in plain.json()["detail"]
+    said = api.post(
+        f"/api/board/tasks/{task_id}/approve",
+        {"human_override": {"reason": "I updated the branch myself"}},
+        format="json",
+    )
+    assert said.status_code == 200, said.json()
+    task = store.get_task(task_id)
+    assert task.status == "done" and forge.prs[1].merged
+    assert task.pull_request["merged_head_sha"] == moved != judged
