@@ -10,7 +10,9 @@ from board.models import Task
 from board.transitions import Status
 from core.api.access import act_as_assignee, can_see_team
 from core.api.auth import bound_agent, bound_agents, run_task
+from core.checks import ID_PATTERN
 from core.errors import Forbidden, ValidationFailed
+from core.registry import agent_scope
 from core.roles import Principal, principal_of
 
 
@@ -138,7 +140,7 @@ def refuse_unless_own_task(
     )
 
 
-def files_as(principal: Principal, agents: Collection[str], named: Any = None) -> Any:
+def files_as(principal: Principal, agents: Collection[str], team: str, named: Any = None) -> Any:
     """The agent a create is filed as (GOVERNANCE §5, §6: the agent side's work is
     delegation, and waits for a person's approval): ``named`` (a body's
     ``created_by_agent_id``; the caller's right to act as it is checked after), else,
@@ -146,16 +148,29 @@ def files_as(principal: Principal, agents: Collection[str], named: Any = None) -
     credential is bound to, or a machine token's only bound agent. A machine token of
     several agents names one; the MCP tools name none, so it files there through the
     REST API. A person files as nobody unless it names an agent. REST and MCP both
-    ask here, so no door of the agent side files work that skips approval."""
+    ask here, so no door of the agent side files work that skips approval.
+
+    The agent is one of ``team``'s (the task's team): a machine token bound to agents
+    of two teams, or a person owning agents in both, files one team's work as that
+    team's agent, never as the other's (400 naming the field)."""
     if named is not None or not principal.agent_side:
-        return named
-    if len(agents) != 1:
+        agent = named
+    elif len(agents) != 1:
         raise ValidationFailed(
             "created_by_agent_id",
             "name the agent this machine token files the task as (over MCP, which "
             "names none: file it with POST /api/board/tasks)",
         )
-    return next(iter(agents))
+    else:
+        agent = next(iter(agents))
+    scope = agent_scope(agent) if isinstance(agent, str) and ID_PATTERN.match(agent) else None
+    if scope is not None and scope[0] != team:
+        raise ValidationFailed(
+            "created_by_agent_id",
+            f"agent {agent!r} is of team {scope[0]!r}: a task of team {team!r} is filed "
+            "as an agent of its own team",
+        )
+    return agent
 
 
 def caller_agents(auth: Any) -> frozenset[str]:

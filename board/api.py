@@ -226,11 +226,11 @@ class TaskListView(APIView):
     @idempotent
     def post(self, request: Request) -> Response:
         body = json_object(request, TaskCreateSerializer)
-        require_team(request.user, body.get("team", "default"))
+        team = require_team(request.user, body.get("team", "default"))
         # The agent side files work as one of its agents, so it waits for a person's
         # approval (GOVERNANCE §5, §6: delegation).
         body["created_by_agent_id"] = files_as(
-            principal(request), caller_agents(request.auth), body.get("created_by_agent_id")
+            principal(request), caller_agents(request.auth), team, body.get("created_by_agent_id")
         )
         if body["created_by_agent_id"] is not None:
             act_as(request, body["created_by_agent_id"], "created_by_agent_id")
@@ -246,7 +246,7 @@ class TaskListView(APIView):
         server_commands.check_task_commands(
             body.get("metadata"), operator=server_commands.is_operator(request.user)
         )
-        _staff_repo_path(request, body, body.get("team", "default"), None)
+        _staff_repo_path(request, body, team, None)
         result = store.create_task(**body, actor=acting_name(request))
         return Response(task_body(result.task), status=201 if result.created else 200)
 

@@ -326,10 +326,11 @@ def _create(
 ) -> dict[str, Any]:
     for dep in depends_on or ():
         _visible(caller, dep, "depends_on")
+    team_id = parent.team_id if parent is not None else _team(caller, team)
     created = store.create_task(
         title=title,
         description=description,
-        team=parent.team_id if parent is not None else _team(caller, team),
+        team=team_id,
         priority=priority,
         labels=labels,
         depends_on=depends_on,
@@ -340,7 +341,7 @@ def _create(
         # The agent side files work as one of its agents: the board's ceilings and
         # rate limit apply, and it waits for a person's approval (a machine token
         # too, which acts as no agent here).
-        created_by_agent_id=files_as(caller.principal, caller.own_agents),
+        created_by_agent_id=files_as(caller.principal, caller.own_agents, team_id),
         route=None if route is None else route.model_dump(),
         touches=touches,
     )

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from core.errors import ClawbooError
+from core.errors import ClawbooError, Forbidden
 from core.models import AgentToken, MachineToken
 
 Kind = Literal["person", "agent", "machine", "reviewer", "anonymous"]
@@ -139,12 +139,17 @@ class Verb:
 
     ``people_fields``: body fields that make the operation a people verb when the
     agent side sends them (``{field: None}``: any non-null value; ``{field:
-    (values,)}``: one of those values)."""
+    (values,)}``: one of those values).
+
+    ``permission``: an admin action's Django model permission (``"change"``,
+    ``"delete"``) that the person needs as well: staff granted only ``view`` on a
+    model reads it in the admin and runs none of its actions."""
 
     name: str
     admits: frozenset[str]
     says: str
     people_fields: Mapping[str, tuple[Any, ...] | None] | None = None
+    permission: str | None = None
 
 
 _T = "/api/board/tasks/{task_id}"
@@ -303,8 +308,15 @@ VERBS: tuple[Verb, ...] = (
     Verb("page gateway-job-move", PEOPLE, "pause, resume or fire a gateway job"),
     # --- the admin (staff sessions: people) ------------------------------------------
     Verb("admin", PEOPLE, "add, change or delete a row in the admin (staff)"),
+    # Deleting rows needs the model's delete permission; every other action changes
+    # the rows it is run on (approve, resume, cancel, send again): change.
     *(
-        Verb(f"admin {model} {action}", PEOPLE, "an admin action (staff)")
+        Verb(
+            f"admin {model} {action}",
+            PEOPLE,
+            f"an admin action (staff with the {permission} permission)",
+            permission=permission,
+        )
         for model, actions in (
             ("auth.group", ("delete_selected",)),
             ("auth.user", ("delete_selected",)),
@@ -342,6 +354,7 @@ VERBS: tuple[Verb, ...] = (
             ("background_queue.queuedjob", ("delete_selected",)),
         )
         for action in actions
+        for permission in ("delete" if action == "delete_selected" else "change",)
     ),
 )
 
@@ -455,6 +468,21 @@ def page_verb(request: Any) -> str | None:
     return f"page {match.url_name or path}"
 
 
+def check_admin_permission(user: Any, verb: str) -> None:
+    """An admin action's row names the model permission it needs
+    (:attr:`Verb.permission`): a person without it is refused (403), nothing run."""
+    row = TABLE.get(verb)
+    if row is None or row.permission is None:
+        return
+    label, _action = verb.split(" ")[1:]
+    app_label, model = label.split(".")
+    if not user.has_perm(f"{app_label}.{row.permission}_{model}"):
+        raise Forbidden(
+            f"{principal_of(user, None).describe()} may not {verb}: it needs the "
+            f"{row.permission} permission on {label}"
+        )
+
+
 class PageRolesMiddleware:
     """The roles table's check for board page actions and admin actions: every
     write a signed-in principal sends to a page names a row, checked before the
@@ -477,6 +505,7 @@ class PageRolesMiddleware:
             return None
         try:
             check(principal_of(user, None), verb)
+            check_admin_permission(user, verb)
         except ClawbooError as exc:
             from django.http import HttpResponseForbidden
 

@@ -472,13 +472,16 @@ def approve(task_id: str, *, by: str, human_override: Any = None) -> dict[str, A
     if task.status == Status.DONE:
         return {"result": "merging", "task": task, "pull_request": task.pull_request}
     store.check_approvable(task_id, human_override)
-    if head_moved(record):
+    if head_moved(record) and human_override is None:
         # A merge takes the forge's head: never a commit the judge did not see
-        # (GOVERNANCE §4, §6). The builder's next round publishes the judged work again.
+        # (GOVERNANCE §4, §6), unless a person says so in so many words (an override:
+        # their "Update branch" on the forge, say). Otherwise the builder's next round
+        # publishes the judged work again.
         raise Conflict(
             f"the head of pull request #{record['number']} is not the work the server "
             f"judged (someone pushed {record.get('head_sha')} onto {record.get('branch')} "
-            "since): nothing is merged; request changes to have it handed in again",
+            "since): nothing is merged; request changes to have it handed in again, or "
+            "approve with a human_override to merge the head as it is",
             reason="head_moved",
             task_id=task.id,
         )
@@ -523,8 +526,16 @@ def _merged(
     followed = None
     if repo is not None and ws is not None and repo.remote and base:
         followed = _follow_base(Path(ws.repo_path), repo.remote, base)
+    # What was merged is the pull request's head then; the judge saw ``published_sha``.
+    unjudged = head_moved({**record, "head_sha": pr.head_sha})
     store.record_pull_request(
-        task.id, {"state": "merged", "merge_commit_sha": pr.merge_commit_sha, "merged_by": by}
+        task.id,
+        {
+            "state": "merged",
+            "merge_commit_sha": pr.merge_commit_sha,
+            "merged_by": by,
+            "merged_head_sha": pr.head_sha,
+        },
     )
     if ws is not None:
         checkouts.remove_worktree_and_branch(Path(ws.repo_path), task.id)
@@ -535,6 +546,12 @@ def _merged(
     landed = f"pull request #{pr.number} merged on the forge" + (
         f" as {pr.merge_commit_sha}" if pr.merge_commit_sha else ""
     )
+    if unjudged:
+        # Commits pushed past the judge landed with the work: said where people read.
+        landed += (
+            f", at head {pr.head_sha}, which the judge did not see "
+            f"(it judged {record.get('published_sha')})"
+        )
     store.finish_landing(
         task.id,
         {

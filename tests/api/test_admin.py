@@ -301,3 +301,54 @@ def test_the_task_admin_sets_a_route(operator):
     assert response.status_code == 302, messages_of(response)
     task = store.list_tasks().get(title="routed")
     assert task.as_dict()["route"] == {"agent": "bob", "runtime": None, "labels": ["gpu"]}
+
+
+def staff_with(client, *codenames: str):
+    from django.contrib.auth.models import Permission
+
+    user = get_user_model().objects.create_user("viewer", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
+    client.force_login(user)
+    return client
+
+
+VIEW_ONLY = ("view_task", "view_agent", "view_toolapproval")
+
+
+def test_staff_granted_only_view_runs_no_admin_action(client):
+    from core.models import Agent
+
+    viewer = staff_with(client, *VIEW_ONLY)
+    waiting = store.create_task(title="risky", labels=["risk"]).task
+    registry.create_agent(id="gpu", display_name="GPU", team="default", runtime="codex")
+    store.pause_agent("gpu", "tripped", by="breaker")
+    asked = store.ask_tool_call(waiting.id, "gpu", "Bash", {"command": "rm -rf /"})
+    assert viewer.get("/admin/board/task/").status_code == 200  # it reads
+    for url, action, row in (
+        ("/admin/board/task/", "approve_work", waiting.id),
+        ("/admin/board/task/", "move_to_done", waiting.id),
+        ("/admin/clawboo/agent/", "resume_agents", "gpu"),
+        ("/admin/board/toolapproval/", "allow_once", asked.id),
+    ):
+        refused = viewer.post(url, {"action": action, "_selected_action": [row]})
+        assert refused.status_code == 403, action
+        assert b"needs the change permission" in refused.content, action
+    assert store.get_task(waiting.id).approval["state"] == "required"
+    assert store.get_task(waiting.id).status == "todo"
+    assert Agent.objects.get(pk="gpu").state == "paused"
+    assert store.list_approvals(teams=None, state=None).get().state == "pending"
+    refused = viewer.post("/admin/board/task/reconcile/", {"pass": "stale"})
+    assert refused.status_code == 403
+
+
+def test_staff_granted_change_runs_the_admin_actions_of_that_model(client):
+    changer = staff_with(client, *VIEW_ONLY, "change_task")
+    waiting = store.create_task(title="risky", labels=["risk"]).task
+    changer.post("/admin/board/task/", {"action": "approve_work", "_selected_action": [waiting.id]})
+    assert store.get_task(waiting.id).approval["state"] == "approved"
+    registry.create_agent(id="gpu", display_name="GPU", team="default", runtime="codex")
+    store.pause_agent("gpu", "tripped", by="breaker")
+    refused = changer.post(
+        "/admin/clawboo/agent/", {"action": "resume_agents", "_selected_action": ["gpu"]}
+    )
+    assert refused.status_code == 403  # change on tasks is not change on agents

@@ -120,3 +120,58 @@ def test_a_person_files_work_over_mcp_that_needs_no_approval():
     task = filed(answer)
     assert task.created_by_agent_id is None
     assert task.approval_state is None
+
+
+def two_teams() -> dict[str, str]:
+    """A machine token bound to an agent of ``default`` and one of ``ops``, and a
+    person owning both agents."""
+    ada = get_user_model().objects.get_or_create(username="ada")[0]
+    registry.create_team("ops")
+    registry.add_member("default", ada)
+    registry.add_member("ops", ada)
+    for agent, team in (("here", "default"), ("there", "ops")):
+        registry.create_agent(id=agent, display_name=agent, team=team, runtime="human", owner=ada)
+    return {
+        "machine token": machines.mint("rack", ["here", "there"])[1],
+        "person": Token.objects.create(user=ada).key,
+    }
+
+
+@pytest.mark.parametrize("credential", ["machine token", "person"])
+def test_a_task_is_never_filed_as_another_teams_agent(credential):
+    keys = two_teams()
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {keys[credential]}")
+    before = fingerprint()
+    refused = api.post(
+        "/api/board/tasks",
+        {"title": "as the other team", "team": "default", "created_by_agent_id": "there"},
+        format="json",
+    )
+    assert refused.status_code == 400, refused.content[:200]
+    assert refused.json()["error"] == "validation_error"
+    assert refused.json()["field"] == "created_by_agent_id"
+    assert "of team 'ops'" in refused.json()["detail"]
+    assert fingerprint() == before
+    own = api.post(
+        "/api/board/tasks",
+        {"title": "as its own team", "team": "ops", "created_by_agent_id": "there"},
+        format="json",
+    )
+    assert own.status_code == 201, own.content[:200]
+    assert own.json()["created_by_agent_id"] == "there"
+    assert own.json()["approval"]["state"] == "required"
+
+
+def test_an_agent_key_files_nothing_in_another_of_its_owners_teams():
+    two_teams()
+    key = AgentToken.objects.create(
+        key=machines.new_key(), agent_id="here", user=get_user_model().objects.get(username="ada")
+    ).key
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    before = fingerprint()
+    refused = api.post("/api/board/tasks", {"title": "elsewhere", "team": "ops"}, format="json")
+    assert refused.status_code == 400, refused.content[:200]
+    assert refused.json()["field"] == "team"
+    assert fingerprint() == before

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from board import store
+from board.models import TaskComment
 from executor.runner import Executor
 from ops.transfer import export_lines
 from tests.fixtures.gitrepos import git
@@ -211,3 +212,74 @@ def test_an_approval_never_merges_a_head_pushed_after_the_judge(forge_repo: Setu
     head = forge.head_of(1)
     assert git(forge_repo.bare, "show", f"{head}:feature.txt") != "unjudged"
     assert not pull_requests.head_moved(store.get_task(task_id).pull_request)
+
+
+def test_a_forge_merge_of_a_head_the_judge_did_not_see_is_the_mergers_override(
+    forge_repo: Setup, tmp_path
+):
+    """Someone merged the pull request on the forge after a commit was pushed onto it
+    past the judge. The task is done (the change is on the base), and the task says
+    what landed is not what the judge passed: the merged head beside the judged one."""
+    forge = forge_repo.forge
+    task_id = _to_review(forge_repo)
+    judged = forge.head_of(1)
+    clone = tmp_path / "agent-clone"
+    git(tmp_path, "clone", "-q", str(forge_repo.bare), str(clone))
+    git(clone, "checkout", "-q", f"clawboo/task-{task_id}")
+    (clone / "feature.txt").write_text("unjudged\n")
+    git(clone, "commit", "-qam", "after the judge")
+    git(clone, "push", "-q", "origin", f"clawboo/task-{task_id}")
+    sneaked = forge.head_of(1)
+    forge.merge_by_hand(1, by="mallory")
+    pull_requests.poll()
+
+    task = store.get_task(task_id)
+    assert task.status == "done"
+    assert task.pull_request["merged_head_sha"] == sneaked != judged
+    assert task.pull_request["merged_by"] == "mallory"
+    said = [c.body for c in TaskComment.objects.filter(task_id=task_id)]
+    landed = [body for body in said if "which the judge did not see" in body]
+    assert len(landed) == 1 and sneaked in landed[0] and judged in landed[0], said
+
+
+def test_a_forge_merge_of_the_judged_head_keeps_the_judges_pass(forge_repo: Setup):
+    forge = forge_repo.forge
+    task_id = _to_review(forge_repo)
+    forge.set_check(forge.head_of(1), "ci", "success", "green")
+    forge.merge_by_hand(1, by="maria")
+    pull_requests.poll()
+    task = store.get_task(task_id)
+    assert task.status == "done" and task.verdict == "pass"
+    assert task.human_override is None
+    assert task.pull_request["merged_head_sha"] == task.pull_request["published_sha"]
+
+
+def test_a_person_merges_a_moved_head_only_by_saying_so(forge_repo: Setup, api, tmp_path):
+    """A person pressed "Update branch" on the forge: the head is no longer the judged
+    commit. A plain approval stays 409 ``head_moved``; an approval with a
+    ``human_override`` merges the head as it is, by that person's decision."""
+    forge = forge_repo.forge
+    task_id = _to_review(forge_repo)
+    judged = forge.head_of(1)
+    clone = tmp_path / "person-clone"
+    git(tmp_path, "clone", "-q", str(forge_repo.bare), str(clone))
+    git(clone, "checkout", "-q", f"clawboo/task-{task_id}")
+    (clone / "NOTES.md").write_text("updated from the forge\n")
+    git(clone, "add", "NOTES.md")
+    git(clone, "commit", "-qm", "Update branch")
+    git(clone, "push", "-q", "origin", f"clawboo/task-{task_id}")
+    moved = forge.head_of(1)
+    forge.set_check(moved, "ci", "success", "green")
+
+    plain = api.post(f"/api/board/tasks/{task_id}/approve", {}, format="json")
+    assert plain.status_code == 409 and plain.json()["reason"] == "head_moved"
+    assert "human_override" in plain.json()["detail"]
+    said = api.post(
+        f"/api/board/tasks/{task_id}/approve",
+        {"human_override": {"reason": "I updated the branch myself"}},
+        format="json",
+    )
+    assert said.status_code == 200, said.json()
+    task = store.get_task(task_id)
+    assert task.status == "done" and forge.prs[1].merged
+    assert task.pull_request["merged_head_sha"] == moved != judged
