@@ -943,9 +943,11 @@ class VerdictView(APIView):
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         body = json_object(request, VerdictBody)
-        return Response(
-            task_body(store.set_verdict(task_id, body["verdict"], body.get("evidence")))
+        # A person's verdict (the table keeps the verb for people) says whose it is.
+        verdict = store.set_verdict(
+            task_id, body["verdict"], body.get("evidence"), by=request.user.get_username()
         )
+        return Response(task_body(verdict))
 
 
 DependencyBody = inline_serializer("Dependency", {"depends_on": serializers.CharField()})

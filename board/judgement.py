@@ -94,6 +94,17 @@ def detail(
     }
 
 
+# A verdict a person gave by hand (``POST …/verdict``) names them in its detail under
+# this key; the judge's verdicts never carry it.
+SET_BY = "set_by"
+
+
+def set_by_person(stored: Any) -> str | None:
+    """Who set the verdict whose detail is ``stored``, if a person did by hand."""
+    by = stored.get(SET_BY) if isinstance(stored, dict) else None
+    return by if isinstance(by, str) and by else None
+
+
 def rounds_kept(stored: Any) -> dict[str, Any] | None:
     """What of a verdict outlives its task's return to ``todo`` in the middle of the
     fix loop: the judge's rounds so far and how many were fix rounds. A release, a

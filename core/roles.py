@@ -204,7 +204,16 @@ VERBS: tuple[Verb, ...] = (
         BUILDERS,
         "report how a run ended (what it ran, never what it means)",
     ),
-    Verb(f"POST {_T}/workspace", BUILDERS, "make a task's worktree"),
+    # Where the checkout starts is what its review is measured from, while a landing
+    # takes everything since the base branch: a branch point off the base branch
+    # would land commits no reviewer was shown. The server's default (the base
+    # branch's tip) for the agent side; another point is a person's choice.
+    Verb(
+        f"POST {_T}/workspace",
+        BUILDERS,
+        "make a task's worktree; where it starts (base_ref, base_sha), people only",
+        people_fields={"base_ref": ANY, "base_sha": ANY},
+    ),
     Verb(f"POST {_T}/workspace/pause", BUILDERS, "pause a task's worktree"),
     Verb(f"POST {_T}/workspace/resume", BUILDERS, "resume a task's worktree"),
     Verb(

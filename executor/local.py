@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from board import store
+from board.errors import VerificationRequired
 from board.models import Task
 from board.repository import run_repository
 from board.store import spend as spend_store
@@ -251,20 +252,28 @@ class LocalBoard:
         with self.clock.phase("board"):
             # Before the completion, which closes the run's row with its own words.
             spend_store.record_usage(run.execution_id, pricing.usage_of(result.usage), final=True)
-            outcome = store.complete(
-                run.task_id,
-                self.output_of(result),
-                ticket=run.ticket,
-                if_allowed=True,
-                refuse_when_parked=True,
-            )
+            try:
+                outcome = store.complete(
+                    run.task_id,
+                    self.output_of(result),
+                    ticket=run.ticket,
+                    if_allowed=True,
+                    refuse_when_parked=True,
+                )
+                settled = "done"
+            except VerificationRequired:
+                # A person's verdict stands against the work (it outlives a return to
+                # todo: board.store.moves.clear_verdict): the run's end hands the work
+                # to a person in review, never done -- and is no failure of the agent's.
+                outcome = store.await_review(run.task_id, ticket=run.ticket, if_allowed=True)
+                settled = "review"
         if outcome.declined and outcome.reason == "lost-claim":
             self.work.outcome = "lost"
             settle.close(run, "cancelled", result, error="claim lost")
             return "lost"
         settle.close_run(run, result, count_success=True)
         self.work.outcome = "succeeded"
-        return "done"
+        return settled
 
     def output_of(self, result: RunResult) -> dict[str, Any]:
         """The output a run without a worktree leaves on its task when it succeeds."""

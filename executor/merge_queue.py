@@ -20,8 +20,9 @@ tasks in approval order and:
    builder with the gate's ``{what, why, how_to_fix}``, and the tasks after it
    wait for the next batch.
 
-A task sent back re-enters the line by itself once its fix round brings it to
-review again (nobody approves twice); after ``CLAWBOO_MAX_FIX_CYCLES`` fix rounds
+A task sent back waits in review once its fix round brings it there again, and
+re-enters the line on a person's approval of the work the round handed back (an
+approval is of the work it saw, GOVERNANCE §6); after ``CLAWBOO_MAX_FIX_CYCLES`` fix rounds
 for a red gate (or ``CLAWBOO_MAX_REBASE_ROUNDS`` rebase rounds for conflicts) it is blocked
 for a person instead.
 
@@ -94,7 +95,7 @@ def drain(repo_path: str) -> dict[str, Any]:
     report = DrainReport()
     with landing.land_lock(repo):
         report.recovered = _recover(repo, report)
-        mq.requeue_returned(repo_path)
+        mq.settle_returned(repo_path)
         for _ in range(MAX_BATCHES_PER_DRAIN):
             entries = mq.waiting(repo_path, mq.batch_size())
             if not entries or not _run_batch(repo, entries, report):
@@ -262,7 +263,7 @@ def _stack_one(
             branch,
             base,
             outcome.conflicts,
-            then="finish again; it re-enters the merge queue by itself",
+            then="finish again; once a person approves it again it re-enters the merge queue",
         )
         _send_back(repo, entry, fix, report, conflicts=outcome.conflicts)
         return None
@@ -278,7 +279,8 @@ def _fix_for_culprit(gate: dict[str, Any], branch: str, ahead: list[str]) -> jud
         why=fix.why,
         how_to_fix=(
             f"bring the branch up to date (git merge {branch}: the work ahead of yours "
-            f"lands there), then {fix.how_to_fix} It re-enters the merge queue by itself."
+            f"lands there), then {fix.how_to_fix} Once a person approves it again it "
+            "re-enters the merge queue."
         ),
     )
 

@@ -343,7 +343,13 @@ class Worker:
                 if submitted is None:
                     return "lost"
                 return "fix" if claim.sent_back_to_fix(submitted) else "review"
-        return "done" if claim.settle("complete", {"output": output}) is not None else "lost"
+        if claim.settle("complete", {"output": output}) is not None:
+            return "done"
+        if claim.refused == "verification_required" and claim.to_review():
+            # A person's verdict stands against the work (it outlives a return to
+            # todo): the run's end hands it to them in review, as a local run's does.
+            return "review"
+        return "lost"
 
 
 class RunReport(RestRun):

@@ -422,6 +422,8 @@ class RestTask:
         self.api, self.ticket, self.lease_ms, self.heartbeat_s = api, ticket, lease_ms, heartbeat_s
         self.revoked, self.wake = revoked, wake
         self.base = f"/api/board/tasks/{urllib.parse.quote(task_id)}"
+        # The code of the last settle the server refused (``verification_required``).
+        self.refused: str | None = None
 
     def heartbeat(self, *, keep_span: bool = False) -> bool:
         """Renew the lease (``keep_span``: at the span the server last set, not this
@@ -463,7 +465,20 @@ class RestTask:
             return answer[1] or {}
         except ApiError as exc:  # lost meanwhile (409): nothing of ours to record
             log.warning("%s: %s", path, exc)
+            self.refused = exc.body.get("error") if isinstance(exc.body, dict) else None
             return None
+
+    def to_review(self) -> bool:
+        """Hand the held task to a person in review (``in_progress → in_review``);
+        False when the server declined it."""
+        try:
+            self.api.call_patiently(
+                "POST", f"{self.base}/transition", {"to": "in_review"}, stop=self.revoked
+            )
+            return True
+        except ApiError as exc:
+            log.warning("%s/transition: %s", self.base, exc)
+            return False
 
     def sent_back_to_fix(self, submitted: dict[str, Any]) -> bool:
         """Wait, holding the claim, for the server's intake of a submission to end:

@@ -65,8 +65,14 @@ ProvisionBody = inline_serializer(
             "registered for the task's team if need be); anyone else: exactly the "
             "path of a registered repository of the task's team, else 400",
         ),
-        "base_ref": serializers.CharField(required=False),
-        "base_sha": serializers.CharField(required=False),
+        "base_ref": serializers.CharField(
+            required=False,
+            help_text="where the checkout starts (default: the tip of the task's base "
+            "branch); people only: the agent side is 403 person_required",
+        ),
+        "base_sha": serializers.CharField(
+            required=False, help_text="the same, as a commit; people only"
+        ),
     },
 )
 

@@ -16,7 +16,8 @@ from django.db.models import Q
 
 class EntryState(models.TextChoices):
     QUEUED = "queued", "queued"  # waiting for a batch, in approval order
-    RETURNED = "returned", "returned"  # sent back to its builder; re-enters once in review
+    # Sent back to its builder; re-enters on a person's approval of what it hands back.
+    RETURNED = "returned", "returned"
     LANDED = "landed", "landed"
     BLOCKED = "blocked", "blocked"  # its fix rounds are spent: a person decides
     WITHDRAWN = "withdrawn", "withdrawn"  # left review (cancelled, moved) while waiting

@@ -125,6 +125,8 @@ def enqueue(
     answers its place). The queue's job is kicked after commit."""
     attempt = attempts_of(task_id)
     existing = live_entry(task_id)
+    if existing is not None and existing.state == EntryState.RETURNED:
+        return _requeue(existing, by=by, human_override=human_override, attempt=attempt)
     if existing is not None and not is_stale(existing, attempt):
         return Enqueued(existing, position_of(existing), False)
     if existing is not None:
@@ -156,6 +158,27 @@ def enqueue(
     return Enqueued(entry, position_of(entry), True)
 
 
+def _requeue(
+    entry: QueuedLanding, *, by: str, human_override: Any, attempt: int | None
+) -> Enqueued:
+    """A person approves the work an entry's fix or rebase round handed back: the
+    entry goes back in line, at its end, with its rounds still counted."""
+    at = timezone.now()
+    moved = _update(
+        QueuedLanding.objects.filter(pk=entry.pk, state=EntryState.RETURNED),
+        state=EntryState.QUEUED,
+        by=by,
+        human_override=human_override,
+        approved_at=at,
+        queued_at=at,
+        attempt=attempt,
+    )
+    entry.refresh_from_db()
+    if moved:
+        transaction.on_commit(lambda: kick(entry.repo_path), robust=True)
+    return Enqueued(entry, position_of(entry), bool(moved))
+
+
 def waiting(repo_path: str, limit: int) -> list[QueuedLanding]:
     """The next entries of the repository's line, in approval order."""
     return list(
@@ -178,36 +201,28 @@ def repos_waiting() -> list[str]:
     return sorted(paths)
 
 
-def requeue_returned(repo_path: str | None = None, task_id: str | None = None) -> int:
-    """Entries sent back whose task is in review again (its fix round done) go back
-    in line, at its end, with nobody approving again; one whose task left review
-    otherwise (done with nothing to land, cancelled) is withdrawn. Returns how many
-    went back in line."""
+def settle_returned(repo_path: str | None = None, task_id: str | None = None) -> int:
+    """Entries sent back to their builder (a fix or rebase round) whose task left
+    review otherwise (done with nothing to land, cancelled) are withdrawn; returns
+    how many. One whose task is in review again stays ``returned``: what its builder
+    handed back is not the work a person approved -- the round could change anything
+    -- so it goes back in line on a person's approval (:func:`enqueue`), its rounds
+    still counted (GOVERNANCE §6: approving, landing, is a person's)."""
     qs = QueuedLanding.objects.filter(state=EntryState.RETURNED)
     if repo_path is not None:
         qs = qs.filter(repo_path=repo_path)
     if task_id is not None:
         qs = qs.filter(task_id=task_id)
-    back = 0
+    gone = 0
     for entry in qs:
         status = Task.objects.filter(pk=entry.task_id).values_list("status", flat=True).first()
-        if status == Status.IN_REVIEW:
-            moved = _update(
-                QueuedLanding.objects.filter(pk=entry.pk, state=EntryState.RETURNED),
-                state=EntryState.QUEUED,
-                queued_at=timezone.now(),
-                attempt=attempts_of(entry.task_id),
-            )
-            back += moved
-            if moved:
-                _kick_on_commit(entry.repo_path)
-        elif status in (Status.DONE, Status.CANCELLED, None):
-            _update(
+        if status in (Status.DONE, Status.CANCELLED, None):
+            gone += _update(
                 QueuedLanding.objects.filter(pk=entry.pk, state=EntryState.RETURNED),
                 state=EntryState.WITHDRAWN,
                 reason=f"left review as {status}",
             )
-    return back
+    return gone
 
 
 def withdraw(entry_id: int, reason: str) -> None:

@@ -318,8 +318,9 @@ def complete(task_id: str, *, checkpoint: bool = False) -> dict[str, Any]:
         if checkpoint:
             retained["head"] = checkouts.commit_worktree_work(path, ws.task_id)
         moved = store.settle_from_worktree(ws.task_id, empty=False, diffstat=stat)
-        # A task the merge queue sent back re-enters its line, nobody approving again.
-        merge_queue.requeue_returned(task_id=ws.task_id)
+        # A task the merge queue sent back waits in review for a person's approval
+        # of the work its round handed back (worktrees.queue.settle_returned).
+        merge_queue.settle_returned(task_id=ws.task_id)
     if getattr(moved, "status", None) == "in_review" and _lands_by_pull_request(moved):
         # Review opens (or updates) the task's pull request on its forge.
         pull_requests.publish_quietly(ws.task_id)

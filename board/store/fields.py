@@ -298,8 +298,11 @@ _FIELD_KIND = {
 # --- verification ------------------------------------------------------------
 
 
-def set_verdict(task_id: str, verdict: Any, evidence: Any = None) -> Task:
-    """Store a verification verdict with its evidence (the last 4,000 characters)."""
+def set_verdict(task_id: str, verdict: Any, evidence: Any = None, *, by: str | None = None) -> Task:
+    """Store a verification verdict with its evidence (the last 4,000 characters).
+    ``by``: the person who gave it by hand (kept in its detail,
+    :data:`board.judgement.SET_BY`): such a verdict against the work stands when the
+    work is given up mid-run (:func:`board.store.moves.clear_verdict`)."""
     if verdict not in Verdict.values:
         raise ValidationFailed("verdict", f"must be one of {', '.join(Verdict.values)}")
     if evidence is not None and not isinstance(evidence, str):
@@ -318,6 +321,8 @@ def set_verdict(task_id: str, verdict: Any, evidence: Any = None) -> Task:
         # rounds before it stay on record.
         before = task.verification_detail if isinstance(task.verification_detail, dict) else {}
         task.verification_detail = judgement.detail(None, [], None, before.get("attempts") or [])
+        if by:
+            task.verification_detail[judgement.SET_BY] = by
         return commit_change(
             task,
             "verification_recorded",

@@ -17,7 +17,9 @@ The rules, in the order :func:`move` applies them:
   no move leaves a task ``in_progress`` that nobody works;
 * **back to ``todo``**, from anywhere: assignee, runtime, lease and verdict are
   cleared, so the task is claimable and a previous runtime's verdict cannot gate
-  the next one's work (seed 000's release rule, for every road back to ``todo``);
+  the next one's work (seed 000's release rule, for every road back to ``todo``) --
+  but work given up mid-run (released, soft-failed, its lease lapsed) keeps a
+  verdict a person set against it (:func:`clear_verdict`): only a person lifts it;
 * **into ``done``**: the verification gate (:func:`gate_refusal`);
 * out of ``blocked`` to work: the parked ``error`` is cleared.
 """
@@ -130,9 +132,24 @@ def clear_claim(task: Task) -> None:
     task.lease_until = None
 
 
-def clear_verdict(task: Task, *, keep_rounds: bool = False) -> None:
+def clear_verdict(task: Task, *, keep_rounds: bool = False, given_up: bool = False) -> None:
     """No verdict on the task; ``keep_rounds``: its judge's fix rounds stay counted
-    (:func:`board.judgement.rounds_kept`), unseen until the next verdict."""
+    (:func:`board.judgement.rounds_kept`), unseen until the next verdict.
+
+    ``given_up``: the work went back mid-run (released, soft-failed, its lease
+    lapsed), which the agent side can bring about itself. A verdict a person set
+    against it by hand (``fail``, ``completed_with_debt``) then stands, whole: the
+    agent side never sets or lifts a verdict (GOVERNANCE §6), so giving the work
+    back and claiming it again must not clear the gate in its way. A person lifts
+    it (a new verdict, an override, a move back to ``todo``); the server's judge
+    replaces it when it judges new work."""
+    if (
+        given_up
+        and task.verdict is not None
+        and task.verdict not in PROMOTABLE_VERDICTS
+        and judgement.set_by_person(task.verification_detail) is not None
+    ):
+        return
     kept = judgement.rounds_kept(task.verification_detail) if keep_rounds else None
     task.verdict = None
     task.verdict_evidence = None
@@ -188,6 +205,7 @@ def move(
     override: dict[str, str] | None = None,
     claim: ClaimFor | str | None = None,
     waiver: str | None = None,
+    lifts_verdict: bool = False,
 ) -> set[str]:
     """Move the locked ``task`` to ``to`` and return the fields that changed.
 
@@ -196,6 +214,10 @@ def move(
     changes nothing. Raises :class:`IllegalTransition`, :class:`ClaimRequired` or
     :class:`VerificationRequired` before anything is assigned. The caller persists
     the task (``commit_change``) with the fields returned.
+
+    ``lifts_verdict``: a person's own move back to ``todo`` (:func:`board.store.
+    transition`, which the roles table keeps from the agent side), which clears a
+    person's verdict too; every other road back from ``in_progress`` keeps it.
     """
     prev = task.status
     if prev == to:
@@ -227,8 +249,13 @@ def move(
     if to == Status.TODO:
         clear_claim(task)
         # Work given up mid-run (released, soft-failed, its lease lapsed) keeps its
-        # fix rounds; a person moving a blocked task back starts it afresh.
-        clear_verdict(task, keep_rounds=prev == Status.IN_PROGRESS)
+        # fix rounds, and a person's verdict against it; a person moving a blocked
+        # task back starts it afresh.
+        clear_verdict(
+            task,
+            keep_rounds=prev == Status.IN_PROGRESS,
+            given_up=prev == Status.IN_PROGRESS and not lifts_verdict,
+        )
         fields |= _CLAIM_FIELDS | _VERDICT_FIELDS
     # Leaving blocked for anywhere it can be worked again: the reason it was parked
     # no longer describes it (a backlog card showing an old error reads as broken).

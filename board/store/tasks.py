@@ -460,7 +460,9 @@ def transition(
             )
         prev = task.status
         at = now()
-        fields = move(task, target, at=at, override=override, claim=claim)
+        # The roles table keeps a move back to todo for people: theirs lifts a
+        # person's verdict too (board.store.moves.clear_verdict).
+        fields = move(task, target, at=at, override=override, claim=claim, lifts_verdict=True)
         if not fields:
             return task
         from board.store.executions import close_run_leaving

@@ -56,6 +56,11 @@ _SECRET_ASSIGNMENT = re.compile(
     r"(?i)\b([A-Z0-9_]*(?:PASS(?:WORD)?|SECRET|TOKEN|API_?KEY|CREDENTIAL|PRIVATE_?KEY)[A-Z0-9_]*"
     r"\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s\"']+)"
 )
+# What the shell expands when it reads a value -- a command substitution, a
+# parameter expansion -- makes it code the call runs, not a secret it carries: such
+# a span is shown, never masked. Masked, it hid the call from the person deciding
+# it (``API_KEY="$(curl … | sh)" make test`` read ``API_KEY=*** make test``).
+_EXPANDS = re.compile(r"\$\(|\$\{|`")
 TOOL_MAX = 255
 ARGUMENTS_MAX = 20_000  # characters of masked arguments kept (JSON), for the card
 POLL_S = 0.25
@@ -63,7 +68,9 @@ POLL_S = 0.25
 
 def mask(value: Any, key: str | None = None) -> Any:
     """``value`` with every secret-looking part replaced by ``***``: values under a
-    secret's key, and secret-looking text (tokens, keys, ``PASSWORD=…``)."""
+    secret's key, and secret-looking text (tokens, keys, ``PASSWORD=…``) -- but not
+    text that runs something when the shell reads it (:data:`_EXPANDS`): the person
+    asked to allow a call sees what it runs, whatever the agent names it."""
     if key is not None and _SECRET_KEY.search(key) and value not in (None, "", [], {}):
         return MASK
     if isinstance(value, dict):
@@ -71,9 +78,11 @@ def mask(value: Any, key: str | None = None) -> Any:
     if isinstance(value, list):
         return [mask(v) for v in value]
     if isinstance(value, str):
-        text = _SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + MASK, value)
+        text = _SECRET_ASSIGNMENT.sub(
+            lambda m: m.group(0) if _EXPANDS.search(m.group(2)) else m.group(1) + MASK, value
+        )
         for pattern in _SECRET_TEXT:
-            text = pattern.sub(MASK, text)
+            text = pattern.sub(lambda m: m.group(0) if _EXPANDS.search(m.group(0)) else MASK, text)
         return text
     return value
 

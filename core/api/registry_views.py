@@ -512,5 +512,13 @@ class WorkerBeatView(APIView):
             if len(values) > _ID_LIST or any(len(v) > 128 for v in values):
                 raise ValidationFailed(field, f"at most {_ID_LIST} ids of 128 characters")
             detail[field] = list(values)
+        # What a host says it runs is shown to staff (/healthz, the admin's beats): only
+        # its own agents, never another host's or team's (GOVERNANCE §6).
+        bound = bound_agents(token) or frozenset()
+        strangers = [a for a in detail["agents"] if a not in bound]
+        if strangers:
+            raise Forbidden(
+                f"this machine token may not run agent {strangers[0]!r}", field="agents"
+            )
         beats.beat_remote(token.pk, token.host, body["pid"], detail)
         return Response(status=204)

@@ -126,6 +126,20 @@ def test_a_machine_token_beats_as_a_remote_worker_and_shows_in_healthz(
     ]
 
 
+def test_a_machine_tokens_beat_names_its_own_agents_only(fleet, capsys):
+    # What a host says it runs is shown to staff: another host's agent (b-bot, of
+    # no token here) is not its to claim; nothing is written.
+    from core.models import Heartbeat
+
+    key = mint(capsys, "--host", "gpu-1", "--agent", "a-bot")
+    beat = token_client(key).post(
+        "/api/workers/beat", {"pid": 42, "agents": ["a-bot", "b-bot"]}, format="json"
+    )
+    assert beat.status_code == 403, beat.json()
+    assert (beat.json()["error"], beat.json()["field"]) == ("forbidden", "agents")
+    assert not Heartbeat.objects.filter(part="remote-worker").exists()
+
+
 def test_only_a_machine_token_beats_as_a_remote_worker(api):
     refused = api.post("/api/workers/beat", {"pid": 1}, format="json")
     assert refused.status_code == 403 and refused.json()["error"] == "forbidden"

@@ -542,3 +542,28 @@ def test_a_worker_git_timeout_out_of_range_reads_as_the_default(monkeypatch, val
 
     monkeypatch.setenv("CLAWBOO_WORKER_GIT_TIMEOUT_S", value)
     assert rest.git_timeout_s() == reads
+
+
+def test_work_a_person_failed_is_run_again_remotely_into_review_not_done(daphne, tmp_path):
+    # GOVERNANCE §6: a person's verdict against work outlives its return to todo; the
+    # remote worker's complete is refused (409 verification_required) and it hands the
+    # work to review, as a local run does -- not left to lapse, run again and again.
+    registry.create_agent(
+        id="far-bot", display_name="Far", team="default", runtime="command",
+        settings={"argv": ["sh", "-c", "echo did it again"]},
+    )  # fmt: skip
+    _, key = machines.mint("laptop", ["far-bot"])
+    base = daphne(SERVER_ENV)
+    task = store.create_task(title="judged by hand", file_mutating=False).task
+    ticket = store.claim(task.id, "far-bot", "command").ticket
+    store.set_verdict(task.id, "fail", "not what was asked", by="ada")
+    store.release(task.id, ticket=ticket)
+    worker = start_worker(base, key, tmp_path, "far-bot")
+    try:
+        wait_for(lambda: store.get_task(task.id).status != "todo" and not store.get_task(
+            task.id).lease_until, 45, "the task settled", tmp_path=tmp_path)  # fmt: skip
+    finally:
+        worker.kill()
+        worker.wait(10)
+    after = store.get_task(task.id)
+    assert (after.status, after.verdict) == ("in_review", "fail")

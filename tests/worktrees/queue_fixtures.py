@@ -52,7 +52,8 @@ class Harness:
 
     def fix_round(self, task_id: str, edit: Callable[[Path], None]) -> None:
         """The builder's fix round: the task is back in progress, claimed for it;
-        it edits its checkout and hands it to review again (nobody approves)."""
+        it edits its checkout and hands it to review again (a person approves it back
+        into the line)."""
         task = store.get_task(task_id)
         assert task.status == "in_progress" and task.assignee_agent_id == "builder"
         path = Path(store.get_workspace(task_id).worktree_path)

@@ -56,12 +56,14 @@ def test_ten_approvals_with_a_semantic_conflict_keep_every_base_commit_green(
     assert task.status == "in_progress" and task.assignee_agent_id == "builder"
     assert "exited 1" in task.feedback and "How to fix" in task.feedback
 
-    # The builder's fix round; it re-enters the line by itself, nobody approves.
+    # The builder's fix round; it re-enters the line on a person's approval of it.
     def fix(path: Path) -> None:
         (path / "b.flag").unlink()
         (path / "b.txt").write_text("b, without the flag\n")
 
     queue_harness.fix_round(culprit, fix)
+    assert queue.live_entry(culprit).state == "returned"
+    assert service.approve(culprit, by="reviewer")["result"] == "queued"
     assert queue.live_entry(culprit).state == "queued"
     assert merge_queue.drain(str(queue_harness.repo))["landed"] == [culprit]
     assert all(store.get_task(t).status == "done" for t in ids)
@@ -124,6 +126,7 @@ def test_two_tasks_editing_one_line_the_second_goes_back_and_lands_after_its_rou
         git(path, "commit", "-qm", "merge main")
 
     queue_harness.fix_round(second, rebase)
+    assert service.approve(second, by="reviewer")["result"] == "queued"
     assert merge_queue.drain(str(queue_harness.repo))["landed"] == [second]
     assert git(queue_harness.repo, "show", "main:file0.txt") == "first\nsecond"
     assert store.get_task(second).status == "done"
@@ -331,6 +334,7 @@ def test_with_one_rebase_round_a_task_still_conflicting_after_it_goes_to_a_perso
 
     # Its one rebase round does not bring the branch up to date: still a conflict.
     queue_harness.fix_round(second, lambda path: (path / "notes.txt").write_text("tried\n"))
+    service.approve(second, by="reviewer")
     report = merge_queue.drain(str(queue_harness.repo))
     assert report["blocked"] == [second] and report["landed"] == []
     task = store.get_task(second)
@@ -452,3 +456,34 @@ def test_a_batch_reaches_the_remote_before_its_tasks_are_done(
     monkeypatch.setattr(store, "finish_landing", finish_and_look)
     assert merge_queue.drain(str(queue_harness.repo))["landed"] == [task_id]
     assert seen == [git(queue_harness.repo, "rev-parse", "main")]
+
+
+def test_what_a_fix_round_hands_back_lands_only_on_a_persons_approval(queue_harness: Harness):
+    # GOVERNANCE §6: landing is a person's. The queue sent an approved task back to its
+    # builder (a red gate stacked on the work ahead); the round may change anything --
+    # here it slips in a file nobody reviewed -- and re-entered the line by itself.
+    first = queue_harness.in_review("First", {"a.flag": "a\n"})
+    second = queue_harness.in_review("Second", {"b.flag": "b\n"})  # red with a.flag
+    service.approve(first, by="reviewer")
+    service.approve(second, by="reviewer")
+    assert merge_queue.drain(str(queue_harness.repo))["returned"] == [second]
+    base = git(queue_harness.repo, "rev-parse", "main")
+
+    def fix(path: Path) -> None:
+        (path / "b.flag").unlink()
+        (path / "b.txt").write_text("b\n")
+        (path / "unreviewed.txt").write_text("slipped in\n")
+
+    queue_harness.fix_round(second, fix)
+    report = merge_queue.drain(str(queue_harness.repo))
+
+    assert report["landed"] == []
+    assert git(queue_harness.repo, "rev-parse", "main") == base
+    assert store.get_task(second).status == "in_review"
+    entry = queue.live_entry(second)
+    assert entry is not None and (entry.state, entry.rounds) == ("returned", 1)
+    # A person who has seen the new work approves it: it lands, its round counted.
+    assert service.approve(second, by="ada")["result"] == "queued"
+    assert queue.live_entry(second).rounds == 1
+    assert merge_queue.drain(str(queue_harness.repo))["landed"] == [second]
+    assert store.get_task(second).status == "done"

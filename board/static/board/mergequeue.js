@@ -32,15 +32,19 @@ function queueView(q) {
   const gate = run && run.running_gate
     ? el("p", { class: "mq-gate" }, `gate running on ${run.running_gate.slice(0, 12)} (batch of ${run.tasks.length}, run ${run.gate_runs + 1})`)
     : null;
-  const sent = back.length
-    ? el("p", { class: "mq-back" }, "back with their builder: ", ...back.map((e) => titled(e.task_id, e.title)))
+  // A round's work back in review re-enters the line on a person's approval only.
+  const inReview = (e) => (state.tasks.get(e.task_id) || {}).status === "in_review";
+  const line = (cls, words, entries) => entries.length
+    ? el("p", { class: cls }, words, ...entries.map((e) => titled(e.task_id, e.title)))
     : null;
+  const sent = line("mq-back", "back with their builder: ", back.filter((e) => !inReview(e)));
+  const again = line("mq-back", "to approve again before it lands: ", back.filter(inReview));
   const b = q.last_bisect;
   const bisect = b
     ? el("p", { class: "mq-bisect muted" }, `last bisect: ${b.gate_runs} gate runs over ${b.tasks.length} tasks`,
       b.culprits.length ? [", culprit ", ...b.culprits.map((id) => titled(id))] : ", no culprit")
     : null;
-  return el("div", { class: "mq", "data-repository": q.repository }, el("p", {}, ...parts), list, gate, sent, bisect);
+  return el("div", { class: "mq", "data-repository": q.repository }, el("p", {}, ...parts), list, gate, sent, again, bisect);
 }
 
 // The queues as the columns' answer or GET /api/board/merge-queue gave them.
