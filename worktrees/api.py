@@ -32,6 +32,7 @@ from core.api.permissions import RoleTable, principal
 from core.api.schema import with_errors
 from core.errors import ValidationFailed
 from core.models import Repository
+from core.roles import PersonRequired
 from worktrees import handoff, intake, review, service
 from worktrees import queue as merge_queue
 
@@ -57,7 +58,8 @@ ProvisionBody = inline_serializer(
         "repository": serializers.CharField(
             required=False,
             help_text="id of a registered repository of the task's team "
-            "(default: the task's repository)",
+            "(default: the task's repository); the agent side: the task's own only, "
+            "when it names one (else 403 person_required)",
         ),
         "repo_path": serializers.CharField(
             required=False,
@@ -112,19 +114,34 @@ class WorkspaceView(APIView):
 def _named_repository(request: Request, task: Task, body: dict[str, Any]) -> Repository:
     """The registered repository of the task's team a provision names: by id, by a
     staff caller's path (resolved or registered), by a registered repository's exact
-    path, or the task's own. Nothing here looks at a non-staff caller's path."""
+    path, or the task's own. Nothing here looks at a non-staff caller's path.
+
+    Where a task's work runs, and so where it lands, is part of what a person
+    approved (GOVERNANCE §5: the repository): the agent side provisions a task that
+    names a repository in that repository only (403 ``person_required``)."""
     if body.get("repository") is not None:
-        return repositories.of_team(body["repository"], task.team_id, "repository")
-    if "repo_path" in body:
-        return repositories.link_path(
+        repo = repositories.of_team(body["repository"], task.team_id, "repository")
+    elif "repo_path" in body:
+        repo = repositories.link_path(
             task.team_id,
             body["repo_path"],
             operator=server_commands.is_operator(request.user),
             field="repo_path",
         )
-    if task.repository_id is not None:
+    elif task.repository_id is not None:
         return repositories.of_team(task.repository_id, task.team_id, "repository")
-    raise ValidationFailed("repository", "is required: the task names no repository")
+    else:
+        raise ValidationFailed("repository", "is required: the task names no repository")
+    caller = principal(request)
+    if caller.agent_side and task.repository_id not in (None, repo.id):
+        raise PersonRequired(
+            f"{caller.describe()} may not make task {task.id!r}'s checkout in repository "
+            f"{repo.id!r}: the task names {task.repository_id!r}, and where its work runs "
+            "is a person's choice (GOVERNANCE §6)",
+            principal=caller.kind,
+            verb="POST /api/board/tasks/{task_id}/workspace with another repository",
+        )
+    return repo
 
 
 def _jsonable(value: Any) -> Any:

@@ -22,6 +22,7 @@ from board import store
 from board.models import Task, Workspace
 from core import machines, registry, repositories
 from core.models import AgentToken
+from tests.fixtures.gitrepos import make_repo
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -121,3 +122,40 @@ def test_a_person_still_chooses_where_a_checkout_starts(held: dict[str, Any]) ->
 
     assert made.status_code == 201, made.json()
     assert made.json()["base_sha"] == held["off_branch"]
+
+
+@pytest.fixture
+def other_repo(repos_root: Path, held: dict[str, Any]) -> Path:
+    """A second registered repository of the same team (``other``)."""
+    path = make_repo(repos_root / "other")
+    repositories.register(team="default", path=str(path), id="other")
+    return path
+
+
+@pytest.mark.parametrize("credential", ["agent key", "machine token"])
+@pytest.mark.parametrize("how", ["repository", "repo_path"])
+def test_the_agent_side_makes_its_checkout_in_its_tasks_repository_only(
+    held: dict[str, Any], other_repo: Path, credential: str, how: str
+) -> None:
+    """Where a task's work runs and lands is part of what a person approved: the
+    agent side naming another repository of its team for a task that names one is
+    refused (403, nothing written); naming the task's own is the default's answer."""
+    before = written()
+    named = {"repository": "other"} if how == "repository" else {"repo_path": str(other_repo)}
+
+    answer = held[credential].post(f"/api/board/tasks/{held['task']}/workspace", named)
+
+    assert answer.status_code == 403, answer.json()
+    assert answer.json()["error"] == "person_required"
+    assert written() == before
+    own = held[credential].post(f"/api/board/tasks/{held['task']}/workspace", {"repository": "app"})
+    assert own.status_code == 201, own.json()
+
+
+def test_a_person_still_makes_a_checkout_in_another_repository(
+    held: dict[str, Any], other_repo: Path
+) -> None:
+    made = held["person"].post(
+        f"/api/board/tasks/{held['task']}/workspace", {"repository": "other"}
+    )
+    assert made.status_code == 201, made.json()
