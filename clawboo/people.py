@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from board.judgement import NONE_CONFIGURED
 from executor.rest import Api, ApiError, Revoked
 
 LOGIN_PATH = "/api/auth/token"
@@ -198,7 +199,7 @@ def task_card(task: dict[str, Any]) -> str:
         ("route", task.get("route")),
         ("depends on", task.get("depends_on")),
         ("approval", (task.get("approval") or {}).get("state")),
-        ("verdict", (task.get("verification") or {}).get("verdict")),
+        ("verdict", verdict_text(task.get("verification"))),
         ("cents", (task.get("cost") or {}).get("cents")),
         ("error", task.get("error")),
         ("feedback", task.get("feedback")),
@@ -499,7 +500,6 @@ def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> st
 
     workspace = review.get("workspace") or {}
     verification = review.get("verification") or task.get("verification") or {}
-    gate = verification.get("gate") or {}
     out = [
         f"{task.get('id')}: {task.get('title')}  [{task.get('status')}]",
         (
@@ -507,8 +507,7 @@ def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> st
             if workspace.get("branch")
             else "branch - (no worktree: nothing was worked in git yet)"
         ),
-        f"verdict {verification.get('verdict') or '-'}"
-        + (f" ({gate.get('command')} exit {gate.get('exit_code')})" if gate else ""),
+        f"verdict {verdict_text(verification) or '-'}",
         f"cost {(review.get('cost') or {}).get('cents', 0)}¢",
     ]
     for finding in verification.get("findings") or []:
@@ -529,6 +528,23 @@ def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> st
         if entry.get("truncated"):
             out.append(f"… (cut: clawboo review {task.get('id')} --path {entry['path']})")
     return "\n".join(out) + "\n"
+
+
+def verdict_text(verification: dict[str, Any] | None) -> str | None:
+    """The verdict with why, as the board's badge says it: a failure because nothing
+    was configured to verify is "no verify command", which its builder cannot fix."""
+    if not verification or not verification.get("verdict"):
+        return None
+    verdict = str(verification["verdict"])
+    gate = verification.get("gate") or {}
+    if gate:
+        verdict += f" ({gate.get('command')} exit {gate.get('exit_code')})"
+    elif verdict == "fail" and verification.get("evidence") == NONE_CONFIGURED:
+        verdict += " (no verify command: set one on the task, its agent or its repository)"
+    override = verification.get("human_override") or {}
+    if override:
+        verdict += f", overridden by {override.get('by')}"
+    return verdict
 
 
 def cmd_review(args: argparse.Namespace) -> int:

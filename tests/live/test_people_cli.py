@@ -315,6 +315,21 @@ def test_review_of_a_task_with_no_worktree_says_so_not_none():
     assert "branch - (no worktree" in text
 
 
+def test_a_failure_with_no_verify_command_says_so_in_review_and_show():
+    # It printed "verdict fail" and nothing else, where the board says "no verify command".
+    from clawboo.people import review_text, task_card
+
+    unverified = {"verdict": "fail", "evidence": "(none configured)", "gate": None}
+    review = {"workspace": None, "diff": {"files": []}, "verification": unverified}
+    task = {"id": "t1", "title": "Say hello", "status": "in_review", "verification": unverified}
+    for text in (review_text(review, task, color=False), task_card(task)):
+        assert "fail (no verify command: set one on the task" in text, text
+    gated = {"verdict": "fail", "gate": {"command": "make test", "exit_code": 2}}
+    assert "verdict fail (make test exit 2)" in review_text(
+        {**review, "verification": gated}, task, color=False
+    )
+
+
 def test_task_wait_at_a_terminal_says_where_the_task_is_while_it_waits(monkeypatch, capsys):
     import argparse
 
