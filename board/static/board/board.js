@@ -732,8 +732,7 @@ async function renderDetail(task) {
       }).join(", ") || "—")),
       el("dt", {}, "verification"), el("dd", { class: v && v.verdict ? "verdict-" + v.verdict : "" },
         v ? `${v.verdict || "—"}${v.human_override ? " (override by " + v.human_override.by + ")" : ""}` : "unverified"),
-      el("dt", {}, "cost"), el("dd", {}, `${cost.tokens || 0} tokens, ${cost.cents || 0}¢`
-        + (cost.tree_cents !== undefined ? `; with subtasks ${cost.tree_tokens || 0} tokens, ${cost.tree_cents || 0}¢` : "")
+      el("dt", {}, "cost"), el("dd", { id: "detail-cost" }, S.costText(cost)
         + (task.max_run_cents ? `; ceiling ${task.max_run_cents}¢ a run` : "")),
       el("dt", {}, "worktree"), el("dd", {}, task.worktree_ref ? `${task.worktree_ref} @ ${task.branch_ref || ""}` : "—"),
       el("dt", {}, "error"), el("dd", {}, task.error || "—"),

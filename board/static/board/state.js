@@ -342,6 +342,22 @@ export function runCost(execution) {
   return `${execution.cost_cents}¢` + (execution.cost_status === "estimated" ? " (estimated)" : "");
 }
 
+// A task's cost in words, for the detail panel and the review panel's total: its
+// subtasks' only when they add to it, and runs with no price said, not counted as 0¢
+// (the review panel knows its runs; the detail panel passes none).
+export function costText(cost, executions) {
+  const c = cost || {};
+  const unknown = (executions || []).filter((x) => x.cost_status === "unknown").length;
+  const all = unknown > 0 && unknown === executions.length;
+  let text = `${c.tokens || 0} tokens, ` + (all && !c.cents ? "cost unknown" : `${c.cents || 0}¢`);
+  if (unknown && !all) text += ` (+ ${unknown} run${unknown === 1 ? "" : "s"} of unknown cost)`;
+  if (c.tree_cents !== undefined && c.tree_cents !== null
+      && (c.tree_cents !== c.cents || c.tree_tokens !== c.tokens)) {
+    text += `; with subtasks ${c.tree_tokens || 0} tokens, ${c.tree_cents || 0}¢`;
+  }
+  return text;
+}
+
 // What the last review action said about a task stands while the task keeps the
 // status it had then: "Queued to land" is stale once the queue has landed it.
 export function noteStands(note, task) {
