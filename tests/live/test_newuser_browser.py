@@ -72,3 +72,28 @@ def test_a_short_unpriced_run_reads_in_milliseconds_and_cost_unknown_not_0s_and_
         assert page.locator("#detail-cost").inner_text() == "0 tokens, 0¢"
         screenshot(page, "board-trace-summary.png", tmp_path)
         browser.close()
+
+
+def test_two_fires_of_one_routine_tell_apart_on_their_cards(daphne, operator, tmp_path):
+    # Each fire is titled as its routine and its id differs only in the tail the card
+    # cuts off: four identical "Say hello" cards in review.
+    slots = [1_796_584_800_000, 1_796_584_920_000]  # two minutes apart
+    fires = [
+        store.create_task(
+            title="Say hello", metadata={"routine_id": "e20e65c35282fae5", "slot_at": slot}
+        ).task
+        for slot in slots
+    ]
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        shown = []
+        for task in fires:
+            chip = page.locator(f"[data-task-id='{task.id}'] .routine-fire")
+            chip.wait_for(timeout=10_000)
+            shown.append(chip.inner_text())
+            assert "e20e65c35282fae5" in chip.get_attribute("title")
+        assert shown[0] != shown[1] and all(text.startswith("⟳ fired ") for text in shown), shown
+        screenshot(page, "board-routine-fires.png", tmp_path)
+        browser.close()

@@ -342,6 +342,20 @@ export function runCost(execution) {
   return `${execution.cost_cents}¢` + (execution.cost_status === "estimated" ? " (estimated)" : "");
 }
 
+// A routine's fire on its card: every fire has the routine's title, and the ids differ
+// only in their cut-off tail, so the card says which slot it is ("⟳ fired 19:20", the
+// date too when not today). Null for a task no routine filed.
+export function routineFire(task, now = new Date()) {
+  const meta = task.metadata || {};
+  if (!meta.routine_id || typeof meta.slot_at !== "number") return null;
+  const at = new Date(meta.slot_at);
+  const pad = (n) => String(n).padStart(2, "0");
+  const clock = `${pad(at.getHours())}:${pad(at.getMinutes())}`;
+  const sameDay = at.toDateString() === now.toDateString();
+  const day = sameDay ? "" : `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())} `;
+  return { text: `⟳ fired ${day}${clock}`, title: `routine ${meta.routine_id}'s fire for ${at.toLocaleString()}` };
+}
+
 // A task's cost in words, for the detail panel and the review panel's total: its
 // subtasks' only when they add to it, and runs with no price said, not counted as 0¢
 // (the review panel knows its runs; the detail panel passes none).

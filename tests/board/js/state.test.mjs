@@ -200,3 +200,13 @@ test("a task's cost names its subtasks only when they add, and runs with no pric
   assert.equal(S.costText({ tokens: 10, cents: 12, tree_tokens: 30, tree_cents: 42 }),
     "10 tokens, 12¢; with subtasks 30 tokens, 42¢");
 });
+
+test("a routine's fire says its slot, so two fires of one routine tell apart", () => {
+  const now = new Date(2030, 0, 7, 12, 0);
+  const fire = (at) => ({ metadata: { routine_id: "r1", slot_at: at.getTime() } });
+  assert.equal(S.routineFire(fire(new Date(2030, 0, 7, 9, 5)), now).text, "⟳ fired 09:05");
+  assert.equal(S.routineFire(fire(new Date(2030, 0, 6, 23, 58)), now).text, "⟳ fired 2030-01-06 23:58");
+  assert.match(S.routineFire(fire(new Date(2030, 0, 7, 9, 5)), now).title, /^routine r1's fire for /);
+  assert.equal(S.routineFire({ metadata: { kind: "code" } }, now), null);
+  assert.equal(S.routineFire({}, now), null);
+});
