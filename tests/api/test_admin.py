@@ -325,6 +325,25 @@ def test_the_agent_admin_pauses_and_resumes_and_sets_labels_and_limit(operator):
     assert Agent.objects.get(pk="gpu").state == "active"
 
 
+def test_pause_and_resume_in_the_agent_admin_say_what_they_did(operator):
+    # Both actions answered with the bare list: no word that anything happened.
+    for agent_id in ("gpu", "cpu"):
+        registry.create_agent(id=agent_id, display_name=agent_id, team="default", runtime="codex")
+    registry.pause_agent("cpu", "", by="op")
+
+    def act(action):
+        answer = operator.post(
+            "/admin/clawboo/agent/",
+            {"action": action, "_selected_action": ["gpu", "cpu"]},
+            follow=True,
+        )
+        return messages_of(answer)
+
+    assert act("pause_agents") == ["Paused 1 agent(s): gpu; already paused: cpu"]
+    assert act("resume_agents") == ["Resumed 2 agent(s): cpu, gpu"]
+    assert act("resume_agents") == ["Resumed 0 agent(s); not paused: cpu, gpu"]
+
+
 def test_the_task_admin_sets_a_route(operator):
     registry.create_agent(id="bob", display_name="Bob", team="default", runtime="codex")
     response = operator.post(
