@@ -343,12 +343,19 @@ def cmd_task_edit(args: argparse.Namespace) -> int:
 
 
 def cmd_task_move(args: argparse.Namespace) -> int:
+    client = Client.from_login()
+    if args.status == "done" and client.call("GET", task_path(args.id)).get("status") == (
+        "in_review"
+    ):
+        # As the board's and the console's "done" on a task in review: approve, which
+        # lands its change. A plain transition left it on its branch and said "done".
+        return _land(client, args)
     body: dict[str, Any] = {"to": args.status}
     if args.agent:
         body["agent_id"] = args.agent
     if args.override:
         body["human_override"] = {"reason": args.override}
-    task = Client.from_login().call("POST", task_path(args.id, "/transition"), body)
+    task = client.call("POST", task_path(args.id, "/transition"), body)
     emit(args, task, lambda t: table([t], TASK_COLUMNS))
     return 0
 
@@ -406,6 +413,11 @@ def cmd_task_approve(args: argparse.Namespace) -> int:
         emit(args, done, lambda t: f"approved {t['id']}: it may start now\n")
         return 0
     # Anything else goes to approve, whose refusal (not in review …) is the answer.
+    return _land(client, args)
+
+
+def _land(client: Client, args: argparse.Namespace) -> int:
+    """Approve the task's change in review: it lands (or queues, or conflicts)."""
     land: dict[str, Any] = {}
     if args.override:
         land["human_override"] = {"reason": args.override}
@@ -746,7 +758,9 @@ def parser() -> argparse.ArgumentParser:
     p = command(task, "edit", cmd_task_edit, "change a task's fields")
     p.add_argument("id")
     fields(p, title=False)
-    p = command(task, "move", cmd_task_move, "move a task to another status")
+    p = command(
+        task, "move", cmd_task_move, "move a task to another status (in review to done: approve)"
+    )
     p.add_argument("id")
     p.add_argument("status", choices=STATUSES)
     p.add_argument("--agent", help="into in_progress: the agent that works it")

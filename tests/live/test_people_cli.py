@@ -397,3 +397,37 @@ def test_task_list_says_when_it_shows_only_the_first_page(monkeypatch, capsys):
     which["page"] = "all"
     assert people.cmd_task_list(args) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_task_move_to_done_of_a_task_in_review_approves_and_lands_it(monkeypatch, capsys):
+    # It posted a plain transition: the task said "done" and its change stayed on its
+    # branch, where the board's and the console's "done" go through approve.
+    import argparse
+
+    from clawboo import people
+
+    calls = []
+    landed = {
+        "result": "landed",
+        "task": {"id": "t1", "status": "done"},
+        "base_branch": "main",
+        "commit": "53395431d6a8aa",
+        "strategy": "squash",
+    }
+
+    class Server:
+        def call(self, method, path, body=None):
+            calls.append((method, path))
+            if method == "GET":
+                return {"id": "t1", "status": which["status"], "title": "One"}
+            return landed if path.endswith("/approve") else {"id": "t1", "status": "done"}
+
+    which = {"status": "in_review"}
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(id="t1", status="done", agent=None, override=None, json=False)
+    assert people.cmd_task_move(args) == 0
+    assert calls[-1] == ("POST", "/api/board/tasks/t1/approve")
+    assert capsys.readouterr().out == "landed t1 on main as 53395431d6a8 (squash)\n"
+    which["status"] = "in_progress"  # nothing to land: the plain move, as before
+    assert people.cmd_task_move(args) == 0
+    assert calls[-1] == ("POST", "/api/board/tasks/t1/transition")
