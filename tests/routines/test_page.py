@@ -297,3 +297,13 @@ def test_a_fire_under_a_minute_ago_reads_just_now_not_0_minutes_ago(browser, clo
     clock.shift(timedelta(minutes=5))  # five minutes after the fire: the usual words
     text = text_of(browser.get("/board/routines/"))
     assert "minutes ago" in text and "just now" not in text
+
+
+def test_the_pages_links_keep_the_chosen_team(browser, clock):
+    # "Board" on Ops's routines page went to /board/, the default team's board.
+    for path in ("/board/routines/?team=ops", "/board/usage/?team=ops"):
+        body = browser.get(path).content.decode()
+        for page in ("/board/", "/board/routines/", "/board/usage/"):
+            assert f'href="{page}?team=ops"' in body, (path, page)
+    everyone = browser.get("/board/routines/").content.decode()
+    assert 'href="/board/"' in everyone and "?team=" not in everyone
