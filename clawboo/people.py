@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from board.judgement import NONE_CONFIGURED
+from board.transitions import TERMINAL
 from executor.rest import Api, ApiError, Revoked
 
 LOGIN_PATH = "/api/auth/token"
@@ -488,6 +489,13 @@ def cmd_task_wait(args: argparse.Namespace) -> int:
         if task.get("status") in wanted:
             emit(args, task, lambda t: table([t], TASK_COLUMNS))
             return 0
+        if task.get("status") in TERMINAL:
+            # Done and cancelled are never left: waiting out the timeout (300 s by
+            # default) would only end in the same answer.
+            raise Failure(
+                f"clawboo: {args.id} is {task.get('status')}, which a task never leaves: "
+                f"it will not reach {'|'.join(args.status)}"
+            )
         if time.monotonic() >= deadline:
             raise Failure(
                 f"clawboo: timeout: {args.id} is {task.get('status')} after {args.timeout:g} s"

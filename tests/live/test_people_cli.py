@@ -431,3 +431,29 @@ def test_task_move_to_done_of_a_task_in_review_approves_and_lands_it(monkeypatch
     which["status"] = "in_progress"  # nothing to land: the plain move, as before
     assert people.cmd_task_move(args) == 0
     assert calls[-1] == ("POST", "/api/board/tasks/t1/transition")
+
+
+def test_task_wait_for_a_status_a_done_task_cannot_reach_answers_at_once(monkeypatch):
+    # It polled until the timeout (300 s by default) for a task already done.
+    import argparse
+
+    from clawboo import people
+
+    polls = []
+
+    class Server:
+        def call(self, method, path, body=None):
+            polls.append(path)
+            return {"id": "t1", "title": "Add multiply()", "status": "done"}
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    monkeypatch.setattr(people.time, "sleep", lambda s: None)
+    args = argparse.Namespace(id="t1", status=["in_review"], timeout=300.0, json=False)
+    with pytest.raises(people.Failure) as failed:
+        people.cmd_task_wait(args)
+    assert failed.value.line == (
+        "clawboo: t1 is done, which a task never leaves: it will not reach in_review"
+    )
+    assert len(polls) == 1
+    args.status = ["done"]  # what it is already: the answer, as before
+    assert people.cmd_task_wait(args) == 0
