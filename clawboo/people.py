@@ -221,6 +221,12 @@ def cmd_login(args: argparse.Namespace) -> int:
         from_stdin = args.token == "-"  # noqa: S105 - the stdin marker, not a key
         token = sys.stdin.readline().strip() if from_stdin else args.token
     else:
+        if args.password_stdin and not args.username:
+            # The prompt would read the piped password as the username, and the login
+            # fail as "wrong username or password".
+            raise Failure(
+                "clawboo: --password-stdin needs --username (stdin holds the password)", 2
+            )
         username = args.username or input("username: ").strip()
         if args.password_stdin:
             password = sys.stdin.readline().rstrip("\n")

@@ -457,3 +457,24 @@ def test_task_wait_for_a_status_a_done_task_cannot_reach_answers_at_once(monkeyp
     assert len(polls) == 1
     args.status = ["done"]  # what it is already: the answer, as before
     assert people.cmd_task_wait(args) == 0
+
+
+def test_login_with_password_stdin_and_no_username_says_what_is_missing(monkeypatch):
+    # The username prompt read the piped password, and the answer was "401 wrong
+    # username or password".
+    import argparse
+    import io
+
+    from clawboo import people
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("s3cret\n"))
+    args = argparse.Namespace(
+        server="http://127.0.0.1:9", token=None, username=None, password_stdin=True
+    )
+    with pytest.raises(people.Failure) as failed:
+        people.cmd_login(args)
+    assert failed.value.line == (
+        "clawboo: --password-stdin needs --username (stdin holds the password)"
+    )
+    assert failed.value.status == 2
+    assert sys.stdin.read() == "s3cret\n"  # nothing was read, nothing was sent
