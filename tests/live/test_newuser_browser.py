@@ -1,7 +1,8 @@
 """What a new user tripped on in an hour on the board, fixed and shown in a real browser:
 the header's budget pill reads (its text was the header's light ink on a light chip), and
 the trace's summary says how long a run took in its own case and under a second ("OVER
-0S" before); a total over runs with no price says "cost unknown", not 0¢.
+0S" before); a total over runs with no price says "cost unknown", not 0¢; two fires of
+one routine tell apart; approving unverified work says nothing verified it.
 
 ``CLAWBOO_SCREENSHOTS=DIR`` writes the pictures there (see ``browsing.screenshot``)."""
 
@@ -96,4 +97,28 @@ def test_two_fires_of_one_routine_tell_apart_on_their_cards(daphne, operator, tm
             assert "e20e65c35282fae5" in chip.get_attribute("title")
         assert shown[0] != shown[1] and all(text.startswith("⟳ fired ") for text in shown), shown
         screenshot(page, "board-routine-fires.png", tmp_path)
+        browser.close()
+
+
+def test_approving_work_nothing_verified_says_so_not_fail_over_none_configured(
+    daphne, operator, tmp_path
+):
+    task = store.create_task(title="Say hello", file_mutating=False).task
+    assert store.claim(task.id, "builder", "command").ok
+    store.set_verdict(task.id, "fail", "(none configured)")
+    store.await_review(task.id)
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        page.locator(f"[data-task-id='{task.id}']").click()
+        page.click("#approve-btn")
+        dialog = page.locator("dialog[open]")
+        dialog.wait_for(timeout=5_000)
+        # It read "Verification is fail." over the evidence "(none configured)".
+        text = dialog.inner_text()
+        assert "Nothing verified it: no verify command is configured" in text, text
+        assert "(none configured)" not in text and "Verification is fail" not in text
+        assert dialog.locator("#override-reason").is_visible()  # still an override
+        screenshot(page, "board-approve-unverified.png", tmp_path)
         browser.close()

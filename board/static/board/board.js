@@ -545,10 +545,14 @@ async function claimDialog(task) {
 
 function overrideField(task) {
   const v = task.verification || {};
+  const override = `Landing it anyway is an override recorded as ${config.user}'s, with your reason.`;
+  // Nothing ran to fail: say so, as the card and the panel do, not "fail" over "(none configured)".
+  const unverified = S.unverified(v, state.noneConfigured);
   return [
-    el("p", {}, "Verification is ", el("strong", { class: "verdict-" + v.verdict }, v.verdict),
-      `. Landing it anyway is an override recorded as ${config.user}'s, with your reason.`),
-    v.evidence ? el("pre", { class: "evidence" }, v.evidence.slice(-1500)) : null,
+    unverified
+      ? el("p", { class: "unverified" }, "Nothing verified it: no verify command is configured for this task, its agent or its repository. ", override)
+      : el("p", {}, "Verification is ", el("strong", { class: "verdict-" + v.verdict }, v.verdict), `. ${override}`),
+    v.evidence && !unverified ? el("pre", { class: "evidence" }, v.evidence.slice(-1500)) : null,
     el("label", {}, "Why override the verdict?", el("textarea", { name: "reason", id: "override-reason", rows: "3", required: true })),
   ];
 }

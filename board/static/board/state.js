@@ -289,11 +289,16 @@ export function sameRoute(a, b) {
 
 // The verification badge: {kind, text, title}, or null for no verdict. A failure
 // because nothing was configured to verify says so: a builder cannot fix it.
+// A fail because nothing was configured to verify (no gate ran).
+export function unverified(v, noneConfigured) {
+  return Boolean(v && v.verdict === "fail" && !v.gate && v.evidence === noneConfigured);
+}
+
 export function verdictBadge(v, noneConfigured) {
   if (!v || !v.verdict) return null;
   const overridden = v.human_override ? ` (override by ${v.human_override.by})` : "";
   if (v.verdict === "pass") return { kind: "ok", text: "✓ verified", title: "verification passed" };
-  if (v.verdict === "fail" && !v.gate && v.evidence === noneConfigured) {
+  if (unverified(v, noneConfigured)) {
     return { kind: "warn", text: "no verify command" + (v.human_override ? " · overridden" : ""),
       title: "no verify command is configured for this task or its repository" + overridden };
   }
