@@ -120,5 +120,8 @@ def test_approving_work_nothing_verified_says_so_not_fail_over_none_configured(
         assert "Nothing verified it: no verify command is configured" in text, text
         assert "(none configured)" not in text and "Verification is fail" not in text
         assert dialog.locator("#override-reason").is_visible()  # still an override
+        # Worked in place: nothing lands, and the dialog said "lands the task's change".
+        assert "there is no change to land" in dialog.locator("#approve-what").inner_text()
+        assert page.locator("#ask-ok").inner_text() == "Approve"
         screenshot(page, "board-approve-unverified.png", tmp_path)
         browser.close()

@@ -609,9 +609,12 @@ async function approve(task) {
   const override = needsOverride(task);
   const data = await ask({
     title: `Approve "${task.title}"`,
-    body: [el("p", {}, "Approving lands the task's change on its base branch and moves it to Done."),
-      override ? overrideField(task) : null],
-    ok: "Approve and land",
+    // A task worked in place has no branch: nothing lands, and the dialog said it would.
+    body: [el("p", { id: "approve-what" }, task.worktree_ref
+      ? "Approving lands the task's change on its base branch and moves it to Done."
+      : "Approving moves it to Done. It has no worktree, so there is no change to land."),
+    override ? overrideField(task) : null],
+    ok: task.worktree_ref ? "Approve and land" : "Approve",
     okClass: override ? "danger" : "ok",
     validate: (d) => (override && !String(d.get("reason") || "").trim() ? "Say why the verdict is overridden." : null),
   });
