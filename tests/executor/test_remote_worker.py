@@ -494,3 +494,19 @@ def test_a_remote_run_takes_its_tasks_model_over_its_agents_as_a_local_run_does(
         worker.wait(10)
     argv = claude.call()["argv"]
     assert argv[argv.index("--model") + 1] == "claude-haiku-4-5", task.id
+
+
+def test_the_connected_line_names_the_host_the_board_shows_for_the_worker():
+    # It said "connected to … as vm" (the machine's name) while the board said the
+    # agent "runs on gpu-1" (the name the machine key was minted for).
+    from executor.remote import connected_line
+
+    bound = [{"id": "coder", "runs_on": {"host": "gpu-1", "seen_at": None, "live": False}}]
+    assert connected_line("https://board", bound, "vm") == (
+        "connected to https://board as gpu-1 (this machine: vm): coder"
+    )
+    same = [{"id": "coder", "runs_on": {"host": "vm", "seen_at": None, "live": True}}]
+    assert connected_line("https://board", same, "vm") == "connected to https://board as vm: coder"
+    assert connected_line("https://board", [{"id": "coder", "runs_on": None}], "vm") == (
+        "connected to https://board as vm: coder"
+    )
