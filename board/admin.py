@@ -185,6 +185,10 @@ class TaskForm(forms.ModelForm):
             self.fields["id"].help_text = "Leave empty to generate one."
         if self.instance.pk and self.instance.touches:
             self.initial["touches"] = "\n".join(self.instance.touches)
+        repository: Any = self.fields.get("repository")
+        if self.instance.pk and repository is not None:
+            # Its own team's repositories: another team's was offered, and refused on save.
+            repository.queryset = repository.queryset.filter(team_id=self.instance.team_id)
 
     def clean_touches(self) -> list[str] | None:
         text = str(self.cleaned_data.get("touches") or "")

@@ -66,4 +66,6 @@ def chart(daily: list[dict[str, Any]]) -> dict[str, Any]:
         "base": CHART_H - PAD,
         "first": daily[0]["day"] if daily else "",
         "last": daily[-1]["day"] if daily else "",
+        # Nothing spent: an empty chart scaled to "1¢" read as a broken one.
+        "empty": not any(d["cents"] for d in daily),
     }

@@ -26,6 +26,8 @@ USAGE = """usage: clawboo <command> [options]
   approve_agents     approve what agents run on this server (operators)
   createsuperuser    an admin user
   migrate            apply database migrations (up does it too)
+  create_machine_token --host H --agent A [--agent …]
+                     print the key a remote worker connects with (--revoke N)
   worker --server URL --token KEY [--agent A ...]
                      a remote worker: runs agents on this host over HTTPS only
                      (no database; see docs/remote-workers.md)
@@ -34,7 +36,8 @@ USAGE = """usage: clawboo <command> [options]
   help [command]     every command, or one command's options
 
 for people (a client of the REST API; `clawboo <command> --help` for options):
-  login --server URL log in with your username and password (or --token KEY)
+  login --server URL
+                     log in with your username and password (or --token KEY)
   task list|show|create|edit|move|comment|claim|approve|deny|wait
   review ID          a task's diff and verdict; --approve or --request-changes TEXT
   approvals          what waits for your decision (--decide ID DECISION)

@@ -29,6 +29,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from board.judgement import NONE_CONFIGURED
+from board.transitions import TERMINAL
 from executor.rest import Api, ApiError, Revoked
 
 LOGIN_PATH = "/api/auth/token"
@@ -198,7 +200,7 @@ def task_card(task: dict[str, Any]) -> str:
         ("route", task.get("route")),
         ("depends on", task.get("depends_on")),
         ("approval", (task.get("approval") or {}).get("state")),
-        ("verdict", (task.get("verification") or {}).get("verdict")),
+        ("verdict", verdict_text(task.get("verification"))),
         ("cents", (task.get("cost") or {}).get("cents")),
         ("error", task.get("error")),
         ("feedback", task.get("feedback")),
@@ -219,6 +221,12 @@ def cmd_login(args: argparse.Namespace) -> int:
         from_stdin = args.token == "-"  # noqa: S105 - the stdin marker, not a key
         token = sys.stdin.readline().strip() if from_stdin else args.token
     else:
+        if args.password_stdin and not args.username:
+            # The prompt would read the piped password as the username, and the login
+            # fail as "wrong username or password".
+            raise Failure(
+                "clawboo: --password-stdin needs --username (stdin holds the password)", 2
+            )
         username = args.username or input("username: ").strip()
         if args.password_stdin:
             password = sys.stdin.readline().rstrip("\n")
@@ -342,12 +350,19 @@ def cmd_task_edit(args: argparse.Namespace) -> int:
 
 
 def cmd_task_move(args: argparse.Namespace) -> int:
+    client = Client.from_login()
+    if args.status == "done" and client.call("GET", task_path(args.id)).get("status") == (
+        "in_review"
+    ):
+        # As the board's and the console's "done" on a task in review: approve, which
+        # lands its change. A plain transition left it on its branch and said "done".
+        return _land(client, args)
     body: dict[str, Any] = {"to": args.status}
     if args.agent:
         body["agent_id"] = args.agent
     if args.override:
         body["human_override"] = {"reason": args.override}
-    task = Client.from_login().call("POST", task_path(args.id, "/transition"), body)
+    task = client.call("POST", task_path(args.id, "/transition"), body)
     emit(args, task, lambda t: table([t], TASK_COLUMNS))
     return 0
 
@@ -405,6 +420,11 @@ def cmd_task_approve(args: argparse.Namespace) -> int:
         emit(args, done, lambda t: f"approved {t['id']}: it may start now\n")
         return 0
     # Anything else goes to approve, whose refusal (not in review …) is the answer.
+    return _land(client, args)
+
+
+def _land(client: Client, args: argparse.Namespace) -> int:
+    """Approve the task's change in review: it lands (or queues, or conflicts)."""
     land: dict[str, Any] = {}
     if args.override:
         land["human_override"] = {"reason": args.override}
@@ -475,6 +495,13 @@ def cmd_task_wait(args: argparse.Namespace) -> int:
         if task.get("status") in wanted:
             emit(args, task, lambda t: table([t], TASK_COLUMNS))
             return 0
+        if task.get("status") in TERMINAL:
+            # Done and cancelled are never left: waiting out the timeout (300 s by
+            # default) would only end in the same answer.
+            raise Failure(
+                f"clawboo: {args.id} is {task.get('status')}, which a task never leaves: "
+                f"it will not reach {'|'.join(args.status)}"
+            )
         if time.monotonic() >= deadline:
             raise Failure(
                 f"clawboo: timeout: {args.id} is {task.get('status')} after {args.timeout:g} s"
@@ -499,7 +526,6 @@ def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> st
 
     workspace = review.get("workspace") or {}
     verification = review.get("verification") or task.get("verification") or {}
-    gate = verification.get("gate") or {}
     out = [
         f"{task.get('id')}: {task.get('title')}  [{task.get('status')}]",
         (
@@ -507,8 +533,7 @@ def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> st
             if workspace.get("branch")
             else "branch - (no worktree: nothing was worked in git yet)"
         ),
-        f"verdict {verification.get('verdict') or '-'}"
-        + (f" ({gate.get('command')} exit {gate.get('exit_code')})" if gate else ""),
+        f"verdict {verdict_text(verification) or '-'}",
         f"cost {(review.get('cost') or {}).get('cents', 0)}¢",
     ]
     for finding in verification.get("findings") or []:
@@ -529,6 +554,23 @@ def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> st
         if entry.get("truncated"):
             out.append(f"… (cut: clawboo review {task.get('id')} --path {entry['path']})")
     return "\n".join(out) + "\n"
+
+
+def verdict_text(verification: dict[str, Any] | None) -> str | None:
+    """The verdict with why, as the board's badge says it: a failure because nothing
+    was configured to verify is "no verify command", which its builder cannot fix."""
+    if not verification or not verification.get("verdict"):
+        return None
+    verdict = str(verification["verdict"])
+    gate = verification.get("gate") or {}
+    if gate:
+        verdict += f" ({gate.get('command')} exit {gate.get('exit_code')})"
+    elif verdict == "fail" and verification.get("evidence") == NONE_CONFIGURED:
+        verdict += " (no verify command: set one on the task, its agent or its repository)"
+    override = verification.get("human_override") or {}
+    if override:
+        verdict += f", overridden by {override.get('by')}"
+    return verdict
 
 
 def cmd_review(args: argparse.Namespace) -> int:
@@ -730,7 +772,9 @@ def parser() -> argparse.ArgumentParser:
     p = command(task, "edit", cmd_task_edit, "change a task's fields")
     p.add_argument("id")
     fields(p, title=False)
-    p = command(task, "move", cmd_task_move, "move a task to another status")
+    p = command(
+        task, "move", cmd_task_move, "move a task to another status (in review to done: approve)"
+    )
     p.add_argument("id")
     p.add_argument("status", choices=STATUSES)
     p.add_argument("--agent", help="into in_progress: the agent that works it")

@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from core import agent_secrets, machines, registry, repositories
 from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField, ReadOnlyAdmin
 from core.errors import ClawbooError
-from core.models import Agent, Event, Forge, Heartbeat, MachineToken, Repository, Team
+from core.models import Agent, AgentState, Event, Forge, Heartbeat, MachineToken, Repository, Team
 
 
 @admin.register(Team)
@@ -150,13 +150,31 @@ class AgentAdmin(DataLayerAdmin):
     @admin.action(description="Pause the selected agents (they claim nothing until resumed)")
     def pause_agents(self, request: HttpRequest, queryset: Any) -> None:
         who = request.user.get_username()
+        paused: list[str] = []
+        already: list[str] = []
         for agent in queryset:
-            registry.pause_agent(agent.pk, f"paused in the admin by {who}", by=who)
+            _, changed = registry.pause_agent(agent.pk, f"paused in the admin by {who}", by=who)
+            (paused if changed else already).append(agent.pk)
+        self._said(request, "Paused", paused, already, "already paused")
 
     @admin.action(description="Resume the selected agents (their breaker count starts over)")
     def resume_agents(self, request: HttpRequest, queryset: Any) -> None:
+        resumed: list[str] = []
+        not_paused: list[str] = []
         for agent in queryset:
+            was_paused = agent.state == AgentState.PAUSED
             registry.resume_agent(agent.pk, by=request.user.get_username())
+            (resumed if was_paused else not_paused).append(agent.pk)
+        self._said(request, "Resumed", resumed, not_paused, "not paused")
+
+    def _said(
+        self, request: HttpRequest, verb: str, done: list[str], left: list[str], why: str
+    ) -> None:
+        # The action said nothing at all: the list's state column was the only answer.
+        text = f"{verb} {len(done)} agent(s)" + (f": {', '.join(done)}" if done else "")
+        if left:
+            text += f"; {why}: {', '.join(left)}"
+        self.message_user(request, text, messages.SUCCESS if done else messages.WARNING)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
         data = form.cleaned_data

@@ -10,7 +10,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput, JSONString
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 
 from core.errors import ClawbooError
 
@@ -18,14 +18,39 @@ from core.errors import ClawbooError
 class SaveRefused(Exception):
     """A data layer refused an admin save; the message is already shown."""
 
+    def __init__(self, error: ClawbooError) -> None:
+        super().__init__(error.detail)
+        self.error = error
+
 
 class DataLayerAdmin(admin.ModelAdmin):
     """``save_model`` calls a data layer; a refusal is shown on the form's page and
-    nothing is saved (the admin's transaction rolls back)."""
+    nothing is saved (the admin's transaction rolls back). The form comes back as it
+    was typed, the refusal beside the field it names (or above the form), so the
+    operator corrects one value instead of typing the whole form again."""
 
     def refuse(self, request: HttpRequest, exc: ClawbooError) -> SaveRefused:
         self.message_user(request, f"Not saved: {exc.detail}", messages.ERROR)
-        return SaveRefused(exc.detail)
+        return SaveRefused(exc)
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        refusal: ClawbooError | None = getattr(request, "_clawboo_refusal", None)
+        if refusal is None:
+            return form
+        # "settings.argv" names the form's "settings" field.
+        field = str(refusal.extra.get("field") or "").split(".")[0]
+        detail = refusal.detail
+
+        class RefusedForm(form):  # type: ignore[misc,valid-type]
+            def clean(self) -> Any:
+                data = super().clean()
+                self.add_error(field if field in self.fields else None, detail)
+                return data
+
+        return RefusedForm
 
     def changeform_view(
         self,
@@ -36,8 +61,10 @@ class DataLayerAdmin(admin.ModelAdmin):
     ) -> HttpResponse:
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
-        except SaveRefused:
-            return HttpResponseRedirect(request.get_full_path())
+        except SaveRefused as refused:
+            # The first pass rolled back; the second shows the bound form, now invalid.
+            request._clawboo_refusal = refused.error  # type: ignore[attr-defined]
+            return super().changeform_view(request, object_id, form_url, extra_context)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -185,6 +185,10 @@ def narration_for(event: Event) -> str | None:
         return f"{title} waits for a person's approval again (it changed)"
     if event.kind == "approval_expired":
         return f"Nobody approved {title} in time: its approval expired"
+    if event.kind == "completed" and event.payload.get("prev_status") == "in_review" and who:
+        # A person's yes to the work in review (approve, which lands it): "completed"
+        # read as if they had done the work.
+        return f"{who} approved {title}"
     verb = _VERBS.get(event.kind)
     if verb is None:
         return None

@@ -88,6 +88,17 @@ class Refused(Exception):
     """This worker will not run an agent it was given (:func:`remote_refusal`)."""
 
 
+def connected_line(server: str, agents: list[dict[str, Any]], hostname: str) -> str:
+    """The worker's first line: the host its key names on the server (the name the
+    board's Agents panel shows: "runs on gpu-1"), and this machine's own name when
+    they differ. It said only the machine's name, which the board never shows."""
+    named = sorted({a["runs_on"]["host"] for a in agents if a.get("runs_on")})
+    who = (
+        hostname if named in ([], [hostname]) else f"{', '.join(named)} (this machine: {hostname})"
+    )
+    return f"connected to {server} as {who}: {', '.join(a['id'] for a in agents)}"
+
+
 class Worker:
     def __init__(
         self,
@@ -130,7 +141,10 @@ class Worker:
             for team in teams
         ]
         self.beat()
-        log.info("connected to %s as %s: %s", self.api.server, self.host, ", ".join(self.agents))
+        # Read again after the beat: of several keys bound to an agent, the board names
+        # the one seen last, which is now this worker's.
+        seen = [self.agent(a) for a in self.agents]
+        log.info("%s", connected_line(self.api.server, seen, self.host))
         threading.Thread(target=self._beat_loop, name="worker-beat", daemon=True).start()
         try:
             while True:

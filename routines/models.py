@@ -87,7 +87,10 @@ class Routine(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.id} {self.cron_spec} ({self.status})"
+        # Its task's title and schedule; not the ledger's status ("idle"), which is not
+        # the state people are shown (routines.store.state_of: "armed", "late", …).
+        title = (self.task_template or {}).get("title") or self.id
+        return f"{title} ({self.cron_spec})"
 
     @property
     def is_one_shot(self) -> bool:

@@ -196,6 +196,54 @@ def test_a_refused_save_is_shown_and_writes_nothing(operator):
     assert task.status == "in_progress" and task.title == "t" and task.revision == before
 
 
+def test_a_refused_add_keeps_what_was_typed_and_names_the_field(operator):
+    # A refusal used to redirect to an empty add form: id, name, team and runtime gone.
+    response = operator.post(
+        "/admin/clawboo/agent/add/",
+        {
+            "id": "sh-bot",
+            "display_name": "Shell bot",
+            "team": "default",
+            "runtime": "command",
+            "participant_kind": "agent",
+            "settings": '{"argv": "echo hi > out.txt"}',
+        },
+    )
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    assert form["id"].value() == "sh-bot" and form["display_name"].value() == "Shell bot"
+    assert form["team"].value() == "default" and form["runtime"].value() == "command"
+    assert "settings.argv" in " ".join(form.errors["settings"])
+    assert any("Not saved" in t for t in messages_of(response))
+    from core.models import Agent
+
+    assert not Agent.objects.filter(pk="sh-bot").exists()
+
+
+def test_a_refusal_naming_no_field_of_the_form_is_shown_above_it(operator):
+    task = store.create_task(title="t").task
+    store.claim(task.id, "ada")
+    store.set_verdict(task.id, "fail", "red")
+    form = {
+        "title": "renamed",
+        "description": "",
+        "status": "done",
+        "priority": "0",
+        "labels": "[]",
+        "metadata": "{}",
+        "override_reason": "",
+        "comments-TOTAL_FORMS": "0",
+        "comments-INITIAL_FORMS": "0",
+        "executions-TOTAL_FORMS": "0",
+        "executions-INITIAL_FORMS": "0",
+    }
+    response = operator.post(f"/admin/board/task/{task.id}/change/", form)
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    assert form["title"].value() == "renamed"
+    assert "verdict" in " ".join(form.non_field_errors())
+
+
 def test_the_admin_approves_waiting_work_and_answers_tool_calls_as_the_operator(operator):
     waiting = store.create_task(title="risky", labels=["risk"]).task
     plain = store.create_task(title="plain").task
@@ -275,6 +323,25 @@ def test_the_agent_admin_pauses_and_resumes_and_sets_labels_and_limit(operator):
     assert paused.state == "paused" and paused.paused_by == "op"
     operator.post("/admin/clawboo/agent/", {"action": "resume_agents", "_selected_action": ["gpu"]})
     assert Agent.objects.get(pk="gpu").state == "active"
+
+
+def test_pause_and_resume_in_the_agent_admin_say_what_they_did(operator):
+    # Both actions answered with the bare list: no word that anything happened.
+    for agent_id in ("gpu", "cpu"):
+        registry.create_agent(id=agent_id, display_name=agent_id, team="default", runtime="codex")
+    registry.pause_agent("cpu", "", by="op")
+
+    def act(action):
+        answer = operator.post(
+            "/admin/clawboo/agent/",
+            {"action": action, "_selected_action": ["gpu", "cpu"]},
+            follow=True,
+        )
+        return messages_of(answer)
+
+    assert act("pause_agents") == ["Paused 1 agent(s): gpu; already paused: cpu"]
+    assert act("resume_agents") == ["Resumed 2 agent(s): cpu, gpu"]
+    assert act("resume_agents") == ["Resumed 0 agent(s); not paused: cpu, gpu"]
 
 
 def test_the_task_admin_sets_a_route(operator):

@@ -47,6 +47,14 @@ def test_an_agents_claim_is_the_agents_and_an_unattributed_settle_names_nobody(a
     ]
 
 
+def test_a_persons_approval_of_work_in_review_reads_approved_not_completed(api, agent):
+    task = store.create_task(title="Ship it", file_mutating=False).task
+    assert store.claim(task.id, agent.id).ok
+    store.await_review(task.id)
+    store.approve(task.id, by="ada")
+    assert chat(api)[-1]["body"] == "ada approved 'Ship it'"  # was "ada completed 'Ship it'"
+
+
 def test_a_person_chatting_is_the_lines_actor(api):
     posted = api.post("/api/teams/default/chat", {"body": "hello"}, format="json")
     assert posted.status_code == 201

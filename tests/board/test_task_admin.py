@@ -172,6 +172,21 @@ def test_a_task_made_in_the_admin_names_a_repository_or_registers_its_path(
     assert repositories.get_repository(task.repository_id).path == str(other.resolve())
 
 
+def test_a_tasks_page_offers_only_its_own_teams_repositories(operator, tmp_path, settings):
+    # Another team's repository was in the menu, and refused when chosen.
+    from core import registry, repositories
+    from tests.fixtures.gitrepos import make_repo
+
+    settings.CLAWBOO_REPO_ROOTS = [tmp_path.resolve()]
+    registry.ensure_team("acme", "Acme")
+    ours = repositories.register(team="default", path=str(make_repo(tmp_path / "ours")))
+    theirs = repositories.register(team="acme", path=str(make_repo(tmp_path / "theirs")))
+    task = store.create_task(title="t").task
+    form = operator.get(f"/admin/board/task/{task.id}/change/").context["adminform"].form
+    offered = [str(value) for value, _ in form.fields["repository"].choices if value]
+    assert offered == [ours.id], (offered, theirs.id)
+
+
 def test_staff_register_a_repository_in_the_admin_by_its_real_path(operator, tmp_path, settings):
     from core.models import Repository
     from tests.fixtures.gitrepos import make_repo

@@ -60,6 +60,20 @@ def test_the_usage_page_shows_the_figures_and_a_chart(default_team, client):
     assert '<option value="default">Default team</option>' in html
 
 
+def test_the_usage_page_says_nothing_was_spent_instead_of_an_empty_chart(default_team, client):
+    # It drew thirty empty bars under a scale of "1¢".
+    user = get_user_model().objects.create_user("ada", password="pw")
+    from core import registry
+
+    registry.add_member("default", user)
+    client.force_login(user)
+    html = client.get("/board/usage/").content.decode()
+    assert "No spend in the last 30 days" in html and 'id="usage-chart"' not in html
+    spend_on("ada", 1)
+    html = client.get("/board/usage/").content.decode()
+    assert "No spend in the last 30 days" not in html and 'id="usage-chart"' in html
+
+
 def test_the_usage_pages_team_picker_names_the_teams_as_the_routines_page_does(
     default_team, client
 ):

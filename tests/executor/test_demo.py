@@ -26,7 +26,10 @@ def test_the_demo_chain_is_worked_verified_and_lands_in_review(tmp_path, setting
     second = executor.work_once()
     assert second.task_id == "demo-divide" and second.verdict == "pass"
     assert store.get_task("demo-divide").status == "in_review"
-    assert "ready" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "ready" in said
+    # The paused routine named only the API and the admin, not the page a person has.
+    assert "resume it on the routines page, /board/routines/?team=demo" in said
 
 
 @pytest.mark.django_db(transaction=True)

@@ -567,3 +567,19 @@ def test_work_a_person_failed_is_run_again_remotely_into_review_not_done(daphne,
         worker.wait(10)
     after = store.get_task(task.id)
     assert (after.status, after.verdict) == ("in_review", "fail")
+
+
+def test_the_connected_line_names_the_host_the_board_shows_for_the_worker():
+    # It said "connected to … as vm" (the machine's name) while the board said the
+    # agent "runs on gpu-1" (the name the machine key was minted for).
+    from executor.remote import connected_line
+
+    bound = [{"id": "coder", "runs_on": {"host": "gpu-1", "seen_at": None, "live": False}}]
+    assert connected_line("https://board", bound, "vm") == (
+        "connected to https://board as gpu-1 (this machine: vm): coder"
+    )
+    same = [{"id": "coder", "runs_on": {"host": "vm", "seen_at": None, "live": True}}]
+    assert connected_line("https://board", same, "vm") == "connected to https://board as vm: coder"
+    assert connected_line("https://board", [{"id": "coder", "runs_on": None}], "vm") == (
+        "connected to https://board as vm: coder"
+    )

@@ -315,6 +315,21 @@ def test_review_of_a_task_with_no_worktree_says_so_not_none():
     assert "branch - (no worktree" in text
 
 
+def test_a_failure_with_no_verify_command_says_so_in_review_and_show():
+    # It printed "verdict fail" and nothing else, where the board says "no verify command".
+    from clawboo.people import review_text, task_card
+
+    unverified = {"verdict": "fail", "evidence": "(none configured)", "gate": None}
+    review = {"workspace": None, "diff": {"files": []}, "verification": unverified}
+    task = {"id": "t1", "title": "Say hello", "status": "in_review", "verification": unverified}
+    for text in (review_text(review, task, color=False), task_card(task)):
+        assert "fail (no verify command: set one on the task" in text, text
+    gated = {"verdict": "fail", "gate": {"command": "make test", "exit_code": 2}}
+    assert "verdict fail (make test exit 2)" in review_text(
+        {**review, "verification": gated}, task, color=False
+    )
+
+
 def test_task_wait_at_a_terminal_says_where_the_task_is_while_it_waits(monkeypatch, capsys):
     import argparse
 
@@ -382,3 +397,84 @@ def test_task_list_says_when_it_shows_only_the_first_page(monkeypatch, capsys):
     which["page"] = "all"
     assert people.cmd_task_list(args) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_task_move_to_done_of_a_task_in_review_approves_and_lands_it(monkeypatch, capsys):
+    # It posted a plain transition: the task said "done" and its change stayed on its
+    # branch, where the board's and the console's "done" go through approve.
+    import argparse
+
+    from clawboo import people
+
+    calls = []
+    landed = {
+        "result": "landed",
+        "task": {"id": "t1", "status": "done"},
+        "base_branch": "main",
+        "commit": "53395431d6a8aa",
+        "strategy": "squash",
+    }
+
+    class Server:
+        def call(self, method, path, body=None):
+            calls.append((method, path))
+            if method == "GET":
+                return {"id": "t1", "status": which["status"], "title": "One"}
+            return landed if path.endswith("/approve") else {"id": "t1", "status": "done"}
+
+    which = {"status": "in_review"}
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(id="t1", status="done", agent=None, override=None, json=False)
+    assert people.cmd_task_move(args) == 0
+    assert calls[-1] == ("POST", "/api/board/tasks/t1/approve")
+    assert capsys.readouterr().out == "landed t1 on main as 53395431d6a8 (squash)\n"
+    which["status"] = "in_progress"  # nothing to land: the plain move, as before
+    assert people.cmd_task_move(args) == 0
+    assert calls[-1] == ("POST", "/api/board/tasks/t1/transition")
+
+
+def test_task_wait_for_a_status_a_done_task_cannot_reach_answers_at_once(monkeypatch):
+    # It polled until the timeout (300 s by default) for a task already done.
+    import argparse
+
+    from clawboo import people
+
+    polls = []
+
+    class Server:
+        def call(self, method, path, body=None):
+            polls.append(path)
+            return {"id": "t1", "title": "Add multiply()", "status": "done"}
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    monkeypatch.setattr(people.time, "sleep", lambda s: None)
+    args = argparse.Namespace(id="t1", status=["in_review"], timeout=300.0, json=False)
+    with pytest.raises(people.Failure) as failed:
+        people.cmd_task_wait(args)
+    assert failed.value.line == (
+        "clawboo: t1 is done, which a task never leaves: it will not reach in_review"
+    )
+    assert len(polls) == 1
+    args.status = ["done"]  # what it is already: the answer, as before
+    assert people.cmd_task_wait(args) == 0
+
+
+def test_login_with_password_stdin_and_no_username_says_what_is_missing(monkeypatch):
+    # The username prompt read the piped password, and the answer was "401 wrong
+    # username or password".
+    import argparse
+    import io
+
+    from clawboo import people
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("s3cret\n"))
+    args = argparse.Namespace(
+        server="http://127.0.0.1:9", token=None, username=None, password_stdin=True
+    )
+    with pytest.raises(people.Failure) as failed:
+        people.cmd_login(args)
+    assert failed.value.line == (
+        "clawboo: --password-stdin needs --username (stdin holds the password)"
+    )
+    assert failed.value.status == 2
+    assert sys.stdin.read() == "s3cret\n"  # nothing was read, nothing was sent

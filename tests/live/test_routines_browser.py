@@ -175,6 +175,67 @@ def test_the_task_changelist_fits_a_1440_pixel_screen(daphne, tmp_path, settings
         browser.close()
 
 
+def test_the_routine_changelist_fits_1440_px_and_filters_by_the_state_it_shows(
+    daphne, tmp_path, settings, monkeypatch
+):
+    # It ran past the screen ("next fire (routin…" cut off), filtered by ledger words
+    # ("Idle", "Claimed") the state column never shows, and named a routine by its id.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
+    registry.ensure_team("acme", "Acme")
+    registry.create_agent(
+        id="shell-bot-with-a-long-name", display_name="Shell bot", team="acme", runtime="command"
+    )
+    armed = store.create_routine(
+        agent_id="shell-bot-with-a-long-name",
+        team="acme",
+        cron_spec="*/2 * * * *",
+        timezone="America/New_York",
+        task_template={"title": "Say hello to the whole team"},
+    )
+    paused = store.create_routine(
+        agent_id="shell-bot-with-a-long-name",
+        team="acme",
+        cron_spec="0 9 * * 1-5",
+        task_template={"title": "Tidy the notes"},
+    )
+    store.pause_routine(paused.id)
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(base + "/admin/login/?next=/admin/routines/routine/")
+        page.fill("#id_username", "op")
+        page.fill("#id_password", "pw-op-123")
+        page.click("input[type=submit]")
+        page.wait_for_url(base + "/admin/routines/routine/")
+        fits = page.evaluate(
+            """() => {
+                const results = document.querySelector('#changelist .results');
+                const table = document.querySelector('#result_list');
+                return {
+                    scroll: results.scrollWidth, client: results.clientWidth,
+                    right: table.getBoundingClientRect().right, viewport: window.innerWidth,
+                };
+            }"""
+        )
+        page.screenshot(path=str(screenshot_path(tmp_path, "admin-routines.png")))
+        assert fits["scroll"] <= fits["client"], fits
+        assert fits["right"] <= fits["viewport"], fits
+        choices = page.locator("#changelist-filter").inner_text().lower()
+        assert "armed" in choices and "late" in choices
+        assert "idle" not in choices and "claimed" not in choices
+        page.click("#changelist-filter a:text-is('paused')")
+        page.wait_for_url(lambda url: "state=paused" in url)
+        rows = page.locator("#result_list tbody tr")
+        assert rows.count() == 1 and "Tidy the notes" in rows.inner_text()
+        page.click("#result_list a:text-is('Tidy the notes')")
+        page.wait_for_url(lambda url: f"/{paused.id}/change/" in url)
+        browser.close()
+    assert str(Routine.objects.get(pk=armed.id)) == "Say hello to the whole team (*/2 * * * *)"
+
+
 def test_the_page_keeps_its_team_across_actions_and_deletes_only_after_asking(
     daphne, settings, monkeypatch
 ):

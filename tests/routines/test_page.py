@@ -297,3 +297,29 @@ def test_a_fire_under_a_minute_ago_reads_just_now_not_0_minutes_ago(browser, clo
     clock.shift(timedelta(minutes=5))  # five minutes after the fire: the usual words
     text = text_of(browser.get("/board/routines/"))
     assert "minutes ago" in text and "just now" not in text
+
+
+def test_the_pages_links_keep_the_chosen_team(browser, clock):
+    # "Board" on Ops's routines page went to /board/, the default team's board.
+    for path in ("/board/routines/?team=ops", "/board/usage/?team=ops"):
+        body = browser.get(path).content.decode()
+        for page in ("/board/", "/board/routines/", "/board/usage/"):
+            assert f'href="{page}?team=ops"' in body, (path, page)
+    everyone = browser.get("/board/routines/").content.decode()
+    assert 'href="/board/"' in everyone and "?team=" not in everyone
+
+
+def test_an_armed_routine_whose_agent_is_paused_says_its_fires_wait(browser, clock):
+    # It read "armed" and nothing else while each fire piled up in todo.
+    armed = store.create_routine(agent_id="mine", team="ops", cron_spec="0 9 * * *")
+    assert "fires wait" not in text_of(browser.get("/board/routines/"))
+    registry.pause_agent("mine", "", by="op")
+    row = browser.get("/board/routines/").content.decode()
+    row = row[row.index(f'id="routine-{armed.id}"') :].split("</tbody>")[0]
+    assert "its agent is paused: fires wait in todo" in text_of_html(row)
+    store.pause_routine(armed.id)  # a paused routine fires nothing: no word needed
+    assert "fires wait" not in text_of(browser.get("/board/routines/"))
+
+
+def text_of_html(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))

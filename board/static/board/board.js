@@ -545,10 +545,14 @@ async function claimDialog(task) {
 
 function overrideField(task) {
   const v = task.verification || {};
+  const override = `Landing it anyway is an override recorded as ${config.user}'s, with your reason.`;
+  // Nothing ran to fail: say so, as the card and the panel do, not "fail" over "(none configured)".
+  const unverified = S.unverified(v, state.noneConfigured);
   return [
-    el("p", {}, "Verification is ", el("strong", { class: "verdict-" + v.verdict }, v.verdict),
-      `. Landing it anyway is an override recorded as ${config.user}'s, with your reason.`),
-    v.evidence ? el("pre", { class: "evidence" }, v.evidence.slice(-1500)) : null,
+    unverified
+      ? el("p", { class: "unverified" }, "Nothing verified it: no verify command is configured for this task, its agent or its repository. ", override)
+      : el("p", {}, "Verification is ", el("strong", { class: "verdict-" + v.verdict }, v.verdict), `. ${override}`),
+    v.evidence && !unverified ? el("pre", { class: "evidence" }, v.evidence.slice(-1500)) : null,
     el("label", {}, "Why override the verdict?", el("textarea", { name: "reason", id: "override-reason", rows: "3", required: true })),
   ];
 }
@@ -605,9 +609,12 @@ async function approve(task) {
   const override = needsOverride(task);
   const data = await ask({
     title: `Approve "${task.title}"`,
-    body: [el("p", {}, "Approving lands the task's change on its base branch and moves it to Done."),
-      override ? overrideField(task) : null],
-    ok: "Approve and land",
+    // A task worked in place has no branch: nothing lands, and the dialog said it would.
+    body: [el("p", { id: "approve-what" }, task.worktree_ref
+      ? "Approving lands the task's change on its base branch and moves it to Done."
+      : "Approving moves it to Done. It has no worktree, so there is no change to land."),
+    override ? overrideField(task) : null],
+    ok: task.worktree_ref ? "Approve and land" : "Approve",
     okClass: override ? "danger" : "ok",
     validate: (d) => (override && !String(d.get("reason") || "").trim() ? "Say why the verdict is overridden." : null),
   });
@@ -732,8 +739,7 @@ async function renderDetail(task) {
       }).join(", ") || "—")),
       el("dt", {}, "verification"), el("dd", { class: v && v.verdict ? "verdict-" + v.verdict : "" },
         v ? `${v.verdict || "—"}${v.human_override ? " (override by " + v.human_override.by + ")" : ""}` : "unverified"),
-      el("dt", {}, "cost"), el("dd", {}, `${cost.tokens || 0} tokens, ${cost.cents || 0}¢`
-        + (cost.tree_cents !== undefined ? `; with subtasks ${cost.tree_tokens || 0} tokens, ${cost.tree_cents || 0}¢` : "")
+      el("dt", {}, "cost"), el("dd", { id: "detail-cost" }, S.costText(cost)
         + (task.max_run_cents ? `; ceiling ${task.max_run_cents}¢ a run` : "")),
       el("dt", {}, "worktree"), el("dd", {}, task.worktree_ref ? `${task.worktree_ref} @ ${task.branch_ref || ""}` : "—"),
       el("dt", {}, "error"), el("dd", {}, task.error || "—"),

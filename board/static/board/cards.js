@@ -35,6 +35,8 @@ export function badges(task) {
   if (task.route) {
     out.push(el("span", { class: "pill route", title: "routed to " + S.routeText(task.route) }, "→ " + S.routeText(task.route)));
   }
+  const fire = S.routineFire(task);
+  if (fire) out.push(el("span", { class: "pill routine-fire", title: fire.title }, fire.text));
   for (const name of task.labels || []) {
     out.push(el("span", { class: "pill label", "data-label": name, title: `label ${name}` }, name));
   }

@@ -4,7 +4,7 @@
 
 import { bidiMarked, el } from "./kit.js";
 import { pullRequestWords } from "./cards.js";
-import { runCost } from "./state.js";
+import { costText, runCost } from "./state.js";
 
 // Severities that block the change (board.judgement.BLOCKING_SEVERITIES).
 const BLOCKING = new Set(["security", "crash", "data_loss", "wrong_algorithm", "missing_ac"]);
@@ -140,9 +140,7 @@ export function reviewView(task, data, { note, approve, requestChanges }) {
   box.append(...verificationView(data.verification));
   box.append(...pullRequestView(task.pull_request));
   box.append(el("h3", {}, "Runs"),
-    el("p", {}, `total: ${data.cost.tokens} tokens, ${data.cost.cents}¢`
-      + (data.cost.tree_cents !== undefined && data.cost.tree_cents !== data.cost.cents
-        ? `; with subtasks ${data.cost.tree_tokens} tokens, ${data.cost.tree_cents}¢` : "")),
+    el("p", { class: "runs-total" }, `total: ${costText(data.cost, data.executions)}`),
     el("ol", { class: "runs" }, data.executions.map((x) => el("li", {},
       el("details", {},
         el("summary", {}, `#${x.run} ${x.agent_id} (${x.runtime || "?"}) ${x.status}${x.error_class ? " (" + x.error_class + ")" : ""} · ${x.tokens} tokens · ${runCost(x)}`),

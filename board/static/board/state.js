@@ -289,11 +289,16 @@ export function sameRoute(a, b) {
 
 // The verification badge: {kind, text, title}, or null for no verdict. A failure
 // because nothing was configured to verify says so: a builder cannot fix it.
+// A fail because nothing was configured to verify (no gate ran).
+export function unverified(v, noneConfigured) {
+  return Boolean(v && v.verdict === "fail" && !v.gate && v.evidence === noneConfigured);
+}
+
 export function verdictBadge(v, noneConfigured) {
   if (!v || !v.verdict) return null;
   const overridden = v.human_override ? ` (override by ${v.human_override.by})` : "";
   if (v.verdict === "pass") return { kind: "ok", text: "✓ verified", title: "verification passed" };
-  if (v.verdict === "fail" && !v.gate && v.evidence === noneConfigured) {
+  if (unverified(v, noneConfigured)) {
     return { kind: "warn", text: "no verify command" + (v.human_override ? " · overridden" : ""),
       title: "no verify command is configured for this task or its repository" + overridden };
   }
@@ -340,6 +345,36 @@ export function runNumber(executions, executionId) {
 export function runCost(execution) {
   if (execution.cost_status === "unknown") return "cost unknown";
   return `${execution.cost_cents}¢` + (execution.cost_status === "estimated" ? " (estimated)" : "");
+}
+
+// A routine's fire on its card: every fire has the routine's title, and the ids differ
+// only in their cut-off tail, so the card says which slot it is ("⟳ fired 19:20", the
+// date too when not today). Null for a task no routine filed.
+export function routineFire(task, now = new Date()) {
+  const meta = task.metadata || {};
+  if (!meta.routine_id || typeof meta.slot_at !== "number") return null;
+  const at = new Date(meta.slot_at);
+  const pad = (n) => String(n).padStart(2, "0");
+  const clock = `${pad(at.getHours())}:${pad(at.getMinutes())}`;
+  const sameDay = at.toDateString() === now.toDateString();
+  const day = sameDay ? "" : `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())} `;
+  return { text: `⟳ fired ${day}${clock}`, title: `routine ${meta.routine_id}'s fire for ${at.toLocaleString()}` };
+}
+
+// A task's cost in words, for the detail panel and the review panel's total: its
+// subtasks' only when they add to it, and runs with no price said, not counted as 0¢
+// (the review panel knows its runs; the detail panel passes none).
+export function costText(cost, executions) {
+  const c = cost || {};
+  const unknown = (executions || []).filter((x) => x.cost_status === "unknown").length;
+  const all = unknown > 0 && unknown === executions.length;
+  let text = `${c.tokens || 0} tokens, ` + (all && !c.cents ? "cost unknown" : `${c.cents || 0}¢`);
+  if (unknown && !all) text += ` (+ ${unknown} run${unknown === 1 ? "" : "s"} of unknown cost)`;
+  if (c.tree_cents !== undefined && c.tree_cents !== null
+      && (c.tree_cents !== c.cents || c.tree_tokens !== c.tokens)) {
+    text += `; with subtasks ${c.tree_tokens || 0} tokens, ${c.tree_cents || 0}¢`;
+  }
+  return text;
 }
 
 // What the last review action said about a task stands while the task keeps the

@@ -77,7 +77,9 @@ function renderTrace() {
   const failing = rows.reduce((n, r) => n + r.steps.filter((s) => s.step.status === "error").length, 0);
   const count = rows.reduce((n, r) => n + r.steps.length, 0);
   $("#trace-summary").textContent = `${runs.length} run${runs.length === 1 ? "" : "s"}, ${count} step${count === 1 ? "" : "s"}`
-    + (failing ? `, ${failing} failed` : "") + ` over ${span(total / 1000)}`;
+    + (failing ? `, ${failing} failed` : "")
+    // A command's run takes well under a second: "0s" read as nothing having run.
+    + (total < 1000 ? ` in ${Math.round(total)} ms` : ` over ${span(total / 1000)}`);
   $("#trace-body").replaceChildren(...rows.map(({ run, steps }) => runView(run, steps, t0, total)));
 }
 

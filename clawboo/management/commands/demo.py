@@ -182,6 +182,7 @@ class Command(BaseCommand):
         # Paused: a demo left running should not commit to its repository every 5 minutes.
         routines.pause_routine(routine.id)
         self.stdout.write(
-            "demo: routine every 5 minutes: 'Tidy the notes' (paused; resume it with "
-            f"POST /api/routines/{routine.id}/resume or in the admin)"
+            "demo: routine every 5 minutes: 'Tidy the notes' (paused; resume it on the "
+            "routines page, /board/routines/?team=demo, in the admin, or with "
+            f"POST /api/routines/{routine.id}/resume)"
         )

@@ -188,3 +188,25 @@ test("a stalled run is noted from the columns' answer or a frame, and cleared wi
   S.noteStalled(state, "t1", null);
   assert.equal(state.stalled.has("t1"), false);
 });
+
+test("a task's cost names its subtasks only when they add, and runs with no price as such", () => {
+  const cost = { tokens: 0, cents: 0, tree_tokens: 0, tree_cents: 0 };
+  // It read "total: 0 tokens, 0¢" over runs each saying "cost unknown", and
+  // "0 tokens, 0¢; with subtasks 0 tokens, 0¢" for a task with no subtasks.
+  assert.equal(S.costText(cost), "0 tokens, 0¢");
+  assert.equal(S.costText(cost, [{ cost_status: "unknown" }]), "0 tokens, cost unknown");
+  assert.equal(S.costText({ ...cost, cents: 5, tree_cents: 5 }, [{ cost_status: "reported" }, { cost_status: "unknown" }]),
+    "0 tokens, 5¢ (+ 1 run of unknown cost)");
+  assert.equal(S.costText({ tokens: 10, cents: 12, tree_tokens: 30, tree_cents: 42 }),
+    "10 tokens, 12¢; with subtasks 30 tokens, 42¢");
+});
+
+test("a routine's fire says its slot, so two fires of one routine tell apart", () => {
+  const now = new Date(2030, 0, 7, 12, 0);
+  const fire = (at) => ({ metadata: { routine_id: "r1", slot_at: at.getTime() } });
+  assert.equal(S.routineFire(fire(new Date(2030, 0, 7, 9, 5)), now).text, "⟳ fired 09:05");
+  assert.equal(S.routineFire(fire(new Date(2030, 0, 6, 23, 58)), now).text, "⟳ fired 2030-01-06 23:58");
+  assert.match(S.routineFire(fire(new Date(2030, 0, 7, 9, 5)), now).title, /^routine r1's fire for /);
+  assert.equal(S.routineFire({ metadata: { kind: "code" } }, now), null);
+  assert.equal(S.routineFire({}, now), null);
+});

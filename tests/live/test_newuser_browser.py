@@ -1,0 +1,127 @@
+"""What a new user tripped on in an hour on the board, fixed and shown in a real browser:
+the header's budget pill reads (its text was the header's light ink on a light chip), and
+the trace's summary says how long a run took in its own case and under a second ("OVER
+0S" before); a total over runs with no price says "cost unknown", not 0¢; two fires of
+one routine tell apart; approving unverified work says nothing verified it.
+
+``CLAWBOO_SCREENSHOTS=DIR`` writes the pictures there (see ``browsing.screenshot``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from board import store
+from board.store import spend
+from tests.live import test_board_browser
+from tests.live.browsing import CHROMIUM, launch, screenshot
+from tests.live.test_board_browser import WIDE, open_board
+from tests.live.test_board_findings_browser import CONTRAST_JS
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed"),
+]
+operator = test_board_browser.operator
+
+
+def test_the_budget_pill_in_the_header_reads(daphne, operator, tmp_path):
+    team_day = {"scope": "team", "scope_id": "default", "window": "day", "mode": "warn"}
+    spend.create_budget("default", {**team_day, "limit_cents": 500})
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        pill = page.locator("#spend .budget")
+        pill.wait_for(timeout=10_000)
+        assert pill.inner_text().startswith("day 0¢ / $5.00")
+        colors = pill.evaluate(
+            "e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]"
+        )
+        screenshot(
+            page,
+            "board-budget-pill.png",
+            tmp_path,
+            clip={"x": 0, "y": 0, "width": 900, "height": 48},
+        )
+        assert page.evaluate(CONTRAST_JS, colors) >= 4.5, colors
+        browser.close()
+
+
+def test_a_short_unpriced_run_reads_in_milliseconds_and_cost_unknown_not_0s_and_0_cents(
+    daphne, operator, tmp_path
+):
+    task = store.create_task(title="Say hello").task
+    claimed = store.claim(task.id, "builder", "command")
+    run = store.open_execution(task.id, claimed.ticket)
+    store.close_execution(run.id, "succeeded")
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        page.locator(f"[data-task-id='{task.id}']").click()
+        summary = page.locator("#trace-summary")
+        summary.wait_for(timeout=10_000)
+        page.wait_for_function("() => document.querySelector('#trace-summary').textContent")
+        # It read "1 RUN, 0 STEPS OVER 0S": upper case, and a run that took no time.
+        assert re.fullmatch(r"1 run, 0 steps in \d+ ms", summary.inner_text()), summary.inner_text()
+        # Its total said "0 tokens, 0¢" under a run saying "cost unknown".
+        assert page.locator("#detail .runs-total").inner_text() == "total: 0 tokens, cost unknown"
+        assert page.locator("#detail-cost").inner_text() == "0 tokens, 0¢"
+        screenshot(page, "board-trace-summary.png", tmp_path)
+        browser.close()
+
+
+def test_two_fires_of_one_routine_tell_apart_on_their_cards(daphne, operator, tmp_path):
+    # Each fire is titled as its routine and its id differs only in the tail the card
+    # cuts off: four identical "Say hello" cards in review.
+    slots = [1_796_584_800_000, 1_796_584_920_000]  # two minutes apart
+    fires = [
+        store.create_task(
+            title="Say hello", metadata={"routine_id": "e20e65c35282fae5", "slot_at": slot}
+        ).task
+        for slot in slots
+    ]
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        shown = []
+        for task in fires:
+            chip = page.locator(f"[data-task-id='{task.id}'] .routine-fire")
+            chip.wait_for(timeout=10_000)
+            shown.append(chip.inner_text())
+            assert "e20e65c35282fae5" in chip.get_attribute("title")
+        assert shown[0] != shown[1] and all(text.startswith("⟳ fired ") for text in shown), shown
+        screenshot(page, "board-routine-fires.png", tmp_path)
+        browser.close()
+
+
+def test_approving_work_nothing_verified_says_so_not_fail_over_none_configured(
+    daphne, operator, tmp_path
+):
+    task = store.create_task(title="Say hello", file_mutating=False).task
+    assert store.claim(task.id, "builder", "command").ok
+    store.set_verdict(task.id, "fail", "(none configured)")
+    store.await_review(task.id)
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        page.locator(f"[data-task-id='{task.id}']").click()
+        page.click("#approve-btn")
+        dialog = page.locator("dialog[open]")
+        dialog.wait_for(timeout=5_000)
+        # It read "Verification is fail." over the evidence "(none configured)".
+        text = dialog.inner_text()
+        assert "Nothing verified it: no verify command is configured" in text, text
+        assert "(none configured)" not in text and "Verification is fail" not in text
+        assert dialog.locator("#override-reason").is_visible()  # still an override
+        # Worked in place: nothing lands, and the dialog said "lands the task's change".
+        assert "there is no change to land" in dialog.locator("#approve-what").inner_text()
+        assert page.locator("#ask-ok").inner_text() == "Approve"
+        screenshot(page, "board-approve-unverified.png", tmp_path)
+        browser.close()
