@@ -692,11 +692,31 @@ class ToolApprovalDetailView(APIView):
 ClaimBody = inline_serializer(
     "Claim",
     {
-        "agent_id": serializers.CharField(),
+        "agent_id": serializers.CharField(
+            required=False,
+            help_text="the agent that claims; optional with a credential that acts as one "
+            "agent (its key, a run's credential, a machine token of one agent)",
+        ),
         "runtime": serializers.CharField(required=False),
         "lease_ms": serializers.IntegerField(required=False, min_value=1000),
     },
 )
+
+
+def claimer(request: Request, named: Any) -> Any:
+    """The agent a claim is for: the one named, else the one agent the caller's
+    credential acts as (an agent's key knows its agent); 400 when it acts as none
+    or several."""
+    if named is not None:
+        return named
+    agents = caller_agents(request.auth)
+    if len(agents) != 1:
+        raise ValidationFailed(
+            "agent_id",
+            "is required: name the agent that claims (this credential acts as "
+            + ("no one agent)" if not agents else f"{len(agents)} agents)"),
+        )
+    return next(iter(agents))
 
 
 class ClaimView(APIView):
@@ -714,7 +734,7 @@ class ClaimView(APIView):
     def post(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
         body = json_object(request, ClaimBody)
-        agent = act_as(request, body["agent_id"])
+        agent = act_as(request, claimer(request, body.get("agent_id")))
         result = store.claim(task_id, agent, body.get("runtime"), lease_ms=body.get("lease_ms"))
         result.raise_for_outcome(task_id)
         return Response(claimed_body(result))
@@ -723,7 +743,11 @@ class ClaimView(APIView):
 ClaimNextBody = inline_serializer(
     "ClaimNext",
     {
-        "agent_id": serializers.CharField(),
+        "agent_id": serializers.CharField(
+            required=False,
+            help_text="the agent that claims; optional with a credential that acts as one "
+            "agent (its key, a run's credential, a machine token of one agent)",
+        ),
         "runtime": serializers.CharField(required=False),
         "dispatcher": serializers.ChoiceField(choices=list(store.DISPATCH_ORDER), required=False),
         "label": serializers.CharField(required=False),
@@ -752,7 +776,7 @@ class ClaimNextView(APIView):
     @idempotent
     def post(self, request: Request) -> Response:
         body = json_object(request, ClaimNextBody)
-        agent = act_as(request, body["agent_id"])
+        agent = act_as(request, claimer(request, body.get("agent_id")))
         team: str | list[str] | None
         if body.get("team") is not None:
             team = require_team(request.user, body["team"])

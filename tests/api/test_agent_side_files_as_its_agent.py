@@ -24,7 +24,7 @@ from board.models import Task
 from boardmcp import credentials
 from boardmcp.tools import build_server
 from core import machines, registry
-from core.models import AgentToken
+from core.models import Agent, AgentToken
 from tests.api.conftest import fingerprint
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -174,4 +174,31 @@ def test_an_agent_key_files_nothing_in_another_of_its_owners_teams():
     refused = api.post("/api/board/tasks", {"title": "elsewhere", "team": "ops"}, format="json")
     assert refused.status_code == 400, refused.content[:200]
     assert refused.json()["field"] == "team"
+    assert fingerprint() == before
+
+
+@pytest.mark.parametrize("credential", ["agent key", "machine token"])
+def test_a_credential_of_one_agent_claims_without_naming_it(credential):
+    board = world()
+    Agent.objects.filter(pk="far").update(max_concurrent=2)  # it holds one task already
+    waiting = store.create_task(title="next up", file_mutating=False).task
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {board['keys'][credential]}")
+    claimed = api.post("/api/board/claim-next", {}, format="json")
+    assert claimed.status_code == 200, claimed.content[:200]
+    assert claimed.json()["task"]["id"] == waiting.id
+    assert claimed.json()["task"]["assignee_agent_id"] == "far"
+
+
+@pytest.mark.parametrize("credential", ["person", "machine token of two agents"])
+def test_a_claim_naming_no_agent_by_a_credential_of_none_or_several_is_400(credential):
+    board = world()
+    store.create_task(title="next up", file_mutating=False)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {board['keys'][credential]}")
+    before = fingerprint()
+    for path in ("/api/board/claim-next", f"/api/board/tasks/{board['held']}/claim"):
+        refused = api.post(path, {}, format="json")
+        assert refused.status_code == 400, refused.content[:200]
+        assert refused.json()["field"] == "agent_id"
     assert fingerprint() == before
