@@ -126,6 +126,23 @@ def test_export_and_the_approve_cli_carry_no_secret(secret_agent):
     assert "sec" in printed.getvalue() and PLANTED not in printed.getvalue()
 
 
+def test_approve_agents_naming_none_lists_who_waits_and_approves_nothing(secret_agent):
+    from core import server_commands
+    from core.models import Agent
+
+    registry.create_agent(
+        id="waits", display_name="w", team="default", runtime="command", settings={"argv": ["x"]}
+    )
+    Agent.objects.filter(pk="waits").update(settings={"argv": ["changed", "around"]})
+    listed = io.StringIO()
+    call_command("approve_agents", stdout=listed)
+    lines = listed.getvalue().splitlines()
+    assert any(line.startswith("waiting waits (default): command") for line in lines), lines
+    assert "name them to approve, or use --all" in lines[-1]
+    assert PLANTED not in listed.getvalue()
+    assert server_commands.agent_run_refusal(Agent.objects.get(pk="waits")) is not None
+
+
 @pytest.mark.django_db(transaction=True)
 def test_no_mcp_answer_carries_a_secret():
     # Transactional: each tool body runs in a worker thread with its own connection.

@@ -1,5 +1,6 @@
 """``python manage.py approve_agents [A ...] [--all]``: an operator approves what agents
 run on the server (their runtime and settings as they are now; core.server_commands).
+Naming none lists the agents that wait, with what approving them would approve.
 
 Agents registered before approvals existed, or changed around the registry, are not
 run by the executor until an operator approves them here or saves them in the admin.
@@ -25,14 +26,22 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         ids: list[str] = list(options["agents"])
+        waiting = [a for a in Agent.objects.order_by("id") if server_commands.agent_run_refusal(a)]
         if options["all"]:
-            ids += [
-                a.id
-                for a in Agent.objects.order_by("id")
-                if a.id not in ids and server_commands.agent_run_refusal(a) is not None
-            ]
+            ids += [a.id for a in waiting if a.id not in ids]
         elif not ids:
-            raise CommandError("name agents to approve, or use --all")
+            # Named nothing: say who waits, as the approval would show it, and how.
+            for agent in waiting:
+                shown = json.dumps(
+                    agent_secrets.masked(agent.settings, agent.runtime), sort_keys=True
+                )
+                self.stdout.write(f"waiting {agent.id} ({agent.team_id}): {agent.runtime} {shown}")
+            self.stdout.write(
+                f"{len(waiting)} agent(s) wait: name them to approve, or use --all"
+                if waiting
+                else "no agent waits for approval"
+            )
+            return
         for agent_id in ids:
             agent = Agent.objects.filter(pk=agent_id).first()
             if agent is None:
