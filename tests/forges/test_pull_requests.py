@@ -31,6 +31,19 @@ def _to_review(setup: Setup) -> str:
     return task.id
 
 
+def _push_onto_the_pull_request(setup: Setup, task_id: str, tmp_path: Path, name: str) -> str:
+    """A commit pushed onto the task's pull request branch past the judge (by an agent
+    side's push, or a person's "Update branch"): the pull request's new head."""
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(setup.bare), str(clone))
+    git(clone, "checkout", "-q", f"clawboo/task-{task_id}")
+    (clone / name).write_text("unjudged\n")
+    git(clone, "add", name)
+    git(clone, "commit", "-qm", "after the judge")
+    git(clone, "push", "-q", "origin", f"clawboo/task-{task_id}")
+    return setup.forge.head_of(1)
+
+
 def test_review_check_fix_green_approve_merges_through_the_forge(forge_repo: Setup, api, caplog):
     caplog.set_level(logging.DEBUG)
     forge = forge_repo.forge
@@ -186,13 +199,7 @@ def test_an_approval_never_merges_a_head_pushed_after_the_judge(forge_repo: Setu
     base = git(forge_repo.bare, "rev-parse", "main")
     forge.set_check(judged, "ci", "success", "all good")
     # The agent side pushes its own commit onto the pull request's branch.
-    clone = tmp_path / "agent-clone"
-    git(tmp_path, "clone", "-q", str(forge_repo.bare), str(clone))
-    git(clone, "checkout", "-q", f"clawboo/task-{task_id}")
-    (clone / "feature.txt").write_text("unjudged\n")
-    git(clone, "commit", "-qam", "after the judge")
-    git(clone, "push", "-q", "origin", f"clawboo/task-{task_id}")
-    sneaked = forge.head_of(1)
+    sneaked = _push_onto_the_pull_request(forge_repo, task_id, tmp_path, "feature.txt")
     assert sneaked != judged
     forge.set_check(sneaked, "ci", "success", "all good")
 
@@ -223,13 +230,7 @@ def test_a_forge_merge_of_a_head_the_judge_did_not_see_is_the_mergers_override(
     forge = forge_repo.forge
     task_id = _to_review(forge_repo)
     judged = forge.head_of(1)
-    clone = tmp_path / "agent-clone"
-    git(tmp_path, "clone", "-q", str(forge_repo.bare), str(clone))
-    git(clone, "checkout", "-q", f"clawboo/task-{task_id}")
-    (clone / "feature.txt").write_text("unjudged\n")
-    git(clone, "commit", "-qam", "after the judge")
-    git(clone, "push", "-q", "origin", f"clawboo/task-{task_id}")
-    sneaked = forge.head_of(1)
+    sneaked = _push_onto_the_pull_request(forge_repo, task_id, tmp_path, "feature.txt")
     forge.merge_by_hand(1, by="mallory")
     pull_requests.poll()
 
@@ -261,14 +262,7 @@ def test_a_person_merges_a_moved_head_only_by_saying_so(forge_repo: Setup, api, 
     forge = forge_repo.forge
     task_id = _to_review(forge_repo)
     judged = forge.head_of(1)
-    clone = tmp_path / "person-clone"
-    git(tmp_path, "clone", "-q", str(forge_repo.bare), str(clone))
-    git(clone, "checkout", "-q", f"clawboo/task-{task_id}")
-    (clone / "NOTES.md").write_text("updated from the forge\n")
-    git(clone, "add", "NOTES.md")
-    git(clone, "commit", "-qm", "Update branch")
-    git(clone, "push", "-q", "origin", f"clawboo/task-{task_id}")
-    moved = forge.head_of(1)
+    moved = _push_onto_the_pull_request(forge_repo, task_id, tmp_path, "NOTES.md")
     forge.set_check(moved, "ci", "success", "green")
 
     plain = api.post(f"/api/board/tasks/{task_id}/approve", {}, format="json")
