@@ -7,6 +7,8 @@ Rows are seeded with raw bulk SQL (COPY on PostgreSQL) so 100k tasks take second
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
+import hashlib
 import os
 import secrets
 import shutil
@@ -38,6 +40,37 @@ TASK_COLUMNS = (
     "created_at, updated_at, lease_until, parent_task_id, unmet_deps, tree_cost_tokens, "
     "tree_cost_cents"
 )
+
+
+def migrate(env: dict[str, str], sqlite_path: Path | None = None, root: Path = ROOT) -> None:
+    """``manage.py migrate`` of a fresh database. With ``CLAWBOO_BENCH_TEMPLATE_DIR``
+    set (the test suite's smoke tests set it) a SQLite file at ``sqlite_path`` is
+    migrated once per set of migrations (and ``CLAWBOO_*`` settings) into that folder,
+    then copied: a migration from scratch costs seconds and each bench makes one or two
+    databases. Elsewhere, and on PostgreSQL, it migrates as ever."""
+    argv = [sys.executable, str(root / "manage.py"), "migrate", "-v0"]
+    folder = os.environ.get("CLAWBOO_BENCH_TEMPLATE_DIR")
+    if sqlite_path is None or not folder:
+        subprocess.run(argv, env=env, cwd=root, check=True)
+        return
+    digest = hashlib.sha256()
+    for path in sorted(root.glob("*/migrations/*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    for name in sorted(k for k in env if k.startswith("CLAWBOO_") and k != "CLAWBOO_STATE_DIR"):
+        digest.update(f"{name}={env[name]}\0".encode())
+    template = Path(folder) / f"{digest.hexdigest()[:20]}.sqlite3"
+    with open(Path(folder) / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one migrates; the others wait and copy
+        if not template.exists():
+            building = template.with_suffix(".building")
+            url = f"sqlite:///{building}"
+            subprocess.run(argv, env={**env, "DATABASE_URL": url}, cwd=root, check=True)
+            conn = sqlite3.connect(building)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # all of it in the one file
+            conn.close()
+            os.replace(building, template)
+    shutil.copyfile(template, sqlite_path)
+    os.chmod(sqlite_path, 0o600)
 
 
 def pg_answers() -> bool:
@@ -76,12 +109,7 @@ class BenchDB:
             "DJANGO_SECRET_KEY": "bench-only-" + secrets.token_hex(16),
             "PYTHONPATH": str(ROOT),
         }
-        subprocess.run(
-            [sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"],
-            env=self.env,
-            cwd=ROOT,
-            check=True,
-        )
+        migrate(self.env, Path(self.path) if backend == "sqlite" else None)
 
     def connect(self) -> Any:
         """A raw driver connection in autocommit mode."""

@@ -16,6 +16,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bench.benchdb import migrate
+
 ROOT = Path(__file__).resolve().parent.parent
 REDIS_URL = os.environ.get("CLAWBOO_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 
@@ -65,7 +67,8 @@ class Server:
         else:
             self.env.pop("CLAWBOO_REDIS_URL", None)
         manage = [sys.executable, str(root / "manage.py")]
-        subprocess.run([*manage, "migrate", "-v", "0"], env=self.env, check=True, cwd=root)
+        default_db = None if database_url else self.state / "clawboo.sqlite3"
+        migrate(self.env, default_db, root)
         out = subprocess.run(
             [*manage, "create_agent_token", "bench", "--team", "default"],
             env=self.env,

@@ -181,6 +181,34 @@ def _drop_stray_connections(django_db_setup: None, django_db_blocker: Any) -> An
             )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _flush_by_delete_on_postgresql() -> Any:
+    """A transactional test ends with Django's flush: on PostgreSQL one TRUNCATE of
+    every table, which makes each table's files anew and syncs them at commit, a
+    second a test on a busy disk. DELETE of the few rows a test wrote ends the same
+    (every table empty, sequences left as TRUNCATE without RESTART IDENTITY leaves
+    them, post_migrate sent after) in milliseconds; the foreign keys are deferred to
+    the commit. The product never flushes: this changes only the tests' clean-up."""
+    if not ON_POSTGRESQL:
+        yield
+        return
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(
+        self: Any, style: Any, tables: Any, *, reset_sequences: bool = False, **kw: Any
+    ) -> list[str]:
+        if reset_sequences or kw.get("allow_cascade") or not tables:
+            return truncate(self, style, tables, reset_sequences=reset_sequences, **kw)
+        deletes = [f"DELETE FROM {self.quote_name(table)};" for table in tables]
+        return ["SET CONSTRAINTS ALL DEFERRED;", *deletes]
+
+    DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign]
+    yield
+    DatabaseOperations.sql_flush = truncate  # type: ignore[method-assign]
+
+
 @pytest.fixture
 def default_team(db: None) -> str:
     """The team every task lands in by default (a transactional test's flush drops

@@ -113,6 +113,7 @@ NOT_SERVER_SETTINGS = {
     "CLAWBOO_TEST_REDIS_URL": "the test suite",
     "CLAWBOO_TEST_EVERYTHING": "the test suite",
     "CLAWBOO_SCREENSHOTS": "the test suite",
+    "CLAWBOO_BENCH_TEMPLATE_DIR": "the test suite (the bench smoke tests)",
     "CLAWBOO_CI_OVERLAP": "CI",
     "CLAWBOO_STALL_MS": "read by each worker (local or remote) from its own environment",
 }

@@ -46,7 +46,9 @@ class Scripted:
                 self.wfile.write(data)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -93,7 +93,9 @@ def hook(hosts: tuple[Host, Host]) -> Iterator[Receiver]:  # noqa: F811 - the im
             pass
 
     server = ThreadingHTTPServer((host_a.gateway, 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     found.url = f"http://{host_a.gateway}:{server.server_address[1]}/hook"
     yield found

@@ -415,7 +415,9 @@ def test_a_redirect_is_a_failed_delivery_never_followed(agent, receiver):
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/hook"
         notify.create_channel("default", "moved", "webhook", url=url)
