@@ -14,7 +14,9 @@ comes back (merge the base, keep both sides of a conflict, rename a clashing
 setting). In ``direct`` a conflict comes back to the person's approve and needs
 their approval again after the rework: a conflict that **reaches a person**. In
 ``queue`` this process also plays the q2 worker (a drain after each round's
-approvals); what comes back re-enters the queue by itself.
+approvals); what comes back after its round re-enters the queue on the person's
+approval of what the round handed back (a conflict reaching a person too, but one the
+agent resolved, the base never red meanwhile).
 
 Prints one row per mode and writes ``bench/results/merge_queue.json``: tasks landed,
 conflicts met, conflicts that reached a person, person actions, gate runs of the
@@ -199,9 +201,14 @@ class Mode:
                 # Blocked: its rounds spent, a person must decide (none expected).
                 self.stats["conflicts_reaching_a_person"] += len(report["blocked"])
                 for task_id in back:
-                    if "conflict" in (store.get_task(task_id).feedback or ""):
-                        self.stats["conflicts"] += 1
+                    conflict = "conflict" in (store.get_task(task_id).feedback or "")
+                    self.stats["conflicts"] += conflict
                     self.rework(task_id)
+                    # What a round hands back is not the work the person approved: it
+                    # goes back in line on their approval (GOVERNANCE §6).
+                    self.stats["person_actions"] += 1
+                    self.stats["conflicts_reaching_a_person"] += conflict
+                    service.approve(task_id, by="person")
                 if not back and not report["blocked"]:
                     break
         self.landing_s += time.perf_counter() - started
