@@ -31,11 +31,11 @@ class Command(BaseCommand):
             ids += [a.id for a in waiting if a.id not in ids]
         elif not ids:
             # Named nothing: say who waits, as the approval would show it, and how.
-            for agent in waiting:
+            for waits in waiting:
                 shown = json.dumps(
-                    agent_secrets.masked(agent.settings, agent.runtime), sort_keys=True
+                    agent_secrets.masked(waits.settings, waits.runtime), sort_keys=True
                 )
-                self.stdout.write(f"waiting {agent.id} ({agent.team_id}): {agent.runtime} {shown}")
+                self.stdout.write(f"waiting {waits.id} ({waits.team_id}): {waits.runtime} {shown}")
             self.stdout.write(
                 f"{len(waiting)} agent(s) wait: name them to approve, or use --all"
                 if waiting
