@@ -41,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,17 +192,7 @@ def _run_batch(repo: Path, entries: list[QueuedLanding], report: DrainReport) ->
         verdict = gated(prefix)
         return verdict is None or verdict.passed
 
-    culprit = len(stack)
-    if not green(len(stack) - 1):
-        # The first stacked prefix that fails: everything before it is green.
-        low, high = 0, len(stack) - 1
-        while low < high:
-            middle = (low + high) // 2
-            if green(middle):
-                low = middle + 1
-            else:
-                high = middle
-        culprit = low
+    culprit = _first_red(len(stack), green)
     target = prefix_tips[culprit - 1] if culprit > 0 else base
     culprits = []
     if culprit < len(stack):
@@ -213,6 +204,21 @@ def _run_batch(repo: Path, entries: list[QueuedLanding], report: DrainReport) ->
     decided = mq.decide(batch.pk, target, stack[:culprit], culprits)
     _advance_and_finish(repo, decided, report)
     return True
+
+
+def _first_red(size: int, green: Callable[[int], bool]) -> int:
+    """The first stacked prefix that fails (``size``: all green), bisected: a failure
+    is taken to stay one as more work stacks on it, so everything before it is green."""
+    if green(size - 1):
+        return size
+    low, high = 0, size - 1
+    while low < high:
+        middle = (low + high) // 2
+        if green(middle):
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 def _stack_one(
