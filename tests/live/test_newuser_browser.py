@@ -2,7 +2,8 @@
 the header's budget pill reads (its text was the header's light ink on a light chip), and
 the trace's summary says how long a run took in its own case and under a second ("OVER
 0S" before); a total over runs with no price says "cost unknown", not 0¢; two fires of
-one routine tell apart; approving unverified work says nothing verified it.
+one routine tell apart; approving unverified work says nothing verified it; a long task
+panel scrolls by itself, the columns staying in view.
 
 ``CLAWBOO_SCREENSHOTS=DIR`` writes the pictures there (see ``browsing.screenshot``)."""
 
@@ -124,4 +125,31 @@ def test_approving_work_nothing_verified_says_so_not_fail_over_none_configured(
         assert "there is no change to land" in dialog.locator("#approve-what").inner_text()
         assert page.locator("#ask-ok").inner_text() == "Approve"
         screenshot(page, "board-approve-unverified.png", tmp_path)
+        browser.close()
+
+
+@pytest.mark.parametrize("viewport", [WIDE, {"width": 1280, "height": 720}])
+def test_a_long_task_panel_scrolls_on_its_own_and_the_columns_stay_in_view(
+    daphne, operator, tmp_path, viewport
+):
+    """A task panel taller than the window scrolled the whole page, taking the columns
+    out of view while a person read the review; the panel scrolls by itself now."""
+    task = store.create_task(title="A long brief").task
+    for n in range(40):
+        store.add_comment(task.id, f"Round {n}: " + "a remark worth reading. " * 8, "op")
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, viewport, path=f"/board/?team=default&task={task.id}")
+        page.locator("#detail h2", has_text="A long brief").wait_for(timeout=10_000)
+        page.mouse.move(viewport["width"] - 80, viewport["height"] - 80)  # over the panel
+        page.mouse.wheel(0, 4000)
+        page.wait_for_function("document.querySelector('#detail').scrollTop > 0", timeout=5_000)
+        screenshot(page, "board-long-panel.png", tmp_path)
+        fits = page.evaluate(
+            "() => [document.scrollingElement.scrollHeight <= innerHeight + 1,"
+            " document.scrollingElement.scrollTop,"
+            " document.querySelector('#columns').getBoundingClientRect().top >= 0]"
+        )
+        assert fits == [True, 0, True], fits
         browser.close()
