@@ -330,6 +330,10 @@ def _create(
     created = store.create_task(
         title=title,
         description=description,
+        # The agent side files work as one of its agents: the board's ceilings and
+        # rate limit apply, and it waits for a person's approval (a machine token
+        # too, which acts as no agent here).
+        created_by_agent_id=files_as(caller.principal, caller.own_agents, team_id),
         team=team_id,
         priority=priority,
         labels=labels,
@@ -338,10 +342,6 @@ def _create(
         parent_task_id=parent.id if parent is not None else None,
         # By id only: a path is never taken from an agent.
         repository=repository,
-        # The agent side files work as one of its agents: the board's ceilings and
-        # rate limit apply, and it waits for a person's approval (a machine token
-        # too, which acts as no agent here).
-        created_by_agent_id=files_as(caller.principal, caller.own_agents, team_id),
         route=None if route is None else route.model_dump(),
         touches=touches,
     )

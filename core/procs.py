@@ -30,6 +30,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 
 def _linux_prctl() -> Callable[..., int] | None:
@@ -91,3 +92,17 @@ def forks_die_with_parent() -> None:
     """Every process this one forks from now on (and they in turn) dies with the
     thread that forked it. For the processes the supervisor starts."""
     os.register_at_fork(after_in_child=die_with_parent)
+
+
+def run_within(
+    argv: list[str], timeout: float, **kwargs: Any
+) -> subprocess.CompletedProcess[str] | None:
+    """A short command (argv, never a shell string) run to its end with its output
+    captured as text, or None when it did not answer within ``timeout`` seconds
+    (``subprocess`` killed it). Its exit status is the caller's to read."""
+    try:
+        return subprocess.run(  # noqa: S603 - an argv list, no shell
+            argv, capture_output=True, text=True, timeout=timeout, check=False, **kwargs
+        )
+    except subprocess.TimeoutExpired:
+        return None

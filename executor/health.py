@@ -11,7 +11,6 @@ unhealthy agent, and the admin, the board, ``/api/agents`` and ``/healthz`` show
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from django.conf import settings
 
 from core import registry
 from core.models import Agent
+from core.procs import run_within
 from executor import gateway
 from executor.runtimes import RunRequest, adapter_for, capabilities
 from executor.runtimes.base import executable_missing
@@ -84,18 +84,11 @@ def version_probe() -> bool:
 
 def _version(path: str, env: dict[str, str]) -> Health:
     try:
-        done = subprocess.run(  # noqa: S603 - a resolved binary, argv list, no shell
-            [path, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=VERSION_TIMEOUT_S,
-            env=env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return Health(False, f"{path} --version did not answer in {VERSION_TIMEOUT_S:g}s")
+        done = run_within([path, "--version"], VERSION_TIMEOUT_S, env=env)
     except OSError as exc:
         return Health(False, f"{path} --version could not start: {exc}")
+    if done is None:
+        return Health(False, f"{path} --version did not answer in {VERSION_TIMEOUT_S:g}s")
     text = (done.stdout or done.stderr or "").strip().splitlines()
     first = text[0][:DETAIL_MAX] if text else ""
     if done.returncode != 0:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from board.runs import ErrorClass
+from core.procs import run_within
 from executor import pricing
 from executor.attempt import Answer, Attempt, Stop
 from executor.runtimes.base import RunResult, UsageSoFar
@@ -259,17 +260,9 @@ def git_timeout_s() -> int:
 
 def git(argv: Sequence[str], cwd: Path | None = None) -> str:
     timeout = git_timeout_s()
-    try:
-        done = subprocess.run(  # noqa: S603
-            ["git", *argv],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"git {argv[0]}: no answer within {timeout}s") from None
+    done = run_within(["git", *argv], timeout, cwd=cwd)
+    if done is None:
+        raise RuntimeError(f"git {argv[0]}: no answer within {timeout}s")
     if done.returncode != 0:
         raise RuntimeError(f"git {' '.join(argv)}: {done.stderr.strip()[-500:]}")
     return done.stdout.strip()

@@ -134,17 +134,11 @@ def enqueue(
         withdraw(existing.pk, STALE_REASON)
 
     def run() -> QueuedLanding:
-        at = timezone.now()
         return QueuedLanding.objects.create(
             task_id=task_id,
             repo_path=repo_path,
             base_branch=base_branch,
-            state=EntryState.QUEUED,
-            by=by,
-            human_override=human_override,
-            approved_at=at,
-            queued_at=at,
-            attempt=attempt,
+            **_in_line(by, human_override, attempt),
         )
 
     try:
@@ -158,20 +152,28 @@ def enqueue(
     return Enqueued(entry, position_of(entry), True)
 
 
+def _in_line(by: str, human_override: Any, attempt: int | None) -> dict[str, Any]:
+    """An entry's fields as a person's approval puts it in line: approved now, at the
+    line's end, of the work at ``attempt``."""
+    at = timezone.now()
+    return {
+        "state": EntryState.QUEUED,
+        "by": by,
+        "human_override": human_override,
+        "approved_at": at,
+        "queued_at": at,
+        "attempt": attempt,
+    }
+
+
 def _requeue(
     entry: QueuedLanding, *, by: str, human_override: Any, attempt: int | None
 ) -> Enqueued:
     """A person approves the work an entry's fix or rebase round handed back: the
     entry goes back in line, at its end, with its rounds still counted."""
-    at = timezone.now()
     moved = _update(
         QueuedLanding.objects.filter(pk=entry.pk, state=EntryState.RETURNED),
-        state=EntryState.QUEUED,
-        by=by,
-        human_override=human_override,
-        approved_at=at,
-        queued_at=at,
-        attempt=attempt,
+        **_in_line(by, human_override, attempt),
     )
     entry.refresh_from_db()
     if moved:
