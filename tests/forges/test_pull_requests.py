@@ -221,7 +221,7 @@ def test_an_approval_never_merges_a_head_pushed_after_the_judge(forge_repo: Setu
     assert not pull_requests.head_moved(store.get_task(task_id).pull_request)
 
 
-def test_a_forge_merge_of_a_head_the_judge_did_not_see_is_the_mergers_override(
+def test_a_forge_merge_of_a_head_the_judge_did_not_see_says_so_on_the_task(
     forge_repo: Setup, tmp_path
 ):
     """Someone merged the pull request on the forge after a commit was pushed onto it
