@@ -13,6 +13,15 @@ from core import registry
 from core.models import Agent, AgentToken, ChatMessage, Event, IdempotencyRecord, Team
 
 
+def key_client(key: str) -> APIClient:
+    """An API client that sends ``key`` (an agent's key, a machine token, a person's
+    token, a run's credential) and JSON bodies."""
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    api.default_format = "json"
+    return api
+
+
 def make_client(username: str, *, teams: tuple[str, ...] = ("default",), staff: bool = False):
     user = get_user_model().objects.create_user(username=username, password="pw", is_staff=staff)
     for team in teams:

@@ -14,7 +14,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from mcp.client.client import Client
 from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from board import store
 from board.models import Task
@@ -23,15 +22,9 @@ from boardmcp.tools import build_server
 from core import machines, registry
 from core.models import AgentToken
 from tests.api.conftest import fingerprint
+from tests.api.conftest import key_client as client
 
 pytestmark = pytest.mark.django_db
-
-
-def client(key: str) -> APIClient:
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    api.default_format = "json"
-    return api
 
 
 @pytest.fixture

@@ -22,15 +22,9 @@ from board.models import Task
 from board.store import recovery
 from core import machines, registry
 from core.models import AgentToken
+from tests.api.conftest import key_client as client
 
 pytestmark = pytest.mark.django_db
-
-
-def client(key: str) -> APIClient:
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    api.default_format = "json"
-    return api
 
 
 @pytest.fixture

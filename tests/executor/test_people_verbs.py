@@ -23,17 +23,11 @@ from boardmcp import credentials
 from core import machines, registry, repositories
 from core.models import Agent, AgentToken, Repository, Team
 from tests.api.conftest import fingerprint
+from tests.api.conftest import key_client as client
 from tests.fixtures.gitrepos import git
 from worktrees import intake
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
-
-
-def client(key: str) -> APIClient:
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    api.default_format = "json"
-    return api
 
 
 def person(username: str, *, staff: bool = False) -> APIClient:

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from board import store
 from board.models import Task, Workspace
 from core import machines, registry, repositories
 from core.models import AgentToken
+from tests.api.conftest import key_client as client
 from tests.fixtures.gitrepos import make_repo
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,13 +37,6 @@ def git(cwd: Path, *args: str) -> str:
         timeout=30,
     )
     return done.stdout.strip()
-
-
-def client(key: str) -> APIClient:
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    api.default_format = "json"
-    return api
 
 
 @pytest.fixture
