@@ -53,7 +53,7 @@ from board.errors import ClaimRequired
 from board.models import WorkspaceStatus
 from board.transitions import Status
 from core import storage
-from core.models import Agent, Repository
+from core.models import Agent
 from executor import judge, settle, verification
 from worktrees import checkouts, handoff, intake, landing
 from worktrees import queue as mq
@@ -141,11 +141,6 @@ def _gate_of(repo: Path, task_id: str) -> verification.Gate | None:
     return verification.task_gate(task, command)
 
 
-def _strategy(repo: Path) -> str:
-    row = Repository.objects.filter(path=str(repo)).exclude(landing="").first()
-    return row.landing if row is not None else landing.policy_for(repo).strategy
-
-
 def _tip(repo: Path, branch: str) -> str:
     return git_out(["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"], cwd=repo)
 
@@ -154,11 +149,10 @@ def _run_batch(repo: Path, entries: list[QueuedLanding], report: DrainReport) ->
     """Stack, gate, land. False when nothing could move (another host's batch)."""
     branch = entries[0].base_branch
     base = _tip(repo, branch)
-    strategy = _strategy(repo)
     stack: list[dict[str, Any]] = []
     tip = base
     for entry in [e for e in entries if e.base_branch == branch]:
-        stacked = _stack_one(repo, entry, branch, strategy, base, tip, report)
+        stacked = _stack_one(repo, entry, branch, base, tip, report)
         if stacked is not None:
             stack.append(stacked)
             tip = stacked["commit"] or tip
@@ -225,7 +219,6 @@ def _stack_one(
     repo: Path,
     entry: QueuedLanding,
     branch: str,
-    strategy: str,
     base: str,
     onto: str,
     report: DrainReport,
@@ -259,7 +252,9 @@ def _stack_one(
             task_id=task.id,
             title=task.title,
             base_branch=branch,
-            strategy=strategy,
+            # Its own team's row for this checkout says how it lands (each entry's:
+            # two teams may register one checkout with different strategies).
+            strategy=worktree_service.landing_policy(task, repo).strategy,
             onto=onto,
         )
     if outcome.result == "conflict":

@@ -111,8 +111,11 @@ def _repository(task: Task) -> Repository | None:
     return Repository.objects.filter(pk=task.repository_id, team_id=task.team_id).first()
 
 
-def _policy(task: Task, repo: Path) -> landing.Policy:
-    """The repository's landing policy; a registered repository's ``landing`` wins."""
+def landing_policy(task: Task, repo: Path) -> landing.Policy:
+    """How ``task``'s work lands in ``repo``: the repository's git config, where the
+    task's own team's registered row for that checkout (its ``landing``) wins. Two
+    teams may register one checkout with different strategies: each lands its own
+    way. A direct landing and the merge queue both ask here."""
     policy = landing.policy_for(repo)
     registered = repositories.for_real_path(task.team_id, repo)
     if registered is not None and registered.landing:
@@ -451,7 +454,7 @@ def _land_approved(
     if not Path(ws.worktree_path).is_dir() or ws.status != WorkspaceStatus.ACTIVE:
         ws = _record(task.id, checkouts.resume_worktree(repo, task.id))
     path = _present_checkout(ws)
-    policy = _policy(task, repo)
+    policy = landing_policy(task, repo)
     branch = ws.base_branch or landing.base_branch_of(repo)
     outcome = landing.prepare(
         repo,

@@ -487,3 +487,21 @@ def test_what_a_fix_round_hands_back_lands_only_on_a_persons_approval(queue_harn
     assert queue.live_entry(second).rounds == 1
     assert merge_queue.drain(str(queue_harness.repo))["landed"] == [second]
     assert store.get_task(second).status == "done"
+
+
+def test_the_queue_lands_each_task_as_its_own_teams_repository_row_says(queue_harness):
+    # Two teams may register one checkout with different landing strategies: a
+    # queued task lands as its own team's row says (here: the default, squash), never
+    # as another team's row for the same path says (merge).
+    from core import registry
+    from core.models import Repository
+
+    registry.create_team("red", "Red")
+    Repository.objects.create(
+        id="aaa-red", team_id="red", path=str(queue_harness.repo), landing="merge"
+    )
+    task = queue_harness.in_review("One", {"one.txt": "1\n"})
+    assert service.approve(task, by="reviewer")["result"] == "queued"
+    assert merge_queue.drain(str(queue_harness.repo))["landed"] == [task]
+    parents = git(queue_harness.repo, "rev-list", "--parents", "-n", "1", "main").split()
+    assert len(parents) == 2  # the tip and its one parent: squashed, not a merge commit
