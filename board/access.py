@@ -13,7 +13,7 @@ from core.api.auth import bound_agent, bound_agents, run_task
 from core.checks import ID_PATTERN
 from core.errors import Forbidden, ValidationFailed
 from core.registry import agent_scope
-from core.roles import Principal, principal_of
+from core.roles import Principal, principal_of, run_scope_refusal
 
 
 def visible_task(user: Any, task_id: str) -> Task:
@@ -104,20 +104,23 @@ def agent_side_holds(request: Any, task: Task) -> None:
     act_as_assignee(request, task)
 
 
-def owns_task(
-    principal: Principal, task: Task, agents: Collection[str], reviews: str | None
-) -> bool:
+def owns_task(principal: Principal, task: Task, agents: Collection[str], run: str | None) -> bool:
     """GOVERNANCE §6: the agent side comments on, and makes wait, its own agents'
     tasks only. A task is its own when one of ``agents`` (the agent its key or run
     credential is bound to; a machine token's bound agents) is assigned to it or
     holds it (``assignee_agent_id``), or filed it (``created_by_agent_id``:
-    delegation, an agent links and comments on the subtasks it filed). The
-    reviewer's own task is the one it reviews (``reviews``), nothing else. A person
-    is held to the endpoint's own rule, so this answers True for one."""
+    delegation, an agent links and comments on the subtasks it filed). A run's
+    credential (``run``: the task it was started for) is narrower
+    (core.roles.check_run_scope):
+    its own task and the subtasks split from it, whatever else its agent holds; the
+    reviewer's, the task it reviews, nothing else. A person is held to the
+    endpoint's own rule, so this answers True for one."""
     if not principal.agent_side:
         return True
     if principal.kind == "reviewer":
-        return reviews is not None and task.id == reviews
+        return run is not None and task.id == run
+    if run is not None:
+        return task.id == run or task.parent_task_id == run
     return task.assignee_agent_id in agents or task.created_by_agent_id in agents
 
 
@@ -125,14 +128,16 @@ def refuse_unless_own_task(
     principal: Principal,
     task: Task,
     agents: Collection[str],
-    reviews: str | None,
+    run: str | None,
     verb: str,
 ) -> None:
     """:func:`owns_task`, or ``403 forbidden`` (as a worktree operation on a task the
     caller's agent does not hold), checked before the body is read: nothing is
     written. REST (:func:`agent_side_owns`) and MCP (boardmcp.tools) both call it."""
-    if owns_task(principal, task, agents, reviews):
+    if owns_task(principal, task, agents, run):
         return
+    if run is not None and principal.kind != "reviewer":
+        raise run_scope_refusal(principal, verb, run, task.id)
     raise Forbidden(
         f"{principal.describe()} may not {verb} task {task.id!r}: it is not assigned "
         "to, held by or filed by an agent of yours (GOVERNANCE §6: its own agents' "

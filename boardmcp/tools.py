@@ -197,13 +197,14 @@ def _team(caller: Caller, team: str | None) -> str:
 
 
 def _held(
-    caller: Caller, task_id: str | None, ticket: str | None, *, settles: bool
+    caller: Caller, task_id: str | None, ticket: str | None, *, settles: bool, verb: str
 ) -> tuple[str, str]:
     """The task and the ticket to fence a write with, when the caller's agent holds it.
     A run may not settle its own task (``settles``): the executor does, after it."""
     agent = _agent(caller)
     tid = _task_id(caller, task_id)
     task = _visible(caller, tid)
+    roles.check_run_scope(caller.principal, verb, _run(caller), tid)
     if settles and caller.run and tid == caller.task_id:
         raise Forbidden(
             f"task {tid!r} is settled by the executor when your run ends: finish the "
@@ -224,9 +225,14 @@ def _held(
 def _own(caller: Caller, task: Task, verb: str) -> Task:
     """``task``, if it is the caller's own (board.access.owns_task): the agent side
     comments on and links its own agents' tasks only."""
-    reviews = caller.task_id if caller.read_only else None
-    refuse_unless_own_task(caller.principal, task, caller.own_agents, reviews, verb)
+    refuse_unless_own_task(caller.principal, task, caller.own_agents, _run(caller), verb)
     return task
+
+
+def _run(caller: Caller) -> str | None:
+    """The task a run's credential was minted for (None: any other caller, the stdio
+    one bound to a task included)."""
+    return caller.task_id if caller.run else None
 
 
 def _settled(outcome: store.WriteOutcome) -> dict[str, Any]:
@@ -460,9 +466,11 @@ def claim_task(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
     """Take a ready task to work on: task_id, or the next ready one of your team.
     A conflict means someone else has it or it is not ready: do not retry it."""
     caller = caller_of(ctx)
-    agent = registry.get_agent(_agent(caller))
     if task_id is not None:
         _visible(caller, task_id)
+    roles.check_run_scope(caller.principal, "mcp claim_task", _run(caller), task_id)
+    agent = registry.get_agent(_agent(caller))
+    if task_id is not None:
         result = store.claim(task_id, agent.id, agent.runtime)
         result.raise_for_outcome(task_id)
     else:
@@ -481,7 +489,7 @@ def heartbeat(
     """Renew your lease on a task you hold (default: your task), so it is not taken
     back as stale during long work."""
     caller = caller_of(ctx)
-    tid, fence = _held(caller, task_id, ticket, settles=False)
+    tid, fence = _held(caller, task_id, ticket, settles=False, verb="mcp heartbeat")
     task = store.renew_lease(tid, fence).raise_if_declined()
     assert task.lease_until is not None
     return {"lease_until": task.lease_until.isoformat()}
@@ -499,7 +507,7 @@ def complete_task(
     caller = caller_of(ctx)
     task = _visible(caller, _task_id(caller, task_id))
     refuse_deciding_work_in_review(caller.principal, task, "mcp complete_task")
-    tid, fence = _held(caller, task_id, ticket, settles=True)
+    tid, fence = _held(caller, task_id, ticket, settles=True, verb="mcp complete_task")
     refuse_unjudged_done(caller.principal, task)
     return _settled(store.complete(tid, output, ticket=fence, if_allowed=True))
 
@@ -513,7 +521,7 @@ def fail_task(
     caller = caller_of(ctx)
     task = _visible(caller, _task_id(caller, task_id))
     refuse_deciding_work_in_review(caller.principal, task, "mcp fail_task")
-    tid, fence = _held(caller, task_id, ticket, settles=True)
+    tid, fence = _held(caller, task_id, ticket, settles=True, verb="mcp fail_task")
     return _settled(store.fail(tid, error, ticket=fence, if_allowed=True))
 
 
@@ -523,7 +531,7 @@ def request_review(
 ) -> dict[str, Any]:
     """Hand a task you hold to a person for review (in_progress → in_review)."""
     caller = caller_of(ctx)
-    tid, fence = _held(caller, task_id, ticket, settles=True)
+    tid, fence = _held(caller, task_id, ticket, settles=True, verb="mcp request_review")
     refuse_unjudged_done(caller.principal, _visible(caller, tid), "move to review")
     return _settled(store.await_review(tid, ticket=fence, if_allowed=True))
 
@@ -545,7 +553,7 @@ def write_handoff(
     brokenOrUnverified, nextBestStep (runtime, handoffFrom and timestamp are filled in
     when left out). Only for a task you hold."""
     caller = caller_of(ctx)
-    tid, _fence = _held(caller, task_id, None, settles=False)
+    tid, _fence = _held(caller, task_id, None, settles=False, verb="mcp write_handoff")
     agent = registry.get_agent(_agent(caller))
     doc = {
         "runtime": agent.runtime,

@@ -33,6 +33,7 @@ from core.errors import ClawbooError, Forbidden
 from core.models import AgentToken, MachineToken
 
 Kind = Literal["person", "agent", "machine", "reviewer", "anonymous"]
+RunScope = Literal["task", "subtasks", "never", "any"]
 AGENT_SIDE: frozenset[str] = frozenset({"agent", "machine", "reviewer"})
 
 
@@ -40,6 +41,12 @@ class PersonRequired(ClawbooError):
     """A verb GOVERNANCE §6 keeps for people, asked by the agent side (403)."""
 
     code = "person_required"
+
+
+class RunScopeRefused(ClawbooError):
+    """A run's credential acting beyond its own run's task (403)."""
+
+    code = "forbidden"
 
 
 class NotInTable(ClawbooError):
@@ -143,13 +150,26 @@ class Verb:
 
     ``permission``: an admin action's Django model permission (``"change"``,
     ``"delete"``) that the person needs as well: staff granted only ``view`` on a
-    model reads it in the admin and runs none of its actions."""
+    model reads it in the admin and runs none of its actions.
+
+    ``run``: what a run's credential (minted for one run of one task) may do with
+    it (:func:`check_run_scope`): ``"task"``, on its own task only (every operation
+    on a task's path, unless its row says otherwise); ``"subtasks"``, on its own task
+    and the subtasks split from it (board.access.owns_task decides); ``"never"``;
+    ``"any"``, not about a task (the default for a path without one)."""
 
     name: str
     admits: frozenset[str]
     says: str
     people_fields: Mapping[str, tuple[Any, ...] | None] | None = None
     permission: str | None = None
+    run: RunScope | None = None
+
+    @property
+    def run_scope(self) -> RunScope:
+        if self.run is not None:
+            return self.run
+        return "task" if "{task_id}" in self.name else "any"
 
 
 _T = "/api/board/tasks/{task_id}"
@@ -170,8 +190,9 @@ VERBS: tuple[Verb, ...] = (
         " or cancelled, with human_override, or out of review, people only",
         people_fields={"human_override": ANY, "to": ("done", "todo", "backlog", "cancelled")},
     ),
-    Verb(f"POST {_T}/claim", BUILDERS, "claim a task"),
-    Verb("POST /api/board/claim-next", BUILDERS, "claim the next ready task"),
+    # A run's credential claims nothing: the executor claimed its task, then started it.
+    Verb(f"POST {_T}/claim", BUILDERS, "claim a task", run="never"),
+    Verb("POST /api/board/claim-next", BUILDERS, "claim the next ready task", run="never"),
     Verb(f"POST {_T}/heartbeat", BUILDERS, "renew a claim's lease"),
     Verb(f"POST {_T}/release", BUILDERS, "give a claimed task back"),
     Verb(
@@ -186,11 +207,17 @@ VERBS: tuple[Verb, ...] = (
         BUILDERS,
         "hand in work (a pushed branch, or the server's checkout) for the server to judge",
     ),
-    Verb(f"POST {_T}/comments", BUILDERS, "comment (the agent side: on its own agents' tasks)"),
+    Verb(
+        f"POST {_T}/comments",
+        BUILDERS,
+        "comment (the agent side: on its own agents' tasks)",
+        run="subtasks",
+    ),
     Verb(
         f"POST {_T}/deps",
         BUILDERS,
         "say what a task waits on (the agent side: its own agents' tasks)",
+        run="subtasks",
     ),
     Verb(f"DELETE {_T}/deps/{{dep_id}}", PEOPLE, "drop a dependency"),
     Verb(f"POST {_T}/cancel-dependents", PEOPLE, "cancel a task's dependents"),
@@ -292,19 +319,31 @@ VERBS: tuple[Verb, ...] = (
         "mcp create_subtask",
         BUILDERS,
         "split work into a subtask (the agent side: under its own agents' tasks)",
+        run="subtasks",
     ),
-    Verb("mcp comment", BUILDERS, "comment (the agent side: on its own agents' tasks)"),
+    Verb(
+        "mcp comment",
+        BUILDERS,
+        "comment (the agent side: on its own agents' tasks)",
+        run="subtasks",
+    ),
     Verb(
         "mcp link_dependency",
         BUILDERS,
         "say what a task waits on (the agent side: its own agents' tasks)",
+        run="subtasks",
     ),
-    Verb("mcp claim_task", BUILDERS, "claim a task"),
-    Verb("mcp heartbeat", BUILDERS, "renew a claim's lease"),
-    Verb("mcp complete_task", BUILDERS, "settle a held task done (not a task in review)"),
-    Verb("mcp fail_task", BUILDERS, "settle a held task failed (not a task in review)"),
-    Verb("mcp request_review", BUILDERS, "hand a held task to review"),
-    Verb("mcp write_handoff", BUILDERS, "write a held task's handoff"),
+    Verb("mcp claim_task", BUILDERS, "claim a task", run="never"),
+    Verb("mcp heartbeat", BUILDERS, "renew a claim's lease", run="task"),
+    Verb(
+        "mcp complete_task",
+        BUILDERS,
+        "settle a held task done (not a task in review)",
+        run="task",
+    ),
+    Verb("mcp fail_task", BUILDERS, "settle a held task failed (not a task in review)", run="task"),
+    Verb("mcp request_review", BUILDERS, "hand a held task to review", run="task"),
+    Verb("mcp write_handoff", BUILDERS, "write a held task's handoff", run="task"),
     Verb("mcp decide_approval", PEOPLE, "decide a task approval"),
     Verb("mcp permission_prompt", RUNS, "ask a person to allow a tool call (a run only)"),
     # --- board pages (a signed-in session: people) ---------------------------------
@@ -398,6 +437,39 @@ def check(
     if principal.kind not in row.admits:
         raise _refusal(principal, verb, people=not (row.admits & AGENT_SIDE))
     return row
+
+
+def check_run_scope(principal: Principal, verb: str, run: str | None, task_id: Any) -> None:
+    """A run's credential (``run``: the task it was minted for; None: another
+    credential, no check) acts on its own run's task only (GOVERNANCE §6): not on
+    another task its agent also holds -- another run's, or a claim left over, which
+    it could otherwise renew, settle or hand in with a ticket the server fills in --
+    and it claims no new work (the executor claims, then starts the run). Reads
+    within its team stay. ``task_id``: the task the operation names (None: none).
+    Rows whose run scope is ``"subtasks"`` reach the subtasks split from the run's
+    task too: the door that has the task decides (board.access.owns_task)."""
+    if run is None:
+        return
+    row = TABLE.get(verb)
+    scope = row.run_scope if row is not None else "task"
+    if scope == "never":
+        raise RunScopeRefused(
+            f"{principal.describe()} may not {verb}: a run's credential claims no work "
+            f"(it was minted for the run of task {run!r}, which the executor claimed)",
+            principal=principal.kind,
+            verb=verb,
+        )
+    if scope == "task" and task_id is not None and task_id != run:
+        raise run_scope_refusal(principal, verb, run, task_id)
+
+
+def run_scope_refusal(principal: Principal, verb: str, run: str, task_id: Any) -> ClawbooError:
+    return RunScopeRefused(
+        f"{principal.describe()} may not {verb} on task {task_id!r}: this credential "
+        f"was minted for the run of task {run!r} and acts on that task only",
+        principal=principal.kind,
+        verb=verb,
+    )
 
 
 # Reads (GET, HEAD, OPTIONS): a signed-in caller reads its teams' (each view scopes
@@ -569,6 +641,14 @@ def as_markdown() -> str:
         + " is refused (`person_required`). Completing a task that is in review (REST",
         "`…/complete` or MCP `complete_task`) is approving it, and failing or blocking it",
         "(`…/fail`, a move to `blocked`, MCP `fail_task`) is turning it down: people only.",
+        "",
+        "A run's credential (minted for one run of one task) acts on that task only: "
+        + ", ".join(f"`{v.name}`" for v in VERBS if v.run == "never")
+        + " never (the executor claims, then starts the run); "
+        + ", ".join(f"`{v.name}`" for v in VERBS if v.run == "subtasks")
+        + " on its task and the subtasks split from it; every other write on a task,",
+        "on its own task only -- not on another task its agent also holds (`403 forbidden`,",
+        "nothing written).",
         "",
     ]
     return "\n".join(lines)

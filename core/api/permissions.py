@@ -59,5 +59,9 @@ class RoleTable(BasePermission):
                 task = (getattr(match, "kwargs", None) or {}).get("task_id")
                 roles.check_read(principal(request), _path(request), task, run_task(request.auth))
             return True  # a read; or a method the view lacks, which DRF answers 405
-        roles.check(principal(request), operation(request), body=lambda: request.data)
+        who, verb = principal(request), operation(request)
+        roles.check(who, verb, body=lambda: request.data)
+        match = getattr(request, "resolver_match", None)
+        task = (getattr(match, "kwargs", None) or {}).get("task_id")
+        roles.check_run_scope(who, verb, run_task(request.auth), task)
         return True

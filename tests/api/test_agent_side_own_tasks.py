@@ -36,6 +36,12 @@ OTHERS = ["theirs", "approved"]
 OWN = ["held", "assigned", "filed"]
 
 
+def own_of(credential: str) -> list[str]:
+    """The agent's own tasks, as this credential reaches them: a run's credential acts
+    on its run's task (``held``) only, not on whatever else its agent holds."""
+    return ["held"] if credential == "run credential" else OWN
+
+
 def world() -> dict[str, Any]:
     """Ada owns agents far and near; far's credentials meet near's work."""
     ada = get_user_model().objects.create_user("ada")
@@ -130,7 +136,7 @@ def test_the_agent_side_may_not_comment_on_or_add_a_dependency_to_another_agents
 def test_the_agent_side_comments_on_and_links_its_own_assigned_held_and_filed_tasks(credential):
     board = world()
     api = client(board["keys"][credential])
-    for target in OWN:
+    for target in own_of(credential):
         task = board["tasks"][target]
         said = api.post(f"/api/board/tasks/{task}/comments", {"body": "progress"}, format="json")
         assert said.status_code == 201, (target, said.content[:200])
@@ -179,7 +185,7 @@ def test_the_agent_side_may_not_file_a_subtask_under_another_agents_task(credent
 def test_the_agent_side_files_subtasks_under_its_own_tasks(credential):
     board = world()
     api = client(board["keys"][credential])
-    for target in OWN:
+    for target in own_of(credential):
         parent = board["tasks"][target]
         filed = api.post(
             "/api/board/tasks",
@@ -227,7 +233,7 @@ def test_the_mcp_tools_comment_on_and_link_the_agents_own_tasks(credential):
         board["keys"][credential],
         [
             call
-            for target in OWN
+            for target in own_of(credential)
             for call in (
                 ("comment", {"task_id": tasks[target], "body": "progress"}),
                 ("link_dependency", {"task_id": tasks[target], "depends_on": tasks["theirs"]}),
@@ -235,7 +241,7 @@ def test_the_mcp_tools_comment_on_and_link_the_agents_own_tasks(credential):
         ],
     )
     assert [a.structured_content for a in answers if a.is_error] == []
-    for target in OWN:
+    for target in own_of(credential):
         assert store.depends_on_ids(tasks[target]) == [tasks["theirs"]]
         assert TaskComment.objects.filter(task_id=tasks[target]).count() == 1
 
@@ -256,10 +262,13 @@ def test_the_mcp_subtask_tool_files_under_the_agents_own_tasks_only(credential):
     assert written() == before
     filed = mcp_calls(
         board["keys"][credential],
-        [("create_subtask", {"title": "a child", "parent_task_id": tasks[t]}) for t in OWN],
+        [
+            ("create_subtask", {"title": "a child", "parent_task_id": tasks[t]})
+            for t in own_of(credential)
+        ],
     )
     assert [a.structured_content for a in filed if a.is_error] == []
-    for target in OWN:
+    for target in own_of(credential):
         assert Task.objects.filter(parent_task_id=tasks[target]).count() == 1
 
 

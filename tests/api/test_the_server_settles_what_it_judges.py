@@ -88,14 +88,18 @@ def test_a_runs_credential_does_not_settle_its_own_task_over_rest(owner, verb, b
     assert store.get_task(task_id).status == "in_progress"
 
 
-def test_a_runs_credential_still_settles_other_work_its_agent_holds(owner):
-    """As over MCP: what its agent claimed besides its run's task, it settles."""
+def test_a_runs_credential_does_not_settle_other_work_its_agent_holds(owner):
+    """A run's credential acts on its run's task only: what else its agent holds
+    (another run's task, a claim left over) is not its to settle, as over MCP."""
     task_id, ticket = held_by("bot", file_mutating=False)
     other, other_ticket = held_by("bot", file_mutating=False)
     run = client(credentials.mint_run_credential("bot", task_id, ticket))
+    before = written()
     answer = run.post(f"/api/board/tasks/{other}/complete", {"ticket": other_ticket}, format="json")
-    assert answer.status_code == 200, answer.content[:300]
-    assert store.get_task(other).status == "done"
+    assert answer.status_code == 403, answer.content[:300]
+    assert "acts on that task only" in answer.json()["detail"]
+    assert written() == before
+    assert store.get_task(other).status == "in_progress"
 
 
 @pytest.fixture

@@ -105,7 +105,7 @@ Connect = Callable[..., Any]
 
 
 @pytest.fixture
-def http_connect(daphne: Callable[..., str], board: Board) -> Connect:
+def http_connect(daphne: Callable[..., str], board: Board, django_user_model: Any) -> Connect:
     base = daphne(extra_env={"DJANGO_SECRET_KEY": settings.SECRET_KEY})
     run_key = credentials.mint_run_credential("ada", board.task, board.ticket)
 
@@ -120,7 +120,21 @@ def http_connect(daphne: Callable[..., str], board: Board) -> Connect:
             await session.initialize()
             yield Session(session)
 
+    def as_agent() -> Callable[[], Any]:
+        """How to connect as agent ada outside any run (its own key; made here, out
+        of the async test): a run's credential acts on its run's task only, and
+        claims nothing."""
+        from core.machines import new_key
+        from core.models import AgentToken
+
+        owner = django_user_model.objects.create_user("otto")
+        registry.update_agent("ada", {"owner": owner})
+        key = new_key()
+        AgentToken.objects.create(key=key, agent_id="ada", user=owner)
+        return lambda: connect(key)
+
     connect.base = base  # type: ignore[attr-defined]
+    connect.as_agent = as_agent  # type: ignore[attr-defined]
     return connect
 
 
@@ -145,6 +159,7 @@ def stdio_connect(database_url: str, tmp_path: Path, board: Board) -> Connect:
             await session.initialize()
             yield Session(session)
 
+    connect.as_agent = lambda: lambda: connect(task=None)  # type: ignore[attr-defined]
     return connect
 
 
@@ -191,9 +206,11 @@ def test_each_tool_answers_for_the_agents_own_team(
     # Another of ada's tasks to claim and settle, and two to review and fail.
     spare = [store.create_task(title=f"spare {n}", team="red").task.id for n in range(3)]
 
+    as_agent = connect.as_agent()  # type: ignore[attr-defined]
+
     async def go() -> dict[str, Answer]:
         async with connect() as s:
-            return {
+            answers = {
                 "list": await s.call("list_tasks"),
                 "get": await s.call("get_task"),
                 "subtask": await s.call("create_subtask", title="Split off", labels=["mcp"]),
@@ -209,6 +226,13 @@ def test_each_tool_answers_for_the_agents_own_team(
                     },
                 ),
                 "read": await s.call("read_handoff"),
+                "spend": await s.call("spend"),
+                "repository": await s.call("get_repository", repository_id="app"),
+            }
+        # Other work is the agent's own, outside a run (a run acts on its task only).
+        async with as_agent() as s:
+            return {
+                **answers,
                 "claim": await s.call("claim_task", task_id=spare[0]),
                 "complete": await s.call("complete_task", task_id=spare[0], output={"ok": 1}),
                 "claim2": await s.call("claim_task", task_id=spare[1]),
@@ -217,8 +241,6 @@ def test_each_tool_answers_for_the_agents_own_team(
                 "review": await s.call("request_review", task_id=spare[1]),
                 "claim3": await s.call("claim_task", task_id=spare[2]),
                 "fail": await s.call("fail_task", task_id=spare[2], error="cannot"),
-                "spend": await s.call("spend"),
-                "repository": await s.call("get_repository", repository_id="app"),
             }
 
     answers = run(go())
@@ -280,8 +302,10 @@ def test_a_claim_conflict_is_a_tool_error_that_says_do_not_retry(
     registry.create_agent(id="eve", display_name="Eve", team="red", runtime="codex")
     store.claim(taken, "eve", "codex")
 
+    as_agent = connect.as_agent()  # type: ignore[attr-defined]
+
     async def go() -> list[Answer]:
-        async with connect() as s:
+        async with as_agent() as s:
             return [
                 await s.call("claim_task", task_id=taken),
                 await s.call("complete_task", task_id=taken),
