@@ -13,13 +13,16 @@ from core.api.auth import bound_agent, bound_agents, run_task
 from core.checks import ID_PATTERN
 from core.errors import Forbidden, ValidationFailed
 from core.registry import agent_scope
-from core.roles import Principal, principal_of, run_scope_refusal
+from core.roles import Principal, principal_of, refuse_withheld, run_scope_refusal
 
 
 def visible_task(user: Any, task_id: str) -> Task:
     """The task, or 404 when it does not exist *or* belongs to a team the user cannot see."""
     task = Task.objects.filter(pk=task_id).first()
-    if task is None or not can_see_team(user, task.team_id):
+    if task is None:
+        raise TaskNotFound(task_id)
+    if not can_see_team(user, task.team_id):
+        refuse_withheld(user, f"task {task_id!r}")
         raise TaskNotFound(task_id)
     return task
 

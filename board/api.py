@@ -13,7 +13,6 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -62,7 +61,7 @@ from core.api.auth import run_task
 from core.api.bodies import json_object, query_bool, query_int
 from core.api.idempotency import idempotent
 from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
-from core.api.permissions import RoleTable, operation, principal
+from core.api.permissions import RoleTable, StaffOnly, operation, principal
 from core.api.registry_views import AgentSerializer, agent_body
 from core.api.schema import with_errors
 from core.errors import NotFound, ValidationFailed
@@ -641,6 +640,8 @@ def _visible_tool_approval(request: Request, approval_id: str) -> Any:
     found = store.list_approvals(teams=team_ids(request.user), state=None).filter(pk=approval_id)
     row = found.first()
     if row is None:
+        if store.list_approvals(teams=None, state=None).filter(pk=approval_id).exists():
+            roles.refuse_withheld(request.user, f"approval {approval_id!r}")
         raise NotFound(f"approval {approval_id!r} does not exist", approval_id=approval_id)
     return row
 
@@ -1354,7 +1355,7 @@ ReconcileBody = inline_serializer(
 
 
 class ReconcileView(APIView):
-    permission_classes = [RoleTable, IsAdminUser]
+    permission_classes = [RoleTable, StaffOnly]
 
     @extend_schema(
         operation_id="board_reconcile",

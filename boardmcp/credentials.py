@@ -42,6 +42,7 @@ from core.api.auth import RUN_KEY_PREFIX, bound_agent, bound_agents
 from core.api.throttling import agent_client, client_of
 from core.errors import ClawbooError
 from core.models import Agent
+from core.registry import member_team_ids
 from core.roles import Principal, principal_of
 
 MAX_KEY_LENGTH = 128
@@ -75,6 +76,26 @@ class Caller:
     # A machine token's bound agents: over MCP it acts as none of them, yet their
     # tasks are its own (GOVERNANCE §6: it acts for them as their keys do).
     machine_agents: frozenset[str] = frozenset()
+    # A staff person's own teams, and the tools whose model permission they lack
+    # (core.roles.withheld_rows): for those, the member's powers only (:meth:`acting`).
+    member_teams: tuple[str, ...] = ()
+    withheld_verbs: frozenset[str] = frozenset()
+    # The row whose permission this call lacks (set by :meth:`acting`).
+    withheld: roles.Verb | None = None
+
+    def acting(self, verb: str) -> Caller:
+        """This caller for one call of ``verb``: a staff person without the model
+        permission the roles table names for it acts as a member of their own teams
+        (core.roles.staff_power), and is told what is missing beyond them."""
+        if self.teams is not None or verb not in self.withheld_verbs:
+            return self
+        return replace(self, teams=self.member_teams, withheld=roles.TABLE[verb])
+
+    def refuse_withheld(self, what: str) -> None:
+        """403 naming the permission, for a staff caller :meth:`acting` narrowed who
+        reached ``what`` beyond their own teams; anyone else: no-op."""
+        if self.withheld is not None:
+            raise roles.staff_refusal(self.principal, self.withheld, what)
 
     @property
     def own_agents(self) -> frozenset[str]:
@@ -225,6 +246,7 @@ def _token_caller(key: str) -> Caller | None:
         return replace(agent_caller(agent), client=client_of(user, token))
     principal = principal_of(user, token)
     teams = team_ids(user)
+    staff = principal.kind == "person" and teams is None
     return Caller(
         name=principal.name if principal.kind == "machine" else user.get_username(),
         teams=None if teams is None else tuple(teams),
@@ -234,6 +256,8 @@ def _token_caller(key: str) -> Caller | None:
         kind=principal.kind,
         staff=principal.staff,
         machine_agents=bound_agents(token) or frozenset(),
+        member_teams=tuple(member_team_ids(user)) if staff else (),
+        withheld_verbs=roles.withheld_rows(user) if staff else frozenset(),
     )
 
 

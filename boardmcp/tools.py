@@ -14,6 +14,7 @@ import datetime as dt
 import functools
 import json
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Annotated, Any, Literal, TypeVar
 
 from django.db import close_old_connections
@@ -126,7 +127,15 @@ def refusal_body(exc: BaseException) -> dict[str, Any] | None:
     return body
 
 
+# The caller of the call a governed tool is running (Caller.acting: narrowed for a
+# staff person without the tool's model permission); caller_of answers it first.
+_ACTING: ContextVar[Caller | None] = ContextVar("clawboo_mcp_acting", default=None)
+
+
 def caller_of(ctx: Context) -> Caller:
+    acting = _ACTING.get()
+    if acting is not None:
+        return acting
     server = ctx.mcp_server
     request = ctx.request_context.request
     scope = getattr(request, "scope", None)
@@ -160,7 +169,10 @@ def _visible(caller: Caller, task_id: Any, field: str = "task_id") -> Task:
     if not isinstance(task_id, str):
         raise ValidationFailed(field, "must be a task id")
     task = store.find_task(task_id)
-    if task is None or not caller.sees(task.team_id):
+    if task is None:
+        raise TaskNotFound(task_id)
+    if not caller.sees(task.team_id):
+        caller.refuse_withheld(f"task {task_id!r}")
         raise TaskNotFound(task_id)
     if caller.read_only and task.id != caller.task_id:
         # The reviewer reads the change it reviews, nothing else (GOVERNANCE §6).
@@ -189,10 +201,15 @@ def _team(caller: Caller, team: str | None) -> str:
     """The team a create lands in: the caller's own, or one chosen within its scope."""
     if team is not None:
         if caller.teams is not None and team not in caller.teams:
+            caller.refuse_withheld(f"team {team!r}")
             raise ValidationFailed("team", f"no team {team!r}")
         return team
     if caller.teams:
         return caller.teams[0]
+    if caller.teams is not None:
+        # A person of no team (or staff acting as a member) files nowhere by default.
+        caller.refuse_withheld("a team of its own")
+        raise ValidationFailed("team", "you belong to no team: name one you belong to")
     return registry.DEFAULT_TEAM
 
 
@@ -685,8 +702,13 @@ def governed(fn: _F) -> _F:
 
     @functools.wraps(fn)
     def run(ctx: Context, *args: Any, **kwargs: Any) -> Any:
-        roles.check(caller_of(ctx).principal, verb)
-        return fn(ctx, *args, **kwargs)
+        caller = caller_of(ctx)
+        roles.check(caller.principal, verb)
+        bound = _ACTING.set(caller.acting(verb))
+        try:
+            return fn(ctx, *args, **kwargs)
+        finally:
+            _ACTING.reset(bound)
 
     return run  # type: ignore[return-value]
 

@@ -26,7 +26,7 @@ verb — ``"POST …/transition with human_override"`` — and refuses it there.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from core.errors import ClawbooError, Forbidden
@@ -117,9 +117,7 @@ def principal_of(user: Any, auth: Any = None) -> Principal:
     # A machine's service user signed in some other way is still the machine.
     if hasattr(user, "machine_token"):
         return Principal("machine", str(user.get_username()))
-    return Principal(
-        "person", str(user.get_username()), staff=bool(user.is_staff or user.is_superuser)
-    )
+    return Principal("person", str(user.get_username()), staff=staff_power(user))
 
 
 def _is_person_token(auth: Any) -> bool:
@@ -152,6 +150,10 @@ class Verb:
     ``"delete"``) that the person needs as well: staff granted only ``view`` on a
     model reads it in the admin and runs none of its actions.
 
+    ``model``: for an operation of the API, MCP or a page, the model (``"board.task"``)
+    whose ``permission`` a staff person needs to do it beyond their own teams and
+    agents (:func:`staff_power`); an admin action's model is in its name.
+
     ``run``: what a run's credential (minted for one run of one task) may do with
     it (:func:`check_run_scope`): ``"task"``, on its own task only (every operation
     on a task's path, unless its row says otherwise); ``"subtasks"``, on its own task
@@ -164,6 +166,16 @@ class Verb:
     people_fields: Mapping[str, tuple[Any, ...] | None] | None = None
     permission: str | None = None
     run: RunScope | None = None
+    model: str | None = None
+
+    @property
+    def django_permission(self) -> str | None:
+        """``"board.change_task"``: the Django model permission the row names, or None."""
+        if self.permission is None:
+            return None
+        label = self.model or self.name.split(" ")[1]
+        app_label, model = label.split(".")
+        return f"{app_label}.{self.permission}_{model}"
 
     @property
     def run_scope(self) -> RunScope:
@@ -407,6 +419,92 @@ VERBS: tuple[Verb, ...] = (
     ),
 )
 
+# What a staff person needs, beyond their own teams and agents, for each operation a
+# person does (:func:`staff_power`): the Django model permission the admin asks for
+# the same change. The first entry whose prefix names the verb decides; an operation
+# a person does that none names is refused to staff without a team of its own
+# (tests/core/test_roles.py fails on one missing).
+STAFF_NEEDS: tuple[tuple[str, str, str], ...] = (
+    ("POST /api/board/tasks/{task_id}", "board.task", "change"),
+    ("PATCH /api/board/tasks/{task_id}", "board.task", "change"),
+    ("DELETE /api/board/tasks/{task_id}", "board.task", "change"),
+    ("POST /api/board/tasks", "board.task", "add"),
+    ("POST /api/board/claim-next", "board.task", "change"),
+    ("POST /api/board/reconcile", "board.task", "change"),
+    ("POST /api/worktrees/gc", "board.workspace", "delete"),
+    ("POST /api/approvals/", "board.toolapproval", "change"),
+    ("POST /api/teams/{team_id}/chat", "clawboo.chatmessage", "add"),
+    ("PATCH /api/teams/", "clawboo.team", "change"),
+    ("POST /api/agents/", "clawboo.agent", "change"),
+    ("POST /api/agents", "clawboo.agent", "add"),
+    ("PATCH /api/agents/", "clawboo.agent", "change"),
+    ("POST /api/budgets/", "board.budget", "change"),
+    ("POST /api/budgets", "board.budget", "add"),
+    ("PATCH /api/budgets/", "board.budget", "change"),
+    ("DELETE /api/budgets/", "board.budget", "delete"),
+    ("POST /api/repositories", "clawboo.repository", "add"),
+    ("PATCH /api/repositories/", "clawboo.repository", "change"),
+    ("DELETE /api/repositories/", "clawboo.repository", "delete"),
+    ("POST /api/routines/", "routines.routine", "change"),
+    ("POST /api/routines", "routines.routine", "add"),
+    ("PATCH /api/routines/", "routines.routine", "change"),
+    ("DELETE /api/routines/", "routines.routine", "delete"),
+    ("POST /api/schedules/", "routines.routine", "change"),
+    ("POST /api/schedules", "routines.routine", "add"),
+    ("PATCH /api/schedules/", "routines.routine", "change"),
+    ("DELETE /api/schedules/", "routines.routine", "delete"),
+    ("mcp create_", "board.task", "add"),
+    *(
+        (f"mcp {tool}", "board.task", "change")
+        for tool in (
+            "comment",
+            "link_dependency",
+            "claim_task",
+            "heartbeat",
+            "complete_task",
+            "fail_task",
+            "request_review",
+            "write_handoff",
+            "decide_approval",
+        )
+    ),
+    ("page routine-new", "routines.routine", "add"),
+    ("page routine-delete", "routines.routine", "delete"),
+    ("page gateway-job-delete", "routines.routine", "delete"),
+    ("page routine-", "routines.routine", "change"),
+    ("page gateway-job-", "routines.routine", "change"),
+)
+# Operations a person does that give no power over anyone's work: signing in and out,
+# trading a password for one's own key, the admin's own pages (Django checks those),
+# making a team (any person may; they become its member), and the MCP tools that
+# only read.
+NO_STAFF_POWER: frozenset[str] = frozenset(
+    {
+        "POST /api/auth/token",
+        "POST /api/teams",
+        "page login",
+        "page logout",
+        "admin",
+        "mcp list_tasks",
+        "mcp get_task",
+        "mcp read_handoff",
+        "mcp spend",
+        "mcp get_repository",
+    }
+)
+
+
+def _staff_needs(verb: Verb) -> Verb:
+    if "person" not in verb.admits or verb.permission is not None:
+        return verb
+    for prefix, model, permission in STAFF_NEEDS:
+        if verb.name.startswith(prefix):
+            return replace(verb, model=model, permission=permission)
+    return verb
+
+
+VERBS = tuple(_staff_needs(verb) for verb in VERBS)
+
 TABLE: dict[str, Verb] = {verb.name: verb for verb in VERBS}
 assert len(TABLE) == len(VERBS), "a verb is named twice in the roles table"  # noqa: S101
 
@@ -565,6 +663,102 @@ def check_admin_permission(user: Any, verb: str) -> None:
         )
 
 
+# --- staff's powers ------------------------------------------------------------------
+
+# Where a person's user object, for this request, keeps the row whose model permission
+# the person lacks (:func:`bind_staff_power`).
+_STAFF_WITHHELD = "_clawboo_staff_withheld"
+
+
+class StaffPermissionRequired(ClawbooError):
+    """A staff person reaching beyond their own teams and agents without the Django
+    model permission the roles table names for the operation (403)."""
+
+    code = "forbidden"
+
+
+def bind_staff_power(user: Any, verb: str | None) -> None:
+    """Say, for this request, whether ``user``'s staff powers hold for ``verb``.
+
+    Staff act on every team and as every agent; for a write that is a power over
+    others' work, and a staff person's cross-team use of it needs the Django model
+    permission the admin asks for the same change (the row's :attr:`Verb.model`
+    and :attr:`Verb.permission`; a superuser holds them all). Without it the person
+    keeps a member's powers -- in their own teams, as their own agents -- and
+    reaching beyond them is refused (:func:`refuse_withheld`). Each door calls this
+    once per request, before the view (REST: core.api.permissions; pages:
+    :class:`PageRolesMiddleware`; MCP: boardmcp.tools); ``verb`` None (a read)
+    leaves staff's reads as they are."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return
+    row = TABLE.get(verb) if verb is not None else None
+    needed = row.django_permission if row is not None else None
+    withheld = (
+        row is not None
+        and needed is not None
+        and bool(user.is_staff)
+        and not user.is_superuser
+        and not user.has_perm(needed)
+    )
+    if withheld:
+        setattr(user, _STAFF_WITHHELD, row)
+    elif hasattr(user, _STAFF_WITHHELD):
+        delattr(user, _STAFF_WITHHELD)
+
+
+def staff_power(user: Any) -> bool:
+    """Whether ``user`` holds staff's powers (every team, every agent, the settings
+    only staff change) for this request: an active staff person or superuser with
+    their own credential (an agent's key or a run's credential is the agent side,
+    whoever its owner is), holding the model permission of the write asked
+    (:func:`bind_staff_power`). The one rule every door and view asks."""
+    return bool(
+        user is not None
+        and getattr(user, "is_authenticated", False)
+        and getattr(user, "is_active", True)
+        and (user.is_staff or user.is_superuser)
+        and agent_team(user) is None
+        and getattr(user, _STAFF_WITHHELD, None) is None
+    )
+
+
+def refuse_withheld(user: Any, what: str) -> None:
+    """Refuse (403, naming the permission) a staff person whose staff powers this
+    request withholds (:func:`bind_staff_power`) and who reached ``what`` -- a team
+    not theirs, another's agent, a setting only staff change -- where a member would
+    meet ``not found`` or ``forbidden``. A staff person may read it, so the refusal
+    names what is missing rather than pretend it does not exist. Anyone else: no-op
+    (the caller's own refusal follows)."""
+    row = getattr(user, _STAFF_WITHHELD, None) if user is not None else None
+    if isinstance(row, Verb):
+        raise staff_refusal(principal_of(user, None), row, what)
+
+
+def staff_refusal(principal: Principal, row: Verb, what: str) -> StaffPermissionRequired:
+    return StaffPermissionRequired(
+        f"{principal.describe()} may not {row.name} on {what}: beyond your own teams "
+        f"and agents it needs the {row.permission} permission on {row.model} "
+        f"({row.django_permission})",
+        permission=row.django_permission,
+        verb=row.name,
+    )
+
+
+def withheld_rows(user: Any) -> frozenset[str]:
+    """The verbs whose model permission staff ``user`` lacks (none for a superuser or
+    a person who is not staff): a door that binds its caller once (MCP) narrows it
+    per call with these (:func:`bind_staff_power` for one request)."""
+    if not getattr(user, "is_staff", False) or user.is_superuser:
+        return frozenset()
+    return frozenset(
+        row.name
+        for row in VERBS
+        if row.django_permission is not None
+        and not row.name.startswith("admin ")
+        and not user.has_perm(row.django_permission)
+    )
+
+
 class PageRolesMiddleware:
     """The roles table's check for board page actions and admin actions: every
     write a signed-in principal sends to a page names a row, checked before the
@@ -588,6 +782,7 @@ class PageRolesMiddleware:
         try:
             check(principal_of(user, None), verb)
             check_admin_permission(user, verb)
+            bind_staff_power(user, verb)
         except ClawbooError as exc:
             from django.http import HttpResponseForbidden
 
@@ -620,12 +815,20 @@ def as_markdown() -> str:
         "the reviewer reads the task it reviews (`/api/board/tasks/{task_id}` and under",
         "it; MCP `get_task`, `read_handoff`, `list_tasks`), nothing else.",
         "",
-        "| verb | " + " | ".join(_COLUMNS) + " | what |",
-        "|---|" + "---|" * len(_COLUMNS) + "---|",
+        "",
+        "A staff person acts on every team and as every agent; beyond their own teams and",
+        "agents, each write needs the Django model permission in the *staff needs* column",
+        "(the one the admin asks for the same change; a superuser holds them all). Without",
+        "it they keep a member's powers, and reaching further is `403 forbidden` naming the",
+        "permission, nothing written. Staff's reads are unchanged.",
+        "",
+        "| verb | " + " | ".join(_COLUMNS) + " | staff needs | what |",
+        "|---|" + "---|" * len(_COLUMNS) + "---|---|",
     ]
     for verb in VERBS:
         marks = ["yes" if kind in verb.admits else "**never**" for kind in _COLUMNS]
-        lines.append(f"| `{verb.name}` | " + " | ".join(marks) + f" | {verb.says} |")
+        needs = f"`{verb.django_permission}`" if verb.django_permission else ""
+        lines.append(f"| `{verb.name}` | " + " | ".join(marks) + f" | {needs} | {verb.says} |")
     lines += [
         "",
         "Body-borne people verbs: for the agent side, "

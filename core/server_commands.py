@@ -23,7 +23,7 @@ from typing import Any
 from django.conf import settings as django_settings
 
 from core.errors import Forbidden
-from core.roles import agent_team
+from core.roles import staff_power
 
 # Settings that never reach a command line or an environment. ``repository`` picks
 # one of the team's registered repositories (staff registered them; core.registry
@@ -104,11 +104,8 @@ def check_task_commands(metadata: Any, *, operator: bool) -> None:
 
 
 def is_operator(user: Any) -> bool:
-    """A staff person with their own credential: a staff owner's agent key or run
-    credential is the agent side, and what the server runs is never its decision."""
-    return bool(
-        user is not None
-        and user.is_active
-        and (user.is_staff or user.is_superuser)
-        and agent_team(user) is None
-    )
+    """A staff person with their own credential, holding staff's powers for this
+    request (core.roles.staff_power: the write's model permission too): a staff
+    owner's agent key or run credential is the agent side, and what the server runs
+    is never its decision."""
+    return staff_power(user)

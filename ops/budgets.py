@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from board.models import Budget, BudgetMode, BudgetScope, BudgetWindow, Task
 from board.store import now, spend
+from core import roles
 from core.api.access import can_see_team, team_ids
 from core.api.bodies import json_object
 from core.api.schema import with_errors
@@ -54,13 +55,16 @@ def visible_scope_team(user: Any, scope: Any, scope_id: Any) -> str:
     """The scope's team, if the user may see it; else 400 naming ``scope_id``."""
     check_choice(scope, "scope", BudgetScope.values)
     team = scope_team(scope, scope_id)
+    if team is not None and not can_see_team(user, team):
+        roles.refuse_withheld(user, f"{scope} {scope_id!r}")
     if team is None or not can_see_team(user, team):
         raise ValidationFailed("scope_id", f"no {scope} {scope_id!r}")
     return team
 
 
 def require_staff(user: Any) -> None:
-    if not (user.is_staff or user.is_superuser):
+    if not roles.staff_power(user):
+        roles.refuse_withheld(user, "a budget")
         raise Forbidden("budgets are written by staff; members read their own teams'")
 
 

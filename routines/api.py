@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core import repositories, server_commands
+from core import repositories, roles, server_commands
 from core.api.access import act_as, can_see_team, require_team, team_ids
 from core.api.bodies import OpenBody, json_object
 from core.api.idempotency import idempotent
@@ -257,8 +257,9 @@ def check_schedule_access(user: Any, mux: ScheduleMultiplexer, schedule_id: str)
     name, _, native = schedule_id.partition(":")
     if name == ROUTINE_SOURCE:
         visible_routine(user, native)
-    elif not user.is_staff:
+    elif not roles.staff_power(user):
         mux.source(name)  # unknown source → 404 before 403
+        roles.refuse_withheld(user, f"schedules of source {name!r}")
         raise Forbidden(f"only staff may change schedules of source {name!r}")
 
 
@@ -394,7 +395,8 @@ class ScheduleListView(APIView):
             if not isinstance(source_name, str):
                 raise ScheduleNotFound(str(source_name))
             mux.source(source_name)  # unknown source → 404 before 403
-            if not request.user.is_staff:
+            if not roles.staff_power(request.user):
+                roles.refuse_withheld(request.user, f"schedules of source {source_name!r}")
                 raise Forbidden(f"only staff may create schedules in source {source_name!r}")
         body.pop("source")
         return Response(mux.create(source_name, body).as_dict(), status=201)

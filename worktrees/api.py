@@ -6,7 +6,6 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -28,7 +27,7 @@ from core.api.access import act_as, act_as_assignee, scoped, visible
 from core.api.auth import run_task
 from core.api.bodies import BodySpec, json_object
 from core.api.idempotency import idempotent
-from core.api.permissions import RoleTable, principal
+from core.api.permissions import RoleTable, StaffOnly, principal
 from core.api.schema import with_errors
 from core.errors import ValidationFailed
 from core.models import Repository
@@ -209,7 +208,7 @@ GcBody = inline_serializer(
 
 
 class GcView(APIView):
-    permission_classes = [RoleTable, IsAdminUser]
+    permission_classes = [RoleTable, StaffOnly]
 
     @extend_schema(
         operation_id="worktrees_gc",

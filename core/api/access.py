@@ -1,7 +1,10 @@
 """Who sees what, and who may act as whom.
 
-A user sees and writes only the teams they belong to; staff see all. What the
-caller cannot see answers exactly as what does not exist (no existence oracle).
+A user sees and writes only the teams they belong to; staff see all, and write
+beyond their own teams with the model permission the roles table names for the
+write (core.roles.staff_power; without it: a member's powers, and a refusal naming
+the permission where a member would meet "not found"). What the caller cannot see
+answers exactly as what does not exist (no existence oracle).
 Acting as an agent (claim, heartbeat, settle, be assigned, create as it) needs its
 owner's credential or staff; a token bound to one agent acts as that agent only.
 """
@@ -17,7 +20,7 @@ from core.checks import ID_PATTERN
 from core.errors import Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Team
 from core.registry import agent_scope, member_team_ids
-from core.roles import agent_team
+from core.roles import agent_team, refuse_withheld, staff_power
 
 
 def team_ids(user: Any) -> list[str] | None:
@@ -27,7 +30,7 @@ def team_ids(user: Any) -> list[str] | None:
     if bound is not None:
         staff = user.is_staff or user.is_superuser
         return [bound] if staff or bound in member_team_ids(user) else []
-    if user.is_staff or user.is_superuser:
+    if staff_power(user):
         return None
     return member_team_ids(user)
 
@@ -51,6 +54,8 @@ def visible(user: Any, qs: QuerySet[M], pk: Any, what: str, field: str = "team_i
     user cannot see: the same answer for both."""
     row = scoped(user, qs, field).filter(pk=pk).first()
     if row is None:
+        if qs.filter(pk=pk).exists():
+            refuse_withheld(user, f"{what} {pk!r}")
         raise NotFound(f"{what} {pk!r} does not exist")
     return row
 
@@ -73,9 +78,11 @@ def require_team(user: Any, team_id: Any, field: str = "team") -> str:
     if (
         not isinstance(team_id, str)
         or not ID_PATTERN.match(team_id)
-        or not can_see_team(user, team_id)
         or not Team.objects.filter(pk=team_id).exists()
     ):
+        raise ValidationFailed(field, f"no team {team_id!r}")
+    if not can_see_team(user, team_id):
+        refuse_withheld(user, f"team {team_id!r}")
         raise ValidationFailed(field, f"no team {team_id!r}")
     return team_id
 
@@ -91,6 +98,8 @@ def act_as(request: Any, agent_id: Any, field: str = "agent_id") -> str:
     scope = (
         agent_scope(agent_id) if isinstance(agent_id, str) and ID_PATTERN.match(agent_id) else None
     )
+    if scope is not None and not can_see_team(user, scope[0]):
+        refuse_withheld(user, f"agent {agent_id!r}")
     if scope is None or not can_see_team(user, scope[0]):
         raise ValidationFailed(field, f"no agent {agent_id!r} in the registry")
     # A plain Django request (a page, the admin) carries no API credential.
@@ -103,7 +112,8 @@ def act_as(request: Any, agent_id: Any, field: str = "agent_id") -> str:
         if agent_id not in machine:
             raise Forbidden(f"this machine token may not act as agent {agent_id!r}", field=field)
         return agent_id
-    if not (user.is_staff or user.is_superuser) and scope[1] != user.pk:
+    if not staff_power(user) and scope[1] != user.pk:
+        refuse_withheld(user, f"agent {agent_id!r} (another user's)")
         raise Forbidden(
             f"you may not act as agent {agent_id!r}: it belongs to another user", field=field
         )
@@ -121,8 +131,9 @@ def act_as_assignee(request: Any, task: Any) -> None:
     scope = agent_scope(assignee)
     if scope is None or not can_see_team(user, scope[0]):
         bound = bound_agent(getattr(request, "auth", None))
-        if (user.is_staff or user.is_superuser) and bound in (None, assignee):
+        if staff_power(user) and bound in (None, assignee):
             return
+        refuse_withheld(user, f"task {task.id!r}")
         raise Forbidden(
             f"task {task.id!r} is held by agent {assignee!r}, which you may not act as",
             field="agent_id",

@@ -38,6 +38,18 @@ def principal(request: Any) -> roles.Principal:
     return roles.principal_of(getattr(request, "user", None), getattr(request, "auth", None))
 
 
+class StaffOnly(BasePermission):
+    """Staff's own operations (reconcile the board, collect worktrees): a person
+    holding staff's powers for this write (core.roles.staff_power: staff, with the
+    model permission the roles table names). A staff person without it is refused
+    naming it; anyone else meets DRF's 403."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        user = getattr(request, "user", None)
+        roles.refuse_withheld(user, "a staff operation")
+        return roles.staff_power(user)
+
+
 class RoleTable(BasePermission):
     """Signed in; a write (any method but GET/HEAD/OPTIONS) only as the table says."""
 
@@ -54,6 +66,7 @@ class RoleTable(BasePermission):
                 return any(_admits_anonymous(m, path) for m in view.allowed_methods)
             return _admits_anonymous(request.method, path)
         if request.method in SAFE_METHODS or lacks:
+            roles.bind_staff_power(user, None)
             if getattr(request.auth, "principal_kind", None) == "reviewer":
                 match = getattr(request, "resolver_match", None)
                 task = (getattr(match, "kwargs", None) or {}).get("task_id")
@@ -61,6 +74,7 @@ class RoleTable(BasePermission):
             return True  # a read; or a method the view lacks, which DRF answers 405
         who, verb = principal(request), operation(request)
         roles.check(who, verb, body=lambda: request.data)
+        roles.bind_staff_power(user, verb)
         match = getattr(request, "resolver_match", None)
         task = (getattr(match, "kwargs", None) or {}).get("task_id")
         roles.check_run_scope(who, verb, run_task(request.auth), task)

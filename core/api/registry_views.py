@@ -257,6 +257,7 @@ class TeamDetailView(APIView):
         # The critic runs on the server with its own runtime, and the approval rule
         # is the team's policy: an operator's decision.
         if not server_commands.is_operator(request.user):
+            roles.refuse_withheld(request.user, f"team {team_id!r}'s settings")
             raise Forbidden("only staff change a team's settings", field="reviewer_agent")
         # One write: every field is checked first, so a refusal writes nothing.
         unset = registry.UNSET
@@ -346,6 +347,7 @@ def _owner(request: Request, username: Any) -> Any:
     if not server_commands.is_operator(request.user):
         if username == request.user.get_username():
             return request.user
+        roles.refuse_withheld(request.user, "an agent for another user")
         raise Forbidden("only staff may register an agent for another user", field="owner")
     if not isinstance(username, str):
         raise ValidationFailed("owner", "must be a username")

@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core import repositories, server_commands
+from core import repositories, roles, server_commands
 from core.api.access import scoped, visible
 from core.api.bodies import json_object
 from core.api.idempotency import idempotent
@@ -121,6 +121,7 @@ RepositoryPatchSerializer = inline_serializer("RepositoryPatch", _fields(False))
 
 def _require_staff(request: Request) -> None:
     if not server_commands.is_operator(request.user):
+        roles.refuse_withheld(request.user, "a repository")
         raise Forbidden("only staff register, change or remove repositories")
 
 

@@ -262,3 +262,20 @@ def test_admin_and_page_writes_go_through_the_table(client, monkeypatch):
     assert store.get_task(task.id).status == "cancelled"
     monkeypatch.delitem(roles.TABLE, "page routine-new")
     assert client.post("/board/routines/new/", {}).status_code == 403
+
+
+def test_every_write_a_person_does_names_what_staff_need_for_it_beyond_their_teams():
+    # GOVERNANCE §6 and the admin's rule: staff's cross-team powers need the Django
+    # model permission the admin asks for the same change; a row a person may do that
+    # names none would leave staff's power over it ungoverned.
+    from django.contrib.auth.models import Permission
+
+    for verb in roles.VERBS:
+        if "person" not in verb.admits or verb.name in roles.NO_STAFF_POWER:
+            continue
+        needed = verb.django_permission
+        assert needed is not None, f"{verb.name}: add it to core.roles.STAFF_NEEDS"
+        app_label, codename = needed.split(".")
+        assert Permission.objects.filter(
+            content_type__app_label=app_label, codename=codename
+        ).exists(), f"{verb.name}: no permission {needed}"

@@ -30,9 +30,24 @@ from worktrees import intake
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
 
-def person(username: str, *, staff: bool = False) -> APIClient:
-    user = get_user_model().objects.create_user(username=username, is_staff=staff)
-    registry.add_member("default", user)
+def person(
+    username: str,
+    *,
+    staff: bool = False,
+    teams: tuple[str, ...] = ("default",),
+    permissions: tuple[str, ...] = (),
+    superuser: bool = False,
+) -> APIClient:
+    """A person with their own token; ``permissions``: Django model permissions by
+    codename (``"change_task"``)."""
+    from django.contrib.auth.models import Permission
+
+    user = get_user_model().objects.create_user(
+        username=username, is_staff=staff or superuser, is_superuser=superuser
+    )
+    user.user_permissions.set(Permission.objects.filter(codename__in=permissions))
+    for team in teams:
+        registry.add_member(team, user)
     return client(Token.objects.create(user=user).key)
 
 
@@ -188,10 +203,11 @@ def test_every_people_verb_is_refused_to_each_agent_side_credential_and_writes_n
         assert answer.status_code == 403, (credential, method, path, answer.content[:300])
         refusal = answer.json()
         # Completing a task in review is approving it; the critic, who may complete
-        # nothing at all, is refused that verb outright.
+        # nothing at all, is refused that verb outright, and a run's credential, which
+        # acts on its run's task only, any other task's.
         wanted = (
             "forbidden"
-            if credential == "critic credential" and path.endswith("/complete")
+            if credential in ("critic credential", "run credential") and path.endswith("/complete")
             else "person_required"
         )
         assert refusal["error"] == wanted, (credential, path, refusal)
@@ -216,7 +232,13 @@ def test_a_refusal_comes_before_the_body_is_read(board):
 
 def test_the_same_verbs_by_people_with_their_own_credentials_succeed(board):
     member = person("mia")
-    staff = person("root", staff=True)
+    # Staff edit and resume agents, teams, budgets and repositories beyond what they
+    # own with the model permissions the admin asks for the same change.
+    staff = person(
+        "root",
+        staff=True,
+        permissions=("change_agent", "change_team", "add_budget", "change_repository"),
+    )
     review, changes = board["review"], board["changes"]
     ok = [
         member.post(f"/api/board/tasks/{board['filed']}/approval", {"decision": "approve"}),
@@ -251,3 +273,90 @@ def test_the_same_verbs_by_people_with_their_own_credentials_succeed(board):
     assert overridden.status_code == 200, overridden.content[:400]
     done = store.get_task(board["failed"])
     assert done.status == "done" and done.human_override["by"] == "mia"
+
+
+VIEW_ONLY = ("view_task", "view_agent", "view_toolapproval", "view_team", "view_repository")
+
+
+def test_staff_granted_only_view_does_no_people_verb_beyond_their_own_teams(board):
+    """GOVERNANCE §6 and the admin's rule, through the API: a staff person's powers
+    over other teams' work and others' agents need the Django model permission the
+    admin asks for the same change. Granted only ``view``, they read everything and
+    approve, land, decide, resume or edit nothing: ``403 forbidden`` naming the
+    permission, nothing written."""
+    viewer = person("viewer", staff=True, teams=(), permissions=VIEW_ONLY)
+    before = written(board)
+    for method, path, body in people_verbs(board):
+        if path == "/api/teams":
+            continue  # any person makes a team of their own: no power over others'
+        # A person's body is read: these need one that would be written.
+        if path == "/api/agents":
+            body = {**body, "display_name": "Mine"}
+        if path == "/api/routines":
+            body = {"agent_id": "far", "team": "default", "cron_spec": "0 * * * *"}
+        answer = getattr(viewer, method)(path, body, format="json")
+        assert answer.status_code == 403, (method, path, answer.content[:300])
+        refusal = answer.json()
+        assert refusal["error"] == "forbidden", (path, refusal)
+        assert refusal["permission"].split(".")[1].split("_")[0] in ("add", "change", "delete")
+        assert refusal["permission"] in refusal["detail"], refusal
+    assert written(board) == before
+    assert store.get_task(board["review"]).status == "in_review"
+    assert Agent.objects.get(pk="far").state == "paused"
+    # What staff read stays theirs to read.
+    assert viewer.get(f"/api/board/tasks/{board['review']}").status_code == 200
+    assert viewer.get("/api/agents/far").status_code == 200
+
+
+def test_staff_without_the_permission_keep_a_members_powers_in_their_own_team(board):
+    member = person("viewer", staff=True, permissions=VIEW_ONLY)
+    answer = member.post(f"/api/board/tasks/{board['filed']}/approval", {"decision": "approve"})
+    assert answer.status_code == 200, answer.content[:300]
+    landed = member.post(f"/api/board/tasks/{board['review']}/approve", {})
+    assert landed.status_code in (200, 202), landed.content[:300]
+    assert store.get_task(board["review"]).status == "done"
+    # What only staff change stays refused, naming what is missing.
+    refused = member.patch("/api/teams/default", {"reviewer_agent": None}, format="json")
+    assert refused.status_code == 403 and refused.json()["permission"] == "clawboo.change_team"
+
+
+def test_staff_with_the_permission_or_a_superuser_act_beyond_their_teams(board):
+    granted = person("granted", staff=True, teams=(), permissions=("change_task",))
+    answer = granted.post(f"/api/board/tasks/{board['filed']}/approval", {"decision": "approve"})
+    assert answer.status_code == 200, answer.content[:300]
+    root = person("root", superuser=True, teams=())
+    resumed = root.post("/api/agents/far/resume", {}, format="json")
+    assert resumed.status_code == 200, resumed.content[:300]
+    assert Agent.objects.get(pk="far").state == "active"
+    # change_task is not change_agent.
+    store.pause_agent("far", "again", by="breaker")
+    refused = granted.post("/api/agents/far/resume", {}, format="json")
+    assert refused.status_code == 403 and refused.json()["permission"] == "clawboo.change_agent"
+    assert Agent.objects.get(pk="far").state == "paused"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_staff_granted_only_view_decide_no_approval_over_mcp(board):
+    import anyio
+    from mcp.client.client import Client
+
+    from boardmcp.tools import build_server
+
+    user = get_user_model().objects.create_user(username="viewer", is_staff=True)
+    caller = credentials.caller_for_key(Token.objects.create(user=user).key)
+    assert caller is not None
+
+    async def go() -> list[Any]:
+        async with Client(build_server(caller)) as mcp:
+            return [
+                await mcp.call_tool(
+                    "decide_approval", {"task_id": board["filed"], "decision": "approve"}
+                ),
+                await mcp.call_tool("get_task", {"task_id": board["filed"]}),
+            ]
+
+    decided, read = anyio.run(go)
+    assert decided.is_error
+    assert decided.structured_content["permission"] == "board.change_task"
+    assert not read.is_error  # staff still read it
+    assert store.get_task(board["filed"]).approval["state"] == "required"
