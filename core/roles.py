@@ -696,6 +696,9 @@ def bind_staff_power(user: Any, verb: str | None) -> None:
     withheld = (
         row is not None
         and needed is not None
+        # Through an agent's key or a run's credential the owner is the agent side,
+        # which holds no staff power to withhold (its own refusals answer).
+        and agent_team(user) is None
         and bool(user.is_staff)
         and not user.is_superuser
         and not user.has_perm(needed)

@@ -74,7 +74,7 @@ class RoleTable(BasePermission):
             return True  # a read; or a method the view lacks, which DRF answers 405
         who, verb = principal(request), operation(request)
         roles.check(who, verb, body=lambda: request.data)
-        roles.bind_staff_power(user, verb)
+        roles.bind_staff_power(user, verb if who.kind == "person" else None)
         match = getattr(request, "resolver_match", None)
         task = (getattr(match, "kwargs", None) or {}).get("task_id")
         roles.check_run_scope(who, verb, run_task(request.auth), task)

@@ -23,7 +23,14 @@ def key_client(key: str) -> APIClient:
 
 
 def make_client(username: str, *, teams: tuple[str, ...] = ("default",), staff: bool = False):
+    """A person with their own token, a member of ``teams``. ``staff``: an operator,
+    staff with every model permission (staff's powers beyond their own teams need
+    the one the roles table names: core.roles.staff_power)."""
     user = get_user_model().objects.create_user(username=username, password="pw", is_staff=staff)
+    if staff:
+        from django.contrib.auth.models import Permission
+
+        user.user_permissions.set(Permission.objects.all())
     for team in teams:
         registry.add_member(team, user)
     token = Token.objects.create(user=user)
