@@ -59,7 +59,7 @@ function writeUrl(push) {
   if (push) history.pushState(null, "", url); else history.replaceState(null, "", url);
 }
 
-function matches(task) { return S.matches(task, filters); }
+function matches(task) { return S.matches(task, filters, state.noneConfigured); }
 
 function showFilters() {
   const form = $("#filters");
