@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from drf_spectacular.generators import SchemaGenerator
 
 from core import registry
 from core.api.query import declared
@@ -119,3 +120,11 @@ def test_the_board_page_and_the_cli_send_only_declared_parameters():
     ]
     assert {"team"} <= declared()["GET /api/approvals"]
     assert {"path"} <= declared()["GET /api/board/tasks/{task_id}/review"]
+
+
+def test_every_operation_documents_the_refusal_of_an_undeclared_parameter():
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            refusal = operation["responses"].get("400", {}).get("description", "")
+            assert "validation_error" in refusal, (method, path)

@@ -1,7 +1,8 @@
 """What a new user tripped on in an hour on the board, fixed and shown in a real browser:
 the header's budget pill reads (its text was the header's light ink on a light chip), and
 the trace's summary says how long a run took in its own case and under a second ("OVER
-0S" before); a total over runs with no price says "cost unknown", not 0¢; two fires of
+0S" before); a total over runs with no price says "cost unknown", not 0¢, and so does
+the task's cost line; two fires of
 one routine tell apart; approving unverified work says nothing verified it; a long task
 panel scrolls by itself, the columns staying in view; New task and Edit task show their
 fields in one order.
@@ -72,7 +73,12 @@ def test_a_short_unpriced_run_reads_in_milliseconds_and_cost_unknown_not_0s_and_
         assert re.fullmatch(r"1 run, 0 steps in \d+ ms", summary.inner_text()), summary.inner_text()
         # Its total said "0 tokens, 0¢" under a run saying "cost unknown".
         assert page.locator("#detail .runs-total").inner_text() == "total: 0 tokens, cost unknown"
-        assert page.locator("#detail-cost").inner_text() == "0 tokens, 0¢"
+        # And the task's cost line above said "0 tokens, 0¢" beside that total.
+        page.wait_for_function(
+            "() => document.querySelector('#detail-cost').textContent.includes('unknown')",
+            timeout=10_000,
+        )
+        assert page.locator("#detail-cost").inner_text() == "0 tokens, cost unknown"
         screenshot(page, "board-trace-summary.png", tmp_path)
         browser.close()
 
