@@ -136,3 +136,25 @@ def add_busy(result: dict[str, Any], generator: Any, request: Any, public: Any) 
                 known["description"] += f" | {BUSY} (retryable: see Retry-After)"
                 known.setdefault("headers", {})["Retry-After"] = {"schema": {"type": "integer"}}
     return result
+
+
+QUERY_REFUSAL = "validation_error (a query parameter the operation does not declare)"
+
+
+def add_query_refusal(result: dict[str, Any], generator: Any, request: Any, public: Any) -> Any:
+    """Every operation may answer ``400 validation_error`` for a query parameter it
+    does not declare (core.api.query): the one rule, documented on each."""
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            known = responses.get("400")
+            if known is None:
+                responses["400"] = {
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
+                    },
+                    "description": f"error: {QUERY_REFUSAL}",
+                }
+            elif "validation_error" not in known.get("description", ""):
+                known["description"] += f" | {QUERY_REFUSAL}"
+    return result

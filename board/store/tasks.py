@@ -14,7 +14,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
 
-from board import ceilings, checks
+from board import ceilings, checks, judgement
 from board.errors import (
     ApprovalRequired,
     DepthExceeded,
@@ -69,7 +69,11 @@ def find_task(task_id: str) -> Task | None:
 
 # The verdict filter's word for "no verdict stored" (unverified).
 UNVERIFIED = "none"
-VERDICT_FILTERS = (*Verdict.values, UNVERIFIED)
+# Its word for ``fail (none configured)``: nothing was set up to verify the work, which
+# its builder cannot fix. The card says "no verify command", not "verify failed", and
+# ``fail`` leaves these out, so "Failed" lists only work a verify command turned down.
+UNCONFIGURED = "unconfigured"
+VERDICT_FILTERS = (*Verdict.values, UNVERIFIED, UNCONFIGURED)
 SEARCH_MAX = 200
 
 
@@ -105,15 +109,25 @@ def list_tasks(
     if ready:
         qs = qs.filter(ready_filter())
     if verdict is not None:
-        checks.check_choice(verdict, "verdict", VERDICT_FILTERS)
-        unverified = verdict == UNVERIFIED
-        qs = qs.filter(verdict__isnull=True) if unverified else qs.filter(verdict=verdict)
+        qs = qs.filter(verdict_filter(checks.check_choice(verdict, "verdict", VERDICT_FILTERS)))
     words = checks.check_text(text, "q", limit=SEARCH_MAX).strip()
     if words:
         qs = qs.filter(Q(title__icontains=words) | Q(description__icontains=words) | Q(pk=words))
     if dropped is not None:
         qs = qs.filter(dropped_filter(dropped))
     return qs.order_by("-priority", "-created_at", "id")
+
+
+def verdict_filter(verdict: str) -> Q:
+    """The rows a verdict filter (one of ``VERDICT_FILTERS``) lists."""
+    unconfigured = Q(verdict=Verdict.FAIL, verdict_evidence=judgement.NONE_CONFIGURED)
+    if verdict == UNVERIFIED:
+        return Q(verdict__isnull=True)
+    if verdict == UNCONFIGURED:
+        return unconfigured
+    if verdict == Verdict.FAIL:
+        return Q(verdict=Verdict.FAIL) & ~unconfigured
+    return Q(verdict=verdict)
 
 
 def count_by_status(qs: QuerySet[Task]) -> dict[str, int]:

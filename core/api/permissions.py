@@ -1,7 +1,9 @@
 """The API's one permission check: a signed-in caller, and for every write the
 roles table (:mod:`core.roles`) read before the view runs, so before the body is
-read and before anything is written. DRF runs it from ``APIView.initial``; it is
-the project's default, and a view that asks for more (staff) lists it first."""
+read and before anything is written; then the query string, which may name only the
+parameters the operation declares (:mod:`core.api.query`). DRF runs it from
+``APIView.initial``; it is the project's default, and a view that asks for more
+(staff) lists it first."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 from core import roles
 from core.api.auth import run_task
+from core.api.query import check_declared
 
 _CONVERTER = re.compile(r"<(?:[^>:]+:)?([^>]+)>")
 
@@ -64,18 +67,24 @@ class RoleTable(BasePermission):
             path = _path(request)
             if lacks:
                 return any(_admits_anonymous(m, path) for m in view.allowed_methods)
-            return _admits_anonymous(request.method, path)
-        if request.method in SAFE_METHODS or lacks:
+            admitted = _admits_anonymous(request.method, path)
+            if admitted:
+                check_declared(request.method, path, request.query_params)
+            return admitted
+        if lacks:
+            return True  # a method the view lacks, which DRF answers 405
+        if request.method in SAFE_METHODS:
             roles.bind_staff_power(user, None)
             if getattr(request.auth, "principal_kind", None) == "reviewer":
                 match = getattr(request, "resolver_match", None)
                 task = (getattr(match, "kwargs", None) or {}).get("task_id")
                 roles.check_read(principal(request), _path(request), task, run_task(request.auth))
-            return True  # a read; or a method the view lacks, which DRF answers 405
-        who, verb = principal(request), operation(request)
-        roles.check(who, verb, body=lambda: request.data)
-        roles.bind_staff_power(user, verb if who.kind == "person" else None)
-        match = getattr(request, "resolver_match", None)
-        task = (getattr(match, "kwargs", None) or {}).get("task_id")
-        roles.check_run_scope(who, verb, run_task(request.auth), task)
+        else:
+            who, verb = principal(request), operation(request)
+            roles.check(who, verb, body=lambda: request.data)
+            roles.bind_staff_power(user, verb if who.kind == "person" else None)
+            match = getattr(request, "resolver_match", None)
+            task = (getattr(match, "kwargs", None) or {}).get("task_id")
+            roles.check_run_scope(who, verb, run_task(request.auth), task)
+        check_declared(request.method, _path(request), request.query_params)
         return True

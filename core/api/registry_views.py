@@ -388,6 +388,9 @@ class TeamChatView(APIView):
 
     @extend_schema(
         operation_id="teams_chat_list",
+        parameters=[
+            OpenApiParameter("limit", int, description="the newest lines (100, at most 500)")
+        ],
         responses=with_errors({200: ChatListSerializer}, "not_found"),
     )
     def get(self, request: Request, team_id: str) -> Response:
@@ -412,6 +415,11 @@ class TeamEventsView(APIView):
 
     @extend_schema(
         operation_id="teams_events_list",
+        parameters=[
+            OpenApiParameter(
+                "since", int, description="replay the events after this sequence number"
+            )
+        ],
         responses=with_errors(
             {
                 200: inline_serializer(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from board import store
+from board import judgement, store
 from core import registry
 
 pytestmark = pytest.mark.django_db
@@ -63,6 +63,24 @@ def test_the_list_filters_by_verdict_text_and_dropped(api):
     assert listed("q=parser&dropped=false") == {passed.id, failed.id}
     assert listed(f"q={plain.id}") == {plain.id}  # the exact id
     assert listed("q=parser&label=ui") == {passed.id}
+
+
+def test_failed_lists_what_a_verify_command_turned_down_not_what_nothing_verified(api):
+    red = store.create_task(title="Red").task
+    store.set_verdict(red.id, "fail", "3 tests failed")
+    unchecked = store.create_task(title="Unchecked").task
+    store.set_verdict(unchecked.id, "fail", judgement.NONE_CONFIGURED)
+    store.create_task(title="Fresh")
+
+    def listed(verdict: str) -> list[str]:
+        response = api.get(f"/api/board/tasks?verdict={verdict}")
+        assert response.status_code == 200, response.json()
+        return ids(response.json())
+
+    assert listed("fail") == [red.id]
+    assert listed("unconfigured") == [unchecked.id]
+    counted = api.get("/api/board/counts?team=default&verdict=fail").json()
+    assert counted["counts"]["todo"] == 1
 
 
 def test_counts_name_every_status_with_the_lists_filters(api):

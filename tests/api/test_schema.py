@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from clawboo.openapi import QUERY_REFUSAL
+
 pytestmark = pytest.mark.django_db
 
 BOARD_PATHS = [
@@ -104,7 +106,10 @@ def test_every_routine_and_schedule_path_is_documented_with_its_errors(
     assert any(code.startswith("2") for code in codes)
     assert {"401", "429", *errors} <= codes
     if path == "/api/schedules" and method == "get":
-        assert codes & {"400", "404", "409", "503"} == set()  # the read is always 200
+        # The read is always 200 whatever its sources do; only a request it cannot
+        # read (a query parameter it does not declare, no credential) is refused.
+        assert codes & {"404", "409", "503"} == set()
+        assert operation["responses"]["400"]["description"] == f"error: {QUERY_REFUSAL}"
     if method in ("post", "patch") and operation.get("requestBody") is None:
         assert path.endswith(("/pause", "/resume", "/run-now", "/run"))
 

@@ -1,9 +1,11 @@
 """What a new user tripped on in an hour on the board, fixed and shown in a real browser:
 the header's budget pill reads (its text was the header's light ink on a light chip), and
 the trace's summary says how long a run took in its own case and under a second ("OVER
-0S" before); a total over runs with no price says "cost unknown", not 0¢; two fires of
+0S" before); a total over runs with no price says "cost unknown", not 0¢, and so does
+the task's cost line; two fires of
 one routine tell apart; approving unverified work says nothing verified it; a long task
-panel scrolls by itself, the columns staying in view.
+panel scrolls by itself, the columns staying in view; New task and Edit task show their
+fields in one order.
 
 ``CLAWBOO_SCREENSHOTS=DIR`` writes the pictures there (see ``browsing.screenshot``)."""
 
@@ -71,7 +73,12 @@ def test_a_short_unpriced_run_reads_in_milliseconds_and_cost_unknown_not_0s_and_
         assert re.fullmatch(r"1 run, 0 steps in \d+ ms", summary.inner_text()), summary.inner_text()
         # Its total said "0 tokens, 0¢" under a run saying "cost unknown".
         assert page.locator("#detail .runs-total").inner_text() == "total: 0 tokens, cost unknown"
-        assert page.locator("#detail-cost").inner_text() == "0 tokens, 0¢"
+        # And the task's cost line above said "0 tokens, 0¢" beside that total.
+        page.wait_for_function(
+            "() => document.querySelector('#detail-cost').textContent.includes('unknown')",
+            timeout=10_000,
+        )
+        assert page.locator("#detail-cost").inner_text() == "0 tokens, cost unknown"
         screenshot(page, "board-trace-summary.png", tmp_path)
         browser.close()
 
@@ -153,3 +160,47 @@ def test_a_long_task_panel_scrolls_on_its_own_and_the_columns_stay_in_view(
         )
         assert fits == [True, 0, True], fits
         browser.close()
+
+
+# Every field a person fills in, in the order a form shows it (the route's three as one).
+FIELD_ORDER_JS = """form => {
+  const names = [];
+  for (const f of form.querySelectorAll('input[name], textarea[name], select[name]')) {
+    const name = f.name.startsWith('route_') ? 'route' : f.name;
+    if (name !== 'backlog' && !names.includes(name)) names.push(name);
+  }
+  return names;
+}"""
+
+
+def test_new_task_and_edit_task_show_their_fields_in_one_order(daphne, operator, tmp_path):
+    task = store.create_task(title="Say hello").task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        page.click("#new-task-btn")
+        new = page.locator("#new-task-form")
+        new.wait_for(timeout=5_000)
+        new_order = new.evaluate(FIELD_ORDER_JS)
+        screenshot(page, "board-new-task.png", tmp_path)
+        page.keyboard.press("Escape")
+        page.locator(f"[data-task-id='{task.id}']").click()
+        page.click("#edit-task")
+        edit = page.locator("#edit-form")
+        edit.wait_for(timeout=5_000)
+        edit_order = edit.evaluate(FIELD_ORDER_JS)
+        screenshot(page, "board-edit-task.png", tmp_path)
+        browser.close()
+    assert new_order == edit_order, (new_order, edit_order)
+    assert new_order == [
+        "title",
+        "description",
+        "priority",
+        "labels",
+        "depends_on",
+        "repository",
+        "touches",
+        "verify_cmd",
+        "route",
+    ]

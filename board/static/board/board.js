@@ -59,7 +59,7 @@ function writeUrl(push) {
   if (push) history.pushState(null, "", url); else history.replaceState(null, "", url);
 }
 
-function matches(task) { return S.matches(task, filters); }
+function matches(task) { return S.matches(task, filters, state.noneConfigured); }
 
 function showFilters() {
   const form = $("#filters");
@@ -739,8 +739,8 @@ async function renderDetail(task) {
       }).join(", ") || "—")),
       el("dt", {}, "verification"), el("dd", { class: v && v.verdict ? "verdict-" + v.verdict : "" },
         v ? `${v.verdict || "—"}${v.human_override ? " (override by " + v.human_override.by + ")" : ""}` : "unverified"),
-      el("dt", {}, "cost"), el("dd", { id: "detail-cost" }, S.costText(cost)
-        + (task.max_run_cents ? `; ceiling ${task.max_run_cents}¢ a run` : "")),
+      el("dt", {}, "cost"), el("dd", { id: "detail-cost" }, el("span", { id: "detail-cost-text" }, S.costText(cost)),
+        task.max_run_cents ? `; ceiling ${task.max_run_cents}¢ a run` : ""),
       el("dt", {}, "worktree"), el("dd", {}, task.worktree_ref ? `${task.worktree_ref} @ ${task.branch_ref || ""}` : "—"),
       el("dt", {}, "error"), el("dd", {}, task.error || "—"),
       el("dt", {}, "feedback"), el("dd", { id: "detail-feedback" }, S.feedbackText(task)),
@@ -768,6 +768,10 @@ async function renderDetail(task) {
     if (state.selected !== task.id) return;
     const note = S.noteStands(lastNote, task) ? lastNote : null;
     $("#review").replaceChildren(reviewView(task, data, { note, approve, requestChanges }));
+    // With the runs in hand, the cost says what their total says: "cost unknown" for
+    // runs with no price, where it read "0¢" above a total of "cost unknown".
+    const costLine = $("#detail-cost-text");
+    if (costLine) costLine.textContent = S.costText(data.cost || cost, data.executions);
   } catch (err) { /* the panel keeps what it has */ }
 }
 

@@ -85,14 +85,21 @@ export function filterQuery(team, filters) {
   return params;
 }
 
+// The verification filter's word for a task (board.store.verdict_filter): "none"
+// for no verdict, "unconfigured" for a fail because no verify command was set up
+// (not among "fail"), else the verdict.
+export function verdictWord(v, noneConfigured) {
+  if (!v || !v.verdict) return "none";
+  return unverified(v, noneConfigured) ? "unconfigured" : v.verdict;
+}
+
 // The same rule as the server's filters (board.store.list_tasks), for live frames.
-export function matches(task, filters) {
+export function matches(task, filters, noneConfigured = "(none configured)") {
   if (task.dropped) return false;
   if (filters.label && !(task.labels || []).includes(filters.label)) return false;
   if (filters.assignee && task.assignee_agent_id !== filters.assignee) return false;
   if (filters.verdict) {
-    const verdict = (task.verification && task.verification.verdict) || "none";
-    if (verdict !== filters.verdict) return false;
+    if (verdictWord(task.verification, noneConfigured) !== filters.verdict) return false;
   }
   if (filters.q) {
     const q = filters.q.toLowerCase();
@@ -157,7 +164,7 @@ export function place(state, task, how) {
     tasks.delete(task.id);
   }
   const col = columns[homeOf(task)];
-  if (!col || !matches(task, state.filters)) return { removedFrom: fromStatus };
+  if (!col || !matches(task, state.filters, state.noneConfigured)) return { removedFrom: fromStatus };
   if (how.fromPage || old || fits(state, col, task)) {
     tasks.set(task.id, task);
     col.ids.add(task.id);
@@ -194,7 +201,7 @@ export function applyChange(state, task, frame, helloSeq) {
   const kind = frame && frame.kind;
   const replayed = Boolean(frame && frame.seq <= helloSeq);
   const prev = frame && frame.prev_status !== undefined ? (frame.prev_status || task.status) : null;
-  const now = matches(task, state.filters);
+  const now = matches(task, state.filters, state.noneConfigured);
   let recount = false;
   // The counts: exact when we held the card (it matched) or it is new; otherwise we
   // cannot know whether the old version matched the filters, so ask again.

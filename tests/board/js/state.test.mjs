@@ -106,6 +106,16 @@ test("no verify command is said as such, not as a failed verification", () => {
   assert.equal(S.verdictBadge(null, "x"), null);
 });
 
+test("the Failed filter leaves out a task nothing verified; No verify command lists it", () => {
+  const none = task("n", { verification: { verdict: "fail", evidence: "(none configured)", gate: null } });
+  const red = task("r", { verification: { verdict: "fail", evidence: "1 failed", gate: { command: "pytest" } } });
+  const fresh = task("f");
+  const shown = (verdict) => [none, red, fresh].filter((t) => S.matches(t, { verdict })).map((t) => t.id);
+  assert.deepEqual(shown("fail"), ["r"]);
+  assert.deepEqual(shown("unconfigured"), ["n"]);
+  assert.deepEqual(shown("none"), ["f"]);
+});
+
 test("feedback from a round that a later round passed is labelled with its round", () => {
   const passed = { verdict: "pass", attempts: [{ gate: {} }, { gate: {} }] };
   assert.equal(S.feedbackText({ feedback: "fix the crash", verification: passed }),
