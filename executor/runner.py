@@ -265,32 +265,13 @@ class Executor:
         attempt.settle(result)
 
     def _crashed(self, report: WorkReport, task_id: str, ticket: str, exc: Exception) -> None:
-        """The executor itself failed on the task: its execution closed ``failed``,
-        the task failed (retried) -- or released when the database went away, which
-        is not the task's fault -- and the agent's breaker counts it."""
+        """The executor itself failed on the task: settled by the one rule
+        (:func:`settle_crash`), the task failed (retried)."""
         log.exception("executor failed on task %s", task_id)
-        detail = exc.detail if isinstance(exc, ClawbooError) else f"{type(exc).__name__}: {exc}"
-        report.outcome, report.error = "failed", detail
         run = settle.Run(task_id, ticket, self.agent.id, report.execution_id)
-        error_class = breakers.classify(None, detail)
+        report.outcome, report.error = "failed", crash_detail(exc)
         try:
-            # A database that went away mid-run is waited for (a while), so the
-            # outcome is recorded rather than left to the lease to lapse.
-            settle_despite_outage(
-                lambda: settle.close(run, "failed", None, error=detail, error_class=error_class)
-            )
-            if reconnect.is_unavailable(exc):
-                # Not the task's fault: it goes back to todo to be run again (its
-                # checkout, if any, is resumed), not failed.
-                settle_despite_outage(lambda: store.release(task_id, ticket=ticket))
-            else:
-                settle_despite_outage(
-                    lambda: store.fail(
-                        task_id, f"executor error: {detail}", ticket=ticket, if_allowed=True,
-                        retry=True,
-                    )
-                )  # fmt: skip
-                breakers.after_run(self.agent.id, failed=True, detail=detail)
+            settle_crash(run, exc, fail_task=True)
         except Exception:
             log.exception("could not record the failure of task %s", task_id)
 
@@ -334,3 +315,37 @@ SETTLE_PATIENCE_S = 60.0
 def settle_despite_outage(write: Callable[[], Any], patience_s: float = SETTLE_PATIENCE_S) -> Any:
     """Run ``write``, waiting out a database outage for up to ``patience_s``."""
     return reconnect.patiently(write, "settling a run", patience_s)
+
+
+def crash_detail(exc: Exception) -> str:
+    return exc.detail if isinstance(exc, ClawbooError) else f"{type(exc).__name__}: {exc}"
+
+
+def settle_crash(run: settle.Run, exc: Exception, *, fail_task: bool) -> None:
+    """The executor failed around a run (no result: what the run streamed stands) --
+    one rule for every run in process, the local executor's and a routine's connected
+    fire's: the execution is closed ``failed`` (classified); the task is failed and
+    retried (``fail_task``; a fire releases it and halts its routine instead), or
+    released when the database went away, which is not the task's fault; and the
+    agent's breaker counts it unless the database went away. Counted because the
+    breaker is what bounds a host whose every run fails before it starts (a
+    missing repository, a full disk): uncounted, the agent would spend the attempts
+    of every task in the queue. Each write waits out a database outage."""
+    detail = crash_detail(exc)
+    error_class = breakers.classify(None, detail)
+    settle_despite_outage(
+        lambda: settle.close(run, "failed", None, error=detail, error_class=error_class)
+    )
+    if reconnect.is_unavailable(exc) or not fail_task:
+        # A database that went away is waited for (a while), so the outcome is
+        # recorded rather than left to the lease to lapse; the task runs again.
+        settle_despite_outage(lambda: store.release(run.task_id, ticket=run.ticket))
+    else:
+        settle_despite_outage(
+            lambda: store.fail(
+                run.task_id, f"executor error: {detail}", ticket=run.ticket, if_allowed=True,
+                retry=True,
+            )
+        )  # fmt: skip
+    if not reconnect.is_unavailable(exc):
+        breakers.after_run(run.agent_id, failed=True, detail=detail)

@@ -25,11 +25,11 @@ from board.models import ApprovalState, Task
 from board.transitions import Status
 from core import events, storage
 from core.models import Agent
-from executor import breakers, gateway, settle
+from executor import gateway, settle
 from executor.attempt import Attempt, Stall, Stop, run_settings
 from executor.gateway import GatewayDispatch, GatewayReply
 from executor.local import Clock, LocalBoard, WorkReport, workspace
-from executor.runner import dispatch_refusal, heartbeat_seconds, settle_despite_outage
+from executor.runner import dispatch_refusal, heartbeat_seconds, settle_crash
 from executor.runtimes import RunRequest, RunResult, capabilities
 from executor.runtimes.openclaw import OpenClawAdapter
 from routines import occurrence
@@ -361,26 +361,11 @@ def dispatch_connected(routine: Routine, agent: Agent, task: Task, slot_at: int)
         ended = attempt.settle(result)
     except Exception as exc:  # never leave a running execution or a claimed task behind
         log.exception("routine %s: the run of task %s failed", routine.id, task.id)
-        _crashed(run, f"{type(exc).__name__}: {exc}")
+        # The executor's one rule for a failure around a run; the fire releases its
+        # task (the routine halts in error, so a person looks after the first).
+        settle_crash(run, exc, fail_task=False)
         raise FireFailed(f"the run failed: {type(exc).__name__}: {exc}; task released") from None
     return _connected_result(slot_at, task, ended, attempt.meter.stop, port)
-
-
-def _crashed(run: settle.Run, detail: str) -> None:
-    """The fire failed around its run (not the run itself: no result, so what it
-    streamed stands): its execution closed ``failed`` and its task released, waiting
-    out a database outage as the executor does for its own failure.
-
-    Not counted by the agent's breaker: the adapter makes whatever the gateway or the
-    agent did a failed run, which :meth:`FireBoard.fail` closes and the breaker counts;
-    what escapes it is the server's own bookkeeping failing (the board, the
-    database), no failure of the agent's. The routine halts in error on it, so a
-    person looks after the first one, and the agent's other work goes on."""
-    error_class = breakers.classify(None, detail)
-    settle_despite_outage(
-        lambda: settle.close(run, "failed", None, error=detail, error_class=error_class)
-    )
-    settle_despite_outage(lambda: board_store.release(run.task_id, ticket=run.ticket))
 
 
 def _connected_result(

@@ -258,10 +258,13 @@ def move(
         )
         fields |= _CLAIM_FIELDS | _VERDICT_FIELDS
     # Leaving blocked for anywhere it can be worked again: the reason it was parked
-    # no longer describes it (a backlog card showing an old error reads as broken).
+    # no longer describes it (a backlog card showing an old error reads as broken),
+    # and its lapses start afresh -- else a task parked at its third lapse would be
+    # parked again at the next one (a worker restarted), however long it ran well.
     if prev == Status.BLOCKED and to in (Status.TODO, Status.IN_PROGRESS, Status.BACKLOG):
         task.error = None
-        fields.add("error")
+        task.abandonments = 0
+        fields |= {"error", "abandonments"}
     task.status = to
     return fields
 

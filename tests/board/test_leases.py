@@ -69,6 +69,31 @@ def test_after_three_lapses_the_task_is_blocked_instead_of_handed_out(default_te
     assert parked.assignee_agent_id is None
 
 
+@pytest.mark.parametrize("back_to", ["todo", "backlog"])
+def test_a_task_a_person_unblocks_after_three_lapses_gets_three_lapses_afresh(
+    default_team, clock, back_to
+):
+    task = store.create_task(title="t").task
+    for attempt in (1, 2, 3):
+        assert store.claim_next(f"w{attempt}", lease_ms=1_000).task.id == task.id
+        clock.shift(dt.timedelta(seconds=2))
+    assert store.claim_next("w4", lease_ms=1_000) is None
+    assert store.get_task(task.id).status == "blocked"
+
+    # A person looked, fixed what made its workers die, and moved it back.
+    store.transition(task.id, back_to, actor="ada")
+    if back_to == "backlog":
+        store.transition(task.id, "todo", actor="ada")
+    assert store.get_task(task.id).abandonments == 0
+    # One more lapse (a worker restarted) is its first, not its fourth: back to todo.
+    assert store.claim_next("w5", lease_ms=1_000).task.id == task.id
+    clock.shift(dt.timedelta(seconds=2))
+    again = store.claim_next("w6", lease_ms=1_000)
+
+    assert again is not None and again.task.id == task.id
+    assert store.get_task(task.id).abandonments == 1
+
+
 def test_a_heartbeat_pushes_the_lease_out_and_a_lapsed_one_is_declined(default_team, clock):
     task = store.create_task(title="t").task
     got = store.claim(task.id, "ada", lease_ms=1_000)

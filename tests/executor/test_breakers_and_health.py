@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from django.db import OperationalError
 
 from board import store
 from board.models import ExecutionProcess, Task
@@ -214,3 +215,38 @@ def test_a_task_that_keeps_failing_while_its_agent_works_elsewhere_is_blocked_no
     assert outcomes == ["failed", "succeeded"] * 3
     assert "its last 3 runs failed" in task.error
     assert Agent.objects.get(pk="mostly").state == "active"  # the agent is not at fault
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("crash", "counted"),
+    [
+        pytest.param(OSError("No space left on device"), True, id="the-host-failed"),
+        pytest.param(
+            OperationalError("server closed the connection"), False, id="the-database-went-away"
+        ),
+    ],
+)
+def test_a_failure_around_a_local_run_is_counted_by_the_breaker_unless_the_database_went_away(
+    settings, monkeypatch, crash, counted
+):
+    settings.CLAWBOO_BREAKER_FAILURES = 3
+    registry.create_agent(
+        id="host", display_name="Host", team="default", runtime="command",
+        settings={"argv": [sys.executable, "-c", "pass"]},
+    )  # fmt: skip
+    (task_id,) = tasks(1)
+
+    def fails(*args, **kwargs):
+        raise crash
+
+    monkeypatch.setattr("executor.runner.workspace", fails)
+
+    report = Executor("host").work_once()
+
+    assert report.outcome == "failed"
+    (execution,) = ExecutionProcess.objects.filter(task_id=task_id)
+    assert execution.status == "failed"
+    assert store.get_task(task_id).status == "todo"
+    # One rule with a routine's connected fire (routines.fire): executor.runner.settle_crash.
+    assert registry.get_agent("host").breaker_failures == (1 if counted else 0)

@@ -580,3 +580,34 @@ def test_git_that_gets_no_answer_from_the_remote_gives_up_after_the_remote_git_t
     assert "no answer within 2s" in pushed["error"]
     # Given up at the setting's two seconds, not the default's two minutes.
     assert 2 <= fetch_s < 60 and 2 <= push_s < 60
+
+
+@pytest.mark.postgresql_only
+def test_twenty_intakes_in_a_row_leave_no_database_connection_or_advisory_lock_behind(
+    repo, remote, tmp_path
+):
+    """Each intake holds its PostgreSQL advisory lock on a connection of its own
+    (core.storage.lock_across_hosts): closed with the intake, however many run."""
+    from django.db import connection
+
+    def held() -> tuple[int, int]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            )
+            sessions = cursor.fetchone()[0]
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+            return sessions, cursor.fetchone()[0]
+
+    register(repo, remote)
+    before = held()
+    seen = []
+    for n in range(20):
+        task_id, ticket = claimed(title=f"Task {n}")
+        commit = push_work(remote, tmp_path, task_id, content=f"{n}\n")
+        intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+        assert store.get_task(task_id).status == "in_review"
+        seen.append(held())
+
+    assert set(seen) == {before}, seen
+    assert before[1] == 0

@@ -521,10 +521,11 @@ def test_a_remote_workers_git_gives_up_after_its_git_timeout_setting(daphne, tmp
         started = time.monotonic()
         worker = start_worker(base, key, tmp_path, "far-bot", extra=("--once",), env_add=env)
         try:
+            # A failure around the run: the task goes back to todo with it as feedback.
             wait_for(
-                lambda: "no answer within 2s" in (store.get_task(task.id).error or ""),
+                lambda: "no answer within 2s" in (store.get_task(task.id).feedback or ""),
                 40,
-                lambda: f"the task failed on the git timeout: {store.get_task(task.id).error!r}",
+                lambda: f"the task failed on the git timeout: {store.get_task(task.id).feedback!r}",
                 tmp_path=tmp_path,
             )
         finally:
@@ -583,3 +584,37 @@ def test_the_connected_line_names_the_host_the_board_shows_for_the_worker():
     assert connected_line("https://board", [{"id": "coder", "runs_on": None}], "vm") == (
         "connected to https://board as vm: coder"
     )
+
+
+def test_a_host_that_cannot_check_out_any_task_is_stopped_by_the_breaker_not_the_queue(
+    daphne, tmp_path, settings
+):
+    """A failure around the run is counted by the agent's breaker on every worker,
+    the local executor's rule (executor.runner.settle_crash): a remote host whose every
+    checkout fails (its remote gone) pauses its agent after CLAWBOO_BREAKER_FAILURES
+    tasks, which go back to todo, instead of blocking the whole queue one by one."""
+    registry.create_agent(
+        id="far-bot",
+        display_name="Far",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"], "repo_remote": str(tmp_path / "gone.git")},
+    )
+    _, key = machines.mint("laptop", ["far-bot"])
+    base = daphne(SERVER_ENV)
+    ids = [store.create_task(title=f"t{n}").task.id for n in range(5)]
+    worker = start_worker(base, key, tmp_path, "far-bot")
+    try:
+        wait_for(
+            lambda: registry.get_agent("far-bot").state == "paused",
+            60,
+            lambda: f"the agent paused: {[store.get_task(i).status for i in ids]}",
+            tmp_path=tmp_path,
+        )
+    finally:
+        worker.kill()
+        worker.wait(10)
+    tasks = [store.get_task(i) for i in ids]
+    assert {t.status for t in tasks} == {"todo"}, [(t.status, t.error) for t in tasks]
+    assert sum(1 for t in tasks if t.attempts) <= settings.CLAWBOO_BREAKER_FAILURES
+    assert "3 consecutive failed runs" in registry.get_agent("far-bot").state_reason
