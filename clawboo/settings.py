@@ -499,6 +499,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "clawboo.openapi.add_summaries",
         "clawboo.openapi.add_busy",
+        "clawboo.openapi.add_forbidden",
     ],
 }
 
