@@ -163,6 +163,30 @@ def refusals_403(method: str, path: str) -> list[str]:
     return codes
 
 
+# The contract's one read that answers 200 whatever its sources say (API.md).
+ALWAYS_200 = ("get", "/api/schedules")
+
+
+def add_unstorable(result: dict[str, Any], generator: Any, request: Any, public: Any) -> Any:
+    """Every operation may answer ``400 validation_error`` before its view: a path or
+    query string holding a NUL or a lone surrogate (``core.api.middleware``)."""
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in operations.items():
+            if (method, path) == ALWAYS_200:
+                continue
+            responses = operation.setdefault("responses", {})
+            known = responses.get("400")
+            if known is None:
+                responses["400"] = {
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
+                    },
+                    "description": "error: validation_error (a NUL or a lone surrogate in the"
+                    " path or query string)",
+                }
+    return result
+
+
 def add_forbidden(result: dict[str, Any], generator: Any, request: Any, public: Any) -> Any:
     """Document the 403 of every operation that may answer it (the roles table's
     refusals), so a client's generated code knows the answer it will meet."""

@@ -500,6 +500,7 @@ SPECTACULAR_SETTINGS = {
         "clawboo.openapi.add_summaries",
         "clawboo.openapi.add_busy",
         "clawboo.openapi.add_forbidden",
+        "clawboo.openapi.add_unstorable",
     ],
 }
 
