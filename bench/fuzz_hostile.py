@@ -35,7 +35,8 @@ TEXTS: dict[str, str] = {
     "lone-surrogate": "\ud800",
     "noncharacter": "\ufffe\uffff\U0010ffff",
     "one-mb": "x" * MB,
-    "one-mb-emoji": "😀" * (MB // 4),
+    # Its JSON escapes are 12 bytes an emoji: 1 MB of them, under the 2 MiB limit.
+    "one-mb-emoji": "😀" * (MB // 12),
 }
 
 
@@ -61,6 +62,7 @@ class Probe:
         self.base, self.keys = base, keys
         self.requests = 0
         self.failures: Counter[str] = Counter()
+        self.statuses: Counter[tuple[str, int]] = Counter()
         self.lines: list[str] = []
 
     def send(self, who: str, method: str, path: str, body: bytes, label: str) -> tuple[int, bytes]:
@@ -80,6 +82,7 @@ class Probe:
         except OSError as exc:
             self.fail("connection", who, method, path, label, repr(exc))
             return 0, b""
+        self.statuses[(path if path.startswith("/mcp") else method + " " + path, status)] += 1
         if status >= 500:
             self.fail("5xx", who, method, path, label, f"{status} {payload[:200]!r}")
         if path.startswith("/api/") and status >= 400 and not envelope(payload):
@@ -125,7 +128,8 @@ def dumps(body: Any) -> bytes:
 
 def rest_targets(text: str) -> list[tuple[str, str, Any]]:
     return [
-        ("POST", "/api/board/tasks", {"title": text, "description": text, "team": "alpha"}),
+        ("POST", "/api/board/tasks", {"title": text, "team": "alpha"}),
+        ("POST", "/api/board/tasks", {"title": "t", "description": text, "team": "alpha"}),
         ("POST", "/api/board/tasks", {"title": "t", "labels": [text], "metadata": {text: text}}),
         ("POST", "/api/board/tasks", {"title": "t", "team": "beta", "description": text}),
         ("PATCH", "/api/board/tasks/alpha-task2", {"title": text}),
@@ -142,7 +146,8 @@ def rest_targets(text: str) -> list[tuple[str, str, Any]]:
 
 def mcp_targets(text: str) -> list[tuple[str, dict[str, Any]]]:
     return [
-        ("create_task", {"title": text, "description": text, "labels": [text]}),
+        ("create_task", {"title": text}),
+        ("create_task", {"title": "t", "description": text, "labels": [text]}),
         ("create_task", {"title": "t", "team": "beta"}),
         ("comment", {"task_id": "alpha-task", "body": text}),
         ("comment", {"task_id": "beta-task", "body": text}),
@@ -183,6 +188,8 @@ def main(argv: list[str]) -> int:
     probe.run()
     for line in probe.lines:
         print(line)
+    for (target, status), count in sorted(probe.statuses.items()):
+        print(f"  {status} x{count} {target}")
     print(f"requests {probe.requests}; failures {dict(probe.failures) or 0}")
     return 1 if probe.failures else 0
 
