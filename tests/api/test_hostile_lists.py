@@ -49,9 +49,7 @@ def test_the_tasks_a_create_waits_on_are_looked_up_in_one_query(api):
 def test_a_dependency_of_another_team_still_answers_as_a_missing_one(api):
     registry.ensure_team("other-team")
     hidden = store.create_task(title="theirs", team="other-team").task.id
-    response = api.post(
-        "/api/board/tasks", {"title": "t", "depends_on": [hidden]}, format="json"
-    )
+    response = api.post("/api/board/tasks", {"title": "t", "depends_on": [hidden]}, format="json")
     missing = api.post("/api/board/tasks", {"title": "t", "depends_on": ["nope"]}, format="json")
     assert response.status_code == missing.status_code == 400
     assert response.json()["detail"] == f"depends_on: no task {hidden!r}"
@@ -74,9 +72,7 @@ def test_an_agent_serves_at_most_the_cap_of_labels(api, agent, unchanged):
         response = api.patch(f"/api/agents/{agent.id}", {"labels": labels}, format="json")
     assert response.status_code == 400
     assert response.json()["field"] == "labels"
-    kept = api.patch(
-        f"/api/agents/{agent.id}", {"labels": ["a", "b", "a"] * 1000}, format="json"
-    )
+    kept = api.patch(f"/api/agents/{agent.id}", {"labels": ["a", "b", "a"] * 1000}, format="json")
     assert kept.status_code == 200 and kept.json()["labels"] == ["a", "b"]
 
 
