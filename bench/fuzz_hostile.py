@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -25,6 +26,7 @@ from typing import Any
 from bench.fuzz_hooks import fingerprint
 
 MB = 1024 * 1024
+SLOW_S = 3.0  # one request holding a server thread this long is a finding
 TEXTS: dict[str, str] = {
     "rtl": "\u202egnp.exe\u200f\u200e\u2066x\u2069",
     "zero-width": "a\u200b\u200c\u200d\ufeffb",
@@ -46,6 +48,14 @@ def raw_bodies() -> Iterator[tuple[str, bytes]]:
     yield "nested-obj-40", b'{"a":' * 40 + b"1" + b"}" * 40
     yield "wide-array", json.dumps({"title": "w", "labels": ["l"] * 200_000}).encode()
     yield "many-keys", json.dumps({f"k{i}": i for i in range(100_000)}).encode()
+    # Long lists of distinct items: each costs its cap, never its length (issue: a
+    # list deduplicated by scanning itself, one query per id).
+    many = [f"x{i}" for i in range(150_000)]
+    yield "long-depends-on", json.dumps({"title": "d", "depends_on": many}).encode()
+    yield "long-labels", json.dumps({"title": "l", "labels": many}).encode()
+    yield "long-touches", json.dumps({"title": "t", "touches": many}).encode()
+    yield "wide-metadata", json.dumps({"title": "m", "metadata": {k: k for k in many}}).encode()
+    yield "long-route", json.dumps({"title": "r", "route": {"labels": many}}).encode()
     yield "huge-number", b'{"title": "n", "priority": 1e400}'
     yield "big-int", b'{"title": "n", "priority": 100000000000000000000000000000}'
     yield "nan", b'{"title": "n", "priority": NaN}'
@@ -74,6 +84,7 @@ class Probe:
         )
         before = fingerprint()
         self.requests += 1
+        started = time.monotonic()
         try:
             with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
                 status, payload = response.status, response.read()
@@ -82,6 +93,9 @@ class Probe:
         except OSError as exc:
             self.fail("connection", who, method, path, label, repr(exc))
             return 0, b""
+        took = time.monotonic() - started
+        if took > SLOW_S:
+            self.fail("slow", who, method, path, label, f"{status} in {took:.1f} s")
         self.statuses[(path if path.startswith("/mcp") else method + " " + path, status)] += 1
         if status >= 500:
             self.fail("5xx", who, method, path, label, f"{status} {payload[:200]!r}")

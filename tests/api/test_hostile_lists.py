@@ -98,3 +98,19 @@ def test_an_mcp_create_names_at_most_the_cap_of_dependencies_and_writes_nothing(
     assert answer.is_error
     assert f"at most {checks.DEPENDS_ON_MAX}" in answer.content[0].text
     assert fingerprint() == before
+
+
+def test_an_agents_labels_never_grow_past_what_claim_next_can_ask(api, agent):
+    # claim-next asks one ordered lookup per label of the claimer (board.store.ready
+    # route_parts), in one compound SELECT: SQLite holds 500 terms. An agent patched
+    # to 20,000 labels made every claim-next as it a 500.
+    refused = api.patch(
+        f"/api/agents/{agent.id}", {"labels": [f"l{i}" for i in range(600)]}, format="json"
+    )
+    assert refused.status_code == 400
+    most = [f"l{i}" for i in range(registry.AGENT_LABELS_MAX)]
+    assert api.patch(f"/api/agents/{agent.id}", {"labels": most}, format="json").status_code == 200
+    store.create_task(title="gpu work", file_mutating=False, route={"labels": [most[-1]]})
+    claimed = api.post("/api/board/claim-next", {"agent_id": agent.id}, format="json")
+    assert claimed.status_code == 200, claimed.json()
+    assert claimed.json()["task"]["title"] == "gpu work"
