@@ -104,6 +104,15 @@ def _visible_ref(request: Request, task_id: Any, field: str) -> Task | None:
     return task
 
 
+def _visible_refs(request: Request, task_ids: list[str], field: str) -> None:
+    """:func:`_visible_ref` for a list of ids, in one query."""
+    found = store.find_tasks(task_ids)
+    for task_id in task_ids:
+        task = found.get(task_id)
+        if task is not None and not can_see_team(request.user, task.team_id):
+            raise ValidationFailed(field, f"no task {task_id!r}")
+
+
 def _staff_repo_path(request: Request, body: dict[str, Any], team: Any, task: Task | None) -> None:
     """A staff caller's ``metadata.repo_path`` keeps working: it resolves to (or
     registers) the team's repository, which the task then names. Anyone else's path
@@ -239,8 +248,8 @@ class TaskListView(APIView):
             # side files one under its own agents' tasks only (GOVERNANCE §6).
             agent_side_owns(request, parent, "file a subtask under")
         deps = body.get("depends_on")
-        for dep in deps if isinstance(deps, list) else ():
-            _visible_ref(request, dep, "depends_on")
+        if isinstance(deps, list):
+            _visible_refs(request, checks.check_id_list(deps, "depends_on"), "depends_on")
         checks.check_not_a_fire(body.get("id"), body.get("metadata"))
         server_commands.check_task_commands(
             body.get("metadata"), operator=server_commands.is_operator(request.user)

@@ -37,6 +37,9 @@ __all__ = [
 TITLE_MAX = 500
 LABEL_MAX = 64
 LABELS_MAX = 32
+# What one task may wait on, named in one body: far past any plan, and it keeps a
+# hostile list (a 2 MiB body holds ~200,000 ids) from costing a query or a scan each.
+DEPENDS_ON_MAX = 1000
 PRIORITY_MIN = -1_000_000
 PRIORITY_MAX = 1_000_000
 MAX_ATTEMPTS_MAX = 100
@@ -83,14 +86,14 @@ def check_labels(value: Any, field: str = "labels") -> list[str]:
         return []
     if not isinstance(value, list):
         raise ValidationFailed(field, "must be a list of strings")
-    labels: list[str] = []
+    # A dict keeps the order and drops repeats in one pass; stop at the first label
+    # past the cap (a list scanned per label was quadratic: 40,000 labels, 14 s).
+    labels: dict[str, None] = {}
     for item in value:
-        label = check_label(item, field)
-        if label not in labels:
-            labels.append(label)
-    if len(labels) > LABELS_MAX:
-        raise ValidationFailed(field, f"at most {LABELS_MAX} labels")
-    return labels
+        labels[check_label(item, field)] = None
+        if len(labels) > LABELS_MAX:
+            raise ValidationFailed(field, f"at most {LABELS_MAX} labels")
+    return list(labels)
 
 
 # Where a new task may start.
@@ -154,12 +157,13 @@ def check_id_list(value: Any, field: str) -> list[str]:
         return []
     if not isinstance(value, list):
         raise ValidationFailed(field, "must be a list of task ids")
-    out: list[str] = []
+    out: dict[str, None] = {}
     for item in value:
         check_id(item, field)
-        if item not in out:
-            out.append(item)
-    return out
+        out[item] = None
+        if len(out) > DEPENDS_ON_MAX:
+            raise ValidationFailed(field, f"at most {DEPENDS_ON_MAX} task ids")
+    return list(out)
 
 
 def check_agent_id(value: Any, field: str = "agent_id") -> str:

@@ -23,7 +23,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from board import store
+from board import checks, store
 from board.access import (
     files_as,
     refuse_deciding_work_in_review,
@@ -347,7 +347,8 @@ def _create(
     route: Route | None = None,
     touches: list[str] | None = None,
 ) -> dict[str, Any]:
-    for dep in depends_on or ():
+    # Checked (and capped) before each is looked up: a repeated id is one lookup.
+    for dep in checks.check_id_list(depends_on, "depends_on"):
         _visible(caller, dep, "depends_on")
     team_id = parent.team_id if parent is not None else _team(caller, team)
     created = store.create_task(

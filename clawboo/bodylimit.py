@@ -17,6 +17,7 @@ past 100 kB, before the application sees a byte: a 300 MB anonymous upload was a
   up front and counts ``http.request`` chunks, answering ``413`` itself.
 
 Both answer with the API's error envelope (``payload_too_large``, with ``limit``).
+daphne's request also leaves a form body unparsed: every body reaches the application.
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ class BoundedWebRequest(WebRequest):  # type: ignore[misc]
     _received = 0
     _drained = 0
     _refused = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Twisted parses a form POST's body itself before the application sees it,
+        # and answers a multipart one it cannot parse (no boundary) with a bare 400 of
+        # its own: an error outside the API's envelope. daphne passes the raw body on
+        # and never reads Twisted's parse, so the application is the one to judge it.
+        self._parsePOSTFormSubmission = False
 
     def gotLength(self, length: int | None) -> None:  # noqa: N802 - Twisted's name
         limit = body_limit()

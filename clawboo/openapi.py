@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core import roles
+
 SUMMARIES: dict[str, str] = {
     "whoami": "Who the credentials belong to, and the teams they see",
     "auth_token": "Your own API key, for your username and password",
@@ -138,12 +140,44 @@ def add_busy(result: dict[str, Any], generator: Any, request: Any, public: Any) 
     return result
 
 
-QUERY_REFUSAL = "validation_error (a query parameter the operation does not declare)"
+FORBIDDEN = "forbidden"
+PERSON_REQUIRED = "person_required"
 
 
-def add_query_refusal(result: dict[str, Any], generator: Any, request: Any, public: Any) -> Any:
-    """Every operation may answer ``400 validation_error`` for a query parameter it
-    does not declare (core.api.query): the one rule, documented on each."""
+def refusals_403(method: str, path: str) -> list[str]:
+    """The 403 codes an operation may answer, read from the roles table (GOVERNANCE §6).
+
+    Every read may be refused to the reviewer (it reads its task only); every write
+    to whoever its row does not admit (a reviewer writes nothing, a cookie session
+    without its CSRF token is refused too), and ``person_required`` where the row
+    keeps the verb, a field of it, or a task in review, for people."""
+    if method not in WRITE_METHODS:
+        return [FORBIDDEN]
+    row = roles.TABLE.get(f"{method.upper()} {path}")
+    if row is not None and row.admits <= {"anonymous"}:
+        return []  # a webhook: no credential is read, a bad signature is 401
+    codes = [FORBIDDEN]
+    people = row is None or not (row.admits & roles.AGENT_SIDE) or row.people_fields
+    if people or path.startswith("/api/board/tasks/{task_id}"):
+        codes.append(PERSON_REQUIRED)
+    return codes
+
+
+# What any operation may answer ``400 validation_error`` for before its view runs.
+VALIDATION_400 = (
+    "validation_error (a NUL or a lone surrogate in the path or query string;"
+    " a query parameter the operation does not declare)"
+)
+
+
+def add_validation_refusals(
+    result: dict[str, Any], generator: Any, request: Any, public: Any
+) -> Any:
+    """Every operation may answer ``400 validation_error`` before its view: a path or
+    query string it cannot store (``core.api.middleware``), a query parameter it does
+    not declare (``core.api.query``). Even the contract's always-200 read
+    (``GET /api/schedules``: 200 whatever its sources say) refuses a request it
+    cannot read."""
     for operations in result.get("paths", {}).values():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
@@ -153,8 +187,32 @@ def add_query_refusal(result: dict[str, Any], generator: Any, request: Any, publ
                     "content": {
                         "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
                     },
-                    "description": f"error: {QUERY_REFUSAL}",
+                    "description": f"error: {VALIDATION_400}",
                 }
-            elif "validation_error" not in known.get("description", ""):
-                known["description"] += f" | {QUERY_REFUSAL}"
+            else:
+                known["description"] += f" | {VALIDATION_400}"
+    return result
+
+
+def add_forbidden(result: dict[str, Any], generator: Any, request: Any, public: Any) -> Any:
+    """Document the 403 of every operation that may answer it (the roles table's
+    refusals), so a client's generated code knows the answer it will meet."""
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in operations.items():
+            codes = refusals_403(method, path)
+            if not codes:
+                continue
+            responses = operation.setdefault("responses", {})
+            known = responses.get("403")
+            if known is None:
+                responses["403"] = {
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
+                    },
+                    "description": "error: " + " | ".join(codes),
+                }
+                continue
+            missing = [c for c in codes if c not in known.get("description", "")]
+            if missing:
+                known["description"] = " | ".join([known.get("description", "error:"), *missing])
     return result

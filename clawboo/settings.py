@@ -499,7 +499,8 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "clawboo.openapi.add_summaries",
         "clawboo.openapi.add_busy",
-        "clawboo.openapi.add_query_refusal",
+        "clawboo.openapi.add_validation_refusals",
+        "clawboo.openapi.add_forbidden",
     ],
 }
 

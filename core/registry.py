@@ -15,6 +15,8 @@ from core.rows import from_rows
 
 DEFAULT_TEAM = "default"
 LABEL_MAX = 64
+# The labels one agent serves (a task carries at most 32).
+AGENT_LABELS_MAX = 64
 
 
 def get_team(team_id: str) -> Team:
@@ -139,10 +141,10 @@ def _check_labels(value: Any) -> list[str]:
         raise ValidationFailed(
             "labels", f"must be a list of non-empty strings of at most {LABEL_MAX} characters"
         )
-    labels: list[str] = []
-    for item in value:
-        if item.strip() not in labels:
-            labels.append(item.strip())
+    # A dict drops repeats in one pass (a list scanned per label was quadratic).
+    labels = list(dict.fromkeys(item.strip() for item in value))
+    if len(labels) > AGENT_LABELS_MAX:
+        raise ValidationFailed("labels", f"at most {AGENT_LABELS_MAX} labels")
     return labels
 
 

@@ -67,6 +67,11 @@ def find_task(task_id: str) -> Task | None:
     return Task.objects.filter(pk=task_id).first()
 
 
+def find_tasks(task_ids: list[str]) -> dict[str, Task]:
+    """The tasks of ``task_ids`` that exist, by id, in one query."""
+    return {task.id: task for task in Task.objects.filter(pk__in=task_ids)}
+
+
 # The verdict filter's word for "no verdict stored" (unverified).
 UNVERIFIED = "none"
 # Its word for ``fail (none configured)``: nothing was set up to verify the work, which

@@ -198,3 +198,32 @@ def test_the_asgi_guard_counts_streamed_chunks_for_other_servers(settings: Any) 
     assert pulled == 2 and sum(read) == 600  # stopped at the chunk that passed the limit
     sent, pulled = asyncio.run(call([(b"content-length", b"600000")]))
     assert sent[0]["status"] == 413 and pulled == 0
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["multipart/form-data", "multipart/form-data; boundary=x"],
+    ids=["no-boundary", "unparseable"],
+)
+def test_a_form_body_the_server_cannot_parse_is_answered_by_the_api(
+    daphne: Callable[..., str], content_type: str
+) -> None:
+    # Twisted used to answer a multipart POST it could not parse with an empty 400
+    # before the application saw it: not the API's error envelope.
+    url = urlsplit(daphne())
+    body = b'{"title": "x"}'
+    with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
+        sock.sendall(
+            (
+                f"POST /api/board/tasks HTTP/1.1\r\nHost: {url.netloc}\r\n"
+                f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n"
+            ).encode()
+            + body
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert int(head.split(b" ")[1]) in (401, 415), head
+    assert set(json.loads(payload)) >= {"error", "detail"}
