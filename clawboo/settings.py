@@ -501,6 +501,7 @@ SPECTACULAR_SETTINGS = {
         "clawboo.openapi.add_busy",
         "clawboo.openapi.add_forbidden",
         "clawboo.openapi.add_unstorable",
+        "clawboo.openapi.close_request_bodies",
     ],
 }
 
