@@ -101,7 +101,7 @@ class Probe:
             self.fail("5xx", who, method, path, label, f"{status} {payload[:200]!r}")
         if path.startswith("/api/") and status >= 400 and not envelope(payload):
             self.fail("not-envelope", who, method, path, label, f"{status} {payload[:200]!r}")
-        if 400 <= status < 500:
+        if 400 <= status < 500 or (path.startswith("/mcp") and tool_refused(payload)):
             after = fingerprint()
             changed = sorted(t for t in set(before) | set(after) if before.get(t) != after.get(t))
             if changed:
@@ -183,6 +183,19 @@ def envelope(payload: bytes) -> bool:
         and isinstance(body.get("error"), str)
         and isinstance(body.get("detail"), str)
     )
+
+
+def tool_refused(payload: bytes) -> bool:
+    """An MCP answer that is a refusal: a JSON-RPC error, or a tool result marked
+    ``isError`` (the tools' refusals travel in a 200)."""
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        return False
+    if not isinstance(body, dict):
+        return False
+    result = body.get("result")
+    return "error" in body or (isinstance(result, dict) and bool(result.get("isError")))
 
 
 def jsonrpc(payload: bytes) -> bool:

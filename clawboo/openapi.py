@@ -216,3 +216,38 @@ def add_forbidden(result: dict[str, Any], generator: Any, request: Any, public: 
             if missing:
                 known["description"] = " | ".join([known.get("description", "error:"), *missing])
     return result
+
+
+def _open_bodies() -> set[str]:
+    """The component names of the bodies that pass unknown keys through
+    (``core.api.bodies.OpenBody`` and its subclasses, as drf-spectacular names them)."""
+    from core.api.bodies import OpenBody
+
+    names: set[str] = set()
+    todo: list[type] = [OpenBody]
+    while todo:
+        klass = todo.pop()
+        todo.extend(klass.__subclasses__())
+        name = klass.__name__.removesuffix("Serializer")
+        names.update({name, f"Patched{name}"})
+    return names
+
+
+def close_request_bodies(result: dict[str, Any], generator: Any, request: Any, public: Any) -> Any:
+    """A request body's declared keys are the only ones its view accepts (an unknown
+    key is ``400 validation_error``, ``core.api.bodies.json_object``): say so, with
+    ``additionalProperties: false`` on every body component, but the open ones."""
+    schemas = result.get("components", {}).get("schemas", {})
+    open_bodies = _open_bodies()
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            content = (operation.get("requestBody") or {}).get("content", {})
+            for media in content.values():
+                ref = media.get("schema", {}).get("$ref", "")
+                name = ref.rsplit("/", 1)[-1]
+                component = schemas.get(name)
+                if component is None or name in open_bodies:
+                    continue
+                if component.get("type") == "object":
+                    component["additionalProperties"] = False
+    return result

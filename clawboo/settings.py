@@ -501,6 +501,7 @@ SPECTACULAR_SETTINGS = {
         "clawboo.openapi.add_busy",
         "clawboo.openapi.add_validation_refusals",
         "clawboo.openapi.add_forbidden",
+        "clawboo.openapi.close_request_bodies",
     ],
 }
 

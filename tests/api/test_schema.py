@@ -179,3 +179,22 @@ def test_every_operation_documents_the_400_of_an_unstorable_path_or_query(schema
     response = client.get("/api/agents?team=a%00b")
     assert response.status_code == 400
     assert response.json()["error"] == "validation_error"
+
+
+def test_every_closed_request_body_says_it_takes_no_other_keys(schema, api):
+    # The gate refuses an unknown key; a fuzz run read the schema as allowing them
+    # (schemathesis: "schema-valid request rejected").
+    components = schema["components"]["schemas"]
+    bodies = {
+        op["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+        for operations in schema["paths"].values()
+        for op in operations.values()
+        if "requestBody" in op
+    }
+    open_bodies = {"ScheduleCreate", "PatchedSchedulePatch", "SchedulePatch", "ForgeDelivery"}
+    for name in bodies:
+        closed = components[name].get("additionalProperties") is False
+        assert closed == (name not in open_bodies), name
+    assert components["TaskCreate"]["additionalProperties"] is False
+    refused = api.post("/api/board/tasks", {"title": "t", "colour": "red"}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "colour"
