@@ -188,10 +188,15 @@ _T = "/api/board/tasks/{task_id}"
 
 VERBS: tuple[Verb, ...] = (
     # --- the board: what agents do with their own work ---------------------------
+    # A task's own run ceiling wins over its agent's (a person's setting): filed by
+    # the agent side with one, the agent would raise its own limit, behind an
+    # approval that reads as the work's, not the limit's.
     Verb(
         "POST /api/board/tasks",
         BUILDERS,
-        "create a task (an agent's needs approval; a subtask: under its own agents' tasks)",
+        "create a task (an agent's needs approval; a subtask: under its own agents'"
+        " tasks); its run ceiling (max_run_cents), people only",
+        people_fields={"max_run_cents": ANY},
     ),
     Verb("PATCH " + _T, PEOPLE, "edit a task (what would run, and where)"),
     Verb(
@@ -652,11 +657,10 @@ def check_admin_permission(user: Any, verb: str) -> None:
     """An admin action's row names the model permission it needs
     (:attr:`Verb.permission`): a person without it is refused (403), nothing run."""
     row = TABLE.get(verb)
-    if row is None or row.permission is None:
-        return
-    label, _action = verb.split(" ")[1:]
-    app_label, model = label.split(".")
-    if not user.has_perm(f"{app_label}.{row.permission}_{model}"):
+    if row is None or row.django_permission is None or not verb.startswith("admin "):
+        return  # a page's or the API's: staff's powers beyond their teams (staff_power)
+    label = verb.split(" ")[1]
+    if not user.has_perm(row.django_permission):
         raise Forbidden(
             f"{principal_of(user, None).describe()} may not {verb}: it needs the "
             f"{row.permission} permission on {label}"
