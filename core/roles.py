@@ -796,6 +796,15 @@ class PageRolesMiddleware:
             return HttpResponseForbidden(exc.detail, content_type="text/plain")
         return None
 
+    def process_exception(self, request: Any, exception: Exception) -> Any:
+        """A page's view that met staff reaching beyond their teams without the
+        permission (:func:`refuse_withheld`): 403 naming it, as the check above."""
+        if isinstance(exception, StaffPermissionRequired):
+            from django.http import HttpResponseForbidden
+
+            return HttpResponseForbidden(exception.detail, content_type="text/plain")
+        return None
+
 
 # --- the table as people read it (docs/roles.md) -----------------------------------
 
