@@ -188,15 +188,16 @@ _T = "/api/board/tasks/{task_id}"
 
 VERBS: tuple[Verb, ...] = (
     # --- the board: what agents do with their own work ---------------------------
-    # A task's own run ceiling wins over its agent's (a person's setting): filed by
-    # the agent side with one, the agent would raise its own limit, behind an
-    # approval that reads as the work's, not the limit's.
+    # A task's own run ceiling wins over its agent's (a person's setting), and its
+    # base branch over its repository's (where the work lands): filed by the agent
+    # side with either, the agent would raise its own limit or choose where its work
+    # lands, behind an approval that reads as the work's.
     Verb(
         "POST /api/board/tasks",
         BUILDERS,
         "create a task (an agent's needs approval; a subtask: under its own agents'"
-        " tasks); its run ceiling (max_run_cents), people only",
-        people_fields={"max_run_cents": ANY},
+        " tasks); its run ceiling (max_run_cents) and base branch, people only",
+        people_fields={"max_run_cents": ANY, "metadata.base_branch": ANY},
     ),
     Verb("PATCH " + _T, PEOPLE, "edit a task (what would run, and where)"),
     Verb(
@@ -603,7 +604,10 @@ def _people_field(fields: Mapping[str, tuple[Any, ...] | None], data: Any) -> st
     if not isinstance(data, Mapping):
         return None
     for field, values in fields.items():
-        value = data.get(field)
+        # ``metadata.base_branch``: a key of an object the body carries.
+        value: Any = data
+        for part in field.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
         if value is None:
             continue
         if values is ANY:

@@ -1,8 +1,10 @@
 """GOVERNANCE §6: the agent side never changes what governs it. A task's own run
-ceiling (``max_run_cents``) wins over its agent's default, a person's setting: work
-the agent side files with one would raise its own limit behind an approval that
-reads as the work's. Filing a task with ``max_run_cents`` is a people verb for the
-agent side (``403 person_required``, nothing written); a person still sets it."""
+ceiling (``max_run_cents``) wins over its agent's default, a person's setting, and
+its ``metadata.base_branch`` over its repository's (where the work lands): work the
+agent side files with either would raise its own limit or choose where it lands,
+behind an approval that reads as the work's. Filing a task with one is a people verb
+for the agent side (``403 person_required``, nothing written); a person still sets
+them."""
 
 from __future__ import annotations
 
@@ -39,15 +41,20 @@ def keys() -> dict[str, str]:
     }
 
 
+GOVERNING = [
+    ("max_run_cents", {"max_run_cents": 10**9}),
+    ("metadata.base_branch", {"metadata": {"base_branch": "release"}}),
+]
+
+
+@pytest.mark.parametrize(("field", "extra"), GOVERNING, ids=[f for f, _ in GOVERNING])
 @pytest.mark.parametrize("credential", ["agent key", "machine token"])
-def test_the_agent_side_files_no_task_with_its_own_run_ceiling(keys, credential):
+def test_the_agent_side_files_no_task_with_its_own_limit_or_base(keys, credential, field, extra):
     before = fingerprint()
-    answer = key_client(keys[credential]).post(
-        "/api/board/tasks", {"title": "costly", "max_run_cents": 10**9}
-    )
+    answer = key_client(keys[credential]).post("/api/board/tasks", {"title": "costly", **extra})
     assert answer.status_code == 403, answer.content[:300]
     assert answer.json()["error"] == "person_required"
-    assert "max_run_cents" in answer.json()["detail"]
+    assert field in answer.json()["detail"]
     assert fingerprint() == before
     # Without one it files as before (waiting for a person's approval).
     filed = key_client(keys[credential]).post(
@@ -57,9 +64,11 @@ def test_the_agent_side_files_no_task_with_its_own_run_ceiling(keys, credential)
     assert filed.json()["approval"]["state"] == "required"
 
 
-def test_a_person_sets_a_tasks_run_ceiling(keys):
+def test_a_person_sets_a_tasks_run_ceiling_and_base_branch(keys):
     answer = key_client(keys["person"]).post(
-        "/api/board/tasks", {"title": "costly", "max_run_cents": 500}
+        "/api/board/tasks",
+        {"title": "costly", "max_run_cents": 500, "metadata": {"base_branch": "release"}},
     )
     assert answer.status_code == 201, answer.content[:300]
-    assert Task.objects.get(pk=answer.json()["id"]).max_run_cents == 500
+    task = Task.objects.get(pk=answer.json()["id"])
+    assert (task.max_run_cents, task.metadata["base_branch"]) == (500, "release")
