@@ -100,6 +100,7 @@ def _visible_ref(request: Request, task_id: Any, field: str) -> Task | None:
         return None
     task = store.find_task(task_id)
     if task is not None and not can_see_team(request.user, task.team_id):
+        roles.refuse_withheld(request.user, f"task {task_id!r}")
         raise ValidationFailed(field, f"no task {task_id!r}")
     return task
 

@@ -188,10 +188,16 @@ _T = "/api/board/tasks/{task_id}"
 
 VERBS: tuple[Verb, ...] = (
     # --- the board: what agents do with their own work ---------------------------
+    # A task's own run ceiling wins over its agent's (a person's setting), and its
+    # base branch over its repository's (where the work lands): filed by the agent
+    # side with either, the agent would raise its own limit or choose where its work
+    # lands, behind an approval that reads as the work's.
     Verb(
         "POST /api/board/tasks",
         BUILDERS,
-        "create a task (an agent's needs approval; a subtask: under its own agents' tasks)",
+        "create a task (an agent's needs approval; a subtask: under its own agents'"
+        " tasks); its run ceiling (max_run_cents) and base branch, people only",
+        people_fields={"max_run_cents": ANY, "metadata.base_branch": ANY},
     ),
     Verb("PATCH " + _T, PEOPLE, "edit a task (what would run, and where)"),
     Verb(
@@ -598,7 +604,10 @@ def _people_field(fields: Mapping[str, tuple[Any, ...] | None], data: Any) -> st
     if not isinstance(data, Mapping):
         return None
     for field, values in fields.items():
-        value = data.get(field)
+        # ``metadata.base_branch``: a key of an object the body carries.
+        value: Any = data
+        for part in field.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
         if value is None:
             continue
         if values is ANY:
@@ -652,11 +661,10 @@ def check_admin_permission(user: Any, verb: str) -> None:
     """An admin action's row names the model permission it needs
     (:attr:`Verb.permission`): a person without it is refused (403), nothing run."""
     row = TABLE.get(verb)
-    if row is None or row.permission is None:
-        return
-    label, _action = verb.split(" ")[1:]
-    app_label, model = label.split(".")
-    if not user.has_perm(f"{app_label}.{row.permission}_{model}"):
+    if row is None or row.django_permission is None or not verb.startswith("admin "):
+        return  # a page's or the API's: staff's powers beyond their teams (staff_power)
+    label = verb.split(" ")[1]
+    if not user.has_perm(row.django_permission):
         raise Forbidden(
             f"{principal_of(user, None).describe()} may not {verb}: it needs the "
             f"{row.permission} permission on {label}"
@@ -790,6 +798,15 @@ class PageRolesMiddleware:
             from django.http import HttpResponseForbidden
 
             return HttpResponseForbidden(exc.detail, content_type="text/plain")
+        return None
+
+    def process_exception(self, request: Any, exception: Exception) -> Any:
+        """A page's view that met staff reaching beyond their teams without the
+        permission (:func:`refuse_withheld`): 403 naming it, as the check above."""
+        if isinstance(exception, StaffPermissionRequired):
+            from django.http import HttpResponseForbidden
+
+            return HttpResponseForbidden(exception.detail, content_type="text/plain")
         return None
 
 

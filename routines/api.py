@@ -193,7 +193,10 @@ _SCHEDULE_WRITE_ERRORS = (
 def visible_routine(user: Any, routine_id: str) -> Routine:
     """The routine, or 404 when it does not exist *or* its team is not the user's."""
     routine = Routine.objects.select_related("agent").filter(pk=routine_id).first()
-    if routine is None or not can_see_team(user, routine.team_id):
+    if routine is None:
+        raise RoutineNotFound(routine_id)
+    if not can_see_team(user, routine.team_id):
+        roles.refuse_withheld(user, f"routine {routine_id!r}")
         raise RoutineNotFound(routine_id)
     return routine
 

@@ -329,3 +329,26 @@ def test_an_armed_routine_whose_agent_is_paused_says_its_fires_wait(browser, clo
 
 def text_of_html(html: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_staff_without_the_routine_permission_move_no_other_teams_routine(client, agent, clock):
+    # Staff's powers on the page are the admin's: pausing another team's routine
+    # needs routines.change_routine (403 naming it, nothing written); with it, it works.
+    from django.contrib.auth.models import Permission
+
+    registry.ensure_team("other", "Other")
+    registry.create_agent(id="stranger", display_name="S", team="other", runtime="command")
+    theirs = store.create_routine(agent_id="stranger", team="other", cron_spec="0 * * * *")
+    staff = get_user_model().objects.create_user("op", "op@example.com", "pw", is_staff=True)
+    staff.user_permissions.set(Permission.objects.filter(codename="view_routine"))
+    client.force_login(staff)
+    assert theirs.id in client.get("/board/routines/").content.decode()  # staff read it
+    refused = client.post(f"/board/routines/{theirs.id}/pause/")
+    assert refused.status_code == 403
+    assert b"routines.change_routine" in refused.content
+    assert store.get_routine(theirs.id).status == RoutineStatus.IDLE
+    staff.user_permissions.add(Permission.objects.get(codename="change_routine"))
+    staff = get_user_model().objects.get(pk=staff.pk)  # permissions are cached per object
+    client.force_login(staff)
+    assert client.post(f"/board/routines/{theirs.id}/pause/").status_code == 302
+    assert store.get_routine(theirs.id).status == RoutineStatus.PAUSED
