@@ -105,7 +105,8 @@ def test_the_filters_read_whole_on_a_phone(daphne, operator, tmp_path):
               for (const menu of document.querySelectorAll('#filters select')) {
                 const s = getComputedStyle(menu);
                 ctx.font = `${s.fontWeight} ${s.fontSize} ${s.fontFamily}`;
-                const room = menu.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight) - 20;
+                const pad = parseFloat(s.paddingLeft) + parseFloat(s.paddingRight);
+                const room = menu.clientWidth - pad - 20;
                 for (const o of menu.options) {
                   if (ctx.measureText(o.text).width > room) out.push(o.text);
                 }
@@ -135,7 +136,8 @@ def test_a_tool_calls_allow_and_deny_stay_under_a_long_command(daphne, operator,
             ask.wait_for(timeout=10_000)
             # The 2000-character command pushed the buttons a screen or more down.
             for decision in ("allow_once", "allow_always", "deny"):
-                assert in_reach(ask.locator(f"[data-tool-decision={decision}]")), (viewport, decision)
+                button = ask.locator(f"[data-tool-decision={decision}]")
+                assert in_reach(button), (viewport, decision)
             screenshot(page, f"board-tool-ask-{viewport['width']}.png", tmp_path)
             page.close()
         browser.close()
