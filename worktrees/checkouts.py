@@ -445,12 +445,56 @@ def work_diff(path: Path, base_commit: str) -> Diffstat:
     return stat
 
 
+def is_task_checkout_of(repo: Path, task_id: str, path: Path) -> bool:
+    """Whether ``path`` is where some host's Clawboo made ``task_id``'s checkout of
+    ``repo``: ``<state dir>/worktrees/<repo hash>/<task id>`` (the state dir any)."""
+    return (
+        path.name == check_task_id(task_id)
+        and path.parent.name == repo_hash(repo)
+        and path.parent.parent.name == worktree_root().name
+    )
+
+
+def other_hosts_checkouts(repo: Path, task_id: str) -> list[Path]:
+    """The checkouts of ``task_id``'s branch that git has registered for ``repo``
+    under another state dir than this host's: hosts with state dirs of their own
+    share a repository (and its worktree registry), so the host that lands a task
+    need not be the one that made its checkout."""
+    branch_ref = f"refs/heads/{branch_for(task_id)}"
+    own = worktree_path_for(repo, task_id)
+    return [
+        Path(path)
+        for path, entry in registered_worktrees(repo).items()
+        if entry.get("branch") == branch_ref
+        and Path(path) != own
+        and is_task_checkout_of(repo, task_id, Path(path))
+    ]
+
+
+def _drop_other_hosts_checkout(repo: Path, path: Path) -> None:
+    """Remove another host's checkout by git alone: its directory (when this host
+    sees it) and its registration. Nothing outside this host's own root is ever
+    deleted by hand; a checkout that host's disk holds where this one cannot see it
+    loses its registration only (no ``worktree prune``: that would take every
+    checkout this host cannot see, live ones of other hosts included)."""
+    with path_lock(path), repo_lock(repo):
+        removal = ["worktree", "remove", "--force", "--force", str(path)]
+        removed = run_git(removal, cwd=repo, check=False)
+        if removed.returncode != 0 and is_registered(repo, path):
+            raise GitError(removal, removed.returncode, removed.stderr)
+
+
 def remove_worktree_and_branch(repo: Path, task_id: str) -> None:
-    """Clean-up after an empty completion: the checkout and its branch both go."""
+    """Clean-up after a landing or an empty completion: the checkout and its branch
+    both go -- this host's checkout, and one another host sharing the repository
+    made under its own state dir (:func:`other_hosts_checkouts`), else git would
+    refuse to delete a branch checked out there."""
     branch = branch_for(task_id)
     path = worktree_path_for(repo, task_id)
     with path_lock(path):
         drop_checkout(repo, path, worktree_root())
+        for elsewhere in other_hosts_checkouts(repo, task_id):
+            _drop_other_hosts_checkout(repo, elsewhere)
         with repo_lock(repo):
             deleted = run_git(["branch", "-D", "--", branch], cwd=repo, check=False)
             # A branch already gone is what we wanted; one that stayed is a failure.
@@ -648,6 +692,8 @@ __all__ = [
     "commit_worktree_work",
     "find_baseline",
     "gc_worktrees",
+    "is_task_checkout_of",
+    "other_hosts_checkouts",
     "pause_worktree",
     "provision_review_worktree",
     "provision_worktree",

@@ -1,0 +1,110 @@
+"""Two hosts with state directories of their own share one repository (and the
+database): a task worked on host A has its checkout under A's state dir, and host B
+lands it -- B's merge-queue job drains the line, or a person's approval reaches B's
+server. The landing removes A's checkout where git has it registered (not where B
+would have put it), deletes the task's branch, and records the task ``done`` once.
+Real processes, real git: the test is host A, a subprocess with its own
+``CLAWBOO_STATE_DIR`` and hostname is host B."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from board import store
+from board.models import Workspace
+from core import repositories
+from tests.conftest import ROOT
+from tests.fixtures.gitrepos import git
+from tests.worktrees.queue_fixtures import Harness
+from worktrees import checkouts, service
+from worktrees.models import MergeBatch, QueuedLanding
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+
+# Host B's process: named ``sys.argv[2]``, it drains the repository's merge queue, or
+# approves the tasks named after it (a person's approval reaching B's server).
+HOST_B = (
+    "import json, socket, sys, django; django.setup(); "
+    "socket.gethostname = lambda: sys.argv[2]; "
+    "from executor import merge_queue; from worktrees import service; "
+    "done = merge_queue.drain(sys.argv[1]) if sys.argv[3] == 'drain' else "
+    "[service.approve(t, by='reviewer')['result'] for t in sys.argv[4:]]; "
+    "print(json.dumps(done, default=str), flush=True)"
+)
+
+
+def run_host_b(database_url: str, repo: Path, state: Path, *args: str) -> object:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
+        "CLAWBOO_STATE_DIR": str(state),
+        "CLAWBOO_REPO_ROOTS": os.pathsep.join(str(p) for p in settings.CLAWBOO_REPO_ROOTS),
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", HOST_B, str(repo), "host-b", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=180,
+    )
+    assert proc.returncode == 0, (proc.stdout, proc.stderr[-4000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def task_checkouts(repo: Path) -> list[str]:
+    """The task checkouts git still has registered for ``repo``."""
+    return [
+        path
+        for path, entry in checkouts.registered_worktrees(repo).items()
+        if entry.get("branch", "").startswith("refs/heads/" + checkouts.BRANCH_PREFIX)
+    ]
+
+
+@pytest.mark.parametrize("landing_mode", ["queue", "direct"])
+def test_a_task_worked_on_one_host_lands_when_another_host_lands_it(
+    queue_harness: Harness, database_url, tmp_path, landing_mode
+):
+    repo = queue_harness.repo
+    repositories.update("app", {"landing_mode": landing_mode})
+    start = git(repo, "rev-parse", "main")
+    ids = [queue_harness.in_review(f"Task {n}", {f"t{n}.txt": f"{n}\n"}) for n in range(3)]
+    a_checkouts = [Path(store.get_workspace(t).worktree_path) for t in ids]
+    host_a = checkouts.worktree_root()
+    assert all(path.is_relative_to(host_a) and path.is_dir() for path in a_checkouts)
+    host_b = (tmp_path / "host-b-state").resolve()
+    host_b.mkdir()
+
+    if landing_mode == "queue":
+        for task_id in ids:
+            assert service.approve(task_id, by="reviewer")["result"] == "queued"
+        report = run_host_b(database_url, repo, host_b, "drain")
+        assert isinstance(report, dict) and sorted(report["landed"]) == sorted(ids), report
+    else:
+        assert run_host_b(database_url, repo, host_b, "approve", *ids) == ["landed"] * 3
+
+    assert [store.get_task(t).status for t in ids] == ["done"] * 3
+    assert sorted(queue_harness.landed_ids()) == sorted(ids)  # each exactly once
+    assert len(git(repo, "rev-list", f"{start}..main").splitlines()) == 3
+    for task_id in ids:
+        assert f"t{ids.index(task_id)}.txt" in git(repo, "ls-tree", "--name-only", "main")
+        assert checkouts.branch_tip(repo, checkouts.branch_for(task_id)) is None
+    # Host A's checkouts went with their branches; host B made none of its own.
+    assert task_checkouts(repo) == []
+    assert not any(path.exists() for path in a_checkouts)
+    assert not (host_b / "worktrees").exists() or not any((host_b / "worktrees").rglob("*"))
+    rows = Workspace.objects.filter(task_id__in=ids)
+    assert sorted(row.status for row in rows) == ["archived"] * 3
+    assert all((row.landing or {}).get("state") == "landed" for row in rows)
+    assert not QueuedLanding.objects.filter(state="queued").exists()
+    assert not MergeBatch.objects.filter(state__in=["gating", "advancing"]).exists()
