@@ -244,7 +244,9 @@ def _stack_one(
         )
         return None
     if not Path(ws.worktree_path).is_dir() or ws.status != WorkspaceStatus.ACTIVE:
-        ws = worktree_service.resume(task.id)  # reaped while it waited in line
+        # Reaped while it waited in line, or made by another host whose state dir
+        # is not visible here: made again here from its branch.
+        ws = worktree_service.resume(task.id, take_over=True)
     with path_lock(ws.worktree_path):
         outcome = landing.prepare(
             repo,

@@ -331,10 +331,13 @@ def find_baseline(repo: Path, branch: str, task_id: str) -> tuple[str, str]:
     raise ProvisionFailed(f"branch {branch} has no scaffold commit for task {task_id}")
 
 
-def resume_worktree(repo: Path, task_id: str) -> Checkout:
+def resume_worktree(repo: Path, task_id: str, *, take_over: bool = False) -> Checkout:
     """Re-attach ``clawboo/task-<id>`` at its tip into a fresh checkout (never
     ``-b``/``-B``, so no commit can be discarded) and recover the baseline.
-    A checkout that is already healthy is left as it is."""
+    A checkout that is already healthy is left as it is. ``take_over``: the caller
+    holds the task now (its claim, or its landing), so a checkout another host made
+    of the branch is let go first (:func:`take_over_checkouts`); without it git
+    refuses to check the branch out twice."""
     branch = branch_for(task_id)
     path = worktree_path_for(repo, task_id)
     root = worktree_root()
@@ -342,6 +345,8 @@ def resume_worktree(repo: Path, task_id: str) -> Checkout:
         if not checkout_healthy(repo, path, branch):
             if branch_tip(repo, branch) is None:
                 raise BranchMissing(f"branch {branch} no longer exists in {repo}")
+            if take_over:
+                take_over_checkouts(repo, task_id)
             last: Exception | None = None
             for _attempt in range(2):
                 try:
@@ -482,6 +487,23 @@ def _drop_other_hosts_checkout(repo: Path, path: Path) -> None:
         removed = run_git(removal, cwd=repo, check=False)
         if removed.returncode != 0 and is_registered(repo, path):
             raise GitError(removal, removed.returncode, removed.stderr)
+
+
+def take_over_checkouts(repo: Path, task_id: str) -> list[Path]:
+    """Let go of the checkouts other hosts made of ``task_id``'s branch, so this host
+    can check it out (a task re-claimed here after its host lapsed, or landed here):
+    the uncommitted work of one this host can see is committed to the branch first
+    (``clawboo: pause task <id>``, as a pause does), then git removes it. One this
+    host cannot see loses its registration only; what it never committed stays on
+    its own host's disk. Returns the paths let go."""
+    taken = []
+    for elsewhere in other_hosts_checkouts(repo, task_id):
+        with path_lock(elsewhere):
+            if (elsewhere / ".git").exists():
+                commit_all(elsewhere, pause_message(task_id))
+            _drop_other_hosts_checkout(repo, elsewhere)
+        taken.append(elsewhere)
+    return taken
 
 
 def remove_worktree_and_branch(repo: Path, task_id: str) -> None:
@@ -701,6 +723,7 @@ __all__ = [
     "resolve_commit",
     "resolve_repo",
     "resume_worktree",
+    "take_over_checkouts",
     "work_diff",
     "worktree_path_for",
 ]

@@ -162,8 +162,11 @@ def _base_branch(repo: Path, task: Task, wanted: str | None, base_ref: str | Non
 def checkout_for_run(task_id: str, repo_path: str) -> tuple[Workspace, str | None]:
     """:func:`provision_task_workspace` for the executor, which also wants the
     checkout's HEAD as its run starts: the scaffold commit of a fresh checkout
-    (known without asking git again), None for one that was resumed or kept."""
-    return _provision(task_id, repo_path)
+    (known without asking git again), None for one that was resumed or kept. The
+    caller holds the task's claim, so a checkout another host sharing the
+    repository made of it (a claim that lapsed there) is taken over
+    (:func:`worktrees.checkouts.take_over_checkouts`)."""
+    return _provision(task_id, repo_path, take_over=True)
 
 
 def provision_task_workspace(
@@ -197,6 +200,8 @@ def _provision(
     base_ref: str | None = None,
     base_sha: str | None = None,
     base_branch: str | None = None,
+    *,
+    take_over: bool = False,
 ) -> tuple[Workspace, str | None]:
     task = _file_mutating_task(task_id)
     if base_ref is not None and base_sha is not None:
@@ -217,7 +222,8 @@ def _provision(
                 repo, path, ws.branch
             ):
                 return ws, None
-            return _record(task.id, checkouts.resume_worktree(repo, task.id)), None
+            resumed = checkouts.resume_worktree(repo, task.id, take_over=take_over)
+            return _record(task.id, resumed), None
         target = _base_branch(repo, task, base_branch, ref)
         if sha is not None:
             point = checkouts.resolve_commit(repo, sha, "base_sha")
@@ -252,14 +258,16 @@ def pause(task_id: str) -> Workspace:
         return store.set_workspace_status(ws.task_id, WorkspaceStatus.STALE)
 
 
-def resume(task_id: str) -> Workspace:
+def resume(task_id: str, *, take_over: bool = False) -> Workspace:
     """Re-attach the task's branch at its tip (never ``-b``/``-B``) and recover the
     baseline from the scaffold commit; the row becomes ``active``. Also the rebuild
     step for a stale (reaped) workspace before a re-dispatch runs. A healthy
-    checkout is returned as it is."""
+    checkout is returned as it is. ``take_over``: the caller holds the task (its
+    landing), so another host's checkout of it is let go first."""
     ws, repo = _live(task_id)
     with path_lock(ws.worktree_path):
-        return _record(ws.task_id, checkouts.resume_worktree(repo, ws.task_id))
+        resumed = checkouts.resume_worktree(repo, ws.task_id, take_over=take_over)
+        return _record(ws.task_id, resumed)
 
 
 # The executor's name for the same step (seed 004: resumeTaskWorkspace).
@@ -452,7 +460,8 @@ def _land_approved(
     task: Task, ws: Workspace, repo: Path, *, by: str, human_override: Any
 ) -> dict[str, Any]:
     if not Path(ws.worktree_path).is_dir() or ws.status != WorkspaceStatus.ACTIVE:
-        ws = _record(task.id, checkouts.resume_worktree(repo, task.id))
+        # Reaped, or made by another host whose state dir is not visible here.
+        ws = _record(task.id, checkouts.resume_worktree(repo, task.id, take_over=True))
     path = _present_checkout(ws)
     policy = landing_policy(task, repo)
     branch = ws.base_branch or landing.base_branch_of(repo)

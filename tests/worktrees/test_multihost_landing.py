@@ -108,3 +108,83 @@ def test_a_task_worked_on_one_host_lands_when_another_host_lands_it(
     assert all((row.landing or {}).get("state") == "landed" for row in rows)
     assert not QueuedLanding.objects.filter(state="queued").exists()
     assert not MergeBatch.objects.filter(state__in=["gating", "advancing"]).exists()
+
+
+def test_a_task_lands_from_its_branch_when_its_hosts_checkout_is_out_of_sight(
+    queue_harness: Harness, database_url, tmp_path
+):
+    """Host A's state dir on a disk host B does not see: B's drain lets A's
+    registration go and makes the checkout again under its own state dir from the
+    branch (which carries the work: a completion commits it), and lands it."""
+    repo = queue_harness.repo
+    task_id = queue_harness.in_review("Task", {"t.txt": "work\n"})
+    a_checkout = Path(store.get_workspace(task_id).worktree_path)
+    assert service.approve(task_id, by="reviewer")["result"] == "queued"
+    out_of_sight = tmp_path / "host-a-disk"
+    a_checkout.rename(out_of_sight)  # as host B sees it: not there
+    host_b = (tmp_path / "host-b-state").resolve()
+    host_b.mkdir()
+
+    report = run_host_b(database_url, repo, host_b, "drain")
+
+    assert isinstance(report, dict) and report["landed"] == [task_id], report
+    assert store.get_task(task_id).status == "done"
+    assert git(repo, "show", "main:t.txt") == "work"
+    assert queue_harness.landed_ids() == [task_id]
+    assert checkouts.branch_tip(repo, checkouts.branch_for(task_id)) is None
+    assert task_checkouts(repo) == []
+    assert (out_of_sight / "t.txt").exists()  # host A's disk is host A's to clean
+    assert Workspace.objects.get(task_id=task_id).status == "archived"
+
+
+# Host B's worker: it claims the task for its agent and checks it out for its run.
+RECLAIM = (
+    "import json, sys, django; django.setup(); "
+    "from board import store; from worktrees import service; "
+    "assert store.claim(sys.argv[1], 'builder').outcome == 'ok'; "
+    "ws, _head = service.checkout_for_run(sys.argv[1], sys.argv[2]); "
+    "print(json.dumps(ws.worktree_path), flush=True)"
+)
+
+
+def test_a_task_another_host_let_go_is_checked_out_here_with_the_work_left_in_its_checkout(
+    queue_harness: Harness, database_url, tmp_path
+):
+    """Host A worked the task and let go of its claim (a lapse) with work not yet
+    committed; host B claims it: A's checkout is committed (a pause commit on the
+    branch), removed, and made again under B's state dir with that work in it."""
+    repo = queue_harness.repo
+    task = store.create_task(title="Half done").task
+    assert store.claim(task.id, "builder").outcome == "ok"
+    a_checkout = Path(service.provision_task_workspace(task.id, str(repo)).worktree_path)
+    (a_checkout / "w.txt").write_text("half\n")
+    store.release(task.id)
+    host_b = (tmp_path / "host-b-state").resolve()
+    host_b.mkdir()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
+        "CLAWBOO_STATE_DIR": str(host_b),
+        "CLAWBOO_REPO_ROOTS": os.pathsep.join(str(p) for p in settings.CLAWBOO_REPO_ROOTS),
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", RECLAIM, task.id, str(repo)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    b_checkout = Path(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert b_checkout.is_relative_to(host_b)
+    assert (b_checkout / "w.txt").read_text() == "half\n"
+    assert not a_checkout.exists()
+    assert task_checkouts(repo) == [str(b_checkout)]
+    assert store.get_workspace(task.id).worktree_path == str(b_checkout)
+    branch = checkouts.branch_for(task.id)
+    assert git(repo, "log", "-1", "--format=%s", branch) == checkouts.pause_message(task.id)
