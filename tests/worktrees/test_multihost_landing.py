@@ -120,8 +120,14 @@ def test_a_task_lands_from_its_branch_when_its_hosts_checkout_is_out_of_sight(
     task_id = queue_harness.in_review("Task", {"t.txt": "work\n"})
     a_checkout = Path(store.get_workspace(task_id).worktree_path)
     assert service.approve(task_id, by="reviewer")["result"] == "queued"
+    # And a task host A is working now, in a checkout host B cannot see either.
+    running = store.create_task(title="Running on A").task
+    assert store.claim(running.id, "builder").outcome == "ok"
+    a_running = Path(service.provision_task_workspace(running.id, str(repo)).worktree_path)
     out_of_sight = tmp_path / "host-a-disk"
-    a_checkout.rename(out_of_sight)  # as host B sees it: not there
+    out_of_sight.mkdir()
+    a_checkout.rename(out_of_sight / "landing")  # as host B sees them: not there
+    a_running.rename(out_of_sight / "running")
     host_b = (tmp_path / "host-b-state").resolve()
     host_b.mkdir()
 
@@ -132,8 +138,9 @@ def test_a_task_lands_from_its_branch_when_its_hosts_checkout_is_out_of_sight(
     assert git(repo, "show", "main:t.txt") == "work"
     assert queue_harness.landed_ids() == [task_id]
     assert checkouts.branch_tip(repo, checkouts.branch_for(task_id)) is None
-    assert task_checkouts(repo) == []
-    assert (out_of_sight / "t.txt").exists()  # host A's disk is host A's to clean
+    # Host A's live checkout keeps its registration (no ``worktree prune``).
+    assert task_checkouts(repo) == [str(a_running)]
+    assert (out_of_sight / "landing" / "t.txt").exists()  # host A's disk: A's to clean
     assert Workspace.objects.get(task_id=task_id).status == "archived"
 
 
