@@ -481,8 +481,14 @@ def _drop_other_hosts_checkout(repo: Path, path: Path) -> None:
     sees it) and its registration. Nothing outside this host's own root is ever
     deleted by hand; a checkout that host's disk holds where this one cannot see it
     loses its registration only (no ``worktree prune``: that would take every
-    checkout this host cannot see, live ones of other hosts included)."""
-    with path_lock(path), repo_lock(repo):
+    checkout this host cannot see, live ones of other hosts included).
+
+    Only the repository's lock is taken: a checkout's lock lives in the state dir of
+    the host that made it, so this host's lock on that path would keep no one out
+    (and taking it after this host's own checkout's lock would invert the order
+    :func:`worktrees.service.resume` takes them in). The caller holds the task (its
+    claim or its landing), which is what keeps the other host away from it."""
+    with repo_lock(repo):
         removal = ["worktree", "remove", "--force", "--force", str(path)]
         removed = run_git(removal, cwd=repo, check=False)
         if removed.returncode != 0 and is_registered(repo, path):
@@ -498,10 +504,9 @@ def take_over_checkouts(repo: Path, task_id: str) -> list[Path]:
     its own host's disk. Returns the paths let go."""
     taken = []
     for elsewhere in other_hosts_checkouts(repo, task_id):
-        with path_lock(elsewhere):
-            if (elsewhere / ".git").exists():
-                commit_all(elsewhere, pause_message(task_id))
-            _drop_other_hosts_checkout(repo, elsewhere)
+        if (elsewhere / ".git").exists():
+            commit_all(elsewhere, pause_message(task_id))
+        _drop_other_hosts_checkout(repo, elsewhere)
         taken.append(elsewhere)
     return taken
 
