@@ -415,7 +415,9 @@ def _land_directly(task: Task, ws: Workspace, *, by: str, human_override: Any) -
     # The landing lock first, then the checkout's: recovery takes other tasks'
     # checkout locks while it holds the landing lock, so every approval must too.
     with landing.land_lock(repo):
-        settled = {entry["task_id"]: entry for entry in _recover_repo(repo)}
+        # Only landings this lock proves dead: another host's (or state dir's) may be
+        # running now, under a lock of its own.
+        settled = {entry["task_id"]: entry for entry in _recover_repo(repo, settled_here_now)}
         if settled.get(task.id, {}).get("result") == "completed":
             # This task's own landing, killed after its base branch moved: done now.
             record = settled[task.id]["landing"]
@@ -480,6 +482,9 @@ def _land_approved(
         "by": by,
         "started_at": time.time(),
         "host": socket.gethostname(),
+        # The landing lock is a file in this state dir: whoever shares it can see
+        # whether this landing still runs (two state dirs on one host cannot).
+        "state_dir": str(checkouts.state_dir()),
         "pid": os.getpid(),
     }
     if human_override is not None:
@@ -523,10 +528,12 @@ FOREIGN_LANDING_S = 300.0
 
 
 def settled_here_now(record: dict[str, Any]) -> bool:
-    """Whether the periodic recovery may settle this pending landing: one this host
-    began (its landing lock, held now by the recovery, proves it is not running), or
-    another host's once FOREIGN_LANDING_S old."""
-    if record.get("host") in (None, socket.gethostname()):
+    """Whether a recovery may settle this pending landing now: one begun under this
+    host's state dir (its landing lock, held now by the recovery, proves it is not
+    running), or another host's (or another state dir's on this host) once
+    FOREIGN_LANDING_S old. The periodic recovery and an approval's own both ask."""
+    host, state = record.get("host"), record.get("state_dir")
+    if host in (None, socket.gethostname()) and state in (None, str(checkouts.state_dir())):
         return True
     return time.time() - float(record.get("started_at") or 0) >= FOREIGN_LANDING_S
 

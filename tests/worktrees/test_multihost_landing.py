@@ -40,7 +40,9 @@ HOST_B = (
 )
 
 
-def run_host_b(database_url: str, repo: Path, state: Path, *args: str) -> object:
+def run_host_b(
+    database_url: str, repo: Path, state: Path, *args: str, name: str = "host-b"
+) -> object:
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -51,7 +53,7 @@ def run_host_b(database_url: str, repo: Path, state: Path, *args: str) -> object
         "DJANGO_SECRET_KEY": settings.SECRET_KEY,
     }
     proc = subprocess.run(
-        [sys.executable, "-c", HOST_B, str(repo), "host-b", *args],
+        [sys.executable, "-c", HOST_B, str(repo), name, *args],
         env=env,
         capture_output=True,
         text=True,
@@ -195,3 +197,56 @@ def test_a_task_another_host_let_go_is_checked_out_here_with_the_work_left_in_it
     assert store.get_workspace(task.id).worktree_path == str(b_checkout)
     branch = checkouts.branch_for(task.id)
     assert git(repo, "log", "-1", "--format=%s", branch) == checkouts.pause_message(task.id)
+
+
+@pytest.mark.parametrize(
+    "b_name",
+    [
+        pytest.param("host-b", id="another-host"),
+        pytest.param(None, id="another-state-dir-of-this-host"),
+    ],
+)
+def test_an_approval_on_one_host_leaves_another_hosts_landing_in_flight_alone(
+    queue_harness: Harness, database_url, tmp_path, b_name
+):
+    """Host A is landing task X (its record written, the base not moved yet) under
+    its own landing lock, which host B cannot see; B's approval of task Y settles
+    only the landings B's lock proves dead, so it does not roll X's landing back
+    (nor put back the files of a fast-forward that may be half-way on A)."""
+    import socket
+    import time
+
+    from worktrees import landing
+
+    repo = queue_harness.repo
+    repositories.update("app", {"landing_mode": "direct"})
+    x = queue_harness.in_review("X", {"x.txt": "x\n"})
+    y = queue_harness.in_review("Y", {"y.txt": "y\n"})
+    with landing.land_lock(repo):  # host A's landing of X, half-way (as _land_approved)
+        outcome = landing.prepare(
+            repo,
+            Path(store.get_workspace(x).worktree_path),
+            task_id=x,
+            title="X",
+            base_branch="main",
+            strategy="squash",
+        )
+        record = {
+            **outcome.as_dict(),
+            "by": "reviewer",
+            "started_at": time.time(),
+            "host": socket.gethostname(),
+            "state_dir": str(checkouts.state_dir()),
+            "pid": os.getpid(),
+        }
+        store.begin_landing(x, record)
+        host_b = (tmp_path / "host-b-state").resolve()
+        host_b.mkdir()
+        name = b_name or socket.gethostname()
+
+        assert run_host_b(database_url, repo, host_b, "approve", y, name=name) == ["landed"]
+
+        assert store.get_workspace(x).landing["state"] == "pending"  # left to host A
+        assert store.get_task(x).status == "in_review"
+        assert store.get_task(y).status == "done"
+        assert queue_harness.landed_ids() == [y]
