@@ -92,10 +92,12 @@ def routine_boot_resume() -> str:
 
 def landing_recovery() -> str:
     """Settle every approval a killed process left half-way (complete it when its
-    commit is on the base branch, else roll it back), clearing git's stale locks."""
-    from worktrees.service import recover_landings
+    commit is on the base branch, else roll it back), clearing git's stale locks.
+    Another host's (or state dir's) landing may be running now: it is settled here
+    only once long past (:func:`worktrees.service.settled_here_now`)."""
+    from worktrees.service import recover_landings, settled_here_now
 
-    settled = recover_landings()
+    settled = recover_landings(settled_here_now)
     completed = sum(1 for entry in settled if entry["result"] == "completed")
     return f"{completed} completed, {len(settled) - completed} rolled back"
 

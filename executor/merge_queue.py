@@ -244,7 +244,9 @@ def _stack_one(
         )
         return None
     if not Path(ws.worktree_path).is_dir() or ws.status != WorkspaceStatus.ACTIVE:
-        ws = worktree_service.resume(task.id)  # reaped while it waited in line
+        # Reaped while it waited in line, or made by another host whose state dir
+        # is not visible here: made again here from its branch.
+        ws = worktree_service.resume(task.id, take_over=True)
     with path_lock(ws.worktree_path):
         outcome = landing.prepare(
             repo,
@@ -297,10 +299,10 @@ def scratch_path(repo: Path) -> Path:
 def _scratch_at(repo: Path, commit: str) -> Path:
     """A fresh detached checkout of ``commit`` (what a killed gate left is thrown away)."""
     path = scratch_path(repo)
-    if path.exists():
-        run_git(["worktree", "remove", "--force", "--force", str(path)], cwd=repo, check=False)
-        shutil.rmtree(path, ignore_errors=True)
-    run_git(["worktree", "prune"], cwd=repo, check=False)
+    # Its own registration only (also one whose directory is gone), never a
+    # ``worktree prune``: hosts sharing the repository share its registry, and a
+    # prune takes every checkout this host cannot see, other hosts' live ones too.
+    _drop_scratch(repo)
     path.parent.mkdir(parents=True, exist_ok=True)
     run_git(["worktree", "add", "--detach", "--force", "--quiet", str(path), commit], cwd=repo)
     return path
@@ -465,7 +467,6 @@ def _recover(repo: Path, report: DrainReport) -> int:
         if cleared:
             log.warning("cleared lock files a killed merge batch left in %s: %s", repo, cleared)
         _drop_scratch(repo)
-        run_git(["worktree", "prune"], cwd=repo, check=False)
         try:
             if batch.state == BatchState.GATING:
                 mq.close_batch(batch.pk, BatchState.ABANDONED, mq.KILLED_WHILE_GATING)

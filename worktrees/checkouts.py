@@ -331,10 +331,13 @@ def find_baseline(repo: Path, branch: str, task_id: str) -> tuple[str, str]:
     raise ProvisionFailed(f"branch {branch} has no scaffold commit for task {task_id}")
 
 
-def resume_worktree(repo: Path, task_id: str) -> Checkout:
+def resume_worktree(repo: Path, task_id: str, *, take_over: bool = False) -> Checkout:
     """Re-attach ``clawboo/task-<id>`` at its tip into a fresh checkout (never
     ``-b``/``-B``, so no commit can be discarded) and recover the baseline.
-    A checkout that is already healthy is left as it is."""
+    A checkout that is already healthy is left as it is. ``take_over``: the caller
+    holds the task now (its claim, or its landing), so a checkout another host made
+    of the branch is let go first (:func:`take_over_checkouts`); without it git
+    refuses to check the branch out twice."""
     branch = branch_for(task_id)
     path = worktree_path_for(repo, task_id)
     root = worktree_root()
@@ -342,6 +345,8 @@ def resume_worktree(repo: Path, task_id: str) -> Checkout:
         if not checkout_healthy(repo, path, branch):
             if branch_tip(repo, branch) is None:
                 raise BranchMissing(f"branch {branch} no longer exists in {repo}")
+            if take_over:
+                take_over_checkouts(repo, task_id)
             last: Exception | None = None
             for _attempt in range(2):
                 try:
@@ -445,12 +450,78 @@ def work_diff(path: Path, base_commit: str) -> Diffstat:
     return stat
 
 
+def is_task_checkout_of(repo: Path, task_id: str, path: Path) -> bool:
+    """Whether ``path`` is where some host's Clawboo made ``task_id``'s checkout of
+    ``repo``: ``<state dir>/worktrees/<repo hash>/<task id>`` (the state dir any)."""
+    return (
+        path.name == check_task_id(task_id)
+        and path.parent.name == repo_hash(repo)
+        and path.parent.parent.name == worktree_root().name
+    )
+
+
+def other_hosts_checkouts(repo: Path, task_id: str) -> list[Path]:
+    """The checkouts of ``task_id``'s branch that git has registered for ``repo``
+    under another state dir than this host's: hosts with state dirs of their own
+    share a repository (and its worktree registry), so the host that lands a task
+    need not be the one that made its checkout."""
+    branch_ref = f"refs/heads/{branch_for(task_id)}"
+    own = worktree_path_for(repo, task_id)
+    return [
+        Path(path)
+        for path, entry in registered_worktrees(repo).items()
+        if entry.get("branch") == branch_ref
+        and Path(path) != own
+        and is_task_checkout_of(repo, task_id, Path(path))
+    ]
+
+
+def _drop_other_hosts_checkout(repo: Path, path: Path) -> None:
+    """Remove another host's checkout by git alone: its directory (when this host
+    sees it) and its registration. Nothing outside this host's own root is ever
+    deleted by hand; a checkout that host's disk holds where this one cannot see it
+    loses its registration only (no ``worktree prune``: that would take every
+    checkout this host cannot see, live ones of other hosts included).
+
+    Only the repository's lock is taken: a checkout's lock lives in the state dir of
+    the host that made it, so this host's lock on that path would keep no one out
+    (and taking it after this host's own checkout's lock would invert the order
+    :func:`worktrees.service.resume` takes them in). The caller holds the task (its
+    claim or its landing), which is what keeps the other host away from it."""
+    with repo_lock(repo):
+        removal = ["worktree", "remove", "--force", "--force", str(path)]
+        removed = run_git(removal, cwd=repo, check=False)
+        if removed.returncode != 0 and is_registered(repo, path):
+            raise GitError(removal, removed.returncode, removed.stderr)
+
+
+def take_over_checkouts(repo: Path, task_id: str) -> list[Path]:
+    """Let go of the checkouts other hosts made of ``task_id``'s branch, so this host
+    can check it out (a task re-claimed here after its host lapsed, or landed here):
+    the uncommitted work of one this host can see is committed to the branch first
+    (``clawboo: pause task <id>``, as a pause does), then git removes it. One this
+    host cannot see loses its registration only; what it never committed stays on
+    its own host's disk. Returns the paths let go."""
+    taken = []
+    for elsewhere in other_hosts_checkouts(repo, task_id):
+        if (elsewhere / ".git").exists():
+            commit_all(elsewhere, pause_message(task_id))
+        _drop_other_hosts_checkout(repo, elsewhere)
+        taken.append(elsewhere)
+    return taken
+
+
 def remove_worktree_and_branch(repo: Path, task_id: str) -> None:
-    """Clean-up after an empty completion: the checkout and its branch both go."""
+    """Clean-up after a landing or an empty completion: the checkout and its branch
+    both go -- this host's checkout, and one another host sharing the repository
+    made under its own state dir (:func:`other_hosts_checkouts`), else git would
+    refuse to delete a branch checked out there."""
     branch = branch_for(task_id)
     path = worktree_path_for(repo, task_id)
     with path_lock(path):
         drop_checkout(repo, path, worktree_root())
+        for elsewhere in other_hosts_checkouts(repo, task_id):
+            _drop_other_hosts_checkout(repo, elsewhere)
         with repo_lock(repo):
             deleted = run_git(["branch", "-D", "--", branch], cwd=repo, check=False)
             # A branch already gone is what we wanted; one that stayed is a failure.
@@ -648,6 +719,8 @@ __all__ = [
     "commit_worktree_work",
     "find_baseline",
     "gc_worktrees",
+    "is_task_checkout_of",
+    "other_hosts_checkouts",
     "pause_worktree",
     "provision_review_worktree",
     "provision_worktree",
@@ -655,6 +728,7 @@ __all__ = [
     "resolve_commit",
     "resolve_repo",
     "resume_worktree",
+    "take_over_checkouts",
     "work_diff",
     "worktree_path_for",
 ]

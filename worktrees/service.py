@@ -162,8 +162,11 @@ def _base_branch(repo: Path, task: Task, wanted: str | None, base_ref: str | Non
 def checkout_for_run(task_id: str, repo_path: str) -> tuple[Workspace, str | None]:
     """:func:`provision_task_workspace` for the executor, which also wants the
     checkout's HEAD as its run starts: the scaffold commit of a fresh checkout
-    (known without asking git again), None for one that was resumed or kept."""
-    return _provision(task_id, repo_path)
+    (known without asking git again), None for one that was resumed or kept. The
+    caller holds the task's claim, so a checkout another host sharing the
+    repository made of it (a claim that lapsed there) is taken over
+    (:func:`worktrees.checkouts.take_over_checkouts`)."""
+    return _provision(task_id, repo_path, take_over=True)
 
 
 def provision_task_workspace(
@@ -197,6 +200,8 @@ def _provision(
     base_ref: str | None = None,
     base_sha: str | None = None,
     base_branch: str | None = None,
+    *,
+    take_over: bool = False,
 ) -> tuple[Workspace, str | None]:
     task = _file_mutating_task(task_id)
     if base_ref is not None and base_sha is not None:
@@ -217,7 +222,8 @@ def _provision(
                 repo, path, ws.branch
             ):
                 return ws, None
-            return _record(task.id, checkouts.resume_worktree(repo, task.id)), None
+            resumed = checkouts.resume_worktree(repo, task.id, take_over=take_over)
+            return _record(task.id, resumed), None
         target = _base_branch(repo, task, base_branch, ref)
         if sha is not None:
             point = checkouts.resolve_commit(repo, sha, "base_sha")
@@ -252,14 +258,16 @@ def pause(task_id: str) -> Workspace:
         return store.set_workspace_status(ws.task_id, WorkspaceStatus.STALE)
 
 
-def resume(task_id: str) -> Workspace:
+def resume(task_id: str, *, take_over: bool = False) -> Workspace:
     """Re-attach the task's branch at its tip (never ``-b``/``-B``) and recover the
     baseline from the scaffold commit; the row becomes ``active``. Also the rebuild
     step for a stale (reaped) workspace before a re-dispatch runs. A healthy
-    checkout is returned as it is."""
+    checkout is returned as it is. ``take_over``: the caller holds the task (its
+    landing), so another host's checkout of it is let go first."""
     ws, repo = _live(task_id)
     with path_lock(ws.worktree_path):
-        return _record(ws.task_id, checkouts.resume_worktree(repo, ws.task_id))
+        resumed = checkouts.resume_worktree(repo, ws.task_id, take_over=take_over)
+        return _record(ws.task_id, resumed)
 
 
 # The executor's name for the same step (seed 004: resumeTaskWorkspace).
@@ -407,7 +415,9 @@ def _land_directly(task: Task, ws: Workspace, *, by: str, human_override: Any) -
     # The landing lock first, then the checkout's: recovery takes other tasks'
     # checkout locks while it holds the landing lock, so every approval must too.
     with landing.land_lock(repo):
-        settled = {entry["task_id"]: entry for entry in _recover_repo(repo)}
+        # Only landings this lock proves dead: another host's (or state dir's) may be
+        # running now, under a lock of its own.
+        settled = {entry["task_id"]: entry for entry in _recover_repo(repo, settled_here_now)}
         if settled.get(task.id, {}).get("result") == "completed":
             # This task's own landing, killed after its base branch moved: done now.
             record = settled[task.id]["landing"]
@@ -452,7 +462,8 @@ def _land_approved(
     task: Task, ws: Workspace, repo: Path, *, by: str, human_override: Any
 ) -> dict[str, Any]:
     if not Path(ws.worktree_path).is_dir() or ws.status != WorkspaceStatus.ACTIVE:
-        ws = _record(task.id, checkouts.resume_worktree(repo, task.id))
+        # Reaped, or made by another host whose state dir is not visible here.
+        ws = _record(task.id, checkouts.resume_worktree(repo, task.id, take_over=True))
     path = _present_checkout(ws)
     policy = landing_policy(task, repo)
     branch = ws.base_branch or landing.base_branch_of(repo)
@@ -471,6 +482,9 @@ def _land_approved(
         "by": by,
         "started_at": time.time(),
         "host": socket.gethostname(),
+        # The landing lock is a file in this state dir: whoever shares it can see
+        # whether this landing still runs (two state dirs on one host cannot).
+        "state_dir": str(checkouts.state_dir()),
         "pid": os.getpid(),
     }
     if human_override is not None:
@@ -514,10 +528,12 @@ FOREIGN_LANDING_S = 300.0
 
 
 def settled_here_now(record: dict[str, Any]) -> bool:
-    """Whether the periodic recovery may settle this pending landing: one this host
-    began (its landing lock, held now by the recovery, proves it is not running), or
-    another host's once FOREIGN_LANDING_S old."""
-    if record.get("host") in (None, socket.gethostname()):
+    """Whether a recovery may settle this pending landing now: one begun under this
+    host's state dir (its landing lock, held now by the recovery, proves it is not
+    running), or another host's (or another state dir's on this host) once
+    FOREIGN_LANDING_S old. The periodic recovery and an approval's own both ask."""
+    host, state = record.get("host"), record.get("state_dir")
+    if host in (None, socket.gethostname()) and state in (None, str(checkouts.state_dir())):
         return True
     return time.time() - float(record.get("started_at") or 0) >= FOREIGN_LANDING_S
 
