@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django.conf import settings
+
 from board.transitions import Status, is_status
 from core.checks import (
     ID_PATTERN,
@@ -44,7 +46,8 @@ PRIORITY_MIN = -1_000_000
 PRIORITY_MAX = 1_000_000
 MAX_ATTEMPTS_MAX = 100
 LEASE_MIN_MS = 1_000
-LEASE_MAX_MS = 74 * 24 * 60 * 60 * 1000  # ~74 days: seed 001's ceiling
+# ~74 days: seed 001's ceiling, the most CLAWBOO_LEASE_MAX_MS may say.
+LEASE_MAX_MS = 74 * 24 * 60 * 60 * 1000
 DEFAULT_LEASE_MS = 120_000
 
 
@@ -139,16 +142,27 @@ def check_status(value: Any, field: str = "to") -> str:
     return str(value)
 
 
+def lease_max_ms() -> int:
+    """The longest lease a claim may hold at a time: ``CLAWBOO_LEASE_MAX_MS`` (default
+    one hour). A holder that is gone loses the claim within it, whatever lease it
+    asked for last (one heartbeat used to buy ~74 days)."""
+    return max(LEASE_MIN_MS, min(int(settings.CLAWBOO_LEASE_MAX_MS), LEASE_MAX_MS))
+
+
 def check_lease_ms(value: Any) -> int:
-    """Seed 001: a lease under a second, over ~74 days or non-finite is refused, not clamped."""
+    """Seed 001: a lease under a second, over the ceiling (:func:`lease_max_ms`) or
+    non-finite is refused, not clamped: the caller asked for a span it would not get."""
+    high = lease_max_ms()
     if value is None:
-        return DEFAULT_LEASE_MS
+        return min(DEFAULT_LEASE_MS, high)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationFailed("lease_ms", "must be a number of milliseconds")
     if isinstance(value, float) and not math.isfinite(value):
         raise ValidationFailed("lease_ms", "must be finite")
-    if not LEASE_MIN_MS <= value <= LEASE_MAX_MS:
-        raise ValidationFailed("lease_ms", f"must be between {LEASE_MIN_MS} and {LEASE_MAX_MS}")
+    if not LEASE_MIN_MS <= value <= high:
+        raise ValidationFailed(
+            "lease_ms", f"must be between {LEASE_MIN_MS} and {high} (CLAWBOO_LEASE_MAX_MS)"
+        )
     return int(value)
 
 

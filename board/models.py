@@ -498,6 +498,9 @@ class ExecutionProcess(models.Model):
     # When the run was seen silent (no step, output or usage for CLAWBOO_STALL_MS):
     # set once, by board.store.steps.mark_stalled; the card shows it "stalled".
     stalled_at = models.DateTimeField(null=True, blank=True)
+    # Whether the agent's breaker counted this run: a run counts once, so the crash
+    # path after a run already counted asks again for nothing (executor.breakers).
+    breaker_counted = models.BooleanField(default=False, db_default=False, editable=False)
     tenant_id = models.CharField(max_length=64, null=True, blank=True, editable=False)
 
     class Meta:

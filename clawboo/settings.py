@@ -267,6 +267,11 @@ CLAWBOO_HISTORY_RETENTION_DAYS = env_int("CLAWBOO_HISTORY_RETENTION_DAYS", 30, l
 # At most this many events kept per team (0: no bound by count).
 CLAWBOO_HISTORY_MAX_EVENTS = env_int("CLAWBOO_HISTORY_MAX_EVENTS", 0, low=0)
 CLAWBOO_HEARTBEAT_MS = env_int("CLAWBOO_HEARTBEAT_MS", 30_000)
+# The longest lease a claim or heartbeat may ask for (lease_ms; board.checks), so a
+# holder that is gone loses its claim within it: 1 s to ~74 days (seed 001's ceiling).
+CLAWBOO_LEASE_MAX_MS = env_int(
+    "CLAWBOO_LEASE_MAX_MS", 3_600_000, low=1_000, high=74 * 24 * 60 * 60 * 1000
+)
 # The most of one execution's output kept in its full log (core.runlogs).
 CLAWBOO_RUNLOG_MAX_BYTES = env_int("CLAWBOO_RUNLOG_MAX_BYTES", 16 * 1024 * 1024, low=1024)
 # Builder is not judge (GOVERNANCE §4; executor.judge): a file-mutating run with no
@@ -368,10 +373,12 @@ CLAWBOO_MAX_REBASE_ROUNDS = env_int("CLAWBOO_MAX_REBASE_ROUNDS", 5, low=1)
 # it has been pending CLAWBOO_INTAKE_RECOVER_S (a killed one), and git's network
 # calls of the intake and of the push after a landing give up after
 # CLAWBOO_REMOTE_GIT_TIMEOUT_S.
-# A lease the board refuses (board.checks: 1 s to ~74 days) would refuse every
-# submission as the worker's own bad lease_ms: such a value reads as the default.
-CLAWBOO_INTAKE_LEASE_MS = env_int(
-    "CLAWBOO_INTAKE_LEASE_MS", 600_000, low=1_000, high=74 * 24 * 60 * 60 * 1000
+# A lease the board refuses (board.checks: 1 s to CLAWBOO_LEASE_MAX_MS) would refuse
+# every submission as the worker's own bad lease_ms: such a value reads as the default,
+# itself held under the ceiling.
+CLAWBOO_INTAKE_LEASE_MS = min(
+    env_int("CLAWBOO_INTAKE_LEASE_MS", 600_000, low=1_000, high=CLAWBOO_LEASE_MAX_MS),
+    CLAWBOO_LEASE_MAX_MS,
 )
 CLAWBOO_INTAKE_RECOVER_S = env_int("CLAWBOO_INTAKE_RECOVER_S", 120)
 CLAWBOO_REMOTE_GIT_TIMEOUT_S = env_int("CLAWBOO_REMOTE_GIT_TIMEOUT_S", 120)

@@ -460,6 +460,12 @@ _RESET_FAILURES_SQL = (
 )
 
 
+def breaker_count(agent_id: str) -> int:
+    """The breaker's count as it stands: the agent's consecutive failed runs."""
+    count = Agent.objects.filter(pk=agent_id).values_list("breaker_failures", flat=True).first()
+    return int(count or 0)
+
+
 def count_run(agent_id: str, *, failed: bool) -> int:
     """The breaker's count after one run: consecutive failures (a success resets it).
     One UPDATE, so workers of one agent on several hosts count together."""

@@ -188,16 +188,22 @@ _T = "/api/board/tasks/{task_id}"
 
 VERBS: tuple[Verb, ...] = (
     # --- the board: what agents do with their own work ---------------------------
-    # A task's own run ceiling wins over its agent's (a person's setting), and its
-    # base branch over its repository's (where the work lands): filed by the agent
-    # side with either, the agent would raise its own limit or choose where its work
-    # lands, behind an approval that reads as the work's.
+    # A task's own run ceiling wins over its agent's (a person's setting), its base
+    # branch over its repository's (where the work lands), and its remote over its
+    # agent's repository (what a remote worker clones and pushes the work to): filed
+    # by the agent side with any, the agent would raise its own limit or choose where
+    # its code comes from and lands, behind an approval that reads as the work's.
     Verb(
         "POST /api/board/tasks",
         BUILDERS,
         "create a task (an agent's needs approval; a subtask: under its own agents'"
-        " tasks); its run ceiling (max_run_cents) and base branch, people only",
-        people_fields={"max_run_cents": ANY, "metadata.base_branch": ANY},
+        " tasks); its run ceiling (max_run_cents), base branch and remote"
+        " (metadata.repo_remote), people only",
+        people_fields={
+            "max_run_cents": ANY,
+            "metadata.base_branch": ANY,
+            "metadata.repo_remote": ANY,
+        },
     ),
     Verb("PATCH " + _T, PEOPLE, "edit a task (what would run, and where)"),
     Verb(

@@ -15,7 +15,6 @@ from django.conf import settings
 
 from board import store
 from board.runs import NOT_COUNTED, ErrorClass
-from core import registry
 from executor.runtimes import RunResult
 
 # The classes a run can end with: one table, the column's choices (board.runs).
@@ -87,12 +86,17 @@ def counts(error_class: str | None) -> bool:
     return error_class is not None and error_class not in NOT_COUNTED
 
 
-def after_run(agent_id: str, *, failed: bool, detail: str = "") -> bool:
+def after_run(
+    agent_id: str, *, failed: bool, detail: str = "", execution_id: int | None = None
+) -> bool:
     """Count one finished run of ``agent_id`` (``failed``: it failed or changed
-    nothing it should have); True when this run tripped the breaker."""
-    count = registry.count_run(agent_id, failed=failed)
+    nothing it should have); True when this run tripped the breaker. A run with its
+    ``execution_id`` is counted once: asked again (the executor failed after it was
+    counted, :func:`executor.runner.settle_crash`), the count stands as it is, and
+    an agent at its limit is still paused (the failure may have been the pause's)."""
+    count, fresh = store.count_for_breaker(agent_id, execution_id, failed=failed)
     limit = failures_to_trip()
-    if not failed or count < limit:
+    if (fresh and not failed) or count < limit:
         return False
     reason = f"breaker: {count} consecutive failed runs" + (f"; last: {detail}" if detail else "")
     store.pause_agent(agent_id, reason[:2000], by="breaker")

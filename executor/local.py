@@ -232,7 +232,12 @@ class LocalBoard:
             settle.close(run, "succeeded", result, git_after=landing.landed["head"], **git)
             # A file-mutating run that changed nothing counts like a failure.
             unchanged = task.file_mutating and landing.landed["result"] == "cleaned"
-            breakers.after_run(self.agent.id, failed=unchanged, detail="the run changed no file")
+            breakers.after_run(
+                self.agent.id,
+                failed=unchanged,
+                detail="the run changed no file",
+                execution_id=run.execution_id,
+            )
             report.outcome = "succeeded"
             return landing.action
         # Sent back to fix, or blocked with its debt (the judge recorded it), or lost:

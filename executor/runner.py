@@ -348,4 +348,6 @@ def settle_crash(run: settle.Run, exc: Exception, *, fail_task: bool) -> None:
             )
         )  # fmt: skip
     if not reconnect.is_unavailable(exc):
-        breakers.after_run(run.agent_id, failed=True, detail=detail)
+        # Once: a run the executor failed after counting (its close, its landing)
+        # is not counted again here.
+        breakers.after_run(run.agent_id, failed=True, detail=detail, execution_id=run.execution_id)

@@ -108,7 +108,7 @@ def close_run(
     if outcome == "succeeded":
         close(run, outcome, result, error=error, **git)
         if count_success:
-            breakers.after_run(run.agent_id, failed=False)
+            breakers.after_run(run.agent_id, failed=False, execution_id=run.execution_id)
         return ""
     error_class = breakers.classify(result, error)
     close(run, outcome, result, error=error, error_class=error_class, **git)
@@ -117,7 +117,9 @@ def close_run(
         # A failure the breaker counts is the agent's: the task goes back to todo.
         message = error or f"run {outcome}"
         store.fail(run.task_id, message, ticket=run.ticket, if_allowed=True, retry=counted)
-    breakers.after_run(run.agent_id, failed=counted, detail=error or outcome)
+    breakers.after_run(
+        run.agent_id, failed=counted, detail=error or outcome, execution_id=run.execution_id
+    )
     return error_class
 
 

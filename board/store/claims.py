@@ -940,7 +940,8 @@ def extend_lease(task: Task, at: dt.datetime, span: int | None = None) -> set[st
     """Push a held claim's lease out from ``at`` by ``span`` ms (default: its committed
     span); the fields set, for the caller's save. Called on a task the caller locked
     and whose claim it checked (:func:`claim_standing`)."""
-    length = span or task.lease_duration_ms or checks.DEFAULT_LEASE_MS
+    # A span committed under a higher ceiling (before an upgrade) is held to today's.
+    length = min(span or task.lease_duration_ms or checks.DEFAULT_LEASE_MS, checks.lease_max_ms())
     task.lease_until = at + dt.timedelta(milliseconds=length)
     task.lease_duration_ms = length
     return {"lease_until", "lease_duration_ms"}

@@ -17,7 +17,7 @@ from board.store import spend
 from board.store._base import lock_task, now
 from board.store.tickets import RUN_DUE, Ticket, claim_standing, run_due, run_opened
 from board.transitions import Status
-from core import storage
+from core import registry, storage
 from core.checks import check_choice
 from core.errors import NotFound, ValidationFailed
 
@@ -324,3 +324,22 @@ def running_execution(task_id: str) -> ExecutionProcess | None:
         .order_by("-started_at")
         .first()
     )
+
+
+def count_for_breaker(agent_id: str, execution_id: int | None, *, failed: bool) -> tuple[int, bool]:
+    """Count the run ``execution_id`` for ``agent_id``'s breaker, at most once: the
+    count after it and True; or, for a run counted already (the executor failed
+    after counting it, and its crash path asks again), the count as it stands and
+    False. A run with no row (``execution_id`` None, or gone) is counted. The mark
+    and the count are one write."""
+
+    def run() -> tuple[int, bool]:
+        if execution_id is not None:
+            marked = ExecutionProcess.objects.filter(pk=execution_id, breaker_counted=False).update(
+                breaker_counted=True
+            )
+            if not marked and ExecutionProcess.objects.filter(pk=execution_id).exists():
+                return registry.breaker_count(agent_id), False
+        return registry.count_run(agent_id, failed=failed), True
+
+    return storage.write(run)

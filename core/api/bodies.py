@@ -45,9 +45,11 @@ def is_open(spec: BodySpec) -> bool:
 
 def json_object(request: Request, spec: BodySpec) -> dict[str, Any]:
     """The request's JSON object, its keys checked against ``spec``: an unknown key or
-    a missing required one is a 400 naming it."""
+    a missing required one is a 400 naming it. No body at all reads as ``{}`` (DRF
+    gives an empty dict, or an empty QueryDict for a form type); a body that is JSON
+    but no object, a literal ``null`` too, is a 400 on ``body`` (a wrong type)."""
     data = request.data
-    if data is None or (hasattr(data, "dict") and not data):
+    if hasattr(data, "dict") and not data:
         data = {}
     if not isinstance(data, dict):
         raise ValidationFailed("body", "must be a JSON object")

@@ -1,18 +1,26 @@
 """GOVERNANCE §6: the agent side never changes what governs it. A task's own run
-ceiling (``max_run_cents``) wins over its agent's default, a person's setting, and
-its ``metadata.base_branch`` over its repository's (where the work lands): work the
-agent side files with either would raise its own limit or choose where it lands,
-behind an approval that reads as the work's. Filing a task with one is a people verb
+ceiling (``max_run_cents``) wins over its agent's default, a person's setting, its
+``metadata.base_branch`` over its repository's (where the work lands), and its
+``metadata.repo_remote`` over its agent's repository (what a remote worker clones
+and pushes to): work the agent side files with one would raise its own limit or
+choose where its code comes from and lands, behind an approval that reads as the
+work's. Filing a task with one is a people verb
 for the agent side (``403 person_required``, nothing written); a person still sets
 them."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import anyio
 import pytest
 from django.contrib.auth import get_user_model
+from mcp.client.client import Client
 from rest_framework.authtoken.models import Token
 
 from board.models import Task
+from boardmcp import credentials
+from boardmcp.tools import build_server
 from core import machines, registry
 from core.models import AgentToken
 from tests.api.conftest import fingerprint, key_client
@@ -44,12 +52,15 @@ def keys() -> dict[str, str]:
 GOVERNING = [
     ("max_run_cents", {"max_run_cents": 10**9}),
     ("metadata.base_branch", {"metadata": {"base_branch": "release"}}),
+    ("metadata.repo_remote", {"metadata": {"repo_remote": "https://evil.example/x.git"}}),
 ]
 
 
 @pytest.mark.parametrize(("field", "extra"), GOVERNING, ids=[f for f, _ in GOVERNING])
 @pytest.mark.parametrize("credential", ["agent key", "machine token"])
-def test_the_agent_side_files_no_task_with_its_own_limit_or_base(keys, credential, field, extra):
+def test_the_agent_side_files_no_task_with_its_own_limit_base_or_remote(
+    keys, credential, field, extra
+):
     before = fingerprint()
     answer = key_client(keys[credential]).post("/api/board/tasks", {"title": "costly", **extra})
     assert answer.status_code == 403, answer.content[:300]
@@ -64,11 +75,46 @@ def test_the_agent_side_files_no_task_with_its_own_limit_or_base(keys, credentia
     assert filed.json()["approval"]["state"] == "required"
 
 
-def test_a_person_sets_a_tasks_run_ceiling_and_base_branch(keys):
+def test_a_person_sets_a_tasks_run_ceiling_base_branch_and_remote(keys):
     answer = key_client(keys["person"]).post(
         "/api/board/tasks",
-        {"title": "costly", "max_run_cents": 500, "metadata": {"base_branch": "release"}},
+        {
+            "title": "costly",
+            "max_run_cents": 500,
+            "metadata": {"base_branch": "release", "repo_remote": "/srv/app.git"},
+        },
     )
     assert answer.status_code == 201, answer.content[:300]
     task = Task.objects.get(pk=answer.json()["id"])
-    assert (task.max_run_cents, task.metadata["base_branch"]) == (500, "release")
+    meta = task.metadata
+    assert (task.max_run_cents, meta["base_branch"], meta["repo_remote"]) == (
+        500,
+        "release",
+        "/srv/app.git",
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("credential", ["agent key", "machine token"])
+def test_the_agent_side_files_no_task_with_its_own_limit_base_or_remote_over_mcp(keys, credential):
+    """MCP's create_task takes none of them: its arguments name no ceiling and no
+    metadata, so whatever the agent side adds is not stored."""
+    caller = credentials.caller_for_key(keys[credential])
+    assert caller is not None
+    extra: dict[str, Any] = {
+        "max_run_cents": 10**9,
+        "metadata": {"base_branch": "release", "repo_remote": "https://evil.example/x.git"},
+        "base_branch": "release",
+        "repo_remote": "https://evil.example/x.git",
+    }
+
+    async def go() -> Any:
+        async with Client(build_server(caller)) as mcp:
+            return await mcp.call_tool("create_task", {"title": "costly", **extra})
+
+    answer = anyio.run(go)
+    # Filed without them, or refused for the unknown arguments: either way none stored.
+    assert answer.is_error or Task.objects.exists()
+    for task in Task.objects.all():
+        assert task.max_run_cents is None
+        assert not {"base_branch", "repo_remote"} & set(task.metadata or {})

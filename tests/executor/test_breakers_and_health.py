@@ -250,3 +250,37 @@ def test_a_failure_around_a_local_run_is_counted_by_the_breaker_unless_the_datab
     assert store.get_task(task_id).status == "todo"
     # One rule with a routine's connected fire (routines.fire): executor.runner.settle_crash.
     assert registry.get_agent("host").breaker_failures == (1 if counted else 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_already_counted_is_not_counted_again_when_the_executor_fails_after_it(
+    settings, monkeypatch
+):
+    """The executor failed after its run was closed and counted (here: the breaker's
+    pause itself fails at the trip): the crash path (executor.runner.settle_crash)
+    counts that run no second time, and still pauses the agent it tripped."""
+    settings.CLAWBOO_BREAKER_FAILURES = 1
+    registry.create_agent(
+        id="twice", display_name="Twice", team="default", runtime="command",
+        settings={"argv": [sys.executable, "-c", "import sys; sys.exit(3)"]},
+    )  # fmt: skip
+    (task_id,) = tasks(1)
+    pause = store.pause_agent
+    calls = []
+
+    def pause_fails_once(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raise OSError("No space left on device")
+        return pause(*args, **kwargs)
+
+    monkeypatch.setattr("executor.breakers.store.pause_agent", pause_fails_once)
+
+    report = Executor("twice").work_once()
+
+    assert report.outcome == "failed"
+    (execution,) = ExecutionProcess.objects.filter(task_id=task_id)
+    assert execution.status == "failed"
+    agent = registry.get_agent("twice")
+    assert agent.breaker_failures == 1
+    assert agent.state == "paused"

@@ -534,17 +534,24 @@ def test_an_intake_is_run_again_only_once_pending_for_the_recover_setting(
 
 
 def test_an_intake_lease_the_board_would_refuse_reads_as_the_default():
-    """A lease under a second (or past the board's ceiling) refused every submission
-    as the worker's own bad ``lease_ms`` (a 400 naming a field the worker never sent)."""
-    from board.checks import LEASE_MAX_MS, LEASE_MIN_MS
+    """A lease under a second (or past the board's ceiling, ``CLAWBOO_LEASE_MAX_MS``)
+    refused every submission as the worker's own bad ``lease_ms`` (a 400 naming a
+    field the worker never sent)."""
+    from board.checks import LEASE_MIN_MS
     from tests.test_knobs import settings_seen_with
 
-    for raw in ("500", str(LEASE_MAX_MS + 1)):
+    ceiling = 3_600_000  # CLAWBOO_LEASE_MAX_MS's default
+    for raw in ("500", str(ceiling + 1)):
         seen = settings_seen_with({"CLAWBOO_INTAKE_LEASE_MS": raw}, ["CLAWBOO_INTAKE_LEASE_MS"])
         assert seen["CLAWBOO_INTAKE_LEASE_MS"] == 600_000, raw
-    for raw in (str(LEASE_MIN_MS), str(LEASE_MAX_MS)):  # the board's own bounds are kept
+    for raw in (str(LEASE_MIN_MS), str(ceiling)):  # the board's own bounds are kept
         seen = settings_seen_with({"CLAWBOO_INTAKE_LEASE_MS": raw}, ["CLAWBOO_INTAKE_LEASE_MS"])
         assert seen["CLAWBOO_INTAKE_LEASE_MS"] == int(raw)
+    # A ceiling under the default holds the default to it.
+    seen = settings_seen_with(
+        {"CLAWBOO_LEASE_MAX_MS": "300000"}, ["CLAWBOO_INTAKE_LEASE_MS", "CLAWBOO_LEASE_MAX_MS"]
+    )
+    assert seen == {"CLAWBOO_INTAKE_LEASE_MS": 300_000, "CLAWBOO_LEASE_MAX_MS": 300_000}
 
 
 @pytest.fixture

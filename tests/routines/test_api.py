@@ -158,6 +158,18 @@ def test_pause_resume_and_run_now_move_the_ledger(api, agent):
     assert api.post(f"/api/routines/{rid}/run-now").json()["status"] == "queued"
 
 
+def test_a_null_body_on_a_routine_move_is_refused_and_moves_nothing(api, agent):
+    """A move takes no body: an absent one works (above); a literal ``null`` is a
+    wrong type, 400 on ``body``, as any non-object is (it used to read as none)."""
+    rid = create(api, agent)["id"]
+    with unchanged():
+        for action in ("pause", "resume", "run-now"):
+            answer = api.post(
+                f"/api/routines/{rid}/{action}", "null", content_type="application/json"
+            )
+            assert refused(answer, 400, "validation_error")["field"] == "body"
+
+
 def test_list_filters_by_status(api, agent):
     first, second = create(api, agent)["id"], create(api, agent)["id"]
     api.post(f"/api/routines/{second}/pause")

@@ -273,6 +273,36 @@ def test_a_fire_whose_run_cannot_be_set_up_releases_its_task_and_is_counted_by_t
     assert registry.get_agent(openclaw_agent.id).breaker_failures == 1
 
 
+def test_a_fire_that_fails_after_its_failed_run_was_counted_counts_it_once(
+    gateway_fake, team, clock, monkeypatch
+):
+    """The fire's failed run is closed and counted, then the release of its task
+    fails: the crash path (executor.runner.settle_crash) releases it and counts
+    nothing more (it counted the run twice)."""
+    registry.create_agent(
+        id="claw4", display_name="Claw", team=team, runtime="openclaw",
+        settings={"agent_id": ["main"]},
+    )  # fmt: skip
+    release = board_store.release
+    calls = []
+
+    def release_fails_once(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raise OSError("No space left on the server's disk")
+        return release(*args, **kwargs)
+
+    monkeypatch.setattr(board_store, "release", release_fails_once)
+
+    fired = fire("claw4", team, clock)
+
+    (execution,) = ExecutionProcess.objects.filter(task_id=fired.task_id)
+    assert (execution.status, execution.error_class) == ("failed", "environment")
+    assert board_store.get_task(fired.task_id).status == "todo"
+    assert len(calls) == 2
+    assert registry.get_agent("claw4").breaker_failures == 1
+
+
 def test_a_fire_of_an_agent_with_bad_openclaw_settings_is_a_failed_run(gateway_fake, team, clock):
     registry.create_agent(
         id="claw3", display_name="Claw", team=team, runtime="openclaw",

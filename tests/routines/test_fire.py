@@ -102,7 +102,8 @@ def test_a_spent_one_shot_goes_quiet(agent, clock):
     assert RoutineFire.objects.filter(routine=row).count() == 1
 
 
-def test_a_bound_one_shot_fires_its_task_and_a_lost_claim_is_success(agent, clock):
+def test_a_bound_one_shot_fires_its_task_and_a_lost_claim_is_success(agent, clock, settings):
+    settings.CLAWBOO_LEASE_MAX_MS = 4 * 3_600_000
     task = board_store.create_task(title="Release notes", team=agent.team_id).task
     routine = make(agent, "once@2030-01-07T09:00Z", task_template={"team_task_id": task.id})
     # The work is already happening (a lease that outlives the wait).
@@ -122,7 +123,8 @@ def test_a_templates_touches_reach_each_fires_task(agent, clock):
     assert (task.touches, task.scope) == (["src/**", "docs"], ["src/**", "docs"])
 
 
-def test_a_fire_whose_task_overlaps_work_in_flight_is_satisfied(agent, clock):
+def test_a_fire_whose_task_overlaps_work_in_flight_is_satisfied(agent, clock, settings):
+    settings.CLAWBOO_LEASE_MAX_MS = 4 * 3_600_000
     busy = board_store.create_task(title="busy", team=agent.team_id, touches=["src/**"]).task
     board_store.claim(busy.id, "someone-else", "command", lease_ms=4 * 3_600_000)
     task = board_store.create_task(title="t", team=agent.team_id, touches=["src/a.py"]).task
