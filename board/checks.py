@@ -144,8 +144,8 @@ def check_status(value: Any, field: str = "to") -> str:
 
 def lease_max_ms() -> int:
     """The longest lease a claim may hold at a time: ``CLAWBOO_LEASE_MAX_MS`` (default
-    one hour). A holder that is gone loses the claim within it, whatever lease it
-    asked for last (one heartbeat used to buy ~74 days)."""
+    seed 001's ~74 days). A holder that is gone loses the claim within it, whatever
+    lease it asked for last."""
     return max(LEASE_MIN_MS, min(int(settings.CLAWBOO_LEASE_MAX_MS), LEASE_MAX_MS))
 
 

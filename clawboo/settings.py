@@ -268,9 +268,12 @@ CLAWBOO_HISTORY_RETENTION_DAYS = env_int("CLAWBOO_HISTORY_RETENTION_DAYS", 30, l
 CLAWBOO_HISTORY_MAX_EVENTS = env_int("CLAWBOO_HISTORY_MAX_EVENTS", 0, low=0)
 CLAWBOO_HEARTBEAT_MS = env_int("CLAWBOO_HEARTBEAT_MS", 30_000)
 # The longest lease a claim or heartbeat may ask for (lease_ms; board.checks), so a
-# holder that is gone loses its claim within it: 1 s to ~74 days (seed 001's ceiling).
+# holder that is gone loses its claim within it: 1 s to ~74 days. The default is seed
+# 001's own ceiling, where sizing a lease to cover a whole job is a legitimate answer;
+# an operator who wants every stranded claim back sooner lowers it.
+_LEASE_CEILING_MS = 74 * 24 * 60 * 60 * 1000
 CLAWBOO_LEASE_MAX_MS = env_int(
-    "CLAWBOO_LEASE_MAX_MS", 3_600_000, low=1_000, high=74 * 24 * 60 * 60 * 1000
+    "CLAWBOO_LEASE_MAX_MS", _LEASE_CEILING_MS, low=1_000, high=_LEASE_CEILING_MS
 )
 # The most of one execution's output kept in its full log (core.runlogs).
 CLAWBOO_RUNLOG_MAX_BYTES = env_int("CLAWBOO_RUNLOG_MAX_BYTES", 16 * 1024 * 1024, low=1024)

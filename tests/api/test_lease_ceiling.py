@@ -1,6 +1,7 @@
-"""A claim's lease is bounded by ``CLAWBOO_LEASE_MAX_MS`` (default one hour): a holder
-that is gone loses its claim within it. One heartbeat used to buy ~74 days, keeping a
-task from every other agent (and from the lapse sweep) long after its holder left.
+"""A claim's lease is bounded by ``CLAWBOO_LEASE_MAX_MS`` (default seed 001's ~74 days;
+an operator lowers it): a holder that is gone loses its claim within it. Without the
+setting one heartbeat could buy ~74 days whatever the operator wanted, keeping a task
+from every other agent (and from the lapse sweep) long after its holder left.
 A ``lease_ms`` past the ceiling is ``400 validation_error`` on ``lease_ms``, not
 clamped (the contract refuses a value it will not honour), and writes nothing."""
 
@@ -17,6 +18,12 @@ from tests.api.conftest import fingerprint
 pytestmark = pytest.mark.django_db
 
 DAYS_74 = 74 * 24 * 60 * 60 * 1000
+
+
+@pytest.fixture(autouse=True)
+def an_hour_at_most(settings):
+    """An operator who wants a stranded claim back within the hour."""
+    settings.CLAWBOO_LEASE_MAX_MS = 3_600_000
 
 
 def claimed(api) -> tuple[str, str]:
@@ -66,6 +73,22 @@ def test_a_claim_asking_for_a_lease_past_the_ceiling_is_refused(api, agent):
         answer = api.post(path, {"agent_id": "ada-bot", "lease_ms": 3_600_001}, format="json")
         refused_past_the_ceiling(answer)
     assert fingerprint() == before
+
+
+def test_the_default_ceiling_is_seed_001s_so_a_lease_may_cover_a_whole_job(
+    api, agent, settings
+):
+    from clawboo import settings as project
+
+    settings.CLAWBOO_LEASE_MAX_MS = project.CLAWBOO_LEASE_MAX_MS
+    assert project.CLAWBOO_LEASE_MAX_MS == DAYS_74
+    task_id, ticket = claimed(api)
+    answer = api.post(
+        f"/api/board/tasks/{task_id}/heartbeat",
+        {"ticket": ticket, "lease_ms": 8 * 3_600_000},
+        format="json",
+    )
+    assert answer.status_code == 200, answer.content[:300]
 
 
 def test_the_ceiling_is_the_operators_setting(api, agent, settings):

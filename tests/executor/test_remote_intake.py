@@ -540,12 +540,17 @@ def test_an_intake_lease_the_board_would_refuse_reads_as_the_default():
     from board.checks import LEASE_MIN_MS
     from tests.test_knobs import settings_seen_with
 
-    ceiling = 3_600_000  # CLAWBOO_LEASE_MAX_MS's default
+    ceiling = 3_600_000  # an operator's CLAWBOO_LEASE_MAX_MS
+    bounded = {"CLAWBOO_LEASE_MAX_MS": str(ceiling)}
     for raw in ("500", str(ceiling + 1)):
-        seen = settings_seen_with({"CLAWBOO_INTAKE_LEASE_MS": raw}, ["CLAWBOO_INTAKE_LEASE_MS"])
+        seen = settings_seen_with(
+            {**bounded, "CLAWBOO_INTAKE_LEASE_MS": raw}, ["CLAWBOO_INTAKE_LEASE_MS"]
+        )
         assert seen["CLAWBOO_INTAKE_LEASE_MS"] == 600_000, raw
     for raw in (str(LEASE_MIN_MS), str(ceiling)):  # the board's own bounds are kept
-        seen = settings_seen_with({"CLAWBOO_INTAKE_LEASE_MS": raw}, ["CLAWBOO_INTAKE_LEASE_MS"])
+        seen = settings_seen_with(
+            {**bounded, "CLAWBOO_INTAKE_LEASE_MS": raw}, ["CLAWBOO_INTAKE_LEASE_MS"]
+        )
         assert seen["CLAWBOO_INTAKE_LEASE_MS"] == int(raw)
     # A ceiling under the default holds the default to it.
     seen = settings_seen_with(
