@@ -75,9 +75,7 @@ def test_a_claim_asking_for_a_lease_past_the_ceiling_is_refused(api, agent):
     assert fingerprint() == before
 
 
-def test_the_default_ceiling_is_seed_001s_so_a_lease_may_cover_a_whole_job(
-    api, agent, settings
-):
+def test_the_default_ceiling_is_seed_001s_so_a_lease_may_cover_a_whole_job(api, agent, settings):
     from clawboo import settings as project
 
     settings.CLAWBOO_LEASE_MAX_MS = project.CLAWBOO_LEASE_MAX_MS
