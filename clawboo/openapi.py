@@ -117,26 +117,43 @@ WRITE_METHODS = ("post", "put", "patch", "delete")
 BUSY = "busy"
 
 
+def document_error(
+    operation: dict[str, Any],
+    status: str,
+    codes: list[str],
+    headers: dict[str, Any] | None = None,
+) -> None:
+    """Say that ``operation`` may answer ``status`` with each of ``codes`` (the API's
+    error envelope; a code may carry its why: ``"busy (retryable)"``): added to what
+    its view already documents, each code once."""
+    responses = operation.setdefault("responses", {})
+    known = responses.get(status)
+    if known is None:
+        known = responses[status] = {
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+            "description": "error: " + " | ".join(codes),
+        }
+    else:
+        said = known.get("description", "")
+        missing = [code for code in codes if code.split(" ", 1)[0] not in said]
+        if missing:
+            known["description"] = " | ".join([known.get("description", "error:"), *missing])
+    if headers:
+        known.setdefault("headers", {}).update(headers)
+
+
 def add_busy(result: dict[str, Any], generator: Any, request: Any, public: Any) -> Any:
     """Every write may answer ``503 busy`` (core.api.errors): its lock budget ran out.
     Retryable, with ``Retry-After``; reads never do."""
     for operations in result.get("paths", {}).values():
         for method, operation in operations.items():
-            if method not in WRITE_METHODS:
-                continue
-            responses = operation.setdefault("responses", {})
-            known = responses.get("503")
-            if known is None:
-                responses["503"] = {
-                    "content": {
-                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
-                    },
-                    "description": f"error: {BUSY} (retryable: see Retry-After)",
-                    "headers": {"Retry-After": {"schema": {"type": "integer"}}},
-                }
-            elif BUSY not in known.get("description", ""):
-                known["description"] += f" | {BUSY} (retryable: see Retry-After)"
-                known.setdefault("headers", {})["Retry-After"] = {"schema": {"type": "integer"}}
+            if method in WRITE_METHODS:
+                document_error(
+                    operation,
+                    "503",
+                    [f"{BUSY} (retryable: see Retry-After)"],
+                    {"Retry-After": {"schema": {"type": "integer"}}},
+                )
     return result
 
 
@@ -180,17 +197,7 @@ def add_validation_refusals(
     cannot read."""
     for operations in result.get("paths", {}).values():
         for operation in operations.values():
-            responses = operation.setdefault("responses", {})
-            known = responses.get("400")
-            if known is None:
-                responses["400"] = {
-                    "content": {
-                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
-                    },
-                    "description": f"error: {VALIDATION_400}",
-                }
-            else:
-                known["description"] += f" | {VALIDATION_400}"
+            document_error(operation, "400", [VALIDATION_400])
     return result
 
 
@@ -200,21 +207,8 @@ def add_forbidden(result: dict[str, Any], generator: Any, request: Any, public: 
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():
             codes = refusals_403(method, path)
-            if not codes:
-                continue
-            responses = operation.setdefault("responses", {})
-            known = responses.get("403")
-            if known is None:
-                responses["403"] = {
-                    "content": {
-                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
-                    },
-                    "description": "error: " + " | ".join(codes),
-                }
-                continue
-            missing = [c for c in codes if c not in known.get("description", "")]
-            if missing:
-                known["description"] = " | ".join([known.get("description", "error:"), *missing])
+            if codes:
+                document_error(operation, "403", codes)
     return result
 
 

@@ -43,18 +43,6 @@ class PersonRequired(ClawbooError):
     code = "person_required"
 
 
-class RunScopeRefused(ClawbooError):
-    """A run's credential acting beyond its own run's task (403)."""
-
-    code = "forbidden"
-
-
-class NotInTable(ClawbooError):
-    """An operation the roles table does not name: refused to everyone (403)."""
-
-    code = "forbidden"
-
-
 @dataclass(frozen=True)
 class Principal:
     kind: Kind
@@ -527,13 +515,13 @@ def check(
     body: Callable[[], Any] | None = None,
 ) -> Verb:
     """The row of ``verb`` if ``principal`` may do it; else :class:`PersonRequired`
-    (a people verb asked by the agent side) or :class:`NotInTable` (no such row, or
+    (a people verb asked by the agent side) or :class:`~core.errors.Forbidden` (no such row, or
     one that admits nobody like the caller). ``body``: how to read the request's
     body, asked for only when the row names people fields and the caller is the
     agent side."""
     row = TABLE.get(verb)
     if row is None:
-        raise NotInTable(f"{verb!r} is in no row of the roles table: refused to everyone")
+        raise Forbidden(f"{verb!r} is in no row of the roles table: refused to everyone")
     if principal.agent_side and row.people_fields and body is not None:
         try:
             data = body()
@@ -563,7 +551,7 @@ def check_run_scope(principal: Principal, verb: str, run: str | None, task_id: A
     row = TABLE.get(verb)
     scope = row.run_scope if row is not None else "task"
     if scope == "never":
-        raise RunScopeRefused(
+        raise Forbidden(
             f"{principal.describe()} may not {verb}: a run's credential claims no work "
             f"(it was minted for the run of task {run!r}, which the executor claimed)",
             principal=principal.kind,
@@ -574,7 +562,7 @@ def check_run_scope(principal: Principal, verb: str, run: str | None, task_id: A
 
 
 def run_scope_refusal(principal: Principal, verb: str, run: str, task_id: Any) -> ClawbooError:
-    return RunScopeRefused(
+    return Forbidden(
         f"{principal.describe()} may not {verb} on task {task_id!r}: this credential "
         f"was minted for the run of task {run!r} and acts on that task only",
         principal=principal.kind,
@@ -597,7 +585,7 @@ def check_read(principal: Principal, path: str, task_id: Any, own_task: str | No
     under = path == REVIEWER_READS or path.startswith(REVIEWER_READS + "/")
     if under and own_task is not None and task_id == own_task:
         return
-    raise NotInTable(
+    raise Forbidden(
         f"{principal.describe()} may not read {path}: the reviewer reads the task it "
         "reviews, nothing else (GOVERNANCE §6)",
         principal=principal.kind,
@@ -640,7 +628,7 @@ def _refusal(principal: Principal, verb: str, *, people: bool) -> ClawbooError:
             principal=principal.kind,
             verb=verb,
         )
-    return NotInTable(f"{principal.describe()} may not {verb}", principal=principal.kind, verb=verb)
+    return Forbidden(f"{principal.describe()} may not {verb}", principal=principal.kind, verb=verb)
 
 
 # --- pages and the admin ----------------------------------------------------------
@@ -684,11 +672,10 @@ def check_admin_permission(user: Any, verb: str) -> None:
 _STAFF_WITHHELD = "_clawboo_staff_withheld"
 
 
-class StaffPermissionRequired(ClawbooError):
+class StaffPermissionRequired(Forbidden):
     """A staff person reaching beyond their own teams and agents without the Django
-    model permission the roles table names for the operation (403)."""
-
-    code = "forbidden"
+    model permission the roles table names for the operation: ``forbidden`` like any
+    other, told apart only so a page's view can answer it as the page check does."""
 
 
 def bind_staff_power(user: Any, verb: str | None) -> None:
