@@ -271,8 +271,19 @@ class Worker:
             except (Revoked, ServerUnreachable):
                 raise
             except Exception as exc:
+                # No checkout on this host: the local executor's rule for a failure
+                # around a run (executor.runner.settle_crash) -- the run closed failed,
+                # which the server classifies and the agent's breaker counts, then the
+                # task failed (retried). A host whose every checkout fails so pauses
+                # its agent, not the whole queue.
                 log.exception("task %s: no checkout on this host", task["id"])
-                self.crashed_before_run(claim, agent, task, execution_id, exc)
+                error = f"remote worker: {type(exc).__name__}: {exc}"
+                if execution_id is None:  # the claim opened none (an older server)
+                    opened = RunReport.open(self.api, task["id"], ticket, agent["runtime"])
+                    execution_id = opened.execution_id if opened is not None else None
+                if execution_id is not None:
+                    RunReport(self.api, task["id"], ticket, execution_id).close(None, error)
+                claim.settle("fail", {"error": error})
                 return
             # A round the server sends back -- its judge's fix round, or a rebase round
             # for work that no longer merges onto its base -- runs here again, in the
@@ -290,27 +301,6 @@ class Worker:
         except Exception as exc:
             log.exception("task %s failed on this host", task["id"])
             claim.settle("fail", {"error": f"remote worker: {exc}"})
-
-    def crashed_before_run(
-        self,
-        claim: rest.RestTask,
-        agent: dict[str, Any],
-        task: dict[str, Any],
-        execution_id: int | None,
-        exc: Exception,
-    ) -> None:
-        """The worker failed around the task's run before it began (its checkout could
-        not be made): the local executor's rule (:func:`executor.runner.settle_crash`)
-        -- the run closed ``failed``, which the server classifies and the agent's
-        breaker counts, then the task failed (retried, as after a failed run). A host
-        whose every checkout fails so pauses its agent, not the whole queue."""
-        error = f"remote worker: {type(exc).__name__}: {exc}"
-        if execution_id is None:  # the claim opened none (an older server)
-            opened = RunReport.open(self.api, task["id"], claim.ticket, agent["runtime"])
-            execution_id = opened.execution_id if opened is not None else None
-        if execution_id is not None:
-            RunReport(self.api, task["id"], claim.ticket, execution_id).close(None, error)
-        claim.settle("fail", {"error": error})
 
     def run_round(
         self,
