@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.core.management import call_command
 
 from core import registry
@@ -115,7 +116,10 @@ def test_a_person_files_claims_reviews_and_lands_a_task_from_the_terminal(
     # Stored as the server hashes them (the test settings' MD5 is not among its hashers).
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
     users = get_user_model().objects
-    users.create_user("alice", password="alice-pw-1", is_staff=True)
+    # An operator: staff holding the model permissions (beyond their own teams a
+    # staff person's writes need the admin's permission for the same change).
+    operator = users.create_user("alice", password="alice-pw-1", is_staff=True)
+    operator.user_permissions.set(Permission.objects.all())
     bob = users.create_user("bob", password="bob-pw-1")
     registry.create_team("other", creator=bob)
     base = daphne()
