@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 
 from core import registry
 from routines import store
@@ -65,6 +66,8 @@ def test_the_page_lists_a_real_gateway_cron_job_beside_a_team_routine_and_delete
     job_id = cron_add_with_the_cli(gateway, name)
     registry.ensure_team("ops", "Ops")
     ops = get_user_model().objects.create_user("oli", password="pw-oli-123", is_staff=True)
+    # An operator: the gateway's own jobs are staff's, with the routine permissions.
+    ops.user_permissions.set(Permission.objects.filter(content_type__app_label="routines"))
     registry.add_member("ops", ops)
     registry.create_agent(id="ops-bot", display_name="Ops bot", team="ops", runtime="command")
     routine = store.create_routine(
