@@ -162,7 +162,8 @@ class ExecutionCloseView(APIView):
     )
     def post(self, request: Request, task_id: str, execution_id: str) -> Response:
         """A remote run ended: its execution is closed with its outcome, exit code and
-        final usage (which replaces what it streamed). A run the worker cancelled
+        final usage (which replaces the estimate it streamed, but never lowers a price
+        its own usage reports gave: the agent side's word). A run the worker cancelled
         because its usage reached a limit is closed ``cancelled`` with
         ``error_class: "budget"``; its task is ``blocked`` at its ceiling (never retried
         by itself) or back to ``todo`` for a paused cap budget, with a comment (one
@@ -182,10 +183,11 @@ class ExecutionCloseView(APIView):
             # The worker cancels a run for spend only when a usage report said stop;
             # the final usage says again whether a limit holds (the one rule).
             ceiling = _ceiling(task_id, run.agent_id)
-            stopped = spending.record(run.id, pricing.usage_of(result.usage), ceiling, final=True)
+            usage = pricing.usage_of(result.usage)
+            stopped = spending.record(run.id, usage, ceiling, final=True, remote=True)
         # The worker fails the task itself (its ``…/fail`` follows): the rest of the
         # run's end is settled here, as a local run's.
-        ran = settle.Run(task_id, body["ticket"], run.agent_id, run.id)
+        ran = settle.Run(task_id, body["ticket"], run.agent_id, run.id, remote=True)
         # Work the server takes in counts once its intake ends (executor.intake), as a
         # local run counts once landed: a success here would reset the breaker before
         # an intake that fails, and such a loop would never trip it.

@@ -47,6 +47,9 @@ class Run:
     ticket: str
     agent_id: str
     execution_id: int | None
+    # A remote worker's run: its final usage is the agent side's word
+    # (board.store.spend.Usage.as_final).
+    remote: bool = False
 
 
 def close(
@@ -77,6 +80,7 @@ def close(
         log=(result.log_tail or "")[-LOG_TAIL:] if result else None,
         native_session_id=result.native_session_id if result else None,
         final_usage=result is not None,
+        remote=run.remote,
     )
 
 

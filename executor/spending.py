@@ -29,11 +29,17 @@ def ceiling_reached(usage: spend_store.Usage, ceiling: int | None) -> Stop | Non
 
 
 def record(
-    execution_id: int, usage: spend_store.Usage, ceiling: int | None, *, final: bool = False
+    execution_id: int,
+    usage: spend_store.Usage,
+    ceiling: int | None,
+    *,
+    final: bool = False,
+    remote: bool = False,
 ) -> Stop | None:
     """Write the run's usage so far (``final``: its runtime's final figures, which may
-    be lower); why it must stop (ceiling, paused budget), or None."""
-    recorded = spend_store.record_usage(execution_id, usage, final=final)
+    be lower -- a remote worker's never below a price it reported); why it must stop
+    (ceiling, paused budget), or None."""
+    recorded = spend_store.record_usage(execution_id, usage, final=final, remote=remote)
     # What counts is what was recorded: a report below it stops the run all the same.
     over = ceiling_reached(usage if recorded is None else recorded.usage, ceiling)
     if over is not None:

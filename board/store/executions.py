@@ -185,6 +185,7 @@ def close_execution(
     log: str | None = None,
     native_session_id: str | None = None,
     final_usage: bool = True,
+    remote: bool = False,
 ) -> ExecutionProcess:
     """Close a running row with its outcome and its final usage, which replaces what
     the run streamed (:mod:`board.store.spend` adds the difference to the task, its
@@ -193,6 +194,8 @@ def close_execution(
     ``final_usage`` False: the run ended without its totals (its claim was lost, or
     its executor failed around it), so what it streamed stands -- the spend it
     reported was spent, and a budget it paused stays paused over that figure.
+    ``remote``: the final figures are a remote worker's, which never lower a price
+    the run's own reports gave (:meth:`board.store.spend.Usage.as_final`).
 
     ``cost_status`` None: ``reported`` when a cost is given, else ``unknown``.
     ``cost_millicents``, when given, is the cost of record (``cost_cents`` its rounding).
@@ -222,7 +225,7 @@ def close_execution(
             return row
         at = now()
         if final_usage:
-            spend.apply_usage(row, usage, at)
+            spend.apply_usage(row, usage.as_final(row, remote=remote), at)
         row.status = outcome
         row.finished_at = at
         row.error_class = error_class

@@ -137,6 +137,20 @@ class Usage:
             cost_status=self.cost_status if higher else row.cost_status,
         )
 
+    def as_final(self, row: ExecutionProcess, *, remote: bool) -> Usage:
+        """These final figures of a run, over what its running reports recorded.
+
+        The runtime's own final price replaces the streamed estimate, lower or not
+        (GOVERNANCE §3). A remote worker's close is the agent side's word, though: a
+        price its run's own reports already gave (``reported``) is what the run
+        spent, and a lower final one would give its task, its tree and the budgets
+        over it back spend they counted (GOVERNANCE §6) -- so it never lowers that.
+        The server's own executor (``remote`` False) reads its runtime's figures
+        itself and they stand as given."""
+        if remote and row.cost_status == CostStatus.REPORTED:
+            return self.not_below(row)
+        return self
+
 
 @dataclass(frozen=True)
 class Recorded:
@@ -223,18 +237,21 @@ def rounded_cents(millicents: Any) -> Any:
     )
 
 
-def record_usage(execution_id: int, usage: Usage, *, final: bool = False) -> Recorded | None:
+def record_usage(
+    execution_id: int, usage: Usage, *, final: bool = False, remote: bool = False
+) -> Recorded | None:
     """A running run's usage so far (its streamed totals), never lower than what was
     recorded (:meth:`Usage.not_below`); ``final``: its runtime's own final figures,
-    which replace the streamed ones (the server's executor only, just before it
-    settles the run). None once the row is closed."""
+    which replace the streamed ones just before the run is settled (``remote``: a
+    remote worker's, which never lower a price the run reported, :meth:`Usage.as_final`).
+    None once the row is closed."""
     usage.check()
 
     def run() -> Recorded | None:
         row = lock_execution(execution_id)
         if row is None or row.status != "running":
             return None
-        counted = usage if final else usage.not_below(row)
+        counted = usage.as_final(row, remote=remote) if final else usage.not_below(row)
         return Recorded(row, apply_usage(row, counted, now()), counted)
 
     return storage.write(run)

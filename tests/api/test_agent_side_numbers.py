@@ -4,8 +4,9 @@ A run's usage arrives as running totals. A report with lower totals than were
 recorded took the difference back off the run's task, its tree and every budget over
 it: a run (or an agent with its run's ticket) could give its scope back spend it
 had used, mid-run, and go on past a cap. A running report now never lowers what was
-recorded; the run's close still replaces the streamed estimate with its runtime's
-own final price (lower or not), as documented."""
+recorded. The run's close still replaces a streamed estimate with its runtime's own
+final price (lower or not), as documented; a remote worker's close never lowers a
+price its run's own reports gave (it too took spend back, after the fact)."""
 
 from __future__ import annotations
 
@@ -96,17 +97,50 @@ def test_a_lower_running_report_still_stops_the_run_at_the_spend_recorded(remote
     assert spent(remote) == (100, 100, 100)
 
 
-def test_the_close_still_replaces_the_streamed_estimate_with_a_lower_final_price(remote):
-    report(remote, tokens_in=1000, cost_cents=90)
+def close(remote: dict[str, object], **body: object) -> None:
     client = remote["client"]
     assert isinstance(client, APIClient)
     closed = client.post(
-        f"{remote['base']}/close",
-        {"ticket": remote["ticket"], "outcome": "succeeded", "tokens_in": 900, "cost_cents": 6},
-        format="json",
+        f"{remote['base']}/close", {"ticket": remote["ticket"], **body}, format="json"
     )
     assert closed.status_code == 200, closed.content[:300]
+
+
+def test_the_close_still_replaces_the_streamed_estimate_with_a_lower_final_price(remote):
+    # 900k input tokens of the fake model at 100¢ a million: an estimate of 90¢.
+    report(remote, tokens_in=900_000, model="fake-model")
+    assert spent(remote) == (90, 90, 90)
+    row = ExecutionProcess.objects.get(pk=remote["run"])
+    assert row.cost_status == "estimated"
+    close(remote, outcome="succeeded", tokens_in=900_000, cost_cents=6)
     assert spent(remote) == (6, 6, 6)
+    assert ExecutionProcess.objects.get(pk=remote["run"]).cost_status == "reported"
+
+
+def test_a_remote_close_never_lowers_a_price_the_run_reported(remote):
+    """The run reported its own price, 90¢, and the budgets counted it; a close of 6¢
+    took 84¢ back off the task, its tree and the team's cap (a machine token, or an
+    agent holding its run's ticket, gave its scope back spend after the fact)."""
+    report(remote, tokens_in=1000, cost_cents=90)
+    close(remote, outcome="succeeded", tokens_in=900, cost_cents=6)
+    assert spent(remote) == (90, 90, 90)
+    row = ExecutionProcess.objects.get(pk=remote["run"])
+    assert (row.status, row.tokens_in, row.cost_status) == ("succeeded", 1000, "reported")
+
+
+def test_a_remote_close_of_a_run_cancelled_for_spend_never_lowers_its_price(remote):
+    report(remote, cost_cents=100)
+    close(remote, outcome="cancelled", cost_cents=1)
+    assert spent(remote) == (100, 100, 100)
+    task = store.get_task(str(remote["task"]))
+    # Closed at its ceiling as reported: blocked, never retried by itself.
+    assert task.status == "blocked"
+
+
+def test_a_remote_close_above_what_was_recorded_counts_the_difference(remote):
+    report(remote, cost_cents=40)
+    close(remote, outcome="failed", cost_cents=55)
+    assert spent(remote) == (55, 55, 55)
 
 
 def test_a_cost_no_run_can_have_is_refused_and_the_teams_accounting_goes_on(remote):
