@@ -24,7 +24,7 @@ from board.models import ExecutionProcess, Task, TaskComment, ToolApproval, Tool
 from board.scope import check_touches
 from board.store.tool_approvals import revoke_grants
 from board.transitions import Status, allowed_transitions_from
-from core import repositories
+from core import server_commands
 from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField, ReadOnlyAdmin
 from core.errors import ClawbooError, ValidationFailed
 
@@ -212,9 +212,12 @@ class TaskForm(forms.ModelForm):
         return
 
 
-def _repository_of(data: dict[str, Any], task: Task | None, changed: list[str]) -> str | None:
+def _repository_of(
+    user: Any, data: dict[str, Any], task: Task | None, changed: list[str]
+) -> str | None:
     """The repository an admin save names: the one chosen, else the one a (new)
-    ``metadata.repo_path`` resolves to or registers (the admin is staff's)."""
+    ``metadata.repo_path`` resolves to or registers (the admin is staff's; registering
+    needs what registering a repository needs: core.server_commands.repository_at)."""
     chosen = data.get("repository")
     if chosen is not None:
         return str(chosen.pk)
@@ -226,7 +229,7 @@ def _repository_of(data: dict[str, Any], task: Task | None, changed: list[str]) 
     team = data["team"].pk if data.get("team") is not None else task.team_id if task else None
     if team is None:
         return None
-    return repositories.link_path(team, raw, operator=True, field="metadata.repo_path").id
+    return server_commands.repository_at(user, team, raw, "metadata.repo_path").id
 
 
 @admin.register(Task)
@@ -356,7 +359,9 @@ class TaskAdmin(DataLayerAdmin):
     def save_model(self, request: HttpRequest, obj: Task, form: Any, change: bool) -> None:
         data = form.cleaned_data
         try:
-            repository = _repository_of(data, obj if change else None, form.changed_data)
+            repository = _repository_of(
+                request.user, data, obj if change else None, form.changed_data
+            )
             if not change:
                 created = store.create_task(
                     id=data.get("id"),

@@ -45,7 +45,7 @@ from board.serializers import (
 from board.store import steps as steps_store
 from board.store.ready import status_filter
 from board.transitions import Status, is_terminal
-from core import events, repositories, roles, runlogs, server_commands
+from core import events, roles, runlogs, server_commands
 from core.api.access import (
     act_as,
     act_as_assignee,
@@ -126,8 +126,8 @@ def _staff_repo_path(request: Request, body: dict[str, Any], team: Any, task: Ta
         return  # unchanged
     if not isinstance(team, str):
         return  # the data layer names the bad team
-    body["repository"] = repositories.link_path(
-        team, raw, operator=True, field="metadata.repo_path"
+    body["repository"] = server_commands.repository_at(
+        request.user, team, raw, "metadata.repo_path"
     ).id
 
 

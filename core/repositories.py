@@ -441,15 +441,6 @@ def check_named_path(team_id: str, raw: Any, field: str) -> Repository:
     return found
 
 
-def link_path(team_id: str, raw: Any, *, operator: bool, field: str) -> Repository:
-    """What an API caller's ``repo_path`` means: for staff (``operator``) the team's
-    repository at that path, registered if need be (:func:`ensure`); for anyone else
-    only a registered path, compared as a string (:func:`check_named_path`)."""
-    if operator:
-        return ensure(team_id, raw, field)
-    return check_named_path(team_id, raw, field)
-
-
 def registered(repo_id: str, team_id: str) -> Repository | None:
     """The repository ``repo_id`` if it (still) belongs to ``team_id``, else None."""
     return Repository.objects.filter(pk=repo_id, team_id=team_id).first()

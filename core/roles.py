@@ -726,6 +726,16 @@ def staff_power(user: Any) -> bool:
     )
 
 
+def holds(user: Any, verb: str) -> bool:
+    """Whether ``user`` holds the Django model permission the table names for ``verb``
+    (:attr:`Verb.django_permission`; a superuser holds them all, a row naming none
+    asks none). For a write that does another's on the way -- a staff caller's
+    ``repo_path`` that registers a repository -- the other's row decides."""
+    row = TABLE.get(verb)
+    needed = row.django_permission if row is not None else None
+    return needed is None or bool(user.is_superuser) or bool(user.has_perm(needed))
+
+
 def refuse_withheld(user: Any, what: str) -> None:
     """Refuse (403, naming the permission) a staff person whose staff powers this
     request withholds (:func:`bind_staff_power`) and who reached ``what`` -- a team

@@ -22,7 +22,9 @@ from typing import Any
 
 from django.conf import settings as django_settings
 
+from core import repositories, roles
 from core.errors import Forbidden
+from core.models import Repository
 from core.roles import staff_power
 
 # Settings that never reach a command line or an environment. ``repository`` picks
@@ -109,3 +111,35 @@ def is_operator(user: Any) -> bool:
     owner's agent key or run credential is the agent side, and what the server runs
     is never its decision."""
     return staff_power(user)
+
+
+# Registering a repository, as its row in the roles table names it: a staff caller's
+# ``repo_path`` elsewhere (a task, its checkout, a routine's template) registers one
+# only with what this row asks (clawboo.add_repository).
+REGISTER_REPOSITORY = "POST /api/repositories"
+
+
+def repository_at(user: Any, team_id: str, raw: Any, field: str) -> Repository:
+    """The team's repository a caller's ``repo_path`` names.
+
+    An operator's path is resolved, and registered when the team has none there yet
+    (how a staff caller's path keeps working) -- if they may register a repository
+    (:data:`REGISTER_REPOSITORY`): staff granted ``add`` on tasks or routines but not
+    on repositories name a registered path only, and an unregistered one is ``403``
+    naming the permission, nothing written (the admin refuses them the same row).
+    Anyone else's path is compared as a string with the registered ones (400)."""
+    if not is_operator(user):
+        return repositories.check_named_path(team_id, raw, field)
+    if roles.holds(user, REGISTER_REPOSITORY):
+        return repositories.ensure(team_id, raw, field)
+    found = repositories.registered_path(team_id, raw)
+    if found is not None:
+        return found
+    row = roles.TABLE[REGISTER_REPOSITORY]
+    raise Forbidden(
+        f"{field}: {raw!r} is not a registered repository of team {team_id!r}, and "
+        f"registering one needs the {row.permission} permission on {row.model} "
+        f"({row.django_permission}): name a registered one, or ask who holds it",
+        field=field,
+        permission=row.django_permission,
+    )

@@ -102,6 +102,21 @@ class RoutineAdmin(DataLayerAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return self.ledger_fields if obj is not None else ()
 
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        user = request.user
+
+        class SavedBy(form):  # type: ignore[misc,valid-type]
+            """The form knows who saves: their template path registers a repository
+            only if they may register one (core.server_commands.repository_at)."""
+
+            def __init__(self, *args: Any, **kw: Any) -> None:
+                super().__init__(*args, user=user, **kw)
+
+        return SavedBy
+
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         sets: list[tuple[str | None, dict[str, Any]]] = [
             (None, {"fields": ("team", "agent", "cron_spec", "timezone", "catch_up")}),

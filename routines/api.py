@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core import repositories, roles, server_commands
+from core import roles, server_commands
 from core.api.access import act_as, can_see_team, require_team, team_ids
 from core.api.bodies import OpenBody, json_object
 from core.api.idempotency import idempotent
@@ -235,7 +235,7 @@ def staff_template_path(request: Any, team_id: str, body: dict[str, Any]) -> Non
     raw = template.get("repo_path")
     if raw is None or template.get("repository") is not None:
         return
-    found = repositories.link_path(team_id, raw, operator=True, field="task_template.repo_path")
+    found = server_commands.repository_at(request.user, team_id, raw, "task_template.repo_path")
     body["task_template"] = {**template, "repository": found.id, "repo_path": found.path}
 
 

@@ -17,7 +17,7 @@ from zoneinfo import available_timezones
 
 from django import forms
 
-from core import repositories
+from core import server_commands
 from core.errors import ClawbooError
 from core.models import Agent, Team
 from routines import occurrence, store
@@ -120,10 +120,15 @@ class RoutineForm(forms.ModelForm):
             "(skip), or each of them, up to 24 (all).",
         }
 
-    def __init__(self, *args: Any, teams: list[str] | None = None, **kwargs: Any) -> None:
-        """``teams``: the teams the person may see (None: all, as for staff)."""
+    def __init__(
+        self, *args: Any, teams: list[str] | None = None, user: Any = None, **kwargs: Any
+    ) -> None:
+        """``teams``: the teams the person may see (None: all, as for staff); ``user``:
+        who saves (a staff user's ``repo_path`` registers a repository only if they
+        may register one: core.server_commands.repository_at)."""
         super().__init__(*args, **kwargs)
         self.operator = teams is None
+        self.user = user
         team_qs = Team.objects.order_by("id")
         agent_qs = Agent.objects.select_related("team").order_by("team_id", "id")
         if teams is not None:
@@ -156,7 +161,9 @@ class RoutineForm(forms.ModelForm):
         team = data["team"].pk if data.get("team") is not None else self.instance.team_id
         if self.operator and template["repo_path"] and not template["repository"]:
             # A staff user's path resolves to (or registers) the team's repository.
-            found = repositories.ensure(team, template["repo_path"], "task_template.repo_path")
+            found = server_commands.repository_at(
+                self.user, team, template["repo_path"], "task_template.repo_path"
+            )
             template["repository"], template["repo_path"] = found.id, found.path
         return template
 

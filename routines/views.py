@@ -172,8 +172,8 @@ def _back_to(routine: Routine, team: str = "") -> HttpResponseRedirect:
 def new_routine(request: HttpRequest) -> HttpResponse:
     teams = team_ids(request.user)
     if request.method != "POST":
-        return _form_page(request, RoutineForm(teams=teams), None)
-    form = RoutineForm(request.POST, teams=teams)
+        return _form_page(request, RoutineForm(teams=teams, user=request.user), None)
+    form = RoutineForm(request.POST, teams=teams, user=request.user)
     if form.is_valid():
         try:
             data = form.cleaned_data
@@ -199,8 +199,10 @@ def edit_routine(request: HttpRequest, routine_id: str) -> HttpResponse:
     routine = _visible_or_404(request, routine_id)
     teams = team_ids(request.user)
     if request.method != "POST":
-        return _form_page(request, RoutineForm(instance=routine, teams=teams), routine)
-    form = RoutineForm(request.POST, instance=routine, teams=teams)
+        return _form_page(
+            request, RoutineForm(instance=routine, teams=teams, user=request.user), routine
+        )
+    form = RoutineForm(request.POST, instance=routine, teams=teams, user=request.user)
     if form.is_valid():
         try:
             check_may_edit(request, routine_id, form.changes())

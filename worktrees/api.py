@@ -121,11 +121,8 @@ def _named_repository(request: Request, task: Task, body: dict[str, Any]) -> Rep
     if body.get("repository") is not None:
         repo = repositories.of_team(body["repository"], task.team_id, "repository")
     elif "repo_path" in body:
-        repo = repositories.link_path(
-            task.team_id,
-            body["repo_path"],
-            operator=server_commands.is_operator(request.user),
-            field="repo_path",
+        repo = server_commands.repository_at(
+            request.user, task.team_id, body["repo_path"], "repo_path"
         )
     elif task.repository_id is not None:
         return repositories.of_team(task.repository_id, task.team_id, "repository")
