@@ -177,20 +177,24 @@ _T = "/api/board/tasks/{task_id}"
 VERBS: tuple[Verb, ...] = (
     # --- the board: what agents do with their own work ---------------------------
     # A task's own run ceiling wins over its agent's (a person's setting), its base
-    # branch over its repository's (where the work lands), and its remote over its
-    # agent's repository (what a remote worker clones and pushes the work to): filed
-    # by the agent side with any, the agent would raise its own limit or choose where
-    # its code comes from and lands, behind an approval that reads as the work's.
+    # branch over its repository's (where the work lands), its remote over its
+    # agent's repository (what a remote worker clones and pushes the work to), and its
+    # model over the one an operator approved in its agent's settings (the run's CLI
+    # ``--model``, and the price its streamed usage is stopped at the ceiling by: an
+    # unpriced model runs past it): filed by the agent side with any, the agent would
+    # raise its own limit or choose where its code comes from and lands, or what runs
+    # it, behind an approval that reads as the work's.
     Verb(
         "POST /api/board/tasks",
         BUILDERS,
         "create a task (an agent's needs approval; a subtask: under its own agents'"
-        " tasks); its run ceiling (max_run_cents), base branch and remote"
-        " (metadata.repo_remote), people only",
+        " tasks); its run ceiling (max_run_cents), base branch, remote"
+        " (metadata.repo_remote) and model (metadata.model), people only",
         people_fields={
             "max_run_cents": ANY,
             "metadata.base_branch": ANY,
             "metadata.repo_remote": ANY,
+            "metadata.model": ANY,
         },
     ),
     Verb("PATCH " + _T, PEOPLE, "edit a task (what would run, and where)"),

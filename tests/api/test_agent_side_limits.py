@@ -2,9 +2,12 @@
 ceiling (``max_run_cents``) wins over its agent's default, a person's setting, its
 ``metadata.base_branch`` over its repository's (where the work lands), and its
 ``metadata.repo_remote`` over its agent's repository (what a remote worker clones
-and pushes to): work the agent side files with one would raise its own limit or
-choose where its code comes from and lands, behind an approval that reads as the
-work's. Filing a task with one is a people verb
+and pushes to), and its ``metadata.model`` over the model an operator approved in its
+agent's settings (what its run's CLI is started with, and what prices its streamed
+usage: a model the price table lacks is never stopped at its ceiling mid-run): work
+the agent side files with one would raise its own limit or choose where its code
+comes from and lands, or what runs it, behind an approval that reads as the work's.
+Filing a task with one is a people verb
 for the agent side (``403 person_required``, nothing written); a person still sets
 them."""
 
@@ -53,6 +56,7 @@ GOVERNING = [
     ("max_run_cents", {"max_run_cents": 10**9}),
     ("metadata.base_branch", {"metadata": {"base_branch": "release"}}),
     ("metadata.repo_remote", {"metadata": {"repo_remote": "https://evil.example/x.git"}}),
+    ("metadata.model", {"metadata": {"model": "an-unpriced-model"}}),
 ]
 
 
@@ -75,22 +79,27 @@ def test_the_agent_side_files_no_task_with_its_own_limit_base_or_remote(
     assert filed.json()["approval"]["state"] == "required"
 
 
-def test_a_person_sets_a_tasks_run_ceiling_base_branch_and_remote(keys):
+def test_a_person_sets_a_tasks_run_ceiling_base_branch_remote_and_model(keys):
     answer = key_client(keys["person"]).post(
         "/api/board/tasks",
         {
             "title": "costly",
             "max_run_cents": 500,
-            "metadata": {"base_branch": "release", "repo_remote": "/srv/app.git"},
+            "metadata": {
+                "base_branch": "release",
+                "repo_remote": "/srv/app.git",
+                "model": "claude-opus-5-5",
+            },
         },
     )
     assert answer.status_code == 201, answer.content[:300]
     task = Task.objects.get(pk=answer.json()["id"])
     meta = task.metadata
-    assert (task.max_run_cents, meta["base_branch"], meta["repo_remote"]) == (
+    assert (task.max_run_cents, meta["base_branch"], meta["repo_remote"], meta["model"]) == (
         500,
         "release",
         "/srv/app.git",
+        "claude-opus-5-5",
     )
 
 
@@ -103,7 +112,12 @@ def test_the_agent_side_files_no_task_with_its_own_limit_base_or_remote_over_mcp
     assert caller is not None
     extra: dict[str, Any] = {
         "max_run_cents": 10**9,
-        "metadata": {"base_branch": "release", "repo_remote": "https://evil.example/x.git"},
+        "metadata": {
+            "base_branch": "release",
+            "repo_remote": "https://evil.example/x.git",
+            "model": "an-unpriced-model",
+        },
+        "model": "an-unpriced-model",
         "base_branch": "release",
         "repo_remote": "https://evil.example/x.git",
     }
@@ -117,4 +131,4 @@ def test_the_agent_side_files_no_task_with_its_own_limit_base_or_remote_over_mcp
     assert answer.is_error or Task.objects.exists()
     for task in Task.objects.all():
         assert task.max_run_cents is None
-        assert not {"base_branch", "repo_remote"} & set(task.metadata or {})
+        assert not {"base_branch", "repo_remote", "model"} & set(task.metadata or {})
