@@ -141,13 +141,17 @@ class Usage:
         """These final figures of a run, over what its running reports recorded.
 
         The runtime's own final price replaces the streamed estimate, lower or not
-        (GOVERNANCE §3). A remote worker's close is the agent side's word, though: a
-        price its run's own reports already gave (``reported``) is what the run
-        spent, and a lower final one would give its task, its tree and the budgets
-        over it back spend they counted (GOVERNANCE §6) -- so it never lowers that.
-        The server's own executor (``remote`` False) reads its runtime's figures
-        itself and they stand as given."""
-        if remote and row.cost_status == CostStatus.REPORTED:
+        (GOVERNANCE §3). A remote worker's close is the agent side's word, though,
+        and a lower figure would give the run's task, its tree and the budgets over it
+        back spend they counted (GOVERNANCE §6): it lowers what was recorded only
+        where the runtime's price (``reported``) replaces an estimate the server made
+        from the streamed tokens; lower tokens alone, or a price below one the run's
+        own reports already gave, never do. The server's own executor (``remote``
+        False) reads its runtime's figures itself and they stand as given."""
+        replaces_estimate = (
+            self.cost_status == CostStatus.REPORTED and row.cost_status != CostStatus.REPORTED
+        )
+        if remote and not replaces_estimate:
             return self.not_below(row)
         return self
 

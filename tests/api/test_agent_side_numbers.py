@@ -128,6 +128,22 @@ def test_a_remote_close_never_lowers_a_price_the_run_reported(remote):
     assert (row.status, row.tokens_in, row.cost_status) == ("succeeded", 1000, "reported")
 
 
+def test_a_remote_close_with_fewer_tokens_and_no_price_never_lowers_the_estimate(remote):
+    """No price of the runtime's to replace the estimate with: lower tokens (or none at
+    all, a close that reports nothing) took the estimate's spend back."""
+    report(remote, tokens_in=900_000, model="fake-model")
+    close(remote, outcome="succeeded", tokens_in=1, model="fake-model")
+    assert spent(remote) == (90, 90, 90)
+    row = ExecutionProcess.objects.get(pk=remote["run"])
+    assert (row.tokens_in, row.cost_status) == (900_000, "estimated")
+
+
+def test_a_remote_close_reporting_nothing_keeps_what_the_run_reported(remote):
+    report(remote, tokens_in=900_000, model="fake-model")
+    close(remote, outcome="failed", error="boom")
+    assert spent(remote) == (90, 90, 90)
+
+
 def test_a_remote_close_of_a_run_cancelled_for_spend_never_lowers_its_price(remote):
     report(remote, cost_cents=100)
     close(remote, outcome="cancelled", cost_cents=1)
