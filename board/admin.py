@@ -670,9 +670,9 @@ class ToolGrantAdmin(ReadOnlyAdmin):
 
     list_display = ("agent_id", "tool", "granted_by", "created_at")
     search_fields = ("agent_id", "tool")
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return bool(request.user.is_staff)
+    # Staff holding the model's delete permission (any staff, it read: one granted
+    # only view deleted grants from a grant's own delete page).
+    deletable = True
 
     def delete_model(self, request: HttpRequest, obj: ToolGrant) -> None:
         revoke_grants([obj.pk])

@@ -419,3 +419,34 @@ def test_staff_granted_change_runs_the_admin_actions_of_that_model(client):
         "/admin/clawboo/agent/", {"action": "resume_agents", "_selected_action": ["gpu"]}
     )
     assert refused.status_code == 403  # change on tasks is not change on agents
+
+
+def test_staff_without_the_delete_permission_withdraw_no_tool_grant(client):
+    """A grant's own delete page asked only whether the person was staff: one granted
+    only view withdrew an ``allow_always`` a person had given (the changelist's
+    "Delete selected" already asked for the delete permission)."""
+    from board.models import ToolGrant
+
+    registry.create_agent(id="gpu", display_name="GPU", team="default", runtime="codex")
+    grant = ToolGrant.objects.create(
+        agent_id="gpu", tool="Bash", granted_by="ada", created_at=store.now()
+    )
+    viewer = staff_with(client, "view_toolgrant")
+    assert viewer.get("/admin/board/toolgrant/").status_code == 200  # it reads
+    url = f"/admin/board/toolgrant/{grant.pk}/delete/"
+    assert viewer.get(url).status_code == 403
+    assert viewer.post(url, {"post": "yes"}).status_code == 403
+    assert ToolGrant.objects.filter(pk=grant.pk).exists()
+
+
+def test_staff_with_the_delete_permission_withdraw_a_tool_grant(client):
+    from board.models import ToolGrant
+
+    registry.create_agent(id="gpu", display_name="GPU", team="default", runtime="codex")
+    grant = ToolGrant.objects.create(
+        agent_id="gpu", tool="Bash", granted_by="ada", created_at=store.now()
+    )
+    deleter = staff_with(client, "view_toolgrant", "delete_toolgrant")
+    answer = deleter.post(f"/admin/board/toolgrant/{grant.pk}/delete/", {"post": "yes"})
+    assert answer.status_code == 302
+    assert not ToolGrant.objects.filter(pk=grant.pk).exists()
