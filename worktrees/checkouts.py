@@ -11,6 +11,7 @@ the repository's lock, so two tasks of one repo never race on ``packed-refs`` or
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import stat
@@ -29,6 +30,8 @@ from worktrees.checks import check_repo_path, check_task_id
 from worktrees.git import GitError, git_out, run_git
 from worktrees.locks import path_lock
 from worktrees.scaffold import SOR_FILES, TaskBrief, scaffold_message, write_scaffold
+
+log = logging.getLogger(__name__)
 
 BRANCH_PREFIX = "clawboo/task-"
 GC_MAX_AGE_HOURS = 72
@@ -622,8 +625,46 @@ def _discover(root: Path, report: GcReport) -> list[_Candidate]:
                 git_dir = Path(git_out(["rev-parse", "--absolute-git-dir"], cwd=path))
                 found.append(_Candidate(task_id, path, _last_active(path, git_dir)))
             except (GitError, ValidationFailed, OSError) as exc:
-                report.failures.append({"path": str(path), "error": str(exc)})
+                let_go = _let_go(path)
+                if let_go is None:
+                    report.failures.append({"path": str(path), "error": str(exc)})
+                    continue
+                reason = TAKEN_OVER.format(registration=let_go)
+                log.warning("worktrees gc: skipped %s: %s", path, reason)
+                report.skipped.append({"task_id": path.name, "path": str(path), "reason": reason})
     return found
+
+
+# A checkout of this host's whose registration another host let go when it took the
+# task over (:func:`take_over_checkouts`) while this host's disk was out of its sight.
+TAKEN_OVER = (
+    "another host took it over: git no longer registers this checkout ({registration} is "
+    "gone), so its work cannot be saved to the branch; its files are kept -- copy what "
+    "you need from it, then delete the directory"
+)
+
+
+def _let_go(path: Path) -> str | None:
+    """The registration a checkout's ``.git`` file names when the repository no longer
+    has it (another host let it go), else None. Git cannot commit such a checkout's
+    work, so the sweep never deletes it: what it holds may be all there is of it."""
+    dot_git = path / ".git"
+    try:
+        if not dot_git.is_file() or dot_git.is_symlink():
+            return None
+        text = dot_git.read_text(encoding="utf-8", errors="replace")[:4096].strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    target = Path(text.removeprefix("gitdir:").strip())
+    if not target.is_absolute():
+        target = path / target
+    # ``<repository's git dir>/worktrees/<name>``, the repository still there: let go.
+    # (A .git naming anything else, or a repository gone, is a fault to report.)
+    common = target.parent.parent
+    held = target.parent.name == "worktrees" and (common / "HEAD").is_file()
+    return str(target) if held and not target.exists() else None
 
 
 def _repo_of(path: Path) -> Path:

@@ -180,3 +180,35 @@ def test_old_review_checkouts_are_reaped_and_young_ones_kept(repo, provision):
     # The next review simply makes it again (once the reaped task checkout is back).
     service.resume(task.id)
     assert Path(service.review(task.id)["path"]) == review and review.is_dir()
+
+
+def test_a_checkout_another_host_took_over_is_skipped_with_its_reason_not_failed(
+    repo, provision, settings, tmp_path, caplog
+):
+    """Host A's checkout, on a disk host B does not see, taken over by B (its
+    registration let go, :func:`checkouts.take_over_checkouts`): A's directory
+    stays, its ``.git`` naming a registration that is gone. A's sweep failed on it
+    (``git rev-parse``: not a git repository) at every run, for ever; it is skipped,
+    its files (and any work B could not commit) kept, saying why and what to do."""
+    task, _ws, path = provision()
+    (path / "wip.py").write_text("only on host A\n")
+    park(task.id)
+    a_disk = tmp_path / "a-disk"
+    path.rename(a_disk)  # out of host B's sight
+    host_a = settings.CLAWBOO_STATE_DIR
+    settings.CLAWBOO_STATE_DIR = str(tmp_path / "host-b")
+    assert checkouts.take_over_checkouts(repo, task.id) == [path]
+    settings.CLAWBOO_STATE_DIR = host_a
+    a_disk.rename(path)  # as host A sees its own disk
+
+    with caplog.at_level("WARNING", logger="worktrees.checkouts"):
+        report = service.gc(now=time.time() + LATER)
+
+    assert report["failures"] == [], report
+    (skipped,) = [s for s in report["skipped"] if s["path"] == str(path)]
+    assert skipped["task_id"] == task.id
+    assert "another host took it over" in skipped["reason"]
+    assert (path / "wip.py").read_text() == "only on host A\n"
+    assert any(
+        str(path) in r.getMessage() and "took it over" in r.getMessage() for r in caplog.records
+    )
