@@ -212,3 +212,33 @@ def test_a_checkout_another_host_took_over_is_skipped_with_its_reason_not_failed
     assert any(
         str(path) in r.getMessage() and "took it over" in r.getMessage() for r in caplog.records
     )
+
+
+def test_a_checkout_another_host_took_over_and_made_again_is_skipped_not_swept_into_its(
+    repo, provision, settings, tmp_path
+):
+    """As above, and host B made the task's checkout again under its own state dir:
+    git names B's registration as it named A's (the task id), so A's leftover
+    ``.git`` now leads to B's checkout. A's sweep must not commit A's stale files
+    through B's index or remove B's registration: it skips A's directory."""
+    task, _ws, path = provision()
+    (path / "wip.py").write_text("only on host A\n")
+    park(task.id)
+    a_disk = tmp_path / "a-disk"
+    path.rename(a_disk)
+    host_a = settings.CLAWBOO_STATE_DIR
+    settings.CLAWBOO_STATE_DIR = str(tmp_path / "host-b")
+    b_path = checkouts.resume_worktree(repo, task.id, take_over=True).path
+    settings.CLAWBOO_STATE_DIR = host_a
+    a_disk.rename(path)
+    branch = checkouts.branch_for(task.id)
+    tip = git(repo, "rev-parse", branch)
+
+    report = service.gc(now=time.time() + LATER)
+
+    assert report["failures"] == [], report
+    assert [s["path"] for s in report["skipped"] if "took it over" in s["reason"]] == [str(path)]
+    assert git(repo, "rev-parse", branch) == tip  # nothing committed through B's index
+    assert str(b_path) in checkouts.registered_worktrees(repo)
+    assert checkouts.checkout_healthy(repo, b_path, branch)
+    assert (path / "wip.py").read_text() == "only on host A\n"
