@@ -645,7 +645,12 @@ def test_twenty_intakes_in_a_row_leave_no_database_connection_or_advisory_lock_b
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
             )
             sessions = cursor.fetchone()[0]
-            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+            # pg_locks is the whole server's: this database's locks only (other
+            # databases' tests on the same server take advisory locks of their own).
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = "
+                "(SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
             return sessions, cursor.fetchone()[0]
 
     register(repo, remote)
