@@ -214,7 +214,7 @@ def test_a_checkout_another_host_took_over_is_skipped_with_its_reason_not_failed
     )
 
 
-def test_a_checkout_another_host_took_over_and_made_again_is_skipped_not_swept_into_its(
+def test_a_checkout_another_host_took_over_and_made_again_is_skipped_not_committed_through_it(
     repo, provision, settings, tmp_path
 ):
     """As above, and host B made the task's checkout again under its own state dir:
