@@ -130,9 +130,10 @@ class BudgetPaused(ClawbooError):
 
     def __init__(self, budget: object, detail: str | None = None) -> None:
         scope, scope_id = getattr(budget, "scope", "?"), getattr(budget, "scope_id", "?")
+        cause = getattr(budget, "pause_cause", None)
+        spent = cause() if callable(cause) else "has spent its budget"
         super().__init__(
-            detail
-            or f"the {scope} {scope_id!r} has spent its budget; resume it or wait for its window",
+            detail or f"the {scope} {scope_id!r} {spent}; resume it or wait for its window",
             budget=getattr(budget, "pk", None),
             scope=scope,
             scope_id=scope_id,

@@ -681,6 +681,20 @@ class Budget(models.Model):
             return "paused"
         return "soft_capped" if self.warns_at(self.spent_at(at)) else "active"
 
+    def grace_ran_out(self) -> bool:
+        """Whether this window's pause is the end of a grace a person gave when they
+        resumed the cap (its allowance past the limit), not the limit itself."""
+        return self.pause_at_cents is not None and self.pause_at_cents > self.limit_cents
+
+    def pause_cause(self) -> str:
+        """Why this cap pauses its scope, in words for a task's comment, a run's stop,
+        a claim's refusal and a notification: its limit, or the grace it was
+        resumed with -- so a person who gave grace reads that it is that grace spent."""
+        budget = f"{self.limit_cents}¢ {self.window} budget (cap)"
+        if self.grace_ran_out():
+            return f"spent the grace it was resumed with ({self.pause_at_cents}¢ of its {budget})"
+        return f"reached its {budget}"
+
     def warns_at(self, spent: int) -> bool:
         """Whether a spend of ``spent`` is past the warning crossing (80 % of the
         limit): the one budget-state predicate, read by the status and the store."""

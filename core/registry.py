@@ -132,7 +132,10 @@ def _check_kind(value: Any) -> str:
     return str(value)
 
 
-def _check_labels(value: Any) -> list[str]:
+def check_agent_labels(value: Any) -> list[str]:
+    """An agent's labels: at most AGENT_LABELS_MAX, each non-empty and at most
+    LABEL_MAX characters (claim-next asks one term a label: SQLite's compound
+    SELECT holds 500). Stripped, repeats dropped."""
     if value is None:
         return []
     if not isinstance(value, list) or not all(
@@ -183,7 +186,7 @@ def create_agent(
     rt = _check_runtime(runtime)
     kind = _check_kind(participant_kind)
     conf = agent_secrets.keep_stored(check_object(settings, "settings"), {}, rt)
-    tags = _check_labels(labels)
+    tags = check_agent_labels(labels)
     limit = check_max_concurrent(1 if max_concurrent is None else max_concurrent) or 1
     check_runtime_settings(rt, conf)
     server_commands.check_agent_execution(rt, conf, operator=operator)
@@ -247,7 +250,7 @@ def update_agent(
     if "owner" in changes:
         clean["owner"] = changes["owner"]
     if "labels" in changes:
-        clean["labels"] = _check_labels(changes["labels"])
+        clean["labels"] = check_agent_labels(changes["labels"])
     if "max_concurrent" in changes:
         clean["max_concurrent"] = check_max_concurrent(changes["max_concurrent"])
 

@@ -158,7 +158,8 @@ def _take_in(task: Task, repo_path: str) -> dict[str, Any]:
             # Counted as a local run is once landed: a file-mutating run that changed
             # nothing counts like a failure.
             unchanged = task.file_mutating and landing.landed["result"] == "cleaned"
-            breakers.after_run(agent.id, failed=unchanged, detail="the run changed no file")
+            breakers.after_run(agent.id, failed=unchanged, detail="the run changed no file",
+                               execution_id=_submitted_execution(task))  # fmt: skip
             store.set_intake_state(task.id, "review")
             result = landing.landed["result"]
             return {"result": "review", "worktree": result, "verdict": landing.verdict}
@@ -222,6 +223,21 @@ def _rebase(
     return {"result": action, "conflicts": conflicts}
 
 
+def _submitted_execution(task: Task) -> int | None:
+    """The execution of the remote run this submission ends (its builder's last run of
+    this attempt), or None when the worker opened none. The intake counts the agent's
+    breaker through it (:func:`executor.breakers.after_run`), once per run as a local
+    run is: an intake killed after its count and run again counts nothing more."""
+    return (
+        ExecutionProcess.objects.filter(
+            task_id=task.id, attempt=task.attempts, agent_id=task.assignee_agent_id
+        )
+        .order_by("-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
 def _submitted_run(task: Task, output: dict[str, Any]) -> RunResult:
     """The remote run that ended in this submission, as far as the handoff needs it:
     its summary (the submission's output) and its native session (its execution)."""
@@ -255,7 +271,8 @@ def _failed(
         # The agent's attempt failed (its work does not merge, say): counted by its
         # breaker after the fail, as a failed run is, so the same refusal on every
         # attempt pauses the agent instead of looping.
-        breakers.after_run(task.assignee_agent_id, failed=True, detail=message)
+        breakers.after_run(task.assignee_agent_id, failed=True, detail=message,
+                           execution_id=_submitted_execution(task))  # fmt: skip
     return {"result": "failed", "error": message}
 
 

@@ -46,10 +46,7 @@ def record(
         return over
     if recorded is not None and recorded.paused:
         budget = recorded.paused[0]
-        return Stop(
-            f"stopped: the {budget.scope} {budget.scope_id!r} reached its "
-            f"{budget.limit_cents}¢ {budget.window} budget (cap)"
-        )
+        return Stop(f"stopped: the {budget.scope} {budget.scope_id!r} {budget.pause_cause()}")
     return None
 
 

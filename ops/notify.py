@@ -151,6 +151,11 @@ SUMMARY = {
     Reason.AGENT_PAUSED: "Agent {agent_id!r} is paused: {reason}",
     Reason.RUN_STALLED: "A run of task {task_id!r} by {agent_id!r} said nothing for {silent}s",
 }
+# A cap a person resumed with grace, paused again: what ran out is their grace.
+GRACE_SPENT_SUMMARY = (
+    "The {scope} {scope_id!r} has spent the grace it was resumed with "
+    "({spent}¢ of its {limit}¢ budget): paused again"
+)
 
 
 def body_for(event: Event, reason: str) -> str:
@@ -230,7 +235,10 @@ def body_for(event: Event, reason: str) -> str:
             "reason": payload.get("reason"),
             "by": payload.get("by"),
         }
-    body["summary"] = SUMMARY[Reason(reason)].format(**facts)
+    summary = SUMMARY[Reason(reason)]
+    if reason == Reason.BUDGET_EXHAUSTED and budget.get("grace_spent"):
+        summary = GRACE_SPENT_SUMMARY
+    body["summary"] = summary.format(**facts)
     public = settings.CLAWBOO_PUBLIC_URL
     if public and event.task_id:
         body["url"] = public + Task(id=event.task_id, team_id=event.team_id).get_absolute_url()

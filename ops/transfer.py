@@ -49,7 +49,7 @@ from board.models import (
     ToolGrant,
     Workspace,
 )
-from core import machines, storage
+from core import machines, registry, storage
 from core.agent_secrets import without_secrets
 from core.checks import check_storable
 from core.errors import ClawbooError, ValidationFailed
@@ -375,6 +375,21 @@ def check_record(kind: str, record: dict[str, Any], number: int) -> None:
         problem = _value_problem(column, value)
         if problem:
             raise ValidationFailed("file", f"{where}: {name} {problem}")
+    if kind == "agent":
+        _check_agent(record, where)
+
+
+def _check_agent(record: dict[str, Any], where: str) -> None:
+    """An agent's labels under the rules the registry keeps on every write: an export
+    from before the cap can hold more, and an agent restored with them is one whose
+    every claim-next fails. Refused, not trimmed: which labels to drop decides which
+    tasks the agent takes, so that is the operator's call (edit the file)."""
+    try:
+        registry.check_agent_labels(record["labels"])
+    except ValidationFailed as exc:
+        raise ValidationFailed(
+            "file", f"{where}: {exc.detail} (agent {record['id']!r}: trim them in the file)"
+        ) from None
 
 
 def check_binding(record: dict[str, Any], number: int) -> None:

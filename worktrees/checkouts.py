@@ -11,6 +11,7 @@ the repository's lock, so two tasks of one repo never race on ``packed-refs`` or
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import stat
@@ -29,6 +30,8 @@ from worktrees.checks import check_repo_path, check_task_id
 from worktrees.git import GitError, git_out, run_git
 from worktrees.locks import path_lock
 from worktrees.scaffold import SOR_FILES, TaskBrief, scaffold_message, write_scaffold
+
+log = logging.getLogger(__name__)
 
 BRANCH_PREFIX = "clawboo/task-"
 GC_MAX_AGE_HOURS = 72
@@ -617,6 +620,14 @@ def _discover(root: Path, report: GcReport) -> list[_Candidate]:
             if path.is_symlink() or not path.is_dir():
                 report.skipped.append({"path": str(path), "reason": "not a checkout directory"})
                 continue
+            let_go = _let_go(path)
+            if let_go is not None:
+                # Never committed or removed: git would do it through the registration
+                # another checkout holds now (another host's), or through none at all.
+                reason = TAKEN_OVER.format(registration=let_go)
+                log.warning("worktrees gc: skipped %s: %s", path, reason)
+                report.skipped.append({"task_id": path.name, "path": str(path), "reason": reason})
+                continue
             try:
                 task_id = check_task_id(path.name)
                 git_dir = Path(git_out(["rev-parse", "--absolute-git-dir"], cwd=path))
@@ -624,6 +635,51 @@ def _discover(root: Path, report: GcReport) -> list[_Candidate]:
             except (GitError, ValidationFailed, OSError) as exc:
                 report.failures.append({"path": str(path), "error": str(exc)})
     return found
+
+
+# A checkout of this host's whose registration another host let go when it took the
+# task over (:func:`take_over_checkouts`) while this host's disk was out of its sight.
+TAKEN_OVER = (
+    "another host took it over: git no longer registers this checkout ({registration}), "
+    "so its work cannot be saved to the branch; its files are kept -- copy what you need "
+    "from it, then delete the directory"
+)
+
+
+def _let_go(path: Path) -> str | None:
+    """What became of the registration a checkout's ``.git`` file names, when the
+    repository (still there) no longer registers this checkout -- another host let it
+    go when it took the task over -- else None. The registration is gone, or it is
+    another checkout's now: git names one after its directory, and every host's
+    checkout of a task is named for the task, so the taking host's own checkout can
+    hold the very name. Git must not commit or remove such a checkout (it would do
+    it through the other checkout's index), and nothing else can save its work."""
+    dot_git = path / ".git"
+    try:
+        if not dot_git.is_file() or dot_git.is_symlink():
+            return None
+        text = dot_git.read_text(encoding="utf-8", errors="replace")[:4096].strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    target = Path(text.removeprefix("gitdir:").strip())
+    if not target.is_absolute():
+        target = path / target
+    # ``<repository's git dir>/worktrees/<name>``, the repository still there.
+    # (A .git naming anything else, or a repository gone, is a fault to report.)
+    if target.parent.name != "worktrees" or not (target.parent.parent / "HEAD").is_file():
+        return None
+    if not target.exists():
+        return f"{target} is gone"
+    try:
+        back = Path((target / "gitdir").read_text(encoding="utf-8").strip())
+    except OSError:
+        return None
+    back = back if back.is_absolute() else target / back  # worktree.useRelativePaths
+    if back.parent.resolve() == path.resolve():
+        return None
+    return f"{target} is the checkout at {back.parent} now"
 
 
 def _repo_of(path: Path) -> Path:

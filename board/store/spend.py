@@ -322,6 +322,9 @@ def _is_paused(budget: Budget, at: dt.datetime) -> bool:
 def _notice_crossings(budget: Budget, at: dt.datetime) -> None:
     """Record (once per window) the crossings this write made, and pause a spent cap.
 
+    ``budget_exhausted`` is the 100 % crossing, once per window -- and once more each
+    time a cap a person resumed pauses again (the grace they gave is spent): the
+    person who lifted the pause is told it is back, or that second pause is silent.
     Called with the budget's row locked, so of two writers that cross together
     only the first sees the crossing unrecorded.
     """
@@ -329,18 +332,25 @@ def _notice_crossings(budget: Budget, at: dt.datetime) -> None:
     if not budget.warned and budget.warns_at(spent):
         budget.warned = True
         _event(budget, "budget_warning", at)
+    told = False
     if not budget.exhausted and spent >= limit:
-        budget.exhausted = True
+        budget.exhausted = told = True
         _event(budget, "budget_exhausted", at)
     allowance = budget.pause_at_cents if budget.pause_at_cents is not None else limit
     if budget.mode == BudgetMode.CAP and spent >= allowance and not _is_paused(budget, at):
         budget.paused_until = window_bounds(budget.window, at)[1]
+        if not told and budget.pause_at_cents is not None:
+            _event(budget, "budget_exhausted", at)
 
 
 def _event(budget: Budget, kind: str, at: dt.datetime) -> None:
     body = budget.as_dict(at)
     # as_dict reads the stored window; the row in hand is this window's already.
     body["spent_cents"] = budget.spent_cents
+    body["pause_at_cents"] = budget.pause_at_cents
+    if kind == "budget_exhausted":
+        # What ran out, for the notification: the limit or a person's grace.
+        body["grace_spent"] = budget.grace_ran_out()
     events.append(budget.team_id, kind, {"budget": body})
 
 
@@ -861,7 +871,9 @@ def delete_budget(budget_id: int) -> None:
 
 def resume_budget(budget_id: int, grace_cents: Any = None) -> Budget:
     """Lift a cap's pause; with ``grace_cents`` the scope may spend that much more in
-    this window before it pauses again (without: until its next spend)."""
+    this window before it pauses again (without: until its next spend). The grace is
+    counted from the limit or the spend, whichever is higher: resuming a cap not yet
+    spent never lowers what it may spend below its limit."""
     grace = (
         0 if grace_cents is None else check_int(grace_cents, "grace_cents", low=1, high=MAX_CENTS)
     )
@@ -873,7 +885,7 @@ def resume_budget(budget_id: int, grace_cents: Any = None) -> Budget:
         at = now()
         _roll_window(budget, at)
         budget.paused_until = None
-        budget.pause_at_cents = budget.spent_cents + grace
+        budget.pause_at_cents = max(budget.spent_cents, budget.limit_cents) + grace
         budget.updated_at = at
         budget.save()
         # Not quiet: idle workers wake to claim what the pause held back.

@@ -112,8 +112,45 @@ def test_a_paused_budget_resumed_with_grace_lets_exactly_the_grace_through(defau
     assert spend.get_budget(pk).as_dict(store.now())["status"] == "paused"
     assert not store.claim(tasks[4].id, "ada", "command").ok
     assert spend.get_budget(pk).spent_cents == 130
-    # Exhausted once in this window, however many pauses.
+    # The limit's crossing, then the grace's end: the person who resumed it is told.
+    grace = [
+        e.payload["budget"]["grace_spent"] for e in Event.objects.filter(kind="budget_exhausted")
+    ]
+    assert grace == [False, True]
+
+
+def test_a_cap_paused_again_when_its_grace_is_spent_notifies_exhausted_again(default_team):
+    pk = budget(mode="cap")
+    tasks = [store.create_task(title=f"t{i}").task for i in range(4)]
+    run_costing(tasks[0].id, 100)
+    spend.resume_budget(pk, grace_cents=20)
+    run_costing(tasks[1].id, 10)  # 110: within the grace, nothing new to tell
     assert Event.objects.filter(kind="budget_exhausted").count() == 1
+    run_costing(tasks[2].id, 15)  # 125: the grace is spent, paused again
+    again = Event.objects.filter(kind="budget_exhausted").order_by("seq").last()
+    assert Event.objects.filter(kind="budget_exhausted").count() == 2
+    body = again.payload["budget"]
+    assert (body["spent_cents"], body["pause_at_cents"], body["grace_spent"]) == (125, 120, True)
+    assert body["status"] == "paused"
+    # The claim's refusal says it is the grace that ran out, not the limit.
+    refused = store.claim(tasks[3].id, "ada", "command")
+    with pytest.raises(BudgetPaused, match="spent the grace it was resumed with"):
+        refused.raise_for_outcome(tasks[3].id)
+    # The warning stays once per window.
+    assert Event.objects.filter(kind="budget_warning").count() == 1
+
+
+def test_resuming_a_cap_not_yet_spent_never_lowers_what_it_may_spend(default_team):
+    pk = budget(mode="cap")
+    tasks = [store.create_task(title=f"t{i}").task for i in range(3)]
+    run_costing(tasks[0].id, 10)
+    spend.resume_budget(pk)  # a person presses resume on a cap at 10 %
+    run_costing(tasks[1].id, 10)
+    after = spend.get_budget(pk).as_dict(store.now())
+    assert (after["spent_cents"], after["status"], after["pause_at_cents"]) == (20, "active", 100)
+    spend.resume_budget(pk, grace_cents=5)  # grace is on top of the limit
+    assert spend.get_budget(pk).pause_at_cents == 105
+    assert store.claim(tasks[2].id, "ada", "command").ok
 
 
 def test_a_paused_task_tree_is_passed_over_by_claim_next(default_team):

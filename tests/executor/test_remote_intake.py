@@ -21,9 +21,11 @@ import time_machine
 from rest_framework.test import APIClient
 
 from board import store
+from board.models import ExecutionProcess
 from core import registry, repositories
 from core.errors import Conflict, ValidationFailed
 from core.models import Event
+from executor import breakers
 from executor import intake as server_intake
 from tests.conftest import ROOT
 from tests.fixtures.gitrepos import git
@@ -437,6 +439,41 @@ def test_work_the_intake_never_takes_in_pauses_its_agent_instead_of_looping(repo
     assert "is not on the pushed branch" in agent.state_reason
 
 
+def test_an_intake_killed_after_its_breaker_count_and_run_again_counts_its_run_once(
+    repo, remote, tmp_path, monkeypatch
+):
+    # The intake counts the agent's breaker for the remote run it takes in. Killed
+    # after that count (before its end is recorded), its task moved back to work
+    # under the same claim, the recovery pass takes the submission in again: the same
+    # run must not count twice -- here its success again, wiping out the failures the
+    # agent's other runs had meanwhile, so a failing agent is never paused.
+    register(repo, remote, verify_cmd="true")
+    task_id, ticket = claimed()
+    run = store.open_execution(task_id, ticket)
+    store.close_execution(run.id, "succeeded")  # not counted: the intake counts it
+    commit = push_work(remote, tmp_path, task_id)
+    monkeypatch.setattr(intake, "enqueue", lambda task_id: None)
+    intake.submit(task_id, ticket, f"clawboo/task-{task_id}", commit)
+    ended = store.set_intake_state
+
+    def killed(task_id, state, detail=None):
+        raise RuntimeError("SIGKILL")  # the process dies before the intake's end is kept
+
+    monkeypatch.setattr(store, "set_intake_state", killed)
+    with pytest.raises(RuntimeError, match="SIGKILL"):
+        server_intake.take_in(task_id)
+    monkeypatch.setattr(store, "set_intake_state", ended)
+    task = store.get_task(task_id)
+    assert task.status == "in_review" and task.output["intake"]["state"] == "pending"
+    for _ in range(2):  # two other runs of the agent fail meanwhile
+        breakers.after_run("far", failed=True, detail="exit 1")
+    assert store.resume_from_review(task_id, ticket=ticket).recorded
+    (settled,) = server_intake.recover_intakes(older_than_s=0)
+    assert settled["result"] == "review"
+    assert registry.get_agent("far").breaker_failures == 2
+    assert ExecutionProcess.objects.get(pk=run.id).breaker_counted
+
+
 def test_an_intake_that_dies_every_time_is_blocked_after_three_starts_not_rerun_for_ever(
     repo, remote, tmp_path, monkeypatch
 ):
@@ -608,7 +645,12 @@ def test_twenty_intakes_in_a_row_leave_no_database_connection_or_advisory_lock_b
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
             )
             sessions = cursor.fetchone()[0]
-            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+            # pg_locks is the whole server's: this database's locks only (other
+            # databases' tests on the same server take advisory locks of their own).
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = "
+                "(SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
             return sessions, cursor.fetchone()[0]
 
     register(repo, remote)

@@ -255,3 +255,34 @@ def test_a_reviewer_whose_cap_is_spent_reviews_nothing_more(claude_agent, comman
     [finding] = verification["findings"]
     assert finding["title"] == "no critic: a cap budget over the review is spent"
     assert "'critic' 10¢ day budget (cap) is paused" in finding["body"]
+
+
+def test_a_run_stopped_when_a_persons_grace_runs_out_says_so(default_team):
+    from board.store import spend
+    from executor import spending
+
+    cap = {"scope": "team", "scope_id": "default", "window": "day", "mode": "cap"}
+    budget = spend.create_budget("default", {**cap, "limit_cents": 50})
+    first = store.create_task(title="spends the limit", file_mutating=False).task
+    claimed = store.claim(first.id, "ada", "command")
+    run = store.open_execution(first.id, claimed.ticket)
+    stop = spending.record(run.id, spend.Usage(cost_cents=50, cost_status="estimated"), None)
+    assert stop is not None and "reached its 50¢ day budget (cap)" in stop.why
+    store.close_execution(run.id, "cancelled", error_class="budget", cost_cents=50)
+    assert spending.settle_stop(first.id, claimed.ticket, stop)
+    spend.resume_budget(budget.pk, grace_cents=20)  # a person gives 20¢ more
+    claimed = store.claim(first.id, "ada", "command")
+    run = store.open_execution(first.id, claimed.ticket)
+    within = spend.Usage(cost_cents=10, cost_status="estimated")
+    assert spending.record(run.id, within, None) is None
+    stop = spending.record(run.id, spend.Usage(cost_cents=25, cost_status="estimated"), None)
+    assert stop is not None and spend.get_budget(budget.pk).spent_cents == 75
+    assert stop.why == (
+        "stopped: the team 'default' spent the grace it was resumed with "
+        "(70¢ of its 50¢ day budget (cap))"
+    )
+    store.close_execution(run.id, "cancelled", error_class="budget", cost_cents=25)
+    assert spending.settle_stop(first.id, claimed.ticket, stop)
+    comment = TaskComment.objects.filter(task_id=first.id).order_by("id").last()
+    assert comment is not None and "spent the grace it was resumed with" in comment.body
+    assert store.get_task(first.id).status == "todo"

@@ -348,6 +348,34 @@ def test_a_budgets_80_and_100_percent_crossings_each_notify_once(agent, receiver
     assert "spent its 100¢ budget (115¢)" in bodies[1]["summary"]
 
 
+def test_a_cap_resumed_with_grace_notifies_again_when_the_grace_is_spent(agent, receiver):
+    from board.store import spend
+
+    webhook(receiver)
+    cap = {"scope": "team", "scope_id": "default", "window": "day", "mode": "cap"}
+    budget = spend.create_budget("default", {**cap, "limit_cents": 100})
+    for cents in (100, None, 30):  # spent; a person resumes with 25¢ of grace; 130
+        if cents is None:
+            spend.resume_budget(budget.pk, grace_cents=25)
+            continue
+        task_id, ticket = in_progress(f"spend {cents}")
+        run = store.open_execution(task_id, ticket)
+        store.close_execution(run.id, "succeeded", cost_cents=cents)
+        store.complete(task_id, ticket=ticket)
+    bodies = [json.loads(r["body"]) for r in receiver.received]
+    assert [b["reason"] for b in bodies] == [
+        "budget_warning",
+        "budget_exhausted",
+        "budget_exhausted",
+    ]
+    assert "spent its 100¢ budget (100¢)" in bodies[1]["summary"]
+    assert bodies[2]["summary"] == (
+        "The team 'default' has spent the grace it was resumed with (130¢ of its 100¢ "
+        "budget): paused again"
+    )
+    assert bodies[2]["budget"]["grace_spent"] is True
+
+
 # --- bounded delivery ----------------------------------------------------------------
 
 

@@ -378,6 +378,18 @@ def _twice(records):
     return records
 
 
+def _agent_labels_past_the_cap(records):
+    # An export from before the cap of 64 labels an agent (claim-next asks one term a
+    # label; SQLite's compound SELECT holds 500).
+    _first(records, "agent")["labels"] = [f"skill-{n}" for n in range(65)]
+    return records
+
+
+def _agent_label_too_long(records):
+    _first(records, "agent")["labels"] = ["gpu", "x" * 65]
+    return records
+
+
 def _after_the_end(records):
     return [*records, dict(_first(records, "chat"))]
 
@@ -396,6 +408,14 @@ DAMAGE = {
     "too long": (_too_long, "title is longer than 500 characters"),
     "twice": (_twice, "twice"),
     "after the end": (_after_the_end, "a record after the end record"),
+    "agent labels": (
+        _agent_labels_past_the_cap,
+        "agent record: labels: at most 64 labels (agent 'bot'",
+    ),
+    "agent label": (
+        _agent_label_too_long,
+        "agent record: labels: must be a list of non-empty strings",
+    ),
 }
 
 

@@ -180,3 +180,65 @@ def test_old_review_checkouts_are_reaped_and_young_ones_kept(repo, provision):
     # The next review simply makes it again (once the reaped task checkout is back).
     service.resume(task.id)
     assert Path(service.review(task.id)["path"]) == review and review.is_dir()
+
+
+def test_a_checkout_another_host_took_over_is_skipped_with_its_reason_not_failed(
+    repo, provision, settings, tmp_path, caplog
+):
+    """Host A's checkout, on a disk host B does not see, taken over by B (its
+    registration let go, :func:`checkouts.take_over_checkouts`): A's directory
+    stays, its ``.git`` naming a registration that is gone. A's sweep failed on it
+    (``git rev-parse``: not a git repository) at every run, for ever; it is skipped,
+    its files (and any work B could not commit) kept, saying why and what to do."""
+    task, _ws, path = provision()
+    (path / "wip.py").write_text("only on host A\n")
+    park(task.id)
+    a_disk = tmp_path / "a-disk"
+    path.rename(a_disk)  # out of host B's sight
+    host_a = settings.CLAWBOO_STATE_DIR
+    settings.CLAWBOO_STATE_DIR = str(tmp_path / "host-b")
+    assert checkouts.take_over_checkouts(repo, task.id) == [path]
+    settings.CLAWBOO_STATE_DIR = host_a
+    a_disk.rename(path)  # as host A sees its own disk
+
+    with caplog.at_level("WARNING", logger="worktrees.checkouts"):
+        report = service.gc(now=time.time() + LATER)
+
+    assert report["failures"] == [], report
+    (skipped,) = [s for s in report["skipped"] if s["path"] == str(path)]
+    assert skipped["task_id"] == task.id
+    assert "another host took it over" in skipped["reason"]
+    assert (path / "wip.py").read_text() == "only on host A\n"
+    assert any(
+        str(path) in r.getMessage() and "took it over" in r.getMessage() for r in caplog.records
+    )
+
+
+def test_a_checkout_another_host_took_over_and_made_again_is_skipped_not_committed_through_it(
+    repo, provision, settings, tmp_path
+):
+    """As above, and host B made the task's checkout again under its own state dir:
+    git names B's registration as it named A's (the task id), so A's leftover
+    ``.git`` now leads to B's checkout. A's sweep must not commit A's stale files
+    through B's index or remove B's registration: it skips A's directory."""
+    task, _ws, path = provision()
+    (path / "wip.py").write_text("only on host A\n")
+    park(task.id)
+    a_disk = tmp_path / "a-disk"
+    path.rename(a_disk)
+    host_a = settings.CLAWBOO_STATE_DIR
+    settings.CLAWBOO_STATE_DIR = str(tmp_path / "host-b")
+    b_path = checkouts.resume_worktree(repo, task.id, take_over=True).path
+    settings.CLAWBOO_STATE_DIR = host_a
+    a_disk.rename(path)
+    branch = checkouts.branch_for(task.id)
+    tip = git(repo, "rev-parse", branch)
+
+    report = service.gc(now=time.time() + LATER)
+
+    assert report["failures"] == [], report
+    assert [s["path"] for s in report["skipped"] if "took it over" in s["reason"]] == [str(path)]
+    assert git(repo, "rev-parse", branch) == tip  # nothing committed through B's index
+    assert str(b_path) in checkouts.registered_worktrees(repo)
+    assert checkouts.checkout_healthy(repo, b_path, branch)
+    assert (path / "wip.py").read_text() == "only on host A\n"
