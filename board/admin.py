@@ -359,6 +359,12 @@ class TaskAdmin(DataLayerAdmin):
     def save_model(self, request: HttpRequest, obj: Task, form: Any, change: bool) -> None:
         data = form.cleaned_data
         try:
+            if not change or "metadata" in form.changed_data:
+                server_commands.check_task_commands(
+                    data.get("metadata"),
+                    request.user,
+                    before=(form.initial.get("metadata") or {}) if change else None,
+                )
             repository = _repository_of(
                 request.user, data, obj if change else None, form.changed_data
             )

@@ -252,9 +252,7 @@ class TaskListView(APIView):
         if isinstance(deps, list):
             _visible_refs(request, checks.check_id_list(deps, "depends_on"), "depends_on")
         checks.check_not_a_fire(body.get("id"), body.get("metadata"))
-        server_commands.check_task_commands(
-            body.get("metadata"), operator=server_commands.is_operator(request.user)
-        )
+        server_commands.check_task_commands(body.get("metadata"), request.user)
         _staff_repo_path(request, body, team, None)
         result = store.create_task(**body, actor=acting_name(request))
         return Response(task_body(result.task), status=201 if result.created else 200)
@@ -505,7 +503,7 @@ class TaskDetailView(APIView):
             act_as(request, body["assignee_agent_id"], "assignee_agent_id")
         checks.check_not_a_fire(None, body.get("metadata"), task.metadata)
         server_commands.check_task_commands(
-            body.get("metadata"), operator=server_commands.is_operator(request.user)
+            body.get("metadata"), request.user, before=task.metadata or {}
         )
         _staff_repo_path(request, body, task.team_id, task)
         return Response(task_body(store.update_task(task_id, body, if_revision=if_revision)))

@@ -89,20 +89,47 @@ def agent_run_refusal(agent: Any) -> str | None:
     )
 
 
-def check_task_commands(metadata: Any, *, operator: bool) -> None:
-    """Refuse (403) a non-operator's task metadata naming commands the gate would run."""
-    if operator or not isinstance(metadata, Mapping):
+# What a task's commands override are its repository's install and verify commands:
+# whoever may set what the gate runs for one task needs what editing those does (the
+# repository's row in the roles table: clawboo.change_repository), not merely the
+# right to file or edit tasks.
+SET_COMMANDS = "PATCH /api/repositories/{repo_id}"
+
+
+def check_task_commands(
+    metadata: Any, user: Any, *, before: Mapping[str, Any] | None = None
+) -> None:
+    """Refuse (403) task metadata (or a routine's template) naming commands the gate
+    would run that ``user`` may not choose: an operator holding
+    :data:`SET_COMMANDS`'s permission may name any, anyone else only allowlisted ones
+    (``CLAWBOO_TASK_COMMAND_ALLOWLIST``). A command equal to the one ``before`` held
+    is no choice (an edit that re-sends what a task already has)."""
+    if not isinstance(metadata, Mapping):
         return
     allowed = set(django_settings.CLAWBOO_TASK_COMMAND_ALLOWLIST)
+    operator = is_operator(user)
     for key in TASK_COMMAND_KEYS:
         value = metadata.get(key)
         if value in (None, "") or (isinstance(value, str) and value in allowed):
             continue
-        raise Forbidden(
-            f"metadata.{key}: a command the server runs is an operator's decision; ask a "
-            "staff user, or to allowlist it (CLAWBOO_TASK_COMMAND_ALLOWLIST)",
-            field=f"metadata.{key}",
-        )
+        if before is not None and before.get(key) == value:
+            continue
+        if not operator:
+            raise Forbidden(
+                f"metadata.{key}: a command the server runs is an operator's decision; ask "
+                "a staff user, or to allowlist it (CLAWBOO_TASK_COMMAND_ALLOWLIST)",
+                field=f"metadata.{key}",
+            )
+        if not roles.holds(user, SET_COMMANDS):
+            row = roles.TABLE[SET_COMMANDS]
+            raise Forbidden(
+                f"metadata.{key}: a command the server runs needs the {row.permission} "
+                f"permission on {row.model} ({row.django_permission}), as a repository's "
+                "own commands do: ask who holds it, or to allowlist it "
+                "(CLAWBOO_TASK_COMMAND_ALLOWLIST)",
+                field=f"metadata.{key}",
+                permission=row.django_permission,
+            )
 
 
 def is_operator(user: Any) -> bool:

@@ -220,9 +220,7 @@ def check_may_create(request: Any, team: Any, agent_id: Any, template: Any = Non
 
 
 def _check_template_commands(request: Any, template: Any) -> None:
-    server_commands.check_task_commands(
-        template, operator=server_commands.is_operator(request.user)
-    )
+    server_commands.check_task_commands(template, request.user)
 
 
 def staff_template_path(request: Any, team_id: str, body: dict[str, Any]) -> None:
