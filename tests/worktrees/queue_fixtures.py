@@ -3,13 +3,33 @@ and a gate the tests can count and re-run at any commit."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from django.conf import settings
+
 from board import store
+from tests.conftest import ROOT
 from tests.fixtures.gitrepos import git
 from worktrees import service
+
+
+def host_env(database_url: str, state: Path, **extra: str) -> dict[str, str]:
+    """The environment of a job process (a merge-queue drain, another host's server)
+    on this test's database and repository roots, its state dir ``state``."""
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
+        "CLAWBOO_STATE_DIR": str(state),
+        "CLAWBOO_REPO_ROOTS": os.pathsep.join(str(p) for p in settings.CLAWBOO_REPO_ROOTS),
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+        **extra,
+    }
+
 
 # Red only when two tasks' flags meet: each change is green alone.
 GATE = "sleep {pause}; echo run >> {log}; ! {{ [ -e a.flag ] && [ -e b.flag ]; }}"

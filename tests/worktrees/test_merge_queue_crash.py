@@ -20,7 +20,7 @@ from board import store
 from executor import merge_queue
 from tests.conftest import ROOT
 from tests.fixtures.gitrepos import git
-from tests.worktrees.queue_fixtures import GATE, Harness
+from tests.worktrees.queue_fixtures import GATE, Harness, host_env
 from worktrees import queue, service
 from worktrees.models import MergeBatch, QueuedLanding
 
@@ -53,17 +53,12 @@ def slow_git(tmp_path: Path) -> Path:
 
 
 def start_drain(database_url: str, slow_git: Path, repo: Path) -> subprocess.Popen[str]:
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
-        "CLAWBOO_STATE_DIR": str(settings.CLAWBOO_STATE_DIR),
-        "CLAWBOO_REPO_ROOTS": os.pathsep.join(str(p) for p in settings.CLAWBOO_REPO_ROOTS),
-        "PYTHONPATH": str(ROOT),
-        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
-        "CLAWBOO_MERGE_BATCH": "4",
-        "PATH": f"{slow_git}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
+    env = host_env(
+        database_url,
+        settings.CLAWBOO_STATE_DIR,
+        CLAWBOO_MERGE_BATCH="4",
+        PATH=f"{slow_git}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
     return subprocess.Popen(
         [sys.executable, "-c", DRAIN, str(repo)],
         env=env,

@@ -6,7 +6,6 @@ database constraint) makes a drain leave the line be. Real processes, real git."
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from django.conf import settings
 from board import store
 from tests.conftest import ROOT
 from tests.fixtures.gitrepos import git
-from tests.worktrees.queue_fixtures import Harness
+from tests.worktrees.queue_fixtures import Harness, host_env
 from worktrees import service
 from worktrees.models import MergeBatch, QueuedLanding
 
@@ -42,16 +41,7 @@ GATE = (
 
 
 def start_drain(database_url: str, repo: Path, host: str, state: Path) -> subprocess.Popen[str]:
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
-        "CLAWBOO_STATE_DIR": str(state),
-        "CLAWBOO_REPO_ROOTS": os.pathsep.join(str(p) for p in settings.CLAWBOO_REPO_ROOTS),
-        "PYTHONPATH": str(ROOT),
-        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
-        "CLAWBOO_MERGE_BATCH": "2",
-    }
+    env = host_env(database_url, state, CLAWBOO_MERGE_BATCH="2")
     return subprocess.Popen(
         [sys.executable, "-c", DRAIN, str(repo), host],
         env=env,

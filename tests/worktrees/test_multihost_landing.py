@@ -15,14 +15,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from board import store
 from board.models import Workspace
 from core import repositories
 from tests.conftest import ROOT
 from tests.fixtures.gitrepos import git
-from tests.worktrees.queue_fixtures import Harness
+from tests.worktrees.queue_fixtures import Harness, host_env
 from worktrees import checkouts, service
 from worktrees.models import MergeBatch, QueuedLanding
 
@@ -43,15 +42,7 @@ HOST_B = (
 def run_host_b(
     database_url: str, repo: Path, state: Path, *args: str, name: str = "host-b"
 ) -> object:
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
-        "CLAWBOO_STATE_DIR": str(state),
-        "CLAWBOO_REPO_ROOTS": os.pathsep.join(str(p) for p in settings.CLAWBOO_REPO_ROOTS),
-        "PYTHONPATH": str(ROOT),
-        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
-    }
+    env = host_env(database_url, state)
     proc = subprocess.run(
         [sys.executable, "-c", HOST_B, str(repo), name, *args],
         env=env,
@@ -170,15 +161,7 @@ def test_a_task_another_host_let_go_is_checked_out_here_with_the_work_left_in_it
     store.release(task.id)
     host_b = (tmp_path / "host-b-state").resolve()
     host_b.mkdir()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
-        "CLAWBOO_STATE_DIR": str(host_b),
-        "CLAWBOO_REPO_ROOTS": os.pathsep.join(str(p) for p in settings.CLAWBOO_REPO_ROOTS),
-        "PYTHONPATH": str(ROOT),
-        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
-    }
+    env = host_env(database_url, host_b)
     proc = subprocess.run(
         [sys.executable, "-c", RECLAIM, task.id, str(repo)],
         env=env,
