@@ -108,12 +108,23 @@ class Client:
             raise Failure("clawboo: not logged in: run `clawboo login --server URL` first")
         return cls(checked_server(login["server"]), login["token"])
 
+    def refused(self, path: str) -> str:
+        """Why a 401, and the next step: a key from the environment is the one to
+        change; a stored one is replaced by logging in again."""
+        if path == LOGIN_PATH:
+            return "wrong username or password"
+        if os.environ.get("CLAWBOO_TOKEN"):
+            return "the key was refused (revoked, or for another server): CLAWBOO_TOKEN holds it"
+        return (
+            "the key was refused (revoked, or for another server):"
+            f" log in again with `clawboo login --server {self.server}`"
+        )
+
     def call(self, method: str, path: str, body: Any = None) -> Any:
         try:
             return self.api.call(method, path, body)[1]
         except Revoked:
-            what = "wrong username or password" if path == LOGIN_PATH else "the key was refused"
-            raise Failure(f"clawboo: 401 unauthenticated: {what}") from None
+            raise Failure(f"clawboo: 401 unauthenticated: {self.refused(path)}") from None
         except ApiError as exc:
             body = exc.body if isinstance(exc.body, dict) else {}
             code = body.get("error", "error")
