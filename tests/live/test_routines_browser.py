@@ -330,7 +330,10 @@ LUMINANCE_JS = """(selector) => {
     return 0.2126 * r + 0.7152 * g + 0.0722 * b;
   };
   let at = node, bg = getComputedStyle(at).backgroundColor;
-  while (at && (rgba(bg)[3] === 0)) { at = at.parentElement; bg = at ? getComputedStyle(at).backgroundColor : "rgb(255, 255, 255)"; }
+  while (at && rgba(bg)[3] === 0) {
+    at = at.parentElement;
+    bg = at ? getComputedStyle(at).backgroundColor : "rgb(255, 255, 255)";
+  }
   const [a, b] = [lum(getComputedStyle(node).color), lum(bg)].sort((x, y) => y - x);
   return { bg: lum(bg), contrast: (a + 0.05) / (b + 0.05) };
 }"""
