@@ -305,7 +305,7 @@ def cmd_task_list(args: argparse.Namespace) -> int:
         # The list filters by team: a team that does not exist (or is not yours) would
         # read as an empty board. Its own answer says which (404, as watch says).
         client.call("GET", f"/api/teams/{urllib.parse.quote(args.team, safe='')}")
-    emit(args, answer["results"], lambda rows: table(rows, TASK_COLUMNS))
+    emit(args, answer["results"], lambda rows: table([listed(t) for t in rows], TASK_COLUMNS))
     if answer.get("next") and not args.json:
         # The first page only: say so, or a person takes it for all there is.
         sys.stderr.write(
@@ -402,6 +402,20 @@ def cmd_task_claim(args: argparse.Namespace) -> int:
 
 def waiting_for_approval(task: dict[str, Any]) -> bool:
     return (task.get("approval") or {}).get("state") in ("required", "denied", "expired")
+
+
+# The statuses a task waits for approval in: the board's "Needs approval" column
+# (board.store.approvals.awaiting_filter).
+WAITING_STATUSES = frozenset({"backlog", "todo", "blocked"})
+
+
+def listed(task: dict[str, Any]) -> dict[str, Any]:
+    """A task as its list row shows it: one waiting for a person says so beside its
+    status, which alone ("todo") read as work about to start."""
+    if waiting_for_approval(task) and task.get("status") in WAITING_STATUSES:
+        state = task["approval"]["state"]
+        return {**task, "status": f"{task['status']} (approval {state})"}
+    return task
 
 
 def _revision_option(parser: argparse.ArgumentParser) -> None:
