@@ -181,7 +181,8 @@ def _back_to(routine: Routine, team: str = "") -> HttpResponseRedirect:
 def new_routine(request: HttpRequest) -> HttpResponse:
     teams = team_ids(request.user)
     if request.method != "POST":
-        initial = {"team": _page_list_team(request) or None}
+        listed = _page_list_team(request)
+        initial = {"team": listed} if listed else {}
         return _form_page(request, RoutineForm(teams=teams, initial=initial), None)
     form = RoutineForm(request.POST, teams=teams)
     if form.is_valid():
