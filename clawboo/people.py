@@ -373,7 +373,13 @@ def cmd_task_move(args: argparse.Namespace) -> int:
         body["agent_id"] = args.agent
     if args.override:
         body["human_override"] = {"reason": args.override}
-    task = client.call("POST", task_path(args.id, "/transition"), body)
+    try:
+        task = client.call("POST", task_path(args.id, "/transition"), body)
+    except Failure as exc:
+        if " claim_required: " in exc.line and not args.agent:
+            # The API names its field (agent_id); here it is an option.
+            raise Failure(f"{exc.line}; here: --agent A", exc.status) from None
+        raise
     emit(args, task, lambda t: table([t], TASK_COLUMNS))
     return 0
 

@@ -99,6 +99,15 @@ def count_awaiting(qs: QuerySet[Task]) -> dict[str, int]:
     return dict(rows)
 
 
+def waits_sentence(task_id: str) -> str:
+    """Why a claim of a waiting task is refused, and who may end the wait, where."""
+    return (
+        f"task {task_id!r} waits for a person's approval before any claim: a member of its"
+        " team approves it in the board's Needs approval column, with `clawboo task approve"
+        f" {task_id}`, or with POST /api/board/tasks/{task_id}/approval"
+    )
+
+
 def blocks_claim(state: str | None) -> bool:
     """The claim statement's rule, for diagnosing a refused claim (the statement
     itself says it in SQL: null or approved)."""

@@ -468,6 +468,28 @@ def test_task_move_to_done_of_a_task_in_review_approves_and_lands_it(monkeypatch
     assert calls[-1] == ("POST", "/api/board/tasks/t1/transition")
 
 
+def test_task_move_into_in_progress_without_an_agent_names_the_option(monkeypatch):
+    # The refusal ended "(agent_id)": the API's field, which no option of `move` is.
+    import argparse
+
+    from clawboo import people
+
+    class Server:
+        def call(self, method, path, body=None):
+            if method == "GET":
+                return {"id": "t1", "status": "todo", "title": "One"}
+            raise people.Failure(
+                "clawboo: 409 claim_required: moving task 't1' into in_progress needs a"
+                " claim: name the agent who works it (agent_id)"
+            )
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(id="t1", status="in_progress", agent=None, override=None, json=False)
+    with pytest.raises(people.Failure) as failed:
+        people.cmd_task_move(args)
+    assert failed.value.line.endswith("(agent_id); here: --agent A")
+
+
 def test_task_wait_for_a_status_a_done_task_cannot_reach_answers_at_once(monkeypatch):
     # It polled until the timeout (300 s by default) for a task already done.
     import argparse
