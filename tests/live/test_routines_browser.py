@@ -304,6 +304,16 @@ def test_the_page_keeps_its_team_across_actions_and_deletes_only_after_asking(
         page.click("#cron-presets [data-cron='0 9 * * 1-5']")
         assert page.locator("#id_cron_spec").input_value() == "0 9 * * 1-5"
 
+        # On a phone the column heads fold away: each time says whether it is the next
+        # fire or the last (two bare dates read the same).
+        labels = "(s) => getComputedStyle(document.querySelector(s), '::before').content"
+        page.goto(base + "/board/routines/?team=ops")
+        assert page.evaluate(labels, f"#routine-{later.id} td.next") == "none"
+        page.set_viewport_size({"width": 390, "height": 844})
+        for cell, label in (("td.next", "Next fire"), ("td.last", "Last fire")):
+            assert page.evaluate(labels, f"#routine-{later.id} {cell}") == f'"{label}"'
+        page.set_viewport_size({"width": 1440, "height": 900})
+
         # A dark system: the routines, the form and usage are dark as the board is
         # (they stayed white between the board's dark pages), and their text reads.
         page.emulate_media(color_scheme="dark")
