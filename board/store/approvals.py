@@ -92,6 +92,11 @@ def awaiting_filter() -> Q:
     return Q(approval_state__in=list(AWAITING_APPROVAL), status__in=list(_OPEN))
 
 
+def awaits(task: Task) -> bool:
+    """:func:`awaiting_filter` for one task in hand."""
+    return task.approval_state in AWAITING_APPROVAL and task.status in _OPEN
+
+
 def count_awaiting(qs: QuerySet[Task]) -> dict[str, int]:
     """How many of ``qs`` wait for approval, by status: the board takes them out of
     their status columns into "Needs approval". One GROUP BY over the few waiting."""
