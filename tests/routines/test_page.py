@@ -108,7 +108,8 @@ def test_a_routine_is_created_edited_and_paused_from_the_page(browser, clock):
     assert "Paused" in text_of(paused)
     # A paused routine fires nothing: no next fire is promised until it is resumed.
     assert (
-        '<td class="next"><span class="quiet">when resumed</span></td>' in paused.content.decode()
+        '<td class="next" data-label="Next fire"><span class="quiet">when resumed</span></td>'
+        in paused.content.decode()
     )
     resumed = browser.post(f"/board/routines/{routine.id}/resume/", follow=True)
     assert store.get_routine(routine.id).status == RoutineStatus.IDLE
