@@ -22,6 +22,7 @@ from django.utils.html import format_html, format_html_join
 from board import checks, store
 from board.models import ExecutionProcess, Task, TaskComment, ToolApproval, ToolGrant, Workspace
 from board.scope import check_touches
+from board.store import approvals
 from board.store.tool_approvals import revoke_grants
 from board.transitions import Status, allowed_transitions_from
 from core import server_commands
@@ -239,7 +240,7 @@ class TaskAdmin(DataLayerAdmin):
     # on the change page (and the id is searchable).
     list_display = (
         "title",
-        "status",
+        "shown_status",
         "team",
         "assignee_agent_id",
         "priority",
@@ -247,6 +248,14 @@ class TaskAdmin(DataLayerAdmin):
         "updated_at",
     )
     list_display_links = ("title",)
+
+    @admin.display(description="status", ordering="status")
+    def shown_status(self, obj: Task) -> str:
+        # As the board shows it: a task waiting for a person is in "Needs approval",
+        # not plain "Todo" (which reads as work about to start).
+        shown = obj.get_status_display()
+        return f"{shown} · needs approval" if approvals.awaits(obj) else shown
+
     list_filter = (
         "status",
         "team",

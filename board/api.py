@@ -45,7 +45,7 @@ from board.serializers import (
 from board.store import steps as steps_store
 from board.store.ready import status_filter
 from board.transitions import Status, is_terminal
-from core import events, roles, runlogs, server_commands
+from core import events, registry, roles, runlogs, server_commands
 from core.api.access import (
     act_as,
     act_as_assignee,
@@ -103,6 +103,20 @@ def _visible_ref(request: Request, task_id: Any, field: str) -> Task | None:
         roles.refuse_withheld(request.user, f"task {task_id!r}")
         raise ValidationFailed(field, f"no task {task_id!r}")
     return task
+
+
+def _default_team(request: Request, parent: Task | None) -> str:
+    """The team of a task filed without one: its parent's (a tree never crosses
+    teams), else that of the one agent the credential acts as (its key sees no other
+    team), else ``default``."""
+    if parent is not None:
+        return parent.team_id
+    agents = caller_agents(request.auth)
+    if len(agents) == 1:
+        agent = registry.find_agent(next(iter(agents)))
+        if agent is not None:
+            return agent.team_id
+    return store.DEFAULT_TEAM
 
 
 def _visible_refs(request: Request, task_ids: list[str], field: str) -> None:
@@ -235,7 +249,10 @@ class TaskListView(APIView):
     @idempotent
     def post(self, request: Request) -> Response:
         body = json_object(request, TaskCreateSerializer)
-        team = require_team(request.user, body.get("team", "default"))
+        parent = _visible_ref(request, body.get("parent_task_id"), "parent_task_id")
+        if "team" not in body:
+            body["team"] = _default_team(request, parent)
+        team = require_team(request.user, body["team"])
         # The agent side files work as one of its agents, so it waits for a person's
         # approval (GOVERNANCE §5, §6: delegation).
         body["created_by_agent_id"] = files_as(
@@ -243,7 +260,6 @@ class TaskListView(APIView):
         )
         if body["created_by_agent_id"] is not None:
             act_as(request, body["created_by_agent_id"], "created_by_agent_id")
-        parent = _visible_ref(request, body.get("parent_task_id"), "parent_task_id")
         if parent is not None:
             # A subtask spends its parent's tree (child limit, cap budget): the agent
             # side files one under its own agents' tasks only (GOVERNANCE §6).

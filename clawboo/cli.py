@@ -144,7 +144,10 @@ def worker(argv: Sequence[str]) -> int:
             args.lease_ms,
         ).serve(once=args.once)
     except remote.Revoked as exc:
-        sys.stderr.write(f"clawboo worker: the server refused the token ({exc}); stopping\n")
+        sys.stderr.write(
+            f"clawboo worker: the server refused the token: {exc}; stopping (mint this host"
+            " a key on the server: `clawboo create_machine_token --host H --agent A`)\n"
+        )
         return EXIT_REVOKED
     except (remote.ApiError, remote.Refused) as exc:  # e.g. 403: not its agent to run
         sys.stderr.write(f"clawboo worker: {exc}\n")

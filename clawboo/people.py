@@ -108,12 +108,23 @@ class Client:
             raise Failure("clawboo: not logged in: run `clawboo login --server URL` first")
         return cls(checked_server(login["server"]), login["token"])
 
+    def refused(self, path: str) -> str:
+        """Why a 401, and the next step: a key from the environment is the one to
+        change; a stored one is replaced by logging in again."""
+        if path == LOGIN_PATH:
+            return "wrong username or password"
+        if os.environ.get("CLAWBOO_TOKEN"):
+            return "the key was refused (revoked, or for another server): CLAWBOO_TOKEN holds it"
+        return (
+            "the key was refused (revoked, or for another server):"
+            f" log in again with `clawboo login --server {self.server}`"
+        )
+
     def call(self, method: str, path: str, body: Any = None) -> Any:
         try:
             return self.api.call(method, path, body)[1]
         except Revoked:
-            what = "wrong username or password" if path == LOGIN_PATH else "the key was refused"
-            raise Failure(f"clawboo: 401 unauthenticated: {what}") from None
+            raise Failure(f"clawboo: 401 unauthenticated: {self.refused(path)}") from None
         except ApiError as exc:
             body = exc.body if isinstance(exc.body, dict) else {}
             code = body.get("error", "error")
@@ -294,7 +305,7 @@ def cmd_task_list(args: argparse.Namespace) -> int:
         # The list filters by team: a team that does not exist (or is not yours) would
         # read as an empty board. Its own answer says which (404, as watch says).
         client.call("GET", f"/api/teams/{urllib.parse.quote(args.team, safe='')}")
-    emit(args, answer["results"], lambda rows: table(rows, TASK_COLUMNS))
+    emit(args, answer["results"], lambda rows: table([listed(t) for t in rows], TASK_COLUMNS))
     if answer.get("next") and not args.json:
         # The first page only: say so, or a person takes it for all there is.
         sys.stderr.write(
@@ -362,7 +373,13 @@ def cmd_task_move(args: argparse.Namespace) -> int:
         body["agent_id"] = args.agent
     if args.override:
         body["human_override"] = {"reason": args.override}
-    task = client.call("POST", task_path(args.id, "/transition"), body)
+    try:
+        task = client.call("POST", task_path(args.id, "/transition"), body)
+    except Failure as exc:
+        if " claim_required: " in exc.line and not args.agent:
+            # The API names its field (agent_id); here it is an option.
+            raise Failure(f"{exc.line}; here: --agent A", exc.status) from None
+        raise
     emit(args, task, lambda t: table([t], TASK_COLUMNS))
     return 0
 
@@ -391,6 +408,20 @@ def cmd_task_claim(args: argparse.Namespace) -> int:
 
 def waiting_for_approval(task: dict[str, Any]) -> bool:
     return (task.get("approval") or {}).get("state") in ("required", "denied", "expired")
+
+
+# The statuses a task waits for approval in: the board's "Needs approval" column
+# (board.store.approvals.awaiting_filter).
+WAITING_STATUSES = frozenset({"backlog", "todo", "blocked"})
+
+
+def listed(task: dict[str, Any]) -> dict[str, Any]:
+    """A task as its list row shows it: one waiting for a person says so beside its
+    status, which alone ("todo") read as work about to start."""
+    if waiting_for_approval(task) and task.get("status") in WAITING_STATUSES:
+        state = task["approval"]["state"]
+        return {**task, "status": f"{task['status']} (approval {state})"}
+    return task
 
 
 def _revision_option(parser: argparse.ArgumentParser) -> None:

@@ -91,6 +91,23 @@ class AgentForm(forms.ModelForm):
             )
 
 
+class DispatchStateFilter(admin.SimpleListFilter):
+    # The stored column holds only active and paused; the list shows the derived
+    # state, so the filter offers and picks that one (an unhealthy agent is not active).
+    title = "state"
+    parameter_name = "state"
+
+    STATES = (AgentState.ACTIVE, AgentState.UNHEALTHY, AgentState.PAUSED)
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(state, state) for state in self.STATES]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> QuerySet[Agent]:
+        if self.value() in self.STATES:
+            return queryset.filter(Agent.in_dispatch_state(str(self.value())))
+        return queryset
+
+
 @admin.register(Agent)
 class AgentAdmin(DataLayerAdmin):
     form = AgentForm
@@ -105,7 +122,7 @@ class AgentAdmin(DataLayerAdmin):
         "health_ok",
         "updated_at",
     )
-    list_filter = ("runtime", "participant_kind", "team", "state", "health_ok")
+    list_filter = ("runtime", "participant_kind", "team", DispatchStateFilter, "health_ok")
     actions = ("pause_agents", "resume_agents")
     search_fields = ("id", "display_name")
     # Dispatch state is the breaker's, the preflight's and the pause actions' to write.

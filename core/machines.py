@@ -62,6 +62,7 @@ def mint(host: str, agent_ids: Sequence[str], created_by: Any = None) -> tuple[M
     # Acting as an agent needs seeing its team; seeing any other team it must not.
     for team_id in sorted({a.team_id for a in agents}):
         registry.add_member(team_id, token.user)
+    registry.forget_health([a.id for a in agents])
     return token, key
 
 

@@ -134,6 +134,18 @@ class Agent(models.Model):
             return AgentState.UNHEALTHY
         return AgentState.ACTIVE
 
+    @staticmethod
+    def in_dispatch_state(state: str) -> models.Q:
+        """The rows whose ``dispatch_state`` is ``state``: the same rule as a query, so a
+        list filtered by state holds the rows its state column shows as that state."""
+        paused = models.Q(state=AgentState.PAUSED)
+        unhealthy = ~paused & models.Q(health_ok=False)
+        if state == AgentState.PAUSED:
+            return paused
+        if state == AgentState.UNHEALTHY:
+            return unhealthy
+        return ~paused & ~unhealthy
+
 
 class AgentToken(models.Model):
     """An API key bound to one agent: it authenticates as the agent's owner and may

@@ -453,6 +453,18 @@ def record_health(agent_id: str, ok: bool, detail: str) -> None:
     storage.write(run)
 
 
+def forget_health(agent_ids: list[str]) -> None:
+    """Drop the server's preflight verdict on agents a remote host now runs: the
+    server's workers no longer probe them, so a failed check of the server's own
+    machine would refuse the host's claims for good."""
+    if agent_ids:
+        storage.write(
+            lambda: Agent.objects.filter(pk__in=agent_ids).update(
+                health_ok=None, health_detail="", health_checked_at=None
+            )
+        )
+
+
 _COUNT_FAILURE_SQL = (
     f"UPDATE {Agent._meta.db_table} SET breaker_failures = breaker_failures + 1 "  # noqa: S608
     "WHERE id = %s RETURNING breaker_failures"

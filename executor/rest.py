@@ -189,7 +189,9 @@ class Api:
         except ValueError:
             parsed = raw.decode(errors="replace")
         if status == 401:
-            raise Revoked(str(parsed))
+            # The API's sentence, not its envelope: it is printed to a person.
+            detail = parsed.get("detail") if isinstance(parsed, dict) else None
+            raise Revoked(str(detail or parsed))
         raise ApiError(status, parsed)
 
     def _kept_alive(

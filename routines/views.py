@@ -144,6 +144,8 @@ def _form_page(request: HttpRequest, form: RoutineForm, routine: Routine | None)
         request,
         "routines/routine_form.html",
         {
+            # The list's team, so its links (and the way back) keep to it.
+            "team": _page_list_team(request),
             "form": form,
             "routine": routine,
             "row": _row(routine, [], []) if routine is not None else None,
@@ -156,6 +158,13 @@ def _form_page(request: HttpRequest, form: RoutineForm, routine: Routine | None)
 def _page_team(request: HttpRequest) -> str:
     """The team the list was showing ("" for all), carried by the action's form."""
     team = request.POST.get("team") or request.GET.get("team") or ""
+    return team if team in {t.id for t in list(visible_teams(request.user))} else ""
+
+
+def _page_list_team(request: HttpRequest) -> str:
+    """The team of the list a form was opened from (its URL's ``?team=``; the form's
+    own ``team`` field is the routine's)."""
+    team = request.GET.get("team") or ""
     return team if team in {t.id for t in list(visible_teams(request.user))} else ""
 
 
@@ -172,7 +181,11 @@ def _back_to(routine: Routine, team: str = "") -> HttpResponseRedirect:
 def new_routine(request: HttpRequest) -> HttpResponse:
     teams = team_ids(request.user)
     if request.method != "POST":
-        return _form_page(request, RoutineForm(teams=teams, user=request.user), None)
+        listed = _page_list_team(request)
+        initial = {"team": listed} if listed else {}
+        return _form_page(
+            request, RoutineForm(teams=teams, user=request.user, initial=initial), None
+        )
     form = RoutineForm(request.POST, teams=teams, user=request.user)
     if form.is_valid():
         try:
@@ -183,7 +196,7 @@ def new_routine(request: HttpRequest) -> HttpResponse:
             form.add_refusal(exc)
         else:
             messages.success(request, "Routine created", extra_tags=f"routine:{routine.id}")
-            return _back_to(routine)
+            return _back_to(routine, _page_list_team(request))
     return _form_page(request, form, None)
 
 
@@ -213,7 +226,7 @@ def edit_routine(request: HttpRequest, routine_id: str) -> HttpResponse:
             form.add_refusal(exc)
         else:
             messages.success(request, "Routine saved", extra_tags=f"routine:{saved.id}")
-            return _back_to(saved)
+            return _back_to(saved, _page_list_team(request))
     # Show the row as stored, not as the rejected form left the instance.
     return _form_page(request, form, store.get_routine(routine_id))
 

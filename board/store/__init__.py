@@ -120,6 +120,7 @@ from board.store.review import (
 )
 from board.store.scoping import held_back as scope_holds
 from board.store.tasks import (
+    DEFAULT_TEAM,
     UNVERIFIED,
     VERDICT_FILTERS,
     Created,
@@ -158,6 +159,7 @@ from board.store.workspaces import (
 )
 
 __all__ = [
+    "DEFAULT_TEAM",
     "record_pull_request",
     "task_of_pull_request",
     "tasks_with_open_pull_requests",

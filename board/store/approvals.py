@@ -92,11 +92,25 @@ def awaiting_filter() -> Q:
     return Q(approval_state__in=list(AWAITING_APPROVAL), status__in=list(_OPEN))
 
 
+def awaits(task: Task) -> bool:
+    """:func:`awaiting_filter` for one task in hand."""
+    return task.approval_state in AWAITING_APPROVAL and task.status in _OPEN
+
+
 def count_awaiting(qs: QuerySet[Task]) -> dict[str, int]:
     """How many of ``qs`` wait for approval, by status: the board takes them out of
     their status columns into "Needs approval". One GROUP BY over the few waiting."""
     rows = qs.filter(awaiting_filter()).order_by().values_list("status").annotate(n=Count("pk"))
     return dict(rows)
+
+
+def waits_sentence(task_id: str) -> str:
+    """Why a claim of a waiting task is refused, and who may end the wait, where."""
+    return (
+        f"task {task_id!r} waits for a person's approval before any claim: a member of its"
+        " team approves it in the board's Needs approval column, with `clawboo task approve"
+        f" {task_id}`, or with POST /api/board/tasks/{task_id}/approval"
+    )
 
 
 def blocks_claim(state: str | None) -> bool:

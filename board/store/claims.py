@@ -80,7 +80,7 @@ from board.models import (
 from board.repository import RunRepository, run_repository
 from board.store import scoping, spend
 from board.store._base import commit_change, lock_task, now, record_event
-from board.store.approvals import blocks_claim
+from board.store.approvals import blocks_claim, waits_sentence
 from board.store.cap_lanes import Admission, TakeTurns
 from board.store.executions import close_run_leaving, start_claimed
 from board.store.moves import clear_claim, move
@@ -526,7 +526,7 @@ def _scope_busy(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | N
 def _approval_required(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | None:
     assert task is not None
     if blocks_claim(task.approval_state):
-        return f"task {task.id!r} waits for a person's approval before any claim"
+        return waits_sentence(task.id)
     return None
 
 

@@ -916,7 +916,8 @@ def _ceiling(max_run_cents: int | None, agent_settings: Any) -> int | None:
 @dataclass(frozen=True)
 class UsageReport:
     """Spend in cents per team and per agent for today, this week and this month (UTC;
-    the week begins on Monday), and per day over the last ``days`` days."""
+    the week begins on Monday), with how many runs in each reported no cost
+    (``unpriced``), and per day over the last ``days`` days."""
 
     teams: list[dict[str, Any]]
     agents: list[dict[str, Any]]
@@ -935,7 +936,7 @@ def usage_report(teams: list[str], at: dt.datetime, days: int = 30) -> UsageRepo
     since = min(first, *periods.values())
     runs = list(
         ExecutionProcess.objects.filter(task__team_id__in=teams, started_at__gte=since).values_list(
-            "task__team_id", "agent_id", "started_at", "cost_millicents"
+            "task__team_id", "agent_id", "started_at", "cost_millicents", "cost_status"
         )
     )
     # Summed in millicents, then rounded: cheap runs add up.
@@ -948,7 +949,13 @@ def usage_report(teams: list[str], at: dt.datetime, days: int = 30) -> UsageRepo
                 period: cents_of(sum(r[3] for r in mine if r[2] >= start))
                 for period, start in periods.items()
             }
-            out.append({"id": name, **figures})
+            # Runs that priced nothing add 0 to the cents: counted apart, so a
+            # figure over them does not read as "free" (the board says "cost unknown").
+            unpriced = {
+                period: sum(1 for r in mine if r[2] >= start and r[4] == CostStatus.UNKNOWN)
+                for period, start in periods.items()
+            }
+            out.append({"id": name, **figures, "unpriced": unpriced})
         return out
 
     daily = []

@@ -473,10 +473,7 @@ def transition(
         task = lock_task(task_id)
         if claim is not None and approvals.blocks_claim(task.approval_state):
             # The claim statement's rule, for the moves that claim outside it.
-            raise ApprovalRequired(
-                f"task {task_id!r} waits for a person's approval before any claim",
-                task_id=task_id,
-            )
+            raise ApprovalRequired(approvals.waits_sentence(task_id), task_id=task_id)
         prev = task.status
         at = now()
         # The roles table keeps a move back to todo for people: theirs lifts a

@@ -18,6 +18,20 @@ from core.models import Agent, AgentToken, MachineToken
 from core.roles import bind_to_agent_team
 from core.rows import from_rows
 
+# What a refused caller is told: how to send a key, and where one comes from.
+NO_KEY = (
+    "no key given: send it as 'Authorization: Token <key>' (`clawboo create_agent_token"
+    " <user>` on the server prints one; POST /api/auth/token trades a password for yours)"
+)
+BEARER = (
+    "the REST API takes 'Authorization: Token <key>', not Bearer (Bearer is for /mcp/"
+    " only): send the same key with the word Token"
+)
+UNKNOWN_KEY = (
+    "invalid token: no such key here (revoked, or minted by another server);"
+    " `clawboo create_agent_token <user>` on the server prints a current one"
+)
+
 
 @cache
 def _lookup_sql() -> tuple[tuple[Any, str, int], ...]:
@@ -123,10 +137,13 @@ class TokenAuthentication(authentication.TokenAuthentication):
         header = authentication.get_authorization_header(request).split()
         if len(header) == 2 and header[1].startswith(RUN_KEY_PREFIX.encode()):
             return None  # a run's credential: boardmcp.credentials.RunAuthentication
+        if header and header[0].lower() == b"bearer":
+            # /mcp/ takes it; here it was "not provided", which sent people looking.
+            raise exceptions.AuthenticationFailed(BEARER)
         return super().authenticate(request)
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         found = user_and_token(key)
         if found is None:
-            raise exceptions.AuthenticationFailed("invalid token")
+            raise exceptions.AuthenticationFailed(UNKNOWN_KEY)
         return found

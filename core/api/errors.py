@@ -17,6 +17,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from core.api.auth import NO_KEY
 from core.errors import ClawbooError
 from core.storage import WriteBudgetExceeded, is_transient_lock_error
 
@@ -113,7 +114,9 @@ def _refusal(exc: Exception) -> Response | None:
         body = error_body("not_found", "not found")
     elif isinstance(exc, DjangoPermissionDenied):
         body = error_body("forbidden", "you do not have access to this")
-    elif isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+    elif isinstance(exc, exceptions.NotAuthenticated):
+        body = error_body("unauthenticated", NO_KEY)
+    elif isinstance(exc, exceptions.AuthenticationFailed):
         body = error_body("unauthenticated", str(exc.detail))
     elif isinstance(exc, exceptions.PermissionDenied):
         body = error_body("forbidden", str(exc.detail))

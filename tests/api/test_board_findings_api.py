@@ -51,6 +51,32 @@ def test_an_unhealthy_agent_reads_unhealthy_in_the_admin_as_in_the_api(client):
     assert "unhealthy" in form
 
 
+def test_the_admins_state_filter_offers_and_picks_the_state_its_list_shows(client):
+    _agent("ada")
+    _agent("bob")
+    _agent("cid")
+    registry.record_health("bob", False, "bob-cli: not found on PATH")
+    registry.pause_agent("cid", "by hand", by="op")
+    client.force_login(get_user_model().objects.create_superuser("root", "r@example.com", "pw"))
+
+    def listed(query: str) -> set[str]:
+        page = client.get(f"/admin/clawboo/agent/{query}")
+        assert page.status_code == 200
+        return {
+            a
+            for a in ("ada", "bob", "cid")
+            if f"/admin/clawboo/agent/{a}/change/" in page.content.decode()
+        }
+
+    # The filter offers the three states the column shows, and each picks its rows:
+    # an unhealthy agent is not among the active ones.
+    page = client.get("/admin/clawboo/agent/").content.decode()
+    assert all(f"?state={s}" in page for s in ("active", "paused", "unhealthy"))
+    assert listed("?state=active") == {"ada"}
+    assert listed("?state=unhealthy") == {"bob"}
+    assert listed("?state=paused") == {"cid"}
+
+
 def test_a_tasks_runs_are_numbered_on_the_task_in_start_order():
     _agent("ada")
     task = store.create_task(title="Twice", file_mutating=False).task

@@ -48,6 +48,21 @@ def test_a_machine_token_is_stored_hashed_and_acts_as_its_agents(fleet, capsys):
     assert done.status_code == 200
 
 
+def test_binding_an_agent_to_a_host_drops_the_servers_health_verdict_on_it(fleet, capsys):
+    # Probed on the server ("no such file" there), then given to a host: the server's
+    # workers stop probing it, so its verdict stuck, and the host's worker was told
+    # "agent 'a-bot' is unhealthy: no such file" about a file on another machine.
+    registry.record_health("a-bot", False, "no such file: /opt/tool")
+    registry.record_health("b-bot", False, "no such file: /opt/tool")
+    client = token_client(mint(capsys, "--host", "gpu-1", "--agent", "a-bot"))
+    task = store.create_task(title="t").task
+    claimed = client.post("/api/board/claim-next", {"agent_id": "a-bot"}, format="json")
+    assert claimed.status_code == 200, claimed.json()
+    assert claimed.json()["task"]["id"] == task.id
+    assert registry.get_agent("a-bot").dispatch_state == "active"
+    assert registry.get_agent("b-bot").dispatch_state == "unhealthy"  # still the server's
+
+
 def test_a_machine_token_cannot_claim_or_settle_for_an_agent_it_is_not_bound_to(fleet, capsys):
     client = token_client(mint(capsys, "--host", "gpu-1", "--agent", "a-bot"))
     task = store.create_task(title="t").task

@@ -62,17 +62,22 @@ def test_delegated_risky_and_team_ruled_tasks_wait_for_approval(api, staff_api, 
 def test_no_claim_takes_a_waiting_task_until_a_person_approves(api, agent):
     task = api.post("/api/board/tasks", {"title": "r", "labels": ["risk"]}, format="json").json()
     url = f"/api/board/tasks/{task['id']}"
-    refused(
+    claim = refused(
         api.post(f"{url}/claim", {"agent_id": agent.id}, format="json"), 409, "approval_required"
     )
     assert (
         api.post("/api/board/claim-next", {"agent_id": agent.id}, format="json").status_code == 204
     )
-    refused(
+    move = refused(
         api.post(f"{url}/transition", {"to": "in_progress", "agent_id": agent.id}, format="json"),
         409,
         "approval_required",
     )
+    # Each door says who decides and where (it said only that the task waits).
+    for body in (claim, move):
+        assert "Needs approval" in body["detail"], body
+        assert f"clawboo task approve {task['id']}" in body["detail"]
+        assert f"POST /api/board/tasks/{task['id']}/approval" in body["detail"]
 
     decided = api.post(f"{url}/approval", {"decision": "approve", "reason": "fine"}, format="json")
 

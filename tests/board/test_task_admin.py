@@ -124,7 +124,7 @@ def test_the_changelist_shows_the_columns_that_fit(operator):
     store.create_task(title="A task with a title of ordinary length", labels=["ui"])
     assert TaskAdmin.list_display == (
         "title",
-        "status",
+        "shown_status",
         "team",
         "assignee_agent_id",
         "priority",
@@ -134,6 +134,19 @@ def test_the_changelist_shows_the_columns_that_fit(operator):
     page = operator.get("/admin/board/task/")
     assert page.status_code == 200
     assert "A task with a title of ordinary length" in page.content.decode()
+
+
+def test_a_task_waiting_for_approval_reads_so_in_the_changelist_as_on_the_board(operator):
+    # It read "Todo", where the board shows it in "Needs approval" and no worker takes it.
+    waiting = store.create_task(title="Waits for a person", labels=["risk"]).task
+    plain = store.create_task(title="Starts at once").task
+    page = operator.get("/admin/board/task/").content.decode()
+
+    def row(task) -> str:
+        return page.split(f"/admin/board/task/{task.id}/change/", 1)[1].split("</tr>", 1)[0]
+
+    assert "Todo · needs approval" in row(waiting)
+    assert "needs approval" not in row(plain) and ">Todo<" in row(plain)
 
 
 def test_view_on_site_opens_the_task_on_its_teams_board(operator):

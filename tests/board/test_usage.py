@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 import time_machine
@@ -88,3 +89,28 @@ def test_the_usage_pages_team_picker_names_the_teams_as_the_routines_page_does(
         html = client.get(url).content.decode()
         assert '<option value="qa" selected>Quality</option>' in html, url
         assert '<option value="default">' in html, url
+
+
+def test_runs_that_reported_no_cost_are_counted_beside_the_cents_not_read_as_free(
+    default_team, client
+):
+    # The board's card said "cost unknown" for a command agent's runs while the usage
+    # page said "0¢" for the same runs, as if they had cost nothing.
+    from core import registry
+
+    user = get_user_model().objects.create_user("ada", password="pw")
+    registry.add_member("default", user)
+    client.force_login(user)
+    spend_on("ada", 0)  # no cost reported: unknown
+    spend_on("ada", 0)
+    spend_on("bob", 4)
+    report = spend.usage_report(["default"], store.now())
+    agents = {row["id"]: row for row in report.agents}
+    assert agents["ada"]["unpriced"] == {"today": 2, "week": 2, "month": 2}
+    assert agents["bob"]["unpriced"] == {"today": 0, "week": 0, "month": 0}
+    assert report.teams[0]["unpriced"]["today"] == 2
+    html = client.get("/board/usage/").content.decode()
+    ada = html.split('data-agent="ada"', 1)[1].split("</tr>", 1)[0]
+    assert "0¢ + 2 runs unpriced" in " ".join(re.sub(r"<[^>]+>", " ", ada).split())
+    bob = html.split('data-agent="bob"', 1)[1].split("</tr>", 1)[0]
+    assert "unpriced" not in bob

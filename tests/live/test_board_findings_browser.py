@@ -186,6 +186,8 @@ def test_the_agents_button_pauses_an_agent_without_the_chat_and_the_chat_says_so
         eventually(lambda: Agent.objects.get(pk="builder").state == "paused", "paused", 10)
         page.locator("#agents-summary", has_text="1 paused").wait_for(timeout=5_000)
         agent.locator("button", has_text="Resume").wait_for(timeout=5_000)
+        # Why it is paused reads under it (it was a tooltip only).
+        assert agent.locator(".agent-why").inner_text() == "paused from the board"
         screenshot(page, "board-agents.png", tmp_path)
         # The team chat says it, live.
         page.click("#chat-toggle")
@@ -207,6 +209,15 @@ def test_an_agent_left_to_a_host_with_no_worker_says_so_and_counts_as_not_at_wor
         host = page.locator("#agents-panel [data-agent=builder] .agent-host")
         host.wait_for(timeout=5_000)
         assert host.inner_text() == "runs on gpu-1: no worker has connected"
+        # An unhealthy agent says why in words, not in a tooltip a phone never shows.
+        registry.record_health("builder", False, "builder-cli: not found on PATH")
+        page.reload()
+        page.locator("#agents-summary", has_text="1 unhealthy").wait_for(timeout=5_000)
+        if page.locator("#agents-panel").is_hidden():
+            page.click("#agents-toggle")
+        why = page.locator("#agents-panel [data-agent=builder] .agent-why")
+        why.wait_for(timeout=5_000)
+        assert why.inner_text() == "builder-cli: not found on PATH"
         screenshot(page, "board-agent-host.png", tmp_path)
         browser.close()
 

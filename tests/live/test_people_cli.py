@@ -403,6 +403,37 @@ def test_task_list_says_when_it_shows_only_the_first_page(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_task_list_says_which_tasks_wait_for_a_persons_approval(monkeypatch, capsys):
+    # An agent's task read "todo" like any other, and no worker ever took it.
+    import argparse
+
+    from clawboo import people
+
+    waiting = {"id": "t1", "status": "todo", "title": "Filed by a bot"}
+    rows = [
+        {**waiting, "approval": {"state": "required"}},
+        {**waiting, "id": "t2", "approval": {"state": "approved"}},
+        {**waiting, "id": "t3", "approval": None},
+        {**waiting, "id": "t4", "status": "done", "approval": {"state": "denied"}},
+    ]
+
+    class Server:
+        def call(self, method, path, body=None):
+            return {"results": rows, "next": None}
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(
+        team=None, status=None, assignee=None, label=None, limit=50, ready=False, json=False
+    )
+    assert people.cmd_task_list(args) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert "todo (approval required)" in lines["t1"]
+    assert "(approval" not in lines["t2"] + lines["t3"] + lines["t4"]
+    args.json = True  # scripts get the API's status, as it is
+    assert people.cmd_task_list(args) == 0
+    assert [t["status"] for t in json.loads(capsys.readouterr().out)][0] == "todo"
+
+
 def test_task_move_to_done_of_a_task_in_review_approves_and_lands_it(monkeypatch, capsys):
     # It posted a plain transition: the task said "done" and its change stayed on its
     # branch, where the board's and the console's "done" go through approve.
@@ -435,6 +466,28 @@ def test_task_move_to_done_of_a_task_in_review_approves_and_lands_it(monkeypatch
     which["status"] = "in_progress"  # nothing to land: the plain move, as before
     assert people.cmd_task_move(args) == 0
     assert calls[-1] == ("POST", "/api/board/tasks/t1/transition")
+
+
+def test_task_move_into_in_progress_without_an_agent_names_the_option(monkeypatch):
+    # The refusal ended "(agent_id)": the API's field, which no option of `move` is.
+    import argparse
+
+    from clawboo import people
+
+    class Server:
+        def call(self, method, path, body=None):
+            if method == "GET":
+                return {"id": "t1", "status": "todo", "title": "One"}
+            raise people.Failure(
+                "clawboo: 409 claim_required: moving task 't1' into in_progress needs a"
+                " claim: name the agent who works it (agent_id)"
+            )
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(id="t1", status="in_progress", agent=None, override=None, json=False)
+    with pytest.raises(people.Failure) as failed:
+        people.cmd_task_move(args)
+    assert failed.value.line.endswith("(agent_id); here: --agent A")
 
 
 def test_task_wait_for_a_status_a_done_task_cannot_reach_answers_at_once(monkeypatch):

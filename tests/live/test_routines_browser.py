@@ -304,6 +304,50 @@ def test_the_page_keeps_its_team_across_actions_and_deletes_only_after_asking(
         page.click("#cron-presets [data-cron='0 9 * * 1-5']")
         assert page.locator("#id_cron_spec").input_value() == "0 9 * * 1-5"
 
+        # On a phone the column heads fold away: each time says whether it is the next
+        # fire or the last (two bare dates read the same).
+        labels = "(s) => getComputedStyle(document.querySelector(s), '::before').content"
+        page.goto(base + "/board/routines/?team=ops")
+        assert page.evaluate(labels, f"#routine-{later.id} td.next") == "none"
+        page.set_viewport_size({"width": 390, "height": 844})
+        for cell, label in (("td.next", "Next fire"), ("td.last", "Last fire")):
+            assert page.evaluate(labels, f"#routine-{later.id} {cell}") == f'"{label}"'
+        page.set_viewport_size({"width": 1440, "height": 900})
+
+        # A dark system: the routines, the form and usage are dark as the board is
+        # (they stayed white between the board's dark pages), and their text reads.
+        page.emulate_media(color_scheme="dark")
+        for path in ("/board/routines/?team=ops", "/board/usage/?team=ops"):
+            page.goto(base + path)
+            for selector in ("body", "table.routines", "table.routines th"):
+                dark = page.evaluate(LUMINANCE_JS, selector)
+                assert dark["bg"] < 0.05, (path, selector, dark)
+                assert dark["contrast"] >= 4.5, (path, selector, dark)
+        page.click("text=Routines")
+        page.click("#new-routine")
+        field = page.evaluate(LUMINANCE_JS, "#id_cron_spec")
+        assert field["bg"] < 0.05 and field["contrast"] >= 4.5, field
+
+
+# The relative luminance of an element's own (or nearest painted) background, and the
+# WCAG contrast of its text against it.
+LUMINANCE_JS = """(selector) => {
+  const node = document.querySelector(selector);
+  const rgba = (c) => c.match(/[\\d.]+/g).map(Number);
+  const lum = (c) => {
+    const lin = (v) => (v / 255 <= 0.03928 ? v / 255 / 12.92 : ((v / 255 + 0.055) / 1.055) ** 2.4);
+    const [r, g, b] = rgba(c).slice(0, 3).map(lin);
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  let at = node, bg = getComputedStyle(at).backgroundColor;
+  while (at && rgba(bg)[3] === 0) {
+    at = at.parentElement;
+    bg = at ? getComputedStyle(at).backgroundColor : "rgb(255, 255, 255)";
+  }
+  const [a, b] = [lum(getComputedStyle(node).color), lum(bg)].sort((x, y) => y - x);
+  return { bg: lum(bg), contrast: (a + 0.05) / (b + 0.05) };
+}"""
+
 
 def test_a_gateway_cron_job_is_listed_beside_a_team_routine(daphne, settings, monkeypatch):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

@@ -46,3 +46,16 @@ def test_the_resume_action_lifts_a_pause(admin_client):
     assert spend.get_budget(pk).as_dict(store.now())["status"] == "paused"
     admin_client.post("/admin/board/budget/", {"action": "resume", "_selected_action": [pk]})
     assert spend.get_budget(pk).as_dict(store.now())["status"] == "soft_capped"
+
+
+def test_the_add_form_says_what_each_field_takes(admin_client):
+    # "Scope id" and "Limit cents" stood bare: an operator guessed at what to type.
+    page = admin_client.get("/admin/board/budget/add/").content.decode()
+    for words in (
+        "the team's, agent's or routine's id, or a task's for a task tree",
+        "500 is $5.00",
+        "UTC",
+        "warn only notifies",
+        "cap also stops",
+    ):
+        assert words in page, words

@@ -108,7 +108,8 @@ def test_a_routine_is_created_edited_and_paused_from_the_page(browser, clock):
     assert "Paused" in text_of(paused)
     # A paused routine fires nothing: no next fire is promised until it is resumed.
     assert (
-        '<td class="next"><span class="quiet">when resumed</span></td>' in paused.content.decode()
+        '<td class="next" data-label="Next fire"><span class="quiet">when resumed</span></td>'
+        in paused.content.decode()
     )
     resumed = browser.post(f"/board/routines/{routine.id}/resume/", follow=True)
     assert store.get_routine(routine.id).status == RoutineStatus.IDLE
@@ -352,3 +353,28 @@ def test_staff_without_the_routine_permission_move_no_other_teams_routine(client
     client.force_login(staff)
     assert client.post(f"/board/routines/{theirs.id}/pause/").status_code == 302
     assert store.get_routine(theirs.id).status == RoutineStatus.PAUSED
+
+
+def test_new_and_edit_from_a_teams_list_keep_that_team_and_title_the_tab_in_words(browser, clock):
+    # From Ops's list, New routine opened on "---------" and every link on the form
+    # (All routines, Cancel, Board) went back to all teams; the tab read
+    # 'New routine<script type="module" …></script> — Clawboo'.
+    listing = browser.get("/board/routines/?team=ops").content.decode()
+    assert 'href="/board/routines/new/?team=ops"' in listing
+    form = browser.get("/board/routines/new/?team=ops").content.decode()
+    assert re.search(r'<option value="ops" selected>', form)
+    assert re.search(r"<title>New routine — Clawboo</title>", form)
+    for page in ("/board/", "/board/routines/"):
+        assert f'href="{page}?team=ops"' in form, page
+    assert ">← All routines<" in form and 'href="/board/routines/">' not in form
+    created = browser.post("/board/routines/new/?team=ops", FORM)
+    routine = Routine.objects.get()
+    assert created["Location"] == f"/board/routines/?team=ops#routine-{routine.id}"
+    assert f'href="/board/routines/{routine.id}/edit/?team=ops"' in (
+        browser.get("/board/routines/?team=ops").content.decode()
+    )
+    edit = browser.get(f"/board/routines/{routine.id}/edit/?team=ops").content.decode()
+    assert re.search(r"<title>Edit routine — Clawboo</title>", edit)
+    assert 'href="/board/routines/?team=ops"' in edit
+    saved = browser.post(f"/board/routines/{routine.id}/edit/?team=ops", FORM)
+    assert saved["Location"] == f"/board/routines/?team=ops#routine-{routine.id}"

@@ -34,6 +34,8 @@ export async function renderAgents() {
       el("span", { class: `badge ${a.state === "active" ? "ok" : "bad"} agent-state`, title: why || a.state }, a.state),
       (a.labels || []).length ? el("span", { class: "muted" }, ` ${a.labels.join(", ")}`) : "",
       " ", act,
+      // Why it takes no work, in words: a tooltip alone is nothing on a phone.
+      why && a.state !== "active" ? el("div", { class: "agent-why warn" }, why) : "",
       a.runs_on ? el("div", { class: `agent-host ${a.runs_on.live ? "muted" : "warn"}` }, agentHost(a, ago)) : "");
   }));
 }
