@@ -373,9 +373,12 @@ def test_even_staff_cannot_link_across_teams(staff_api, red, unchanged):
             400,
             "validation_error",
         )
+        # Naming its team: a subtask naming none is filed in its parent's team.
         refused(
             staff_api.post(
-                "/api/board/tasks", {"title": "x", "parent_task_id": red.id}, format="json"
+                "/api/board/tasks",
+                {"title": "x", "team": "default", "parent_task_id": red.id},
+                format="json",
             ),
             400,
             "validation_error",
