@@ -52,7 +52,9 @@ pytestmark = [
     pytest.mark.timeout(900),
 ]
 
-TASKS = 2_000
+# The default run drains 500 (a soak kept short, as the claim storm's); -m slow (or the
+# -m multihost of docs/operating.md) drains the full 2,000 too.
+TASKS = (500, pytest.param(2_000, marks=pytest.mark.slow))
 KILL_TASKS = 300
 LEASE_MS = 3_000
 DRAIN_DEADLINE_S = 420  # generous: CI machines are shared
@@ -350,7 +352,8 @@ def done_count(ids: list[str]) -> int:
     return Task.objects.filter(pk__in=ids, status="done").count()
 
 
-def test_two_hosts_share_the_board(hosts: tuple[Host, Host]) -> None:
+@pytest.mark.parametrize("tasks", TASKS, ids=str)
+def test_two_hosts_share_the_board(hosts: tuple[Host, Host], tasks: int) -> None:
     host_a, host_b = hosts
     user = get_user_model().objects.create_user("ada", password="pw")
     registry.add_member("default", user)
@@ -393,18 +396,18 @@ def test_two_hosts_share_the_board(hosts: tuple[Host, Host]) -> None:
     assert frame["kind"] == "claimed" and frame["task"]["assignee_agent_id"] == "api-b"
 
     # 2. 2,000 tasks drained by the workers of both hosts, each claimed exactly once.
-    ids = [store.create_task(title=f"t{n}", file_mutating=False).task.id for n in range(TASKS)]
+    ids = [store.create_task(title=f"t{n}", file_mutating=False).task.id for n in range(tasks)]
     started = time.monotonic()
     host_a.worker(agents_of(host_a))
     host_b.worker(agents_of(host_b))
-    wait_until(lambda: done_count(ids) == TASKS, DRAIN_DEADLINE_S, "the drain", hosts)
+    wait_until(lambda: done_count(ids) == tasks, DRAIN_DEADLINE_S, "the drain", hosts)
     drained_s = time.monotonic() - started
     claims = (
         Event.objects.filter(kind="claimed", task_id__in=ids)
         .values("task_id")
         .annotate(n=Count("id"))
     )
-    assert len(claims) == TASKS and {row["n"] for row in claims} == {1}
+    assert len(claims) == tasks and {row["n"] for row in claims} == {1}
     assert set(Task.objects.filter(pk__in=ids).values_list("attempts", flat=True)) == {1}
     by_agent = dict(
         Task.objects.filter(pk__in=ids)
@@ -414,12 +417,12 @@ def test_two_hosts_share_the_board(hosts: tuple[Host, Host]) -> None:
     )
     on_a = sum(n for agent, n in by_agent.items() if agent.startswith("a"))
     on_b = sum(n for agent, n in by_agent.items() if agent.startswith("b"))
-    assert on_a > 0 and on_b > 0 and on_a + on_b == TASKS
-    assert ExecutionProcess.objects.filter(task_id__in=ids, status="succeeded").count() == TASKS
+    assert on_a > 0 and on_b > 0 and on_a + on_b == tasks
+    assert ExecutionProcess.objects.filter(task_id__in=ids, status="succeeded").count() == tasks
     for host in hosts:
         status, body = host.health()
         assert status == 200, body
-    print(f"\n2 hosts drained {TASKS} tasks in {drained_s:.1f} s: {on_a} on A, {on_b} on B")
+    print(f"\n2 hosts drained {tasks} tasks in {drained_s:.1f} s: {on_a} on A, {on_b} on B")
 
     # 3. Host B dies mid-run: its leases lapse and host A finishes the work. A batch is
     # ready at once (one commit), and a batch drained before B was caught holding
