@@ -158,8 +158,12 @@ def _take_in(task: Task, repo_path: str) -> dict[str, Any]:
             # Counted as a local run is once landed: a file-mutating run that changed
             # nothing counts like a failure.
             unchanged = task.file_mutating and landing.landed["result"] == "cleaned"
-            breakers.after_run(agent.id, failed=unchanged, detail="the run changed no file",
-                               execution_id=_submitted_execution(task))  # fmt: skip
+            breakers.after_run(
+                agent.id,
+                failed=unchanged,
+                detail="the run changed no file",
+                execution_id=_submitted_execution(task),
+            )
             store.set_intake_state(task.id, "review")
             result = landing.landed["result"]
             return {"result": "review", "worktree": result, "verdict": landing.verdict}
@@ -271,8 +275,12 @@ def _failed(
         # The agent's attempt failed (its work does not merge, say): counted by its
         # breaker after the fail, as a failed run is, so the same refusal on every
         # attempt pauses the agent instead of looping.
-        breakers.after_run(task.assignee_agent_id, failed=True, detail=message,
-                           execution_id=_submitted_execution(task))  # fmt: skip
+        breakers.after_run(
+            task.assignee_agent_id,
+            failed=True,
+            detail=message,
+            execution_id=_submitted_execution(task),
+        )
     return {"result": "failed", "error": message}
 
 
