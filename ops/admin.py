@@ -72,27 +72,21 @@ class NotificationDeliveryAdmin(ReadOnlyAdmin):
         self.message_user(request, f"queued {count} delivery(ies) again")
 
 
-class BudgetForm(forms.ModelForm):
-    class Meta:
-        model = Budget
-        fields = ("scope", "scope_id", "window", "limit_cents", "mode")
-        # What each takes, in the words of docs/governance.md (Spend).
-        help_texts = {
-            "scope_id": "What the scope names: the team's, agent's or routine's id, or a"
-            " task's for a task tree (the task and every descendant).",
-            "window": "Per UTC day, per UTC month, or in total (never starts over).",
-            "limit_cents": "In cents: 500 is $5.00.",
-            "mode": "At 80 % and 100 % a notification goes out: warn only notifies; cap also"
-            " stops the scope at 100 % (its claims wait, its running runs stop) until the"
-            " window ends or an operator resumes it.",
-        }
+# What each budget field takes, in the words of docs/governance.md (Spend).
+BUDGET_HELP = {
+    "scope_id": "What the scope names: the team's, agent's or routine's id, or a"
+    " task's for a task tree (the task and every descendant).",
+    "window": "Per UTC day, per UTC month, or in total (never starts over).",
+    "limit_cents": "In cents: 500 is $5.00.",
+    "mode": "At 80 % and 100 % a notification goes out: warn only notifies; cap also"
+    " stops the scope at 100 % (its claims wait, its running runs stop) until the"
+    " window ends or an operator resumes it.",
+}
 
 
 @admin.register(Budget)
 class BudgetAdmin(DataLayerAdmin):
     """Budgets, saved through :mod:`board.store.spend`; the team is the scope's."""
-
-    form = BudgetForm
 
     fields = ("scope", "scope_id", "window", "limit_cents", "mode", "team", "spent", "status")
     readonly_fields = ("team", "spent", "status")
@@ -100,6 +94,11 @@ class BudgetAdmin(DataLayerAdmin):
     list_filter = ("scope", "window", "mode", "team")
     search_fields = ("scope_id",)
     actions = ["resume"]
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        return super().get_form(request, obj, change, help_texts=BUDGET_HELP, **kwargs)
 
     @admin.display(description="spent (¢, this window)")
     def spent(self, obj: Budget) -> int | str:
