@@ -172,10 +172,11 @@ def test_anonymous_healthz_names_no_agent_host_or_path_and_staff_see_them(client
     beat_all()
     registry.create_agent(id="secret-bot", display_name="S", team="default", runtime="command")
     binary = "/opt/hidden/bin/claude"
+    # Bound to its host first: binding drops a verdict of the server's own probe.
+    token, _ = machines.mint("build-host-7", ["secret-bot"])
     Agent.objects.filter(pk="secret-bot").update(
         health_ok=False, health_detail=f"{binary}: no such file"
     )
-    token, _ = machines.mint("build-host-7", ["secret-bot"])
     beats.beat_remote(token.pk, token.host, 42, {"agents": ["secret-bot"], "running": []})
 
     anonymous = client.get("/healthz")
@@ -192,7 +193,8 @@ def test_anonymous_healthz_names_no_agent_host_or_path_and_staff_see_them(client
         "/healthz", HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=member).key}"
     )
     assert "secret-bot" not in as_member.content.decode()
-    _, machine_key = machines.mint("other-host", ["secret-bot"])
+    registry.create_agent(id="other-bot", display_name="O", team="default", runtime="command")
+    _, machine_key = machines.mint("other-host", ["other-bot"])
     as_machine = client.get("/healthz", HTTP_AUTHORIZATION=f"Token {machine_key}")
     assert "build-host-7" not in as_machine.content.decode()
 
