@@ -255,7 +255,7 @@ VERBS: tuple[Verb, ...] = (
         f"POST {_T}/workspace",
         BUILDERS,
         "make a task's worktree; where it starts (base_ref, base_sha), people only; the"
-        " agent side in the task's own repository only",
+        " agent side in its run's repository only (the claim's answer)",
         people_fields={"base_ref": ANY, "base_sha": ANY},
     ),
     Verb(f"POST {_T}/workspace/pause", BUILDERS, "pause a task's worktree"),

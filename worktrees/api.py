@@ -21,6 +21,7 @@ from board.access import (
 )
 from board.api import task_body
 from board.models import Task, WorkspaceStatus
+from board.repository import run_repository
 from board.serializers import OverrideSerializer, TaskSerializer
 from core import repositories, server_commands
 from core.api.access import act_as, act_as_assignee, scoped, visible
@@ -57,8 +58,8 @@ ProvisionBody = inline_serializer(
         "repository": serializers.CharField(
             required=False,
             help_text="id of a registered repository of the task's team "
-            "(default: the task's repository); the agent side: the task's own only, "
-            "when it names one (else 403 person_required)",
+            "(default: the repository its run uses, as its claim answers it); the "
+            "agent side: that one only (else 403 person_required)",
         ),
         "repo_path": serializers.CharField(
             required=False,
@@ -113,31 +114,40 @@ class WorkspaceView(APIView):
 def _named_repository(request: Request, task: Task, body: dict[str, Any]) -> Repository:
     """The registered repository of the task's team a provision names: by id, by a
     staff caller's path (resolved or registered), by a registered repository's exact
-    path, or the task's own. Nothing here looks at a non-staff caller's path.
+    path, or else the one its run uses (:func:`board.repository.run_repository`: the
+    task's, else what its metadata or its agent names). Nothing here looks at a
+    non-staff caller's path.
 
-    Where a task's work runs, and so where it lands, is part of what a person
-    approved (GOVERNANCE §5: the repository): the agent side provisions a task that
-    names a repository in that repository only (403 ``person_required``)."""
+    Where a task's work runs, and so where it lands, is the server's answer, which a
+    person approved (GOVERNANCE §5: the repository) and the claim's answer carries:
+    the agent side makes its checkout in that repository only, whether or not the
+    task names one (403 ``person_required``, nothing written); another is a person's
+    choice."""
+    named: Repository | None = None
     if body.get("repository") is not None:
-        repo = repositories.of_team(body["repository"], task.team_id, "repository")
+        named = repositories.of_team(body["repository"], task.team_id, "repository")
     elif "repo_path" in body:
-        repo = server_commands.repository_at(
+        named = server_commands.repository_at(
             request.user, task.team_id, body["repo_path"], "repo_path"
         )
     elif task.repository_id is not None:
         return repositories.of_team(task.repository_id, task.team_id, "repository")
-    else:
-        raise ValidationFailed("repository", "is required: the task names no repository")
+    answer = run_repository(task, register=False).registered
     caller = principal(request)
-    if caller.agent_side and task.repository_id not in (None, repo.id):
+    if named is not None and caller.agent_side and (answer is None or answer.id != named.id):
         raise PersonRequired(
             f"{caller.describe()} may not make task {task.id!r}'s checkout in repository "
-            f"{repo.id!r}: the task names {task.repository_id!r}, and where its work runs "
-            "is a person's choice (GOVERNANCE §6)",
+            f"{named.id!r}: its run's repository is "
+            f"{answer.id if answer is not None else 'none'!r} (the server's answer, as "
+            "its claim says), and where its work runs is a person's choice (GOVERNANCE §6)",
             principal=caller.kind,
             verb="POST /api/board/tasks/{task_id}/workspace with another repository",
         )
-    return repo
+    if named is not None:
+        return named
+    if answer is None:
+        raise ValidationFailed("repository", "is required: the task's run has no repository")
+    return answer
 
 
 def _jsonable(value: Any) -> Any:

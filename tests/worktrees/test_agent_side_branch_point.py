@@ -152,3 +152,60 @@ def test_a_person_still_makes_a_checkout_in_another_repository(
         f"/api/board/tasks/{held['task']}/workspace", {"repository": "other"}
     )
     assert made.status_code == 201, made.json()
+
+
+@pytest.fixture
+def unnamed(held: dict[str, Any], other_repo: Path) -> dict[str, Any]:
+    """Agent b holds a task that names no repository; b's settings name ``app`` as its
+    default, so its run's repository (the claim's answer) is ``app``."""
+    registry.update_agent("b", {"settings": {"repository": "app"}, "max_concurrent": 5})
+    task = store.create_task(title="Anywhere?").task
+    ticket = store.claim(task.id, "b", "human")
+    assert ticket.repository.as_body()["id"] == "app"
+    return {**held, "task": task.id}
+
+
+@pytest.mark.parametrize("credential", ["agent key", "machine token"])
+@pytest.mark.parametrize("how", ["repository", "repo_path"])
+def test_the_agent_side_makes_its_checkout_in_its_runs_repository_when_the_task_names_none(
+    unnamed: dict[str, Any], other_repo: Path, credential: str, how: str
+) -> None:
+    """A task naming no repository: its run's repository is still the server's answer
+    (what its claim said), not one the agent side picks among its team's."""
+    before = written()
+    named = {"repository": "other"} if how == "repository" else {"repo_path": str(other_repo)}
+
+    answer = unnamed[credential].post(f"/api/board/tasks/{unnamed['task']}/workspace", named)
+
+    assert answer.status_code == 403, answer.json()
+    assert answer.json()["error"] == "person_required"
+    assert written() == before
+    made = unnamed[credential].post(f"/api/board/tasks/{unnamed['task']}/workspace", {})
+    assert made.status_code == 201, made.json()
+    assert Path(made.json()["repo_path"]).name == "app"
+
+
+@pytest.mark.parametrize("credential", ["agent key", "machine token"])
+def test_the_agent_side_names_no_repository_for_a_run_that_has_none(
+    held: dict[str, Any], other_repo: Path, credential: str
+) -> None:
+    registry.update_agent("b", {"max_concurrent": 5})
+    task = store.create_task(title="No repository").task
+    store.claim(task.id, "b", "human")
+    before = written()
+
+    answer = held[credential].post(f"/api/board/tasks/{task.id}/workspace", {"repository": "app"})
+
+    assert answer.status_code == 403, answer.json()
+    assert answer.json()["error"] == "person_required"
+    assert written() == before
+
+
+def test_a_person_still_chooses_the_repository_of_a_task_that_names_none(
+    unnamed: dict[str, Any], other_repo: Path
+) -> None:
+    made = unnamed["person"].post(
+        f"/api/board/tasks/{unnamed['task']}/workspace", {"repository": "other"}
+    )
+    assert made.status_code == 201, made.json()
+    assert Path(made.json()["repo_path"]).name == "other"
