@@ -1092,7 +1092,10 @@ class CommentsView(APIView):
             author = who
         else:
             act_as(request, author, "author")
-        return Response(store.add_comment(task_id, body["body"], author).as_dict(), status=201)
+        said = store.add_comment(
+            task_id, body["body"], author, agent_side=principal(request).agent_side
+        )
+        return Response(said.as_dict(), status=201)
 
 
 OpenExecutionBody = inline_serializer(

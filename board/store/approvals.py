@@ -12,7 +12,8 @@ What a decision means:
 - ``approve`` names the revision the person saw; any later edit of what would run
   or where (:data:`VOIDING_FIELDS`: title, description, goal, context, labels,
   metadata, route, repository, ``max_run_cents``, dependencies) sends it back to
-  ``required``.
+  ``required``, and so does the agent side's comment
+  (:func:`ask_again_after_comment`): a run reads its task's comments.
 - ``deny`` keeps the task where it is and out of dispatch for good: no claim
   takes it, its card carries the denial and its reason, and a person may still
   approve it later or cancel it. Denial never cascades to dependents.
@@ -144,6 +145,23 @@ def ask_again_after_edit(task: Task, changed: set[str], at: dt.datetime) -> set[
     if task.approval_state == ApprovalState.REQUIRED:
         return set()
     return require(task, at, reason=f"edited after it was {task.approval_state}")
+
+
+def has_open_approval(task: Task) -> bool:
+    """Whether ``task`` has an approval (waiting or decided) that still matters: not
+    yet claimed."""
+    return task.approval_state is not None and task.status in _OPEN
+
+
+def ask_again_after_comment(task: Task, by: str, at: dt.datetime) -> set[str]:
+    """Called on the locked row when the agent side comments on a task not yet claimed
+    that has an approval (waiting or decided): a run reads its task's comments (MCP
+    ``get_task``, ``GET …/comments``), so the comment is part of what it would be told.
+    An approval is sent back to ``required`` as an edit sends it; a denial or an expiry
+    stays (no comment undoes a person's no). The changed field names."""
+    if task.status not in _OPEN or task.approval_state != ApprovalState.APPROVED:
+        return set()
+    return require(task, at, reason=f"commented on by {by} after it was approved")
 
 
 def decide(
