@@ -82,6 +82,14 @@ class Caller:
     withheld_verbs: frozenset[str] = frozenset()
     # The row whose permission this call lacks (set by :meth:`acting`).
     withheld: roles.Verb | None = None
+    # The name its comments are signed with, when it is not ``name``: a machine
+    # token's user, as over REST (core.api.access.acting_name). Its host's name is
+    # an operator's free text, which may be a person's username (core.authors).
+    author: str = ""
+
+    @property
+    def signs_as(self) -> str:
+        return self.author or self.name
 
     def acting(self, verb: str) -> Caller:
         """This caller for one call of ``verb``: a staff person without the model
@@ -249,6 +257,7 @@ def _token_caller(key: str) -> Caller | None:
     staff = principal.kind == "person" and teams is None
     return Caller(
         name=principal.name if principal.kind == "machine" else user.get_username(),
+        author=user.get_username(),
         teams=None if teams is None else tuple(teams),
         client=client_of(user, token),
         # A machine token acts for its agents through their own keys or the REST

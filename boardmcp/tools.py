@@ -460,7 +460,7 @@ def comment(
     one assigned to you, held by you, or filed by you (your subtasks)."""
     caller = caller_of(ctx)
     task = _own(caller, _visible(caller, _task_id(caller, task_id)), "comment on")
-    said = store.add_comment(task.id, body, caller.name, agent_side=caller.principal.agent_side)
+    said = store.add_comment(task.id, body, caller.signs_as, agent_side=caller.principal.agent_side)
     return {"comment": said.as_dict()}
 
 

@@ -17,7 +17,10 @@ class CoreConfig(AppConfig):
 
     def ready(self) -> None:
         # Importing the storage layer connects its per-connection pragma hook.
-        from core import events, live, storage  # noqa: F401
+        from core import authors, events, live, storage  # noqa: F401
+
+        # A person's username is no agent's id (GOVERNANCE §6: one author namespace).
+        authors.install()
 
         # After commit: push every event to the team's live board (with its narration).
         events.subscribe(live.publish)

@@ -15,12 +15,12 @@ from typing import Any
 
 from django.utils import timezone
 
-from core import events, storage
+from core import authors, events, storage
 from core.errors import ValidationFailed
 from core.models import ChatMessage, Event
 
 BODY_MAX = 20_000
-NARRATOR = "clawboo"
+NARRATOR = authors.NARRATOR
 
 
 def post(

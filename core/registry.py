@@ -7,7 +7,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from core import agent_secrets, events, repositories, server_commands, storage
+from core import agent_secrets, authors, events, repositories, server_commands, storage
 from core.checks import check_id, check_object, check_text, is_command_argv
 from core.errors import Conflict, NotFound, ValidationFailed
 from core.models import Agent, AgentState, ParticipantKind, Runtime, Team
@@ -194,6 +194,10 @@ def create_agent(
     def run() -> Agent:
         if Agent.objects.filter(pk=aid).exists():
             raise Conflict(f"agent {aid!r} already exists")
+        taken = authors.agent_id_taken(aid)
+        if taken is not None:
+            # Its comments and chat lines would be signed as that person (or the server).
+            raise Conflict(f"agent id {taken}: people and agents sign with one name", field="id")
         if not Team.objects.filter(pk=tid).exists():
             raise ValidationFailed("team", f"no team {tid!r}")
         _check_default_repository(conf, tid)

@@ -45,7 +45,7 @@ from django.utils import timezone
 from board import judgement, store
 from board.models import Task, Verdict
 from board.transitions import Status
-from core import repositories, storage
+from core import authors, repositories, storage
 from core.errors import ClawbooError, Conflict
 from core.models import Forge, Repository
 from worktrees import checkouts, handoff, landing
@@ -64,7 +64,7 @@ from worktrees.models import PendingRefresh
 
 log = logging.getLogger(__name__)
 
-FORGE_AUTHOR = "forge"
+FORGE_AUTHOR = authors.FORGE
 BODY_FINDINGS = 20
 
 

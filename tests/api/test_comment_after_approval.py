@@ -51,7 +51,7 @@ def decide(world: dict[str, Any], decision: str, **extra: Any) -> Any:
     )
 
 
-def comment_over_mcp(key: str, task_id: str, body: str) -> None:
+def comment_over_mcp(key: str, task_id: str, body: str) -> dict[str, Any]:
     caller = credentials.caller_for_key(key)
     assert caller is not None
 
@@ -61,7 +61,9 @@ def comment_over_mcp(key: str, task_id: str, body: str) -> None:
 
     answer = anyio.run(go)
     assert not answer.is_error, answer.content
-    assert json.loads(answer.content[0].text)["comment"]["body"] == body
+    said: dict[str, Any] = json.loads(answer.content[0].text)["comment"]
+    assert said["body"] == body
+    return said
 
 
 def comment(world: dict[str, Any], door: str, credential: str, body: str) -> None:

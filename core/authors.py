@@ -1,0 +1,72 @@
+"""Who signed it: one namespace for authors (GOVERNANCE §6).
+
+A comment, a chat line and the narration name their author by a bare name: a
+person's username, an agent's id, or the server's own names (:data:`SERVER_AUTHORS`:
+the narrator, the forge). The board, the @-mentions, the notifications and the
+narration read that name as one author, so no two kinds may share it: an agent
+registered as a person's username (or as ``clawboo``) signed its comments and chat
+lines as that person (or as the server's narration), and was @-mentioned with them.
+
+The rule is kept where names are made: a new agent's id may be no username and no
+server name (409 ``conflict``, nothing written), and a new username may be no agent's
+id and no server name (the user model's own validation: the admin's forms,
+``createsuperuser``). Names are compared without case (``Bob`` reads as ``bob``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NARRATOR = "clawboo"  # the team chat's narration, the server's own comments
+FORGE = "forge"  # what a forge's review said, as the server took it in
+SERVER_AUTHORS: frozenset[str] = frozenset({NARRATOR, FORGE})
+
+
+def agent_id_taken(agent_id: str) -> str | None:
+    """Why ``agent_id`` may not name a new agent (it would sign as another author), or
+    None."""
+    from django.contrib.auth import get_user_model
+
+    if agent_id.lower() in SERVER_AUTHORS:
+        return f"{agent_id!r} is the server's own name"
+    user = get_user_model().objects.filter(username__iexact=agent_id).first()
+    if user is not None:
+        return f"{agent_id!r} is the username of {user.get_username()!r}"
+    return None
+
+
+def username_taken(username: str) -> str | None:
+    """Why ``username`` may not name a new person (or a renamed one), or None."""
+    from core.models import Agent
+
+    if username.lower() in SERVER_AUTHORS:
+        return f"{username!r} is the server's own name"
+    agent = Agent.objects.filter(pk__iexact=username).values_list("pk", flat=True).first()
+    if agent is not None:
+        return f"{username!r} is the id of agent {agent!r}"
+    return None
+
+
+def validate_username(value: Any) -> None:
+    """The user model's username validator (:func:`install`)."""
+    from django.core.exceptions import ValidationError
+
+    if not isinstance(value, str):
+        return
+    why = username_taken(value)
+    if why is not None:
+        raise ValidationError(
+            f"{why}: comments and chat name people and agents alike, so a person may not take it",
+            code="author_taken",
+        )
+
+
+def install() -> None:
+    """Add :func:`validate_username` to the user model's username field (once), so
+    every form and command that validates a user asks it."""
+    from django.contrib.auth import get_user_model
+    from django.db.models import Field
+
+    field = get_user_model()._meta.get_field(get_user_model().USERNAME_FIELD)
+    if isinstance(field, Field) and validate_username not in field.validators:
+        field.validators.append(validate_username)
