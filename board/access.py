@@ -140,7 +140,7 @@ def refuse_unless_own_task(
     if owns_task(principal, task, agents, run):
         return
     if run is not None and principal.kind != "reviewer":
-        raise run_scope_refusal(principal, verb, run, task.id)
+        raise run_scope_refusal(principal, verb, run, task.id, on="")
     raise Forbidden(
         f"{principal.describe()} may not {verb} task {task.id!r}: it is not assigned "
         "to, held by or filed by an agent of yours (GOVERNANCE §6: its own agents' "

@@ -565,9 +565,13 @@ def check_run_scope(principal: Principal, verb: str, run: str | None, task_id: A
         raise run_scope_refusal(principal, verb, run, task_id)
 
 
-def run_scope_refusal(principal: Principal, verb: str, run: str, task_id: Any) -> ClawbooError:
+def run_scope_refusal(
+    principal: Principal, verb: str, run: str, task_id: Any, *, on: str = "on "
+) -> ClawbooError:
+    """``on``: the word between the verb and the task (none for a verb that ends
+    with its own, ``comment on``)."""
     return Forbidden(
-        f"{principal.describe()} may not {verb} on task {task_id!r}: this credential "
+        f"{principal.describe()} may not {verb} {on}task {task_id!r}: this credential "
         f"was minted for the run of task {run!r} and acts on that task only",
         principal=principal.kind,
         verb=verb,

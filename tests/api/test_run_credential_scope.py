@@ -168,3 +168,15 @@ def test_a_runs_credential_still_works_on_its_own_task_over_mcp():
         ],
     )
     assert [a.structured_content for a in answers if a.is_error] == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_runs_refusal_on_another_task_reads_as_a_sentence():
+    """It said "may not comment on on task …" (and "add a dependency to on task")."""
+    board = world()
+    over_rest = key_client(board["key"]).post(
+        f"/api/board/tasks/{board['other']}/comments", {"body": "x"}
+    )
+    (over_mcp,) = mcp_calls(board["key"], [("comment", {"task_id": board["other"], "body": "x"})])
+    for detail in (over_rest.json()["detail"], over_mcp.structured_content["detail"]):
+        assert f"may not comment on task '{board['other']}'" in detail, detail
