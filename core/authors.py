@@ -49,9 +49,15 @@ def username_taken(username: str) -> str | None:
 
 def validate_username(value: Any) -> None:
     """The user model's username validator (:func:`install`)."""
+    from django.contrib.auth import get_user_model
     from django.core.exceptions import ValidationError
 
     if not isinstance(value, str):
+        return
+    if get_user_model().objects.filter(username=value).exists():
+        # A person's own name, unchanged (saving them again, say to deactivate them,
+        # is never refused for a pair made before this rule); a new user taking it
+        # meets the field's own uniqueness.
         return
     why = username_taken(value)
     if why is not None:

@@ -86,3 +86,13 @@ def test_a_machine_signs_its_comments_alike_over_mcp_and_rest():
 
     assert over_mcp["author"] == over_rest.json()["author"] == token.user.get_username()
     assert over_mcp["author"] != bob.user.get_username()
+
+
+def test_a_person_named_before_the_rule_is_still_saved(api):
+    """A pair made before the rule stays (docs/governance.md: rename one): staff can
+    still change that person, to deactivate them say."""
+    registry.create_agent(id="helper", display_name="h", team="default", runtime="human")
+    old = get_user_model().objects.create_user("helper")
+    old.full_clean()  # their own name, unchanged
+    with pytest.raises(ValidationError):
+        get_user_model()(username="HELPER").full_clean()
