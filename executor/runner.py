@@ -170,9 +170,13 @@ class Executor:
             task = store.get_task(task_id)
             # Fresh: what runs is what was checked, even if the row changed since.
             self.agent = registry.get_agent(self.agent.id)
+            run = settle.Run(task_id, ticket, self.agent.id, report.execution_id)
+            paused = settle.refuse_paused(run, self.agent)
+            if paused is not None:
+                report.outcome, report.error = "refused", paused
+                return None
             refusal = self._dispatch_refusal(task)
             if refusal is not None:
-                run = settle.Run(task_id, ticket, self.agent.id, report.execution_id)
                 settle.close(run, "cancelled", None, error=refusal)
                 store.fail(task_id, refusal, ticket=ticket, if_allowed=True)
                 report.outcome, report.error = "refused", refusal
