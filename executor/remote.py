@@ -217,6 +217,8 @@ class Worker:
         agent = self.seen.get(agent_id)
         if agent is None or gate.due((agent.get("runtime"), agent.get("updated_at"))):
             agent = self.agent(agent_id)
+        if "settings" not in agent:
+            return None  # not this token's agent: the claim answers why (403)
         return gate.refusal(
             (agent.get("runtime"), agent.get("updated_at")),
             lambda: preflight.probe(
