@@ -645,6 +645,9 @@ class Budget(models.Model):
     # What this window may spend before the cap pauses it again: the limit, or more
     # after a resume with grace. Null: the limit.
     pause_at_cents = models.BigIntegerField(null=True, blank=True)
+    # The grace a person resumed this window's cap with (null: none, or not resumed):
+    # what a pause at ``pause_at_cents`` is the end of (:meth:`grace_ran_out`).
+    grace_cents = models.BigIntegerField(null=True, blank=True)
     # The crossings already notified in this window (80 %, 100 %).
     warned = models.BooleanField(default=False)
     exhausted = models.BooleanField(default=False)
@@ -683,8 +686,10 @@ class Budget(models.Model):
 
     def grace_ran_out(self) -> bool:
         """Whether this window's pause is the end of a grace a person gave when they
-        resumed the cap (its allowance past the limit), not the limit itself."""
-        return self.pause_at_cents is not None and self.pause_at_cents > self.limit_cents
+        resumed the cap (its allowance past the limit), not the limit itself. A cap
+        resumed without grace while over its limit pauses at its next spend: that is
+        its limit again, though its allowance is past it (the spend it was resumed at)."""
+        return bool(self.grace_cents) and self.pause_at_cents is not None
 
     def pause_cause(self) -> str:
         """Why this cap pauses its scope, in words for a task's comment, a run's stop,

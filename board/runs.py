@@ -23,9 +23,9 @@ class ErrorClass(TextChoices):
     UNKNOWN = "unknown"
 
 
-# Runs that say nothing about their agent (a person or a budget stopped them): not
-# counted by its breaker.
-NOT_COUNTED = frozenset({ErrorClass.CANCELLED, ErrorClass.BUDGET})
+# Runs that say nothing about their agent (a person, a budget or its paused breaker
+# stopped them): not counted by its breaker.
+NOT_COUNTED = frozenset({ErrorClass.CANCELLED, ErrorClass.BUDGET, ErrorClass.BREAKER})
 
 
 class StepKind(TextChoices):

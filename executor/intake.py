@@ -22,7 +22,9 @@ round (:func:`executor.settle.send_back_to_rebase`: the conflicting paths and
 or merge that fails otherwise fails the task (back to ``todo``).
 
 Crash-safe: every step is idempotent and the intake stays ``pending`` on the task
-until it ends, so an intake killed half-way is run again — by the boot pass and
+until it ends -- a landing for review ends it in the landing's own transaction
+(:func:`board.store.workspaces.settle_from_worktree`), so an intake killed after it
+is not run again -- and an intake killed half-way before it is run again — by the boot pass and
 the periodic ``clawboo.intake-recover`` job (:func:`recover_intakes`), or by
 anyone calling :func:`take_in` -- at most ``MAX_INTAKE_STARTS`` times a submission;
 then it is ``failed`` and the task blocked for a person. Two intakes of one task never interleave:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from board.errors import AgentPaused, BudgetPaused
-from executor import rest
+from executor import preflight, rest
 from executor.attempt import Stall, run_settings, run_timeout_of
 from executor.rest import (
     Api,
@@ -125,6 +125,10 @@ class Worker:
         self.revoked = threading.Event()
         self.wake = threading.Event()
         self.paused: dict[str, Any] = {}  # agent → why its claims are refused now
+        # Each agent's health gate on this host (the local executor's rule), and the
+        # agent as last read from the server.
+        self.gates: dict[str, preflight.Gate] = {}
+        self.seen: dict[str, dict[str, Any]] = {}
         # Whether the server opens the run in the claim (false: an older server).
         self.open_in_claim = True
 
@@ -199,9 +203,37 @@ class Worker:
 
     def agent(self, agent_id: str) -> dict[str, Any]:
         path = f"/api/agents/{urllib.parse.quote(agent_id)}"
-        return self.api.call_patiently("GET", path, stop=self.revoked)[1]
+        found: dict[str, Any] = self.api.call_patiently("GET", path, stop=self.revoked)[1]
+        self.seen[agent_id] = found
+        return found
+
+    def unhealthy(self, agent_id: str) -> str | None:
+        """Why ``agent_id`` takes no work on this host (its runtime fails the
+        preflight here), or None: the local executor's gate
+        (:class:`executor.preflight.Gate`), probed again every
+        ``CLAWBOO_HEALTH_PROBE_MS`` -- the agent read afresh then -- and whenever
+        it changed."""
+        gate = self.gates.setdefault(agent_id, preflight.Gate(preflight.probe_interval_s))
+        agent = self.seen.get(agent_id)
+        if agent is None or gate.due((agent.get("runtime"), agent.get("updated_at"))):
+            agent = self.agent(agent_id)
+        if "settings" not in agent:
+            return None  # not this token's agent: the claim answers why (403)
+        return gate.refusal(
+            (agent.get("runtime"), agent.get("updated_at")),
+            lambda: preflight.probe(
+                str(agent.get("runtime")), agent.get("settings"), version=preflight.version_probe()
+            ),
+        )
 
     def work_one(self, agent_id: str) -> bool:
+        unhealthy = self.unhealthy(agent_id)
+        if unhealthy is not None:
+            # Nothing claimed: the task stays for a host (or the server) that can run it.
+            if self.paused.get(agent_id) != unhealthy:
+                log.info("agent %s takes no work on this host: %s", agent_id, unhealthy)
+            self.paused[agent_id] = unhealthy
+            return False
         claim: dict[str, Any] = {"agent_id": agent_id}
         if self.lease_ms:
             claim["lease_ms"] = self.lease_ms

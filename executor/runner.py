@@ -73,9 +73,8 @@ class Executor:
         self.run_timeout_override = run_timeout_s
         self.heartbeat_s = heartbeat_s if heartbeat_s is not None else heartbeat_seconds()
         self.on_output = on_output
-        # The last preflight: (runtime, updated_at) it probed, when (monotonic).
-        self._probed: tuple[tuple[str, Any], float] | None = None
-        self._health: health.Health | None = None
+        # The agent's health gate here (the remote worker's rule too).
+        self.gate = health.Gate(health.probe_interval_s)
 
     # --- entry points ---------------------------------------------------------
 
@@ -161,17 +160,8 @@ class Executor:
             return refusal
         if self.agent.state == "paused":
             return f"agent is paused: {self.agent.state_reason}"
-        version = (self.agent.runtime, self.agent.updated_at)
-        if (
-            self._probed is None
-            or self._probed[0] != version
-            or (time.monotonic() - self._probed[1] >= health.probe_interval_s())
-        ):
-            self._health = health.check(self.agent)
-            self._probed = (version, time.monotonic())
-        if self._health is not None and not self._health.ok:
-            return f"agent is unhealthy: {self._health.detail}"
-        return None
+        agent = self.agent
+        return self.gate.refusal((agent.runtime, agent.updated_at), lambda: health.check(agent))
 
     def _dispatch(self, task_id: str, ticket: str, report: WorkReport, clock: Clock) -> Task | None:
         """The claimed task, checked again for this agent and with its execution open;
@@ -180,9 +170,13 @@ class Executor:
             task = store.get_task(task_id)
             # Fresh: what runs is what was checked, even if the row changed since.
             self.agent = registry.get_agent(self.agent.id)
+            run = settle.Run(task_id, ticket, self.agent.id, report.execution_id)
+            paused = settle.refuse_paused(run, self.agent)
+            if paused is not None:
+                report.outcome, report.error = "refused", paused
+                return None
             refusal = self._dispatch_refusal(task)
             if refusal is not None:
-                run = settle.Run(task_id, ticket, self.agent.id, report.execution_id)
                 settle.close(run, "cancelled", None, error=refusal)
                 store.fail(task_id, refusal, ticket=ticket, if_allowed=True)
                 report.outcome, report.error = "refused", refusal

@@ -127,6 +127,24 @@ def close_run(
     return error_class
 
 
+def refuse_paused(run: Run, agent: Agent) -> str | None:
+    """Why the run opened under ``run``'s claim is not run -- its agent was paused
+    after the claim, before the run started (its breaker tripped on another of its
+    runs meanwhile, or a person paused it) -- or None. The claim opened the run, so the
+    pause did not hand the task back as work not started (board.store.pause_agent):
+    this does, as the pause would have. The run is closed ``cancelled`` with
+    ``error_class: breaker`` (its breaker paused it) or ``cancelled`` (a person did),
+    never counted by the breaker, and the task goes back to ``todo``."""
+    if agent.state != "paused":
+        return None
+    why = f"agent is paused: {agent.state_reason}"
+    by_breaker = agent.paused_by == "breaker"
+    error_class = ErrorClass.BREAKER if by_breaker else ErrorClass.CANCELLED
+    close(run, "cancelled", None, error=why, error_class=error_class)
+    store.release(run.task_id, ticket=run.ticket)
+    return why
+
+
 @dataclass(frozen=True)
 class Landing:
     """What the judge and the landing made of a run: ``review`` (``landed`` is the

@@ -42,3 +42,6 @@ if _redis:
 # their preflight stops at "the binary resolves". tests/executor/test_health.py
 # turns the version probe back on.
 CLAWBOO_HEALTH_VERSION_PROBE = False
+# So do the processes the tests start: a remote worker (clawboo worker) reads its
+# environment, as the server's settings do.
+os.environ.setdefault("CLAWBOO_HEALTH_VERSION_PROBE", "0")

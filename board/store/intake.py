@@ -137,15 +137,8 @@ def set_intake_state(task_id: str, state: str, detail: str | None = None) -> Tas
 
     def run() -> Task:
         task = lock_task(task_id)
-        intake = intake_of(task)
-        if intake is None:
-            return task
         at = now()
-        changed = {**intake, "state": state, "ended_at": at.isoformat()}
-        if detail:
-            changed["detail"] = detail[: checks.TEXT_MAX]
-        output = {**(task.output or {}), "intake": changed}
-        fields = set_fields(task, output=output)
+        fields = end_intake(task, state, at, detail)
         if not fields:
             return task
         return commit_change(
@@ -153,6 +146,21 @@ def set_intake_state(task_id: str, state: str, detail: str | None = None) -> Tas
         )
 
     return storage.write(run)
+
+
+def end_intake(task: Task, state: str, at: dt.datetime, detail: str | None = None) -> set[str]:
+    """Set the (locked) task's intake record to ended ``state`` in the caller's
+    transaction, returning the fields changed (none when it has no record, or it
+    ended so already). The landing's own move calls it for a pending intake
+    (:func:`board.store.workspaces.settle_from_worktree`), so a landed intake is
+    never pending again: a recovery pass after a landing has nothing to run."""
+    intake = intake_of(task)
+    if intake is None or (intake.get("state") == state and not detail):
+        return set()
+    changed = {**intake, "state": state, "ended_at": at.isoformat()}
+    if detail:
+        changed["detail"] = detail[: checks.TEXT_MAX]
+    return set_fields(task, output={**(task.output or {}), "intake": changed})
 
 
 def send_back_to_rebase(

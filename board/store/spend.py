@@ -311,6 +311,7 @@ def _roll_window(budget: Budget, at: dt.datetime) -> None:
         budget.window_start = start
         budget.spent_cents = budget.spent_millicents = 0
         budget.pause_at_cents = None
+        budget.grace_cents = None
         budget.warned = budget.exhausted = False
         budget.paused_until = None
 
@@ -841,6 +842,7 @@ def update_budget(budget_id: int, fields: dict[str, Any], team_id: str | None = 
             budget.spent_millicents = _scope_spend(budget.scope, budget.scope_id, start)
             budget.spent_cents = cents_of(budget.spent_millicents)
             budget.pause_at_cents = None
+            budget.grace_cents = None
             budget.warned = budget.exhausted = False
         else:
             _roll_window(budget, at)
@@ -850,6 +852,7 @@ def update_budget(budget_id: int, fields: dict[str, Any], team_id: str | None = 
             budget.warned = budget.warned and budget.warns_at(spent)
             budget.exhausted = budget.exhausted and spent >= limit
             budget.pause_at_cents = None
+            budget.grace_cents = None
         _settle_state(budget, at)
         events.append(budget.team_id, "budget_changed", {"budget": budget.as_dict(at)})
         return budget
@@ -886,6 +889,7 @@ def resume_budget(budget_id: int, grace_cents: Any = None) -> Budget:
         _roll_window(budget, at)
         budget.paused_until = None
         budget.pause_at_cents = max(budget.spent_cents, budget.limit_cents) + grace
+        budget.grace_cents = grace or None
         budget.updated_at = at
         budget.save()
         # Not quiet: idle workers wake to claim what the pause held back.

@@ -7,6 +7,7 @@ from typing import Any
 from board.models import Task, Workspace, WorkspaceStatus
 from board.scope import scope_of_changes
 from board.store._base import commit_change, lock_task, now
+from board.store.intake import end_intake, is_pending
 from board.store.moves import EMPTY_DIFF, move
 from board.transitions import Status
 from core import storage
@@ -100,6 +101,9 @@ def settle_from_worktree(
     EMPTY_DIFF` (no deliverable, nothing a verdict could be about); the verdict
     stays on the task as it was.
 
+    An approval's conflict kept on the row (:func:`record_landing`) is dropped: it
+    was about the work before this round, not the work now in review.
+
     A task without ``touches`` takes the paths this attempt changed as its scope
     (:func:`board.scope.scope_of_changes`), so its retry or fix round waits for
     overlapping work of its repository to land before it starts again.
@@ -114,9 +118,20 @@ def settle_from_worktree(
         if ws is not None and diffstat is not None and ws.diffstat != diffstat:
             ws.diffstat, ws.updated_at = diffstat, at
             ws.save(update_fields=["diffstat", "updated_at"])
+        # A remote worker's submission this landing takes in ends with the move, in
+        # its transaction: killed after it, the intake is not run again (re-landing
+        # the old work onto a task its agent may have resumed since).
+        taken_in = is_pending(task)
         fields = move(task, target, at=at, waiver=EMPTY_DIFF if empty else None)
         if not fields:
             return task
+        if taken_in:
+            fields |= end_intake(task, "review", at)
+        if ws is not None and (ws.landing or {}).get("result") == "conflict":
+            # The approval that conflicted was about the work before this round (a
+            # rebase round resolved it, say): the review is of new work, unmarked.
+            ws.landing, ws.updated_at = None, at
+            ws.save(update_fields=["landing", "updated_at"])
         if not empty and not task.touches and diffstat is not None:
             changed = scope_of_changes(f["path"] for f in diffstat.get("files") or ())
             if changed is not None and changed != task.scope:

@@ -80,6 +80,40 @@ def test_pausing_hands_back_claimed_but_unstarted_work_to_todo(default_team):
 
 
 @pytest.mark.django_db
+def test_a_run_its_claim_opened_before_the_breaker_paused_its_agent_is_refused_as_breaker(
+    default_team, tmp_path: Path
+):
+    # The claim opens the run in its own write, so the pause (the breaker tripping on
+    # another run of the agent meanwhile) finds it started and leaves it. The executor
+    # ran it all the same, for a paused agent; now it refuses it as the pause would
+    # have: not run, closed with the documented error_class "breaker" (GOVERNANCE
+    # §2), not counted, and the task back in todo.
+    marker = tmp_path / "ran"
+    registry.create_agent(
+        id="ada",
+        display_name="Ada",
+        team="default",
+        runtime="command",
+        max_concurrent=2,
+        settings={"argv": [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]},
+    )
+    (task_id,) = tasks(1)
+    claimed = store.claim_next("ada", runtime="command", pid=1)
+    assert claimed is not None and claimed.ok and claimed.execution is not None
+    assert store.pause_agent("ada", "breaker: 3 consecutive failed runs", by="breaker")[1] == []
+
+    report = Executor("ada").run_claimed(task_id, claimed.ticket, execution_id=claimed.execution.id)
+
+    assert report.outcome == "refused" and "agent is paused" in (report.error or "")
+    assert not marker.exists()
+    run = ExecutionProcess.objects.get(pk=claimed.execution.id)
+    assert (run.status, run.error_class) == ("cancelled", "breaker")
+    assert not breakers.counts(run.error_class)
+    assert store.get_task(task_id).status == "todo"
+    assert Agent.objects.get(pk="ada").breaker_failures == 0
+
+
+@pytest.mark.django_db
 def test_an_agent_whose_binary_is_missing_claims_nothing_until_it_is_installed(
     default_team, settings, tmp_path: Path
 ):

@@ -439,14 +439,15 @@ def test_work_the_intake_never_takes_in_pauses_its_agent_instead_of_looping(repo
     assert "is not on the pushed branch" in agent.state_reason
 
 
-def test_an_intake_killed_after_its_breaker_count_and_run_again_counts_its_run_once(
+def test_an_intake_killed_after_its_landing_is_not_run_again_onto_the_task_its_agent_resumed(
     repo, remote, tmp_path, monkeypatch
 ):
-    # The intake counts the agent's breaker for the remote run it takes in. Killed
-    # after that count (before its end is recorded), its task moved back to work
-    # under the same claim, the recovery pass takes the submission in again: the same
-    # run must not count twice -- here its success again, wiping out the failures the
-    # agent's other runs had meanwhile, so a failing agent is never paused.
+    # The intake lands the work (the task in review) and counts the agent's breaker
+    # for the remote run, then is killed before it records its own end. The agent
+    # resumes the task under the same claim; the recovery pass must not take the old
+    # submission in again -- pulling the resumed task back into review, and counting
+    # the same run's success again (wiping out the failures the agent's other runs
+    # had meanwhile, so a failing agent is never paused).
     register(repo, remote, verify_cmd="true")
     task_id, ticket = claimed()
     run = store.open_execution(task_id, ticket)
@@ -457,19 +458,21 @@ def test_an_intake_killed_after_its_breaker_count_and_run_again_counts_its_run_o
     ended = store.set_intake_state
 
     def killed(task_id, state, detail=None):
-        raise RuntimeError("SIGKILL")  # the process dies before the intake's end is kept
+        raise RuntimeError("SIGKILL")  # the process dies after the landing's move
 
     monkeypatch.setattr(store, "set_intake_state", killed)
     with pytest.raises(RuntimeError, match="SIGKILL"):
         server_intake.take_in(task_id)
     monkeypatch.setattr(store, "set_intake_state", ended)
     task = store.get_task(task_id)
-    assert task.status == "in_review" and task.output["intake"]["state"] == "pending"
+    # The intake's end was kept with the landing's move, in its transaction.
+    assert task.status == "in_review" and task.output["intake"]["state"] == "review"
     for _ in range(2):  # two other runs of the agent fail meanwhile
         breakers.after_run("far", failed=True, detail="exit 1")
     assert store.resume_from_review(task_id, ticket=ticket).recorded
-    (settled,) = server_intake.recover_intakes(older_than_s=0)
-    assert settled["result"] == "review"
+    assert server_intake.recover_intakes(older_than_s=0) == []
+    assert server_intake.take_in(task_id) == {"result": "nothing"}
+    assert store.get_task(task_id).status == "in_progress"
     assert registry.get_agent("far").breaker_failures == 2
     assert ExecutionProcess.objects.get(pk=run.id).breaker_counted
 

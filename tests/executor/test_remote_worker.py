@@ -405,6 +405,8 @@ def test_a_remote_worker_facing_an_older_server_opens_its_run_by_a_call_of_its_o
             self.claims: list[dict] = []
 
         def call_patiently(self, method, path, body=None, *, stop=None):
+            if (method, path) == ("GET", "/api/agents/far-bot"):  # its health gate reads it
+                return 200, {"id": "far-bot", "runtime": "command", "settings": {"argv": ["true"]}}
             assert (method, path) == ("POST", "/api/board/claim-next")
             self.claims.append(dict(body))
             if "open_run" in body:
@@ -421,6 +423,43 @@ def test_a_remote_worker_facing_an_older_server_opens_its_run_by_a_call_of_its_o
         {"agent_id": "far-bot"},
     ]
     assert not worker.open_in_claim
+
+
+def test_a_remote_worker_claims_nothing_for_an_agent_its_host_cannot_run(tmp_path, monkeypatch):
+    # The local executor claims nothing for an agent whose preflight fails where it
+    # runs (its argv[0] does not resolve): a remote worker did not ask its own host,
+    # so it claimed task after task and failed each. The same gate now, probed again
+    # (the agent read afresh) every CLAWBOO_HEALTH_PROBE_MS: fixed, it claims.
+    from executor.remote import Worker
+
+    monkeypatch.setenv("CLAWBOO_HEALTH_PROBE_MS", "0")  # probed again at every look
+
+    class Server:
+        def __init__(self) -> None:
+            self.claims: list[dict] = []
+            self.agent = {
+                "id": "far-bot",
+                "runtime": "command",
+                "settings": {"argv": ["no-such-tool-on-this-host"]},
+                "updated_at": "1",
+            }
+
+        def call_patiently(self, method, path, body=None, *, stop=None):
+            if (method, path) == ("GET", "/api/agents/far-bot"):
+                return 200, dict(self.agent)
+            assert (method, path) == ("POST", "/api/board/claim-next")
+            self.claims.append(dict(body))
+            return 204, None
+
+    api = Server()
+    worker = Worker(api, ["far-bot"], tmp_path, heartbeat_s=1, poll_s=1, run_timeout_s=10)
+    assert worker.work_one("far-bot") is False
+    assert api.claims == []
+    assert "agent is unhealthy" in worker.paused["far-bot"]
+    assert "no-such-tool-on-this-host" in worker.paused["far-bot"]
+    api.agent = {**api.agent, "settings": {"argv": ["true"]}, "updated_at": "2"}
+    assert worker.work_one("far-bot") is False  # 204: nothing ready
+    assert api.claims == [{"agent_id": "far-bot", "open_run": True}]
 
 
 def test_a_remote_run_stops_at_its_agents_timeout_s_as_a_local_run_does(daphne, tmp_path):

@@ -272,3 +272,42 @@ def test_an_empty_diff_lands_done_under_the_named_waiver_keeping_its_verdict(com
     done = store.get_task(task.id)
     # The gate's one exception (board.store.moves.EMPTY_DIFF): done, verdict kept as it was.
     assert done.status == "done" and done.verdict == "fail"
+
+
+# The first round edits file0.txt; a round sent back for a conflict brings its branch
+# up to date (git merge main) and resolves file0.txt, as the feedback says.
+CONFLICT_ROUNDS_SCRIPT = """
+import pathlib, subprocess
+here = pathlib.Path.cwd()
+if "conflict" in (here / "TASK.md").read_text():
+    subprocess.run(["git", "merge", "-q", "main"], capture_output=True)
+    (here / "file0.txt").write_text("changed by the agent, on top of main\\n")
+    subprocess.run(["git", "add", "file0.txt"], check=True)
+    subprocess.run(["git", "commit", "-qm", "resolved", "--no-edit"], check=True)
+    print("resolved")
+else:
+    (here / "file0.txt").write_text("changed by the agent\\n")
+"""
+
+
+def test_a_fix_round_that_resolved_a_conflict_is_reviewed_without_the_old_conflict_mark(
+    command_agent, repo, tmp_path
+):
+    _agent(command_agent, tmp_path, "builder", CONFLICT_ROUNDS_SCRIPT)
+    task = store.create_task(title="Edit file0").task
+    assert Executor("builder").work_once().worktree == "retained"
+    (repo / "file0.txt").write_text("changed on main meanwhile\n")
+    git(repo, "commit", "-qam", "someone else")
+    assert service.approve(task.id, by="reviewer")["result"] == "conflict"
+
+    report = Executor("builder").work_once()  # the fix round, in the same worktree
+    assert report.task_id == task.id and report.outcome == "succeeded", report
+    again = store.get_task(task.id)
+    assert again.status == "in_review"
+    # The review panel marks the work "conflict" while its workspace's landing says
+    # so: the approval that conflicted was about the work before this round.
+    seen = review.review_of(again)
+    assert (seen["workspace"]["landing"] or {}).get("result") != "conflict", seen["workspace"]
+    result = service.approve(task.id, by="reviewer")
+    assert result["result"] == "landed", result
+    assert git(repo, "show", "main:file0.txt") == "changed by the agent, on top of main"

@@ -257,6 +257,33 @@ def test_a_reviewer_whose_cap_is_spent_reviews_nothing_more(claude_agent, comman
     assert "'critic' 10¢ day budget (cap) is paused" in finding["body"]
 
 
+def test_a_cap_resumed_without_grace_over_its_limit_stops_at_its_limit_not_a_grace(
+    default_team,
+):
+    # Resumed with no grace while past its limit, the cap's allowance is the spend it
+    # was resumed at; its next stop is the limit again, and says so -- it said "spent
+    # the grace it was resumed with" of a grace nobody gave.
+    from board.store import spend
+    from executor import spending
+
+    cap = {"scope": "team", "scope_id": "default", "window": "day", "mode": "cap"}
+    budget = spend.create_budget("default", {**cap, "limit_cents": 50})
+    task = store.create_task(title="spends past the limit", file_mutating=False).task
+    claimed = store.claim(task.id, "ada", "command")
+    run = store.open_execution(task.id, claimed.ticket)
+    stop = spending.record(run.id, spend.Usage(cost_cents=60, cost_status="estimated"), None)
+    assert stop is not None
+    store.close_execution(run.id, "cancelled", error_class="budget", cost_cents=60)
+    assert spending.settle_stop(task.id, claimed.ticket, stop)
+    spend.resume_budget(budget.pk)  # no grace: until its next spend
+    claimed = store.claim(task.id, "ada", "command")
+    run = store.open_execution(task.id, claimed.ticket)
+    stop = spending.record(run.id, spend.Usage(cost_cents=5, cost_status="estimated"), None)
+    assert stop is not None and spend.get_budget(budget.pk).spent_cents == 65
+    assert stop.why == "stopped: the team 'default' reached its 50¢ day budget (cap)"
+    assert not spend.get_budget(budget.pk).grace_ran_out()
+
+
 def test_a_run_stopped_when_a_persons_grace_runs_out_says_so(default_team):
     from board.store import spend
     from executor import spending

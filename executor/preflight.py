@@ -1,0 +1,144 @@
+"""The preflight without Django: can an agent's runtime run on this host? And the
+one gate every worker asks before it claims for an agent (:class:`Gate`).
+
+A one-shot CLI's binary must resolve (on the PATH its runs would see, or as its
+``binary`` setting names it) and answer its version probe; a ``command`` agent's
+argv[0] must resolve. The local executor (:meth:`executor.runner.Executor.before`,
+through :mod:`executor.health`, which adds the gateway's handshake and stores the
+verdict on the agent) and the remote worker (:class:`executor.remote.Worker`, on
+its own host) gate their claims through the same :class:`Gate`: probed again every
+``CLAWBOO_HEALTH_PROBE_MS`` and whenever the agent changed, no claim while it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.procs import run_within
+from executor.runtimes.base import RunRequest, executable_missing
+from executor.runtimes.oneshot import OneShotCliAdapter, SettingsError, child_environment
+from executor.runtimes.registry import adapter_for, capabilities
+
+VERSION_TIMEOUT_S = 20.0
+DETAIL_MAX = 300
+DEFAULT_PROBE_MS = 30_000
+
+
+def probe_interval_s() -> float:
+    """How often a worker off the server probes its agents again: the environment's
+    ``CLAWBOO_HEALTH_PROBE_MS``, as the server's settings read it (30 s)."""
+    try:
+        return int(os.environ.get("CLAWBOO_HEALTH_PROBE_MS", DEFAULT_PROBE_MS)) / 1000
+    except ValueError:
+        return DEFAULT_PROBE_MS / 1000
+
+
+def version_probe() -> bool:
+    """Whether a worker off the server asks a CLI for its version: the environment's
+    ``CLAWBOO_HEALTH_VERSION_PROBE``, as the server's settings read it (on)."""
+    raw = os.environ.get("CLAWBOO_HEALTH_VERSION_PROBE")
+    return raw is None or raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class Health:
+    ok: bool
+    detail: str
+
+
+def probe(
+    runtime: str,
+    settings: Mapping[str, Any] | None,
+    *,
+    version: bool = True,
+    gateway: Callable[[], Health] | None = None,
+) -> Health:
+    """The preflight of an agent running ``runtime`` with ``settings`` on this host:
+    its CLI (asked ``--version`` when ``version``), or ``gateway`` for a runtime
+    reached through one (None: nothing to probe here)."""
+    if not capabilities(runtime).automated:
+        return Health(True, "a person works it: nothing to probe")
+    adapter = adapter_for(runtime)
+    if isinstance(adapter, OneShotCliAdapter):
+        return _probe_cli(adapter, runtime, settings, version)
+    if gateway is None:
+        return Health(True, f"{runtime}: nothing to probe on this host")
+    return gateway()
+
+
+def _probe_cli(
+    adapter: OneShotCliAdapter, runtime: str, settings: Mapping[str, Any] | None, version: bool
+) -> Health:
+    with tempfile.TemporaryDirectory(prefix="clawboo-preflight-") as tmp:
+        request = RunRequest(
+            task_id="preflight",
+            title="preflight",
+            prompt="",
+            cwd=Path(tmp),
+            timeout_s=VERSION_TIMEOUT_S,
+            settings=dict(settings or {}),
+        )
+        try:
+            name = adapter.executable_name(request)
+        except SettingsError as exc:
+            return Health(False, f"bad {runtime} settings: {exc}")
+        if runtime == "command" and os.sep in name and not os.path.isabs(name):
+            # Relative to the task's checkout, which exists only when a run starts.
+            return Health(True, f"{name} (resolved in the task's checkout)")
+        env = child_environment(request)
+        path = adapter.locate(name, request, env)
+        if path is None:
+            return Health(False, executable_missing(name))
+        if runtime == "command" or not version:
+            return Health(True, path)  # argv[0] resolving is a command agent's preflight
+        return _version(path, env)
+
+
+def _version(path: str, env: dict[str, str]) -> Health:
+    try:
+        done = run_within([path, "--version"], VERSION_TIMEOUT_S, env=env)
+    except OSError as exc:
+        return Health(False, f"{path} --version could not start: {exc}")
+    if done is None:
+        return Health(False, f"{path} --version did not answer in {VERSION_TIMEOUT_S:g}s")
+    text = (done.stdout or done.stderr or "").strip().splitlines()
+    first = text[0][:DETAIL_MAX] if text else ""
+    if done.returncode != 0:
+        return Health(False, f"{path} --version exited {done.returncode}: {first}")
+    return Health(True, f"{path}: {first}" if first else path)
+
+
+class Gate:
+    """One agent's health gate on one worker: the last preflight, probed again
+    every ``interval_s()`` seconds and whenever the agent changed (its ``version``:
+    runtime and last edit), so installing a missing CLI puts it to work within one
+    interval."""
+
+    def __init__(self, interval_s: Callable[[], float]) -> None:
+        self.interval_s = interval_s
+        self.health: Health | None = None
+        self._probed: tuple[Hashable, float] | None = None
+
+    def due(self, version: Hashable) -> bool:
+        """Whether the agent at ``version`` is to be probed again now."""
+        return (
+            self._probed is None
+            or self._probed[0] != version
+            or time.monotonic() - self._probed[1] >= self.interval_s()
+        )
+
+    def refusal(self, version: Hashable, check: Callable[[], Health]) -> str | None:
+        """Why the agent takes no work on this host now (its preflight fails), or
+        None; ``check`` probes it when :meth:`due`."""
+        if self.due(version):
+            self.health = check()
+            self._probed = (version, time.monotonic())
+        if self.health is not None and not self.health.ok:
+            return f"agent is unhealthy: {self.health.detail}"
+        return None
