@@ -5,7 +5,7 @@ the trace's summary says how long a run took in its own case and under a second 
 the task's cost line; two fires of
 one routine tell apart; approving unverified work says nothing verified it; a long task
 panel scrolls by itself, the columns staying in view; New task and Edit task show their
-fields in one order.
+fields in one order; the editor's field hints read whole at 1280 px.
 
 ``CLAWBOO_SCREENSHOTS=DIR`` writes the pictures there (see ``browsing.screenshot``)."""
 
@@ -204,3 +204,51 @@ def test_new_task_and_edit_task_show_their_fields_in_one_order(daphne, operator,
         "verify_cmd",
         "route",
     ]
+
+
+# What of a form's words a person cannot read: each placeholder wider than its box, each
+# hint cut off or outside the panel (its text, the width it needs, the width it has).
+CLIPPED_WORDS_JS = """form => {
+  const panel = form.closest('#detail').getBoundingClientRect();
+  const ruler = document.createElement('canvas').getContext('2d');
+  const clipped = [];
+  for (const input of form.querySelectorAll('input[placeholder]')) {
+    const style = getComputedStyle(input);
+    ruler.font = style.font;
+    const room = input.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const needs = ruler.measureText(input.placeholder).width;
+    if (needs > room) clipped.push([input.name, input.placeholder, needs, room]);
+  }
+  for (const hint of form.querySelectorAll('.field-hint')) {
+    hint.scrollIntoView({ block: 'center' });
+    const box = hint.getBoundingClientRect();
+    const inside = box.left >= panel.left && box.right <= panel.right && box.right <= innerWidth;
+    if (!hint.textContent.trim() || hint.scrollWidth > hint.clientWidth || !inside)
+      clipped.push([hint.id, hint.textContent, box.left, box.right, panel.left, panel.right]);
+  }
+  return clipped;
+}"""
+
+
+def test_the_editors_touches_hint_reads_whole_at_1280_px_in_both_themes(daphne, operator, tmp_path):
+    """At 1280 px the Touches field's hint, a placeholder, was cut off after "(no agent
+    starts it" in the light and the dark theme; its hint is a line under the field."""
+    task = store.create_task(title="Say hello").task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, {"width": 1280, "height": 800})
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            page.locator(f"[data-task-id='{task.id}']").click()
+            page.click("#edit-task")
+            form = page.locator("#edit-form")
+            form.wait_for(timeout=5_000)
+            assert form.evaluate(CLIPPED_WORDS_JS) == [], scheme
+            hint = page.locator("#edit-hint-touches")
+            assert "no agent starts it while overlapping work" in hint.inner_text()
+            hint.scroll_into_view_if_needed()
+            assert hint.is_visible()
+            screenshot(page, f"board-edit-touches-{scheme}.png", tmp_path)
+            page.click("#edit-cancel")
+        browser.close()
