@@ -19,7 +19,7 @@ import pytest
 from board import store
 from board.store import spend
 from tests.live import test_board_browser
-from tests.live.browsing import CHROMIUM, launch, screenshot
+from tests.live.browsing import CHROMIUM, launch, log_in, screenshot
 from tests.live.test_board_browser import WIDE, open_board
 from tests.live.test_board_findings_browser import CONTRAST_JS
 
@@ -251,4 +251,56 @@ def test_the_editors_touches_hint_reads_whole_at_1280_px_in_both_themes(daphne, 
             assert hint.is_visible()
             screenshot(page, f"board-edit-touches-{scheme}.png", tmp_path)
             page.click("#edit-cancel")
+        browser.close()
+
+
+def test_a_routines_in_review_count_opens_the_board_filtered_to_its_fires(
+    daphne, operator, tmp_path
+):
+    """A ``*/2`` routine filed 24 tasks into review unnoticed: the routines page says
+    how many wait, and its link shows the board with only that routine's fires."""
+    from routines import store as routines_store
+
+    routine = routines_store.create_routine(
+        agent_id="builder",
+        team="default",
+        cron_spec="*/2 * * * *",
+        task_template={"title": "Tidy the notes"},
+    )
+    fires = []
+    for slot in (1, 2):
+        task = store.create_task(
+            title="Tidy the notes",
+            metadata={"routine_id": routine.id, "slot_at": slot},
+            file_mutating=False,
+        ).task
+        assert store.claim(task.id, "builder", "command").ok
+        store.await_review(task.id)
+        fires.append(task.id)
+    other = store.create_task(title="By hand", file_mutating=False).task
+    assert store.claim(other.id, "builder", "command").ok
+    store.await_review(other.id)
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport=WIDE)
+        log_in(page, base, "op", "pw-op-123", next_path="/board/routines/?team=default")
+        link = page.locator(f"#in-review-{routine.id}")
+        assert link.inner_text() == "2 in review"
+        link.click()
+        page.wait_for_selector("#conn[data-state=live]", timeout=10_000)
+        picked = page.locator("#filter-routine")
+        page.wait_for_function(
+            "() => document.querySelector('#filter-routine').selectedOptions[0].text"
+            " === 'Tidy the notes'",
+            timeout=10_000,
+        )
+        assert picked.is_visible()
+        column = page.locator(".column[data-status=in_review] .card")
+        page.wait_for_function(
+            "() => document.querySelectorAll('.column[data-status=in_review] .card').length === 2",
+            timeout=10_000,
+        )
+        assert sorted(column.evaluate_all("cs => cs.map(c => c.dataset.taskId)")) == sorted(fires)
+        screenshot(page, "board-routine-filter.png", tmp_path)
         browser.close()

@@ -145,3 +145,13 @@ def test_a_bound_task_with_another_firing_owner_is_refused_and_nothing_saved(ope
     )
     assert any("already fired by 'openclaw'" in m for m in messages_of(response))
     assert not Routine.objects.exists()
+
+
+def test_the_list_says_how_many_of_each_routines_fires_wait_in_review(operator):
+    from tests.routines.test_page import fires_in_review
+
+    routine = store.create_routine(agent_id="ada", team="ops", cron_spec="*/2 * * * *")
+    fires_in_review(routine, "ada", 2)
+    body = operator.get("/admin/routines/routine/").content.decode()
+    assert "<span>In review</span>" in body  # the column's header
+    assert f'<a href="/board/?team=ops&amp;routine={routine.id}">2</a>' in body

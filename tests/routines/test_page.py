@@ -378,3 +378,39 @@ def test_new_and_edit_from_a_teams_list_keep_that_team_and_title_the_tab_in_word
     assert 'href="/board/routines/?team=ops"' in edit
     saved = browser.post(f"/board/routines/{routine.id}/edit/?team=ops", FORM)
     assert saved["Location"] == f"/board/routines/?team=ops#routine-{routine.id}"
+
+
+def fires_in_review(routine, agent_id: str, count: int) -> list[str]:
+    """``count`` fires of ``routine`` worked and waiting in review."""
+    from board import store as board_store
+
+    ids = []
+    for n in range(count):
+        task = board_store.create_task(
+            title="Tidy the notes",
+            team=routine.team_id,
+            metadata={"routine_id": routine.id, "slot_at": n},
+            file_mutating=False,
+        ).task
+        assert board_store.claim(task.id, agent_id, "command").ok
+        board_store.await_review(task.id)
+        ids.append(task.id)
+    return ids
+
+
+def test_each_routine_says_how_many_of_its_fires_wait_in_review_linking_to_them(browser, clock):
+    """A routine firing every two minutes filed 24 tasks into review in 45 minutes and
+    nothing on the page said so."""
+    from board import store as board_store
+
+    busy = store.create_routine(agent_id="mine", team="ops", cron_spec="*/2 * * * *")
+    quiet = store.create_routine(agent_id="mine", team="ops", cron_spec="0 9 * * *")
+    waiting = fires_in_review(busy, "mine", 3)
+    board_store.drop_task(waiting[0])  # deleted: not on the board, not counted
+    board_store.create_task(title="Not yet worked", team="ops", metadata={"routine_id": busy.id})
+    body = browser.get("/board/routines/?team=ops").content.decode()
+    link = re.search(rf'<a href="([^"]+)" id="in-review-{busy.id}"[^>]*>([^<]+)</a>', body)
+    assert link is not None, body
+    assert link.group(2) == "2 in review"
+    assert link.group(1) == f"/board/?team=ops&amp;routine={busy.id}"  # the board, filtered
+    assert re.search(rf'id="in-review-{quiet.id}"[^>]*>0 in review<', body)
