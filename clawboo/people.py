@@ -759,7 +759,7 @@ def parser() -> argparse.ArgumentParser:
         parent: Any, name: str, fn: Callable[[argparse.Namespace], int], text: str
     ) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = parent.add_parser(name, help=text, description=text)
-        p.set_defaults(fn=fn)
+        p.set_defaults(fn=fn, command_parser=p)
         p.add_argument("--json", action="store_true", help="the API's JSON, for scripts")
         return p
 
@@ -857,7 +857,14 @@ def main(argv: Sequence[str]) -> int:
     quiet = logging.getLogger("clawboo.worker")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    args = parser().parse_args(list(argv))
+    top = parser()
+    args, unknown = top.parse_known_args(list(argv))
+    if unknown:
+        # argparse names an option no subcommand takes at the top ("usage: clawboo
+        # {login,…}"): the command's own usage says what it takes (a title that is
+        # an argument, not --title).
+        named = getattr(args, "command_parser", top)
+        named.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.fn(args))
     except Failure as exc:
