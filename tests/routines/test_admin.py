@@ -122,7 +122,8 @@ def test_run_now_on_a_paused_routine_is_explained_not_a_500(operator):
         follow=True,
     )
     assert response.status_code == 200
-    assert any("cannot move from paused to queued" in m for m in messages_of(response))
+    said = messages_of(response)
+    assert any("cannot be run now: it is paused (resume it first)" in m for m in said), said
 
 
 def test_deleting_in_the_admin_goes_through_the_store(operator):

@@ -152,7 +152,8 @@ def test_a_move_the_ledger_refuses_is_shown_on_its_routine(browser, clock):
     response = browser.post(f"/board/routines/{routine.id}/run-now/", follow=True)
     assert response.status_code == 200
     row = response.content.decode().split(f'id="routine-{routine.id}"')[1].split("</tbody>")[0]
-    assert "Not done: routine" in row and "cannot move from paused to queued" in row
+    # It read "cannot move from paused to queued": the ledger's words, shown nowhere else.
+    assert "Not done: routine" in row and "cannot be run now: it is paused (resume it first)" in row
     assert store.get_routine(routine.id).status == RoutineStatus.PAUSED
     assert browser.post(f"/board/routines/{routine.id}/explode/").status_code == 404
     assert browser.get(f"/board/routines/{routine.id}/pause/").status_code == 405
