@@ -5,7 +5,8 @@ the trace's summary says how long a run took in its own case and under a second 
 the task's cost line; two fires of
 one routine tell apart; approving unverified work says nothing verified it; a long task
 panel scrolls by itself, the columns staying in view; New task and Edit task show their
-fields in one order; the editor's field hints read whole at 1280 px.
+fields in one order; the editor's field hints read whole at 1280 px; a routine's "N in
+review" on the routines page opens the board filtered to its fires.
 
 ``CLAWBOO_SCREENSHOTS=DIR`` writes the pictures there (see ``browsing.screenshot``)."""
 
