@@ -6,7 +6,8 @@ the task's cost line; two fires of
 one routine tell apart; approving unverified work says nothing verified it; a long task
 panel scrolls by itself, the columns staying in view; New task and Edit task show their
 fields in one order; the editor's field hints read whole at 1280 px; a routine's "N in
-review" on the routines page opens the board filtered to its fires.
+review" on the routines page opens the board filtered to its fires; a routed card's pill
+is dark on the dark board.
 
 ``CLAWBOO_SCREENSHOTS=DIR`` writes the pictures there (see ``browsing.screenshot``)."""
 
@@ -304,4 +305,24 @@ def test_a_routines_in_review_count_opens_the_board_filtered_to_its_fires(
         )
         assert sorted(column.evaluate_all("cs => cs.map(c => c.dataset.taskId)")) == sorted(fires)
         screenshot(page, "board-routine-filter.png", tmp_path)
+        browser.close()
+
+
+def test_a_routed_cards_pill_is_dark_in_the_dark_theme_and_reads(daphne, operator, tmp_path):
+    # "→ agent builder" was a white chip on the dark board's dark card.
+    task = store.create_task(title="Say hello", route={"agent": "builder"}).task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        page.emulate_media(color_scheme="dark")
+        pill = page.locator(f"[data-task-id='{task.id}'] .pill.route")
+        pill.wait_for(timeout=10_000)
+        fg, bg = pill.evaluate(
+            "e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]"
+        )
+        screenshot(page, "board-route-pill-dark.png", tmp_path)
+        # Against black, a ground under 0.1 in luminance gives a contrast under 3.
+        assert page.evaluate(CONTRAST_JS, [bg, "rgb(0, 0, 0)"]) < 3, bg
+        assert page.evaluate(CONTRAST_JS, [fg, bg]) >= 4.5, (fg, bg)
         browser.close()
