@@ -163,6 +163,7 @@ _FILTER_PARAMETERS = [
     OpenApiParameter(
         "q", str, description="text in the title or description (any case), or the exact id"
     ),
+    OpenApiParameter("routine", str, description="the id of the routine whose fires to list"),
     OpenApiParameter("dropped", bool, description="false: leave soft-deleted tasks out"),
 ]
 ORDERS = ("priority", "recent")
@@ -183,6 +184,7 @@ def _task_filters(request: Request) -> dict[str, Any]:
         "parent": params.get("parent"),
         "verdict": params.get("verdict"),
         "text": params.get("q"),
+        "routine": params.get("routine"),
         "dropped": None if dropped is None else query_bool(dropped, "dropped"),
     }
 

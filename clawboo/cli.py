@@ -144,8 +144,12 @@ def worker(argv: Sequence[str]) -> int:
             args.lease_ms,
         ).serve(once=args.once)
     except remote.Revoked as exc:
+        # The server's sentence ends with where a person's key comes from ("`clawboo
+        # create_agent_token <user>` … prints a current one"): beside this line's own
+        # advice it read as two answers. A host's key comes from create_machine_token.
+        why = str(exc).split("; `clawboo create_agent_token")[0]
         sys.stderr.write(
-            f"clawboo worker: the server refused the token: {exc}; stopping (mint this host"
+            f"clawboo worker: the server refused the token: {why}; stopping (mint this host"
             " a key on the server: `clawboo create_machine_token --host H --agent A`)\n"
         )
         return EXIT_REVOKED

@@ -305,7 +305,7 @@ def cmd_task_list(args: argparse.Namespace) -> int:
         # The list filters by team: a team that does not exist (or is not yours) would
         # read as an empty board. Its own answer says which (404, as watch says).
         client.call("GET", f"/api/teams/{urllib.parse.quote(args.team, safe='')}")
-    emit(args, answer["results"], lambda rows: table([listed(t) for t in rows], TASK_COLUMNS))
+    emit(args, answer["results"], task_table)
     if answer.get("next") and not args.json:
         # The first page only: say so, or a person takes it for all there is.
         sys.stderr.write(
@@ -343,7 +343,7 @@ def cmd_task_create(args: argparse.Namespace) -> int:
     if args.backlog:
         body["status"] = "backlog"
     task = Client.from_login().call("POST", "/api/board/tasks", body)
-    emit(args, task, lambda t: table([t], TASK_COLUMNS))
+    emit(args, task, task_table)
     return 0
 
 
@@ -356,7 +356,7 @@ def cmd_task_edit(args: argparse.Namespace) -> int:
         current = client.call("GET", task_path(args.id))
         body["metadata"] = {**(current.get("metadata") or {}), **body["metadata"]}
     task = client.call("PATCH", task_path(args.id), body)
-    emit(args, task, lambda t: table([t], TASK_COLUMNS))
+    emit(args, task, task_table)
     return 0
 
 
@@ -380,7 +380,7 @@ def cmd_task_move(args: argparse.Namespace) -> int:
             # The API names its field (agent_id); here it is an option.
             raise Failure(f"{exc.line}; here: --agent A", exc.status) from None
         raise
-    emit(args, task, lambda t: table([t], TASK_COLUMNS))
+    emit(args, task, task_table)
     return 0
 
 
@@ -401,7 +401,7 @@ def cmd_task_claim(args: argparse.Namespace) -> int:
     emit(
         args,
         answer,
-        lambda a: table([a["task"]], TASK_COLUMNS) + f"ticket: {a['ticket']}\n",
+        lambda a: task_table(a["task"]) + f"ticket: {a['ticket']}\n",
     )
     return 0
 
@@ -422,6 +422,13 @@ def listed(task: dict[str, Any]) -> dict[str, Any]:
         state = task["approval"]["state"]
         return {**task, "status": f"{task['status']} (approval {state})"}
     return task
+
+
+def task_table(tasks: dict[str, Any] | Sequence[dict[str, Any]]) -> str:
+    """Tasks as a table, each row as :func:`listed` says it (a task filed, edited or
+    waited for as its list shows it: "todo (approval required)", not "todo")."""
+    rows = [tasks] if isinstance(tasks, dict) else tasks
+    return table([listed(t) for t in rows], TASK_COLUMNS)
 
 
 def _revision_option(parser: argparse.ArgumentParser) -> None:
@@ -524,7 +531,7 @@ def cmd_task_wait(args: argparse.Namespace) -> int:
                 f" (up to {args.timeout:g} s, Ctrl-C to stop)\n"
             )
         if task.get("status") in wanted:
-            emit(args, task, lambda t: table([t], TASK_COLUMNS))
+            emit(args, task, task_table)
             return 0
         if task.get("status") in TERMINAL:
             # Done and cancelled are never left: waiting out the timeout (300 s by
@@ -759,7 +766,7 @@ def parser() -> argparse.ArgumentParser:
         parent: Any, name: str, fn: Callable[[argparse.Namespace], int], text: str
     ) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = parent.add_parser(name, help=text, description=text)
-        p.set_defaults(fn=fn)
+        p.set_defaults(fn=fn, command_parser=p)
         p.add_argument("--json", action="store_true", help="the API's JSON, for scripts")
         return p
 
@@ -857,7 +864,14 @@ def main(argv: Sequence[str]) -> int:
     quiet = logging.getLogger("clawboo.worker")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    args = parser().parse_args(list(argv))
+    top = parser()
+    args, unknown = top.parse_known_args(list(argv))
+    if unknown:
+        # argparse names an option no subcommand takes at the top ("usage: clawboo
+        # {login,…}"): the command's own usage says what it takes (a title that is
+        # an argument, not --title).
+        named = getattr(args, "command_parser", top)
+        named.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.fn(args))
     except Failure as exc:

@@ -111,6 +111,7 @@ class DispatchStateFilter(admin.SimpleListFilter):
 @admin.register(Agent)
 class AgentAdmin(DataLayerAdmin):
     form = AgentForm
+    # What fits beside the filters at 1440 px; when it last changed is on its page.
     list_display = (
         "id",
         "display_name",
@@ -120,7 +121,6 @@ class AgentAdmin(DataLayerAdmin):
         "owner",
         "shown_state",
         "health_ok",
-        "updated_at",
     )
     list_filter = ("runtime", "participant_kind", "team", DispatchStateFilter, "health_ok")
     actions = ("pause_agents", "resume_agents")

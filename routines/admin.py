@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -19,6 +20,7 @@ from core.errors import ClawbooError
 from routines import store
 from routines.forms import RoutineForm
 from routines.models import Routine, RoutineFire
+from routines.views import in_review_url
 from routines.wording import local_stamp, schedule_in_words
 
 
@@ -66,6 +68,17 @@ class StateFilter(admin.SimpleListFilter):
         return queryset.filter(pk__in=ids)
 
 
+class RoutineList(ChangeList):
+    """The list's page of routines, each with how many of its fires wait in review
+    (one query for the page, as the routines page counts them)."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        counts = store.waiting_in_review([r.pk for r in self.result_list])
+        for routine in self.result_list:
+            routine.fires_in_review = counts[routine.pk]
+
+
 @admin.register(Routine)
 class RoutineAdmin(DataLayerAdmin):
     form = RoutineForm
@@ -77,6 +90,7 @@ class RoutineAdmin(DataLayerAdmin):
         "team",
         "schedule",
         "state",
+        "in_review",
         "next_run_local",
         "last_run_local",
     )
@@ -129,6 +143,9 @@ class RoutineAdmin(DataLayerAdmin):
             sets.insert(0, ("Ledger", {"fields": self.ledger_fields}))
         return sets
 
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return RoutineList
+
     # --- saving through the data layer ---------------------------------------------
 
     def save_model(self, request: HttpRequest, obj: Routine, form: Any, change: bool) -> None:
@@ -166,6 +183,14 @@ class RoutineAdmin(DataLayerAdmin):
     @admin.display(description="state")
     def state(self, obj: Routine) -> str:
         return store.state_of(obj).label
+
+    @admin.display(description="in review")
+    def in_review(self, obj: Routine) -> SafeString:
+        """Its fires waiting in review, a link to them on the board."""
+        count = getattr(obj, "fires_in_review", None)
+        if count is None:  # not from the list's page
+            count = store.waiting_in_review([obj.id])[obj.id]
+        return format_html('<a href="{}">{}</a>', in_review_url(obj), count)
 
     @admin.display(description="next fire", ordering="next_run_at")
     def next_run_local(self, obj: Routine) -> str:

@@ -21,16 +21,32 @@ class ScheduleNotFound(NotFound):
         super().__init__(f"schedule {schedule_id!r} does not exist", schedule_id=schedule_id)
 
 
+# A refused move a person asked for (the routines page's buttons, the admin's actions,
+# the API's pause/resume/run-now), in the page's words: "cannot move from paused to
+# queued" named ledger states ("queued", "idle") shown nowhere else.
+_ASKED = {"queued": "be run now", "idle": "be resumed", "paused": "be paused"}
+_BECAUSE = {
+    "paused": "it is paused (resume it first)",
+    "error": "it is in error (resume it first)",
+    "queued": "a fire is on its way (wait for it to finish)",
+    "claimed": "a fire is on its way (wait for it to finish)",
+    "running": "a fire is running (wait for it to finish)",
+}
+
+
 class IllegalRoutineTransition(ClawbooError):
     """The ledger move is not in :data:`routines.models.TRANSITIONS` (409)."""
 
     code = "illegal_transition"
 
     def __init__(self, routine_id: str, from_status: str, to_status: str, allowed: Sequence[str]):
-        super().__init__(
-            f"routine {routine_id!r} cannot move from {from_status} to {to_status}",
-            **{"from": from_status, "to": to_status, "allowed": list(allowed)},
+        asked, because = _ASKED.get(to_status), _BECAUSE.get(from_status)
+        detail = (
+            f"routine {routine_id!r} cannot {asked}: {because}"
+            if asked and because
+            else f"routine {routine_id!r} cannot move from {from_status} to {to_status}"
         )
+        super().__init__(detail, **{"from": from_status, "to": to_status, "allowed": list(allowed)})
         self.from_status = from_status
         self.to_status = to_status
 

@@ -17,7 +17,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.db import IntegrityError, models
-from django.db.models import F, QuerySet
+from django.db.models import Count, F, QuerySet
+from django.db.models.fields.json import KT
 from django.utils import timezone as dj_timezone
 
 from board import checks
@@ -25,6 +26,7 @@ from board import store as board_store
 from board.errors import TaskNotFound
 from board.models import Task
 from board.scope import check_touches
+from board.transitions import Status
 from core import repositories, storage, wakeups
 from core.errors import Conflict, ValidationFailed
 from core.models import Agent, ParticipantKind, Runtime, Team
@@ -278,6 +280,22 @@ def list_routines(
         checks.check_choice(status, "status", RoutineStatus.values)
         qs = qs.filter(status=status)
     return qs.order_by("created_at", "id")
+
+
+def waiting_in_review(routine_ids: list[str]) -> dict[str, int]:
+    """How many of each routine's fires wait in review: the count the board's In
+    review column shows filtered to the routine (``?routine=``). A routine firing
+    every two minutes files work faster than anyone reviews it, and nothing said so
+    (one query, for a page of routines or the admin's list)."""
+    rows = (
+        board_store.list_tasks(status=Status.IN_REVIEW, routine=routine_ids, dropped=False)
+        .order_by()
+        .values(routine=KT(board_store.FIRED_BY))
+        .annotate(n=Count("pk"))
+    )
+    counts = dict.fromkeys(routine_ids, 0)
+    counts.update((row["routine"], row["n"]) for row in rows)
+    return counts
 
 
 class RoutineState(models.TextChoices):

@@ -80,9 +80,18 @@ class RoutineRow:
     moves: tuple[str, ...]
     fires: list[tuple[str, store.FireRow]]  # (slot in the routine's timezone, fire)
     notes: list[Any]  # messages about this routine from the last action
+    in_review: int  # its fires waiting in review (store.waiting_in_review)
+    in_review_url: str  # the board's In review column, filtered to its fires
 
 
-def _row(routine: Routine, fires: list[store.FireRow], notes: list[Any]) -> RoutineRow:
+def in_review_url(routine: Routine) -> str:
+    """The board filtered to a routine's fires (the admin links there too)."""
+    return f"{reverse('board')}?{urlencode({'team': routine.team_id, 'routine': routine.id})}"
+
+
+def _row(
+    routine: Routine, fires: list[store.FireRow], notes: list[Any], in_review: int = 0
+) -> RoutineRow:
     tz = routine.timezone
     state = store.state_of(routine)
     # A paused or errored row keeps its old slot, but fires nothing until resumed
@@ -103,6 +112,8 @@ def _row(routine: Routine, fires: list[store.FireRow], notes: list[Any]) -> Rout
         moves=store.offered_moves(routine),
         fires=[(local_stamp(f.fire.slot_at, tz), f) for f in fires],
         notes=notes,
+        in_review=in_review,
+        in_review_url=in_review_url(routine),
     )
 
 
@@ -114,6 +125,7 @@ def routines_page(request: HttpRequest) -> HttpResponse:
     team = wanted if wanted in ids else ""
     routines = list(store.list_routines(team=[team] if team else ids))
     fires = store.recent_fires([r.id for r in routines], per_routine=RECENT_FIRES)
+    in_review = store.waiting_in_review([r.id for r in routines])
     notes: dict[str, list[Any]] = {}
     general: list[Any] = []
     for message in messages.get_messages(request):
@@ -132,7 +144,7 @@ def routines_page(request: HttpRequest) -> HttpResponse:
             "teams": teams,
             "team": team,
             "gateway_cron": gateway_cron,
-            "rows": [_row(r, fires[r.id], notes.get(r.id, [])) for r in routines],
+            "rows": [_row(r, fires[r.id], notes.get(r.id, []), in_review[r.id]) for r in routines],
             "general_messages": general,
             "is_staff": request.user.is_staff,
         },

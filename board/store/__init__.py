@@ -121,6 +121,7 @@ from board.store.review import (
 from board.store.scoping import held_back as scope_holds
 from board.store.tasks import (
     DEFAULT_TEAM,
+    FIRED_BY,
     UNVERIFIED,
     VERDICT_FILTERS,
     Created,
@@ -250,6 +251,7 @@ __all__ = [
     "numbered_executions",
     "last_workspace",
     "list_tasks",
+    "FIRED_BY",
     "live_workspace",
     "lock_task",
     "now",

@@ -82,6 +82,10 @@ VERDICT_FILTERS = (*Verdict.values, UNVERIFIED, UNCONFIGURED)
 SEARCH_MAX = 200
 
 
+# The routine whose fire a task is (routines.fire files it in the task's metadata).
+FIRED_BY = "metadata__routine_id"
+
+
 def list_tasks(
     *,
     team: str | list[str] | None = None,
@@ -92,13 +96,16 @@ def list_tasks(
     ready: bool = False,
     verdict: str | None = None,
     text: str | None = None,
+    routine: str | list[str] | None = None,
     dropped: bool | None = None,
 ) -> QuerySet[Task]:
     """Tasks by filter, in the board's order: priority desc, then newest first.
 
     ``verdict`` is a stored verdict or ``"none"`` (unverified); ``text`` matches the
-    title or description (case-insensitive) or the exact id; ``dropped`` False
-    leaves soft-deleted tasks out.
+    title or description (case-insensitive) or the exact id; ``routine`` keeps the
+    fires of a routine (or of any of a list), by the id each fire carries in
+    ``metadata.routine_id`` (:data:`FIRED_BY`); ``dropped`` False leaves soft-deleted
+    tasks out.
     """
     qs = Task.objects.all()
     if team is not None:
@@ -118,6 +125,9 @@ def list_tasks(
     words = checks.check_text(text, "q", limit=SEARCH_MAX).strip()
     if words:
         qs = qs.filter(Q(title__icontains=words) | Q(description__icontains=words) | Q(pk=words))
+    if routine is not None:
+        many = isinstance(routine, list)
+        qs = qs.filter(**{f"{FIRED_BY}__in" if many else FIRED_BY: routine})
     if dropped is not None:
         qs = qs.filter(dropped_filter(dropped))
     return qs.order_by("-priority", "-created_at", "id")

@@ -231,3 +231,20 @@ def test_the_first_view_can_leave_the_totals_to_a_request_of_their_own(api):
     assert board["counts"] is None and board["total"] is None
     assert len(board["columns"]["todo"]["results"]) == 2
     assert "counts=" not in board["columns"]["todo"]["next"]
+
+
+def test_the_list_and_the_counts_keep_one_routines_fires(api):
+    """The routines page's "N in review" links to the board filtered to the routine's
+    fires (the id each fire carries in ``metadata.routine_id``)."""
+    mine = [
+        store.create_task(title="Tidy", metadata={"routine_id": "r1", "slot_at": slot}).task
+        for slot in (1, 2)
+    ]
+    store.create_task(title="Tidy", metadata={"routine_id": "r2", "slot_at": 1})
+    store.create_task(title="By hand")
+    listed = api.get("/api/board/tasks?team=default&routine=r1").json()
+    assert set(ids(listed)) == {t.id for t in mine}
+    counted = api.get("/api/board/counts?team=default&routine=r1").json()
+    assert counted["counts"]["todo"] == 2 and counted["total"] == 2
+    board = api.get("/api/board/columns?team=default&routine=r1").json()
+    assert board["total"] == 2

@@ -92,3 +92,6 @@ def test_the_terminal_and_a_worker_say_what_to_do_with_a_refused_key(
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("clawboo worker: the server refused the token: invalid token")
     assert "{" not in line and "clawboo create_machine_token" in line
+    # One answer: the server's advice to a person (a key from create_agent_token) is not
+    # a worker host's, whose key create_machine_token mints.
+    assert "create_agent_token" not in line, line

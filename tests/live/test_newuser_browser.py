@@ -5,7 +5,9 @@ the trace's summary says how long a run took in its own case and under a second 
 the task's cost line; two fires of
 one routine tell apart; approving unverified work says nothing verified it; a long task
 panel scrolls by itself, the columns staying in view; New task and Edit task show their
-fields in one order.
+fields in one order; the editor's field hints read whole at 1280 px; a routine's "N in
+review" on the routines page opens the board filtered to its fires; a routed card's pill
+is dark on the dark board.
 
 ``CLAWBOO_SCREENSHOTS=DIR`` writes the pictures there (see ``browsing.screenshot``)."""
 
@@ -19,7 +21,7 @@ import pytest
 from board import store
 from board.store import spend
 from tests.live import test_board_browser
-from tests.live.browsing import CHROMIUM, launch, screenshot
+from tests.live.browsing import CHROMIUM, launch, log_in, screenshot
 from tests.live.test_board_browser import WIDE, open_board
 from tests.live.test_board_findings_browser import CONTRAST_JS
 
@@ -204,3 +206,123 @@ def test_new_task_and_edit_task_show_their_fields_in_one_order(daphne, operator,
         "verify_cmd",
         "route",
     ]
+
+
+# What of a form's words a person cannot read: each placeholder wider than its box, each
+# hint cut off or outside the panel (its text, the width it needs, the width it has).
+CLIPPED_WORDS_JS = """form => {
+  const panel = form.closest('#detail').getBoundingClientRect();
+  const ruler = document.createElement('canvas').getContext('2d');
+  const clipped = [];
+  for (const input of form.querySelectorAll('input[placeholder]')) {
+    const style = getComputedStyle(input);
+    ruler.font = style.font;
+    const room = input.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const needs = ruler.measureText(input.placeholder).width;
+    if (needs > room) clipped.push([input.name, input.placeholder, needs, room]);
+  }
+  for (const hint of form.querySelectorAll('.field-hint')) {
+    hint.scrollIntoView({ block: 'center' });
+    const box = hint.getBoundingClientRect();
+    const inside = box.left >= panel.left && box.right <= panel.right && box.right <= innerWidth;
+    if (!hint.textContent.trim() || hint.scrollWidth > hint.clientWidth || !inside)
+      clipped.push([hint.id, hint.textContent, box.left, box.right, panel.left, panel.right]);
+  }
+  return clipped;
+}"""
+
+
+def test_the_editors_touches_hint_reads_whole_at_1280_px_in_both_themes(daphne, operator, tmp_path):
+    """At 1280 px the Touches field's hint, a placeholder, was cut off after "(no agent
+    starts it" in the light and the dark theme; its hint is a line under the field."""
+    task = store.create_task(title="Say hello").task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, {"width": 1280, "height": 800})
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            page.locator(f"[data-task-id='{task.id}']").click()
+            page.click("#edit-task")
+            form = page.locator("#edit-form")
+            form.wait_for(timeout=5_000)
+            assert form.evaluate(CLIPPED_WORDS_JS) == [], scheme
+            hint = page.locator("#edit-hint-touches")
+            assert "no agent starts it while overlapping work" in hint.inner_text()
+            hint.scroll_into_view_if_needed()
+            assert hint.is_visible()
+            screenshot(page, f"board-edit-touches-{scheme}.png", tmp_path)
+            page.click("#edit-cancel")
+        browser.close()
+
+
+def test_a_routines_in_review_count_opens_the_board_filtered_to_its_fires(
+    daphne, operator, tmp_path
+):
+    """A ``*/2`` routine filed 24 tasks into review unnoticed: the routines page says
+    how many wait, and its link shows the board with only that routine's fires."""
+    from routines import store as routines_store
+
+    routine = routines_store.create_routine(
+        agent_id="builder",
+        team="default",
+        cron_spec="*/2 * * * *",
+        task_template={"title": "Tidy the notes"},
+    )
+    fires = []
+    for slot in (1, 2):
+        task = store.create_task(
+            title="Tidy the notes",
+            metadata={"routine_id": routine.id, "slot_at": slot},
+            file_mutating=False,
+        ).task
+        assert store.claim(task.id, "builder", "command").ok
+        store.await_review(task.id)
+        fires.append(task.id)
+    other = store.create_task(title="By hand", file_mutating=False).task
+    assert store.claim(other.id, "builder", "command").ok
+    store.await_review(other.id)
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport=WIDE)
+        log_in(page, base, "op", "pw-op-123", next_path="/board/routines/?team=default")
+        link = page.locator(f"#in-review-{routine.id}")
+        assert link.inner_text() == "2 in review"
+        link.click()
+        page.wait_for_selector("#conn[data-state=live]", timeout=10_000)
+        picked = page.locator("#filter-routine")
+        page.wait_for_function(
+            "() => document.querySelector('#filter-routine').selectedOptions[0].text"
+            " === 'Tidy the notes'",
+            timeout=10_000,
+        )
+        assert picked.is_visible()
+        column = page.locator(".column[data-status=in_review] .card")
+        page.wait_for_function(
+            "() => document.querySelectorAll('.column[data-status=in_review] .card').length === 2",
+            timeout=10_000,
+        )
+        assert sorted(column.evaluate_all("cs => cs.map(c => c.dataset.taskId)")) == sorted(fires)
+        screenshot(page, "board-routine-filter.png", tmp_path)
+        browser.close()
+
+
+def test_a_routed_cards_pill_is_dark_in_the_dark_theme_and_reads(daphne, operator, tmp_path):
+    # "→ agent builder" was a white chip on the dark board's dark card.
+    task = store.create_task(title="Say hello", route={"agent": "builder"}).task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        page.emulate_media(color_scheme="dark")
+        pill = page.locator(f"[data-task-id='{task.id}'] .pill.route")
+        pill.wait_for(timeout=10_000)
+        fg, bg = pill.evaluate(
+            "e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]"
+        )
+        screenshot(page, "board-route-pill-dark.png", tmp_path)
+        # Against black, a ground under 0.1 in luminance gives a contrast under 3.
+        assert page.evaluate(CONTRAST_JS, [bg, "rgb(0, 0, 0)"]) < 3, bg
+        assert page.evaluate(CONTRAST_JS, [fg, bg]) >= 4.5, (fg, bg)
+        browser.close()

@@ -434,6 +434,36 @@ def test_task_list_says_which_tasks_wait_for_a_persons_approval(monkeypatch, cap
     assert [t["status"] for t in json.loads(capsys.readouterr().out)][0] == "todo"
 
 
+def test_a_task_an_agent_files_says_it_waits_for_approval_as_the_list_does(monkeypatch, capsys):
+    # `clawboo task create` with an agent's key printed "todo" where `task list` says
+    # "todo (approval required)": one task, two words for its state.
+    import argparse
+
+    from clawboo import people
+
+    filed = {"id": "t1", "status": "todo", "title": "Filed by a bot"}
+
+    class Server:
+        def call(self, method, path, body=None):
+            return {**filed, "approval": {"state": "required"}}
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(
+        title="Filed by a bot",
+        description=None,
+        priority=None,
+        repository=None,
+        label=None,
+        verify_cmd=None,
+        team=None,
+        depends_on=None,
+        backlog=False,
+        json=False,
+    )
+    assert people.cmd_task_create(args) == 0
+    assert "todo (approval required)" in capsys.readouterr().out
+
+
 def test_task_move_to_done_of_a_task_in_review_approves_and_lands_it(monkeypatch, capsys):
     # It posted a plain transition: the task said "done" and its change stayed on its
     # branch, where the board's and the console's "done" go through approve.

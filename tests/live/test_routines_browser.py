@@ -175,6 +175,45 @@ def test_the_task_changelist_fits_a_1440_pixel_screen(daphne, tmp_path, settings
         browser.close()
 
 
+def test_the_agent_changelist_fits_a_1440_pixel_screen(daphne, tmp_path, settings, monkeypatch):
+    # Its last column ran past the list's edge ("Dec. 7, 202…") beside the filters.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    owner = get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
+    registry.ensure_team("acme", "Acme and Partners")
+    for n, runtime in enumerate(("command", "claude-code", "human")):
+        registry.create_agent(
+            id=f"shell-bot-with-a-long-name-{n}",
+            display_name=f"Shell bot number {n}",
+            team="acme",
+            runtime=runtime,
+            owner=owner,
+        )
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(base + "/admin/login/?next=/admin/clawboo/agent/")
+        page.fill("#id_username", "op")
+        page.fill("#id_password", "pw-op-123")
+        page.click("input[type=submit]")
+        page.wait_for_url(base + "/admin/clawboo/agent/")
+        fits = page.evaluate(
+            """() => {
+                const results = document.querySelector('#changelist .results');
+                const table = document.querySelector('#result_list');
+                return {
+                    scroll: results.scrollWidth, client: results.clientWidth,
+                    right: table.getBoundingClientRect().right, viewport: window.innerWidth,
+                };
+            }"""
+        )
+        page.screenshot(path=str(screenshot_path(tmp_path, "admin-agents.png")))
+        assert fits["scroll"] <= fits["client"], fits
+        assert fits["right"] <= fits["viewport"], fits
+        browser.close()
+
+
 def test_the_routine_changelist_fits_1440_px_and_filters_by_the_state_it_shows(
     daphne, tmp_path, settings, monkeypatch
 ):

@@ -122,7 +122,8 @@ def test_run_now_on_a_paused_routine_is_explained_not_a_500(operator):
         follow=True,
     )
     assert response.status_code == 200
-    assert any("cannot move from paused to queued" in m for m in messages_of(response))
+    said = messages_of(response)
+    assert any("cannot be run now: it is paused (resume it first)" in m for m in said), said
 
 
 def test_deleting_in_the_admin_goes_through_the_store(operator):
@@ -145,3 +146,13 @@ def test_a_bound_task_with_another_firing_owner_is_refused_and_nothing_saved(ope
     )
     assert any("already fired by 'openclaw'" in m for m in messages_of(response))
     assert not Routine.objects.exists()
+
+
+def test_the_list_says_how_many_of_each_routines_fires_wait_in_review(operator):
+    from tests.routines.test_page import fires_in_review
+
+    routine = store.create_routine(agent_id="ada", team="ops", cron_spec="*/2 * * * *")
+    fires_in_review(routine, "ada", 2)
+    body = operator.get("/admin/routines/routine/").content.decode()
+    assert "<span>In review</span>" in body  # the column's header
+    assert f'<a href="/board/?team=ops&amp;routine={routine.id}">2</a>' in body

@@ -278,6 +278,7 @@ def test_an_illegal_ledger_move_is_409_with_from_to_allowed(api, agent):
     with unchanged():
         data = refused(api.post(f"/api/routines/{rid}/run-now"), 409, "illegal_transition")
     assert (data["from"], data["to"], data["allowed"]) == ("paused", "queued", ["idle"])
+    assert data["detail"].endswith("cannot be run now: it is paused (resume it first)")
     with unchanged():
         refused(
             api.post(f"/api/routines/{rid}/pause", {"x": 1}, format="json"), 400, "validation_error"

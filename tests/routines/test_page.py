@@ -152,7 +152,8 @@ def test_a_move_the_ledger_refuses_is_shown_on_its_routine(browser, clock):
     response = browser.post(f"/board/routines/{routine.id}/run-now/", follow=True)
     assert response.status_code == 200
     row = response.content.decode().split(f'id="routine-{routine.id}"')[1].split("</tbody>")[0]
-    assert "Not done: routine" in row and "cannot move from paused to queued" in row
+    # It read "cannot move from paused to queued": the ledger's words, shown nowhere else.
+    assert "Not done: routine" in row and "cannot be run now: it is paused (resume it first)" in row
     assert store.get_routine(routine.id).status == RoutineStatus.PAUSED
     assert browser.post(f"/board/routines/{routine.id}/explode/").status_code == 404
     assert browser.get(f"/board/routines/{routine.id}/pause/").status_code == 405
@@ -378,3 +379,39 @@ def test_new_and_edit_from_a_teams_list_keep_that_team_and_title_the_tab_in_word
     assert 'href="/board/routines/?team=ops"' in edit
     saved = browser.post(f"/board/routines/{routine.id}/edit/?team=ops", FORM)
     assert saved["Location"] == f"/board/routines/?team=ops#routine-{routine.id}"
+
+
+def fires_in_review(routine, agent_id: str, count: int) -> list[str]:
+    """``count`` fires of ``routine`` worked and waiting in review."""
+    from board import store as board_store
+
+    ids = []
+    for n in range(count):
+        task = board_store.create_task(
+            title="Tidy the notes",
+            team=routine.team_id,
+            metadata={"routine_id": routine.id, "slot_at": n},
+            file_mutating=False,
+        ).task
+        assert board_store.claim(task.id, agent_id, "command").ok
+        board_store.await_review(task.id)
+        ids.append(task.id)
+    return ids
+
+
+def test_each_routine_says_how_many_of_its_fires_wait_in_review_linking_to_them(browser, clock):
+    """A routine firing every two minutes filed 24 tasks into review in 45 minutes and
+    nothing on the page said so."""
+    from board import store as board_store
+
+    busy = store.create_routine(agent_id="mine", team="ops", cron_spec="*/2 * * * *")
+    quiet = store.create_routine(agent_id="mine", team="ops", cron_spec="0 9 * * *")
+    waiting = fires_in_review(busy, "mine", 3)
+    board_store.drop_task(waiting[0])  # deleted: not on the board, not counted
+    board_store.create_task(title="Not yet worked", team="ops", metadata={"routine_id": busy.id})
+    body = browser.get("/board/routines/?team=ops").content.decode()
+    link = re.search(rf'<a href="([^"]+)" id="in-review-{busy.id}"[^>]*>([^<]+)</a>', body)
+    assert link is not None, body
+    assert link.group(2) == "2 in review"
+    assert link.group(1) == f"/board/?team=ops&amp;routine={busy.id}"  # the board, filtered
+    assert re.search(rf'id="in-review-{quiet.id}"[^>]*>0 in review<', body)

@@ -72,6 +72,7 @@ function showFilters() {
       input.value = filters[key];
     }
     input.dataset.active = filters[key] ? "true" : "false";
+    if (filters[key]) input.hidden = false;   // a filter set is shown (the routine's)
   }
   $("#clear-filters").hidden = !filtersActive();
 }
@@ -931,6 +932,21 @@ async function fillAssignees() {
   showFilters();
 }
 
+// The routine filter names the team's routines by their tasks' title; it shows once
+// the team has a routine, or when a link (the routines page's "N in review") set it.
+async function fillRoutines() {
+  const select = $("#filter-routine");
+  const routines = await api("GET", `/api/routines?team=${enc(team)}`).catch(() => []);
+  for (const routine of routines) {
+    const title = (routine.task_template || {}).title || routine.id;
+    const option = [...select.options].find((o) => o.value === routine.id);
+    if (option) option.textContent = title;   // showFilters added it by its bare id
+    else select.append(el("option", { value: routine.id }, title));
+  }
+  select.hidden = select.options.length < 2;
+  showFilters();
+}
+
 // --- chat ------------------------------------------------------------------------
 
 function chatLine(frame, live) {
@@ -1143,5 +1159,6 @@ renderSide();
   helloSeq = seq;
   connect();
   fillAssignees();
+  fillRoutines();
   openLinked();
 })();

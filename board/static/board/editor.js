@@ -70,9 +70,14 @@ function routeFields(route) {
       el("label", {}, "Agent labels ", el("input", { name: "route_labels", id: "edit-route-labels", value: (route.labels || []).join(", "), placeholder: "gpu, ssd" }))));
 }
 
+// A field's hint, in New task's words (templates/board/board.html): a line under the
+// field that wraps, where a placeholder was cut off at the panel's width.
+const hint = (name) => el("small", { class: "field-hint", id: `edit-hint-${name}` },
+  ($(`#hint-${name}`) || {}).textContent || "");
+
 export function editForm(task, done) {
   editing = { id: task.id, revision: task.revision };
-  const field = (name, node) => el("label", {}, name, node);
+  const field = (name, ...nodes) => el("label", {}, name, ...nodes);
   const form = el("form", { class: "edit-form", id: "edit-form" },
     el("p", { class: "edit-note", id: "edit-note", role: "alert", hidden: true }),
     field("Title", el("input", { name: "title", id: "edit-title", value: task.title, required: true, maxlength: "500" })),
@@ -84,9 +89,9 @@ export function editForm(task, done) {
     // The fields in New task's order (templates/board/board.html): one form to learn.
     field("Repository", repositoryMenu(task)),
     field("Touches", el("input", { name: "touches", id: "edit-touches", value: (task.touches || []).join(", "),
-      placeholder: "paths it changes: src/**, docs/*.md (no agent starts it while overlapping work is in flight)" })),
+      placeholder: "src/**, docs/*.md", "aria-describedby": "edit-hint-touches" }), hint("touches")),
     field("Verify command", el("input", { name: "verify_cmd", id: "edit-verify", value: (task.metadata || {}).verify_cmd || "",
-      placeholder: "run in the worktree after the agent; exit 0 passes (operators, or allowlisted)" })),
+      placeholder: "pytest -q", "aria-describedby": "edit-hint-verify_cmd" }), hint("verify_cmd")),
     routeFields(task.route || {}),
     el("p", { class: "form-error", id: "edit-error", role: "alert" }),
     el("menu", {},

@@ -7,7 +7,7 @@
 // Tasks waiting for a person's approval sit in a column of their own, first, which
 // is hidden while it is empty (GOVERNANCE §5); their status columns leave them out.
 export const NEEDS = "needs_approval";
-export const FILTER_KEYS = ["q", "label", "assignee", "verdict"];
+export const FILTER_KEYS = ["q", "label", "assignee", "verdict", "routine"];
 const WAITING_STATES = new Set(["required", "expired"]);
 const OPEN_STATUSES = new Set(["backlog", "todo", "blocked"]);
 
@@ -101,6 +101,7 @@ export function matches(task, filters, noneConfigured = "(none configured)") {
   if (filters.verdict) {
     if (verdictWord(task.verification, noneConfigured) !== filters.verdict) return false;
   }
+  if (filters.routine && (task.metadata || {}).routine_id !== filters.routine) return false;
   if (filters.q) {
     const q = filters.q.toLowerCase();
     const hit = (task.title || "").toLowerCase().includes(q) ||

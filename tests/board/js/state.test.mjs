@@ -220,3 +220,11 @@ test("a routine's fire says its slot, so two fires of one routine tell apart", (
   assert.equal(S.routineFire({ metadata: { kind: "code" } }, now), null);
   assert.equal(S.routineFire({}, now), null);
 });
+
+test("the routine filter keeps that routine's fires (the routines page links to it)", () => {
+  const fire = (id, routine) => ({ id, metadata: { routine_id: routine, slot_at: 1 } });
+  const tasks = [fire("a", "r1"), fire("b", "r2"), { id: "c", metadata: {} }, { id: "d" }];
+  assert.deepEqual(tasks.filter((t) => S.matches(t, { routine: "r1" })).map((t) => t.id), ["a"]);
+  assert.deepEqual(tasks.filter((t) => S.matches(t, { routine: "" })).map((t) => t.id), ["a", "b", "c", "d"]);
+  assert.ok(S.FILTER_KEYS.includes("routine"));  // kept in the URL like the others
+});
