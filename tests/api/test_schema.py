@@ -53,9 +53,14 @@ BOARD_PATHS = [
 ]
 
 
-@pytest.fixture
-def schema(client):
-    response = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+@pytest.fixture(scope="module")
+def schema(django_db_setup, django_db_blocker):
+    # Built once for the module: the document depends on the code, not on any row, and
+    # building it takes a second.
+    from django.test import Client
+
+    with django_db_blocker.unblock():
+        response = Client().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert response.status_code == 200  # the schema is the one anonymous endpoint
     return response.json()
 
