@@ -51,6 +51,7 @@ from core.api.access import (
     act_as_assignee,
     acting_name,
     can_see_team,
+    govern_agent,
     require_person,
     require_team,
     scoped,
@@ -1437,15 +1438,17 @@ class AgentPauseView(APIView):
 
 
 class AgentResumeView(APIView):
-    """A person resumes a paused agent; its breaker's count starts over."""
+    """Its owner or staff resume a paused agent (the rule editing it holds to); its
+    breaker's count starts over."""
 
     @extend_schema(
         operation_id="agents_resume",
         request=AgentResumeBody,
-        responses=with_errors({200: AgentSerializer}, "not_found", "validation_error"),
+        responses=with_errors({200: AgentSerializer}, "not_found", "validation_error", "forbidden"),
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        visible_agent(request.user, agent_id)
+        # As editing it (GOVERNANCE §6): its owner or staff, not any member of its team.
+        govern_agent(request, agent_id)
         json_object(request, AgentResumeBody)
         agent = store.resume_agent(agent_id, by=request.user.get_username())
         return Response(agent_body(agent, staff=server_commands.is_operator(request.user)))

@@ -12,6 +12,7 @@ from django.http import HttpRequest
 
 from core import agent_secrets, machines, registry, repositories
 from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField, ReadOnlyAdmin
+from core.api.access import govern_agent
 from core.errors import ClawbooError
 from core.models import Agent, AgentState, Event, Forge, Heartbeat, MachineToken, Repository, Team
 
@@ -178,11 +179,25 @@ class AgentAdmin(DataLayerAdmin):
     def resume_agents(self, request: HttpRequest, queryset: Any) -> None:
         resumed: list[str] = []
         not_paused: list[str] = []
+        refused: list[str] = []
         for agent in queryset:
+            # The rule editing the agent holds to (its owner or staff): one rule for
+            # every door that resumes it (core.api.access.govern_agent).
+            try:
+                govern_agent(request, agent.pk)
+            except ClawbooError:
+                refused.append(agent.pk)
+                continue
             was_paused = agent.state == AgentState.PAUSED
             registry.resume_agent(agent.pk, by=request.user.get_username())
             (resumed if was_paused else not_paused).append(agent.pk)
         self._said(request, "Resumed", resumed, not_paused, "not paused")
+        if refused:
+            self.message_user(
+                request,
+                f"Not resumed (only its owner or staff may): {', '.join(refused)}",
+                messages.WARNING,
+            )
 
     def _said(
         self, request: HttpRequest, verb: str, done: list[str], left: list[str], why: str

@@ -298,7 +298,11 @@ VERBS: tuple[Verb, ...] = (
     Verb(f"POST {_T}/approval", PEOPLE, "decide a task approval"),
     Verb("POST /api/approvals/{approval_id}", PEOPLE, "decide a tool approval"),
     # --- governing: people only (owner or staff, as each endpoint says) ----------
-    Verb("POST /api/agents/{agent_id}/resume", PEOPLE, "resume an agent"),
+    Verb(
+        "POST /api/agents/{agent_id}/resume",
+        PEOPLE,
+        "resume an agent (its owner or staff, as editing it; pausing is any member's)",
+    ),
     Verb("POST /api/agents", PEOPLE, "register an agent"),
     Verb("PATCH /api/agents/{agent_id}", PEOPLE, "edit an agent"),
     Verb("POST /api/teams", PEOPLE, "create a team"),

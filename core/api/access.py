@@ -17,10 +17,10 @@ from django.db.models import Model, QuerySet
 
 from core.api.auth import bound_agent, bound_agents
 from core.checks import ID_PATTERN
-from core.errors import Forbidden, NotFound, ValidationFailed
+from core.errors import ClawbooError, Forbidden, NotFound, ValidationFailed
 from core.models import Agent, Team
 from core.registry import agent_scope, member_team_ids
-from core.roles import agent_team, refuse_withheld, staff_power
+from core.roles import agent_team, bind_staff_power, principal_of, refuse_withheld, staff_power
 
 
 def team_ids(user: Any) -> list[str] | None:
@@ -139,6 +139,41 @@ def act_as_assignee(request: Any, task: Any) -> None:
             field="agent_id",
         )
     act_as(request, assignee, "agent_id")
+
+
+# Editing an agent, as the roles table names it: resuming one asks the same
+# (GOVERNANCE §6, "resume an agent; edit an agent ... owner or staff").
+EDIT_AGENT = "PATCH /api/agents/{agent_id}"
+
+
+def govern_agent(request: Any, agent_id: str) -> Agent:
+    """The agent, if the request may edit it or resume it: the one rule for both
+    (REST ``PATCH /api/agents/{id}`` and ``…/resume``, the admin's resume action, the
+    board's Resume button through :func:`may_govern_agent`). Its owner with their own
+    credential, or staff (beyond their own agents with the model permission the roles
+    table names); a member of its team who is neither: ``403 forbidden``; an agent
+    the caller cannot see: 404. Checked before anything is written."""
+    agent = visible_agent(request.user, agent_id)
+    act_as(request, agent_id, "id")  # only its owner (or staff) changes an agent
+    return agent
+
+
+def may_govern_agent(request: Any, agent_id: str) -> bool:
+    """For a read (the agents list the board's Agents panel shows): whether
+    :func:`govern_agent` would admit this caller for ``agent_id``, asked as an edit of
+    it would be (staff's powers bound for :data:`EDIT_AGENT`, then unbound as a read
+    leaves them). The agent side never governs (GOVERNANCE §6)."""
+    user = request.user
+    if principal_of(user, getattr(request, "auth", None)).agent_side:
+        return False
+    bind_staff_power(user, EDIT_AGENT)
+    try:
+        govern_agent(request, agent_id)
+    except ClawbooError:
+        return False
+    finally:
+        bind_staff_power(user, None)
+    return True
 
 
 def acting_name(request: Any) -> str:

@@ -22,8 +22,9 @@ from core import (
     server_commands,
 )
 from core.api.access import (
-    act_as,
     acting_name,
+    govern_agent,
+    may_govern_agent,
     require_team,
     scoped,
     team_ids,
@@ -121,7 +122,17 @@ _AGENT_FIELDS: dict[str, Any] = {
     ),
 }
 AgentSerializer = inline_serializer("Agent", _AGENT_FIELDS)
-AgentListSerializer = inline_serializer("Agent", _AGENT_FIELDS, many=True)
+AgentListSerializer = inline_serializer(
+    "AgentListed",
+    {
+        **_AGENT_FIELDS,
+        "may_resume": serializers.BooleanField(
+            help_text="whether you may resume it (and edit it): its owner or staff, the "
+            "rule PATCH /api/agents/{id} holds to; the agent side never"
+        ),
+    },
+    many=True,
+)
 
 
 def _agent_write_fields(create: bool) -> dict[str, Any]:
@@ -286,7 +297,15 @@ class AgentsView(APIView):
         staff = server_commands.is_operator(request.user)
         listed = list(agents)
         hosts = machines.hosts_running(a.id for a in listed)
-        return Response([agent_body(a, staff=staff, hosts=hosts) for a in listed])
+        return Response(
+            [
+                {
+                    **agent_body(a, staff=staff, hosts=hosts),
+                    "may_resume": may_govern_agent(request, a.id),
+                }
+                for a in listed
+            ]
+        )
 
     @extend_schema(
         operation_id="agents_create",
@@ -326,8 +345,7 @@ class AgentDetailView(APIView):
         responses=with_errors({200: AgentSerializer}, "not_found", "validation_error", "forbidden"),
     )
     def patch(self, request: Request, agent_id: str) -> Response:
-        visible_agent(request.user, agent_id)
-        act_as(request, agent_id, "id")  # only its owner (or staff) changes an agent
+        govern_agent(request, agent_id)
         body = json_object(request, AgentPatchSerializer)
         if "team" in body:
             require_team(request.user, body["team"])

@@ -26,9 +26,17 @@ export async function renderAgents() {
   $("#agent-options").replaceChildren(...agents.map((a) => el("option", { value: a.id }, a.display_name)));
   $("#agents").replaceChildren(...agents.map((a) => {
     const why = a.state === "unhealthy" ? (a.health || {}).detail : a.state_reason;
+    // Resuming is its owner's or staff's (as editing it is; the server says which
+    // in may_resume); pausing is any member's, a brake anyone may pull.
+    const mayResume = a.may_resume !== false;
+    const notYours = `Only its owner${a.owner ? ` (${a.owner})` : ""} or staff may resume it`;
     const act = a.state === "paused"
-      ? el("button", { type: "button", class: "btn ghost small", onclick: () => agentAction(a, "resume") }, "Resume")
-      : el("button", { type: "button", class: "btn ghost small", onclick: () => agentAction(a, "pause") }, "Pause");
+      ? el("button", {
+          type: "button", class: "btn ghost small", "data-action": "resume",
+          disabled: mayResume ? null : "", title: mayResume ? null : notYours,
+          onclick: () => agentAction(a, "resume"),
+        }, "Resume")
+      : el("button", { type: "button", class: "btn ghost small", "data-action": "pause", onclick: () => agentAction(a, "pause") }, "Pause");
     return el("li", { class: `agent state-${a.state}`, "data-agent": a.id },
       el("strong", {}, a.display_name), ` ${a.runtime} `,
       el("span", { class: `badge ${a.state === "active" ? "ok" : "bad"} agent-state`, title: why || a.state }, a.state),
@@ -36,6 +44,7 @@ export async function renderAgents() {
       " ", act,
       // Why it takes no work, in words: a tooltip alone is nothing on a phone.
       why && a.state !== "active" ? el("div", { class: "agent-why warn" }, why) : "",
+      a.state === "paused" && !mayResume ? el("div", { class: "agent-why muted" }, `${notYours}.`) : "",
       a.runs_on ? el("div", { class: `agent-host ${a.runs_on.live ? "muted" : "warn"}` }, agentHost(a, ago)) : "");
   }));
 }
