@@ -273,7 +273,9 @@ class TaskListView(APIView):
         checks.check_not_a_fire(body.get("id"), body.get("metadata"))
         server_commands.check_task_commands(body.get("metadata"), request.user)
         _staff_repo_path(request, body, team, None)
-        result = store.create_task(**body, actor=acting_name(request))
+        result = store.create_task(
+            **body, actor=acting_name(request), agent_side=principal(request).agent_side
+        )
         return Response(task_body(result.task), status=201 if result.created else 200)
 
 

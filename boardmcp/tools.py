@@ -368,6 +368,8 @@ def _create(
         repository=repository,
         route=None if route is None else route.model_dump(),
         touches=touches,
+        # Its subtask is listed to a run of its parent: as its comment, it counts.
+        agent_side=caller.principal.agent_side,
     )
     return {"task": _brief(created.task, store.depends_on_ids(created.task.id))}
 

@@ -12,8 +12,8 @@ What a decision means:
 - ``approve`` names the revision the person saw; any later edit of what would run
   or where (:data:`VOIDING_FIELDS`: title, description, goal, context, labels,
   metadata, route, repository, ``max_run_cents``, dependencies) sends it back to
-  ``required``, and so does the agent side's comment
-  (:func:`ask_again_after_comment`): a run reads its task's comments.
+  ``required``, and so does the agent side's comment or subtask on it
+  (:func:`agent_side_added`): a run reads its task's comments and its subtasks.
 - ``deny`` keeps the task where it is and out of dispatch for good: no claim
   takes it, its card carries the denial and its reason, and a person may still
   approve it later or cancel it. Denial never cascades to dependents.
@@ -153,15 +153,31 @@ def has_open_approval(task: Task) -> bool:
     return task.approval_state is not None and task.status in _OPEN
 
 
-def ask_again_after_comment(task: Task, by: str, at: dt.datetime) -> set[str]:
-    """Called on the locked row when the agent side comments on a task not yet claimed
-    that has an approval (waiting or decided): a run reads its task's comments (MCP
-    ``get_task``, ``GET …/comments``), so the comment is part of what it would be told.
-    An approval is sent back to ``required`` as an edit sends it; a denial or an expiry
-    stays (no comment undoes a person's no). The changed field names."""
+def ask_again_after_agent_side(task: Task, by: str, at: dt.datetime, did: str) -> set[str]:
+    """An approval is sent back to ``required`` as an edit sends it; a denial or an
+    expiry stays (nothing the agent side adds undoes a person's no). The changed
+    field names. ``did``: what was done to it, for the reason (``commented on``)."""
     if task.status not in _OPEN or task.approval_state != ApprovalState.APPROVED:
         return set()
-    return require(task, at, reason=f"commented on by {by} after it was approved")
+    return require(task, at, reason=f"{did} by {by} after it was approved")
+
+
+def agent_side_added(task: Task, by: str, at: dt.datetime, did: str) -> None:
+    """The one rule for what the agent side adds to a task a run of it would be told
+    of: a comment on it (``GET …/comments``, MCP ``get_task``) or a subtask under it
+    (MCP ``get_task`` lists its subtasks' titles). Called on the locked row, in the
+    caller's write. On a task not yet claimed that has an approval (waiting or
+    decided) it counts as an edit does: the task's revision moves (a person's decision
+    on the revision before it is refused) and an approval is asked again
+    (:func:`ask_again_after_agent_side`). Otherwise: nothing."""
+    if not has_open_approval(task):
+        return
+    asked = ask_again_after_agent_side(task, by, at, did)
+    task.revision += 1
+    task.updated_at = at
+    task.save(update_fields=sorted(asked | {"revision", "updated_at"}))
+    if asked:
+        record_required(task)
 
 
 def decide(

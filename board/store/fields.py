@@ -363,8 +363,8 @@ def add_comment(task_id: str, body: Any, author: Any, *, agent_side: bool = Fals
     credential or a machine token (GOVERNANCE §6); on a task not yet claimed that has
     an approval, it is part of what the run would be told, so it counts as an edit
     does: the task's revision moves (a person's decision on the revision before it is
-    refused) and an approval is asked again
-    (:func:`board.store.approvals.ask_again_after_comment`)."""
+    refused) and an approval is asked again (:func:`board.store.approvals.agent_side_added`,
+    the rule a subtask filed under it by the agent side meets too)."""
     text = checks.check_text(body, "body", required=True)
     who = checks.check_text(author, "author", limit=200, required=True)
 
@@ -372,13 +372,8 @@ def add_comment(task_id: str, body: Any, author: Any, *, agent_side: bool = Fals
         task = lock_task(task_id)
         at = now()
         comment = add_comment_row(task, who, text, at)
-        if agent_side and approvals.has_open_approval(task):
-            asked = approvals.ask_again_after_comment(task, who, at)
-            task.revision += 1
-            task.updated_at = at
-            task.save(update_fields=sorted(asked | {"revision", "updated_at"}))
-            if asked:
-                approvals.record_required(task)
+        if agent_side:
+            approvals.agent_side_added(task, who, at, "commented on")
         # The event carries who was mentioned: notifications (ops.notify) tell them.
         mentioned = mentions_in(task.team_id, text)
         extra = {

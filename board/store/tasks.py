@@ -205,6 +205,7 @@ def create_task(
     route: Any = None,
     touches: Any = None,
     actor: str | None = None,
+    agent_side: bool = False,
 ) -> Created:
     """Create a task (``todo`` by default, or ``backlog``). ``actor`` names the
     authenticated user who asked, for the narration (not part of the request's
@@ -227,6 +228,11 @@ def create_task(
     ``touches`` (repository-relative path globs, :mod:`board.scope`) is the task's
     scope: no claim starts it while a task of its repository whose scope overlaps
     it is in progress or waiting to land.
+
+    ``agent_side``: an agent's key, a run's credential or a machine token asked
+    (GOVERNANCE §6). Its subtask is listed to a run of the parent (MCP ``get_task``),
+    so under a parent not yet claimed that has an approval it counts as a comment of
+    the agent side does (:func:`board.store.approvals.agent_side_added`).
     """
     clean: dict[str, Any] = {
         "title": checks.check_title(title),
@@ -265,7 +271,7 @@ def create_task(
     fingerprint = _fingerprint(
         {k: v for k, v in clean.items() if v is not None or k not in ("max_run_cents", "touches")}
     )
-    return storage.write(_create, task_id, clean, fingerprint, actor)
+    return storage.write(_create, task_id, clean, fingerprint, actor, agent_side)
 
 
 def check_bool(value: Any, field: str) -> bool:
@@ -275,7 +281,11 @@ def check_bool(value: Any, field: str) -> bool:
 
 
 def _create(
-    task_id: str | None, clean: dict[str, Any], fingerprint: str, actor: str | None
+    task_id: str | None,
+    clean: dict[str, Any],
+    fingerprint: str,
+    actor: str | None,
+    agent_side: bool = False,
 ) -> Created:
     if task_id is not None:
         existing = Task.objects.filter(pk=task_id).first()
@@ -297,6 +307,7 @@ def _create(
         routine_requires=clean["approval_required"],
     )
     parent_id = clean["parent_task_id"]
+    parent: Task | None = None
     if parent_id is not None:
         parent = _check_parent_ceilings(parent_id, clean["team"])
         if repository_id is None:
@@ -356,6 +367,9 @@ def _create(
             [TaskDep(task_id=task.id, depends_on_id=d, created_at=at) for d in deps]
         )
     record_event(task, "added", prev_status=None, actor=actor)
+    if agent_side and parent is not None:
+        who = clean["created_by_agent_id"] or actor or "the agent side"
+        approvals.agent_side_added(parent, who, at, f"given subtask {task.id}")
     return Created(task, created=True)
 
 
