@@ -50,18 +50,14 @@ def file_subtask(world: dict[str, Any], door: str, credential: str, title: str) 
         )
         return str(made["task"]["id"])
     client = world["person"] if credential == "person" else key_client(world[credential])
-    made = client.post(
-        "/api/board/tasks", {"title": title, "parent_task_id": world["task"]}
-    )
+    made = client.post("/api/board/tasks", {"title": title, "parent_task_id": world["task"]})
     assert made.status_code == 201, made.json()
     return str(made.json()["id"])
 
 
 @pytest.mark.parametrize("door", ["rest", "mcp"])
 @pytest.mark.parametrize("credential", ["agent key", "machine token"])
-def test_the_agent_sides_subtask_after_approval_asks_for_the_parents_again(
-    world, door, credential
-):
+def test_the_agent_sides_subtask_after_approval_asks_for_the_parents_again(world, door, credential):
     assert decide(world, "approve").status_code == 200
 
     file_subtask(world, door, credential, "also drop the old tables")
