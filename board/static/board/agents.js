@@ -44,7 +44,7 @@ export async function renderAgents() {
       " ", act,
       // Why it takes no work, in words: a tooltip alone is nothing on a phone.
       why && a.state !== "active" ? el("div", { class: "agent-why warn" }, why) : "",
-      a.state === "paused" && !mayResume ? el("div", { class: "agent-why muted" }, `${notYours}.`) : "",
+      a.state === "paused" && !mayResume ? el("div", { class: "agent-who muted" }, `${notYours}.`) : "",
       a.runs_on ? el("div", { class: `agent-host ${a.runs_on.live ? "muted" : "warn"}` }, agentHost(a, ago)) : "");
   }));
 }
