@@ -953,8 +953,9 @@ function chatLine(frame, live) {
   const log = $("#chat");
   if (live && !chatOpen) { unread += 1; renderSide(); }
   // Narration already names who did it; a person's message is shown as theirs.
-  const person = frame.author && frame.author !== "clawboo" ? frame.author : null;
-  const who = frame.actor || person;
+  // A host's machine signs as machine-<hash>: people read its host's name (author_name).
+  const person = frame.author && frame.author !== "clawboo" ? (frame.author_name || frame.author) : null;
+  const who = frame.actor_name || frame.actor || person;
   const at = frame.created_at || new Date().toISOString();
   log.append(el("li", { "data-seq": frame.seq },
     el("span", { class: "avatar" + (who ? "" : " bot"), title: who || "clawboo" }, who ? initials(who) : "✦"),
