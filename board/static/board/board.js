@@ -932,16 +932,23 @@ async function fillAssignees() {
   showFilters();
 }
 
-// The routine filter names the team's routines by their tasks' title; it shows once
-// the team has a routine, or when a link (the routines page's "N in review") set it.
+// The routine filter names each of the team's routines by its tasks' title, its
+// schedule and the start of its id ("Tidy the notes · 0 9 * * * · e20e65"): two
+// routines of one title read apart. It shows once the team has a routine, or when a
+// link (the routines page's "N in review") set it.
+function routineName(routine) {
+  const title = (routine.task_template || {}).title || "untitled";
+  return `${title} · ${routine.cron_spec} · ${routine.id.slice(0, 6)}`;
+}
+
 async function fillRoutines() {
   const select = $("#filter-routine");
   const routines = await api("GET", `/api/routines?team=${enc(team)}`).catch(() => []);
   for (const routine of routines) {
-    const title = (routine.task_template || {}).title || routine.id;
+    const name = routineName(routine);
     const option = [...select.options].find((o) => o.value === routine.id);
-    if (option) option.textContent = title;   // showFilters added it by its bare id
-    else select.append(el("option", { value: routine.id }, title));
+    if (option) { option.textContent = name; option.title = name; }   // showFilters added it by its bare id
+    else select.append(el("option", { value: routine.id, title: name }, name));
   }
   select.hidden = select.options.length < 2;
   showFilters();
