@@ -932,20 +932,15 @@ async function fillAssignees() {
   showFilters();
 }
 
-// The routine filter names each of the team's routines by its tasks' title, its
-// schedule and the start of its id ("Tidy the notes · 0 9 * * * · e20e65"): two
-// routines of one title read apart. It shows once the team has a routine, or when a
-// link (the routines page's "N in review") set it.
-function routineName(routine) {
-  const title = (routine.task_template || {}).title || "untitled";
-  return `${title} · ${routine.cron_spec} · ${routine.id.slice(0, 6)}`;
-}
-
+// The routine filter names each of the team's routines as the API does (its tasks'
+// title, its schedule and the start of its id: "Tidy the notes · 0 9 * * * ·
+// e20e65"), so two routines of one title read apart. It shows once the team has a
+// routine, or when a link (the routines page's "N in review") set it.
 async function fillRoutines() {
   const select = $("#filter-routine");
   const routines = await api("GET", `/api/routines?team=${enc(team)}`).catch(() => []);
   for (const routine of routines) {
-    const name = routineName(routine);
+    const name = routine.name || routine.id;
     const option = [...select.options].find((o) => o.value === routine.id);
     if (option) { option.textContent = name; option.title = name; }   // showFilters added it by its bare id
     else select.append(el("option", { value: routine.id, title: name }, name));
