@@ -1,7 +1,8 @@
 """What the fifth new user's hour found on the board, in a real browser: at 1280 px
 the "In progress" header wrapped onto two lines and the keyboard hint took a row of
 its own (at 1440 px too once the Routine filter shows); the Routine filter named two
-routines of one title alike.
+routines of one title alike; a remote host's comments and chat lines read
+"machine-<hash>".
 
 ``CLAWBOO_SCREENSHOTS=DIR`` writes the pictures there (see ``browsing.screenshot``)."""
 
@@ -86,4 +87,32 @@ def test_two_routines_of_one_title_tell_apart_in_the_routine_filter(daphne, oper
         assert options[hourly.id].startswith("Tidy the notes · 0 * * * *"), options
         assert len(set(options.values())) == len(options), options
         assert hourly.id[:6] in options[hourly.id] and twin.id[:6] in options[twin.id]
+        browser.close()
+
+
+def test_a_hosts_comment_and_chat_line_read_as_its_host_on_the_board(daphne, operator, tmp_path):
+    # Both were signed, and shown, as "machine-<16 hex digits>".
+    from board import store
+    from core import chat, machines
+
+    token, _ = machines.mint("laptop", ["builder"])
+    signed = token.user.username
+    task = store.create_task(title="Ship it").task
+    store.add_comment(task.id, "on it", signed)
+    chat.post("default", "hello from the host", author=signed)
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        page.locator(f"[data-task-id='{task.id}']").click()
+        head = page.locator("#comments li .comment-head strong")
+        head.wait_for(timeout=10_000)
+        assert head.inner_text() == "laptop (host)" and head.get_attribute("title") == signed
+        page.click("#chat-toggle")
+        line = page.locator("#chat li", has_text="hello from the host")
+        line.wait_for(timeout=10_000)
+        assert line.locator(".actor").inner_text().strip() == "laptop (host):"
+        assert line.locator(".avatar").get_attribute("title") == "laptop (host)"
+        assert signed not in line.inner_text()
+        screenshot(page, "board-host-author.png", tmp_path)
         browser.close()
