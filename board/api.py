@@ -45,7 +45,7 @@ from board.serializers import (
 from board.store import steps as steps_store
 from board.store.ready import status_filter
 from board.transitions import Status, is_terminal
-from core import events, registry, roles, runlogs, server_commands
+from core import authors, events, registry, roles, runlogs, server_commands
 from core.api.access import (
     act_as,
     act_as_assignee,
@@ -1074,7 +1074,8 @@ class CommentsView(APIView):
     )
     def get(self, request: Request, task_id: str) -> Response:
         visible_task(request.user, task_id)
-        return Response([c.as_dict() for c in store.list_comments(task_id)])
+        comments = [c.as_dict() for c in store.list_comments(task_id)]
+        return Response(authors.with_shown_authors(comments))
 
     @extend_schema(
         operation_id="board_tasks_comments_create",
@@ -1100,7 +1101,7 @@ class CommentsView(APIView):
         said = store.add_comment(
             task_id, body["body"], author, agent_side=principal(request).agent_side
         )
-        return Response(said.as_dict(), status=201)
+        return Response(authors.with_shown_authors([said.as_dict()])[0], status=201)
 
 
 OpenExecutionBody = inline_serializer(

@@ -385,5 +385,9 @@ class StepSerializer(serializers.Serializer):
 class CommentSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     author = serializers.CharField()
+    author_name = serializers.CharField(
+        help_text="the author as people read it: a remote host's machine token "
+        "(author machine-<hash>) as '<host> (host)'; anyone else as author"
+    )
     body = serializers.CharField()
     created_at = serializers.DateTimeField()

@@ -15,11 +15,47 @@ id and no server name (the user model's own validation: the admin's forms,
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 NARRATOR = "clawboo"  # the team chat's narration, the server's own comments
 FORGE = "forge"  # what a forge's review said, as the server took it in
 SERVER_AUTHORS: frozenset[str] = frozenset({NARRATOR, FORGE})
+
+
+# A remote host's machine token authenticates as a service user named
+# ``machine-<hash>`` (core.machines): its comments and chat lines are signed so, which
+# nobody can forge and nobody can read. People read them as the host's name, marked:
+# a host's name is free text (it may be a person's username), but no username nor
+# agent id holds a space or a parenthesis (Django's username rule, core.checks.check_id),
+# so "<host> (host)" can name no person and no agent.
+MACHINE_PREFIX = "machine-"
+HOST_MARK = " (host)"
+
+
+def shown_names(names: Iterable[str | None]) -> dict[str, str]:
+    """How people read each of ``names`` that differs from the signature: a machine
+    user's as its host's name, marked (one query, and none without a machine user)."""
+    wanted = {name for name in names if name and name.startswith(MACHINE_PREFIX)}
+    if not wanted:
+        return {}
+    from core.models import MachineToken
+
+    rows = MachineToken.objects.filter(user__username__in=wanted)
+    return {user: f"{host}{HOST_MARK}" for user, host in rows.values_list("user__username", "host")}
+
+
+def shown_name(name: str | None) -> str | None:
+    """One author as people read it (:func:`shown_names`)."""
+    return shown_names([name]).get(name, name) if name else name
+
+
+def with_shown_authors(rows: list[dict[str, Any]], key: str = "author") -> list[dict[str, Any]]:
+    """``rows`` each with ``<key>_name``: their author as people read it."""
+    shown = shown_names(row.get(key) for row in rows)
+    for row in rows:
+        row[f"{key}_name"] = shown.get(row.get(key) or "", row.get(key))
+    return rows
 
 
 def agent_id_taken(agent_id: str) -> str | None:

@@ -92,13 +92,17 @@ def line_for(event: Event) -> dict[str, Any] | None:
         body, author, actor = narration_for(event), NARRATOR, actor_of(event)
     if not body:
         return None
+    # The signatures as signed, and as people read them (a host's machine: its name).
+    shown = authors.shown_names([author, actor])
     return {
         "type": "chat",
         "seq": event.seq,
         "team": event.team_id,
         "body": body,
         "author": author,
+        "author_name": shown.get(author or "", author),
         "actor": actor,
+        "actor_name": shown.get(actor or "", actor),
         "task_id": event.task_id,
         "created_at": event.created_at.isoformat(),
     }
@@ -168,7 +172,7 @@ def narration_for(event: Event) -> str | None:
     if not isinstance(task, dict):
         return None
     title = f"'{_title(task)}'"
-    who = actor_of(event)
+    who = authors.shown_name(actor_of(event))
     if event.kind == "claimed":
         return f"{who or 'someone'} claimed {title}"
     if event.kind == "status_changed":

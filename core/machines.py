@@ -17,7 +17,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from core import beats, registry, storage
+from core import authors, beats, registry, storage
 from core.errors import ValidationFailed
 from core.models import Agent, Heartbeat, MachineToken
 
@@ -49,7 +49,7 @@ def mint(host: str, agent_ids: Sequence[str], created_by: Any = None) -> tuple[M
 
     def run() -> MachineToken:
         user_model = get_user_model()
-        user = user_model(username=f"machine-{key_hash(key)[:16]}", is_staff=False)
+        user = user_model(username=f"{authors.MACHINE_PREFIX}{key_hash(key)[:16]}", is_staff=False)
         user.set_unusable_password()
         user.save()
         token = MachineToken.objects.create(

@@ -18,7 +18,10 @@ class Runtime(models.TextChoices):
     CODEX = "codex"
     HERMES = "hermes"
     OPENCLAW = "openclaw"
-    HUMAN = "human"
+    # The server runs nothing: a person, or an agent process that talks to the API
+    # itself (``create_agent_token --agent``). Named so in the admin, so an agent of
+    # participant kind "Agent" does not read as runtime "Human".
+    HUMAN = "human", "None — acts through the API (a person or an outside agent)"
 
 
 class ParticipantKind(models.TextChoices):

@@ -77,6 +77,10 @@ class RoutineTaskTemplateSerializer(serializers.Serializer):
 
 class RoutineSerializer(serializers.Serializer):
     id = serializers.CharField()
+    name = serializers.CharField(
+        help_text="how people tell it apart: its task's title, schedule and the start "
+        "of its id ('Tidy the notes · 0 9 * * * · e20e65')"
+    )
     agent_id = serializers.CharField()
     team = serializers.CharField()
     cron_spec = serializers.CharField()

@@ -87,10 +87,12 @@ class Routine(models.Model):
         ]
 
     def __str__(self) -> str:
-        # Its task's title and schedule; not the ledger's status ("idle"), which is not
-        # the state people are shown (routines.store.state_of: "armed", "late", …).
-        title = (self.task_template or {}).get("title") or self.id
-        return f"{title} ({self.cron_spec})"
+        # Its task's title, schedule and the start of its id (two routines of one title
+        # and schedule read apart: the board's Routine filter, the admin); not the
+        # ledger's status ("idle"), which is not the state people are shown
+        # (routines.store.state_of: "armed", "late", …).
+        title = (self.task_template or {}).get("title") or "untitled"
+        return f"{title} · {self.cron_spec} · {self.id[:6]}"
 
     @property
     def is_one_shot(self) -> bool:
@@ -106,6 +108,7 @@ class Routine(models.Model):
 
         return {
             "id": self.id,
+            "name": str(self),
             "agent_id": self.agent_id,
             "team": self.team_id,
             "cron_spec": self.cron_spec,

@@ -123,7 +123,8 @@ def _refusal(exc: Exception) -> Response | None:
     elif isinstance(exc, exceptions.Throttled):
         body = error_body("rate_limited", str(exc.detail), retry_after=getattr(exc, "wait", None))
     elif isinstance(exc, exceptions.ParseError):
-        body = error_body("validation_error", f"body: {exc.detail}", field="body")
+        # The parser's words name the body themselves ("The request body is not valid JSON: …").
+        body = error_body("validation_error", str(exc.detail), field="body")
     elif isinstance(exc, exceptions.ValidationError):
         field, message = _first_field_error(exc.detail)
         body = error_body("validation_error", f"{field}: {message}", field=field)

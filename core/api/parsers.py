@@ -27,6 +27,33 @@ def _finite(text: str) -> float:
     return value
 
 
+# What :mod:`json` says, in words a person reads (its message's start -> ours); a
+# message not listed is shown as json wrote it.
+JSON_WORDS: tuple[tuple[str, str], ...] = (
+    ("Expecting value", "expected a value"),
+    ("Expecting property name enclosed in double quotes", "expected a name in double quotes"),
+    ("Expecting ',' delimiter", "expected a comma"),
+    ("Expecting ':' delimiter", "expected a colon"),
+    ("Extra data", "unexpected text after the end of the JSON"),
+    ("Unterminated string", "a string is not closed"),
+    ("Invalid control character", "a control character inside a string"),
+    ("Invalid \\escape", "an unknown backslash escape"),
+    ("Invalid \\uXXXX escape", "an unknown \\u escape"),
+    ("Illegal trailing comma", "a comma before the closing bracket"),
+)
+NOT_JSON = "The request body is not valid JSON"
+
+
+def not_json(exc: ValueError) -> str:
+    """The refusal's words for a body :func:`loads` could not read."""
+    if isinstance(exc, json.JSONDecodeError):
+        words = next((ours for theirs, ours in JSON_WORDS if exc.msg.startswith(theirs)), exc.msg)
+        return f"{NOT_JSON}: {words} at line {exc.lineno}, column {exc.colno}."
+    if isinstance(exc, UnicodeDecodeError):
+        return f"{NOT_JSON}: it is not UTF-8 text (byte {exc.start + 1} is not)."
+    return f"{NOT_JSON}: {exc}."
+
+
 def loads(text: str) -> Any:
     """Strict JSON: no NaN/Infinity, no number that overflows a float."""
     return json.loads(text, parse_constant=_constant, parse_float=_finite)
@@ -40,9 +67,9 @@ class StrictJSONParser(JSONParser):
             text = codecs.getreader(encoding)(stream).read()
             data = loads(text)
         except RecursionError:
-            raise ParseError("JSON parse error - nested too deeply") from None
+            raise ParseError(f"{NOT_JSON}: it nests too deeply.") from None
         except ValueError as exc:  # includes UnicodeDecodeError
-            raise ParseError(f"JSON parse error - {exc}") from None
+            raise ParseError(not_json(exc)) from None
         if isinstance(data, dict):  # name the field as the client sent it
             check_storable(list(data), "body")
             for key, value in data.items():

@@ -176,6 +176,21 @@ def test_create_agent_token_with_agent_registers_it_once_and_refuses_a_strangers
     assert len(capsys.readouterr().out.strip()) == 40
 
 
+def test_an_agent_minted_by_create_agent_token_reads_as_an_agent_in_the_admin(
+    db, admin_client, capsys
+):
+    # The admin listed "ada-bot" as runtime "Human", participant kind "Agent".
+    call_command("create_agent_token", "ada", "--agent", "ada-bot")
+    said = capsys.readouterr().err
+    agent = Agent.objects.get(pk="ada-bot")
+    assert agent.participant_kind == "agent"
+    page = admin_client.get("/admin/clawboo/agent/").content.decode()
+    row = page[page.index("ada-bot") :].split("</tr>")[0]
+    assert ">Human<" not in row and "acts through the API" in row, row
+    assert "Human" not in said, said
+    assert "acts through the API" in said and "kind 'Agent'" in said, said
+
+
 def test_changing_an_agent_needs_its_owner(api, bob, unchanged):
     with unchanged():
         refused(

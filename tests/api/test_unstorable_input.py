@@ -276,3 +276,27 @@ def test_every_error_under_api_is_the_json_envelope(db, unchanged):
             400,
             "validation_error",
         )
+
+
+@pytest.mark.parametrize(
+    ("text", "detail"),
+    [
+        ("title=t", "The request body is not valid JSON: expected a value at line 1, column 1."),
+        (
+            '{"title": "t",\n }',
+            "The request body is not valid JSON: expected a name in double quotes"
+            " at line 2, column 2.",
+        ),
+        (
+            '{"title": "t"} x',
+            "The request body is not valid JSON: unexpected text after the"
+            " end of the JSON at line 1, column 16.",
+        ),
+    ],
+)
+def test_a_malformed_body_is_refused_in_words_a_person_reads(api, unchanged, text, detail):
+    # It read "body: JSON parse error - Expecting value: line 1 column 1 (char 0)".
+    with unchanged():
+        body = refused(raw_post(api, "/api/board/tasks", text), 400, "validation_error")
+    assert body["detail"] == detail
+    assert body["field"] == "body"

@@ -272,7 +272,9 @@ def test_the_routine_changelist_fits_1440_px_and_filters_by_the_state_it_shows(
         page.click("#result_list a:text-is('Tidy the notes')")
         page.wait_for_url(lambda url: f"/{paused.id}/change/" in url)
         browser.close()
-    assert str(Routine.objects.get(pk=armed.id)) == "Say hello to the whole team (*/2 * * * *)"
+    assert str(Routine.objects.get(pk=armed.id)) == (
+        f"Say hello to the whole team · */2 * * * * · {armed.id[:6]}"
+    )
 
 
 def test_the_page_keeps_its_team_across_actions_and_deletes_only_after_asking(

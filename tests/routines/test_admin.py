@@ -156,3 +156,20 @@ def test_the_list_says_how_many_of_each_routines_fires_wait_in_review(operator):
     body = operator.get("/admin/routines/routine/").content.decode()
     assert "<span>In review</span>" in body  # the column's header
     assert f'<a href="/board/?team=ops&amp;routine={routine.id}">2</a>' in body
+
+
+def test_two_routines_of_one_title_and_schedule_are_named_apart(agent):
+    # Both read "Tidy the notes (0 9 * * *)" in the admin and the board's filter.
+    made = [
+        store.create_routine(
+            agent_id=agent.id,
+            team=agent.team_id,
+            cron_spec="0 9 * * *",
+            task_template={"title": "Tidy the notes"},
+        )
+        for _ in range(2)
+    ]
+    names = [str(r) for r in made]
+    assert names == [f"Tidy the notes · 0 9 * * * · {r.id[:6]}" for r in made]
+    assert names[0] != names[1]
+    assert [r.as_dict()["name"] for r in made] == names

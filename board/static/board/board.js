@@ -932,16 +932,18 @@ async function fillAssignees() {
   showFilters();
 }
 
-// The routine filter names the team's routines by their tasks' title; it shows once
-// the team has a routine, or when a link (the routines page's "N in review") set it.
+// The routine filter names each of the team's routines as the API does (its tasks'
+// title, its schedule and the start of its id: "Tidy the notes · 0 9 * * * ·
+// e20e65"), so two routines of one title read apart. It shows once the team has a
+// routine, or when a link (the routines page's "N in review") set it.
 async function fillRoutines() {
   const select = $("#filter-routine");
   const routines = await api("GET", `/api/routines?team=${enc(team)}`).catch(() => []);
   for (const routine of routines) {
-    const title = (routine.task_template || {}).title || routine.id;
+    const name = routine.name || routine.id;
     const option = [...select.options].find((o) => o.value === routine.id);
-    if (option) option.textContent = title;   // showFilters added it by its bare id
-    else select.append(el("option", { value: routine.id }, title));
+    if (option) { option.textContent = name; option.title = name; }   // showFilters added it by its bare id
+    else select.append(el("option", { value: routine.id, title: name }, name));
   }
   select.hidden = select.options.length < 2;
   showFilters();
@@ -953,8 +955,9 @@ function chatLine(frame, live) {
   const log = $("#chat");
   if (live && !chatOpen) { unread += 1; renderSide(); }
   // Narration already names who did it; a person's message is shown as theirs.
-  const person = frame.author && frame.author !== "clawboo" ? frame.author : null;
-  const who = frame.actor || person;
+  // A host's machine signs as machine-<hash>: people read its host's name (author_name).
+  const person = frame.author && frame.author !== "clawboo" ? (frame.author_name || frame.author) : null;
+  const who = frame.actor_name || frame.actor || person;
   const at = frame.created_at || new Date().toISOString();
   log.append(el("li", { "data-seq": frame.seq },
     el("span", { class: "avatar" + (who ? "" : " bot"), title: who || "clawboo" }, who ? initials(who) : "✦"),

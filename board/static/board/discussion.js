@@ -24,7 +24,7 @@ export async function loadComments(taskId) {
   const list = $("#comments");
   if (state.selected !== taskId || !list) return;
   list.replaceChildren(...comments.map((c) => el("li", { "data-comment-id": c.id },
-    el("div", { class: "comment-head" }, el("strong", {}, c.author), " ", timed("time", "muted", "ago", c.created_at)),
+    el("div", { class: "comment-head" }, el("strong", { title: c.author }, c.author_name || c.author), " ", timed("time", "muted", "ago", c.created_at)),
     markdown(c.body, known))));
 }
 

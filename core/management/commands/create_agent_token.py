@@ -76,7 +76,11 @@ class Command(BaseCommand):
                 runtime=options["runtime"],
                 owner=user,
             )
-            self.stderr.write(f"registered agent {agent.id!r} ({agent.runtime}) on team {team!r}")
+            self.stderr.write(
+                f"registered agent {agent.id!r} on team {team!r}, runtime "
+                f"{agent.get_runtime_display()!r}, "
+                f"participant kind {agent.get_participant_kind_display()!r}"
+            )
         elif agent.owner_id is None:
             registry.update_agent(agent.id, {"owner": user})
         elif agent.owner_id != user.pk:
