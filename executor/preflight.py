@@ -23,7 +23,7 @@ from typing import Any
 from core.procs import run_within
 from executor.runtimes.base import RunRequest, executable_missing
 from executor.runtimes.oneshot import OneShotCliAdapter, SettingsError, child_environment
-from executor.runtimes.registry import adapter_for, capabilities
+from executor.runtimes.registry import UnknownRuntime, adapter_for, capabilities
 
 VERSION_TIMEOUT_S = 20.0
 DETAIL_MAX = 300
@@ -142,3 +142,52 @@ class Gate:
         if self.health is not None and not self.health.ok:
             return f"agent is unhealthy: {self.health.detail}"
         return None
+
+
+class AgentGates:
+    """A remote worker's :class:`Gate` for each of its agents, over each agent as the
+    server last showed it (``read`` asks again when a gate is due)."""
+
+    def __init__(self, read: Callable[[str], Mapping[str, Any]]) -> None:
+        self.read = read
+        self.gates: dict[str, Gate] = {}
+        self.seen: dict[str, Mapping[str, Any]] = {}
+
+    def refusal(self, agent_id: str) -> str | None:
+        """Why ``agent_id`` takes no work on this host (its runtime fails the
+        preflight here), or None: probed again every ``CLAWBOO_HEALTH_PROBE_MS``
+        (the agent read afresh then) and whenever it changed."""
+        gate = self.gates.setdefault(agent_id, Gate(probe_interval_s))
+        agent = self.seen.get(agent_id)
+        if agent is None or gate.due((agent.get("runtime"), agent.get("updated_at"))):
+            agent = self.read(agent_id)
+        if "settings" not in agent:
+            return None  # not this token's agent: the claim answers why (403)
+        settings = agent.get("settings")
+        return gate.refusal(
+            (agent.get("runtime"), agent.get("updated_at")),
+            lambda: probe(str(agent.get("runtime")), settings, version=version_probe()),
+        )
+
+
+def remote_refusal(agent: dict[str, Any]) -> str | None:
+    """Why this host will not run ``agent`` (as ``GET /api/agents/{id}`` shows it),
+    or None: a run that may ask a person about a tool call (its runtime's
+    ``asks_people``) has no route to the board's prompt from here yet."""
+    try:
+        rule = capabilities(str(agent.get("runtime"))).asks_people
+    except UnknownRuntime as exc:  # a runtime newer than this host's clawboo
+        return f"agent {agent.get('id')!r}: {exc} on this host (upgrade clawboo here)"
+    value = rule.asks(agent.get("settings")) if rule is not None else None
+    if rule is None or value is None:
+        return None
+    return (
+        f"agent {agent.get('id')!r} ({agent.get('runtime')}, {rule.setting} {value!r}) may "
+        "ask for tool approvals, which a remote worker cannot route to the board yet: run "
+        "it on the server (clawboo up / manage.py work), or set its "
+        f"{rule.setting} to one of {', '.join(sorted(rule.never))}"
+    )
+
+
+class Refused(Exception):
+    """This worker will not run an agent it was given (:func:`remote_refusal`)."""

@@ -37,6 +37,7 @@ from typing import Any
 from board.errors import AgentPaused, BudgetPaused
 from executor import preflight, rest
 from executor.attempt import Stall, run_settings, run_timeout_of
+from executor.preflight import Refused, remote_refusal
 from executor.rest import (
     Api,
     ApiError,
@@ -47,7 +48,7 @@ from executor.rest import (
     Waker,
 )
 from executor.runtimes.base import RunRequest, RunResult
-from executor.runtimes.registry import UnknownRuntime, adapter_for, capabilities
+from executor.runtimes.registry import adapter_for, capabilities
 
 __all__ = ["Api", "ApiError", "Refused", "RunReport", "Revoked", "Worker"]
 
@@ -63,29 +64,6 @@ LOG_CHUNK_LINES, LOG_CHUNK_CHARS, LOG_BUFFER_CHARS, LOG_STALL_S, LOG_FLUSH_S = a
 def _field(exc: ApiError) -> Any:
     """The field a 400 names (``validation_error``'s ``field``), if any."""
     return exc.body.get("field") if isinstance(exc.body, dict) else None
-
-
-def remote_refusal(agent: dict[str, Any]) -> str | None:
-    """Why this host will not run ``agent`` (as ``GET /api/agents/{id}`` shows it),
-    or None: a run that may ask a person about a tool call (its runtime's
-    ``asks_people``) has no route to the board's prompt from here yet."""
-    try:
-        rule = capabilities(str(agent.get("runtime"))).asks_people
-    except UnknownRuntime as exc:  # a runtime newer than this host's clawboo
-        return f"agent {agent.get('id')!r}: {exc} on this host (upgrade clawboo here)"
-    value = rule.asks(agent.get("settings")) if rule is not None else None
-    if rule is None or value is None:
-        return None
-    return (
-        f"agent {agent.get('id')!r} ({agent.get('runtime')}, {rule.setting} {value!r}) may "
-        "ask for tool approvals, which a remote worker cannot route to the board yet: run "
-        "it on the server (clawboo up / manage.py work), or set its "
-        f"{rule.setting} to one of {', '.join(sorted(rule.never))}"
-    )
-
-
-class Refused(Exception):
-    """This worker will not run an agent it was given (:func:`remote_refusal`)."""
 
 
 def connected_line(server: str, agents: list[dict[str, Any]], hostname: str) -> str:
@@ -125,10 +103,8 @@ class Worker:
         self.revoked = threading.Event()
         self.wake = threading.Event()
         self.paused: dict[str, Any] = {}  # agent → why its claims are refused now
-        # Each agent's health gate on this host (the local executor's rule), and the
-        # agent as last read from the server.
-        self.gates: dict[str, preflight.Gate] = {}
-        self.seen: dict[str, dict[str, Any]] = {}
+        # Each agent's health on this host: the local executor's gate.
+        self.health = preflight.AgentGates(self.agent)
         # Whether the server opens the run in the claim (false: an older server).
         self.open_in_claim = True
 
@@ -204,30 +180,11 @@ class Worker:
     def agent(self, agent_id: str) -> dict[str, Any]:
         path = f"/api/agents/{urllib.parse.quote(agent_id)}"
         found: dict[str, Any] = self.api.call_patiently("GET", path, stop=self.revoked)[1]
-        self.seen[agent_id] = found
+        self.health.seen[agent_id] = found
         return found
 
-    def unhealthy(self, agent_id: str) -> str | None:
-        """Why ``agent_id`` takes no work on this host (its runtime fails the
-        preflight here), or None: the local executor's gate
-        (:class:`executor.preflight.Gate`), probed again every
-        ``CLAWBOO_HEALTH_PROBE_MS`` -- the agent read afresh then -- and whenever
-        it changed."""
-        gate = self.gates.setdefault(agent_id, preflight.Gate(preflight.probe_interval_s))
-        agent = self.seen.get(agent_id)
-        if agent is None or gate.due((agent.get("runtime"), agent.get("updated_at"))):
-            agent = self.agent(agent_id)
-        if "settings" not in agent:
-            return None  # not this token's agent: the claim answers why (403)
-        return gate.refusal(
-            (agent.get("runtime"), agent.get("updated_at")),
-            lambda: preflight.probe(
-                str(agent.get("runtime")), agent.get("settings"), version=preflight.version_probe()
-            ),
-        )
-
     def work_one(self, agent_id: str) -> bool:
-        unhealthy = self.unhealthy(agent_id)
+        unhealthy = self.health.refusal(agent_id)
         if unhealthy is not None:
             # Nothing claimed: the task stays for a host (or the server) that can run it.
             if self.paused.get(agent_id) != unhealthy:
