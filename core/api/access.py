@@ -87,17 +87,19 @@ def require_team(user: Any, team_id: Any, field: str = "team") -> str:
     return team_id
 
 
-def act_as(request: Any, agent_id: Any, field: str = "agent_id") -> str:
+def act_as(
+    request: Any, agent_id: Any, field: str = "agent_id", *, scope: tuple[str, Any] | None = None
+) -> str:
     """The agent id, if the request may act as it.
 
     An unknown agent, or one of a team the caller cannot see: 400 (the same answer).
     Seen but not the caller's (not its owner, not staff), or not the one agent the
-    caller's token is bound to: 403. Checked before anything is written.
+    caller's token is bound to: 403. Checked before anything is written. ``scope``:
+    the agent's (team, owner id) where the caller has read the agent already.
     """
     user = request.user
-    scope = (
-        agent_scope(agent_id) if isinstance(agent_id, str) and ID_PATTERN.match(agent_id) else None
-    )
+    if scope is None and isinstance(agent_id, str) and ID_PATTERN.match(agent_id):
+        scope = agent_scope(agent_id)
     if scope is not None and not can_see_team(user, scope[0]):
         refuse_withheld(user, f"agent {agent_id!r}")
     if scope is None or not can_see_team(user, scope[0]):
@@ -158,17 +160,18 @@ def govern_agent(request: Any, agent_id: str) -> Agent:
     return agent
 
 
-def may_govern_agent(request: Any, agent_id: str) -> bool:
-    """For a read (the agents list the board's Agents panel shows): whether
-    :func:`govern_agent` would admit this caller for ``agent_id``, asked as an edit of
-    it would be (staff's powers bound for :data:`EDIT_AGENT`, then unbound as a read
-    leaves them). The agent side never governs (GOVERNANCE §6)."""
+def may_govern_agent(request: Any, agent: Agent) -> bool:
+    """For a read (the agents list the board's Agents panel shows, each ``agent`` one
+    the caller sees): whether :func:`govern_agent` would admit this caller for it,
+    asked as an edit of it would be (staff's powers bound for :data:`EDIT_AGENT`,
+    then unbound as a read leaves them), from the row already read -- no query an
+    agent. The agent side never governs (GOVERNANCE §6)."""
     user = request.user
     if principal_of(user, getattr(request, "auth", None)).agent_side:
         return False
     bind_staff_power(user, EDIT_AGENT)
     try:
-        govern_agent(request, agent_id)
+        act_as(request, agent.id, "id", scope=(agent.team_id, agent.owner_id))
     except ClawbooError:
         return False
     finally:

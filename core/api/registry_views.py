@@ -301,7 +301,7 @@ class AgentsView(APIView):
             [
                 {
                     **agent_body(a, staff=staff, hosts=hosts),
-                    "may_resume": may_govern_agent(request, a.id),
+                    "may_resume": may_govern_agent(request, a),
                 }
                 for a in listed
             ]
