@@ -185,16 +185,23 @@ class Ticker:
 
     # --- the loop ------------------------------------------------------------------
 
-    def wait(self, delay_ms: int) -> str:
+    def marks(self) -> tuple[int, int]:
+        """Where the pokes stand now (this process's wake count, the poke row's
+        sequence): :meth:`wait` counts a poke from here."""
+        return wakeups.seen(wakeups.ROUTINES), routine_store.poke_seq()
+
+    def wait(self, delay_ms: int, marks: tuple[int, int] | None = None) -> str:
         """Sleep until the timer fires, a poke arrives or stop is asked; say which.
 
         A poke wakes it at once (:mod:`core.wakeups`); the poke row is still
-        re-read every ``poke_interval`` as a safety net."""
+        re-read every ``poke_interval`` as a safety net. ``marks`` (:meth:`marks`),
+        taken before the tick that chose ``delay_ms``: a poke after them wakes it,
+        also one that came while the delay was being chosen (a fire re-arming its
+        row then, the row in flight to that choice)."""
+        since, seen = marks if marks is not None else self.marks()
         remaining = delay_ms
         while remaining > 0:
             self.beater.maybe_beat()
-            since = wakeups.seen(wakeups.ROUTINES)
-            seen = routine_store.poke_seq()
             step = min(remaining, self.poke_interval_ms)
             started = time.monotonic()
             wakeups.wait(wakeups.ROUTINES, since, step / 1000)
@@ -203,6 +210,7 @@ class Ticker:
             remaining -= int((time.monotonic() - started) * 1000)
             if routine_store.poke_seq() != seen:
                 return "poke"
+            since = wakeups.seen(wakeups.ROUTINES)
         return "timer"
 
     def run_forever(self) -> None:
@@ -219,9 +227,10 @@ class Ticker:
                     if not resumed:
                         self.boot_resume()
                         resumed = True
+                    marks = self.marks()
                     delay = self._tick_and_arm()
                     outage.ok()
-                    self.wait(delay)
+                    self.wait(delay, marks)
                 except Exception as exc:
                     if not reconnect.is_unavailable(exc):
                         raise

@@ -53,3 +53,28 @@ def test_a_one_second_routine_fires_about_every_second(agent):
         for worker in workers:
             worker.join(timeout=30)
     assert six_after_s is not None, f"{fired} fires in {SIX_FIRES_WITHIN_S} s"
+
+
+def test_a_poke_while_the_ticker_chooses_its_delay_wakes_it_at_once(agent, monkeypatch):
+    # A fire re-arms its row and pokes while the ticker, which saw the row in flight,
+    # is choosing a minute's delay: the poke counts from before the tick, so the ticker
+    # ticks again at once (it slept the minute, blind to the slot, under load).
+    calls: list[float] = []
+    ticker = Ticker(enqueue=lambda routine_id: None)
+
+    def tick_and_arm() -> int:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            store.poke()
+            return MAX_ARM_MS
+        ticker.stop_event.set()
+        return 0
+
+    monkeypatch.setattr(ticker, "_tick_and_arm", tick_and_arm)
+    loop = threading.Thread(target=ticker.run_forever)
+    loop.start()
+    loop.join(timeout=10)
+    ticker.stop()
+    loop.join(timeout=30)
+    assert len(calls) == 2, "the ticker slept through the poke"
+    assert calls[1] - calls[0] < 5
