@@ -250,7 +250,7 @@ def test_the_ticker_loop_reconnects_and_says_so_once_each_way(caplog):
         return real_tick()
 
     ticker.tick = flaky_tick  # type: ignore[method-assign]
-    ticker.wait = lambda delay_ms: "timer"  # type: ignore[method-assign]
+    ticker.wait = lambda delay_ms, marks=None: "timer"  # type: ignore[method-assign]
     runner = threading.Thread(target=ticker.run_forever)
     with caplog.at_level("WARNING", logger="core.reconnect"):
         runner.start()
