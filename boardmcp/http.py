@@ -13,18 +13,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
+from mcp.server.transport_security import TransportSecuritySettings
 
 from boardmcp.credentials import caller_for_key
+from boardmcp.tools import BoardMcpServer, build_server
 from core.api import throttling
 from core.api.middleware import coded, coding_refusal
-
-if TYPE_CHECKING:
-    from boardmcp.tools import BoardMcpServer
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Any]]
@@ -63,14 +62,6 @@ def presented_key(scope: Scope) -> str | None:
     return key.strip() if scheme.lower() in SCHEMES and key.strip() else None
 
 
-def _sdk() -> tuple[Callable[[], BoardMcpServer], Any]:
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    from boardmcp.tools import build_server
-
-    return build_server, TransportSecuritySettings
-
-
 class McpHttpApp:
     """The ASGI app serving ``/mcp``. The SDK's session manager needs a task group
     that outlives requests; daphne sends no lifespan events, so the first request on
@@ -85,18 +76,13 @@ class McpHttpApp:
     async def _started(self) -> ASGIApp:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
-            # The SDK takes a second of CPU to import: the first /mcp request pays it,
-            # off the event loop, rather than every server's start (most never serve
-            # MCP) and every frame of the moment.
-            build_server, security = await asyncio.to_thread(_sdk)
-        if self._loop is not loop:
             server = build_server()
             self._app = server.streamable_http_app(
                 streamable_http_path=PATH,
                 stateless_http=True,
                 json_response=True,
                 # Hosts are Django's ALLOWED_HOSTS, checked in __call__.
-                transport_security=security(enable_dns_rebinding_protection=False),
+                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             )
             self._loop, self._ready = loop, asyncio.Event()
             self._runner = loop.create_task(self._run_sessions(server, self._ready))
