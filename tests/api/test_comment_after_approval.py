@@ -83,7 +83,13 @@ def test_the_agent_sides_comment_after_approval_asks_for_it_again(world, door, c
 
     comment(world, door, credential, "also delete the old backups while you are there")
 
-    task = store.get_task(world["task"])
+    assert_approval_asked_again(world["task"])
+
+
+def assert_approval_asked_again(task_id: str) -> None:
+    """Approved work the agent side added to after its approval: required again, with
+    a reason and an event, and no claim takes it."""
+    task = store.get_task(task_id)
     assert task.approval_state == "required"
     assert "after it was approved" in (task.approval_reason or "")
     assert Event.objects.filter(task_id=task.id, kind="approval_required").exists()

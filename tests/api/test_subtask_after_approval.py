@@ -18,10 +18,9 @@ from mcp.client.client import Client
 from board import store
 from boardmcp import credentials
 from boardmcp.tools import build_server
-from core.models import Event
 from tests.api import test_comment_after_approval as comment_rule
 from tests.api.conftest import key_client
-from tests.api.test_comment_after_approval import decide
+from tests.api.test_comment_after_approval import assert_approval_asked_again, decide
 
 # The comment rule's world: agent ``a`` (ada's) filed a task that waits for approval.
 world = comment_rule.world
@@ -65,11 +64,7 @@ def test_the_agent_sides_subtask_after_approval_asks_for_the_parents_again(world
     # What the parent's run would read: its subtasks' titles.
     read = call_tool(world["agent key"], "get_task", {"task_id": world["task"]})
     assert [t["title"] for t in read["subtasks"]] == ["also drop the old tables"]
-    parent = store.get_task(world["task"])
-    assert parent.approval_state == "required"
-    assert "after it was approved" in (parent.approval_reason or "")
-    assert Event.objects.filter(task_id=parent.id, kind="approval_required").exists()
-    assert store.claim(parent.id, "a", "human").outcome == "approval_required"
+    assert_approval_asked_again(world["task"])
 
 
 def test_a_decision_on_the_parents_revision_before_the_agents_subtask_is_refused(world):
