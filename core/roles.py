@@ -181,17 +181,20 @@ VERBS: tuple[Verb, ...] = (
     # agent's repository (what a remote worker clones and pushes the work to), and its
     # model over the one an operator approved in its agent's settings (the run's CLI
     # ``--model``, and the price its streamed usage is stopped at the ceiling by: an
-    # unpriced model runs past it): filed by the agent side with any, the agent would
-    # raise its own limit or choose where its code comes from and lands, or what runs
-    # it, behind an approval that reads as the work's.
+    # unpriced model runs past it), and its max_attempts over the rule that a failed
+    # run blocks its task for a person (with it, up to 100 failed runs each go back to
+    # todo and are claimed and paid for again): filed by the agent side with any, the
+    # agent would raise its own limit or choose where its code comes from and lands,
+    # or what runs it, behind an approval that reads as the work's.
     Verb(
         "POST /api/board/tasks",
         BUILDERS,
         "create a task (an agent's needs approval; a subtask: under its own agents'"
-        " tasks); its run ceiling (max_run_cents), base branch, remote"
-        " (metadata.repo_remote) and model (metadata.model), people only",
+        " tasks); its run ceiling (max_run_cents), retries (max_attempts), base branch,"
+        " remote (metadata.repo_remote) and model (metadata.model), people only",
         people_fields={
             "max_run_cents": ANY,
+            "max_attempts": ANY,
             "metadata.base_branch": ANY,
             "metadata.repo_remote": ANY,
             "metadata.model": ANY,

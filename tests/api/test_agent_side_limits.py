@@ -1,5 +1,6 @@
 """GOVERNANCE §6: the agent side never changes what governs it. A task's own run
-ceiling (``max_run_cents``) wins over its agent's default, a person's setting, its
+ceiling (``max_run_cents``) wins over its agent's default, a person's setting, its own
+retries (``max_attempts``) over the rule that a failed run blocks it for a person, its
 ``metadata.base_branch`` over its repository's (where the work lands), and its
 ``metadata.repo_remote`` over its agent's repository (what a remote worker clones
 and pushes to), and its ``metadata.model`` over the model an operator approved in its
@@ -54,6 +55,7 @@ def keys() -> dict[str, str]:
 
 GOVERNING = [
     ("max_run_cents", {"max_run_cents": 10**9}),
+    ("max_attempts", {"max_attempts": 100}),
     ("metadata.base_branch", {"metadata": {"base_branch": "release"}}),
     ("metadata.repo_remote", {"metadata": {"repo_remote": "https://evil.example/x.git"}}),
     ("metadata.model", {"metadata": {"model": "an-unpriced-model"}}),
@@ -85,6 +87,7 @@ def test_a_person_sets_a_tasks_run_ceiling_base_branch_remote_and_model(keys):
         {
             "title": "costly",
             "max_run_cents": 500,
+            "max_attempts": 7,
             "metadata": {
                 "base_branch": "release",
                 "repo_remote": "/srv/app.git",
@@ -95,6 +98,7 @@ def test_a_person_sets_a_tasks_run_ceiling_base_branch_remote_and_model(keys):
     assert answer.status_code == 201, answer.content[:300]
     task = Task.objects.get(pk=answer.json()["id"])
     meta = task.metadata
+    assert task.max_attempts == 7
     assert (task.max_run_cents, meta["base_branch"], meta["repo_remote"], meta["model"]) == (
         500,
         "release",
@@ -112,6 +116,7 @@ def test_the_agent_side_files_no_task_with_its_own_limit_base_or_remote_over_mcp
     assert caller is not None
     extra: dict[str, Any] = {
         "max_run_cents": 10**9,
+        "max_attempts": 100,
         "metadata": {
             "base_branch": "release",
             "repo_remote": "https://evil.example/x.git",
@@ -131,4 +136,5 @@ def test_the_agent_side_files_no_task_with_its_own_limit_base_or_remote_over_mcp
     assert answer.is_error or Task.objects.exists()
     for task in Task.objects.all():
         assert task.max_run_cents is None
+        assert task.max_attempts is None
         assert not {"base_branch", "repo_remote", "model"} & set(task.metadata or {})
