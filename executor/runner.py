@@ -221,6 +221,10 @@ class Executor:
             state.lastRuntime if state else None,
             state.nativeSessionId if state else None,
         )
+        if resume is not None and not store.ran_session(task.id, resume):
+            # The handoff is the builder's own file: a session no run of this task
+            # had (another agent's, the gateway's main one) is not its to continue.
+            resume = None
         mcp_url = self._mcp_url()
         # The run's own credential on the board's MCP server: this agent, this claim.
         key = None

@@ -47,6 +47,7 @@ from board.store.executions import (
     list_executions,
     numbered_executions,
     open_execution,
+    ran_session,
     running_execution,
     start_assigned,
 )
@@ -257,6 +258,7 @@ __all__ = [
     "now",
     "open_execution",
     "patch_metadata",
+    "ran_session",
     "ready_filter",
     "ready_tasks",
     "reconcile_orphans",

@@ -321,6 +321,12 @@ def numbered_executions(task_id: str) -> list[tuple[int, ExecutionProcess]]:
     return [(len(rows) - i, row) for i, row in enumerate(rows)]
 
 
+def ran_session(task_id: str, session_id: str) -> bool:
+    """Whether a run of ``task_id`` recorded ``session_id`` as its native session (its
+    execution's ``native_session_id``): the sessions a next run of it may resume."""
+    return ExecutionProcess.objects.filter(task_id=task_id, native_session_id=session_id).exists()
+
+
 def running_execution(task_id: str) -> ExecutionProcess | None:
     return (
         ExecutionProcess.objects.filter(task_id=task_id, status=ExecutionStatus.RUNNING)

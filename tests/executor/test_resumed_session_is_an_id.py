@@ -4,8 +4,9 @@ run resumes is read from the task's handoff (``AGENT_HANDOFF.json``
 ``POST …/workspace/handoff`` and MCP ``write_handoff`` write). Codex takes the id as
 an argument of its own (``codex exec … resume <id>``): an "id" that is an option
 (``--last``, ``-c sandbox_mode=…``) became a flag of the builder's next run, chosen
-by the builder over the operator's settings. A session id that is not an id's shape
-is now not resumed: the run starts fresh from the handoff's notes."""
+by the builder over the operator's settings. A session id that is not an id's shape,
+or that no run of the task recorded, is now not resumed: the run starts fresh from
+the handoff's notes."""
 
 from __future__ import annotations
 
@@ -85,3 +86,40 @@ def test_the_builders_handoff_puts_no_option_on_its_next_runs_command_line(repo,
     assert "-csandbox_mode=danger-full-access" not in argv
     assert "resume" not in argv
     assert argv[argv.index("--sandbox") + 1] == "workspace-write"
+
+
+@pytest.mark.django_db
+def test_a_run_resumes_only_a_session_its_tasks_own_runs_had(repo, bin_dir):
+    """An id's shape is not enough: another run's session (another agent's Codex
+    thread, the gateway's ``agent:main:main``), named in the builder's handoff, would
+    carry the builder's run into a conversation it was never part of. The session a
+    run resumes is one a run of the same task recorded (its execution's
+    ``native_session_id``)."""
+    codex = install_stand_in(bin_dir, "codex", stdout=real_lines("codex/run1-write-file.jsonl"))
+    for agent_id in ("cx", "cx2", "cx3"):
+        registry.create_agent(
+            id=agent_id,
+            display_name=agent_id,
+            team="default",
+            runtime="codex",
+            settings={"repo_path": str(repo)},
+        )
+    task = store.create_task(title="Hand me over").task
+    Executor("cx", keep_for_resume=True).work_once()
+    tree = Path(store.get_workspace(task.id).worktree_path)
+    recorded = handoff.read_handoff(tree)["nativeSessionId"]
+    raw = json.loads((tree / "AGENT_HANDOFF.json").read_text())
+    raw["nativeSessionId"] = "0199a213-0000-7000-8000-00000000beef"
+    (tree / "AGENT_HANDOFF.json").write_text(json.dumps(raw))
+
+    Executor("cx2", keep_for_resume=True).work_once()
+    argv = codex.call()["argv"]
+    assert "resume" not in argv and "0199a213-0000-7000-8000-00000000beef" not in argv
+
+    # The session the task's own run had is resumed, as before.
+    raw = json.loads((tree / "AGENT_HANDOFF.json").read_text())
+    raw["nativeSessionId"] = recorded
+    (tree / "AGENT_HANDOFF.json").write_text(json.dumps(raw))
+    Executor("cx3").work_once()
+    argv = codex.call()["argv"]
+    assert argv[argv.index("resume") + 1] == recorded
