@@ -344,13 +344,13 @@ def update_team(
                     raise ValidationFailed(
                         "reviewer_agent", f"no agent {reviewer_agent!r} in team {team.id!r}"
                     )
-                person = ParticipantKind.HUMAN
-                if agent.runtime == Runtime.HUMAN or agent.participant_kind == person:
+                never = server_commands.never_run(agent)
+                if never is not None:
                     # The critic is a run right after the gate; nobody runs a person
                     # (a person reviews in the review step, before approving).
                     raise ValidationFailed(
                         "reviewer_agent",
-                        f"{agent.id!r} is a person: the critic is an agent's run after the "
+                        f"{never}: the critic is an agent's run after the "
                         "gate; name an agent of any runtime the executor runs",
                     )
             team.reviewer_agent = agent
