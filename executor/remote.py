@@ -271,12 +271,10 @@ class Worker:
                     report.close(None, error)
                 claim.settle("fail", {"error": error})
                 return
-            # A round the server sends back -- its judge's fix round, or a rebase round
-            # for work that no longer merges onto its base -- runs here again, in the
-            # same worktree under the same claim, as a local fix round does: the server
-            # counts the rounds (CLAWBOO_MAX_FIX_CYCLES, CLAWBOO_MAX_REBASE_ROUNDS),
-            # never a new claim. Each starts with the base as the remote has it now
-            # (origin/<base>), which a rebase round's feedback says to merge.
+            # A round the server sends back (a fix or a rebase round) runs here again, in
+            # the same worktree under the same claim, as a local fix round does: the
+            # server counts the rounds (CLAWBOO_MAX_FIX_CYCLES, CLAWBOO_MAX_REBASE_ROUNDS).
+            # Each starts from the base as the remote has it now (origin/<base>).
             fix_round = 0
             while self.run_round(claim, agent, task, checkout, fix_round, execution_id) == "fix":
                 fix_round, execution_id = fix_round + 1, None
@@ -291,11 +289,9 @@ class Worker:
     def not_started(
         self, claim: rest.RestTask, task: dict[str, Any], runtime: str, run: int | None, why: str
     ) -> None:
-        """Not run (:func:`executor.preflight.run_refusal`: its agent paused since the
-        claim, by its breaker or a person). Closed ``started: false``, the server
-        settles it by the local executor's rule (:func:`executor.settle.refuse_paused`:
-        ``error_class: breaker`` for the breaker's pause, not counted, the task back in
-        ``todo``); an older server that refuses the field: the task is failed."""
+        """Not run (:func:`executor.preflight.run_refusal`: e.g. its agent paused since):
+        closed ``started: false``, settled by the local executor's rule on the server
+        (:func:`executor.settle.refuse_paused`); an older server's: the task failed."""
         log.info("task %s not run: %s", task["id"], why)
         report = RunReport.of(self.api, task["id"], claim.ticket, runtime, run)
         if report is not None and report.close(None, why, started=False) is None:
