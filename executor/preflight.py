@@ -163,7 +163,7 @@ class AgentGates:
             agent = self.read(agent_id)
         if "settings" not in agent:
             return None  # not this token's agent: the claim answers why (403)
-        refused = remote_refusal(agent)  # its settings changed since the start
+        refused = not_runnable_here(agent)  # changed since the start
         if refused is not None:
             return refused  # claimed, it would only be handed back
         settings = agent.get("settings")
@@ -206,6 +206,14 @@ def run_refusal(agent: Mapping[str, Any]) -> str | None:
     by the local executor's rule (:func:`executor.settle.refuse_paused`)."""
     if agent.get("state") == "paused":
         return f"agent is paused: {agent.get('state_reason')}"
+    return not_runnable_here(agent)
+
+
+def not_runnable_here(agent: Mapping[str, Any]) -> str | None:
+    """Why this host runs nothing for ``agent`` whatever its state, or None: its
+    runtime needs a person, or :func:`remote_refusal`. Asked before each claim (an
+    agent changed so since the worker started claims nothing more: claimed, it would
+    only be handed back, again and again) and again before the run."""
     runtime = str(agent.get("runtime"))
     try:
         automated = capabilities(runtime).automated

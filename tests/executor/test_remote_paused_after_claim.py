@@ -23,6 +23,21 @@ from tests.executor.test_remote_rebase import InProcessApi
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
 
+class ChangedAfterClaim(InProcessApi):
+    """The server, with the agent edited by ``changes`` right after the first claim."""
+
+    def __init__(self, key: str, changes: dict[str, Any]) -> None:
+        super().__init__(key)
+        self.changes: dict[str, Any] | None = changes
+
+    def call_patiently(self, method: str, path: str, body: Any = None, *, stop: Any = None):
+        answer = super().call_patiently(method, path, body, stop=stop)
+        if path == "/api/board/claim-next" and answer[0] == 200 and self.changes:
+            registry.update_agent("far", self.changes)
+            self.changes = None
+        return answer
+
+
 class PausedAfterClaim(InProcessApi):
     """The server, with the agent paused (by ``by``) right after the claim's answer."""
 
@@ -105,3 +120,32 @@ def test_an_agent_changed_to_ask_for_tool_approvals_while_its_worker_runs_claims
     assert worker.work_one("far") is False
     assert len(api.claims) == 1
     assert "may ask for tool approvals" in worker.paused["far"]
+
+
+def test_an_agent_switched_to_a_persons_runtime_after_its_claim_is_handed_back_once(
+    default_team, tmp_path: Path
+):
+    # The worker failed the task it had claimed ("needs a person") and claimed the next
+    # one, and the next, failing each: the queue eaten by an agent nobody can run here.
+    # Now the run is closed not started, saying why, the task back in todo, and the
+    # worker claims nothing more for that agent.
+    registry.create_agent(
+        id="far",
+        display_name="Far",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"]},
+    )
+    _, key = machines.mint("laptop", ["far"])
+    ids = [store.create_task(title=f"t{n}", file_mutating=False).task.id for n in range(3)]
+    api = ChangedAfterClaim(key, {"runtime": "human", "settings": {}})
+    worker = Worker(api, ["far"], tmp_path / "w", 0.5, 1.0, 60.0)
+
+    for _ in range(3):
+        worker.work_one("far")
+
+    (run,) = ExecutionProcess.objects.all()
+    assert (run.status, run.error_class) == ("cancelled", "cancelled")
+    assert "needs a person" in (run.error or "")
+    assert [store.get_task(i).status for i in ids] == ["todo"] * 3
+    assert "needs a person" in worker.paused["far"]
