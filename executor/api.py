@@ -219,8 +219,8 @@ def _hand_back(run: settle.Run, why: str) -> None:
     """A remote run never started: the local executor's rule for a run whose agent was
     paused after its claim, read from the agent as the server has it now (a pause
     since resumed still hands the task back: the worker ran nothing)."""
-    agent = Agent.objects.get(pk=run.agent_id)
-    if settle.refuse_paused(run, agent) is None:
+    agent = Agent.objects.filter(pk=run.agent_id).first()
+    if agent is None or settle.refuse_paused(run, agent) is None:
         settle.hand_back_unstarted(run, agent, why)
 
 

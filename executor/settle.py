@@ -140,12 +140,12 @@ def refuse_paused(run: Run, agent: Agent) -> str | None:
     return hand_back_unstarted(run, agent, f"agent is paused: {agent.state_reason}")
 
 
-def hand_back_unstarted(run: Run, agent: Agent, why: str) -> str:
+def hand_back_unstarted(run: Run, agent: Agent | None, why: str) -> str:
     """A run its claim opened that never started: closed ``cancelled`` with
     ``error_class: breaker`` (its agent's breaker paused it) or ``cancelled`` (a
     person paused it, or resumed it since the worker saw the pause), never counted by
     the breaker, and the task back to ``todo`` for the next claim. Returns ``why``."""
-    by_breaker = agent.state == "paused" and agent.paused_by == "breaker"
+    by_breaker = agent is not None and agent.state == "paused" and agent.paused_by == "breaker"
     error_class = ErrorClass.BREAKER if by_breaker else ErrorClass.CANCELLED
     close(run, "cancelled", None, error=why, error_class=error_class)
     store.release(run.task_id, ticket=run.ticket)
