@@ -217,7 +217,8 @@ def review(
             title=f"review: {task.title}",
             prompt=prompt(task, base, head, diff),
             cwd=checkout,
-            timeout_s=float((reviewer.settings or {}).get("timeout_s", DEFAULT_TIMEOUT_S)),
+            # An empty timeout_s (null, 0) is the default, as a build reads it.
+            timeout_s=float((reviewer.settings or {}).get("timeout_s") or DEFAULT_TIMEOUT_S),
             settings=dict(reviewer.settings or {}),
             env={"CLAWBOO_REVIEW_BASE": base, "CLAWBOO_REVIEW_HEAD": head},
             mcp=McpEndpoint(mcp_url, key) if key is not None else None,

@@ -437,6 +437,24 @@ def test_a_small_unlabelled_change_gets_no_critic(builder, critic, settings):
     assert store.get_task(task.id).as_dict()["verification"]["reviewer"] is None
 
 
+@pytest.mark.parametrize("timeout_s", [None, 0])
+def test_a_reviewer_with_no_timeout_s_reviews_within_the_default_as_a_build_does(
+    builder, critic, settings, timeout_s
+):
+    # A build reads an empty timeout_s (null, 0) as the default (run_timeout_of); the
+    # critic read null as a crash of the whole judgement (float(None)) and 0 as a
+    # review timed out at once.
+    settings.CLAWBOO_CRITIC_MIN_LINES = 0
+    notes = critic()
+    reviewer = registry.get_agent("critic")
+    registry.update_agent("critic", {"settings": {**reviewer.settings, "timeout_s": timeout_s}})
+    builder()
+    task = store.create_task(title="Add feature", metadata={"verify_cmd": VERIFY_OK}).task
+    assert Executor("builder").work_once().verdict == "pass"
+    assert len(notes.read_text().splitlines()) == 1
+    assert store.get_task(task.id).as_dict()["verification"]["reviewer"]["agent"] == "critic"
+
+
 def test_a_big_change_gets_the_critic(builder, critic, settings):
     settings.CLAWBOO_CRITIC_MIN_LINES = 0  # one line is more than none
     notes = critic()
