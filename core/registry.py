@@ -296,6 +296,23 @@ def check_runtime_settings(runtime: str, conf: dict[str, Any]) -> None:
             "must be a non-empty list of strings, the program and its arguments (no shell): "
             '["python3", "fix.py"]',
         )
+    if not _seconds(conf.get("timeout_s")):
+        raise ValidationFailed(
+            "settings.timeout_s", "must be a number of seconds (0 or null: the default)"
+        )
+
+
+def _seconds(value: Any) -> bool:
+    """Whether every run and review can read ``value`` as ``float(timeout_s or the
+    default)``: anything else was saved, then crashed each run after its claim."""
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return False
+    try:
+        return float(value) >= 0
+    except ValueError:
+        return False
 
 
 def _check_default_repository(conf: dict[str, Any], team_id: str) -> None:
