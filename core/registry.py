@@ -296,6 +296,23 @@ def check_runtime_settings(runtime: str, conf: dict[str, Any]) -> None:
             "must be a non-empty list of strings, the program and its arguments (no shell): "
             '["python3", "fix.py"]',
         )
+    if not _seconds(conf.get("timeout_s")):
+        raise ValidationFailed(
+            "settings.timeout_s", "must be a number of seconds (0 or null: the default)"
+        )
+
+
+def _seconds(value: Any) -> bool:
+    """Whether every run and review can read ``value`` as ``float(timeout_s or the
+    default)``: anything else was saved, then crashed each run after its claim."""
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return False
+    try:
+        return float(value) >= 0
+    except ValueError:
+        return False
 
 
 def _check_default_repository(conf: dict[str, Any], team_id: str) -> None:
@@ -344,13 +361,13 @@ def update_team(
                     raise ValidationFailed(
                         "reviewer_agent", f"no agent {reviewer_agent!r} in team {team.id!r}"
                     )
-                person = ParticipantKind.HUMAN
-                if agent.runtime == Runtime.HUMAN or agent.participant_kind == person:
+                never = server_commands.never_run(agent)
+                if never is not None:
                     # The critic is a run right after the gate; nobody runs a person
                     # (a person reviews in the review step, before approving).
                     raise ValidationFailed(
                         "reviewer_agent",
-                        f"{agent.id!r} is a person: the critic is an agent's run after the "
+                        f"{never}: the critic is an agent's run after the "
                         "gate; name an agent of any runtime the executor runs",
                     )
             team.reviewer_agent = agent

@@ -41,6 +41,23 @@ def runs_on_server(runtime: str) -> bool:
     return runtime not in SERVERLESS_RUNTIMES
 
 
+def never_run(agent: Any) -> str | None:
+    """Why a run the server starts by itself -- a routine's fire, the critic's review
+    -- can never be ``agent``'s, or None; the sentence names what it is. A person
+    (participant kind ``human``) is never run. Runtime ``human`` runs nothing here:
+    it is a person's runtime, or an outside agent's that acts through the API with
+    its own key -- which is the agent side (GOVERNANCE §6), not a person, and is not
+    called one."""
+    if agent.participant_kind == "human":
+        return f"{agent.id!r} is a person"
+    if not runs_on_server(agent.runtime):
+        return (
+            f"{agent.id!r} runs nothing on this server (runtime 'human': a person, or an "
+            "outside agent that acts through the API itself)"
+        )
+    return None
+
+
 def execution_part(runtime: str, settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """The runtime and the settings that decide what runs."""
     conf = {k: v for k, v in (settings or {}).items() if k not in PASSIVE_SETTINGS}

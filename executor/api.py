@@ -88,6 +88,13 @@ CloseBody = inline_serializer(
             required=False, allow_blank=True, help_text="the run's output tail (64 kB kept)"
         ),
         "native_session_id": serializers.CharField(required=False, allow_null=True),
+        "started": serializers.BooleanField(
+            required=False,
+            help_text="false: the worker never started the run (its agent was paused "
+            "after the claim): closed as the local executor closes such a run "
+            "(error_class breaker, or cancelled for a person's pause) and the task "
+            "handed back to todo; default true",
+        ),
         **_USAGE_FIELDS,
     },
 )
@@ -168,7 +175,11 @@ class ExecutionCloseView(APIView):
         ``error_class: "budget"``; its task is ``blocked`` at its ceiling (never retried
         by itself) or back to ``todo`` for a paused cap budget, with a comment (one
         notification); a failed run is classified and counted by the agent's
-        breaker, as a local one. Closing a closed run changes nothing."""
+        breaker, as a local one. A run the worker never started (``started: false``:
+        it saw its agent paused after the claim) is closed by the local executor's
+        rule (:func:`executor.settle.refuse_paused`): ``cancelled``, ``error_class:
+        "breaker"`` when the breaker paused the agent, not counted, the task back in
+        ``todo``. Closing a closed run changes nothing."""
         task = visible_task(request.user, task_id)
         act_as_assignee(request, task)
         body = json_object(request, CloseBody)
@@ -177,6 +188,14 @@ class ExecutionCloseView(APIView):
         )
         result = _run_end(body)
         if run.status != ExecutionStatus.RUNNING:
+            return Response(run.as_dict())
+        ran = settle.Run(task_id, body["ticket"], run.agent_id, run.id, remote=True)
+        started = body.get("started", True)
+        if not isinstance(started, bool):
+            raise ValidationFailed("started", "must be true or false")
+        if not started:
+            _hand_back(ran, result.error or "the worker did not start the run")
+            run.refresh_from_db()
             return Response(run.as_dict())
         stopped = None
         if result.outcome is Outcome.CANCELLED:
@@ -187,7 +206,6 @@ class ExecutionCloseView(APIView):
             stopped = spending.record(run.id, usage, ceiling, final=True, remote=True)
         # The worker fails the task itself (its ``…/fail`` follows): the rest of the
         # run's end is settled here, as a local run's.
-        ran = settle.Run(task_id, body["ticket"], run.agent_id, run.id, remote=True)
         # Work the server takes in counts once its intake ends (executor.intake), as a
         # local run counts once landed: a success here would reset the breaker before
         # an intake that fails, and such a loop would never trip it.
@@ -195,6 +213,15 @@ class ExecutionCloseView(APIView):
                          count_success=not judged_on_server(task))  # fmt: skip
         run.refresh_from_db()
         return Response(run.as_dict())
+
+
+def _hand_back(run: settle.Run, why: str) -> None:
+    """A remote run never started: the local executor's rule for a run whose agent was
+    paused after its claim, read from the agent as the server has it now (a pause
+    since resumed still hands the task back: the worker ran nothing)."""
+    agent = Agent.objects.filter(pk=run.agent_id).first()
+    if agent is None or settle.refuse_paused(run, agent) is None:
+        settle.hand_back_unstarted(run, agent, why)
 
 
 def _run_end(body: dict[str, Any]) -> RunResult:

@@ -32,6 +32,7 @@ from executor.runtimes import McpEndpoint, RunRequest, RunResult, adapter_for, c
 from executor.runtimes.base import start_run
 from executor.steps import Step
 from worktrees import checkouts
+from worktrees.scaffold import SOR_FILES
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,8 @@ def prompt(task: Task, base: str, head: str, diff: str) -> str:
     return (
         f"You are the critic of task {task.id}: {task.title}\n\n"
         f"{task.description}\n\nAcceptance criteria: {task.goal or '(none given)'}\n\n"
-        f"Review the committed change in this checkout: `git diff {base} {head}`. "
+        f"Review the committed change in this checkout: `git diff {base} {head}`, "
+        f"leaving out the task's bookkeeping files ({', '.join(SOR_FILES)}). "
         "Do not change any file: you review, you do not fix.\n\n"
         f"The change:\n```diff\n{shown}{cut}\n```\n\n"
         "Answer with exactly one JSON object and nothing else:\n"
@@ -202,7 +204,11 @@ def review(
     steps: list[Step] = []
     key: str | None = None
     try:
-        diff = checkouts.git_out(["diff", "--no-color", base, head], cwd=checkout)
+        # The change, as the landing counts it: the task's bookkeeping files (its
+        # handoff, its verification notes) are not the builder's work to review.
+        diff = checkouts.git_out(
+            ["diff", "--no-color", base, head, "--", *checkouts.WORK_PATHS], cwd=checkout
+        )
         mcp_url = settings.CLAWBOO_MCP_URL
         if mcp_url and capabilities(reviewer.runtime).mcp:
             key = mcp_credentials.mint_run_credential(reviewer.id, task.id, ticket, read_only=True)
@@ -211,7 +217,8 @@ def review(
             title=f"review: {task.title}",
             prompt=prompt(task, base, head, diff),
             cwd=checkout,
-            timeout_s=float((reviewer.settings or {}).get("timeout_s", DEFAULT_TIMEOUT_S)),
+            # An empty timeout_s (null, 0) is the default, as a build reads it.
+            timeout_s=float((reviewer.settings or {}).get("timeout_s") or DEFAULT_TIMEOUT_S),
             settings=dict(reviewer.settings or {}),
             env={"CLAWBOO_REVIEW_BASE": base, "CLAWBOO_REVIEW_HEAD": head},
             mcp=McpEndpoint(mcp_url, key) if key is not None else None,

@@ -163,6 +163,9 @@ class AgentGates:
             agent = self.read(agent_id)
         if "settings" not in agent:
             return None  # not this token's agent: the claim answers why (403)
+        refused = not_runnable_here(agent)  # changed since the start
+        if refused is not None:
+            return refused  # claimed, it would only be handed back
         settings = agent.get("settings")
         return gate.refusal(
             (agent.get("runtime"), agent.get("updated_at")),
@@ -170,7 +173,7 @@ class AgentGates:
         )
 
 
-def remote_refusal(agent: dict[str, Any]) -> str | None:
+def remote_refusal(agent: Mapping[str, Any]) -> str | None:
     """Why this host will not run ``agent`` (as ``GET /api/agents/{id}`` shows it),
     or None: a run that may ask a person about a tool call (its runtime's
     ``asks_people``) has no route to the board's prompt from here yet."""
@@ -191,3 +194,31 @@ def remote_refusal(agent: dict[str, Any]) -> str | None:
 
 class Refused(Exception):
     """This worker will not run an agent it was given (:func:`remote_refusal`)."""
+
+
+def run_refusal(agent: Mapping[str, Any]) -> str | None:
+    """Why a worker does not start the run its claim opened for ``agent`` (as ``GET
+    /api/agents/{id}`` shows it after the claim), or None: it was paused since -- its
+    breaker tripped on another run, or a person paused it (the local executor's
+    message, :meth:`executor.runner.Executor.before`) -- its runtime needs a person,
+    or this host will not run it (:func:`remote_refusal`: its settings changed since
+    the worker started). The run is closed as not started and the server settles it
+    by the local executor's rule (:func:`executor.settle.refuse_paused`)."""
+    if agent.get("state") == "paused":
+        return f"agent is paused: {agent.get('state_reason')}"
+    return not_runnable_here(agent)
+
+
+def not_runnable_here(agent: Mapping[str, Any]) -> str | None:
+    """Why this host runs nothing for ``agent`` whatever its state, or None: its
+    runtime needs a person, or :func:`remote_refusal`. Asked before each claim (an
+    agent changed so since the worker started claims nothing more: claimed, it would
+    only be handed back, again and again) and again before the run."""
+    runtime = str(agent.get("runtime"))
+    try:
+        automated = capabilities(runtime).automated
+    except UnknownRuntime:
+        automated = True  # remote_refusal says why
+    if not automated:
+        return f"runtime {runtime!r} needs a person; the executor does not run it"
+    return remote_refusal(agent)

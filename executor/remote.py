@@ -48,7 +48,7 @@ from executor.rest import (
     Waker,
 )
 from executor.runtimes.base import RunRequest, RunResult
-from executor.runtimes.registry import adapter_for, capabilities
+from executor.runtimes.registry import adapter_for
 
 __all__ = ["Api", "ApiError", "Refused", "RunReport", "Revoked", "Worker"]
 
@@ -250,11 +250,10 @@ class Worker:
             revoked=self.revoked, wake=self.wake,
         )  # fmt: skip
         try:
-            if not capabilities(agent["runtime"]).automated:
-                raise RuntimeError(f"runtime {agent['runtime']!r} needs a person")
-            refusal = remote_refusal(agent)  # its settings changed since the start
+            refusal = preflight.run_refusal(agent)  # paused, or changed, since the claim
             if refusal is not None:
-                raise RuntimeError(refusal)
+                self.not_started(claim, task, agent["runtime"], execution_id, refusal)
+                return
             try:
                 checkout = rest.workspace(self.cache_dir, task, repo)
             except (Revoked, ServerUnreachable):
@@ -267,19 +266,15 @@ class Worker:
                 # its agent, not the whole queue.
                 log.exception("task %s: no checkout on this host", task["id"])
                 error = f"remote worker: {type(exc).__name__}: {exc}"
-                if execution_id is None:  # the claim opened none (an older server)
-                    opened = RunReport.open(self.api, task["id"], ticket, agent["runtime"])
-                    execution_id = opened.execution_id if opened is not None else None
-                if execution_id is not None:
-                    RunReport(self.api, task["id"], ticket, execution_id).close(None, error)
+                report = RunReport.of(self.api, task["id"], ticket, agent["runtime"], execution_id)
+                if report is not None:
+                    report.close(None, error)
                 claim.settle("fail", {"error": error})
                 return
-            # A round the server sends back -- its judge's fix round, or a rebase round
-            # for work that no longer merges onto its base -- runs here again, in the
-            # same worktree under the same claim, as a local fix round does: the server
-            # counts the rounds (CLAWBOO_MAX_FIX_CYCLES, CLAWBOO_MAX_REBASE_ROUNDS),
-            # never a new claim. Each starts with the base as the remote has it now
-            # (origin/<base>), which a rebase round's feedback says to merge.
+            # A round the server sends back (a fix or a rebase round) runs here again, in
+            # the same worktree under the same claim, as a local fix round does: the
+            # server counts the rounds (CLAWBOO_MAX_FIX_CYCLES, CLAWBOO_MAX_REBASE_ROUNDS).
+            # Each starts from the base as the remote has it now (origin/<base>).
             fix_round = 0
             while self.run_round(claim, agent, task, checkout, fix_round, execution_id) == "fix":
                 fix_round, execution_id = fix_round + 1, None
@@ -290,6 +285,17 @@ class Worker:
         except Exception as exc:
             log.exception("task %s failed on this host", task["id"])
             claim.settle("fail", {"error": f"remote worker: {exc}"})
+
+    def not_started(
+        self, claim: rest.RestTask, task: dict[str, Any], runtime: str, run: int | None, why: str
+    ) -> None:
+        """Not run (:func:`executor.preflight.run_refusal`: e.g. its agent paused since):
+        closed ``started: false``, settled by the local executor's rule on the server
+        (:func:`executor.settle.refuse_paused`); an older server's: the task failed."""
+        log.info("task %s not run: %s", task["id"], why)
+        report = RunReport.of(self.api, task["id"], claim.ticket, runtime, run)
+        if report is not None and report.close(None, why, started=False) is None:
+            claim.settle("fail", {"error": why})
 
     def run_round(
         self,

@@ -698,6 +698,14 @@ class RestRun:
             return None
         return cls(api, task_id, ticket, int(opened["id"]), **kw)
 
+    @classmethod
+    def of(cls, api: Api, task_id: str, ticket: str, runtime: str, execution_id: int | None) -> Any:
+        """The claim's run: ``execution_id`` when the claim opened it, else opened now
+        (an older server); None when the claim is gone."""
+        if execution_id is not None:
+            return cls(api, task_id, ticket, execution_id)
+        return cls.open(api, task_id, ticket, runtime)
+
     # --- the port ---------------------------------------------------------------
 
     def beat(self) -> float | None:
@@ -799,14 +807,19 @@ class RestRun:
     def cancel(self, cancel: Callable[[], None] | None) -> None:
         self.meter.cancel = cancel
 
-    def close(self, result: RunResult | None, error: str | None) -> dict[str, Any] | None:
+    def close(
+        self, result: RunResult | None, error: str | None, *, started: bool = True
+    ) -> dict[str, Any] | None:
         """Close the execution with the run's end (``result`` None: the worker itself
-        failed, ``error`` says how), after what is left of its log. The server's
-        answer (the closed execution), or None if it could not be had."""
+        failed, ``error`` says how; ``started`` False: the run never started, ``error``
+        says why, and the server hands the task back), after what is left of its log.
+        The server's answer (the closed execution), or None if it could not be had."""
         self.log.finish()
         body: dict[str, Any] = {"ticket": self.ticket}
         last = self.meter.last
-        if result is None:
+        if not started:
+            body.update(outcome="cancelled", error=error, started=False)
+        elif result is None:
             body.update(outcome="failed", error=error, **(last.as_body() if last else {}))
         else:
             final = result.usage

@@ -132,13 +132,20 @@ def refuse_paused(run: Run, agent: Agent) -> str | None:
     after the claim, before the run started (its breaker tripped on another of its
     runs meanwhile, or a person paused it) -- or None. The claim opened the run, so the
     pause did not hand the task back as work not started (board.store.pause_agent):
-    this does, as the pause would have. The run is closed ``cancelled`` with
-    ``error_class: breaker`` (its breaker paused it) or ``cancelled`` (a person did),
-    never counted by the breaker, and the task goes back to ``todo``."""
+    this does, as the pause would have (:func:`hand_back_unstarted`). The local
+    executor asks before its run; a remote worker that saw the pause closes its run
+    ``started: false`` and the server asks (:class:`executor.api.ExecutionCloseView`)."""
     if agent.state != "paused":
         return None
-    why = f"agent is paused: {agent.state_reason}"
-    by_breaker = agent.paused_by == "breaker"
+    return hand_back_unstarted(run, agent, f"agent is paused: {agent.state_reason}")
+
+
+def hand_back_unstarted(run: Run, agent: Agent | None, why: str) -> str:
+    """A run its claim opened that never started: closed ``cancelled`` with
+    ``error_class: breaker`` (its agent's breaker paused it) or ``cancelled`` (a
+    person paused it, or resumed it since the worker saw the pause), never counted by
+    the breaker, and the task back to ``todo`` for the next claim. Returns ``why``."""
+    by_breaker = agent is not None and agent.state == "paused" and agent.paused_by == "breaker"
     error_class = ErrorClass.BREAKER if by_breaker else ErrorClass.CANCELLED
     close(run, "cancelled", None, error=why, error_class=error_class)
     store.release(run.task_id, ticket=run.ticket)

@@ -27,9 +27,9 @@ from board.errors import TaskNotFound
 from board.models import Task
 from board.scope import check_touches
 from board.transitions import Status
-from core import repositories, storage, wakeups
+from core import repositories, server_commands, storage, wakeups
 from core.errors import Conflict, ValidationFailed
-from core.models import Agent, ParticipantKind, Runtime, Team
+from core.models import Agent, Team
 from routines import occurrence
 from routines.errors import (
     BoundRecurringScheduleError,
@@ -178,14 +178,15 @@ def _check_agent(agent_id: Any, team_id: str) -> Agent:
 def check_not_human(agent: Agent) -> None:
     """A routine runs its agent on a schedule; a person is never run (the executor
     does not claim for a ``human``): refused, saying what to do instead."""
-    if agent.participant_kind == ParticipantKind.HUMAN or agent.runtime == Runtime.HUMAN:
+    never = server_commands.never_run(agent)
+    if never is not None:
         raise HumanParticipantRefused(
             "agent_id",
-            f"{agent.id!r} is a person: a routine fires an agent's run "
-            "and nobody runs a person. Give the routine an agent that runs (claude-code, "
-            "codex, hermes, command, openclaw), or put the work in front of this person "
-            f'as a task routed to them (route: {{"agent": "{agent.id}"}}), which they '
-            "claim from the board",
+            f"{never}: a routine fires an agent's run on the server "
+            "and the server runs no such participant. Give the routine an agent that runs "
+            "(claude-code, codex, hermes, command, openclaw), or put the work in front of "
+            f'it as a task routed to them (route: {{"agent": "{agent.id}"}}), which they '
+            "claim from the board (or the API)",
             agent_id=agent.id,
         )
 

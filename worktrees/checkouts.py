@@ -408,12 +408,16 @@ def _count_lines(path: Path) -> int | None:
         return None
 
 
+# The pathspec of the work itself: the SoR bookkeeping files left out (what the
+# landing, the review panel and the critic call "the change").
+WORK_PATHS = (".", *(f":(top,exclude){name}" for name in SOR_FILES))
+
+
 def work_diff(path: Path, base_commit: str) -> Diffstat:
     """The agent's work: the checkout (committed + uncommitted + untracked, minus
     ignored files) against the baseline, leaving out the SoR bookkeeping files."""
-    excludes = [f":(top,exclude){name}" for name in SOR_FILES]
     numstat = run_git(
-        ["diff", "--numstat", "-z", "--no-renames", base_commit, "--", ".", *excludes],
+        ["diff", "--numstat", "-z", "--no-renames", base_commit, "--", *WORK_PATHS],
         cwd=path,
     ).stdout
     stat = Diffstat()
@@ -432,7 +436,7 @@ def work_diff(path: Path, base_commit: str) -> Diffstat:
     status = run_git(
         ["--no-optional-locks", "status", "--porcelain=v2", "-z", "--branch",
          "--untracked-files=all", "--no-renames", "--ignore-submodules=all",
-         "--no-ahead-behind", "--", ".", *excludes],
+         "--no-ahead-behind", "--", *WORK_PATHS],
         cwd=path,
     ).stdout  # fmt: skip
     records = iter(status.split("\0"))

@@ -36,13 +36,17 @@ print("wrote", "ok" if told else "meh")
 # A `command` critic: one JSON object on stdout; a blocking finding unless the file
 # reads "ok". It also writes a file in its checkout and notes where it ran.
 CRITIC = """
-import json, pathlib, subprocess, sys
+import json, os, pathlib, subprocess, sys
 here = pathlib.Path.cwd()
 note = pathlib.Path(sys.argv[1])
 branch = subprocess.run(["git", "symbolic-ref", "-q", "HEAD"], capture_output=True, text=True)
 with note.open("a") as out:
     out.write(json.dumps({"cwd": str(here), "branch": branch.stdout.strip(),
-                          "code": branch.returncode}) + "\\n")
+                          "code": branch.returncode,
+                          "base": os.environ.get("CLAWBOO_REVIEW_BASE"),
+                          "head": os.environ.get("CLAWBOO_REVIEW_HEAD"),
+                          "prompt": pathlib.Path(os.environ["CLAWBOO_PROMPT_FILE"]).read_text()})
+              + "\\n")
 (here / "critic-notes.txt").write_text("the critic was here\\n")
 text = (here / "feature.txt").read_text()
 mode = sys.argv[2] if len(sys.argv) > 2 else "judge"
@@ -329,6 +333,13 @@ def test_a_blocking_finding_fails_a_green_gate_and_the_critic_runs_branchless(
     assert verification["reviewer"] == {"agent": "critic", "runtime": "command", "model": "m-2"}
     run = json.loads(notes.read_text().splitlines()[0])
     assert run["code"] != 0 and run["branch"] == ""  # detached: no branch to push
+    # What it reviews, as docs/agents.md says: the two commits of the change.
+    # What it reviews (docs/agents.md): the change between the two commits it is
+    # given, as the landing counts it -- not the task's bookkeeping files (its
+    # handoff, its verification notes), which it was shown as the builder's work.
+    assert git(repo, "diff", "--name-only", run["base"], run["head"]).count("feature.txt") == 1
+    shown = [line for line in run["prompt"].splitlines() if line.startswith("diff --git")]
+    assert shown == ["diff --git a/feature.txt b/feature.txt"]
     assert not Path(run["cwd"]).exists()  # the review checkout is gone
     # What the critic wrote reached neither the task's branch nor the base.
     branch = f"clawboo/task-{task.id}"
@@ -424,6 +435,24 @@ def test_a_small_unlabelled_change_gets_no_critic(builder, critic, settings):
     assert Executor("builder").work_once().verdict == "pass"
     assert not notes.exists()
     assert store.get_task(task.id).as_dict()["verification"]["reviewer"] is None
+
+
+@pytest.mark.parametrize("timeout_s", [None, 0])
+def test_a_reviewer_with_no_timeout_s_reviews_within_the_default_as_a_build_does(
+    builder, critic, settings, timeout_s
+):
+    # A build reads an empty timeout_s (null, 0) as the default (run_timeout_of); the
+    # critic read null as a crash of the whole judgement (float(None)) and 0 as a
+    # review timed out at once.
+    settings.CLAWBOO_CRITIC_MIN_LINES = 0
+    notes = critic()
+    reviewer = registry.get_agent("critic")
+    registry.update_agent("critic", {"settings": {**reviewer.settings, "timeout_s": timeout_s}})
+    builder()
+    task = store.create_task(title="Add feature", metadata={"verify_cmd": VERIFY_OK}).task
+    assert Executor("builder").work_once().verdict == "pass"
+    assert len(notes.read_text().splitlines()) == 1
+    assert store.get_task(task.id).as_dict()["verification"]["reviewer"]["agent"] == "critic"
 
 
 def test_a_big_change_gets_the_critic(builder, critic, settings):
