@@ -925,9 +925,11 @@ function renderLabels() {
 
 async function fillAssignees() {
   const select = $("#filter-assignee");
-  const known = new Set([...select.options].map((o) => o.value));
   for (const agent of await teamAgents()) {
-    if (!known.has(agent.id)) select.append(el("option", { value: agent.id }, agent.display_name ? `${agent.display_name} (${agent.id})` : agent.id));
+    const name = agent.display_name ? `${agent.display_name} (${agent.id})` : agent.id;
+    const option = [...select.options].find((o) => o.value === agent.id);
+    if (option) option.textContent = name;   // showFilters added it by its bare id (?assignee= in the URL)
+    else select.append(el("option", { value: agent.id }, name));
   }
   showFilters();
 }
@@ -941,12 +943,14 @@ async function fillRoutines() {
   const routines = await api("GET", `/api/routines?team=${enc(team)}`).catch(() => []);
   for (const routine of routines) {
     const name = routine.name || routine.id;
+    state.routineNames.set(routine.id, name);
     const option = [...select.options].find((o) => o.value === routine.id);
     if (option) { option.textContent = name; option.title = name; }   // showFilters added it by its bare id
     else select.append(el("option", { value: routine.id, title: name }, name));
   }
   select.hidden = select.options.length < 2;
   showFilters();
+  renderAll();   // the fires' cards name their routine now, not its id
 }
 
 // --- chat ------------------------------------------------------------------------
