@@ -128,10 +128,12 @@ class Client:
         except ApiError as exc:
             body = exc.body if isinstance(exc.body, dict) else {}
             code = body.get("error", "error")
-            detail = body.get("detail") or str(exc.body)
-            raise Failure(
-                f"clawboo: {exc.status} {shown(code)}: {one_line(shown(detail))}"
-            ) from None
+            detail = one_line(shown(body.get("detail") or str(exc.body)))
+            allowed = body.get("allowed")
+            if isinstance(allowed, list):
+                # What to do next: an illegal move's detail named only the move refused.
+                detail += f" (allowed: {', '.join(shown(str(a)) for a in allowed) or 'none'})"
+            raise Failure(f"clawboo: {exc.status} {shown(code)}: {detail}") from None
         except OSError as exc:
             raise Failure(f"clawboo: cannot reach {self.server}: {exc}") from None
 
