@@ -2,7 +2,9 @@
 demo team's filters took two rows (its agent reads "Demo coder (demo-coder)" in the
 assignee filter, and the routine filter and "Clear filters" wrapped under the search);
 an assignee set by the URL read by its bare id in the filter; a routine's fire chip
-named its routine by its id.
+named its routine by its id; an empty merge queue ("shop · 0 waiting to land") took two
+lines' height, a blank band above the columns; approving a task of that queue said it
+landed and moved to Done at once, where it is queued and stays in review.
 
 ``CLAWBOO_SCREENSHOTS=DIR`` writes the pictures there (see ``browsing.screenshot``)."""
 
@@ -13,12 +15,14 @@ from pathlib import Path
 import pytest
 
 from board import store
-from core import registry
+from core import registry, repositories
 from routines import store as routines_store
 from tests.live import test_board_browser
 from tests.live.browsing import CHROMIUM, launch, screenshot
 from tests.live.test_board_browser import WIDE, open_board
 from tests.live.test_newuser5_browser import HINT_JS, LAPTOP
+from tests.worktrees.queue_fixtures import GATE, Harness
+from worktrees import queue
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
@@ -92,4 +96,52 @@ def test_a_routines_fire_chip_names_its_routine_not_its_id(daphne, operator, tmp
         assert title.startswith("routine “Tidy the notes · 0 9 * * * · "), title
         assert tidy.id not in title, title
         screenshot(page, "board-routine-fire-name.png", tmp_path)
+        browser.close()
+
+
+def test_an_empty_merge_queue_is_one_line_high(daphne, operator, repo, tmp_path):
+    # As in `clawboo demo`, whose repository lands through a queue.
+    repositories.register(team="default", path=str(repo), id="shop", landing_mode="queue")
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, LAPTOP)
+        page.wait_for_selector("#merge-queue:not([hidden]) .mq", timeout=10_000)
+        assert "shop · 0 waiting to land" in page.locator("#merge-queue").inner_text()
+        box = page.locator("#merge-queue").bounding_box()
+        line = page.locator("#merge-queue .mq p").bounding_box()
+        screenshot(page, "board-merge-queue-empty.png", tmp_path)
+        # The empty list of who waits took a line of its own: 50 px for a 19 px line.
+        assert box["height"] <= line["height"] + 14, (box, line)
+        browser.close()
+
+
+def test_approving_a_task_of_a_queued_repository_says_it_is_queued_not_landed(
+    daphne, operator, repo, tmp_path, monkeypatch
+):
+    log = tmp_path / "gates.log"
+    command = GATE.format(pause="0", log=log)
+    repositories.register(
+        team="default", path=str(repo), id="shop", landing_mode="queue", verify_cmd=command
+    )
+    monkeypatch.setattr(queue, "kick", lambda repo_path: None)  # nothing lands here
+    task_id = Harness(repo, log, command).in_review(
+        "Add divide()", {"calc.py": "pass\n"}, repository="shop"
+    )
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, LAPTOP)
+        page.wait_for_selector("#merge-queue:not([hidden]) .mq", timeout=10_000)
+        page.locator(f"[data-status=in_review] [data-task-id='{task_id}']").click()
+        page.click("#approve-btn")
+        what = page.locator("dialog[open] #approve-what")
+        what.wait_for(timeout=5_000)
+        screenshot(page, "board-approve-queued.png", tmp_path)
+        # It said "Approving lands the task's change on its base branch and moves it to
+        # Done." under "Approve and land"; the task stayed in review, queued.
+        assert what.inner_text().startswith("Approving puts it in shop's merge queue"), (
+            what.inner_text()
+        )
+        assert page.locator("#ask-ok").inner_text() == "Approve and queue"
         browser.close()

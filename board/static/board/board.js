@@ -608,14 +608,20 @@ function say(text, kind) {
 
 async function approve(task) {
   const override = needsOverride(task);
+  // A repository that lands by queue lands it later, after the gate: the dialog said it
+  // landed and moved to Done now (the demo's does), and the task stayed in review.
+  const repository = task.repository || (task.metadata || {}).repo_path;
+  const queued = task.worktree_ref && state.queueRepositories.has(repository);
   const data = await ask({
     title: `Approve "${task.title}"`,
     // A task worked in place has no branch: nothing lands, and the dialog said it would.
-    body: [el("p", { id: "approve-what" }, task.worktree_ref
-      ? "Approving lands the task's change on its base branch and moves it to Done."
-      : "Approving moves it to Done. It has no worktree, so there is no change to land."),
+    body: [el("p", { id: "approve-what" }, !task.worktree_ref
+      ? "Approving moves it to Done. It has no worktree, so there is no change to land."
+      : queued
+        ? `Approving puts it in ${task.repository || "its repository"}'s merge queue: it lands on its base branch, and moves to Done, once the stacked change passes the gate.`
+        : "Approving lands the task's change on its base branch and moves it to Done."),
     override ? overrideField(task) : null],
-    ok: task.worktree_ref ? "Approve and land" : "Approve",
+    ok: !task.worktree_ref ? "Approve" : queued ? "Approve and queue" : "Approve and land",
     okClass: override ? "danger" : "ok",
     validate: (d) => (override && !String(d.get("reason") || "").trim() ? "Say why the verdict is overridden." : null),
   });

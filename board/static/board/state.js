@@ -42,6 +42,7 @@ export function createState(config, filters) {
     filters: filters || emptyFilters(),
     selected: null,
     routineNames: new Map(),  // routine id -> its name, as GET /api/routines says it
+    queueRepositories: new Set(),  // ids and paths of the team's repositories that land by queue
   };
 }
 
