@@ -135,7 +135,11 @@ class Client:
                 detail += f" (allowed: {', '.join(shown(str(a)) for a in allowed) or 'none'})"
             raise Failure(f"clawboo: {exc.status} {shown(code)}: {detail}") from None
         except OSError as exc:
-            raise Failure(f"clawboo: cannot reach {self.server}: {exc}") from None
+            hint = ""
+            if isinstance(exc.__cause__, ConnectionRefusedError):
+                # What to check: the server stopped, or `up` was given another port.
+                hint = " (nothing listens there: is `clawboo up` running, and on that port?)"
+            raise Failure(f"clawboo: cannot reach {self.server}: {exc}{hint}") from None
 
 
 def one_line(text: Any) -> str:

@@ -73,3 +73,26 @@ def test_a_refused_move_names_the_moves_the_task_may_make(monkeypatch):
     with pytest.raises(people.Failure) as failed:
         client.call("POST", "/api/board/tasks/demo-divide/transition", {"to": "todo"})
     assert failed.value.line.endswith("to todo (allowed: none)")
+
+
+def test_a_server_that_refuses_the_connection_says_what_to_check(monkeypatch):
+    # "clawboo: cannot reach http://127.0.0.1:8001: [Errno 111] Connection refused" and
+    # nothing else: a new user whose `up` had stopped, or ran on another port, was left
+    # to guess.
+    from executor.rest import ServerUnreachable
+
+    class Down:
+        def call(self, method, path, body=None):
+            try:
+                raise ConnectionRefusedError(111, "Connection refused")
+            except OSError as exc:
+                raise ServerUnreachable("[Errno 111] Connection refused") from exc
+
+    client = people.Client("http://127.0.0.1:8001", "k")
+    monkeypatch.setattr(client, "api", Down())
+    with pytest.raises(people.Failure) as failed:
+        client.call("GET", "/api/board/tasks")
+    assert failed.value.line == (
+        "clawboo: cannot reach http://127.0.0.1:8001: [Errno 111] Connection refused"
+        " (nothing listens there: is `clawboo up` running, and on that port?)"
+    )
