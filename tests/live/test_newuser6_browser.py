@@ -134,6 +134,8 @@ def test_approving_a_task_of_a_queued_repository_says_it_is_queued_not_landed(
         page = open_board(browser, base, LAPTOP)
         page.wait_for_selector("#merge-queue:not([hidden]) .mq", timeout=10_000)
         page.locator(f"[data-status=in_review] [data-task-id='{task_id}']").click()
+        # The panel's button said "Approve and land…" too.
+        page.locator("#approve-btn", has_text="Approve and queue…").wait_for(timeout=10_000)
         page.click("#approve-btn")
         what = page.locator("dialog[open] #approve-what")
         what.wait_for(timeout=5_000)

@@ -610,8 +610,7 @@ async function approve(task) {
   const override = needsOverride(task);
   // A repository that lands by queue lands it later, after the gate: the dialog said it
   // landed and moved to Done now (the demo's does), and the task stayed in review.
-  const repository = task.repository || (task.metadata || {}).repo_path;
-  const queued = task.worktree_ref && state.queueRepositories.has(repository);
+  const queued = S.landsByQueue(state, task);
   const data = await ask({
     title: `Approve "${task.title}"`,
     // A task worked in place has no branch: nothing lands, and the dialog said it would.

@@ -360,6 +360,14 @@ export function runCost(execution) {
 // A routine's fire on its card: every fire has the routine's title, and the ids differ
 // only in their cut-off tail, so the card says which slot it is ("⟳ fired 19:20", the
 // date too when not today). Null for a task no routine filed.
+// Whether approving a task puts it in its repository's merge queue (lands later, after
+// the gate) rather than landing it now: its repository, or the path a task without one
+// names, lands by queue.
+export function landsByQueue(st, task) {
+  const repository = task.repository || (task.metadata || {}).repo_path;
+  return Boolean(task.worktree_ref && repository && st.queueRepositories.has(repository));
+}
+
 // Its tooltip names the routine as the routine filter does ("Tidy the notes · 0 9 * * *
 // · e20e65", from `names`: id -> name) once the team's routines are read; the bare id
 // (all the card said before) only until then, or for a routine since deleted.

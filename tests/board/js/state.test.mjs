@@ -231,6 +231,15 @@ test("a routine's fire names its routine, not its id, once the routines are read
   assert.equal(S.createState({ statuses: [] }).routineNames.size, 0);
 });
 
+test("approving lands by queue when the task's repository (or its path) lands by queue", () => {
+  const st = S.createState({ statuses: [] });
+  st.queueRepositories = new Set(["shop", "/repos/shop"]);
+  assert.equal(S.landsByQueue(st, { worktree_ref: "/w/1", repository: "shop" }), true);
+  assert.equal(S.landsByQueue(st, { worktree_ref: "/w/1", repository: null, metadata: { repo_path: "/repos/shop" } }), true);
+  assert.equal(S.landsByQueue(st, { worktree_ref: "/w/1", repository: "app" }), false);
+  assert.equal(S.landsByQueue(st, { worktree_ref: null, repository: "shop" }), false);
+});
+
 test("the routine filter keeps that routine's fires (the routines page links to it)", () => {
   const fire = (id, routine) => ({ id, metadata: { routine_id: routine, slot_at: 1 } });
   const tasks = [fire("a", "r1"), fire("b", "r2"), { id: "c", metadata: {} }, { id: "d" }];
