@@ -128,12 +128,18 @@ class Client:
         except ApiError as exc:
             body = exc.body if isinstance(exc.body, dict) else {}
             code = body.get("error", "error")
-            detail = body.get("detail") or str(exc.body)
-            raise Failure(
-                f"clawboo: {exc.status} {shown(code)}: {one_line(shown(detail))}"
-            ) from None
+            detail = one_line(shown(body.get("detail") or str(exc.body)))
+            allowed = body.get("allowed")
+            if isinstance(allowed, list):
+                # What to do next: an illegal move's detail named only the move refused.
+                detail += f" (allowed: {', '.join(shown(str(a)) for a in allowed) or 'none'})"
+            raise Failure(f"clawboo: {exc.status} {shown(code)}: {detail}") from None
         except OSError as exc:
-            raise Failure(f"clawboo: cannot reach {self.server}: {exc}") from None
+            hint = ""
+            if isinstance(exc.__cause__, ConnectionRefusedError):
+                # What to check: the server stopped, or `up` was given another port.
+                hint = " (nothing listens there: is `clawboo up` running, and on that port?)"
+            raise Failure(f"clawboo: cannot reach {self.server}: {exc}{hint}") from None
 
 
 def one_line(text: Any) -> str:

@@ -15,20 +15,31 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from typing import Any
 
 from core.errors import ValidationFailed
 
 EVERYWHERE = frozenset({"format"})
 _NAME_SHOWN = 60
+# One build at a time: the board's first load sends its first requests at once, each in
+# its own thread (ASGI), and drf-spectacular's first look at an extension for a package
+# that is not installed (django-oauth-toolkit's) is not safe across threads: the
+# threads that lost the race answered 500 ("Could not load the board").
+_BUILDING = threading.Lock()
 
 
-@functools.cache
 def declared() -> dict[str, frozenset[str]]:
     """``"GET /api/agents"`` → the query parameters the schema declares for it.
 
     Built once per process from the same generator ``/api/schema/`` serves (well
     under a second); the urlconf it walks is fixed for the life of the process."""
+    with _BUILDING:
+        return _table()
+
+
+@functools.cache
+def _table() -> dict[str, frozenset[str]]:
     from drf_spectacular.generators import SchemaGenerator
 
     schema = SchemaGenerator().get_schema(request=None, public=True)

@@ -128,3 +128,51 @@ def test_every_operation_documents_the_refusal_of_an_undeclared_parameter():
         for method, operation in operations.items():
             refusal = operation["responses"].get("400", {}).get("description", "")
             assert "validation_error" in refusal, (method, path)
+
+
+def test_the_first_requests_at_once_after_start_all_answer(monkeypatch):
+    # The board's first load after `clawboo up` asks for its columns, chat and budgets
+    # at once, each in its own thread; each built the query table (the OpenAPI schema)
+    # at the same time, and drf-spectacular's first look at an absent package's
+    # extension (django-oauth-toolkit's) is not safe across threads: two of the three
+    # answered 500 and the board said "Could not load the board".
+    import threading
+    import time
+
+    from drf_spectacular import plumbing
+    from drf_spectacular.contrib.django_oauth_toolkit import DjangoOAuthToolkitScheme
+
+    from core.api import query
+
+    monkeypatch.setattr(
+        DjangoOAuthToolkitScheme,
+        "target_class",
+        "oauth2_provider.contrib.rest_framework.OAuth2Authentication",
+    )
+    real = plumbing.import_string
+
+    def slow(path):  # the window between a thread's look and its write, made wide
+        if "oauth2_provider" in str(path):
+            time.sleep(0.2)
+        return real(path)
+
+    monkeypatch.setattr(plumbing, "import_string", slow)
+    query._table.cache_clear()  # as at a process's start
+    start = threading.Barrier(4)
+    tables, errors = [], []
+
+    def first_request() -> None:
+        start.wait()
+        try:
+            tables.append(declared())
+        except Exception as exc:  # noqa: BLE001 - what the request would have answered 500 with
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_request) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == [], errors
+    assert len(tables) == 4 and all(table == tables[0] for table in tables)
+    assert "GET /api/agents" in tables[0]

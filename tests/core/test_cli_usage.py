@@ -42,3 +42,57 @@ def test_an_option_a_command_does_not_take_is_named_under_that_commands_usage(ca
     assert err.startswith("usage: clawboo task create"), err
     assert "title\n" in err  # the usage shows the title as an argument
     assert err.endswith("clawboo task create: error: unrecognized arguments: --title\n"), err
+
+
+def test_a_refused_move_names_the_moves_the_task_may_make(monkeypatch):
+    # `clawboo task move ID todo` of a task in review said only "cannot move from
+    # in_review to todo": the API's body says where it may go (`allowed`), the line did not.
+    from executor.rest import ApiError
+
+    refusal = {
+        "error": "illegal_transition",
+        "detail": "task 'demo-divide' cannot move from in_review to todo",
+        "from": "in_review",
+        "to": "todo",
+        "allowed": ["done", "in_progress", "blocked", "cancelled"],
+    }
+
+    class Refusing:
+        def call(self, method, path, body=None):
+            raise ApiError(409, refusal)
+
+    client = people.Client("http://127.0.0.1:8000", "k")
+    monkeypatch.setattr(client, "api", Refusing())
+    with pytest.raises(people.Failure) as failed:
+        client.call("POST", "/api/board/tasks/demo-divide/transition", {"to": "todo"})
+    assert failed.value.line == (
+        "clawboo: 409 illegal_transition: task 'demo-divide' cannot move from in_review to"
+        " todo (allowed: done, in_progress, blocked, cancelled)"
+    )
+    refusal["allowed"] = []  # a task that may go nowhere says so
+    with pytest.raises(people.Failure) as failed:
+        client.call("POST", "/api/board/tasks/demo-divide/transition", {"to": "todo"})
+    assert failed.value.line.endswith("to todo (allowed: none)")
+
+
+def test_a_server_that_refuses_the_connection_says_what_to_check(monkeypatch):
+    # "clawboo: cannot reach http://127.0.0.1:8001: [Errno 111] Connection refused" and
+    # nothing else: a new user whose `up` had stopped, or ran on another port, was left
+    # to guess.
+    from executor.rest import ServerUnreachable
+
+    class Down:
+        def call(self, method, path, body=None):
+            try:
+                raise ConnectionRefusedError(111, "Connection refused")
+            except OSError as exc:
+                raise ServerUnreachable("[Errno 111] Connection refused") from exc
+
+    client = people.Client("http://127.0.0.1:8001", "k")
+    monkeypatch.setattr(client, "api", Down())
+    with pytest.raises(people.Failure) as failed:
+        client.call("GET", "/api/board/tasks")
+    assert failed.value.line == (
+        "clawboo: cannot reach http://127.0.0.1:8001: [Errno 111] Connection refused"
+        " (nothing listens there: is `clawboo up` running, and on that port?)"
+    )

@@ -608,14 +608,19 @@ function say(text, kind) {
 
 async function approve(task) {
   const override = needsOverride(task);
+  // A repository that lands by queue lands it later, after the gate: the dialog said it
+  // landed and moved to Done now (the demo's does), and the task stayed in review.
+  const queued = S.landsByQueue(state, task);
   const data = await ask({
     title: `Approve "${task.title}"`,
     // A task worked in place has no branch: nothing lands, and the dialog said it would.
-    body: [el("p", { id: "approve-what" }, task.worktree_ref
-      ? "Approving lands the task's change on its base branch and moves it to Done."
-      : "Approving moves it to Done. It has no worktree, so there is no change to land."),
+    body: [el("p", { id: "approve-what" }, !task.worktree_ref
+      ? "Approving moves it to Done. It has no worktree, so there is no change to land."
+      : queued
+        ? `Approving puts it in ${task.repository || "its repository"}'s merge queue: it lands on its base branch, and moves to Done, once the stacked change passes the gate.`
+        : "Approving lands the task's change on its base branch and moves it to Done."),
     override ? overrideField(task) : null],
-    ok: task.worktree_ref ? "Approve and land" : "Approve",
+    ok: !task.worktree_ref ? "Approve" : queued ? "Approve and queue" : "Approve and land",
     okClass: override ? "danger" : "ok",
     validate: (d) => (override && !String(d.get("reason") || "").trim() ? "Say why the verdict is overridden." : null),
   });
@@ -925,9 +930,11 @@ function renderLabels() {
 
 async function fillAssignees() {
   const select = $("#filter-assignee");
-  const known = new Set([...select.options].map((o) => o.value));
   for (const agent of await teamAgents()) {
-    if (!known.has(agent.id)) select.append(el("option", { value: agent.id }, agent.display_name ? `${agent.display_name} (${agent.id})` : agent.id));
+    const name = agent.display_name ? `${agent.display_name} (${agent.id})` : agent.id;
+    const option = [...select.options].find((o) => o.value === agent.id);
+    if (option) option.textContent = name;   // showFilters added it by its bare id (?assignee= in the URL)
+    else select.append(el("option", { value: agent.id }, name));
   }
   showFilters();
 }
@@ -941,12 +948,14 @@ async function fillRoutines() {
   const routines = await api("GET", `/api/routines?team=${enc(team)}`).catch(() => []);
   for (const routine of routines) {
     const name = routine.name || routine.id;
+    state.routineNames.set(routine.id, name);
     const option = [...select.options].find((o) => o.value === routine.id);
     if (option) { option.textContent = name; option.title = name; }   // showFilters added it by its bare id
     else select.append(el("option", { value: routine.id, title: name }, name));
   }
   select.hidden = select.options.length < 2;
   showFilters();
+  renderAll();   // the fires' cards name their routine now, not its id
 }
 
 // --- chat ------------------------------------------------------------------------

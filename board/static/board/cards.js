@@ -35,7 +35,7 @@ export function badges(task) {
   if (task.route) {
     out.push(el("span", { class: "pill route", title: "routed to " + S.routeText(task.route) }, "→ " + S.routeText(task.route)));
   }
-  const fire = S.routineFire(task);
+  const fire = S.routineFire(task, new Date(), state.routineNames);
   if (fire) out.push(el("span", { class: "pill routine-fire", title: fire.title }, fire.text));
   for (const name of task.labels || []) {
     out.push(el("span", { class: "pill label", "data-label": name, title: `label ${name}` }, name));
@@ -113,7 +113,7 @@ function toolAskNodes(task) {
 export function cardNode(task) {
   const shownAs = S.statusOf(state, task);
   const asks = state.toolAsks.get(task.id);
-  const key = [task.revision, shownAs, task.id === state.selected, S.blockedBy(state, task), (state.scopeWaits.get(task.id) || {}).detail || "", state.pending.has(task.id), asks ? [...asks.keys()].join(",") : "", state.stalled.has(task.id)].join("|");
+  const key = [task.revision, shownAs, state.routineNames.get((task.metadata || {}).routine_id) || "", task.id === state.selected, S.blockedBy(state, task), (state.scopeWaits.get(task.id) || {}).detail || "", state.pending.has(task.id), asks ? [...asks.keys()].join(",") : "", state.stalled.has(task.id)].join("|");
   const cached = cardCache.get(task.id);
   if (cached && cached.key === key) return cached.node;
   const node = el("article", {

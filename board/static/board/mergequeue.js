@@ -26,8 +26,9 @@ function queueView(q) {
   const waiting = q.entries.filter((e) => e.state === "queued");
   const back = q.entries.filter((e) => e.state === "returned");
   const parts = [el("strong", {}, q.repository), ` · ${q.length} waiting to land`];
-  const list = el("ol", { class: "mq-line" }, ...waiting.map((e) =>
-    el("li", { "data-position": String(e.position) }, titled(e.task_id, e.title))));
+  // No list when nobody waits: an empty inline-flex list still took a line's height.
+  const list = waiting.length ? el("ol", { class: "mq-line" }, ...waiting.map((e) =>
+    el("li", { "data-position": String(e.position) }, titled(e.task_id, e.title)))) : null;
   const run = q.running;
   const gate = run && run.running_gate
     ? el("p", { class: "mq-gate" }, `gate running on ${run.running_gate.slice(0, 12)} (batch of ${run.tasks.length}, run ${run.gate_runs + 1})`)
@@ -49,6 +50,8 @@ function queueView(q) {
 
 // The queues as the columns' answer or GET /api/board/merge-queue gave them.
 export function showQueues(queues) {
+  // Approve's dialog asks: by the task's repository, or the path a task without one names.
+  state.queueRepositories = new Set(queues.flatMap((q) => [q.repository, q.repo_path]));
   const box = $("#merge-queue");
   if (!box) return;
   box.hidden = !queues.length;

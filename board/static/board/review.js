@@ -4,7 +4,8 @@
 
 import { bidiMarked, el } from "./kit.js";
 import { pullRequestWords } from "./cards.js";
-import { costText, runCost } from "./state.js";
+import { costText, landsByQueue, runCost } from "./state.js";
+import { state } from "./page.js";
 
 // Severities that block the change (board.judgement.BLOCKING_SEVERITIES).
 const BLOCKING = new Set(["security", "crash", "data_loss", "wrong_algorithm", "missing_ac"]);
@@ -147,7 +148,8 @@ export function reviewView(task, data, { note, approve, requestChanges }) {
         el("pre", { class: "log" }, x.log_tail || "(no output)"))))));
   if (task.status === "in_review") {
     box.append(el("div", { class: "review-actions" },
-      el("button", { id: "approve-btn", type: "button", class: "btn ok", onclick: () => approve(task) }, "Approve and land…"),
+      el("button", { id: "approve-btn", type: "button", class: "btn ok", onclick: () => approve(task) },
+        landsByQueue(state, task) ? "Approve and queue…" : "Approve and land…"),
       el("button", { id: "request-changes-btn", type: "button", class: "btn", onclick: () => requestChanges(task) }, "Request changes…")));
   }
   box.append(el("p", { id: "review-note", class: "review-note", "data-kind": note ? note.kind : "" },

@@ -41,6 +41,8 @@ export function createState(config, filters) {
     stalled: new Map(),   // task id -> {execution, at}: its running run said nothing for a while
     filters: filters || emptyFilters(),
     selected: null,
+    routineNames: new Map(),  // routine id -> its name, as GET /api/routines says it
+    queueRepositories: new Set(),  // ids and paths of the team's repositories that land by queue
   };
 }
 
@@ -358,7 +360,18 @@ export function runCost(execution) {
 // A routine's fire on its card: every fire has the routine's title, and the ids differ
 // only in their cut-off tail, so the card says which slot it is ("⟳ fired 19:20", the
 // date too when not today). Null for a task no routine filed.
-export function routineFire(task, now = new Date()) {
+// Whether approving a task puts it in its repository's merge queue (lands later, after
+// the gate) rather than landing it now: its repository, or the path a task without one
+// names, lands by queue.
+export function landsByQueue(st, task) {
+  const repository = task.repository || (task.metadata || {}).repo_path;
+  return Boolean(task.worktree_ref && repository && st.queueRepositories.has(repository));
+}
+
+// Its tooltip names the routine as the routine filter does ("Tidy the notes · 0 9 * * *
+// · e20e65", from `names`: id -> name) once the team's routines are read; the bare id
+// (all the card said before) only until then, or for a routine since deleted.
+export function routineFire(task, now = new Date(), names = new Map()) {
   const meta = task.metadata || {};
   if (!meta.routine_id || typeof meta.slot_at !== "number") return null;
   const at = new Date(meta.slot_at);
@@ -366,7 +379,9 @@ export function routineFire(task, now = new Date()) {
   const clock = `${pad(at.getHours())}:${pad(at.getMinutes())}`;
   const sameDay = at.toDateString() === now.toDateString();
   const day = sameDay ? "" : `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())} `;
-  return { text: `⟳ fired ${day}${clock}`, title: `routine ${meta.routine_id}'s fire for ${at.toLocaleString()}` };
+  const name = names.get(meta.routine_id);
+  const routine = name ? `routine “${name}”` : `routine ${meta.routine_id}`;
+  return { text: `⟳ fired ${day}${clock}`, title: `${routine}'s fire for ${at.toLocaleString()}` };
 }
 
 // A task's cost in words, for the detail panel and the review panel's total: its

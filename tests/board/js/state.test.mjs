@@ -221,6 +221,25 @@ test("a routine's fire says its slot, so two fires of one routine tell apart", (
   assert.equal(S.routineFire({}, now), null);
 });
 
+test("a routine's fire names its routine, not its id, once the routines are read", () => {
+  const now = new Date(2030, 0, 7, 12, 0);
+  const fire = { metadata: { routine_id: "6cc3a7fa5ffab97f", slot_at: new Date(2030, 0, 7, 9, 5).getTime() } };
+  const names = new Map([["6cc3a7fa5ffab97f", "Tidy the notes · */5 * * * * · 6cc3a7"]]);
+  // It read "routine 6cc3a7fa5ffab97f's fire for …" whatever the routines said.
+  assert.match(S.routineFire(fire, now, names).title, /^routine “Tidy the notes · \*\/5 \* \* \* \* · 6cc3a7”'s fire for /);
+  assert.match(S.routineFire(fire, now, new Map()).title, /^routine 6cc3a7fa5ffab97f's fire for /);
+  assert.equal(S.createState({ statuses: [] }).routineNames.size, 0);
+});
+
+test("approving lands by queue when the task's repository (or its path) lands by queue", () => {
+  const st = S.createState({ statuses: [] });
+  st.queueRepositories = new Set(["shop", "/repos/shop"]);
+  assert.equal(S.landsByQueue(st, { worktree_ref: "/w/1", repository: "shop" }), true);
+  assert.equal(S.landsByQueue(st, { worktree_ref: "/w/1", repository: null, metadata: { repo_path: "/repos/shop" } }), true);
+  assert.equal(S.landsByQueue(st, { worktree_ref: "/w/1", repository: "app" }), false);
+  assert.equal(S.landsByQueue(st, { worktree_ref: null, repository: "shop" }), false);
+});
+
 test("the routine filter keeps that routine's fires (the routines page links to it)", () => {
   const fire = (id, routine) => ({ id, metadata: { routine_id: routine, slot_at: 1 } });
   const tasks = [fire("a", "r1"), fire("b", "r2"), { id: "c", metadata: {} }, { id: "d" }];
