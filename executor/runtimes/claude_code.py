@@ -228,7 +228,8 @@ class ClaudeCodeAdapter(OneShotCliAdapter):
         # .claude/settings.json and settings.local.json (permissions.allow, hooks that
         # run shell commands, env, model) and .mcp.json as configuration, so the run
         # could widen its own next run without a person (GOVERNANCE §6). Only the
-        # operator's user settings load, and only the MCP servers given here.
+        # operator's user settings load, and only the MCP servers given here; the
+        # flag drops the project's CLAUDE.md and skills too (a skill's allowed-tools).
         argv += ["--setting-sources", "user", "--strict-mcp-config"]
         if request.mcp is not None:
             # Right after the fixed flags: --mcp-config takes several values, and the
