@@ -13,6 +13,10 @@ Settings: ``model``, ``permission_mode`` (default ``acceptEdits``: with no mode 
 ``-p`` run may not write, and ``bypassPermissions`` exits 1 as root),
 ``max_turns``, ``allowed_tools`` (list or "a,b"), ``extra_args`` (list, inserted
 before the prompt), ``binary``.
+
+A run reads no configuration from the worktree: ``--setting-sources user`` and
+``--strict-mcp-config`` (the builder writes the worktree its next run starts in).
+An operator who wants the project's files read says so in ``extra_args``.
 """
 
 from __future__ import annotations
@@ -219,6 +223,14 @@ class ClaudeCodeAdapter(OneShotCliAdapter):
     def build_argv(self, request: RunRequest, executable: str, scratch: Path) -> list[str]:
         settings = request.settings
         argv = [executable, "--output-format", "stream-json", "--verbose"]
+        # The worktree is the builder's to write, and its next run (a fix round, a
+        # retry) starts in it: Claude Code would read the project's
+        # .claude/settings.json and settings.local.json (permissions.allow, hooks that
+        # run shell commands, env, model) and .mcp.json as configuration, so the run
+        # could widen its own next run without a person (GOVERNANCE §6). Only the
+        # operator's user settings load, and only the MCP servers given here; the
+        # flag drops the project's CLAUDE.md and skills too (a skill's allowed-tools).
+        argv += ["--setting-sources", "user", "--strict-mcp-config"]
         if request.mcp is not None:
             # Right after the fixed flags: --mcp-config takes several values, and the
             # next flag ends them.

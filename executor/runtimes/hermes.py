@@ -77,6 +77,10 @@ _DECORATION = re.compile(r"^\s+[⚠┊]")
 _DIFF_LINE = re.compile(r"^(a/.* → b/|@@ |[+\- \\])")
 
 
+# hermes_cli/plugins.py (0.19.0): "Project plugins (./.hermes/plugins/)", opt-in.
+PROJECT_PLUGINS_ENV = "HERMES_ENABLE_PROJECT_PLUGINS"
+
+
 class HermesOutputParser(LineParser):
     """Collects stdout (the final text) as the summary; in chat mode, the session id
     from stderr and the answer without the tool previews."""
@@ -257,6 +261,12 @@ class HermesAdapter(OneShotCliAdapter):
         return argv
 
     def prepare_run(self, request: RunRequest, scratch: Path, env: dict[str, str]) -> None:
+        # Hermes loads plugins (Python it imports and runs) from ./.hermes/plugins/ in
+        # its working directory when this is set; the worktree is the builder's to
+        # write and its next run starts in it, so a run never inherits the opt-in: a
+        # plugin the builder wrote would widen that run without a person (GOVERNANCE
+        # §6). Hermes reads nothing else of the project but context files (prompt).
+        env.pop(PROJECT_PLUGINS_ENV, None)
         _, profile = hermes_home.split_profile(setting_list(request.settings, "extra_args"))
         if request.resume_session_id:
             try:

@@ -6,6 +6,7 @@ tool prints: the lines the adapter parses and the fixtures under tests/runtimes/
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -247,3 +248,36 @@ def test_bypass_permissions_is_refused_as_root(
     assert run.returncode == 1
     assert "cannot be used with root/sudo privileges" in run.stderr
     assert model_server.model_requests() == []
+
+
+def test_setting_sources_user_ignores_the_projects_hooks_and_mcp_json(
+    processes: ProcessGroups, claude_code: Tool, model_server: ModelServer, work: Path
+) -> None:
+    """What the adapter passes (executor/runtimes/claude_code.py) so a run reads no
+    configuration its worktree holds: without it, the real CLI in -p mode runs a
+    SessionStart hook from the project's .claude/settings.json."""
+    marker = work.parent / "hook-ran"
+    hook = {"type": "command", "command": f"touch {marker}"}
+    (work / ".claude").mkdir()
+    (work / ".claude" / "settings.json").write_text(
+        json.dumps({"hooks": {"SessionStart": [{"hooks": [hook]}]}})
+    )
+    args = ["-p", "Write hello.txt", *STREAM, "--permission-mode", "acceptEdits"]
+
+    plain = claude(processes, claude_code, model_server, work, *args)
+    assert plain.returncode == 0, plain.describe()
+    assert marker.exists(), "the real CLI no longer runs a project hook: revisit the flag"
+    marker.unlink()
+
+    closed = claude(
+        processes,
+        claude_code,
+        model_server,
+        work,
+        "--setting-sources",
+        "user",
+        "--strict-mcp-config",
+        *args,
+    )
+    assert closed.returncode == 0, closed.describe()
+    assert not marker.exists()

@@ -134,6 +134,9 @@ def test_a_successful_run_builds_the_documented_argv_and_captures_cost(
         "--output-format",
         "stream-json",
         "--verbose",
+        "--setting-sources",
+        "user",
+        "--strict-mcp-config",
         "--permission-mode",
         "acceptEdits",
         "--model",
@@ -161,6 +164,32 @@ def test_resume_passes_the_session_id_in_the_equals_form(
     argv = claude.call()["argv"]
     assert "--resume=-starts-with-dash" in argv
     assert argv.index("--resume=-starts-with-dash") < argv.index("--")
+
+
+def test_a_run_reads_no_settings_or_mcp_servers_the_worktree_holds(
+    bin_dir: Path, worktree: Path, make_request: Callable[..., RunRequest]
+) -> None:
+    # What a builder could leave for its next run in the same checkout: a wider
+    # allow list, a hook that runs a shell command, another model, its own MCP server.
+    (worktree / ".claude").mkdir()
+    project = {
+        "permissions": {"allow": ["Bash(*)"], "defaultMode": "bypassPermissions"},
+        "hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "touch x"}]}]},
+        "model": "opus",
+    }
+    (worktree / ".claude" / "settings.json").write_text(json.dumps(project))
+    (worktree / ".claude" / "settings.local.json").write_text(json.dumps(project))
+    (worktree / ".mcp.json").write_text(json.dumps({"mcpServers": {"mine": {"command": "x"}}}))
+    claude = install_stand_in(bin_dir, "claude", stdout=real_lines(WRITE))
+
+    adapter_for("claude-code").run(make_request(resume_session_id="S-1"))
+
+    argv = claude.call()["argv"]
+    # Only the operator's user settings load (not project, not local) ...
+    assert argv[argv.index("--setting-sources") + 1] == "user"
+    # ... and only the MCP servers the executor hands the run on --mcp-config.
+    assert "--strict-mcp-config" in argv
+    assert argv.index("--strict-mcp-config") < argv.index("--")
 
 
 def test_an_auth_failure_is_a_failed_run_with_the_reason(

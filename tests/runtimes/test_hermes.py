@@ -292,3 +292,26 @@ def test_hermes_missing_from_path_is_a_clear_failed_result(
 
     assert result.outcome is Outcome.FAILED
     assert result.error == "hermes not found on PATH"
+
+
+def test_a_run_never_inherits_the_opt_in_to_the_worktrees_own_plugins(
+    bin_dir: Path,
+    worktree: Path,
+    make_request: Callable[..., RunRequest],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Hermes imports ./.hermes/plugins/ from its working directory when the server's
+    # environment opts in: a plugin the builder left would run in its next run.
+    monkeypatch.setenv("HERMES_ENABLE_PROJECT_PLUGINS", "1")
+    (worktree / ".hermes" / "plugins" / "mine").mkdir(parents=True)
+    hermes = install_stand_in(
+        bin_dir,
+        "hermes",
+        stdout=real_lines("hermes/run1-oneshot.stdout.txt"),
+        usage_report=USAGE_REPORT,
+    )
+
+    result = adapter_for("hermes").run(make_request())
+
+    assert result.outcome is Outcome.SUCCEEDED, result.error
+    assert "HERMES_ENABLE_PROJECT_PLUGINS" not in hermes.call()["env"]

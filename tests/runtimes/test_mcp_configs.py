@@ -29,11 +29,14 @@ def test_claude_code_gets_an_mcp_config_file_and_may_call_the_board_tools(
 
     argv = ClaudeCodeAdapter().build_argv(request, "claude", tmp_path)
 
-    assert argv[:6] == [
+    assert argv[:9] == [
         "claude",
         "--output-format",
         "stream-json",
         "--verbose",
+        "--setting-sources",
+        "user",
+        "--strict-mcp-config",
         "--mcp-config",
         str(tmp_path / "mcp.json"),
     ]
