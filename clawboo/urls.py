@@ -5,13 +5,14 @@ from django.contrib.auth.views import LogoutView
 from django.templatetags.static import static
 from django.urls import URLPattern, URLResolver, include, path, re_path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 
 from board import api as board_api
 from board.usage import usage_page
 from board.views import BoardLoginView, board_page
 from core.api import registry_views, repository_views, token_views
 from core.api.errors import api_404
+from core.api.schema import SchemaView
 from executor import api as executor_api
 from ops import budgets
 from ops.health import healthz
@@ -113,7 +114,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("schedules", routine_api.ScheduleListView.as_view()),
     path("schedules/<str:schedule_id>", routine_api.ScheduleDetailView.as_view()),
     path("schedules/<str:schedule_id>/run", routine_api.ScheduleRunView.as_view()),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     re_path(r"^.*$", api_404),
 ]

@@ -26,7 +26,13 @@ _NAME_SHOWN = 60
 # its own thread (ASGI), and drf-spectacular's first look at an extension for a package
 # that is not installed (django-oauth-toolkit's) is not safe across threads: the
 # threads that lost the race answered 500 ("Could not load the board").
-_BUILDING = threading.Lock()
+_BUILDING = threading.RLock()
+
+
+def building_schema() -> threading.RLock:
+    """Held by whoever runs drf-spectacular's generator in this process: this table's
+    build and the ``/api/schema/`` view (:class:`core.api.schema.SchemaView`)."""
+    return _BUILDING
 
 
 def declared() -> dict[str, frozenset[str]]:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from django.test import Client
 from drf_spectacular.generators import SchemaGenerator
 
 from core import registry
@@ -158,8 +159,8 @@ def test_the_first_requests_at_once_after_start_all_answer(monkeypatch):
 
     monkeypatch.setattr(plumbing, "import_string", slow)
     query._table.cache_clear()  # as at a process's start
-    start = threading.Barrier(4)
-    tables, errors = [], []
+    start = threading.Barrier(6)
+    tables, schemas, errors = [], [], []
 
     def first_request() -> None:
         start.wait()
@@ -168,7 +169,15 @@ def test_the_first_requests_at_once_after_start_all_answer(monkeypatch):
         except Exception as exc:  # noqa: BLE001 - what the request would have answered 500 with
             errors.append(exc)
 
+    def schema_page() -> None:  # /api/docs/ opened at the same moment
+        start.wait()
+        try:
+            schemas.append(Client().get("/api/schema/?format=json").status_code)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
     threads = [threading.Thread(target=first_request) for _ in range(4)]
+    threads += [threading.Thread(target=schema_page) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -176,3 +185,4 @@ def test_the_first_requests_at_once_after_start_all_answer(monkeypatch):
     assert errors == [], errors
     assert len(tables) == 4 and all(table == tables[0] for table in tables)
     assert "GET /api/agents" in tables[0]
+    assert schemas == [200, 200]

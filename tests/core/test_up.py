@@ -237,7 +237,7 @@ class Up:
             return (
                 "started daphne" in self.output()
                 and status_of(base + "/board/") == 302
-                and status_of(base + "/api/schema/") == 200
+                and status_of(base + "/healthz") is not None
             )
 
         wait_for(ready, deadline_s, what="serving")

@@ -105,7 +105,7 @@ def test_reads_answer_200_on_a_full_disk(small_disk: Path) -> None:
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_until_serving(base + "/api/schema/", server)
+        wait_until_serving(base + "/healthz", server)
         status, created = call(base, token, "/api/board/tasks", {"title": "before the disk filled"})
         assert status == 201, created
         task = created["id"]  # type: ignore[index]
