@@ -156,13 +156,19 @@ DEFAULT_STALL_MS = 600_000
 DEFAULT_RUN_TIMEOUT_S = 3600.0
 
 
-def run_timeout_of(settings: Mapping[str, Any] | None, override: float | None = None) -> float:
+def run_timeout_of(
+    settings: Mapping[str, Any] | None,
+    override: float | None = None,
+    *,
+    default: float = DEFAULT_RUN_TIMEOUT_S,
+) -> float:
     """How long a run of an agent may take: the worker's own override (``work``'s or
-    ``clawboo worker``'s ``--run-timeout``), else the agent's ``settings.timeout_s``,
-    else an hour. One rule for the local executor and the remote worker alike."""
+    ``clawboo worker``'s ``--run-timeout``), else the agent's ``settings.timeout_s``
+    (empty -- null, 0 -- is unset), else ``default`` (an hour for a build). One rule
+    for the local executor, the remote worker and the critic's review alike."""
     if override:
         return float(override)
-    return float((settings or {}).get("timeout_s") or DEFAULT_RUN_TIMEOUT_S)
+    return float((settings or {}).get("timeout_s") or default)
 
 
 @dataclass(frozen=True)

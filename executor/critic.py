@@ -28,6 +28,7 @@ from boardmcp import credentials as mcp_credentials
 from core import server_commands
 from core.models import Agent, AgentState, Team
 from executor import breakers, pricing
+from executor.attempt import run_timeout_of
 from executor.runtimes import McpEndpoint, RunRequest, RunResult, adapter_for, capabilities
 from executor.runtimes.base import start_run
 from executor.steps import Step
@@ -217,8 +218,7 @@ def review(
             title=f"review: {task.title}",
             prompt=prompt(task, base, head, diff),
             cwd=checkout,
-            # An empty timeout_s (null, 0) is the default, as a build reads it.
-            timeout_s=float((reviewer.settings or {}).get("timeout_s") or DEFAULT_TIMEOUT_S),
+            timeout_s=run_timeout_of(reviewer.settings, default=DEFAULT_TIMEOUT_S),
             settings=dict(reviewer.settings or {}),
             env={"CLAWBOO_REVIEW_BASE": base, "CLAWBOO_REVIEW_HEAD": head},
             mcp=McpEndpoint(mcp_url, key) if key is not None else None,

@@ -39,6 +39,17 @@ def bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return directory
 
 
+def codex_agents(repo: Path, *agent_ids: str) -> None:
+    for agent_id in agent_ids:
+        registry.create_agent(
+            id=agent_id,
+            display_name=agent_id,
+            team="default",
+            runtime="codex",
+            settings={"repo_path": str(repo)},
+        )
+
+
 @pytest.mark.parametrize("planted", OPTIONS)
 def test_a_session_id_that_is_not_an_id_is_not_resumed(planted) -> None:
     assert resume_id_for("codex", "codex", planted) is None
@@ -61,14 +72,7 @@ def test_a_runtimes_own_session_ids_are_resumed(session) -> None:
 @pytest.mark.django_db
 def test_the_builders_handoff_puts_no_option_on_its_next_runs_command_line(repo, bin_dir):
     codex = install_stand_in(bin_dir, "codex", stdout=real_lines("codex/run1-write-file.jsonl"))
-    for agent_id in ("cx", "cx2"):
-        registry.create_agent(
-            id=agent_id,
-            display_name=agent_id,
-            team="default",
-            runtime="codex",
-            settings={"repo_path": str(repo)},
-        )
+    codex_agents(repo, "cx", "cx2")
     task = store.create_task(title="Hand me over").task
     first = Executor("cx", keep_for_resume=True).work_once()
     assert first.outcome == "succeeded" and first.worktree == "kept"
@@ -96,14 +100,7 @@ def test_a_run_resumes_only_a_session_its_tasks_own_runs_had(repo, bin_dir):
     run resumes is one a run of the same task recorded (its execution's
     ``native_session_id``)."""
     codex = install_stand_in(bin_dir, "codex", stdout=real_lines("codex/run1-write-file.jsonl"))
-    for agent_id in ("cx", "cx2", "cx3"):
-        registry.create_agent(
-            id=agent_id,
-            display_name=agent_id,
-            team="default",
-            runtime="codex",
-            settings={"repo_path": str(repo)},
-        )
+    codex_agents(repo, "cx", "cx2", "cx3")
     task = store.create_task(title="Hand me over").task
     Executor("cx", keep_for_resume=True).work_once()
     tree = Path(store.get_workspace(task.id).worktree_path)
