@@ -30,7 +30,7 @@ from core.models import Agent, AgentState, Team
 from executor import breakers, pricing
 from executor.attempt import run_timeout_of
 from executor.runtimes import McpEndpoint, RunRequest, RunResult, adapter_for, capabilities
-from executor.runtimes.base import start_run
+from executor.runtimes.base import ProjectBase, start_run
 from executor.steps import Step
 from worktrees import checkouts
 from worktrees.scaffold import SOR_FILES
@@ -226,6 +226,7 @@ def review(
             attempt_id=f"review-{head[:12]}",
             # The review's trace, written with its execution once it ended.
             on_step=steps.append,
+            project_base=ProjectBase(repo, base),
         )
         handle = start_run(adapter_for(reviewer.runtime), request)
         while not handle.wait(heartbeat_s):

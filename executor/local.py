@@ -26,7 +26,7 @@ from core.models import Agent
 from core.runlogs import RunLog
 from executor import breakers, pricing, settle, spending
 from executor.attempt import Answer, Stop
-from executor.runtimes.base import RunResult, UsageSoFar
+from executor.runtimes.base import ProjectBase, RunResult, UsageSoFar
 from executor.steps import Step
 from worktrees import agent_files, checkouts, scaffold
 from worktrees import service as worktree_service
@@ -84,12 +84,13 @@ def tee(
 @dataclass
 class Checkout:
     """Where a local run works: its directory, whether it is the task's worktree,
-    and the worktree's HEAD before the run."""
+    the worktree's HEAD before the run, and the operator's commit it was made from."""
 
     cwd: Path
     in_worktree: bool
     git_before: str | None
     repo: str | None = None
+    project_base: ProjectBase | None = None
 
 
 class LocalBoard:
@@ -315,7 +316,8 @@ def workspace(task: Task, agent: Agent, worktrees: bool, clock: Clock) -> Checko
             ws, head = worktree_service.checkout_for_run(task.id, repo)
             write_context(Path(ws.worktree_path), task, agent)
         cwd = Path(ws.worktree_path)
-        return Checkout(cwd, True, head if head is not None else head_of(cwd), repo)
+        base = ProjectBase(Path(ws.repo_path), ws.base_sha) if ws.base_sha else None
+        return Checkout(cwd, True, head if head is not None else head_of(cwd), repo, base)
     scratch = Path(settings.CLAWBOO_STATE_DIR) / "scratch" / task.id
     scratch.mkdir(parents=True, exist_ok=True)
     return Checkout(scratch, False, None)

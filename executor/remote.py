@@ -332,6 +332,7 @@ class Worker:
             timeout_s=run_timeout_of(agent.get("settings"), self.run_timeout_s),
             settings=run_settings(agent.get("settings"), task.get("metadata")),
             attempt_id=str(report.execution_id),
+            project_base=checkout.project_base(),
         )
         try:
             # The claim just set the lease: the first beat is one interval away.

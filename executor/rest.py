@@ -29,7 +29,7 @@ from board.runs import ErrorClass
 from core.procs import run_within
 from executor import pricing
 from executor.attempt import Answer, Attempt, Stop
-from executor.runtimes.base import RunResult, UsageSoFar
+from executor.runtimes.base import ProjectBase, RunResult, UsageSoFar
 from executor.steps import Step
 
 log = logging.getLogger("clawboo.worker")
@@ -335,6 +335,15 @@ class Checkout:
     cwd: Path
     clone: Path | None = None
     registered: bool = False
+    # The base branch's commit as the remote holds it, fetched for this round.
+    base: str | None = None
+
+    def project_base(self) -> ProjectBase | None:
+        """Where the run reads the project's own files: the base, not the worktree
+        (which may carry an earlier attempt's branch)."""
+        if self.clone is None or self.base is None:
+            return None
+        return ProjectBase(self.clone, self.base)
 
 
 def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Checkout:
@@ -356,6 +365,7 @@ def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Ch
     start = "refs/remotes/origin/" + (
         repo.get("base_branch") or git(["symbolic-ref", "--short", "HEAD"], clone)
     )
+    base = git(["rev-parse", "--verify", "--quiet", f"{start}^{{commit}}"], clone)
     # A dependency's pushed branch carries the work this task builds on -- unless
     # the server lands its repository's tasks (``registered``): a dependency is
     # done only once landed on the base, which the server pushed back. The task's
@@ -378,7 +388,7 @@ def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Ch
     tree.parent.mkdir(parents=True, exist_ok=True)
     branch = f"{BRANCH_PREFIX}{task['id']}"
     git(["worktree", "add", "--quiet", "-B", branch, str(tree), start], clone)
-    return Checkout(tree, clone, registered)
+    return Checkout(tree, clone, registered, base)
 
 
 def fetch_remote(clone: Path) -> None:

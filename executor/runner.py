@@ -251,6 +251,7 @@ class Executor:
                 mcp=McpEndpoint(mcp_url, key) if mcp_url and key is not None else None,
                 # The execution: a connected runtime's idempotency key per attempt.
                 attempt_id=str(run.execution_id),
+                project_base=checkout.project_base,
             )
             first = 0.0 if leased_at is None else leased_at + self.heartbeat_s - time.monotonic()
             with clock.phase("runtime"):

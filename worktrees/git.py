@@ -8,8 +8,11 @@ user's hooks or signing config can never block or alter a system commit.
 from __future__ import annotations
 
 import os
+import posixpath
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -102,13 +105,78 @@ def run_git(
     return proc
 
 
-def blob_bytes(sha: str, *, cwd: str | Path, timeout: float = GIT_TIMEOUT_S) -> bytes:
+def blob_bytes(
+    sha: str,
+    *,
+    cwd: str | Path,
+    timeout: float = GIT_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
+) -> bytes:
     """A blob's content as bytes (``cat-file blob``): a file need not be text."""
     args = ["cat-file", "blob", sha]
-    proc: subprocess.CompletedProcess[bytes] = _run(args, cwd, timeout, None, text=False)
+    proc: subprocess.CompletedProcess[bytes] = _run(args, cwd, timeout, env, text=False)
     if proc.returncode != 0:
         raise GitError(args, proc.returncode, proc.stderr.decode(errors="replace"))
     return proc.stdout
+
+
+# A commit as the server recorded it (``rev-parse`` output): never a flag or a range.
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+# Objects exactly as the commit names them: ``refs/replace/`` lives in the repository's
+# shared git directory, which a builder in one of its worktrees can write.
+_NO_REPLACE = {"GIT_NO_REPLACE_OBJECTS": "1"}
+
+
+@dataclass(frozen=True)
+class CommittedFile:
+    """A file of a commit's tree: its first ``limit`` bytes and its whole size."""
+
+    path: str
+    data: bytes
+    size: int
+
+    @property
+    def cut(self) -> bool:
+        return len(self.data) < self.size
+
+
+def committed_file(
+    repo: str | Path, commit: str, path: str, *, limit: int, timeout: float = GIT_TIMEOUT_S
+) -> CommittedFile | None:
+    """``path`` as ``commit`` holds it (``git ls-tree`` + ``cat-file``), never as a
+    checkout of it now reads: None when the tree has no regular file there. A symbolic
+    link is followed once, inside the tree (``CLAUDE.md -> AGENTS.md``); one that
+    leaves the tree or names another link is None. ``data`` is at most ``limit``
+    bytes (``size`` says how long the file is)."""
+    if not _COMMIT_ID.fullmatch(commit):
+        raise GitError(["ls-tree", commit], -1, "not a full commit id")
+    entry = _tree_entry(repo, commit, path, timeout)
+    if entry is not None and entry[0] == "120000":
+        target = blob_bytes(entry[2], cwd=repo, timeout=timeout, env=_NO_REPLACE)
+        linked = posixpath.normpath(
+            posixpath.join(posixpath.dirname(path), target.decode(errors="replace"))
+        )
+        if linked.startswith(("/", "../")) or linked == "..":
+            return None
+        path, entry = linked, _tree_entry(repo, commit, linked, timeout)
+    if entry is None or entry[0] not in ("100644", "100755"):
+        return None
+    data = blob_bytes(entry[2], cwd=repo, timeout=timeout, env=_NO_REPLACE)
+    return CommittedFile(path, data[:limit], len(data))
+
+
+def _tree_entry(
+    repo: str | Path, commit: str, path: str, timeout: float
+) -> tuple[str, str, str] | None:
+    """(mode, type, object) of ``path`` in ``commit``'s tree, or None."""
+    args = ["ls-tree", "-z", "--full-tree", commit, "--", path]
+    out = run_git(args, cwd=repo, timeout=timeout, env=_NO_REPLACE).stdout
+    for record in out.split("\0"):
+        meta, _, name = record.partition("\t")
+        fields = meta.split()
+        if name == path and len(fields) == 3:
+            return fields[0], fields[1], fields[2]
+    return None
 
 
 def _run(

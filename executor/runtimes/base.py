@@ -109,6 +109,9 @@ class RunRequest:
     # Called (from a reader thread) with each step of the run as its tool's stream
     # tells it (executor.steps), in order. Must not block.
     on_step: Callable[[Step], None] | None = None
+    # The operator's commit the checkout was made from: a runtime reads the project's
+    # instruction files from it, never from ``cwd`` (the builder's to write).
+    project_base: ProjectBase | None = None
 
     def task_environment(self) -> dict[str, str]:
         """The CLAWBOO_* variables the run sees, plus ``env`` extras."""
@@ -127,6 +130,15 @@ class RunRequest:
             **board,
             **self.env,
         }
+
+
+@dataclass(frozen=True)
+class ProjectBase:
+    """A commit of the operator's repository and a git directory that holds it: the
+    task's base, where the project's files are what the operator committed."""
+
+    repo: Path
+    commit: str
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,10 @@ before the prompt), ``binary``.
 
 A run reads no configuration from the worktree: ``--setting-sources user`` and
 ``--strict-mcp-config`` (the builder writes the worktree its next run starts in).
-An operator who wants the project's files read says so in ``extra_args``.
+An operator who wants the project's files read says so in ``extra_args``. The
+project's instructions (``CLAUDE.md``, ``.claude/CLAUDE.md``), which that flag drops
+too, come back from the task's base commit (:func:`project_instructions`) through
+``--append-system-prompt``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 from executor.runtimes.base import (
     AsksPeople,
     Capabilities,
+    ProjectBase,
     RunRequest,
     as_count,
     usd_to_cents,
@@ -43,6 +47,7 @@ from executor.runtimes.oneshot import (
     setting_str,
 )
 from executor.steps import ClaudeSteps
+from worktrees.git import committed_file
 
 # What Claude Code 2.1.332 accepts: "acceptEdits, auto, bypassPermissions, manual,
 # dontAsk, plan", and still "default" (shown as "default", as is "manual").
@@ -56,6 +61,14 @@ PERMISSION_MODES = {
     "plan",
 }
 DEFAULT_PERMISSION_MODE = "acceptEdits"
+
+# The project instruction files Claude Code reads at the top of its working
+# directory, in its order; ``--setting-sources user`` drops them with the settings.
+INSTRUCTION_FILES = ("CLAUDE.md", ".claude/CLAUDE.md")
+# Each file's bound. The text is one argv string, and Linux refuses a string over
+# 128 KiB (MAX_ARG_STRLEN): two files at this bound and their headings stay under it.
+# Claude Code itself warns about a CLAUDE.md over 40,000 characters.
+INSTRUCTIONS_MAX_BYTES = 48 * 1024
 
 
 class ClaudeStreamParser(LineParser):
@@ -199,6 +212,37 @@ def write_mcp_config(request: RunRequest, scratch: Path) -> Path:
     return path
 
 
+def project_instructions(base: ProjectBase) -> str | None:
+    """The project's instruction files as the operator committed them at ``base``
+    (never the worktree's copies, which the builder may have rewritten), as text for
+    ``--append-system-prompt``; None when the commit has none. A file over
+    :data:`INSTRUCTIONS_MAX_BYTES` is given up to the bound, with a line saying so.
+    Raises :class:`worktrees.git.GitError` when the commit cannot be read."""
+    parts = []
+    for name in INSTRUCTION_FILES:
+        found = committed_file(base.repo, base.commit, name, limit=INSTRUCTIONS_MAX_BYTES)
+        if found is None:
+            continue
+        # A cut may split a character: drop the partial one rather than garble it.
+        text = found.data.decode("utf-8", errors="ignore" if found.cut else "replace")
+        shown = name if found.path == name else f"{name} (-> {found.path})"
+        part = f"Contents of {shown} at commit {base.commit[:12]}:\n\n{text.rstrip()}\n"
+        if found.cut:
+            part += (
+                f"\n[{name} is {found.size} bytes; Clawboo gave only its first "
+                f"{INSTRUCTIONS_MAX_BYTES}.]\n"
+            )
+        parts.append(part)
+    if not parts:
+        return None
+    heading = (
+        "# The project's instructions\n\n"
+        "Instructions checked into this repository (Claude Code's project memory, "
+        "read by Clawboo from the task's base commit). Follow them.\n\n"
+    )
+    return heading + "\n".join(parts)
+
+
 def permission_prompt_tool(server: str) -> str:
     """The board's permission prompt tool as Claude Code names an MCP tool."""
     from boardmcp.tools import PERMISSION_PROMPT_TOOL
@@ -229,8 +273,13 @@ class ClaudeCodeAdapter(OneShotCliAdapter):
         # run shell commands, env, model) and .mcp.json as configuration, so the run
         # could widen its own next run without a person (GOVERNANCE §6). Only the
         # operator's user settings load, and only the MCP servers given here; the
-        # flag drops the project's CLAUDE.md and skills too (a skill's allowed-tools).
+        # flag drops the project's CLAUDE.md and skills too (a skill's allowed-tools):
+        # its instructions come back from the task's base commit, as committed.
         argv += ["--setting-sources", "user", "--strict-mcp-config"]
+        instructions = project_instructions(request.project_base) if request.project_base else None
+        if instructions is not None:
+            # The equals form: a text starting with "-" is not read as a flag.
+            argv.append(f"--append-system-prompt={instructions}")
         if request.mcp is not None:
             # Right after the fixed flags: --mcp-config takes several values, and the
             # next flag ends them.

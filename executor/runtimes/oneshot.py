@@ -31,6 +31,7 @@ from executor.runtimes.base import (
 )
 from executor.runtimes.process import ProcessRun, run_process
 from executor.steps import Step
+from worktrees.git import GitError
 
 
 @dataclass
@@ -138,6 +139,10 @@ class OneShotCliAdapter(RuntimeAdapter):
                 return RunResult(
                     outcome=Outcome.FAILED, error=f"bad {self.runtime} settings: {exc}"
                 )
+            except GitError as exc:
+                # The run's project files (its base commit's) could not be read: not
+                # run without them.
+                return RunResult(outcome=Outcome.FAILED, error=f"{self.runtime}: {exc}")
             parser = self.new_parser(request)
             try:
                 parser.parsed.model = self.default_model(request, env)
