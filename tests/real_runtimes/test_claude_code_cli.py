@@ -281,3 +281,54 @@ def test_setting_sources_user_ignores_the_projects_hooks_and_mcp_json(
     )
     assert closed.returncode == 0, closed.describe()
     assert not marker.exists()
+
+
+def system_prompt(server: ModelServer) -> str:
+    """The system prompt of the run's first model request, as text."""
+    first = server.model_requests()[0].body
+    system = first.get("system")
+    if isinstance(system, list):
+        return "\n".join(str(block.get("text", "")) for block in system)
+    return str(system or "")
+
+
+def test_setting_sources_user_drops_claude_md_and_append_system_prompt_carries_it(
+    processes: ProcessGroups, claude_code: Tool, model_server: ModelServer, work: Path
+) -> None:
+    """Why the adapter hands the project's instructions over itself: the flag that
+    keeps the worktree's settings out keeps its CLAUDE.md out too, and
+    ``--append-system-prompt=`` (the equals form the adapter uses: the text may start
+    with "-") puts text in the system prompt the model is sent."""
+    (work / "CLAUDE.md").write_text("Worktree rule: CLAWBOO-WORKTREE-MARKER.\n")
+    args = ["-p", "Write hello.txt", *STREAM, "--permission-mode", "acceptEdits"]
+    closed = ["--setting-sources", "user", "--strict-mcp-config"]
+
+    plain = claude(processes, claude_code, model_server, work, *args)
+    assert plain.returncode == 0, plain.describe()
+    assert "CLAWBOO-WORKTREE-MARKER" in json.dumps(model_server.model_requests()[0].body), (
+        "the real CLI no longer reads CLAUDE.md by default: revisit the adapter"
+    )
+
+    model_server.requests.clear()
+    without = claude(processes, claude_code, model_server, work, *closed, *args)
+    assert without.returncode == 0, without.describe()
+    assert "CLAWBOO-WORKTREE-MARKER" not in json.dumps(
+        [r.body for r in model_server.model_requests()]
+    )
+
+    model_server.requests.clear()
+    given = "- Base rule: CLAWBOO-BASE-MARKER.\nSecond line."
+    told = claude(
+        processes,
+        claude_code,
+        model_server,
+        work,
+        *closed,
+        f"--append-system-prompt={given}",
+        *args,
+    )
+    assert told.returncode == 0, told.describe()
+    assert given in system_prompt(model_server)
+    assert "CLAWBOO-WORKTREE-MARKER" not in json.dumps(
+        [r.body for r in model_server.model_requests()]
+    )
