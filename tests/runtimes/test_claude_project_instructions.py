@@ -158,9 +158,7 @@ def test_a_base_commit_that_cannot_be_read_fails_the_run_before_it_starts(
     repo = tmp_path / "repo"
     commit_files(repo, {"CLAUDE.md": OPERATOR})
 
-    result = adapter_for("claude-code").run(
-        make_request(project_base=ProjectBase(repo, "0" * 40))
-    )
+    result = adapter_for("claude-code").run(make_request(project_base=ProjectBase(repo, "0" * 40)))
 
     assert result.outcome == Outcome.FAILED
     assert result.error.startswith("claude-code: git ls-tree"), result.error
