@@ -226,7 +226,7 @@ def review(
             attempt_id=f"review-{head[:12]}",
             # The review's trace, written with its execution once it ended.
             on_step=steps.append,
-            project_base=ProjectBase(repo, base),
+            project_base=ProjectBase(repo, base) if base else None,
         )
         handle = start_run(adapter_for(reviewer.runtime), request)
         while not handle.wait(heartbeat_s):

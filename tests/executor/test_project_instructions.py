@@ -1,7 +1,7 @@
 """A Claude Code run is told its project's ``CLAUDE.md`` as the task's base commit
 holds it: the executor hands the adapter that commit (a local run: its workspace's
-``base_sha``; a remote run: the base branch its host just fetched), never the
-worktree, where the builder's earlier run may have rewritten the file."""
+``base_sha``; a remote run: the base branch its host just fetched; a review: the
+change's base), never the worktree, where the builder may have rewritten the file."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from executor import rest
 from executor.runner import Executor
 from executor.runtimes.claude_code import project_instructions
 from tests.fixtures.gitrepos import git
+from tests.fixtures.runs import VERIFY_OK
 from tests.runtimes.stand_ins import install_stand_in, real_lines
 
 OPERATOR = "Use pnpm, never npm."
@@ -92,3 +93,41 @@ def test_a_remote_runs_base_is_the_fetched_base_branch_not_its_own_branch(tmp_pa
     assert base is not None and base.commit == git(seed, "rev-parse", "main")
     text = project_instructions(base)
     assert text is not None and OPERATOR in text and BUILDER not in text
+
+
+@pytest.mark.django_db
+def test_a_claude_code_critic_is_told_the_base_commits_claude_md_not_the_change(
+    repo: Path, bin_dir: Path, command_agent, tmp_path: Path
+):
+    """The change under review may rewrite CLAUDE.md, and the review checkout is at
+    the change's head: the reviewer is told the base's, as the builder was."""
+    (repo / "CLAUDE.md").write_text(OPERATOR + "\n")
+    git(repo, "add", "CLAUDE.md")
+    git(repo, "commit", "-q", "-m", "project instructions")
+    rewrite = tmp_path / "rewrite.py"
+    rewrite.write_text(
+        "import pathlib\n"
+        f"pathlib.Path('CLAUDE.md').write_text({BUILDER!r})\n"
+        "pathlib.Path('feature.txt').write_text('ok\\n')\n"
+    )
+    command_agent("builder", argv=["python3", str(rewrite)])
+    claude = install_stand_in(
+        bin_dir, "claude", stdout=real_lines("claude-code/run1-write-file.stream.jsonl")
+    )
+    registry.create_agent(
+        id="critic", display_name="Critic", team="default", runtime="claude-code", settings={}
+    )
+    registry.set_reviewer_agent("default", "critic")
+    task = store.create_task(
+        title="Add feature", labels=["risk"], metadata={"verify_cmd": VERIFY_OK}
+    ).task
+    store.decide_approval(task.id, "approve", by="ada")  # risk waits for a person
+
+    report = Executor("builder").work_once()
+
+    assert report.outcome == "succeeded", report.error
+    assert BUILDER in (Path(store.get_task(task.id).worktree_ref) / "CLAUDE.md").read_text()
+    call = claude.call()
+    assert call["argv"][-1].startswith("You are the critic of task")  # the critic's run
+    text = told(call["argv"])
+    assert OPERATOR in text and BUILDER not in text
