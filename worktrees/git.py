@@ -123,8 +123,9 @@ def blob_bytes(
 # A commit as the server recorded it (``rev-parse`` output): never a flag or a range.
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 # Objects exactly as the commit names them: ``refs/replace/`` lives in the repository's
-# shared git directory, which a builder in one of its worktrees can write.
-_NO_REPLACE = {"GIT_NO_REPLACE_OBJECTS": "1"}
+# shared git directory, which a builder in one of its worktrees can write. A path is
+# a name, not a pattern.
+_NO_REPLACE = {"GIT_NO_REPLACE_OBJECTS": "1", "GIT_LITERAL_PATHSPECS": "1"}
 
 
 @dataclass(frozen=True)

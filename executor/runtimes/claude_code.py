@@ -18,7 +18,8 @@ A run reads no configuration from the worktree: ``--setting-sources user`` and
 ``--strict-mcp-config`` (the builder writes the worktree its next run starts in).
 An operator who wants the project's files read says so in ``extra_args``. The
 project's instructions (``CLAUDE.md``, ``.claude/CLAUDE.md``), which that flag drops
-too, come back from the task's base commit (:func:`project_instructions`) through
+too, come back from the task's base commit
+(:func:`executor.runtimes.claude_instructions.project_instructions`) through
 ``--append-system-prompt``.
 """
 
@@ -32,12 +33,12 @@ from typing import Any
 from executor.runtimes.base import (
     AsksPeople,
     Capabilities,
-    ProjectBase,
     RunRequest,
     as_count,
     usd_to_cents,
     usd_to_millicents,
 )
+from executor.runtimes.claude_instructions import project_instructions
 from executor.runtimes.oneshot import (
     LineParser,
     OneShotCliAdapter,
@@ -47,7 +48,6 @@ from executor.runtimes.oneshot import (
     setting_str,
 )
 from executor.steps import ClaudeSteps
-from worktrees.git import committed_file
 
 # What Claude Code 2.1.332 accepts: "acceptEdits, auto, bypassPermissions, manual,
 # dontAsk, plan", and still "default" (shown as "default", as is "manual").
@@ -61,14 +61,6 @@ PERMISSION_MODES = {
     "plan",
 }
 DEFAULT_PERMISSION_MODE = "acceptEdits"
-
-# The project instruction files Claude Code reads at the top of its working
-# directory, in its order; ``--setting-sources user`` drops them with the settings.
-INSTRUCTION_FILES = ("CLAUDE.md", ".claude/CLAUDE.md")
-# Each file's bound. The text is one argv string, and Linux refuses a string over
-# 128 KiB (MAX_ARG_STRLEN): two files at this bound and their headings stay under it.
-# Claude Code itself warns about a CLAUDE.md over 40,000 characters.
-INSTRUCTIONS_MAX_BYTES = 48 * 1024
 
 
 class ClaudeStreamParser(LineParser):
@@ -210,37 +202,6 @@ def write_mcp_config(request: RunRequest, scratch: Path) -> Path:
     with os.fdopen(fd, "w", encoding="utf-8") as file:
         json.dump({"mcpServers": {request.mcp.name: server}}, file)
     return path
-
-
-def project_instructions(base: ProjectBase) -> str | None:
-    """The project's instruction files as the operator committed them at ``base``
-    (never the worktree's copies, which the builder may have rewritten), as text for
-    ``--append-system-prompt``; None when the commit has none. A file over
-    :data:`INSTRUCTIONS_MAX_BYTES` is given up to the bound, with a line saying so.
-    Raises :class:`worktrees.git.GitError` when the commit cannot be read."""
-    parts = []
-    for name in INSTRUCTION_FILES:
-        found = committed_file(base.repo, base.commit, name, limit=INSTRUCTIONS_MAX_BYTES)
-        if found is None:
-            continue
-        # A cut may split a character: drop the partial one rather than garble it.
-        text = found.data.decode("utf-8", errors="ignore" if found.cut else "replace")
-        shown = name if found.path == name else f"{name} (-> {found.path})"
-        part = f"Contents of {shown} at commit {base.commit[:12]}:\n\n{text.rstrip()}\n"
-        if found.cut:
-            part += (
-                f"\n[{name} is {found.size} bytes; Clawboo gave only its first "
-                f"{INSTRUCTIONS_MAX_BYTES}.]\n"
-            )
-        parts.append(part)
-    if not parts:
-        return None
-    heading = (
-        "# The project's instructions\n\n"
-        "Instructions checked into this repository (Claude Code's project memory, "
-        "read by Clawboo from the task's base commit). Follow them.\n\n"
-    )
-    return heading + "\n".join(parts)
 
 
 def permission_prompt_tool(server: str) -> str:

@@ -13,11 +13,8 @@ import pytest
 
 from executor.runtimes import Outcome, RunRequest, adapter_for
 from executor.runtimes.base import ProjectBase
-from executor.runtimes.claude_code import (
-    INSTRUCTIONS_MAX_BYTES,
-    ClaudeCodeAdapter,
-    project_instructions,
-)
+from executor.runtimes.claude_code import ClaudeCodeAdapter
+from executor.runtimes.claude_instructions import INSTRUCTIONS_MAX_BYTES, project_instructions
 from tests.fixtures.gitrepos import git
 from tests.runtimes.stand_ins import install_stand_in, real_lines
 
@@ -103,21 +100,26 @@ def test_the_builders_claude_md_in_the_worktree_is_not_what_the_run_is_told(
     assert "straight to main" not in text
 
 
-def test_a_huge_claude_md_is_cut_at_the_bound_and_says_so(
+def test_huge_instructions_are_cut_at_the_bound_and_say_so(
     tmp_path: Path, argv_for: Callable[..., list[str]]
 ) -> None:
     repo = tmp_path / "repo"
     line = "Keep every function under sixty lines, é.\n"
-    huge = line * (3 * INSTRUCTIONS_MAX_BYTES // len(line))
-    sha = commit_files(repo, {"CLAUDE.md": huge, ".claude/CLAUDE.md": huge})
+    huge = line * (2 * INSTRUCTIONS_MAX_BYTES // len(line))
+    sha = commit_files(repo, {"CLAUDE.md": huge, ".claude/CLAUDE.md": "More rules.\n"})
     size = len(huge.encode())
 
     text = instructions_in(argv_for(ProjectBase(repo, sha)))
 
     assert text is not None
-    assert text.count(f"[CLAUDE.md is {size} bytes; Clawboo gave only its first 49152.]") == 1
-    assert f"[.claude/CLAUDE.md is {size} bytes;" in text
-    assert "\ufffd" not in text  # a character split by the cut is dropped, not garbled
+    # Cut at the bound, and never inside a character (dropped, not garbled).
+    assert "\ufffd" not in text
+    given = len(text.split("at commit", 1)[1].split("\n\n", 1)[1].split("\n\n[")[0].encode())
+    assert INSTRUCTIONS_MAX_BYTES - 2 <= given <= INSTRUCTIONS_MAX_BYTES
+    assert f"[CLAUDE.md is {size} bytes; Clawboo gave only its first 98304.]" in text
+    # What comes after the bound is named, not given.
+    assert "[.claude/CLAUDE.md: not given, past Clawboo's bound of 0 bytes.]" in text
+    assert "More rules." not in text
     # One argv string: Linux refuses one over 128 KiB (MAX_ARG_STRLEN).
     assert len((FLAG + text).encode()) < 128 * 1024
 
@@ -163,3 +165,32 @@ def test_a_base_commit_that_cannot_be_read_fails_the_run_before_it_starts(
     assert result.outcome == Outcome.FAILED
     assert result.error.startswith("claude-code: git ls-tree"), result.error
     assert not Path(f"{claude.path}.call.json").exists()
+
+
+def test_imports_are_read_from_the_commit_as_claude_code_reads_them(tmp_path: Path) -> None:
+    """``@path`` in a CLAUDE.md (relative to the importing file, up to five hops)
+    brings that file in; not inside code, not out of the repository, not twice."""
+    outside = tmp_path / "outside.md"
+    outside.write_text("the server's secret\n")
+    repo = tmp_path / "repo"
+    sha = commit_files(
+        repo,
+        {
+            "CLAUDE.md": "@AGENTS.md\nStyle: see @docs/style.md -- mail me@example.com.\n"
+            "`@docs/code-span.md` and\n```\n@docs/fenced.md\n```\n@../outside.md @nobody\n",
+            "AGENTS.md": OPERATOR + "\n@CLAUDE.md\n",
+            "docs/style.md": "Tabs, never spaces. @nested.md\n",
+            "docs/nested.md": "Nested rule.\n",
+            "docs/code-span.md": "NOT-IMPORTED-SPAN\n",
+            "docs/fenced.md": "NOT-IMPORTED-FENCE\n",
+        },
+    )
+
+    text = project_instructions(ProjectBase(repo, sha))
+
+    assert text is not None
+    assert "Contents of AGENTS.md (imported by CLAUDE.md)" in text and OPERATOR in text
+    assert "Contents of docs/style.md (imported by CLAUDE.md)" in text
+    assert "Contents of docs/nested.md (imported by docs/style.md)" in text
+    assert "NOT-IMPORTED" not in text and "secret" not in text
+    assert text.count("Contents of CLAUDE.md") == 1  # AGENTS.md imports it back
