@@ -256,12 +256,17 @@ class TaskListView(APIView):
         if "team" not in body:
             body["team"] = _default_team(request, parent)
         team = require_team(request.user, body["team"])
+        named = body.get("created_by_agent_id")
+        if named is not None:
+            # First: an agent of a team the caller cannot see is refused as an unknown
+            # one, before files_as would name the team it is of.
+            act_as(request, named, "created_by_agent_id")
         # The agent side files work as one of its agents, so it waits for a person's
         # approval (GOVERNANCE §5, §6: delegation).
         body["created_by_agent_id"] = files_as(
-            principal(request), caller_agents(request.auth), team, body.get("created_by_agent_id")
+            principal(request), caller_agents(request.auth), team, named
         )
-        if body["created_by_agent_id"] is not None:
+        if body["created_by_agent_id"] is not None and named is None:
             act_as(request, body["created_by_agent_id"], "created_by_agent_id")
         if parent is not None:
             # A subtask spends its parent's tree (child limit, cap budget): the agent

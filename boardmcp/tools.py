@@ -34,6 +34,7 @@ from board.errors import ClaimConflict, TaskNotFound
 from board.models import Task
 from board.snapshot import route as route_of
 from board.store import spend as spend_store
+from board.store import tool_approvals
 from boardmcp.credentials import Caller
 from core import registry, repositories, roles
 from core.checks import check_storable
@@ -671,7 +672,9 @@ def permission_prompt(
     answer = store.wait_tool_call(pending.id)
     if answer.state == "allowed":
         return {"behavior": "allow", "updatedInput": arguments}
-    if answer.state == "denied":
+    if answer.state == "denied" and answer.decided_by == tool_approvals.SERVER:
+        message = f"denied running {tool_name} (approval {answer.id}): {tool_approvals.TOO_LONG}"
+    elif answer.state == "denied":
         message = f"{answer.decided_by} denied running {tool_name} (approval {answer.id})"
     else:
         message = f"nobody approved running {tool_name} in time (approval {answer.id}): denied"

@@ -204,6 +204,11 @@ class ExecutionCloseView(APIView):
             ceiling = _ceiling(task_id, run.agent_id)
             usage = pricing.usage_of(result.usage)
             stopped = spending.record(run.id, usage, ceiling, final=True, remote=True)
+            if stopped is None:
+                # No limit holds: "cancelled" is then the agent side's own word, and the
+                # breaker counts no cancelled run -- a worker saying it of every failure
+                # would never be paused (GOVERNANCE §2). The server's reading: failed.
+                result = dataclasses.replace(result, outcome=Outcome.FAILED)
         # The worker fails the task itself (its ``…/fail`` follows): the rest of the
         # run's end is settled here, as a local run's.
         # Work the server takes in counts once its intake ends (executor.intake), as a

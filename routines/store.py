@@ -200,14 +200,17 @@ def _check_bound_task(task_id: str, team_id: str, routine_id: str | None) -> Tas
     against one task cannot both pass. It reads only ``tasks.scheduled_by`` (the
     team-task domain), never a runtime's own cron. Returns the locked task.
     """
+    # Another team's task answers exactly as an unknown id: a team is a wall, and the
+    # difference told a member which ids another team's tasks have.
+    unknown = ValidationFailed(
+        "task_template.team_task_id", f"no task {task_id!r} in team {team_id!r}"
+    )
     try:
         task = board_store.lock_task(task_id)
     except TaskNotFound:
-        raise ValidationFailed("task_template.team_task_id", f"no task {task_id!r}") from None
+        raise unknown from None
     if task.team_id != team_id:
-        raise ValidationFailed(
-            "task_template.team_task_id", f"task {task_id!r} is not on team {team_id!r}"
-        )
+        raise unknown
     if task.scheduled_by not in (MANUAL_OWNER, FIRING_OWNER):
         raise DuplicateFiringOwnerError(
             f"task {task_id!r} is already fired by {task.scheduled_by!r}",

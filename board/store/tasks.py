@@ -230,7 +230,8 @@ def create_task(
     it is in progress or waiting to land.
 
     ``agent_side``: an agent's key, a run's credential or a machine token asked
-    (GOVERNANCE §6). Its subtask is listed to a run of the parent (MCP ``get_task``),
+    (GOVERNANCE §6). Its subtask carries its parent's run ceiling (it may name none),
+    and is listed to a run of the parent (MCP ``get_task``),
     so under a parent not yet claimed that has an approval it counts as a comment of
     the agent side does (:func:`board.store.approvals.agent_side_added`).
     """
@@ -308,10 +309,15 @@ def _create(
     )
     parent_id = clean["parent_task_id"]
     parent: Task | None = None
+    max_run_cents = clean["max_run_cents"]
     if parent_id is not None:
         parent = _check_parent_ceilings(parent_id, clean["team"])
         if repository_id is None:
             repository_id = parent.repository_id  # a subtask works where its parent does
+        if agent_side and max_run_cents is None:
+            # The agent side names no ceiling (a people field): a split of a person's
+            # capped task would otherwise shed the cap (GOVERNANCE §3, §6).
+            max_run_cents = parent.max_run_cents
     elif clean["created_by_agent_id"] is not None:
         _check_root_rate(clean["team"], at)
     check_route_agent(clean["route"], clean["team"])
@@ -349,7 +355,7 @@ def _create(
         created_by_agent_id=clean["created_by_agent_id"],
         scheduled_by=clean["scheduled_by"],
         repository_id=repository_id,
-        max_run_cents=clean["max_run_cents"],
+        max_run_cents=max_run_cents,
         touches=clean.get("touches"),
         scope=clean.get("touches"),
         **route_columns(clean["route"]),

@@ -6,9 +6,11 @@ tool, :func:`boardmcp.tools.permission_prompt`): :func:`ask` records the call �
 its arguments with secret-looking values masked — as ``pending`` on the run's task
 and the run waits in :func:`wait`. A person answers (:func:`decide`):
 ``allow_once``, ``allow_always`` (this agent and this tool, from then on, without
-asking: a :class:`~board.models.ToolGrant`) or ``deny``. Nobody answering by the
-timeout is a deny: the row becomes ``timed_out`` by the same conditional update a
-decision takes, so a late answer gets 409, never a half-allowed call.
+asking: a :class:`~board.models.ToolGrant`) or ``deny``. A call longer than a person
+is shown (:data:`ARGUMENTS_MAX`) is denied at once by the server, never put to one.
+Nobody answering by the timeout is a deny: the row becomes ``timed_out`` by the same
+conditional update a decision takes, so a late answer gets 409, never a half-allowed
+call.
 
 The only writer of ``tool_approvals`` and ``tool_grants``.
 """
@@ -34,6 +36,7 @@ from board.models import (
 )
 from board.store._base import depends_on_ids, now
 from core import events, storage
+from core.authors import NARRATOR
 from core.checks import check_choice, check_text
 from core.errors import Conflict, NotFound
 
@@ -63,6 +66,12 @@ _SECRET_ASSIGNMENT = re.compile(
 _EXPANDS = re.compile(r"\$\(|\$\{|`")
 TOOL_MAX = 255
 ARGUMENTS_MAX = 20_000  # characters of masked arguments kept (JSON), for the card
+# Who denies a call too long to show a person (:func:`ask`), and what its run is told.
+SERVER = NARRATOR
+TOO_LONG = (
+    f"its arguments are longer than the {ARGUMENTS_MAX} characters a person is shown, "
+    "so nobody could see what they would allow: make the call smaller"
+)
 POLL_S = 0.25
 
 
@@ -118,7 +127,11 @@ def ask(
     for this agent and tool (the call goes ahead unasked)."""
     name = check_text(tool, "tool_name", limit=TOOL_MAX, required=True)
     masked = mask(arguments if isinstance(arguments, dict) else {"input": arguments})
-    if len(repr(masked)) > ARGUMENTS_MAX:
+    # A call longer than a person is shown is never put to one: what they allowed
+    # would be its first ARGUMENTS_MAX characters, and the run would go on to run the
+    # rest (padding hid the tail). It is denied at once, by the server (fail closed).
+    unshowable = len(repr(masked)) > ARGUMENTS_MAX
+    if unshowable:
         masked = {"input": repr(masked)[:ARGUMENTS_MAX] + "…"}
     use_id = tool_use_id if isinstance(tool_use_id, str) else ""
     if is_granted(agent_id, name):
@@ -129,6 +142,12 @@ def ask(
         if task is None:
             raise TaskNotFound(task_id)
         at = now()
+        denied: dict[str, Any] = {
+            "state": ToolApprovalState.DENIED,
+            "decision": ToolDecision.DENY,
+            "decided_by": SERVER,
+            "decided_at": at,
+        }
         row = ToolApproval.objects.create(
             id=secrets.token_hex(8),
             task=task,
@@ -139,8 +158,11 @@ def ask(
             tool_use_id=use_id[:128],
             created_at=at,
             expires_at=at + timeout(),
+            **(denied if unshowable else {}),
         )
         _emit(row, "tool_approval_requested")
+        if unshowable:
+            _emit(row, "tool_approval_decided", actor=SERVER)
         return row
 
     return storage.write(run)

@@ -138,3 +138,28 @@ def test_the_agent_side_files_no_task_with_its_own_limit_base_or_remote_over_mcp
         assert task.max_run_cents is None
         assert task.max_attempts is None
         assert not {"base_branch", "repo_remote", "model"} & set(task.metadata or {})
+
+
+@pytest.mark.parametrize("credential", ["agent key", "machine token"])
+def test_a_subtask_the_agent_side_files_keeps_its_parents_run_ceiling(keys, credential):
+    """A person capped a task's runs at 40¢; its agent (whose settings name no default)
+    split the work into subtasks, which it may not give a ceiling, and each ran with
+    none: splitting shed the limit. It now carries its parent's; a person's subtask is
+    as they file it."""
+    from board import store
+
+    registry.update_agent("bot", {"settings": {}})
+    parent = store.create_task(title="capped", file_mutating=False, max_run_cents=40).task
+    store.claim(parent.id, "bot", "human")
+
+    filed = key_client(keys[credential]).post(
+        "/api/board/tasks",
+        {"title": "a part of it", "parent_task_id": parent.id, "created_by_agent_id": "bot"},
+    )
+    assert filed.status_code == 201, filed.content[:300]
+    assert filed.json()["max_run_cents"] == 40
+
+    by_person = key_client(keys["person"]).post(
+        "/api/board/tasks", {"title": "mine", "parent_task_id": parent.id}
+    )
+    assert by_person.status_code == 201 and by_person.json()["max_run_cents"] is None

@@ -204,3 +204,18 @@ def test_a_runtimes_own_stream_past_one_runs_most_is_recorded_as_the_most():
     usage = pricing.usage_of(UsageSoFar(tokens_in=2**60, cost_cents=2**60))
     assert usage.check() is not None
     assert (usage.tokens_in, usage.cost_cents) == (spend.RUN_TOKENS_MAX, spend.RUN_CENTS_MAX)
+
+
+def test_a_remote_run_closed_cancelled_with_no_limit_reached_is_a_failure_the_breaker_counts(
+    remote, settings
+):
+    """The breaker counts no cancelled run, and a remote worker (a machine token, or an
+    agent with its run's ticket) said "cancelled" of a run that no limit stopped: an
+    agent failing every run that way was never paused (GOVERNANCE §2, §6), and blocked
+    the queue task by task instead."""
+    settings.CLAWBOO_BREAKER_FAILURES = 1
+    report(remote, cost_cents=10)  # far from the 100¢ ceiling and the 200¢ cap
+    close(remote, outcome="cancelled", error="boom")
+    row = ExecutionProcess.objects.get(pk=remote["run"])
+    assert row.status == "failed" and row.error_class not in ("cancelled", "budget")
+    assert registry.get_agent("a-bot").state == "paused"

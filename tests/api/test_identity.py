@@ -126,6 +126,29 @@ def test_an_agent_of_a_team_you_cannot_see_is_refused_like_an_unknown_one(api, u
     assert hidden["detail"] == ghost["detail"].replace("ghost", "red-bot")
 
 
+def test_filing_a_task_as_an_agent_of_a_team_you_cannot_see_names_neither(api, unchanged):
+    """``created_by_agent_id`` naming another team's agent was answered "agent X is of
+    team Y", where an unknown id is "no agent X": it named a team the caller cannot
+    see, and told it that agent exists. Now both are the same 400."""
+    registry.create_team("red", "Red")
+    registry.create_agent(id="red-bot", display_name="R", team="red", runtime="human")
+    with unchanged():
+        hidden, ghost = (
+            refused(
+                api.post(
+                    "/api/board/tasks",
+                    {"title": "t", "created_by_agent_id": agent},
+                    format="json",
+                ),
+                400,
+                "validation_error",
+            )
+            for agent in ("red-bot", "ghost")
+        )
+    assert "red" not in hidden["detail"].replace("red-bot", "")
+    assert hidden == {**ghost, "detail": ghost["detail"].replace("ghost", "red-bot")}
+
+
 def test_a_token_minted_for_agent_a_cannot_act_as_agent_b(db, capsys, unchanged):
     key_a = mint("carol", "carol-a", capsys=capsys)
     registry.create_agent(

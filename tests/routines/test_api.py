@@ -249,6 +249,37 @@ def test_another_teams_routine_is_invisible(api, outsider, agent):
             refused(outsider.post(f"/api/routines/{rid}/{action}"), 404, "not_found")
 
 
+def test_another_teams_task_bound_to_a_routine_answers_as_an_unknown_one(api, outsider, agent):
+    """A team is a wall: naming another team's task as the one a routine fires (on
+    create and on edit) answers exactly as an id nobody uses -- it told a member of
+    one team which task ids another team has."""
+    registry.ensure_team("elsewhere", "Elsewhere")
+    theirs = board_store.create_task(title="Theirs", team="elsewhere", id="t-theirs").task
+    once = f"once@{(START + dt.timedelta(hours=2)).isoformat()}"
+
+    def answer(send, task_id: str) -> tuple[int, dict[str, Any]]:
+        with unchanged():
+            response = send({"team_task_id": task_id})
+        data = response.json()
+        return response.status_code, {**data, "detail": data["detail"].replace(task_id, "ID")}
+
+    def create_bound(template):
+        return api.post(
+            "/api/routines", body(agent, cron_spec=once, task_template=template), format="json"
+        )
+
+    rid = create(api, agent, cron_spec=once)["id"]
+
+    def edit_bound(template):
+        return api.patch(f"/api/routines/{rid}", {"task_template": template}, format="json")
+
+    for send in (create_bound, edit_bound):
+        status, data = answer(send, theirs.id)
+        assert (status, data) == answer(send, "t-nobodys"), data
+        assert status == 400 and data["field"] == "task_template.team_task_id"
+    assert board_store.get_task(theirs.id).scheduled_by == "manual"
+
+
 def test_staff_see_every_team(api, staff, agent):
     rid = create(api, agent)["id"]
     assert [r["id"] for r in staff.get("/api/routines").json()] == [rid]

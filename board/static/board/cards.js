@@ -92,18 +92,12 @@ export function badges(task) {
   return out;
 }
 
-function argumentsText(args) {
-  if (args && typeof args.command === "string") return args.command;
-  const text = JSON.stringify(args || {});
-  return text.length > 300 ? text.slice(0, 299) + "…" : text;
-}
-
 function toolAskNodes(task) {
   const mine = state.toolAsks.get(task.id);
   if (!mine) return null;
   return [...mine.values()].map((ask) => el("div", { class: "tool-ask", "data-tool-approval": ask.id },
     el("div", { class: "tool-ask-what" }, el("strong", {}, `${ask.agent_id} wants to run ${ask.tool}`),
-      el("code", { class: "tool-ask-args" }, argumentsText(ask.arguments))),
+      el("code", { class: "tool-ask-args" }, S.toolCallText(ask.arguments))),
     el("div", { class: "approval-actions" },
       el("button", { type: "button", class: "btn primary small", "data-tool-decision": "allow_once" }, "Allow once"),
       el("button", { type: "button", class: "btn ghost small", "data-tool-decision": "allow_always", title: `Always let ${ask.agent_id} run ${ask.tool}` }, "Always"),

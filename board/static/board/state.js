@@ -264,6 +264,16 @@ export function noteToolAsk(state, ask) {
 
 // --- what a card and the detail say ------------------------------------------------
 
+// A waiting tool call as a person reads it before allowing it: the whole of it (the
+// box scrolls). A shell command reads as itself, and any other field of the call
+// follows it; a call was cut at 300 characters, and its agent chose what came first
+// (a file's content before the path it writes, a command before its other flags).
+export function toolCallText(args) {
+  const { command, ...rest } = args || {};
+  if (typeof command !== "string") return JSON.stringify(args || {}, null, 2);
+  return Object.keys(rest).length ? `${command}\n${JSON.stringify(rest, null, 2)}` : command;
+}
+
 // How many of a task's dependencies are not done.
 export function blockedBy(state, task) {
   if (state.terminal.has(task.status) || !(task.depends_on || []).length) return 0;

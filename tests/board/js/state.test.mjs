@@ -247,3 +247,13 @@ test("the routine filter keeps that routine's fires (the routines page links to 
   assert.deepEqual(tasks.filter((t) => S.matches(t, { routine: "" })).map((t) => t.id), ["a", "b", "c", "d"]);
   assert.ok(S.FILTER_KEYS.includes("routine"));  // kept in the URL like the others
 });
+
+test("a waiting tool call shows whole: every field, however long, whatever comes first", () => {
+  const content = "x".repeat(400);
+  const write = S.toolCallText({ content, file_path: ".git/hooks/pre-commit" });
+  assert.ok(write.includes(content) && write.includes(".git/hooks/pre-commit"));
+  assert.equal(S.toolCallText({ command: "ls -la" }), "ls -la");
+  const flagged = S.toolCallText({ command: "make test", dangerouslyDisableSandbox: true });
+  assert.ok(flagged.startsWith("make test\n") && flagged.includes('"dangerouslyDisableSandbox": true'));
+  assert.equal(S.toolCallText(null), "{}");
+});
