@@ -281,6 +281,16 @@ def check_bool(value: Any, field: str) -> bool:
     return value
 
 
+def _on_parents_branch(metadata: dict[str, Any], parent: Task) -> dict[str, Any]:
+    """A subtask working in its parent's repository lands where its parent does: the
+    parent's ``base_branch`` (say ``release``), unless the subtask names its own;
+    else a person who aimed the work at a branch would find its parts on the default."""
+    branch = (parent.metadata or {}).get("base_branch")
+    if not branch or metadata.get("base_branch"):
+        return metadata
+    return {**metadata, "base_branch": branch}
+
+
 def _create(
     task_id: str | None,
     clean: dict[str, Any],
@@ -314,6 +324,7 @@ def _create(
         parent = _check_parent_ceilings(parent_id, clean["team"])
         if repository_id is None:
             repository_id = parent.repository_id  # a subtask works where its parent does
+            clean["metadata"] = _on_parents_branch(clean["metadata"], parent)
         if agent_side and max_run_cents is None:
             # The agent side names no ceiling (a people field): a split of a person's
             # capped task would otherwise shed the cap (GOVERNANCE §3, §6).

@@ -249,6 +249,35 @@ def test_a_subtask_naming_no_repository_works_in_its_parents(api, root: Path):
     assert child.status_code == 201 and child.json()["repository"] == shop.id
 
 
+def test_a_subtask_in_its_parents_repository_lands_on_its_parents_branch(api, root: Path):
+    shop = repositories.register(team="default", path=str(make_repo(root / "shop")))
+    parent = api.post(
+        "/api/board/tasks",
+        {"title": "p", "repository": shop.id, "metadata": {"base_branch": "release"}},
+        format="json",
+    ).json()
+    child = api.post(
+        "/api/board/tasks", {"title": "c", "parent_task_id": parent["id"]}, format="json"
+    )
+    assert child.status_code == 201, child.json()
+    assert child.json()["metadata"]["base_branch"] == "release"
+    assert store.get_task(child.json()["id"]).metadata == {"base_branch": "release"}
+    # One that names its own branch, or another repository, keeps what it named.
+    own = api.post(
+        "/api/board/tasks",
+        {"title": "o", "parent_task_id": parent["id"], "metadata": {"base_branch": "hotfix"}},
+        format="json",
+    )
+    assert own.json()["metadata"]["base_branch"] == "hotfix"
+    elsewhere = repositories.register(team="default", path=str(make_repo(root / "docs")))
+    apart = api.post(
+        "/api/board/tasks",
+        {"title": "d", "parent_task_id": parent["id"], "repository": elsewhere.id},
+        format="json",
+    )
+    assert "base_branch" not in apart.json()["metadata"]
+
+
 def test_a_repository_lands_directly_unless_told_another_landing_mode(staff_api, root: Path):
     make_repo(root / "lm")
     made = staff_api.post(
