@@ -60,6 +60,27 @@ def private_state(state_dir: Path) -> str | None:
     return ", ".join(changed) + " made owner-only" if changed else None
 
 
+# Where a running `up` serves, written in its state dir for the commands run beside it
+# (`clawboo demo` prints links a person can open: the port is whatever `up` was given).
+ADDRESS_FILE = "address"
+
+
+def record_address(state_dir: Path, base: str) -> None:
+    (state_dir / ADDRESS_FILE).write_text(base + "\n")
+
+
+def forget_address(state_dir: Path) -> None:
+    (state_dir / ADDRESS_FILE).unlink(missing_ok=True)
+
+
+def served_address(state_dir: Path) -> str | None:
+    """The base URL ``up`` serves this state dir on, while it runs (None otherwise)."""
+    try:
+        return (state_dir / ADDRESS_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
 def database_label() -> str:
     settings_dict = connections[DEFAULT_DB_ALIAS].settings_dict
     vendor = connections[DEFAULT_DB_ALIAS].vendor

@@ -188,7 +188,11 @@ class Command(BaseCommand):
         threading.Thread(
             target=self.say_when_serving, args=(host, port, base), name="ready", daemon=True
         ).start()
-        supervisor.run()
+        boot.record_address(state_dir, base)
+        try:
+            supervisor.run()
+        finally:
+            boot.forget_address(state_dir)
 
     def say_when_serving(self, host: str, port: int, base: str) -> None:
         """One line once daphne accepts connections: the moment a browser, curl or
