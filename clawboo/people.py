@@ -684,17 +684,34 @@ def cmd_approvals(args: argparse.Namespace) -> int:
         }
         for tool in tools
     ]
-    emit(args, rows, approvals_text)
+    if args.json:
+        emit(args, rows, approvals_text)
+        return 0
+    # A task in review waits for a person too: "nothing waits for you" with the tour's
+    # task in review sent its reader looking elsewhere.
+    reviews = client.call(
+        "GET", "/api/board/tasks?" + urllib.parse.urlencode({**scope, "status": "in_review"})
+    )
+    ids = shown([task["id"] for task in reviews["results"]])
+    if reviews.get("next"):
+        ids.append("…")
+    emit(args, rows, lambda shown_rows: approvals_text(shown_rows, ids))
     return 0
 
 
-def approvals_text(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "nothing waits for you\n"
-    return table(rows, APPROVAL_COLUMNS) + (
-        "decide: a task with `clawboo task approve|deny ID`, a tool call with "
-        "`clawboo approvals --decide ID allow_once|allow_always|deny`\n"
-    )
+def approvals_text(rows: list[dict[str, Any]], in_review: Sequence[str] = ()) -> str:
+    if rows:
+        text = table(rows, APPROVAL_COLUMNS) + (
+            "decide: a task with `clawboo task approve|deny ID`, a tool call with "
+            "`clawboo approvals --decide ID allow_once|allow_always|deny`\n"
+        )
+    elif in_review:
+        text = "no task or tool call waits for your approval\n"
+    else:
+        text = "nothing waits for you\n"
+    if in_review:
+        text += f"in review, for a person to decide: {', '.join(in_review)} (`clawboo review ID`)\n"
+    return text
 
 
 # -- watch -------------------------------------------------------------------------

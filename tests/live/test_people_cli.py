@@ -565,3 +565,42 @@ def test_login_with_password_stdin_and_no_username_says_what_is_missing(monkeypa
     )
     assert failed.value.status == 2
     assert sys.stdin.read() == "s3cret\n"  # nothing was read, nothing was sent
+
+
+def test_approvals_names_the_tasks_in_review_instead_of_saying_nothing_waits(monkeypatch, capsys):
+    # After the tour `clawboo approvals` said "nothing waits for you" with a task in
+    # review, the decision the tour had just asked of its reader.
+    import argparse
+
+    from clawboo import people
+
+    answers = {
+        "/api/approvals": [],
+        "approval=waiting": {"results": [], "next": None},
+        "status=in_review": {"results": [{"id": "demo-divide"}, {"id": "t\x1b2"}], "next": None},
+    }
+    asked = []
+
+    class Server:
+        def call(self, method, path, body=None):
+            asked.append(path)
+            return next(a for key, a in answers.items() if key in path)
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(decide=None, team="demo", json=False)
+    assert people.cmd_approvals(args) == 0
+    assert capsys.readouterr().out == (
+        "no task or tool call waits for your approval\n"
+        "in review, for a person to decide: demo-divide, t\\x1b2 (`clawboo review ID`)\n"
+    )
+    assert "/api/board/tasks?team=demo&status=in_review" in asked
+    # Nothing in review either: nothing waits.
+    answers["status=in_review"] = {"results": [], "next": None}
+    assert people.cmd_approvals(args) == 0
+    assert capsys.readouterr().out == "nothing waits for you\n"
+    # Scripts get the approvals alone, as before.
+    asked.clear()
+    args.json = True
+    assert people.cmd_approvals(args) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert not any("in_review" in path for path in asked)
