@@ -556,6 +556,15 @@ def cmd_task_wait(args: argparse.Namespace) -> int:
 # -- review ------------------------------------------------------------------------
 
 
+def landed_lines(landing: dict[str, Any]) -> list[str]:
+    """Where an approved task's work is now: a done task's review read like one still
+    waiting on its branch, which names no commit."""
+    if landing.get("result") != "landed" or not landing.get("commit"):
+        return []
+    by = f" (approved by {landing['by']})" if landing.get("by") else ""
+    return [f"landed {str(landing['commit'])[:12]} on {landing.get('base_branch') or '?'}{by}"]
+
+
 def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> str:
     def paint(line: str) -> str:
         if not color:
@@ -577,6 +586,7 @@ def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> st
             if workspace.get("branch")
             else "branch - (no worktree: nothing was worked in git yet)"
         ),
+        *landed_lines(workspace.get("landing") or {}),
         f"verdict {verdict_text(verification) or '-'}",
         f"cost {(review.get('cost') or {}).get('cents', 0)}¢",
     ]

@@ -319,6 +319,26 @@ def test_review_of_a_task_with_no_worktree_says_so_not_none():
     assert "branch - (no worktree" in text
 
 
+def test_review_of_a_landed_task_names_the_commit_it_landed_as():
+    # After `task approve` the review still read "branch … → main" and nothing more:
+    # no word that it had landed, nor as which commit.
+    from clawboo.people import review_text
+
+    landing = {"result": "landed", "state": "landed", "commit": "27be7e66ada18bda6809",
+               "base_branch": "main", "by": "admin"}  # fmt: skip
+    workspace = {"branch": "clawboo/task-t1", "base_branch": "main", "landing": landing}
+    review = {"workspace": workspace, "diff": {"files": []}, "verification": None}
+    task = {"id": "t1", "title": "Add multiply()", "status": "done"}
+    lines = review_text(review, task, color=False).splitlines()
+    assert lines[1:3] == [
+        "branch clawboo/task-t1 → main",
+        "landed 27be7e66ada1 on main (approved by admin)",
+    ]
+    # Not landed (queued, or a conflict): no such line.
+    workspace["landing"] = {"result": "conflict", "state": "conflict"}
+    assert "landed" not in review_text(review, task, color=False)
+
+
 def test_a_failure_with_no_verify_command_says_so_in_review_and_show():
     # It printed "verdict fail" and nothing else, where the board says "no verify command".
     from clawboo.people import review_text, task_card
