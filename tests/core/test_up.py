@@ -267,6 +267,25 @@ def test_up_serves_the_board_and_sigterm_leaves_no_process_behind(tmp_path):
         assert f"CLAWBOO_PUBLIC_URL=http://127.0.0.1:{port}".encode() in environ
         # Where it serves, for `clawboo demo` beside it to print a link with the port.
         assert boot.served_address(state) == f"http://127.0.0.1:{port}"
+        # A second `up` of this state dir (a forgotten first terminal) is refused in one
+        # line: it ran beside the first, its recovery pass releasing what the first
+        # one's workers held.
+        again = subprocess.run(
+            [sys.executable, "-m", "clawboo.cli", "up", "--port", str(free_port())],
+            env=up_env(state),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert again.returncode == 1, again.stdout
+        assert again.stdout == ""
+        assert again.stderr == (
+            f"CommandError: another `clawboo up` runs on this state dir ({state}), serving "
+            f"http://127.0.0.1:{port}: stop it first (Ctrl-C in its terminal), or run this "
+            "one from another directory\n"
+        )
+        assert status_of(f"http://127.0.0.1:{port}/board/") == 302
     finally:
         code = first.stop()
     out = first.output()
