@@ -562,7 +562,7 @@ def landed_lines(landing: dict[str, Any]) -> list[str]:
     if landing.get("result") != "landed" or not landing.get("commit"):
         return []
     by = f" (approved by {landing['by']})" if landing.get("by") else ""
-    return [f"landed {str(landing['commit'])[:12]} on {landing.get('base_branch') or '?'}{by}"]
+    return [f"landed as {str(landing['commit'])[:12]} on {landing.get('base_branch') or '?'}{by}"]
 
 
 def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> str:

@@ -332,7 +332,7 @@ def test_review_of_a_landed_task_names_the_commit_it_landed_as():
     lines = review_text(review, task, color=False).splitlines()
     assert lines[1:3] == [
         "branch clawboo/task-t1 → main",
-        "landed 27be7e66ada1 on main (approved by admin)",
+        "landed as 27be7e66ada1 on main (approved by admin)",
     ]
     # Not landed (queued, or a conflict): no such line.
     workspace["landing"] = {"result": "conflict", "state": "conflict"}
