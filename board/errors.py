@@ -75,8 +75,15 @@ class IllegalTransition(ClawbooError):
     code = "illegal_transition"
 
     def __init__(self, task_id: str, from_status: str, to_status: str, allowed: Sequence[str]):
+        # A second approve or move to where the task is: "cannot move from done to
+        # done" read as if the move had failed, where it had happened before.
+        detail = (
+            f"task {task_id!r} is {from_status} already"
+            if from_status == to_status
+            else f"task {task_id!r} cannot move from {from_status} to {to_status}"
+        )
         super().__init__(
-            f"task {task_id!r} cannot move from {from_status} to {to_status}",
+            detail,
             **{"from": from_status, "to": to_status, "allowed": list(allowed)},
         )
         self.task_id = task_id

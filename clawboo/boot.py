@@ -9,7 +9,9 @@ the interval sweep and the operator deal with it.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -58,6 +60,56 @@ def private_state(state_dir: Path) -> str | None:
             path.chmod(0o600)
             changed.append(name)
     return ", ".join(changed) + " made owner-only" if changed else None
+
+
+# A running `up` holds this file locked (flock) for its life, its address written in
+# it: a second `up` of the same state dir is refused (its boot passes would release
+# the tasks the first one's workers hold, and both would run every worker), and
+# `clawboo demo` prints links on the port it serves. The lock goes with the process,
+# however it ends, so a stale address is never believed.
+UP_LOCK_FILE = "up.lock"
+
+
+class AlreadyUp(Exception):
+    """Another process runs ``up`` on this state dir."""
+
+    def __init__(self, address: str | None) -> None:
+        super().__init__(address or "an address it has not written yet")
+        self.address = address
+
+
+def hold_up_lock(state_dir: Path, base: str) -> int:
+    """Take this state dir's ``up`` lock and write ``base`` in it; returns the file
+    descriptor, which holds the lock until it is closed or the process ends. Raises
+    :class:`AlreadyUp` when another process holds it."""
+    state_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
+    fd = os.open(state_dir / UP_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise AlreadyUp(served_address(state_dir)) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, (base + "\n").encode())
+    return fd
+
+
+def served_address(state_dir: Path) -> str | None:
+    """The base URL the ``up`` of this state dir serves on while it runs; None when
+    no ``up`` holds its lock (never started, stopped, or killed)."""
+    try:
+        fd = os.open(state_dir / UP_LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # held: an `up` runs
+            return os.read(fd, 1024).decode(errors="replace").strip() or None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def database_label() -> str:

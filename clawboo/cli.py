@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args[0] in ("--help", "-h"):
         sys.stdout.write(USAGE)
         return
-    if args[0] == "--version":
+    if args[0] in ("--version", "version"):
         # Clawboo's own version (Django's answered it: "5.2.19").
         from importlib.metadata import version
 
@@ -77,6 +77,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         from django.core.management import execute_from_command_line
 
+        refusal = unknown_command(args[0])
+        if refusal:
+            sys.stderr.write(refusal)
+            sys.exit(2)
         execute_from_command_line(["clawboo", *args])
     except KeyboardInterrupt:
         sys.exit(130)
@@ -84,6 +88,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         text = str(exc).strip().splitlines()
         sys.stderr.write(f"clawboo: {type(exc).__name__}: {text[0] if text else ''}\n")
         sys.exit(1)
+
+
+def unknown_command(name: str) -> str | None:
+    """One line for a first word that is no command, naming the closest one: Django's
+    own answer pointed at `clawboo help`, whose list leaves out the people's commands,
+    and guessed only among its own (``tsk`` never led to ``task``)."""
+    import difflib
+
+    import django
+    from django.core.management import get_commands
+
+    django.setup()
+    known = [*people.COMMANDS, "worker", "help", *get_commands()]
+    if name in known:
+        return None
+    close = difflib.get_close_matches(name, known, n=1)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"clawboo: unknown command {name!r}{guess}; `clawboo` alone lists the commands\n"
 
 
 # ``clawboo worker``'s exit statuses besides 0 and 130 (Ctrl-C).

@@ -556,6 +556,15 @@ def cmd_task_wait(args: argparse.Namespace) -> int:
 # -- review ------------------------------------------------------------------------
 
 
+def landed_lines(landing: dict[str, Any]) -> list[str]:
+    """Where an approved task's work is now: a done task's review read like one still
+    waiting on its branch, which names no commit."""
+    if landing.get("result") != "landed" or not landing.get("commit"):
+        return []
+    by = f" (approved by {landing['by']})" if landing.get("by") else ""
+    return [f"landed as {str(landing['commit'])[:12]} on {landing.get('base_branch') or '?'}{by}"]
+
+
 def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> str:
     def paint(line: str) -> str:
         if not color:
@@ -577,6 +586,7 @@ def review_text(review: dict[str, Any], task: dict[str, Any], color: bool) -> st
             if workspace.get("branch")
             else "branch - (no worktree: nothing was worked in git yet)"
         ),
+        *landed_lines(workspace.get("landing") or {}),
         f"verdict {verdict_text(verification) or '-'}",
         f"cost {(review.get('cost') or {}).get('cents', 0)}¢",
     ]
@@ -684,17 +694,34 @@ def cmd_approvals(args: argparse.Namespace) -> int:
         }
         for tool in tools
     ]
-    emit(args, rows, approvals_text)
+    if args.json:
+        emit(args, rows, approvals_text)
+        return 0
+    # A task in review waits for a person too: "nothing waits for you" with the tour's
+    # task in review sent its reader looking elsewhere.
+    reviews = client.call(
+        "GET", "/api/board/tasks?" + urllib.parse.urlencode({**scope, "status": "in_review"})
+    )
+    ids = shown([task["id"] for task in reviews["results"]])
+    if reviews.get("next"):
+        ids.append("…")
+    emit(args, rows, lambda shown_rows: approvals_text(shown_rows, ids))
     return 0
 
 
-def approvals_text(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "nothing waits for you\n"
-    return table(rows, APPROVAL_COLUMNS) + (
-        "decide: a task with `clawboo task approve|deny ID`, a tool call with "
-        "`clawboo approvals --decide ID allow_once|allow_always|deny`\n"
-    )
+def approvals_text(rows: list[dict[str, Any]], in_review: Sequence[str] = ()) -> str:
+    if rows:
+        text = table(rows, APPROVAL_COLUMNS) + (
+            "decide: a task with `clawboo task approve|deny ID`, a tool call with "
+            "`clawboo approvals --decide ID allow_once|allow_always|deny`\n"
+        )
+    elif in_review:
+        text = "no task or tool call waits for your approval\n"
+    else:
+        text = "nothing waits for you\n"
+    if in_review:
+        text += f"in review, for a person to decide: {', '.join(in_review)} (`clawboo review ID`)\n"
+    return text
 
 
 # -- watch -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -190,6 +190,17 @@ def remote_refusal(agent: Mapping[str, Any]) -> str | None:
         "it on the server (clawboo up / manage.py work), or set its "
         f"{rule.setting} to one of {', '.join(sorted(rule.never))}"
     )
+
+
+def nothing_to_run(agents: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why a worker given ``agents`` would run none of them (:func:`not_runnable_here`
+    for each: a person's or an outside agent's runtime), or None when it can run one.
+    Such a worker polled for ever, its one line per agent lost in its log."""
+    why = [not_runnable_here(agent) for agent in agents]
+    if not agents or not all(why):
+        return None
+    named = "; ".join(f"agent {a.get('id')!r}: {w}" for a, w in zip(agents, why, strict=True))
+    return f"{named} -- nothing for this worker to run (give it an agent it can run)"
 
 
 class Refused(Exception):

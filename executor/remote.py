@@ -115,6 +115,8 @@ class Worker:
         refusals = [why for why in map(remote_refusal, found) if why is not None]
         if refusals:
             raise Refused("; ".join(refusals))
+        if idle := preflight.nothing_to_run(found):
+            raise Refused(idle)
         teams = sorted({agent["team"] for agent in found})
         wakers = [
             Waker(self.api.server, self.api.token, team, self.wake, self.api.reach)

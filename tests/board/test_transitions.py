@@ -85,3 +85,17 @@ def test_a_locked_status_keeps_its_assignee(default_team, status):
     verdict = store.set_assignee(task.id, "mallory")
     assert (verdict.outcome, verdict.reason) == ("declined", "immutable-assignee")
     assert store.get_task(task.id).assignee_agent_id == "ada"
+
+
+@pytest.mark.django_db
+def test_approving_a_task_that_is_done_says_it_is_done_already(default_team):
+    # `clawboo task approve` of a task that had landed read "cannot move from done to
+    # done", as if the approval had just failed.
+    from board.store import review
+
+    task, _ = task_in("done")
+    with pytest.raises(IllegalTransition) as refused:
+        review.approve(task.id, by="alice")
+    assert refused.value.detail == f"task {task.id!r} is done already"
+    assert refused.value.as_dict()["allowed"] == []
+    assert store.get_task(task.id).revision == task.revision

@@ -265,10 +265,32 @@ def test_up_serves_the_board_and_sigterm_leaves_no_process_behind(tmp_path):
         # On a loopback address its own address is where notifications link.
         environ = Path(f"/proc/{children[0]}/environ").read_bytes().split(b"\0")
         assert f"CLAWBOO_PUBLIC_URL=http://127.0.0.1:{port}".encode() in environ
+        # Where it serves, for `clawboo demo` beside it to print a link with the port.
+        assert boot.served_address(state) == f"http://127.0.0.1:{port}"
+        # A second `up` of this state dir (a forgotten first terminal) is refused in one
+        # line: it ran beside the first, its recovery pass releasing what the first
+        # one's workers held.
+        again = subprocess.run(
+            [sys.executable, "-m", "clawboo.cli", "up", "--port", str(free_port())],
+            env=up_env(state),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert again.returncode == 1, again.stdout
+        assert again.stdout == ""
+        assert again.stderr == (
+            f"CommandError: another `clawboo up` runs on this state dir ({state}), serving "
+            f"http://127.0.0.1:{port}: stop it first (Ctrl-C in its terminal), or run this "
+            "one from another directory\n"
+        )
+        assert status_of(f"http://127.0.0.1:{port}/board/") == 302
     finally:
         code = first.stop()
     out = first.output()
     assert code == 0, out
+    assert boot.served_address(state) is None, "a stopped `up` still claims an address"
     assert processes_of(state) == [], out
     assert "Traceback" not in out
     assert len(re.findall(r"first admin +user 'admin', one-time password \S+", out)) == 1
@@ -344,6 +366,36 @@ def test_the_console_script_names_its_own_version_and_helps_with_every_command_i
         assert done.value.code == 0
         out = capsys.readouterr().out
         assert out.startswith(f"usage: clawboo {command}"), out
+
+
+def test_a_mistyped_command_names_the_closest_one_and_where_the_list_is(monkeypatch, capsys):
+    from clawboo import cli
+
+    seen = []
+    monkeypatch.setattr(
+        "django.core.management.execute_from_command_line", lambda argv: seen.append(argv)
+    )
+    # Django's "Unknown command: 'tsk'. Type 'clawboo help' for usage." guessed nothing,
+    # and `clawboo help` does not list the people's commands.
+    for typed, meant in (("tsk", "task"), ("revew", "review"), ("migrat", "migrate")):
+        with pytest.raises(SystemExit) as done:
+            cli.main([typed, "list"])
+        assert done.value.code == 2  # a usage error, as for the people's commands
+        assert capsys.readouterr().err == (
+            f"clawboo: unknown command {typed!r} (did you mean {meant!r}?); "
+            "`clawboo` alone lists the commands\n"
+        )
+    with pytest.raises(SystemExit):
+        cli.main(["frobnicate"])
+    assert capsys.readouterr().err == (
+        "clawboo: unknown command 'frobnicate'; `clawboo` alone lists the commands\n"
+    )
+    assert seen == []
+    # `version` is Clawboo's version too, not Django's ("5.2.20").
+    from importlib.metadata import version
+
+    cli.main(["version"])
+    assert capsys.readouterr().out == f"clawboo {version('clawboo')}\n"
 
 
 def test_manage_py_up_refuses_a_bad_port_in_one_line(tmp_path):

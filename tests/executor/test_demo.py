@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.core.management import call_command
 
@@ -29,7 +31,33 @@ def test_the_demo_chain_is_worked_verified_and_lands_in_review(tmp_path, setting
     said = capsys.readouterr().out
     assert "ready" in said
     # The paused routine named only the API and the admin, not the page a person has.
-    assert "resume it on the routines page, /board/routines/?team=demo" in said
+    assert "resume it on the routines page, http://127.0.0.1:8000/board/routines/?team=demo" in said
+
+
+def test_the_demo_links_to_the_board_where_up_serves_it(tmp_path, settings, capsys):
+    from clawboo import boot
+
+    state = settings.CLAWBOO_STATE_DIR = tmp_path / "state"
+    settings.CLAWBOO_REPO_ROOTS = []
+    settings.CLAWBOO_PUBLIC_URL = ""
+    # `up --port 8123` beside it: the link names that port (it read "/board/?team=demo",
+    # which no terminal or browser could open).
+    lock = boot.hold_up_lock(state, "http://127.0.0.1:8123")
+    try:
+        call_command("demo", "--dir", str(tmp_path / "demo"))
+    finally:
+        os.close(lock)
+    said = capsys.readouterr().out
+    assert "open http://127.0.0.1:8123/board/?team=demo and watch" in said
+    assert "routines page, http://127.0.0.1:8123/board/routines/?team=demo," in said
+    # That `up` is gone (its address still in the file): `up`'s default, still a link.
+    assert (state / boot.UP_LOCK_FILE).read_text() == "http://127.0.0.1:8123\n"
+    call_command("demo", "--dir", str(tmp_path / "demo"))
+    assert "open http://127.0.0.1:8000/board/?team=demo and watch" in capsys.readouterr().out
+    # A public URL set for the server wins.
+    settings.CLAWBOO_PUBLIC_URL = "https://boo.example.org"
+    call_command("demo", "--dir", str(tmp_path / "demo"))
+    assert "open https://boo.example.org/board/?team=demo and watch" in capsys.readouterr().out
 
 
 @pytest.mark.django_db(transaction=True)

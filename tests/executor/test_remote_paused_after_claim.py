@@ -149,3 +149,30 @@ def test_an_agent_switched_to_a_persons_runtime_after_its_claim_is_handed_back_o
     assert "needs a person" in (run.error or "")
     assert [store.get_task(i).status for i in ids] == ["todo"] * 3
     assert "needs a person" in worker.paused["far"]
+
+
+def test_a_worker_that_can_run_none_of_its_agents_says_why_and_stops(tmp_path: Path):
+    # `clawboo worker --agent ada-bot` (an agent that acts through the API itself, as
+    # `create_agent_token --agent` makes) logged "takes no work on this host" once and
+    # polled for ever; a new user saw a worker that was up and did nothing.
+    from executor.preflight import Refused, nothing_to_run
+
+    agents = {
+        "ada-bot": {"id": "ada-bot", "runtime": "human", "settings": {}, "team": "default"},
+        "coder": {"id": "coder", "runtime": "command", "settings": {"argv": ["true"]}},
+    }
+
+    class Server:
+        def call_patiently(self, method, path, body=None, *, stop=None):
+            assert method == "GET", (method, path)  # nothing claimed
+            return 200, dict(agents[path.rsplit("/", 1)[1]])
+
+    worker = Worker(Server(), ["ada-bot"], tmp_path, heartbeat_s=1, poll_s=1, run_timeout_s=10)
+    with pytest.raises(Refused) as refused:
+        worker.serve()
+    assert str(refused.value) == (
+        "agent 'ada-bot': runtime 'human' needs a person; the executor does not run it "
+        "-- nothing for this worker to run (give it an agent it can run)"
+    )
+    # One agent it can run among them: the worker runs that one.
+    assert nothing_to_run(list(agents.values())) is None

@@ -319,6 +319,26 @@ def test_review_of_a_task_with_no_worktree_says_so_not_none():
     assert "branch - (no worktree" in text
 
 
+def test_review_of_a_landed_task_names_the_commit_it_landed_as():
+    # After `task approve` the review still read "branch … → main" and nothing more:
+    # no word that it had landed, nor as which commit.
+    from clawboo.people import review_text
+
+    landing = {"result": "landed", "state": "landed", "commit": "27be7e66ada18bda6809",
+               "base_branch": "main", "by": "admin"}  # fmt: skip
+    workspace = {"branch": "clawboo/task-t1", "base_branch": "main", "landing": landing}
+    review = {"workspace": workspace, "diff": {"files": []}, "verification": None}
+    task = {"id": "t1", "title": "Add multiply()", "status": "done"}
+    lines = review_text(review, task, color=False).splitlines()
+    assert lines[1:3] == [
+        "branch clawboo/task-t1 → main",
+        "landed as 27be7e66ada1 on main (approved by admin)",
+    ]
+    # Not landed (queued, or a conflict): no such line.
+    workspace["landing"] = {"result": "conflict", "state": "conflict"}
+    assert "landed" not in review_text(review, task, color=False)
+
+
 def test_a_failure_with_no_verify_command_says_so_in_review_and_show():
     # It printed "verdict fail" and nothing else, where the board says "no verify command".
     from clawboo.people import review_text, task_card
@@ -565,3 +585,42 @@ def test_login_with_password_stdin_and_no_username_says_what_is_missing(monkeypa
     )
     assert failed.value.status == 2
     assert sys.stdin.read() == "s3cret\n"  # nothing was read, nothing was sent
+
+
+def test_approvals_names_the_tasks_in_review_instead_of_saying_nothing_waits(monkeypatch, capsys):
+    # After the tour `clawboo approvals` said "nothing waits for you" with a task in
+    # review, the decision the tour had just asked of its reader.
+    import argparse
+
+    from clawboo import people
+
+    answers = {
+        "/api/approvals": [],
+        "approval=waiting": {"results": [], "next": None},
+        "status=in_review": {"results": [{"id": "demo-divide"}, {"id": "t\x1b2"}], "next": None},
+    }
+    asked = []
+
+    class Server:
+        def call(self, method, path, body=None):
+            asked.append(path)
+            return next(a for key, a in answers.items() if key in path)
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(decide=None, team="demo", json=False)
+    assert people.cmd_approvals(args) == 0
+    assert capsys.readouterr().out == (
+        "no task or tool call waits for your approval\n"
+        "in review, for a person to decide: demo-divide, t\\x1b2 (`clawboo review ID`)\n"
+    )
+    assert "/api/board/tasks?team=demo&status=in_review" in asked
+    # Nothing in review either: nothing waits.
+    answers["status=in_review"] = {"results": [], "next": None}
+    assert people.cmd_approvals(args) == 0
+    assert capsys.readouterr().out == "nothing waits for you\n"
+    # Scripts get the approvals alone, as before.
+    asked.clear()
+    args.json = True
+    assert people.cmd_approvals(args) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert not any("in_review" in path for path in asked)

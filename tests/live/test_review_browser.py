@@ -81,6 +81,13 @@ def test_the_review_panel_shows_the_work_and_approves_it(
         page.wait_for_selector("#review-note[data-kind=ok]", timeout=15_000)
         assert "Landed" in page.locator("#review-note").inner_text()
         page.locator(f"[data-status=done] [data-task-id='{task.id}']").wait_for(timeout=5_000)
+        # Opened again later, the done task says where its work is: it read "branch …
+        # on main" alone, as if it still waited there.
+        page.goto(f"{base}/board/?task={task.id}")
+        landed = page.locator(f"#detail [data-review-for='{task.id}'] .landed")
+        landed.wait_for(timeout=10_000)
+        tip = git(repo, "rev-parse", "main")
+        assert landed.inner_text() == f"landed as {tip[:12]} on main (approved by op)"
         browser.close()
     deadline = time.monotonic() + 5
     while store.get_task(task.id).status != "done":

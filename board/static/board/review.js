@@ -128,6 +128,11 @@ export function reviewView(task, data, { note, approve, requestChanges }) {
       "branch ", el("code", {}, ws.branch), " on ", el("code", {}, ws.base_branch || "?"),
       ` from ${(ws.base_sha || "").slice(0, 12)}`,
       ws.landing && ws.landing.result === "conflict" ? el("span", { class: "pill blocked-by" }, "conflict") : ""));
+    // A done task's work read like one still on its branch: say where it landed.
+    if (ws.landing && ws.landing.result === "landed" && ws.landing.commit) {
+      box.append(el("p", { class: "landed" }, "landed as ", el("code", {}, ws.landing.commit.slice(0, 12)),
+        ` on ${ws.landing.base_branch || ws.base_branch || "?"}`, ws.landing.by ? ` (approved by ${ws.landing.by})` : ""));
+    }
   }
   if (ws) box.append(el("p", { class: "diffstat" }, `${stat.files_changed} file(s) changed, `,
     el("span", { class: "add" }, `+${stat.insertions}`), " ", el("span", { class: "del" }, `−${stat.deletions}`)));

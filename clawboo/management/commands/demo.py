@@ -6,8 +6,9 @@ the first) whose changes are verified by ``init.sh``'s VERIFY_CMD; and a recurri
 routine, created paused, whose template names its verify command too. It migrates
 the database first, so it works before ``up``.
 With ``clawboo up`` running, the workers claim the tasks, work them in worktrees,
-verify them and land them in review, live on ``/board/?team=demo``; approvals land
-through the repository's merge queue (``landing_mode: queue``).
+verify them and land them in review, live on the board (printed as a link to where
+``up`` serves); approvals land through the repository's merge queue
+(``landing_mode: queue``).
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ TASKS = [
 ]
 
 
+# `clawboo up`'s own default address (its --host and --port).
+DEFAULT_ADDRESS = "http://127.0.0.1:8000"
 ROUTINE_VERIFY = "grep -q -- '- tidied' NOTES.md"
 # The repository's own gate, which its merge queue runs on each stacked change.
 DEMO_GATE = 'python3 -c "import calc"'
@@ -84,6 +87,15 @@ def _git(cwd: Path, *args: str) -> None:
         capture_output=True,
         timeout=60,
     )
+
+
+def board_address(state: Path) -> str:
+    """The server a person opens the demo on, as a link they can click: the public URL
+    if one is set, else where the ``up`` of this state dir serves, else ``up``'s default
+    (a bare path could not be opened, and the port is ``up``'s choice)."""
+    from clawboo import boot
+
+    return settings.CLAWBOO_PUBLIC_URL or boot.served_address(state) or DEFAULT_ADDRESS
 
 
 class Command(BaseCommand):
@@ -157,13 +169,14 @@ class Command(BaseCommand):
             )
             if created.created:
                 self.stdout.write(f"demo: task {task_id}: {title}")
-        self._routine(shop.id)
+        address = board_address(state)
+        self._routine(shop.id, address)
         self.stdout.write(
-            "demo: ready. With `clawboo up` running, open /board/?team=demo and watch the "
-            "tasks get claimed, worked in worktrees, verified and land in review."
+            f"demo: ready. With `clawboo up` running, open {address}/board/?team=demo and watch "
+            "the tasks get claimed, worked in worktrees, verified and land in review."
         )
 
-    def _routine(self, repository: str) -> None:
+    def _routine(self, repository: str, address: str) -> None:
         from routines import store as routines
 
         if any(r.agent_id == "demo-coder" for r in routines.list_routines(team="demo")):
@@ -183,6 +196,6 @@ class Command(BaseCommand):
         routines.pause_routine(routine.id)
         self.stdout.write(
             "demo: routine every 5 minutes: 'Tidy the notes' (paused; resume it on the "
-            "routines page, /board/routines/?team=demo, in the admin, or with "
+            f"routines page, {address}/board/routines/?team=demo, in the admin, or with "
             f"POST /api/routines/{routine.id}/resume)"
         )

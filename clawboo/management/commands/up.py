@@ -16,6 +16,7 @@ import os
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -104,8 +105,24 @@ class Command(BaseCommand):
         host, port = options["host"], options["port"]
         if not 0 < port < 65536:
             raise CommandError(f"--port must be between 1 and 65535, not {port}")
-        check_port_free(host, port)
         state_dir = settings.CLAWBOO_STATE_DIR
+        base = f"http://{url_host(host)}:{port}"
+        try:
+            lock = boot.hold_up_lock(state_dir, base)
+        except boot.AlreadyUp as running:
+            raise CommandError(
+                f"another `clawboo up` runs on this state dir ({state_dir}), serving "
+                f"{running}: stop it first (Ctrl-C in its terminal), or run this one from "
+                "another directory"
+            ) from None
+        try:
+            self.serve(options, state_dir, base)
+        finally:
+            os.close(lock)
+
+    def serve(self, options: dict[str, Any], state_dir: Path, base: str) -> None:
+        host, port = options["host"], options["port"]
+        check_port_free(host, port)
         self.say(f"clawboo up: state in {state_dir}")
         tightened = boot.private_state(state_dir)
         if tightened:
@@ -134,7 +151,6 @@ class Command(BaseCommand):
             admin = boot.ensure_first_admin()
         except Exception as exc:
             raise CommandError(f"could not create the first admin: {boot.one_line(exc)}") from exc
-        base = f"http://{url_host(host)}:{port}"
         if admin:
             username, password = admin
             self.step(
