@@ -206,9 +206,20 @@ def review(
     key: str | None = None
     try:
         # The change, as the landing counts it: the task's bookkeeping files (its
-        # handoff, its verification notes) are not the builder's work to review.
+        # handoff, its verification notes) are not the builder's work to review; the
+        # files' own bytes (no external diff, no textconv), as a person's review.
         diff = checkouts.git_out(
-            ["diff", "--no-color", base, head, "--", *checkouts.WORK_PATHS], cwd=checkout
+            [
+                "diff",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-textconv",
+                base,
+                head,
+                "--",
+                *checkouts.WORK_PATHS,
+            ],
+            cwd=checkout,
         )
         mcp_url = settings.CLAWBOO_MCP_URL
         if mcp_url and capabilities(reviewer.runtime).mcp:
