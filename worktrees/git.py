@@ -100,7 +100,7 @@ class UnsafeRepositoryConfig(GitError):
 # Keys of the repository's own config (scopes ``local`` and ``worktree``; a builder
 # writes them with ``git config`` in its worktree) that run a command in, or
 # retarget, the server's git calls: every key of a section, a section's variable
-# under any subsection, or one variable. Matched lowercased (git's own spelling of
+# (with any subsection or none), or one key. Matched lowercased (git's own spelling of
 # section and variable names). The forced ``-c`` keys above are overridden anyway.
 _UNSAFE_SECTIONS = frozenset(
     {"include", "includeif", "filter", "credential", "url", "protocol", "uploadpack"}
@@ -119,10 +119,6 @@ _UNSAFE_KEYS = frozenset(
         "core.gitproxy",
         "core.alternaterefscommand",
         "core.worktree",
-        "http.proxy",
-        "http.sslverify",
-        "http.sslcainfo",
-        "http.sslcapath",
     }
 )
 _LOCAL_SCOPES = frozenset({"local", "worktree"})
@@ -134,9 +130,7 @@ def unsafe_key(key: str) -> bool:
     section, _, rest = lowered.partition(".")
     if section in _UNSAFE_SECTIONS or lowered in _UNSAFE_KEYS:
         return True
-    subsection, dot, variable = rest.rpartition(".")
-    if not dot:
-        return False
+    subsection, _, variable = rest.rpartition(".")
     # ``remote.<url>.*``: git reads the remote named like the URL the server pushes
     # to or fetches from (its pushurl, its receivepack): no URL names a remote here.
     if section == "remote" and re.search(r"[:/]", subsection):
@@ -148,6 +142,7 @@ def unsafe_key(key: str) -> bool:
 # ``git config`` write renames a new file in) need no second look. Includes are
 # refused, so no other file can change what those say.
 _CHECKED: dict[str, tuple[object, ...]] = {}
+_CHECKED_MAX = 4096
 
 
 def _config_files(cwd: Path) -> list[Path] | None:
@@ -178,7 +173,8 @@ def _stamp(cwd: Path) -> tuple[object, ...] | None:
             continue
         except OSError:
             return None
-        stamp.append((st.st_ino, st.st_mtime_ns, st.st_size))
+        # ctime too: a file rewritten in place with its mtime put back still moves it.
+        stamp.append((st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
     return tuple(stamp)
 
 
@@ -204,6 +200,8 @@ def check_repository_config(args: Sequence[str], cwd: str | Path, timeout: float
                 origin = f"file:{where / name}"
             raise UnsafeRepositoryConfig(args, key, origin)
     if stamp is not None:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()  # every task's worktree is a cwd: forget, look again
         _CHECKED[str(where)] = stamp
 
 

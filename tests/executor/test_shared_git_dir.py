@@ -189,5 +189,67 @@ def test_the_operators_own_ordinary_config_is_not_refused():
         "merge.conflictStyle",
     ):
         assert not unsafe_key(key), key
-    for key in ("Diff.External", "remote.https://x.example/a.git.url", "includeIf.gitdir:/x.path"):
+    for key in (
+        "Diff.External",
+        "remote.https://x.example/a.git.url",
+        "includeIf.gitdir:/x.path",
+        "http.proxy",
+        "http.https://x.example.sslVerify",
+    ):
         assert unsafe_key(key), key
+
+
+@pytest.mark.django_db(transaction=True)
+def test_refs_a_remote_builder_pushes_besides_its_branch_are_never_read(repo, tmp_path):
+    """A remote worker's agent holds the remote's credentials: it may push a replace
+    ref and a base branch of its own there. The intake fetches the task's branch
+    alone, so the review and the landing see neither."""
+    from core import registry, repositories
+    from worktrees import intake
+
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(remote))
+    repositories.register(
+        team="default", path=str(repo), id="app", remote=str(remote), verify_cmd=VERIFY_OK
+    )
+    registry.create_agent(
+        id="far",
+        display_name="Far",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"], "repository": "app"},
+    )
+    task = store.create_task(title="Add feature", repository="app").task
+    claim = store.claim(task.id, "far", "command")
+    clone = tmp_path / "worker"
+    git(tmp_path, "clone", "-q", str(remote), str(clone))
+    git(clone, "checkout", "-q", "-b", f"clawboo/task-{task.id}")
+    (clone / "feature.txt").write_text("ok\n")
+    git(clone, "add", "-A")
+    git(clone, "commit", "-q", "-m", "work")
+    commit = git(clone, "rev-parse", "HEAD")
+    (clone / "shown.tmp").write_text("harmless\n")
+    shown = git(clone, "hash-object", "-w", "shown.tmp")
+    git(clone, "replace", git(clone, "hash-object", "feature.txt"), shown)
+    base = git(repo, "rev-parse", "main")
+    git(clone, "commit", "-q", "--allow-empty", "-m", "not reviewed")
+    git(clone, "push", "-q", "origin", "HEAD:refs/heads/main", "refs/replace/*:refs/replace/*")
+    git(clone, "push", "-q", "origin", f"{commit}:refs/heads/clawboo/task-{task.id}")
+    intake.submit(task.id, claim.ticket, f"clawboo/task-{task.id}", commit, {"summary": "did"})
+    assert git(repo, "for-each-ref", "refs/replace/") == ""
+    panel = review.review_of(store.get_task(task.id))
+    assert "+ok" in panel["diff"]["files"][0]["patch"]
+    result = service.approve(task.id, by="ada")
+    assert result["result"] == "landed"
+    assert git(repo, "rev-parse", "main^") == base
+    assert not result["push"]["pushed"]  # the remote's main is not the server's to follow
+
+
+def test_a_key_planted_after_a_clean_check_is_still_refused(repo, checkout, program, marker):
+    run_git(["status", "--porcelain"], cwd=repo)  # read clean, and remembered so
+    run_git(["status", "--porcelain"], cwd=checkout)
+    git(checkout, "config", "diff.external", program)
+    for where in (repo, checkout):
+        with pytest.raises(UnsafeRepositoryConfig):
+            run_git(["diff", "HEAD~1", "HEAD"], cwd=where)
+    assert not marker.exists()
