@@ -121,6 +121,11 @@ def test_config_a_builder_plants_runs_nothing_in_the_review_and_is_named(
         review.review_of(in_review)
     assert next(iter(keys)).lower() in refused.value.detail
     assert not marker.exists()
+    # Over the API, the operator reads which key and file stop the review.
+    answer = make_client("ada").get(f"/api/board/tasks/{in_review.id}/review")
+    assert answer.json()["error"] == "git_failed"
+    assert next(iter(keys)).lower() in answer.json()["detail"]
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize(
@@ -146,6 +151,7 @@ def test_config_a_builder_plants_runs_nothing_when_it_lands(
     assert next(iter(keys)).lower() in refused.value.detail
     assert not marker.exists()
     assert git(repo, "rev-parse", "main") == before
+    assert store.get_task(in_review.id).status == "in_review"
 
 
 @pytest.mark.parametrize(
