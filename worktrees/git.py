@@ -3,6 +3,16 @@
 Every call is an argv list (never a shell string), bounded by a timeout so a hung
 git cannot wedge a worker, with hooks switched off and a fixed commit identity so a
 user's hooks or signing config can never block or alter a system commit.
+
+A task's worktree shares its repository's git directory (objects, refs, config,
+``info/``) with the server's own checkout, so what a builder writes there from its
+worktree the server's git would read: replace refs and grafts (git shows and lands
+another commit than the one named), and config that makes git run a command or go
+elsewhere (``diff.external``, a textconv, merge or filter driver, ``core.sshCommand``,
+``credential.helper``, ``url.*.insteadOf``, ...). The server's git follows neither
+replace refs nor grafts (:func:`git_env`), and refuses to act on a repository whose
+own config sets such a key (:class:`UnsafeRepositoryConfig`, naming it); the
+operator's global config is the operator's and stays honoured.
 """
 
 from __future__ import annotations
@@ -39,6 +49,10 @@ _FORCED_CONFIG = (
     "advice.detachedHead=false",
 )
 
+# A graft file git cannot open (ENOTDIR: read as none, and no deprecation hint):
+# ``info/grafts`` in the shared git directory would rewrite a commit's parents.
+_NO_GRAFTS = "/dev/null/clawboo-no-grafts"
+
 # Inherited variables that would silently retarget git at another repository or
 # index (e.g. when Clawboo itself runs from inside a git hook).
 _SCRUBBED_ENV = (
@@ -67,6 +81,132 @@ class GitError(ClawbooError):
         self.stderr = stderr
 
 
+class UnsafeRepositoryConfig(GitError):
+    """The repository's own config (``.git/config``, or a worktree's
+    ``config.worktree``) sets a key that would make the server's git run a command
+    or reach somewhere else: nothing is run until the operator removes it."""
+
+    def __init__(self, argv: Sequence[str], key: str, origin: str) -> None:
+        ClawbooError.__init__(
+            self,
+            f"refused to run git {' '.join(argv)}: the repository's config sets {key} "
+            f"({origin}), which would have the server's git run a command or reach "
+            "another place; a task's worktree can write that file, so the server does "
+            f"not act on it. Remove it (git config --unset-all {key}) or, if you set it, "
+            "move it to the server user's global config.",
+        )
+        self.argv, self.returncode, self.stderr = list(argv), None, ""
+        self.key, self.origin = key, origin
+
+
+# Keys of the repository's own config (scopes ``local`` and ``worktree``; a builder
+# writes them with ``git config`` in its worktree) that run a command in, or
+# retarget, the server's git calls: every key of a section, a section's variable
+# (with any subsection or none), or one key. Matched lowercased (git's own spelling of
+# section and variable names). The forced ``-c`` keys above are overridden anyway.
+_UNSAFE_SECTIONS = frozenset(
+    {"include", "includeif", "filter", "credential", "url", "protocol", "uploadpack"}
+)
+_UNSAFE_SUBKEYS = {
+    "diff": frozenset({"textconv", "command"}),
+    "merge": frozenset({"driver"}),
+    "remote": frozenset({"receivepack", "uploadpack", "proxy", "vcs"}),
+    "http": frozenset({"proxy", "sslverify", "sslcainfo", "sslcapath"}),
+}
+_UNSAFE_KEYS = frozenset(
+    {
+        "diff.external",
+        "core.sshcommand",
+        "core.askpass",
+        "core.gitproxy",
+        "core.alternaterefscommand",
+        "core.worktree",
+    }
+)
+_LOCAL_SCOPES = frozenset({"local", "worktree"})
+
+
+def unsafe_key(key: str) -> bool:
+    """Whether the repository's own config may not set ``key`` (see above)."""
+    lowered = key.lower()
+    section, _, rest = lowered.partition(".")
+    if section in _UNSAFE_SECTIONS or lowered in _UNSAFE_KEYS:
+        return True
+    subsection, _, variable = rest.rpartition(".")
+    # ``remote.<url>.*``: git reads the remote named like the URL the server pushes
+    # to or fetches from (its pushurl, its receivepack): no URL names a remote here.
+    if section == "remote" and re.search(r"[:/]", subsection):
+        return True
+    return variable in _UNSAFE_SUBKEYS.get(section, frozenset())
+
+
+# cwd -> the stat of its config files when they last read safe: unchanged files (a
+# ``git config`` write renames a new file in) need no second look. Includes are
+# refused, so no other file can change what those say.
+_CHECKED: dict[str, tuple[object, ...]] = {}
+_CHECKED_MAX = 4096
+
+
+def _config_files(cwd: Path) -> list[Path] | None:
+    dotgit = cwd / ".git"
+    try:
+        if dotgit.is_dir():
+            return [dotgit / "config", dotgit / "config.worktree"]
+        if not dotgit.is_file():
+            return None
+        gitdir = Path(dotgit.read_text().removeprefix("gitdir:").strip())
+        gitdir = gitdir if gitdir.is_absolute() else cwd / gitdir
+        common = gitdir / (gitdir / "commondir").read_text().strip()
+    except (OSError, ValueError):
+        return None
+    return [common / "config", common / "config.worktree", gitdir / "config.worktree"]
+
+
+def _stamp(cwd: Path) -> tuple[object, ...] | None:
+    files = _config_files(cwd)
+    if files is None:
+        return None
+    stamp: list[object] = []
+    for path in files:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            stamp.append(None)
+            continue
+        except OSError:
+            return None
+        # ctime too: a file rewritten in place with its mtime put back still moves it.
+        stamp.append((st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
+    return tuple(stamp)
+
+
+def check_repository_config(args: Sequence[str], cwd: str | Path, timeout: float) -> None:
+    """Raise :class:`UnsafeRepositoryConfig` when the config of the repository at
+    ``cwd`` (its own files, not the operator's global or system config) sets a key
+    :func:`unsafe_key` names; a git that cannot read it at all fails as GitError."""
+    where = Path(cwd)
+    if not where.is_dir():
+        return  # the call itself fails, as it always did
+    stamp = _stamp(where)
+    if stamp is not None and _CHECKED.get(str(where)) == stamp:
+        return
+    argv = ["config", "--list", "--show-scope", "--show-origin", "--name-only", "-z"]
+    proc = _spawn(argv, where, timeout, None, text=True)
+    if proc.returncode != 0:
+        raise GitError(argv, proc.returncode, proc.stderr)
+    fields = proc.stdout.split("\0")
+    for scope, origin, key in zip(fields[0::3], fields[1::3], fields[2::3], strict=False):
+        if scope in _LOCAL_SCOPES and unsafe_key(key):
+            kind, _, name = origin.partition(":")
+            if kind == "file" and not Path(name).is_absolute():
+                origin = f"file:{where / name}"
+            raise UnsafeRepositoryConfig(args, key, origin)
+    if stamp is not None:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()  # every task's worktree is a cwd: forget, look again
+        _CHECKED[str(where)] = stamp
+
+
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
     env.update(
@@ -76,6 +216,13 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
             "GIT_COMMITTER_NAME": IDENTITY_NAME,
             "GIT_COMMITTER_EMAIL": IDENTITY_EMAIL,
             "GIT_TERMINAL_PROMPT": "0",
+            # refs/replace/* and info/grafts live in the git directory a builder's
+            # worktree shares: git would show and land what they name instead.
+            "GIT_NO_REPLACE_OBJECTS": "1",
+            "GIT_GRAFT_FILE": _NO_GRAFTS,
+            # Nothing the server runs opens an editor; if one ever did, it is none.
+            "GIT_EDITOR": ":",
+            "GIT_SEQUENCE_EDITOR": ":",
             # Stable, parseable messages regardless of the operator's locale.
             "LC_ALL": "C",
         }
@@ -181,6 +328,18 @@ def _tree_entry(
 
 
 def _run(
+    args: Sequence[str],
+    cwd: str | Path,
+    timeout: float,
+    env: Mapping[str, str] | None,
+    *,
+    text: bool,
+) -> subprocess.CompletedProcess[Any]:
+    check_repository_config(args, cwd, timeout)
+    return _spawn(args, cwd, timeout, env, text=text)
+
+
+def _spawn(
     args: Sequence[str],
     cwd: str | Path,
     timeout: float,

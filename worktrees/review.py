@@ -29,6 +29,9 @@ MAX_BYTES = 2_000_000  # patch text of one page, or of one file asked by path
 DEFAULT_LOG_CHARS = 4_000
 MAX_LOG_CHARS = 64_000
 _EXCLUDES = [f":(top,exclude){name}" for name in SOR_FILES]
+# The files' own bytes, whatever the repository's config or attributes say: no
+# external diff program and no textconv stands between a reviewer and the change.
+_PLAIN = ["--no-renames", "--no-ext-diff", "--no-textconv"]
 
 
 def _bounded(value: Any, name: str, default: int, low: int, high: int) -> int:
@@ -62,7 +65,7 @@ def _span(task: Task, ws: Workspace | None) -> tuple[Path, str, str, str] | None
 
 def _numstat(where: Path, old: str, new: str) -> list[dict[str, Any]]:
     out = run_git(
-        ["diff", "--numstat", "-z", "--no-renames", old, new, "--", ".", *_EXCLUDES], cwd=where
+        ["diff", *_PLAIN, "--numstat", "-z", old, new, "--", ".", *_EXCLUDES], cwd=where
     ).stdout
     files = []
     for record in filter(None, out.split("\0")):
@@ -80,7 +83,7 @@ def _numstat(where: Path, old: str, new: str) -> list[dict[str, Any]]:
 
 def _patch(where: Path, old: str, new: str, path: str) -> str:
     return run_git(
-        ["diff", "--no-renames", "--no-color", old, new, "--", f":(top,literal){path}"],
+        ["diff", *_PLAIN, "--no-color", old, new, "--", f":(top,literal){path}"],
         cwd=where,
     ).stdout
 
