@@ -23,12 +23,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 from django.utils.module_loading import import_string
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework.authentication import (
-    BaseAuthentication,
-    TokenAuthentication,
-    get_authorization_header,
-)
+from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from board import store
@@ -280,55 +275,10 @@ def caller_for_key(key: Any) -> Caller | None:
     return _token_caller(key)
 
 
-# --- the REST API ----------------------------------------------------------------
-
-
-class RunAuthentication(BaseAuthentication):
-    """``Authorization: Token clawboo-run-…`` on the REST API: a run's credential
-    authenticates as its agent's owner, bound to that agent (``request.auth`` is the
-    credential: core.roles reads it as the agent side, or the reviewer's for a
-    critic), while the run's claim holds. An agent with no owner: refused."""
-
-    keyword = "Token"
-
-    def authenticate(self, request: Any) -> tuple[Any, Any] | None:
-        header = get_authorization_header(request).split()
-        if len(header) != 2 or header[0].decode("latin-1") != self.keyword:
-            return None
-        key = header[1].decode("latin-1")
-        if not key.startswith(RUN_KEY_PREFIX):
-            return None
-        credential = (
-            RunCredential.objects.select_related("agent__owner").filter(pk=_digest(key)).first()
-            if _plausible(key)
-            else None
-        )
-        if credential is None or _run_caller(credential) is None:
-            raise AuthenticationFailed("invalid token")
-        owner = credential.agent.owner
-        if owner is None or not owner.is_active:
-            raise AuthenticationFailed("this run's agent has no owner to act for")
-        # The run sees its agent's team only, not every team its owner does.
-        roles.bind_to_agent_team(owner, credential.agent.team_id)
-        return owner, credential
-
-    def authenticate_header(self, request: Any) -> str:
-        return self.keyword
-
-
-class RunCredentialScheme(OpenApiAuthenticationExtension):
-    """The run credential in the OpenAPI document, beside the API key: every
-    operation a run may call lists it as a way in."""
-
-    target_class = RunAuthentication
-    name = "runCredential"
-
-    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
-        return {
-            "type": "apiKey",
-            "in": "header",
-            "name": "Authorization",
-            "description": "`Token clawboo-run-…`: the credential a run of an agent is "
-            "given; it acts for the agent's owner, bound to that agent, while the "
-            "run's claim holds.",
-        }
+def live_run_credential(key: str) -> RunCredential | None:
+    """The run credential ``key`` names, with its agent and the agent's owner, while
+    its run's claim holds; None otherwise (unknown, malformed, void)."""
+    if not _plausible(key):
+        return None
+    found = RunCredential.objects.select_related("agent__owner").filter(pk=_digest(key)).first()
+    return found if found is not None and _run_caller(found) is not None else None

@@ -94,7 +94,10 @@ ALLOWED_HOSTS = [
 ]
 
 INSTALLED_APPS = [
-    "daphne",
+    # First: its ``runserver`` (daphne's, serving the ASGI app, websockets too) wins
+    # over staticfiles'. daphne itself is no app here: its app imports its server
+    # (Twisted) into every process at start, every worker and command too.
+    "clawboo",
     "clawboo.console.ClawbooAdminConfig",  # the admin, as the Clawboo console
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -116,7 +119,6 @@ INSTALLED_APPS = [
     "routines",
     "ops",
     "ops.queue",  # django-q2's tables in the admin, as the background queue
-    "clawboo",
 ]
 
 MIDDLEWARE = [
@@ -463,7 +465,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "core.api.auth.TokenAuthentication",
         # A run's credential (the agent side, GOVERNANCE §6), as on the MCP server.
-        "boardmcp.credentials.RunAuthentication",
+        "boardmcp.auth.RunAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     # Every API view wants a signed-in caller, and every write is admitted by the

@@ -17,10 +17,13 @@ from dataclasses import asdict, dataclass
 from django.conf import settings
 from django.utils import timezone
 
-from core import chat, events, runlogs
-from core.api import idempotency
+from core import chat, events, runlogs, storage
+from core.models import IdempotencyRecord
 
 PRUNE_EVERY = dt.timedelta(hours=1)
+# How long the API replays an ``Idempotency-Key``'s answer (core.api.idempotency);
+# its records are pruned after it.
+IDEMPOTENCY_TTL = dt.timedelta(hours=24)
 
 
 @dataclass
@@ -42,7 +45,7 @@ def retention() -> dt.timedelta | None:
 def prune(now: dt.datetime | None = None) -> PruneReport:
     """Delete the history older than the retention window (and expired
     idempotency records)."""
-    report = PruneReport(idempotency_records=idempotency.prune_expired())
+    report = PruneReport(idempotency_records=prune_idempotency_records())
     keep = retention()
     cutoff = None if keep is None else (now or timezone.now()) - keep
     max_events = int(settings.CLAWBOO_HISTORY_MAX_EVENTS)
@@ -51,3 +54,11 @@ def prune(now: dt.datetime | None = None) -> PruneReport:
         report.chat_messages = chat.prune_before(cutoff)
         report.run_logs = runlogs.prune_before(cutoff)
     return report
+
+
+def prune_idempotency_records() -> int:
+    """Delete the idempotency records past :data:`IDEMPOTENCY_TTL`; return how many."""
+    cutoff = timezone.now() - IDEMPOTENCY_TTL
+    return storage.write(
+        lambda: IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()[0]
+    )

@@ -16,7 +16,7 @@ from board.models import Budget
 from board.store import spend
 from core.admin_forms import DataLayerAdmin, ReadOnlyAdmin
 from core.errors import ClawbooError, ValidationFailed
-from ops import budgets, notify
+from ops import budget_scopes, notify
 from ops.models import NotificationChannel, NotificationDelivery, Reason
 
 
@@ -109,9 +109,9 @@ class BudgetAdmin(DataLayerAdmin):
         return obj.status_at(timezone.now()) if obj.pk else "-"
 
     def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:
-        fields = {name: getattr(obj, name) for name in budgets.FIELDS}
+        fields = {name: getattr(obj, name) for name in budget_scopes.FIELDS}
         try:
-            team = budgets.scope_team(obj.scope, obj.scope_id)
+            team = budget_scopes.scope_team(obj.scope, obj.scope_id)
             if team is None:
                 raise ValidationFailed("scope_id", f"no {obj.scope} {obj.scope_id!r}")
             if change:

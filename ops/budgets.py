@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from board.models import Budget, BudgetMode, BudgetScope, BudgetWindow, Task
+from board.models import Budget, BudgetMode, BudgetScope, BudgetWindow
 from board.store import now, spend
 from core import roles
 from core.api.access import can_see_team, team_ids
@@ -26,29 +26,7 @@ from core.api.bodies import json_object
 from core.api.schema import with_errors
 from core.checks import check_choice
 from core.errors import Forbidden, ValidationFailed
-from core.models import Agent, Team
-from routines.models import Routine
-
-FIELDS = ("scope", "scope_id", "window", "limit_cents", "mode")
-
-
-def scope_team(scope: Any, scope_id: Any) -> str | None:
-    """The team the scope belongs to, or None when there is no such scope."""
-    if not isinstance(scope_id, str) or not scope_id:
-        return None
-    if scope == BudgetScope.TEAM:
-        return scope_id if Team.objects.filter(pk=scope_id).exists() else None
-    model: type[Agent] | type[Routine] | type[Task]
-    if scope == BudgetScope.AGENT:
-        model = Agent
-    elif scope == BudgetScope.ROUTINE:
-        model = Routine
-    elif scope == BudgetScope.TASK_TREE:
-        model = Task
-    else:
-        return None
-    team = model.objects.filter(pk=scope_id).values_list("team_id", flat=True).first()
-    return team if isinstance(team, str) else None
+from ops.budget_scopes import scope_team
 
 
 def visible_scope_team(user: Any, scope: Any, scope_id: Any) -> str:

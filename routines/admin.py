@@ -19,8 +19,8 @@ from core.admin_forms import DataLayerAdmin, ReadOnlyAdmin
 from core.errors import ClawbooError
 from routines import store
 from routines.forms import RoutineForm
+from routines.links import in_review_url
 from routines.models import Routine, RoutineFire
-from routines.views import in_review_url
 from routines.wording import local_stamp, schedule_in_words
 
 

@@ -1,6 +1,6 @@
 """Routine and schedule refusals: one type per refusal, each with its ``code``.
 
-The API maps codes to HTTP in one place (``core.api.errors.HTTP_STATUS``); the
+The API maps codes to HTTP in one place (``core.api.status.HTTP_STATUS``); the
 status each one answers with is noted in its docstring.
 """
 

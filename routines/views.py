@@ -34,6 +34,7 @@ from routines.api import (
     visible_routine,
 )
 from routines.forms import RoutineForm
+from routines.links import in_review_url
 from routines.models import Routine
 from routines.schedules import (
     GATEWAY_SOURCE,
@@ -82,11 +83,6 @@ class RoutineRow:
     notes: list[Any]  # messages about this routine from the last action
     in_review: int  # its fires waiting in review (store.waiting_in_review)
     in_review_url: str  # the board's In review column, filtered to its fires
-
-
-def in_review_url(routine: Routine) -> str:
-    """The board filtered to a routine's fires (the admin links there too)."""
-    return f"{reverse('board')}?{urlencode({'team': routine.team_id, 'routine': routine.id})}"
 
 
 def _row(

@@ -97,7 +97,7 @@ from board.store.ready import (
 from board.store.tickets import Ticket, WriteOutcome, claim_standing, declined, recorded
 from board.transitions import Status
 from core import storage
-from core.api.errors import status_for
+from core.api.status import status_for
 from core.errors import ClawbooError, ValidationFailed
 from core.models import Agent, AgentState, Team
 from core.rows import from_rows

@@ -136,7 +136,7 @@ class TokenAuthentication(authentication.TokenAuthentication):
     def authenticate(self, request: Any) -> tuple[Any, Any] | None:
         header = authentication.get_authorization_header(request).split()
         if len(header) == 2 and header[1].startswith(RUN_KEY_PREFIX.encode()):
-            return None  # a run's credential: boardmcp.credentials.RunAuthentication
+            return None  # a run's credential: boardmcp.auth.RunAuthentication
         if header and header[0].lower() == b"bearer":
             # /mcp/ takes it; here it was "not provided", which sent people looking.
             raise exceptions.AuthenticationFailed(BEARER)

@@ -7,7 +7,6 @@ claimed before the view runs (a unique insert), so concurrent retries serialise.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import hashlib
 from collections.abc import Callable
@@ -22,18 +21,12 @@ from core import storage
 from core.api.auth import bound_agent
 from core.api.errors import error_body
 from core.models import IdempotencyRecord
+from core.retention import IDEMPOTENCY_TTL
 
 HEADER = "Idempotency-Key"
-TTL = dt.timedelta(hours=24)
+# A key's answer is replayed this long (core.retention prunes the records after it).
+TTL = IDEMPOTENCY_TTL
 KEY_MAX = 255
-
-
-def prune_expired() -> int:
-    """Delete the records past their :data:`TTL`; return how many."""
-    cutoff = timezone.now() - TTL
-    return storage.write(
-        lambda: IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()[0]
-    )
 
 
 def _claim(request: Request, key: str, digest: str) -> IdempotencyRecord | Response:

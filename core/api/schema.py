@@ -12,8 +12,8 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from core.api.errors import HTTP_STATUS
 from core.api.query import building_schema
+from core.api.status import HTTP_STATUS
 
 
 class ErrorSerializer(serializers.Serializer):
