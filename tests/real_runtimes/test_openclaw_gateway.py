@@ -164,7 +164,15 @@ def test_chat_abort_ends_a_hanging_run_and_another_connection_needs_admin(
         with GatewayClient(gateway.url, scopes=ALL_SCOPES) as admin:
             aborted = admin.request("chat.abort", abort)
         assert aborted["aborted"] is True and aborted["runIds"] == [run_key]
-        final = client.response(request_id, timeout_s=30)
+        try:
+            final = client.response(request_id, timeout_s=30)
+        except GatewayRefused as gone:
+            # Gateway 2026.9.6 answers the aborted run's own request either way: its
+            # aborted answer, or (once in a CI run, the abort racing the run's end) this
+            # refusal, as it printed it. Either says the hanging run is over.
+            assert gone.error.get("code") == "UNAVAILABLE", gone.frame
+            assert gone.error.get("message") == "admitted run authority is no longer active"
+            return
     assert (final["status"], final["summary"]) == ("timeout", "aborted")
     ended = [d for d in client.lifecycle(run_key) if d.get("phase") in ("end", "error")]
     assert ended and ended[0]["aborted"] is True
