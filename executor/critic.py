@@ -33,6 +33,7 @@ from executor.runtimes import McpEndpoint, RunRequest, RunResult, adapter_for, c
 from executor.runtimes.base import ProjectBase, start_run
 from executor.steps import Step
 from worktrees import checkouts
+from worktrees.review import PLAIN_DIFF
 from worktrees.scaffold import SOR_FILES
 
 log = logging.getLogger(__name__)
@@ -40,9 +41,6 @@ log = logging.getLogger(__name__)
 RISK_LABEL = "risk"
 DEFAULT_TIMEOUT_S = 1800.0
 PROMPT_DIFF_CHARS = 60_000
-# The files' own bytes, as a person's review shows them: no external diff program
-# and no textconv (which the repository's config or attributes would choose).
-PLAIN_DIFF = ("--no-color", "--no-ext-diff", "--no-textconv")
 
 
 @dataclass(frozen=True)
@@ -211,7 +209,8 @@ def review(
         # The change, as the landing counts it: the task's bookkeeping files (its
         # handoff, its verification notes) are not the builder's work to review.
         diff = checkouts.git_out(
-            ["diff", *PLAIN_DIFF, base, head, "--", *checkouts.WORK_PATHS], cwd=checkout
+            ["diff", "--no-color", *PLAIN_DIFF, base, head, "--", *checkouts.WORK_PATHS],
+            cwd=checkout,
         )
         mcp_url = settings.CLAWBOO_MCP_URL
         if mcp_url and capabilities(reviewer.runtime).mcp:

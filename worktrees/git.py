@@ -252,16 +252,10 @@ def run_git(
     return proc
 
 
-def blob_bytes(
-    sha: str,
-    *,
-    cwd: str | Path,
-    timeout: float = GIT_TIMEOUT_S,
-    env: Mapping[str, str] | None = None,
-) -> bytes:
+def blob_bytes(sha: str, *, cwd: str | Path, timeout: float = GIT_TIMEOUT_S) -> bytes:
     """A blob's content as bytes (``cat-file blob``): a file need not be text."""
     args = ["cat-file", "blob", sha]
-    proc: subprocess.CompletedProcess[bytes] = _run(args, cwd, timeout, env, text=False)
+    proc: subprocess.CompletedProcess[bytes] = _run(args, cwd, timeout, None, text=False)
     if proc.returncode != 0:
         raise GitError(args, proc.returncode, proc.stderr.decode(errors="replace"))
     return proc.stdout
@@ -269,10 +263,9 @@ def blob_bytes(
 
 # A commit as the server recorded it (``rev-parse`` output): never a flag or a range.
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
-# Objects exactly as the commit names them: ``refs/replace/`` lives in the repository's
-# shared git directory, which a builder in one of its worktrees can write. A path is
-# a name, not a pattern.
-_NO_REPLACE = {"GIT_NO_REPLACE_OBJECTS": "1", "GIT_LITERAL_PATHSPECS": "1"}
+# A path is a name, not a pattern. (Objects are read as the commit names them, with
+# no replace ref: git_env says so for every call.)
+_LITERAL_PATHS = {"GIT_LITERAL_PATHSPECS": "1"}
 
 
 @dataclass(frozen=True)
@@ -300,7 +293,7 @@ def committed_file(
         raise GitError(["ls-tree", commit], -1, "not a full commit id")
     entry = _tree_entry(repo, commit, path, timeout)
     if entry is not None and entry[0] == "120000":
-        target = blob_bytes(entry[2], cwd=repo, timeout=timeout, env=_NO_REPLACE)
+        target = blob_bytes(entry[2], cwd=repo, timeout=timeout)
         linked = posixpath.normpath(
             posixpath.join(posixpath.dirname(path), target.decode(errors="replace"))
         )
@@ -309,7 +302,7 @@ def committed_file(
         path, entry = linked, _tree_entry(repo, commit, linked, timeout)
     if entry is None or entry[0] not in ("100644", "100755"):
         return None
-    data = blob_bytes(entry[2], cwd=repo, timeout=timeout, env=_NO_REPLACE)
+    data = blob_bytes(entry[2], cwd=repo, timeout=timeout)
     return CommittedFile(path, data[:limit], len(data))
 
 
@@ -318,7 +311,7 @@ def _tree_entry(
 ) -> tuple[str, str, str] | None:
     """(mode, type, object) of ``path`` in ``commit``'s tree, or None."""
     args = ["ls-tree", "-z", "--full-tree", commit, "--", path]
-    out = run_git(args, cwd=repo, timeout=timeout, env=_NO_REPLACE).stdout
+    out = run_git(args, cwd=repo, timeout=timeout, env=_LITERAL_PATHS).stdout
     for record in out.split("\0"):
         meta, _, name = record.partition("\t")
         fields = meta.split()

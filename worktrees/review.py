@@ -30,8 +30,10 @@ DEFAULT_LOG_CHARS = 4_000
 MAX_LOG_CHARS = 64_000
 _EXCLUDES = [f":(top,exclude){name}" for name in SOR_FILES]
 # The files' own bytes, whatever the repository's config or attributes say: no
-# external diff program and no textconv stands between a reviewer and the change.
-_PLAIN = ["--no-renames", "--no-ext-diff", "--no-textconv"]
+# external diff program and no textconv stands between a reviewer (a person, the
+# critic) and the change.
+PLAIN_DIFF = ("--no-ext-diff", "--no-textconv")
+_PLAIN = ["--no-renames", *PLAIN_DIFF]
 
 
 def _bounded(value: Any, name: str, default: int, low: int, high: int) -> int:
