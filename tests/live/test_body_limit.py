@@ -31,19 +31,6 @@ HUGE = 300 * 1024 * 1024
 CHUNK = 64 * 1024
 
 
-def server_pid(port: int) -> int:
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"daphne" in argv and str(port).encode() in argv:
-            return int(entry.name)
-    raise AssertionError(f"no daphne on port {port}")
-
-
 class SpoolWatch:
     """Samples the size of every file the server holds open under its temp dir."""
 
@@ -133,7 +120,7 @@ def test_a_300_mb_anonymous_body_is_refused_before_it_is_stored(
     spool = tmp_path / "spool"
     spool.mkdir()
     base = daphne(extra_env={"TMPDIR": str(spool)})
-    pid = server_pid(int(urlsplit(base).port or 0))
+    pid = daphne.pid(base)  # type: ignore[attr-defined]
     with SpoolWatch(pid, spool) as watch:
         status, body, sent = stream_upload(base, chunked=chunked, expect=expect)
     assert status == 413
