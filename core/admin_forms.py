@@ -170,3 +170,58 @@ class PrettyJSONField(forms.JSONField):
         if isinstance(value, InvalidJSONInput):
             return value  # the text as typed, for the person to fix
         return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)
+
+
+# --- stored keys: never shown, never filtered on -------------------------------------
+
+# How much of a stored key the admin shows: enough to tell two apart, too little to use.
+KEY_SHOWN = 6
+
+
+def key_models() -> tuple[type[Any], ...]:
+    """The models whose primary key is a key a caller presents as it is stored (a
+    person's API key, an agent's key): whoever reads one acts as its user."""
+    from rest_framework.authtoken.models import Token
+
+    from core.models import AgentToken
+
+    return (Token, AgentToken)
+
+
+def shown_key(key: str) -> str:
+    return f"{key[:KEY_SHOWN]}…"
+
+
+def reaches_a_key(model: Any, lookup: str) -> bool:
+    """Whether the admin filter ``lookup`` (a changelist's query parameter, such as
+    ``auth_token__key__startswith``) on ``model``'s rows reads a stored key: a key
+    model's own key (``key``, ``pk``), or any relation to a key model. Such a filter
+    keeps a row for the right first characters and drops it for wrong ones, which
+    spells the key out one character at a time, whatever the page shows."""
+    keys = tuple(m._meta.concrete_model for m in key_models())
+    opts = model._meta
+    for part in lookup.split("__"):
+        if opts.concrete_model in keys and part in ("pk", opts.pk.name):
+            return True
+        try:
+            field = opts.pk if part == "pk" else opts.get_field(part)
+        except Exception:  # a lookup or transform (startswith, gt), or no such field
+            return False
+        related = field.related_model if field.is_relation else None
+        if related is None or related == "self":
+            return False
+        if related._meta.concrete_model in keys:
+            return True
+        opts = related._meta
+    return False
+
+
+class KeysStayHidden(admin.ModelAdmin):
+    """An admin whose rows relate to a stored key (a user, an agent, a key itself):
+    no filter of its changelist reaches the key (GOVERNANCE §6: the governed never
+    hold the keys, and neither does a staff person allowed to view the rows)."""
+
+    def lookup_allowed(self, lookup: str, value: Any, request: Any = None) -> bool:
+        if reaches_a_key(self.model, lookup):
+            return False
+        return super().lookup_allowed(lookup, value, request)

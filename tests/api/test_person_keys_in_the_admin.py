@@ -1,0 +1,120 @@
+"""A person's API key is theirs alone (GOVERNANCE §6: the governed never hold the
+keys). The REST framework's own admin page for keys listed every person's key in
+plain text -- a superuser's too -- to any staff person allowed to view it, let its
+change form hand a key to another user, and answered a filter on the key (on the
+keys' page, and through the users' page), so even a hidden key could be read one
+character at a time. A key in the admin now shows as its first characters only,
+is never made or moved there, and no filter of the admin reaches it."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from rest_framework.authtoken.models import Token
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def root_key() -> str:
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    return Token.objects.create(user=root).key
+
+
+def staff(client, *codenames: str):
+    """A staff person granted only these model permissions, signed in."""
+    user = get_user_model().objects.create_user("viewer", password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
+    client.force_login(user)
+    return user
+
+
+def test_a_staff_viewer_never_reads_another_persons_key_in_the_admin(client, root_key):
+    staff(client, "view_tokenproxy", "view_user")
+    listed = client.get("/admin/authtoken/tokenproxy/")
+    assert listed.status_code == 200
+    assert b"root" in listed.content  # the row is there: whose key, and when
+    assert root_key.encode() not in listed.content
+    root = get_user_model().objects.get(username="root")
+    shown = client.get(f"/admin/authtoken/tokenproxy/{root.pk}/change/")
+    assert shown.status_code == 200 and root_key.encode() not in shown.content
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "/admin/authtoken/tokenproxy/?key__startswith={}",
+        "/admin/authtoken/tokenproxy/?pk__startswith={}",
+        "/admin/auth/user/?auth_token__key__startswith={}",
+        "/admin/auth/user/?auth_token__pk__startswith={}",
+        "/admin/auth/user/?auth_token__key__gt={}",
+    ],
+)
+def test_no_admin_filter_answers_whether_a_key_starts_so(client, root_key, page):
+    """A filter that keeps the row for the right first characters and drops it for
+    wrong ones would spell the key out one character at a time."""
+    staff(client, "view_tokenproxy", "view_user")
+    right = client.get(page.format(root_key[:2]))
+    wrong = client.get(page.format("zz" if not root_key.startswith("zz") else "yy"))
+    # Refused (Django answers a disallowed lookup with a 400), never an oracle.
+    assert right.status_code == wrong.status_code == 400, (right.status_code, wrong.status_code)
+
+
+def test_the_admin_never_hands_a_key_to_another_user(client, root_key):
+    """The key the staff person knows (their own) moved to the superuser would be
+    the superuser's key in their hands."""
+    me = staff(client, "view_tokenproxy", "change_tokenproxy", "add_tokenproxy")
+    mine = Token.objects.create(user=me).key
+    bob = get_user_model().objects.create_user("bob", password="pw")
+    moved = client.post(f"/admin/authtoken/tokenproxy/{me.pk}/change/", {"user": bob.pk})
+    assert moved.status_code == 403
+    assert Token.objects.get(key=mine).user == me
+    # Nor mints one for another person: a person's key comes from their own password
+    # (POST /api/auth/token) or the server's own command.
+    made = client.post("/admin/authtoken/tokenproxy/add/", {"user": bob.pk})
+    assert made.status_code == 403
+    assert not Token.objects.filter(user=bob).exists()
+
+
+def test_a_staff_person_with_the_delete_permission_still_revokes_a_key(client, root_key):
+    staff(client, "view_tokenproxy", "delete_tokenproxy")
+    root = get_user_model().objects.get(username="root")
+    gone = client.post(f"/admin/authtoken/tokenproxy/{root.pk}/delete/", {"post": "yes"})
+    assert gone.status_code == 302
+    assert not Token.objects.filter(key=root_key).exists()
+
+
+def test_no_registered_admin_filters_through_a_key():
+    """Every admin page, one relation away from a stored key (a user's keys, an
+    agent's keys, a key's own page): the filter is refused. An admin added later
+    for a model that relates to a key fails here until it keeps its keys hidden."""
+    from django.contrib import admin
+
+    from core.admin_forms import key_models
+
+    keys = {m._meta.concrete_model for m in key_models()}
+    reached = []
+    for model, model_admin in admin.site._registry.items():
+        paths = ["key__startswith", "pk__gt"] if model._meta.concrete_model in keys else []
+        for field in model._meta.get_fields():
+            related = getattr(field, "related_model", None)
+            if field.is_relation and related is not None and related._meta.concrete_model in keys:
+                paths += [f"{field.name}__pk__startswith", f"{field.name}__gt"]
+                paths += [f"{field.name}__key__startswith"]
+        for path in paths:
+            reached.append(path)
+            assert not model_admin.lookup_allowed(path, "ab", None), (model, path)
+    assert "auth_token__key__startswith" in reached and "tokens__key__startswith" in reached
+
+
+def test_the_agents_page_answers_no_filter_on_its_keys(client):
+    from core import machines, registry
+    from core.models import AgentToken
+
+    boss = get_user_model().objects.create_superuser("boss", "b@example.com", "pw")
+    registry.create_agent(id="bot", display_name="Bot", team="default", runtime="human", owner=boss)
+    key = AgentToken.objects.create(key=machines.new_key(), agent_id="bot", user=boss).key
+    staff(client, "view_agent")
+    answer = client.get(f"/admin/clawboo/agent/?tokens__key__startswith={key[:2]}")
+    assert answer.status_code == 400
