@@ -18,9 +18,9 @@ from core import agent_secrets, machines, registry, repositories
 from core.admin_forms import (
     CommaListField,
     DataLayerAdmin,
-    KeysStayHidden,
     PrettyJSONField,
     ReadOnlyAdmin,
+    SecretsStayHidden,
     shown_key,
 )
 from core.api.access import govern_agent
@@ -121,7 +121,7 @@ class DispatchStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Agent)
-class AgentAdmin(KeysStayHidden, DataLayerAdmin):
+class AgentAdmin(SecretsStayHidden, DataLayerAdmin):
     form = AgentForm
     # What fits beside the filters at 1440 px; when it last changed is on its page.
     list_display = (
@@ -321,7 +321,7 @@ class ForgeForm(forms.ModelForm):
 
 
 @admin.register(Forge)
-class ForgeAdmin(DataLayerAdmin):
+class ForgeAdmin(SecretsStayHidden, DataLayerAdmin):
     """A repository's forge (``landing_mode: pull_request``), written through
     :func:`core.repositories.update` like the REST API's ``forge``."""
 
@@ -434,7 +434,7 @@ if admin.site.is_registered(TokenProxy):
 
 
 @admin.register(TokenProxy)
-class PersonKeyAdmin(KeysStayHidden, TokenAdmin):
+class PersonKeyAdmin(SecretsStayHidden, TokenAdmin):
     list_display = ("user", "key_start", "created")
     fields = ("user", "key_start", "created")
     readonly_fields = ("user", "key_start", "created")
@@ -456,5 +456,5 @@ if admin.site.is_registered(User):
 
 
 @admin.register(User)
-class PersonAdmin(KeysStayHidden, UserAdmin):
+class PersonAdmin(SecretsStayHidden, UserAdmin):
     """Django's users page, with no filter through a user's keys (auth_token__key…)."""

@@ -172,7 +172,7 @@ class PrettyJSONField(forms.JSONField):
         return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)
 
 
-# --- stored keys: never shown, never filtered on -------------------------------------
+# --- stored keys and secrets: never shown, never filtered on ---------------------------
 
 # How much of a stored key the admin shows: enough to tell two apart, too little to use.
 KEY_SHOWN = 6
@@ -188,20 +188,34 @@ def key_models() -> tuple[type[Any], ...]:
     return (Token, AgentToken)
 
 
+def secret_fields() -> tuple[tuple[type[Any], str], ...]:
+    """The write-only columns the admin never shows (GOVERNANCE §6, "read agent
+    secrets: never"): a forge's token and webhook secret, and an agent's settings,
+    whose secrets sit at any depth (core.agent_secrets)."""
+    from core.models import Agent, Forge
+
+    return ((Forge, "token"), (Forge, "webhook_secret"), (Agent, "settings"))
+
+
 def shown_key(key: str) -> str:
     return f"{key[:KEY_SHOWN]}…"
 
 
-def reaches_a_key(model: Any, lookup: str) -> bool:
+def reaches_a_secret(model: Any, lookup: str) -> bool:
     """Whether the admin filter ``lookup`` (a changelist's query parameter, such as
-    ``auth_token__key__startswith``) on ``model``'s rows reads a stored key: a key
-    model's own key (``key``, ``pk``), or any relation to a key model. Such a filter
-    keeps a row for the right first characters and drops it for wrong ones, which
-    spells the key out one character at a time, whatever the page shows."""
+    ``auth_token__key__startswith``) on ``model``'s rows reads a stored key or a
+    write-only secret: a key model's own key (``key``, ``pk``), any relation to a key
+    model, or a column of :func:`secret_fields` (``settings__api_key__startswith``).
+    Such a filter keeps a row for the right first characters and drops it for wrong
+    ones, which spells the value out one character at a time, whatever the page
+    shows."""
     keys = tuple(m._meta.concrete_model for m in key_models())
+    secrets = {(m._meta.concrete_model, name) for m, name in secret_fields()}
     opts = model._meta
     for part in lookup.split("__"):
         if opts.concrete_model in keys and part in ("pk", opts.pk.name):
+            return True
+        if (opts.concrete_model, part) in secrets:
             return True
         try:
             field = opts.pk if part == "pk" else opts.get_field(part)
@@ -216,12 +230,13 @@ def reaches_a_key(model: Any, lookup: str) -> bool:
     return False
 
 
-class KeysStayHidden(admin.ModelAdmin):
-    """An admin whose rows relate to a stored key (a user, an agent, a key itself):
-    no filter of its changelist reaches the key (GOVERNANCE §6: the governed never
-    hold the keys, and neither does a staff person allowed to view the rows)."""
+class SecretsStayHidden(admin.ModelAdmin):
+    """An admin whose rows hold or relate to a stored key or a write-only secret (a
+    user, an agent, a forge, a key itself): no filter of its changelist reaches it
+    (GOVERNANCE §6: the governed never hold the keys, and neither does a staff
+    person allowed to view the rows)."""
 
     def lookup_allowed(self, lookup: str, value: Any, request: Any = None) -> bool:
-        if reaches_a_key(self.model, lookup):
+        if reaches_a_secret(self.model, lookup):
             return False
         return super().lookup_allowed(lookup, value, request)

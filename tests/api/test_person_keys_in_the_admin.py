@@ -85,36 +85,61 @@ def test_a_staff_person_with_the_delete_permission_still_revokes_a_key(client, r
     assert not Token.objects.filter(key=root_key).exists()
 
 
-def test_no_registered_admin_filters_through_a_key():
-    """Every admin page, one relation away from a stored key (a user's keys, an
-    agent's keys, a key's own page): the filter is refused. An admin added later
-    for a model that relates to a key fails here until it keeps its keys hidden."""
+def test_no_registered_admin_filters_through_a_key_or_a_secret():
+    """Every admin page, on a stored key or write-only secret or one relation away
+    from it (a user's keys, an agent's keys and settings, a forge's token, a key's
+    own page): the filter is refused. An admin added later for a model that holds or
+    relates to one fails here until it keeps them hidden."""
     from django.contrib import admin
 
-    from core.admin_forms import key_models
+    from core.admin_forms import key_models, secret_fields
 
     keys = {m._meta.concrete_model for m in key_models()}
+    secrets = {(m._meta.concrete_model, name) for m, name in secret_fields()}
     reached = []
     for model, model_admin in admin.site._registry.items():
-        paths = ["key__startswith", "pk__gt"] if model._meta.concrete_model in keys else []
+        concrete = model._meta.concrete_model
+        paths = ["key__startswith", "pk__gt"] if concrete in keys else []
+        paths += [f"{name}__startswith" for m, name in secrets if m is concrete]
+        paths += [f"{name}__api_key__startswith" for m, name in secrets if m is concrete]
         for field in model._meta.get_fields():
             related = getattr(field, "related_model", None)
-            if field.is_relation and related is not None and related._meta.concrete_model in keys:
+            if not field.is_relation or related is None or related == "self":
+                continue
+            if related._meta.concrete_model in keys:
                 paths += [f"{field.name}__pk__startswith", f"{field.name}__gt"]
                 paths += [f"{field.name}__key__startswith"]
         for path in paths:
             reached.append(path)
             assert not model_admin.lookup_allowed(path, "ab", None), (model, path)
-    assert "auth_token__key__startswith" in reached and "tokens__key__startswith" in reached
+    for path in (
+        "auth_token__key__startswith",
+        "settings__api_key__startswith",
+        "token__startswith",
+    ):
+        assert path in reached
 
 
-def test_the_agents_page_answers_no_filter_on_its_keys(client):
-    from core import machines, registry
-    from core.models import AgentToken
+def test_no_admin_filter_reads_an_agents_secret_or_a_forges_token(client):
+    """Agent secrets and a forge's token are write-only (the admin masks them): a
+    filter on them answered whether they start so."""
+    from core import registry
 
     boss = get_user_model().objects.create_superuser("boss", "b@example.com", "pw")
-    registry.create_agent(id="bot", display_name="Bot", team="default", runtime="human", owner=boss)
-    key = AgentToken.objects.create(key=machines.new_key(), agent_id="bot", user=boss).key
-    staff(client, "view_agent")
-    answer = client.get(f"/admin/clawboo/agent/?tokens__key__startswith={key[:2]}")
-    assert answer.status_code == 400
+    registry.create_agent(
+        id="bot",
+        display_name="Bot",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"], "api_key": "sk-live-123"},
+        owner=boss,
+    )
+    staff(client, "view_agent", "view_forge")
+    right = client.get("/admin/clawboo/agent/?settings__api_key__startswith=sk-")
+    wrong = client.get("/admin/clawboo/agent/?settings__api_key__startswith=zz")
+    assert right.status_code == wrong.status_code == 400
+    for page in (
+        "/admin/clawboo/forge/?token__startswith=gh",
+        "/admin/clawboo/forge/?webhook_secret__startswith=a",
+    ):
+        assert client.get(page).status_code == 400, page
