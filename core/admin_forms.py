@@ -4,6 +4,7 @@ fields the console edits JSON columns with."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -188,13 +189,30 @@ def key_models() -> tuple[type[Any], ...]:
     return (Token, AgentToken)
 
 
-def secret_fields() -> tuple[tuple[type[Any], str], ...]:
+def _masked_settings(agent: Any, value: Any) -> Any:
+    from core import agent_secrets
+
+    return agent_secrets.masked(value, agent.runtime)
+
+
+def _masked_text(_row: Any, value: Any) -> Any:
+    from core import agent_secrets
+
+    return agent_secrets.MASK if value else ""
+
+
+def secret_fields() -> tuple[tuple[type[Any], str, Callable[[Any, Any], Any]], ...]:
     """The write-only columns the admin never shows (GOVERNANCE §6, "read agent
-    secrets: never"): a forge's token and webhook secret, and an agent's settings,
-    whose secrets sit at any depth (core.agent_secrets)."""
+    secrets: never"), each with how a page shows it: a forge's token and webhook
+    secret (set or not), and an agent's settings, whose secrets sit at any depth
+    (core.agent_secrets.masked)."""
     from core.models import Agent, Forge
 
-    return ((Forge, "token"), (Forge, "webhook_secret"), (Agent, "settings"))
+    return (
+        (Forge, "token", _masked_text),
+        (Forge, "webhook_secret", _masked_text),
+        (Agent, "settings", _masked_settings),
+    )
 
 
 def shown_key(key: str) -> str:
@@ -210,7 +228,7 @@ def reaches_a_secret(model: Any, lookup: str) -> bool:
     ones, which spells the value out one character at a time, whatever the page
     shows."""
     keys = tuple(m._meta.concrete_model for m in key_models())
-    secrets = {(m._meta.concrete_model, name) for m, name in secret_fields()}
+    secrets = {(m._meta.concrete_model, name) for m, name, _ in secret_fields()}
     opts = model._meta
     for part in lookup.split("__"):
         if opts.concrete_model in keys and part in ("pk", opts.pk.name):
@@ -232,11 +250,23 @@ def reaches_a_secret(model: Any, lookup: str) -> bool:
 
 class SecretsStayHidden(admin.ModelAdmin):
     """An admin whose rows hold or relate to a stored key or a write-only secret (a
-    user, an agent, a forge, a key itself): no filter of its changelist reaches it
-    (GOVERNANCE §6: the governed never hold the keys, and neither does a staff
-    person allowed to view the rows)."""
+    user, an agent, a forge, a key itself): no filter of its changelist reaches it,
+    and a page that cannot change the row (a staff person granted *view* only) shows
+    each secret as the form does, masked -- Django shows a read-only field's stored
+    value as it is (GOVERNANCE §6: the governed never hold the keys, and neither does
+    a staff person allowed to view the rows)."""
 
     def lookup_allowed(self, lookup: str, value: Any, request: Any = None) -> bool:
         if reaches_a_secret(self.model, lookup):
             return False
         return super().lookup_allowed(lookup, value, request)
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
+        row = super().get_object(request, object_id, from_field)
+        if row is not None and not self.has_change_permission(request, row):
+            # This request saves nothing of it (no change permission): the secrets
+            # leave the row it renders, in memory only.
+            for model, name, shown in secret_fields():
+                if isinstance(row, model):
+                    setattr(row, name, shown(row, getattr(row, name)))
+        return row

@@ -95,7 +95,7 @@ def test_no_registered_admin_filters_through_a_key_or_a_secret():
     from core.admin_forms import key_models, secret_fields
 
     keys = {m._meta.concrete_model for m in key_models()}
-    secrets = {(m._meta.concrete_model, name) for m, name in secret_fields()}
+    secrets = {(m._meta.concrete_model, name) for m, name, _ in secret_fields()}
     reached = []
     for model, model_admin in admin.site._registry.items():
         concrete = model._meta.concrete_model
@@ -143,3 +143,43 @@ def test_no_admin_filter_reads_an_agents_secret_or_a_forges_token(client):
         "/admin/clawboo/forge/?webhook_secret__startswith=a",
     ):
         assert client.get(page).status_code == 400, page
+
+
+def test_a_staff_viewer_reads_no_agent_secret_nor_forge_token_on_their_pages(client, tmp_path):
+    """Granted *view* only, a staff person met the agent's and the forge's pages read
+    only: Django showed each read-only field's stored value as it is, where the form
+    a changer sees masks it."""
+    from core import registry
+    from core.models import Forge, Repository
+
+    boss = get_user_model().objects.create_superuser("boss", "b@example.com", "pw")
+    registry.create_agent(
+        id="bot",
+        display_name="Bot",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"], "env": {"OPENAI_API_KEY": "sk-live-123"}},
+        owner=boss,
+    )
+    repo = Repository.objects.create(id="r1", team_id="default", path=str(tmp_path))
+    forge = Forge.objects.create(
+        repository=repo,
+        kind="github",
+        api_url="https://api.github.com",
+        repo="o/n",
+        token="ghp_SECRET",
+        webhook_secret="HOOKSECRET",
+    )
+    staff(client, "view_agent", "view_forge")
+    agent_page = client.get("/admin/clawboo/agent/bot/change/")
+    assert agent_page.status_code == 200
+    assert b"sk-live-123" not in agent_page.content
+    assert b"OPENAI_API_KEY" in agent_page.content and b"********" in agent_page.content
+    forge_page = client.get(f"/admin/clawboo/forge/{forge.pk}/change/")
+    assert forge_page.status_code == 200
+    assert b"ghp_SECRET" not in forge_page.content and b"HOOKSECRET" not in forge_page.content
+    # Stored as they were: the mask is the page's, not the row's.
+    assert Forge.objects.get(pk=forge.pk).token == "ghp_SECRET"
+    from core.models import Agent
+
+    assert Agent.objects.get(pk="bot").settings["env"]["OPENAI_API_KEY"] == "sk-live-123"
