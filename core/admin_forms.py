@@ -207,10 +207,10 @@ def secret_fields() -> tuple[tuple[type[Any], str, Callable[[Any, Any], Any]], .
     secret (set or not), and an agent's settings, whose secrets sit at any depth
     (core.agent_secrets.masked)."""
     from core.models import Agent, Forge
+    from core.repositories import FORGE_SECRETS
 
     return (
-        (Forge, "token", _masked_text),
-        (Forge, "webhook_secret", _masked_text),
+        *((Forge, name, _masked_text) for name in FORGE_SECRETS),
         (Agent, "settings", _masked_settings),
     )
 
