@@ -1209,12 +1209,9 @@ class ExecutionLogView(APIView):
         task = visible_task(request.user, task_id)
         # A str in the path (not <int:>), so an anonymous caller is told 401 before
         # anything about the path is judged.
-        if (
-            not execution_id.isdigit()
-            or not store.list_executions(task_id).filter(pk=int(execution_id)).exists()
-        ):
+        run = checks.execution_number(execution_id)
+        if run is None or not store.list_executions(task_id).filter(pk=run).exists():
             raise NotFound(f"task {task_id!r} has no execution {execution_id}")
-        run = int(execution_id)
         if not runlogs.exists(task.team_id, task.id, run):
             raise NotFound(f"execution {execution_id} has no log (none kept, or pruned)")
         text = runlogs.read(task.team_id, task.id, run)
@@ -1239,7 +1236,7 @@ class ExecutionLogView(APIView):
         act_as_assignee(request, task)
         body = json_object(request, LogChunkBody)
         run = store.claimed_execution(
-            task_id, int(execution_id) if execution_id.isdigit() else None, body["ticket"]
+            task_id, checks.execution_number(execution_id), body["ticket"]
         )
         offset = body["offset"]
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
@@ -1280,9 +1277,10 @@ StalledBody = inline_serializer(
 
 
 def _run_of(task_id: str, execution_id: str) -> int:
-    if not execution_id.isdigit():
+    run = checks.execution_number(execution_id)
+    if run is None:
         raise NotFound(f"task {task_id!r} has no execution {execution_id}")
-    return int(execution_id)
+    return run
 
 
 class ExecutionStepsView(APIView):

@@ -6,6 +6,7 @@ writes nothing. The constants are SPEC §10's.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from django.conf import settings
@@ -206,3 +207,15 @@ def check_not_a_fire(task_id: Any, metadata: Any, current: Any = None) -> None:
     for mark in ROUTINE_MARKS:
         if mark in metadata and metadata[mark] != was.get(mark):
             raise ValidationFailed(f"metadata.{mark}", "is set by a routine's fire only")
+
+
+# An execution's number in a path (``…/executions/{execution_id}/…``): ASCII digits,
+# no more than a BIGINT holds. ``str.isdigit`` also takes ``²`` and ``١``, which
+# ``int`` refuses or reads as another number, and 5,000 digits, which it refuses too:
+# each was a 500 where an unknown execution is a 404.
+_EXECUTION_NUMBER = re.compile(r"\A[0-9]{1,18}\Z")
+
+
+def execution_number(value: str) -> int | None:
+    """The execution a path names, or None (no such execution)."""
+    return int(value) if _EXECUTION_NUMBER.match(value) else None

@@ -7,11 +7,22 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from rest_framework.authtoken.admin import TokenAdmin
+from rest_framework.authtoken.models import TokenProxy
 
 from core import agent_secrets, machines, registry, repositories
-from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField, ReadOnlyAdmin
+from core.admin_forms import (
+    CommaListField,
+    DataLayerAdmin,
+    PrettyJSONField,
+    ReadOnlyAdmin,
+    SecretsStayHidden,
+    shown_key,
+)
 from core.api.access import govern_agent
 from core.errors import ClawbooError
 from core.models import Agent, AgentState, Event, Forge, Heartbeat, MachineToken, Repository, Team
@@ -110,7 +121,7 @@ class DispatchStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Agent)
-class AgentAdmin(DataLayerAdmin):
+class AgentAdmin(SecretsStayHidden, DataLayerAdmin):
     form = AgentForm
     # What fits beside the filters at 1440 px; when it last changed is on its page.
     list_display = (
@@ -310,7 +321,7 @@ class ForgeForm(forms.ModelForm):
 
 
 @admin.register(Forge)
-class ForgeAdmin(DataLayerAdmin):
+class ForgeAdmin(SecretsStayHidden, DataLayerAdmin):
     """A repository's forge (``landing_mode: pull_request``), written through
     :func:`core.repositories.update` like the REST API's ``forge``."""
 
@@ -398,3 +409,52 @@ class HeartbeatAdmin(ReadOnlyAdmin):
     list_display = ("part", "host", "instance", "beat_at", "detail")
     list_filter = ("part",)
     deletable = True
+
+
+# --- people's API keys ---------------------------------------------------------------
+# The REST framework's own page listed every person's key in plain text (a
+# superuser's too) to any staff person allowed to view it, and its change form moved
+# a key to another user: the key a staff person knows (their own) became the
+# superuser's. Here a key shows as its first characters only, is revoked (deleted)
+# with the delete permission, and is never made or moved: a person's key comes from
+# their own password (POST /api/auth/token, clawboo login) or the server's own
+# command (clawboo create_agent_token).
+
+
+def _key_of_a_user(token: TokenProxy) -> str:
+    return f"key {shown_key(token.key)} of {token.user}" if token.key else "a revoked key"
+
+
+# Its name everywhere the admin prints a row (a page's title, a deletion's message
+# and log entry) was the key itself (Token.__str__); the proxy is the admin's only.
+TokenProxy.__str__ = _key_of_a_user  # type: ignore[method-assign,assignment]
+
+if admin.site.is_registered(TokenProxy):
+    admin.site.unregister(TokenProxy)
+
+
+@admin.register(TokenProxy)
+class PersonKeyAdmin(SecretsStayHidden, TokenAdmin):
+    list_display = ("user", "key_start", "created")
+    fields = ("user", "key_start", "created")
+    readonly_fields = ("user", "key_start", "created")
+
+    @admin.display(description="key")
+    def key_start(self, token: TokenProxy) -> str:
+        return shown_key(token.key)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+User = get_user_model()
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+
+
+@admin.register(User)
+class PersonAdmin(SecretsStayHidden, UserAdmin):
+    """Django's users page, with no filter through a user's keys (auth_token__key…)."""

@@ -4,6 +4,7 @@ fields the console edits JSON columns with."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -170,3 +171,102 @@ class PrettyJSONField(forms.JSONField):
         if isinstance(value, InvalidJSONInput):
             return value  # the text as typed, for the person to fix
         return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)
+
+
+# --- stored keys and secrets: never shown, never filtered on ---------------------------
+
+# How much of a stored key the admin shows: enough to tell two apart, too little to use.
+KEY_SHOWN = 6
+
+
+def key_models() -> tuple[type[Any], ...]:
+    """The models whose primary key is a key a caller presents as it is stored (a
+    person's API key, an agent's key): whoever reads one acts as its user."""
+    from rest_framework.authtoken.models import Token
+
+    from core.models import AgentToken
+
+    return (Token, AgentToken)
+
+
+def _masked_settings(agent: Any, value: Any) -> Any:
+    from core import agent_secrets
+
+    return agent_secrets.masked(value, agent.runtime)
+
+
+def _masked_text(_row: Any, value: Any) -> Any:
+    from core import agent_secrets
+
+    return agent_secrets.MASK if value else ""
+
+
+def secret_fields() -> tuple[tuple[type[Any], str, Callable[[Any, Any], Any]], ...]:
+    """The write-only columns the admin never shows (GOVERNANCE §6, "read agent
+    secrets: never"), each with how a page shows it: a forge's token and webhook
+    secret (set or not), and an agent's settings, whose secrets sit at any depth
+    (core.agent_secrets.masked)."""
+    from core.models import Agent, Forge
+    from core.repositories import FORGE_SECRETS
+
+    return (
+        *((Forge, name, _masked_text) for name in FORGE_SECRETS),
+        (Agent, "settings", _masked_settings),
+    )
+
+
+def shown_key(key: str) -> str:
+    return f"{key[:KEY_SHOWN]}…"
+
+
+def reaches_a_secret(model: Any, lookup: str) -> bool:
+    """Whether the admin filter ``lookup`` (a changelist's query parameter, such as
+    ``auth_token__key__startswith``) on ``model``'s rows reads a stored key or a
+    write-only secret: a key model's own key (``key``, ``pk``), any relation to a key
+    model, or a column of :func:`secret_fields` (``settings__api_key__startswith``).
+    Such a filter keeps a row for the right first characters and drops it for wrong
+    ones, which spells the value out one character at a time, whatever the page
+    shows."""
+    keys = tuple(m._meta.concrete_model for m in key_models())
+    secrets = {(m._meta.concrete_model, name) for m, name, _ in secret_fields()}
+    opts = model._meta
+    for part in lookup.split("__"):
+        if opts.concrete_model in keys and part in ("pk", opts.pk.name):
+            return True
+        if (opts.concrete_model, part) in secrets:
+            return True
+        try:
+            field = opts.pk if part == "pk" else opts.get_field(part)
+        except Exception:  # a lookup or transform (startswith, gt), or no such field
+            return False
+        related = field.related_model if field.is_relation else None
+        if related is None or related == "self":
+            return False
+        if related._meta.concrete_model in keys:
+            return True
+        opts = related._meta
+    return False
+
+
+class SecretsStayHidden(admin.ModelAdmin):
+    """An admin whose rows hold or relate to a stored key or a write-only secret (a
+    user, an agent, a forge, a key itself): no filter of its changelist reaches it,
+    and a page that cannot change the row (a staff person granted *view* only) shows
+    each secret as the form does, masked -- Django shows a read-only field's stored
+    value as it is (GOVERNANCE §6: the governed never hold the keys, and neither does
+    a staff person allowed to view the rows)."""
+
+    def lookup_allowed(self, lookup: str, value: Any, request: Any = None) -> bool:
+        if reaches_a_secret(self.model, lookup):
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
+        row = super().get_object(request, object_id, from_field)
+        if row is not None and not self.has_change_permission(request, row):
+            # This request saves nothing of it (no change permission): the secrets
+            # leave the row it renders, in memory only.
+            for model, name, shown in secret_fields():
+                if isinstance(row, model):
+                    setattr(row, name, shown(row, getattr(row, name)))
+        return row

@@ -21,7 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from board import store
+from board import checks, store
 from board.access import visible_task
 from board.models import ExecutionStatus
 from board.repository import judged_on_server
@@ -113,10 +113,6 @@ def _tokens(body: dict[str, Any]) -> UsageSoFar:
     return UsageSoFar(**counts, model=model or None)
 
 
-def _execution_id(value: str) -> int | None:
-    return int(value) if value.isdigit() else None
-
-
 def _ceiling(task_id: str, agent_id: str) -> int | None:
     task = store.get_task(task_id)
     agent = Agent.objects.filter(pk=agent_id).first() if agent_id else None
@@ -140,7 +136,8 @@ class ExecutionUsageView(APIView):
         ceiling (the close confirms it from the final usage)."""
         act_as_assignee(request, visible_task(request.user, task_id))
         body = json_object(request, UsageBody)
-        run = store.claimed_execution(task_id, _execution_id(execution_id), body["ticket"])
+        number = checks.execution_number(execution_id)
+        run = store.claimed_execution(task_id, number, body["ticket"])
         tokens = _tokens(body)
         usage = pricing.usage_of(tokens)
         ceiling = _ceiling(task_id, run.agent_id)
@@ -184,7 +181,7 @@ class ExecutionCloseView(APIView):
         act_as_assignee(request, task)
         body = json_object(request, CloseBody)
         run = store.claimed_execution(
-            task_id, _execution_id(execution_id), body["ticket"], running=False
+            task_id, checks.execution_number(execution_id), body["ticket"], running=False
         )
         result = _run_end(body)
         if run.status != ExecutionStatus.RUNNING:

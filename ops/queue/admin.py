@@ -19,6 +19,21 @@ from ops.queue.models import FailedJob, QueuedJob, ScheduledJob, SuccessfulJob
 
 
 class ScheduledJobAdmin(q_admin.ScheduleAdmin):
+    """The server's own schedules (:mod:`ops.periodic` writes them): shown,
+    rescheduled, deleted, never made here, and what one runs never named here. A row
+    names a Python callable and its arguments, run by a q2 worker as the server's
+    user: the *add* or *change* permission on scheduled jobs would otherwise be any
+    code the staff person chose, every power of the server with it."""
+
+    # What a row runs: a callable (and one after it), its arguments, where.
+    RUNS = ("name", "func", "hook", "args", "kwargs", "cluster", "intended_date_kwarg", "task")
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
+        return (*super().get_readonly_fields(request, obj), *self.RUNS)
+
     @admin.display(description="last run")
     def get_last_run(self, obj: Any) -> Any:
         # django-q2 links to its own admin URLs, which are not registered any more.

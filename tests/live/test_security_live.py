@@ -145,3 +145,61 @@ def test_websocket_token_clients_need_no_origin_anonymous_get_4401_bad_frames_an
             anonymous.recv(timeout=10)
     assert getattr(closed.value, "rcvd", None) is not None and closed.value.rcvd.code == 4401
     assert Event.objects.count() == before
+
+
+def test_a_staff_viewer_signed_in_to_the_real_admin_reads_no_key_and_no_secret(daphne, settings):
+    """The admin as served (daphne, a real sign-in): a staff person granted *view*
+    only sees whose key and its first characters, no filter on a key answers, and an
+    agent's secret shows masked."""
+    import http.cookiejar
+    import re
+    import urllib.parse
+
+    from django.contrib.auth.models import Permission
+
+    # The server checks passwords with the product's hashers, not the tests' fast one.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    root = get_user_model().objects.create_superuser("root", "r@example.com", "pw")
+    root_key = Token.objects.create(user=root).key
+    registry.create_agent(
+        id="bot",
+        display_name="Bot",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"], "api_key": "sk-live-123"},
+        owner=root,
+    )
+    viewer = get_user_model().objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.set(
+        Permission.objects.filter(codename__in=["view_tokenproxy", "view_user", "view_agent"])
+    )
+    base = daphne()
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    form = opener.open(base + "/admin/login/", timeout=30).read().decode()
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
+    login = urllib.parse.urlencode(
+        {"username": "viewer", "password": "pw", "csrfmiddlewaretoken": csrf, "next": "/admin/"}
+    ).encode()
+    signed = opener.open(
+        urllib.request.Request(
+            base + "/admin/login/", data=login, headers={"Referer": base + "/admin/login/"}
+        ),
+        timeout=30,
+    )
+    assert signed.url.endswith("/admin/"), signed.read()[:500]
+
+    def get(path: str) -> tuple[int, bytes]:
+        try:
+            with opener.open(base + path, timeout=30) as answer:
+                return answer.status, answer.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    status, page = get("/admin/authtoken/tokenproxy/")
+    assert status == 200 and b"root" in page and root_key[:6].encode() in page
+    assert root_key.encode() not in page
+    for guess in (root_key[:2], "zz"):
+        assert get(f"/admin/auth/user/?auth_token__key__startswith={guess}")[0] == 400
+    status, page = get("/admin/clawboo/agent/bot/change/")
+    assert status == 200 and b"sk-live-123" not in page and b"********" in page
