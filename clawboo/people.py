@@ -34,10 +34,11 @@ from board.transitions import TERMINAL
 from executor.rest import Api, ApiError, Revoked
 
 LOGIN_PATH = "/api/auth/token"
-COMMANDS = ("login", "logout", "whoami", "task", "review", "approvals", "watch")
+COMMANDS = ("login", "logout", "whoami", "task", "agent", "review", "approvals", "watch")
 STATUSES = ("backlog", "todo", "in_progress", "in_review", "blocked", "done", "cancelled")
 TASK_COLUMNS = ("id", "status", "priority", "assignee_agent_id", "title")
 APPROVAL_COLUMNS = ("id", "kind", "team", "task_id", "agent_id", "what", "state")
+AGENT_COLUMNS = ("id", "team", "runtime", "state", "why")
 
 
 class Failure(Exception):
@@ -255,10 +256,33 @@ def cmd_login(args: argparse.Namespace) -> int:
         token = answer["token"]
     if not token:
         raise Failure("clawboo: no token given", 2)
-    me = Client(server, token).call("GET", "/api/whoami")
+    me = shown(Client(server, token).call("GET", "/api/whoami"))
     path = save_login(server, token, me["username"])
-    sys.stdout.write(f"logged in to {server} as {me['username']} (key in {path})\n")
+    sys.stdout.write(f"logged in to {server} as {who(me)} (key in {path})\n")
+    if agent_side(me):
+        sys.stderr.write(f"clawboo: note: {agent_side(me)}\n")
     return 0
+
+
+def who(me: dict[str, Any]) -> str:
+    """Whose key it is: an agent's key authenticates as its owner, and "as ada" read
+    like ada's own key, which approves what the agent's key is refused."""
+    if me.get("principal") in ("agent", "reviewer"):
+        return f"{me['username']} through agent {me.get('agent')}'s key"
+    if me.get("principal") == "machine":
+        return f"{me['username']} (a machine token for {', '.join(me.get('agents') or [])})"
+    return str(me["username"])
+
+
+def agent_side(me: dict[str, Any]) -> str:
+    """What a key of the agent side cannot do, and where the person's own key is."""
+    if me.get("principal") not in ("agent", "reviewer", "machine"):
+        return ""
+    return (
+        "this key is the agent side (GOVERNANCE §6): approving, deciding and resuming are"
+        " refused with it; a person logs in with their own key (an operator prints it:"
+        " `clawboo create_agent_token USERNAME`) or their password"
+    )
 
 
 def cmd_logout(args: argparse.Namespace) -> int:
@@ -277,8 +301,9 @@ def cmd_whoami(args: argparse.Namespace) -> int:
         args,
         me,
         lambda m: (
-            f"{m['username']}{' (staff)' if m.get('staff') else ''} on "
+            f"{who(m)}{' (staff)' if m.get('staff') else ''} on "
             f"{', '.join(m['teams']) if m.get('teams') is not None else 'every team'}\n"
+            + (f"{agent_side(m)}\n" if agent_side(m) else "")
         ),
     )
     return 0
@@ -655,6 +680,47 @@ def cmd_review(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- agents ------------------------------------------------------------------------
+
+
+def agent_row(agent: dict[str, Any]) -> dict[str, Any]:
+    """An agent as its list row says it: its state and why (the breaker's reason, or
+    who paused it), and the host it runs on when that is not the server."""
+    why = []
+    if agent.get("state") != "active":
+        by = f" by {agent['paused_by']}" if agent.get("paused_by") else ""
+        why.append(f"{agent.get('state_reason') or agent.get('state')}{by}")
+    runs_on = agent.get("runs_on") or {}
+    if runs_on.get("host"):
+        live = "" if runs_on.get("live") else " (no worker connected)"
+        why.append(f"runs on {runs_on['host']}{live}")
+    return {**agent, "why": "; ".join(why) or None}
+
+
+def cmd_agent_list(args: argparse.Namespace) -> int:
+    query = {"team": args.team} if args.team else {}
+    client = Client.from_login()
+    agents = client.call("GET", "/api/agents?" + urllib.parse.urlencode(query))
+    if args.team and not agents:
+        # As `task list`: a team that does not exist (or is not yours) is said so.
+        client.call("GET", f"/api/teams/{quote(args.team)}")
+    emit(args, agents, lambda rows: table([agent_row(a) for a in rows], AGENT_COLUMNS, width=90))
+    return 0
+
+
+def cmd_agent_pause(args: argparse.Namespace) -> int:
+    body = {"reason": args.reason} if args.reason else {}
+    agent = Client.from_login().call("POST", f"/api/agents/{quote(args.id)}/pause", body)
+    emit(args, agent, lambda a: f"paused {a['id']}: it takes no new work until resumed\n")
+    return 0
+
+
+def cmd_agent_resume(args: argparse.Namespace) -> int:
+    agent = Client.from_login().call("POST", f"/api/agents/{quote(args.id)}/resume", {})
+    emit(args, agent, lambda a: f"resumed {a['id']}: it is {a.get('state')}\n")
+    return 0
+
+
 # -- approvals ---------------------------------------------------------------------
 
 
@@ -871,6 +937,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("--status", action="append", choices=STATUSES, required=True)
     p.add_argument("--timeout", type=float, default=300.0, help="seconds (default 300)")
+
+    agent = sub.add_parser("agent", help="list, pause and resume agents").add_subparsers(
+        dest="agent_command", required=True
+    )
+    p = command(agent, "list", cmd_agent_list, "the agents you can see, their state and why")
+    p.add_argument("--team")
+    p = command(agent, "pause", cmd_agent_pause, "stop an agent taking work (any team member)")
+    p.add_argument("id")
+    p.add_argument("--reason", help="said on the agent and in the team's chat")
+    p = command(
+        agent, "resume", cmd_agent_resume, "let a paused agent work again (its owner or staff)"
+    )
+    p.add_argument("id")
 
     p = command(sub, "review", cmd_review, "a task's diff and verdict; approve or send back")
     p.add_argument("id")

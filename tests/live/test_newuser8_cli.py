@@ -1,0 +1,86 @@
+"""``clawboo`` for people, as a new user met it (newuser8), against a live daphne: a
+key of an agent logged in "as ada", like ada's own, and every approval then answered
+403; a breaker's pause could be read and lifted only in the browser or with curl."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from core import registry
+from tests.live.test_people_cli import Cli
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def key_of(username: str, *extra: str) -> str:
+    out = io.StringIO()
+    call_command("create_agent_token", username, *extra, stdout=out, stderr=io.StringIO())
+    return out.getvalue().strip()
+
+
+def test_login_with_an_agents_key_says_it_is_the_agents_not_the_persons(daphne, tmp_path):
+    agent_key = key_of("ada", "--team", "default", "--agent", "ada-bot")
+    own_key = key_of("ada")
+    base = daphne()
+    cli = Cli(tmp_path / "ada")
+
+    done = cli("login", "--server", base, "--token", agent_key)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"logged in to {base} as ada through agent ada-bot's key (")
+    assert done.stderr.startswith("clawboo: note: this key is the agent side")
+    assert "`clawboo create_agent_token USERNAME`" in done.stderr
+    assert cli.ok("whoami").startswith("ada through agent ada-bot's key on default\n")
+    assert '"principal": "agent"' in cli.ok("whoami", "--json")
+
+    done = cli("login", "--server", base, "--token", own_key)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"logged in to {base} as ada (key in ")
+    assert done.stderr == ""
+    assert cli.ok("whoami") == "ada on default\n"
+
+
+def test_an_agent_paused_is_listed_with_why_and_resumed_from_the_terminal(daphne, tmp_path):
+    users = get_user_model().objects
+    owner = users.create_user("ola")
+    member = users.create_user("max")
+    registry.add_member("default", owner)
+    registry.add_member("default", member)
+    registry.create_agent(
+        id="coder", display_name="Coder", team="default", runtime="command", owner=owner,
+        settings={"argv": ["true"]},
+    )  # fmt: skip
+    base = daphne()
+    ola, max_ = Cli(tmp_path / "ola"), Cli(tmp_path / "max")
+    ola.ok("login", "--server", base, "--token", key_of("ola"))
+    max_.ok("login", "--server", base, "--token", key_of("max"))
+
+    listed = ola.ok("agent", "list", "--team", "default")
+    assert listed.splitlines()[0].split() == ["ID", "TEAM", "RUNTIME", "STATE", "WHY"]
+    assert listed.splitlines()[1].split() == ["coder", "default", "command", "active", "-"]
+
+    # A brake any member may pull; the release is the owner's (or staff's).
+    said = max_.ok("agent", "pause", "coder", "--reason", "it keeps failing")
+    assert said == "paused coder: it takes no new work until resumed\n"
+    row = ola.ok("agent", "list").splitlines()[1]
+    assert "paused" in row and "it keeps failing by max" in row, row
+    refused = max_("agent", "resume", "coder")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("clawboo: 403 forbidden: ")
+    assert refused.stderr.count("\n") == 1
+    assert ola.ok("agent", "resume", "coder") == "resumed coder: it is active\n"
+    assert registry.get_agent("coder").state == "active"
+
+    missing = ola("agent", "pause", "nope")
+    assert (missing.returncode, missing.stderr) == (
+        1,
+        "clawboo: 404 not_found: agent 'nope' does not exist\n",
+    )
+    unknown = ola("agent", "list", "--team", "nope")
+    assert (unknown.returncode, unknown.stderr) == (
+        1,
+        "clawboo: 404 not_found: team 'nope' does not exist\n",
+    )
