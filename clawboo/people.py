@@ -688,8 +688,10 @@ def agent_row(agent: dict[str, Any]) -> dict[str, Any]:
     who paused it), and the host it runs on when that is not the server."""
     why = []
     if agent.get("state") != "active":
-        by = f" by {agent['paused_by']}" if agent.get("paused_by") else ""
-        why.append(f"{agent.get('state_reason') or agent.get('state')}{by}")
+        reason = str(agent.get("state_reason") or agent.get("state"))
+        by = agent.get("paused_by")
+        # The breaker's reason names it already ("breaker: 3 consecutive failed runs").
+        why.append(reason if not by or reason.startswith(f"{by}:") else f"{reason} by {by}")
     runs_on = agent.get("runs_on") or {}
     if runs_on.get("host"):
         live = "" if runs_on.get("live") else " (no worker connected)"

@@ -266,8 +266,14 @@ class Worker:
                 # which the server classifies and the agent's breaker counts, then the
                 # task failed (retried). A host whose every checkout fails so pauses
                 # its agent, not the whole queue.
-                log.exception("task %s: no checkout on this host", task["id"])
-                error = f"remote worker: {type(exc).__name__}: {exc}"
+                if isinstance(exc, rest.NoCheckout | rest.GitFailed):
+                    # Said whole by its own sentence: one line, not a traceback (a
+                    # missing remote is a setting, not a bug of the worker).
+                    log.error("task %s: no checkout on this host: %s", task["id"], exc)
+                    error = f"remote worker: {exc}"
+                else:
+                    log.exception("task %s: no checkout on this host", task["id"])
+                    error = f"remote worker: {type(exc).__name__}: {exc}"
                 report = RunReport.of(self.api, task["id"], ticket, agent["runtime"], execution_id)
                 if report is not None:
                     report.close(None, error)

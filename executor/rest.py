@@ -260,13 +260,22 @@ def git_timeout_s() -> int:
     return value if 1 <= value <= 2**31 - 1 else GIT_TIMEOUT_S
 
 
+class GitFailed(RuntimeError):
+    """A git call of the worker's own failed or gave up: its sentence says which and why."""
+
+
+class NoCheckout(RuntimeError):
+    """The task's checkout cannot be made on a remote host, whatever it runs: its
+    repository has no ``remote`` to clone. The sentence says what to set."""
+
+
 def git(argv: Sequence[str], cwd: Path | None = None) -> str:
     timeout = git_timeout_s()
     done = run_within(["git", *argv], timeout, cwd=cwd)
     if done is None:
-        raise RuntimeError(f"git {argv[0]}: no answer within {timeout}s")
+        raise GitFailed(f"git {argv[0]}: no answer within {timeout}s")
     if done.returncode != 0:
-        raise RuntimeError(f"git {' '.join(argv)}: {done.stderr.strip()[-500:]}")
+        raise GitFailed(f"git {' '.join(argv)}: {done.stderr.strip()[-500:]}")
     return done.stdout.strip()
 
 
@@ -352,7 +361,11 @@ def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Ch
     directory when the task has no repository."""
     remote, registered = repo.get("remote"), bool(repo.get("id"))
     if registered and not remote:
-        raise RuntimeError(f"repository {repo['id']!r} has no remote to clone")
+        raise NoCheckout(
+            f"repository {repo['id']!r} has no remote to clone: a remote worker works in a"
+            " clone of the repository's `remote`, a git URL this host reaches (set it with"
+            f" PATCH /api/repositories/{repo['id']} or in the admin)"
+        )
     if not remote:
         scratch = cache_dir / "scratch" / task["id"]
         scratch.mkdir(parents=True, exist_ok=True)
