@@ -439,6 +439,7 @@ class RestTask:
     ) -> None:
         self.api, self.ticket, self.lease_ms, self.heartbeat_s = api, ticket, lease_ms, heartbeat_s
         self.revoked, self.wake = revoked, wake
+        self.task_id = task_id
         self.base = f"/api/board/tasks/{urllib.parse.quote(task_id)}"
         # The code of the last settle the server refused (``verification_required``).
         self.refused: str | None = None
@@ -538,7 +539,10 @@ class RestTask:
                     return False
             self.wake.wait(max(min(due, deadline) - time.monotonic(), 0.0))
         state = intake.get("state")
-        log.info("%s: the intake ended %s (task %s)", self.base, state, task.get("status"))
+        log.info(
+            "task %s: the server's intake ended: %s (the task is %s)",
+            self.task_id, state, task.get("status"),
+        )  # fmt: skip
         if state not in SENT_BACK or task.get("status") != "in_progress":
             return False
         # Back to its builder under the claim's own span: confirm it is still ours.

@@ -698,3 +698,33 @@ def test_a_repository_with_no_remote_fails_in_one_line_that_says_what_to_set(
     log = (tmp_path / "worker.log").read_text()
     assert "Traceback" not in log, log
     assert f"task {task.id}: no checkout on this host: repository 'shop'" in log, log
+
+
+def test_the_workers_log_says_each_task_it_claims_runs_and_hands_on(daphne, tmp_path):
+    """Between "connected" and a run's end (minutes, for a real agent) the worker's log
+    said nothing: a person watching it could not tell a worker at work from one stuck."""
+    registry.create_agent(
+        id="far-bot",
+        display_name="Far",
+        team="default",
+        runtime="command",
+        settings={
+            "argv": ["sh", "-c", "echo hi > hi.txt"],
+            "repo_remote": str(bare_remote(tmp_path)),
+        },
+    )
+    _, key = machines.mint("laptop", ["far-bot"])
+    base = daphne(SERVER_ENV)
+    task = store.create_task(title="Say hi").task
+    worker = start_worker(base, key, tmp_path, "far-bot")
+    try:
+        wait_for(lambda: store.get_task(task.id).status == "done", 30, "done", tmp_path=tmp_path)
+    finally:
+        worker.kill()
+        worker.wait(10)
+    log = (tmp_path / "worker.log").read_text()
+    lines = [line.split(" INFO ", 1)[-1] for line in log.splitlines()]
+    claimed = lines.index(f"task {task.id}: claimed for far-bot: Say hi")
+    running = next(i for i, line in enumerate(lines) if line.startswith(f"task {task.id}: running"))
+    assert lines[running].startswith(f"task {task.id}: running far-bot (command) in "), lines
+    assert claimed < running < lines.index(f"task {task.id}: completed"), lines
