@@ -1,5 +1,6 @@
 """What a new user tripped on in the browser (newuser8): a card's error badge ran past
-the card's right edge, over the next column, at 1440 px."""
+the card's right edge, over the next column, at 1440 px; a negative priority's badge
+broke in two beside an open task."""
 
 from __future__ import annotations
 
@@ -47,4 +48,25 @@ def test_a_cards_error_badge_stays_inside_the_card(daphne, operator, tmp_path):
         assert card.locator(".error").get_attribute("title") == error
         screenshot(page, "board-card-error.png", tmp_path)
         assert card.evaluate(OVERFLOWING_JS) == []
+        browser.close()
+
+
+def test_a_negative_prioritys_badge_stays_on_one_line_beside_an_open_task(
+    daphne, operator, tmp_path
+):
+    """With a task open the columns narrow, and a card's "P-5" broke into "P-" over
+    "5"."""
+    low = store.create_task(title="x", priority=-5, status="backlog").task
+    other = store.create_task(title="Open me").task
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        card_in(page, "todo", other.id).click()
+        page.locator("#detail").wait_for(timeout=5_000)
+        prio = card_in(page, "backlog", low.id).locator(".prio")
+        assert prio.inner_text() == "P-5"
+        screenshot(page, "board-negative-priority.png", tmp_path)
+        box = prio.bounding_box()
+        assert box is not None and box["height"] < 20, box
         browser.close()
