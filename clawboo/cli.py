@@ -58,8 +58,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args[0] in ("--help", "-h"):
         sys.stdout.write(USAGE)
         return
-    if args[0] in ("--version", "version"):
-        # Clawboo's own version (Django's answered it: "5.2.19").
+    if args[0] in ("--version", "version") or (
+        "--version" in args[1:] and args[0] not in (*people.COMMANDS, "worker")
+    ):
+        # Clawboo's own version (Django's answered it: "5.2.19"), also after a
+        # command's name: `clawboo up --version` is Django's option of every command.
         from importlib.metadata import version
 
         sys.stdout.write(f"clawboo {version('clawboo')}\n")

@@ -96,3 +96,15 @@ def test_a_server_that_refuses_the_connection_says_what_to_check(monkeypatch):
         "clawboo: cannot reach http://127.0.0.1:8001: [Errno 111] Connection refused"
         " (nothing listens there: is `clawboo up` running, and on that port?)"
     )
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["up", "--version"], ["demo", "--version"]])
+def test_version_is_clawboos_also_after_a_commands_name(argv, capsys):
+    # `clawboo up --version` printed "5.2.20": Django's version, every management
+    # command's --version.
+    from importlib.metadata import version
+
+    from clawboo import cli
+
+    cli.main(argv)
+    assert capsys.readouterr().out == f"clawboo {version('clawboo')}\n"
