@@ -158,7 +158,16 @@ def worker(argv: Sequence[str]) -> int:
         parser.error("--server must be an http:// or https:// URL")
     api = remote.Api(args.server, args.token)
     try:
-        agents = args.agent or api.call_patiently("GET", "/api/whoami")[1].get("agents") or []
+        me = {} if args.agent else api.call_patiently("GET", "/api/whoami")[1]
+        agents = args.agent or me.get("agents") or []
+        if not agents and me.get("principal") not in (None, "machine"):
+            # A person's key (the tour's `create_agent_token admin`) or an agent's:
+            # "the token names none" sent its holder looking for an --agent to add.
+            whose = "own key" if me["principal"] == "person" else "key of an agent"
+            parser.error(
+                f"the token is {me['username']}'s {whose}, not a machine token: mint this"
+                " host one on the server (`clawboo create_machine_token --host H --agent A`)"
+            )
         if not agents:
             parser.error("no --agent given and the token names none")
         remote.Worker(

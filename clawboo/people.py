@@ -256,7 +256,16 @@ def cmd_login(args: argparse.Namespace) -> int:
         token = answer["token"]
     if not token:
         raise Failure("clawboo: no token given", 2)
-    me = shown(Client(server, token).call("GET", "/api/whoami"))
+    try:
+        me = shown(Client(server, token).call("GET", "/api/whoami"))
+    except Failure as exc:
+        if not exc.line.startswith("clawboo: 401 "):
+            raise
+        # Not "log in again with `clawboo login`": this is the login, with the key given.
+        raise Failure(
+            f"clawboo: 401 unauthenticated: {server} refused the key given"
+            " (mistyped, revoked, or minted by another server)"
+        ) from None
     path = save_login(server, token, me["username"])
     sys.stdout.write(f"logged in to {server} as {who(me)} (key in {path})\n")
     if agent_side(me):

@@ -728,3 +728,22 @@ def test_the_workers_log_says_each_task_it_claims_runs_and_hands_on(daphne, tmp_
     running = next(i for i, line in enumerate(lines) if line.startswith(f"task {task.id}: running"))
     assert lines[running].startswith(f"task {task.id}: running far-bot (command) in "), lines
     assert claimed < running < lines.index(f"task {task.id}: completed"), lines
+
+
+def test_a_worker_given_a_persons_key_says_it_needs_a_machine_token(daphne, tmp_path):
+    """The tour's key (`create_agent_token admin`) given to `clawboo worker` answered
+    "no --agent given and the token names none", and its holder went looking for an
+    --agent to add; it is a person's key, and a host needs a machine token."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    ada = get_user_model().objects.create_user("ada")
+    key = Token.objects.create(user=ada).key
+    base = daphne(SERVER_ENV)
+    worker = start_worker(base, key, tmp_path)
+    assert worker.wait(30) == 2
+    said = (tmp_path / "worker.log").read_text()
+    assert said.endswith(
+        "clawboo worker: error: the token is ada's own key, not a machine token: mint this"
+        " host one on the server (`clawboo create_machine_token --host H --agent A`)\n"
+    ), said

@@ -28,6 +28,14 @@ def test_login_with_an_agents_key_says_it_is_the_agents_not_the_persons(daphne, 
     base = daphne()
     cli = Cli(tmp_path / "ada")
 
+    # A key the server does not know: not "log in again with `clawboo login`".
+    wrong = cli("login", "--server", base, "--token", "not-a-key")
+    assert (wrong.returncode, wrong.stderr) == (
+        1,
+        f"clawboo: 401 unauthenticated: {base} refused the key given"
+        " (mistyped, revoked, or minted by another server)\n",
+    )
+
     done = cli("login", "--server", base, "--token", agent_key)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"logged in to {base} as ada through agent ada-bot's key (")
