@@ -345,7 +345,10 @@ def cmd_task_list(args: argparse.Namespace) -> int:
         # The list filters by team: a team that does not exist (or is not yours) would
         # read as an empty board. Its own answer says which (404, as watch says).
         client.call("GET", f"/api/teams/{urllib.parse.quote(args.team, safe='')}")
-    emit(args, answer["results"], task_table)
+    # Tasks of several teams (no --team, and you see more than one): which team each is
+    # in, or two teams' "Fix login" read as one task listed twice.
+    teams = {task.get("team") for task in answer["results"]}
+    emit(args, answer["results"], lambda rows: task_table(rows, team=len(teams) > 1))
     if answer.get("next") and not args.json:
         # The first page only: say so, or a person takes it for all there is.
         sys.stderr.write(
@@ -464,11 +467,13 @@ def listed(task: dict[str, Any]) -> dict[str, Any]:
     return task
 
 
-def task_table(tasks: dict[str, Any] | Sequence[dict[str, Any]]) -> str:
+def task_table(tasks: dict[str, Any] | Sequence[dict[str, Any]], *, team: bool = False) -> str:
     """Tasks as a table, each row as :func:`listed` says it (a task filed, edited or
-    waited for as its list shows it: "todo (approval required)", not "todo")."""
+    waited for as its list shows it: "todo (approval required)", not "todo"); with
+    ``team``, a TEAM column after the id."""
     rows = [tasks] if isinstance(tasks, dict) else tasks
-    return table([listed(t) for t in rows], TASK_COLUMNS)
+    columns = (TASK_COLUMNS[0], "team", *TASK_COLUMNS[1:]) if team else TASK_COLUMNS
+    return table([listed(t) for t in rows], columns)
 
 
 def _revision_option(parser: argparse.ArgumentParser) -> None:

@@ -92,3 +92,32 @@ def test_an_agent_paused_is_listed_with_why_and_resumed_from_the_terminal(daphne
         1,
         "clawboo: 404 not_found: team 'nope' does not exist\n",
     )
+
+
+def test_task_list_of_several_teams_says_each_tasks_team(monkeypatch, capsys):
+    """Without --team a person in two teams saw both teams' tasks in one table with
+    nothing saying which was whose: two "Fix login" read as one task listed twice."""
+    import argparse
+
+    from clawboo import people
+
+    rows = [
+        {"id": "t1", "team": "web", "status": "todo", "title": "Fix login"},
+        {"id": "t2", "team": "api", "status": "todo", "title": "Fix login"},
+    ]
+
+    class Server:
+        def call(self, method, path, body=None):
+            return {"results": rows, "next": None}
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(
+        team=None, status=None, assignee=None, label=None, limit=50, ready=False, json=False
+    )
+    assert people.cmd_task_list(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["ID", "TEAM", "STATUS", "PRIORITY", "ASSIGNEE", "TITLE"]
+    assert lines[1].split()[:2] == ["t1", "web"] and lines[2].split()[:2] == ["t2", "api"]
+    rows[1]["team"] = "web"  # one team: its column says nothing, as before
+    assert people.cmd_task_list(args) == 0
+    assert "TEAM" not in capsys.readouterr().out
