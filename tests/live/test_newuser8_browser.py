@@ -70,3 +70,38 @@ def test_a_negative_prioritys_badge_stays_on_one_line_beside_an_open_task(
         box = prio.bounding_box()
         assert box is not None and box["height"] < 20, box
         browser.close()
+
+
+def test_approving_a_task_that_names_no_repository_says_its_queue(
+    daphne, operator, repo, tmp_path, monkeypatch
+):
+    """A task filed with no repository (`clawboo task create` on the demo team) works in
+    its agent's default one, the demo's queued shop: the approve dialog said "Approving
+    lands the task's change … and moves it to Done", and the task stayed in review,
+    queued. Its worktree's repository is the one that says it."""
+    from core import repositories
+    from tests.worktrees.queue_fixtures import GATE, Harness
+    from worktrees import queue
+
+    log = tmp_path / "gates.log"
+    command = GATE.format(pause="0", log=log)
+    repositories.register(
+        team="default", path=str(repo), id="shop", landing_mode="queue", verify_cmd=command
+    )
+    monkeypatch.setattr(queue, "kick", lambda repo_path: None)  # nothing lands here
+    task_id = Harness(repo, log, command).in_review("Add power()", {"calc.py": "pass\n"})
+    assert store.get_task(task_id).as_dict()["repository"] is None
+    base = daphne()
+    with playwright_api.sync_playwright() as p:
+        browser = launch(p)
+        page = open_board(browser, base, WIDE)
+        page.wait_for_selector("#merge-queue:not([hidden]) .mq", timeout=10_000)
+        card_in(page, "in_review", task_id).click()
+        page.locator("#approve-btn", has_text="Approve and queue…").wait_for(timeout=10_000)
+        page.click("#approve-btn")
+        what = page.locator("dialog[open] #approve-what")
+        what.wait_for(timeout=5_000)
+        screenshot(page, "board-approve-queued-default-repository.png", tmp_path)
+        assert what.inner_text().startswith("Approving puts it in"), what.inner_text()
+        assert page.locator("#ask-ok").inner_text() == "Approve and queue"
+        browser.close()
