@@ -91,8 +91,32 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(130)
     except Exception as exc:  # e.g. bad settings, before any command could report it
         text = str(exc).strip().splitlines()
-        sys.stderr.write(f"clawboo: {type(exc).__name__}: {text[0] if text else ''}\n")
+        sys.stderr.write(
+            f"clawboo: {type(exc).__name__}: {text[0] if text else ''}{unmigrated(exc)}\n"
+        )
         sys.exit(1)
+
+
+def unmigrated(exc: Exception) -> str:
+    """What to do when a command found a database with no tables: most often it was
+    run in another directory than `clawboo up`, whose state (./.clawboo) it then is
+    not. "OperationalError: no such table: auth_user" alone named neither."""
+    from django.db import DatabaseError
+
+    said = str(exc)
+    if not isinstance(exc, DatabaseError) or not (
+        "no such table" in said or ("relation" in said and "does not exist" in said)
+    ):
+        return ""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    where = str(database["NAME"]) if "sqlite" in str(database["ENGINE"]) else "the database"
+    return (
+        f" ({where} has no Clawboo tables: run this in the directory `clawboo up` runs in,"
+        " whose state is ./.clawboo, or set CLAWBOO_STATE_DIR or DATABASE_URL to its;"
+        " a new installation: `clawboo migrate` first)"
+    )
 
 
 def unknown_command(name: str) -> str | None:

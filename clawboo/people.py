@@ -39,6 +39,8 @@ STATUSES = ("backlog", "todo", "in_progress", "in_review", "blocked", "done", "c
 TASK_COLUMNS = ("id", "status", "priority", "assignee_agent_id", "title")
 APPROVAL_COLUMNS = ("id", "kind", "team", "task_id", "agent_id", "what", "state")
 AGENT_COLUMNS = ("id", "team", "runtime", "state", "why")
+# A budget's window, as a sentence says it.
+WINDOWS = {"day": "today", "month": "this month", "total": "in total"}
 
 
 class Failure(Exception):
@@ -697,10 +699,22 @@ def cmd_review(args: argparse.Namespace) -> int:
 # -- agents ------------------------------------------------------------------------
 
 
-def agent_row(agent: dict[str, Any]) -> dict[str, Any]:
+def agent_row(agent: dict[str, Any], budgets: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """An agent as its list row says it: its state and why (the breaker's reason, or
-    who paused it), and the host it runs on when that is not the server."""
+    who paused it), a paused cap budget over it (its own or its team's: it claims
+    nothing while "active"), and the host it runs on when that is not the server."""
     why = []
+    for budget in budgets:
+        over = (budget.get("scope"), budget.get("scope_id")) in (
+            ("agent", agent.get("id")),
+            ("team", agent.get("team")),
+        )
+        if over and budget.get("status") == "paused":
+            window = WINDOWS.get(str(budget.get("window")), str(budget.get("window")))
+            why.append(
+                f"budget {budget.get('id')} paused ({budget.get('scope')} {budget.get('scope_id')}:"
+                f" {budget.get('spent_cents')}¢ of {budget.get('limit_cents')}¢ {window})"
+            )
     if agent.get("state") != "active":
         reason = str(agent.get("state_reason") or agent.get("state"))
         by = agent.get("paused_by")
@@ -720,7 +734,13 @@ def cmd_agent_list(args: argparse.Namespace) -> int:
     if args.team and not agents:
         # As `task list`: a team that does not exist (or is not yours) is said so.
         client.call("GET", f"/api/teams/{quote(args.team)}")
-    emit(args, agents, lambda rows: table([agent_row(a) for a in rows], AGENT_COLUMNS, width=90))
+    # A paused cap holds its agents' claims while they read "active": say so beside them.
+    budgets = client.call("GET", "/api/budgets?" + urllib.parse.urlencode(query))
+    emit(
+        args,
+        agents,
+        lambda rows: table([agent_row(a, shown(budgets)) for a in rows], AGENT_COLUMNS, width=90),
+    )
     return 0
 
 

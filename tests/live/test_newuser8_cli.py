@@ -121,3 +121,38 @@ def test_task_list_of_several_teams_says_each_tasks_team(monkeypatch, capsys):
     rows[1]["team"] = "web"  # one team: its column says nothing, as before
     assert people.cmd_task_list(args) == 0
     assert "TEAM" not in capsys.readouterr().out
+
+
+def test_agent_list_says_a_paused_cap_budget_holds_an_active_agent(monkeypatch, capsys):
+    """A cap budget at its limit refuses the agent's claims while the agent reads
+    "active": the list said nothing of why it took no work."""
+    import argparse
+
+    from clawboo import people
+
+    answers = {
+        "/api/agents": [
+            {"id": "ada-bot", "team": "default", "runtime": "human", "state": "active"},
+            {"id": "other", "team": "web", "runtime": "command", "state": "active"},
+        ],
+        "/api/budgets": [
+            {"id": 1, "scope": "agent", "scope_id": "ada-bot", "window": "day",
+             "limit_cents": 5, "spent_cents": 7, "status": "paused"},
+            {"id": 2, "scope": "team", "scope_id": "web", "window": "month",
+             "limit_cents": 500, "spent_cents": 10, "status": "active"},
+        ],
+    }  # fmt: skip
+
+    class Server:
+        def call(self, method, path, body=None):
+            return answers[path.split("?")[0]]
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    assert people.cmd_agent_list(argparse.Namespace(team=None, json=False)) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert rows["ada-bot"].endswith("active  budget 1 paused (agent ada-bot: 7¢ of 5¢ today)")
+    assert rows["other"].split()[-1] == "-"
+    answers["/api/budgets"][1]["status"] = "paused"  # a team's cap holds its agents too
+    assert people.cmd_agent_list(argparse.Namespace(team=None, json=False)) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert "budget 2 paused (team web: 10¢ of 500¢ this month)" in rows["other"]
