@@ -373,6 +373,9 @@ def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Ch
     clone = cache_dir / "repos" / hashlib.sha256(remote.encode()).hexdigest()[:16]
     if not (clone / "HEAD").exists():
         clone.parent.mkdir(parents=True, exist_ok=True)
+        # The first task of a repository on this host: a large remote's clone takes a
+        # while, and the log said nothing of it.
+        log.info("task %s: cloning %s (the first of its tasks on this host)…", task["id"], remote)
         git(["clone", "--bare", "--quiet", remote, str(clone)])
     fetch_remote(clone)
     start = "refs/remotes/origin/" + (

@@ -725,6 +725,8 @@ def test_the_workers_log_says_each_task_it_claims_runs_and_hands_on(daphne, tmp_
     log = (tmp_path / "worker.log").read_text()
     lines = [line.split(" INFO ", 1)[-1] for line in log.splitlines()]
     claimed = lines.index(f"task {task.id}: claimed for far-bot: Say hi")
+    cloning = next(i for i, line in enumerate(lines) if line.startswith(f"task {task.id}: cloning"))
+    assert claimed < cloning, lines
     running = next(i for i, line in enumerate(lines) if line.startswith(f"task {task.id}: running"))
     assert lines[running].startswith(f"task {task.id}: running far-bot (command) in "), lines
     assert claimed < running < lines.index(f"task {task.id}: completed"), lines
