@@ -4,7 +4,8 @@
 password, through ``POST /api/auth/token``, or a pasted key) for their API key and
 keeps it 0600 in the user's config dir (``$XDG_CONFIG_HOME/clawboo``, else
 ``~/.config/clawboo``). Then ``task list|show|create|edit|move|comment|claim|
-approve|deny|wait``, ``review``, ``approvals`` and ``watch`` call the API with it:
+approve|deny|wait``, ``agent list|pause|resume``, ``review``, ``approvals`` and
+``watch`` call the API with it:
 a table by default, ``--json`` for scripts. An error is one line on stderr with the
 API's code and detail, and exit status 1 (2 for a usage error).
 
