@@ -221,6 +221,8 @@ def task_card(task: dict[str, Any]) -> str:
         ("route", task.get("route")),
         ("depends on", task.get("depends_on")),
         ("approval", (task.get("approval") or {}).get("state")),
+        # What `task approve|deny --revision N` names: "the revision you read in task show".
+        ("revision", task.get("revision")),
         ("verdict", verdict_text(task.get("verification"))),
         ("cents", (task.get("cost") or {}).get("cents")),
         ("error", task.get("error")),

@@ -156,3 +156,22 @@ def test_agent_list_says_a_paused_cap_budget_holds_an_active_agent(monkeypatch, 
     assert people.cmd_agent_list(argparse.Namespace(team=None, json=False)) == 0
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
     assert "budget 2 paused (team web: 10¢ of 500¢ this month)" in rows["other"]
+
+
+def test_task_show_says_the_revision_an_approval_names(monkeypatch, capsys):
+    """`task approve --revision N` is "the revision you read in task show", and a stale
+    one is refused with "read it again": task show printed no revision."""
+    import argparse
+
+    from clawboo import people
+
+    task = {"id": "t1", "title": "Drop the table", "status": "todo", "revision": 3,
+            "approval": {"state": "required"}}  # fmt: skip
+
+    class Server:
+        def call(self, method, path, body=None):
+            return task
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    assert people.cmd_task_show(argparse.Namespace(id="t1", json=False)) == 0
+    assert "revision:    3\n" in capsys.readouterr().out
