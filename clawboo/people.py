@@ -239,7 +239,14 @@ def task_card(task: dict[str, Any]) -> str:
 
 
 def cmd_login(args: argparse.Namespace) -> int:
-    server = checked_server(args.server or stored_login()["server"] or "")
+    if not (args.server or stored_login()["server"]):
+        # The first login: "--server must be an http(s) URL, not ''" named no option given.
+        raise Failure(
+            "clawboo: login needs --server URL, the address `clawboo up` printed"
+            " (e.g. http://127.0.0.1:8000)",
+            2,
+        )
+    server = checked_server(args.server or stored_login()["server"])
     if args.token is not None:
         from_stdin = args.token == "-"  # noqa: S105 - the stdin marker, not a key
         token = sys.stdin.readline().strip() if from_stdin else args.token

@@ -175,3 +175,13 @@ def test_task_show_says_the_revision_an_approval_names(monkeypatch, capsys):
     monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
     assert people.cmd_task_show(argparse.Namespace(id="t1", json=False)) == 0
     assert "revision:    3\n" in capsys.readouterr().out
+
+
+def test_a_first_login_without_server_names_the_option(tmp_path):
+    # It said "clawboo: --server must be an http(s) URL, not ''".
+    done = Cli(tmp_path / "new")("login", "--token", "k")
+    assert (done.returncode, done.stderr) == (
+        2,
+        "clawboo: login needs --server URL, the address `clawboo up` printed"
+        " (e.g. http://127.0.0.1:8000)\n",
+    )
