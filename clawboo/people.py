@@ -514,7 +514,16 @@ def cmd_task_approve(args: argparse.Namespace) -> int:
         done = _decide(client, args, "approve")
         emit(args, done, lambda t: f"approved {t['id']}: it may start now\n")
         return 0
-    # Anything else goes to approve, whose refusal (not in review …) is the answer.
+    if task.get("status") != "in_review":
+        # The landing's refusal answered "cannot move from todo to done": a move no one
+        # asked for, of a task that waits for no one.
+        state = (task.get("approval") or {}).get("state")
+        started = f" (its start was {state})" if state else ""
+        raise Failure(
+            f"clawboo: {shown(args.id)} is {shown(task.get('status'))}{started}: nothing waits"
+            " for approval (approve lands a task in review, or lets a task waiting for"
+            " approval start)"
+        )
     return _land(client, args)
 
 

@@ -185,3 +185,29 @@ def test_a_first_login_without_server_names_the_option(tmp_path):
         "clawboo: login needs --server URL, the address `clawboo up` printed"
         " (e.g. http://127.0.0.1:8000)\n",
     )
+
+
+def test_task_approve_of_a_task_that_waits_for_nothing_says_so(monkeypatch):
+    # It answered "409 illegal_transition: task 't1' cannot move from todo to done": the
+    # landing's refusal, of a move the person never asked for.
+    import argparse
+
+    from clawboo import people
+
+    posted = []
+
+    class Server:
+        def call(self, method, path, body=None):
+            if method == "POST":
+                posted.append(path)
+            return {"id": "t1", "status": "todo", "approval": {"state": "approved"}}
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(id="t1", reason=None, override=None, revision=None, json=False)
+    with pytest.raises(people.Failure) as refused:
+        people.cmd_task_approve(args)
+    assert refused.value.line == (
+        "clawboo: t1 is todo (its start was approved): nothing waits for approval (approve"
+        " lands a task in review, or lets a task waiting for approval start)"
+    )
+    assert posted == []
