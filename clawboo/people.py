@@ -291,7 +291,8 @@ def who(me: dict[str, Any]) -> str:
     if me.get("principal") in ("agent", "reviewer"):
         return f"{me['username']} through agent {me.get('agent')}'s key"
     if me.get("principal") == "machine":
-        return f"{me['username']} (a machine token for {', '.join(me.get('agents') or [])})"
+        # Its service user's name ("machine-25d4…") says nothing a person knows.
+        return f"a machine token for {', '.join(me.get('agents') or []) or 'no agent'}"
     return str(me["username"])
 
 
@@ -737,8 +738,10 @@ def agent_row(agent: dict[str, Any], budgets: Sequence[dict[str, Any]] = ()) -> 
     if agent.get("state") != "active":
         reason = str(agent.get("state_reason") or agent.get("state"))
         by = agent.get("paused_by")
-        # The breaker's reason names it already ("breaker: 3 consecutive failed runs").
-        why.append(reason if not by or reason.startswith(f"{by}:") else f"{reason} by {by}")
+        # The reason may name who already: the breaker's ("breaker: 3 consecutive failed
+        # runs"), or a pause given none ("paused by bob").
+        named = not by or reason.startswith(f"{by}:") or f"by {by}" in reason
+        why.append(reason if named else f"{reason} by {by}")
     runs_on = agent.get("runs_on") or {}
     if runs_on.get("host"):
         live = "" if runs_on.get("live") else " (no worker connected)"

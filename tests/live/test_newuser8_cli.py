@@ -75,6 +75,10 @@ def test_an_agent_paused_is_listed_with_why_and_resumed_from_the_terminal(daphne
     assert said == "paused coder: it takes no new work until resumed\n"
     row = ola.ok("agent", "list").splitlines()[1]
     assert "paused" in row and "it keeps failing by max" in row, row
+    ola.ok("agent", "resume", "coder")
+    max_.ok("agent", "pause", "coder")  # no reason: the server's says who
+    row = ola.ok("agent", "list").splitlines()[1]
+    assert row.endswith("paused  paused by max"), row
     refused = max_("agent", "resume", "coder")
     assert refused.returncode == 1
     assert refused.stderr.startswith("clawboo: 403 forbidden: ")
@@ -211,3 +215,13 @@ def test_task_approve_of_a_task_that_waits_for_nothing_says_so(monkeypatch):
         " lands a task in review, or lets a task waiting for approval start)"
     )
     assert posted == []
+
+
+def test_whoami_of_a_machine_token_names_its_agents_not_its_service_user():
+    from clawboo import people
+
+    me = {"username": "machine-25d4b71c", "principal": "machine", "agents": ["demo-coder"]}
+    assert people.who(me) == "a machine token for demo-coder"
+    assert people.agent_side(me).startswith("this key is the agent side")
+    assert people.who({"username": "ada", "principal": "person"}) == "ada"
+    assert people.agent_side({"username": "ada", "principal": "person"}) == ""
