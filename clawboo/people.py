@@ -47,10 +47,12 @@ WINDOWS = {"day": "today", "month": "this month", "total": "in total"}
 class Failure(Exception):
     """One line for stderr, and the exit status."""
 
-    def __init__(self, line: str, status: int = 1) -> None:
+    def __init__(self, line: str, status: int = 1, *, unreachable: bool = False) -> None:
         super().__init__(line)
         self.line = line
         self.status = status
+        # The server did not answer (stopped, restarting): a wait may wait it out.
+        self.unreachable = unreachable
 
 
 # -- the stored login ------------------------------------------------------------
@@ -143,7 +145,9 @@ class Client:
             if isinstance(exc.__cause__, ConnectionRefusedError):
                 # What to check: the server stopped, or `up` was given another port.
                 hint = " (nothing listens there: is `clawboo up` running, and on that port?)"
-            raise Failure(f"clawboo: cannot reach {self.server}: {exc}{hint}") from None
+            raise Failure(
+                f"clawboo: cannot reach {self.server}: {exc}{hint}", unreachable=True
+            ) from None
 
 
 def one_line(text: Any) -> str:
@@ -589,8 +593,24 @@ def cmd_task_wait(args: argparse.Namespace) -> int:
     # run can take minutes); a script's stderr is left alone.
     progress = sys.stderr.isatty()
     seen = None
+    away = False
     while True:
-        task = client.call("GET", task_path(args.id))
+        try:
+            task = client.call("GET", task_path(args.id))
+        except Failure as exc:
+            # `up` restarted (or stopped) while a person waits minutes for an agent's run:
+            # the wait lasts until its timeout, as the task's work does, not one refused
+            # connection.
+            if not exc.unreachable or time.monotonic() >= deadline:
+                raise
+            if not away:
+                sys.stderr.write(f"{exc.line}; retrying until the timeout\n")
+            away = True
+            time.sleep(1.0)
+            continue
+        if away:
+            sys.stderr.write(f"reached {client.server} again\n")
+            away = False
         if progress and task.get("status") != seen and task.get("status") not in wanted:
             seen = task.get("status")
             sys.stderr.write(

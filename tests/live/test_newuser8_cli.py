@@ -225,3 +225,40 @@ def test_whoami_of_a_machine_token_names_its_agents_not_its_service_user():
     assert people.agent_side(me).startswith("this key is the agent side")
     assert people.who({"username": "ada", "principal": "person"}) == "ada"
     assert people.agent_side({"username": "ada", "principal": "person"}) == ""
+
+
+def test_task_wait_waits_out_a_server_restart(monkeypatch, capsys):
+    """`clawboo task wait` ended at the first refused connection: `up` restarted while a
+    person waited for an agent's run, and the wait was lost."""
+    import argparse
+
+    from clawboo import people
+
+    answers = iter(["down", "down", {"id": "t1", "status": "in_progress"}, "down",
+                    {"id": "t1", "title": "One", "status": "in_review"}])  # fmt: skip
+
+    class Server:
+        server = "http://127.0.0.1:8000"
+
+        def call(self, method, path, body=None):
+            answer = next(answers)
+            if answer == "down":
+                raise people.Failure(
+                    "clawboo: cannot reach http://127.0.0.1:8000: refused", unreachable=True
+                )
+            return answer
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    monkeypatch.setattr(people.time, "sleep", lambda s: None)
+    args = argparse.Namespace(id="t1", status=["in_review"], timeout=300.0, json=False)
+    assert people.cmd_task_wait(args) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[1].split()[:2] == ["t1", "in_review"]
+    assert err.count("retrying until the timeout") == 2, err
+    assert "reached http://127.0.0.1:8000 again" in err
+    # Past its timeout, the refusal is the answer, as before.
+    answers = iter(["down"])
+    args.timeout = 0.0
+    with pytest.raises(people.Failure) as failed:
+        people.cmd_task_wait(args)
+    assert failed.value.line.startswith("clawboo: cannot reach")
