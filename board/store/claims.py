@@ -96,7 +96,7 @@ from board.store.ready import (
     routes_to,
 )
 from board.store.tickets import Ticket, WriteOutcome, claim_standing, declined, recorded
-from board.transitions import Status
+from board.transitions import Status, is_transition_allowed
 from core import storage
 from core.api.status import status_for
 from core.errors import ClawbooError, ValidationFailed
@@ -542,7 +542,13 @@ def _conflict(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | Non
         return f"task {task.id!r} is held{holder} (in_progress): never retry, claim another"
     if task.status != Status.TODO or task.dropped:
         status = "deleted" if task.dropped else task.status
-        return f"task {task.id!r} is {status}: only a todo task is claimed (move it to todo first)"
+        # The next step where there is one (a task in review is approved or sent back).
+        hint = (
+            " (move it to todo first)"
+            if not task.dropped and is_transition_allowed(task.status, Status.TODO)
+            else ""
+        )
+        return f"task {task.id!r} is {status}: only a todo task is claimed{hint}"
     waits_on = list(
         TaskDep.objects.filter(task_id=task.id)
         .exclude(depends_on__status=Status.DONE)

@@ -175,3 +175,8 @@ def test_a_refused_claim_says_why_the_task_is_not_claimable(default_team):
     assert store.claim(parked.id, "bob").detail == (
         f"task {parked.id!r} is backlog: only a todo task is claimed (move it to todo first)"
     )
+    # No way to todo from review (approve it or send it back): no such advice.
+    store.transition(first.id, "in_review")
+    assert store.claim(first.id, "bob").detail == (
+        f"task {first.id!r} is in_review: only a todo task is claimed"
+    )
