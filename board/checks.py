@@ -21,6 +21,7 @@ from core.checks import (
     check_object,
     check_storable,
     check_text,
+    invisible_in_label,
     unknown_keys,
 )
 from core.errors import ValidationFailed
@@ -82,7 +83,11 @@ def check_label(value: Any, field: str = "label") -> str:
         raise ValidationFailed(
             field, f"each label must be a non-empty string of at most {LABEL_MAX} characters"
         )
-    return check_text(value, field, limit=LABEL_MAX).strip()
+    label = check_text(value, field, limit=LABEL_MAX).strip()
+    hidden = invisible_in_label(label)
+    if hidden:
+        raise ValidationFailed(field, f"label {label!r} holds an invisible character ({hidden})")
+    return label
 
 
 def check_labels(value: Any, field: str = "labels") -> list[str]:

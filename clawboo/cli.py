@@ -39,6 +39,8 @@ for people (a client of the REST API; `clawboo <command> --help` for options):
   login --server URL
                      log in with your username and password (or --token KEY)
   task list|show|create|edit|move|comment|claim|approve|deny|wait
+  agent list|pause|resume
+                     the agents, why one is paused; pause or resume it
   review ID          a task's diff and verdict; --approve or --request-changes TEXT
   approvals          what waits for your decision (--decide ID DECISION)
   watch --team T     a team's live events, one line each
@@ -56,8 +58,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args[0] in ("--help", "-h"):
         sys.stdout.write(USAGE)
         return
-    if args[0] in ("--version", "version"):
-        # Clawboo's own version (Django's answered it: "5.2.19").
+    if args[0] in ("--version", "version") or (
+        "--version" in args[1:] and args[0] not in (*people.COMMANDS, "worker")
+    ):
+        # Clawboo's own version (Django's answered it: "5.2.19"), also after a
+        # command's name: `clawboo up --version` is Django's option of every command.
         from importlib.metadata import version
 
         sys.stdout.write(f"clawboo {version('clawboo')}\n")
@@ -86,8 +91,32 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(130)
     except Exception as exc:  # e.g. bad settings, before any command could report it
         text = str(exc).strip().splitlines()
-        sys.stderr.write(f"clawboo: {type(exc).__name__}: {text[0] if text else ''}\n")
+        sys.stderr.write(
+            f"clawboo: {type(exc).__name__}: {text[0] if text else ''}{unmigrated(exc)}\n"
+        )
         sys.exit(1)
+
+
+def unmigrated(exc: Exception) -> str:
+    """What to do when a command found a database with no tables: most often it was
+    run in another directory than `clawboo up`, whose state (./.clawboo) it then is
+    not. "OperationalError: no such table: auth_user" alone named neither."""
+    from django.db import DatabaseError
+
+    said = str(exc)
+    if not isinstance(exc, DatabaseError) or not (
+        "no such table" in said or ("relation" in said and "does not exist" in said)
+    ):
+        return ""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    where = str(database["NAME"]) if "sqlite" in str(database["ENGINE"]) else "the database"
+    return (
+        f" ({where} has no Clawboo tables: run this in the directory `clawboo up` runs in,"
+        " whose state is ./.clawboo, or set CLAWBOO_STATE_DIR or DATABASE_URL to its;"
+        " a new installation: `clawboo migrate` first)"
+    )
 
 
 def unknown_command(name: str) -> str | None:
@@ -153,7 +182,16 @@ def worker(argv: Sequence[str]) -> int:
         parser.error("--server must be an http:// or https:// URL")
     api = remote.Api(args.server, args.token)
     try:
-        agents = args.agent or api.call_patiently("GET", "/api/whoami")[1].get("agents") or []
+        me = {} if args.agent else api.call_patiently("GET", "/api/whoami")[1]
+        agents = args.agent or me.get("agents") or []
+        if not agents and me.get("principal") not in (None, "machine"):
+            # A person's key (the tour's `create_agent_token admin`) or an agent's:
+            # "the token names none" sent its holder looking for an --agent to add.
+            whose = "own key" if me["principal"] == "person" else "key of an agent"
+            parser.error(
+                f"the token is {me['username']}'s {whose}, not a machine token: mint this"
+                " host one on the server (`clawboo create_machine_token --host H --agent A`)"
+            )
         if not agents:
             parser.error("no --agent given and the token names none")
         remote.Worker(

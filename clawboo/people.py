@@ -4,7 +4,8 @@
 password, through ``POST /api/auth/token``, or a pasted key) for their API key and
 keeps it 0600 in the user's config dir (``$XDG_CONFIG_HOME/clawboo``, else
 ``~/.config/clawboo``). Then ``task list|show|create|edit|move|comment|claim|
-approve|deny|wait``, ``review``, ``approvals`` and ``watch`` call the API with it:
+approve|deny|wait``, ``agent list|pause|resume``, ``review``, ``approvals`` and
+``watch`` call the API with it:
 a table by default, ``--json`` for scripts. An error is one line on stderr with the
 API's code and detail, and exit status 1 (2 for a usage error).
 
@@ -34,19 +35,24 @@ from board.transitions import TERMINAL
 from executor.rest import Api, ApiError, Revoked
 
 LOGIN_PATH = "/api/auth/token"
-COMMANDS = ("login", "logout", "whoami", "task", "review", "approvals", "watch")
+COMMANDS = ("login", "logout", "whoami", "task", "agent", "review", "approvals", "watch")
 STATUSES = ("backlog", "todo", "in_progress", "in_review", "blocked", "done", "cancelled")
 TASK_COLUMNS = ("id", "status", "priority", "assignee_agent_id", "title")
 APPROVAL_COLUMNS = ("id", "kind", "team", "task_id", "agent_id", "what", "state")
+AGENT_COLUMNS = ("id", "team", "runtime", "state", "why")
+# A budget's window, as a sentence says it.
+WINDOWS = {"day": "today", "month": "this month", "total": "in total"}
 
 
 class Failure(Exception):
     """One line for stderr, and the exit status."""
 
-    def __init__(self, line: str, status: int = 1) -> None:
+    def __init__(self, line: str, status: int = 1, *, unreachable: bool = False) -> None:
         super().__init__(line)
         self.line = line
         self.status = status
+        # The server did not answer (stopped, restarting): a wait may wait it out.
+        self.unreachable = unreachable
 
 
 # -- the stored login ------------------------------------------------------------
@@ -139,7 +145,9 @@ class Client:
             if isinstance(exc.__cause__, ConnectionRefusedError):
                 # What to check: the server stopped, or `up` was given another port.
                 hint = " (nothing listens there: is `clawboo up` running, and on that port?)"
-            raise Failure(f"clawboo: cannot reach {self.server}: {exc}{hint}") from None
+            raise Failure(
+                f"clawboo: cannot reach {self.server}: {exc}{hint}", unreachable=True
+            ) from None
 
 
 def one_line(text: Any) -> str:
@@ -217,6 +225,8 @@ def task_card(task: dict[str, Any]) -> str:
         ("route", task.get("route")),
         ("depends on", task.get("depends_on")),
         ("approval", (task.get("approval") or {}).get("state")),
+        # What `task approve|deny --revision N` names: "the revision you read in task show".
+        ("revision", task.get("revision")),
         ("verdict", verdict_text(task.get("verification"))),
         ("cents", (task.get("cost") or {}).get("cents")),
         ("error", task.get("error")),
@@ -233,7 +243,14 @@ def task_card(task: dict[str, Any]) -> str:
 
 
 def cmd_login(args: argparse.Namespace) -> int:
-    server = checked_server(args.server or stored_login()["server"] or "")
+    if not (args.server or stored_login()["server"]):
+        # The first login: "--server must be an http(s) URL, not ''" named no option given.
+        raise Failure(
+            "clawboo: login needs --server URL, the address `clawboo up` printed"
+            " (e.g. http://127.0.0.1:8000)",
+            2,
+        )
+    server = checked_server(args.server or stored_login()["server"])
     if args.token is not None:
         from_stdin = args.token == "-"  # noqa: S105 - the stdin marker, not a key
         token = sys.stdin.readline().strip() if from_stdin else args.token
@@ -255,10 +272,43 @@ def cmd_login(args: argparse.Namespace) -> int:
         token = answer["token"]
     if not token:
         raise Failure("clawboo: no token given", 2)
-    me = Client(server, token).call("GET", "/api/whoami")
+    try:
+        me = shown(Client(server, token).call("GET", "/api/whoami"))
+    except Failure as exc:
+        if not exc.line.startswith("clawboo: 401 "):
+            raise
+        # Not "log in again with `clawboo login`": this is the login, with the key given.
+        raise Failure(
+            f"clawboo: 401 unauthenticated: {server} refused the key given"
+            " (mistyped, revoked, or minted by another server)"
+        ) from None
     path = save_login(server, token, me["username"])
-    sys.stdout.write(f"logged in to {server} as {me['username']} (key in {path})\n")
+    sys.stdout.write(f"logged in to {server} as {who(me)} (key in {path})\n")
+    if agent_side(me):
+        sys.stderr.write(f"clawboo: note: {agent_side(me)}\n")
     return 0
+
+
+def who(me: dict[str, Any]) -> str:
+    """Whose key it is: an agent's key authenticates as its owner, and "as ada" read
+    like ada's own key, which approves what the agent's key is refused."""
+    if me.get("principal") in ("agent", "reviewer"):
+        return f"{me['username']} through agent {me.get('agent')}'s key"
+    if me.get("principal") == "machine":
+        # Its service user's name ("machine-25d4…") says nothing a person knows.
+        return f"a machine token for {', '.join(me.get('agents') or []) or 'no agent'}"
+    return str(me["username"])
+
+
+def agent_side(me: dict[str, Any]) -> str:
+    """What a key of the agent side cannot do, and where the person's own key is."""
+    if me.get("principal") not in ("agent", "reviewer", "machine"):
+        return ""
+    return (
+        "this key is the agent side (GOVERNANCE §6): approving, deciding and resuming are"
+        " refused with it; a person logs in with their own key (an operator prints it:"
+        " `clawboo create_agent_token USERNAME`) or their password"
+    )
 
 
 def cmd_logout(args: argparse.Namespace) -> int:
@@ -277,8 +327,9 @@ def cmd_whoami(args: argparse.Namespace) -> int:
         args,
         me,
         lambda m: (
-            f"{m['username']}{' (staff)' if m.get('staff') else ''} on "
+            f"{who(m)}{' (staff)' if m.get('staff') else ''} on "
             f"{', '.join(m['teams']) if m.get('teams') is not None else 'every team'}\n"
+            + (f"{agent_side(m)}\n" if agent_side(m) else "")
         ),
     )
     return 0
@@ -311,7 +362,10 @@ def cmd_task_list(args: argparse.Namespace) -> int:
         # The list filters by team: a team that does not exist (or is not yours) would
         # read as an empty board. Its own answer says which (404, as watch says).
         client.call("GET", f"/api/teams/{urllib.parse.quote(args.team, safe='')}")
-    emit(args, answer["results"], task_table)
+    # Tasks of several teams (no --team, and you see more than one): which team each is
+    # in, or two teams' "Fix login" read as one task listed twice.
+    teams = {task.get("team") for task in answer["results"]}
+    emit(args, answer["results"], lambda rows: task_table(rows, team=len(teams) > 1))
     if answer.get("next") and not args.json:
         # The first page only: say so, or a person takes it for all there is.
         sys.stderr.write(
@@ -430,11 +484,13 @@ def listed(task: dict[str, Any]) -> dict[str, Any]:
     return task
 
 
-def task_table(tasks: dict[str, Any] | Sequence[dict[str, Any]]) -> str:
+def task_table(tasks: dict[str, Any] | Sequence[dict[str, Any]], *, team: bool = False) -> str:
     """Tasks as a table, each row as :func:`listed` says it (a task filed, edited or
-    waited for as its list shows it: "todo (approval required)", not "todo")."""
+    waited for as its list shows it: "todo (approval required)", not "todo"); with
+    ``team``, a TEAM column after the id."""
     rows = [tasks] if isinstance(tasks, dict) else tasks
-    return table([listed(t) for t in rows], TASK_COLUMNS)
+    columns = (TASK_COLUMNS[0], "team", *TASK_COLUMNS[1:]) if team else TASK_COLUMNS
+    return table([listed(t) for t in rows], columns)
 
 
 def _revision_option(parser: argparse.ArgumentParser) -> None:
@@ -463,7 +519,16 @@ def cmd_task_approve(args: argparse.Namespace) -> int:
         done = _decide(client, args, "approve")
         emit(args, done, lambda t: f"approved {t['id']}: it may start now\n")
         return 0
-    # Anything else goes to approve, whose refusal (not in review …) is the answer.
+    if task.get("status") != "in_review":
+        # The landing's refusal answered "cannot move from todo to done": a move no one
+        # asked for, of a task that waits for no one.
+        state = (task.get("approval") or {}).get("state")
+        started = f" (its start was {state})" if state else ""
+        raise Failure(
+            f"clawboo: {shown(args.id)} is {shown(task.get('status'))}{started}: nothing waits"
+            " for approval (approve lands a task in review, or lets a task waiting for"
+            " approval start)"
+        )
     return _land(client, args)
 
 
@@ -528,8 +593,24 @@ def cmd_task_wait(args: argparse.Namespace) -> int:
     # run can take minutes); a script's stderr is left alone.
     progress = sys.stderr.isatty()
     seen = None
+    away = False
     while True:
-        task = client.call("GET", task_path(args.id))
+        try:
+            task = client.call("GET", task_path(args.id))
+        except Failure as exc:
+            # `up` restarted (or stopped) while a person waits minutes for an agent's run:
+            # the wait lasts until its timeout, as the task's work does, not one refused
+            # connection.
+            if not exc.unreachable or time.monotonic() >= deadline:
+                raise
+            if not away:
+                sys.stderr.write(f"{exc.line}; retrying until the timeout\n")
+            away = True
+            time.sleep(1.0)
+            continue
+        if away:
+            sys.stderr.write(f"reached {client.server} again\n")
+            away = False
         if progress and task.get("status") != seen and task.get("status") not in wanted:
             seen = task.get("status")
             sys.stderr.write(
@@ -652,6 +733,69 @@ def cmd_review(args: argparse.Namespace) -> int:
             "POST", task_path(args.id, "/request-changes"), {"feedback": args.request_changes}
         )
         sys.stdout.write(f"changes requested: {done['id']} is {done['status']}\n")
+    return 0
+
+
+# -- agents ------------------------------------------------------------------------
+
+
+def agent_row(agent: dict[str, Any], budgets: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """An agent as its list row says it: its state and why (the breaker's reason, or
+    who paused it), a paused cap budget over it (its own or its team's: it claims
+    nothing while "active"), and the host it runs on when that is not the server."""
+    why = []
+    for budget in budgets:
+        over = (budget.get("scope"), budget.get("scope_id")) in (
+            ("agent", agent.get("id")),
+            ("team", agent.get("team")),
+        )
+        if over and budget.get("status") == "paused":
+            window = WINDOWS.get(str(budget.get("window")), str(budget.get("window")))
+            why.append(
+                f"budget {budget.get('id')} paused ({budget.get('scope')} {budget.get('scope_id')}:"
+                f" {budget.get('spent_cents')}¢ of {budget.get('limit_cents')}¢ {window})"
+            )
+    if agent.get("state") != "active":
+        reason = str(agent.get("state_reason") or agent.get("state"))
+        by = agent.get("paused_by")
+        # The reason may name who already: the breaker's ("breaker: 3 consecutive failed
+        # runs"), or a pause given none ("paused by bob").
+        named = not by or reason.startswith(f"{by}:") or f"by {by}" in reason
+        why.append(reason if named else f"{reason} by {by}")
+    runs_on = agent.get("runs_on") or {}
+    if runs_on.get("host"):
+        live = "" if runs_on.get("live") else " (no worker connected)"
+        why.append(f"runs on {runs_on['host']}{live}")
+    return {**agent, "why": "; ".join(why) or None}
+
+
+def cmd_agent_list(args: argparse.Namespace) -> int:
+    query = {"team": args.team} if args.team else {}
+    client = Client.from_login()
+    agents = client.call("GET", "/api/agents?" + urllib.parse.urlencode(query))
+    if args.team and not agents:
+        # As `task list`: a team that does not exist (or is not yours) is said so.
+        client.call("GET", f"/api/teams/{quote(args.team)}")
+    # A paused cap holds its agents' claims while they read "active": say so beside them.
+    budgets = client.call("GET", "/api/budgets?" + urllib.parse.urlencode(query))
+    emit(
+        args,
+        agents,
+        lambda rows: table([agent_row(a, shown(budgets)) for a in rows], AGENT_COLUMNS, width=90),
+    )
+    return 0
+
+
+def cmd_agent_pause(args: argparse.Namespace) -> int:
+    body = {"reason": args.reason} if args.reason else {}
+    agent = Client.from_login().call("POST", f"/api/agents/{quote(args.id)}/pause", body)
+    emit(args, agent, lambda a: f"paused {a['id']}: it takes no new work until resumed\n")
+    return 0
+
+
+def cmd_agent_resume(args: argparse.Namespace) -> int:
+    agent = Client.from_login().call("POST", f"/api/agents/{quote(args.id)}/resume", {})
+    emit(args, agent, lambda a: f"resumed {a['id']}: it is {a.get('state')}\n")
     return 0
 
 
@@ -871,6 +1015,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("--status", action="append", choices=STATUSES, required=True)
     p.add_argument("--timeout", type=float, default=300.0, help="seconds (default 300)")
+
+    agent = sub.add_parser("agent", help="list, pause and resume agents").add_subparsers(
+        dest="agent_command", required=True
+    )
+    p = command(agent, "list", cmd_agent_list, "the agents you can see, their state and why")
+    p.add_argument("--team")
+    p = command(agent, "pause", cmd_agent_pause, "stop an agent taking work (any team member)")
+    p.add_argument("id")
+    p.add_argument("--reason", help="said on the agent and in the team's chat")
+    p = command(
+        agent, "resume", cmd_agent_resume, "let a paused agent work again (its owner or staff)"
+    )
+    p.add_argument("id")
 
     p = command(sub, "review", cmd_review, "a task's diff and verdict; approve or send back")
     p.add_argument("id")

@@ -6,6 +6,7 @@ The constants are SPEC §10's.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Any, TypeGuard
 
@@ -37,6 +38,23 @@ def unstorable_text(value: str) -> str | None:
     if found is None:
         return None
     return "contains a NUL character" if found.group() == "\x00" else "contains a lone surrogate"
+
+
+# Joins an emoji sequence (a label may be "👩‍💻"): invisible, but changes nothing a reader
+# compares.
+_ZERO_WIDTH_JOINER = "\u200d"
+
+
+def invisible_in_label(value: str) -> str | None:
+    """A label's first character no reader sees (a control, a format character such
+    as a zero-width space or a bidi mark, a line or paragraph separator) as
+    ``U+XXXX``, or None. Labels are compared, not read: "gpu\u200b" looks like "gpu"
+    on the board and never matches an agent's "gpu", and a label of one such
+    character is an empty pill. Tasks' and agents' labels follow this one rule."""
+    for char in value:
+        if char != _ZERO_WIDTH_JOINER and unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+            return f"U+{ord(char):04X}"
+    return None
 
 
 def check_storable(value: Any, field: str) -> Any:

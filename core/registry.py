@@ -8,7 +8,7 @@ from django.db import connection
 from django.utils import timezone
 
 from core import agent_secrets, authors, events, repositories, server_commands, storage
-from core.checks import check_id, check_object, check_text, is_command_argv
+from core.checks import check_id, check_object, check_text, invisible_in_label, is_command_argv
 from core.errors import Conflict, NotFound, ValidationFailed
 from core.models import Agent, AgentState, ParticipantKind, Runtime, Team
 from core.rows import from_rows
@@ -148,6 +148,14 @@ def check_agent_labels(value: Any) -> list[str]:
     labels = list(dict.fromkeys(item.strip() for item in value))
     if len(labels) > AGENT_LABELS_MAX:
         raise ValidationFailed("labels", f"at most {AGENT_LABELS_MAX} labels")
+    for label in labels:
+        # The rule a task's labels follow (board.checks.check_label): a route's "gpu"
+        # never matched an agent's "gpu\u200b", which the board shows as "gpu".
+        hidden = invisible_in_label(label)
+        if hidden:
+            raise ValidationFailed(
+                "labels", f"label {label!r} holds an invisible character ({hidden})"
+            )
     return labels
 
 

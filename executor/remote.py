@@ -223,6 +223,9 @@ class Worker:
             return False
         task, ticket = claimed["task"], claimed["ticket"]
         opened = claimed.get("execution")
+        # Where the worker is: a run takes minutes, and its log said nothing between
+        # "connected" and the run's end.
+        log.info("task %s: claimed for %s: %s", task["id"], agent_id, task.get("title") or "")
         self.running.append(task["id"])
         try:
             self.run_task(
@@ -266,8 +269,14 @@ class Worker:
                 # which the server classifies and the agent's breaker counts, then the
                 # task failed (retried). A host whose every checkout fails so pauses
                 # its agent, not the whole queue.
-                log.exception("task %s: no checkout on this host", task["id"])
-                error = f"remote worker: {type(exc).__name__}: {exc}"
+                if isinstance(exc, rest.NoCheckout | rest.GitFailed):
+                    # Said whole by its own sentence: one line, not a traceback (a
+                    # missing remote is a setting, not a bug of the worker).
+                    log.error("task %s: no checkout on this host: %s", task["id"], exc)
+                    error = f"remote worker: {exc}"
+                else:
+                    log.exception("task %s: no checkout on this host", task["id"])
+                    error = f"remote worker: {type(exc).__name__}: {exc}"
                 report = RunReport.of(self.api, task["id"], ticket, agent["runtime"], execution_id)
                 if report is not None:
                     report.close(None, error)
@@ -336,6 +345,11 @@ class Worker:
             attempt_id=str(report.execution_id),
             project_base=checkout.project_base(),
         )
+        log.info(
+            "task %s: running %s (%s) in %s%s",
+            task["id"], agent.get("id"), agent["runtime"], checkout.cwd,
+            f", fix round {fix_round}" if fix_round else "",
+        )  # fmt: skip
         try:
             # The claim just set the lease: the first beat is one interval away.
             result = report.attempt.run(adapter_for(agent["runtime"]), request, self.heartbeat_s)
@@ -369,11 +383,16 @@ class Worker:
                 # The server takes the pushed branch in: judged there, then review --
                 # or back here to fix.
                 body = {"branch": output["branch"], "commit": output["commit"], "output": output}
+                log.info(
+                    "task %s: pushed %s; the server judges it (verify command, critic)",
+                    task["id"], output["branch"],
+                )  # fmt: skip
                 submitted = claim.settle("submit", body)
                 if submitted is None:
                     return "lost"
                 return "fix" if claim.sent_back_to_fix(submitted) else "review"
         if claim.settle("complete", {"output": output}) is not None:
+            log.info("task %s: completed", task["id"])
             return "done"
         if claim.refused == "verification_required" and claim.to_review():
             # A person's verdict stands against the work (it outlives a return to

@@ -260,13 +260,22 @@ def git_timeout_s() -> int:
     return value if 1 <= value <= 2**31 - 1 else GIT_TIMEOUT_S
 
 
+class GitFailed(RuntimeError):
+    """A git call of the worker's own failed or gave up: its sentence says which and why."""
+
+
+class NoCheckout(RuntimeError):
+    """The task's checkout cannot be made on a remote host, whatever it runs: its
+    repository has no ``remote`` to clone. The sentence says what to set."""
+
+
 def git(argv: Sequence[str], cwd: Path | None = None) -> str:
     timeout = git_timeout_s()
     done = run_within(["git", *argv], timeout, cwd=cwd)
     if done is None:
-        raise RuntimeError(f"git {argv[0]}: no answer within {timeout}s")
+        raise GitFailed(f"git {argv[0]}: no answer within {timeout}s")
     if done.returncode != 0:
-        raise RuntimeError(f"git {' '.join(argv)}: {done.stderr.strip()[-500:]}")
+        raise GitFailed(f"git {' '.join(argv)}: {done.stderr.strip()[-500:]}")
     return done.stdout.strip()
 
 
@@ -352,7 +361,11 @@ def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Ch
     directory when the task has no repository."""
     remote, registered = repo.get("remote"), bool(repo.get("id"))
     if registered and not remote:
-        raise RuntimeError(f"repository {repo['id']!r} has no remote to clone")
+        raise NoCheckout(
+            f"repository {repo['id']!r} has no remote to clone: a remote worker works in a"
+            " clone of the repository's `remote`, a git URL this host reaches (set it with"
+            f" PATCH /api/repositories/{repo['id']} or in the admin)"
+        )
     if not remote:
         scratch = cache_dir / "scratch" / task["id"]
         scratch.mkdir(parents=True, exist_ok=True)
@@ -360,6 +373,9 @@ def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Ch
     clone = cache_dir / "repos" / hashlib.sha256(remote.encode()).hexdigest()[:16]
     if not (clone / "HEAD").exists():
         clone.parent.mkdir(parents=True, exist_ok=True)
+        # The first task of a repository on this host: a large remote's clone takes a
+        # while, and the log said nothing of it.
+        log.info("task %s: cloning %s (the first of its tasks on this host)…", task["id"], remote)
         git(["clone", "--bare", "--quiet", remote, str(clone)])
     fetch_remote(clone)
     start = "refs/remotes/origin/" + (
@@ -426,6 +442,7 @@ class RestTask:
     ) -> None:
         self.api, self.ticket, self.lease_ms, self.heartbeat_s = api, ticket, lease_ms, heartbeat_s
         self.revoked, self.wake = revoked, wake
+        self.task_id = task_id
         self.base = f"/api/board/tasks/{urllib.parse.quote(task_id)}"
         # The code of the last settle the server refused (``verification_required``).
         self.refused: str | None = None
@@ -525,7 +542,10 @@ class RestTask:
                     return False
             self.wake.wait(max(min(due, deadline) - time.monotonic(), 0.0))
         state = intake.get("state")
-        log.info("%s: the intake ended %s (task %s)", self.base, state, task.get("status"))
+        log.info(
+            "task %s: the server's intake ended: %s (the task is %s)",
+            self.task_id, state, task.get("status"),
+        )  # fmt: skip
         if state not in SENT_BACK or task.get("status") != "in_progress":
             return False
         # Back to its builder under the claim's own span: confirm it is still ours.

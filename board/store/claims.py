@@ -76,6 +76,7 @@ from board.models import (
     ExecutionProcess,
     ExecutionStatus,
     Task,
+    TaskDep,
 )
 from board.repository import RunRepository, run_repository
 from board.store import scoping, spend
@@ -95,7 +96,7 @@ from board.store.ready import (
     routes_to,
 )
 from board.store.tickets import Ticket, WriteOutcome, claim_standing, declined, recorded
-from board.transitions import Status
+from board.transitions import Status, is_transition_allowed
 from core import storage
 from core.api.status import status_for
 from core.errors import ClawbooError, ValidationFailed
@@ -531,7 +532,35 @@ def _approval_required(task: Task | None, claimer: Claimer, blocks: _Blocks) -> 
 
 
 def _conflict(task: Task | None, claimer: Claimer, blocks: _Blocks) -> str | None:
-    return "the task is not claimable: someone else holds it, or it is not ready"
+    """Which part of the ready predicate (:data:`READY_SQL`) the task fails, or who
+    holds it, read from the row as the claim left it: "someone else holds it, or it
+    is not ready" sent a person claiming a blocked task to look for a holder."""
+    if task is None:
+        return CONFLICT_SENTENCE
+    if task.status == Status.IN_PROGRESS:
+        holder = f" by {task.assignee_agent_id}" if task.assignee_agent_id else ""
+        return f"task {task.id!r} is held{holder} (in_progress): never retry, claim another"
+    if task.status != Status.TODO or task.dropped:
+        status = "deleted" if task.dropped else task.status
+        # The next step where there is one (a task in review is approved or sent back).
+        hint = (
+            " (move it to todo first)"
+            if not task.dropped and is_transition_allowed(task.status, Status.TODO)
+            else ""
+        )
+        return f"task {task.id!r} is {status}: only a todo task is claimed{hint}"
+    waits_on = list(
+        TaskDep.objects.filter(task_id=task.id)
+        .exclude(depends_on__status=Status.DONE)
+        .order_by("depends_on_id")
+        .values_list("depends_on_id", flat=True)[:5]
+    )
+    if task.unmet_deps and waits_on:
+        return f"task {task.id!r} waits on its dependencies: {', '.join(waits_on)} not done yet"
+    return CONFLICT_SENTENCE
+
+
+CONFLICT_SENTENCE = "the task is not claimable: someone else holds it, or it is not ready"
 
 
 @dataclass(frozen=True)

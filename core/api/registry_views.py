@@ -488,6 +488,14 @@ class WhoAmIView(APIView):
                         "agents": serializers.ListField(
                             child=serializers.CharField(), required=False
                         ),
+                        # Which side the key is (GOVERNANCE §6): a person's own key, or
+                        # an agent's, a machine's or a reviewer's, which approve,
+                        # decide and resume nothing.
+                        "principal": serializers.ChoiceField(
+                            choices=["person", "agent", "machine", "reviewer"]
+                        ),
+                        # An agent's key or a run's credential: the agent it acts as.
+                        "agent": serializers.CharField(required=False),
                     },
                 )
             }
@@ -501,6 +509,10 @@ class WhoAmIView(APIView):
             "staff": bool(request.user.is_staff) and roles.agent_team(request.user) is None,
             "teams": team_ids(request.user),
         }
+        principal = roles.principal_of(request.user, request.auth)
+        body["principal"] = principal.kind
+        if principal.kind in ("agent", "reviewer"):
+            body["agent"] = principal.name
         machine = bound_agents(request.auth)
         if machine is not None:
             body["agents"] = sorted(machine)

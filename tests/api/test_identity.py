@@ -214,6 +214,15 @@ def test_an_agent_minted_by_create_agent_token_reads_as_an_agent_in_the_admin(
     assert "acts through the API" in said and "kind 'Agent'" in said, said
 
 
+def test_create_agent_token_names_the_runtime_it_registered_not_none(db, capsys):
+    # It said "runtime 'None — acts through the API (…)'": the admin's label, which
+    # reads as no runtime at all.
+    call_command("create_agent_token", "ada", "--agent", "ada-bot")
+    said = capsys.readouterr().err
+    assert "None" not in said, said
+    assert "runtime 'human' (it acts through the API with this key" in said, said
+
+
 def test_changing_an_agent_needs_its_owner(api, bob, unchanged):
     with unchanged():
         refused(

@@ -118,3 +118,30 @@ def test_an_unknown_task_on_claim_is_not_found_data_not_a_write(board):
     before = snapshot()
     assert store.claim("nope", "bob").outcome == "not_found"
     assert snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("label", "hidden"),
+    [("gpu\u200b", "U+200B"), ("\u200b", "U+200B"), ("a\u202eb", "U+202E"), ("x\u2028y", "U+2028")],
+)
+def test_a_label_with_an_invisible_character_is_refused_naming_it(board, label, hidden):
+    """A label of one zero-width space was an empty pill on the board, and a route's
+    "gpu\u200b" (shown as "gpu") never matched an agent's "gpu". Tasks' labels, routes'
+    and agents' follow one rule; an emoji's joiner is no such character."""
+    from core import registry
+
+    before = snapshot()
+    for attempt in (
+        lambda: store.create_task(title="t", labels=[label]),
+        lambda: store.create_task(title="t", route={"labels": [label]}),
+    ):
+        with pytest.raises(ValidationFailed) as refused:
+            attempt()
+        assert f"holds an invisible character ({hidden})" in refused.value.detail
+    with pytest.raises(ValidationFailed) as refused:
+        registry.check_agent_labels([label])
+    assert refused.value.field == "labels" and hidden in refused.value.detail
+    assert snapshot() == before
+    coder = "\U0001f469\u200d\U0001f4bb"  # woman technologist: joined by U+200D
+    assert store.create_task(title="t", labels=[coder]).task.labels == [coder]
+    assert registry.check_agent_labels([coder]) == [coder]

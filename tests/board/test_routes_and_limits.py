@@ -150,3 +150,33 @@ def test_refusals_come_in_the_order_governance_fixes(default_team):
     Agent.objects.filter(pk="ada").update(state="paused")
     assert store.claim(routed.id, "ada").outcome == "agent_paused"  # before not_routed
     assert store.claim("nope", "ada").outcome == "not_found"  # before agent_paused
+
+
+def test_a_refused_claim_says_why_the_task_is_not_claimable(default_team):
+    """A claim of a blocked task said "someone else holds it, or it is not ready": a
+    person looked for a holder there was none of. It says which: held by whom, in which
+    status, or waiting on which dependencies."""
+    agent("ada")
+    agent("bob")
+    first = store.create_task(title="first").task
+    second = store.create_task(title="second", depends_on=[first.id]).task
+    waiting = store.claim(second.id, "ada")
+    assert waiting.outcome == "conflict"
+    assert waiting.detail == (
+        f"task {second.id!r} waits on its dependencies: {first.id} not done yet"
+    )
+    assert store.claim(first.id, "ada").ok
+    held = store.claim(first.id, "bob")
+    assert held.outcome == "conflict"
+    assert (
+        held.detail == f"task {first.id!r} is held by ada (in_progress): never retry, claim another"
+    )
+    parked = store.create_task(title="parked", status="backlog").task
+    assert store.claim(parked.id, "bob").detail == (
+        f"task {parked.id!r} is backlog: only a todo task is claimed (move it to todo first)"
+    )
+    # No way to todo from review (approve it or send it back): no such advice.
+    store.transition(first.id, "in_review")
+    assert store.claim(first.id, "bob").detail == (
+        f"task {first.id!r} is in_review: only a todo task is claimed"
+    )

@@ -96,3 +96,47 @@ def test_a_server_that_refuses_the_connection_says_what_to_check(monkeypatch):
         "clawboo: cannot reach http://127.0.0.1:8001: [Errno 111] Connection refused"
         " (nothing listens there: is `clawboo up` running, and on that port?)"
     )
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["up", "--version"], ["demo", "--version"]])
+def test_version_is_clawboos_also_after_a_commands_name(argv, capsys):
+    # `clawboo up --version` printed "5.2.20": Django's version, every management
+    # command's --version.
+    from importlib.metadata import version
+
+    from clawboo import cli
+
+    cli.main(argv)
+    assert capsys.readouterr().out == f"clawboo {version('clawboo')}\n"
+
+
+def test_a_command_run_where_no_up_ran_says_where_its_state_is(tmp_path):
+    # Run in another directory than `clawboo up`, create_agent_token said only
+    # "clawboo: OperationalError: no such table: auth_user".
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CLAWBOO_", "DATABASE"))},
+        "PYTHONPATH": str(root),
+    }
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "clawboo.cli", "create_agent_token", "ada"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    database = (tmp_path / ".clawboo" / "clawboo.sqlite3").resolve()
+    assert done.stderr == (
+        "clawboo: OperationalError: no such table: auth_user"
+        f" ({database} has no Clawboo tables: run this in the directory `clawboo up` runs"
+        " in, whose state is ./.clawboo, or set CLAWBOO_STATE_DIR or DATABASE_URL to its;"
+        " a new installation: `clawboo migrate` first)\n"
+    ), done.stderr

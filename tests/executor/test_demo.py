@@ -76,3 +76,20 @@ def test_the_demo_repository_lands_approvals_through_its_merge_queue(tmp_path, s
     # Tests run django-q2 inline: the queue's job ran on commit and landed it.
     assert store.get_task("demo-multiply").status == "done"
     assert "def multiply" in (tmp_path / "demo" / "shop" / "calc.py").read_text()
+
+
+def test_the_demo_run_again_after_the_tour_says_its_tasks_are_over(tmp_path, settings, capsys):
+    # Run again after the tour it said "watch the tasks get claimed": of two tasks long
+    # done, which no worker would ever claim.
+    settings.CLAWBOO_STATE_DIR = tmp_path / "state"
+    settings.CLAWBOO_REPO_ROOTS = []
+    call_command("demo", "--dir", str(tmp_path / "demo"))
+    for task_id in ("demo-multiply", "demo-divide"):
+        store.transition(task_id, "cancelled")
+    capsys.readouterr()
+    call_command("demo", "--dir", str(tmp_path / "demo"))
+    said = capsys.readouterr().out
+    assert "demo: task demo-multiply: Add multiply() to calc.py (there already: cancelled)" in said
+    assert "watch the tasks get claimed" not in said
+    assert said.splitlines()[-1].startswith("demo: ready; its tasks are over. Open ")
+    assert "`clawboo task create TITLE --team demo`" in said

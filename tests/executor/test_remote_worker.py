@@ -657,3 +657,95 @@ def test_a_host_that_cannot_check_out_any_task_is_stopped_by_the_breaker_not_the
     assert {t.status for t in tasks} == {"todo"}, [(t.status, t.error) for t in tasks]
     assert sum(1 for t in tasks if t.attempts) <= settings.CLAWBOO_BREAKER_FAILURES
     assert "3 consecutive failed runs" in registry.get_agent("far-bot").state_reason
+
+
+def test_a_repository_with_no_remote_fails_in_one_line_that_says_what_to_set(
+    daphne, tmp_path, settings
+):
+    """The demo's repository has no `remote`: a worker tried on it logged a traceback
+    for each task it took, and the task's feedback said only "RuntimeError: repository
+    'shop' has no remote to clone". One line each, saying what to set."""
+    roots = (tmp_path / "repos").resolve()
+    roots.mkdir()
+    repo = roots / "shop"
+    git("clone", "-q", str(bare_remote(tmp_path)), str(repo), cwd=tmp_path)
+    settings.CLAWBOO_REPO_ROOTS = [roots]
+    repositories.register(team="default", path=str(repo), id="shop")
+    registry.create_agent(
+        id="far-bot",
+        display_name="Far",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"], "repository": "shop"},
+    )
+    _, key = machines.mint("laptop", ["far-bot"])
+    base = daphne(SERVER_ENV)
+    task = store.create_task(title="no remote", repository="shop", max_attempts=1).task
+    worker = start_worker(base, key, tmp_path, "far-bot")
+    try:
+        wait_for(
+            lambda: "no remote to clone" in (store.get_task(task.id).error or ""),
+            30,
+            lambda: f"the task failed: {store.get_task(task.id).error!r}",
+            tmp_path=tmp_path,
+        )
+    finally:
+        worker.kill()
+        worker.wait(10)
+    error = store.get_task(task.id).error
+    assert error.startswith("remote worker: repository 'shop' has no remote to clone: "), error
+    assert "PATCH /api/repositories/shop" in error, error
+    log = (tmp_path / "worker.log").read_text()
+    assert "Traceback" not in log, log
+    assert f"task {task.id}: no checkout on this host: repository 'shop'" in log, log
+
+
+def test_the_workers_log_says_each_task_it_claims_runs_and_hands_on(daphne, tmp_path):
+    """Between "connected" and a run's end (minutes, for a real agent) the worker's log
+    said nothing: a person watching it could not tell a worker at work from one stuck."""
+    registry.create_agent(
+        id="far-bot",
+        display_name="Far",
+        team="default",
+        runtime="command",
+        settings={
+            "argv": ["sh", "-c", "echo hi > hi.txt"],
+            "repo_remote": str(bare_remote(tmp_path)),
+        },
+    )
+    _, key = machines.mint("laptop", ["far-bot"])
+    base = daphne(SERVER_ENV)
+    task = store.create_task(title="Say hi").task
+    worker = start_worker(base, key, tmp_path, "far-bot")
+    try:
+        wait_for(lambda: store.get_task(task.id).status == "done", 30, "done", tmp_path=tmp_path)
+    finally:
+        worker.kill()
+        worker.wait(10)
+    log = (tmp_path / "worker.log").read_text()
+    lines = [line.split(" INFO ", 1)[-1] for line in log.splitlines()]
+    claimed = lines.index(f"task {task.id}: claimed for far-bot: Say hi")
+    cloning = next(i for i, line in enumerate(lines) if line.startswith(f"task {task.id}: cloning"))
+    assert claimed < cloning, lines
+    running = next(i for i, line in enumerate(lines) if line.startswith(f"task {task.id}: running"))
+    assert lines[running].startswith(f"task {task.id}: running far-bot (command) in "), lines
+    assert claimed < running < lines.index(f"task {task.id}: completed"), lines
+
+
+def test_a_worker_given_a_persons_key_says_it_needs_a_machine_token(daphne, tmp_path):
+    """The tour's key (`create_agent_token admin`) given to `clawboo worker` answered
+    "no --agent given and the token names none", and its holder went looking for an
+    --agent to add; it is a person's key, and a host needs a machine token."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    ada = get_user_model().objects.create_user("ada")
+    key = Token.objects.create(user=ada).key
+    base = daphne(SERVER_ENV)
+    worker = start_worker(base, key, tmp_path)
+    assert worker.wait(30) == 2
+    said = (tmp_path / "worker.log").read_text()
+    assert said.endswith(
+        "clawboo worker: error: the token is ada's own key, not a machine token: mint this"
+        " host one on the server (`clawboo create_machine_token --host H --agent A`)\n"
+    ), said

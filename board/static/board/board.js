@@ -606,8 +606,21 @@ function say(text, kind) {
   toast(text, kind);
 }
 
+function noteWorkspace(taskId, review) {
+  const path = review && review.workspace ? review.workspace.repo_path : null;
+  if (path) state.workspaceRepos.set(taskId, path);
+}
+
 async function approve(task) {
   const override = needsOverride(task);
+  // A task naming no repository works in its agent's default one: which one, and so
+  // whether it lands by queue, its review's workspace says (read here when its panel
+  // never was, e.g. a card dragged to Done).
+  if (task.worktree_ref && !S.landsByQueue(state, task) && !state.workspaceRepos.has(task.id)) {
+    try {
+      noteWorkspace(task.id, await api("GET", `/api/board/tasks/${enc(task.id)}/review`));
+    } catch (err) { /* the dialog says what it knows */ }
+  }
   // A repository that lands by queue lands it later, after the gate: the dialog said it
   // landed and moved to Done now (the demo's does), and the task stayed in review.
   const queued = S.landsByQueue(state, task);
@@ -771,6 +784,7 @@ async function renderDetail(task) {
       loadComments(task.id),
       api("GET", `/api/board/tasks/${id}/review`),
     ]);
+    noteWorkspace(task.id, data);
     if (state.selected !== task.id) return;
     const note = S.noteStands(lastNote, task) ? lastNote : null;
     $("#review").replaceChildren(reviewView(task, data, { note, approve, requestChanges }));

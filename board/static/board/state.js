@@ -43,6 +43,9 @@ export function createState(config, filters) {
     selected: null,
     routineNames: new Map(),  // routine id -> its name, as GET /api/routines says it
     queueRepositories: new Set(),  // ids and paths of the team's repositories that land by queue
+    // task id -> the repository path its worktree is of (its review's workspace): a task
+    // naming no repository works in its agent's default one, which its body does not say.
+    workspaceRepos: new Map(),
   };
 }
 
@@ -374,7 +377,8 @@ export function runCost(execution) {
 // the gate) rather than landing it now: its repository, or the path a task without one
 // names, lands by queue.
 export function landsByQueue(st, task) {
-  const repository = task.repository || (task.metadata || {}).repo_path;
+  const repository = task.repository || (task.metadata || {}).repo_path
+    || (st.workspaceRepos ? st.workspaceRepos.get(task.id) : undefined);
   return Boolean(task.worktree_ref && repository && st.queueRepositories.has(repository));
 }
 

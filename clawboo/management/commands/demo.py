@@ -169,8 +169,21 @@ class Command(BaseCommand):
             )
             if created.created:
                 self.stdout.write(f"demo: task {task_id}: {title}")
+            else:
+                # Run again after the tour: "watch the tasks get claimed" of two tasks
+                # long done had a person wait for work that would never come.
+                self.stdout.write(
+                    f"demo: task {task_id}: {title} (there already: {created.task.status})"
+                )
         address = board_address(state)
         self._routine(shop.id, address)
+        statuses = {store.get_task(task_id).status for task_id, *_ in TASKS}
+        if statuses <= {"done", "cancelled"}:
+            self.stdout.write(
+                f"demo: ready; its tasks are over. Open {address}/board/?team=demo and file"
+                " one (`clawboo task create TITLE --team demo`): demo-coder works it."
+            )
+            return
         self.stdout.write(
             f"demo: ready. With `clawboo up` running, open {address}/board/?team=demo and watch "
             "the tasks get claimed, worked in worktrees, verified and land in review."

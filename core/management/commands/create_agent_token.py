@@ -76,9 +76,16 @@ class Command(BaseCommand):
                 runtime=options["runtime"],
                 owner=user,
             )
+            # The runtime's own name, and what it means: its admin label ("None — acts
+            # through the API …") read as "runtime 'None'" here.
+            runtime = (
+                " (it acts through the API with this key; nothing on the server runs it)"
+                if agent.runtime == Runtime.HUMAN
+                else ""
+            )
             self.stderr.write(
                 f"registered agent {agent.id!r} on team {team!r}, runtime "
-                f"{agent.get_runtime_display()!r}, "
+                f"{agent.runtime!r}{runtime}, "
                 f"participant kind {agent.get_participant_kind_display()!r}"
             )
         elif agent.owner_id is None:

@@ -257,3 +257,16 @@ test("a waiting tool call shows whole: every field, however long, whatever comes
   assert.ok(flagged.startsWith("make test\n") && flagged.includes('"dangerouslyDisableSandbox": true'));
   assert.equal(S.toolCallText(null), "{}");
 });
+
+test("a task naming no repository lands by queue when its worktree's repository does", () => {
+  // It works in its agent's default repository (the demo's shop): its body names none,
+  // and the approve dialog said it landed at once where the queue took it.
+  const st = S.createState({ statuses: [] });
+  st.queueRepositories = new Set(["shop", "/repos/shop"]);
+  const task = { id: "t1", worktree_ref: "/w/t1", repository: null, metadata: {} };
+  assert.equal(S.landsByQueue(st, task), false);
+  st.workspaceRepos.set("t1", "/repos/shop");
+  assert.equal(S.landsByQueue(st, task), true);
+  st.workspaceRepos.set("t1", "/repos/app");
+  assert.equal(S.landsByQueue(st, task), false);
+});
