@@ -717,12 +717,21 @@ def test_the_workers_log_says_each_task_it_claims_runs_and_hands_on(daphne, tmp_
     base = daphne(SERVER_ENV)
     task = store.create_task(title="Say hi").task
     worker = start_worker(base, key, tmp_path, "far-bot")
+    log_file = tmp_path / "worker.log"
     try:
         wait_for(lambda: store.get_task(task.id).status == "done", 30, "done", tmp_path=tmp_path)
+        # The worker says "completed" once the server has answered its close, which
+        # is after the task is done: wait for the line, not just the status.
+        wait_for(
+            lambda: f"task {task.id}: completed" in log_file.read_text(),
+            10,
+            "the completed line",
+            tmp_path=tmp_path,
+        )
     finally:
         worker.kill()
         worker.wait(10)
-    log = (tmp_path / "worker.log").read_text()
+    log = log_file.read_text()
     lines = [line.split(" INFO ", 1)[-1] for line in log.splitlines()]
     claimed = lines.index(f"task {task.id}: claimed for far-bot: Say hi")
     cloning = next(i for i, line in enumerate(lines) if line.startswith(f"task {task.id}: cloning"))
