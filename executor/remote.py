@@ -38,15 +38,7 @@ from board.errors import AgentPaused, BudgetPaused
 from executor import preflight, rest
 from executor.attempt import Stall, run_settings, run_timeout_of
 from executor.preflight import Refused, remote_refusal
-from executor.rest import (
-    Api,
-    ApiError,
-    LogLimits,
-    RestRun,
-    Revoked,
-    ServerUnreachable,
-    Waker,
-)
+from executor.rest import Api, ApiError, LogLimits, RestRun, Revoked, ServerUnreachable, Waker
 from executor.runtimes.base import RunRequest, RunResult
 from executor.runtimes.registry import adapter_for
 
@@ -269,14 +261,13 @@ class Worker:
                 # which the server classifies and the agent's breaker counts, then the
                 # task failed (retried). A host whose every checkout fails so pauses
                 # its agent, not the whole queue.
-                if isinstance(exc, rest.NoCheckout | rest.GitFailed):
-                    # Said whole by its own sentence: one line, not a traceback (a
-                    # missing remote is a setting, not a bug of the worker).
-                    log.error("task %s: no checkout on this host: %s", task["id"], exc)
-                    error = f"remote worker: {exc}"
-                else:
-                    log.exception("task %s: no checkout on this host", task["id"])
-                    error = f"remote worker: {type(exc).__name__}: {exc}"
+                # A missing remote is a setting, not a bug of the worker: its own
+                # sentence says it whole, in one line, not a traceback.
+                said = isinstance(exc, rest.NoCheckout | rest.GitFailed)
+                log.error(
+                    "task %s: no checkout on this host: %s", task["id"], exc, exc_info=not said
+                )
+                error = f"remote worker: {exc if said else f'{type(exc).__name__}: {exc}'}"
                 report = RunReport.of(self.api, task["id"], ticket, agent["runtime"], execution_id)
                 if report is not None:
                     report.close(None, error)
@@ -345,11 +336,9 @@ class Worker:
             attempt_id=str(report.execution_id),
             project_base=checkout.project_base(),
         )
-        log.info(
-            "task %s: running %s (%s) in %s%s",
-            task["id"], agent.get("id"), agent["runtime"], checkout.cwd,
-            f", fix round {fix_round}" if fix_round else "",
-        )  # fmt: skip
+        fix = f", fix round {fix_round}" if fix_round else ""
+        runs = f"{agent.get('id')} ({agent['runtime']}) in {checkout.cwd}{fix}"
+        log.info("task %s: running %s", task["id"], runs)
         try:
             # The claim just set the lease: the first beat is one interval away.
             result = report.attempt.run(adapter_for(agent["runtime"]), request, self.heartbeat_s)
@@ -383,10 +372,7 @@ class Worker:
                 # The server takes the pushed branch in: judged there, then review --
                 # or back here to fix.
                 body = {"branch": output["branch"], "commit": output["commit"], "output": output}
-                log.info(
-                    "task %s: pushed %s; the server judges it (verify command, critic)",
-                    task["id"], output["branch"],
-                )  # fmt: skip
+                log.info("task %s: pushed %s; the server judges it", task["id"], output["branch"])
                 submitted = claim.settle("submit", body)
                 if submitted is None:
                     return "lost"

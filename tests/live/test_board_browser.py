@@ -135,7 +135,7 @@ def test_a_dragged_card_moves_for_everyone_and_a_refused_drop_snaps_back_saying_
         page.click("#ask-ok")
         refused = page.locator(".toast[data-kind=bad]", has_text="Wire the form")
         refused.wait_for(timeout=3_000)
-        assert "not claimable" in refused.inner_text()
+        assert "waits on its dependencies" in refused.inner_text()
         card_in(page, "todo", form.id).wait_for(timeout=2_000)
         assert card_in(page, "in_progress", form.id).count() == 0
         assert store.get_task(form.id).status == "todo"
