@@ -116,6 +116,8 @@ NOT_SERVER_SETTINGS = {
     "CLAWBOO_SCREENSHOTS": "the test suite",
     "CLAWBOO_BENCH_TEMPLATE_DIR": "the test suite (the bench smoke tests)",
     "CLAWBOO_CI_OVERLAP": "CI",
+    "CLAWBOO_CI_WORKERS": "CI (pytest-xdist workers per pass)",
+    "CLAWBOO_TEST_FORK_SERVERS": "the test suite (forked test servers, or not)",
     "CLAWBOO_STALL_MS": "read by each worker (local or remote) from its own environment",
 }
 
