@@ -138,16 +138,23 @@ def run_worker(database_url: str, tmp_path: Path) -> Callable[..., subprocess.Po
 @pytest.fixture(autouse=True)
 def _default_team_survives_flush(request: pytest.FixtureRequest) -> None:
     """Transactional tests flush every table, including the ``default`` team that the
-    first migration creates; put it back, as a fresh install has it."""
+    first migration creates; put it back, as a fresh install has it -- for every test
+    on the database, not only transactional ones: pytest-django runs a pass's ``db``
+    tests first, but a pytest-xdist worker runs whole files in the order it is handed
+    them, so a ``db`` test may follow a flush (its own transaction rolls this back)."""
     marker = request.node.get_closest_marker("django_db")
     transactional = "transactional_db" in request.fixturenames or (
         marker is not None and marker.kwargs.get("transaction")
     )
     if transactional:
         request.getfixturevalue("transactional_db")
-        from core.registry import ensure_team
+    elif marker is not None or "db" in request.fixturenames:
+        request.getfixturevalue("db")
+    else:
+        return
+    from core.registry import ensure_team
 
-        ensure_team("default", "Default team")
+    ensure_team("default", "Default team")
 
 
 @pytest.fixture(autouse=True)
