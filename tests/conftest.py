@@ -27,6 +27,8 @@ pytest_plugins = [
     "tests.fixtures.servers",  # daphne
     "tests.fixtures.routines",  # clock, team
     "tests.fixtures.gateway",  # gateway_fake
+    "tests.live.browsing",  # chromium (one per module), browser (one test's use of it)
+    "pytester",  # tests/live/test_browsing.py runs the browser fixtures in a pytest of its own
 ]
 
 

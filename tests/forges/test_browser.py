@@ -12,7 +12,7 @@ from board import store
 from core import registry
 from executor.runner import Executor
 from tests.forges.conftest import Setup
-from tests.live.browsing import CHROMIUM, launch, screenshot
+from tests.live.browsing import CHROMIUM, screenshot
 from worktrees import pull_requests
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -24,7 +24,7 @@ pytestmark = [
 
 @pytest.mark.parametrize("forge_repo", ["github"], indirect=True)
 def test_the_card_and_the_review_panel_show_the_pull_request_and_its_checks(
-    forge_repo: Setup, daphne, settings, tmp_path, monkeypatch
+    forge_repo: Setup, daphne, settings, tmp_path, monkeypatch, browser
 ):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
@@ -35,24 +35,21 @@ def test_the_card_and_the_review_panel_show_the_pull_request_and_its_checks(
     forge_repo.forge.set_check(forge_repo.forge.head_of(1), "ci", "pending")
     pull_requests.refresh(task.id)
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(base + "/admin/login/?next=/board/")
-        page.fill("#id_username", "op")
-        page.fill("#id_password", "pw-op-123")
-        page.click("input[type=submit]")
-        page.wait_for_url(base + "/board/")
-        card = page.locator(f"[data-status=in_review] [data-task-id='{task.id}']")
-        badge = card.locator(".badge.pull-request")
-        badge.wait_for(timeout=10_000)
-        assert badge.inner_text() == "PR #1 · checks running"
-        assert badge.get_attribute("href").endswith("/pull/1")
-        card.locator(".title, h4, strong").first.click()
-        panel = page.locator(f"#detail [data-review-for='{task.id}']")
-        panel.wait_for(timeout=10_000)
-        section = panel.locator("p.pull-request")
-        assert "#1" in section.inner_text() and "checks running" in section.inner_text()
-        assert panel.locator("ul.checks li").inner_text().startswith("ci")
-        screenshot(page, "pull-request.png", tmp_path)
-        browser.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(base + "/admin/login/?next=/board/")
+    page.fill("#id_username", "op")
+    page.fill("#id_password", "pw-op-123")
+    page.click("input[type=submit]")
+    page.wait_for_url(base + "/board/")
+    card = page.locator(f"[data-status=in_review] [data-task-id='{task.id}']")
+    badge = card.locator(".badge.pull-request")
+    badge.wait_for(timeout=10_000)
+    assert badge.inner_text() == "PR #1 · checks running"
+    assert badge.get_attribute("href").endswith("/pull/1")
+    card.locator(".title, h4, strong").first.click()
+    panel = page.locator(f"#detail [data-review-for='{task.id}']")
+    panel.wait_for(timeout=10_000)
+    section = panel.locator("p.pull-request")
+    assert "#1" in section.inner_text() and "checks running" in section.inner_text()
+    assert panel.locator("ul.checks li").inner_text().startswith("ci")
+    screenshot(page, "pull-request.png", tmp_path)

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from board import store
 from board.models import ToolApproval
 from core import registry
-from tests.live.browsing import CHROMIUM, launch, log_in, screenshot
+from tests.live.browsing import CHROMIUM, log_in, screenshot
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
@@ -23,7 +23,7 @@ pytestmark = [
 
 
 def test_the_needs_approval_column_shows_waiting_work_and_empties_on_approval(
-    daphne, settings, tmp_path, monkeypatch
+    daphne, settings, tmp_path, monkeypatch, browser
 ):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
@@ -33,28 +33,25 @@ def test_the_needs_approval_column_shows_waiting_work_and_empties_on_approval(
     registry.add_member("default", user)
     store.create_task(title="Plain work")
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": 1500, "height": 900})
-        log_in(page, base, "ada", "pw-ada-123")
-        needs = page.locator(".column[data-status=needs_approval]")
-        page.locator("[data-status=todo] .card").first.wait_for(timeout=10_000)
-        assert needs.is_hidden()  # nothing waits: no column
+    page = browser.new_page(viewport={"width": 1500, "height": 900})
+    log_in(page, base, "ada", "pw-ada-123")
+    needs = page.locator(".column[data-status=needs_approval]")
+    page.locator("[data-status=todo] .card").first.wait_for(timeout=10_000)
+    assert needs.is_hidden()  # nothing waits: no column
 
-        # An agent files work: it arrives live, in the column, which appears.
-        waiting = store.create_task(title="Drop the old tables", created_by_agent_id="planner").task
-        card = needs.locator(f"[data-task-id='{waiting.id}']")
-        card.wait_for(timeout=10_000)
-        assert needs.is_visible()
-        assert page.locator(".column").first.get_attribute("data-status") == "needs_approval"
-        assert page.locator(f"[data-status=todo] [data-task-id='{waiting.id}']").count() == 0
-        screenshot(page, "board-needs-approval.png", tmp_path)
+    # An agent files work: it arrives live, in the column, which appears.
+    waiting = store.create_task(title="Drop the old tables", created_by_agent_id="planner").task
+    card = needs.locator(f"[data-task-id='{waiting.id}']")
+    card.wait_for(timeout=10_000)
+    assert needs.is_visible()
+    assert page.locator(".column").first.get_attribute("data-status") == "needs_approval"
+    assert page.locator(f"[data-status=todo] [data-task-id='{waiting.id}']").count() == 0
+    screenshot(page, "board-needs-approval.png", tmp_path)
 
-        card.locator("[data-approval=approve]").click()
+    card.locator("[data-approval=approve]").click()
 
-        page.locator(f"[data-status=todo] [data-task-id='{waiting.id}']").wait_for(timeout=10_000)
-        needs.wait_for(state="hidden", timeout=10_000)
-        browser.close()
+    page.locator(f"[data-status=todo] [data-task-id='{waiting.id}']").wait_for(timeout=10_000)
+    needs.wait_for(state="hidden", timeout=10_000)
     deadline = time.monotonic() + 5
     while store.get_task(waiting.id).approval["state"] != "approved":
         assert time.monotonic() < deadline
@@ -63,7 +60,7 @@ def test_the_needs_approval_column_shows_waiting_work_and_empties_on_approval(
 
 
 def test_a_tool_call_waiting_for_a_person_shows_live_on_its_card(
-    daphne, settings, tmp_path, monkeypatch
+    daphne, settings, tmp_path, monkeypatch, browser
 ):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
@@ -73,27 +70,24 @@ def test_a_tool_call_waiting_for_a_person_shows_live_on_its_card(
     registry.add_member("default", user)
     task = store.create_task(title="Migrate the data").task
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": 1500, "height": 900})
-        log_in(page, base, "ada", "pw-ada-123")
-        card = page.locator(f"[data-status=todo] [data-task-id='{task.id}']")
-        card.wait_for(timeout=10_000)
+    page = browser.new_page(viewport={"width": 1500, "height": 900})
+    log_in(page, base, "ada", "pw-ada-123")
+    card = page.locator(f"[data-status=todo] [data-task-id='{task.id}']")
+    card.wait_for(timeout=10_000)
 
-        # What the run's permission prompt records (boardmcp.tools.permission_prompt).
-        asked = store.ask_tool_call(
-            task.id, "builder", "Bash", {"command": "psql -c 'drop table x' PGPASSWORD=hunter2"}
-        )
-        assert asked is not None
-        ask = card.locator(f"[data-tool-approval='{asked.id}']")
-        ask.wait_for(timeout=10_000)
-        assert "builder wants to run Bash" in ask.inner_text()
-        assert "drop table x" in ask.inner_text() and "hunter2" not in ask.inner_text()
-        screenshot(page, "board-tool-approval.png", tmp_path)
+    # What the run's permission prompt records (boardmcp.tools.permission_prompt).
+    asked = store.ask_tool_call(
+        task.id, "builder", "Bash", {"command": "psql -c 'drop table x' PGPASSWORD=hunter2"}
+    )
+    assert asked is not None
+    ask = card.locator(f"[data-tool-approval='{asked.id}']")
+    ask.wait_for(timeout=10_000)
+    assert "builder wants to run Bash" in ask.inner_text()
+    assert "drop table x" in ask.inner_text() and "hunter2" not in ask.inner_text()
+    screenshot(page, "board-tool-approval.png", tmp_path)
 
-        ask.locator("[data-tool-decision=allow_once]").click()
+    ask.locator("[data-tool-decision=allow_once]").click()
 
-        ask.wait_for(state="detached", timeout=10_000)
-        browser.close()
+    ask.wait_for(state="detached", timeout=10_000)
     row = ToolApproval.objects.get(pk=asked.id)
     assert (row.state, row.decision, row.decided_by) == ("allowed", "allow_once", "ada")

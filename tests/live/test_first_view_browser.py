@@ -14,7 +14,7 @@ from board import store
 from board.store import steps as steps_store
 from core import registry
 from tests.api.test_board_first_view import side_data
-from tests.live.browsing import CHROMIUM, launch
+from tests.live.browsing import CHROMIUM
 from worktrees import queue
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -25,7 +25,7 @@ pytestmark = [
 
 
 def test_the_first_view_shows_scope_waits_stalled_runs_and_the_merge_queue_from_two_requests(
-    daphne, default_team, settings, monkeypatch, tmp_path
+    daphne, default_team, settings, monkeypatch, tmp_path, browser
 ):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
@@ -38,42 +38,39 @@ def test_the_first_view_shows_scope_waits_stalled_runs_and_the_merge_queue_from_
     later = store.create_task(title="Stalls later", team="default").task
     claim = store.claim(later.id, "default-bot")
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
-        page.goto(f"{base}/board/login/?next=/board/%3Fteam%3Ddefault")
-        page.fill("input[name=username]", "ada")
-        page.fill("input[name=password]", "pw-ada-123")
-        board_reads: list[str] = []
-        page.on(
-            "request",
-            lambda r: (
-                board_reads.append(r.url.removeprefix(base).split("?")[0])
-                if "/api/board/" in r.url
-                else None
-            ),
-        )
-        page.click("#login")
-        page.wait_for_selector("#conn[data-state=live]", timeout=15_000)
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(f"{base}/board/login/?next=/board/%3Fteam%3Ddefault")
+    page.fill("input[name=username]", "ada")
+    page.fill("input[name=password]", "pw-ada-123")
+    board_reads: list[str] = []
+    page.on(
+        "request",
+        lambda r: (
+            board_reads.append(r.url.removeprefix(base).split("?")[0])
+            if "/api/board/" in r.url
+            else None
+        ),
+    )
+    page.click("#login")
+    page.wait_for_selector("#conn[data-state=live]", timeout=15_000)
 
-        held = page.locator(f".column[data-status=todo] [data-task-id='{mine['held'][0]}']")
-        assert "waiting: touches src/0/a.py" in held.locator(".pill.scope-wait").inner_text()
-        stalled = page.locator(
-            f".column[data-status=in_progress] [data-task-id='{mine['stalled'][0]}']"
-        )
-        assert stalled.locator(".badge.stalled").count() == 1
-        panel = page.locator("#merge-queue")
-        assert panel.is_visible() and "1 waiting to land" in panel.inner_text()
-        assert "approved 0" in panel.locator(".mq-line li").inner_text()
-        page.wait_for_load_state("networkidle")
-        assert sorted(board_reads) == ["/api/board/columns", "/api/board/counts"]
-        shown = page.content()
-        assert not any(task_id in shown for ids in theirs.values() for task_id in ids)
-        assert "red-app-0" not in panel.inner_text()
+    held = page.locator(f".column[data-status=todo] [data-task-id='{mine['held'][0]}']")
+    assert "waiting: touches src/0/a.py" in held.locator(".pill.scope-wait").inner_text()
+    stalled = page.locator(
+        f".column[data-status=in_progress] [data-task-id='{mine['stalled'][0]}']"
+    )
+    assert stalled.locator(".badge.stalled").count() == 1
+    panel = page.locator("#merge-queue")
+    assert panel.is_visible() and "1 waiting to land" in panel.inner_text()
+    assert "approved 0" in panel.locator(".mq-line li").inner_text()
+    page.wait_for_load_state("networkidle")
+    assert sorted(board_reads) == ["/api/board/columns", "/api/board/counts"]
+    shown = page.content()
+    assert not any(task_id in shown for ids in theirs.values() for task_id in ids)
+    assert "red-app-0" not in panel.inner_text()
 
-        # A run that stalls now is marked live, as before.
-        run = store.open_execution(later.id, claim.ticket, runtime="command")
-        steps_store.mark_stalled(run.id, 1.0)
-        late = page.locator(f".column[data-status=in_progress] [data-task-id='{later.id}']")
-        late.locator(".badge.stalled").wait_for(timeout=15_000)
-        browser.close()
+    # A run that stalls now is marked live, as before.
+    run = store.open_execution(later.id, claim.ticket, runtime="command")
+    steps_store.mark_stalled(run.id, 1.0)
+    late = page.locator(f".column[data-status=in_progress] [data-task-id='{later.id}']")
+    late.locator(".badge.stalled").wait_for(timeout=15_000)

@@ -22,7 +22,7 @@ pytestmark = [
 
 
 def test_the_board_shows_the_merge_queue_and_its_positions(
-    daphne, settings, monkeypatch, repo, tmp_path
+    daphne, settings, monkeypatch, repo, tmp_path, browser
 ):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
@@ -44,34 +44,27 @@ def test_the_board_shows_the_merge_queue_and_its_positions(
     service.approve(first, by="op")
     service.approve(second, by="op")
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
-        )
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(base + "/admin/login/?next=/board/")
-        page.fill("#id_username", "op")
-        page.fill("#id_password", "pw-op-123")
-        page.click("input[type=submit]")
-        page.wait_for_url(base + "/board/")
-        line = page.locator("#merge-queue .mq-line li")
-        line.first.wait_for(timeout=30_000)
-        assert "2 waiting to land" in page.locator("#merge-queue").inner_text()
-        assert [line.nth(i).get_attribute("data-position") for i in range(2)] == ["1", "2"]
-        assert "First to land" in line.nth(0).inner_text()
-        # The queue's job lands both: the line empties live, the bisect-free batch shown.
-        merge_queue.drain(str(repo))
-        page.wait_for_function(
-            "() => document.querySelector('#merge-queue').innerText.includes('0 waiting')",
-            timeout=30_000,
-        )
-        browser.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(base + "/admin/login/?next=/board/")
+    page.fill("#id_username", "op")
+    page.fill("#id_password", "pw-op-123")
+    page.click("input[type=submit]")
+    page.wait_for_url(base + "/board/")
+    line = page.locator("#merge-queue .mq-line li")
+    line.first.wait_for(timeout=30_000)
+    assert "2 waiting to land" in page.locator("#merge-queue").inner_text()
+    assert [line.nth(i).get_attribute("data-position") for i in range(2)] == ["1", "2"]
+    assert "First to land" in line.nth(0).inner_text()
+    # The queue's job lands both: the line empties live, the bisect-free batch shown.
+    merge_queue.drain(str(repo))
+    page.wait_for_function(
+        "() => document.querySelector('#merge-queue').innerText.includes('0 waiting')",
+        timeout=30_000,
+    )
 
 
 def test_approving_says_queued_until_the_queue_lands_it_then_no_longer(
-    daphne, settings, monkeypatch, repo, tmp_path
+    daphne, settings, monkeypatch, repo, tmp_path, browser
 ):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
@@ -89,26 +82,19 @@ def test_approving_says_queued_until_the_queue_lands_it_then_no_longer(
     monkeypatch.setattr(queue, "kick", lambda repo_path: None)  # the test is the q2 worker
     task_id = Harness(repo, log, command).in_review("Land me", {"one.txt": "1\n"})
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
-        )
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(base + "/admin/login/?next=/board/")
-        page.fill("#id_username", "op")
-        page.fill("#id_password", "pw-op-123")
-        page.click("input[type=submit]")
-        page.wait_for_url(base + "/board/")
-        page.locator(f"[data-status=in_review] [data-task-id='{task_id}']").click()
-        page.click("#approve-btn")
-        page.click("#ask-ok")
-        note = page.locator("#review-note")
-        page.locator("#review-note", has_text="Queued to land").wait_for(timeout=15_000)
-        merge_queue.drain(str(repo))
-        page.locator(f"[data-status=done] [data-task-id='{task_id}']").wait_for(timeout=15_000)
-        # Landed: "Queued to land" no longer stands on the task (its comment says it landed).
-        page.locator("#comments li", has_text="landed commit").wait_for(timeout=15_000)
-        assert "Queued" not in note.inner_text()
-        browser.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(base + "/admin/login/?next=/board/")
+    page.fill("#id_username", "op")
+    page.fill("#id_password", "pw-op-123")
+    page.click("input[type=submit]")
+    page.wait_for_url(base + "/board/")
+    page.locator(f"[data-status=in_review] [data-task-id='{task_id}']").click()
+    page.click("#approve-btn")
+    page.click("#ask-ok")
+    note = page.locator("#review-note")
+    page.locator("#review-note", has_text="Queued to land").wait_for(timeout=15_000)
+    merge_queue.drain(str(repo))
+    page.locator(f"[data-status=done] [data-task-id='{task_id}']").wait_for(timeout=15_000)
+    # Landed: "Queued to land" no longer stands on the task (its comment says it landed).
+    page.locator("#comments li", has_text="landed commit").wait_for(timeout=15_000)
+    assert "Queued" not in note.inner_text()

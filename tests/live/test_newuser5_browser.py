@@ -14,7 +14,7 @@ import pytest
 
 from routines import store as routines_store
 from tests.live import test_board_browser
-from tests.live.browsing import CHROMIUM, launch, screenshot
+from tests.live.browsing import CHROMIUM, screenshot
 from tests.live.test_board_browser import WIDE, open_board
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -51,46 +51,44 @@ def routine(title: str, cron: str):
 
 @pytest.mark.parametrize(("viewport", "routines"), [(LAPTOP, False), (LAPTOP, True), (WIDE, True)])
 def test_column_headers_are_one_line_and_the_hint_shares_the_filters_row(
-    daphne, operator, tmp_path, viewport, routines
+    daphne, operator, tmp_path, viewport, routines, browser
 ):
     if routines:
         routine("Sweep the stale branches of every repository", "0 9 * * 1-5")
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = launch(p)
-        page = open_board(browser, base, viewport)
-        if routines:
-            page.wait_for_selector("#filter-routine:not([hidden])", timeout=10_000)
-        headers = page.evaluate(HEADERS_JS)
-        screenshot(page, f"board-{viewport['width']}-{routines}.png", tmp_path)
-        assert all(one_line for _, one_line in headers), headers
-        assert page.evaluate(HINT_JS) == [], "the toolbar took a second row"
-        browser.close()
+    page = open_board(browser, base, viewport)
+    if routines:
+        page.wait_for_selector("#filter-routine:not([hidden])", timeout=10_000)
+    headers = page.evaluate(HEADERS_JS)
+    screenshot(page, f"board-{viewport['width']}-{routines}.png", tmp_path)
+    assert all(one_line for _, one_line in headers), headers
+    assert page.evaluate(HINT_JS) == [], "the toolbar took a second row"
 
 
-def test_two_routines_of_one_title_tell_apart_in_the_routine_filter(daphne, operator, tmp_path):
+def test_two_routines_of_one_title_tell_apart_in_the_routine_filter(
+    daphne, operator, tmp_path, browser
+):
     daily = routine("Tidy the notes", "0 9 * * *")
     hourly = routine("Tidy the notes", "0 * * * *")
     twin = routine("Tidy the notes", "0 * * * *")
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = launch(p)
-        page = open_board(browser, base, WIDE)
-        page.wait_for_selector("#filter-routine:not([hidden])", timeout=10_000)
-        options = dict(
-            page.locator("#filter-routine option").evaluate_all(
-                "os => os.map((o) => [o.value, o.textContent])"
-            )
+    page = open_board(browser, base, WIDE)
+    page.wait_for_selector("#filter-routine:not([hidden])", timeout=10_000)
+    options = dict(
+        page.locator("#filter-routine option").evaluate_all(
+            "os => os.map((o) => [o.value, o.textContent])"
         )
-        # All three read "Tidy the notes".
-        assert options[daily.id].startswith("Tidy the notes · 0 9 * * *"), options
-        assert options[hourly.id].startswith("Tidy the notes · 0 * * * *"), options
-        assert len(set(options.values())) == len(options), options
-        assert hourly.id[:6] in options[hourly.id] and twin.id[:6] in options[twin.id]
-        browser.close()
+    )
+    # All three read "Tidy the notes".
+    assert options[daily.id].startswith("Tidy the notes · 0 9 * * *"), options
+    assert options[hourly.id].startswith("Tidy the notes · 0 * * * *"), options
+    assert len(set(options.values())) == len(options), options
+    assert hourly.id[:6] in options[hourly.id] and twin.id[:6] in options[twin.id]
 
 
-def test_a_hosts_comment_and_chat_line_read_as_its_host_on_the_board(daphne, operator, tmp_path):
+def test_a_hosts_comment_and_chat_line_read_as_its_host_on_the_board(
+    daphne, operator, tmp_path, browser
+):
     # Both were signed, and shown, as "machine-<16 hex digits>".
     from board import store
     from core import chat, machines
@@ -101,18 +99,15 @@ def test_a_hosts_comment_and_chat_line_read_as_its_host_on_the_board(daphne, ope
     store.add_comment(task.id, "on it", signed)
     chat.post("default", "hello from the host", author=signed)
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = launch(p)
-        page = open_board(browser, base, WIDE)
-        page.locator(f"[data-task-id='{task.id}']").click()
-        head = page.locator("#comments li .comment-head strong")
-        head.wait_for(timeout=10_000)
-        assert head.inner_text() == "laptop (host)" and head.get_attribute("title") == signed
-        page.click("#chat-toggle")
-        line = page.locator("#chat li", has_text="hello from the host")
-        line.wait_for(timeout=10_000)
-        assert line.locator(".actor").inner_text().strip() == "laptop (host):"
-        assert line.locator(".avatar").get_attribute("title") == "laptop (host)"
-        assert signed not in line.inner_text()
-        screenshot(page, "board-host-author.png", tmp_path)
-        browser.close()
+    page = open_board(browser, base, WIDE)
+    page.locator(f"[data-task-id='{task.id}']").click()
+    head = page.locator("#comments li .comment-head strong")
+    head.wait_for(timeout=10_000)
+    assert head.inner_text() == "laptop (host)" and head.get_attribute("title") == signed
+    page.click("#chat-toggle")
+    line = page.locator("#chat li", has_text="hello from the host")
+    line.wait_for(timeout=10_000)
+    assert line.locator(".actor").inner_text().strip() == "laptop (host):"
+    assert line.locator(".avatar").get_attribute("title") == "laptop (host)"
+    assert signed not in line.inner_text()
+    screenshot(page, "board-host-author.png", tmp_path)

@@ -40,7 +40,7 @@ def row(page, routine_id: str):
 
 
 def test_a_person_creates_edits_and_pauses_a_routine_on_the_page(
-    daphne, tmp_path, settings, monkeypatch
+    daphne, tmp_path, settings, monkeypatch, browser
 ):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
@@ -51,94 +51,93 @@ def test_a_person_creates_edits_and_pauses_a_routine_on_the_page(
         id="mine", display_name="Mia's agent", team="ops", runtime="command", owner=mia
     )
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
-        page.goto(base + "/board/routines/")  # not logged in: the board's login first
-        page.wait_for_url(lambda url: "/board/login/" in url)
-        page.fill("input[name=username]", "mia")
-        page.fill("input[name=password]", "pw-mia-123")
-        page.click("#login")
-        page.wait_for_url(base + "/board/routines/")
-        assert "No routines" in page.inner_text("main")
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(base + "/board/routines/")  # not logged in: the board's login first
+    page.wait_for_url(lambda url: "/board/login/" in url)
+    page.fill("input[name=username]", "mia")
+    page.fill("input[name=password]", "pw-mia-123")
+    page.click("#login")
+    page.wait_for_url(base + "/board/routines/")
+    assert "No routines" in page.inner_text("main")
 
-        # Create.
-        page.click("#new-routine")
-        page.wait_for_url(base + "/board/routines/new/")
-        page.select_option("#id_agent", "mine")
-        page.fill("#id_cron_spec", "0 9 * * 1-5")
-        page.select_option("#id_timezone", "America/New_York")
-        page.fill("#id_title", "Morning triage")
-        page.select_option("#id_kind", "research")
-        with page.expect_navigation():
-            page.click("#save-routine")
-        routine = Routine.objects.get()
-        assert (routine.agent_id, routine.cron_spec, routine.timezone) == (
-            "mine",
-            "0 9 * * 1-5",
-            "America/New_York",
-        )
-        assert routine.task_template["title"] == "Morning triage"
-        mine = row(page, routine.id)
-        assert mine.get_attribute("data-state") == "armed"
-        assert mine.locator(".words").inner_text() == "At 09:00, Monday through Friday"
-        shown = mine.locator("td.next time").inner_text()
-        assert shown == local_stamp(routine.next_run_at, "America/New_York")
-        assert shown.endswith((" 09:00 EST", " 09:00 EDT"))
+    # Create.
+    page.click("#new-routine")
+    page.wait_for_url(base + "/board/routines/new/")
+    page.select_option("#id_agent", "mine")
+    page.fill("#id_cron_spec", "0 9 * * 1-5")
+    page.select_option("#id_timezone", "America/New_York")
+    page.fill("#id_title", "Morning triage")
+    page.select_option("#id_kind", "research")
+    with page.expect_navigation():
+        page.click("#save-routine")
+    routine = Routine.objects.get()
+    assert (routine.agent_id, routine.cron_spec, routine.timezone) == (
+        "mine",
+        "0 9 * * 1-5",
+        "America/New_York",
+    )
+    assert routine.task_template["title"] == "Morning triage"
+    mine = row(page, routine.id)
+    assert mine.get_attribute("data-state") == "armed"
+    assert mine.locator(".words").inner_text() == "At 09:00, Monday through Friday"
+    shown = mine.locator("td.next time").inner_text()
+    assert shown == local_stamp(routine.next_run_at, "America/New_York")
+    assert shown.endswith((" 09:00 EST", " 09:00 EDT"))
 
-        # The same schedule on UTC reads 09:00 UTC: each routine in its own timezone.
-        utc = store.create_routine(agent_id="mine", team="ops", cron_spec="0 9 * * 1-5")
-        page.reload()
-        assert row(page, utc.id).locator("td.next time").inner_text().endswith(" 09:00 UTC")
+    # The same schedule on UTC reads 09:00 UTC: each routine in its own timezone.
+    utc = store.create_routine(agent_id="mine", team="ops", cron_spec="0 9 * * 1-5")
+    page.reload()
+    assert row(page, utc.id).locator("td.next time").inner_text().endswith(" 09:00 UTC")
 
-        # Edit: a bad spec is refused beside its field and changes nothing; a good one saves.
-        row(page, routine.id).locator("a", has_text="Edit").click()
-        page.wait_for_url(f"{base}/board/routines/{routine.id}/edit/")
-        assert page.input_value("#id_title") == "Morning triage"
-        page.fill("#id_cron_spec", "0 25 * * *")
-        with page.expect_navigation():
-            page.click("#save-routine")
-        error = page.locator("[data-field=cron_spec] .field-error").inner_text()
-        assert "is not a valid cron expression" in error
-        assert store.get_routine(routine.id).cron_spec == "0 9 * * 1-5"
-        page.fill("#id_cron_spec", "30 7 * * *")
-        page.fill("#id_title", "Early triage")
-        with page.expect_navigation():
-            page.click("#save-routine")
-        routine = store.get_routine(routine.id)
-        assert routine.cron_spec == "30 7 * * *"
-        assert routine.task_template["title"] == "Early triage"
-        assert "At 07:30" in row(page, routine.id).locator(".words").inner_text()
+    # Edit: a bad spec is refused beside its field and changes nothing; a good one saves.
+    row(page, routine.id).locator("a", has_text="Edit").click()
+    page.wait_for_url(f"{base}/board/routines/{routine.id}/edit/")
+    assert page.input_value("#id_title") == "Morning triage"
+    page.fill("#id_cron_spec", "0 25 * * *")
+    with page.expect_navigation():
+        page.click("#save-routine")
+    error = page.locator("[data-field=cron_spec] .field-error").inner_text()
+    assert "is not a valid cron expression" in error
+    assert store.get_routine(routine.id).cron_spec == "0 9 * * 1-5"
+    page.fill("#id_cron_spec", "30 7 * * *")
+    page.fill("#id_title", "Early triage")
+    with page.expect_navigation():
+        page.click("#save-routine")
+    routine = store.get_routine(routine.id)
+    assert routine.cron_spec == "30 7 * * *"
+    assert routine.task_template["title"] == "Early triage"
+    assert "At 07:30" in row(page, routine.id).locator(".words").inner_text()
 
-        # Pause.
-        with page.expect_navigation():
-            row(page, routine.id).locator("button[data-move=pause]").click()
-        assert store.get_routine(routine.id).status == RoutineStatus.PAUSED
-        assert row(page, routine.id).get_attribute("data-state") == "paused"
-        assert "Paused" in row(page, routine.id).inner_text()
-        assert row(page, routine.id).locator("button[data-move=resume]").count() == 1
+    # Pause.
+    with page.expect_navigation():
+        row(page, routine.id).locator("button[data-move=pause]").click()
+    assert store.get_routine(routine.id).status == RoutineStatus.PAUSED
+    assert row(page, routine.id).get_attribute("data-state") == "paused"
+    assert "Paused" in row(page, routine.id).inner_text()
+    assert row(page, routine.id).locator("button[data-move=resume]").count() == 1
 
-        # A fire with its task, for the picture.
-        task = board_store.create_task(title="Early triage", team="ops").task
-        RoutineFire.objects.create(
-            routine=utc,
-            slot_at=utc.next_run_at - 86_400_000,
-            task_id=task.id,
-            outcome="dispatched",
-            fired_at=utc.created_at,
-        )
-        # As the fire path records it on the routine too (the "Last fire" column).
-        Routine.objects.filter(pk=utc.pk).update(last_run_at=utc.next_run_at - 86_400_000)
-        page.reload()
-        row(page, utc.id).locator("details summary").click()
-        link = row(page, utc.id).locator("a.task")
-        assert link.inner_text().startswith("Early triage")
-        assert link.get_attribute("href") == f"/board/?team=ops&task={task.id}"
-        page.screenshot(path=str(screenshot_path(tmp_path, "routines.png")), full_page=True)
-        browser.close()
+    # A fire with its task, for the picture.
+    task = board_store.create_task(title="Early triage", team="ops").task
+    RoutineFire.objects.create(
+        routine=utc,
+        slot_at=utc.next_run_at - 86_400_000,
+        task_id=task.id,
+        outcome="dispatched",
+        fired_at=utc.created_at,
+    )
+    # As the fire path records it on the routine too (the "Last fire" column).
+    Routine.objects.filter(pk=utc.pk).update(last_run_at=utc.next_run_at - 86_400_000)
+    page.reload()
+    row(page, utc.id).locator("details summary").click()
+    link = row(page, utc.id).locator("a.task")
+    assert link.inner_text().startswith("Early triage")
+    assert link.get_attribute("href") == f"/board/?team=ops&task={task.id}"
+    page.screenshot(path=str(screenshot_path(tmp_path, "routines.png")), full_page=True)
 
 
-def test_the_task_changelist_fits_a_1440_pixel_screen(daphne, tmp_path, settings, monkeypatch):
+def test_the_task_changelist_fits_a_1440_pixel_screen(
+    daphne, tmp_path, settings, monkeypatch, browser
+):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
     get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
@@ -150,32 +149,31 @@ def test_the_task_changelist_fits_a_1440_pixel_screen(daphne, tmp_path, settings
         if n % 2:
             board_store.claim(created.id, f"agent-with-a-longish-name-{n}")
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
-        page.goto(base + "/admin/login/?next=/admin/board/task/")
-        page.fill("#id_username", "op")
-        page.fill("#id_password", "pw-op-123")
-        page.click("input[type=submit]")
-        page.wait_for_url(base + "/admin/board/task/")
-        assert page.title().endswith("| Clawboo console")
-        fits = page.evaluate(
-            """() => {
-                const results = document.querySelector('#changelist .results');
-                const table = document.querySelector('#result_list');
-                return {
-                    scroll: results.scrollWidth, client: results.clientWidth,
-                    right: table.getBoundingClientRect().right, viewport: window.innerWidth,
-                };
-            }"""
-        )
-        assert fits["scroll"] <= fits["client"], fits
-        assert fits["right"] <= fits["viewport"], fits
-        page.screenshot(path=str(tmp_path / "admin-tasks.png"))
-        browser.close()
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(base + "/admin/login/?next=/admin/board/task/")
+    page.fill("#id_username", "op")
+    page.fill("#id_password", "pw-op-123")
+    page.click("input[type=submit]")
+    page.wait_for_url(base + "/admin/board/task/")
+    assert page.title().endswith("| Clawboo console")
+    fits = page.evaluate(
+        """() => {
+            const results = document.querySelector('#changelist .results');
+            const table = document.querySelector('#result_list');
+            return {
+                scroll: results.scrollWidth, client: results.clientWidth,
+                right: table.getBoundingClientRect().right, viewport: window.innerWidth,
+            };
+        }"""
+    )
+    assert fits["scroll"] <= fits["client"], fits
+    assert fits["right"] <= fits["viewport"], fits
+    page.screenshot(path=str(tmp_path / "admin-tasks.png"))
 
 
-def test_the_agent_changelist_fits_a_1440_pixel_screen(daphne, tmp_path, settings, monkeypatch):
+def test_the_agent_changelist_fits_a_1440_pixel_screen(
+    daphne, tmp_path, settings, monkeypatch, browser
+):
     # Its last column ran past the list's edge ("Dec. 7, 202…") beside the filters.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
@@ -190,32 +188,29 @@ def test_the_agent_changelist_fits_a_1440_pixel_screen(daphne, tmp_path, setting
             owner=owner,
         )
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
-        page.goto(base + "/admin/login/?next=/admin/clawboo/agent/")
-        page.fill("#id_username", "op")
-        page.fill("#id_password", "pw-op-123")
-        page.click("input[type=submit]")
-        page.wait_for_url(base + "/admin/clawboo/agent/")
-        fits = page.evaluate(
-            """() => {
-                const results = document.querySelector('#changelist .results');
-                const table = document.querySelector('#result_list');
-                return {
-                    scroll: results.scrollWidth, client: results.clientWidth,
-                    right: table.getBoundingClientRect().right, viewport: window.innerWidth,
-                };
-            }"""
-        )
-        page.screenshot(path=str(screenshot_path(tmp_path, "admin-agents.png")))
-        assert fits["scroll"] <= fits["client"], fits
-        assert fits["right"] <= fits["viewport"], fits
-        browser.close()
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(base + "/admin/login/?next=/admin/clawboo/agent/")
+    page.fill("#id_username", "op")
+    page.fill("#id_password", "pw-op-123")
+    page.click("input[type=submit]")
+    page.wait_for_url(base + "/admin/clawboo/agent/")
+    fits = page.evaluate(
+        """() => {
+            const results = document.querySelector('#changelist .results');
+            const table = document.querySelector('#result_list');
+            return {
+                scroll: results.scrollWidth, client: results.clientWidth,
+                right: table.getBoundingClientRect().right, viewport: window.innerWidth,
+            };
+        }"""
+    )
+    page.screenshot(path=str(screenshot_path(tmp_path, "admin-agents.png")))
+    assert fits["scroll"] <= fits["client"], fits
+    assert fits["right"] <= fits["viewport"], fits
 
 
 def test_the_routine_changelist_fits_1440_px_and_filters_by_the_state_it_shows(
-    daphne, tmp_path, settings, monkeypatch
+    daphne, tmp_path, settings, monkeypatch, browser
 ):
     # It ran past the screen ("next fire (routin…" cut off), filtered by ledger words
     # ("Idle", "Claimed") the state column never shows, and named a routine by its id.
@@ -241,44 +236,41 @@ def test_the_routine_changelist_fits_1440_px_and_filters_by_the_state_it_shows(
     )
     store.pause_routine(paused.id)
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
-        page.goto(base + "/admin/login/?next=/admin/routines/routine/")
-        page.fill("#id_username", "op")
-        page.fill("#id_password", "pw-op-123")
-        page.click("input[type=submit]")
-        page.wait_for_url(base + "/admin/routines/routine/")
-        fits = page.evaluate(
-            """() => {
-                const results = document.querySelector('#changelist .results');
-                const table = document.querySelector('#result_list');
-                return {
-                    scroll: results.scrollWidth, client: results.clientWidth,
-                    right: table.getBoundingClientRect().right, viewport: window.innerWidth,
-                };
-            }"""
-        )
-        page.screenshot(path=str(screenshot_path(tmp_path, "admin-routines.png")))
-        assert fits["scroll"] <= fits["client"], fits
-        assert fits["right"] <= fits["viewport"], fits
-        choices = page.locator("#changelist-filter").inner_text().lower()
-        assert "armed" in choices and "late" in choices
-        assert "idle" not in choices and "claimed" not in choices
-        page.click("#changelist-filter a:text-is('paused')")
-        page.wait_for_url(lambda url: "state=paused" in url)
-        rows = page.locator("#result_list tbody tr")
-        assert rows.count() == 1 and "Tidy the notes" in rows.inner_text()
-        page.click("#result_list a:text-is('Tidy the notes')")
-        page.wait_for_url(lambda url: f"/{paused.id}/change/" in url)
-        browser.close()
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(base + "/admin/login/?next=/admin/routines/routine/")
+    page.fill("#id_username", "op")
+    page.fill("#id_password", "pw-op-123")
+    page.click("input[type=submit]")
+    page.wait_for_url(base + "/admin/routines/routine/")
+    fits = page.evaluate(
+        """() => {
+            const results = document.querySelector('#changelist .results');
+            const table = document.querySelector('#result_list');
+            return {
+                scroll: results.scrollWidth, client: results.clientWidth,
+                right: table.getBoundingClientRect().right, viewport: window.innerWidth,
+            };
+        }"""
+    )
+    page.screenshot(path=str(screenshot_path(tmp_path, "admin-routines.png")))
+    assert fits["scroll"] <= fits["client"], fits
+    assert fits["right"] <= fits["viewport"], fits
+    choices = page.locator("#changelist-filter").inner_text().lower()
+    assert "armed" in choices and "late" in choices
+    assert "idle" not in choices and "claimed" not in choices
+    page.click("#changelist-filter a:text-is('paused')")
+    page.wait_for_url(lambda url: "state=paused" in url)
+    rows = page.locator("#result_list tbody tr")
+    assert rows.count() == 1 and "Tidy the notes" in rows.inner_text()
+    page.click("#result_list a:text-is('Tidy the notes')")
+    page.wait_for_url(lambda url: f"/{paused.id}/change/" in url)
     assert str(Routine.objects.get(pk=armed.id)) == (
         f"Say hello to the whole team · */2 * * * * · {armed.id[:6]}"
     )
 
 
 def test_the_page_keeps_its_team_across_actions_and_deletes_only_after_asking(
-    daphne, settings, monkeypatch
+    daphne, settings, monkeypatch, browser
 ):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
@@ -294,80 +286,78 @@ def test_the_page_keeps_its_team_across_actions_and_deletes_only_after_asking(
     mine = store.create_routine(agent_id="ops-bot", team="ops", cron_spec="0 9 * * *")
     other = store.create_routine(agent_id="web-bot", team="web", cron_spec="0 10 * * *")
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
-        # The page's own clock, so its 10 s refresh can be brought forward below; it
-        # runs on as a real one would.
-        page.clock.install()
-        page.goto(base + "/board/login/?next=/board/routines/%3Fteam%3Dops")
-        page.fill("input[name=username]", "mia")
-        page.fill("input[name=password]", "pw-mia-123")
-        page.click("#login")
-        page.wait_for_url(lambda url: "team=ops" in url)
-        assert row(page, other.id).count() == 0
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    # The page's own clock, so its 10 s refresh can be brought forward below; it
+    # runs on as a real one would.
+    page.clock.install()
+    page.goto(base + "/board/login/?next=/board/routines/%3Fteam%3Dops")
+    page.fill("input[name=username]", "mia")
+    page.fill("input[name=password]", "pw-mia-123")
+    page.click("#login")
+    page.wait_for_url(lambda url: "team=ops" in url)
+    assert row(page, other.id).count() == 0
 
-        # Pause, resume and run now each come back to the ops list.
-        for move in ("pause", "resume", "run-now"):
-            with page.expect_navigation():
-                row(page, mine.id).locator(f"button[data-move={move}]").click()
-            assert "team=ops" in page.url, (move, page.url)
-            assert row(page, other.id).count() == 0
-            assert page.locator("select[name=team]").input_value() == "ops"
-
-        # Delete asks first; Cancel keeps the routine, and the team.
-        row(page, mine.id).locator(f"[data-delete='{mine.id}']").click()
-        page.wait_for_selector("#confirm-delete")
-        assert "Delete routine" in page.inner_text("h1")
-        page.click("#cancel-delete")
-        page.wait_for_url(lambda url: "team=ops" in url and "/delete/" not in url)
-        assert Routine.objects.filter(pk=mine.id).exists()
-        row(page, mine.id).locator(f"[data-delete='{mine.id}']").click()
-        page.wait_for_selector("#confirm-delete")
+    # Pause, resume and run now each come back to the ops list.
+    for move in ("pause", "resume", "run-now"):
         with page.expect_navigation():
-            page.click("#confirm-delete")
-        assert "team=ops" in page.url
-        assert not Routine.objects.filter(pk=mine.id).exists()
-        assert Routine.objects.filter(pk=other.id).exists()
-        assert "Deleted routine" in page.inner_text("main")
+            row(page, mine.id).locator(f"button[data-move={move}]").click()
+        assert "team=ops" in page.url, (move, page.url)
+        assert row(page, other.id).count() == 0
+        assert page.locator("select[name=team]").input_value() == "ops"
 
-        # The list refreshes itself: a routine made elsewhere shows without a reload.
-        later = store.create_routine(agent_id="ops-bot", team="ops", cron_spec="0 11 * * *")
-        page.clock.fast_forward(10_000)  # the refresh's interval, not waited out
-        row(page, later.id).wait_for(timeout=15_000)
-        assert "team=ops" in page.url
+    # Delete asks first; Cancel keeps the routine, and the team.
+    row(page, mine.id).locator(f"[data-delete='{mine.id}']").click()
+    page.wait_for_selector("#confirm-delete")
+    assert "Delete routine" in page.inner_text("h1")
+    page.click("#cancel-delete")
+    page.wait_for_url(lambda url: "team=ops" in url and "/delete/" not in url)
+    assert Routine.objects.filter(pk=mine.id).exists()
+    row(page, mine.id).locator(f"[data-delete='{mine.id}']").click()
+    page.wait_for_selector("#confirm-delete")
+    with page.expect_navigation():
+        page.click("#confirm-delete")
+    assert "team=ops" in page.url
+    assert not Routine.objects.filter(pk=mine.id).exists()
+    assert Routine.objects.filter(pk=other.id).exists()
+    assert "Deleted routine" in page.inner_text("main")
 
-        # The gateway's own-life cron has its own section; unconfigured here, it says so.
-        assert "not configured" in page.inner_text("#gateway-cron")
+    # The list refreshes itself: a routine made elsewhere shows without a reload.
+    later = store.create_routine(agent_id="ops-bot", team="ops", cron_spec="0 11 * * *")
+    page.clock.fast_forward(10_000)  # the refresh's interval, not waited out
+    row(page, later.id).wait_for(timeout=15_000)
+    assert "team=ops" in page.url
 
-        # New routine: a preset fills the schedule.
-        page.click("#new-routine")
-        page.click("#cron-presets [data-cron='0 9 * * 1-5']")
-        assert page.locator("#id_cron_spec").input_value() == "0 9 * * 1-5"
+    # The gateway's own-life cron has its own section; unconfigured here, it says so.
+    assert "not configured" in page.inner_text("#gateway-cron")
 
-        # On a phone the column heads fold away: each time says whether it is the next
-        # fire or the last (two bare dates read the same).
-        labels = "(s) => getComputedStyle(document.querySelector(s), '::before').content"
-        page.goto(base + "/board/routines/?team=ops")
-        assert page.evaluate(labels, f"#routine-{later.id} td.next") == "none"
-        page.set_viewport_size({"width": 390, "height": 844})
-        for cell, label in (("td.next", "Next fire"), ("td.last", "Last fire")):
-            assert page.evaluate(labels, f"#routine-{later.id} {cell}") == f'"{label}"'
-        page.set_viewport_size({"width": 1440, "height": 900})
+    # New routine: a preset fills the schedule.
+    page.click("#new-routine")
+    page.click("#cron-presets [data-cron='0 9 * * 1-5']")
+    assert page.locator("#id_cron_spec").input_value() == "0 9 * * 1-5"
 
-        # A dark system: the routines, the form and usage are dark as the board is
-        # (they stayed white between the board's dark pages), and their text reads.
-        page.emulate_media(color_scheme="dark")
-        for path in ("/board/routines/?team=ops", "/board/usage/?team=ops"):
-            page.goto(base + path)
-            for selector in ("body", "table.routines", "table.routines th"):
-                dark = page.evaluate(LUMINANCE_JS, selector)
-                assert dark["bg"] < 0.05, (path, selector, dark)
-                assert dark["contrast"] >= 4.5, (path, selector, dark)
-        page.click("text=Routines")
-        page.click("#new-routine")
-        field = page.evaluate(LUMINANCE_JS, "#id_cron_spec")
-        assert field["bg"] < 0.05 and field["contrast"] >= 4.5, field
+    # On a phone the column heads fold away: each time says whether it is the next
+    # fire or the last (two bare dates read the same).
+    labels = "(s) => getComputedStyle(document.querySelector(s), '::before').content"
+    page.goto(base + "/board/routines/?team=ops")
+    assert page.evaluate(labels, f"#routine-{later.id} td.next") == "none"
+    page.set_viewport_size({"width": 390, "height": 844})
+    for cell, label in (("td.next", "Next fire"), ("td.last", "Last fire")):
+        assert page.evaluate(labels, f"#routine-{later.id} {cell}") == f'"{label}"'
+    page.set_viewport_size({"width": 1440, "height": 900})
+
+    # A dark system: the routines, the form and usage are dark as the board is
+    # (they stayed white between the board's dark pages), and their text reads.
+    page.emulate_media(color_scheme="dark")
+    for path in ("/board/routines/?team=ops", "/board/usage/?team=ops"):
+        page.goto(base + path)
+        for selector in ("body", "table.routines", "table.routines th"):
+            dark = page.evaluate(LUMINANCE_JS, selector)
+            assert dark["bg"] < 0.05, (path, selector, dark)
+            assert dark["contrast"] >= 4.5, (path, selector, dark)
+    page.click("text=Routines")
+    page.click("#new-routine")
+    field = page.evaluate(LUMINANCE_JS, "#id_cron_spec")
+    assert field["bg"] < 0.05 and field["contrast"] >= 4.5, field
 
 
 # The relative luminance of an element's own (or nearest painted) background, and the
@@ -390,7 +380,7 @@ LUMINANCE_JS = """(selector) => {
 }"""
 
 
-def test_a_gateway_cron_job_is_listed_beside_a_team_routine(daphne, settings, monkeypatch):
+def test_a_gateway_cron_job_is_listed_beside_a_team_routine(daphne, settings, monkeypatch, browser):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
     registry.ensure_team("ops", "Ops")
@@ -430,24 +420,22 @@ def test_a_gateway_cron_job_is_listed_beside_a_team_routine(daphne, settings, mo
                 "CLAWBOO_OPENCLAW_TOKEN": gateway.token,
             }
         )
-        with playwright_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
-            page.goto(base + "/board/login/?next=/board/routines/")
-            page.fill("input[name=username]", "mia")
-            page.fill("input[name=password]", "pw-mia-123")
-            page.click("#login")
-            page.wait_for_url(base + "/board/routines/")
-            assert row(page, routine.id).count() == 1
-            job = page.locator("#gateway-cron [data-schedule-id='openclaw-gateway-cron:job1']")
-            assert "Nightly memory compaction" in job.inner_text()
-            assert "0 3 * * *" in job.inner_text() and "main" in job.inner_text()
-            assert page.locator("#gateway-cron").get_attribute("data-status") == "ok"
-            # Mia is not staff: the gateway's jobs are hers to see, not to operate.
-            assert job.locator("[data-move], [data-delete]").count() == 0
-            assert "staff operate it" in job.inner_text()
-            seeded = page.locator("#gateway-cron [data-schedule-id='openclaw-gateway-cron:hb']")
-            assert "Heartbeat (main)" in seeded.inner_text()
-            assert seeded.get_attribute("data-manageability") == "observe-only"
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(base + "/board/login/?next=/board/routines/")
+        page.fill("input[name=username]", "mia")
+        page.fill("input[name=password]", "pw-mia-123")
+        page.click("#login")
+        page.wait_for_url(base + "/board/routines/")
+        assert row(page, routine.id).count() == 1
+        job = page.locator("#gateway-cron [data-schedule-id='openclaw-gateway-cron:job1']")
+        assert "Nightly memory compaction" in job.inner_text()
+        assert "0 3 * * *" in job.inner_text() and "main" in job.inner_text()
+        assert page.locator("#gateway-cron").get_attribute("data-status") == "ok"
+        # Mia is not staff: the gateway's jobs are hers to see, not to operate.
+        assert job.locator("[data-move], [data-delete]").count() == 0
+        assert "staff operate it" in job.inner_text()
+        seeded = page.locator("#gateway-cron [data-schedule-id='openclaw-gateway-cron:hb']")
+        assert "Heartbeat (main)" in seeded.inner_text()
+        assert seeded.get_attribute("data-manageability") == "observe-only"
     finally:
         gateway.close()

@@ -27,7 +27,9 @@ def spend_on(task_id: str, cents: int) -> None:
     store.release(task_id, ticket=claimed.ticket)
 
 
-def test_the_board_shows_spend_against_budgets_and_tree_cost(daphne, settings, monkeypatch):
+def test_the_board_shows_spend_against_budgets_and_tree_cost(
+    daphne, settings, monkeypatch, browser
+):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
     user = get_user_model().objects.create_superuser("op", "op@example.com", "pw-op-123")
@@ -39,24 +41,17 @@ def test_the_board_shows_spend_against_budgets_and_tree_cost(daphne, settings, m
     spend_on(root.id, 12)
     spend_on(child.id, 30)
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
-        )
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(base + "/admin/login/?next=/board/")
-        page.fill("#id_username", "op")
-        page.fill("#id_password", "pw-op-123")
-        page.click("input[type=submit]")
-        page.wait_for_url(base + "/board/")
-        strip = page.locator("#spend .budget")
-        strip.wait_for(timeout=10_000)
-        assert "42¢ / $1.00" in strip.inner_text()
-        card = page.locator(f"[data-task-id='{root.id}'] .cost")
-        assert "12¢ (tree 42¢)" in card.inner_text()
-        # A run over the cap pauses the team: the strip turns to "paused" live.
-        spend_on(store.create_task(title="Big").task.id, 60)
-        page.locator("#spend .budget-paused").wait_for(timeout=10_000)
-        browser.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(base + "/admin/login/?next=/board/")
+    page.fill("#id_username", "op")
+    page.fill("#id_password", "pw-op-123")
+    page.click("input[type=submit]")
+    page.wait_for_url(base + "/board/")
+    strip = page.locator("#spend .budget")
+    strip.wait_for(timeout=10_000)
+    assert "42¢ / $1.00" in strip.inner_text()
+    card = page.locator(f"[data-task-id='{root.id}'] .cost")
+    assert "12¢ (tree 42¢)" in card.inner_text()
+    # A run over the cap pauses the team: the strip turns to "paused" live.
+    spend_on(store.create_task(title="Big").task.id, 60)
+    page.locator("#spend .budget-paused").wait_for(timeout=10_000)

@@ -15,7 +15,7 @@ from board.store import steps as steps_store
 from core import registry
 from core.runlogs import RunLog
 from tests.live import test_board_browser
-from tests.live.browsing import CHROMIUM, launch, screenshot
+from tests.live.browsing import CHROMIUM, screenshot
 from tests.live.test_board_browser import WIDE, open_board
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -69,41 +69,38 @@ def two_attempts(state_dir: Path) -> tuple[str, int]:
 
 
 def test_the_trace_marks_the_failing_step_and_a_second_browser_sees_a_new_step_live(
-    daphne, operator, state_dir, tmp_path
+    daphne, operator, state_dir, tmp_path, browser
 ):
     task_id, running = two_attempts(state_dir)
     base = daphne()
-    with playwright_api.sync_playwright() as p:
-        browser = launch(p)
-        first = open_board(browser, base, WIDE, f"/board/?task={task_id}")
-        second = open_board(browser, base, WIDE, f"/board/?task={task_id}")
-        for page in (first, second):
-            page.locator("#trace .trace-run").nth(1).wait_for(timeout=10_000)
-        runs = first.locator("#trace .trace-run")
-        assert runs.count() == 2
-        assert "run #1" in runs.nth(0).inner_text() and "failed" in runs.nth(0).inner_text()
-        assert "run #2" in runs.nth(1).inner_text() and "running" in runs.nth(1).inner_text()
-        steps = first.locator("#trace .trace-step")
-        assert [steps.nth(i).get_attribute("data-status") for i in range(steps.count())] == [
-            "ok", "ok", "error", "ok", "ok",
-        ]  # fmt: skip
-        failing = first.locator("#trace .trace-step.failed")
-        assert failing.count() == 1
-        assert "✗" in failing.inner_text() and "Bash" in failing.inner_text()
-        assert "1 failed" in first.locator("#trace-summary").inner_text().lower()
-        screenshot(first, "trace-view.png", tmp_path, full_page=True)
+    first = open_board(browser, base, WIDE, f"/board/?task={task_id}")
+    second = open_board(browser, base, WIDE, f"/board/?task={task_id}")
+    for page in (first, second):
+        page.locator("#trace .trace-run").nth(1).wait_for(timeout=10_000)
+    runs = first.locator("#trace .trace-run")
+    assert runs.count() == 2
+    assert "run #1" in runs.nth(0).inner_text() and "failed" in runs.nth(0).inner_text()
+    assert "run #2" in runs.nth(1).inner_text() and "running" in runs.nth(1).inner_text()
+    steps = first.locator("#trace .trace-step")
+    assert [steps.nth(i).get_attribute("data-status") for i in range(steps.count())] == [
+        "ok", "ok", "error", "ok", "ok",
+    ]  # fmt: skip
+    failing = first.locator("#trace .trace-step.failed")
+    assert failing.count() == 1
+    assert "✗" in failing.inner_text() and "Bash" in failing.inner_text()
+    assert "1 failed" in first.locator("#trace-summary").inner_text().lower()
+    screenshot(first, "trace-view.png", tmp_path, full_page=True)
 
-        # The run's log, one click from its step.
-        with first.expect_download() as download:
-            failing.locator("a").click()
-        assert "printed this" in Path(download.value.path()).read_text()
+    # The run's log, one click from its step.
+    with first.expect_download() as download:
+        failing.locator("a").click()
+    assert "printed this" in Path(download.value.path()).read_text()
 
-        # A step the running run reports reaches the second browser within a second.
-        before = second.locator("#trace .trace-step").count()
-        written = time.monotonic()
-        steps_store.record_steps(running, [{"kind": "command", "name": "pytest -q"}])
-        second.locator("#trace .trace-step").nth(before).wait_for(timeout=5_000)
-        took = time.monotonic() - written
-        assert took < 1.0, f"the new step showed after {took:.2f} s"
-        assert "pytest -q" in second.locator("#trace .trace-step").nth(before).inner_text()
-        browser.close()
+    # A step the running run reports reaches the second browser within a second.
+    before = second.locator("#trace .trace-step").count()
+    written = time.monotonic()
+    steps_store.record_steps(running, [{"kind": "command", "name": "pytest -q"}])
+    second.locator("#trace .trace-step").nth(before).wait_for(timeout=5_000)
+    took = time.monotonic() - written
+    assert took < 1.0, f"the new step showed after {took:.2f} s"
+    assert "pytest -q" in second.locator("#trace .trace-step").nth(before).inner_text()

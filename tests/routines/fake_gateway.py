@@ -99,11 +99,14 @@ class FakeGateway:
         self.starting_connects = 0
         self.requests: list[dict[str, Any]] = []
         self.runs: dict[str, FakeRun] = {}
+        # The loop runs in a thread of its own from the start: the test's thread may
+        # have one running already (a browser test's Playwright), beside which no
+        # other loop can be run.
         self.loop = asyncio.new_event_loop()
-        self.server = self.loop.run_until_complete(self._start())
-        self.port = self.server.sockets[0].getsockname()[1]
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
+        self.server = asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(timeout=10)
+        self.port = self.server.sockets[0].getsockname()[1]
 
     async def _start(self) -> Server:
         return await serve(self._serve, "127.0.0.1", 0)
