@@ -12,7 +12,7 @@ from board import store
 from core import registry
 from executor.runner import Executor
 from tests.forges.conftest import Setup
-from tests.live.browsing import CHROMIUM, screenshot
+from tests.live.browsing import CHROMIUM, log_in, screenshot
 from worktrees import pull_requests
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -36,11 +36,7 @@ def test_the_card_and_the_review_panel_show_the_pull_request_and_its_checks(
     pull_requests.refresh(task.id)
     base = daphne()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(base + "/admin/login/?next=/board/")
-    page.fill("#id_username", "op")
-    page.fill("#id_password", "pw-op-123")
-    page.click("input[type=submit]")
-    page.wait_for_url(base + "/board/")
+    log_in(page, base, "op", "pw-op-123")
     card = page.locator(f"[data-status=in_review] [data-task-id='{task.id}']")
     badge = card.locator(".badge.pull-request")
     badge.wait_for(timeout=10_000)

@@ -11,7 +11,7 @@ from rest_framework.authtoken.models import Token
 
 from board import store
 from core import registry
-from tests.live.browsing import CHROMIUM, DOCS, api_post, screenshot  # noqa: F401 - DOCS
+from tests.live.browsing import CHROMIUM, DOCS, api_post, log_in, screenshot  # noqa: F401 - DOCS
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
@@ -34,11 +34,7 @@ def test_the_board_updates_live_and_offers_only_legal_moves(
     base = daphne()
     port = int(base.rsplit(":", 1)[1])
     page = browser.new_page(viewport={"width": 1400, "height": 800})
-    page.goto(base + "/admin/login/?next=/board/")
-    page.fill("#id_username", "op")
-    page.fill("#id_password", "pw-op-123")
-    page.click("input[type=submit]")
-    page.wait_for_url(base + "/board/")
+    log_in(page, base, "op", "pw-op-123")
     page.wait_for_selector("#conn[data-state=live]", timeout=10_000)
 
     # A task created through the API appears without a reload, within 2 s.

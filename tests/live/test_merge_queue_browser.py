@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 
 from core import registry, repositories
 from executor import merge_queue
-from tests.live.browsing import CHROMIUM
+from tests.live.browsing import CHROMIUM, log_in
 from tests.worktrees.queue_fixtures import GATE, Harness
 from worktrees import queue, service
 
@@ -45,11 +45,7 @@ def test_the_board_shows_the_merge_queue_and_its_positions(
     service.approve(second, by="op")
     base = daphne()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(base + "/admin/login/?next=/board/")
-    page.fill("#id_username", "op")
-    page.fill("#id_password", "pw-op-123")
-    page.click("input[type=submit]")
-    page.wait_for_url(base + "/board/")
+    log_in(page, base, "op", "pw-op-123")
     line = page.locator("#merge-queue .mq-line li")
     line.first.wait_for(timeout=30_000)
     assert "2 waiting to land" in page.locator("#merge-queue").inner_text()
@@ -83,11 +79,7 @@ def test_approving_says_queued_until_the_queue_lands_it_then_no_longer(
     task_id = Harness(repo, log, command).in_review("Land me", {"one.txt": "1\n"})
     base = daphne()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(base + "/admin/login/?next=/board/")
-    page.fill("#id_username", "op")
-    page.fill("#id_password", "pw-op-123")
-    page.click("input[type=submit]")
-    page.wait_for_url(base + "/board/")
+    log_in(page, base, "op", "pw-op-123")
     page.locator(f"[data-status=in_review] [data-task-id='{task_id}']").click()
     page.click("#approve-btn")
     page.click("#ask-ok")

@@ -14,7 +14,7 @@ from core import registry
 from executor.runner import Executor
 from tests.fixtures.gitrepos import git
 from tests.fixtures.runs import VERIFY_OK
-from tests.live.browsing import CHROMIUM, screenshot
+from tests.live.browsing import CHROMIUM, log_in, screenshot
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
@@ -46,11 +46,7 @@ def test_the_review_panel_shows_the_work_and_approves_it(
     assert store.get_task(task.id).status == "in_review"
     base = daphne()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(base + "/admin/login/?next=/board/")
-    page.fill("#id_username", "op")
-    page.fill("#id_password", "pw-op-123")
-    page.click("input[type=submit]")
-    page.wait_for_url(base + "/board/")
+    log_in(page, base, "op", "pw-op-123")
     page.locator(f"[data-status=in_review] [data-task-id='{task.id}']").click()
 
     panel = page.locator(f"#detail [data-review-for='{task.id}']")
@@ -116,11 +112,7 @@ def test_findings_and_line_comments_render_at_their_lines_and_go_to_the_agent(
     store.record_verification(task.id, "fail", "the reviewer found 1 blocking issue", detail)
     base = daphne()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(base + "/admin/login/?next=/board/")
-    page.fill("#id_username", "op")
-    page.fill("#id_password", "pw-op-123")
-    page.click("input[type=submit]")
-    page.wait_for_url(base + "/board/")
+    log_in(page, base, "op", "pw-op-123")
     page.locator(f"[data-status=in_review] [data-task-id='{task.id}']").click()
     panel = page.locator(f"#detail [data-review-for='{task.id}']")
     panel.wait_for(timeout=10_000)
@@ -167,11 +159,7 @@ def test_the_boards_new_task_carries_a_verify_command(daphne, settings, monkeypa
     registry.add_member("default", user)
     base = daphne()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(base + "/admin/login/?next=/board/")
-    page.fill("#id_username", "op")
-    page.fill("#id_password", "pw-op-123")
-    page.click("input[type=submit]")
-    page.wait_for_url(base + "/board/")
+    log_in(page, base, "op", "pw-op-123")
     page.click("#new-task-btn")
     page.fill("#new-task-form [name=title]", "Judged from the start")
     page.fill("#new-task-verify", "pytest -q")
@@ -216,11 +204,7 @@ def test_a_diff_line_shows_its_bidi_controls_instead_of_being_reordered_by_them(
     assert Executor("sly").work_once().verdict == "pass"
     base = daphne()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(base + "/admin/login/?next=/board/")
-    page.fill("#id_username", "op")
-    page.fill("#id_password", "pw-op-123")
-    page.click("input[type=submit]")
-    page.wait_for_url(base + "/board/")
+    log_in(page, base, "op", "pw-op-123")
     page.locator(f"[data-status=in_review] [data-task-id='{task.id}']").click()
     patch = page.locator(f"#detail [data-review-for='{task.id}'] .patch[data-file='auth.py']")
     patch.wait_for(timeout=10_000)
@@ -253,11 +237,7 @@ def test_a_landing_whose_push_failed_says_so_where_it_says_landed(
     assert Executor("builder").work_once().verdict == "pass"
     base = daphne()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(base + "/admin/login/?next=/board/")
-    page.fill("#id_username", "op")
-    page.fill("#id_password", "pw-op-123")
-    page.click("input[type=submit]")
-    page.wait_for_url(base + "/board/")
+    log_in(page, base, "op", "pw-op-123")
     page.locator(f"[data-status=in_review] [data-task-id='{task.id}']").click()
     page.click("#approve-btn")
     page.locator("#ask[open]").wait_for()

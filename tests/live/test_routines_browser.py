@@ -15,6 +15,7 @@ from core import registry
 from routines import store
 from routines.models import Routine, RoutineFire, RoutineStatus
 from routines.wording import local_stamp
+from tests.live.browsing import log_in
 from tests.routines.fake_gateway import FakeGateway
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -150,11 +151,7 @@ def test_the_task_changelist_fits_a_1440_pixel_screen(
             board_store.claim(created.id, f"agent-with-a-longish-name-{n}")
     base = daphne()
     page = browser.new_page(viewport={"width": 1440, "height": 900})
-    page.goto(base + "/admin/login/?next=/admin/board/task/")
-    page.fill("#id_username", "op")
-    page.fill("#id_password", "pw-op-123")
-    page.click("input[type=submit]")
-    page.wait_for_url(base + "/admin/board/task/")
+    log_in(page, base, "op", "pw-op-123", "/admin/board/task/")
     assert page.title().endswith("| Clawboo console")
     fits = page.evaluate(
         """() => {
@@ -189,11 +186,7 @@ def test_the_agent_changelist_fits_a_1440_pixel_screen(
         )
     base = daphne()
     page = browser.new_page(viewport={"width": 1440, "height": 900})
-    page.goto(base + "/admin/login/?next=/admin/clawboo/agent/")
-    page.fill("#id_username", "op")
-    page.fill("#id_password", "pw-op-123")
-    page.click("input[type=submit]")
-    page.wait_for_url(base + "/admin/clawboo/agent/")
+    log_in(page, base, "op", "pw-op-123", "/admin/clawboo/agent/")
     fits = page.evaluate(
         """() => {
             const results = document.querySelector('#changelist .results');
@@ -237,11 +230,7 @@ def test_the_routine_changelist_fits_1440_px_and_filters_by_the_state_it_shows(
     store.pause_routine(paused.id)
     base = daphne()
     page = browser.new_page(viewport={"width": 1440, "height": 900})
-    page.goto(base + "/admin/login/?next=/admin/routines/routine/")
-    page.fill("#id_username", "op")
-    page.fill("#id_password", "pw-op-123")
-    page.click("input[type=submit]")
-    page.wait_for_url(base + "/admin/routines/routine/")
+    log_in(page, base, "op", "pw-op-123", "/admin/routines/routine/")
     fits = page.evaluate(
         """() => {
             const results = document.querySelector('#changelist .results');

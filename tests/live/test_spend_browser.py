@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from board import store
 from board.store import spend
 from core import registry
-from tests.live.browsing import CHROMIUM
+from tests.live.browsing import CHROMIUM, log_in
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
@@ -42,11 +42,7 @@ def test_the_board_shows_spend_against_budgets_and_tree_cost(
     spend_on(child.id, 30)
     base = daphne()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(base + "/admin/login/?next=/board/")
-    page.fill("#id_username", "op")
-    page.fill("#id_password", "pw-op-123")
-    page.click("input[type=submit]")
-    page.wait_for_url(base + "/board/")
+    log_in(page, base, "op", "pw-op-123")
     strip = page.locator("#spend .budget")
     strip.wait_for(timeout=10_000)
     assert "42¢ / $1.00" in strip.inner_text()
