@@ -6,7 +6,12 @@ import tempfile
 from pathlib import Path
 
 _state = Path(tempfile.mkdtemp(prefix="clawboo-test-"))
-os.environ.setdefault("CLAWBOO_STATE_DIR", str(_state))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Each xdist worker keeps its own state dir: the one it inherited from the
+    # controller would have two workers write the same files.
+    os.environ["CLAWBOO_STATE_DIR"] = str(_state)
+else:
+    os.environ.setdefault("CLAWBOO_STATE_DIR", str(_state))
 os.environ.pop("DATABASE_URL", None)
 
 from clawboo.settings import *  # noqa: E402,F403

@@ -92,6 +92,7 @@ def test_the_overlap_of_two_full_scopes_is_fast():
     assert (time.perf_counter() - start) / 100 < 0.05  # per 64x64 comparison
 
 
+@pytest.mark.timing
 def test_two_scopes_of_quadratic_globs_are_judged_overlapping_in_well_under_a_second():
     # ``*x*x...x.a`` against ``*x*x...x.b``: apart, but the search visits every pair of
     # positions (0.2 s a pair, minutes for 64 x 64). Past the budget: "overlap".

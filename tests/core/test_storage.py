@@ -135,6 +135,7 @@ def sqlite_write_lock_held_for(seconds: float) -> Iterator[None]:
         holder.close()
 
 
+@pytest.mark.timing
 def test_a_sqlite_write_waits_out_a_lock_held_by_another_connection(sleeps):
     """A real SQLITE_BUSY at BEGIN IMMEDIATE, released before the budget runs out."""
     calls: list[int] = []
@@ -163,6 +164,7 @@ def test_a_zero_row_result_is_returned_unretried(result, sleeps):
     assert sleeps == []
 
 
+@pytest.mark.timing
 def test_a_lost_claim_race_is_data_and_is_not_retried(default_team, sleeps):
     task = store.create_task(title="t").task
     assert store.claim(task.id, "ada").ok
@@ -191,6 +193,7 @@ def test_any_other_error_propagates_at_once(error, sleeps):
     assert sleeps == []
 
 
+@pytest.mark.timing
 def test_a_lock_held_past_the_budget_gives_up_after_about_1_5_seconds(sleeps):
     """Held by another real connection on SQLite; on PostgreSQL every attempt hits a
     serialization failure. Either way the wrapper stops on the clock."""
@@ -219,6 +222,7 @@ def test_a_lock_held_past_the_budget_gives_up_after_about_1_5_seconds(sleeps):
     assert sum(sleeps) <= 1.5 + 1e-6  # the last pause is clamped to what was left
 
 
+@pytest.mark.timing
 @override_settings(CLAWBOO_DB_WRITE_BUDGET_MS=400)
 def test_the_budget_is_wall_clock_not_an_attempt_count(sleeps):
     def fn() -> None:
@@ -249,6 +253,7 @@ def test_twenty_writers_on_one_sqlite_file_let_no_lock_error_escape(default_team
     assert Task.objects.filter(status="backlog").count() == 200
 
 
+@pytest.mark.timing
 @pytest.mark.django_db(transaction=True)
 def test_threads_of_one_process_write_at_once_and_every_write_lands(default_team):
     """Eight threads writing at once (as daphne's request threads do): every write

@@ -19,6 +19,7 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.mark.timing
 def test_a_commit_wakes_a_waiter_of_this_process_at_once(default_team):
     since = wakeups.seen(wakeups.BOARD)
     woke: list[float] = []
@@ -66,6 +67,7 @@ def _idle_worker(database_url: str, state_dir: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.timing
 def test_an_idle_worker_in_another_process_claims_new_work_at_once(
     default_team, database_url, tmp_path
 ):

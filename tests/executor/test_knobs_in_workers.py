@@ -71,6 +71,7 @@ def test_clawboo_breaker_failures_7_pauses_the_agent_after_7_failed_runs(databas
     assert ExecutionProcess.objects.count() == 7
 
 
+@pytest.mark.timing
 @pytest.mark.django_db(transaction=True)
 def test_clawboo_health_probe_ms_1000_re_probes_within_a_second(database_url, state_dir, tmp_path):
     tool = tmp_path / "tool"  # missing at first: the preflight fails

@@ -85,6 +85,7 @@ class LogWatcher:
         self.thread.join(5)
 
 
+@pytest.mark.timing
 def test_a_remote_runs_lines_stream_to_the_card_as_printed_and_its_log_downloads_whole(
     daphne,
     tmp_path,

@@ -102,6 +102,7 @@ def test_the_steps_a_runtime_reports_reach_the_board_in_order() -> None:
     assert port.steps_seen() == ["tool_call:Read:ok", "command:false:error"]
 
 
+@pytest.mark.timing
 def test_a_silent_run_is_marked_stalled_once_within_a_second_of_the_threshold() -> None:
     port = Port()
     attempt = Attempt(port, 0.05, Stall(after_s=0.4))  # type: ignore[arg-type]
@@ -145,6 +146,7 @@ def test_the_stall_time_comes_from_the_environment_and_zero_turns_it_off(monkeyp
     assert Stall.of({"on_stall": "cancel"}) is None
 
 
+@pytest.mark.timing
 @pytest.mark.django_db(transaction=True)
 def test_a_local_run_printing_nothing_is_stalled_on_its_card_with_one_notification(
     tmp_path, settings, monkeypatch

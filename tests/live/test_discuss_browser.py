@@ -40,6 +40,7 @@ def team(operator):
     return bea
 
 
+@pytest.mark.timing
 def test_a_comment_with_a_mention_is_rendered_safely_seen_by_others_and_notifies(
     daphne, team, operator, browser
 ):
@@ -89,6 +90,7 @@ def test_a_comment_with_a_mention_is_rendered_safely_seen_by_others_and_notifies
     card_in(page, "todo", task.id).wait_for()
 
 
+@pytest.mark.timing
 def test_an_edit_in_place_reaches_everyone_and_one_that_lost_the_race_says_so(
     daphne, team, operator, settings, tmp_path, browser
 ):
@@ -156,6 +158,7 @@ def test_an_edit_in_place_reaches_everyone_and_one_that_lost_the_race_says_so(
     assert (over.route_agent_id, over.route_runtime, over.route_labels) == (None, "codex", None)
 
 
+@pytest.mark.timing
 def test_a_mention_and_an_edit_of_title_and_route_reach_a_second_browser_within_a_second(
     daphne, team, operator, capsys, browser
 ):

@@ -107,6 +107,7 @@ class Watch:
         self.proc.wait(timeout=10)
 
 
+@pytest.mark.timing
 def test_a_person_files_claims_reviews_and_lands_a_task_from_the_terminal(
     daphne, tmp_path, settings
 ):

@@ -33,6 +33,7 @@ TICKER = (
 )
 
 
+@pytest.mark.timing
 def test_a_running_agents_lines_stream_to_the_open_card_and_its_log_downloads_whole(
     daphne,
     operator,

@@ -68,6 +68,7 @@ def two_attempts(state_dir: Path) -> tuple[str, int]:
     return task.id, runs[-1]
 
 
+@pytest.mark.timing
 def test_the_trace_marks_the_failing_step_and_a_second_browser_sees_a_new_step_live(
     daphne, operator, state_dir, tmp_path, browser
 ):

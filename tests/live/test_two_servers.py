@@ -51,6 +51,7 @@ def test_a_mutation_through_server_a_reaches_a_socket_on_server_b(daphne):
     assert frame["kind"] == "added" and frame["task"]["title"] == "Across"
 
 
+@pytest.mark.timing
 def test_a_claim_another_process_makes_reaches_a_socket_within_a_second_with_no_shared_layer(
     daphne,
 ):
