@@ -82,6 +82,7 @@ def test_plain_paths_overlap_exactly_when_one_is_the_other_or_its_directory(p, q
     assert globs_overlap(p, q) is same
 
 
+@pytest.mark.timing
 def test_the_overlap_of_two_full_scopes_is_fast():
     mine = [f"src/pkg{i}/*.py" for i in range(64)]
     theirs = [f"lib/mod{i}/**" for i in range(63)] + ["docs/**/*.md"]

@@ -222,7 +222,10 @@ def test_a_worker_killed_while_its_intake_runs_leaves_the_fix_to_the_next_claim(
     base = start(verify, max_fix_cycles=1)
     task_id = store.create_task(title="Add feature", repository="app").task.id
     _, key = machines.mint("laptop", ["far-bot"])
-    argv = ("--lease-ms", "1500", "--poll", "120")
+    # Short enough to lapse soon after the kill, long enough that a loaded machine's
+    # heartbeats keep it while the worker lives (1.5 s lapsed twice under load, and
+    # three lapses abandon the task).
+    argv = ("--lease-ms", "3000", "--poll", "120")
     first = start_worker(
         base, key, tmp_path, "far-bot", extra=argv, env_add={"PROMPTS": str(prompts)}
     )

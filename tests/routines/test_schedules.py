@@ -84,6 +84,7 @@ def test_a_gateway_still_starting_is_retried_until_it_answers(fake):
     assert [r["method"] for r in fake.requests] == ["connect"] * 4
 
 
+@pytest.mark.timing
 def test_a_gateway_that_keeps_starting_past_the_deadline_is_refused(fake):
     fake.starting_connects = 1000
     with pytest.raises(GatewayRejected) as info:
