@@ -55,7 +55,7 @@ class ChannelForm(forms.ModelForm):
             self.fields["url"].widget.attrs["placeholder"] = masked_url(stored)
 
     def clean(self) -> Any:
-        data = super().clean()
+        data: dict[str, Any] = super().clean() or self.cleaned_data
         # Blank keeps what is stored (the instance still holds it).
         for name in ("url", "secret"):
             if not data.get(name) and self.instance.pk is not None:
