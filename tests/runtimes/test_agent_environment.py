@@ -39,7 +39,8 @@ THE_BOARDS = {
     "EMAIL_HOST_PASSWORD": "smtp-password",
     "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer collector",
 }
-PRINT_ENV = [sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
+PRINTS_ENV = "import json, os; print(json.dumps(dict(os.environ)))"
+PRINT_ENV = [sys.executable, "-c", PRINTS_ENV]
 
 
 @pytest.fixture
@@ -81,7 +82,7 @@ def test_what_git_starts_in_a_checkout_inherits_none_of_it(
     # An agent can plant what git runs (a filter driver, an alias, a hook of the
     # shared git directory): git's own environment is what those inherit.
     repo = make_repo(tmp_path / "repo")
-    alias = ["-c", f"alias.penv=!{PRINT_ENV[0]} -c 'import json, os; print(json.dumps(dict(os.environ)))'"]
+    alias = ["-c", f"alias.penv=!{sys.executable} -c '{PRINTS_ENV}'"]
     server = printed(run_git([*alias, "penv"], cwd=repo, env=None).stdout)
     worker = printed(rest.git([*alias, "penv"], repo))
 
