@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -42,6 +42,9 @@ class ChannelForm(forms.ModelForm):
         choices=Reason.choices, widget=forms.CheckboxSelectMultiple, initial=Reason.values
     )
 
+    # Whether this save made the channel's secret (none typed, none stored).
+    made_secret = False
+
     class Meta:
         model = NotificationChannel
         fields = ("team", "name", "kind", "url", "secret", "recipients", "reasons", "enabled")
@@ -60,7 +63,8 @@ class ChannelForm(forms.ModelForm):
         for name in ("url", "secret"):
             if not data.get(name) and self.instance.pk is not None:
                 data[name] = getattr(self.instance, name)
-        if not data.get("secret"):
+        self.made_secret = not data.get("secret")
+        if self.made_secret:
             data["secret"] = new_secret()
         return data
 
@@ -80,6 +84,13 @@ class NotificationChannelAdmin(SecretsStayHidden, DataLayerAdmin):
             notify.save_channel(obj)
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
+        if form.made_secret:
+            # The page never shows it again: the receiver needs it to check signatures.
+            self.message_user(
+                request,
+                f"Signing secret of {obj.name} (shown once): {obj.secret}",
+                messages.WARNING,
+            )
 
 
 @admin.register(NotificationDelivery)

@@ -104,3 +104,29 @@ def test_the_search_does_not_read_the_url(client, channel):
     found = client.get("/admin/ops/notificationchannel/", {"q": "xoxwebhooktoken"})
     assert found.status_code == 200
     assert found.context["cl"].result_count == 0
+
+
+def test_a_secret_made_for_a_new_channel_is_shown_once(client):
+    sign_in(client, superuser=True)
+    added = client.post(
+        "/admin/ops/notificationchannel/add/",
+        {
+            "team": "default",
+            "name": "hook",
+            "kind": "webhook",
+            "url": URL,
+            "secret": "",
+            "recipients": "",
+            "reasons": ["review"],
+            "enabled": "on",
+        },
+        follow=True,
+    )
+    made = NotificationChannel.objects.get()
+    assert len(made.secret) >= 32
+    said = [str(m) for m in added.context["messages"]]
+    assert any(made.secret in m and "shown once" in m for m in said)
+    assert (
+        made.secret
+        not in client.get(f"/admin/ops/notificationchannel/{made.pk}/change/").content.decode()
+    )
