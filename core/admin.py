@@ -8,7 +8,8 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from rest_framework.authtoken.admin import TokenAdmin
@@ -455,6 +456,59 @@ if admin.site.is_registered(User):
     admin.site.unregister(User)
 
 
+# What a person may do, as the admin's users page sets it: only a superuser changes
+# these. A staff person granted "change user" could otherwise make themselves (or
+# anyone) superuser, staff, or a holder of any permission -- every power the roles
+# table withholds from them (core.roles.staff_power) -- in one save.
+POWER_FIELDS = ("is_superuser", "is_staff", "groups", "user_permissions")
+
+
+def _holds_every_power(request: HttpRequest) -> bool:
+    return bool(getattr(request.user, "is_superuser", False))
+
+
 @admin.register(User)
 class PersonAdmin(SecretsStayHidden, UserAdmin):
-    """Django's users page, with no filter through a user's keys (auth_token__key…)."""
+    """Django's users page, with no filter through a user's keys (auth_token__key…).
+
+    For anyone but a superuser, a person's powers (:data:`POWER_FIELDS`) are read-only,
+    and another staff person's or a superuser's row is not theirs to change: its
+    password form would hand them that person's powers too. Their own row, and the
+    rows of people who are not staff, they change as before."""
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if _holds_every_power(request):
+            return fields
+        return (*fields, *(name for name in POWER_FIELDS if name not in fields))
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if not super().has_change_permission(request, obj):
+            return False
+        return obj is None or _holds_every_power(request) or not _outranks(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if not super().has_delete_permission(request, obj):
+            return False
+        return obj is None or _holds_every_power(request) or not _outranks(request, obj)
+
+
+def _outranks(request: HttpRequest, person: Any) -> bool:
+    """Whether ``person`` is a superuser, or staff other than the one asking."""
+    if person.is_superuser:
+        return True
+    return bool(person.is_staff) and person.pk != request.user.pk
+
+
+if admin.site.is_registered(Group):
+    admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class PersonGroupAdmin(GroupAdmin):
+    """A group's permissions are its members' powers: only a superuser changes them
+    (a staff person granted "change group" would grant their own group every one)."""
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return fields if _holds_every_power(request) else (*fields, "permissions")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import admin, messages
@@ -201,17 +202,45 @@ def _masked_text(_row: Any, value: Any) -> Any:
     return agent_secrets.MASK if value else ""
 
 
+def masked_url(value: Any) -> str:
+    """A URL as the admin shows a stored one: its scheme and host, never the path,
+    query or user part that so often is the credential (``https://hooks.example/…``)."""
+    if not value:
+        return ""
+    parts = urlsplit(str(value))
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}/…" if parts.scheme and host else "…"
+
+
+def _masked_url(_row: Any, value: Any) -> Any:
+    return masked_url(value)
+
+
+# How a model's ``write_only_fields`` (``{column: "text" | "url"}``) show on a page.
+_SHOWN: dict[str, Callable[[Any, Any], Any]] = {"text": _masked_text, "url": _masked_url}
+
+
 def secret_fields() -> tuple[tuple[type[Any], str, Callable[[Any, Any], Any]], ...]:
     """The write-only columns the admin never shows (GOVERNANCE §6, "read agent
     secrets: never"), each with how a page shows it: a forge's token and webhook
-    secret (set or not), and an agent's settings, whose secrets sit at any depth
-    (core.agent_secrets.masked)."""
+    secret (set or not), an agent's settings, whose secrets sit at any depth
+    (core.agent_secrets.masked), and the columns a model of any app names in its
+    ``write_only_fields`` (a notification channel's signing secret and URL), read
+    from Django's registry so that the foundation imports no app above it."""
+    from django.apps import apps
+
     from core.models import Agent, Forge
     from core.repositories import FORGE_SECRETS
 
+    declared = (
+        (model, name, _SHOWN[kind])
+        for model in apps.get_models()
+        for name, kind in getattr(model, "write_only_fields", {}).items()
+    )
     return (
         *((Forge, name, _masked_text) for name in FORGE_SECRETS),
         (Agent, "settings", _masked_settings),
+        *declared,
     )
 
 

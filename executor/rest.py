@@ -27,6 +27,7 @@ from typing import Any
 
 from board.runs import ErrorClass
 from core.procs import run_within
+from core.worker_environment import agent_environment
 from executor import pricing
 from executor.attempt import Answer, Attempt, Stop
 from executor.runtimes.base import ProjectBase, RunResult, UsageSoFar
@@ -269,9 +270,16 @@ class NoCheckout(RuntimeError):
     repository has no ``remote`` to clone. The sentence says what to set."""
 
 
+# The worker's git runs in a checkout the agent's run wrote to, whose git directory
+# (hooks, config) the run could write too: no hooks or fsmonitor run, and git (with
+# whatever it starts) gets none of the worker's own configuration -- its machine
+# token (CLAWBOO_TOKEN) least of all (core.worker_environment).
+_GIT_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+
+
 def git(argv: Sequence[str], cwd: Path | None = None) -> str:
     timeout = git_timeout_s()
-    done = run_within(["git", *argv], timeout, cwd=cwd)
+    done = run_within(["git", *_GIT_CONFIG, *argv], timeout, cwd=cwd, env=agent_environment())
     if done is None:
         raise GitFailed(f"git {argv[0]}: no answer within {timeout}s")
     if done.returncode != 0:
@@ -393,7 +401,12 @@ def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Ch
         ref = f"refs/remotes/origin/{BRANCH_PREFIX}{dep}"
         verify = ["git", "rev-parse", "--verify", "--quiet", ref]
         found = subprocess.run(  # noqa: S603
-            verify, cwd=clone, capture_output=True, timeout=git_timeout_s(), check=False
+            verify,
+            cwd=clone,
+            capture_output=True,
+            timeout=git_timeout_s(),
+            check=False,
+            env=agent_environment(),
         )
         if found.returncode == 0:
             start = ref

@@ -12,14 +12,13 @@ whole group). Which command, and what a missing one means, is the judge's
 from __future__ import annotations
 
 import datetime as dt
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from board import judgement
 from board.models import Task, Verdict
-from executor.runtimes.oneshot import WORKER_ONLY_ENV
+from core.worker_environment import agent_environment
 from executor.runtimes.process import run_process
 from worktrees import service as worktree_service
 
@@ -48,12 +47,9 @@ def verify_command(task: Task) -> str:
 
 
 def _environment() -> dict[str, str]:
-    # The gate sees the machine's tools but none of the server's own secrets.
-    return {
-        k: v
-        for k, v in os.environ.items()
-        if k not in WORKER_ONLY_ENV and not k.startswith("CLAWBOO_")
-    }
+    # The gate runs what the agent wrote (its Makefile, its tests): it sees the
+    # machine's tools but none of the server's own configuration.
+    return agent_environment()
 
 
 def verify(

@@ -7,36 +7,75 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
 from board.models import Budget
 from board.store import spend
-from core.admin_forms import DataLayerAdmin, ReadOnlyAdmin
+from core.admin_forms import DataLayerAdmin, ReadOnlyAdmin, SecretsStayHidden, masked_url
 from core.errors import ClawbooError, ValidationFailed
 from ops import budget_scopes, notify
-from ops.models import NotificationChannel, NotificationDelivery, Reason
+from ops.models import NotificationChannel, NotificationDelivery, Reason, new_secret
 
 
 class ChannelForm(forms.ModelForm):
-    url = forms.URLField(max_length=1024, required=False, assume_scheme="https")
+    """The webhook's URL and signing secret are write-only, as a forge's token is: the
+    page shows where the URL goes (scheme and host) and that a secret is set, never
+    either value; left blank, the stored one is kept (a new channel's secret is made
+    for it)."""
+
+    url = forms.URLField(
+        max_length=1024,
+        required=False,
+        assume_scheme="https",
+        help_text="write-only (it often carries the token); blank keeps the stored URL",
+    )
+    secret = forms.CharField(
+        max_length=128,
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="write-only; blank keeps the stored secret (a new channel gets one)",
+    )
     reasons = forms.MultipleChoiceField(
         choices=Reason.choices, widget=forms.CheckboxSelectMultiple, initial=Reason.values
     )
+
+    # Whether this save made the channel's secret (none typed, none stored).
+    made_secret = False
 
     class Meta:
         model = NotificationChannel
         fields = ("team", "name", "kind", "url", "secret", "recipients", "reasons", "enabled")
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        stored = self.instance.url if self.instance.pk is not None else ""
+        self.initial["url"] = ""
+        self.initial["secret"] = ""
+        if stored:
+            self.fields["url"].widget.attrs["placeholder"] = masked_url(stored)
+
+    def clean(self) -> Any:
+        data: dict[str, Any] = super().clean() or self.cleaned_data
+        # Blank keeps what is stored (the instance still holds it).
+        for name in ("url", "secret"):
+            if not data.get(name) and self.instance.pk is not None:
+                data[name] = getattr(self.instance, name)
+        self.made_secret = not data.get("secret")
+        if self.made_secret:
+            data["secret"] = new_secret()
+        return data
+
 
 @admin.register(NotificationChannel)
-class NotificationChannelAdmin(DataLayerAdmin):
+class NotificationChannelAdmin(SecretsStayHidden, DataLayerAdmin):
     form = ChannelForm
     list_display = ("name", "team", "kind", "enabled", "updated_at")
     list_filter = ("kind", "enabled", "team")
-    search_fields = ("name", "url", "recipients")
+    # Not the URL: a search that keeps a row for the right fragment spells it out.
+    search_fields = ("name", "recipients")
 
     def save_model(
         self, request: HttpRequest, obj: NotificationChannel, form: Any, change: bool
@@ -45,10 +84,17 @@ class NotificationChannelAdmin(DataLayerAdmin):
             notify.save_channel(obj)
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
+        if form.made_secret:
+            # The page never shows it again: the receiver needs it to check signatures.
+            self.message_user(
+                request,
+                f"Signing secret of {obj.name} (shown once): {obj.secret}",
+                messages.WARNING,
+            )
 
 
 @admin.register(NotificationDelivery)
-class NotificationDeliveryAdmin(ReadOnlyAdmin):
+class NotificationDeliveryAdmin(SecretsStayHidden, ReadOnlyAdmin):
     list_display = (
         "id",
         "channel",

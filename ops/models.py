@@ -57,6 +57,10 @@ class NotificationChannel(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
+    # Write-only in the admin (core.admin_forms.secret_fields): the HMAC key, and the
+    # webhook's URL, which often is the credential (a chat's incoming-webhook path).
+    write_only_fields = {"secret": "text", "url": "url"}
+
     class Meta:
         db_table = "notification_channels"
         ordering = ["team", "name", "id"]

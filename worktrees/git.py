@@ -17,7 +17,6 @@ operator's global config is the operator's and stays honoured.
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 import subprocess
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ClawbooError
+from core.worker_environment import agent_environment
 
 GIT_TIMEOUT_S = 60.0
 IDENTITY_NAME = "clawboo"
@@ -208,7 +208,10 @@ def check_repository_config(args: Sequence[str], cwd: str | Path, timeout: float
 
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+    # git in a checkout an agent wrote to may run what the agent planted there (a
+    # filter driver its .gitattributes names, a config of the shared git directory):
+    # it gets none of the server's own configuration (core.worker_environment).
+    env = {k: v for k, v in agent_environment().items() if k not in _SCRUBBED_ENV}
     env.update(
         {
             "GIT_AUTHOR_NAME": IDENTITY_NAME,

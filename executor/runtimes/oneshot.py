@@ -8,7 +8,6 @@ by one rule, so timeouts, cancels and missing binaries read the same everywhere.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import threading
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from core.worker_environment import agent_environment
 from executor.runtimes.base import (
     Capabilities,
     Outcome,
@@ -215,20 +215,11 @@ class SettingsError(ValueError):
     """An agent's ``settings`` dict cannot be turned into a command line."""
 
 
-# The worker's own configuration, kept from agents: the board's database and secret
-# are not theirs to touch, and a Django project under work must not inherit our
-# DJANGO_SETTINGS_MODULE. Inherited CLAWBOO_* variables are dropped for the same reason.
-WORKER_ONLY_ENV = frozenset({"DATABASE_URL", "DJANGO_SECRET_KEY", "DJANGO_SETTINGS_MODULE"})
-
-
 def child_environment(request: RunRequest) -> dict[str, str]:
-    """The child's environment: ours (PATH, HOME, CLI credentials) plus the task's."""
-    inherited = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in WORKER_ONLY_ENV and not key.startswith("CLAWBOO_")
-    }
-    return {**inherited, **request.task_environment()}
+    """The child's environment: ours (PATH, HOME, CLI credentials) without the
+    worker's own configuration (core.worker_environment: the board's database, its
+    secret, every CLAWBOO_* knob), plus the task's."""
+    return {**agent_environment(), **request.task_environment()}
 
 
 def find_executable(name: str, env: Mapping[str, str]) -> str | None:

@@ -450,3 +450,110 @@ def test_staff_with_the_delete_permission_withdraw_a_tool_grant(client):
     answer = deleter.post(f"/admin/board/toolgrant/{grant.pk}/delete/", {"post": "yes"})
     assert answer.status_code == 302
     assert not ToolGrant.objects.filter(pk=grant.pk).exists()
+
+
+# --- a person's powers: only a superuser grants them -----------------------------------
+
+
+def change_form(user, **changes):
+    """The users page's change form as a person would send it back, with ``changes``."""
+    data = {
+        "username": user.username,
+        "first_name": "",
+        "last_name": "",
+        "email": "",
+        "is_active": "on",
+        "date_joined_0": "2026-01-01",
+        "date_joined_1": "00:00:00",
+        "initial-date_joined_0": "2026-01-01",
+        "initial-date_joined_1": "00:00:00",
+    }
+    data.update(changes)
+    return data
+
+
+@pytest.fixture
+def user_operator(client):
+    """Staff, not a superuser, granted to view and change users and groups."""
+    from django.contrib.auth.models import Permission
+
+    user = get_user_model().objects.create_user("clerk", password="pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(
+            codename__in=("view_user", "change_user", "view_group", "change_group")
+        )
+    )
+    client.force_login(user)
+    return user
+
+
+def test_a_staff_person_who_is_not_superuser_cannot_grant_themselves_any_power(
+    client, user_operator
+):
+    from django.contrib.auth.models import Group, Permission
+
+    every = Permission.objects.get(codename="delete_user")
+    admins = Group.objects.create(name="admins")
+    admins.permissions.add(every)
+    bob = get_user_model().objects.create_user("bob", password="pw")
+    for person in (user_operator, bob):
+        sent = client.post(
+            f"/admin/auth/user/{person.pk}/change/",
+            change_form(
+                person,
+                is_superuser="on",
+                is_staff="on",
+                groups=[admins.pk],
+                user_permissions=[every.pk],
+                first_name="renamed",
+            ),
+        )
+        assert sent.status_code == 302, sent.content[:500]
+        person.refresh_from_db()
+        assert person.first_name == "renamed"  # the rest of the row still saves
+        assert not person.is_superuser and not person.groups.exists()
+        assert not person.user_permissions.filter(pk=every.pk).exists()
+    assert not bob.is_staff
+    page = client.get(f"/admin/auth/user/{user_operator.pk}/change/")
+    assert "is_superuser" not in page.context["adminform"].form.fields
+
+
+def test_nor_take_a_superusers_or_another_staff_persons_row(client, user_operator):
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    other = get_user_model().objects.create_user("ops", password="pw", is_staff=True)
+    for person in (root, other):
+        password = client.post(
+            f"/admin/auth/user/{person.pk}/password/",
+            {"password1": "taken-over-9", "password2": "taken-over-9"},
+        )
+        assert password.status_code == 403
+        changed = client.post(
+            f"/admin/auth/user/{person.pk}/change/",
+            change_form(person, is_active="", first_name="x"),
+        )
+        assert changed.status_code == 403
+        person.refresh_from_db()
+        assert person.check_password("pw") and person.is_active and person.first_name == ""
+
+
+def test_nor_add_a_permission_to_a_group(client, user_operator):
+    from django.contrib.auth.models import Group, Permission
+
+    mine = Group.objects.create(name="mine")
+    user_operator.groups.add(mine)
+    every = list(Permission.objects.values_list("pk", flat=True))
+    sent = client.post(
+        f"/admin/auth/group/{mine.pk}/change/", {"name": "mine", "permissions": every}
+    )
+    assert sent.status_code == 302
+    assert not mine.permissions.exists()
+
+
+def test_a_superuser_still_grants_them(operator):
+    bob = get_user_model().objects.create_user("bob", password="pw")
+    sent = operator.post(
+        f"/admin/auth/user/{bob.pk}/change/", change_form(bob, is_staff="on", is_superuser="on")
+    )
+    assert sent.status_code == 302
+    bob.refresh_from_db()
+    assert bob.is_staff and bob.is_superuser
