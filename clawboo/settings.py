@@ -505,6 +505,8 @@ SPECTACULAR_SETTINGS = {
         "StepStatusEnum": "board.runs.StepStatus.values",
         # A task approval's "decision" (approve/deny) and a tool approval's.
         "ToolDecisionEnum": "board.models.ToolDecision.values",
+        # A budget's, in its body and in the body the reads add may_resume to.
+        "BudgetStatusEnum": "board.models.BUDGET_STATUSES",
     },
     # A summary on every operation, from one table (clawboo.openapi).
     "POSTPROCESSING_HOOKS": [
