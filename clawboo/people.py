@@ -212,6 +212,35 @@ def emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> No
         sys.stdout.write(human(shown(data)))
 
 
+# Why a task's run works where the server says (its read's run_repository.source).
+RUN_REPOSITORY_SOURCES = {
+    "task": "",
+    "task_repo_path": "the task's repo_path",
+    "task_repo_remote": "the task's repo_remote",
+    "agent_default": "its agent's default",
+    "agent_repo_path": "its agent's repo_path",
+    "agent_repo_remote": "its agent's repo_remote",
+}
+
+
+def repository_text(task: dict[str, Any]) -> str | None:
+    """Where the task's run will work, as the server answers it (a task's read carries
+    ``run_repository``, the claim's own answer) -- and why, when it is not the task's
+    own: a task naming none works in its agent's default, and said nothing here."""
+    where = task.get("run_repository")
+    if not isinstance(where, dict):
+        return task.get("repository")  # a server before run_repository
+    why = RUN_REPOSITORY_SOURCES.get(str(where.get("source")), "")
+    named = where.get("id") or where.get("remote")
+    if named:
+        return f"{named} ({why})" if why else str(named)
+    if why:  # a bare path: an agent's registers on its first local run
+        return f"an unregistered path ({why})"
+    if not task.get("assignee_agent_id"):
+        return "none named (the claiming agent's default, if it has one)"
+    return "none (its run works in a scratch directory)"
+
+
 def task_card(task: dict[str, Any]) -> str:
     fields = [
         ("id", task.get("id")),
@@ -221,7 +250,7 @@ def task_card(task: dict[str, Any]) -> str:
         ("priority", task.get("priority")),
         ("labels", task.get("labels")),
         ("assignee", task.get("assignee_agent_id")),
-        ("repository", task.get("repository")),
+        ("repository", repository_text(task)),
         ("route", task.get("route")),
         ("depends on", task.get("depends_on")),
         ("approval", (task.get("approval") or {}).get("state")),
