@@ -432,7 +432,9 @@ def cmd_task_create(args: argparse.Namespace) -> int:
     if args.backlog:
         body["status"] = "backlog"
     task = Client.from_login().call("POST", "/api/board/tasks", body)
-    emit(args, task, task_table)
+    # Its team, said: filed without --team it goes to your default team, where the
+    # agents at work (the demo's, say) may not be.
+    emit(args, task, lambda filed: task_table(filed, team=True))
     return 0
 
 

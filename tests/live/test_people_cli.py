@@ -624,3 +624,33 @@ def test_approvals_names_the_tasks_in_review_instead_of_saying_nothing_waits(mon
     assert people.cmd_approvals(args) == 0
     assert json.loads(capsys.readouterr().out) == []
     assert not any("in_review" in path for path in asked)
+
+
+def test_task_create_says_which_team_the_task_was_filed_in(monkeypatch, capsys):
+    # Filed without --team, "Write the changelog" went to the default team, where no
+    # agent of the demo works, and the row said nothing of a team.
+    import argparse
+
+    from clawboo import people
+
+    class Server:
+        def call(self, method, path, body=None):
+            return {"id": "t1", "status": "todo", "title": "Write the changelog", "team": "default"}
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(
+        title="Write the changelog",
+        description=None,
+        priority=None,
+        repository=None,
+        label=None,
+        verify_cmd=None,
+        team=None,
+        depends_on=None,
+        backlog=False,
+        json=False,
+    )
+    assert people.cmd_task_create(args) == 0
+    header, row = capsys.readouterr().out.splitlines()[:2]
+    assert header.split()[:3] == ["ID", "TEAM", "STATUS"]
+    assert row.split()[:3] == ["t1", "default", "todo"]
