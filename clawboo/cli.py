@@ -86,8 +86,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         if start.refusal or start.scratch:
             # Django's setup (the settings) would create the missing state directory:
             # a refusal or a help page leaves none behind.
+            before = os.environ.get("CLAWBOO_STATE_DIR")
+            scratch.callback(restore_env, "CLAWBOO_STATE_DIR", before)
             os.environ["CLAWBOO_STATE_DIR"] = scratch.enter_context(tempfile.TemporaryDirectory())
         run(args, start)
+
+
+def restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def run(args: list[str], start: statedir.Start) -> None:

@@ -57,9 +57,8 @@ def at_start(args: Sequence[str], environ: Mapping[str, str] = os.environ) -> St
         return Start(scratch=True)
     if name in CREATES_STATE:
         return Start(
-            note=f"clawboo: {state} is a new state directory, with a new, empty SQLite"
-            " database (another directory's `clawboo up` keeps its own ./.clawboo:"
-            " run there, or set CLAWBOO_STATE_DIR, to use that one)\n"
+            note=f"clawboo: new state directory {state}, with a new, empty SQLite database"
+            " (an installation elsewhere keeps its own: run there, or set CLAWBOO_STATE_DIR)\n"
         )
     if environ.get("CLAWBOO_STATE_DIR"):
         where = f"CLAWBOO_STATE_DIR names {state}, which does not exist"

@@ -166,7 +166,7 @@ def test_migrate_on_a_new_state_dir_says_it_is_new_and_where(tmp_path):
     assert done.returncode == 0, done.stderr
     state = (tmp_path / ".clawboo").resolve()
     assert done.stderr.startswith(
-        f"clawboo: {state} is a new state directory, with a new, empty SQLite database"
+        f"clawboo: new state directory {state}, with a new, empty SQLite database"
     ), done.stderr
     assert (state / "clawboo.sqlite3").stat().st_size > 0
     # Now it is there: the operator's commands work on it, and say nothing of it.
