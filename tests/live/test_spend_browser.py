@@ -84,6 +84,15 @@ def test_a_paused_cap_offers_resume_to_staff_and_says_who_may_to_a_member(
     assert member.locator("#ask-ok").is_hidden()
     screenshot(member, "budget-who-resumes.png", tmp_path)
     member.locator("#ask-cancel").click()
+    # On a phone the chip and its button are on screen too.
+    phone = browser.new_page(viewport={"width": 390, "height": 844})
+    phone.context.add_cookies(member.context.cookies())
+    phone.goto(base + "/board/")
+    button = phone.locator("#spend .budget-paused [data-action=who-resumes]")
+    button.wait_for(timeout=10_000)
+    box = button.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 390, box
+    screenshot(phone, "budget-phone.png", tmp_path)
 
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     log_in(page, base, "op", "pw-op-123")
