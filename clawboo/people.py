@@ -659,8 +659,17 @@ def cmd_task_wait(args: argparse.Namespace) -> int:
                 f"it will not reach {'|'.join(args.status)}"
             )
         if time.monotonic() >= deadline:
+            # A blocked task moves again only when a person moves it: the wait ended
+            # on "is blocked", and nothing said why or what to do.
+            stuck = (
+                f"; a blocked task waits for a person: `clawboo task show {args.id}` says"
+                f" why, `clawboo task move {args.id} todo` tries it again"
+                if task.get("status") == "blocked"
+                else ""
+            )
             raise Failure(
                 f"clawboo: timeout: {args.id} is {task.get('status')} after {args.timeout:g} s"
+                + stuck
             )
         time.sleep(0.2)
 
