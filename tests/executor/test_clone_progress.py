@@ -86,22 +86,22 @@ def slow_git(tmp_path, monkeypatch) -> Path:
 def test_a_clone_still_moving_at_the_timeout_is_given_up_saying_how_far_it_got(
     tmp_path, monkeypatch, slow_git
 ):
-    monkeypatch.setenv("CLAWBOO_WORKER_GIT_TIMEOUT_S", "2")
+    monkeypatch.setenv("CLAWBOO_WORKER_GIT_TIMEOUT_S", "3")
     monkeypatch.setattr(gitprogress, "EVERY_S", 0.5)
     said: list[str] = []
     clone = tmp_path / "clone"
     started = time.monotonic()
     with pytest.raises(rest.GitFailed) as failed:
         rest.clone_remote("https://example.invalid/big.git", clone, said.append)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # the timeout, not the fake's endless clone
     message = str(failed.value)
-    assert message.startswith("git clone: not done within 2s (it reached receiving objects "), (
+    assert message.startswith("git clone: not done within 3s (it reached receiving objects "), (
         message
     )
     assert message.endswith(
         "a large repository needs more time, CLAWBOO_WORKER_GIT_TIMEOUT_S on this host"
     )
-    # Said as it went, at most every half second: not every 0.1 s update.
-    assert 2 <= len(said) <= 5, said
+    # Said as it went, at most every half second: not each of its ~30 updates.
+    assert 1 <= len(said) <= 7, said
     assert all(line.startswith("receiving objects ") for line in said), said
     assert not clone.exists()
