@@ -29,6 +29,7 @@ from board.access import (
     visible_task,
 )
 from board.models import Task, ToolApprovalState, ToolDecision, Verdict
+from board.repository import run_repository
 from board.runs import StepKind, StepStatus
 from board.serializers import (
     ClaimedNextSerializer,
@@ -40,6 +41,7 @@ from board.serializers import (
     StepSerializer,
     TaskCreateSerializer,
     TaskPatchSerializer,
+    TaskReadSerializer,
     TaskSerializer,
 )
 from board.store import steps as steps_store
@@ -509,10 +511,13 @@ class BoardColumnsView(APIView):
 class TaskDetailView(APIView):
     @extend_schema(
         operation_id="board_tasks_retrieve",
-        responses=with_errors({200: TaskSerializer}, "not_found"),
+        responses=with_errors({200: TaskReadSerializer}, "not_found"),
     )
     def get(self, request: Request, task_id: str) -> Response:
-        return Response(task_body(visible_task(request.user, task_id)))
+        task = visible_task(request.user, task_id)
+        # Read only: an agent's own repo_path registers on a run, not on a read.
+        where = run_repository(task, register=False)
+        return Response({**task_body(task), "run_repository": where.as_read_body()})
 
     @extend_schema(
         operation_id="board_tasks_update",

@@ -620,6 +620,10 @@ class BudgetMode(models.TextChoices):
     CAP = "cap"
 
 
+# What a budget's ``status`` reads (:meth:`Budget.status_at`).
+BUDGET_STATUSES = ("active", "soft_capped", "paused")
+
+
 class Budget(models.Model):
     """A spend limit on a scope (team, agent, routine, task tree) per window.
 

@@ -8,11 +8,18 @@ server's intake takes a remote worker's pushed branch into the ``registered`` on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from board.models import Task
 from core import registry, repositories
 from core.models import Agent, Repository
+
+# Where the answer came from, in :func:`run_repository`'s order: a person reading a
+# task (``clawboo task show``) is told why it is worked where it is.
+Source = Literal[
+    "task", "task_repo_path", "task_repo_remote",
+    "agent_default", "agent_repo_path", "agent_repo_remote", "none",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -24,6 +31,7 @@ class RunRepository:
     path: str | None = None
     remote: str | None = None
     base_branch: str = ""
+    source: Source = "none"
 
     def as_body(self) -> dict[str, Any]:
         """What the claim's answer says a remote worker clones and starts from."""
@@ -34,16 +42,20 @@ class RunRepository:
             "base_branch": self.base_branch,
         }
 
+    def as_read_body(self) -> dict[str, Any]:
+        """What a task's read says its run will work in, and why (``source``)."""
+        return {**self.as_body(), "source": self.source}
+
     @property
     def takes_in(self) -> Repository | None:
         """The registered repository a remote worker's pushed branch is taken into."""
         return self.registered if self.registered is not None and self.registered.remote else None
 
 
-def _named(repo: Repository | None, base: str) -> RunRepository | None:
+def _named(repo: Repository | None, base: str, source: Source) -> RunRepository | None:
     if repo is None:
         return None
-    return RunRepository(repo, repo.path, repo.remote or None, base or repo.base_branch)
+    return RunRepository(repo, repo.path, repo.remote or None, base or repo.base_branch, source)
 
 
 def _text(value: Any) -> str | None:
@@ -65,21 +77,23 @@ def run_repository(
     conf = (agent.settings or {}) if agent is not None else {}
     base = _text(meta.get("base_branch")) or ""
     if task.repository_id is not None:
-        found = _named(repositories.registered(task.repository_id, team), base)
+        found = _named(repositories.registered(task.repository_id, team), base, "task")
         if found is not None:
             return found
     for source, owned in ((meta, False), (conf, True)):
         if source is conf and (default := _text(conf.get("repository"))):
-            found = _named(repositories.registered(default, team), base)
+            found = _named(repositories.registered(default, team), base, "agent_default")
             if found is not None:
                 return found
         if path := _text(source.get("repo_path")):
             repo = repositories.registered_path(team, path)
             if repo is None and owned and register and agent is not None and agent.team_id == team:
                 repo = repositories.ensure(team, path)
-            return _named(repo, base) or RunRepository(path=path, base_branch=base)
+            at: Source = "agent_repo_path" if owned else "task_repo_path"
+            return _named(repo, base, at) or RunRepository(path=path, base_branch=base, source=at)
         if remote := _text(source.get("repo_remote")):
-            return RunRepository(remote=remote, base_branch=base)
+            at = "agent_repo_remote" if owned else "task_repo_remote"
+            return RunRepository(remote=remote, base_branch=base, source=at)
     return RunRepository(base_branch=base)
 
 

@@ -7,7 +7,7 @@ the schema documents; the data layer checks the values. The task body itself is
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
@@ -15,6 +15,7 @@ from rest_framework import serializers
 from board.checks import CREATE_STATUSES
 from board.judgement import SEVERITIES
 from board.models import Verdict
+from board.repository import Source
 from board.runs import StepKind, StepStatus
 from board.store.tickets import OUTCOMES
 from board.transitions import Status
@@ -287,6 +288,32 @@ class RunRepositorySerializer(serializers.Serializer):
     id = serializers.CharField(allow_null=True)
     remote = serializers.CharField(allow_null=True)
     base_branch = serializers.CharField(allow_blank=True)
+
+
+def _task_run_repository() -> Any:
+    # Inline: a serializer class cannot declare a field named "source" (a Field's own
+    # attribute).
+    return inline_serializer(
+        "TaskRunRepository",
+        {
+            "id": serializers.CharField(allow_null=True),
+            "remote": serializers.CharField(allow_null=True),
+            "base_branch": serializers.CharField(allow_blank=True),
+            "source": serializers.ChoiceField(
+                choices=list(get_args(Source)),
+                help_text="why the run works there, in run_repository's order: the task's "
+                "own repository, its metadata's repo_path or repo_remote, its assignee's "
+                "default repository (settings.repository), the assignee's repo_path or "
+                "repo_remote; none: a scratch directory",
+            ),
+        },
+        help_text="the repository the task's run will work in, as its claim would answer "
+        "(board.repository.run_repository, its assignee's default when it names none)",
+    )
+
+
+class TaskReadSerializer(TaskSerializer):
+    run_repository = _task_run_repository()
 
 
 def _run_repository() -> Any:

@@ -8,11 +8,13 @@ any other first word is a Django management command (``clawboo migrate``,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 
-from clawboo import people
+from clawboo import people, statedir
 from core import procs
 
 USAGE = """usage: clawboo <command> [options]
@@ -79,13 +81,36 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawboo.settings")
     if os.environ.get(procs.ENV_FLAG) == "1":
         procs.forks_die_with_parent()  # started by `clawboo up`: see core.procs
+    start = statedir.at_start(args)
+    with contextlib.ExitStack() as scratch:
+        if start.refusal or start.scratch:
+            # Django's setup (the settings) would create the missing state directory:
+            # a refusal or a help page leaves none behind.
+            before = os.environ.get("CLAWBOO_STATE_DIR")
+            scratch.callback(restore_env, "CLAWBOO_STATE_DIR", before)
+            os.environ["CLAWBOO_STATE_DIR"] = scratch.enter_context(tempfile.TemporaryDirectory())
+        run(args, start)
+
+
+def restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+def run(args: list[str], start: statedir.Start) -> None:
+    """The Django management command ``args``, after what :func:`statedir.at_start`
+    said about the state directory."""
     try:
         from django.core.management import execute_from_command_line
 
-        refusal = unknown_command(args[0])
+        refusal = unknown_command(args[0]) or start.refusal
         if refusal:
             sys.stderr.write(refusal)
             sys.exit(2)
+        if start.note:
+            sys.stderr.write(start.note)
         execute_from_command_line(["clawboo", *args])
     except KeyboardInterrupt:
         sys.exit(130)

@@ -212,6 +212,35 @@ def emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> No
         sys.stdout.write(human(shown(data)))
 
 
+# Why a task's run works where the server says (its read's run_repository.source).
+RUN_REPOSITORY_SOURCES = {
+    "task": "",
+    "task_repo_path": "the task's repo_path",
+    "task_repo_remote": "the task's repo_remote",
+    "agent_default": "its agent's default",
+    "agent_repo_path": "its agent's repo_path",
+    "agent_repo_remote": "its agent's repo_remote",
+}
+
+
+def repository_text(task: dict[str, Any]) -> str | None:
+    """Where the task's run will work, as the server answers it (a task's read carries
+    ``run_repository``, the claim's own answer) -- and why, when it is not the task's
+    own: a task naming none works in its agent's default, and said nothing here."""
+    where = task.get("run_repository")
+    if not isinstance(where, dict):
+        return task.get("repository")  # a server before run_repository
+    why = RUN_REPOSITORY_SOURCES.get(str(where.get("source")), "")
+    named = where.get("id") or where.get("remote")
+    if named:
+        return f"{named} ({why})" if why else str(named)
+    if why:  # a bare path: an agent's registers on its first local run
+        return f"an unregistered path ({why})"
+    if not task.get("assignee_agent_id"):
+        return "none named (the claiming agent's default, if it has one)"
+    return "none (its run works in a scratch directory)"
+
+
 def task_card(task: dict[str, Any]) -> str:
     fields = [
         ("id", task.get("id")),
@@ -221,7 +250,7 @@ def task_card(task: dict[str, Any]) -> str:
         ("priority", task.get("priority")),
         ("labels", task.get("labels")),
         ("assignee", task.get("assignee_agent_id")),
-        ("repository", task.get("repository")),
+        ("repository", repository_text(task)),
         ("route", task.get("route")),
         ("depends on", task.get("depends_on")),
         ("approval", (task.get("approval") or {}).get("state")),
@@ -403,7 +432,9 @@ def cmd_task_create(args: argparse.Namespace) -> int:
     if args.backlog:
         body["status"] = "backlog"
     task = Client.from_login().call("POST", "/api/board/tasks", body)
-    emit(args, task, task_table)
+    # Its team, said: filed without --team it goes to your default team, where the
+    # agents at work (the demo's, say) may not be.
+    emit(args, task, lambda filed: task_table(filed, team=True))
     return 0
 
 
@@ -628,8 +659,17 @@ def cmd_task_wait(args: argparse.Namespace) -> int:
                 f"it will not reach {'|'.join(args.status)}"
             )
         if time.monotonic() >= deadline:
+            # A blocked task moves again only when a person moves it: the wait ended
+            # on "is blocked", and nothing said why or what to do.
+            stuck = (
+                f"; a blocked task waits for a person: `clawboo task show {args.id}` says"
+                f" why, `clawboo task move {args.id} todo` tries it again"
+                if task.get("status") == "blocked"
+                else ""
+            )
             raise Failure(
                 f"clawboo: timeout: {args.id} is {task.get('status')} after {args.timeout:g} s"
+                + stuck
             )
         time.sleep(0.2)
 

@@ -16,6 +16,8 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from clawboo.statedir import state_dir
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -36,7 +38,7 @@ def env_bool(name: str, default: bool = False) -> bool:
     return raw.strip().lower() in {"1", "true", "yes", "on"}
 
 
-STATE_DIR = Path(os.environ.get("CLAWBOO_STATE_DIR", ".clawboo")).expanduser().resolve()
+STATE_DIR = state_dir()
 
 
 def ensure_private_dir(path: Path) -> None:
@@ -505,6 +507,8 @@ SPECTACULAR_SETTINGS = {
         "StepStatusEnum": "board.runs.StepStatus.values",
         # A task approval's "decision" (approve/deny) and a tool approval's.
         "ToolDecisionEnum": "board.models.ToolDecision.values",
+        # A budget's, in its body and in the body the reads add may_resume to.
+        "BudgetStatusEnum": "board.models.BUDGET_STATUSES",
     },
     # A summary on every operation, from one table (clawboo.openapi).
     "POSTPROCESSING_HOOKS": [

@@ -28,7 +28,7 @@ from typing import Any
 from board.runs import ErrorClass
 from core.procs import run_within
 from core.worker_environment import agent_environment
-from executor import pricing
+from executor import gitprogress, pricing
 from executor.attempt import Answer, Attempt, Stop
 from executor.runtimes.base import ProjectBase, RunResult, UsageSoFar
 from executor.steps import Step
@@ -382,9 +382,9 @@ def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Ch
     if not (clone / "HEAD").exists():
         clone.parent.mkdir(parents=True, exist_ok=True)
         # The first task of a repository on this host: a large remote's clone takes a
-        # while, and the log said nothing of it.
+        # while, and the log says how far it is.
         log.info("task %s: cloning %s (the first of its tasks on this host)…", task["id"], remote)
-        git(["clone", "--bare", "--quiet", remote, str(clone)])
+        clone_remote(remote, clone, lambda line: log.info("task %s: cloning: %s", task["id"], line))
     fetch_remote(clone)
     start = "refs/remotes/origin/" + (
         repo.get("base_branch") or git(["symbolic-ref", "--short", "HEAD"], clone)
@@ -418,6 +418,27 @@ def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Ch
     branch = f"{BRANCH_PREFIX}{task['id']}"
     git(["worktree", "add", "--quiet", "-B", branch, str(tree), start], clone)
     return Checkout(tree, clone, registered, base)
+
+
+def clone_remote(remote: str, clone: Path, say: Callable[[str], None]) -> None:
+    """A bare clone of ``remote`` at ``clone``, its progress said to ``say`` as it goes
+    (:mod:`executor.gitprogress`), given up after :func:`git_timeout_s` as every git
+    call of the worker's is; one that was still moving says how far it got."""
+    timeout = git_timeout_s()
+    argv = ["clone", "--bare", "--progress", remote, str(clone)]
+    done = gitprogress.run(["git", *_GIT_CONFIG, *argv], timeout, say, env=agent_environment())
+    if done.returncode != 0:
+        # A clone killed half-way leaves a directory the next task would take for one.
+        shutil.rmtree(clone, ignore_errors=True)
+    if done.returncode is None:
+        if done.last is None:
+            raise GitFailed(f"git clone: no answer within {timeout}s")
+        raise GitFailed(
+            f"git clone: not done within {timeout}s (it reached {done.last.line()}): a large"
+            " repository needs more time, CLAWBOO_WORKER_GIT_TIMEOUT_S on this host"
+        )
+    if done.returncode != 0:
+        raise GitFailed(f"git {' '.join(argv)}: {done.said.strip()[-500:]}")
 
 
 def fetch_remote(clone: Path) -> None:

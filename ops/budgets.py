@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from board.models import Budget, BudgetMode, BudgetScope, BudgetWindow
+from board.models import BUDGET_STATUSES, Budget, BudgetMode, BudgetScope, BudgetWindow
 from board.store import now, spend
 from core import roles
 from core.api.access import can_see_team, team_ids
@@ -50,6 +50,28 @@ def visible_budget(user: Any, budget_id: Any) -> Budget:
     return spend.get_budget(budget_id, team_ids(user))
 
 
+RESUME_BUDGET = "POST /api/budgets/{budget_id}/resume"
+
+
+def may_resume_budgets(request: Request) -> bool:
+    """For a read (the board's spend chips): whether :func:`require_staff` would admit
+    this caller for a resume, asked as the resume is (staff's powers bound for
+    :data:`RESUME_BUDGET`, then unbound as a read leaves them). The agent side never
+    governs a budget (GOVERNANCE §6), whoever its key's owner is."""
+    user = request.user
+    if roles.principal_of(user, getattr(request, "auth", None)).agent_side:
+        return False
+    roles.bind_staff_power(user, RESUME_BUDGET)
+    try:
+        return roles.staff_power(user)
+    finally:
+        roles.bind_staff_power(user, None)
+
+
+def read_body(budget: Budget, may_resume: bool) -> dict[str, Any]:
+    return {**budget.as_dict(now()), "may_resume": may_resume}
+
+
 class BudgetSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     team = serializers.CharField()
@@ -59,13 +81,21 @@ class BudgetSerializer(serializers.Serializer):
     limit_cents = serializers.IntegerField()
     mode = serializers.ChoiceField(choices=BudgetMode.values)
     spent_cents = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=["active", "soft_capped", "paused"])
+    status = serializers.ChoiceField(choices=BUDGET_STATUSES)
     window_start = serializers.DateTimeField()
     pause_at_cents = serializers.IntegerField(
         allow_null=True, help_text="after a resume: the spend at which the cap pauses again"
     )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+
+class BudgetReadSerializer(BudgetSerializer):
+    may_resume = serializers.BooleanField(
+        help_text="whether you may resume it (and write budgets): staff holding the "
+        "budget change permission, the rule POST /api/budgets/{id}/resume holds to; "
+        "a member and the agent side never"
+    )
 
 
 BudgetCreateBody = inline_serializer(
@@ -102,7 +132,7 @@ class BudgetListView(APIView):
             OpenApiParameter("scope", str, required=False),
             OpenApiParameter("scope_id", str, required=False),
         ],
-        responses=with_errors({200: BudgetSerializer(many=True)}, "validation_error"),
+        responses=with_errors({200: BudgetReadSerializer(many=True)}, "validation_error"),
     )
     def get(self, request: Request) -> Response:
         filters = {
@@ -113,9 +143,9 @@ class BudgetListView(APIView):
         team = request.query_params.get("team")
         if team:
             filters["team_id"] = team
-        at = now()
         budgets = spend.list_budgets(team_ids(request.user), **filters)
-        return Response([b.as_dict(at) for b in budgets])
+        may_resume = may_resume_budgets(request)
+        return Response([read_body(b, may_resume) for b in budgets])
 
     @extend_schema(
         operation_id="budgets_create",
@@ -133,10 +163,11 @@ class BudgetListView(APIView):
 class BudgetDetailView(APIView):
     @extend_schema(
         operation_id="budgets_read",
-        responses=with_errors({200: BudgetSerializer}, "not_found"),
+        responses=with_errors({200: BudgetReadSerializer}, "not_found"),
     )
     def get(self, request: Request, budget_id: str) -> Response:
-        return Response(visible_budget(request.user, budget_id).as_dict(now()))
+        budget = visible_budget(request.user, budget_id)
+        return Response(read_body(budget, may_resume_budgets(request)))
 
     @extend_schema(
         operation_id="budgets_update",

@@ -4,10 +4,12 @@ scope answers as an unknown one; claims of a paused scope answer 409 budget_paus
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 
 from board import store
-from core import registry
-from tests.api.conftest import make_client
+from core import machines, registry
+from core.models import AgentToken
+from tests.api.conftest import key_client, make_client
 
 pytestmark = pytest.mark.django_db
 
@@ -86,3 +88,29 @@ def test_a_task_carries_its_ceiling_and_cost(api):
     assert patched.json()["max_run_cents"] is None
     bad = api.patch(f"/api/board/tasks/{body['id']}", {"max_run_cents": 0}, format="json")
     assert bad.status_code == 400
+
+
+def test_the_budgets_list_says_who_may_resume_them(staff_api, api):
+    """The board's paused chip offers Resume only to whom the resume admits (staff
+    holding the budget permission); a member, a staff person without it and an agent's
+    key (its owner staff) read ``may_resume: false``."""
+    pk = staff_api.post("/api/budgets", TEAM_BUDGET, format="json").json()["id"]
+    bare_staff = make_client("sam")
+    get_user_model().objects.filter(username="sam").update(is_staff=True)
+    registry.create_agent(
+        id="root-bot", display_name="r", team="default", runtime="human", owner=staff_api.user
+    )
+    agent_key = AgentToken.objects.create(
+        key=machines.new_key(), agent_id="root-bot", user=staff_api.user
+    ).key
+
+    def may(client) -> tuple[bool, bool]:
+        (listed,) = client.get("/api/budgets").json()
+        return listed["may_resume"], client.get(f"/api/budgets/{pk}").json()["may_resume"]
+
+    assert may(staff_api) == (True, True)
+    assert may(api) == (False, False)
+    assert may(bare_staff) == (False, False)
+    assert may(key_client(agent_key)) == (False, False)
+    # The answer agrees with the door itself.
+    assert bare_staff.post(f"/api/budgets/{pk}/resume", {}, format="json").status_code == 403

@@ -68,3 +68,11 @@ def test_the_agents_list_says_who_may_resume_it(api, staff_api, paused):
         return row["may_resume"]
 
     assert (may(api), may(staff_api), may(bob)) == (True, True, False)
+
+
+def test_the_api_docs_say_resume_is_its_owners_or_staffs():
+    # /api/docs/ said "Resume a paused agent of your team": a member who is not its owner
+    # tried, and met 403.
+    from clawboo.openapi import SUMMARIES
+
+    assert SUMMARIES["agents_resume"].startswith("Resume a paused agent you own, or any as staff")

@@ -93,3 +93,48 @@ def test_the_in_process_claim_carries_the_same_answer(agent, app):
         "remote": "/srv/app.git",
         "base_branch": "main",
     }
+
+
+def test_a_tasks_read_and_clawboo_task_show_name_its_agents_default_repository(
+    api, app, monkeypatch, capsys
+):
+    """``clawboo task show`` printed no repository for a task that names none and works
+    in its agent's default: the read carries the claim's answer, and the card prints it
+    with why -- not worked out again in the CLI."""
+    import argparse
+
+    from clawboo import people
+
+    registry.create_agent(
+        id="far-bot",
+        display_name="Far",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"], "repository": "app"},
+        owner=api.user,
+    )
+    task = store.create_task(title="work").task
+    assigned = api.patch(
+        f"/api/board/tasks/{task.id}", {"assignee_agent_id": "far-bot"}, format="json"
+    )
+    assert assigned.status_code == 200, assigned.content
+    loose = store.create_task(title="anyone's").task
+    read = api.get(f"/api/board/tasks/{task.id}").json()
+    assert read["repository"] is None
+    assert read["run_repository"] == {
+        "id": "app",
+        "remote": "/srv/app.git",
+        "base_branch": "main",
+        "source": "agent_default",
+    }
+
+    class Server:
+        def call(self, method: str, path: str, body: object = None) -> object:
+            return api.get(path).json()
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    for task_id in (task.id, loose.id):
+        assert people.cmd_task_show(argparse.Namespace(id=task_id, json=False)) == 0
+    out = capsys.readouterr().out
+    assert "repository:  app (its agent's default)" in out
+    assert "repository:  none named (the claiming agent's default, if it has one)" in out

@@ -110,28 +110,76 @@ def test_version_is_clawboos_also_after_a_commands_name(argv, capsys):
     assert capsys.readouterr().out == f"clawboo {version('clawboo')}\n"
 
 
-def test_a_command_run_where_no_up_ran_says_where_its_state_is(tmp_path):
-    # Run in another directory than `clawboo up`, create_agent_token said only
-    # "clawboo: OperationalError: no such table: auth_user".
+def clawboo_in(cwd, *args: str, **env: str):
+    """``clawboo ARGS`` as an operator runs it in ``cwd``: none of the suite's settings."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    env = {
+    clean = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("CLAWBOO_", "DATABASE"))},
         "PYTHONPATH": str(root),
+        **env,
     }
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "clawboo.cli", "create_agent_token", "ada"],
-        cwd=tmp_path,
-        env=env,
+    clean.pop("DJANGO_SETTINGS_MODULE", None)
+    return subprocess.run(
+        [sys.executable, "-m", "clawboo.cli", *args],
+        cwd=cwd,
+        env=clean,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
+
+
+def test_a_command_run_where_no_up_ran_refuses_and_creates_no_state(tmp_path):
+    # Run in another directory than `clawboo up`, create_agent_token (demo, …) made a
+    # fresh ./.clawboo there and worked on its empty database, saying nothing of it.
+    state = (tmp_path / ".clawboo").resolve()
+    done = clawboo_in(tmp_path, "create_agent_token", "admin")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"clawboo: create_agent_token: no Clawboo state in this directory: {state} does not"
+        " exist; run it in the directory `clawboo up` runs in, or set CLAWBOO_STATE_DIR (or"
+        " DATABASE_URL) to that installation's state; `clawboo up` creates one on its first"
+        " run\n"
+    )
+    named = tmp_path / "typo"
+    done = clawboo_in(tmp_path, "createsuperuser", CLAWBOO_STATE_DIR=str(named))
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"clawboo: createsuperuser: CLAWBOO_STATE_DIR names {named.resolve()}, which does not"
+        " exist;"
+    )
+    # A help page, the roles table and a mistyped name need no state either.
+    assert clawboo_in(tmp_path, "create_agent_token", "--help").returncode == 0
+    assert "# Who may do what" in clawboo_in(tmp_path, "roles").stdout
+    assert "did you mean 'demo'" in clawboo_in(tmp_path, "dmo").stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_migrate_on_a_new_state_dir_says_it_is_new_and_where(tmp_path):
+    # What sets an installation up (up's first run, migrate, demo) makes one, and says so.
+    done = clawboo_in(tmp_path, "migrate", "-v", "0")
+    assert done.returncode == 0, done.stderr
+    state = (tmp_path / ".clawboo").resolve()
+    assert done.stderr.startswith(
+        f"clawboo: new state directory {state}, with a new, empty SQLite database"
+    ), done.stderr
+    assert (state / "clawboo.sqlite3").stat().st_size > 0
+    # Now it is there: the operator's commands work on it, and say nothing of it.
+    again = clawboo_in(tmp_path, "create_agent_token", "admin")
+    assert again.returncode == 0, again.stderr
+    assert again.stderr == "created user 'admin' (no password)\n"
+
+
+def test_a_command_on_a_state_dir_with_no_tables_says_where_its_state_is(tmp_path):
+    # An empty database (a state dir made and never migrated) said only
+    # "clawboo: OperationalError: no such table: auth_user".
+    (tmp_path / ".clawboo").mkdir()
+    done = clawboo_in(tmp_path, "create_agent_token", "ada")
     assert done.returncode == 1
     database = (tmp_path / ".clawboo" / "clawboo.sqlite3").resolve()
     assert done.stderr == (

@@ -625,3 +625,54 @@ def test_approvals_names_the_tasks_in_review_instead_of_saying_nothing_waits(mon
     assert people.cmd_approvals(args) == 0
     assert json.loads(capsys.readouterr().out) == []
     assert not any("in_review" in path for path in asked)
+
+
+def test_task_create_says_which_team_the_task_was_filed_in(monkeypatch, capsys):
+    # Filed without --team, "Write the changelog" went to the default team, where no
+    # agent of the demo works, and the row said nothing of a team.
+    import argparse
+
+    from clawboo import people
+
+    class Server:
+        def call(self, method, path, body=None):
+            return {"id": "t1", "status": "todo", "title": "Write the changelog", "team": "default"}
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(
+        title="Write the changelog",
+        description=None,
+        priority=None,
+        repository=None,
+        label=None,
+        verify_cmd=None,
+        team=None,
+        depends_on=None,
+        backlog=False,
+        json=False,
+    )
+    assert people.cmd_task_create(args) == 0
+    header, row = capsys.readouterr().out.splitlines()[:2]
+    assert header.split()[:3] == ["ID", "TEAM", "STATUS"]
+    assert row.split()[:3] == ["t1", "default", "todo"]
+
+
+def test_task_wait_that_times_out_on_a_blocked_task_says_what_a_person_does(monkeypatch):
+    # The tour's wait on a task its agent could not finish ended "… is blocked after
+    # 300 s", and nothing said that only a person moves a blocked task on.
+    import argparse
+
+    from clawboo import people
+
+    class Server:
+        def call(self, method, path, body=None):
+            return {"id": "t1", "title": "Add subtract()", "status": "blocked"}
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(id="t1", status=["in_review"], timeout=0.0, json=False)
+    with pytest.raises(people.Failure) as failed:
+        people.cmd_task_wait(args)
+    assert failed.value.line == (
+        "clawboo: timeout: t1 is blocked after 0 s; a blocked task waits for a person:"
+        " `clawboo task show t1` says why, `clawboo task move t1 todo` tries it again"
+    )

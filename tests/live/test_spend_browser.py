@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from board import store
 from board.store import spend
 from core import registry
-from tests.live.browsing import CHROMIUM, log_in
+from tests.live.browsing import CHROMIUM, log_in, screenshot
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
@@ -51,3 +51,57 @@ def test_the_board_shows_spend_against_budgets_and_tree_cost(
     # A run over the cap pauses the team: the strip turns to "paused" live.
     spend_on(store.create_task(title="Big").task.id, 60)
     page.locator("#spend .budget-paused").wait_for(timeout=10_000)
+
+
+def test_a_paused_cap_offers_resume_to_staff_and_says_who_may_to_a_member(
+    daphne, settings, monkeypatch, browser, tmp_path
+):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    users = get_user_model().objects
+    op = users.create_superuser("op", "op@example.com", "pw-op-123")
+    bob = users.create_user("bob", password="pw-bob-123")
+    for user in (op, bob):
+        registry.add_member("default", user)
+    cap = {"scope": "team", "scope_id": "default", "window": "day", "mode": "cap"}
+    budget = spend.create_budget("default", {**cap, "limit_cents": 10})
+    spend_on(store.create_task(title="Costly").task.id, 12)
+    base = daphne()
+
+    member = browser.new_page(viewport={"width": 1400, "height": 900})
+    member.goto(base + "/board/login/?next=/board/")  # a member's login: the board's own
+    member.fill("input[name=username]", "bob")
+    member.fill("input[name=password]", "pw-bob-123")
+    member.click("#login")
+    member.wait_for_url(base + "/board/")
+    paused = member.locator("#spend .budget-paused")
+    paused.wait_for(timeout=10_000)
+    assert paused.locator("[data-action=resume-budget]").count() == 0
+    paused.locator("[data-action=who-resumes]").click()
+    who = member.locator("#ask .budget-who")
+    who.wait_for(timeout=5_000)
+    assert "Only staff" in who.inner_text()
+    assert member.locator("#ask-ok").is_hidden()
+    screenshot(member, "budget-who-resumes.png", tmp_path)
+    member.locator("#ask-cancel").click()
+    # On a phone the chip and its button are on screen too.
+    phone = browser.new_page(viewport={"width": 390, "height": 844})
+    phone.context.add_cookies(member.context.cookies())
+    phone.goto(base + "/board/")
+    button = phone.locator("#spend .budget-paused [data-action=who-resumes]")
+    button.wait_for(timeout=10_000)
+    box = button.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 390, box
+    screenshot(phone, "budget-phone.png", tmp_path)
+
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    log_in(page, base, "op", "pw-op-123")
+    page.locator("#spend .budget-paused [data-action=resume-budget]").click()
+    page.fill("#budget-grace", "25")
+    screenshot(page, "budget-resume.png", tmp_path)
+    page.click("#ask-ok")
+    # Resumed with 25¢ past what it spent: no longer paused, on this board and bob's.
+    page.locator("#spend .budget-soft_capped").wait_for(timeout=10_000)
+    member.locator("#spend .budget-soft_capped").wait_for(timeout=10_000)
+    budget.refresh_from_db()
+    assert (budget.paused_until, budget.pause_at_cents, budget.grace_cents) == (None, 37, 25)

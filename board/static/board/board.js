@@ -748,6 +748,7 @@ async function renderDetail(task) {
     el("dl", {},
       el("dt", {}, "id"), el("dd", {}, task.id),
       el("dt", {}, "assignee"), el("dd", {}, task.assignee_agent_id || "—"),
+      el("dt", {}, "repository"), el("dd", { id: "detail-repository" }, S.runRepositoryText(task, null)),
       el("dt", {}, "labels"), el("dd", {}, (task.labels || []).join(", ") || "—"),
       el("dt", {}, "route"), el("dd", { id: "detail-route" }, routeText(task.route) || "any agent of the team"),
       el("dt", {}, "touches"), el("dd", { id: "detail-touches" }, S.scopeText(task, state.scopeWaits.get(task.id))),
@@ -778,6 +779,12 @@ async function renderDetail(task) {
   );
   watchOutput(task);
   loadTrace(task.id);
+  // Which repository its run works in is the server's answer (its agent's default
+  // when the task names none): the task's read carries it.
+  api("GET", `/api/board/tasks/${enc(task.id)}`).then((read) => {
+    const line = $("#detail-repository");
+    if (line && state.selected === task.id) line.textContent = S.runRepositoryText(read, read.run_repository);
+  }).catch(() => { /* the panel keeps the task's own */ });
   try {
     const id = enc(task.id);
     const [, data] = await Promise.all([

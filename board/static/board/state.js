@@ -401,6 +401,29 @@ export function routineFire(task, now = new Date(), names = new Map()) {
 // A task's cost in words, for the detail panel and the review panel's total: its
 // subtasks' only when they add to it, and runs with no price said, not counted as 0¢
 // (the review panel knows its runs; the detail panel passes none).
+// Why a task's run works where the server says (its read's run_repository.source):
+// the words `clawboo task show` prints.
+const RUN_REPOSITORY_SOURCES = {
+  task: "",
+  task_repo_path: "the task's repo_path",
+  task_repo_remote: "the task's repo_remote",
+  agent_default: "its agent's default",
+  agent_repo_path: "its agent's repo_path",
+  agent_repo_remote: "its agent's repo_remote",
+};
+
+// Where a task's run will work: `where` is the server's answer (GET of the task:
+// run_repository), null until it is read (then the task's own, if it names one).
+export function runRepositoryText(task, where) {
+  if (!where) return task.repository || "…";
+  const why = RUN_REPOSITORY_SOURCES[where.source] || "";
+  const named = where.id || where.remote;
+  if (named) return why ? `${named} (${why})` : named;
+  if (why) return `an unregistered path (${why})`;
+  if (!task.assignee_agent_id) return "none named (the claiming agent's default, if it has one)";
+  return "none (its run works in a scratch directory)";
+}
+
 export function costText(cost, executions) {
   const c = cost || {};
   const unknown = (executions || []).filter((x) => x.cost_status === "unknown").length;

@@ -270,3 +270,17 @@ test("a task naming no repository lands by queue when its worktree's repository 
   st.workspaceRepos.set("t1", "/repos/app");
   assert.equal(S.landsByQueue(st, task), false);
 });
+
+test("the detail's repository is the server's answer, and why when not the task's own", () => {
+  // The panel named no repository: a task naming none works in its agent's default.
+  const t = task("r1", { repository: null, assignee_agent_id: "far-bot" });
+  assert.equal(S.runRepositoryText(t, null), "…");
+  assert.equal(S.runRepositoryText({ ...t, repository: "app" }, null), "app");
+  const where = { id: "app", remote: "/srv/app.git", base_branch: "main", source: "agent_default" };
+  assert.equal(S.runRepositoryText(t, where), "app (its agent's default)");
+  assert.equal(S.runRepositoryText(t, { ...where, source: "task" }), "app");
+  const none = { id: null, remote: null, base_branch: "", source: "none" };
+  assert.equal(S.runRepositoryText(t, none), "none (its run works in a scratch directory)");
+  assert.equal(S.runRepositoryText({ ...t, assignee_agent_id: null }, none),
+    "none named (the claiming agent's default, if it has one)");
+});
