@@ -31,6 +31,9 @@ from core.models import Agent, AgentState, Event, Forge, Heartbeat, MachineToken
 @admin.register(Team)
 class TeamAdmin(DataLayerAdmin):
     list_display = ("id", "name", "reviewer_agent", "last_event_seq", "created_at")
+    # The reviewer may be null, which Django's own select_related() does not follow:
+    # a query per team without this.
+    list_select_related = ("reviewer_agent",)
     search_fields = ("id", "name")
     filter_horizontal = ("members",)
     readonly_fields = ("last_event_seq", "created_at")
@@ -135,6 +138,8 @@ class AgentAdmin(SecretsStayHidden, DataLayerAdmin):
         "health_ok",
     )
     list_filter = ("runtime", "participant_kind", "team", DispatchStateFilter, "health_ok")
+    # The owner may be null, which Django's own select_related() does not follow.
+    list_select_related = ("team", "owner")
     actions = ("pause_agents", "resume_agents")
     search_fields = ("id", "display_name")
     # Dispatch state is the breaker's, the preflight's and the pause actions' to write.

@@ -96,7 +96,7 @@ class RoutineAdmin(DataLayerAdmin):
     )
     list_display_links = ("title",)
     list_filter = (StateFilter, "team")
-    list_select_related = ("agent",)
+    list_select_related = ("agent", "team")
     search_fields = ("id", "cron_spec", "agent__id")
     actions = ("pause", "resume", "run_now")
     # The ledger's own columns: shown, written only by the store and the ticker.
