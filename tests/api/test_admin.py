@@ -450,3 +450,27 @@ def test_staff_with_the_delete_permission_withdraw_a_tool_grant(client):
     answer = deleter.post(f"/admin/board/toolgrant/{grant.pk}/delete/", {"post": "yes"})
     assert answer.status_code == 302
     assert not ToolGrant.objects.filter(pk=grant.pk).exists()
+
+
+def test_the_add_task_page_saves_as_it_is_shown(operator):
+    """Its metadata box showed ``null``, which the field then refused: an operator
+    could not add a task without typing ``{}`` first."""
+    page = operator.get("/admin/board/task/add/")
+    shown = page.context["adminform"].form["metadata"].value()
+    assert shown == "{}"
+    answer = operator.post(
+        "/admin/board/task/add/",
+        {
+            "team": "default",
+            "title": "As shown",
+            "status": "todo",
+            "priority": "0",
+            "metadata": shown,
+            "comments-TOTAL_FORMS": "0",
+            "comments-INITIAL_FORMS": "0",
+            "executions-TOTAL_FORMS": "0",
+            "executions-INITIAL_FORMS": "0",
+        },
+    )
+    assert answer.status_code == 302, messages_of(answer)
+    assert Task.objects.get(title="As shown").metadata == {}
