@@ -11,6 +11,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
 from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy
 
@@ -153,13 +158,43 @@ class AgentAdmin(SecretsStayHidden, DataLayerAdmin):
         "health_checked_at",
         "breaker_failures",
         "runs_on",
+        "its_work",
     )
     fields = (*AgentForm.Meta.fields, "approved_by", *_DISPATCH_READONLY)
 
     @admin.display(description="state", ordering="state")
-    def shown_state(self, obj: Agent) -> str:
+    def shown_state(self, obj: Agent) -> SafeString | str:
         # The state the API and the board show: an unhealthy agent is not "active".
-        return obj.dispatch_state
+        # Why it takes no work was only on its own page: the list said "paused", and
+        # whether the breaker or a person did it, and after what, took a click a row.
+        state = obj.dispatch_state
+        why = {AgentState.PAUSED: obj.state_reason, AgentState.UNHEALTHY: obj.health_detail}
+        reason = why.get(state, "")
+        if not reason:
+            return state
+        return format_html(
+            '{}<br><span class="quiet" title="{}">{}</span>',
+            state,
+            reason,
+            Truncator(reason).chars(60),
+        )
+
+    @admin.display(description="its work")
+    def its_work(self, obj: Agent) -> SafeString | str:
+        """Links to the rows that name this agent: its tasks, runs, budgets, routines."""
+        if not obj.pk:
+            return "-"
+        lists = (
+            ("tasks", "admin:board_task_changelist", {"assignee_agent_id__exact": obj.pk}),
+            ("runs", "admin:board_executionprocess_changelist", {"agent_id": obj.pk}),
+            ("budgets", "admin:board_budget_changelist", {"scope": "agent", "scope_id": obj.pk}),
+            ("routines", "admin:routines_routine_changelist", {"agent__exact": obj.pk}),
+        )
+        return format_html_join(
+            " · ",
+            '<a href="{}?{}">{}</a>',
+            ((reverse(name), urlencode(query), label) for label, name, query in lists),
+        )
 
     @admin.display(description="runs on")
     def runs_on(self, obj: Agent) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 
@@ -474,3 +477,50 @@ def test_the_add_task_page_saves_as_it_is_shown(operator):
     )
     assert answer.status_code == 302, messages_of(answer)
     assert Task.objects.get(title="As shown").metadata == {}
+
+
+def test_the_agent_list_says_why_an_agent_takes_no_work(operator):
+    for agent_id in ("tripped", "sick", "fine"):
+        registry.create_agent(id=agent_id, display_name=agent_id, team="default", runtime="codex")
+    registry.pause_agent(
+        "tripped", "breaker: 3 consecutive failed runs; last: exit 3", by="breaker"
+    )
+    registry.record_health("sick", False, "codex: not found on PATH")
+    page = operator.get("/admin/clawboo/agent/").content.decode()
+    assert "breaker: 3 consecutive failed runs; last: exit 3" in page
+    assert "codex: not found on PATH" in page
+
+
+def test_an_agents_page_links_to_its_tasks_runs_budgets_and_routines(operator):
+    from board.store import spend
+    from routines import store as routines
+
+    for agent_id in ("mine", "other"):
+        registry.create_agent(
+            id=agent_id,
+            display_name=agent_id,
+            team="default",
+            runtime="command",
+            settings={"argv": ["true"]},
+        )
+        task = store.create_task(id=f"{agent_id}-task", title=f"{agent_id} task").task
+        run = store.open_execution(task.id, store.claim(task.id, agent_id).ticket)
+        store.close_execution(run.id, "failed", error=f"{agent_id} failed")
+        spend.create_budget(
+            "default",
+            {"scope": "agent", "scope_id": agent_id, "window": "day", "limit_cents": 1},
+        )
+        routines.create_routine(
+            agent_id=agent_id,
+            team="default",
+            cron_spec="0 9 * * *",
+            task_template={"title": f"{agent_id} routine"},
+        )
+    page = operator.get("/admin/clawboo/agent/mine/change/").content.decode()
+    links = re.findall(r'<a href="([^"]+)">(tasks|runs|budgets|routines)</a>', page)
+    assert [label for _, label in links] == ["tasks", "runs", "budgets", "routines"]
+    for href, label in links:
+        listed = operator.get(html.unescape(href))
+        assert listed.status_code == 200, (label, href)
+        rows = list(listed.context["cl"].result_list)
+        assert len(rows) == 1, (label, rows)
