@@ -58,7 +58,11 @@ def seed(n: int, root: Path) -> None:
     beats.beat(f"part{n}")
     channel = notify.save_channel(
         NotificationChannel(
-            team=team, name=f"hook{n}", kind="webhook", url="https://example.com/h", reasons=["blocked"]
+            team=team,
+            name=f"hook{n}",
+            kind="webhook",
+            url="https://example.com/h",
+            reasons=["blocked"],
         )
     )
     event = team.events.order_by("-seq").first()
