@@ -18,6 +18,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
 
 from board import checks, store
 from board.models import ExecutionProcess, Task, TaskComment, ToolApproval, ToolGrant, Workspace
@@ -28,6 +31,20 @@ from board.transitions import Status, allowed_transitions_from
 from core import server_commands
 from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField, ReadOnlyAdmin
 from core.errors import ClawbooError, ValidationFailed
+
+
+def _agent_link(agent_id: str | None) -> SafeString | str:
+    """An agent's id as a link to its page (a run or task names it by id only)."""
+    if not agent_id:
+        return "-"
+    return format_html(
+        '<a href="{}">{}</a>', reverse("admin:clawboo_agent_change", args=[agent_id]), agent_id
+    )
+
+
+def _is_change_page(request: HttpRequest) -> bool:
+    match = request.resolver_match
+    return match is not None and str(match.url_name).endswith("_change")
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -242,12 +259,31 @@ class TaskAdmin(DataLayerAdmin):
         "title",
         "shown_status",
         "team",
-        "assignee_agent_id",
+        "assignee",
         "priority",
         "verdict",
         "updated_at",
     )
     list_display_links = ("title",)
+
+    @admin.display(description="assignee", ordering="assignee_agent_id")
+    def assignee(self, obj: Task) -> SafeString | str:
+        return _agent_link(obj.assignee_agent_id)
+
+    @admin.display(description="its record")
+    def its_record(self, obj: Task) -> SafeString | str:
+        """Links to this task's runs and its events (what happened to it, in order)."""
+        if not obj.pk:
+            return "-"
+        lists = (
+            ("runs", "admin:board_executionprocess_changelist", {"task__exact": obj.pk}),
+            ("events", "admin:clawboo_event_changelist", {"task_id": obj.pk}),
+        )
+        return format_html_join(
+            " · ",
+            '<a href="{}?{}">{}</a>',
+            ((reverse(name), urlencode(query), label) for label, name, query in lists),
+        )
 
     @admin.display(description="status", ordering="status")
     def shown_status(self, obj: Task) -> str:
@@ -302,6 +338,7 @@ class TaskAdmin(DataLayerAdmin):
             "tree_cost_tokens",
             "tree_cost_cents",
             "approval",
+            "its_record",
             "created_at",
             "updated_at",
         )
@@ -318,8 +355,11 @@ class TaskAdmin(DataLayerAdmin):
             "route_labels",
             "touches",
         ]
-        if obj is not None:
-            fields += ["claim_agent", "override_reason"]
+        if obj is None:
+            # What the board writes (attempts, lease, verdict, cost…) has nothing to
+            # say before the task exists: two dozen dashes under the add form.
+            return fields
+        fields += ["claim_agent", "override_reason"]
         return fields + [f for f in self.get_readonly_fields(request, obj) if f not in fields]
 
     @admin.display(description="verification")
@@ -635,20 +675,82 @@ class WorkspaceAdmin(ReadOnlyAdmin):
 
 @admin.register(ExecutionProcess)
 class ExecutionAdmin(ReadOnlyAdmin):
+    """Every run, newest first: the operator's way to why a task failed. The run
+    opens its own page; the task and the agent open theirs."""
+
+    # What fits beside the filters at 1440 px: the cost and token columns are on
+    # the run's page, the runtime and cost status are filters.
     list_display = (
+        "run",
+        "task_link",
+        "agent_link",
+        "status",
+        "error_class",
+        "error_start",
+        "cost_cents",
+        "started_at",
+    )
+    list_display_links = ("run",)
+    list_filter = ("status", "error_class", "runtime", "cost_status")
+    list_select_related = ("task",)
+    search_fields = ("task__id", "agent_id", "error")
+    date_hierarchy = "started_at"
+    # The table grows with every run: counting all of it on each page is a full scan.
+    show_full_result_count = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ExecutionProcess]:
+        # A run's log is up to a few hundred KB: the list shows none of it.
+        queryset = super().get_queryset(request)
+        return queryset if _is_change_page(request) else queryset.defer("log")
+
+    # Why it ended first, then what it cost and what it changed.
+    fields = (
         "task",
-        "agent_id",
+        "agent_link",
         "runtime",
         "attempt",
         "status",
         "error_class",
-        "cost_cents",
-        "cost_status",
+        "error",
+        "exit_code",
+        "recovery_tombstone",
+        "log",
         "started_at",
         "finished_at",
+        "stalled_at",
+        "git_before",
+        "git_after",
+        "tokens_in",
+        "tokens_out",
+        "cache_read",
+        "cache_write",
+        "cost_cents",
+        "cost_millicents",
+        "cost_status",
+        "pid",
+        "native_session_id",
     )
-    list_filter = ("status", "runtime", "cost_status", "error_class")
-    search_fields = ("task__id", "agent_id")
+    readonly_fields = fields
+
+    @admin.display(description="run", ordering="id")
+    def run(self, obj: ExecutionProcess) -> str:
+        return f"#{obj.pk} · attempt {obj.attempt}"
+
+    @admin.display(description="task", ordering="task_id")
+    def task_link(self, obj: ExecutionProcess) -> SafeString:
+        return format_html(
+            '<a href="{}">{}</a>', reverse("admin:board_task_change", args=[obj.task_id]), obj.task
+        )
+
+    @admin.display(description="agent", ordering="agent_id")
+    def agent_link(self, obj: ExecutionProcess) -> SafeString | str:
+        return _agent_link(obj.agent_id)
+
+    @admin.display(description="error")
+    def error_start(self, obj: ExecutionProcess) -> SafeString | str:
+        if not obj.error:
+            return "-"
+        return format_html('<span title="{}">{}</span>', obj.error, Truncator(obj.error).chars(80))
 
 
 @admin.register(ToolApproval)

@@ -395,10 +395,23 @@ class ForgeAdmin(SecretsStayHidden, DataLayerAdmin):
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
-    list_display = ("team", "seq", "kind", "task_id", "prev_status", "created_at")
+    list_display = ("team", "seq", "kind", "task", "prev_status", "created_at")
     list_filter = ("kind", "team")
-    search_fields = ("task_id",)
+    search_fields = ("task_id", "kind")
     ordering = ("-created_at", "-seq")
+    date_hierarchy = "created_at"
+    # Every board write adds a row: counting the whole log on each page is a full scan.
+    show_full_result_count = False
+
+    @admin.display(description="task", ordering="task_id")
+    def task(self, obj: Event) -> SafeString | str:
+        if not obj.task_id:
+            return "-"
+        return format_html(
+            '<a href="{}">{}</a>',
+            reverse("admin:board_task_change", args=[obj.task_id]),
+            obj.task_id,
+        )
 
 
 @admin.register(MachineToken)

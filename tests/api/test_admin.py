@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from board import store
 from board.models import Task
 from core import registry
+from core.models import Event
 
 pytestmark = pytest.mark.django_db
 
@@ -524,3 +525,77 @@ def test_an_agents_page_links_to_its_tasks_runs_budgets_and_routines(operator):
         assert listed.status_code == 200, (label, href)
         rows = list(listed.context["cl"].result_list)
         assert len(rows) == 1, (label, rows)
+
+
+def test_the_runs_list_says_why_each_run_failed_and_links_its_task_and_agent(operator):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    registry.create_agent(
+        id="flaky", display_name="Flaky", team="default", runtime="command", settings={}
+    )
+    task = store.create_task(id="rotate-logs", title="Rotate logs").task
+    run = store.open_execution(task.id, store.claim(task.id, "flaky").ticket)
+    store.close_execution(
+        run.id,
+        "failed",
+        error="exited with code 3: nope",
+        error_class="environment",
+        log="x" * 5000,
+    )
+    with CaptureQueriesContext(connection) as seen:
+        page = operator.get("/admin/board/executionprocess/")
+    text = page.content.decode()
+    assert "exited with code 3: nope" in text
+    assert 'href="/admin/board/task/rotate-logs/change/"' in text
+    assert 'href="/admin/clawboo/agent/flaky/change/"' in text
+    # The list reads no run's log (a run's page does).
+    assert not any('"log"' in q["sql"] for q in seen.captured_queries)
+    year = run.started_at.year
+    drilled = operator.get(f"/admin/board/executionprocess/?started_at__year={year}")
+    assert [r.pk for r in drilled.context["cl"].result_list] == [run.pk]
+    detail = operator.get(f"/admin/board/executionprocess/{run.pk}/change/").content.decode()
+    assert "x" * 5000 in detail and 'href="/admin/clawboo/agent/flaky/change/"' in detail
+
+
+def test_a_tasks_page_links_to_its_runs_and_events_and_the_list_to_its_agent(operator):
+    registry.create_agent(id="ada", display_name="Ada", team="default", runtime="codex")
+    task = store.create_task(id="mine", title="Mine").task
+    store.create_task(id="other", title="Other")
+    store.claim(task.id, "ada")
+    listed = operator.get("/admin/board/task/").content.decode()
+    assert 'href="/admin/clawboo/agent/ada/change/"' in listed
+    page = operator.get("/admin/board/task/mine/change/").content.decode()
+    links = dict(
+        (label, html.unescape(href))
+        for href, label in re.findall(r'<a href="([^"]+)">(runs|events)</a>', page)
+    )
+    assert set(links) == {"runs", "events"}
+    events = operator.get(links["events"])
+    assert events.status_code == 200
+    kinds = [e.kind for e in events.context["cl"].result_list]
+    assert kinds and {e.task_id for e in events.context["cl"].result_list} == {"mine"}
+    assert 'href="/admin/board/task/mine/change/"' in events.content.decode()
+    runs = operator.get(links["runs"])
+    assert runs.status_code == 200 and list(runs.context["cl"].result_list) == []
+
+
+def test_the_add_task_page_shows_only_what_an_operator_sets(operator):
+    form = operator.get("/admin/board/task/add/").content.decode()
+    for written_by_the_board in ("Lease until", "Attempts", "Cost cents", "Verdict evidence"):
+        assert f"<label>{written_by_the_board}:</label>" not in form
+    task = store.create_task(title="t").task
+    page = operator.get(f"/admin/board/task/{task.id}/change/").content.decode()
+    assert "<label>Lease until:</label>" in page
+
+
+def test_the_event_log_is_browsed_by_date(operator):
+    store.create_task(title="t")
+    event = Event.objects.order_by("-seq").first()
+    at = event.created_at
+    page = operator.get(
+        f"/admin/clawboo/event/?created_at__year={at.year}&created_at__month={at.month}"
+    )
+    assert page.status_code == 200 and event in list(page.context["cl"].result_list)
+    # The drill-down by year, month and day above the list.
+    assert 'class="toplinks"' in operator.get("/admin/clawboo/event/").content.decode()
