@@ -301,6 +301,8 @@ class TaskAdmin(DataLayerAdmin):
         "approval_state",
     )
     search_fields = ("id", "title", "description")
+    # A parent is picked by typing: the plain menu listed every task of every team.
+    autocomplete_fields = ("parent_task",)
     ordering = ("-updated_at",)
     inlines = [CommentInline, ExecutionInline]
     actions = [

@@ -420,6 +420,9 @@ class MachineTokenAdmin(admin.ModelAdmin):
 
     list_display = ("id", "host", "prefix", "created_at", "revoked_at")
     list_filter = ("revoked_at",)
+    search_fields = ("host", "prefix")
+    # Agents are picked by typing (the plain box listed every agent of every team).
+    autocomplete_fields = ("agents",)
     actions = ["revoke"]
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:

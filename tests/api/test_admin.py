@@ -599,3 +599,53 @@ def test_the_event_log_is_browsed_by_date(operator):
     assert page.status_code == 200 and event in list(page.context["cl"].result_list)
     # The drill-down by year, month and day above the list.
     assert 'class="toplinks"' in operator.get("/admin/clawboo/event/").content.decode()
+
+
+def test_a_parent_task_is_picked_by_typing_not_from_every_task(operator):
+    for n in range(30):
+        store.create_task(id=f"old-{n}", title=f"Old work {n}")
+    store.create_task(id="epic", title="The epic")
+    form = operator.get("/admin/board/task/add/").content.decode()
+    assert "Old work 17" not in form and "admin-autocomplete" in form
+    found = operator.get(
+        "/admin/autocomplete/",
+        {"app_label": "board", "model_name": "task", "field_name": "parent_task", "term": "epic"},
+    ).json()
+    assert [row["id"] for row in found["results"]] == ["epic"]
+    answer = operator.post(
+        "/admin/board/task/add/",
+        {
+            "id": "child",
+            "team": "default",
+            "title": "A child",
+            "status": "todo",
+            "priority": "0",
+            "metadata": "{}",
+            "parent_task": "epic",
+            "comments-TOTAL_FORMS": "0",
+            "comments-INITIAL_FORMS": "0",
+            "executions-TOTAL_FORMS": "0",
+            "executions-INITIAL_FORMS": "0",
+        },
+    )
+    assert answer.status_code == 302, messages_of(answer)
+    assert Task.objects.get(pk="child").parent_task_id == "epic"
+
+
+def test_a_machine_tokens_agents_are_picked_by_typing(operator):
+    for n in range(20):
+        registry.create_agent(
+            id=f"bot-{n}", display_name=f"Bot {n}", team="default", runtime="human"
+        )
+    form = operator.get("/admin/clawboo/machinetoken/add/").content.decode()
+    assert "Bot 13" not in form and "admin-autocomplete" in form
+    found = operator.get(
+        "/admin/autocomplete/",
+        {
+            "app_label": "clawboo",
+            "model_name": "machinetoken",
+            "field_name": "agents",
+            "term": "bot-13",
+        },
+    ).json()
+    assert [row["id"] for row in found["results"]] == ["bot-13"]
