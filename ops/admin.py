@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -131,6 +131,18 @@ class BudgetAdmin(DataLayerAdmin):
 
     @admin.action(description="Resume (lift a paused cap until the next spend)")
     def resume(self, request: HttpRequest, queryset: QuerySet[Budget]) -> None:
+        # It counted every row selected as resumed, and resuming one that paused
+        # nothing still told every board a budget was resumed.
+        at = timezone.now()
+        resumed: list[str] = []
+        not_paused: list[str] = []
         for budget in queryset:
-            spend.resume_budget(budget.pk)
-        self.message_user(request, f"Resumed {queryset.count()} budget(s).")
+            if budget.status_at(at) == "paused":
+                spend.resume_budget(budget.pk)
+                resumed.append(str(budget))
+            else:
+                not_paused.append(str(budget))
+        text = f"Resumed {len(resumed)} budget(s)" + (f": {'; '.join(resumed)}" if resumed else "")
+        if not_paused:
+            text += f". Not paused (nothing to lift): {'; '.join(not_paused)}"
+        self.message_user(request, text, messages.SUCCESS if resumed else messages.WARNING)

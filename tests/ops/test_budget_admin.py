@@ -59,3 +59,26 @@ def test_the_add_form_says_what_each_field_takes(admin_client):
         "cap also stops",
     ):
         assert words in page, words
+
+
+def test_the_resume_action_says_which_budgets_it_lifted_and_leaves_the_rest(admin_client):
+    from core.models import Event
+
+    paused = spend.create_budget("default", {**FORM, "limit_cents": 1}).pk
+    calm = spend.create_budget("default", {**FORM, "scope_id": "default", "window": "month"}).pk
+    task = store.create_task(title="t").task
+    run = store.open_execution(task.id, store.claim(task.id, "ada", "command").ticket)
+    store.close_execution(run.id, "succeeded", cost_cents=3)
+    before = Event.objects.filter(kind="budget_resumed").count()
+    answer = admin_client.post(
+        "/admin/board/budget/",
+        {"action": "resume", "_selected_action": [paused, calm]},
+        follow=True,
+    )
+    said = [str(m) for m in answer.context["messages"]]
+    assert said == [
+        "Resumed 1 budget(s): team default: 1¢/day (cap). "
+        "Not paused (nothing to lift): team default: 50¢/month (cap)"
+    ]
+    # Only the paused one was resumed (one event), the other left as it was.
+    assert Event.objects.filter(kind="budget_resumed").count() == before + 1
