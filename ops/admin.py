@@ -10,9 +10,12 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
-from board.models import Budget
+from board.models import Budget, BudgetScope
 from board.store import spend
 from core.admin_forms import DataLayerAdmin, ReadOnlyAdmin
 from core.errors import ClawbooError, ValidationFailed
@@ -84,13 +87,31 @@ BUDGET_HELP = {
 }
 
 
+# The admin page of what each scope names (a task tree's scope id is its root task).
+SCOPE_PAGES = {
+    BudgetScope.TEAM: "admin:clawboo_team_change",
+    BudgetScope.AGENT: "admin:clawboo_agent_change",
+    BudgetScope.ROUTINE: "admin:routines_routine_change",
+    BudgetScope.TASK_TREE: "admin:board_task_change",
+}
+
+
 @admin.register(Budget)
 class BudgetAdmin(DataLayerAdmin):
     """Budgets, saved through :mod:`board.store.spend`; the team is the scope's."""
 
     fields = ("scope", "scope_id", "window", "limit_cents", "mode", "team", "spent", "status")
     readonly_fields = ("team", "spent", "status")
-    list_display = ("scope", "scope_id", "team", "window", "limit_cents", "mode", "spent", "status")
+    list_display = (
+        "scope",
+        "scope_link",
+        "team",
+        "window",
+        "limit_cents",
+        "mode",
+        "spent",
+        "status",
+    )
     list_filter = ("scope", "window", "mode", "team")
     search_fields = ("scope_id",)
     actions = ["resume"]
@@ -99,6 +120,12 @@ class BudgetAdmin(DataLayerAdmin):
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> Any:
         return super().get_form(request, obj, change, help_texts=BUDGET_HELP, **kwargs)
+
+    @admin.display(description="scope id", ordering="scope_id")
+    def scope_link(self, obj: Budget) -> SafeString:
+        """The team, agent, routine or task the budget holds, as a link to its page."""
+        page = SCOPE_PAGES[obj.scope]
+        return format_html('<a href="{}">{}</a>', reverse(page, args=[obj.scope_id]), obj.scope_id)
 
     @admin.display(description="spent (¢, this window)")
     def spent(self, obj: Budget) -> int | str:

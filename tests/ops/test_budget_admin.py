@@ -82,3 +82,30 @@ def test_the_resume_action_says_which_budgets_it_lifted_and_leaves_the_rest(admi
     ]
     # Only the paused one was resumed (one event), the other left as it was.
     assert Event.objects.filter(kind="budget_resumed").count() == before + 1
+
+
+def test_the_budget_list_links_each_budget_to_what_it_holds(admin_client):
+    from core import registry
+    from routines import store as routines
+
+    registry.create_agent(
+        id="ada", display_name="Ada", team="default", runtime="command", settings={}
+    )
+    routine = routines.create_routine(agent_id="ada", team="default", cron_spec="0 9 * * *")
+    task = store.create_task(id="root", title="Root").task
+    for scope, scope_id in (
+        ("team", "default"),
+        ("agent", "ada"),
+        ("routine", routine.pk),
+        ("task_tree", task.pk),
+    ):
+        spend.create_budget("default", {**FORM, "scope": scope, "scope_id": scope_id})
+    page = admin_client.get("/admin/board/budget/").content.decode()
+    for href in (
+        "/admin/clawboo/team/default/change/",
+        "/admin/clawboo/agent/ada/change/",
+        f"/admin/routines/routine/{routine.pk}/change/",
+        "/admin/board/task/root/change/",
+    ):
+        assert f'href="{href}"' in page
+        assert admin_client.get(href).status_code == 200
