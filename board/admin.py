@@ -463,6 +463,10 @@ class TaskAdmin(DataLayerAdmin):
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
 
+    def get_inlines(self, request: HttpRequest, obj: Task | None) -> Any:
+        # A task not yet filed has no comments or runs: two empty tables on the add page.
+        return self.inlines if obj is not None else []
+
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         return  # inlines are read-only; nothing to save around the data layer
 

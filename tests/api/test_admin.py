@@ -584,6 +584,8 @@ def test_the_add_task_page_shows_only_what_an_operator_sets(operator):
     form = operator.get("/admin/board/task/add/").content.decode()
     for written_by_the_board in ("Lease until", "Attempts", "Cost cents", "Verdict evidence"):
         assert f"<label>{written_by_the_board}:</label>" not in form
+    assert 'name="executions-TOTAL_FORMS"' not in form
+    assert 'name="comments-TOTAL_FORMS"' not in form
     task = store.create_task(title="t").task
     page = operator.get(f"/admin/board/task/{task.id}/change/").content.decode()
     assert "<label>Lease until:</label>" in page
