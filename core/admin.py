@@ -46,6 +46,17 @@ class TeamAdmin(DataLayerAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return (*self.readonly_fields, "id") if obj else self.readonly_fields
 
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        reviewer: Any = form.base_fields.get("reviewer_agent")
+        if reviewer is not None:
+            # The critic is one of the team's own agents (core.registry refuses any
+            # other on save): the menu listed every agent of every team.
+            reviewer.queryset = Agent.objects.filter(team_id=obj.pk if obj else None)
+        return form
+
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 

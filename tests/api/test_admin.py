@@ -651,3 +651,16 @@ def test_a_machine_tokens_agents_are_picked_by_typing(operator):
         },
     ).json()
     assert [row["id"] for row in found["results"]] == ["bot-13"]
+
+
+def test_a_teams_reviewer_is_offered_from_its_own_agents_only(operator):
+    registry.create_team("ops", "Ops")
+    for agent_id, team in (("ours", "default"), ("theirs", "ops")):
+        registry.create_agent(
+            id=agent_id, display_name=agent_id, team=team, runtime="command", settings={}
+        )
+    page = operator.get("/admin/clawboo/team/default/change/")
+    offered = [a.pk for a in page.context["adminform"].form.fields["reviewer_agent"].queryset]
+    assert offered == ["ours"]
+    added = operator.get("/admin/clawboo/team/add/")
+    assert list(added.context["adminform"].form.fields["reviewer_agent"].queryset) == []
