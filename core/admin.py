@@ -179,7 +179,10 @@ class AgentAdmin(SecretsStayHidden, DataLayerAdmin):
         # Why it takes no work was only on its own page: the list said "paused", and
         # whether the breaker or a person did it, and after what, took a click a row.
         state = obj.dispatch_state
-        why = {AgentState.PAUSED: obj.state_reason, AgentState.UNHEALTHY: obj.health_detail}
+        why: dict[str, str] = {
+            AgentState.PAUSED: obj.state_reason,
+            AgentState.UNHEALTHY: obj.health_detail,
+        }
         reason = why.get(state, "")
         if not reason:
             return state

@@ -88,7 +88,7 @@ BUDGET_HELP = {
 
 
 # The admin page of what each scope names (a task tree's scope id is its root task).
-SCOPE_PAGES = {
+SCOPE_PAGES: dict[str, str] = {
     BudgetScope.TEAM: "admin:clawboo_team_change",
     BudgetScope.AGENT: "admin:clawboo_agent_change",
     BudgetScope.ROUTINE: "admin:routines_routine_change",
