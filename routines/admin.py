@@ -153,7 +153,11 @@ class RoutineAdmin(DataLayerAdmin):
             saved = form.save()
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
-        obj.pk = saved.pk  # the admin's log entry and redirect name the stored row
+        # The admin's message, log entry and redirect name the stored row: with only
+        # its pk copied, a new routine was "untitled" in both (its title is in the
+        # stored template, not on the form's instance).
+        for field in Routine._meta.concrete_fields:
+            setattr(obj, field.attname, getattr(saved, field.attname))
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         return  # no relations are edited here

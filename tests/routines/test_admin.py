@@ -173,3 +173,13 @@ def test_two_routines_of_one_title_and_schedule_are_named_apart(agent):
     assert names == [f"Tidy the notes · 0 9 * * * · {r.id[:6]}" for r in made]
     assert names[0] != names[1]
     assert [r.as_dict()["name"] for r in made] == names
+
+
+def test_a_routine_added_in_the_admin_is_named_by_its_title(operator):
+    from django.contrib.admin.models import LogEntry
+
+    added = operator.post("/admin/routines/routine/add/", FORM, follow=True)
+    routine = Routine.objects.get()
+    said = messages_of(added)
+    assert len(said) == 1 and "Standup notes · 0 9 * * 1-5" in said[0], said
+    assert LogEntry.objects.get().object_repr == str(routine)
