@@ -7,6 +7,7 @@ and actions report per-row outcomes — declines are shown, not swallowed.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -759,15 +760,38 @@ class ExecutionAdmin(ReadOnlyAdmin):
         return format_html('<span title="{}">{}</span>', obj.error, Truncator(obj.error).chars(80))
 
 
+# How much of a tool call's arguments the list shows (the row's page shows it all).
+CALL_SHOWN = 160
+
+
 @admin.register(ToolApproval)
 class ToolApprovalAdmin(ReadOnlyAdmin):
     """Tool calls that waited for a person, and who answered (the audit). Answer a
     pending one with the actions, as yourself."""
 
-    list_display = ("tool", "task", "agent_id", "state", "decision", "decided_by", "created_at")
+    # What the call would run is what a person decides on: it was only on each row's
+    # own page, so the list offered Allow on a bare "Bash".
+    list_display = ("tool", "call", "task_link", "agent_link", "state", "decided_by", "created_at")
     list_filter = ("state", "decision", "tool")
+    list_select_related = ("task",)
     search_fields = ("task__id", "agent_id", "tool")
     actions = ("allow_once", "deny")
+
+    @admin.display(description="call")
+    def call(self, obj: ToolApproval) -> SafeString:
+        # The arguments as stored: secret-looking values were masked when it was asked.
+        text = json.dumps(obj.arguments, ensure_ascii=False)
+        return format_html('<code title="{}">{}</code>', text, Truncator(text).chars(CALL_SHOWN))
+
+    @admin.display(description="task", ordering="task_id")
+    def task_link(self, obj: ToolApproval) -> SafeString:
+        return format_html(
+            '<a href="{}">{}</a>', reverse("admin:board_task_change", args=[obj.task_id]), obj.task
+        )
+
+    @admin.display(description="agent", ordering="agent_id")
+    def agent_link(self, obj: ToolApproval) -> SafeString | str:
+        return _agent_link(obj.agent_id)
 
     def _answer(self, request: HttpRequest, qs: QuerySet[ToolApproval], decision: str) -> None:
         who = request.user.get_username()

@@ -664,3 +664,14 @@ def test_a_teams_reviewer_is_offered_from_its_own_agents_only(operator):
     assert offered == ["ours"]
     added = operator.get("/admin/clawboo/team/add/")
     assert list(added.context["adminform"].form.fields["reviewer_agent"].queryset) == []
+
+
+def test_the_tool_approvals_list_shows_what_each_call_would_run(operator):
+    registry.create_agent(id="bot", display_name="Bot", team="default", runtime="codex")
+    task = store.create_task(id="logs", title="Rotate logs").task
+    store.ask_tool_call(task.id, "bot", "Bash", {"command": "rm -rf /var/log/old", "token": "s3"})
+    page = operator.get("/admin/board/toolapproval/").content.decode()
+    assert "rm -rf /var/log/old" in page
+    assert "s3" not in page.split("<tbody>")[1]  # masked when it was asked
+    assert 'href="/admin/board/task/logs/change/"' in page
+    assert 'href="/admin/clawboo/agent/bot/change/"' in page
