@@ -157,7 +157,8 @@ class AgentAdmin(SecretsStayHidden, DataLayerAdmin):
     # The owner may be null, which Django's own select_related() does not follow.
     list_select_related = ("team", "owner")
     actions = ("pause_agents", "resume_agents")
-    search_fields = ("id", "display_name")
+    # "Whose agents are these?" is an operator's first question about a person.
+    search_fields = ("id", "display_name", "owner__username")
     # Dispatch state is the breaker's, the preflight's and the pause actions' to write.
     _DISPATCH_READONLY = (
         "shown_state",

@@ -675,3 +675,11 @@ def test_the_tool_approvals_list_shows_what_each_call_would_run(operator):
     assert "s3" not in page.split("<tbody>")[1]  # masked when it was asked
     assert 'href="/admin/board/task/logs/change/"' in page
     assert 'href="/admin/clawboo/agent/bot/change/"' in page
+
+
+def test_agents_are_found_by_their_owners_name(operator):
+    carol = get_user_model().objects.create_user("carol", password="x")
+    registry.create_agent(id="c1", display_name="One", team="default", runtime="codex", owner=carol)
+    registry.create_agent(id="x1", display_name="Other", team="default", runtime="codex")
+    found = operator.get("/admin/clawboo/agent/?q=carol").context["cl"].result_list
+    assert [a.pk for a in found] == ["c1"]
