@@ -469,8 +469,18 @@ class MachineTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected machine tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[MachineToken]) -> None:
-        revoked = sum(machines.revoke(token.pk) for token in queryset)
-        self.message_user(request, f"revoked {revoked} machine token(s)")
+        # It said only a count: which host lost its key, and which was revoked
+        # already, was left to the list.
+        revoked: list[str] = []
+        already: list[str] = []
+        for token in queryset.order_by("id"):
+            (revoked if machines.revoke(token.pk) else already).append(str(token))
+        text = f"Revoked {len(revoked)} machine token(s)" + (
+            f": {', '.join(revoked)}" if revoked else ""
+        )
+        if already:
+            text += f"; revoked already: {', '.join(already)}"
+        self.message_user(request, text, messages.SUCCESS if revoked else messages.WARNING)
 
 
 @admin.register(Heartbeat)
