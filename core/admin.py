@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -410,13 +411,26 @@ class ForgeAdmin(SecretsStayHidden, DataLayerAdmin):
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
-    list_display = ("team", "seq", "kind", "task", "prev_status", "created_at")
+    list_display = ("team", "seq", "kind", "task", "prev_status", "actor", "created_at")
     list_filter = ("kind", "team")
     search_fields = ("task_id", "kind")
+    fields = ("team", "seq", "kind", "task", "prev_status", "actor", "created_at", "payload_shown")
+    readonly_fields = fields
     ordering = ("-created_at", "-seq")
     date_hierarchy = "created_at"
     # Every board write adds a row: counting the whole log on each page is a full scan.
     show_full_result_count = False
+
+    @admin.display(description="by")
+    def actor(self, obj: Event) -> str:
+        # Who moved it, when a person or an agent did (the audit's actor, GOVERNANCE).
+        return str((obj.payload or {}).get("actor") or "-")
+
+    @admin.display(description="payload")
+    def payload_shown(self, obj: Event) -> SafeString:
+        # Indented: it was one line of a few thousand characters.
+        text = json.dumps(obj.payload, indent=2, ensure_ascii=False, sort_keys=True)
+        return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
 
     @admin.display(description="task", ordering="task_id")
     def task(self, obj: Event) -> SafeString | str:

@@ -683,3 +683,13 @@ def test_agents_are_found_by_their_owners_name(operator):
     registry.create_agent(id="x1", display_name="Other", team="default", runtime="codex")
     found = operator.get("/admin/clawboo/agent/?q=carol").context["cl"].result_list
     assert [a.pk for a in found] == ["c1"]
+
+
+def test_the_event_log_says_who_moved_a_task_and_shows_the_payload_indented(operator):
+    task = store.create_task(id="moved", title="Moved", status="backlog").task
+    store.transition(task.id, "todo", actor="carol")
+    event = Event.objects.filter(task_id="moved").order_by("-seq").first()
+    listed = operator.get("/admin/clawboo/event/?task_id=moved").content.decode()
+    assert '<td class="field-actor">carol</td>' in listed
+    page = operator.get(f"/admin/clawboo/event/{event.pk}/change/").content.decode()
+    assert "\n  &quot;actor&quot;: &quot;carol&quot;,\n" in page
