@@ -10,7 +10,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
-from django.db.models import QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -36,10 +36,45 @@ from core.models import Agent, AgentState, Event, Forge, Heartbeat, MachineToken
 
 @admin.register(Team)
 class TeamAdmin(DataLayerAdmin):
-    list_display = ("id", "name", "reviewer_agent", "last_event_seq", "created_at")
+    # Its governance at a glance (approval, limit, critic) and what it holds.
+    list_display = (
+        "id",
+        "name",
+        "agents_link",
+        "member_count",
+        "approval_required",
+        "max_concurrent",
+        "reviewer_agent",
+        "created_at",
+    )
     # The reviewer may be null, which Django's own select_related() does not follow:
     # a query per team without this.
     list_select_related = ("reviewer_agent",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
+        # Counted in the list's own query (a query a row otherwise); subqueries, as
+        # two joined counts multiply each other's rows.
+        agents = Agent.objects.filter(team=OuterRef("pk")).values("team")
+        members = Team.members.through.objects.filter(team=OuterRef("pk")).values("team")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                agent_count=Subquery(agents.annotate(n=Count("pk")).values("n")[:1]),
+                member_total=Subquery(members.annotate(n=Count("pk")).values("n")[:1]),
+            )
+        )
+
+    @admin.display(description="agents")
+    def agents_link(self, obj: Team) -> SafeString:
+        url = reverse("admin:clawboo_agent_changelist")
+        count = getattr(obj, "agent_count", None) or 0
+        return format_html('<a href="{}?team__id__exact={}">{}</a>', url, obj.pk, count)
+
+    @admin.display(description="members")
+    def member_count(self, obj: Team) -> int:
+        return getattr(obj, "member_total", None) or 0
+
     search_fields = ("id", "name")
     filter_horizontal = ("members",)
     readonly_fields = ("last_event_seq", "created_at")

@@ -693,3 +693,18 @@ def test_the_event_log_says_who_moved_a_task_and_shows_the_payload_indented(oper
     assert '<td class="field-actor">carol</td>' in listed
     page = operator.get(f"/admin/clawboo/event/{event.pk}/change/").content.decode()
     assert "\n  &quot;actor&quot;: &quot;carol&quot;,\n" in page
+
+
+def test_the_teams_list_counts_each_teams_agents_and_members(operator):
+    registry.create_team("ops", "Ops")
+    for n in range(3):
+        registry.create_agent(id=f"o{n}", display_name=f"O{n}", team="ops", runtime="codex")
+    people = [get_user_model().objects.create_user(f"p{n}", password="x") for n in range(2)]
+    registry.update_team("ops", members=people)
+    page = operator.get("/admin/clawboo/team/")
+    rows = {t.pk: (t.agent_count, t.member_total) for t in page.context["cl"].result_list}
+    assert rows["ops"] == (3, 2)
+    text = page.content.decode()
+    assert 'href="/admin/clawboo/agent/?team__id__exact=ops">3</a>' in text
+    listed = operator.get("/admin/clawboo/agent/?team__id__exact=ops").context["cl"].result_list
+    assert sorted(a.pk for a in listed) == ["o0", "o1", "o2"]
