@@ -52,16 +52,15 @@ class TeamAdmin(DataLayerAdmin):
     list_select_related = ("reviewer_agent",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
-        # Counted in the list's own query (a query a row otherwise); subqueries, as
-        # two joined counts multiply each other's rows.
+        # Counted in the list's own query (a query a row otherwise); the agents in a
+        # subquery, as a second join would multiply the members' rows.
         agents = Agent.objects.filter(team=OuterRef("pk")).values("team")
-        members = Team.members.through.objects.filter(team=OuterRef("pk")).values("team")
         return (
             super()
             .get_queryset(request)
             .annotate(
                 agent_count=Subquery(agents.annotate(n=Count("pk")).values("n")[:1]),
-                member_total=Subquery(members.annotate(n=Count("pk")).values("n")[:1]),
+                member_total=Count("members", distinct=True),
             )
         )
 
