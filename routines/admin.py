@@ -31,15 +31,16 @@ def _apply(
     verb: str,
     action: Any,
 ) -> None:
-    done = 0
+    done: list[str] = []
     for routine in queryset:
         try:
             action(routine.id)
-            done += 1
+            done.append(str(routine))
         except ClawbooError as exc:  # an illegal ledger move is explained, not a 500
-            modeladmin.message_user(request, f"{routine.id}: {exc.detail}", messages.ERROR)
+            modeladmin.message_user(request, f"{routine}: {exc.detail}", messages.ERROR)
     if done:
-        modeladmin.message_user(request, f"{verb} {done} routine(s)")
+        # By name: a count left the operator to find which of the selected it was.
+        modeladmin.message_user(request, f"{verb} {len(done)} routine(s): {'; '.join(done)}")
 
 
 def _task_link(task_id: str | None) -> SafeString | str:
