@@ -82,6 +82,11 @@ class ExecutionInline(ReadOnlyInline):
     )
     readonly_fields = fields
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ExecutionProcess]:
+        # Each run keeps up to 64 KB of log, which this table does not show: a task
+        # worked fifty times read three megabytes for its page.
+        return super().get_queryset(request).defer("log")
+
 
 class LabelFilter(admin.SimpleListFilter):
     title = "label"

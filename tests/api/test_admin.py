@@ -708,3 +708,20 @@ def test_the_teams_list_counts_each_teams_agents_and_members(operator):
     assert 'href="/admin/clawboo/agent/?team__id__exact=ops">3</a>' in text
     listed = operator.get("/admin/clawboo/agent/?team__id__exact=ops").context["cl"].result_list
     assert sorted(a.pk for a in listed) == ["o0", "o1", "o2"]
+
+
+def test_a_tasks_runs_table_reads_no_runs_log(operator):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    registry.create_agent(id="bot", display_name="Bot", team="default", runtime="command")
+    task = store.create_task(id="long", title="Long").task
+    run = store.open_execution(task.id, store.claim(task.id, "bot").ticket)
+    store.close_execution(run.id, "failed", error="boom", log="x" * 60_000)
+    with CaptureQueriesContext(connection) as seen:
+        page = operator.get("/admin/board/task/long/change/")
+    assert page.status_code == 200 and "boom" in page.content.decode()
+    runs = [q["sql"] for q in seen.captured_queries if 'FROM "execution_processes"' in q["sql"]]
+    reading_logs = [sql for sql in runs if '"execution_processes"."log"' in sql]
+    # The review panel reads each run's log for its tail; the runs table reads none.
+    assert len(runs) == 2 and len(reading_logs) == 1, runs
