@@ -674,8 +674,15 @@ class OverrideForm(forms.Form):
 
 @admin.register(TaskComment)
 class TaskCommentAdmin(ReadOnlyAdmin):
-    list_display = ("task", "author", "created_at")
+    # What was said: the list showed who and when, never the comment.
+    list_display = ("task", "author", "body_start", "created_at")
+    list_select_related = ("task",)
     search_fields = ("task__id", "author", "body")
+    date_hierarchy = "created_at"
+
+    @admin.display(description="comment")
+    def body_start(self, obj: TaskComment) -> SafeString:
+        return format_html('<span title="{}">{}</span>', obj.body, Truncator(obj.body).chars(100))
 
 
 @admin.register(Workspace)

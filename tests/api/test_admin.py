@@ -725,3 +725,10 @@ def test_a_tasks_runs_table_reads_no_runs_log(operator):
     reading_logs = [sql for sql in runs if '"execution_processes"."log"' in sql]
     # The review panel reads each run's log for its tail; the runs table reads none.
     assert len(runs) == 2 and len(reading_logs) == 1, runs
+
+
+def test_the_comments_list_shows_what_was_said(operator):
+    task = store.create_task(title="t").task
+    store.add_comment(task.id, "the staging database is read-only until noon", "carol")
+    page = operator.get("/admin/board/taskcomment/").content.decode()
+    assert "the staging database is read-only until noon" in page
