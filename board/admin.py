@@ -309,6 +309,9 @@ class TaskAdmin(DataLayerAdmin):
     search_fields = ("id", "title", "description")
     # A parent is picked by typing: the plain menu listed every task of every team.
     autocomplete_fields = ("parent_task",)
+    # The page runs long (its record, the review's diff, every run): Save was only
+    # below all of it, far from the status and fields above.
+    save_on_top = True
     ordering = ("-updated_at",)
     inlines = [CommentInline, ExecutionInline]
     actions = [

@@ -732,3 +732,9 @@ def test_the_comments_list_shows_what_was_said(operator):
     store.add_comment(task.id, "the staging database is read-only until noon", "carol")
     page = operator.get("/admin/board/taskcomment/").content.decode()
     assert "the staging database is read-only until noon" in page
+
+
+def test_a_tasks_page_can_be_saved_from_its_top(operator):
+    task = store.create_task(title="t").task
+    page = operator.get(f"/admin/board/task/{task.id}/change/").content.decode()
+    assert page.count('name="_continue"') == 2
