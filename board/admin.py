@@ -695,6 +695,10 @@ class WorkspaceAdmin(ReadOnlyAdmin):
     search_fields = ("task__id", "branch", "repo_path")
 
 
+# How much of a run's error the list shows (the run's page shows it all).
+ERROR_SHOWN = 80
+
+
 @admin.register(ExecutionProcess)
 class ExecutionAdmin(ReadOnlyAdmin):
     """Every run, newest first: the operator's way to why a task failed. The run
@@ -760,8 +764,12 @@ class ExecutionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="task", ordering="task_id")
     def task_link(self, obj: ExecutionProcess) -> SafeString:
+        # The id, its title on hover: id and title side by side ran past the screen.
         return format_html(
-            '<a href="{}">{}</a>', reverse("admin:board_task_change", args=[obj.task_id]), obj.task
+            '<a href="{}" title="{}">{}</a>',
+            reverse("admin:board_task_change", args=[obj.task_id]),
+            obj.task.title,
+            obj.task_id,
         )
 
     @admin.display(description="agent", ordering="agent_id")
@@ -772,7 +780,12 @@ class ExecutionAdmin(ReadOnlyAdmin):
     def error_start(self, obj: ExecutionProcess) -> SafeString | str:
         if not obj.error:
             return "-"
-        return format_html('<span title="{}">{}</span>', obj.error, Truncator(obj.error).chars(80))
+        # A path or a traceback line has no space to wrap at: break inside words.
+        return format_html(
+            '<span title="{}" style="word-break: break-word">{}</span>',
+            obj.error,
+            Truncator(obj.error).chars(ERROR_SHOWN),
+        )
 
 
 # How much of a tool call's arguments the list shows (the row's page shows it all).
@@ -796,7 +809,11 @@ class ToolApprovalAdmin(ReadOnlyAdmin):
     def call(self, obj: ToolApproval) -> SafeString:
         # The arguments as stored: secret-looking values were masked when it was asked.
         text = json.dumps(obj.arguments, ensure_ascii=False)
-        return format_html('<code title="{}">{}</code>', text, Truncator(text).chars(CALL_SHOWN))
+        return format_html(
+            '<code title="{}" style="word-break: break-word">{}</code>',
+            text,
+            Truncator(text).chars(CALL_SHOWN),
+        )
 
     @admin.display(description="task", ordering="task_id")
     def task_link(self, obj: ToolApproval) -> SafeString:
