@@ -56,7 +56,7 @@ class NotificationDeliveryAdmin(ReadOnlyAdmin):
         "id",
         "channel",
         "reason",
-        "task_id",
+        "task_link",
         "status",
         "attempts",
         "last_status_code",
@@ -68,6 +68,16 @@ class NotificationDeliveryAdmin(ReadOnlyAdmin):
     readonly_fields = [f.name for f in NotificationDelivery._meta.fields]
     actions = ("send_again",)
     deletable = True
+    # One row per event per channel: the table grows with the board.
+    date_hierarchy = "created_at"
+
+    @admin.display(description="task", ordering="task_id")
+    def task_link(self, obj: NotificationDelivery) -> SafeString | str:
+        # Which task the person was told about, a click from its page.
+        if not obj.task_id:
+            return "-"
+        url = reverse("admin:board_task_change", args=[obj.task_id])
+        return format_html('<a href="{}">{}</a>', url, obj.task_id)
 
     @admin.action(description="Send again now")
     def send_again(self, request: HttpRequest, queryset: QuerySet[NotificationDelivery]) -> None:
