@@ -7,6 +7,7 @@ and actions report per-row outcomes — declines are shown, not swallowed.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -18,6 +19,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
 
 from board import checks, store
 from board.models import ExecutionProcess, Task, TaskComment, ToolApproval, ToolGrant, Workspace
@@ -28,6 +32,20 @@ from board.transitions import Status, allowed_transitions_from
 from core import server_commands
 from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField, ReadOnlyAdmin
 from core.errors import ClawbooError, ValidationFailed
+
+
+def _agent_link(agent_id: str | None) -> SafeString | str:
+    """An agent's id as a link to its page (a run or task names it by id only)."""
+    if not agent_id:
+        return "-"
+    return format_html(
+        '<a href="{}">{}</a>', reverse("admin:clawboo_agent_change", args=[agent_id]), agent_id
+    )
+
+
+def _is_change_page(request: HttpRequest) -> bool:
+    match = request.resolver_match
+    return match is not None and str(match.url_name).endswith("_change")
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -63,6 +81,11 @@ class ExecutionInline(ReadOnlyInline):
         "recovery_tombstone",
     )
     readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ExecutionProcess]:
+        # Each run keeps up to 64 KB of log, which this table does not show: a task
+        # worked fifty times read three megabytes for its page.
+        return super().get_queryset(request).defer("log")
 
 
 class LabelFilter(admin.SimpleListFilter):
@@ -242,12 +265,31 @@ class TaskAdmin(DataLayerAdmin):
         "title",
         "shown_status",
         "team",
-        "assignee_agent_id",
+        "assignee",
         "priority",
         "verdict",
         "updated_at",
     )
     list_display_links = ("title",)
+
+    @admin.display(description="assignee", ordering="assignee_agent_id")
+    def assignee(self, obj: Task) -> SafeString | str:
+        return _agent_link(obj.assignee_agent_id)
+
+    @admin.display(description="its record")
+    def its_record(self, obj: Task) -> SafeString | str:
+        """Links to this task's runs and its events (what happened to it, in order)."""
+        if not obj.pk:
+            return "-"
+        lists = (
+            ("runs", "admin:board_executionprocess_changelist", {"task__exact": obj.pk}),
+            ("events", "admin:clawboo_event_changelist", {"task_id": obj.pk}),
+        )
+        return format_html_join(
+            " · ",
+            '<a href="{}?{}">{}</a>',
+            ((reverse(name), urlencode(query), label) for label, name, query in lists),
+        )
 
     @admin.display(description="status", ordering="status")
     def shown_status(self, obj: Task) -> str:
@@ -265,6 +307,11 @@ class TaskAdmin(DataLayerAdmin):
         "approval_state",
     )
     search_fields = ("id", "title", "description")
+    # A parent is picked by typing: the plain menu listed every task of every team.
+    autocomplete_fields = ("parent_task",)
+    # The page runs long (its record, the review's diff, every run): Save was only
+    # below all of it, far from the status and fields above.
+    save_on_top = True
     ordering = ("-updated_at",)
     inlines = [CommentInline, ExecutionInline]
     actions = [
@@ -302,6 +349,7 @@ class TaskAdmin(DataLayerAdmin):
             "tree_cost_tokens",
             "tree_cost_cents",
             "approval",
+            "its_record",
             "created_at",
             "updated_at",
         )
@@ -318,8 +366,11 @@ class TaskAdmin(DataLayerAdmin):
             "route_labels",
             "touches",
         ]
-        if obj is not None:
-            fields += ["claim_agent", "override_reason"]
+        if obj is None:
+            # What the board writes (attempts, lease, verdict, cost…) has nothing to
+            # say before the task exists: two dozen dashes under the add form.
+            return fields
+        fields += ["claim_agent", "override_reason"]
         return fields + [f for f in self.get_readonly_fields(request, obj) if f not in fields]
 
     @admin.display(description="verification")
@@ -420,6 +471,10 @@ class TaskAdmin(DataLayerAdmin):
                 )
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
+
+    def get_inlines(self, request: HttpRequest, obj: Task | None) -> Any:
+        # A task not yet filed has no comments or runs: two empty tables on the add page.
+        return self.inlines if obj is not None else []
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         return  # inlines are read-only; nothing to save around the data layer
@@ -622,8 +677,15 @@ class OverrideForm(forms.Form):
 
 @admin.register(TaskComment)
 class TaskCommentAdmin(ReadOnlyAdmin):
-    list_display = ("task", "author", "created_at")
+    # What was said: the list showed who and when, never the comment.
+    list_display = ("task", "author", "body_start", "created_at")
+    list_select_related = ("task",)
     search_fields = ("task__id", "author", "body")
+    date_hierarchy = "created_at"
+
+    @admin.display(description="comment")
+    def body_start(self, obj: TaskComment) -> SafeString:
+        return format_html('<span title="{}">{}</span>', obj.body, Truncator(obj.body).chars(100))
 
 
 @admin.register(Workspace)
@@ -633,22 +695,101 @@ class WorkspaceAdmin(ReadOnlyAdmin):
     search_fields = ("task__id", "branch", "repo_path")
 
 
+# How much of a run's error the list shows (the run's page shows it all).
+ERROR_SHOWN = 80
+
+
 @admin.register(ExecutionProcess)
 class ExecutionAdmin(ReadOnlyAdmin):
+    """Every run, newest first: the operator's way to why a task failed. The run
+    opens its own page; the task and the agent open theirs."""
+
+    # What fits beside the filters at 1440 px: the cost and token columns are on
+    # the run's page, the runtime and cost status are filters.
     list_display = (
+        "run",
+        "task_link",
+        "agent_link",
+        "status",
+        "error_class",
+        "error_start",
+        "cost_cents",
+        "started_at",
+    )
+    list_display_links = ("run",)
+    list_filter = ("status", "error_class", "runtime", "cost_status")
+    list_select_related = ("task",)
+    search_fields = ("task__id", "agent_id", "error")
+    date_hierarchy = "started_at"
+    # The table grows with every run: counting all of it on each page is a full scan.
+    show_full_result_count = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ExecutionProcess]:
+        # A run's log is up to a few hundred KB: the list shows none of it.
+        queryset = super().get_queryset(request)
+        return queryset if _is_change_page(request) else queryset.defer("log")
+
+    # Why it ended first, then what it cost and what it changed.
+    fields = (
         "task",
-        "agent_id",
+        "agent_link",
         "runtime",
         "attempt",
         "status",
         "error_class",
-        "cost_cents",
-        "cost_status",
+        "error",
+        "exit_code",
+        "recovery_tombstone",
+        "log",
         "started_at",
         "finished_at",
+        "stalled_at",
+        "git_before",
+        "git_after",
+        "tokens_in",
+        "tokens_out",
+        "cache_read",
+        "cache_write",
+        "cost_cents",
+        "cost_millicents",
+        "cost_status",
+        "pid",
+        "native_session_id",
     )
-    list_filter = ("status", "runtime", "cost_status", "error_class")
-    search_fields = ("task__id", "agent_id")
+    readonly_fields = fields
+
+    @admin.display(description="run", ordering="id")
+    def run(self, obj: ExecutionProcess) -> str:
+        return f"#{obj.pk} · attempt {obj.attempt}"
+
+    @admin.display(description="task", ordering="task_id")
+    def task_link(self, obj: ExecutionProcess) -> SafeString:
+        # The id, its title on hover: id and title side by side ran past the screen.
+        return format_html(
+            '<a href="{}" title="{}">{}</a>',
+            reverse("admin:board_task_change", args=[obj.task_id]),
+            obj.task.title,
+            obj.task_id,
+        )
+
+    @admin.display(description="agent", ordering="agent_id")
+    def agent_link(self, obj: ExecutionProcess) -> SafeString | str:
+        return _agent_link(obj.agent_id)
+
+    @admin.display(description="error")
+    def error_start(self, obj: ExecutionProcess) -> SafeString | str:
+        if not obj.error:
+            return "-"
+        # A path or a traceback line has no space to wrap at: break inside words.
+        return format_html(
+            '<span title="{}" style="word-break: break-word">{}</span>',
+            obj.error,
+            Truncator(obj.error).chars(ERROR_SHOWN),
+        )
+
+
+# How much of a tool call's arguments the list shows (the row's page shows it all).
+CALL_SHOWN = 160
 
 
 @admin.register(ToolApproval)
@@ -656,10 +797,33 @@ class ToolApprovalAdmin(ReadOnlyAdmin):
     """Tool calls that waited for a person, and who answered (the audit). Answer a
     pending one with the actions, as yourself."""
 
-    list_display = ("tool", "task", "agent_id", "state", "decision", "decided_by", "created_at")
+    # What the call would run is what a person decides on: it was only on each row's
+    # own page, so the list offered Allow on a bare "Bash".
+    list_display = ("tool", "call", "task_link", "agent_link", "state", "decided_by", "created_at")
     list_filter = ("state", "decision", "tool")
+    list_select_related = ("task",)
     search_fields = ("task__id", "agent_id", "tool")
     actions = ("allow_once", "deny")
+
+    @admin.display(description="call")
+    def call(self, obj: ToolApproval) -> SafeString:
+        # The arguments as stored: secret-looking values were masked when it was asked.
+        text = json.dumps(obj.arguments, ensure_ascii=False)
+        return format_html(
+            '<code title="{}" style="word-break: break-word">{}</code>',
+            text,
+            Truncator(text).chars(CALL_SHOWN),
+        )
+
+    @admin.display(description="task", ordering="task_id")
+    def task_link(self, obj: ToolApproval) -> SafeString:
+        return format_html(
+            '<a href="{}">{}</a>', reverse("admin:board_task_change", args=[obj.task_id]), obj.task
+        )
+
+    @admin.display(description="agent", ordering="agent_id")
+    def agent_link(self, obj: ToolApproval) -> SafeString | str:
+        return _agent_link(obj.agent_id)
 
     def _answer(self, request: HttpRequest, qs: QuerySet[ToolApproval], decision: str) -> None:
         who = request.user.get_username()

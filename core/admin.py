@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -10,8 +11,13 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
-from django.db.models import QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
 from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy
 
@@ -31,13 +37,61 @@ from core.models import Agent, AgentState, Event, Forge, Heartbeat, MachineToken
 
 @admin.register(Team)
 class TeamAdmin(DataLayerAdmin):
-    list_display = ("id", "name", "reviewer_agent", "last_event_seq", "created_at")
+    # Its governance at a glance (approval, limit, critic) and what it holds.
+    list_display = (
+        "id",
+        "name",
+        "agents_link",
+        "member_count",
+        "approval_required",
+        "max_concurrent",
+        "reviewer_agent",
+        "created_at",
+    )
+    # The reviewer may be null, which Django's own select_related() does not follow:
+    # a query per team without this.
+    list_select_related = ("reviewer_agent",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
+        # Counted in the list's own query (a query a row otherwise); the agents in a
+        # subquery, as a second join would multiply the members' rows.
+        agents = Agent.objects.filter(team=OuterRef("pk")).values("team")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                agent_count=Subquery(agents.annotate(n=Count("pk")).values("n")[:1]),
+                member_total=Count("members", distinct=True),
+            )
+        )
+
+    @admin.display(description="agents")
+    def agents_link(self, obj: Team) -> SafeString:
+        url = reverse("admin:clawboo_agent_changelist")
+        count = getattr(obj, "agent_count", None) or 0
+        return format_html('<a href="{}?team__id__exact={}">{}</a>', url, obj.pk, count)
+
+    @admin.display(description="members")
+    def member_count(self, obj: Team) -> int:
+        return getattr(obj, "member_total", None) or 0
+
     search_fields = ("id", "name")
     filter_horizontal = ("members",)
     readonly_fields = ("last_event_seq", "created_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return (*self.readonly_fields, "id") if obj else self.readonly_fields
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        reviewer: Any = form.base_fields.get("reviewer_agent")
+        if reviewer is not None:
+            # The critic is one of the team's own agents (core.registry refuses any
+            # other on save): the menu listed every agent of every team.
+            reviewer.queryset = Agent.objects.filter(team_id=obj.pk if obj else None)
+        return form
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -136,8 +190,11 @@ class AgentAdmin(SecretsStayHidden, DataLayerAdmin):
         "health_ok",
     )
     list_filter = ("runtime", "participant_kind", "team", DispatchStateFilter, "health_ok")
+    # The owner may be null, which Django's own select_related() does not follow.
+    list_select_related = ("team", "owner")
     actions = ("pause_agents", "resume_agents")
-    search_fields = ("id", "display_name")
+    # "Whose agents are these?" is an operator's first question about a person.
+    search_fields = ("id", "display_name", "owner__username")
     # Dispatch state is the breaker's, the preflight's and the pause actions' to write.
     _DISPATCH_READONLY = (
         "shown_state",
@@ -149,13 +206,46 @@ class AgentAdmin(SecretsStayHidden, DataLayerAdmin):
         "health_checked_at",
         "breaker_failures",
         "runs_on",
+        "its_work",
     )
     fields = (*AgentForm.Meta.fields, "approved_by", *_DISPATCH_READONLY)
 
     @admin.display(description="state", ordering="state")
-    def shown_state(self, obj: Agent) -> str:
+    def shown_state(self, obj: Agent) -> SafeString | str:
         # The state the API and the board show: an unhealthy agent is not "active".
-        return obj.dispatch_state
+        # Why it takes no work was only on its own page: the list said "paused", and
+        # whether the breaker or a person did it, and after what, took a click a row.
+        state = obj.dispatch_state
+        why: dict[str, str] = {
+            AgentState.PAUSED: obj.state_reason,
+            AgentState.UNHEALTHY: obj.health_detail,
+        }
+        reason = why.get(state, "")
+        if not reason:
+            return state
+        return format_html(
+            '{}<br><span class="quiet" title="{}">{}</span>',
+            state,
+            reason,
+            Truncator(reason).chars(60),
+        )
+
+    @admin.display(description="its work")
+    def its_work(self, obj: Agent) -> SafeString | str:
+        """Links to the rows that name this agent: its tasks, runs, budgets, routines."""
+        if not obj.pk:
+            return "-"
+        lists = (
+            ("tasks", "admin:board_task_changelist", {"assignee_agent_id__exact": obj.pk}),
+            ("runs", "admin:board_executionprocess_changelist", {"agent_id": obj.pk}),
+            ("budgets", "admin:board_budget_changelist", {"scope": "agent", "scope_id": obj.pk}),
+            ("routines", "admin:routines_routine_changelist", {"agent__exact": obj.pk}),
+        )
+        return format_html_join(
+            " · ",
+            '<a href="{}?{}">{}</a>',
+            ((reverse(name), urlencode(query), label) for label, name, query in lists),
+        )
 
     @admin.display(description="runs on")
     def runs_on(self, obj: Agent) -> str:
@@ -356,10 +446,36 @@ class ForgeAdmin(SecretsStayHidden, DataLayerAdmin):
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
-    list_display = ("team", "seq", "kind", "task_id", "prev_status", "created_at")
+    list_display = ("team", "seq", "kind", "task", "prev_status", "actor", "created_at")
     list_filter = ("kind", "team")
-    search_fields = ("task_id",)
+    search_fields = ("task_id", "kind")
+    fields = ("team", "seq", "kind", "task", "prev_status", "actor", "created_at", "payload_shown")
+    readonly_fields = fields
     ordering = ("-created_at", "-seq")
+    date_hierarchy = "created_at"
+    # Every board write adds a row: counting the whole log on each page is a full scan.
+    show_full_result_count = False
+
+    @admin.display(description="by")
+    def actor(self, obj: Event) -> str:
+        # Who moved it, when a person or an agent did (the audit's actor, GOVERNANCE).
+        return str((obj.payload or {}).get("actor") or "-")
+
+    @admin.display(description="payload")
+    def payload_shown(self, obj: Event) -> SafeString:
+        # Indented: it was one line of a few thousand characters.
+        text = json.dumps(obj.payload, indent=2, ensure_ascii=False, sort_keys=True)
+        return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
+
+    @admin.display(description="task", ordering="task_id")
+    def task(self, obj: Event) -> SafeString | str:
+        if not obj.task_id:
+            return "-"
+        return format_html(
+            '<a href="{}">{}</a>',
+            reverse("admin:board_task_change", args=[obj.task_id]),
+            obj.task_id,
+        )
 
 
 @admin.register(MachineToken)
@@ -368,6 +484,9 @@ class MachineTokenAdmin(admin.ModelAdmin):
 
     list_display = ("id", "host", "prefix", "created_at", "revoked_at")
     list_filter = ("revoked_at",)
+    search_fields = ("host", "prefix")
+    # Agents are picked by typing (the plain box listed every agent of every team).
+    autocomplete_fields = ("agents",)
     actions = ["revoke"]
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
@@ -399,8 +518,18 @@ class MachineTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected machine tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[MachineToken]) -> None:
-        revoked = sum(machines.revoke(token.pk) for token in queryset)
-        self.message_user(request, f"revoked {revoked} machine token(s)")
+        # It said only a count: which host lost its key, and which was revoked
+        # already, was left to the list.
+        revoked: list[str] = []
+        already: list[str] = []
+        for token in queryset.order_by("id"):
+            (revoked if machines.revoke(token.pk) else already).append(str(token))
+        text = f"Revoked {len(revoked)} machine token(s)" + (
+            f": {', '.join(revoked)}" if revoked else ""
+        )
+        if already:
+            text += f"; revoked already: {', '.join(already)}"
+        self.message_user(request, text, messages.SUCCESS if revoked else messages.WARNING)
 
 
 @admin.register(Heartbeat)

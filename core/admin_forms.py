@@ -171,6 +171,9 @@ class PrettyJSONField(forms.JSONField):
     def prepare_value(self, value: Any) -> Any:
         if isinstance(value, InvalidJSONInput):
             return value  # the text as typed, for the person to fix
+        if value is None and self.object_only:
+            # An add form has no row to read: "null" shown there was refused on save.
+            value = {}
         return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)
 
 

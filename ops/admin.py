@@ -10,9 +10,12 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
-from board.models import Budget
+from board.models import Budget, BudgetScope
 from board.store import spend
 from core.admin_forms import DataLayerAdmin, ReadOnlyAdmin, SecretsStayHidden, masked_url
 from core.errors import ClawbooError, ValidationFailed
@@ -99,7 +102,7 @@ class NotificationDeliveryAdmin(SecretsStayHidden, ReadOnlyAdmin):
         "id",
         "channel",
         "reason",
-        "task_id",
+        "task_link",
         "status",
         "attempts",
         "last_status_code",
@@ -111,6 +114,16 @@ class NotificationDeliveryAdmin(SecretsStayHidden, ReadOnlyAdmin):
     readonly_fields = [f.name for f in NotificationDelivery._meta.fields]
     actions = ("send_again",)
     deletable = True
+    # One row per event per channel: the table grows with the board.
+    date_hierarchy = "created_at"
+
+    @admin.display(description="task", ordering="task_id")
+    def task_link(self, obj: NotificationDelivery) -> SafeString | str:
+        # Which task the person was told about, a click from its page.
+        if not obj.task_id:
+            return "-"
+        url = reverse("admin:board_task_change", args=[obj.task_id])
+        return format_html('<a href="{}">{}</a>', url, obj.task_id)
 
     @admin.action(description="Send again now")
     def send_again(self, request: HttpRequest, queryset: QuerySet[NotificationDelivery]) -> None:
@@ -130,13 +143,31 @@ BUDGET_HELP = {
 }
 
 
+# The admin page of what each scope names (a task tree's scope id is its root task).
+SCOPE_PAGES: dict[str, str] = {
+    BudgetScope.TEAM: "admin:clawboo_team_change",
+    BudgetScope.AGENT: "admin:clawboo_agent_change",
+    BudgetScope.ROUTINE: "admin:routines_routine_change",
+    BudgetScope.TASK_TREE: "admin:board_task_change",
+}
+
+
 @admin.register(Budget)
 class BudgetAdmin(DataLayerAdmin):
     """Budgets, saved through :mod:`board.store.spend`; the team is the scope's."""
 
     fields = ("scope", "scope_id", "window", "limit_cents", "mode", "team", "spent", "status")
     readonly_fields = ("team", "spent", "status")
-    list_display = ("scope", "scope_id", "team", "window", "limit_cents", "mode", "spent", "status")
+    list_display = (
+        "scope",
+        "scope_link",
+        "team",
+        "window",
+        "limit_cents",
+        "mode",
+        "spent",
+        "status",
+    )
     list_filter = ("scope", "window", "mode", "team")
     search_fields = ("scope_id",)
     actions = ["resume"]
@@ -145,6 +176,12 @@ class BudgetAdmin(DataLayerAdmin):
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> Any:
         return super().get_form(request, obj, change, help_texts=BUDGET_HELP, **kwargs)
+
+    @admin.display(description="scope id", ordering="scope_id")
+    def scope_link(self, obj: Budget) -> SafeString:
+        """The team, agent, routine or task the budget holds, as a link to its page."""
+        page = SCOPE_PAGES[obj.scope]
+        return format_html('<a href="{}">{}</a>', reverse(page, args=[obj.scope_id]), obj.scope_id)
 
     @admin.display(description="spent (¢, this window)")
     def spent(self, obj: Budget) -> int | str:
@@ -177,6 +214,18 @@ class BudgetAdmin(DataLayerAdmin):
 
     @admin.action(description="Resume (lift a paused cap until the next spend)")
     def resume(self, request: HttpRequest, queryset: QuerySet[Budget]) -> None:
+        # It counted every row selected as resumed, and resuming one that paused
+        # nothing still told every board a budget was resumed.
+        at = timezone.now()
+        resumed: list[str] = []
+        not_paused: list[str] = []
         for budget in queryset:
-            spend.resume_budget(budget.pk)
-        self.message_user(request, f"Resumed {queryset.count()} budget(s).")
+            if budget.status_at(at) == "paused":
+                spend.resume_budget(budget.pk)
+                resumed.append(str(budget))
+            else:
+                not_paused.append(str(budget))
+        text = f"Resumed {len(resumed)} budget(s)" + (f": {'; '.join(resumed)}" if resumed else "")
+        if not_paused:
+            text += f". Not paused (nothing to lift): {'; '.join(not_paused)}"
+        self.message_user(request, text, messages.SUCCESS if resumed else messages.WARNING)

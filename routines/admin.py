@@ -31,15 +31,16 @@ def _apply(
     verb: str,
     action: Any,
 ) -> None:
-    done = 0
+    done: list[str] = []
     for routine in queryset:
         try:
             action(routine.id)
-            done += 1
+            done.append(str(routine))
         except ClawbooError as exc:  # an illegal ledger move is explained, not a 500
-            modeladmin.message_user(request, f"{routine.id}: {exc.detail}", messages.ERROR)
+            modeladmin.message_user(request, f"{routine}: {exc.detail}", messages.ERROR)
     if done:
-        modeladmin.message_user(request, f"{verb} {done} routine(s)")
+        # By name: a count left the operator to find which of the selected it was.
+        modeladmin.message_user(request, f"{verb} {len(done)} routine(s): {'; '.join(done)}")
 
 
 def _task_link(task_id: str | None) -> SafeString | str:
@@ -96,7 +97,7 @@ class RoutineAdmin(DataLayerAdmin):
     )
     list_display_links = ("title",)
     list_filter = (StateFilter, "team")
-    list_select_related = ("agent",)
+    list_select_related = ("agent", "team")
     search_fields = ("id", "cron_spec", "agent__id")
     actions = ("pause", "resume", "run_now")
     # The ledger's own columns: shown, written only by the store and the ticker.
@@ -153,7 +154,11 @@ class RoutineAdmin(DataLayerAdmin):
             saved = form.save()
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
-        obj.pk = saved.pk  # the admin's log entry and redirect name the stored row
+        # The admin's message, log entry and redirect name the stored row: with only
+        # its pk copied, a new routine was "untitled" in both (its title is in the
+        # stored template, not on the form's instance).
+        for field in Routine._meta.concrete_fields:
+            setattr(obj, field.attname, getattr(saved, field.attname))
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         return  # no relations are edited here

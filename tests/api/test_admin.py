@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import html
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 
 from board import store
 from board.models import Task
 from core import registry
+from core.models import Event
 
 pytestmark = pytest.mark.django_db
 
@@ -557,3 +561,287 @@ def test_a_superuser_still_grants_them(operator):
     assert sent.status_code == 302
     bob.refresh_from_db()
     assert bob.is_staff and bob.is_superuser
+
+
+def test_the_add_task_page_saves_as_it_is_shown(operator):
+    """Its metadata box showed ``null``, which the field then refused: an operator
+    could not add a task without typing ``{}`` first."""
+    page = operator.get("/admin/board/task/add/")
+    shown = page.context["adminform"].form["metadata"].value()
+    assert shown == "{}"
+    answer = operator.post(
+        "/admin/board/task/add/",
+        {
+            "team": "default",
+            "title": "As shown",
+            "status": "todo",
+            "priority": "0",
+            "metadata": shown,
+            "comments-TOTAL_FORMS": "0",
+            "comments-INITIAL_FORMS": "0",
+            "executions-TOTAL_FORMS": "0",
+            "executions-INITIAL_FORMS": "0",
+        },
+    )
+    assert answer.status_code == 302, messages_of(answer)
+    assert Task.objects.get(title="As shown").metadata == {}
+
+
+def test_the_agent_list_says_why_an_agent_takes_no_work(operator):
+    for agent_id in ("tripped", "sick", "fine"):
+        registry.create_agent(id=agent_id, display_name=agent_id, team="default", runtime="codex")
+    registry.pause_agent(
+        "tripped", "breaker: 3 consecutive failed runs; last: exit 3", by="breaker"
+    )
+    registry.record_health("sick", False, "codex: not found on PATH")
+    page = operator.get("/admin/clawboo/agent/").content.decode()
+    assert "breaker: 3 consecutive failed runs; last: exit 3" in page
+    assert "codex: not found on PATH" in page
+
+
+def test_an_agents_page_links_to_its_tasks_runs_budgets_and_routines(operator):
+    from board.store import spend
+    from routines import store as routines
+
+    for agent_id in ("mine", "other"):
+        registry.create_agent(
+            id=agent_id,
+            display_name=agent_id,
+            team="default",
+            runtime="command",
+            settings={"argv": ["true"]},
+        )
+        task = store.create_task(id=f"{agent_id}-task", title=f"{agent_id} task").task
+        run = store.open_execution(task.id, store.claim(task.id, agent_id).ticket)
+        store.close_execution(run.id, "failed", error=f"{agent_id} failed")
+        spend.create_budget(
+            "default",
+            {"scope": "agent", "scope_id": agent_id, "window": "day", "limit_cents": 1},
+        )
+        routines.create_routine(
+            agent_id=agent_id,
+            team="default",
+            cron_spec="0 9 * * *",
+            task_template={"title": f"{agent_id} routine"},
+        )
+    page = operator.get("/admin/clawboo/agent/mine/change/").content.decode()
+    links = re.findall(r'<a href="([^"]+)">(tasks|runs|budgets|routines)</a>', page)
+    assert [label for _, label in links] == ["tasks", "runs", "budgets", "routines"]
+    for href, label in links:
+        listed = operator.get(html.unescape(href))
+        assert listed.status_code == 200, (label, href)
+        rows = list(listed.context["cl"].result_list)
+        assert len(rows) == 1, (label, rows)
+
+
+def test_the_runs_list_says_why_each_run_failed_and_links_its_task_and_agent(operator):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    registry.create_agent(
+        id="flaky", display_name="Flaky", team="default", runtime="command", settings={}
+    )
+    task = store.create_task(id="rotate-logs", title="Rotate logs").task
+    run = store.open_execution(task.id, store.claim(task.id, "flaky").ticket)
+    store.close_execution(
+        run.id,
+        "failed",
+        error="exited with code 3: nope",
+        error_class="environment",
+        log="x" * 5000,
+    )
+    with CaptureQueriesContext(connection) as seen:
+        page = operator.get("/admin/board/executionprocess/")
+    text = page.content.decode()
+    assert "exited with code 3: nope" in text
+    assert 'href="/admin/board/task/rotate-logs/change/"' in text
+    assert 'href="/admin/clawboo/agent/flaky/change/"' in text
+    # The list reads no run's log (a run's page does).
+    assert not any('"log"' in q["sql"] for q in seen.captured_queries)
+    year = run.started_at.year
+    drilled = operator.get(f"/admin/board/executionprocess/?started_at__year={year}")
+    assert [r.pk for r in drilled.context["cl"].result_list] == [run.pk]
+    detail = operator.get(f"/admin/board/executionprocess/{run.pk}/change/").content.decode()
+    assert "x" * 5000 in detail and 'href="/admin/clawboo/agent/flaky/change/"' in detail
+
+
+def test_a_tasks_page_links_to_its_runs_and_events_and_the_list_to_its_agent(operator):
+    registry.create_agent(id="ada", display_name="Ada", team="default", runtime="codex")
+    task = store.create_task(id="mine", title="Mine").task
+    store.create_task(id="other", title="Other")
+    store.claim(task.id, "ada")
+    listed = operator.get("/admin/board/task/").content.decode()
+    assert 'href="/admin/clawboo/agent/ada/change/"' in listed
+    page = operator.get("/admin/board/task/mine/change/").content.decode()
+    links = dict(
+        (label, html.unescape(href))
+        for href, label in re.findall(r'<a href="([^"]+)">(runs|events)</a>', page)
+    )
+    assert set(links) == {"runs", "events"}
+    events = operator.get(links["events"])
+    assert events.status_code == 200
+    kinds = [e.kind for e in events.context["cl"].result_list]
+    assert kinds and {e.task_id for e in events.context["cl"].result_list} == {"mine"}
+    assert 'href="/admin/board/task/mine/change/"' in events.content.decode()
+    runs = operator.get(links["runs"])
+    assert runs.status_code == 200 and list(runs.context["cl"].result_list) == []
+
+
+def test_the_add_task_page_shows_only_what_an_operator_sets(operator):
+    form = operator.get("/admin/board/task/add/").content.decode()
+    for written_by_the_board in ("Lease until", "Attempts", "Cost cents", "Verdict evidence"):
+        assert f"<label>{written_by_the_board}:</label>" not in form
+    assert 'name="executions-TOTAL_FORMS"' not in form
+    assert 'name="comments-TOTAL_FORMS"' not in form
+    task = store.create_task(title="t").task
+    page = operator.get(f"/admin/board/task/{task.id}/change/").content.decode()
+    assert "<label>Lease until:</label>" in page
+
+
+def test_the_event_log_is_browsed_by_date(operator):
+    store.create_task(title="t")
+    event = Event.objects.order_by("-seq").first()
+    at = event.created_at
+    page = operator.get(
+        f"/admin/clawboo/event/?created_at__year={at.year}&created_at__month={at.month}"
+    )
+    assert page.status_code == 200 and event in list(page.context["cl"].result_list)
+    # The drill-down by year, month and day above the list.
+    assert 'class="toplinks"' in operator.get("/admin/clawboo/event/").content.decode()
+
+
+def test_a_parent_task_is_picked_by_typing_not_from_every_task(operator):
+    for n in range(30):
+        store.create_task(id=f"old-{n}", title=f"Old work {n}")
+    store.create_task(id="epic", title="The epic")
+    form = operator.get("/admin/board/task/add/").content.decode()
+    assert "Old work 17" not in form and "admin-autocomplete" in form
+    found = operator.get(
+        "/admin/autocomplete/",
+        {"app_label": "board", "model_name": "task", "field_name": "parent_task", "term": "epic"},
+    ).json()
+    assert [row["id"] for row in found["results"]] == ["epic"]
+    answer = operator.post(
+        "/admin/board/task/add/",
+        {
+            "id": "child",
+            "team": "default",
+            "title": "A child",
+            "status": "todo",
+            "priority": "0",
+            "metadata": "{}",
+            "parent_task": "epic",
+            "comments-TOTAL_FORMS": "0",
+            "comments-INITIAL_FORMS": "0",
+            "executions-TOTAL_FORMS": "0",
+            "executions-INITIAL_FORMS": "0",
+        },
+    )
+    assert answer.status_code == 302, messages_of(answer)
+    assert Task.objects.get(pk="child").parent_task_id == "epic"
+
+
+def test_a_machine_tokens_agents_are_picked_by_typing(operator):
+    for n in range(20):
+        registry.create_agent(
+            id=f"bot-{n}", display_name=f"Bot {n}", team="default", runtime="human"
+        )
+    form = operator.get("/admin/clawboo/machinetoken/add/").content.decode()
+    assert "Bot 13" not in form and "admin-autocomplete" in form
+    found = operator.get(
+        "/admin/autocomplete/",
+        {
+            "app_label": "clawboo",
+            "model_name": "machinetoken",
+            "field_name": "agents",
+            "term": "bot-13",
+        },
+    ).json()
+    assert [row["id"] for row in found["results"]] == ["bot-13"]
+
+
+def test_a_teams_reviewer_is_offered_from_its_own_agents_only(operator):
+    registry.create_team("ops", "Ops")
+    for agent_id, team in (("ours", "default"), ("theirs", "ops")):
+        registry.create_agent(
+            id=agent_id, display_name=agent_id, team=team, runtime="command", settings={}
+        )
+    page = operator.get("/admin/clawboo/team/default/change/")
+    offered = [a.pk for a in page.context["adminform"].form.fields["reviewer_agent"].queryset]
+    assert offered == ["ours"]
+    added = operator.get("/admin/clawboo/team/add/")
+    assert list(added.context["adminform"].form.fields["reviewer_agent"].queryset) == []
+
+
+def test_the_tool_approvals_list_shows_what_each_call_would_run(operator):
+    registry.create_agent(id="bot", display_name="Bot", team="default", runtime="codex")
+    task = store.create_task(id="logs", title="Rotate logs").task
+    store.ask_tool_call(task.id, "bot", "Bash", {"command": "rm -rf /var/log/old", "token": "s3"})
+    page = operator.get("/admin/board/toolapproval/").content.decode()
+    assert "rm -rf /var/log/old" in page
+    assert "s3" not in page.split("<tbody>")[1]  # masked when it was asked
+    assert 'href="/admin/board/task/logs/change/"' in page
+    assert 'href="/admin/clawboo/agent/bot/change/"' in page
+
+
+def test_agents_are_found_by_their_owners_name(operator):
+    carol = get_user_model().objects.create_user("carol", password="x")
+    registry.create_agent(id="c1", display_name="One", team="default", runtime="codex", owner=carol)
+    registry.create_agent(id="x1", display_name="Other", team="default", runtime="codex")
+    found = operator.get("/admin/clawboo/agent/?q=carol").context["cl"].result_list
+    assert [a.pk for a in found] == ["c1"]
+
+
+def test_the_event_log_says_who_moved_a_task_and_shows_the_payload_indented(operator):
+    task = store.create_task(id="moved", title="Moved", status="backlog").task
+    store.transition(task.id, "todo", actor="carol")
+    event = Event.objects.filter(task_id="moved").order_by("-seq").first()
+    listed = operator.get("/admin/clawboo/event/?task_id=moved").content.decode()
+    assert '<td class="field-actor">carol</td>' in listed
+    page = operator.get(f"/admin/clawboo/event/{event.pk}/change/").content.decode()
+    assert "\n  &quot;actor&quot;: &quot;carol&quot;,\n" in page
+
+
+def test_the_teams_list_counts_each_teams_agents_and_members(operator):
+    registry.create_team("ops", "Ops")
+    for n in range(3):
+        registry.create_agent(id=f"o{n}", display_name=f"O{n}", team="ops", runtime="codex")
+    people = [get_user_model().objects.create_user(f"p{n}", password="x") for n in range(2)]
+    registry.update_team("ops", members=people)
+    page = operator.get("/admin/clawboo/team/")
+    rows = {t.pk: (t.agent_count, t.member_total) for t in page.context["cl"].result_list}
+    assert rows["ops"] == (3, 2)
+    text = page.content.decode()
+    assert 'href="/admin/clawboo/agent/?team__id__exact=ops">3</a>' in text
+    listed = operator.get("/admin/clawboo/agent/?team__id__exact=ops").context["cl"].result_list
+    assert sorted(a.pk for a in listed) == ["o0", "o1", "o2"]
+
+
+def test_a_tasks_runs_table_reads_no_runs_log(operator):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    registry.create_agent(id="bot", display_name="Bot", team="default", runtime="command")
+    task = store.create_task(id="long", title="Long").task
+    run = store.open_execution(task.id, store.claim(task.id, "bot").ticket)
+    store.close_execution(run.id, "failed", error="boom", log="x" * 60_000)
+    with CaptureQueriesContext(connection) as seen:
+        page = operator.get("/admin/board/task/long/change/")
+    assert page.status_code == 200 and "boom" in page.content.decode()
+    runs = [q["sql"] for q in seen.captured_queries if 'FROM "execution_processes"' in q["sql"]]
+    reading_logs = [sql for sql in runs if '"execution_processes"."log"' in sql]
+    # The review panel reads each run's log for its tail; the runs table reads none.
+    assert len(runs) == 2 and len(reading_logs) == 1, runs
+
+
+def test_the_comments_list_shows_what_was_said(operator):
+    task = store.create_task(title="t").task
+    store.add_comment(task.id, "the staging database is read-only until noon", "carol")
+    page = operator.get("/admin/board/taskcomment/").content.decode()
+    assert "the staging database is read-only until noon" in page
+
+
+def test_a_tasks_page_can_be_saved_from_its_top(operator):
+    task = store.create_task(title="t").task
+    page = operator.get(f"/admin/board/task/{task.id}/change/").content.decode()
+    assert page.count('name="_continue"') == 2

@@ -213,3 +213,16 @@ def test_the_admin_says_where_an_agent_runs(fleet, capsys, admin_client):
     assert "host gpu-1: no worker has connected, so nothing runs its work" in said("a-bot")
     token_client(key).post("/api/workers/beat", {"pid": 7}, format="json")
     assert "host gpu-1 (its worker beat " in said("a-bot")
+
+
+def test_revoking_in_the_admin_says_which_tokens_it_revoked(fleet, admin_client):
+    live, _ = machines.mint("vm-1", ["a-bot"])
+    gone, _ = machines.mint("vm-2", ["a-bot"])
+    machines.revoke(gone.pk)
+    answer = admin_client.post(
+        "/admin/clawboo/machinetoken/",
+        {"action": "revoke", "_selected_action": [live.pk, gone.pk]},
+        follow=True,
+    )
+    said = [str(m) for m in answer.context["messages"]]
+    assert said == [f"Revoked 1 machine token(s): {live}; revoked already: {gone}"]

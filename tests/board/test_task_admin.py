@@ -126,7 +126,7 @@ def test_the_changelist_shows_the_columns_that_fit(operator):
         "title",
         "shown_status",
         "team",
-        "assignee_agent_id",
+        "assignee",
         "priority",
         "verdict",
         "updated_at",

@@ -59,3 +59,53 @@ def test_the_add_form_says_what_each_field_takes(admin_client):
         "cap also stops",
     ):
         assert words in page, words
+
+
+def test_the_resume_action_says_which_budgets_it_lifted_and_leaves_the_rest(admin_client):
+    from core.models import Event
+
+    paused = spend.create_budget("default", {**FORM, "limit_cents": 1}).pk
+    calm = spend.create_budget("default", {**FORM, "scope_id": "default", "window": "month"}).pk
+    task = store.create_task(title="t").task
+    run = store.open_execution(task.id, store.claim(task.id, "ada", "command").ticket)
+    store.close_execution(run.id, "succeeded", cost_cents=3)
+    before = Event.objects.filter(kind="budget_resumed").count()
+    answer = admin_client.post(
+        "/admin/board/budget/",
+        {"action": "resume", "_selected_action": [paused, calm]},
+        follow=True,
+    )
+    said = [str(m) for m in answer.context["messages"]]
+    assert said == [
+        "Resumed 1 budget(s): team default: 1¢/day (cap). "
+        "Not paused (nothing to lift): team default: 50¢/month (cap)"
+    ]
+    # Only the paused one was resumed (one event), the other left as it was.
+    assert Event.objects.filter(kind="budget_resumed").count() == before + 1
+
+
+def test_the_budget_list_links_each_budget_to_what_it_holds(admin_client):
+    from core import registry
+    from routines import store as routines
+
+    registry.create_agent(
+        id="ada", display_name="Ada", team="default", runtime="command", settings={}
+    )
+    routine = routines.create_routine(agent_id="ada", team="default", cron_spec="0 9 * * *")
+    task = store.create_task(id="root", title="Root").task
+    for scope, scope_id in (
+        ("team", "default"),
+        ("agent", "ada"),
+        ("routine", routine.pk),
+        ("task_tree", task.pk),
+    ):
+        spend.create_budget("default", {**FORM, "scope": scope, "scope_id": scope_id})
+    page = admin_client.get("/admin/board/budget/").content.decode()
+    for href in (
+        "/admin/clawboo/team/default/change/",
+        "/admin/clawboo/agent/ada/change/",
+        f"/admin/routines/routine/{routine.pk}/change/",
+        "/admin/board/task/root/change/",
+    ):
+        assert f'href="{href}"' in page
+        assert admin_client.get(href).status_code == 200

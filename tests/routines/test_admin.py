@@ -64,7 +64,7 @@ def test_a_routine_is_added_changed_and_paused_in_the_admin(operator):
         {"action": "pause", "_selected_action": [routine.id]},
         follow=True,
     )
-    assert "Paused 1 routine(s)" in messages_of(paused)
+    assert any(m.startswith("Paused 1 routine(s): ") for m in messages_of(paused))
     assert store.get_routine(routine.id).status == RoutineStatus.PAUSED
 
 
@@ -173,3 +173,31 @@ def test_two_routines_of_one_title_and_schedule_are_named_apart(agent):
     assert names == [f"Tidy the notes · 0 9 * * * · {r.id[:6]}" for r in made]
     assert names[0] != names[1]
     assert [r.as_dict()["name"] for r in made] == names
+
+
+def test_a_routine_added_in_the_admin_is_named_by_its_title(operator):
+    from django.contrib.admin.models import LogEntry
+
+    added = operator.post("/admin/routines/routine/add/", FORM, follow=True)
+    routine = Routine.objects.get()
+    said = messages_of(added)
+    assert len(said) == 1 and "Standup notes · 0 9 * * 1-5" in said[0], said
+    assert LogEntry.objects.get().object_repr == str(routine)
+
+
+def test_the_routine_actions_name_the_routines_they_moved(operator):
+    template = {"title": "Standup notes"}
+    first = store.create_routine(
+        agent_id="ada", team="ops", cron_spec="0 9 * * *", task_template=template
+    )
+    second = store.create_routine(agent_id="ada", team="ops", cron_spec="0 17 * * *")
+    store.pause_routine(second.id)
+    answer = operator.post(
+        "/admin/routines/routine/",
+        {"action": "run_now", "_selected_action": [first.id, second.id]},
+        follow=True,
+    )
+    said = messages_of(answer)
+    first = store.get_routine(first.id)
+    assert f"Queued 1 routine(s): {first}" in said, said
+    assert any(m.startswith(f"{store.get_routine(second.id)}: ") for m in said), said

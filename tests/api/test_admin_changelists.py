@@ -1,0 +1,92 @@
+"""Every page of the operator console that lists rows reads them in a fixed number of
+queries: a list of five hundred agents costs what a list of one does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from board import store
+from board.store import spend, tool_approvals
+from core import beats, machines, registry, repositories
+from ops import notify
+from ops.models import NotificationChannel
+from routines import store as routines
+from tests.fixtures.gitrepos import make_repo
+
+pytestmark = pytest.mark.django_db
+
+
+def seed(n: int, root: Path) -> None:
+    """One of each row an operator lists, through the product's own writers, for a
+    team ``t{n}``: an owned agent that is the team's reviewer, a repository, a task
+    with a comment, a failed run and a tool call waiting, two budgets, a routine, a
+    machine token, a heartbeat and a notification channel with a delivery."""
+    owner = get_user_model().objects.create_user(f"owner{n}", password="x")
+    team = registry.create_team(f"t{n}", f"Team {n}")
+    agent = registry.create_agent(
+        id=f"a{n}",
+        display_name=f"Agent {n}",
+        team=team.pk,
+        runtime="command",
+        settings={"argv": ["true"]},
+        owner=owner,
+    )
+    registry.update_team(team.pk, reviewer_agent=agent.pk, members=[owner])
+    repo = repositories.register(team=team.pk, path=str(make_repo(root / f"r{n}")), id=f"r{n}")
+    task = store.create_task(id=f"task{n}", title=f"Task {n}", team=team.pk, repository=repo.pk)
+    store.add_comment(task.task.id, "a note", owner.username)
+    claimed = store.claim(task.task.id, agent.pk)
+    run = store.open_execution(task.task.id, claimed.ticket)
+    store.close_execution(run.id, "failed", error="exited with code 3", error_class="auth")
+    tool_approvals.ask(task.task.id, agent.pk, "Bash", {"command": "ls"})
+    for scope, scope_id in (("agent", agent.pk), ("team", team.pk)):
+        spend.create_budget(
+            team.pk,
+            {"scope": scope, "scope_id": scope_id, "window": "day", "limit_cents": 100},
+        )
+    routines.create_routine(
+        agent_id=agent.pk, team=team.pk, cron_spec="0 9 * * *", task_template={"title": "r"}
+    )
+    machines.mint(f"host{n}", [agent.pk])
+    beats.beat(f"part{n}")
+    channel = notify.save_channel(
+        NotificationChannel(
+            team=team,
+            name=f"hook{n}",
+            kind="webhook",
+            url="https://example.com/h",
+            reasons=["blocked"],
+        )
+    )
+    event = team.events.order_by("-seq").first()
+    notify.record_deliveries(event, "blocked", [channel])
+
+
+def queries_per_list(client) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for model in admin.site._registry:
+        opts = model._meta
+        url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+        with CaptureQueriesContext(connection) as seen:
+            page = client.get(url)
+        assert page.status_code == 200, url
+        counts[url] = len(seen.captured_queries)
+    return counts
+
+
+def test_no_list_in_the_console_reads_a_row_at_a_time(admin_client, settings, tmp_path):
+    settings.CLAWBOO_REPO_ROOTS = [str(tmp_path)]
+    seed(0, tmp_path)
+    one = queries_per_list(admin_client)
+    for n in range(1, 4):
+        seed(n, tmp_path)
+    four = queries_per_list(admin_client)
+    grew = {url: (one[url], four[url]) for url in one if four[url] != one[url]}
+    assert grew == {}
