@@ -53,6 +53,11 @@ def test_a_member_may_not_resume_a_budget(api, paused, unchanged):
     with unchanged():
         refused = api.post(f"/api/budgets/{paused}/resume", {"grace_cents": 5}, format="json")
     assert refused.status_code == 403 and refused.json()["error"] == "forbidden"
+    # Who may, and what else ends the pause: not "budgets are written by staff".
+    assert refused.json()["detail"] == (
+        "a budget is resumed by staff with the permission to change budgets:"
+        " ask one, or wait for its next window"
+    )
     assert row(paused) == before
 
 
