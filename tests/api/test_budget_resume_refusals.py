@@ -76,7 +76,9 @@ def test_an_agents_key_never_resumes_the_budget_that_stopped_it(staff_api, pause
     registry.create_agent(
         id="root-bot", display_name="r", team="default", runtime="human", owner=staff_api.user
     )
-    key = AgentToken.objects.create(key=machines.new_key(), agent_id="root-bot", user=staff_api.user)
+    key = AgentToken.objects.create(
+        key=machines.new_key(), agent_id="root-bot", user=staff_api.user
+    )
     before = row(paused)
     with unchanged():
         refused = key_client(key.key).post(f"/api/budgets/{paused}/resume", {"grace_cents": 5})

@@ -77,8 +77,9 @@ def test_the_usage_pages_paused_budget_resumes_for_staff_and_says_who_may_to_a_m
         timeout=10_000
     )
     assert row.locator("[data-action=resume-budget]").count() == 0
-    assert "Resumed the team default · day budget with 25¢ grace." in page.locator(
-        "#toasts"
-    ).inner_text()
+    assert (
+        "Resumed the team default · day budget with 25¢ grace."
+        in page.locator("#toasts").inner_text()
+    )
     budget.refresh_from_db()
     assert (budget.paused_until, budget.pause_at_cents, budget.grace_cents) == (None, 37, 25)
