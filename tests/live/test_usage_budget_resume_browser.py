@@ -58,6 +58,17 @@ def test_the_usage_pages_paused_budget_resumes_for_staff_and_says_who_may_to_a_m
     assert "Only staff" in who.inner_text()
     assert member.locator("#ask-ok").is_hidden()
     member.locator("#ask-cancel").click()
+    # On a phone the table's button is on screen too.
+    phone = browser.new_page(viewport={"width": 390, "height": 844})
+    phone.context.add_cookies(member.context.cookies())
+    phone.goto(base + "/board/usage/")
+    button = phone.locator(
+        f"#usage-budgets tr[data-budget='{budget.pk}'] [data-action=who-resumes]"
+    )
+    button.wait_for(timeout=10_000)
+    box = button.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 390, box
+    screenshot(phone, "usage-budget-phone.png", tmp_path)
 
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     log_in(page, base, "op", "pw-op-123", next_path="/board/usage/?team=default")
