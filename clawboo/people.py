@@ -884,17 +884,17 @@ def grace_cents(raw: str) -> int:
 
 
 def resumed_line(budget: dict[str, Any], grace: int | None) -> str:
+    """What a resume did, from the server's answer: where the cap pauses again (its
+    ``pause_at_cents``: the limit or the spend, whichever is higher, plus the grace)."""
     window = WINDOWS.get(str(budget.get("window")), str(budget.get("window")))
     what = f"resumed budget {budget['id']} ({budget.get('scope')} {budget.get('scope_id')})"
     if grace:
-        return (
-            f"{what}: it may spend {grace}¢ more {window}, then pauses again"
-            f" at {budget.get('pause_at_cents')}¢\n"
-        )
-    return (
-        f"{what}: spent {budget.get('spent_cents')}¢ of {budget.get('limit_cents')}¢ {window};"
-        " it pauses again at its next spend (--grace CENTS lets it spend more)\n"
-    )
+        what += f" with {grace}¢ grace"
+    spent, pause_at = budget.get("spent_cents"), budget.get("pause_at_cents")
+    line = f"{what}: spent {spent}¢ of {budget.get('limit_cents')}¢ {window}; it pauses again"
+    if isinstance(spent, int) and isinstance(pause_at, int) and pause_at <= spent:
+        return f"{line} at its next spend (--grace CENTS lets it spend more)\n"
+    return f"{line} at {pause_at}¢\n"
 
 
 def cmd_budget_resume(args: argparse.Namespace) -> int:

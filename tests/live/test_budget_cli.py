@@ -115,8 +115,8 @@ def test_a_paused_budget_is_listed_and_resumed_from_the_terminal_by_whom_it_admi
 
     said = staff.ok("budget", "resume", str(budget.pk), "--grace", "5")
     assert said == (
-        f"resumed budget {budget.pk} (team default): it may spend 5¢ more this month,"
-        " then pauses again at 17¢\n"
+        f"resumed budget {budget.pk} (team default) with 5¢ grace: spent 12¢ of 10¢ this month;"
+        " it pauses again at 17¢\n"
     )
     row = staff.ok("budget", "list").splitlines()[1]
     assert row.endswith("soft_capped, pauses at 17¢  you"), row
@@ -127,3 +127,32 @@ def test_a_paused_budget_is_listed_and_resumed_from_the_terminal_by_whom_it_admi
         f"resumed budget {budget.pk} (team default): spent 12¢ of 10¢ this month;"
         " it pauses again at its next spend (--grace CENTS lets it spend more)\n"
     )
+
+
+def test_resuming_a_cap_not_yet_spent_says_it_pauses_at_its_limit(monkeypatch, capsys):
+    # "it pauses again at its next spend" is true only of a cap resumed at or past it.
+    import argparse
+
+    from clawboo import people
+
+    answer = {
+        "id": 7, "scope": "agent", "scope_id": "coder", "window": "day", "limit_cents": 10,
+        "spent_cents": 4, "pause_at_cents": 10, "status": "active",
+    }  # fmt: skip
+    sent = []
+
+    class Server:
+        def call(self, method, path, body=None):
+            sent.append((method, path, body))
+            return answer
+
+    monkeypatch.setattr(people.Client, "from_login", classmethod(lambda cls: Server()))
+    args = argparse.Namespace(id="7", grace=None, json=False)
+    assert people.cmd_budget_resume(args) == 0
+    assert capsys.readouterr().out == (
+        "resumed budget 7 (agent coder): spent 4¢ of 10¢ today; it pauses again at 10¢\n"
+    )
+    assert sent == [("POST", "/api/budgets/7/resume", {})]
+    with pytest.raises(people.Failure) as refused:
+        people.cmd_budget_resume(argparse.Namespace(id="7", grace="1e3", json=False))
+    assert refused.value.status == 2 and len(sent) == 1
