@@ -43,6 +43,7 @@ for people (a client of the REST API; `clawboo <command> --help` for options):
   task list|show|create|edit|move|comment|claim|approve|deny|wait
   agent list|pause|resume
                      the agents, why one is paused; pause or resume it
+  budget list|resume  the budgets, spend and state; resume a paused one (--grace CENTS)
   review ID          a task's diff and verdict; --approve or --request-changes TEXT
   approvals          what waits for your decision (--decide ID DECISION)
   watch --team T     a team's live events, one line each

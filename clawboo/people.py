@@ -4,8 +4,8 @@
 password, through ``POST /api/auth/token``, or a pasted key) for their API key and
 keeps it 0600 in the user's config dir (``$XDG_CONFIG_HOME/clawboo``, else
 ``~/.config/clawboo``). Then ``task list|show|create|edit|move|comment|claim|
-approve|deny|wait``, ``agent list|pause|resume``, ``review``, ``approvals`` and
-``watch`` call the API with it:
+approve|deny|wait``, ``agent list|pause|resume``, ``budget list|resume``, ``review``,
+``approvals`` and ``watch`` call the API with it:
 a table by default, ``--json`` for scripts. An error is one line on stderr with the
 API's code and detail, and exit status 1 (2 for a usage error).
 
@@ -35,11 +35,14 @@ from board.transitions import TERMINAL
 from executor.rest import Api, ApiError, Revoked
 
 LOGIN_PATH = "/api/auth/token"
-COMMANDS = ("login", "logout", "whoami", "task", "agent", "review", "approvals", "watch")
+COMMANDS = (
+    "login", "logout", "whoami", "task", "agent", "budget", "review", "approvals", "watch",
+)  # fmt: skip
 STATUSES = ("backlog", "todo", "in_progress", "in_review", "blocked", "done", "cancelled")
 TASK_COLUMNS = ("id", "status", "priority", "assignee_agent_id", "title")
 APPROVAL_COLUMNS = ("id", "kind", "team", "task_id", "agent_id", "what", "state")
 AGENT_COLUMNS = ("id", "team", "runtime", "state", "why")
+BUDGET_COLUMNS = ("id", "team", "scope", "window", "limit", "spent", "state", "resumes")
 # A budget's window, as a sentence says it.
 WINDOWS = {"day": "today", "month": "this month", "total": "in total"}
 
@@ -839,6 +842,69 @@ def cmd_agent_resume(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- budgets -----------------------------------------------------------------------
+
+
+def budget_row(budget: dict[str, Any]) -> dict[str, Any]:
+    """A budget as its list row says it: its scope, figures in cents (the unit --grace
+    takes), its state (after a resume: where it pauses again) and who may resume it
+    (the server's may_resume: staff holding the budget permission, never an agent)."""
+    state = str(budget.get("status"))
+    pause_at = budget.get("pause_at_cents")
+    if pause_at is not None and state != "paused":
+        state += f", pauses at {pause_at}¢"
+    return {
+        **budget,
+        "scope": f"{budget.get('scope')} {budget.get('scope_id')}",
+        "limit": f"{budget.get('limit_cents')}¢ ({budget.get('mode')})",
+        "spent": f"{budget.get('spent_cents')}¢",
+        "state": state,
+        "resumes": "you" if budget.get("may_resume") is True else "staff, not you",
+    }
+
+
+def cmd_budget_list(args: argparse.Namespace) -> int:
+    query = {"team": args.team} if args.team else {}
+    client = Client.from_login()
+    budgets = client.call("GET", "/api/budgets?" + urllib.parse.urlencode(query))
+    if args.team and not budgets:
+        # As `agent list`: a team that does not exist (or is not yours) is said so.
+        client.call("GET", f"/api/teams/{quote(args.team)}")
+    emit(args, budgets, lambda rows: table([budget_row(b) for b in rows], BUDGET_COLUMNS))
+    return 0
+
+
+def grace_cents(raw: str) -> int:
+    """``--grace``: whole cents, 1 or more (the server holds its own upper bound)."""
+    if not re.fullmatch(r"[0-9]+", raw.strip()) or int(raw) < 1:
+        raise Failure(
+            f"clawboo: --grace is a whole number of cents, 1 or more, not {one_line(raw)!r}", 2
+        )
+    return int(raw)
+
+
+def resumed_line(budget: dict[str, Any], grace: int | None) -> str:
+    """What a resume did, from the server's answer: where the cap pauses again (its
+    ``pause_at_cents``: the limit or the spend, whichever is higher, plus the grace)."""
+    window = WINDOWS.get(str(budget.get("window")), str(budget.get("window")))
+    what = f"resumed budget {budget['id']} ({budget.get('scope')} {budget.get('scope_id')})"
+    if grace:
+        what += f" with {grace}¢ grace"
+    spent, pause_at = budget.get("spent_cents"), budget.get("pause_at_cents")
+    line = f"{what}: spent {spent}¢ of {budget.get('limit_cents')}¢ {window}; it pauses again"
+    if isinstance(spent, int) and isinstance(pause_at, int) and pause_at <= spent:
+        return f"{line} at its next spend (--grace CENTS lets it spend more)\n"
+    return f"{line} at {pause_at}¢\n"
+
+
+def cmd_budget_resume(args: argparse.Namespace) -> int:
+    grace = grace_cents(args.grace) if args.grace is not None else None
+    body = {"grace_cents": grace} if grace is not None else {}
+    budget = Client.from_login().call("POST", f"/api/budgets/{quote(args.id)}/resume", body)
+    emit(args, budget, lambda b: resumed_line(b, grace))
+    return 0
+
+
 # -- approvals ---------------------------------------------------------------------
 
 
@@ -1068,6 +1134,22 @@ def parser() -> argparse.ArgumentParser:
         agent, "resume", cmd_agent_resume, "let a paused agent work again (its owner or staff)"
     )
     p.add_argument("id")
+
+    budget = sub.add_parser("budget", help="list budgets and resume a paused one").add_subparsers(
+        dest="budget_command", required=True
+    )
+    p = command(budget, "list", cmd_budget_list, "the budgets you can see, their spend and state")
+    p.add_argument("--team")
+    p = command(
+        budget,
+        "resume",
+        cmd_budget_resume,
+        "let a paused budget's scope work again (staff with the budget permission)",
+    )
+    p.add_argument("id")
+    p.add_argument(
+        "--grace", metavar="CENTS", help="how much more it may spend this window (whole cents)"
+    )
 
     p = command(sub, "review", cmd_review, "a task's diff and verdict; approve or send back")
     p.add_argument("id")

@@ -40,10 +40,19 @@ def visible_scope_team(user: Any, scope: Any, scope_id: Any) -> str:
     return team
 
 
-def require_staff(user: Any) -> None:
+WRITTEN_BY_STAFF = "budgets are written by staff; members read their own teams'"
+# A member who meets a paused cap (the board, the Usage page, `clawboo budget resume`)
+# is told who may lift it and what else ends the pause.
+RESUMED_BY_STAFF = (
+    "a budget is resumed by staff with the permission to change budgets:"
+    " ask one, or wait for its next window"
+)
+
+
+def require_staff(user: Any, refusal: str = WRITTEN_BY_STAFF) -> None:
     if not roles.staff_power(user):
         roles.refuse_withheld(user, "a budget")
-        raise Forbidden("budgets are written by staff; members read their own teams'")
+        raise Forbidden(refusal)
 
 
 def visible_budget(user: Any, budget_id: Any) -> Budget:
@@ -210,6 +219,6 @@ class BudgetResumeView(APIView):
     def post(self, request: Request, budget_id: str) -> Response:
         budget = visible_budget(request.user, budget_id)
         body = json_object(request, BudgetResumeBody)
-        require_staff(request.user)
+        require_staff(request.user, RESUMED_BY_STAFF)
         resumed = spend.resume_budget(budget.pk, body.get("grace_cents"))
         return Response(resumed.as_dict(now()))
