@@ -37,6 +37,7 @@ from board.store import spend as spend_store
 from board.store import tool_approvals
 from boardmcp.credentials import Caller
 from core import registry, repositories, roles
+from core.api.access import refuse_another_agent
 from core.checks import check_storable
 from core.errors import ClawbooError, Forbidden, NotFound, ValidationFailed
 from core.models import Repository
@@ -215,19 +216,22 @@ def _team(caller: Caller, team: str | None) -> str:
 
 
 def _held(
-    caller: Caller, task_id: str | None, ticket: str | None, *, settles: bool, verb: str
+    caller: Caller, task_id: str | None, ticket: str | None, *, settles: bool
 ) -> tuple[str, str]:
     """The task and the ticket to fence a write with, when the caller's agent holds it.
     A run may not settle its own task (``settles``): the executor does, after it."""
     agent = _agent(caller)
     tid = _task_id(caller, task_id)
     task = _visible(caller, tid)
-    roles.check_run_scope(caller.principal, verb, _run(caller), tid)
     if settles and caller.run and tid == caller.task_id:
         raise Forbidden(
             f"task {tid!r} is settled by the executor when your run ends: finish the "
             "work and stop (to report a failure, say so and exit with an error)"
         )
+    if task.assignee_agent_id is not None:
+        # Another agent's task is refused as REST refuses it (act_as_assignee): 403,
+        # never the claim conflict below -- retrying or re-claiming cannot change it.
+        refuse_another_agent(agent, task.assignee_agent_id)
     if task.assignee_agent_id != agent:
         raise ClaimConflict(
             f"task {tid!r} is not held by agent {agent!r}; claim it first",
@@ -490,7 +494,6 @@ def claim_task(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
     caller = caller_of(ctx)
     if task_id is not None:
         _visible(caller, task_id)
-    roles.check_run_scope(caller.principal, "mcp claim_task", _run(caller), task_id)
     agent = registry.get_agent(_agent(caller))
     if task_id is not None:
         result = store.claim(task_id, agent.id, agent.runtime)
@@ -511,7 +514,7 @@ def heartbeat(
     """Renew your lease on a task you hold (default: your task), so it is not taken
     back as stale during long work."""
     caller = caller_of(ctx)
-    tid, fence = _held(caller, task_id, ticket, settles=False, verb="mcp heartbeat")
+    tid, fence = _held(caller, task_id, ticket, settles=False)
     task = store.renew_lease(tid, fence).raise_if_declined()
     assert task.lease_until is not None
     return {"lease_until": task.lease_until.isoformat()}
@@ -529,7 +532,7 @@ def complete_task(
     caller = caller_of(ctx)
     task = _visible(caller, _task_id(caller, task_id))
     refuse_deciding_work_in_review(caller.principal, task, "mcp complete_task")
-    tid, fence = _held(caller, task_id, ticket, settles=True, verb="mcp complete_task")
+    tid, fence = _held(caller, task_id, ticket, settles=True)
     refuse_unjudged_done(caller.principal, task)
     return _settled(store.complete(tid, output, ticket=fence, if_allowed=True))
 
@@ -543,7 +546,7 @@ def fail_task(
     caller = caller_of(ctx)
     task = _visible(caller, _task_id(caller, task_id))
     refuse_deciding_work_in_review(caller.principal, task, "mcp fail_task")
-    tid, fence = _held(caller, task_id, ticket, settles=True, verb="mcp fail_task")
+    tid, fence = _held(caller, task_id, ticket, settles=True)
     return _settled(store.fail(tid, error, ticket=fence, if_allowed=True))
 
 
@@ -553,7 +556,7 @@ def request_review(
 ) -> dict[str, Any]:
     """Hand a task you hold to a person for review (in_progress → in_review)."""
     caller = caller_of(ctx)
-    tid, fence = _held(caller, task_id, ticket, settles=True, verb="mcp request_review")
+    tid, fence = _held(caller, task_id, ticket, settles=True)
     refuse_unjudged_done(caller.principal, _visible(caller, tid), "move to review")
     return _settled(store.await_review(tid, ticket=fence, if_allowed=True))
 
@@ -575,7 +578,7 @@ def write_handoff(
     brokenOrUnverified, nextBestStep (runtime, handoffFrom and timestamp are filled in
     when left out). Only for a task you hold."""
     caller = caller_of(ctx)
-    tid, _fence = _held(caller, task_id, None, settles=False, verb="mcp write_handoff")
+    tid, _fence = _held(caller, task_id, None, settles=False)
     agent = registry.get_agent(_agent(caller))
     doc = {
         "runtime": agent.runtime,
@@ -711,6 +714,10 @@ def governed(fn: _F) -> _F:
     def run(ctx: Context, *args: Any, **kwargs: Any) -> Any:
         caller = caller_of(ctx)
         roles.check(caller.principal, verb)
+        # A run's credential acts on its own run's task only: asked with the table,
+        # before any state of the task is read, as the REST door asks it
+        # (core.api.permissions) -- so both doors answer the same refusal first.
+        roles.check_run_scope(caller.principal, verb, _run(caller), kwargs.get("task_id"))
         bound = _ACTING.set(caller.acting(verb))
         try:
             return fn(ctx, *args, **kwargs)

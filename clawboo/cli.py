@@ -30,7 +30,7 @@ USAGE = """usage: clawboo <command> [options]
   migrate            apply database migrations (up does it too)
   create_machine_token --host H --agent A [--agent …]
                      print the key a remote worker connects with (--revoke N)
-  worker --server URL --token KEY [--agent A ...]
+  worker --server URL --token-file PATH [--agent A ...]
                      a remote worker: runs agents on this host over HTTPS only
                      (no database; see docs/remote-workers.md)
   work | ticker | qcluster | reconcile
@@ -166,10 +166,70 @@ def unknown_command(name: str) -> str | None:
 # ``clawboo worker``'s exit statuses besides 0 and 130 (Ctrl-C).
 EXIT_REFUSED = 2  # an agent this host will not run, or the server refused one
 EXIT_REVOKED = 3  # the server refused the token
+EXIT_USAGE = 2  # as argparse's own usage errors: no key, or a key file others may read
+ARGV_KEY_WARNING = (
+    "clawboo worker: warning: --token puts the machine key in the process list, where"
+    " every local user (and every agent this worker runs) can read it: use --token-file"
+    " PATH (chmod 600) or CLAWBOO_TOKEN instead\n"
+)
+
+
+class TokenUnusable(Exception):
+    """No machine key, or a key file that is not the user's alone: one line."""
+
+
+def worker_token(token_file: str | None, token: str | None, server: str) -> str:
+    """The worker's machine key: ``--token-file`` (the user's alone, as ssh asks of a
+    key), ``--token`` (``-``: stdin; a key on the command line is warned about: any
+    local user reads it in ``ps``), ``CLAWBOO_TOKEN``, else the key ``clawboo login``
+    stored -- for this same server only, so a key never travels to another."""
+    if token_file and token:
+        raise TokenUnusable("give --token-file or --token, not both")
+    if token_file:
+        return _key_from_file(token_file)
+    if token == "-":  # noqa: S105 - the stdin marker, not a key
+        return _key_or_refuse(sys.stdin.readline(), "stdin")
+    if token:
+        sys.stderr.write(ARGV_KEY_WARNING)
+        return token
+    if os.environ.get("CLAWBOO_TOKEN"):
+        return os.environ["CLAWBOO_TOKEN"].strip()
+    stored = people.stored_login_file()
+    if stored.get("token") and stored.get("server", "").rstrip("/") == server.rstrip("/"):
+        return stored["token"]
+    raise TokenUnusable(
+        "no machine key: give --token-file PATH (chmod 600) or set CLAWBOO_TOKEN (mint one"
+        " on the server: `clawboo create_machine_token --host H --agent A`)"
+    )
+
+
+def _key_from_file(path: str) -> str:
+    try:
+        # Opened once, then checked by its descriptor: the file read is the file checked.
+        with open(path, encoding="utf-8") as found:
+            mode = os.fstat(found.fileno()).st_mode & 0o777
+            if mode & 0o077:
+                raise TokenUnusable(
+                    f"--token-file {path}: permissions {mode:04o} are too open (group or"
+                    f" others may read the key): chmod 600 {path}"
+                )
+            text = found.readline()
+    except OSError as exc:
+        raise TokenUnusable(f"--token-file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise TokenUnusable(f"--token-file {path}: not a text file") from None
+    return _key_or_refuse(text, f"--token-file {path}")
+
+
+def _key_or_refuse(text: str, where: str) -> str:
+    key = text.strip()
+    if not key:
+        raise TokenUnusable(f"{where}: holds no key")
+    return key
 
 
 def worker(argv: Sequence[str]) -> int:
-    """``clawboo worker --server URL --token KEY [--agent A ...]``
+    """``clawboo worker --server URL --token-file PATH [--agent A ...]``
     (:mod:`executor.remote`): run until the token is revoked or Ctrl-C."""
     import argparse
     import logging
@@ -181,8 +241,20 @@ def worker(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="clawboo worker", description=remote.__doc__.split("\n")[0]
     )
-    parser.add_argument("--server", required=True, help="the server's base URL")
-    parser.add_argument("--token", default=os.environ.get("CLAWBOO_TOKEN"), help="machine key")
+    parser.add_argument(
+        "--server",
+        default=people.stored_login()["server"],
+        help="the server's base URL (default: CLAWBOO_SERVER, else `clawboo login`'s)",
+    )
+    parser.add_argument(
+        "--token-file",
+        help="a file holding the machine key; refused when group or others may read it (chmod 600)",
+    )
+    parser.add_argument(
+        "--token",
+        help="the machine key ('-': read it from stdin); a key given here is in the"
+        " process list for every local user: prefer --token-file or CLAWBOO_TOKEN",
+    )
     parser.add_argument("--agent", action="append", default=[], help="an agent to run")
     parser.add_argument(
         "--cache-dir",
@@ -202,11 +274,16 @@ def worker(argv: Sequence[str]) -> int:
     parser.add_argument("--once", action="store_true", help="work what is ready, then exit")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    if not args.token:
-        parser.error("--token (or CLAWBOO_TOKEN) is required")
+    if not args.server:
+        parser.error("--server URL is required (or CLAWBOO_SERVER, or `clawboo login`)")
     if urllib.parse.urlsplit(args.server).scheme not in ("http", "https"):
         parser.error("--server must be an http:// or https:// URL")
-    api = remote.Api(args.server, args.token)
+    try:
+        token = worker_token(args.token_file, args.token, args.server)
+    except TokenUnusable as exc:
+        sys.stderr.write(f"clawboo worker: {exc}\n")
+        return EXIT_USAGE
+    api = remote.Api(args.server, token)
     try:
         me = {} if args.agent else api.call_patiently("GET", "/api/whoami")[1]
         agents = args.agent or me.get("agents") or []

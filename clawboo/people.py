@@ -83,13 +83,19 @@ def save_login(server: str, token: str, username: str) -> Path:
     return path
 
 
-def stored_login() -> dict[str, str]:
+def stored_login_file() -> dict[str, str]:
+    """What ``clawboo login`` stored, without the environment's say ({} for none)."""
     try:
         found = json.loads(credentials_path().read_text())
     except (OSError, ValueError):
-        found = {}
+        return {}
     if not isinstance(found, dict):
-        found = {}
+        return {}
+    return {k: v for k, v in found.items() if isinstance(v, str)}
+
+
+def stored_login() -> dict[str, str]:
+    found = stored_login_file()
     server = os.environ.get("CLAWBOO_SERVER") or found.get("server") or ""
     token = os.environ.get("CLAWBOO_TOKEN") or found.get("token") or ""
     return {"server": server, "token": token, "username": found.get("username", "")}

@@ -1,4 +1,4 @@
-"""``clawboo worker --server URL --token KEY [--agent A ...]``: a remote worker.
+"""``clawboo worker --server URL --token-file PATH [--agent A ...]``: a remote worker.
 
 A plain HTTP client: it never sets Django up and never opens the database, so a
 host needs the server's URL and a machine token, nothing else. It waits on the

@@ -87,6 +87,15 @@ def require_team(user: Any, team_id: Any, field: str = "team") -> str:
     return team_id
 
 
+def refuse_another_agent(bound: str, agent_id: str, field: str = "agent_id") -> None:
+    """A credential bound to one agent (its key, a run's credential, ``clawboo mcp
+    --agent``) acts as that agent only: acting as -- or on the held task of -- another
+    agent of its team is ``403 forbidden``, the one refusal REST (:func:`act_as`) and
+    the MCP tools (boardmcp.tools) both raise here."""
+    if bound != agent_id:
+        raise Forbidden(f"this token acts as agent {bound!r} only, not {agent_id!r}", field=field)
+
+
 def act_as(
     request: Any, agent_id: Any, field: str = "agent_id", *, scope: tuple[str, Any] | None = None
 ) -> str:
@@ -106,8 +115,8 @@ def act_as(
         raise ValidationFailed(field, f"no agent {agent_id!r} in the registry")
     # A plain Django request (a page, the admin) carries no API credential.
     bound = bound_agent(getattr(request, "auth", None))
-    if bound is not None and bound != agent_id:
-        raise Forbidden(f"this token acts as agent {bound!r} only, not {agent_id!r}", field=field)
+    if bound is not None:
+        refuse_another_agent(bound, agent_id, field)
     machine = bound_agents(getattr(request, "auth", None))
     if machine is not None:
         # Staff minted the machine token for these agents: that is its authority.

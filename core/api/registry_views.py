@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.contrib.auth import get_user_model
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -560,5 +561,24 @@ class WorkerBeatView(APIView):
             raise Forbidden(
                 f"this machine token may not run agent {strangers[0]!r}", field="agents"
             )
+        # Its running tasks likewise: only those one of its agents holds. Another's id
+        # is dropped, not refused -- a task settled or taken back between two beats is
+        # still in an honest worker's list for one beat, and must not fail the beat.
+        detail["running"] = _held_by(bound, detail["running"])
         beats.beat_remote(token.pk, token.host, body["pid"], detail)
         return Response(status=204)
+
+
+def _held_by(agents: frozenset[str], task_ids: list[str]) -> list[str]:
+    """The ids of ``task_ids`` that name a task in progress held by one of ``agents``,
+    in the order given, once each. The board's Task is read through Django's app
+    registry: core imports no app above it (tests/test_layers.py)."""
+    if not task_ids or not agents:
+        return []
+    task = apps.get_model("board", "Task")
+    held = set(
+        task.objects.filter(
+            pk__in=task_ids, assignee_agent_id__in=agents, status="in_progress"
+        ).values_list("pk", flat=True)
+    )
+    return [one for one in dict.fromkeys(task_ids) if one in held]

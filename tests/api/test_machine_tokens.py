@@ -128,8 +128,10 @@ def test_a_machine_token_beats_as_a_remote_worker_and_shows_in_healthz(
     fleet, capsys, client, settings
 ):
     key = mint(capsys, "--host", "gpu-1", "--agent", "a-bot")
+    t1 = store.create_task(title="t1").task.id
+    store.claim(t1, "a-bot", "human")
     beat = token_client(key).post(
-        "/api/workers/beat", {"pid": 42, "agents": ["a-bot"], "running": ["t1"]}, format="json"
+        "/api/workers/beat", {"pid": 42, "agents": ["a-bot"], "running": [t1]}, format="json"
     )
     assert beat.status_code == 204
     # Hosts are for staff or the metrics token; anonymous callers see none (§6).
@@ -137,7 +139,7 @@ def test_a_machine_token_beats_as_a_remote_worker_and_shows_in_healthz(
     settings.CLAWBOO_METRICS_TOKEN = "scrape-me"
     workers = client.get("/healthz", HTTP_AUTHORIZATION="Bearer scrape-me").json()
     assert [(w["host"], w["agents"], w["running"]) for w in workers["remote_workers"]] == [
-        ("gpu-1", ["a-bot"], ["t1"])
+        ("gpu-1", ["a-bot"], [t1])
     ]
 
 
@@ -153,6 +155,34 @@ def test_a_machine_tokens_beat_names_its_own_agents_only(fleet, capsys):
     assert beat.status_code == 403, beat.json()
     assert (beat.json()["error"], beat.json()["field"]) == ("forbidden", "agents")
     assert not Heartbeat.objects.filter(part="remote-worker").exists()
+
+
+def test_a_beat_shows_only_the_running_tasks_its_own_agents_hold(fleet, capsys):
+    """What a host says it runs is shown to staff (/healthz, the admin's beats): a task
+    another agent holds -- of its team, of another team, or one it no longer holds --
+    is dropped from the beat, not shown as this host's; the beat itself stands."""
+    from core.models import Heartbeat
+
+    key = mint(capsys, "--host", "gpu-1", "--agent", "a-bot")
+    done = store.create_task(title="done").task.id
+    store.complete(done, ticket=store.claim(done, "a-bot", "human").ticket)
+    ids = {}
+    for name, agent, team in (
+        ("mine", "a-bot", "default"),
+        ("same team", "b-bot", "default"),
+        ("other team", "red-bot", "red"),
+        ("unheld", None, "default"),
+    ):
+        ids[name] = store.create_task(title=name, team=team).task.id
+        if agent is not None:
+            store.claim(ids[name], agent, "human")
+    running = [*ids.values(), done, "no-such-task", ids["mine"]]
+    beat = token_client(key).post(
+        "/api/workers/beat", {"pid": 42, "agents": ["a-bot"], "running": running}, format="json"
+    )
+    assert beat.status_code == 204
+    row = Heartbeat.objects.get(part="remote-worker")
+    assert row.detail == {"agents": ["a-bot"], "running": [ids["mine"]]}
 
 
 def test_only_a_machine_token_beats_as_a_remote_worker(api):

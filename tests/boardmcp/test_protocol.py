@@ -282,12 +282,25 @@ def test_another_teams_task_is_not_found_and_nothing_is_written(
                 await s.call("comment", task_id=board.other, body="sneaky"),
                 await s.call("create_subtask", parent_task_id=board.other, title="sneaky"),
                 await s.call("link_dependency", task_id=board.task, depends_on=board.other),
-                await s.call("claim_task", task_id=board.other),
                 await s.call("read_handoff", task_id=board.other),
+            ]
+
+    async def claims() -> list[Answer]:
+        async with connect() as s:
+            return [
+                await s.call("claim_task", task_id=board.other),
+                await s.call("claim_task", task_id="no-such-task"),
             ]
 
     answers = run(go())
     assert [(a.error, a.body["error"]) for a in answers] == [(True, "not_found")] * len(answers)
+    # A run's credential claims nothing (403, asked before any task is read, as over
+    # REST); the stdio caller is told not_found: either way, as for a missing task.
+    theirs, missing = run(claims())
+    assert theirs.error and missing.error
+    assert theirs.body["detail"].replace(board.other, "ID") == missing.body["detail"].replace(
+        "no-such-task", "ID"
+    )
     assert all(board.other in a.body["detail"] for a in answers)
     assert not TaskComment.objects.exists()
     assert not Task.objects.filter(title="sneaky").exists()
@@ -314,8 +327,10 @@ def test_a_claim_conflict_is_a_tool_error_that_says_do_not_retry(
     claim, settle = run(go())
     assert claim.error and claim.body["error"] == "conflict"
     assert claim.body["retryable"] is False and "do not retry" in claim.body["detail"]
-    assert settle.error and settle.body["error"] == "conflict"
-    assert settle.body["reason"] == "not-my-task" and settle.body["retryable"] is False
+    # Another agent's task is not a race to retry: 403, as REST answers it.
+    assert settle.error and settle.body["error"] == "forbidden"
+    assert "acts as agent 'ada' only, not 'eve'" in settle.body["detail"]
+    assert settle.body["retryable"] is False
     assert store.get_task(taken).assignee_agent_id == "eve"
 
 

@@ -2,7 +2,7 @@
 intake, a bare remote): its command tries approve, verdict, a ``human_override``
 transition and ``…/resume`` -- with the key it is given (an agent-bound key of its
 own agent, in its argv, and the run's MCP credential if it had one) and with the
-host's machine token it digs out of the worker's command line -- while it runs and
+host's machine token it digs out of the worker's key file (same OS user) -- while it runs and
 again once its task is in review. Every try is ``403 person_required``; the task
 waits in review for a person, its verdict and the remote as the server's judge left
 them (GOVERNANCE §6)."""
@@ -35,13 +35,15 @@ task = os.environ["CLAWBOO_TASK_ID"]
 
 
 def machine_token():
-    """The worker's --token, read from its command line (/proc), as any child can."""
+    """The worker's key, found through its command line (/proc): its --token-file,
+    which the agent's OS user -- the worker's -- reads, as any child can."""
     pid = os.getppid()
     while pid > 1:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().decode().split("\0")
-        if "--token" in argv:
-            return argv[argv.index("--token") + 1]
+        if "--token-file" in argv:
+            with open(argv[argv.index("--token-file") + 1]) as f:
+                return f.read().strip()
         with open(f"/proc/{pid}/stat") as f:
             pid = int(f.read().rsplit(")", 1)[1].split()[1])
     return None

@@ -53,7 +53,12 @@ def start_worker(
     # Nothing that could lead it to the database: it must not need one.
     for name in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", "CLAWBOO_TEST_DATABASE_URL"):
         env.pop(name, None)
-    argv = [sys.executable, "-m", "clawboo.cli", "worker", "--server", base, "--token", key]
+    # The key as the docs give it: a file only this user reads, never the command line.
+    key_file = tmp_path / "worker.key"
+    key_file.touch(mode=0o600)
+    key_file.write_text(key + "\n")
+    argv = [sys.executable, "-m", "clawboo.cli", "worker", "--server", base]
+    argv += ["--token-file", str(key_file)]
     for agent in agents:
         argv += ["--agent", agent]
     argv += ["--heartbeat", "0.5", "--cache-dir", str(tmp_path / "worker"), *extra]
