@@ -261,6 +261,11 @@ class AgentAdmin(SecretsStayHidden, DataLayerAdmin):
             ", so nothing runs its work"
         )
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # What still names an agent (tasks, runs, budgets, routines) is above this
+        # floor: ops.admin registers the agent admin that deletes, through that check.
+        return False
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # Saving here is an operator's approval of what the agent runs (core.server_commands).
         base = ("id", "approved_by") if obj else ("approved_by",)
