@@ -13,6 +13,7 @@ from django.contrib.auth.admin import UserAdmin
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
@@ -20,7 +21,7 @@ from django.utils.text import Truncator
 from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy
 
-from core import agent_secrets, machines, registry, repositories
+from core import agent_secrets, beats, machines, registry, repositories
 from core.admin_forms import (
     CommaListField,
     DataLayerAdmin,
@@ -536,13 +537,36 @@ class MachineTokenAdmin(admin.ModelAdmin):
         self.message_user(request, text, messages.SUCCESS if revoked else messages.WARNING)
 
 
+class BeatFreshnessFilter(admin.SimpleListFilter):
+    title = "freshness"
+    parameter_name = "fresh"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "fresh"), ("no", "stale")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Heartbeat]) -> Any:
+        if self.value() not in ("yes", "no"):
+            return queryset
+        return queryset.filter(beats.stale_beats(timezone.now(), stale=self.value() == "no"))
+
+
 @admin.register(Heartbeat)
 class HeartbeatAdmin(ReadOnlyAdmin):
     """The parts and hosts that beat, remote workers among them (read-only)."""
 
-    list_display = ("part", "host", "instance", "beat_at", "detail")
-    list_filter = ("part",)
+    list_display = ("part", "host", "instance", "beat_at", "freshness", "detail")
+    list_filter = ("part", BeatFreshnessFilter)
     deletable = True
+
+    @admin.display(description="fresh?", ordering="beat_at")
+    def freshness(self, obj: Heartbeat) -> SafeString | str:
+        # A restarted process leaves its killed one's row behind until FORGET_AFTER:
+        # which rows are alive was /healthz's to say, by the same rule (core.beats).
+        since = beats.stale_since(obj.part, obj.beat_at)
+        if since >= timezone.now():
+            return "fresh"
+        stamp = f"{timezone.localtime(since):%Y-%m-%d %H:%M:%S}"
+        return format_html('<span class="stale">stale since {}</span>', stamp)
 
 
 # --- people's API keys ---------------------------------------------------------------
