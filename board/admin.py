@@ -30,8 +30,15 @@ from board.store import approvals
 from board.store.tool_approvals import revoke_grants
 from board.transitions import Status, allowed_transitions_from
 from core import server_commands
-from core.admin_forms import CommaListField, DataLayerAdmin, PrettyJSONField, ReadOnlyAdmin
+from core.admin_forms import (
+    CommaListField,
+    DataLayerAdmin,
+    PrettyJSONField,
+    ReadOnlyAdmin,
+    offered_values,
+)
 from core.errors import ClawbooError, ValidationFailed
+from core.models import Agent, Runtime
 
 
 def _agent_link(agent_id: str | None) -> SafeString | str:
@@ -104,6 +111,11 @@ class LabelFilter(admin.SimpleListFilter):
 
             return with_label(queryset, self.value() or "")
         return queryset
+
+
+def registered_agents() -> list[tuple[str, str]]:
+    # The registry is the small table; the tasks table is the board.
+    return [(pk, pk) for pk in Agent.objects.order_by("pk").values_list("pk", flat=True)]
 
 
 # Bulk moves the admin offers; each row still goes through the transition table.
@@ -301,7 +313,7 @@ class TaskAdmin(DataLayerAdmin):
     list_filter = (
         "status",
         "team",
-        "assignee_agent_id",
+        offered_values("assignee_agent_id", "assignee", registered_agents),
         LabelFilter,
         "verdict",
         "approval_state",
@@ -717,10 +729,17 @@ class ExecutionAdmin(ReadOnlyAdmin):
         "started_at",
     )
     list_display_links = ("run",)
-    list_filter = ("status", "error_class", "runtime", "cost_status")
+    list_filter = (
+        "status",
+        "error_class",
+        offered_values("runtime", "runtime", lambda: Runtime.choices),
+        "cost_status",
+        # Fixed spans (today, past 7 days, this month, this year), not a date
+        # hierarchy: its menu reads the whole table's min, max and years on every load.
+        ("started_at", admin.DateFieldListFilter),
+    )
     list_select_related = ("task",)
     search_fields = ("task__id", "agent_id", "error")
-    date_hierarchy = "started_at"
     # The table grows with every run: counting all of it on each page is a full scan.
     show_full_result_count = False
 

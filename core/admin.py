@@ -14,6 +14,7 @@ from django.contrib.auth.models import Group
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
@@ -21,13 +22,14 @@ from django.utils.text import Truncator
 from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy
 
-from core import agent_secrets, machines, registry, repositories
+from core import agent_secrets, beats, machines, registry, repositories
 from core.admin_forms import (
     CommaListField,
     DataLayerAdmin,
     PrettyJSONField,
     ReadOnlyAdmin,
     SecretsStayHidden,
+    offered_values,
     shown_key,
 )
 from core.api.access import govern_agent
@@ -262,6 +264,11 @@ class AgentAdmin(SecretsStayHidden, DataLayerAdmin):
             ", so nothing runs its work"
         )
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # What still names an agent (tasks, runs, budgets, routines) is above this
+        # floor: ops.admin registers the agent admin that deletes, through that check.
+        return False
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # Saving here is an operator's approval of what the agent runs (core.server_commands).
         base = ("id", "approved_by") if obj else ("approved_by",)
@@ -444,15 +451,32 @@ class ForgeAdmin(SecretsStayHidden, DataLayerAdmin):
         repositories.update(obj.repository_id, {"forge": None})
 
 
+# Every app above this floor writes its own kinds, and the log has no index on kind
+# (each is paid on the claim path), so the kind menu offers those of the newest
+# events: a bounded read by primary key, where the whole log was read a page load.
+KINDS_FROM_NEWEST = 10_000
+
+
+def recent_event_kinds() -> list[tuple[str, str]]:
+    newest = Event.objects.order_by("-id").values("pk")[:KINDS_FROM_NEWEST]
+    kinds = Event.objects.filter(pk__in=newest).order_by("kind").values_list("kind", flat=True)
+    return [(kind, kind) for kind in kinds.distinct()]
+
+
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
     list_display = ("team", "seq", "kind", "task", "prev_status", "actor", "created_at")
-    list_filter = ("kind", "team")
+    # Dates as fixed spans, not a date hierarchy, whose menu reads the whole log's min,
+    # max and years on every load (no index on created_at: each is paid by every write).
+    list_filter = (
+        offered_values("kind", "kind", recent_event_kinds),
+        "team",
+        ("created_at", admin.DateFieldListFilter),
+    )
     search_fields = ("task_id", "kind")
     fields = ("team", "seq", "kind", "task", "prev_status", "actor", "created_at", "payload_shown")
     readonly_fields = fields
     ordering = ("-created_at", "-seq")
-    date_hierarchy = "created_at"
     # Every board write adds a row: counting the whole log on each page is a full scan.
     show_full_result_count = False
 
@@ -532,13 +556,36 @@ class MachineTokenAdmin(admin.ModelAdmin):
         self.message_user(request, text, messages.SUCCESS if revoked else messages.WARNING)
 
 
+class BeatFreshnessFilter(admin.SimpleListFilter):
+    title = "freshness"
+    parameter_name = "fresh"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "fresh"), ("no", "stale")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Heartbeat]) -> Any:
+        if self.value() not in ("yes", "no"):
+            return queryset
+        return queryset.filter(beats.stale_beats(timezone.now(), stale=self.value() == "no"))
+
+
 @admin.register(Heartbeat)
 class HeartbeatAdmin(ReadOnlyAdmin):
     """The parts and hosts that beat, remote workers among them (read-only)."""
 
-    list_display = ("part", "host", "instance", "beat_at", "detail")
-    list_filter = ("part",)
+    list_display = ("part", "host", "instance", "beat_at", "freshness", "detail")
+    list_filter = ("part", BeatFreshnessFilter)
     deletable = True
+
+    @admin.display(description="fresh?", ordering="beat_at")
+    def freshness(self, obj: Heartbeat) -> SafeString | str:
+        # A restarted process leaves its killed one's row behind until FORGET_AFTER:
+        # which rows are alive was /healthz's to say, by the same rule (core.beats).
+        since = beats.stale_since(obj.part, obj.beat_at)
+        if since >= timezone.now():
+            return "fresh"
+        stamp = f"{timezone.localtime(since):%Y-%m-%d %H:%M:%S}"
+        return format_html('<span class="stale">stale since {}</span>', stamp)
 
 
 # --- people's API keys ---------------------------------------------------------------

@@ -4,7 +4,7 @@ fields the console edits JSON columns with."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -83,6 +83,34 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self.deletable and super().has_delete_permission(request, obj)
+
+
+def offered_values(
+    field: str, title: str, choices: Callable[[], Sequence[tuple[str, str]]]
+) -> type[admin.SimpleListFilter]:
+    """A list filter on ``field`` whose menu is ``choices()``: an enum, or a small
+    table's rows. Django's filter for a plain column ran a ``SELECT DISTINCT`` over the
+    whole listed table on every page load, to build a menu of a few values. A value
+    given in the URL filters whether or not the menu offers it; the parameter is
+    Django's own (``field__exact``), so links to the list keep working."""
+
+    class Offered(admin.SimpleListFilter):
+        parameter_name = f"{field}__exact"
+
+        def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+            offered = list(choices())
+            chosen = self.value()
+            if chosen and chosen not in {value for value, _ in offered}:
+                offered.append((chosen, chosen))
+            return offered
+
+        def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+            chosen = self.value()
+            return queryset.filter(**{field: chosen}) if chosen else queryset
+
+    Offered.title = title
+    Offered.__name__ = f"{field}_offered"
+    return Offered
 
 
 class CommaListField(forms.CharField):

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from core import reconnect, storage
@@ -27,6 +27,30 @@ log = logging.getLogger(__name__)
 
 # Rows of processes that died without a clean stop are dropped after this long.
 FORGET_AFTER = dt.timedelta(days=1)
+# The cluster beats from a minutely django-q2 schedule, which its scheduler looks at
+# every 30 s: a beat may be 90 s apart without anything being wrong.
+QCLUSTER_MIN_STALE = dt.timedelta(minutes=3)
+
+
+def stale_after(part: str) -> dt.timedelta:
+    """How long a beat of ``part`` stays fresh (``CLAWBOO_HEALTH_BEAT_STALE_MS``, longer
+    for the cluster): the one rule ``/healthz`` and the admin's Heartbeats list read."""
+    window = dt.timedelta(milliseconds=settings.CLAWBOO_HEALTH_BEAT_STALE_MS)
+    return max(window, QCLUSTER_MIN_STALE) if part == "qcluster" else window
+
+
+def stale_since(part: str, beat_at: dt.datetime) -> dt.datetime:
+    """When a beat of ``part`` made at ``beat_at`` went (or goes) stale."""
+    return beat_at + stale_after(part)
+
+
+def stale_beats(now: dt.datetime, *, stale: bool = True) -> Q:
+    """The beats stale at ``now`` (``stale=False``: the fresh ones), as a filter."""
+    cluster = Q(part="qcluster")
+    old = (cluster & Q(beat_at__lt=now - stale_after("qcluster"))) | (
+        ~cluster & Q(beat_at__lt=now - stale_after(""))
+    )
+    return old if stale else ~old
 
 
 def beat_interval_s() -> float:

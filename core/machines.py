@@ -7,13 +7,11 @@ stored; the key itself is returned once, by :func:`mint`.
 from __future__ import annotations
 
 import binascii
-import datetime as dt
 import hashlib
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
@@ -124,7 +122,7 @@ def hosts_running(agent_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
             last is not None and (mine["seen_at"] is None or last > mine["seen_at"])
         ):
             answer[agent_id] = {"host": host, "seen_at": last}
-    fresh = timezone.now() - dt.timedelta(milliseconds=settings.CLAWBOO_HEALTH_BEAT_STALE_MS)
+    fresh = timezone.now() - beats.stale_after(beats.REMOTE_PART)
     for place in answer.values():
         place["live"] = place["seen_at"] is not None and place["seen_at"] >= fresh
     return answer

@@ -406,6 +406,21 @@ def set_reviewer_agent(team_id: str, agent_id: Any) -> Team:
     return update_team(team_id, reviewer_agent=agent_id)
 
 
+def delete_agent(agent_id: str) -> None:
+    """Delete the agent's row; its API tokens, run credentials and machine-token
+    bindings go with it. The caller has checked, in the same transaction, that no
+    row on a higher floor still names it (``ops.agent_removal``): this floor cannot
+    see tasks, runs, budgets or routines."""
+
+    def run() -> None:
+        agent = Agent.objects.select_for_update().filter(pk=agent_id).first()
+        if agent is None:
+            raise NotFound(f"agent {agent_id!r} does not exist")
+        agent.delete()
+
+    storage.write(run)
+
+
 # --- dispatch state: pause, resume, health, the breaker's count ----------------------
 
 REASON_MAX = 2_000

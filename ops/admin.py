@@ -1,6 +1,7 @@
 """Admin for notifications and budgets: channels are saved through :mod:`ops.notify`;
 each delivery is shown with its attempts and can be sent again; budgets are saved
-through :mod:`board.store.spend`."""
+through :mod:`board.store.spend`. Agents are deleted here, through
+:mod:`ops.agent_removal` (the registry's floor cannot see what names an agent)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from board.models import Budget, BudgetScope
 from board.store import spend
+from core.admin import AgentAdmin
 from core.admin_forms import DataLayerAdmin, ReadOnlyAdmin, SecretsStayHidden, masked_url
 from core.errors import ClawbooError, ValidationFailed
-from ops import budget_scopes, notify
+from core.models import Agent
+from ops import agent_removal, budget_scopes, notify
 from ops.models import NotificationChannel, NotificationDelivery, Reason, new_secret
 
 
@@ -229,3 +233,51 @@ class BudgetAdmin(DataLayerAdmin):
         if not_paused:
             text += f". Not paused (nothing to lift): {'; '.join(not_paused)}"
         self.message_user(request, text, messages.SUCCESS if resumed else messages.WARNING)
+
+
+admin.site.unregister(Agent)
+
+
+@admin.register(Agent)
+class RemovableAgentAdmin(AgentAdmin):
+    """The registry's agent admin, whose delete (the page and the bulk action alike)
+    goes through :func:`ops.agent_removal.delete_agent`: an agent still named by a
+    task, run, budget, routine, tool call or team is not deleted, and the page says
+    which rows name it and to pause it instead. Django's own delete cascaded its
+    routines without releasing their bound tasks and left the rest pointing at
+    nobody."""
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return admin.ModelAdmin.has_delete_permission(self, request, obj)
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        named = [
+            _named_by_line(agent.pk, n) for agent in objs for n in agent_removal.named_by(agent.pk)
+        ]
+        if named:
+            # Django lists these as protected rows and offers no confirm button; a
+            # forged POST re-renders this page and deletes nothing.
+            named.append(
+                format_html(
+                    'Pause the agent instead (the <a href="{}">agents list</a>\'s '
+                    "Pause action): it then claims nothing, and its history stays.",
+                    reverse("admin:clawboo_agent_changelist"),
+                )
+            )
+        return deleted, counts, perms_needed, [*protected, *named]
+
+    def delete_model(self, request: HttpRequest, obj: Agent) -> None:
+        agent_removal.delete_agent(obj.pk)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        for agent in queryset:
+            agent_removal.delete_agent(agent.pk)
+
+
+def _named_by_line(agent_id: str, named: agent_removal.NamedBy) -> SafeString:
+    text = f"agent {agent_id}: {named.count} {named.label}"
+    if not named.place.admin_list:
+        return format_html("{}", text)
+    url = f"{reverse(named.place.admin_list)}?{urlencode(named.place.lookup(agent_id))}"
+    return format_html('<a href="{}">{}</a>', url, text)

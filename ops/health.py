@@ -35,9 +35,6 @@ from core import beats, reconnect, storage
 from core.models import Agent, AgentState
 
 CHANNEL_TIMEOUT_S = 2.0
-# The cluster beats from a minutely django-q2 schedule, which its scheduler looks at
-# every 30 s: a beat may be 90 s apart without anything being wrong.
-QCLUSTER_MIN_STALE = dt.timedelta(minutes=3)
 
 # Once every migration is applied, this process need not load the graph again: a
 # newer release means a newer process.
@@ -93,11 +90,6 @@ async def check_channel_layer() -> PartHealth:
     return PartHealth("channels", True, f"{kind}: round trip ok")
 
 
-def stale_after(part: str) -> dt.timedelta:
-    window = dt.timedelta(milliseconds=settings.CLAWBOO_HEALTH_BEAT_STALE_MS)
-    return max(window, QCLUSTER_MIN_STALE) if part == "qcluster" else window
-
-
 def check_beats(now: dt.datetime | None = None) -> list[PartHealth]:
     """One result per required part: ok when its newest beat is fresh enough."""
     at = now or timezone.now()
@@ -116,7 +108,7 @@ def check_beats(now: dt.datetime | None = None) -> list[PartHealth]:
             found.append(PartHealth(part, False, "not running: no heartbeat"))
             continue
         age = (at - beat_at).total_seconds()
-        limit = stale_after(part)
+        limit = beats.stale_after(part)
         said, extra = _outage(outages.get(part))
         if age > limit.total_seconds():
             found.append(
@@ -186,7 +178,7 @@ def _sync_parts() -> list[PartHealth]:
 def _remote_workers() -> list[dict[str, Any]]:
     """Remote workers seen within the staleness window: host, last beat, what they run."""
     try:
-        since = timezone.now() - dt.timedelta(milliseconds=settings.CLAWBOO_HEALTH_BEAT_STALE_MS)
+        since = timezone.now() - beats.stale_after(beats.REMOTE_PART)
         return beats.remote_workers(since)
     except Exception:
         return []  # the database part already says why

@@ -92,11 +92,10 @@ def _patch(where: Path, old: str, new: str, path: str) -> str:
 
 def _executions(task: Task, log_chars: int) -> list[dict[str, Any]]:
     rows = []
-    for run, execution in store.numbered_executions(task.id):
+    for run, execution in store.numbered_executions(task.id, log_chars=log_chars):
         body = {**execution.as_dict(), "run": run}
-        log = execution.log or ""
-        body["log_tail"] = log[-log_chars:]
-        body["log_truncated"] = len(log) > log_chars
+        body["log_tail"] = execution.log_end  # type: ignore[attr-defined]
+        body["log_truncated"] = execution.log_length > log_chars  # type: ignore[attr-defined]
         body["tokens"] = (
             execution.tokens_in
             + execution.tokens_out

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Value
+from django.db.models.functions import Length, Right
 
 from board import traces
 from board.errors import ClaimConflict, TaskNotFound
@@ -313,12 +314,23 @@ def list_executions(task_id: str) -> QuerySet[ExecutionProcess]:
     return ExecutionProcess.objects.filter(task_id=task_id).order_by("-started_at", "-id")
 
 
-def numbered_executions(task_id: str) -> list[tuple[int, ExecutionProcess]]:
+def numbered_executions(
+    task_id: str, *, log_chars: int | None = None
+) -> list[tuple[int, ExecutionProcess]]:
     """The task's runs, newest first, each with its number on the task (1: its first
     run). The one numbering the board, the admin and the API show: ``attempt`` stays
-    the claim's count, which a fix round does not raise."""
-    rows = list(list_executions(task_id))
-    return [(len(rows) - i, row) for i, row in enumerate(rows)]
+    the claim's count, which a fix round does not raise.
+
+    No row's ``log`` is read. With ``log_chars``, each row carries ``log_end``, the
+    log's last ``log_chars`` characters, and ``log_length``, cut and counted in the
+    database: a panel showing a few lines of each run read every log whole."""
+    rows = list_executions(task_id).defer("log")
+    if log_chars is not None:
+        # SQLite's SUBSTR(log, -0) is the whole log: none asked for, none read.
+        end = Right("log", log_chars) if log_chars > 0 else Value("")
+        rows = rows.annotate(log_end=end, log_length=Length("log"))
+    found = list(rows)
+    return [(len(found) - i, row) for i, row in enumerate(found)]
 
 
 def ran_session(task_id: str, session_id: str) -> bool:

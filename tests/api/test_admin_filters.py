@@ -1,0 +1,81 @@
+"""The event kind, task assignee and run runtime filters build their menus from an
+enum or a small table, never from a DISTINCT over the table they list."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from board import store
+from core import registry
+from tests.board.states import task_in
+
+pytestmark = pytest.mark.django_db
+
+LISTED = {
+    "/admin/clawboo/event/": ("events", "kind"),
+    "/admin/board/task/": ("tasks", "assignee_agent_id"),
+    "/admin/board/executionprocess/": ("execution_processes", "runtime"),
+}
+
+
+@pytest.fixture
+def operator(client, default_team):
+    registry.create_agent(
+        id="ada", display_name="Ada", team="default", runtime="command", settings={"argv": ["t"]}
+    )
+    task, ticket = task_in("in_progress")
+    run = store.open_execution(task.id, ticket, runtime="command")
+    store.close_execution(run.id, "succeeded")
+    store.create_task(title="nobody's")
+    user = get_user_model().objects.create_superuser("op", "op@example.com", "pw")
+    client.force_login(user)
+    return client
+
+
+def menu(page, title: str) -> list[str]:
+    [spec] = [s for s in page.context["cl"].filter_specs if s.title == title]
+    return [choice["display"] for choice in spec.choices(page.context["cl"])][1:]
+
+
+@pytest.mark.parametrize(("url", "column"), LISTED.items())
+def test_a_filter_menu_reads_no_distinct_over_the_whole_listed_table(operator, url, column):
+    table, field = column
+    with CaptureQueriesContext(connection) as seen:
+        assert operator.get(url).status_code == 200
+    whole = re.compile(rf'SELECT DISTINCT "{table}"."{field}"( AS "{field}")? FROM "{table}"')
+    scans = [q["sql"] for q in seen.captured_queries if whole.search(q["sql"])]
+    assert [sql for sql in scans if "LIMIT" not in sql] == []
+
+
+def test_the_menus_offer_the_enum_and_the_registry_and_still_filter(operator):
+    tasks = operator.get("/admin/board/task/")
+    assert menu(tasks, "assignee") == ["ada"]
+    mine = operator.get("/admin/board/task/?assignee_agent_id__exact=ada")
+    assert [t.assignee_agent_id for t in mine.context["cl"].result_list] == ["ada"]
+
+    runs = operator.get("/admin/board/executionprocess/")
+    assert menu(runs, "runtime")[:3] == ["Command", "Claude Code", "Codex"]
+    assert (
+        len(
+            operator.get("/admin/board/executionprocess/?runtime__exact=command")
+            .context["cl"]
+            .result_list
+        )
+        == 1
+    )
+    assert (
+        not operator.get("/admin/board/executionprocess/?runtime__exact=codex")
+        .context["cl"]
+        .result_list
+    )
+
+    events = operator.get("/admin/clawboo/event/")
+    kinds = menu(events, "kind")
+    assert "added" in kinds and "claimed" in kinds and kinds == sorted(kinds)
+    created = operator.get("/admin/clawboo/event/?kind__exact=claimed")
+    assert {e.kind for e in created.context["cl"].result_list} == {"claimed"}
