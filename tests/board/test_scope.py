@@ -182,6 +182,7 @@ def test_a_claim_refuses_scope_busy_while_an_overlapping_task_is_in_progress(rep
     assert (fresh.status, fresh.assignee_agent_id, fresh.attempts) == ("todo", None, 0)
 
 
+@pytest.mark.timing
 def test_many_hard_scopes_cost_claim_next_one_budget_and_hold_only_their_repository(repos):
     hard = [("*x" * 125) + f".a{i:02d}" for i in range(64)]
     busy = _task("busy", [("*x" * 125) + f".b{i:02d}" for i in range(64)])

@@ -8,6 +8,8 @@ import threading
 import time
 import uuid
 
+import pytest
+
 from executor import gateway
 from executor.gateway import AgentRun, GatewayClient, GatewayConfig, abort_run, run_agent
 from tests.routines.fake_gateway import FakeGateway
@@ -51,6 +53,7 @@ def test_the_watchdog_aborts_the_run_in_the_gateway_and_reports_a_timeout(gatewa
     assert (waited["status"], waited["stopReason"]) == ("error", "rpc")
 
 
+@pytest.mark.timing
 def test_a_cancel_aborts_the_run_promptly(gateway_fake) -> None:
     gateway_fake.agent_delay_s = None
     cancel = threading.Event()

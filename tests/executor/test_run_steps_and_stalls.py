@@ -125,6 +125,7 @@ def test_a_run_that_keeps_printing_is_not_stalled() -> None:
     assert port.stalls == []
 
 
+@pytest.mark.timing
 def test_an_agent_that_says_cancel_has_its_stalled_run_ended_as_a_timeout() -> None:
     port = Port()
     stall = Stall.of({"on_stall": "cancel"})

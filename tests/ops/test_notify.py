@@ -462,6 +462,7 @@ def test_a_redirect_is_a_failed_delivery_never_followed(agent, receiver):
     assert receiver.received == []  # the signed body never went to the other address
 
 
+@pytest.mark.timing
 def test_slow_webhooks_are_sent_off_the_django_q_workers(agent, dripping, settings):
     """Outside sync mode nothing is queued for django-q2 (whose workers fire
     routines): this process's senders take the deliveries, each within its deadline."""
