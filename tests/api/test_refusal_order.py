@@ -8,9 +8,18 @@ door it may not open, and the answer would depend on what it sent. Nothing is
 written either way.
 
 The walk is the schema's, so a new endpoint is covered without a line here; its
-valid-shaped body is made from the schema's required fields (``VALUES`` names the
-few whose value must exist in the world below), and staff answering it other than
-400 proves the body really is valid-shaped."""
+valid-shaped body is made from the schema's required fields (the world's ``values``
+name the few whose value must exist, its ``extra`` the optional ones an operation
+needs), and staff answering it other than 400 proves the body really is
+valid-shaped. The bad bodies: not JSON, JSON but no object, an unknown field, and
+every field of a wrong type.
+
+Left out, each where it is decided below: the doors that take no credential
+(``EXCLUDED``); a refusal that names a body field (``field``: acting as the agent
+the body names, a setting only staff change), which the body must be read to
+know; and a body that is not JSON from an agent's key or a machine token to an
+operation whose body can name a people verb (``Verb.people_fields``), which the
+roles check reads before the view."""
 
 from __future__ import annotations
 
@@ -236,7 +245,7 @@ def test_a_caller_who_may_not_write_is_refused_the_same_whatever_the_body(world)
         valid = shaped(schema, world["values"], world["extra"].get(f"{method} {route}", {}))
         staff_says, _, _ = answer(world["staff"], method, url, json.dumps(valid).encode())
         if staff_says[0] == 400:
-            unshaped.append((method, route, valid))  # give VALUES or the world's extra a field
+            unshaped.append((method, route, valid))  # give the world a value or an extra
         bad_bodies = {
             "malformed JSON": b"{",
             "not an object": b"[1]",
@@ -269,6 +278,9 @@ def test_a_caller_who_may_not_write_is_refused_the_same_whatever_the_body(world)
     assert not unshaped, "\n".join(map(str, unshaped))
     assert not wrong, "\n".join(map(str, wrong))
     # The walk met each caller's refusals, the one that started this among them.
+    assert {who: len(ops) >= 15 for who, ops in refusals.items()} == dict.fromkeys(
+        world["callers"], True
+    ), {who: len(ops) for who, ops in refusals.items()}
     assert "POST /api/budgets/{budget_id}/resume" in refusals["member"]
     assert "POST /api/repositories" in refusals["member"]
     for who in ("agent key", "machine token", "run credential"):
