@@ -55,8 +55,8 @@ class StaffOnly(BasePermission):
 
 
 class StaffWrites(BasePermission):
-    """Writes only staff make, on rows members read (budgets): a person without
-    staff's powers for this write (core.roles.staff_power) is refused here, in
+    """Writes only staff make, on rows members read (budgets, repositories): a person
+    without staff's powers for this write (core.roles.staff_power) is refused here, in
     ``APIView.initial`` -- after the roles table (list it after :class:`RoleTable`)
     and before the handler reads the body -- so a caller who may not write meets the
     same 403 whatever it sent, and learns nothing of what a body should be.
