@@ -24,7 +24,15 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from board import checks, store
-from board.models import ExecutionProcess, Task, TaskComment, ToolApproval, ToolGrant, Workspace
+from board.models import (
+    ExecutionProcess,
+    Task,
+    TaskComment,
+    ToolApproval,
+    ToolApprovalState,
+    ToolGrant,
+    Workspace,
+)
 from board.scope import check_touches
 from board.store import approvals
 from board.store.tool_approvals import revoke_grants
@@ -811,6 +819,20 @@ class ExecutionAdmin(ReadOnlyAdmin):
 CALL_SHOWN = 160
 
 
+def offered_tools() -> list[tuple[str, str]]:
+    """The tools calls wait on now (the pending ones: few, under their own partial
+    index) and the tools an agent may always run (the grants: a row per agent and
+    tool): what a person looks for. Every tool ever asked would be a DISTINCT over
+    the whole audit on every load; one decided only long ago still filters from the
+    URL (``?tool__exact=``)."""
+    pending = ToolApproval.objects.filter(state=ToolApprovalState.PENDING)
+    tools = {
+        *pending.values_list("tool", flat=True),
+        *ToolGrant.objects.values_list("tool", flat=True),
+    }
+    return [(tool, tool) for tool in sorted(tools)]
+
+
 @admin.register(ToolApproval)
 class ToolApprovalAdmin(ReadOnlyAdmin):
     """Tool calls that waited for a person, and who answered (the audit). Answer a
@@ -819,7 +841,7 @@ class ToolApprovalAdmin(ReadOnlyAdmin):
     # What the call would run is what a person decides on: it was only on each row's
     # own page, so the list offered Allow on a bare "Bash".
     list_display = ("tool", "call", "task_link", "agent_link", "state", "decided_by", "created_at")
-    list_filter = ("state", "decision", "tool")
+    list_filter = ("state", "decision", offered_values("tool", "tool", offered_tools))
     list_select_related = ("task",)
     search_fields = ("task__id", "agent_id", "tool")
     actions = ("allow_once", "deny")

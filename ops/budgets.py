@@ -23,9 +23,10 @@ from board.store import now, spend
 from core import roles
 from core.api.access import can_see_team, team_ids
 from core.api.bodies import json_object
+from core.api.permissions import RoleTable, StaffWrites
 from core.api.schema import with_errors
 from core.checks import check_choice
-from core.errors import Forbidden, ValidationFailed
+from core.errors import ValidationFailed
 from ops.budget_scopes import scope_team
 
 
@@ -49,21 +50,28 @@ RESUMED_BY_STAFF = (
 )
 
 
-def require_staff(user: Any, refusal: str = WRITTEN_BY_STAFF) -> None:
-    if not roles.staff_power(user):
-        roles.refuse_withheld(user, "a budget")
-        raise Forbidden(refusal)
-
-
 def visible_budget(user: Any, budget_id: Any) -> Budget:
     return spend.get_budget(budget_id, team_ids(user))
+
+
+class BudgetView(APIView):
+    """The budget views' base: what their writes are refused with (core.api.permissions.
+    StaffWrites): staff only, checked before the body is read, after the budget the
+    path names (another team's answers as a missing one)."""
+
+    permission_classes = [RoleTable, StaffWrites]
+    staff_writes = "a budget"
+    staff_refusal = WRITTEN_BY_STAFF
+
+    def written_row(self, request: Request, budget_id: str) -> Budget:
+        return visible_budget(request.user, budget_id)
 
 
 RESUME_BUDGET = "POST /api/budgets/{budget_id}/resume"
 
 
 def may_resume_budgets(request: Request) -> bool:
-    """For a read (the board's spend chips): whether :func:`require_staff` would admit
+    """For a read (the board's spend chips): whether :class:`BudgetView` would admit
     this caller for a resume, asked as the resume is (staff's powers bound for
     :data:`RESUME_BUDGET`, then unbound as a read leaves them). The agent side never
     governs a budget (GOVERNANCE §6), whoever its key's owner is."""
@@ -133,7 +141,7 @@ BudgetResumeBody = inline_serializer(
 )
 
 
-class BudgetListView(APIView):
+class BudgetListView(BudgetView):
     @extend_schema(
         operation_id="budgets_list",
         parameters=[
@@ -164,12 +172,11 @@ class BudgetListView(APIView):
     def post(self, request: Request) -> Response:
         body = json_object(request, BudgetCreateBody)
         team = visible_scope_team(request.user, body["scope"], body["scope_id"])
-        require_staff(request.user)
         budget = spend.create_budget(team, body)
         return Response(budget.as_dict(now()), status=201)
 
 
-class BudgetDetailView(APIView):
+class BudgetDetailView(BudgetView):
     @extend_schema(
         operation_id="budgets_read",
         responses=with_errors({200: BudgetReadSerializer}, "not_found"),
@@ -193,7 +200,6 @@ class BudgetDetailView(APIView):
             team = visible_scope_team(
                 request.user, body.get("scope", budget.scope), body.get("scope_id", budget.scope_id)
             )
-        require_staff(request.user)
         updated = spend.update_budget(budget.pk, body, team)
         return Response(updated.as_dict(now()))
 
@@ -203,12 +209,13 @@ class BudgetDetailView(APIView):
     )
     def delete(self, request: Request, budget_id: str) -> Response:
         budget = visible_budget(request.user, budget_id)
-        require_staff(request.user)
         spend.delete_budget(budget.pk)
         return Response(status=204)
 
 
-class BudgetResumeView(APIView):
+class BudgetResumeView(BudgetView):
+    staff_refusal = RESUMED_BY_STAFF
+
     @extend_schema(
         operation_id="budgets_resume",
         request=BudgetResumeBody,
@@ -219,6 +226,5 @@ class BudgetResumeView(APIView):
     def post(self, request: Request, budget_id: str) -> Response:
         budget = visible_budget(request.user, budget_id)
         body = json_object(request, BudgetResumeBody)
-        require_staff(request.user, RESUMED_BY_STAFF)
         resumed = spend.resume_budget(budget.pk, body.get("grace_cents"))
         return Response(resumed.as_dict(now()))

@@ -185,6 +185,9 @@ def _operation(
             if settles:
                 refuse_settling_its_own_run(run_task(request.auth), task_id)
                 refuse_unjudged_done(principal(request), task, "complete the worktree of")
+            # The workspace the path names, before the body: a task without one is a
+            # 404 whatever was sent, never a 400 for a body that could not be used.
+            store.get_workspace(task_id)
             data = json_object(request, body)
             result = fn(task_id) if body is None else fn(task_id, data)
             return Response(_jsonable(result))

@@ -15,6 +15,7 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 from core import roles
 from core.api.auth import run_task
 from core.api.query import check_declared
+from core.errors import Forbidden
 
 _CONVERTER = re.compile(r"<(?:[^>:]+:)?([^>]+)>")
 
@@ -53,6 +54,31 @@ class StaffOnly(BasePermission):
         return roles.staff_power(user)
 
 
+class StaffWrites(BasePermission):
+    """Writes only staff make, on rows members read (budgets, repositories): a person
+    without staff's powers for this write (core.roles.staff_power) is refused here, in
+    ``APIView.initial`` -- after the roles table (list it after :class:`RoleTable`)
+    and before the handler reads the body -- so a caller who may not write meets the
+    same 403 whatever it sent, and learns nothing of what a body should be.
+
+    The view says what it refuses with: ``staff_refusal`` (the detail) and
+    ``staff_writes`` (what, for a staff person the permission is withheld from); and
+    ``written_row(request, **path)``, the row the path names, looked up first so one
+    the caller cannot see answers 404 exactly as a missing one."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        if request.method in SAFE_METHODS or not hasattr(view, request.method.lower()):
+            return True
+        find = getattr(view, "written_row", None)
+        if find is not None and view.kwargs:
+            find(request, **view.kwargs)
+        user = getattr(request, "user", None)
+        if not roles.staff_power(user):
+            roles.refuse_withheld(user, view.staff_writes)
+            raise Forbidden(view.staff_refusal)
+        return True
+
+
 class RoleTable(BasePermission):
     """Signed in; a write (any method but GET/HEAD/OPTIONS) only as the table says."""
 
@@ -81,10 +107,14 @@ class RoleTable(BasePermission):
                 roles.check_read(principal(request), _path(request), task, run_task(request.auth))
         else:
             who, verb = principal(request), operation(request)
-            roles.check(who, verb, body=lambda: request.data)
-            roles.bind_staff_power(user, verb if who.kind == "person" else None)
             match = getattr(request, "resolver_match", None)
             task = (getattr(match, "kwargs", None) or {}).get("task_id")
-            roles.check_run_scope(who, verb, run_task(request.auth), task)
+            row = roles.TABLE.get(verb)
+            if row is not None and who.kind in row.admits:
+                # A run's credential on a task not its run's is refused for the path,
+                # before the body is read to name a people verb: whatever it sent.
+                roles.check_run_scope(who, verb, run_task(request.auth), task)
+            roles.check(who, verb, body=lambda: request.data)
+            roles.bind_staff_power(user, verb if who.kind == "person" else None)
         check_declared(request.method, _path(request), request.query_params)
         return True

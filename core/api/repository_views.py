@@ -15,12 +15,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core import repositories, roles, server_commands
+from core import repositories
 from core.api.access import scoped, visible
 from core.api.bodies import json_object
 from core.api.idempotency import idempotent
+from core.api.permissions import RoleTable, StaffWrites
 from core.api.schema import with_errors
-from core.errors import Forbidden
 from core.models import Repository
 
 _LANDING = serializers.ChoiceField(
@@ -119,17 +119,24 @@ RepositoryCreateSerializer = inline_serializer("RepositoryCreate", _fields(True)
 RepositoryPatchSerializer = inline_serializer("RepositoryPatch", _fields(False))
 
 
-def _require_staff(request: Request) -> None:
-    if not server_commands.is_operator(request.user):
-        roles.refuse_withheld(request.user, "a repository")
-        raise Forbidden("only staff register, change or remove repositories")
-
-
 def _visible(request: Request, repo_id: str) -> Repository:
     return visible(request.user, Repository.objects.all(), repo_id, "repository")
 
 
-class RepositoriesView(APIView):
+class RepositoryView(APIView):
+    """The repository views' base: their writes are staff's, refused before the body
+    is read (:class:`~core.api.permissions.StaffWrites`), after the repository the
+    path names (another team's answers as a missing one)."""
+
+    permission_classes = [RoleTable, StaffWrites]
+    staff_writes = "a repository"
+    staff_refusal = "only staff register, change or remove repositories"
+
+    def written_row(self, request: Request, repo_id: str) -> Repository:
+        return _visible(request, repo_id)
+
+
+class RepositoriesView(RepositoryView):
     @extend_schema(
         operation_id="repositories_list",
         parameters=[OpenApiParameter("team", str)],
@@ -151,12 +158,11 @@ class RepositoriesView(APIView):
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        _require_staff(request)
         body = json_object(request, RepositoryCreateSerializer)
         return Response(repositories.as_dict(repositories.register(**body)), status=201)
 
 
-class RepositoryDetailView(APIView):
+class RepositoryDetailView(RepositoryView):
     @extend_schema(
         operation_id="repositories_retrieve",
         responses=with_errors({200: RepositorySerializer}, "not_found"),
@@ -173,7 +179,6 @@ class RepositoryDetailView(APIView):
     )
     def patch(self, request: Request, repo_id: str) -> Response:
         _visible(request, repo_id)
-        _require_staff(request)
         body = json_object(request, RepositoryPatchSerializer)
         return Response(repositories.as_dict(repositories.update(repo_id, body)))
 
@@ -183,6 +188,5 @@ class RepositoryDetailView(APIView):
     )
     def delete(self, request: Request, repo_id: str) -> Response:
         _visible(request, repo_id)
-        _require_staff(request)
         repositories.delete(repo_id)
         return Response(status=204)

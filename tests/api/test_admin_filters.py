@@ -1,4 +1,4 @@
-"""The event kind, task assignee and run runtime filters build their menus from an
+"""The event kind, task assignee, run runtime and tool filters build their menus from an
 enum or a small table, never from a DISTINCT over the table they list."""
 
 from __future__ import annotations
@@ -79,3 +79,24 @@ def test_the_menus_offer_the_enum_and_the_registry_and_still_filter(operator):
     assert "added" in kinds and "claimed" in kinds and kinds == sorted(kinds)
     created = operator.get("/admin/clawboo/event/?kind__exact=claimed")
     assert {e.kind for e in created.context["cl"].result_list} == {"claimed"}
+
+
+def test_the_tool_menu_offers_the_waiting_and_granted_tools_without_a_scan(operator):
+    """Tool approvals: the menu is the pending calls' tools and the standing grants',
+    not a DISTINCT over the whole audit; a tool decided once long ago still filters."""
+    task = store.list_tasks(status="in_progress")[0]
+    store.decide_tool_call(
+        store.ask_tool_call(task.id, "ada", "Write", {}, "toolu_1").id, "deny", by="op"
+    )
+    store.decide_tool_call(
+        store.ask_tool_call(task.id, "ada", "Edit", {}, "toolu_2").id, "allow_always", by="op"
+    )
+    store.ask_tool_call(task.id, "ada", "Bash", {"command": "ls"}, "toolu_3")
+    with CaptureQueriesContext(connection) as seen:
+        page = operator.get("/admin/board/toolapproval/")
+    assert page.status_code == 200
+    whole = re.compile(r'SELECT DISTINCT "tool_approvals"."tool"')
+    assert [q["sql"] for q in seen.captured_queries if whole.search(q["sql"])] == []
+    assert menu(page, "tool") == ["Bash", "Edit"]
+    denied = operator.get("/admin/board/toolapproval/?tool__exact=Write").context["cl"]
+    assert [row.tool for row in denied.result_list] == ["Write"]

@@ -41,8 +41,12 @@ def test_another_teams_budget_or_scope_is_unknown(staff_api):
     pk = staff_api.post("/api/budgets", TEAM_BUDGET, format="json").json()["id"]
     assert outsider.get(f"/api/budgets/{pk}").status_code == 404
     assert outsider.get("/api/budgets").json() == []
+    # A member writes no budget: refused before the body is read, so another team's
+    # scope answers as their own team's does, and tells nothing.
     refused = outsider.post("/api/budgets", TEAM_BUDGET, format="json")
-    assert refused.status_code == 400 and refused.json()["field"] == "scope_id"
+    own = outsider.post("/api/budgets", {**TEAM_BUDGET, "scope_id": "other"}, format="json")
+    assert (refused.status_code, refused.json()) == (own.status_code, own.json())
+    assert refused.status_code == 403 and refused.json()["error"] == "forbidden"
 
 
 @pytest.mark.parametrize(

@@ -204,10 +204,13 @@ def test_every_people_verb_is_refused_to_each_agent_side_credential_and_writes_n
         refusal = answer.json()
         # Completing a task in review is approving it; the critic, who may complete
         # nothing at all, is refused that verb outright, and a run's credential, which
-        # acts on its run's task only, any other task's.
+        # acts on its run's task only, any other task's -- a move too, for the path
+        # before the body names the people verb.
+        settles = path.endswith(("/complete", "/transition"))
         wanted = (
             "forbidden"
-            if credential in ("critic credential", "run credential") and path.endswith("/complete")
+            if (credential == "critic credential" and path.endswith("/complete"))
+            or (credential == "run credential" and settles)
             else "person_required"
         )
         assert refusal["error"] == wanted, (credential, path, refusal)
