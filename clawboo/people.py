@@ -818,14 +818,21 @@ def agent_row(agent: dict[str, Any], budgets: Sequence[dict[str, Any]] = ()) -> 
     return {**agent, "why": "; ".join(why) or None}
 
 
+def team_list(client: Client, path: str, team: str | None) -> Any:
+    """``GET path`` for ``team`` (all of the caller's without one). An empty list for a
+    team asks for the team too, so one that does not exist (or is not the caller's) is
+    said so, as ``task list`` does."""
+    rows = client.call("GET", path + "?" + urllib.parse.urlencode({"team": team} if team else {}))
+    if team and not rows:
+        client.call("GET", f"/api/teams/{quote(team)}")
+    return rows
+
+
 def cmd_agent_list(args: argparse.Namespace) -> int:
-    query = {"team": args.team} if args.team else {}
     client = Client.from_login()
-    agents = client.call("GET", "/api/agents?" + urllib.parse.urlencode(query))
-    if args.team and not agents:
-        # As `task list`: a team that does not exist (or is not yours) is said so.
-        client.call("GET", f"/api/teams/{quote(args.team)}")
+    agents = team_list(client, "/api/agents", args.team)
     # A paused cap holds its agents' claims while they read "active": say so beside them.
+    query = {"team": args.team} if args.team else {}
     budgets = client.call("GET", "/api/budgets?" + urllib.parse.urlencode(query))
     emit(
         args,
@@ -870,12 +877,7 @@ def budget_row(budget: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_budget_list(args: argparse.Namespace) -> int:
-    query = {"team": args.team} if args.team else {}
-    client = Client.from_login()
-    budgets = client.call("GET", "/api/budgets?" + urllib.parse.urlencode(query))
-    if args.team and not budgets:
-        # As `agent list`: a team that does not exist (or is not yours) is said so.
-        client.call("GET", f"/api/teams/{quote(args.team)}")
+    budgets = team_list(Client.from_login(), "/api/budgets", args.team)
     emit(args, budgets, lambda rows: table([budget_row(b) for b in rows], BUDGET_COLUMNS))
     return 0
 
