@@ -145,7 +145,9 @@ def test_a_remote_run_over_its_ceiling_is_stopped_by_the_server_with_no_process_
         f"runpy.run_path({str(STAND_IN)!r}, run_name='__main__')\n"
     )
     binary.chmod(0o755)
-    # Each turn: 100000 input tokens of claude-opus-5-5 (4 $/M) = 40¢; it runs forever.
+    # Each turn: 100000 input tokens of claude-opus-5-5 (4 $/M) = 40¢; it runs forever,
+    # a turn a second: the worker's stop lands before the next turn even beside three
+    # other test processes (at 0.2 s, one more turn was printed once under that load).
     registry.create_agent(
         id="spender",
         display_name="Spender",
@@ -153,7 +155,7 @@ def test_a_remote_run_over_its_ceiling_is_stopped_by_the_server_with_no_process_
         runtime="claude-code",
         settings={
             "binary": str(binary),
-            "extra_args": ["--turns", "0", "--input-tokens", "100000", "--every", "0.2"],
+            "extra_args": ["--turns", "0", "--input-tokens", "100000", "--every", "1.0"],
             # A mode that never asks for a tool approval: a remote worker refuses
             # one that may (it cannot reach the board's permission prompt yet).
             "permission_mode": "dontAsk",

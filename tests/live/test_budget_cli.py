@@ -103,7 +103,8 @@ def test_a_paused_budget_is_listed_and_resumed_from_the_terminal_by_whom_it_admi
     hidden = one_line_refusal(
         member("budget", "resume", str(theirs.pk)), 1, "clawboo: 404 not_found: "
     )
-    assert hidden.replace(str(theirs.pk), "N") == missing.replace("99999", "N")
+    # Worded alike but for the id (quoted: a bare replace of a pk of 4 would reach "404").
+    assert hidden.replace(f"'{theirs.pk}'", "'N'") == missing.replace("'99999'", "'N'")
     for bad in ("0", "-5", "five", "2.5"):
         refused = one_line_refusal(
             staff("budget", "resume", str(budget.pk), "--grace", bad),
