@@ -648,9 +648,9 @@ class PersonAdmin(SecretsStayHidden, UserAdmin):
     """Django's users page, with no filter through a user's keys (auth_token__key…).
 
     For anyone but a superuser, a person's powers (:data:`POWER_FIELDS`) are read-only,
-    and another staff person's or a superuser's row is not theirs to change: its
-    password form would hand them that person's powers too. Their own row, and the
-    rows of people who are not staff, they change as before."""
+    and a row is theirs to change (its details, its password, its deletion) only as
+    :func:`may_manage_person` says: Django's own page let anyone granted "change
+    user" reset anyone's password and sign in as them."""
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         fields = tuple(super().get_readonly_fields(request, obj))
@@ -658,22 +658,35 @@ class PersonAdmin(SecretsStayHidden, UserAdmin):
             return fields
         return (*fields, *(name for name in POWER_FIELDS if name not in fields))
 
+    # The password page (…/password/) asks this too, for the row it changes.
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if not super().has_change_permission(request, obj):
             return False
-        return obj is None or _holds_every_power(request) or not _outranks(request, obj)
+        return obj is None or may_manage_person(request.user, obj)
 
+    # The bulk delete asks this for each selected row (get_deleted_objects).
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if not super().has_delete_permission(request, obj):
             return False
-        return obj is None or _holds_every_power(request) or not _outranks(request, obj)
+        return obj is None or may_manage_person(request.user, obj)
 
 
-def _outranks(request: HttpRequest, person: Any) -> bool:
-    """Whether ``person`` is a superuser, or staff other than the one asking."""
-    if person.is_superuser:
+def may_manage_person(asker: Any, person: Any) -> bool:
+    """Whether ``asker`` (holding the admin's change or delete permission on users)
+    may change ``person``'s row, set their password, or delete them: the one rule.
+
+    A superuser: anyone. Anyone else: their own row, and a person who holds nothing
+    the asker does not already hold as a member -- neither staff nor superuser, and
+    every team they belong to or own an agent in is one of the asker's own teams.
+    Setting a person's password is signing in as them: their teams' approvals,
+    their agents' keys, their name on every verdict."""
+    if asker.is_superuser or person.pk == asker.pk:
         return True
-    return bool(person.is_staff) and person.pk != request.user.pk
+    if person.is_superuser or person.is_staff:
+        return False
+    theirs = set(Team.objects.filter(members=person).values_list("pk", flat=True))
+    theirs |= set(Agent.objects.filter(owner=person).values_list("team_id", flat=True))
+    return theirs <= set(registry.member_team_ids(asker))
 
 
 if admin.site.is_registered(Group):

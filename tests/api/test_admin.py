@@ -542,6 +542,60 @@ def test_nor_take_a_superusers_or_another_staff_persons_row(client, user_operato
         assert person.check_password("pw") and person.is_active and person.first_name == ""
 
 
+def test_nor_take_over_a_member_of_a_team_they_are_not_in(client, user_operator):
+    from django.contrib.auth.models import Permission
+
+    user_operator.user_permissions.add(Permission.objects.get(codename="delete_user"))
+    registry.create_team("ours")
+    registry.create_team("theirs")
+    registry.update_team("ours", members=[user_operator])
+    people = get_user_model().objects
+    stranger = people.create_user("stranger", password="pw")  # a member of theirs
+    registry.update_team("theirs", members=[stranger])
+    owner = people.create_user("owner", password="pw")  # ours, with an agent in theirs
+    registry.update_team("ours", members=[user_operator, owner])
+    registry.create_agent(
+        id="their-bot",
+        display_name="Their bot",
+        team="theirs",
+        runtime="command",
+        settings={"argv": ["true"]},
+        owner=owner,
+    )
+    for person in (stranger, owner):
+        password = client.post(
+            f"/admin/auth/user/{person.pk}/password/",
+            {"password1": "taken-over-9", "password2": "taken-over-9"},
+        )
+        assert password.status_code == 403
+        changed = client.post(
+            f"/admin/auth/user/{person.pk}/change/", change_form(person, first_name="x")
+        )
+        assert changed.status_code == 403
+        deleted = client.post(
+            "/admin/auth/user/",
+            {"action": "delete_selected", "_selected_action": [person.pk], "post": "yes"},
+        )
+        assert deleted.status_code == 403
+        person.refresh_from_db()
+        assert person.check_password("pw") and person.first_name == ""
+
+
+def test_a_staff_person_still_resets_the_password_of_a_member_of_their_own_team(
+    client, user_operator
+):
+    registry.create_team("ours")
+    colleague = get_user_model().objects.create_user("colleague", password="pw")
+    registry.update_team("ours", members=[user_operator, colleague])
+    reset = client.post(
+        f"/admin/auth/user/{colleague.pk}/password/",
+        {"password1": "fresh-pass-9", "password2": "fresh-pass-9"},
+    )
+    assert reset.status_code == 302, reset.content[:500]
+    colleague.refresh_from_db()
+    assert colleague.check_password("fresh-pass-9")
+
+
 def test_nor_add_a_permission_to_a_group(client, user_operator):
     from django.contrib.auth.models import Group, Permission
 
