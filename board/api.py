@@ -775,7 +775,9 @@ class ClaimView(APIView):
         visible_task(request.user, task_id)
         body = json_object(request, ClaimBody)
         agent = act_as(request, claimer(request, body.get("agent_id")))
-        result = store.claim(task_id, agent, body.get("runtime"), lease_ms=body.get("lease_ms"))
+        result = store.claim(
+            task_id, agent, body.get("runtime"), lease_ms=body.get("lease_ms"), registered=True
+        )
         result.raise_for_outcome(task_id)
         return Response(claimed_body(result))
 
@@ -830,6 +832,7 @@ class ClaimNextView(APIView):
             label=body.get("label"),
             lease_ms=body.get("lease_ms"),
             open_run=_flag(body.get("open_run", False), "open_run"),
+            registered=True,
         )
         if result is None:
             return Response(status=204)

@@ -496,10 +496,12 @@ def claim_task(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
         _visible(caller, task_id)
     agent = registry.get_agent(_agent(caller))
     if task_id is not None:
-        result = store.claim(task_id, agent.id, agent.runtime)
+        result = store.claim(task_id, agent.id, agent.runtime, registered=True)
         result.raise_for_outcome(task_id)
     else:
-        found = store.claim_next(agent.id, runtime=agent.runtime, team=agent.team_id)
+        found = store.claim_next(
+            agent.id, runtime=agent.runtime, team=agent.team_id, registered=True
+        )
         if found is None:
             return {"task": None, "ticket": None}
         result = found.raise_for_outcome("")

@@ -9,8 +9,9 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -21,7 +22,7 @@ from board.models import Budget, BudgetScope
 from board.store import spend
 from core.admin import AgentAdmin
 from core.admin_forms import DataLayerAdmin, ReadOnlyAdmin, SecretsStayHidden, masked_url
-from core.errors import ClawbooError, ValidationFailed
+from core.errors import ClawbooError, NotFound, ValidationFailed
 from core.models import Agent
 from ops import agent_removal, budget_scopes, notify
 from ops.models import NotificationChannel, NotificationDelivery, Reason, new_secret
@@ -271,8 +272,44 @@ class RemovableAgentAdmin(AgentAdmin):
         agent_removal.delete_agent(obj.pk)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
-        for agent in queryset:
-            agent_removal.delete_agent(agent.pk)
+        agent_removal.delete_agents([agent.pk for agent in queryset])
+
+    # The page above is drawn from a count taken before the delete locks the agents: a
+    # claim, a run or another delete that commits in between is met by the delete's
+    # own count (AgentStillNamed) or lock (NotFound). Either is said on the page, as
+    # the refusal it is, and nothing is written -- not the log entry Django writes
+    # first -- where it was a 500.
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: Any = None
+    ) -> HttpResponse:
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except (agent_removal.AgentStillNamed, NotFound) as refused:
+            self.message_user(request, refused.detail, messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions: dict[str, Any] = dict(super().get_actions(request))
+        if "delete_selected" in actions:
+            func, name, description = actions["delete_selected"]
+            actions[name] = (_all_or_none(func), name, description)
+        return actions
+
+
+def _all_or_none(delete_selected: Any) -> Any:
+    """Django's bulk delete, in one transaction: it logs each deletion before it
+    deletes, so a delete refused after the confirmation page (a racing claim or
+    delete) kept log entries of agents never deleted, and answered 500."""
+
+    def action(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Agent]) -> Any:
+        try:
+            with transaction.atomic():
+                return delete_selected(modeladmin, request, queryset)
+        except (agent_removal.AgentStillNamed, NotFound) as refused:
+            modeladmin.message_user(request, refused.detail, messages.ERROR)
+            return None
+
+    return action
 
 
 def _named_by_line(agent_id: str, named: agent_removal.NamedBy) -> SafeString:

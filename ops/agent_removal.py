@@ -89,17 +89,30 @@ def named_by(agent_id: str) -> list[NamedBy]:
 
 
 def delete_agent(agent_id: str) -> None:
-    """Delete the agent, or refuse with :class:`AgentStillNamed` (nothing written).
+    """Delete the agent, or refuse with :class:`AgentStillNamed` (nothing written)."""
+    delete_agents([agent_id])
 
-    The agent's row is locked first, then every place is counted and the registry
-    deletes it in the same transaction; its API tokens and machine-token bindings go
-    with it (they only exist to act as it)."""
+
+def delete_agents(agent_ids: list[str]) -> None:
+    """Delete every agent of ``agent_ids``, or none: :class:`AgentStillNamed` for the
+    first one still named, ``NotFound`` for one already gone (a racing delete).
+
+    The agents' rows are locked first (in id order, so two deletes never wait on each
+    other's), then every place is counted and the registry deletes them in the same
+    transaction; their API tokens and machine-token bindings go with them (they only
+    exist to act as them). The lock is what a claim's gate takes too: a claim that
+    took it first is counted here, and one that waits for it finds no agent. A run or
+    claim that committed after the delete page was drawn is therefore refused here,
+    never half-deleted over."""
 
     def run() -> None:
-        Agent.objects.select_for_update().filter(pk=agent_id).first()
-        names = named_by(agent_id)
-        if names:
-            raise AgentStillNamed(agent_id, names)
-        registry.delete_agent(agent_id)
+        ids = sorted(set(agent_ids))
+        list(Agent.objects.select_for_update().filter(pk__in=ids).order_by("pk").values("pk"))
+        for agent_id in ids:
+            names = named_by(agent_id)
+            if names:
+                raise AgentStillNamed(agent_id, names)
+        for agent_id in ids:
+            registry.delete_agent(agent_id)
 
     storage.write(run)

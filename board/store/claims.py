@@ -99,7 +99,7 @@ from board.store.tickets import Ticket, WriteOutcome, claim_standing, declined, 
 from board.transitions import Status, is_transition_allowed
 from core import storage
 from core.api.status import status_for
-from core.errors import ClawbooError, ValidationFailed
+from core.errors import ClawbooError, NotFound, ValidationFailed
 from core.models import Agent, AgentState, Team
 from core.rows import from_rows
 
@@ -416,12 +416,17 @@ def _json_list(value: Any) -> list[str]:
     return [str(x) for x in value or ()]
 
 
-def _gate(agent_id: str, runtime: str | None) -> Claimer:
-    """Step 1, inside the claim's transaction."""
+def _gate(agent_id: str, runtime: str | None, registered: bool = False) -> Claimer:
+    """Step 1, inside the claim's transaction. ``registered``: the caller's door found
+    the agent in the registry; if its row is gone now (deleted while this claim waited
+    for its lock: ops.agent_removal), ``NotFound``, nothing written -- not a claim as
+    an id the registry does not know, which would name a deleted agent."""
     vendor = connection.vendor
     with connection.cursor() as cursor:
         cursor.execute(_GATE_SQL[vendor], [agent_id])
         row = cursor.fetchone()
+        if row is None and registered:
+            raise NotFound(f"agent {agent_id!r} does not exist (it was deleted)")
         if row is None:
             cursor.execute(_ANY_CAP_SQL)
             return Claimer(agent_id, runtime, [], caps=cursor.fetchone() is not None)
@@ -678,6 +683,7 @@ def claim(
     *,
     lease_ms: Any = None,
     pid: int | None = None,
+    registered: bool = False,
 ) -> ClaimResult:
     """Claim one task for ``agent_id``: ``ok`` (with a ticket) or the first refusal of
     :data:`REFUSALS` that holds (``not_found``, ``agent_paused``, ``budget_paused``,
@@ -696,6 +702,9 @@ def claim(
     With ``pid`` (the caller runs the task in that process: a routine's connected
     fire), the run's ``running`` execution row is opened in the claim's own
     transaction (:attr:`ClaimResult.execution`), as :func:`claim_next` opens it.
+
+    ``registered``: the door found the agent registered (API, MCP): an agent deleted
+    since is ``NotFound`` (:func:`_gate`).
     """
     agent = checks.check_agent_id(agent_id)
     rt = _check_runtime(runtime)
@@ -705,7 +714,7 @@ def claim(
 
     def run(admission: Admission) -> Task | _Refusal:
         opened[0] = None  # (a retried transaction starts again)
-        claimer = _gate(agent, rt)
+        claimer = _gate(agent, rt, registered)
         _release_lapsed_first(task_id)
         limit = None if claimer.paused else _over_limit(claimer)
         budget = None
@@ -779,6 +788,7 @@ def claim_next(
     lease_ms: Any = None,
     pid: int | None = None,
     open_run: bool = False,
+    registered: bool = False,
 ) -> ClaimResult | None:
     """Claim the next ready task in ``dispatcher`` order (of ``team`` or teams, with
     ``label``) routed to the agent, or None if there is none it may take now (it
@@ -816,7 +826,7 @@ def claim_next(
 
     def run(admission: Admission) -> Task | _Refusal | None:
         opened[0] = None  # (a retried transaction starts again)
-        claimer = _gate(agent, rt)
+        claimer = _gate(agent, rt, registered)
         if claimer.paused is not None:
             return _Refusal(AgentPaused.code, claimer.paused)
         scope = teams

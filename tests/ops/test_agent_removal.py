@@ -93,3 +93,117 @@ def test_the_bulk_delete_deletes_agents_nothing_names(operator):
     an_agent("bob")
     assert bulk_delete(operator, "ada", "bob").status_code == 302
     assert not Agent.objects.filter(pk__in=["ada", "bob"]).exists()
+
+
+# --- a delete raced by a claim, a run or another delete -------------------------------
+# The delete page is drawn from a count taken before the delete locks the agent: what
+# commits in between is met by the delete's own count or lock, and said on the page.
+
+
+@pytest.fixture
+def racing(monkeypatch):
+    """``racing(step)``: ``step`` runs once, right after the delete's page (or the bulk
+    delete's confirmation) counted what names the agents -- the interleaving in which
+    a racer commits between that count and the delete."""
+    from ops.admin import RemovableAgentAdmin
+
+    counted = RemovableAgentAdmin.get_deleted_objects
+
+    def arm(step):
+        steps = [step]
+
+        def then_race(self, objs, request):
+            answer = counted(self, objs, request)
+            if request.method == "POST" and steps:
+                steps.pop()()
+            return answer
+
+        monkeypatch.setattr(RemovableAgentAdmin, "get_deleted_objects", then_race)
+
+    return arm
+
+
+def claimed_by(agent_id: str) -> Task:
+    task = board.create_task(title=f"work for {agent_id}", team="default").task
+    assert board.claim(task.id, agent_id).outcome == "ok"
+    return Task.objects.get(pk=task.id)
+
+
+def test_a_claim_landing_after_the_delete_page_is_refused_on_the_page_not_500(operator, racing):
+    an_agent()
+    racing(lambda: claimed_by("ada"))
+    answer = operator.post("/admin/clawboo/agent/ada/delete/", {"post": "yes"}, follow=True)
+    assert answer.status_code == 200
+    assert any("1 task(s) assigned to it" in m for m in map(str, answer.context["messages"]))
+    assert Agent.objects.filter(pk="ada").exists()
+    assert not LogEntry.objects.exists()
+
+
+def test_a_bulk_delete_raced_by_a_claim_deletes_none_of_the_agents_and_logs_nothing(
+    operator, racing
+):
+    an_agent()
+    an_agent("bob")
+    racing(lambda: claimed_by("bob"))
+    answer = bulk_delete(operator, "ada", "bob")
+    assert answer.status_code == 302
+    assert set(Agent.objects.values_list("pk", flat=True)) >= {"ada", "bob"}
+    assert not LogEntry.objects.exists()
+    shown = operator.get("/admin/clawboo/agent/")
+    assert any("still named by 1 task(s)" in str(m) for m in shown.context["messages"])
+
+
+def test_an_agent_deleted_by_a_racing_delete_answers_not_found_not_500(operator, racing):
+    from ops import agent_removal
+
+    an_agent()
+    racing(lambda: agent_removal.delete_agent("ada"))
+    answer = operator.post("/admin/clawboo/agent/ada/delete/", {"post": "yes"}, follow=True)
+    assert answer.status_code == 200
+    assert any("'ada' does not exist" in str(m) for m in answer.context["messages"])
+    # (Here the racer's delete shares the page's transaction, so it is rolled back
+    # with the page's; a racer of its own commits, and the page says the same.)
+    assert not LogEntry.objects.exists()
+
+
+def test_a_claim_that_waited_for_a_deleted_agents_lock_is_not_found_and_claims_nothing(
+    client,
+):
+    """The claim's gate finds no row once the delete committed: through the API, the
+    agent's owner asking for it is told so; the task stays todo, nobody's."""
+    from rest_framework.authtoken.models import Token
+
+    owner = get_user_model().objects.create_user("owner", password="pw")
+    registry.update_team("default", members=[owner])
+    registry.create_agent(
+        id="ada",
+        display_name="Ada",
+        team="default",
+        runtime="command",
+        settings={"argv": ["true"]},
+        owner=owner,
+    )
+    task = board.create_task(title="free work", team="default").task
+    key = Token.objects.create(user=owner).key
+    from board.store import claims
+    from ops import agent_removal
+
+    gate = claims._gate
+
+    def deleted_while_waiting(agent_id, *rest):
+        agent_removal.delete_agent(agent_id)
+        return gate(agent_id, *rest)
+
+    claims._gate = deleted_while_waiting
+    try:
+        answer = client.post(
+            f"/api/board/tasks/{task.id}/claim",
+            {"agent_id": "ada"},
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Token {key}",
+        )
+    finally:
+        claims._gate = gate
+    assert answer.status_code == 404 and answer.json()["error"] == "not_found"
+    task.refresh_from_db()
+    assert task.status == "todo" and task.assignee_agent_id is None
