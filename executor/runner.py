@@ -109,6 +109,7 @@ class Executor:
                 team=team or self.agent.team_id,
                 lease_ms=self.lease_ms,
                 pid=os.getpid(),
+                registered=True,  # deleted since get_agent above: NotFound, as it is
             )
         if claimed is not None and not claimed.ok:
             # agent_paused, budget_paused: waits like a refusal (a resume or a new

@@ -166,8 +166,37 @@ def test_an_agent_deleted_by_a_racing_delete_answers_not_found_not_500(operator,
     assert not LogEntry.objects.exists()
 
 
+@pytest.fixture
+def deleted_at_the_gate(monkeypatch):
+    """The agent is deleted (and the delete committed) while a claim waits for its
+    row's lock: the claim's gate then reads the registry without it."""
+    from board.store import claims
+    from ops import agent_removal
+
+    gate = claims._gate
+
+    def deleted_while_waiting(agent_id, *rest):
+        agent_removal.delete_agent(agent_id)
+        return gate(agent_id, *rest)
+
+    monkeypatch.setattr(claims, "_gate", deleted_while_waiting)
+
+
+def test_an_executor_whose_agent_was_deleted_mid_claim_claims_nothing(deleted_at_the_gate):
+    from core.errors import NotFound
+    from executor.runner import Executor
+
+    an_agent()
+    task = board.create_task(title="free work", team="default").task
+    worker = Executor("ada")
+    with pytest.raises(NotFound):  # as its registry.get_agent says on the next pass
+        worker.work_once()
+    task.refresh_from_db()
+    assert task.status == "todo" and task.assignee_agent_id is None
+
+
 def test_a_claim_that_waited_for_a_deleted_agents_lock_is_not_found_and_claims_nothing(
-    client,
+    client, deleted_at_the_gate
 ):
     """The claim's gate finds no row once the delete committed: through the API, the
     agent's owner asking for it is told so; the task stays todo, nobody's."""
@@ -185,25 +214,12 @@ def test_a_claim_that_waited_for_a_deleted_agents_lock_is_not_found_and_claims_n
     )
     task = board.create_task(title="free work", team="default").task
     key = Token.objects.create(user=owner).key
-    from board.store import claims
-    from ops import agent_removal
-
-    gate = claims._gate
-
-    def deleted_while_waiting(agent_id, *rest):
-        agent_removal.delete_agent(agent_id)
-        return gate(agent_id, *rest)
-
-    claims._gate = deleted_while_waiting
-    try:
-        answer = client.post(
-            f"/api/board/tasks/{task.id}/claim",
-            {"agent_id": "ada"},
-            content_type="application/json",
-            HTTP_AUTHORIZATION=f"Token {key}",
-        )
-    finally:
-        claims._gate = gate
+    answer = client.post(
+        f"/api/board/tasks/{task.id}/claim",
+        {"agent_id": "ada"},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Token {key}",
+    )
     assert answer.status_code == 404 and answer.json()["error"] == "not_found"
     task.refresh_from_db()
     assert task.status == "todo" and task.assignee_agent_id is None
