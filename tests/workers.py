@@ -309,11 +309,30 @@ def cmd_cap_claims(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_approve(args: argparse.Namespace) -> dict[str, Any]:
-    """Approve a task in review: land its change on its base branch."""
+    """Approve a task in review: land its change on its base branch (with
+    ``--refusal``, a refusal is the answer rather than the racer's death)."""
+    from core.errors import ClawbooError
     from worktrees import service
 
-    result = service.approve(args.task, by=args.by)
-    return {"result": result["result"], "commit": result.get("commit")}
+    try:
+        result = service.approve(args.task, by=args.by)
+    except ClawbooError as exc:
+        if not args.refusal:
+            raise
+        return error_body(exc)
+    return {"ok": True, "result": result["result"], "commit": result.get("commit")}
+
+
+def cmd_request_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """Send a task in review back to its builder, as a reviewer's request-changes."""
+    from board import store
+    from core.errors import ClawbooError
+
+    try:
+        reworked = store.request_changes(args.task, "please redo", by=args.by)
+    except ClawbooError as exc:
+        return error_body(exc)
+    return {"ok": True, "status": reworked.task.status}
 
 
 def cmd_take_in(args: argparse.Namespace) -> dict[str, Any]:
@@ -327,6 +346,7 @@ COMMANDS = {
     "claim": cmd_claim,
     "take-in": cmd_take_in,
     "approve": cmd_approve,
+    "request-changes": cmd_request_changes,
     "drain": cmd_drain,
     "route-drain": cmd_route_drain,
     "sample-held": cmd_sample_held,
@@ -380,6 +400,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hold-ms", type=int, default=5)
     p = sub.add_parser("sample-scope")
     p = sub.add_parser("approve")
+    p.add_argument("task")
+    p.add_argument("--by", default="reviewer")
+    p.add_argument("--refusal", action="store_true")
+    p = sub.add_parser("request-changes")
     p.add_argument("task")
     p.add_argument("--by", default="reviewer")
     p = sub.add_parser("take-in")
