@@ -17,7 +17,13 @@ from board.models import Task, Workspace, WorkspaceStatus
 from board.store._base import add_comment_row, commit_change, lock_task, now, set_fields
 from board.store.moves import check_override, gate_refusal, move
 from board.store.tasks import claim_for_agent, get_task, ticket_of
-from board.store.workspaces import live_workspace
+from board.store.workspaces import (
+    LANDING_LANDED,
+    LANDING_PENDING,
+    LANDING_ROLLED_BACK,
+    live_workspace,
+    refuse_while_landing,
+)
 from board.transitions import Status, allowed_transitions_from
 from core import storage
 from core.errors import NotFound
@@ -70,6 +76,7 @@ def request_changes(
         task = lock_task(task_id)
         prev = task.status
         _in_review(task, Status.IN_PROGRESS)
+        refuse_while_landing(task)
         claim = named
         if claim is None:
             if not task.assignee_agent_id:
@@ -126,12 +133,6 @@ def check_approvable(task_id: str, human_override: Any = None) -> Task:
     return task
 
 
-# The states of a workspace's ``landing`` record (an approval's git half).
-LANDING_PENDING = "pending"  # written before git moves; recovery settles it
-LANDING_LANDED = "landed"
-LANDING_ROLLED_BACK = "rolled_back"  # git never moved: the task stays in review
-
-
 def _live_workspace_of(task: Task) -> Workspace:
     ws = live_workspace(task.id)
     if ws is None:
@@ -142,10 +143,15 @@ def _live_workspace_of(task: Task) -> Workspace:
 def begin_landing(task_id: str, record: dict[str, Any]) -> Workspace:
     """Keep the landing about to be made (base branch, its tip before, the commit it
     will point at) on the task's live workspace, committed before git moves, so a
-    process killed mid-landing leaves something to complete or roll back."""
+    process killed mid-landing leaves something to complete or roll back. Refused
+    (IllegalTransition, nothing written, git not moved) when the task left review
+    since the approval checked it: a reviewer sent it back meanwhile, and that
+    decision holds. From here until the landing settles, the task stays in review
+    (:func:`board.store.workspaces.refuse_while_landing`)."""
 
     def run() -> Workspace:
         task = lock_task(task_id)
+        _in_review(task, Status.DONE)
         ws = _live_workspace_of(task)
         ws.landing, ws.updated_at = {**record, "state": LANDING_PENDING}, now()
         ws.save(update_fields=["landing", "updated_at"])
