@@ -20,6 +20,7 @@ from board.store.tasks import claim_for_agent, get_task, ticket_of
 from board.store.workspaces import (
     LANDING_LANDED,
     LANDING_PENDING,
+    LANDING_QUEUED,
     LANDING_ROLLED_BACK,
     live_workspace,
     refuse_while_landing,
@@ -156,6 +157,60 @@ def begin_landing(task_id: str, record: dict[str, Any]) -> Workspace:
         ws.landing, ws.updated_at = {**record, "state": LANDING_PENDING}, now()
         ws.save(update_fields=["landing", "updated_at"])
         return ws
+
+    return storage.write(run)
+
+
+def hold_for_batch(task_ids: list[str], batch_id: int, base_branch: str) -> list[str]:
+    """The merge queue's decision that ``task_ids`` land with batch ``batch_id``,
+    taken before the base moves (in the queue's transaction): each task, locked,
+    must still be in review with its workspace; each workspace then carries the
+    landing (``queued``), so a person's move out of review waits until the batch
+    lands the task (:func:`finish_landing`) or is abandoned (:func:`release_batch`).
+    Returns the tasks that left review since they were stacked (a reviewer sent one
+    back while the gate ran): then nothing is held, and the batch must not land."""
+
+    def run() -> list[str]:
+        held, left = [], []
+        for task_id in sorted(set(task_ids)):  # one lock order for every holder
+            task = lock_task(task_id)
+            ws = live_workspace(task_id)
+            if task.status != Status.IN_REVIEW or ws is None:
+                left.append(task_id)
+            else:
+                held.append(ws)
+        if left:
+            return left
+        at = now()
+        for ws in held:
+            ws.landing = {
+                "state": LANDING_QUEUED,
+                "queue_batch": batch_id,
+                "base_branch": base_branch,
+                "before": ws.landing,  # what it said before; a release puts it back
+            }
+            ws.updated_at = at
+            ws.save(update_fields=["landing", "updated_at"])
+        return []
+
+    return storage.write(run)
+
+
+def release_batch(batch_id: int) -> int:
+    """The merge-queue batch ``batch_id`` was abandoned before it landed: the tasks it
+    held stay in review, free to be sent back again. Returns how many it let go."""
+
+    def run() -> int:
+        released = 0
+        held = Workspace.objects.select_for_update().filter(
+            landing__state=LANDING_QUEUED, landing__queue_batch=batch_id
+        )
+        for ws in held:
+            ws.landing = (ws.landing or {}).get("before")
+            ws.updated_at = now()
+            ws.save(update_fields=["landing", "updated_at"])
+            released += 1
+        return released
 
     return storage.write(run)
 

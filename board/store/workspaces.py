@@ -29,6 +29,10 @@ def live_workspace(task_id: str) -> Workspace | None:
 LANDING_PENDING = "pending"  # written before git moves; recovery settles it
 LANDING_LANDED = "landed"
 LANDING_ROLLED_BACK = "rolled_back"  # git never moved: the task stays in review
+# In a merge-queue batch whose gate decided it lands: the batch lands it, or is
+# abandoned and lets it go (board.store.review.hold_for_batch, release_batch).
+LANDING_QUEUED = "queued"
+UNDERWAY = (LANDING_PENDING, LANDING_QUEUED)
 
 
 def refuse_while_landing(task: Task) -> None:
@@ -39,10 +43,11 @@ def refuse_while_landing(task: Task) -> None:
     base, and land again. The landing settles in seconds, or its recovery does."""
     ws = live_workspace(task.id)
     landing = (ws.landing if ws is not None else None) or {}
-    if landing.get("state") == LANDING_PENDING:
+    if landing.get("state") in UNDERWAY:
         raise LandingUnderway(
             f"task {task.id!r} is being landed on {landing.get('base_branch') or 'its base'}"
-            " by an approval: ask again once it is done or back in review",
+            " by an approval or its merge-queue batch: ask again once it is done or back in"
+            " review",
             task_id=task.id,
         )
 
