@@ -335,6 +335,16 @@ def cmd_request_changes(args: argparse.Namespace) -> dict[str, Any]:
     return {"ok": True, "status": reworked.task.status}
 
 
+def cmd_close_run(args: argparse.Namespace) -> dict[str, Any]:
+    """Close a run with its final usage, as a remote worker's ``…/close`` does."""
+    from board import store
+
+    row = store.close_execution(
+        args.execution, "succeeded", tokens_in=1000, cost_cents=args.cents, remote=True
+    )
+    return {"status": row.status, "cost_cents": row.cost_cents}
+
+
 def cmd_take_in(args: argparse.Namespace) -> dict[str, Any]:
     """Run the server's intake of a submitted task (as a qcluster worker would)."""
     from executor.intake import take_in
@@ -345,6 +355,7 @@ def cmd_take_in(args: argparse.Namespace) -> dict[str, Any]:
 COMMANDS = {
     "claim": cmd_claim,
     "take-in": cmd_take_in,
+    "close-run": cmd_close_run,
     "approve": cmd_approve,
     "request-changes": cmd_request_changes,
     "drain": cmd_drain,
@@ -406,6 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("request-changes")
     p.add_argument("task")
     p.add_argument("--by", default="reviewer")
+    p = sub.add_parser("close-run")
+    p.add_argument("execution", type=int)
+    p.add_argument("--cents", type=int, required=True)
     p = sub.add_parser("take-in")
     p.add_argument("task")
     # Another host's: its own state dir (so its own per-path lock files).
