@@ -345,6 +345,14 @@ def cmd_close_run(args: argparse.Namespace) -> dict[str, Any]:
     return {"status": row.status, "cost_cents": row.cost_cents}
 
 
+def cmd_resume_budget(args: argparse.Namespace) -> dict[str, Any]:
+    """Resume a paused cap, as ``POST /api/budgets/{id}/resume`` does."""
+    from board.store import spend
+
+    budget = spend.resume_budget(args.budget, args.grace)
+    return {"pause_at_cents": budget.pause_at_cents}
+
+
 def cmd_take_in(args: argparse.Namespace) -> dict[str, Any]:
     """Run the server's intake of a submitted task (as a qcluster worker would)."""
     from executor.intake import take_in
@@ -356,6 +364,7 @@ COMMANDS = {
     "claim": cmd_claim,
     "take-in": cmd_take_in,
     "close-run": cmd_close_run,
+    "resume-budget": cmd_resume_budget,
     "approve": cmd_approve,
     "request-changes": cmd_request_changes,
     "drain": cmd_drain,
@@ -420,6 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("close-run")
     p.add_argument("execution", type=int)
     p.add_argument("--cents", type=int, required=True)
+    p = sub.add_parser("resume-budget")
+    p.add_argument("budget", type=int)
+    p.add_argument("--grace", type=int, default=None)
     p = sub.add_parser("take-in")
     p.add_argument("task")
     # Another host's: its own state dir (so its own per-path lock files).

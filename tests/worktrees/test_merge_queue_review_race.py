@@ -8,6 +8,7 @@ the task, or lets it go when the batch is abandoned."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -130,3 +131,17 @@ def test_an_abandoned_batch_lets_its_tasks_be_sent_back(queue_harness: Harness):
 
     assert store.request_changes(back, "not this", by="rita").task.status == "in_progress"
     assert store.live_workspace(lands).landing is None  # as it was before the batch
+
+
+def test_two_approvals_of_one_task_at_once_put_it_in_line_once_and_it_lands_once(
+    queue_harness: Harness, race
+):
+    task_id = queue_harness.in_review("Approved twice", {"twice.txt": "twice\n"})
+    roots = os.pathsep.join(str(p) for p in settings.CLAWBOO_REPO_ROOTS)
+
+    results = race([["approve", task_id, "--refusal"]] * 2, extra_env={"CLAWBOO_REPO_ROOTS": roots})
+
+    assert [r.get("result") for r in results] == ["queued", "queued"], results
+    assert QueuedLanding.objects.filter(task_id=task_id).count() == 1
+    assert merge_queue.drain(str(queue_harness.repo))["landed"] == [task_id]
+    assert queue_harness.landed_ids() == [task_id]
