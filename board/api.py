@@ -568,6 +568,7 @@ class TransitionView(APIView):
             "approval_required",
             "conflict",
             "verification_required",
+            "landing_underway",
         ),
     )
     @idempotent

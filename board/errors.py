@@ -18,6 +18,7 @@ __all__ = [
     "DependencyCycle",
     "DepthExceeded",
     "IllegalTransition",
+    "LandingUnderway",
     "NotFileMutating",
     "RootRateLimited",
     "ScopeBusy",
@@ -42,6 +43,13 @@ class TaskIdTaken(Conflict):
 
 class ClaimConflict(Conflict):
     """Someone else holds the task (or it is not claimable). Never retry."""
+
+
+class LandingUnderway(Conflict):
+    """An approval is landing the task's change now: the task stays in review
+    until the landing settles (it is done then, or still in review)."""
+
+    code = "landing_underway"
 
 
 class AgentPaused(ClawbooError):

@@ -196,8 +196,9 @@ def _run_batch(repo: Path, entries: list[QueuedLanding], report: DrainReport) ->
         fix = _fix_for_culprit(gate.gate, branch, [s["task_id"] for s in stack[:culprit]])
         culprits.append({**item, "fix": fix.__dict__})
     decided = mq.decide(batch.pk, target, stack[:culprit], culprits)
-    _advance_and_finish(repo, decided, report)
-    return True
+    if decided is not None:
+        _advance_and_finish(repo, decided, report)
+    return True  # or a task left review while it gated: the rest go in the next batch
 
 
 def _first_red(size: int, green: Callable[[int], bool]) -> int:

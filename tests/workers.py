@@ -309,11 +309,48 @@ def cmd_cap_claims(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_approve(args: argparse.Namespace) -> dict[str, Any]:
-    """Approve a task in review: land its change on its base branch."""
+    """Approve a task in review: land its change on its base branch (with
+    ``--refusal``, a refusal is the answer rather than the racer's death)."""
+    from core.errors import ClawbooError
     from worktrees import service
 
-    result = service.approve(args.task, by=args.by)
-    return {"result": result["result"], "commit": result.get("commit")}
+    try:
+        result = service.approve(args.task, by=args.by)
+    except ClawbooError as exc:
+        if not args.refusal:
+            raise
+        return error_body(exc)
+    return {"ok": True, "result": result["result"], "commit": result.get("commit")}
+
+
+def cmd_request_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """Send a task in review back to its builder, as a reviewer's request-changes."""
+    from board import store
+    from core.errors import ClawbooError
+
+    try:
+        reworked = store.request_changes(args.task, "please redo", by=args.by)
+    except ClawbooError as exc:
+        return error_body(exc)
+    return {"ok": True, "status": reworked.task.status}
+
+
+def cmd_close_run(args: argparse.Namespace) -> dict[str, Any]:
+    """Close a run with its final usage, as a remote worker's ``…/close`` does."""
+    from board import store
+
+    row = store.close_execution(
+        args.execution, "succeeded", tokens_in=1000, cost_cents=args.cents, remote=True
+    )
+    return {"status": row.status, "cost_cents": row.cost_cents}
+
+
+def cmd_resume_budget(args: argparse.Namespace) -> dict[str, Any]:
+    """Resume a paused cap, as ``POST /api/budgets/{id}/resume`` does."""
+    from board.store import spend
+
+    budget = spend.resume_budget(args.budget, args.grace)
+    return {"pause_at_cents": budget.pause_at_cents}
 
 
 def cmd_take_in(args: argparse.Namespace) -> dict[str, Any]:
@@ -326,7 +363,10 @@ def cmd_take_in(args: argparse.Namespace) -> dict[str, Any]:
 COMMANDS = {
     "claim": cmd_claim,
     "take-in": cmd_take_in,
+    "close-run": cmd_close_run,
+    "resume-budget": cmd_resume_budget,
     "approve": cmd_approve,
+    "request-changes": cmd_request_changes,
     "drain": cmd_drain,
     "route-drain": cmd_route_drain,
     "sample-held": cmd_sample_held,
@@ -382,6 +422,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("approve")
     p.add_argument("task")
     p.add_argument("--by", default="reviewer")
+    p.add_argument("--refusal", action="store_true")
+    p = sub.add_parser("request-changes")
+    p.add_argument("task")
+    p.add_argument("--by", default="reviewer")
+    p = sub.add_parser("close-run")
+    p.add_argument("execution", type=int)
+    p.add_argument("--cents", type=int, required=True)
+    p = sub.add_parser("resume-budget")
+    p.add_argument("budget", type=int)
+    p.add_argument("--grace", type=int, default=None)
     p = sub.add_parser("take-in")
     p.add_argument("task")
     # Another host's: its own state dir (so its own per-path lock files).

@@ -448,6 +448,7 @@ class RequestChangesView(APIView):
             "validation_error",
             "illegal_transition",
             "claim_required",
+            "landing_underway",
         ),
     )
     @idempotent

@@ -23,6 +23,7 @@ from django.db.models import F, Max, Q, QuerySet, Subquery, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from board import store
 from board.models import Task
 from board.transitions import Status
 from core import storage
@@ -313,14 +314,31 @@ def gate_finished(batch_id: int, record: dict[str, Any]) -> None:
     storage.write(run)
 
 
+# The note of a batch abandoned because a reviewer sent one of its tasks back while
+# it gated (the rest are gated again without it).
+LEFT_REVIEW_WHILE_GATING = "a task left review while its batch gated"
+
+
 def decide(
     batch_id: int, target: str, landing: list[dict[str, Any]], culprits: list[dict[str, Any]]
-) -> MergeBatch:
+) -> MergeBatch | None:
     """What the gate decided, written before the base moves: the commit the base
-    goes to (``target``), the entries that land with it, the culprits sent back."""
+    goes to (``target``), the entries that land with it, the culprits sent back.
+    The landing tasks are held in review until the batch settles
+    (:func:`board.store.hold_for_batch`). None when one of them left review while
+    the batch gated: the batch is abandoned and that entry withdrawn, nothing
+    moves, and the others are gated again without it in the next batch (its
+    reviewer's request for changes holds)."""
 
-    def run() -> MergeBatch:
+    def run() -> MergeBatch | None:
         batch = MergeBatch.objects.select_for_update().get(pk=batch_id)
+        tasks = [item["task_id"] for item in landing]
+        left = store.hold_for_batch(tasks, batch.pk, batch.base_branch)
+        if left:
+            for entry in QueuedLanding.objects.filter(task_id__in=left, state=EntryState.QUEUED):
+                withdraw(entry.pk, "left review while its batch gated")
+            close_batch(batch.pk, BatchState.ABANDONED, LEFT_REVIEW_WHILE_GATING)
+            return None
         batch.state = BatchState.ADVANCING
         batch.target, batch.landing, batch.culprits = target, landing, culprits
         batch.updated_at = timezone.now()
@@ -331,16 +349,18 @@ def decide(
 
 
 def close_batch(batch_id: int, state: str, note: str = "") -> None:
+    """Close the batch; abandoned, the tasks it held in review are let go."""
     assert state in (BatchState.LANDED, BatchState.ABANDONED)
     at = timezone.now()
-    _update(
-        MergeBatch.objects.filter(pk=batch_id, state__in=OPEN_BATCH_STATES),
-        state=state,
-        note=note[:4000],
-        finished_at=at,
-        updated_at=at,
-        running_gate="",
-    )
+
+    def run() -> None:
+        MergeBatch.objects.filter(pk=batch_id, state__in=OPEN_BATCH_STATES).update(
+            state=state, note=note[:4000], finished_at=at, updated_at=at, running_gate=""
+        )
+        if state == BatchState.ABANDONED:
+            store.release_batch(batch_id)
+
+    storage.write(run)
 
 
 def open_batches(repo_path: str) -> list[MergeBatch]:

@@ -17,7 +17,14 @@ from board.models import Task, Workspace, WorkspaceStatus
 from board.store._base import add_comment_row, commit_change, lock_task, now, set_fields
 from board.store.moves import check_override, gate_refusal, move
 from board.store.tasks import claim_for_agent, get_task, ticket_of
-from board.store.workspaces import live_workspace
+from board.store.workspaces import (
+    LANDING_LANDED,
+    LANDING_PENDING,
+    LANDING_QUEUED,
+    LANDING_ROLLED_BACK,
+    live_workspace,
+    refuse_while_landing,
+)
 from board.transitions import Status, allowed_transitions_from
 from core import storage
 from core.errors import NotFound
@@ -70,6 +77,7 @@ def request_changes(
         task = lock_task(task_id)
         prev = task.status
         _in_review(task, Status.IN_PROGRESS)
+        refuse_while_landing(task)
         claim = named
         if claim is None:
             if not task.assignee_agent_id:
@@ -126,12 +134,6 @@ def check_approvable(task_id: str, human_override: Any = None) -> Task:
     return task
 
 
-# The states of a workspace's ``landing`` record (an approval's git half).
-LANDING_PENDING = "pending"  # written before git moves; recovery settles it
-LANDING_LANDED = "landed"
-LANDING_ROLLED_BACK = "rolled_back"  # git never moved: the task stays in review
-
-
 def _live_workspace_of(task: Task) -> Workspace:
     ws = live_workspace(task.id)
     if ws is None:
@@ -142,14 +144,73 @@ def _live_workspace_of(task: Task) -> Workspace:
 def begin_landing(task_id: str, record: dict[str, Any]) -> Workspace:
     """Keep the landing about to be made (base branch, its tip before, the commit it
     will point at) on the task's live workspace, committed before git moves, so a
-    process killed mid-landing leaves something to complete or roll back."""
+    process killed mid-landing leaves something to complete or roll back. Refused
+    (IllegalTransition, nothing written, git not moved) when the task left review
+    since the approval checked it: a reviewer sent it back meanwhile, and that
+    decision holds. From here until the landing settles, the task stays in review
+    (:func:`board.store.workspaces.refuse_while_landing`)."""
 
     def run() -> Workspace:
         task = lock_task(task_id)
+        _in_review(task, Status.DONE)
         ws = _live_workspace_of(task)
         ws.landing, ws.updated_at = {**record, "state": LANDING_PENDING}, now()
         ws.save(update_fields=["landing", "updated_at"])
         return ws
+
+    return storage.write(run)
+
+
+def hold_for_batch(task_ids: list[str], batch_id: int, base_branch: str) -> list[str]:
+    """The merge queue's decision that ``task_ids`` land with batch ``batch_id``,
+    taken before the base moves (in the queue's transaction): each task, locked,
+    must still be in review with its workspace; each workspace then carries the
+    landing (``queued``), so a person's move out of review waits until the batch
+    lands the task (:func:`finish_landing`) or is abandoned (:func:`release_batch`).
+    Returns the tasks that left review since they were stacked (a reviewer sent one
+    back while the gate ran): then nothing is held, and the batch must not land."""
+
+    def run() -> list[str]:
+        held, left = [], []
+        for task_id in sorted(set(task_ids)):  # one lock order for every holder
+            task = lock_task(task_id)
+            ws = live_workspace(task_id)
+            if task.status != Status.IN_REVIEW or ws is None:
+                left.append(task_id)
+            else:
+                held.append(ws)
+        if left:
+            return left
+        at = now()
+        for ws in held:
+            ws.landing = {
+                "state": LANDING_QUEUED,
+                "queue_batch": batch_id,
+                "base_branch": base_branch,
+                "before": ws.landing,  # what it said before; a release puts it back
+            }
+            ws.updated_at = at
+            ws.save(update_fields=["landing", "updated_at"])
+        return []
+
+    return storage.write(run)
+
+
+def release_batch(batch_id: int) -> int:
+    """The merge-queue batch ``batch_id`` was abandoned before it landed: the tasks it
+    held stay in review, free to be sent back again. Returns how many it let go."""
+
+    def run() -> int:
+        released = 0
+        held = Workspace.objects.select_for_update().filter(
+            landing__state=LANDING_QUEUED, landing__queue_batch=batch_id
+        )
+        for ws in held:
+            ws.landing = (ws.landing or {}).get("before")
+            ws.updated_at = now()
+            ws.save(update_fields=["landing", "updated_at"])
+            released += 1
+        return released
 
     return storage.write(run)
 

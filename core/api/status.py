@@ -24,6 +24,7 @@ HTTP_STATUS: dict[str, int] = {
     "claim_required": 409,
     "approval_required": 409,
     "landing_failed": 409,
+    "landing_underway": 409,
     "checks_running": 409,
     "checks_failed": 409,
     "cycle": 409,

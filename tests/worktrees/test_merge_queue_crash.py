@@ -17,6 +17,7 @@ import pytest
 from django.conf import settings
 
 from board import store
+from board.models import Workspace, WorkspaceStatus
 from executor import merge_queue
 from tests.conftest import ROOT
 from tests.fixtures.gitrepos import git
@@ -76,6 +77,13 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def held_in_review() -> list[str]:
+    """Tasks whose workspace a landing still holds in review (a batch's, a direct one's)."""
+    live = Workspace.objects.exclude(status=WorkspaceStatus.ARCHIVED)
+    held = live.filter(landing__state__in=[store.LANDING_QUEUED, store.LANDING_PENDING])
+    return list(held.values_list("task_id", flat=True))
 
 
 def culprit_fix(path: Path) -> None:
@@ -153,6 +161,8 @@ def test_sigkill_of_the_queue_job_keeps_the_base_green_and_lands_each_task_once(
         if n % 2:
             recovered += merge_queue.recover(str(repo))  # the boot pass; else the next drain
             assert not queue.open_batches(str(repo))
+            # Nothing a killed batch held stays held: any task in review may be sent back.
+            assert held_in_review() == [], n
             for task_id in ids:
                 on_base = task_id in queue_harness.landed_ids()
                 assert on_base == (store.get_task(task_id).status == "done"), (n, task_id)
@@ -168,6 +178,7 @@ def test_sigkill_of_the_queue_job_keeps_the_base_green_and_lands_each_task_once(
     ]
     assert sorted(queue_harness.landed_ids()) == sorted(ids)  # each exactly once
     assert QueuedLanding.objects.filter(state="landed").count() == len(ids)
+    assert held_in_review() == []
     git_dir = Path(git(repo, "rev-parse", "--absolute-git-dir"))
     assert not list(git_dir.glob("**/*.lock"))
     assert git(repo, "status", "--porcelain") == ""
