@@ -29,7 +29,7 @@ class ClawbooError(Exception):
         detail = shortened(detail)
         super().__init__(detail)
         self.detail = detail
-        self.extra = {
+        self.extra: dict[str, Any] = {
             key: shortened(value) if isinstance(value, str) else value
             for key, value in extra.items()
         }
