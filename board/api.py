@@ -67,6 +67,7 @@ from core.api.pagination import RecentTaskCursorPagination, TaskCursorPagination
 from core.api.permissions import RoleTable, StaffOnly, operation, principal
 from core.api.registry_views import AgentSerializer, agent_body
 from core.api.schema import with_errors
+from core.checks import check_text
 from core.errors import NotFound, ValidationFailed
 
 # --- rendering -------------------------------------------------------------------
@@ -1464,6 +1465,9 @@ class AgentResumeView(APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         # As editing it (GOVERNANCE §6): its owner or staff, not any member of its team.
         govern_agent(request, agent_id)
-        json_object(request, AgentResumeBody)
+        body = json_object(request, AgentResumeBody)
+        # A resume keeps no reason, but one sent is held to pause's rule: a megabyte
+        # or a number is a 400, not taken in silence.
+        check_text(body.get("reason"), "reason", limit=registry.REASON_MAX)
         agent = store.resume_agent(agent_id, by=request.user.get_username())
         return Response(agent_body(agent, staff=server_commands.is_operator(request.user)))

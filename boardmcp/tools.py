@@ -54,6 +54,10 @@ INSTRUCTIONS = (
 LIST_LIMIT = 200
 # Codes a caller may usefully repeat later; every other refusal stands.
 RETRYABLE = frozenset({"rate_limited"})
+# Tools a runtime calls by its own protocol, not the model: arguments beyond the ones
+# declared pass (a runtime's newer version may send more); every other tool refuses
+# one it does not take, as the REST API refuses a body's unknown field.
+OPEN_ARGUMENTS = frozenset({"permission_prompt"})
 
 Status = Literal["backlog", "todo", "in_progress", "in_review", "blocked", "done", "cancelled"]
 # The board's id shape (core.checks.ID_PATTERN, spelled for pydantic's regex engine,
@@ -90,13 +94,21 @@ class BoardMcpServer(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
+            # A tool that is not there is a board refusal like any other (the SDK's
+            # plain "Unknown tool: <name>" sent back whatever name came, a megabyte
+            # too): its name is quoted cut, in the board's error body.
+            tool = self._tool_manager.get_tool(name)
+            if tool is None:
+                raise NotFound(f"no tool {name!r}: tools/list names them")
+            if name not in OPEN_ARGUMENTS:
+                check_arguments(name, set(tool.parameters.get("properties", {})), arguments)
             # Text neither database stores (NUL, lone surrogates) is refused in any
             # argument, before a tool could hand it to a query.
             for key, value in (arguments or {}).items():
                 check_storable(key, "arguments")
                 check_storable(value, str(key))
             return await super().call_tool(name, arguments, context)
-        except (ToolError, ValidationFailed) as exc:
+        except (ToolError, ClawbooError) as exc:
             body = refusal_body(exc)
             if body is None:
                 raise
@@ -104,6 +116,17 @@ class BoardMcpServer(MCPServer):
                 content=[TextContent(type="text", text=json.dumps(body))],
                 structured_content=body,
                 is_error=True,
+            )
+
+
+def check_arguments(tool: str, declared: set[str], arguments: Any) -> None:
+    """Refuse an argument ``tool`` does not take, naming it and the ones it does: a
+    misspelt filter (``stauts``) must not answer an unfiltered list read as filtered."""
+    for key in arguments if isinstance(arguments, dict) else ():
+        if key not in declared:
+            takes = ", ".join(sorted(declared)) or "none"
+            raise ValidationFailed(
+                str(key)[:60], f"is not an argument of {tool} (it takes: {takes})"
             )
 
 

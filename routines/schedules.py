@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
+from core.errors import ValidationFailed
 from executor import gateway
 from executor.gateway import GatewayUnavailable
 from routines import store as routine_store
@@ -300,6 +301,15 @@ class ScheduleMultiplexer:
 
     def create(self, source_name: str, body: dict[str, Any]) -> ScheduleRow:
         source = self._writable(source_name)
+        named = body.get("domain", source.domain)
+        if named not in get_args(Domain):
+            raise ValidationFailed("domain", f"must be one of {', '.join(get_args(Domain))}")
+        if named != source.domain:
+            # A body that says it is the other domain's work is refused, never created
+            # as this source's with the word dropped.
+            raise TeamTaskDomainViolationError(
+                f"source {source_name!r} holds {source.domain} schedules, not {named}"
+            )
         if source.domain == "runtime-own-life" and _is_team_task_body(body):
             # First wall: refuse at the gate before the source is even asked.
             raise TeamTaskDomainViolationError(

@@ -6,7 +6,9 @@ parameters, its paginator's and its path's), so declaring a filter is what admit
 it and a filter nobody declared cannot be half-there. A name the operation does not
 declare is ``400 validation_error`` naming it and listing the ones it takes: a
 misspelt or unsupported filter (``GET /api/agents?teem=x``) must not answer an
-unfiltered list that reads as filtered. ``format`` is DRF's renderer override, which
+unfiltered list that reads as filtered. Every parameter takes one value, so one given
+twice (``?team=a&team=b``) is refused too: the view would read only the last, and
+the answer would read as filtered by both. ``format`` is DRF's renderer override, which
 every view takes (``core.api.renderers.ContentNegotiation`` refuses a bad one).
 A path the schema does not describe (the schema's own view) is left to its view.
 """
@@ -68,6 +70,10 @@ def check_declared(method: str, path: str, names: Any) -> None:
     if allowed is None:
         return
     for name in wanted:
+        if hasattr(names, "getlist") and len(names.getlist(name)) > 1:
+            raise ValidationFailed(
+                re.sub(r"\s", " ", name)[:_NAME_SHOWN], "is given more than once: give it once"
+            )
         if name not in allowed:
             takes = ", ".join(sorted(allowed)) or "none"
             shown = re.sub(r"\s", " ", name)[:_NAME_SHOWN]
