@@ -654,8 +654,13 @@ class TaskAdmin(DataLayerAdmin):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        # A button per recovery pass, from the one table the command and API read.
-        passes = [(name, p.label) for name, p in store.RECOVERY_PASSES.items()]
+        # A button per recovery pass, from the one table the command and API read;
+        # none for staff granted view only, whom running one refuses (reconcile_view).
+        passes = (
+            [(name, p.label) for name, p in store.RECOVERY_PASSES.items()]
+            if self.has_change_permission(request)
+            else []
+        )
         return super().changelist_view(request, {**(extra_context or {}), "recovery": passes})
 
     def reconcile_view(self, request: HttpRequest) -> HttpResponse:

@@ -69,6 +69,25 @@ class DataLayerAdmin(admin.ModelAdmin):
             return super().changeform_view(request, object_id, form_url, extra_context)
 
 
+class ActionsByRole(admin.ModelAdmin):
+    """The action menu offers what the person may run: an action whose roles-table
+    row names a permission they lack (core.roles, "admin <app>.<model> <action>")
+    is left out. Django listed every action to anyone who could see the list, so a
+    staff person granted *view* picked Cancel or Resubmit and met a bare 403 page.
+    The console's site mixes this into every admin it registers
+    (clawboo.console.ClawbooAdminSite)."""
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        from core import roles
+
+        label = f"{self.model._meta.app_label}.{self.model._meta.model_name}"
+        return {
+            name: action
+            for name, action in super().get_actions(request).items()
+            if roles.admin_action_offered(request.user, f"admin {label} {name}")
+        }
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Rows written only by the data layer: visible, never added or edited here.
     ``deletable``: staff may delete rows (the model's delete permission decides)."""
