@@ -574,7 +574,12 @@ class HeartbeatAdmin(ReadOnlyAdmin):
     """The parts and hosts that beat, remote workers among them (read-only)."""
 
     list_display = ("part", "host", "instance", "beat_at", "freshness", "detail")
-    list_filter = ("part", BeatFreshnessFilter)
+    # The parts that beat, not a DISTINCT over every process's row (a part outside
+    # them still filters from the URL, ?part__exact=).
+    list_filter = (
+        offered_values("part", "part", lambda: [(p, p) for p in beats.PARTS]),
+        BeatFreshnessFilter,
+    )
     deletable = True
 
     @admin.display(description="fresh?", ordering="beat_at")
