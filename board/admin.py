@@ -755,6 +755,9 @@ class ExecutionAdmin(ReadOnlyAdmin):
     )
     list_select_related = ("task",)
     search_fields = ("task__id", "agent_id", "error")
+    # Newest first by the primary key, the order runs are opened in: the model's
+    # (started_at, id), which no index holds, sorted every run for each page.
+    ordering = ("-id",)
     # The table grows with every run: counting all of it on each page is a full scan.
     show_full_result_count = False
 
