@@ -358,7 +358,7 @@ class TaskAdmin(DataLayerAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Task | None = None) -> Any:
         always = (
-            "assignee_agent_id",
+            "assignee",  # a link to the agent's page, as in the list
             "assignee_runtime",
             "attempts",
             "abandonments",

@@ -79,10 +79,27 @@ class TeamAdmin(DataLayerAdmin):
 
     search_fields = ("id", "name")
     filter_horizontal = ("members",)
-    readonly_fields = ("last_event_seq", "created_at")
+    readonly_fields = ("its_rows", "last_event_seq", "created_at")
+
+    @admin.display(description="its rows")
+    def its_rows(self, obj: Team) -> SafeString | str:
+        """Links to the team's agents, tasks and event log: its page named none."""
+        if not obj.pk:
+            return "-"
+        lists = (
+            ("agents", "admin:clawboo_agent_changelist", {"team__id__exact": obj.pk}),
+            ("tasks", "admin:board_task_changelist", {"team__id__exact": obj.pk}),
+            ("events", "admin:clawboo_event_changelist", {"team__id__exact": obj.pk}),
+        )
+        return format_html_join(
+            " · ",
+            '<a href="{}?{}">{}</a>',
+            ((reverse(name), urlencode(query), label) for label, name, query in lists),
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return (*self.readonly_fields, "id") if obj else self.readonly_fields
+        # A team not yet made has no rows to link.
+        return (*self.readonly_fields, "id") if obj else self.readonly_fields[1:]
 
     def get_form(
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any

@@ -850,3 +850,27 @@ def test_a_tasks_page_can_be_saved_from_its_top(operator):
     task = store.create_task(title="t").task
     page = operator.get(f"/admin/board/task/{task.id}/change/").content.decode()
     assert page.count('name="_continue"') == 2
+
+
+def test_a_teams_page_links_its_agents_tasks_and_events_and_a_tasks_page_its_assignee(
+    operator,
+):
+    """The chain an operator walks: team → its agents, tasks and events; task → the
+    agent holding it (its page showed the agent's id as plain text)."""
+    registry.create_team("blue", "Blue")
+    registry.create_agent(id="ada", display_name="Ada", team="blue", runtime="codex")
+    task = store.create_task(id="mine", title="Mine", team="blue").task
+    store.create_task(id="other", title="Other")
+    store.claim(task.id, "ada")
+    page = operator.get("/admin/clawboo/team/blue/change/").content.decode()
+    links = dict(
+        (label, html.unescape(href))
+        for href, label in re.findall(r'<a href="([^"]+)">(agents|tasks|events)</a>', page)
+    )
+    assert set(links) == {"agents", "tasks", "events"}
+    listed = {label: operator.get(url) for label, url in links.items()}
+    assert {a.pk for a in listed["agents"].context["cl"].result_list} == {"ada"}
+    assert {t.pk for t in listed["tasks"].context["cl"].result_list} == {"mine"}
+    assert {e.team_id for e in listed["events"].context["cl"].result_list} == {"blue"}
+    task_page = operator.get("/admin/board/task/mine/change/").content.decode()
+    assert 'href="/admin/clawboo/agent/ada/change/"' in task_page
