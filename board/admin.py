@@ -43,6 +43,7 @@ from core.admin_forms import (
     DataLayerAdmin,
     PrettyJSONField,
     ReadOnlyAdmin,
+    confirmed_or_asked,
     offered_values,
 )
 from core.errors import ClawbooError, ValidationFailed
@@ -587,9 +588,23 @@ class TaskAdmin(DataLayerAdmin):
     def release_tasks(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
         self._each(request, qs, "Released", lambda tid: store.release(tid))
 
-    @admin.action(description="Cancel")
-    def cancel_tasks(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+    @admin.action(description="Cancel… (final: a running one's run is stopped)")
+    def cancel_tasks(self, request: HttpRequest, qs: QuerySet[Task]) -> Any:
+        # Cancelled is final, and it was the menu's second entry, run on the
+        # selection at once: a slip ended every selected task, running ones too.
+        asked = confirmed_or_asked(
+            self,
+            request,
+            qs.order_by("id"),
+            action="cancel_tasks",
+            intro="These tasks will be cancelled. Cancelled is final: no task leaves it, "
+            "and a run in progress is stopped.",
+            submit="Cancel these tasks",
+        )
+        if asked is not None:
+            return asked
         self._each(request, qs, "Cancelled", lambda tid: store.cancel(tid))
+        return None
 
     @admin.action(description="Mark done with a human override of a failed verification…")
     def override_verification(self, request: HttpRequest, qs: QuerySet[Task]) -> Any:

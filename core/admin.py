@@ -29,6 +29,7 @@ from core.admin_forms import (
     PrettyJSONField,
     ReadOnlyAdmin,
     SecretsStayHidden,
+    confirmed_or_asked,
     offered_values,
     shown_key,
 )
@@ -559,8 +560,21 @@ class MachineTokenAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # revoked, never deleted: the record says who could act, and until when
 
-    @admin.action(description="Revoke the selected machine tokens")
-    def revoke(self, request: HttpRequest, queryset: QuerySet[MachineToken]) -> None:
+    @admin.action(description="Revoke the selected machine tokens… (final)")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[MachineToken]) -> Any:
+        # A revoked key never works again: its host's worker stops until a new
+        # token is minted and installed there. It ran at once on the selection.
+        asked = confirmed_or_asked(
+            self,
+            request,
+            queryset.order_by("id"),
+            action="revoke",
+            intro="These machine tokens will be revoked. It is final: each host's worker "
+            "is refused from its next call until a new token is minted for it.",
+            submit="Revoke these tokens",
+        )
+        if asked is not None:
+            return asked
         # It said only a count: which host lost its key, and which was revoked
         # already, was left to the list.
         revoked: list[str] = []
@@ -573,6 +587,7 @@ class MachineTokenAdmin(admin.ModelAdmin):
         if already:
             text += f"; revoked already: {', '.join(already)}"
         self.message_user(request, text, messages.SUCCESS if revoked else messages.WARNING)
+        return None
 
 
 class BeatFreshnessFilter(admin.SimpleListFilter):

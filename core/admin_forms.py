@@ -10,9 +10,11 @@ from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput, JSONString
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
 from core.errors import ClawbooError
 
@@ -86,6 +88,37 @@ class ActionsByRole(admin.ModelAdmin):
             for name, action in super().get_actions(request).items()
             if roles.admin_action_offered(request.user, f"admin {label} {name}")
         }
+
+
+def confirmed_or_asked(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    queryset: Any,
+    *,
+    action: str,
+    intro: str,
+    submit: str,
+) -> TemplateResponse | None:
+    """None once the person has confirmed a final action (the page's "apply"); else the
+    page that asks, listing the selected rows, as Django's "Delete selected" does."""
+    if "apply" in request.POST:
+        return None
+    opts = modeladmin.model._meta
+    return TemplateResponse(
+        request,
+        "admin/confirm_action.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": "Are you sure?",
+            "intro": intro,
+            "submit": submit,
+            "rows": list(queryset),
+            "action": action,
+            "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+            "back": request.get_full_path(),
+            "opts": opts,
+        },
+    )
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

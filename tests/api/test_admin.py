@@ -97,7 +97,7 @@ def test_actions_report_each_rows_outcome(operator):
     store.transition(b.id, "cancelled")
     response = operator.post(
         "/admin/board/task/",
-        {"action": "cancel_tasks", "_selected_action": [a.id, b.id]},
+        {"action": "cancel_tasks", "apply": "1", "_selected_action": [a.id, b.id]},
         follow=True,
     )
     texts = messages_of(response)

@@ -1,5 +1,6 @@
-"""The console offers a person what they may run: an action menu, a button, is what
-the roles table (core.roles) lets them do, so no choice on a page ends in a 403."""
+"""The console offers a person what they may run -- an action menu, a button, is what
+the roles table (core.roles) lets them do, so no choice on a page ends in a 403 --
+and asks before an action that cannot be undone."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import RequestFactory
 
+from board import store
 from board.models import Task, ToolApproval
+from core import machines, registry
 from core.models import Agent
 from ops.queue.models import SuccessfulJob
 
@@ -76,3 +79,28 @@ def test_staff_granted_view_only_see_no_recovery_buttons(client):
     assert 'name="pass"' not in page
     client.force_login(person("changer", "view_task", "change_task"))
     assert 'name="pass"' in client.get("/admin/board/task/").content.decode()
+
+
+def test_cancelling_tasks_asks_first_and_cancels_only_once_confirmed(admin_client):
+    """Cancelled is final and stops a running task's run: the action ran on the
+    selection at once, from the menu's second entry."""
+    tasks = [store.create_task(title=f"t{n}").task for n in range(2)]
+    chosen = {"action": "cancel_tasks", "_selected_action": [t.id for t in tasks]}
+    asked = admin_client.post("/admin/board/task/", chosen)
+    assert asked.status_code == 200 and "Cancelled is final" in asked.content.decode()
+    assert all(t.title in asked.content.decode() for t in tasks)
+    assert {store.get_task(t.id).status for t in tasks} == {"todo"}
+    done = admin_client.post("/admin/board/task/", {**chosen, "apply": "1"}, follow=True)
+    assert {store.get_task(t.id).status for t in tasks} == {"cancelled"}
+    assert any(str(m).startswith("Cancelled") for m in done.context["messages"])
+
+
+def test_revoking_machine_tokens_asks_first_and_revokes_only_once_confirmed(admin_client):
+    registry.create_agent(id="bot", display_name="Bot", team="default", runtime="codex")
+    token, key = machines.mint("vm-1", ["bot"])
+    chosen = {"action": "revoke", "_selected_action": [token.pk]}
+    asked = admin_client.post("/admin/clawboo/machinetoken/", chosen)
+    assert asked.status_code == 200 and "vm-1" in asked.content.decode()
+    assert machines.by_key(key) == token
+    admin_client.post("/admin/clawboo/machinetoken/", {**chosen, "apply": "1"})
+    assert machines.by_key(key) is None
