@@ -37,6 +37,16 @@ from core.api.access import govern_agent
 from core.errors import ClawbooError
 from core.models import Agent, AgentState, Event, Forge, Heartbeat, MachineToken, Repository, Team
 
+# What each governance field of a team does, in the words of docs/governance.md.
+TEAM_HELP = {
+    "approval_required": "Every new task of the team waits for a person's approval "
+    "before an agent may claim it.",
+    "reviewer_agent": "The critic: one of the team's agents, which reviews a risky change "
+    "after its verification passed. Empty: no critic.",
+    "max_concurrent": "The most of the team's tasks in progress at once, across every "
+    "host. Empty: no team limit (each agent's own still holds).",
+}
+
 
 @admin.register(Team)
 class TeamAdmin(DataLayerAdmin):
@@ -105,7 +115,7 @@ class TeamAdmin(DataLayerAdmin):
     def get_form(
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> Any:
-        form = super().get_form(request, obj, change, **kwargs)
+        form = super().get_form(request, obj, change, help_texts=TEAM_HELP, **kwargs)
         reviewer: Any = form.base_fields.get("reviewer_agent")
         if reviewer is not None:
             # The critic is one of the team's own agents (core.registry refuses any

@@ -874,3 +874,14 @@ def test_a_teams_page_links_its_agents_tasks_and_events_and_a_tasks_page_its_ass
     assert {e.team_id for e in listed["events"].context["cl"].result_list} == {"blue"}
     task_page = operator.get("/admin/board/task/mine/change/").content.decode()
     assert 'href="/admin/clawboo/agent/ada/change/"' in task_page
+
+
+def test_a_teams_page_says_what_each_governance_field_does(operator):
+    """Approval required, the reviewer and the team limit: the page named them only."""
+    form = operator.get("/admin/clawboo/team/default/change/").context["adminform"].form
+    helps = {name: form.fields[name].help_text for name in TEAM_FIELDS}
+    assert all(helps.values()), helps
+    assert "no team limit" in helps["max_concurrent"]
+
+
+TEAM_FIELDS = ("approval_required", "reviewer_agent", "max_concurrent")
