@@ -82,6 +82,10 @@ class CommentInline(ReadOnlyInline):
     readonly_fields = fields
 
 
+# How much of a commit's SHA the task page's runs table shows.
+SHA_SHOWN = 10
+
+
 class ExecutionInline(ReadOnlyInline):
     model = ExecutionProcess
     fields = (
@@ -91,12 +95,18 @@ class ExecutionInline(ReadOnlyInline):
         "attempt",
         "status",
         "cost_cents",
-        "git_before",
-        "git_after",
+        "commits",
         "error",
         "recovery_tombstone",
     )
     readonly_fields = fields
+
+    @admin.display(description="commits")
+    def commits(self, obj: ExecutionProcess) -> str:
+        # Two whole SHAs a row pushed the table past a 1440 px screen; the run's
+        # own page (its "View" link) has them whole.
+        before, after = (sha[:SHA_SHOWN] if sha else "-" for sha in (obj.git_before, obj.git_after))
+        return f"{before} → {after}"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ExecutionProcess]:
         # Each run keeps up to 64 KB of log, which this table does not show: a task
@@ -194,6 +204,17 @@ class TaskForm(forms.ModelForm):
 
     labels = CommaListField()
     metadata = PrettyJSONField(object_only=True)
+    route_agent_id = forms.CharField(
+        required=False,
+        label="Route: agent",
+        help_text="Only this agent (its id) may take the task. Empty: any agent of the team.",
+    )
+    route_runtime = forms.ChoiceField(
+        required=False,
+        choices=[("", "any"), *Runtime.choices],
+        label="Route: runtime",
+        help_text="Only an agent of this runtime may take the task.",
+    )
     route_labels = CommaListField(
         required=False,
         label="Route: agent labels",

@@ -885,3 +885,28 @@ def test_a_teams_page_says_what_each_governance_field_does(operator):
 
 
 TEAM_FIELDS = ("approval_required", "reviewer_agent", "max_concurrent")
+
+
+def test_a_tasks_route_runtime_is_picked_from_the_runtimes_and_each_route_field_says_what_it_does(
+    operator,
+):
+    """The runtime was a free text box (a typo was refused only on save) and the
+    agent and runtime boxes said nothing of what they do."""
+    task = store.create_task(id="r", title="r", route={"runtime": "codex"}).task
+    form = operator.get(f"/admin/board/task/{task.id}/change/").context["adminform"].form
+    runtimes = [value for value, _ in form.fields["route_runtime"].choices]
+    assert runtimes[0] == "" and "codex" in runtimes and "command" in runtimes
+    assert form["route_runtime"].value() == "codex"
+    assert all(form.fields[f].help_text for f in ("route_agent_id", "route_runtime"))
+
+
+def test_a_tasks_runs_table_shows_each_runs_commits_short(operator):
+    """Two whole SHAs a row pushed the task page past a 1440 px screen."""
+    registry.create_agent(id="ada", display_name="Ada", team="default", runtime="codex")
+    task = store.create_task(id="t", title="t").task
+    claimed = store.claim(task.id, "ada")
+    run = store.open_execution(task.id, claimed.ticket)
+    before, after = "a" * 40, "b" * 40
+    store.close_execution(run.id, "succeeded", git_before=before, git_after=after)
+    page = operator.get(f"/admin/board/task/{task.id}/change/").content.decode()
+    assert f"{'a' * 10} → {'b' * 10}" in page and before not in page
