@@ -43,6 +43,7 @@ from core.admin_forms import (
     DataLayerAdmin,
     PrettyJSONField,
     ReadOnlyAdmin,
+    confirmed_or_asked,
     offered_values,
 )
 from core.errors import ClawbooError, ValidationFailed
@@ -81,6 +82,10 @@ class CommentInline(ReadOnlyInline):
     readonly_fields = fields
 
 
+# How much of a commit's SHA the task page's runs table shows.
+SHA_SHOWN = 10
+
+
 class ExecutionInline(ReadOnlyInline):
     model = ExecutionProcess
     fields = (
@@ -90,12 +95,18 @@ class ExecutionInline(ReadOnlyInline):
         "attempt",
         "status",
         "cost_cents",
-        "git_before",
-        "git_after",
+        "commits",
         "error",
         "recovery_tombstone",
     )
     readonly_fields = fields
+
+    @admin.display(description="commits")
+    def commits(self, obj: ExecutionProcess) -> str:
+        # Two whole SHAs a row pushed the table past a 1440 px screen; the run's
+        # own page (its "View" link) has them whole.
+        before, after = (sha[:SHA_SHOWN] if sha else "-" for sha in (obj.git_before, obj.git_after))
+        return f"{before} → {after}"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ExecutionProcess]:
         # Each run keeps up to 64 KB of log, which this table does not show: a task
@@ -103,15 +114,26 @@ class ExecutionInline(ReadOnlyInline):
         return super().get_queryset(request).defer("log")
 
 
+# The label menu reads the labels of this many of the newest tasks.
+LABELS_FROM_NEWEST = 2000
+
+
 class LabelFilter(admin.SimpleListFilter):
     title = "label"
     parameter_name = "label"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        # The newest tasks' labels, what an operator looks for: the sample was the
+        # model's order (highest priority first), so a label only low-priority tasks
+        # carried was never offered, however new. A label typed in the URL stays shown.
         labels: set[str] = set()
-        for row in Task.objects.values_list("labels", flat=True)[:2000]:
+        newest = Task.objects.order_by("-created_at").values_list("labels", flat=True)
+        for row in newest[:LABELS_FROM_NEWEST]:
             labels.update(row or [])
-        return [(label, label) for label in sorted(labels)[:50]]
+        offered = sorted(labels)[:50]
+        if self.value() and self.value() not in offered:
+            offered.append(str(self.value()))
+        return [(label, label) for label in offered]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Task]) -> QuerySet[Task]:
         if self.value():
@@ -182,6 +204,17 @@ class TaskForm(forms.ModelForm):
 
     labels = CommaListField()
     metadata = PrettyJSONField(object_only=True)
+    route_agent_id = forms.CharField(
+        required=False,
+        label="Route: agent",
+        help_text="Only this agent (its id) may take the task. Empty: any agent of the team.",
+    )
+    route_runtime = forms.ChoiceField(
+        required=False,
+        choices=[("", "any"), *Runtime.choices],
+        label="Route: runtime",
+        help_text="Only an agent of this runtime may take the task.",
+    )
     route_labels = CommaListField(
         required=False,
         label="Route: agent labels",
@@ -347,7 +380,7 @@ class TaskAdmin(DataLayerAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Task | None = None) -> Any:
         always = (
-            "assignee_agent_id",
+            "assignee",  # a link to the agent's page, as in the list
             "assignee_runtime",
             "attempts",
             "abandonments",
@@ -576,9 +609,23 @@ class TaskAdmin(DataLayerAdmin):
     def release_tasks(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
         self._each(request, qs, "Released", lambda tid: store.release(tid))
 
-    @admin.action(description="Cancel")
-    def cancel_tasks(self, request: HttpRequest, qs: QuerySet[Task]) -> None:
+    @admin.action(description="Cancel… (final: a running one's run is stopped)")
+    def cancel_tasks(self, request: HttpRequest, qs: QuerySet[Task]) -> Any:
+        # Cancelled is final, and it was the menu's second entry, run on the
+        # selection at once: a slip ended every selected task, running ones too.
+        asked = confirmed_or_asked(
+            self,
+            request,
+            qs.order_by("id"),
+            action="cancel_tasks",
+            intro="These tasks will be cancelled. Cancelled is final: no task leaves it, "
+            "and a run in progress is stopped.",
+            submit="Cancel these tasks",
+        )
+        if asked is not None:
+            return asked
         self._each(request, qs, "Cancelled", lambda tid: store.cancel(tid))
+        return None
 
     @admin.action(description="Mark done with a human override of a failed verification…")
     def override_verification(self, request: HttpRequest, qs: QuerySet[Task]) -> Any:
@@ -654,8 +701,13 @@ class TaskAdmin(DataLayerAdmin):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        # A button per recovery pass, from the one table the command and API read.
-        passes = [(name, p.label) for name, p in store.RECOVERY_PASSES.items()]
+        # A button per recovery pass, from the one table the command and API read;
+        # none for staff granted view only, whom running one refuses (reconcile_view).
+        passes = (
+            [(name, p.label) for name, p in store.RECOVERY_PASSES.items()]
+            if self.has_change_permission(request)
+            else []
+        )
         return super().changelist_view(request, {**(extra_context or {}), "recovery": passes})
 
     def reconcile_view(self, request: HttpRequest) -> HttpResponse:
@@ -701,7 +753,9 @@ class TaskCommentAdmin(ReadOnlyAdmin):
     list_display = ("task", "author", "body_start", "created_at")
     list_select_related = ("task",)
     search_fields = ("task__id", "author", "body")
-    date_hierarchy = "created_at"
+    # Fixed spans, not a date hierarchy, whose menu read the whole table's first and
+    # last dates, then its distinct years, on every load (no index on created_at).
+    list_filter = (("created_at", admin.DateFieldListFilter),)
 
     @admin.display(description="comment")
     def body_start(self, obj: TaskComment) -> SafeString:
@@ -748,6 +802,9 @@ class ExecutionAdmin(ReadOnlyAdmin):
     )
     list_select_related = ("task",)
     search_fields = ("task__id", "agent_id", "error")
+    # Newest first by the primary key, the order runs are opened in: the model's
+    # (started_at, id), which no index holds, sorted every run for each page.
+    ordering = ("-id",)
     # The table grows with every run: counting all of it on each page is a full scan.
     show_full_result_count = False
 

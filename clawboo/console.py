@@ -7,6 +7,8 @@ documented way to override the default site.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
 
@@ -16,6 +18,20 @@ class ClawbooAdminSite(admin.AdminSite):
     site_title = "Clawboo console"
     index_title = "Operator console"
     site_url = "/board/"  # "View site": the live board
+
+    def register(self, model_or_iterable: Any, admin_class: Any = None, **options: Any) -> None:
+        """Every admin, the apps' and django-q2's alike, offers in its action menu
+        only what the person may run (:class:`core.admin_forms.ActionsByRole`)."""
+        from core.admin_forms import ActionsByRole
+
+        admin_class = admin_class or admin.ModelAdmin
+        if not issubclass(admin_class, ActionsByRole):
+            admin_class = type(
+                admin_class.__name__,
+                (ActionsByRole, admin_class),
+                {"__module__": admin_class.__module__, "__doc__": admin_class.__doc__},
+            )
+        super().register(model_or_iterable, admin_class, **options)
 
 
 class ClawbooAdminConfig(AdminConfig):

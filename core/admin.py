@@ -29,12 +29,23 @@ from core.admin_forms import (
     PrettyJSONField,
     ReadOnlyAdmin,
     SecretsStayHidden,
+    confirmed_or_asked,
     offered_values,
     shown_key,
 )
 from core.api.access import govern_agent
 from core.errors import ClawbooError
 from core.models import Agent, AgentState, Event, Forge, Heartbeat, MachineToken, Repository, Team
+
+# What each governance field of a team does, in the words of docs/governance.md.
+TEAM_HELP = {
+    "approval_required": "Every new task of the team waits for a person's approval "
+    "before an agent may claim it.",
+    "reviewer_agent": "The critic: one of the team's agents, which reviews a risky change "
+    "after its verification passed. Empty: no critic.",
+    "max_concurrent": "The most of the team's tasks in progress at once, across every "
+    "host. Empty: no team limit (each agent's own still holds).",
+}
 
 
 @admin.register(Team)
@@ -79,15 +90,32 @@ class TeamAdmin(DataLayerAdmin):
 
     search_fields = ("id", "name")
     filter_horizontal = ("members",)
-    readonly_fields = ("last_event_seq", "created_at")
+    readonly_fields = ("its_rows", "last_event_seq", "created_at")
+
+    @admin.display(description="its rows")
+    def its_rows(self, obj: Team) -> SafeString | str:
+        """Links to the team's agents, tasks and event log: its page named none."""
+        if not obj.pk:
+            return "-"
+        lists = (
+            ("agents", "admin:clawboo_agent_changelist", {"team__id__exact": obj.pk}),
+            ("tasks", "admin:board_task_changelist", {"team__id__exact": obj.pk}),
+            ("events", "admin:clawboo_event_changelist", {"team__id__exact": obj.pk}),
+        )
+        return format_html_join(
+            " · ",
+            '<a href="{}?{}">{}</a>',
+            ((reverse(name), urlencode(query), label) for label, name, query in lists),
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return (*self.readonly_fields, "id") if obj else self.readonly_fields
+        # A team not yet made has no rows to link.
+        return (*self.readonly_fields, "id") if obj else self.readonly_fields[1:]
 
     def get_form(
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> Any:
-        form = super().get_form(request, obj, change, **kwargs)
+        form = super().get_form(request, obj, change, help_texts=TEAM_HELP, **kwargs)
         reviewer: Any = form.base_fields.get("reviewer_agent")
         if reviewer is not None:
             # The critic is one of the team's own agents (core.registry refuses any
@@ -476,7 +504,9 @@ class EventAdmin(ReadOnlyAdmin):
     search_fields = ("task_id", "kind")
     fields = ("team", "seq", "kind", "task", "prev_status", "actor", "created_at", "payload_shown")
     readonly_fields = fields
-    ordering = ("-created_at", "-seq")
+    # Newest first by the primary key, the order events are written in: by
+    # (created_at, seq), which no index holds, each page sorted the whole log.
+    ordering = ("-id",)
     # Every board write adds a row: counting the whole log on each page is a full scan.
     show_full_result_count = False
 
@@ -540,8 +570,21 @@ class MachineTokenAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # revoked, never deleted: the record says who could act, and until when
 
-    @admin.action(description="Revoke the selected machine tokens")
-    def revoke(self, request: HttpRequest, queryset: QuerySet[MachineToken]) -> None:
+    @admin.action(description="Revoke the selected machine tokens… (final)")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[MachineToken]) -> Any:
+        # A revoked key never works again: its host's worker stops until a new
+        # token is minted and installed there. It ran at once on the selection.
+        asked = confirmed_or_asked(
+            self,
+            request,
+            queryset.order_by("id"),
+            action="revoke",
+            intro="These machine tokens will be revoked. It is final: each host's worker "
+            "is refused from its next call until a new token is minted for it.",
+            submit="Revoke these tokens",
+        )
+        if asked is not None:
+            return asked
         # It said only a count: which host lost its key, and which was revoked
         # already, was left to the list.
         revoked: list[str] = []
@@ -554,6 +597,7 @@ class MachineTokenAdmin(admin.ModelAdmin):
         if already:
             text += f"; revoked already: {', '.join(already)}"
         self.message_user(request, text, messages.SUCCESS if revoked else messages.WARNING)
+        return None
 
 
 class BeatFreshnessFilter(admin.SimpleListFilter):
@@ -574,7 +618,12 @@ class HeartbeatAdmin(ReadOnlyAdmin):
     """The parts and hosts that beat, remote workers among them (read-only)."""
 
     list_display = ("part", "host", "instance", "beat_at", "freshness", "detail")
-    list_filter = ("part", BeatFreshnessFilter)
+    # The parts that beat, not a DISTINCT over every process's row (a part outside
+    # them still filters from the URL, ?part__exact=).
+    list_filter = (
+        offered_values("part", "part", lambda: [(p, p) for p in beats.PARTS]),
+        BeatFreshnessFilter,
+    )
     deletable = True
 
     @admin.display(description="fresh?", ordering="beat_at")

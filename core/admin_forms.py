@@ -10,9 +10,11 @@ from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput, JSONString
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
 from core.errors import ClawbooError
 
@@ -67,6 +69,56 @@ class DataLayerAdmin(admin.ModelAdmin):
             # The first pass rolled back; the second shows the bound form, now invalid.
             request._clawboo_refusal = refused.error  # type: ignore[attr-defined]
             return super().changeform_view(request, object_id, form_url, extra_context)
+
+
+class ActionsByRole(admin.ModelAdmin):
+    """The action menu offers what the person may run: an action whose roles-table
+    row names a permission they lack (core.roles, "admin <app>.<model> <action>")
+    is left out. Django listed every action to anyone who could see the list, so a
+    staff person granted *view* picked Cancel or Resubmit and met a bare 403 page.
+    The console's site mixes this into every admin it registers
+    (clawboo.console.ClawbooAdminSite)."""
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        from core import roles
+
+        label = f"{self.model._meta.app_label}.{self.model._meta.model_name}"
+        return {
+            name: action
+            for name, action in super().get_actions(request).items()
+            if roles.admin_action_offered(request.user, f"admin {label} {name}")
+        }
+
+
+def confirmed_or_asked(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    queryset: Any,
+    *,
+    action: str,
+    intro: str,
+    submit: str,
+) -> TemplateResponse | None:
+    """None once the person has confirmed a final action (the page's "apply"); else the
+    page that asks, listing the selected rows, as Django's "Delete selected" does."""
+    if "apply" in request.POST:
+        return None
+    opts = modeladmin.model._meta
+    return TemplateResponse(
+        request,
+        "admin/confirm_action.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": "Are you sure?",
+            "intro": intro,
+            "submit": submit,
+            "rows": list(queryset),
+            "action": action,
+            "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+            "back": request.get_full_path(),
+            "opts": opts,
+        },
+    )
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -71,6 +71,9 @@ def beat(part: str, *, started_at: dt.datetime | None = None) -> None:
 
 
 REMOTE_PART = "remote-worker"
+# Every part that beats: the workers (executor.workers), the ticker (routines.ticker),
+# the django-q2 cluster (beat_qcluster) and remote worker hosts (beat_remote).
+PARTS = ("qcluster", REMOTE_PART, "ticker", "workers")
 
 
 def beat_remote(token_id: int, host: str, pid: int, detail: dict[str, Any]) -> None:

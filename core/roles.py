@@ -680,6 +680,18 @@ def check_admin_permission(user: Any, verb: str) -> None:
         )
 
 
+def admin_action_offered(user: Any, verb: str) -> bool:
+    """Whether the admin offers ``user`` the action ``verb`` (``"admin <app>.<model>
+    <action>"``) in its menu: the two checks :class:`PageRolesMiddleware` runs on
+    the action's POST, so the menu lists what the person may run and no more."""
+    try:
+        check(principal_of(user, None), verb)
+        check_admin_permission(user, verb)
+    except ClawbooError:
+        return False
+    return True
+
+
 # --- staff's powers ------------------------------------------------------------------
 
 # Where a person's user object, for this request, keeps the row whose model permission

@@ -97,7 +97,7 @@ def test_actions_report_each_rows_outcome(operator):
     store.transition(b.id, "cancelled")
     response = operator.post(
         "/admin/board/task/",
-        {"action": "cancel_tasks", "_selected_action": [a.id, b.id]},
+        {"action": "cancel_tasks", "apply": "1", "_selected_action": [a.id, b.id]},
         follow=True,
     )
     texts = messages_of(response)
@@ -904,3 +904,63 @@ def test_a_tasks_page_can_be_saved_from_its_top(operator):
     task = store.create_task(title="t").task
     page = operator.get(f"/admin/board/task/{task.id}/change/").content.decode()
     assert page.count('name="_continue"') == 2
+
+
+def test_a_teams_page_links_its_agents_tasks_and_events_and_a_tasks_page_its_assignee(
+    operator,
+):
+    """The chain an operator walks: team → its agents, tasks and events; task → the
+    agent holding it (its page showed the agent's id as plain text)."""
+    registry.create_team("blue", "Blue")
+    registry.create_agent(id="ada", display_name="Ada", team="blue", runtime="codex")
+    task = store.create_task(id="mine", title="Mine", team="blue").task
+    store.create_task(id="other", title="Other")
+    store.claim(task.id, "ada")
+    page = operator.get("/admin/clawboo/team/blue/change/").content.decode()
+    links = dict(
+        (label, html.unescape(href))
+        for href, label in re.findall(r'<a href="([^"]+)">(agents|tasks|events)</a>', page)
+    )
+    assert set(links) == {"agents", "tasks", "events"}
+    listed = {label: operator.get(url) for label, url in links.items()}
+    assert {a.pk for a in listed["agents"].context["cl"].result_list} == {"ada"}
+    assert {t.pk for t in listed["tasks"].context["cl"].result_list} == {"mine"}
+    assert {e.team_id for e in listed["events"].context["cl"].result_list} == {"blue"}
+    task_page = operator.get("/admin/board/task/mine/change/").content.decode()
+    assert 'href="/admin/clawboo/agent/ada/change/"' in task_page
+
+
+def test_a_teams_page_says_what_each_governance_field_does(operator):
+    """Approval required, the reviewer and the team limit: the page named them only."""
+    form = operator.get("/admin/clawboo/team/default/change/").context["adminform"].form
+    helps = {name: form.fields[name].help_text for name in TEAM_FIELDS}
+    assert all(helps.values()), helps
+    assert "no team limit" in helps["max_concurrent"]
+
+
+TEAM_FIELDS = ("approval_required", "reviewer_agent", "max_concurrent")
+
+
+def test_a_tasks_route_runtime_is_picked_from_the_runtimes_and_each_route_field_says_what_it_does(
+    operator,
+):
+    """The runtime was a free text box (a typo was refused only on save) and the
+    agent and runtime boxes said nothing of what they do."""
+    task = store.create_task(id="r", title="r", route={"runtime": "codex"}).task
+    form = operator.get(f"/admin/board/task/{task.id}/change/").context["adminform"].form
+    runtimes = [value for value, _ in form.fields["route_runtime"].choices]
+    assert runtimes[0] == "" and "codex" in runtimes and "command" in runtimes
+    assert form["route_runtime"].value() == "codex"
+    assert all(form.fields[f].help_text for f in ("route_agent_id", "route_runtime"))
+
+
+def test_a_tasks_runs_table_shows_each_runs_commits_short(operator):
+    """Two whole SHAs a row pushed the task page past a 1440 px screen."""
+    registry.create_agent(id="ada", display_name="Ada", team="default", runtime="codex")
+    task = store.create_task(id="t", title="t").task
+    claimed = store.claim(task.id, "ada")
+    run = store.open_execution(task.id, claimed.ticket)
+    before, after = "a" * 40, "b" * 40
+    store.close_execution(run.id, "succeeded", git_before=before, git_after=after)
+    page = operator.get(f"/admin/board/task/{task.id}/change/").content.decode()
+    assert f"{'a' * 10} → {'b' * 10}" in page and before not in page

@@ -90,3 +90,28 @@ def test_no_list_in_the_console_reads_a_row_at_a_time(admin_client, settings, tm
     four = queries_per_list(admin_client)
     grew = {url: (one[url], four[url]) for url in one if four[url] != one[url]}
     assert grew == {}
+
+
+@pytest.mark.parametrize(
+    ("url", "table"),
+    [
+        ("/admin/clawboo/event/", "events"),
+        ("/admin/board/executionprocess/", "execution_processes"),
+    ],
+)
+def test_the_log_lists_page_newest_first_by_their_primary_key(
+    admin_client, settings, tmp_path, url, table
+):
+    """The event log and the runs grow with every board write and every run: ordered
+    by a date no index holds, each page sorted the whole table to show a hundred."""
+    settings.CLAWBOO_REPO_ROOTS = [str(tmp_path)]
+    for n in range(2):
+        seed(n, tmp_path)
+    with CaptureQueriesContext(connection) as seen:
+        page = admin_client.get(url)
+    [listing] = [
+        q["sql"] for q in seen.captured_queries if q["sql"].startswith(f'SELECT "{table}"."id"')
+    ]
+    assert listing.split("ORDER BY")[1].split("LIMIT")[0].strip() == f'"{table}"."id" DESC'
+    shown = [row.pk for row in page.context["cl"].result_list]
+    assert shown == sorted(shown, reverse=True) and len(shown) >= 2

@@ -3,6 +3,7 @@ enum or a small table, never from a DISTINCT over the table they list."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
@@ -100,3 +101,41 @@ def test_the_tool_menu_offers_the_waiting_and_granted_tools_without_a_scan(opera
     assert menu(page, "tool") == ["Bash", "Edit"]
     denied = operator.get("/admin/board/toolapproval/?tool__exact=Write").context["cl"]
     assert [row.tool for row in denied.result_list] == ["Write"]
+
+
+@pytest.mark.parametrize("url", ["/admin/board/taskcomment/", "/admin/ops/notificationdelivery/"])
+def test_comments_and_deliveries_are_browsed_by_fixed_date_spans(operator, url):
+    """A date hierarchy read the whole table's first and last dates, then its distinct
+    days, months or years, on every load; the fixed spans read nothing to offer."""
+    task = store.list_tasks(status="in_progress")[0]
+    store.add_comment(task.id, "a note", "op")
+    with CaptureQueriesContext(connection) as seen:
+        page = operator.get(url)
+    assert page.status_code == 200 and "Past 7 days" in page.content.decode()
+    dates = [q["sql"] for q in seen.captured_queries if "created_at" in q["sql"]]
+    assert [sql for sql in dates if "MIN(" in sql or "DISTINCT" in sql] == []
+    today = operator.get(url, {"created_at__gte": store.now().replace(hour=0, minute=0)})
+    assert today.status_code == 200
+
+
+def test_the_label_menu_offers_the_newest_tasks_labels_whatever_their_priority(operator):
+    """The menu sampled 2000 tasks in the model's order, highest priority first: a
+    label carried only by low-priority tasks was never offered, however new."""
+    from board.admin import LABELS_FROM_NEWEST
+    from board.models import Task
+
+    old = store.now() - dt.timedelta(days=30)
+    rows = [
+        Task(id=f"old{n}", team_id="default", title="urgent", labels=["urgent"], priority=9)
+        for n in range(LABELS_FROM_NEWEST)
+    ]
+    rows[0].labels, rows[0].title = ["legacy"], "legacy"
+    for n, row in enumerate(rows):
+        row.created_at = row.updated_at = old + dt.timedelta(seconds=n)
+    Task.objects.bulk_create(rows)
+    store.create_task(title="new", labels=["docs"], priority=0)
+    assert menu(operator.get("/admin/board/task/"), "label") == ["docs", "urgent"]
+    # A label in a link that the newest tasks do not carry: shown as chosen, and filtered.
+    chosen = operator.get("/admin/board/task/?label=legacy")
+    assert "legacy" in menu(chosen, "label")
+    assert [t.title for t in chosen.context["cl"].result_list] == ["legacy"]

@@ -119,7 +119,7 @@ def test_staff_mint_and_revoke_machine_tokens_in_the_admin(fleet, admin_client):
     assert list(token.agents.values_list("id", flat=True)) == ["a-bot"]
     admin_client.post(
         "/admin/clawboo/machinetoken/",
-        {"action": "revoke", "_selected_action": [token.pk]},
+        {"action": "revoke", "apply": "1", "_selected_action": [token.pk]},
     )
     assert machines.by_key(key) is None
 
@@ -251,7 +251,7 @@ def test_revoking_in_the_admin_says_which_tokens_it_revoked(fleet, admin_client)
     machines.revoke(gone.pk)
     answer = admin_client.post(
         "/admin/clawboo/machinetoken/",
-        {"action": "revoke", "_selected_action": [live.pk, gone.pk]},
+        {"action": "revoke", "apply": "1", "_selected_action": [live.pk, gone.pk]},
         follow=True,
     )
     said = [str(m) for m in answer.context["messages"]]

@@ -252,7 +252,7 @@ def test_admin_and_page_writes_go_through_the_table(client, monkeypatch):
     staff = get_user_model().objects.create_user("root", is_staff=True, is_superuser=True)
     client.force_login(staff)
     task = store.create_task(title="t").task
-    cancel = {"action": "cancel_tasks", "_selected_action": [task.id]}
+    cancel = {"action": "cancel_tasks", "apply": "1", "_selected_action": [task.id]}
     monkeypatch.delitem(roles.TABLE, "admin board.task cancel_tasks")
     refused = client.post("/admin/board/task/", cancel)
     assert refused.status_code == 403 and b"no row of the roles table" in refused.content
