@@ -850,3 +850,17 @@ def test_a_tasks_page_can_be_saved_from_its_top(operator):
     task = store.create_task(title="t").task
     page = operator.get(f"/admin/board/task/{task.id}/change/").content.decode()
     assert page.count('name="_continue"') == 2
+
+
+def test_the_team_pages_member_picker_names_a_hosts_machine_user_as_its_host(operator):
+    # A machine token's user is a member of its agents' teams: the picker listed it as
+    # "machine-<16 hex digits>", which no person can tell apart or place.
+    from core import machines
+
+    registry.create_agent(id="builder", display_name="Builder", team="default", runtime="codex")
+    token, _ = machines.mint("laptop-1", ["builder"])
+    for path in ("/admin/clawboo/team/default/change/", "/admin/clawboo/team/add/"):
+        field = operator.get(path).context["adminform"].form.fields["members"]
+        labels = {user.pk: field.label_from_instance(user) for user in field.queryset}
+        assert labels[token.user.pk] == "laptop-1 (host)", labels
+        assert labels[get_user_model().objects.get(username="op").pk] == "op"
