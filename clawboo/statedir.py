@@ -67,7 +67,7 @@ def at_start(args: Sequence[str], environ: Mapping[str, str] = os.environ) -> St
     if database_url and environ.get("DJANGO_SECRET_KEY"):
         return Start()  # the settings make nothing: the database and the key are named
     if database_url:
-        holds = "the generated secret key (the database is DATABASE_URL's)"
+        holds = "a generated secret key; the database is DATABASE_URL's"
         instead = "or set CLAWBOO_STATE_DIR to that installation's state (or DJANGO_SECRET_KEY)"
     else:
         holds = "a new, empty SQLite database"

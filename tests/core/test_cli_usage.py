@@ -205,8 +205,8 @@ def test_migrate_with_a_database_url_on_a_new_state_dir_says_what_it_keeps(tmp_p
         ["migrate"], {"DATABASE_URL": NOWHERE, "CLAWBOO_STATE_DIR": str(state)}
     )
     assert start.note == (
-        f"clawboo: new state directory {state.resolve()}, with the generated secret key (the"
-        " database is DATABASE_URL's) (an installation elsewhere keeps its own: run there, or"
+        f"clawboo: new state directory {state.resolve()}, with a generated secret key; the"
+        " database is DATABASE_URL's (an installation elsewhere keeps its own: run there, or"
         " set CLAWBOO_STATE_DIR)\n"
     )
 
