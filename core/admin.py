@@ -22,7 +22,7 @@ from django.utils.text import Truncator
 from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy
 
-from core import agent_secrets, beats, machines, registry, repositories
+from core import agent_secrets, authors, beats, machines, registry, repositories
 from core.admin_forms import (
     CommaListField,
     DataLayerAdmin,
@@ -121,6 +121,15 @@ class TeamAdmin(DataLayerAdmin):
             # The critic is one of the team's own agents (core.registry refuses any
             # other on save): the menu listed every agent of every team.
             reviewer.queryset = Agent.objects.filter(team_id=obj.pk if obj else None)
+        members: Any = form.base_fields.get("members")
+        if members is not None:
+            # A host's machine user is a member of its agents' teams: named as its host,
+            # as the board names it, not "machine-<hash>" (one query for all of them).
+            machine_users = get_user_model().objects.filter(
+                username__startswith=authors.MACHINE_PREFIX
+            )
+            shown = authors.shown_names(machine_users.values_list("username", flat=True))
+            members.label_from_instance = lambda user: shown.get(user.username, user.username)
         return form
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:

@@ -367,6 +367,9 @@ def workspace(cache_dir: Path, task: dict[str, Any], repo: dict[str, Any]) -> Ch
     """The task's worktree in this host's bare clone of the remote the claim's answer
     names (``repo``: :meth:`board.repository.RunRepository.as_body`), or a scratch
     directory when the task has no repository."""
+    # Absolute: git makes the worktree relative to the clone it runs in, the run starts
+    # in it relative to the worker's cwd; `--cache-dir worker-cache` made two paths.
+    cache_dir = cache_dir.expanduser().resolve()
     remote, registered = repo.get("remote"), bool(repo.get("id"))
     if registered and not remote:
         raise NoCheckout(

@@ -964,3 +964,17 @@ def test_a_tasks_runs_table_shows_each_runs_commits_short(operator):
     store.close_execution(run.id, "succeeded", git_before=before, git_after=after)
     page = operator.get(f"/admin/board/task/{task.id}/change/").content.decode()
     assert f"{'a' * 10} → {'b' * 10}" in page and before not in page
+
+
+def test_the_team_pages_member_picker_names_a_hosts_machine_user_as_its_host(operator):
+    # A machine token's user is a member of its agents' teams: the picker listed it as
+    # "machine-<16 hex digits>", which no person can tell apart or place.
+    from core import machines
+
+    registry.create_agent(id="builder", display_name="Builder", team="default", runtime="codex")
+    token, _ = machines.mint("laptop-1", ["builder"])
+    for path in ("/admin/clawboo/team/default/change/", "/admin/clawboo/team/add/"):
+        field = operator.get(path).context["adminform"].form.fields["members"]
+        labels = {user.pk: field.label_from_instance(user) for user in field.queryset}
+        assert labels[token.user.pk] == "laptop-1 (host)", labels
+        assert labels[get_user_model().objects.get(username="op").pk] == "op"

@@ -119,7 +119,11 @@ def clawboo_in(cwd, *args: str, **env: str):
 
     root = Path(__file__).resolve().parents[2]
     clean = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("CLAWBOO_", "DATABASE"))},
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("CLAWBOO_", "DATABASE", "DJANGO_SECRET"))
+        },
         "PYTHONPATH": str(root),
         **env,
     }
@@ -158,6 +162,53 @@ def test_a_command_run_where_no_up_ran_refuses_and_creates_no_state(tmp_path):
     assert "# Who may do what" in clawboo_in(tmp_path, "roles").stdout
     assert "did you mean 'demo'" in clawboo_in(tmp_path, "dmo").stderr
     assert list(tmp_path.iterdir()) == []
+
+
+# A database no test reaches: a command that got past the state check fails to connect.
+NOWHERE = "postgres://nobody@127.0.0.1:1/nothing"
+
+
+def test_with_a_database_url_a_command_run_where_no_up_ran_refuses_and_creates_no_state(
+    tmp_path,
+):
+    # DATABASE_URL skipped the check, and the settings made ./.clawboo here, silently,
+    # with a secret key of its own (tickets signed with it: not the server's).
+    state = (tmp_path / ".clawboo").resolve()
+    done = clawboo_in(tmp_path, "create_agent_token", "admin", DATABASE_URL=NOWHERE)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"clawboo: create_agent_token: no Clawboo state in this directory: {state} does not"
+        " exist (with DATABASE_URL set it still keeps the secret key `clawboo up` generated);"
+        " run it in the directory `clawboo up` runs in, or set CLAWBOO_STATE_DIR to that"
+        " installation's state (or DJANGO_SECRET_KEY); `clawboo up` creates one on its first"
+        " run\n"
+    )
+    # The roles table reads no state, with a database or not.
+    assert "# Who may do what" in clawboo_in(tmp_path, "roles", DATABASE_URL=NOWHERE).stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_with_a_database_url_and_a_secret_key_a_command_runs_and_makes_no_state(tmp_path):
+    # A host of a deployment (docs/operating.md, "Several hosts"): nothing to make at start.
+    done = clawboo_in(
+        tmp_path, "create_agent_token", "admin", DATABASE_URL=NOWHERE, DJANGO_SECRET_KEY="k"
+    )
+    assert done.returncode == 1 and "OperationalError" in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_migrate_with_a_database_url_on_a_new_state_dir_says_what_it_keeps(tmp_path):
+    from clawboo import statedir
+
+    state = tmp_path / "state"
+    start = statedir.at_start(
+        ["migrate"], {"DATABASE_URL": NOWHERE, "CLAWBOO_STATE_DIR": str(state)}
+    )
+    assert start.note == (
+        f"clawboo: new state directory {state.resolve()}, with a generated secret key; the"
+        " database is DATABASE_URL's (an installation elsewhere keeps its own: run there, or"
+        " set CLAWBOO_STATE_DIR)\n"
+    )
 
 
 def test_migrate_on_a_new_state_dir_says_it_is_new_and_where(tmp_path):

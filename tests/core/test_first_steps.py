@@ -87,3 +87,55 @@ def test_commands_started_at_once_on_a_fresh_state_dir_share_one_secret_key(tmp_
     assert len(keys) == 1 and len(keys.pop()) >= 50
     assert mode(state / "secret_key") == 0o600
     assert sorted(p.name for p in state.iterdir() if "secret" in p.name) == ["secret_key"]
+
+
+def test_demo_beside_an_up_still_migrating_waits_for_it_then_runs(tmp_path):
+    """The tour's second terminal, too early: `clawboo demo` while `up` still applied its
+    migrations (its first run) migrated beside it, failed "table … already exists" and
+    said "run `clawboo up` first" to a person whose `up` was running."""
+    from clawboo import boot
+
+    state = tmp_path / ".clawboo"
+    state.mkdir(mode=0o700)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DJANGO_SECRET_KEY", "DATABASE_URL", "DJANGO_SETTINGS_MODULE")
+    }
+    env.update(CLAWBOO_STATE_DIR=str(state), PYTHONPATH=str(ROOT))
+    lock = boot.hold_up_lock(state, "http://127.0.0.1:8123")  # an `up` runs here
+    try:
+        demo = subprocess.Popen(
+            [sys.executable, "-m", "clawboo.cli", "demo", "--dir", str(tmp_path / "demo")],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert demo.stdout is not None
+            first = demo.stdout.readline()  # it waits: this line comes before any work
+            assert first == (
+                "demo: waiting for the `clawboo up` serving http://127.0.0.1:8123 to finish"
+                " migrating…\n"
+            ), (first, demo.stderr.read() if demo.poll() is not None else "")
+            # `up` migrates meanwhile, as its first run does.
+            migrated = subprocess.run(
+                [sys.executable, "-m", "clawboo.cli", "migrate", "-v", "0"],
+                env=env,
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
+            assert migrated.returncode == 0, migrated.stderr
+            out, err = demo.communicate(timeout=180)
+        finally:
+            if demo.poll() is None:
+                demo.kill()
+                demo.wait()
+    finally:
+        os.close(lock)
+    assert demo.returncode == 0, err
+    assert "migration(s) applied" not in out and "demo: ready." in out, out

@@ -1,5 +1,5 @@
 """The guides' examples cannot rot (issue 46): every command block a reader is told to
-copy in the getting-started and operating guides is marked, and this test runs each
+copy in the getting-started, operating and remote-workers guides is marked, and this test runs each
 page's marked blocks in order, from a fresh directory and state dir, as a reader would.
 
 Markers (an HTML comment on the line before a fenced block; the site does not show it):
@@ -33,7 +33,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-PAGES = ("getting-started.md", "operating.md")
+PAGES = ("getting-started.md", "operating.md", "remote-workers.md")
 MARKED = re.compile(r"<!-- example(?::\s*([\w-]+))? -->\n```(\w*)\n(.*?)```\n", re.S)
 INSTALL = re.compile(
     r"^python3 -m venv \.venv && \.venv/bin/pip install -q -e (?:\.|'\.\[[\w,]+\]') && (.*)$"

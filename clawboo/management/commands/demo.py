@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+from django.db import DatabaseError
 
 from board import store
 from core import registry, repositories
@@ -98,6 +100,32 @@ def board_address(state: Path) -> str:
     return settings.CLAWBOO_PUBLIC_URL or boot.served_address(state) or DEFAULT_ADDRESS
 
 
+# How long `demo` waits for the `up` of its state dir to finish migrating.
+UP_MIGRATING_WAIT_S = 600.0
+
+
+def wait_for_up_migrating(state: Path, out: OutputWrapper) -> None:
+    """Wait while the `up` of this state dir is still migrating (its first run, a
+    minute on a slow machine): a second migration beside it failed with "table …
+    already exists" and told a person whose `up` was running to "run `clawboo up`
+    first". An `up` that stops meanwhile leaves the migration to `demo`."""
+    from clawboo import boot
+
+    served = boot.served_address(state)
+    if served is None or not boot.pending_migrations():
+        return
+    out.write(f"demo: waiting for the `clawboo up` serving {served} to finish migrating…")
+    out.flush()
+    deadline = time.monotonic() + UP_MIGRATING_WAIT_S
+    while time.monotonic() < deadline and boot.served_address(state) is not None:
+        time.sleep(0.5)
+        try:
+            if not boot.pending_migrations():
+                return
+        except DatabaseError:
+            continue  # read in the middle of a migration: ask again
+
+
 class Command(BaseCommand):
     help = "Create a sample repository, team, agent, task chain and routine to watch."
 
@@ -109,6 +137,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from clawboo import boot
 
+        wait_for_up_migrating(Path(settings.CLAWBOO_STATE_DIR), self.stdout)
         try:  # before `up` ever ran there are no tables yet
             applied = boot.migrate()
         except Exception as exc:
