@@ -58,6 +58,7 @@ def pytest_report_header(config: Any) -> str:
 # database decides (approvals, spend, run output, discussion edits).
 BACKEND_INDEPENDENT_MODULES = (
     "tests/live/test_board_browser.py",
+    "tests/live/test_newuser5_browser.py",
     "tests/live/test_review_browser.py",
     "tests/live/test_routines_browser.py",
 )

@@ -111,3 +111,19 @@ def test_a_hosts_comment_and_chat_line_read_as_its_host_on_the_board(
     assert line.locator(".avatar").get_attribute("title") == "laptop (host)"
     assert signed not in line.inner_text()
     screenshot(page, "board-host-author.png", tmp_path)
+
+
+# With a side panel open (Agents, Chat, a task) the columns narrow to their least
+# width: "In progress" read "IN PROGRE…" at 1280 and 1440 px.
+@pytest.mark.parametrize("viewport", [LAPTOP, WIDE], ids=["1280", "1440"])
+def test_column_headers_read_whole_beside_an_open_side_panel(
+    daphne, operator, tmp_path, viewport, browser
+):
+    base = daphne()
+    page = open_board(browser, base, viewport)
+    page.click("#agents-toggle")
+    page.wait_for_selector("#agents-panel:visible", timeout=10_000)
+    headers = page.evaluate(HEADERS_JS)
+    screenshot(page, f"board-side-{viewport['width']}.png", tmp_path)
+    assert ["In Progress", True] in headers, headers
+    assert all(whole for _, whole in headers), headers
