@@ -290,7 +290,7 @@ class TaskForm(forms.ModelForm):
         return
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         if data.get("claim_agent"):
             problem = _claim_typed_problem(self.instance, data.get("status"))
             if problem:
