@@ -46,6 +46,7 @@ from core.admin_forms import (
     confirmed_or_asked,
     offered_values,
 )
+from core.admin_lists import GrowingTableAdmin
 from core.errors import ClawbooError, ValidationFailed
 from core.models import Agent, Runtime
 
@@ -794,7 +795,7 @@ class OverrideForm(forms.Form):
 
 
 @admin.register(TaskComment)
-class TaskCommentAdmin(ReadOnlyAdmin):
+class TaskCommentAdmin(GrowingTableAdmin, ReadOnlyAdmin):
     # What was said: the list showed who and when, never the comment.
     list_display = ("task", "author", "body_start", "created_at")
     list_select_related = ("task",)
@@ -820,7 +821,7 @@ ERROR_SHOWN = 80
 
 
 @admin.register(ExecutionProcess)
-class ExecutionAdmin(ReadOnlyAdmin):
+class ExecutionAdmin(GrowingTableAdmin, ReadOnlyAdmin):
     """Every run, newest first: the operator's way to why a task failed. The run
     opens its own page; the task and the agent open theirs."""
 
@@ -851,8 +852,6 @@ class ExecutionAdmin(ReadOnlyAdmin):
     # Newest first by the primary key, the order runs are opened in: the model's
     # (started_at, id), which no index holds, sorted every run for each page.
     ordering = ("-id",)
-    # The table grows with every run: counting all of it on each page is a full scan.
-    show_full_result_count = False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ExecutionProcess]:
         # A run's log is up to a few hundred KB: the list shows none of it.
@@ -937,7 +936,7 @@ def offered_tools() -> list[tuple[str, str]]:
 
 
 @admin.register(ToolApproval)
-class ToolApprovalAdmin(ReadOnlyAdmin):
+class ToolApprovalAdmin(GrowingTableAdmin, ReadOnlyAdmin):
     """Tool calls that waited for a person, and who answered (the audit). Answer a
     pending one with the actions, as yourself."""
 
