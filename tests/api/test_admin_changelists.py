@@ -221,3 +221,20 @@ def test_the_unfiltered_log_on_postgresql_says_the_planners_estimate(admin_clien
         [estimate] = cursor.fetchone()
     page = admin_client.get("/admin/clawboo/event/")
     assert f"about {estimate:,} events" in page.content.decode()
+
+
+def test_select_all_past_the_count_says_every_row_not_the_count(admin_client, monkeypatch):
+    """Its action acts on every row the filters keep: "Select all 7 heartbeats"
+    under a count that stopped at 7 would delete thousands."""
+    from core.models import Heartbeat
+
+    monkeypatch.setattr(admin.site._registry[Heartbeat], "list_per_page", 2)
+    monkeypatch.setattr(admin_lists, "PAGES_AHEAD", 2)
+    at = timezone.now()
+    Heartbeat.objects.bulk_create(
+        Heartbeat(part="workers", instance=f"h:{i}", host="h", pid=i, started_at=at, beat_at=at)
+        for i in range(25)
+    )
+    page = admin_client.get("/admin/clawboo/heartbeat/").content.decode()
+    assert "Select all heartbeats (more than 6)" in page
+    assert "Select all 7" not in page
