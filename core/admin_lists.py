@@ -74,9 +74,15 @@ class CappedCountPaginator(Paginator):
         return int(row[0]) if row and row[0] is not None and row[0] >= 0 else None
 
 
+# The furthest page a count reaches for: a forged ?p=10**20 would ask the database
+# for a LIMIT past 64 bits. Past it, the changelist answers the page as it answers
+# any page beyond the last.
+PAGE_MAX = 10_000_000
+
+
 def page_asked(request: HttpRequest) -> int:
     try:
-        return max(int(request.GET.get(PAGE_VAR, 1)), 1)
+        return min(max(int(request.GET.get(PAGE_VAR, 1)), 1), PAGE_MAX)
     except (TypeError, ValueError):
         return 1  # the changelist answers a bad page number itself
 

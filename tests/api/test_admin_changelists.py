@@ -238,3 +238,10 @@ def test_select_all_past_the_count_says_every_row_not_the_count(admin_client, mo
     page = admin_client.get("/admin/clawboo/heartbeat/").content.decode()
     assert "Select all heartbeats (more than 6)" in page
     assert "Select all 7" not in page
+
+
+@pytest.mark.parametrize("page", ["99999999999999999999", "-3", "abc", "0"])
+def test_a_page_number_past_any_table_is_answered_not_a_server_error(admin_client, page):
+    many_events(3)
+    response = admin_client.get(f"/admin/clawboo/event/?p={page}")
+    assert response.status_code in (200, 302)
