@@ -46,6 +46,7 @@ from core.admin_forms import (
     confirmed_or_asked,
     offered_values,
 )
+from core.admin_lists import GrowingTableAdmin
 from core.errors import ClawbooError, ValidationFailed
 from core.models import Agent, Runtime
 
@@ -232,8 +233,9 @@ class TaskForm(forms.ModelForm):
     claim_agent = forms.CharField(
         required=False,
         label="Claim for agent",
-        help_text="Moving into in progress takes a claim for this agent (its executor "
-        "picks it up); without one that move is refused.",
+        help_text="Claims the task for this agent (its id), as the agent's own claim "
+        "would: a todo task is claimed as it stands; with the status in progress, the move "
+        "takes this claim (without one that move is refused).",
     )
     override_reason = forms.CharField(
         required=False,
@@ -287,6 +289,40 @@ class TaskForm(forms.ModelForm):
 
     def validate_unique(self) -> None:
         return
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("claim_agent"):
+            problem = _claim_typed_problem(self.instance, data.get("status"))
+            if problem:
+                self.add_error("claim_agent", problem)
+        return data
+
+
+def _claim_typed_problem(task: Task, status: str | None) -> str | None:
+    """Why an agent typed in "Claim for agent" cannot go with this status, or None.
+    A claim takes a todo task (the board's one claim), or goes with a move into in
+    progress; typed with the status left as it was, it was dropped without a word."""
+    status = status or task.status
+    if status == Status.IN_PROGRESS and task.status != Status.IN_PROGRESS:
+        return None
+    if status != task.status:
+        return (
+            f"A claim goes with the status In progress, not {Status(status).label}: choose "
+            "In progress, or leave this box empty."
+        )
+    if task.status == Status.TODO:
+        return None
+    if task.status == Status.IN_PROGRESS:
+        return (
+            f"The task is in progress already, held by {task.assignee_agent_id or 'no agent'}: "
+            "leave this box empty (to hand it over, release it first)."
+        )
+    return (
+        f"A claim takes a todo task; this one is {Status(task.status).label}. Choose the "
+        "status In progress as well to move it with this agent's claim, or leave this "
+        "box empty."
+    )
 
 
 def _repository_of(
@@ -510,18 +546,29 @@ class TaskAdmin(DataLayerAdmin):
                 changes["touches"] = data.get("touches")
             if changes:
                 store.update_task(obj.pk, changes)
-            if "status" in form.changed_data:
+            claim_agent = data.get("claim_agent") or None
+            if claim_agent and "status" not in form.changed_data:
+                # Typed without a status: claim the todo task for it (the form let
+                # through no other case), through the same move as choosing In progress.
+                data = {**data, "status": Status.IN_PROGRESS}
+            if "status" in form.changed_data or claim_agent:
                 who = request.user.get_username()
                 override = None
                 if data.get("override_reason"):
                     override = {"by": who, "reason": data.get("override_reason")}
-                store.transition(
-                    obj.pk,
-                    data["status"],
-                    human_override=override,
-                    agent_id=data.get("claim_agent") or None,
-                    actor=who,
-                )
+                try:
+                    store.transition(
+                        obj.pk,
+                        data["status"],
+                        human_override=override,
+                        agent_id=claim_agent,
+                        actor=who,
+                    )
+                except ClawbooError as exc:
+                    # A claim's refusal (agent paused, not routed, at its limit…) is
+                    # about the agent typed: shown beside it.
+                    field = "claim_agent" if claim_agent else None
+                    raise self.refuse(request, exc, field) from exc
         except ClawbooError as exc:
             raise self.refuse(request, exc) from exc
 
@@ -748,7 +795,7 @@ class OverrideForm(forms.Form):
 
 
 @admin.register(TaskComment)
-class TaskCommentAdmin(ReadOnlyAdmin):
+class TaskCommentAdmin(GrowingTableAdmin, ReadOnlyAdmin):
     # What was said: the list showed who and when, never the comment.
     list_display = ("task", "author", "body_start", "created_at")
     list_select_related = ("task",)
@@ -774,7 +821,7 @@ ERROR_SHOWN = 80
 
 
 @admin.register(ExecutionProcess)
-class ExecutionAdmin(ReadOnlyAdmin):
+class ExecutionAdmin(GrowingTableAdmin, ReadOnlyAdmin):
     """Every run, newest first: the operator's way to why a task failed. The run
     opens its own page; the task and the agent open theirs."""
 
@@ -805,8 +852,6 @@ class ExecutionAdmin(ReadOnlyAdmin):
     # Newest first by the primary key, the order runs are opened in: the model's
     # (started_at, id), which no index holds, sorted every run for each page.
     ordering = ("-id",)
-    # The table grows with every run: counting all of it on each page is a full scan.
-    show_full_result_count = False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ExecutionProcess]:
         # A run's log is up to a few hundred KB: the list shows none of it.
@@ -891,7 +936,7 @@ def offered_tools() -> list[tuple[str, str]]:
 
 
 @admin.register(ToolApproval)
-class ToolApprovalAdmin(ReadOnlyAdmin):
+class ToolApprovalAdmin(GrowingTableAdmin, ReadOnlyAdmin):
     """Tool calls that waited for a person, and who answered (the audit). Answer a
     pending one with the actions, as yourself."""
 

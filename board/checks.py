@@ -19,8 +19,10 @@ from core.checks import (
     check_id,
     check_int,
     check_object,
+    check_size,
     check_storable,
     check_text,
+    field_limit,
     invisible_in_label,
     unknown_keys,
 )
@@ -33,8 +35,10 @@ __all__ = [
     "check_id",
     "check_int",
     "check_object",
+    "check_size",
     "check_storable",
     "check_text",
+    "field_limit",
     "unknown_keys",
 ]
 

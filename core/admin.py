@@ -33,6 +33,7 @@ from core.admin_forms import (
     offered_values,
     shown_key,
 )
+from core.admin_lists import GrowingTableAdmin
 from core.api.access import govern_agent
 from core.errors import ClawbooError
 from core.models import Agent, AgentState, Event, Forge, Heartbeat, MachineToken, Repository, Team
@@ -501,7 +502,7 @@ def recent_event_kinds() -> list[tuple[str, str]]:
 
 
 @admin.register(Event)
-class EventAdmin(ReadOnlyAdmin):
+class EventAdmin(GrowingTableAdmin, ReadOnlyAdmin):
     list_display = ("team", "seq", "kind", "task", "prev_status", "actor", "created_at")
     # Dates as fixed spans, not a date hierarchy, whose menu reads the whole log's min,
     # max and years on every load (no index on created_at: each is paid by every write).
@@ -516,8 +517,6 @@ class EventAdmin(ReadOnlyAdmin):
     # Newest first by the primary key, the order events are written in: by
     # (created_at, seq), which no index holds, each page sorted the whole log.
     ordering = ("-id",)
-    # Every board write adds a row: counting the whole log on each page is a full scan.
-    show_full_result_count = False
 
     @admin.display(description="by")
     def actor(self, obj: Event) -> str:
@@ -623,7 +622,7 @@ class BeatFreshnessFilter(admin.SimpleListFilter):
 
 
 @admin.register(Heartbeat)
-class HeartbeatAdmin(ReadOnlyAdmin):
+class HeartbeatAdmin(GrowingTableAdmin, ReadOnlyAdmin):
     """The parts and hosts that beat, remote workers among them (read-only)."""
 
     list_display = ("part", "host", "instance", "beat_at", "freshness", "detail")

@@ -22,9 +22,12 @@ from core.errors import ClawbooError
 class SaveRefused(Exception):
     """A data layer refused an admin save; the message is already shown."""
 
-    def __init__(self, error: ClawbooError) -> None:
+    def __init__(self, error: ClawbooError, field: str | None = None) -> None:
         super().__init__(error.detail)
         self.error = error
+        # The form field the refusal is shown beside: the one the error names
+        # ("settings.argv" names "settings"), unless the admin says which.
+        self.field = field or str(error.extra.get("field") or "").split(".")[0]
 
 
 class DataLayerAdmin(admin.ModelAdmin):
@@ -33,20 +36,23 @@ class DataLayerAdmin(admin.ModelAdmin):
     was typed, the refusal beside the field it names (or above the form), so the
     operator corrects one value instead of typing the whole form again."""
 
-    def refuse(self, request: HttpRequest, exc: ClawbooError) -> SaveRefused:
+    def refuse(
+        self, request: HttpRequest, exc: ClawbooError, field: str | None = None
+    ) -> SaveRefused:
+        """``field``: the form field the refusal belongs beside, when the data layer's
+        name for it is not the form's (or it names none)."""
         self.message_user(request, f"Not saved: {exc.detail}", messages.ERROR)
-        return SaveRefused(exc)
+        return SaveRefused(exc, field)
 
     def get_form(
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> Any:
         form = super().get_form(request, obj, change, **kwargs)
-        refusal: ClawbooError | None = getattr(request, "_clawboo_refusal", None)
+        refusal: SaveRefused | None = getattr(request, "_clawboo_refusal", None)
         if refusal is None:
             return form
-        # "settings.argv" names the form's "settings" field.
-        field = str(refusal.extra.get("field") or "").split(".")[0]
-        detail = refusal.detail
+        field = refusal.field
+        detail = refusal.error.detail
 
         class RefusedForm(form):  # type: ignore[misc,valid-type]
             def clean(self) -> Any:
@@ -67,7 +73,7 @@ class DataLayerAdmin(admin.ModelAdmin):
             return super().changeform_view(request, object_id, form_url, extra_context)
         except SaveRefused as refused:
             # The first pass rolled back; the second shows the bound form, now invalid.
-            request._clawboo_refusal = refused.error  # type: ignore[attr-defined]
+            request._clawboo_refusal = refused  # type: ignore[attr-defined]
             return super().changeform_view(request, object_id, form_url, extra_context)
 
 

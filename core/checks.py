@@ -5,10 +5,12 @@ The constants are SPEC §10's.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Iterable
-from typing import Any, TypeGuard
+from dataclasses import dataclass
+from typing import Any, Literal, TypeGuard
 
 from core.errors import ValidationFailed
 
@@ -21,6 +23,52 @@ JSON_DEPTH_MAX = 32
 # it and truncates it in C), and UTF-16 surrogates, which cannot be UTF-8 at all
 # (a lone one stored on SQLite breaks every later read of its row).
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class FieldLimit:
+    """The most a free-text or JSON field keeps, in characters (a JSON value: its
+    compact JSON text), and what happens to more: ``refuse`` (400
+    ``validation_error`` naming the field and the limit, nothing written), or
+    ``keep_tail`` / ``keep_head`` (its last / first characters are stored)."""
+
+    chars: int
+    over: Literal["refuse", "keep_tail", "keep_head"]
+
+
+# The free-text and JSON fields the body limit (2 MiB) alone bounded, one row each
+# (docs/API.md, "Field limits"). The cuts are SPEC §10's evidence tail and the step
+# and log bounds docs/API.md states; the refusals are this table's own choice: a
+# task's metadata and input, and an agent's settings, hold commands, paths and ids,
+# so a description's size (TEXT_MAX) is far past any real one, and more was kept
+# whole, read back by every page and run that shows the task or starts the agent.
+FIELD_LIMITS: dict[str, FieldLimit] = {
+    "metadata": FieldLimit(TEXT_MAX, "refuse"),
+    "input": FieldLimit(TEXT_MAX, "refuse"),
+    "settings": FieldLimit(TEXT_MAX, "refuse"),
+    "evidence": FieldLimit(4_000, "keep_tail"),
+    "step.detail": FieldLimit(4_000, "keep_head"),
+    "step.arguments": FieldLimit(8_000, "keep_head"),
+    "run.log": FieldLimit(64_000, "keep_tail"),
+}
+
+
+def field_limit(name: str) -> int:
+    """The characters :data:`FIELD_LIMITS` keeps of ``name``."""
+    return FIELD_LIMITS[name].chars
+
+
+def check_size(value: Any, field: str) -> Any:
+    """``value`` when its compact JSON text is within ``field``'s refusing row of
+    :data:`FIELD_LIMITS`; else 400 naming the field and the limit."""
+    limit = FIELD_LIMITS[field]
+    assert limit.over == "refuse", field
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
+    if size > limit.chars:
+        raise ValidationFailed(
+            field, f"must be at most {limit.chars:,} characters as JSON (this is {size:,})"
+        )
+    return value
 
 
 def check_choice(value: Any, field: str, choices: Iterable[str]) -> str:

@@ -8,7 +8,14 @@ from django.db import connection
 from django.utils import timezone
 
 from core import agent_secrets, authors, events, repositories, server_commands, storage
-from core.checks import check_id, check_object, check_text, invisible_in_label, is_command_argv
+from core.checks import (
+    check_id,
+    check_object,
+    check_size,
+    check_text,
+    invisible_in_label,
+    is_command_argv,
+)
 from core.errors import Conflict, NotFound, ValidationFailed
 from core.models import Agent, AgentState, ParticipantKind, Runtime, Team
 from core.rows import from_rows
@@ -193,7 +200,9 @@ def create_agent(
     tid = check_id(team, "team")
     rt = _check_runtime(runtime)
     kind = _check_kind(participant_kind)
-    conf = agent_secrets.keep_stored(check_object(settings, "settings"), {}, rt)
+    conf = agent_secrets.keep_stored(
+        check_size(check_object(settings, "settings"), "settings"), {}, rt
+    )
     tags = check_agent_labels(labels)
     limit = check_max_concurrent(1 if max_concurrent is None else max_concurrent) or 1
     check_runtime_settings(rt, conf)
@@ -256,7 +265,7 @@ def update_agent(
     if "participant_kind" in changes:
         clean["participant_kind"] = _check_kind(changes["participant_kind"])
     if "settings" in changes:
-        clean["settings"] = check_object(changes["settings"], "settings")
+        clean["settings"] = check_size(check_object(changes["settings"], "settings"), "settings")
     if "team" in changes:
         clean["team_id"] = check_id(changes["team"], "team")
     if "owner" in changes:

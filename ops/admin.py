@@ -22,6 +22,7 @@ from board.models import Budget, BudgetScope
 from board.store import spend
 from core.admin import AgentAdmin
 from core.admin_forms import DataLayerAdmin, ReadOnlyAdmin, SecretsStayHidden, masked_url
+from core.admin_lists import GrowingTableAdmin
 from core.errors import ClawbooError, NotFound, ValidationFailed
 from core.models import Agent
 from ops import agent_removal, budget_scopes, notify
@@ -102,7 +103,7 @@ class NotificationChannelAdmin(SecretsStayHidden, DataLayerAdmin):
 
 
 @admin.register(NotificationDelivery)
-class NotificationDeliveryAdmin(SecretsStayHidden, ReadOnlyAdmin):
+class NotificationDeliveryAdmin(SecretsStayHidden, GrowingTableAdmin, ReadOnlyAdmin):
     list_display = (
         "id",
         "channel",

@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from core.admin_forms import DataLayerAdmin, ReadOnlyAdmin
+from core.admin_lists import GrowingTableAdmin
 from core.errors import ClawbooError
 from routines import store
 from routines.forms import RoutineForm
@@ -242,7 +243,7 @@ class RoutineAdmin(DataLayerAdmin):
 
 
 @admin.register(RoutineFire)
-class RoutineFireAdmin(ReadOnlyAdmin):
+class RoutineFireAdmin(GrowingTableAdmin, ReadOnlyAdmin):
     list_display = ("routine", "slot", "task", "outcome", "fired_at", "finished_at")
     list_filter = ("outcome",)
     list_select_related = ("routine",)

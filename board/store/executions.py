@@ -19,10 +19,10 @@ from board.store._base import lock_task, now
 from board.store.tickets import RUN_DUE, Ticket, claim_standing, run_due, run_opened
 from board.transitions import Status
 from core import registry, storage
-from core.checks import check_choice
+from core.checks import check_choice, field_limit
 from core.errors import NotFound, ValidationFailed
 
-LOG_TAIL = 64_000
+LOG_TAIL = field_limit("run.log")
 CLOSED = frozenset(
     {
         ExecutionStatus.SUCCEEDED,

@@ -34,7 +34,7 @@ from core.errors import Conflict, ValidationFailed
 from core.models import Agent, Runtime
 
 # SPEC §10 ceilings (the agent create path; see create_task).
-EVIDENCE_TAIL = 4_000
+EVIDENCE_TAIL = checks.field_limit("evidence")
 DEFAULT_TEAM = "default"
 
 
@@ -163,7 +163,8 @@ def patch_metadata(task_id: str, patch: Any) -> WriteOutcome:
         if raw is not None and raw != (task.metadata or {}).get("repo_path"):
             task.repository_id = task_repository(task.team_id, None, merged)
             changed.add("repository")
-        task.metadata = merged
+        # The merge is what is kept: a patch within the limit may take it past.
+        task.metadata = checks.check_size(merged, "metadata")
         return changed
 
     return _field_write(task_id, "metadata_changed", mutate)
@@ -210,7 +211,9 @@ def update_task(task_id: str, changes: dict[str, Any], *, if_revision: Any = Non
     if "labels" in changes:
         clean["labels"] = checks.check_labels(changes["labels"])
     if "metadata" in changes:
-        clean["metadata"] = checks.check_object(changes["metadata"], "metadata")
+        clean["metadata"] = checks.check_size(
+            checks.check_object(changes["metadata"], "metadata"), "metadata"
+        )
     if "max_run_cents" in changes:
         clean["max_run_cents"] = checks.check_max_run_cents(changes["max_run_cents"])
     if "assignee_agent_id" in changes:

@@ -37,7 +37,7 @@ from core import storage
 from core.errors import ValidationFailed
 
 # SPEC §10 ceilings (the agent create path; see create_task).
-EVIDENCE_TAIL = 4_000
+EVIDENCE_TAIL = checks.field_limit("evidence")
 DEFAULT_TEAM = "default"
 
 

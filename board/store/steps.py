@@ -35,13 +35,14 @@ from board.runs import StepKind, StepStatus
 from board.store._base import now
 from board.store.tool_approvals import mask
 from core import events, storage
+from core.checks import field_limit
 from core.errors import NotFound, ValidationFailed
 
 MAX_STEPS = 1000  # a run's steps kept; the rest are dropped (its log keeps all)
 BATCH_MAX = 200  # steps in one report
 NAME_MAX = 255
-DETAIL_MAX = 4_000  # characters of a step's result or error kept
-ARGUMENTS_MAX = 8_000  # characters of masked arguments kept (JSON)
+DETAIL_MAX = field_limit("step.detail")  # characters of a step's result or error kept
+ARGUMENTS_MAX = field_limit("step.arguments")  # characters of masked arguments kept (JSON)
 MODEL_MAX = 200
 COUNT_MAX = 2**53
 # The fields of one step as a runtime reports it (executor.steps.Step.as_body).

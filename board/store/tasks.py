@@ -50,7 +50,7 @@ from core.errors import ValidationFailed
 from core.models import Agent, Runtime, Team
 
 # SPEC §10 ceilings (the agent create path; see create_task).
-EVIDENCE_TAIL = 4_000
+EVIDENCE_TAIL = checks.field_limit("evidence")
 DEFAULT_TEAM = "default"
 
 
@@ -245,8 +245,8 @@ def create_task(
         "status": checks.check_create_status(status),
         "priority": checks.check_priority(0 if priority is None else priority),
         "labels": checks.check_labels(labels),
-        "metadata": checks.check_object(metadata, "metadata"),
-        "input": checks.check_storable(input, "input"),
+        "metadata": checks.check_size(checks.check_object(metadata, "metadata"), "metadata"),
+        "input": checks.check_size(checks.check_storable(input, "input"), "input"),
         "parent_task_id": None
         if parent_task_id is None
         else checks.check_id(parent_task_id, "parent_task_id"),

@@ -15,6 +15,7 @@ from django.utils.html import format_html
 from django_q import admin as q_admin
 from django_q.models import Failure, OrmQ, Schedule, Success
 
+from core.admin_lists import GrowingTableAdmin
 from ops.queue.models import FailedJob, QueuedJob, ScheduledJob, SuccessfulJob
 
 
@@ -44,10 +45,18 @@ class ScheduledJobAdmin(q_admin.ScheduleAdmin):
         return format_html('<a href="{}">[{}]</a>', url, obj.task_name)
 
 
+class SuccessfulJobAdmin(GrowingTableAdmin, q_admin.TaskAdmin):
+    """django-q2's page of finished jobs, paged without counting them all."""
+
+
+class FailedJobAdmin(GrowingTableAdmin, q_admin.FailAdmin):
+    """django-q2's page of failed jobs (kept until deleted), paged without counting them all."""
+
+
 _MOVES: list[tuple[Any, Any, type[admin.ModelAdmin]]] = [
     (Schedule, ScheduledJob, ScheduledJobAdmin),
-    (Success, SuccessfulJob, q_admin.TaskAdmin),
-    (Failure, FailedJob, q_admin.FailAdmin),
+    (Success, SuccessfulJob, SuccessfulJobAdmin),
+    (Failure, FailedJob, FailedJobAdmin),
     (OrmQ, QueuedJob, q_admin.QueueAdmin),  # registered by django-q2 with the ORM broker only
 ]
 for original, proxy, model_admin in _MOVES:

@@ -11,10 +11,12 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from board import store
 from board.store import spend, tool_approvals
-from core import beats, machines, registry, repositories
+from core import admin_lists, beats, machines, registry, repositories
+from core.models import Event, Team
 from ops import notify
 from ops.models import NotificationChannel
 from routines import store as routines
@@ -115,3 +117,131 @@ def test_the_log_lists_page_newest_first_by_their_primary_key(
     assert listing.split("ORDER BY")[1].split("LIMIT")[0].strip() == f'"{table}"."id" DESC'
     shown = [row.pk for row in page.context["cl"].result_list]
     assert shown == sorted(shown, reverse=True) and len(shown) >= 2
+
+
+# The lists of the tables that only grow (core.admin_lists.GrowingTableAdmin).
+GROWING = [
+    ("/admin/clawboo/event/", "events"),
+    ("/admin/board/executionprocess/", "execution_processes"),
+    ("/admin/clawboo/heartbeat/", "heartbeats"),
+    ("/admin/board/taskcomment/", "task_comments"),
+    ("/admin/ops/notificationdelivery/", "notification_deliveries"),
+    ("/admin/board/toolapproval/", "tool_approvals"),
+    ("/admin/routines/routinefire/", "routine_fires"),
+    ("/admin/background_queue/successfuljob/", "django_q_task"),
+    ("/admin/background_queue/failedjob/", "django_q_task"),
+]
+
+
+def whole_table_counts(queries: list[dict[str, str]], table: str) -> list[str]:
+    """The COUNTs that read every row of ``table``: a count of a LIMITed subquery
+    reads at most its limit."""
+    return [
+        q["sql"]
+        for q in queries
+        if "COUNT(" in q["sql"].upper() and f'"{table}"' in q["sql"] and "LIMIT" not in q["sql"]
+    ]
+
+
+@pytest.mark.parametrize(("url", "table"), GROWING)
+def test_a_growing_tables_list_never_counts_the_whole_table(
+    admin_client, settings, tmp_path, url, table
+):
+    """Django's paginator counted every row of the log on each page load (and again
+    with no filter, for "N total"): a full scan of a table that only grows."""
+    settings.CLAWBOO_REPO_ROOTS = [str(tmp_path)]
+    seed(0, tmp_path)
+    for query in ("", "?q=task0"):
+        with CaptureQueriesContext(connection) as seen:
+            page = admin_client.get(url + query)
+        assert page.status_code == 200
+        assert whole_table_counts(seen.captured_queries, table) == []
+
+
+def many_events(n: int) -> list[int]:
+    """``n`` events of the default team, newest first by id (the list's order)."""
+    team = Team.objects.get(pk="default")
+    at = timezone.now()
+    Event.objects.bulk_create(
+        Event(team=team, seq=10_000 + i, kind="probe", payload={}, created_at=at) for i in range(n)
+    )
+    return list(Event.objects.order_by("-id").values_list("id", flat=True))
+
+
+@pytest.fixture
+def small_pages(monkeypatch):
+    """Pages of 2 rows, counted 2 pages ahead: the paging of a big log, on 25 rows."""
+    monkeypatch.setattr(admin.site._registry[Event], "list_per_page", 2)
+    monkeypatch.setattr(admin_lists, "PAGES_AHEAD", 2)
+
+
+def test_the_event_log_pages_forward_and_back_over_every_row(admin_client, small_pages):
+    ids = many_events(25)
+    seen: list[int] = []
+    page_number = 1
+    while True:
+        page = admin_client.get(f"/admin/clawboo/event/?p={page_number}")
+        assert page.status_code == 200, page_number
+        cl = page.context["cl"]
+        rows = [row.pk for row in cl.result_list]
+        assert rows, page_number
+        seen += rows
+        links = [n for n in cl.paginator.get_elided_page_range(page_number) if n != "…"]
+        # Every page number linked holds rows; previous is linked from every page but
+        # the first, next from every page but the last.
+        assert max(links) == cl.paginator.num_pages
+        assert (page_number - 1 in links) == (page_number > 1)
+        if page_number + 1 not in links:
+            break
+        page_number += 1
+    assert seen == ids
+    assert page_number == 13
+    assert "25 events" in page.content.decode()
+    # The last linked page from the first page holds rows, and says there are more.
+    first = admin_client.get("/admin/clawboo/event/")
+    last_linked = first.context["cl"].paginator.num_pages
+    assert last_linked == 4 and "more than 6 events" in first.content.decode()
+    assert admin_client.get(f"/admin/clawboo/event/?p={last_linked}").context["cl"].result_list
+
+
+def test_a_filtered_log_says_more_than_what_it_counted(admin_client, small_pages):
+    many_events(25)
+    page = admin_client.get("/admin/clawboo/event/?kind__exact=probe")
+    assert "more than 6 events" in page.content.decode()
+    few = admin_client.get("/admin/clawboo/event/?kind__exact=task_created")
+    assert few.context["cl"].paginator.exact
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="reltuples is PostgreSQL's")
+def test_the_unfiltered_log_on_postgresql_says_the_planners_estimate(admin_client, small_pages):
+    many_events(25)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE events")
+        cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = 'events'")
+        [estimate] = cursor.fetchone()
+    page = admin_client.get("/admin/clawboo/event/")
+    assert f"about {estimate:,} events" in page.content.decode()
+
+
+def test_select_all_past_the_count_says_every_row_not_the_count(admin_client, monkeypatch):
+    """Its action acts on every row the filters keep: "Select all 7 heartbeats"
+    under a count that stopped at 7 would delete thousands."""
+    from core.models import Heartbeat
+
+    monkeypatch.setattr(admin.site._registry[Heartbeat], "list_per_page", 2)
+    monkeypatch.setattr(admin_lists, "PAGES_AHEAD", 2)
+    at = timezone.now()
+    Heartbeat.objects.bulk_create(
+        Heartbeat(part="workers", instance=f"h:{i}", host="h", pid=i, started_at=at, beat_at=at)
+        for i in range(25)
+    )
+    page = admin_client.get("/admin/clawboo/heartbeat/").content.decode()
+    assert "Select all heartbeats (more than 6)" in page
+    assert "Select all 7" not in page
+
+
+@pytest.mark.parametrize("page", ["99999999999999999999", "-3", "abc", "0"])
+def test_a_page_number_past_any_table_is_answered_not_a_server_error(admin_client, page):
+    many_events(3)
+    response = admin_client.get(f"/admin/clawboo/event/?p={page}")
+    assert response.status_code in (200, 302)
