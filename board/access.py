@@ -188,6 +188,24 @@ def caller_agents(auth: Any) -> frozenset[str]:
     return frozenset({bound}) if bound is not None else (bound_agents(auth) or frozenset())
 
 
+def claimer(request: Any, named: Any, field: str = "agent_id") -> Any:
+    """The agent a claim is for: the one named, else the one agent the caller's
+    credential acts as (an agent's key knows its agent); 400 when it acts as none
+    or several. REST (``…/claim``, ``claim-next``: ``agent_id``) and MCP
+    (``claim_task``: ``agent``) ask here; the caller's right to act as it is
+    :func:`core.api.access.act_as`'s, asked after."""
+    if named is not None:
+        return named
+    agents = caller_agents(getattr(request, "auth", None))
+    if len(agents) != 1:
+        raise ValidationFailed(
+            field,
+            "is required: name the agent that claims (this credential acts as "
+            + ("no one agent)" if not agents else f"{len(agents)} agents)"),
+        )
+    return next(iter(agents))
+
+
 def agent_side_owns(request: Any, task: Task, verb: str) -> None:
     """The REST door's :func:`refuse_unless_own_task`: the caller's agents are the
     one its key or run credential is bound to, or a machine token's bound agents."""
