@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp.client.client import Client
+from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from board import store
@@ -176,3 +177,173 @@ def _json(body: dict[str, Any]) -> str:
     import json
 
     return json.dumps(body)
+
+
+# --- acting as an agent: the tools' ``agent`` against REST's ``agent_id`` --------------
+#
+# GOVERNANCE §6: a person claims, heartbeats and settles as their own agents (staff:
+# any); the agent side as its own agent only. Each case runs on a task of its own per
+# door (``task``: "todo", or the agent holding it), so an admitted write on one door
+# leaves the other's task as the case made it. REST names the agent a call acts as in
+# a claim (``agent_id``) and a comment (``author``); its heartbeat and settles act as
+# the task's holder. A tool's ``agent`` on a held task is twinned with the comment
+# that names the same agent on that task: one rule (core.api.access.act_as) answers
+# both.
+
+Twin = tuple[str, str, dict[str, Any]]
+T = "/api/board/tasks/{id}"
+
+
+def claim(agent: str | None = None) -> Twin:
+    return ("POST", T + "/claim", {} if agent is None else {"agent_id": agent})
+
+
+def author(agent: str) -> Twin:
+    return ("POST", T + "/comments", {"body": "x", "author": agent})
+
+
+BEAT: Twin = ("POST", T + "/heartbeat", {"ticket": "{ticket}"})
+COMPLETE: Twin = ("POST", T + "/complete", {})
+FAIL: Twin = ("POST", T + "/fail", {"error": "no"})
+REVIEW: Twin = ("POST", T + "/transition", {"to": "in_review"})
+NO = {"error": "no"}
+STAFF_WITHOUT = "staff, no permission"
+# An agent REST does not know, or one of a team the caller cannot see: the same answer.
+UNKNOWN = "validation_error"
+
+# (credential, the case's task, tool, its arguments besides task_id, REST twin, the
+# answer of both doors)
+ACTING: list[tuple[str, str, str, dict[str, Any], Twin, str]] = [
+    ("person", "todo", "claim_task", {"agent": "ada-bot"}, claim("ada-bot"), "ok"),
+    ("person", "todo", "claim_task", {"agent": "eve-bot"}, claim("eve-bot"), "forbidden"),
+    ("person", "todo", "claim_task", {"agent": "blue-bot"}, claim("blue-bot"), UNKNOWN),
+    ("person", "todo", "claim_task", {"agent": "ghost"}, claim("ghost"), UNKNOWN),
+    ("person", "todo", "claim_task", {}, claim(), UNKNOWN),
+    ("person", "ada-bot", "heartbeat", {"agent": "ada-bot"}, BEAT, "ok"),
+    ("person", "ada-bot", "heartbeat", {}, BEAT, "ok"),
+    ("person", "eve-bot", "heartbeat", {}, BEAT, "forbidden"),
+    ("person", "eve-bot", "heartbeat", {"agent": "eve-bot"}, author("eve-bot"), "forbidden"),
+    ("person", "ada-bot", "heartbeat", {"agent": "blue-bot"}, author("blue-bot"), UNKNOWN),
+    ("person", "ada-bot", "complete_task", {"agent": "ada-bot"}, COMPLETE, "ok"),
+    ("person", "eve-bot", "complete_task", {}, COMPLETE, "forbidden"),
+    ("person", "ada-bot", "fail_task", {"agent": "ada-bot", **NO}, FAIL, "ok"),
+    ("person", "eve-bot", "fail_task", {"agent": "eve-bot", **NO}, author("eve-bot"), "forbidden"),
+    ("person", "ada-bot", "request_review", {"agent": "ada-bot"}, REVIEW, "ok"),
+    # (A person's REST move of any task of theirs to review is a person's board move,
+    # not an act as its holder: no twin of request_review's, which acts as the holder.)
+    ("person", "eve-bot", "request_review", {"agent": "eve-bot"}, author("eve-bot"), "forbidden"),
+    ("staff", "todo", "claim_task", {"agent": "eve-bot"}, claim("eve-bot"), "ok"),
+    ("staff", "eve-bot", "heartbeat", {"agent": "eve-bot"}, BEAT, "ok"),
+    ("staff", "eve-bot", "complete_task", {}, COMPLETE, "ok"),
+    # Staff without the model permission the table names keep a member's powers.
+    (STAFF_WITHOUT, "todo", "claim_task", {"agent": "eve-bot"}, claim("eve-bot"), "forbidden"),
+    (STAFF_WITHOUT, "todo", "claim_task", {"agent": "sid-bot"}, claim("sid-bot"), "ok"),
+    ("agent key", "todo", "claim_task", {"agent": "ada-bot"}, claim("ada-bot"), "ok"),
+    ("agent key", "todo", "claim_task", {"agent": "eve-bot"}, claim("eve-bot"), "forbidden"),
+    ("agent key", "todo", "claim_task", {"agent": "blue-bot"}, claim("blue-bot"), UNKNOWN),
+    ("agent key", "ada-bot", "heartbeat", {"agent": "eve-bot"}, author("eve-bot"), "forbidden"),
+    ("agent key", "ada-bot", "complete_task", {"agent": "blue-bot"}, author("blue-bot"), UNKNOWN),
+    ("run credential", "run", "heartbeat", {"agent": "ada-bot"}, BEAT, "ok"),
+    ("run credential", "run", "heartbeat", {"agent": "eve-bot"}, author("eve-bot"), "forbidden"),
+    ("run credential", "run", "write_handoff", {"agent": "blue-bot", "handoff": HANDOFF},
+     author("blue-bot"), UNKNOWN),
+    ("machine token", "todo", "claim_task", {}, claim(), "ok"),
+    ("machine token", "todo", "claim_task", {"agent": "eve-bot"}, claim("eve-bot"), "forbidden"),
+    ("machine token", "ada-bot", "heartbeat", {}, BEAT, "ok"),
+    ("machine token", "eve-bot", "fail_task", NO, FAIL, "forbidden"),
+]  # fmt: skip
+
+
+def _person(name: str, *, staff: bool = False, permitted: bool = True) -> str:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    user = get_user_model().objects.create_user(name, is_staff=staff)
+    if staff and permitted:
+        user.user_permissions.set(Permission.objects.all())
+    registry.add_member("default", user)
+    if name == "sid":
+        registry.create_agent(
+            id="sid-bot",
+            display_name="sid",
+            team="default",
+            runtime="human",
+            owner=user,
+            max_concurrent=10,
+        )
+    return str(Token.objects.create(user=user).key)
+
+
+@pytest.fixture
+def acting(world: dict[str, Any]) -> dict[str, Any]:
+    """Beside the world: agent blue-bot of team blue (which nobody here is in), the
+    people's own keys, a staff person with and one without the model permissions, and
+    a machine token bound to ada-bot."""
+    from django.contrib.auth import get_user_model
+
+    registry.create_team("blue", "Blue")
+    registry.create_agent(id="blue-bot", display_name="blue", team="blue", runtime="human")
+    for agent in ("ada-bot", "eve-bot"):
+        registry.update_agent(agent, {"max_concurrent": 100})
+    ada = get_user_model().objects.get(username="ada")
+    machine_key = machines.mint("host-1", ["ada-bot"])[1]
+    return {
+        **world,
+        "person": str(Token.objects.get(user=ada).key),
+        "staff": _person("root", staff=True),
+        STAFF_WITHOUT: _person("sid", staff=True, permitted=False),
+        "machine token": machine_key,
+    }
+
+
+def _case_task(kind: str, world: dict[str, Any]) -> dict[str, str]:
+    """A task in the state a case asks, of its own: "todo", held by an agent, or the
+    run credential's own task."""
+    if kind == "run":
+        return {"id": world["own"], "ticket": world["ticket"]}
+    task = store.create_task(title=f"case ({kind})", file_mutating=False).task.id
+    if kind == "todo":
+        return {"id": task, "ticket": ""}
+    ticket = store.claim(task, kind, "human").ticket
+    assert ticket is not None
+    return {"id": task, "ticket": ticket}
+
+
+async def _call(caller: Any, tool: str, arguments: dict[str, Any]) -> Any:
+    async with Client(build_server(caller)) as client:
+        return await client.call_tool(tool, arguments)
+
+
+def _state(task_id: str) -> tuple[Any, ...]:
+    task = store.get_task(task_id)
+    return (task.status, task.assignee_agent_id, task.lease_until, task.revision)
+
+
+def test_acting_as_an_agent_is_admitted_and_refused_alike_over_mcp_and_rest(acting):
+    results = []
+    for who, kind, tool, arguments, (method, path, body), expected in ACTING:
+        key = acting[who]
+        caller = credentials.caller_for_key(key)
+        assert caller is not None, who
+        mcp_task, rest_task = _case_task(kind, acting), _case_task(kind, acting)
+        if kind == "run":
+            # One run, one task: REST meets it after MCP, whose refusals write nothing.
+            rest_task = mcp_task
+        before = {t["id"]: _state(t["id"]) for t in (mcp_task, rest_task)}
+
+        tool_answer = anyio.run(_call, caller, tool, {"task_id": mcp_task["id"], **arguments})
+        api = APIClient()
+        api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        rest = api.generic(
+            method,
+            _fill(path, {"id": rest_task["id"]}),
+            _json(_fill(body, {"ticket": rest_task["ticket"]})),
+            "application/json",
+        )
+        case = (who, kind, tool, arguments)
+        results.append((case, _mcp_code(tool_answer), _rest_code(rest), expected))
+        if expected != "ok":
+            # A refusal writes nothing, on either door.
+            assert {t: _state(t) for t in before} == before, case
+    mismatched = [r for r in results if not r[1] == r[2] == r[3]]
+    assert mismatched == [], mismatched
