@@ -396,7 +396,10 @@ def _create(
     repository: str | None,
     route: Route | None = None,
     touches: list[str] | None = None,
+    agent: str | None = None,
 ) -> dict[str, Any]:
+    # First, as REST asks ``created_by_agent_id``: an agent the caller may not act as.
+    named = None if agent is None else _acting_as(caller, agent)
     # Checked (and capped) before each is looked up: a repeated id is one lookup.
     for dep in checks.check_id_list(depends_on, "depends_on"):
         _visible(caller, dep, "depends_on")
@@ -406,8 +409,11 @@ def _create(
         description=description,
         # The agent side files work as one of its agents: the board's ceilings and
         # rate limit apply, and it waits for a person's approval (a machine token
-        # too, which acts as no agent here).
-        created_by_agent_id=files_as(caller.principal, caller.own_agents, team_id),
+        # too: its one agent, or the one it names). A person files as nobody unless
+        # they name one of their agents.
+        created_by_agent_id=files_as(
+            caller.principal, caller.own_agents, team_id, named, field=AGENT
+        ),
         team=team_id,
         priority=priority,
         labels=labels,
@@ -437,13 +443,16 @@ def create_task(
     repository: TaskId | None = None,
     route: Route | None = None,
     touches: Touches | None = None,
+    agent: AgentId | None = None,
 ) -> dict[str, Any]:
     """File a new top-level task for your team (a separate piece of work, not part of
     yours; for that use create_subtask). Rate limited for agents. repository: the id of
     one of your team's registered repositories the task's worktree is made in. route: who may
     take it (an agent id of your team, a runtime, labels the agent must carry). touches: the
     repository paths (globs: src/**, docs/*.md) the task will change; no agent starts it
-    while overlapping work in that repository is in progress or waiting to land."""
+    while overlapping work in that repository is in progress or waiting to land. agent:
+    the agent that files it (a person's key: one of your own; it then waits for approval
+    as an agent's work does)."""
     caller = caller_of(ctx)
     return _create(
         caller,
@@ -458,6 +467,7 @@ def create_task(
         repository=repository,
         route=route,
         touches=touches,
+        agent=agent,
     )
 
 
@@ -474,13 +484,15 @@ def create_subtask(
     repository: TaskId | None = None,
     route: Route | None = None,
     touches: Touches | None = None,
+    agent: AgentId | None = None,
 ) -> dict[str, Any]:
     """Split work into a child task of parent_task_id (default: your task; one of your
     own: assigned to, held or filed by you), which your team's agents can then claim.
     Depth and per-parent child limits apply. It works in the parent's repository unless
     repository names another of your team's. route: who may take it (an agent id of your
     team, a runtime, labels the agent must carry). touches: the repository paths (globs)
-    it will change, as for create_task."""
+    it will change, as for create_task. agent: the agent that files it, as for
+    create_task."""
     caller = caller_of(ctx)
     parent = _visible(caller, _task_id(caller, parent_task_id), "parent_task_id")
     # A subtask spends its parent's tree (child limit, cap budget): under your own tasks.
@@ -498,6 +510,7 @@ def create_subtask(
         repository=repository,
         route=route,
         touches=touches,
+        agent=agent,
     )
 
 
@@ -506,13 +519,18 @@ def comment(
     ctx: Context,
     body: Annotated[str, Field(min_length=1, max_length=20_000)],
     task_id: TaskId | None = None,
+    agent: AgentId | None = None,
 ) -> dict[str, Any]:
     """Leave a note on a task (default: your task) for people and other agents:
-    progress, a question, a finding. Signed with your name. Only on your own tasks:
-    one assigned to you, held by you, or filed by you (your subtasks)."""
+    progress, a question, a finding. Signed with your name (agent: signed as that
+    agent, one of your own -- REST's ``author``). Only on your own tasks: one assigned
+    to you, held by you, or filed by you (your subtasks)."""
     caller = caller_of(ctx)
     task = _own(caller, _visible(caller, _task_id(caller, task_id)), "comment on")
-    said = store.add_comment(task.id, body, caller.signs_as, agent_side=caller.principal.agent_side)
+    # As REST's ``author``: naming who you sign as already is no act as another.
+    named = None if agent in (None, caller.signs_as) else _acting_as(caller, agent)
+    author = named or caller.signs_as
+    said = store.add_comment(task.id, body, author, agent_side=caller.principal.agent_side)
     return {"comment": said.as_dict()}
 
 

@@ -5,6 +5,7 @@ written. A tool added without saying what its REST twin is fails here."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -174,8 +175,6 @@ def test_another_agents_task_is_refused_alike_over_mcp_and_rest(world, credentia
 
 
 def _json(body: dict[str, Any]) -> str:
-    import json
-
     return json.dumps(body)
 
 
@@ -202,12 +201,18 @@ def author(agent: str) -> Twin:
     return ("POST", T + "/comments", {"body": "x", "author": agent})
 
 
+def create(agent: str) -> Twin:
+    return ("POST", "/api/board/tasks", {"title": "t", "created_by_agent_id": agent})
+
+
 BEAT: Twin = ("POST", T + "/heartbeat", {"ticket": "{ticket}"})
 COMPLETE: Twin = ("POST", T + "/complete", {})
 FAIL: Twin = ("POST", T + "/fail", {"error": "no"})
 REVIEW: Twin = ("POST", T + "/transition", {"to": "in_review"})
 NO = {"error": "no"}
 STAFF_WITHOUT = "staff, no permission"
+SAY = {"body": "x"}
+FILE = {"title": "t"}
 # An agent REST does not know, or one of a team the caller cannot see: the same answer.
 UNKNOWN = "validation_error"
 
@@ -251,6 +256,21 @@ ACTING: list[tuple[str, str, str, dict[str, Any], Twin, str]] = [
     ("machine token", "todo", "claim_task", {"agent": "eve-bot"}, claim("eve-bot"), "forbidden"),
     ("machine token", "ada-bot", "heartbeat", {}, BEAT, "ok"),
     ("machine token", "eve-bot", "fail_task", NO, FAIL, "forbidden"),
+    # Signing a comment as an agent (REST's ``author``), filing work as one (REST's
+    # ``created_by_agent_id``: delegation, which waits for approval).
+    ("person", "ada-bot", "comment", {"agent": "ada-bot", "body": "x"}, author("ada-bot"), "ok"),
+    ("person", "ada-bot", "comment", {"agent": "eve-bot", **SAY}, author("eve-bot"), "forbidden"),
+    ("agent key", "ada-bot", "comment", {"agent": "eve-bot", **SAY}, author("eve-bot"),
+     "forbidden"),
+    ("machine token", "ada-bot", "comment", {"agent": "ada-bot", **SAY}, author("ada-bot"), "ok"),
+    ("person", "none", "create_task", {"title": "t", "agent": "ada-bot"}, create("ada-bot"), "ok"),
+    ("person", "none", "create_task", {**FILE, "agent": "eve-bot"}, create("eve-bot"), "forbidden"),
+    ("person", "none", "create_task", {**FILE, "agent": "blue-bot"}, create("blue-bot"), UNKNOWN),
+    ("staff", "none", "create_task", {"title": "t", "agent": "eve-bot"}, create("eve-bot"), "ok"),
+    ("run credential", "none", "create_task", {**FILE, "agent": "eve-bot"}, create("eve-bot"),
+     "forbidden"),
+    ("machine token", "none", "create_task", {**FILE, "agent": "eve-bot"}, create("eve-bot"),
+     "forbidden"),
 ]  # fmt: skip
 
 
@@ -297,8 +317,10 @@ def acting(world: dict[str, Any]) -> dict[str, Any]:
 
 
 def _case_task(kind: str, world: dict[str, Any]) -> dict[str, str]:
-    """A task in the state a case asks, of its own: "todo", held by an agent, or the
-    run credential's own task."""
+    """A task in the state a case asks, of its own: "todo", held by an agent, the run
+    credential's own task, or none (a create)."""
+    if kind == "none":
+        return {"id": "", "ticket": ""}
     if kind == "run":
         return {"id": world["own"], "ticket": world["ticket"]}
     task = store.create_task(title=f"case ({kind})", file_mutating=False).task.id
@@ -314,9 +336,15 @@ async def _call(caller: Any, tool: str, arguments: dict[str, Any]) -> Any:
         return await client.call_tool(tool, arguments)
 
 
-def _state(task_id: str) -> tuple[Any, ...]:
-    task = store.get_task(task_id)
-    return (task.status, task.assignee_agent_id, task.lease_until, task.revision)
+def _admitted(tool: str, ids: tuple[str, str]) -> tuple[Any, ...]:
+    """What an admitted case made of its task, to compare across the doors."""
+    tasks = [store.get_task(task_id) for task_id in ids]
+    if tool == "comment":
+        return tuple(store.list_comments(t.id).last().author for t in tasks)
+    return tuple(
+        (t.status, t.assignee_agent_id, t.created_by_agent_id, (t.approval or {}).get("state"))
+        for t in tasks
+    )
 
 
 def test_acting_as_an_agent_is_admitted_and_refused_alike_over_mcp_and_rest(acting):
@@ -329,9 +357,9 @@ def test_acting_as_an_agent_is_admitted_and_refused_alike_over_mcp_and_rest(acti
         if kind == "run":
             # One run, one task: REST meets it after MCP, whose refusals write nothing.
             rest_task = mcp_task
-        before = {t["id"]: _state(t["id"]) for t in (mcp_task, rest_task)}
-
-        tool_answer = anyio.run(_call, caller, tool, {"task_id": mcp_task["id"], **arguments})
+        before = written()
+        on_task = {"task_id": mcp_task["id"]} if mcp_task["id"] else {}
+        tool_answer = anyio.run(_call, caller, tool, {**on_task, **arguments})
         api = APIClient()
         api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
         rest = api.generic(
@@ -344,6 +372,13 @@ def test_acting_as_an_agent_is_admitted_and_refused_alike_over_mcp_and_rest(acti
         results.append((case, _mcp_code(tool_answer), _rest_code(rest), expected))
         if expected != "ok":
             # A refusal writes nothing, on either door.
-            assert {t: _state(t) for t in before} == before, case
+            assert written() == before, case
+        elif kind == "none" and not tool_answer.is_error and rest.status_code < 400:
+            made = (json.loads(tool_answer.content[0].text)["task"]["id"], rest.json()["id"])
+            first, second = _admitted(tool, made)
+            assert first == second, (case, first, second)
+        elif kind != "run" and not tool_answer.is_error and rest.status_code < 400:
+            first, second = _admitted(tool, (mcp_task["id"], rest_task["id"]))
+            assert first == second, (case, first, second)
     mismatched = [r for r in results if not r[1] == r[2] == r[3]]
     assert mismatched == [], mismatched
