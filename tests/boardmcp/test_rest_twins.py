@@ -382,3 +382,23 @@ def test_acting_as_an_agent_is_admitted_and_refused_alike_over_mcp_and_rest(acti
             assert first == second, (case, first, second)
     mismatched = [r for r in results if not r[1] == r[2] == r[3]]
     assert mismatched == [], mismatched
+
+
+def test_the_stdio_caller_acts_as_its_own_agent_only_as_its_agents_key_does_over_rest(acting):
+    """``clawboo mcp --agent ada-bot`` holds no key, yet names agents as ada-bot's key
+    does over REST: its own only, the same refusal for any other."""
+    caller = credentials.caller_for_agent("ada-bot")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {acting['agent key']}")
+    answers = []
+    for agent in ("eve-bot", "blue-bot", "ghost", "ada-bot"):
+        tasks = [_case_task("todo", acting)["id"] for _door in ("mcp", "rest")]
+        tool = anyio.run(_call, caller, "claim_task", {"task_id": tasks[0], "agent": agent})
+        rest = api.post(f"/api/board/tasks/{tasks[1]}/claim", {"agent_id": agent}, format="json")
+        answers.append((agent, _mcp_code(tool), _rest_code(rest)))
+    assert answers == [
+        ("eve-bot", "forbidden", "forbidden"),
+        ("blue-bot", UNKNOWN, UNKNOWN),
+        ("ghost", UNKNOWN, UNKNOWN),
+        ("ada-bot", "ok", "ok"),
+    ]
