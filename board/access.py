@@ -148,15 +148,21 @@ def refuse_unless_own_task(
     )
 
 
-def files_as(principal: Principal, agents: Collection[str], team: str, named: Any = None) -> Any:
+def files_as(
+    principal: Principal,
+    agents: Collection[str],
+    team: str,
+    named: Any = None,
+    field: str = "created_by_agent_id",
+) -> Any:
     """The agent a create is filed as (GOVERNANCE §5, §6: the agent side's work is
-    delegation, and waits for a person's approval): ``named`` (a body's
-    ``created_by_agent_id``; the caller's right to act as it is checked after), else,
-    for the agent side, the one agent of ``agents`` -- the agent its key or run
-    credential is bound to, or a machine token's only bound agent. A machine token of
-    several agents names one; the MCP tools name none, so it files there through the
-    REST API. A person files as nobody unless it names an agent. REST and MCP both
-    ask here, so no door of the agent side files work that skips approval.
+    delegation, and waits for a person's approval): ``named`` (REST's
+    ``created_by_agent_id``, MCP's ``agent``: ``field``; the caller's right to act as
+    it is :func:`core.api.access.act_as`'s), else, for the agent side, the one agent
+    of ``agents`` -- the agent its key or run credential is bound to, or a machine
+    token's only bound agent. A machine token of several agents names one. A person
+    files as nobody unless it names an agent. REST and MCP both ask here, so no door
+    of the agent side files work that skips approval.
 
     The agent is one of ``team``'s (the task's team): a machine token bound to agents
     of two teams, or a person owning agents in both, files one team's work as that
@@ -165,16 +171,14 @@ def files_as(principal: Principal, agents: Collection[str], team: str, named: An
         agent = named
     elif len(agents) != 1:
         raise ValidationFailed(
-            "created_by_agent_id",
-            "name the agent this machine token files the task as (over MCP, which "
-            "names none: file it with POST /api/board/tasks)",
+            field, "name the agent this machine token of several agents files the task as"
         )
     else:
         agent = next(iter(agents))
     scope = agent_scope(agent) if isinstance(agent, str) and ID_PATTERN.match(agent) else None
     if scope is not None and scope[0] != team:
         raise ValidationFailed(
-            "created_by_agent_id",
+            field,
             f"agent {agent!r} is of team {scope[0]!r}: a task of team {team!r} is filed "
             "as an agent of its own team",
         )
@@ -186,6 +190,24 @@ def caller_agents(auth: Any) -> frozenset[str]:
     is bound to, or a machine token's bound agents (none: a person's)."""
     bound = bound_agent(auth)
     return frozenset({bound}) if bound is not None else (bound_agents(auth) or frozenset())
+
+
+def claimer(request: Any, named: Any, field: str = "agent_id") -> Any:
+    """The agent a claim is for: the one named, else the one agent the caller's
+    credential acts as (an agent's key knows its agent); 400 when it acts as none
+    or several. REST (``…/claim``, ``claim-next``: ``agent_id``) and MCP
+    (``claim_task``: ``agent``) ask here; the caller's right to act as it is
+    :func:`core.api.access.act_as`'s, asked after."""
+    if named is not None:
+        return named
+    agents = caller_agents(getattr(request, "auth", None))
+    if len(agents) != 1:
+        raise ValidationFailed(
+            field,
+            "is required: name the agent that claims (this credential acts as "
+            + ("no one agent)" if not agents else f"{len(agents)} agents)"),
+        )
+    return next(iter(agents))
 
 
 def agent_side_owns(request: Any, task: Task, verb: str) -> None:

@@ -22,6 +22,7 @@ from board.access import (
     agent_side_owns,
     audited_override,
     caller_agents,
+    claimer,
     files_as,
     refuse_deciding_work_in_review,
     refuse_settling_its_own_run,
@@ -743,22 +744,6 @@ ClaimBody = inline_serializer(
         "lease_ms": serializers.IntegerField(required=False, min_value=1000),
     },
 )
-
-
-def claimer(request: Request, named: Any) -> Any:
-    """The agent a claim is for: the one named, else the one agent the caller's
-    credential acts as (an agent's key knows its agent); 400 when it acts as none
-    or several."""
-    if named is not None:
-        return named
-    agents = caller_agents(request.auth)
-    if len(agents) != 1:
-        raise ValidationFailed(
-            "agent_id",
-            "is required: name the agent that claims (this credential acts as "
-            + ("no one agent)" if not agents else f"{len(agents)} agents)"),
-        )
-    return next(iter(agents))
 
 
 class ClaimView(APIView):

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from rest_framework.authentication import TokenAuthentication
@@ -81,6 +82,12 @@ class Caller:
     # token's user, as over REST (core.api.access.acting_name). Its host's name is
     # an operator's free text, which may be a person's username (core.authors).
     author: str = ""
+    # What REST's ``request.user`` and ``request.auth`` are for the same credential
+    # (a run's: its agent's owner, bound to the agent's team, and the credential), so
+    # a Caller answers core.api.access's rules as a request does: acting as an agent
+    # is one rule (:func:`core.api.access.act_as`), asked by both doors.
+    user: Any = field(default=None, compare=False, repr=False)
+    auth: Any = field(default=None, compare=False, repr=False)
 
     @property
     def signs_as(self) -> str:
@@ -132,9 +139,43 @@ def _plausible(key: Any) -> bool:
     )
 
 
-def agent_caller(agent: Agent, *, task_id: str | None = None, ticket: str | None = None) -> Caller:
+@dataclass(frozen=True)
+class StdioCredential:
+    """What ``clawboo mcp --agent A`` authenticates with, as core.api.auth reads a
+    credential: bound to agent ``A`` (:func:`core.api.auth.bound_agent`), the agent
+    side (:func:`core.roles.principal_of`)."""
+
+    bound_agent_id: str
+    principal_kind: str = "agent"
+
+
+def _agent_user(agent: Agent) -> Any:
+    """The user a credential bound to ``agent`` acts for, as REST's run authentication
+    binds it (boardmcp.auth): its owner, seeing the agent's team only; an agent of no
+    owner, nobody's (it sees no team beyond the one it is bound to)."""
+    user = agent.owner if agent.owner_id is not None else AnonymousUser()
+    roles.bind_to_agent_team(user, agent.team_id)
+    return user
+
+
+def agent_caller(
+    agent: Agent,
+    *,
+    task_id: str | None = None,
+    ticket: str | None = None,
+    user: Any = None,
+    auth: Any = None,
+) -> Caller:
+    """A caller acting as ``agent`` only; ``user``/``auth``: the credential's, as
+    REST would read them (default: the stdio process's)."""
     return Caller(
-        name=agent.id, teams=(agent.team_id,), agent_id=agent.id, task_id=task_id, ticket=ticket
+        name=agent.id,
+        teams=(agent.team_id,),
+        agent_id=agent.id,
+        task_id=task_id,
+        ticket=ticket,
+        user=user if user is not None else _agent_user(agent),
+        auth=auth if auth is not None else StdioCredential(agent.id),
     )
 
 
@@ -217,6 +258,8 @@ def _run_caller(credential: RunCredential) -> Caller | None:
         read_only=credential.read_only,
         client=agent_client(credential.agent.id),
         kind=credential.principal_kind,
+        user=_agent_user(credential.agent),
+        auth=credential,
     )
 
 
@@ -246,7 +289,8 @@ def _token_caller(key: str) -> Caller | None:
         agent = Agent.objects.filter(pk=bound).first()
         if agent is None or not (user.is_staff or agent.owner_id == user.pk):
             return None
-        return replace(agent_caller(agent), client=client_of(user, token))
+        # The user authenticate_credentials read is bound to the agent's team already.
+        return replace(agent_caller(agent, user=user, auth=token), client=client_of(user, token))
     principal = principal_of(user, token)
     teams = team_ids(user)
     staff = principal.kind == "person" and teams is None
@@ -262,6 +306,8 @@ def _token_caller(key: str) -> Caller | None:
         machine_agents=bound_agents(token) or frozenset(),
         member_teams=tuple(member_team_ids(user)) if staff else (),
         withheld_verbs=roles.withheld_rows(user) if staff else frozenset(),
+        user=user,
+        auth=token,
     )
 
 
@@ -269,7 +315,9 @@ def caller_for_key(key: Any) -> Caller | None:
     """The caller a presented key names, or None (unknown, void or malformed)."""
     if not _plausible(key):
         return None
-    credential = RunCredential.objects.select_related("agent").filter(pk=_digest(key)).first()
+    credential = (
+        RunCredential.objects.select_related("agent__owner").filter(pk=_digest(key)).first()
+    )
     if credential is not None:
         return _run_caller(credential)
     return _token_caller(key)

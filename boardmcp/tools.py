@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from board import checks, store
 from board.access import (
+    claimer,
     files_as,
     refuse_deciding_work_in_review,
     refuse_unjudged_done,
@@ -37,7 +38,7 @@ from board.store import spend as spend_store
 from board.store import tool_approvals
 from boardmcp.credentials import Caller
 from core import registry, repositories, roles
-from core.api.access import refuse_another_agent
+from core.api.access import act_as, act_as_assignee, refuse_another_agent
 from core.checks import check_storable
 from core.errors import ClawbooError, Forbidden, NotFound, ValidationFailed
 from core.models import Repository
@@ -65,6 +66,10 @@ Status = Literal["backlog", "todo", "in_progress", "in_review", "blocked", "done
 # the tool instead of refusing it.
 _ID_SHAPE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 TaskId = Annotated[str, Field(min_length=1, max_length=128, pattern=_ID_SHAPE)]
+# The agent a call acts as, where the caller may act as several (a person: their own
+# agents; staff: any; a machine token: its bound ones): REST's ``agent_id``.
+AgentId = Annotated[str, Field(min_length=1, max_length=128, pattern=_ID_SHAPE)]
+AGENT = "agent"
 Title = Annotated[str, Field(min_length=1, max_length=500)]
 Text = Annotated[str, Field(max_length=20_000)]
 # A task's scope: repository-relative path globs (board.scope checks each).
@@ -213,13 +218,18 @@ def _task_id(caller: Caller, task_id: str | None) -> str:
     return caller.task_id
 
 
-def _agent(caller: Caller) -> str:
-    if caller.agent_id is None:
-        raise Forbidden(
-            "this credential acts as no agent: use a token minted for an agent, "
-            "or `clawboo mcp --agent <id>`"
-        )
-    return caller.agent_id
+def _acting_as(caller: Caller, named: str | None) -> str | None:
+    """The agent a call acts as when it names ``named`` (a tool's ``agent``): one the
+    caller may act as by REST's own rule (:func:`core.api.access.act_as`, which the
+    ``agent_id`` of a claim asks) -- a person: their own agents (staff: any of a team
+    they see); a machine token: its bound agents; a credential bound to one agent (its
+    key, a run's, ``clawboo mcp --agent``): that agent only. Refused as REST refuses
+    it: an unknown agent or one of a team the caller cannot see ``validation_error``,
+    another person's or another agent ``forbidden``. Named none: the agent the
+    credential is bound to, or None (a person, a machine token)."""
+    if named is None or named == caller.agent_id:
+        return caller.agent_id
+    return str(act_as(caller, named, AGENT))
 
 
 def _team(caller: Caller, team: str | None) -> str:
@@ -239,11 +249,16 @@ def _team(caller: Caller, team: str | None) -> str:
 
 
 def _held(
-    caller: Caller, task_id: str | None, ticket: str | None, *, settles: bool
-) -> tuple[str, str]:
-    """The task and the ticket to fence a write with, when the caller's agent holds it.
-    A run may not settle its own task (``settles``): the executor does, after it."""
-    agent = _agent(caller)
+    caller: Caller,
+    task_id: str | None,
+    ticket: str | None,
+    *,
+    settles: bool,
+    agent: str | None = None,
+) -> tuple[str, str, str]:
+    """The task, the ticket to fence a write with and the agent holding it, when the
+    caller acts as that agent (``agent``: the one it names, :func:`_acting_as`). A
+    run may not settle its own task (``settles``): the executor does, after it."""
     tid = _task_id(caller, task_id)
     task = _visible(caller, tid)
     if settles and caller.run and tid == caller.task_id:
@@ -251,20 +266,27 @@ def _held(
             f"task {tid!r} is settled by the executor when your run ends: finish the "
             "work and stop (to report a failure, say so and exit with an error)"
         )
-    if task.assignee_agent_id is not None:
+    acting = _acting_as(caller, agent)
+    if caller.agent_id is not None and task.assignee_agent_id is not None:
         # Another agent's task is refused as REST refuses it (act_as_assignee): 403,
         # never the claim conflict below -- retrying or re-claiming cannot change it.
-        refuse_another_agent(agent, task.assignee_agent_id)
-    if task.assignee_agent_id != agent:
+        refuse_another_agent(caller.agent_id, task.assignee_agent_id)
+    elif caller.agent_id is None:
+        # A person (or a machine token) acts as the task's holder, as REST's heartbeat
+        # and settles do: their own agent's (staff: any), else 403.
+        act_as_assignee(caller, task)
+    held_by = task.assignee_agent_id
+    if held_by is None or (acting is not None and held_by != acting):
+        who = "any agent" if acting is None else f"agent {acting!r}"
         raise ClaimConflict(
-            f"task {tid!r} is not held by agent {agent!r}; claim it first",
+            f"task {tid!r} is not held by {who}; claim it first",
             reason="not-my-task",
             status=task.status,
         )
     if ticket is None:
         own = caller.ticket if tid == caller.task_id else None
         ticket = own or store.Ticket.for_task(task).encode()
-    return tid, ticket
+    return tid, ticket, held_by
 
 
 def _own(caller: Caller, task: Task, verb: str) -> Task:
@@ -374,7 +396,10 @@ def _create(
     repository: str | None,
     route: Route | None = None,
     touches: list[str] | None = None,
+    agent: str | None = None,
 ) -> dict[str, Any]:
+    # First, as REST asks ``created_by_agent_id``: an agent the caller may not act as.
+    named = None if agent is None else _acting_as(caller, agent)
     # Checked (and capped) before each is looked up: a repeated id is one lookup.
     for dep in checks.check_id_list(depends_on, "depends_on"):
         _visible(caller, dep, "depends_on")
@@ -384,8 +409,11 @@ def _create(
         description=description,
         # The agent side files work as one of its agents: the board's ceilings and
         # rate limit apply, and it waits for a person's approval (a machine token
-        # too, which acts as no agent here).
-        created_by_agent_id=files_as(caller.principal, caller.own_agents, team_id),
+        # too: its one agent, or the one it names). A person files as nobody unless
+        # they name one of their agents.
+        created_by_agent_id=files_as(
+            caller.principal, caller.own_agents, team_id, named, field=AGENT
+        ),
         team=team_id,
         priority=priority,
         labels=labels,
@@ -415,13 +443,16 @@ def create_task(
     repository: TaskId | None = None,
     route: Route | None = None,
     touches: Touches | None = None,
+    agent: AgentId | None = None,
 ) -> dict[str, Any]:
     """File a new top-level task for your team (a separate piece of work, not part of
     yours; for that use create_subtask). Rate limited for agents. repository: the id of
     one of your team's registered repositories the task's worktree is made in. route: who may
     take it (an agent id of your team, a runtime, labels the agent must carry). touches: the
     repository paths (globs: src/**, docs/*.md) the task will change; no agent starts it
-    while overlapping work in that repository is in progress or waiting to land."""
+    while overlapping work in that repository is in progress or waiting to land. agent:
+    the agent that files it (a person's key: one of your own; it then waits for approval
+    as an agent's work does)."""
     caller = caller_of(ctx)
     return _create(
         caller,
@@ -436,6 +467,7 @@ def create_task(
         repository=repository,
         route=route,
         touches=touches,
+        agent=agent,
     )
 
 
@@ -452,13 +484,15 @@ def create_subtask(
     repository: TaskId | None = None,
     route: Route | None = None,
     touches: Touches | None = None,
+    agent: AgentId | None = None,
 ) -> dict[str, Any]:
     """Split work into a child task of parent_task_id (default: your task; one of your
     own: assigned to, held or filed by you), which your team's agents can then claim.
     Depth and per-parent child limits apply. It works in the parent's repository unless
     repository names another of your team's. route: who may take it (an agent id of your
     team, a runtime, labels the agent must carry). touches: the repository paths (globs)
-    it will change, as for create_task."""
+    it will change, as for create_task. agent: the agent that files it, as for
+    create_task."""
     caller = caller_of(ctx)
     parent = _visible(caller, _task_id(caller, parent_task_id), "parent_task_id")
     # A subtask spends its parent's tree (child limit, cap budget): under your own tasks.
@@ -476,6 +510,7 @@ def create_subtask(
         repository=repository,
         route=route,
         touches=touches,
+        agent=agent,
     )
 
 
@@ -484,13 +519,18 @@ def comment(
     ctx: Context,
     body: Annotated[str, Field(min_length=1, max_length=20_000)],
     task_id: TaskId | None = None,
+    agent: AgentId | None = None,
 ) -> dict[str, Any]:
     """Leave a note on a task (default: your task) for people and other agents:
-    progress, a question, a finding. Signed with your name. Only on your own tasks:
-    one assigned to you, held by you, or filed by you (your subtasks)."""
+    progress, a question, a finding. Signed with your name (agent: signed as that
+    agent, one of your own -- REST's ``author``). Only on your own tasks: one assigned
+    to you, held by you, or filed by you (your subtasks)."""
     caller = caller_of(ctx)
     task = _own(caller, _visible(caller, _task_id(caller, task_id)), "comment on")
-    said = store.add_comment(task.id, body, caller.signs_as, agent_side=caller.principal.agent_side)
+    # As REST's ``author``: naming who you sign as already is no act as another.
+    named = None if agent in (None, caller.signs_as) else _acting_as(caller, agent)
+    author = named or caller.signs_as
+    said = store.add_comment(task.id, body, author, agent_side=caller.principal.agent_side)
     return {"comment": said.as_dict()}
 
 
@@ -511,19 +551,27 @@ def link_dependency(ctx: Context, task_id: TaskId, depends_on: TaskId) -> dict[s
 
 
 @board_call
-def claim_task(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
+def claim_task(
+    ctx: Context, task_id: TaskId | None = None, agent: AgentId | None = None
+) -> dict[str, Any]:
     """Take a ready task to work on: task_id, or the next ready one of your team.
-    A conflict means someone else has it or it is not ready: do not retry it."""
+    A conflict means someone else has it or it is not ready: do not retry it.
+    agent: the agent that claims -- required with a person's key (one of your own
+    agents; staff: any), optional with an agent's (its own only)."""
     caller = caller_of(ctx)
     if task_id is not None:
         _visible(caller, task_id)
-    agent = registry.get_agent(_agent(caller))
+    acting = _acting_as(caller, agent)
+    if acting is None:
+        # As REST's claim: a machine token's one agent, else name one (400).
+        acting = act_as(caller, claimer(caller, None, AGENT), AGENT)
+    agent_row = registry.get_agent(acting)
     if task_id is not None:
-        result = store.claim(task_id, agent.id, agent.runtime, registered=True)
+        result = store.claim(task_id, agent_row.id, agent_row.runtime, registered=True)
         result.raise_for_outcome(task_id)
     else:
         found = store.claim_next(
-            agent.id, runtime=agent.runtime, team=agent.team_id, registered=True
+            agent_row.id, runtime=agent_row.runtime, team=agent_row.team_id, registered=True
         )
         if found is None:
             return {"task": None, "ticket": None}
@@ -534,12 +582,16 @@ def claim_task(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
 
 @board_call
 def heartbeat(
-    ctx: Context, task_id: TaskId | None = None, ticket: str | None = None
+    ctx: Context,
+    task_id: TaskId | None = None,
+    ticket: str | None = None,
+    agent: AgentId | None = None,
 ) -> dict[str, Any]:
     """Renew your lease on a task you hold (default: your task), so it is not taken
-    back as stale during long work."""
+    back as stale during long work. agent: the holder you act as (a person's key: one
+    of your own agents, else the task's holder if it is yours)."""
     caller = caller_of(ctx)
-    tid, fence = _held(caller, task_id, ticket, settles=False)
+    tid, fence, _holder = _held(caller, task_id, ticket, settles=False, agent=agent)
     task = store.renew_lease(tid, fence).raise_if_declined()
     assert task.lease_until is not None
     return {"lease_until": task.lease_until.isoformat()}
@@ -551,37 +603,48 @@ def complete_task(
     task_id: TaskId | None = None,
     output: dict[str, Any] | str | None = None,
     ticket: str | None = None,
+    agent: AgentId | None = None,
 ) -> dict[str, Any]:
     """Mark a task you hold done, with its output. Not for the task an executor run
-    was started for: the executor settles that one when you stop."""
+    was started for: the executor settles that one when you stop. agent: the holder
+    you act as, as for heartbeat."""
     caller = caller_of(ctx)
     task = _visible(caller, _task_id(caller, task_id))
     refuse_deciding_work_in_review(caller.principal, task, "mcp complete_task")
-    tid, fence = _held(caller, task_id, ticket, settles=True)
+    tid, fence, _holder = _held(caller, task_id, ticket, settles=True, agent=agent)
     refuse_unjudged_done(caller.principal, task)
     return _settled(store.complete(tid, output, ticket=fence, if_allowed=True))
 
 
 @board_call
 def fail_task(
-    ctx: Context, error: Text, task_id: TaskId | None = None, ticket: str | None = None
+    ctx: Context,
+    error: Text,
+    task_id: TaskId | None = None,
+    ticket: str | None = None,
+    agent: AgentId | None = None,
 ) -> dict[str, Any]:
     """Give up on a task you hold, saying why: it goes back to the queue while attempts
-    remain, else it is blocked for a person."""
+    remain, else it is blocked for a person. agent: the holder you act as, as for
+    heartbeat."""
     caller = caller_of(ctx)
     task = _visible(caller, _task_id(caller, task_id))
     refuse_deciding_work_in_review(caller.principal, task, "mcp fail_task")
-    tid, fence = _held(caller, task_id, ticket, settles=True)
+    tid, fence, _holder = _held(caller, task_id, ticket, settles=True, agent=agent)
     return _settled(store.fail(tid, error, ticket=fence, if_allowed=True))
 
 
 @board_call
 def request_review(
-    ctx: Context, task_id: TaskId | None = None, ticket: str | None = None
+    ctx: Context,
+    task_id: TaskId | None = None,
+    ticket: str | None = None,
+    agent: AgentId | None = None,
 ) -> dict[str, Any]:
-    """Hand a task you hold to a person for review (in_progress → in_review)."""
+    """Hand a task you hold to a person for review (in_progress → in_review). agent:
+    the holder you act as, as for heartbeat."""
     caller = caller_of(ctx)
-    tid, fence = _held(caller, task_id, ticket, settles=True)
+    tid, fence, _holder = _held(caller, task_id, ticket, settles=True, agent=agent)
     refuse_unjudged_done(caller.principal, _visible(caller, tid), "move to review")
     return _settled(store.await_review(tid, ticket=fence, if_allowed=True))
 
@@ -597,17 +660,21 @@ def read_handoff(ctx: Context, task_id: TaskId | None = None) -> dict[str, Any]:
 
 @board_call
 def write_handoff(
-    ctx: Context, handoff: dict[str, Any], task_id: TaskId | None = None
+    ctx: Context,
+    handoff: dict[str, Any],
+    task_id: TaskId | None = None,
+    agent: AgentId | None = None,
 ) -> dict[str, Any]:
     """Write the task's AGENT_HANDOFF.json for whoever resumes it: completedSubtasks,
     brokenOrUnverified, nextBestStep (runtime, handoffFrom and timestamp are filled in
-    when left out). Only for a task you hold."""
+    when left out). Only for a task you hold. agent: the holder you act as, as for
+    heartbeat."""
     caller = caller_of(ctx)
-    tid, _fence = _held(caller, task_id, None, settles=False)
-    agent = registry.get_agent(_agent(caller))
+    tid, _fence, holder = _held(caller, task_id, None, settles=False, agent=agent)
+    held_by = registry.get_agent(holder)
     doc = {
-        "runtime": agent.runtime,
-        "handoffFrom": agent.display_name,
+        "runtime": held_by.runtime,
+        "handoffFrom": held_by.display_name,
         "timestamp": dt.datetime.now(dt.UTC).isoformat(),
         **handoff,
     }
@@ -744,9 +811,13 @@ def governed(fn: _F) -> _F:
         # (core.api.permissions) -- so both doors answer the same refusal first.
         roles.check_run_scope(caller.principal, verb, _run(caller), kwargs.get("task_id"))
         bound = _ACTING.set(caller.acting(verb))
+        # REST's rules this door asks (core.api.access.act_as) read staff's powers
+        # from the user, as the REST door binds them for its request.
+        roles.bind_staff_power(caller.user, verb if caller.kind == "person" else None)
         try:
             return fn(ctx, *args, **kwargs)
         finally:
+            roles.bind_staff_power(caller.user, None)
             _ACTING.reset(bound)
 
     return run  # type: ignore[return-value]

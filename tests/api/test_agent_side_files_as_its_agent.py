@@ -4,8 +4,9 @@ for its bound agents as their keys do; over MCP it acts as no agent, and its
 ``create_task`` and ``create_subtask`` filed work as nobody, so it skipped the
 approval an agent's own key would meet. Both doors now ask one rule
 (``board.access.files_as``): the work is filed as the credential's one agent, and
-a machine token of several agents is refused over MCP (it names none there),
-nothing written. A person's own credential files as nobody: no approval needed."""
+a machine token of several agents names the one it files as (REST's
+``created_by_agent_id``, the MCP tools' ``agent``), else is refused, nothing written.
+A person's own credential files as nobody: no approval needed."""
 
 from __future__ import annotations
 
@@ -110,8 +111,27 @@ def test_a_machine_token_of_several_agents_files_nothing_over_mcp():
     for answer in answers:
         assert answer.is_error
         assert answer.structured_content["error"] == "validation_error"
-        assert answer.structured_content["field"] == "created_by_agent_id"
+        # The tool's own argument: naming one there files as it (below).
+        assert answer.structured_content["field"] == "agent"
     assert fingerprint() == before
+
+
+def test_a_machine_token_of_several_agents_names_the_one_it_files_as_over_mcp():
+    board = world()
+    created, split = mcp(
+        board["keys"]["machine token of two agents"],
+        [
+            ("create_task", {"title": "delegated", "agent": "near"}),
+            (
+                "create_subtask",
+                {"title": "split off", "parent_task_id": board["held"], "agent": "far"},
+            ),
+        ],
+    )
+    for answer, agent in ((created, "near"), (split, "far")):
+        task = filed(answer)
+        assert task.created_by_agent_id == agent
+        assert task.approval["state"] == "required"
 
 
 def test_a_person_files_work_over_mcp_that_needs_no_approval():

@@ -429,7 +429,7 @@ def test_a_run_may_not_settle_its_own_task_the_executor_does(
     assert store.get_task(board.task).status == "in_progress"
 
 
-def test_a_persons_api_token_sees_their_teams_and_acts_as_no_agent(
+def test_a_persons_api_token_sees_their_teams_and_claims_only_naming_an_agent(
     http_connect: Connect, board: Board, django_user_model: Any
 ) -> None:
     user = django_user_model.objects.create_user("rita")
@@ -449,7 +449,8 @@ def test_a_persons_api_token_sees_their_teams_and_acts_as_no_agent(
     assert {t["id"] for t in listed.body["tasks"]} == {board.task}
     assert commented.body["comment"]["author"] == "rita"
     assert hidden.body["error"] == "not_found"
-    assert claim.body["error"] == "forbidden"
+    # As REST's claim: a person's key names the agent that claims (one of their own).
+    assert (claim.body["error"], claim.body["field"]) == ("validation_error", "agent")
 
 
 def test_mcp_and_the_rest_api_spend_one_request_budget_per_client(
