@@ -22,7 +22,7 @@ from django.utils.text import Truncator
 from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy
 
-from core import agent_secrets, authors, beats, machines, registry, repositories
+from core import agent_secrets, authors, beats, machines, registry, repositories, roles
 from core.admin_forms import (
     CommaListField,
     DataLayerAdmin,
@@ -37,6 +37,7 @@ from core.admin_lists import GrowingTableAdmin
 from core.api.access import govern_agent
 from core.errors import ClawbooError
 from core.models import Agent, AgentState, Event, Forge, Heartbeat, MachineToken, Repository, Team
+from core.roles import may_manage_person
 
 # What each governance field of a team does, in the words of docs/governance.md.
 TEAM_HELP = {
@@ -111,7 +112,11 @@ class TeamAdmin(DataLayerAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # A team not yet made has no rows to link.
-        return (*self.readonly_fields, "id") if obj else self.readonly_fields[1:]
+        if obj is None:
+            return self.readonly_fields[1:]
+        # Its members are shown, not offered, to whom the rule keeps them from.
+        mine = roles.may_change_members(request.user, obj.pk)
+        return (*self.readonly_fields, "id", *(() if mine else ("members",)))
 
     def get_form(
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
@@ -139,7 +144,13 @@ class TeamAdmin(DataLayerAdmin):
     def save_model(self, request: HttpRequest, obj: Team, form: Any, change: bool) -> None:
         try:
             if not change:
-                registry.create_team(form.cleaned_data["id"], form.cleaned_data["name"])
+                # A new team's first members are its maker's to name (nothing is held
+                # in it yet); later changes meet core.roles.may_change_members.
+                registry.create_team(
+                    form.cleaned_data["id"],
+                    form.cleaned_data["name"],
+                    members=list(form.cleaned_data.get("members") or []),
+                )
             data = form.cleaned_data
             reviewer = data.get("reviewer_agent")
             registry.update_team(
@@ -157,7 +168,15 @@ class TeamAdmin(DataLayerAdmin):
             raise self.refuse(request, exc) from exc
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        registry.update_team(form.instance.pk, members=list(form.cleaned_data["members"]))
+        # Read-only (not in the form) where the asker may not change them.
+        if not change or "members" not in form.cleaned_data:
+            return
+        try:
+            registry.update_team(
+                form.instance.pk, members=list(form.cleaned_data["members"]), by=request.user
+            )
+        except ClawbooError as exc:
+            raise self.refuse(request, exc) from exc
 
 
 class AgentForm(forms.ModelForm):
@@ -726,24 +745,6 @@ class PersonAdmin(SecretsStayHidden, UserAdmin):
         if not super().has_delete_permission(request, obj):
             return False
         return obj is None or may_manage_person(request.user, obj)
-
-
-def may_manage_person(asker: Any, person: Any) -> bool:
-    """Whether ``asker`` (holding the admin's change or delete permission on users)
-    may change ``person``'s row, set their password, or delete them: the one rule.
-
-    A superuser: anyone. Anyone else: their own row, and a person who holds nothing
-    the asker does not already hold as a member -- neither staff nor superuser, and
-    every team they belong to or own an agent in is one of the asker's own teams.
-    Setting a person's password is signing in as them: their teams' approvals,
-    their agents' keys, their name on every verdict."""
-    if asker.is_superuser or person.pk == asker.pk:
-        return True
-    if person.is_superuser or person.is_staff:
-        return False
-    theirs = set(Team.objects.filter(members=person).values_list("pk", flat=True))
-    theirs |= set(Agent.objects.filter(owner=person).values_list("team_id", flat=True))
-    return theirs <= set(registry.member_team_ids(asker))
 
 
 if admin.site.is_registered(Group):

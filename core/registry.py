@@ -7,7 +7,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from core import agent_secrets, authors, events, repositories, server_commands, storage
+from core import agent_secrets, authors, events, repositories, roles, server_commands, storage
 from core.checks import (
     check_id,
     check_object,
@@ -16,7 +16,7 @@ from core.checks import (
     invisible_in_label,
     is_command_argv,
 )
-from core.errors import Conflict, NotFound, ValidationFailed
+from core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from core.models import Agent, AgentState, ParticipantKind, Runtime, Team
 from core.rows import from_rows
 
@@ -33,7 +33,11 @@ def get_team(team_id: str) -> Team:
         raise NotFound(f"team {team_id!r} does not exist") from None
 
 
-def create_team(team_id: Any, name: Any = None, *, creator: Any = None) -> Team:
+def create_team(
+    team_id: Any, name: Any = None, *, creator: Any = None, members: Any = None
+) -> Team:
+    """Make a team; ``creator`` becomes a member, and so does each of ``members``
+    (the admin's add page: whoever makes a team names its first members)."""
     tid = check_id(team_id, "id")
     label = check_text(name if name is not None else tid, "name", limit=200, required=True)
 
@@ -41,9 +45,11 @@ def create_team(team_id: Any, name: Any = None, *, creator: Any = None) -> Team:
         if Team.objects.filter(pk=tid).exists():
             raise Conflict(f"team {tid!r} already exists")
         team = Team.objects.create(id=tid, name=label)
-        if creator is not None:
-            team.members.add(creator)
-            _forget_teams(creator)
+        joining = [*([creator] if creator is not None else []), *(members or [])]
+        if joining:
+            team.members.add(*joining)
+            for member in joining:
+                _forget_teams(member)
         return team
 
     return storage.write(run)
@@ -350,13 +356,18 @@ def update_team(
     approval_required: Any = None,
     max_concurrent: Any = UNSET,
     reviewer_agent: Any = UNSET,
+    by: Any = None,
 ) -> Team:
     """Change a team's settings in one write (the admin's save, ``PATCH
     /api/teams/{id}``): its name, members, whether its new tasks wait for a person's
     approval (tasks already filed keep theirs), ``max_concurrent`` (the most of its
     tasks ``in_progress`` at once, counted by the claim; None: no team limit) and
     ``reviewer_agent`` (its critic: an agent of the team, or None). Every field is
-    checked before anything is written: a refusal writes nothing."""
+    checked before anything is written: a refusal writes nothing.
+
+    ``by``: the person asking, when a person asks (every door but the server's own
+    commands): changing the members is theirs only as
+    :func:`core.roles.may_change_members` says (``403 forbidden`` otherwise)."""
     label = None if name is None else check_text(name, "name", limit=200, required=True)
     if approval_required is not None and not isinstance(approval_required, bool):
         raise ValidationFailed("approval_required", "must be true or false")
@@ -369,6 +380,11 @@ def update_team(
 
     def run() -> Team:
         team = get_team(team_id)
+        if members is not None and by is not None and not roles.may_change_members(by, team.id):
+            raise Forbidden(
+                f"only a superuser or a member of team {team.id!r} changes its members",
+                field="members",
+            )
         changed: list[str] = []
         if reviewer_agent is not UNSET:
             agent = None

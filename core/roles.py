@@ -840,6 +840,53 @@ class PageRolesMiddleware:
         return None
 
 
+# --- people's rows: whom a person who is not a superuser may govern ------------------
+# Team membership is what both rules below count, and every member's power (a team's
+# approvals, verdicts, agents) follows it: so who may change a team's members is
+# the same kind of rule, kept beside the one it would otherwise undo.
+
+
+def _member_teams(user: Any) -> set[str]:
+    from core.registry import member_team_ids  # the registry writes through this module
+
+    return set(member_team_ids(user))
+
+
+def may_manage_person(asker: Any, person: Any) -> bool:
+    """Whether ``asker`` (holding the admin's change or delete permission on users)
+    may change ``person``'s row, set their password, or delete them: the one rule.
+
+    A superuser: anyone. Anyone else: their own row, and a person who holds nothing
+    the asker does not already hold as a member -- neither staff nor superuser, and
+    every team they belong to or own an agent in is one of the asker's own teams.
+    Setting a person's password is signing in as them: their teams' approvals,
+    their agents' keys, their name on every verdict."""
+    from core.models import Agent, Team
+
+    if asker.is_superuser or person.pk == asker.pk:
+        return True
+    if person.is_superuser or person.is_staff:
+        return False
+    theirs = set(Team.objects.filter(members=person).values_list("pk", flat=True))
+    theirs |= set(Agent.objects.filter(owner=person).values_list("team_id", flat=True))
+    return theirs <= _member_teams(asker)
+
+
+def may_change_members(asker: Any, team_id: str) -> bool:
+    """Whether ``asker`` may change who belongs to the existing team ``team_id``: the
+    one rule every door that edits a team's members asks (the admin's team page;
+    ``core.registry.update_team`` given ``by``). A superuser: any team. Anyone else
+    (staff granted "change team" included): only a team they already belong to.
+
+    Otherwise "change team" was every team's membership, and membership is every
+    member's power: a staff person added themselves to another team, then decided
+    its approvals and, through :func:`may_manage_person` (people wholly of the
+    asker's teams), reset its members' passwords -- or took a member out of the team
+    they did not share, so that the member became wholly of the asker's. A team
+    being made names its first members freely (nothing is held in it yet)."""
+    return bool(asker.is_superuser) or team_id in _member_teams(asker)
+
+
 # --- the table as people read it (docs/roles.md) -----------------------------------
 
 _COLUMNS = ("person", "agent", "machine", "reviewer")

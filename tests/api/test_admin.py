@@ -596,6 +596,85 @@ def test_a_staff_person_still_resets_the_password_of_a_member_of_their_own_team(
     assert colleague.check_password("fresh-pass-9")
 
 
+def team_form(team_id, members, **changes):
+    """A team's change form as a person would send it back, with ``members``."""
+    return {"name": team_id, "members": [m.pk for m in members], **changes}
+
+
+def grant(user, *codenames):
+    from django.contrib.auth.models import Permission
+
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+
+
+def test_nor_join_a_team_they_are_not_in_to_take_over_its_members(client, user_operator):
+    """Staff granted "change team" added themselves to another team, then reset its
+    member's password (people wholly of the asker's teams) and held its approvals."""
+    grant(user_operator, "view_team", "change_team")
+    registry.create_team("ours")
+    registry.create_team("theirs")
+    registry.update_team("ours", members=[user_operator])
+    stranger = get_user_model().objects.create_user("stranger", password="pw")
+    registry.update_team("theirs", members=[stranger])
+    joined = client.post(
+        "/admin/clawboo/team/theirs/change/", team_form("theirs", [stranger, user_operator])
+    )
+    assert joined.status_code == 302, messages_of(joined)
+    assert set(registry.get_team("theirs").members.all()) == {stranger}
+    reset = client.post(
+        f"/admin/auth/user/{stranger.pk}/password/",
+        {"password1": "taken-over-9", "password2": "taken-over-9"},
+    )
+    assert reset.status_code == 403
+    stranger.refresh_from_db()
+    assert stranger.check_password("pw")
+
+
+def test_nor_take_a_shared_member_out_of_a_team_they_are_not_in(client, user_operator):
+    """Taking a colleague out of the one team the asker did not share made them wholly
+    of the asker's teams: then their password was the asker's to set."""
+    grant(user_operator, "view_team", "change_team")
+    registry.create_team("ours")
+    registry.create_team("theirs")
+    colleague = get_user_model().objects.create_user("colleague", password="pw")
+    registry.update_team("ours", members=[user_operator, colleague])
+    registry.update_team("theirs", members=[colleague])
+    taken_out = client.post("/admin/clawboo/team/theirs/change/", team_form("theirs", []))
+    assert taken_out.status_code == 302
+    assert set(registry.get_team("theirs").members.all()) == {colleague}
+    page = client.get("/admin/clawboo/team/theirs/change/")
+    assert "members" not in page.context["adminform"].form.fields
+
+
+def test_a_staff_person_still_changes_the_members_of_their_own_team(client, user_operator):
+    grant(user_operator, "view_team", "change_team")
+    registry.create_team("ours")
+    registry.update_team("ours", members=[user_operator])
+    newcomer = get_user_model().objects.create_user("newcomer", password="pw")
+    sent = client.post(
+        "/admin/clawboo/team/ours/change/", team_form("ours", [user_operator, newcomer])
+    )
+    assert sent.status_code == 302, messages_of(sent)
+    assert set(registry.get_team("ours").members.all()) == {user_operator, newcomer}
+
+
+def test_the_registry_refuses_a_membership_change_asked_by_a_non_member(user_operator):
+    from core.errors import Forbidden
+
+    registry.create_team("theirs")
+    with pytest.raises(Forbidden):
+        registry.update_team("theirs", members=[user_operator], by=user_operator)
+    assert not registry.get_team("theirs").members.exists()
+
+
+def test_a_superuser_still_changes_any_teams_members(operator):
+    registry.create_team("theirs")
+    bob = get_user_model().objects.create_user("bob", password="pw")
+    sent = operator.post("/admin/clawboo/team/theirs/change/", team_form("theirs", [bob]))
+    assert sent.status_code == 302, messages_of(sent)
+    assert set(registry.get_team("theirs").members.all()) == {bob}
+
+
 def test_nor_add_a_permission_to_a_group(client, user_operator):
     from django.contrib.auth.models import Group, Permission
 
