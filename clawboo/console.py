@@ -21,14 +21,17 @@ class ClawbooAdminSite(admin.AdminSite):
 
     def register(self, model_or_iterable: Any, admin_class: Any = None, **options: Any) -> None:
         """Every admin, the apps' and django-q2's alike, offers in its action menu
-        only what the person may run (:class:`core.admin_forms.ActionsByRole`)."""
-        from core.admin_forms import ActionsByRole
+        only what the person may run (:class:`core.admin_forms.ActionsByRole`), and
+        refuses on its form an id its many-to-many column cannot hold
+        (:class:`core.admin_forms.IdsInRange`)."""
+        from core.admin_forms import ActionsByRole, IdsInRange
 
         admin_class = admin_class or admin.ModelAdmin
-        if not issubclass(admin_class, ActionsByRole):
+        missing = tuple(m for m in (ActionsByRole, IdsInRange) if not issubclass(admin_class, m))
+        if missing:
             admin_class = type(
                 admin_class.__name__,
-                (ActionsByRole, admin_class),
+                (*missing, admin_class),
                 {"__module__": admin_class.__module__, "__doc__": admin_class.__doc__},
             )
         super().register(model_or_iterable, admin_class, **options)

@@ -96,6 +96,47 @@ class ActionsByRole(admin.ModelAdmin):
         }
 
 
+class StoredIdsField(forms.ModelMultipleChoiceField):
+    """A many-to-many box (a team's members, a person's groups) whose every id is one
+    its column can hold, checked before the database is asked. A forged id past the
+    column's range (twenty digits) reached SQLite's driver, which cannot bind it: a
+    500 there, where PostgreSQL's answer was the form's "not a valid value". Now
+    both backends answer that."""
+
+    def clean(self, value: Any) -> Any:
+        from django.db import connection
+
+        key = self.to_field_name or "pk"
+        assert self.queryset is not None  # a model's many-to-many box always has one
+        opts = self.queryset.model._meta
+        column = opts.pk if key == "pk" else opts.get_field(key)
+        span = connection.ops.integer_field_range(column.get_internal_type())
+        if span != (None, None) and isinstance(value, list | tuple | set | frozenset):
+            low, high = span
+            for pk in value:
+                try:
+                    number = int(str(pk).strip())
+                except ValueError:
+                    continue  # not a number: Django's own check names it
+                if (low is not None and number < low) or (high is not None and number > high):
+                    raise ValidationError(
+                        self.error_messages["invalid_pk_value"],
+                        code="invalid_pk_value",
+                        params={"pk": pk},
+                    )
+        return super().clean(value)
+
+
+class IdsInRange(admin.ModelAdmin):
+    """Every many-to-many box of the console is a :class:`StoredIdsField`. The
+    console's site mixes this into every admin it registers
+    (clawboo.console.ClawbooAdminSite), Django's own (users, groups) included."""
+
+    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        kwargs.setdefault("form_class", StoredIdsField)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+
 def confirmed_or_asked(
     modeladmin: admin.ModelAdmin,
     request: HttpRequest,

@@ -1057,3 +1057,42 @@ def test_the_team_pages_member_picker_names_a_hosts_machine_user_as_its_host(ope
         labels = {user.pk: field.label_from_instance(user) for user in field.queryset}
         assert labels[token.user.pk] == "laptop-1 (host)", labels
         assert labels[get_user_model().objects.get(username="op").pk] == "op"
+
+
+FORGED_ID = "9" * 20  # past any integer column either backend holds
+
+
+@pytest.mark.parametrize("forged", [FORGED_ID, "-" + FORGED_ID])
+def test_a_forged_id_past_the_column_in_a_many_to_many_box_is_a_form_error(operator, forged):
+    """A team's members or a person's groups naming a twenty-digit id answered 500 on
+    SQLite (its driver cannot bind it) and a form error on PostgreSQL."""
+    registry.create_team("t")
+    op = get_user_model().objects.get(username="op")
+    sent = {
+        "team members": (
+            "/admin/clawboo/team/t/change/",
+            {"name": "renamed", "members": [op.pk, forged]},
+            "members",
+        ),
+        "user groups": (
+            f"/admin/auth/user/{op.pk}/change/",
+            change_form(op, is_staff="on", is_superuser="on", groups=[forged], first_name="x"),
+            "groups",
+        ),
+        "group permissions": (
+            "/admin/auth/group/add/",
+            {"name": "g", "permissions": [forged]},
+            "permissions",
+        ),
+    }
+    for what, (url, data, field) in sent.items():
+        answer = operator.post(url, data)
+        assert answer.status_code == 200, what
+        errors = answer.context["adminform"].form.errors
+        assert list(errors) == [field], (what, errors)
+    assert registry.get_team("t").name == "t" and not registry.get_team("t").members.exists()
+    op.refresh_from_db()
+    assert op.first_name == "" and not op.groups.exists()
+    from django.contrib.auth.models import Group
+
+    assert not Group.objects.exists()
