@@ -283,7 +283,11 @@ class TaskListView(APIView):
         server_commands.check_task_commands(body.get("metadata"), request.user)
         _staff_repo_path(request, body, team, None)
         result = store.create_task(
-            **body, actor=acting_name(request), agent_side=principal(request).agent_side
+            **body,
+            actor=acting_name(request),
+            agent_side=principal(request).agent_side,
+            # act_as found its filer in the registry, above.
+            registered=True,
         )
         return Response(task_body(result.task), status=201 if result.created else 200)
 
@@ -539,7 +543,8 @@ class TaskDetailView(APIView):
             body.get("metadata"), request.user, before=task.metadata or {}
         )
         _staff_repo_path(request, body, task.team_id, task)
-        return Response(task_body(store.update_task(task_id, body, if_revision=if_revision)))
+        updated = store.update_task(task_id, body, if_revision=if_revision, registered=True)
+        return Response(task_body(updated))
 
 
 TransitionBody = inline_serializer(

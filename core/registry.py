@@ -122,6 +122,23 @@ def _forget_teams(user: Any) -> None:
         user.__dict__.pop(_TEAMS_READ, None)
 
 
+def lock_agent(agent_id: str) -> Agent | None:
+    """The agent a write is about to name, read inside that write with its row locked
+    (None: no such agent, now). Inside ``storage.write`` only.
+
+    It is the lock an agent's delete takes before counting what names it
+    (ops.agent_removal) and a claim's gate takes: a write that names the agent either
+    waits for a racing delete and then finds no agent (refused as an unknown one), or
+    holds the row first, so the delete waits and counts what it wrote (refused: still
+    named). Without it a route or a routine committed just after the count, naming an
+    agent that was then deleted. PostgreSQL: ``SELECT … FOR UPDATE``; SQLite's write
+    transaction already holds the database."""
+    rows = Agent.objects.filter(pk=agent_id)
+    if connection.features.has_select_for_update:
+        rows = rows.select_for_update()
+    return rows.first()
+
+
 def get_agent(agent_id: str) -> Agent:
     try:
         return Agent.objects.get(pk=agent_id)

@@ -27,7 +27,7 @@ from board.errors import TaskNotFound
 from board.models import Task
 from board.scope import check_touches
 from board.transitions import Status
-from core import repositories, server_commands, storage, wakeups
+from core import registry, repositories, server_commands, storage, wakeups
 from core.errors import Conflict, ValidationFailed
 from core.models import Agent, Team
 from routines import occurrence
@@ -163,10 +163,14 @@ def _check_catch_up(value: Any) -> str:
     return checks.check_choice(value, "catch_up", CatchUp.values)
 
 
-def _check_agent(agent_id: Any, team_id: str) -> Agent:
+def _check_agent(agent_id: Any, team_id: str, *, lock: bool = False) -> Agent:
+    """The routine's agent. ``lock``: inside the routine's write, read with its row
+    locked, so an agent deleted at the same time is either gone here or counts this
+    routine (:func:`core.registry.lock_agent`); else its routine committed just after
+    the delete's count and the delete then failed on it."""
     if not isinstance(agent_id, str) or not agent_id:
         raise ValidationFailed("agent_id", "is required")
-    agent = Agent.objects.filter(pk=agent_id).first()
+    agent = registry.lock_agent(agent_id) if lock else Agent.objects.filter(pk=agent_id).first()
     if agent is None:
         raise ValidationFailed("agent_id", f"no agent {agent_id!r}")
     if agent.team_id != team_id:
@@ -441,11 +445,13 @@ def check_create(
     task_template: Any = None,
     catch_up: Any = None,
     at_ms: int | None = None,
+    lock: bool = False,
 ) -> CheckedCreate:
     """Every refusal of :func:`create_routine` that needs no lock, in its order, and
     nothing written: forms call it to show a refusal beside its field, and
     :func:`create_routine` calls it again inside its write. (The bound task's owner
-    is checked only there, under the task's lock.)"""
+    is checked only there, under the task's lock, and the agent's row is locked
+    there: ``lock``.)"""
     team_id = checks.check_id(team, "team")
     spec, tz = occurrence.validate_new(
         cron_spec, timezone or "UTC", now_ms() if at_ms is None else at_ms
@@ -455,7 +461,7 @@ def check_create(
     _check_bound_recurring(spec, template)
     if not Team.objects.filter(pk=team_id).exists():
         raise ValidationFailed("team", f"no team {team_id!r}")
-    agent = _check_agent(agent_id, team_id)
+    agent = _check_agent(agent_id, team_id, lock=lock)
     _check_template_repository(template, team_id)
     return CheckedCreate(team_id, agent, spec, tz, template, policy)
 
@@ -492,7 +498,7 @@ def create_routine(
     check_create(**inputs)
 
     def run() -> Routine:
-        checked = check_create(**inputs)
+        checked = check_create(**inputs, lock=True)
         bound = checked.template["team_task_id"]
         bound_task = _check_bound_task(bound, checked.team_id, None) if bound is not None else None
         stamp = dj_timezone.now()
@@ -539,7 +545,9 @@ class CheckedUpdate:
     catch_up: str
 
 
-def check_update(routine: Routine, changes: Any, at_ms: int | None = None) -> CheckedUpdate:
+def check_update(
+    routine: Routine, changes: Any, at_ms: int | None = None, *, lock: bool = False
+) -> CheckedUpdate:
     """Every refusal of :func:`update_routine` for this row that needs no lock, and
     nothing written: forms call it with the row they show, :func:`update_routine`
     with the row it locked. Refused with RoutineBusy (409) while a fire is in flight."""
@@ -568,7 +576,11 @@ def check_update(routine: Routine, changes: Any, at_ms: int | None = None) -> Ch
         tz = occurrence.check_timezone(tz_name)
         spec = occurrence.parse_spec(spec_text, tz)
     _check_bound_recurring(spec, template)
-    agent = _check_agent(changes["agent_id"], routine.team_id) if "agent_id" in changes else None
+    agent = (
+        _check_agent(changes["agent_id"], routine.team_id, lock=lock)
+        if "agent_id" in changes
+        else None
+    )
     if "task_template" in changes:
         _check_template_repository(template, routine.team_id)
     return CheckedUpdate(agent, spec, tz, template, policy)
@@ -593,7 +605,7 @@ def update_routine(routine_id: str, changes: dict[str, Any]) -> Routine:
     def run() -> Routine:
         routine = lock_routine(routine_id)
         at = now_ms()
-        checked = check_update(routine, changes, at)
+        checked = check_update(routine, changes, at, lock=True)
         bound = checked.template.get("team_task_id")
         previous_bound = routine.bound_task_id
         if bound is not None and bound != previous_bound:

@@ -23,7 +23,13 @@ from board.store._base import (
     record_event,
     set_fields,
 )
-from board.store.tasks import check_route_agent, get_task, route_columns, task_repository
+from board.store.tasks import (
+    check_named_agent,
+    check_route_agent,
+    get_task,
+    route_columns,
+    task_repository,
+)
 from board.store.tickets import WriteOutcome, declined, recorded, unchanged
 from board.transitions import (
     is_locked,
@@ -184,8 +190,13 @@ _EDITABLE = (
 )
 
 
-def update_task(task_id: str, changes: dict[str, Any], *, if_revision: Any = None) -> Task:
+def update_task(
+    task_id: str, changes: dict[str, Any], *, if_revision: Any = None, registered: bool = False
+) -> Task:
     """The API's PATCH: several field writes in one transaction.
+
+    ``registered``: the door found the ``assignee_agent_id`` it names in the registry;
+    one deleted meanwhile is refused (:func:`board.store.tasks.check_named_agent`).
 
     An edit of what the work is voids a decided approval (back to ``required``,
     :func:`board.store.approvals.ask_again_after_edit`).
@@ -253,6 +264,8 @@ def update_task(task_id: str, changes: dict[str, Any], *, if_revision: Any = Non
                 clean["repository_id"] = task_repository(task.team_id, None, clean["metadata"])
         if "route_agent_id" in clean:
             check_route_agent({"agent": clean["route_agent_id"]}, task.team_id)
+        if "assignee_agent_id" in clean:
+            check_named_agent(clean["assignee_agent_id"], "assignee_agent_id", registered)
         if "assignee_agent_id" in clean and clean["assignee_agent_id"] != task.assignee_agent_id:
             reason = _assignee_refusal(task)
             if reason is not None:

@@ -45,7 +45,7 @@ from board.store.ready import (  # noqa: F401 - ready_filter is re-exported
 from board.store.tickets import Ticket
 from board.store.workspaces import refuse_while_landing
 from board.transitions import Status
-from core import repositories, storage
+from core import registry, repositories, storage
 from core.errors import ValidationFailed
 from core.models import Agent, Runtime, Team
 
@@ -207,6 +207,7 @@ def create_task(
     touches: Any = None,
     actor: str | None = None,
     agent_side: bool = False,
+    registered: bool = False,
 ) -> Created:
     """Create a task (``todo`` by default, or ``backlog``). ``actor`` names the
     authenticated user who asked, for the narration (not part of the request's
@@ -235,6 +236,11 @@ def create_task(
     and is listed to a run of the parent (MCP ``get_task``),
     so under a parent not yet claimed that has an approval it counts as a comment of
     the agent side does (:func:`board.store.approvals.agent_side_added`).
+
+    ``registered``: the door found ``created_by_agent_id`` in the registry (REST, MCP);
+    if it is gone when the write locks its row (deleted meanwhile), the create is
+    refused as naming an unknown agent. Store callers without it keep filing as an id
+    the registry need not know.
     """
     clean: dict[str, Any] = {
         "title": checks.check_title(title),
@@ -273,7 +279,7 @@ def create_task(
     fingerprint = _fingerprint(
         {k: v for k, v in clean.items() if v is not None or k not in ("max_run_cents", "touches")}
     )
-    return storage.write(_create, task_id, clean, fingerprint, actor, agent_side)
+    return storage.write(_create, task_id, clean, fingerprint, actor, agent_side, registered)
 
 
 def check_bool(value: Any, field: str) -> bool:
@@ -298,6 +304,7 @@ def _create(
     fingerprint: str,
     actor: str | None,
     agent_side: bool = False,
+    registered: bool = False,
 ) -> Created:
     if task_id is not None:
         existing = Task.objects.filter(pk=task_id).first()
@@ -333,6 +340,7 @@ def _create(
     elif clean["created_by_agent_id"] is not None:
         _check_root_rate(clean["team"], at)
     check_route_agent(clean["route"], clean["team"])
+    check_named_agent(clean["created_by_agent_id"], "created_by_agent_id", registered)
     deps = clean["depends_on"]
     unmet = 0
     if deps:
@@ -414,11 +422,25 @@ def route_columns(route: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def check_route_agent(route: dict[str, Any] | None, team_id: str) -> None:
-    """A route names an agent of the task's own team (another team's: 400)."""
+    """A route names an agent of the task's own team (another team's: 400), read with
+    its row locked (inside the write): an agent deleted at the same time is either
+    gone here or counts this route (:func:`core.registry.lock_agent`)."""
     if route is None or route.get("agent") is None:
         return
-    if not Agent.objects.filter(pk=route["agent"], team_id=team_id).exists():
+    agent = registry.lock_agent(route["agent"])
+    if agent is None or agent.team_id != team_id:
         raise ValidationFailed("route.agent", f"no agent {route['agent']!r} in team {team_id!r}")
+
+
+def check_named_agent(agent_id: str | None, field: str, registered: bool) -> None:
+    """Lock the row of the agent a write names as its filer or assignee (inside the
+    write), as :func:`check_route_agent` does a route's; ``registered`` (the door
+    found it): one gone now was deleted meanwhile, refused as the door refuses an
+    unknown agent (400 on ``field``)."""
+    if agent_id is None:
+        return
+    if registry.lock_agent(agent_id) is None and registered:
+        raise ValidationFailed(field, f"no agent {agent_id!r} in the registry")
 
 
 def _check_parent_ceilings(parent_id: str, team_id: str) -> Task:
