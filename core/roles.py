@@ -919,6 +919,13 @@ def as_markdown() -> str:
         "it they keep a member's powers, and reaching further is `403 forbidden` naming the",
         "permission, nothing written. Staff's reads are unchanged.",
         "",
+        "People's rows, in the admin: anyone but a superuser changes the members of a team",
+        "they already belong to, and of no other (`core.roles.may_change_members`; whoever",
+        "makes a team names its first members), and changes, sets the password of or",
+        "deletes only their own row and people who are not staff and wholly of their own",
+        "teams (`core.roles.may_manage_person`). Only a superuser grants powers (staff and",
+        "superuser flags, groups, permissions).",
+        "",
         "| verb | " + " | ".join(_COLUMNS) + " | staff needs | what |",
         "|---|" + "---|" * len(_COLUMNS) + "---|---|",
     ]
