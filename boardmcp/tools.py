@@ -426,7 +426,7 @@ def _create(
         touches=touches,
         # Its subtask is listed to a run of its parent: as its comment, it counts.
         agent_side=caller.principal.agent_side,
-        # Its filer is one of the credential's agents, read from the registry.
+        # Its filer was read from the registry: the credential's agent, or one act_as found.
         registered=True,
     )
     return {"task": _brief(created.task, store.depends_on_ids(created.task.id))}
