@@ -970,6 +970,7 @@ class FailView(APIView):
             "illegal_transition",
             "validation_error",
             "forbidden",
+            "landing_underway",
         ),
     )
     @idempotent
