@@ -961,6 +961,7 @@ class FailView(APIView):
             "illegal_transition",
             "validation_error",
             "forbidden",
+            "landing_underway",
         ),
     )
     @idempotent

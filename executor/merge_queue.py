@@ -20,6 +20,11 @@ tasks in approval order and:
    builder with the gate's ``{what, why, how_to_fix}``, and the tasks after it
    wait for the next batch.
 
+A base that moved under the batch (a person's commit, another host) abandons it;
+its line is stacked on the new base and gated once more in the same drain, no
+more. A base that stayed put yet could not be moved (its checkout has local
+changes in the way) ends the drain: the next one tries again.
+
 A task sent back waits in review once its fix round brings it there again, and
 re-enters the line on a person's approval of the work the round handed back (an
 approval is of the work it saw, GOVERNANCE §6); after ``CLAWBOO_MAX_FIX_CYCLES`` fix rounds
@@ -97,11 +102,22 @@ def drain(repo_path: str) -> dict[str, Any]:
     with landing.land_lock(repo):
         report.recovered = _recover(repo, report)
         mq.settle_returned(repo_path)
+        rebased = False
         for _ in range(MAX_BATCHES_PER_DRAIN):
             entries = mq.waiting(repo_path, mq.batch_size())
-            if not entries or not _run_batch(repo, entries, report):
+            if not entries:
+                break
+            ran = _run_batch(repo, entries, report)
+            if ran == FOREIGN:
                 break
             report.batches += 1
+            if ran == STUCK or (ran == REBASE and rebased):
+                # The base could not be moved to what the gate passed, and the next
+                # batch here would stack the same line on the same base (or on one
+                # that moves again under every gate): gating it again now would only
+                # repeat that, up to the batch limit. The next drain tries again.
+                break
+            rebased = rebased or ran == REBASE
     return report.as_dict()
 
 
@@ -127,6 +143,12 @@ def recover(repo_path: str) -> int:
 
 # --- one batch ---------------------------------------------------------------------
 
+# How a batch ended, as the drain reads it.
+MOVED = "moved"  # it ran: landed, sent back or withdrawn -- the line moved
+FOREIGN = "foreign"  # nothing ran: another host's batch is open
+REBASE = "rebase"  # abandoned: the base moved under it; its line is stacked on the new base
+STUCK = "stuck"  # abandoned: the base stayed where it was yet could not be moved
+
 
 def _gate_of(repo: Path, task_id: str) -> verification.Gate | None:
     """The gate that judged the task's work, run again on the stacked tip: its judge's
@@ -145,8 +167,9 @@ def _tip(repo: Path, branch: str) -> str:
     return git_out(["rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"], cwd=repo)
 
 
-def _run_batch(repo: Path, entries: list[QueuedLanding], report: DrainReport) -> bool:
-    """Stack, gate, land. False when nothing could move (another host's batch)."""
+def _run_batch(repo: Path, entries: list[QueuedLanding], report: DrainReport) -> str:
+    """Stack, gate, land: :data:`MOVED`, or why not (:data:`FOREIGN`,
+    :data:`REBASE`, :data:`STUCK`)."""
     branch = entries[0].base_branch
     base = _tip(repo, branch)
     stack: list[dict[str, Any]] = []
@@ -157,10 +180,10 @@ def _run_batch(repo: Path, entries: list[QueuedLanding], report: DrainReport) ->
             stack.append(stacked)
             tip = stacked["commit"] or tip
     if not stack:
-        return True  # every entry was sent back or withdrawn: the line moved
+        return MOVED  # every entry was sent back or withdrawn: the line moved
     batch = mq.open_batch(str(repo), branch, base, stack)
     if batch is None:
-        return False
+        return FOREIGN
     prefix_tips = []
     running = base
     for item in stack:
@@ -196,9 +219,9 @@ def _run_batch(repo: Path, entries: list[QueuedLanding], report: DrainReport) ->
         fix = _fix_for_culprit(gate.gate, branch, [s["task_id"] for s in stack[:culprit]])
         culprits.append({**item, "fix": fix.__dict__})
     decided = mq.decide(batch.pk, target, stack[:culprit], culprits)
-    if decided is not None:
-        _advance_and_finish(repo, decided, report)
-    return True  # or a task left review while it gated: the rest go in the next batch
+    if decided is None:
+        return MOVED  # a task left review while it gated: the rest go in the next batch
+    return _advance_and_finish(repo, decided, report)
 
 
 def _first_red(size: int, green: Callable[[int], bool]) -> int:
@@ -336,10 +359,13 @@ def _gate(
 # --- landing a decided batch ------------------------------------------------------------
 
 
-def _advance_and_finish(repo: Path, batch: MergeBatch, report: DrainReport) -> None:
+def _advance_and_finish(repo: Path, batch: MergeBatch, report: DrainReport) -> str:
     """Move the base to the batch's target (compare-and-swap from the tip it started
-    on), then record each landed task and send each culprit back. Safe to repeat:
-    an entry already settled is passed over."""
+    on), then record each landed task and send each culprit back: :data:`MOVED`.
+    Safe to repeat: an entry already settled is passed over. When the base could not
+    be moved the batch is abandoned: :data:`REBASE` when the base had moved from the
+    tip the batch started on, else :data:`STUCK` (its checkout could not be
+    fast-forwarded: local changes in the way, say)."""
     branch = batch.base_branch
     moves = bool(batch.target) and batch.target != batch.base_before
     if moves and not landing.base_has(repo, branch, batch.target):
@@ -349,10 +375,9 @@ def _advance_and_finish(repo: Path, batch: MergeBatch, report: DrainReport) -> N
         try:
             landing.advance(repo, outcome)
         except landing.LandingFailed as exc:
-            # The base moved under the batch (a person, another host): nothing
-            # landed; its tasks are still in line for a batch on the new base.
+            # Nothing landed; its tasks are still in line for the next batch.
             mq.close_batch(batch.pk, BatchState.ABANDONED, exc.detail)
-            return
+            return REBASE if _tip(repo, branch) != batch.base_before else STUCK
     if moves:
         # The remote before the board: a landed task's dependents are ready once it
         # is done, and a remote worker taking one clones the remote.
@@ -364,6 +389,7 @@ def _advance_and_finish(repo: Path, batch: MergeBatch, report: DrainReport) -> N
         if entry is not None and entry.state == EntryState.QUEUED:
             _send_back(repo, entry, judge.FixRequest(**item["fix"]), report)
     mq.close_batch(batch.pk, BatchState.LANDED)
+    return MOVED
 
 
 def _land_entry(repo: Path, batch: MergeBatch, item: dict[str, Any], report: DrainReport) -> None:

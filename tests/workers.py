@@ -11,9 +11,10 @@ Commands: ``claim``, ``drain`` (claim_next until nothing is ready),
 ``create-child``, ``write-storm``, ``crash-worker`` (claims, opens an execution,
 heartbeats until it is killed), ``claim-loop`` (claim_next, report, pause, until
 killed), ``cap-claims`` (claim_next, holding each task, until refused),
-``approve`` (lands a reviewed task), ``take-in`` (the server's intake of a
-submitted task, ``--state-dir`` another host's), ``scope-drain`` (claims by id or
-next, holds each task a moment, finishes it, until nothing is todo) and
+``approve`` (lands a reviewed task), ``publish`` (opens its pull request),
+``take-in`` (the server's intake of a submitted task, ``--state-dir`` another
+host's), ``scope-drain`` (claims by id or next, holds each task a moment,
+finishes it, until nothing is todo) and
 ``sample-scope`` (every pair of overlapping scopes seen in progress together).
 """
 
@@ -353,6 +354,15 @@ def cmd_resume_budget(args: argparse.Namespace) -> dict[str, Any]:
     return {"pause_at_cents": budget.pause_at_cents}
 
 
+def cmd_publish(args: argparse.Namespace) -> dict[str, Any]:
+    """Push a task in review and open (or update) its pull request on the forge, as
+    review's publish or the poll does."""
+    from worktrees import pull_requests
+
+    record = pull_requests.publish(args.task) or {}
+    return {"ok": True, "number": record.get("number")}
+
+
 def cmd_take_in(args: argparse.Namespace) -> dict[str, Any]:
     """Run the server's intake of a submitted task (as a qcluster worker would)."""
     from executor.intake import take_in
@@ -363,6 +373,7 @@ def cmd_take_in(args: argparse.Namespace) -> dict[str, Any]:
 COMMANDS = {
     "claim": cmd_claim,
     "take-in": cmd_take_in,
+    "publish": cmd_publish,
     "close-run": cmd_close_run,
     "resume-budget": cmd_resume_budget,
     "approve": cmd_approve,
@@ -432,6 +443,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("resume-budget")
     p.add_argument("budget", type=int)
     p.add_argument("--grace", type=int, default=None)
+    p = sub.add_parser("publish")
+    p.add_argument("task")
     p = sub.add_parser("take-in")
     p.add_argument("task")
     # Another host's: its own state dir (so its own per-path lock files).

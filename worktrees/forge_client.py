@@ -37,6 +37,11 @@ ATTEMPTS = 4
 BACKOFF_S = 0.5  # doubled each retry
 MAX_WAIT_S = 30.0  # the longest a rate limit or Retry-After is waited for in a call
 RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
+# How each vendor answers a pull request opened for a head and base that already
+# have an open one: GitHub 422 ("A pull request already exists for …"), Gitea 409.
+ALREADY_OPEN = frozenset({409, 422})
+# The most pages of open pull requests a lookup reads (Gitea cannot filter by head).
+LIST_PAGES = 20
 OUTPUT_CHARS = 3_000
 USER_AGENT = "clawboo-forge"
 
@@ -232,6 +237,23 @@ class ForgeClient:
     def open(self, *, head: str, base: str, title: str, body: str, draft: bool) -> PullRequest:
         raise NotImplementedError
 
+    def find_open(self, *, head: str, base: str) -> PullRequest | None:
+        """The open pull request from this repository's branch ``head`` into ``base``,
+        or None. A pull request the forge opened for a process that died before the
+        board recorded it is found here, and adopted rather than opened again."""
+        raise NotImplementedError
+
+    def _matches(self, raw: dict[str, Any], head: str, base: str) -> bool:
+        """Whether a listed pull request is ``head`` (of this repository, not a fork's
+        branch of the same name) into ``base``, and open."""
+        ours = (raw.get("head") or {}).get("repo") or {}
+        return (
+            (raw.get("head") or {}).get("ref") == head
+            and (raw.get("base") or {}).get("ref") == base
+            and raw.get("state") == "open"
+            and str(ours.get("full_name") or self.forge.repo).lower() == self.forge.repo.lower()
+        )
+
     def edit(self, number: int, **changes: Any) -> PullRequest:
         raise NotImplementedError
 
@@ -293,6 +315,17 @@ class GitHub(ForgeClient):
             json={"title": title, "head": head, "base": base, "body": body, "draft": draft},
         )
         return self._pr(raw)
+
+    def find_open(self, *, head: str, base: str) -> PullRequest | None:
+        # GitHub filters by ``owner:branch`` and base itself: one page is the answer.
+        owner = self.forge.repo.split("/", 1)[0]
+        listed = self.http.call(
+            "GET",
+            f"{self.base}/pulls",
+            params={"state": "open", "head": f"{owner}:{head}", "base": base, "per_page": 100},
+        )
+        found = [raw for raw in listed or [] if self._matches(raw, head, base)]
+        return self._pr(found[0]) if found else None
 
     def edit(self, number: int, **changes: Any) -> PullRequest:
         allowed = {k: v for k, v in changes.items() if k in ("title", "body", "state", "base")}
@@ -415,6 +448,23 @@ class Gitea(ForgeClient):
             json={"title": self._title(title, draft), "head": head, "base": base, "body": body},
         )
         return self._pr(raw)
+
+    def find_open(self, *, head: str, base: str) -> PullRequest | None:
+        # Gitea's list has no head filter, and its ``pulls/{base}/{head}`` answers a
+        # pull request whatever its state (a closed one can hide the open one): the
+        # open ones are read a page at a time and matched here. A page may hold fewer
+        # than asked (the server's MAX_RESPONSE_ITEMS), so only an empty one ends it.
+        for page in range(1, LIST_PAGES + 1):
+            listed = self.http.call(
+                "GET", f"{self.base}/pulls", params={"state": "open", "page": page, "limit": 50}
+            )
+            if not listed:
+                return None
+            for raw in listed:
+                if self._matches(raw, head, base):
+                    return self._pr(raw)
+        log.warning("%s pages of open pull requests and no %s among them", LIST_PAGES, head)
+        return None
 
     def edit(self, number: int, **changes: Any) -> PullRequest:
         body = {k: v for k, v in changes.items() if k in ("title", "body", "state", "base")}

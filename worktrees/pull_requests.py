@@ -50,6 +50,7 @@ from core.errors import ClawbooError, Conflict
 from core.models import Forge, Repository
 from worktrees import checkouts, handoff, landing
 from worktrees.forge_client import (
+    ALREADY_OPEN,
     ChangeRequest,
     Check,
     ForgeClient,
@@ -205,7 +206,9 @@ def publish(task_id: str, *, ready: bool = False) -> dict[str, Any] | None:
         )
     client = _client(forge)
     try:
-        pr = _open_or_update(client, task, record, branch, base, draft=_failing(task) and not ready)
+        pr, done = _open_or_update(
+            client, task, record, branch, base, draft=_failing(task) and not ready
+        )
     finally:
         client.close()
     changes: dict[str, Any] = {
@@ -224,8 +227,13 @@ def publish(task_id: str, *, ready: bool = False) -> dict[str, Any] | None:
     if pushed_new or "checks" not in record:
         changes["checks"] = {"state": "pending", "runs": []}
         changes["handled_sha"] = None
-    opened = record.get("number") != pr.number
-    note = f"Pull request #{pr.number} {'opened' if opened else 'updated'}: {pr.url}"
+    if done == "adopted":
+        note = (
+            f"Pull request #{pr.number} found open on the forge for {branch} and taken as "
+            f"this task's (its opening was never recorded): {pr.url}"
+        )
+    else:
+        note = f"Pull request #{pr.number} {done}: {pr.url}"
     store.record_pull_request(task.id, changes, comment=note)
     return changes
 
@@ -247,25 +255,50 @@ def _open_or_update(
     base: str,
     *,
     draft: bool,
-) -> PullRequest:
+) -> tuple[PullRequest, str]:
+    """The task's pull request, opened or brought up to date, and what was done:
+    ``opened``, ``updated`` or ``adopted`` -- an open pull request of ``branch`` into
+    ``base`` the board had no number for (a process died between the forge opening
+    it and the board recording it): taken as the task's, never opened twice."""
     number = record.get("number")
     if number is None:
-        return client.open(
-            head=branch, base=base, title=_title(task), body=_body(task), draft=draft
-        )
-    current = client.get(int(number))
+        current = client.find_open(head=branch, base=base)
+        done = "adopted"
+    else:
+        current = client.get(int(number))
+        done = "updated"
+    if current is None:
+        return _open(client, task, branch, base, draft=draft)
     if current.state == "merged":
-        return current
+        return current, done
     if current.draft and not draft and not client.can_toggle_draft:
         # GitHub's REST API cannot mark a draft ready (a GraphQL-only mutation): the
         # draft is closed and a ready pull request replaces it.
         client.edit(current.number, state="closed")
-        return client.open(
-            head=branch, base=base, title=_title(task), body=_body(task), draft=False
-        )
-    return client.edit(
+        return _open(client, task, branch, base, draft=False)
+    edited = client.edit(
         current.number, title=_title(task), body=_body(task), state="open", draft=draft
     )
+    return edited, done
+
+
+def _open(
+    client: ForgeClient, task: Task, branch: str, base: str, *, draft: bool
+) -> tuple[PullRequest, str]:
+    """Open the task's pull request; when the forge answers that one is open already
+    (another publish got there between the look-up and this), adopt that one."""
+    try:
+        opened = client.open(
+            head=branch, base=base, title=_title(task), body=_body(task), draft=draft
+        )
+    except ForgeFailed as exc:
+        if exc.status not in ALREADY_OPEN:
+            raise
+        found = client.find_open(head=branch, base=base)
+        if found is None:
+            raise  # a refusal for another reason (no commits between, say)
+        return found, "adopted"
+    return opened, "opened"
 
 
 def publish_quietly(task_id: str) -> None:

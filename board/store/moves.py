@@ -20,6 +20,11 @@ The rules, in the order :func:`move` applies them:
   the next one's work (seed 000's release rule, for every road back to ``todo``) --
   but work given up mid-run (released, soft-failed, its lease lapsed) keeps a
   verdict a person set against it (:func:`clear_verdict`): only a person lifts it;
+* **out of ``in_review`` while its change is being landed** (an approval's
+  landing pending, or its merge-queue batch holding it): refused, whatever the
+  target or the verb -- request-changes, a transition, cancel, block, an agent's
+  resume (:func:`board.store.workspaces.refuse_while_landing`). The landing's own
+  end (``finish_landing``) marks the landing done before it moves the task;
 * **into ``done``**: the verification gate (:func:`gate_refusal`);
 * out of ``blocked`` to work: the parked ``error`` is cleared.
 """
@@ -224,6 +229,12 @@ def move(
         return set()
     if not is_transition_allowed(prev, to):
         raise IllegalTransition(task.id, prev, to, allowed_transitions_from(prev))
+    if prev == Status.IN_REVIEW:
+        # Every road out of review, one rule: a task cancelled or blocked while its
+        # approval lands would have the change on its base all the same.
+        from board.store.workspaces import refuse_while_landing  # it builds on this module
+
+        refuse_while_landing(task)
     if to == Status.IN_PROGRESS and claim is None:
         raise ClaimRequired(
             f"moving task {task.id!r} into in_progress needs a claim: name the agent "

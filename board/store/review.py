@@ -77,6 +77,7 @@ def request_changes(
         task = lock_task(task_id)
         prev = task.status
         _in_review(task, Status.IN_PROGRESS)
+        # move() asks it too; asked here first so it answers before "name an agent".
         refuse_while_landing(task)
         claim = named
         if claim is None:

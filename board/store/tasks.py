@@ -43,7 +43,6 @@ from board.store.ready import (  # noqa: F401 - ready_filter is re-exported
     with_label,
 )
 from board.store.tickets import Ticket
-from board.store.workspaces import refuse_while_landing
 from board.transitions import Status
 from core import registry, repositories, storage
 from core.errors import ValidationFailed
@@ -539,8 +538,6 @@ def transition(
             # The claim statement's rule, for the moves that claim outside it.
             raise ApprovalRequired(approvals.waits_sentence(task_id), task_id=task_id)
         prev = task.status
-        if prev == Status.IN_REVIEW and target != prev:
-            refuse_while_landing(task)
         at = now()
         # The roles table keeps a move back to todo for people: theirs lifts a
         # person's verdict too (board.store.moves.clear_verdict).

@@ -36,8 +36,9 @@ UNDERWAY = (LANDING_PENDING, LANDING_QUEUED)
 
 
 def refuse_while_landing(task: Task) -> None:
-    """A person's move sending a task in review elsewhere (request changes, a
-    transition) waits while its approval lands (call it holding the task's lock):
+    """Any move sending a task in review elsewhere (request changes, a transition,
+    cancel, block: :func:`board.store.moves.move` asks every one) waits while its
+    approval lands (call it holding the task's lock):
     the landing began under that lock with the task in review and finishes it
     ``done``, so a task sent back now would be redone over a change already on its
     base, and land again. The landing settles in seconds, or its recovery does."""

@@ -31,6 +31,7 @@ import json
 import re
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -103,6 +104,12 @@ class StandIn:
         self.protection_forbidden = False
         self.delete_branch_on_merge = False
         self.refuse_branch_delete = False
+        # Test hooks around opening a pull request: before_create(head, base) runs
+        # before the forge looks for one open already, after_create(pr) once it is
+        # open and before it answers (a test kills the caller there).
+        self.before_create: Callable[[str, str], None] | None = None
+        self.after_create: Callable[[PR], None] | None = None
+        self.page_cap = 50  # Gitea's MAX_RESPONSE_ITEMS
         self.violations: list[str] = []
         self.requests: list[tuple[str, str, Any, dict[str, str]]] = []
         self._lock = threading.Lock()
@@ -210,6 +217,20 @@ class StandIn:
         return {"login": login, "id": 7}
 
     def _pr_body(self, pr: PR, op: Any, status: int) -> dict[str, Any]:
+        return self._answer(op, status, self._pr_values(pr))
+
+    def _pr_item(self, pr: PR) -> dict[str, Any]:
+        """A pull request as a list answers it (GitHub: pull-request-simple, which
+        says ``merged_at`` and never ``merged``; Gitea: its PullRequest)."""
+        values = self._pr_values(pr)
+        if self.kind == "github":
+            values.pop("merged", None)
+            item = self.contract.pointer("#/components/schemas/pull-request-simple")
+        else:
+            item = self.contract.pointer("#/definitions/PullRequest")
+        return deep_merge(self.contract.synthesize(item), values)
+
+    def _pr_values(self, pr: PR) -> dict[str, Any]:
         base_url = f"https://forge.invalid/{self.owner_repo}"
         head_sha = (
             _git(self.bare, "rev-parse", f"refs/heads/{pr.head}")
@@ -226,11 +247,18 @@ class StandIn:
             "draft": pr.draft,
             "merged": pr.merged,
             "merge_commit_sha": pr.merge_commit_sha,
-            "head": {"ref": pr.head, "sha": head_sha, "label": f"octo:{pr.head}"},
+            # Both sides are this repository's branches (the stand-in has no forks).
+            "head": {
+                "ref": pr.head,
+                "sha": head_sha,
+                "label": f"octo:{pr.head}",
+                "repo": {"full_name": self.owner_repo},
+            },
             "base": {
                 "ref": pr.base,
                 "sha": _git(self.bare, "rev-parse", f"refs/heads/{pr.base}"),
                 "label": f"octo:{pr.base}",
+                "repo": {"full_name": self.owner_repo},
             },
         }
         if pr.merged:
@@ -239,7 +267,7 @@ class StandIn:
         if self.contract.swagger:
             # Swagger 2.0 has no null: an unset field is left out of the answer.
             values = {k: v for k, v in values.items() if v is not None}
-        return self._answer(op, status, values)
+        return values
 
     def _answer(self, op: Any, status: int, values: Any) -> Any:
         schema = self.contract.response_schema(op, status)
@@ -314,8 +342,26 @@ class StandIn:
         head = body["head"].split(":")[-1]
         if not _ref_exists(self.bare, head) or not _ref_exists(self.bare, body["base"]):
             return 422, {"message": "Validation Failed"}
-        if any(p.head == head and p.state == "open" for p in self.prs.values()):
-            return 422, {"message": "A pull request already exists for this branch"}
+        if self.before_create is not None:
+            self.before_create(head, body["base"])
+        if any(
+            p.head == head and p.base == body["base"] and p.state == "open"
+            for p in self.prs.values()
+        ):
+            # One open pull request per head and base: GitHub's 422 names it in its
+            # errors; Gitea answers 409 (its ErrPullRequestAlreadyExists).
+            if self.kind == "gitea":
+                return 409, None
+            return 422, {
+                "message": "Validation Failed",
+                "errors": [
+                    {
+                        "resource": "PullRequest",
+                        "code": "custom",
+                        "message": f"A pull request already exists for octo:{head}.",
+                    }
+                ],
+            }
         pr = PR(
             len(self.prs) + 1,
             head,
@@ -327,9 +373,49 @@ class StandIn:
         if self.kind == "gitea":
             self._gitea_draft(pr)  # Gitea's draft is its title's WIP prefix
         self.prs[pr.number] = pr
+        if self.after_create is not None:
+            self.after_create(pr)
         return 201, self._pr_body(pr, op, 201)
 
     op_repoCreatePullRequest = op_pulls_create
+
+    def open_by_hand(self, head: str, base: str, title: str = "by hand") -> PR:
+        """A pull request opened on the forge outside the product's call (by another
+        publish racing it, or a person)."""
+        pr = PR(len(self.prs) + 1, head, base, title, "", False)
+        self.prs[pr.number] = pr
+        return pr
+
+    def _listed(self, state: str) -> list[PR]:
+        return [
+            p
+            for p in sorted(self.prs.values(), key=lambda p: -p.number)  # newest first
+            if state == "all" or p.state == state
+        ]
+
+    def op_pulls_list(self, op: Any, params: Any, query: Any, body: Any) -> tuple[int, Any]:
+        """GitHub's list: ``head`` is ``owner:branch`` (a bare branch matches nothing,
+        as on GitHub), ``base`` a branch; ``per_page``/``page``."""
+        wanted = self._listed(query.get("state", "open"))
+        if "head" in query:
+            owner, _, branch = query["head"].partition(":")
+            mine = owner == self.owner_repo.split("/")[0]
+            wanted = [p for p in wanted if mine and p.head == branch]
+        if "base" in query:
+            wanted = [p for p in wanted if p.base == query["base"]]
+        size = int(query.get("per_page", 30))
+        page = int(query.get("page", 1))
+        return 200, [self._pr_item(pr) for pr in wanted[(page - 1) * size : page * size]]
+
+    def op_repoListPullRequests(
+        self, op: Any, params: Any, query: Any, body: Any
+    ) -> tuple[int, Any]:
+        """Gitea's list: no head filter; ``page``/``limit`` (its MAX_RESPONSE_ITEMS
+        caps a page, :attr:`page_cap` here)."""
+        wanted = self._listed(query.get("state", "open"))
+        size = min(int(query.get("limit", self.page_cap)), self.page_cap)
+        page = int(query.get("page", 1))
+        return 200, [self._pr_item(pr) for pr in wanted[(page - 1) * size : page * size]]
 
     def _gitea_draft(self, pr: PR) -> None:
         pr.draft = pr.title.startswith("WIP:") or pr.title.startswith("[WIP]")

@@ -121,3 +121,30 @@ def test_a_branch_is_deleted_by_each_vendors_own_path_and_no_other(bare: Path):
     assert status == 403 and gitea.violations == []  # the default branch stays
     status, _ = _serve(gitea, "GET", "/api/v1/repos/octo/app/branch_protections/main?x=1")
     assert status == 422 and any("'x'" in v for v in gitea.violations)
+
+
+def test_listing_pull_requests_by_head_is_githubs_word_and_not_giteas(bare: Path):
+    github = StandIn("github", bare, token=TOKEN)
+    _serve(github, "POST", "/repos/octo/app/pulls", {"head": "clawboo/task-1", "base": "main"})
+    status, listed = _serve(
+        github, "GET", "/repos/octo/app/pulls?state=open&head=octo:clawboo/task-1&base=main"
+    )
+    assert status == 200 and [p["number"] for p in listed] == [1] and github.violations == []
+    assert "merged" not in listed[0]  # a listed pull request says merged_at only
+    status, listed = _serve(github, "GET", "/repos/octo/app/pulls?head=clawboo/task-1")
+    assert status == 200 and listed == []  # a head without its owner matches nothing
+
+    gitea = StandIn("gitea", bare, token=TOKEN)
+    _serve(
+        gitea, "POST", "/api/v1/repos/octo/app/pulls", {"head": "clawboo/task-1", "base": "main"}
+    )
+    status, listed = _serve(gitea, "GET", "/api/v1/repos/octo/app/pulls?state=open&page=1&limit=50")
+    assert status == 200 and [p["head"]["ref"] for p in listed] == ["clawboo/task-1"]
+    assert gitea.violations == []
+    status, _ = _serve(gitea, "GET", "/api/v1/repos/octo/app/pulls?head=clawboo/task-1")
+    assert status == 422 and any("'head'" in v for v in gitea.violations)  # no such filter
+    gitea.violations.clear()
+    status, _ = _serve(
+        gitea, "POST", "/api/v1/repos/octo/app/pulls", {"head": "clawboo/task-1", "base": "main"}
+    )
+    assert status == 409 and gitea.violations == []  # one open per head and base
