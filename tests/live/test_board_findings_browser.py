@@ -188,9 +188,26 @@ def test_an_agent_left_to_a_host_with_no_worker_says_so_and_counts_as_not_at_wor
 ):
     # Its tasks would sit in todo while the panel said "active" and nothing said why.
     machines.mint("gpu-1", ["builder"])
+    stuck = store.create_task(title="Build the wheels", route={"agent": "builder"}).task
     base = daphne()
     page = open_board(browser, base, WIDE)
     page.locator("#agents-summary", has_text="1 with no worker").wait_for(timeout=5_000)
+    # The waiting card says why it waits, as the header does (not only the header).
+    card = card_in(page, "todo", stuck.id)
+    card.locator(".agent-wait", has_text="waits: Builder has no worker").wait_for(timeout=5_000)
+    assert "runs on gpu-1: no worker has connected" in card.locator(".agent-wait").get_attribute(
+        "title"
+    )
+    # Whole, not cut to "waits: Builder ha…" in a 160 px column.
+    pill = card.locator(".agent-wait")
+    assert pill.evaluate("p => p.scrollWidth <= p.clientWidth")
+    card.click()
+    assert pill.evaluate("p => p.scrollWidth <= p.clientWidth")  # the side panel open
+    waits = page.locator("#detail-waits")
+    waits.wait_for(timeout=5_000)
+    assert "Builder has no worker (runs on gpu-1: no worker has connected)" in waits.inner_text()
+    screenshot(page, "board-card-no-worker.png", tmp_path)
+    page.locator("#detail .close").click()
     page.click("#agents-toggle")
     host = page.locator("#agents-panel [data-agent=builder] .agent-host")
     host.wait_for(timeout=5_000)
@@ -199,6 +216,7 @@ def test_an_agent_left_to_a_host_with_no_worker_says_so_and_counts_as_not_at_wor
     registry.record_health("builder", False, "builder-cli: not found on PATH")
     page.reload()
     page.locator("#agents-summary", has_text="1 unhealthy").wait_for(timeout=5_000)
+    card.locator(".agent-wait", has_text="waits: Builder is unhealthy").wait_for(timeout=5_000)
     if page.locator("#agents-panel").is_hidden():
         page.click("#agents-toggle")
     why = page.locator("#agents-panel [data-agent=builder] .agent-why")
