@@ -188,9 +188,26 @@ def test_an_agent_left_to_a_host_with_no_worker_says_so_and_counts_as_not_at_wor
 ):
     # Its tasks would sit in todo while the panel said "active" and nothing said why.
     machines.mint("gpu-1", ["builder"])
+    stuck = store.create_task(title="Build the wheels", route={"agent": "builder"}).task
     base = daphne()
     page = open_board(browser, base, WIDE)
     page.locator("#agents-summary", has_text="1 with no worker").wait_for(timeout=5_000)
+    # The waiting card says why it waits, as the header does (not only the header).
+    card = card_in(page, "todo", stuck.id)
+    card.locator(".agent-wait", has_text="waits: Builder has no worker").wait_for(timeout=5_000)
+    assert "runs on gpu-1: no worker has connected" in card.locator(".agent-wait").get_attribute(
+        "title"
+    )
+    # Whole, not cut to "waits: Builder ha…" in a 160 px column.
+    pill = card.locator(".agent-wait")
+    assert pill.evaluate("p => p.scrollWidth <= p.clientWidth")
+    card.click()
+    assert pill.evaluate("p => p.scrollWidth <= p.clientWidth")  # the side panel open
+    waits = page.locator("#detail-waits")
+    waits.wait_for(timeout=5_000)
+    assert "Builder has no worker (runs on gpu-1: no worker has connected)" in waits.inner_text()
+    screenshot(page, "board-card-no-worker.png", tmp_path)
+    page.locator("#detail .close").click()
     page.click("#agents-toggle")
     host = page.locator("#agents-panel [data-agent=builder] .agent-host")
     host.wait_for(timeout=5_000)
@@ -199,6 +216,7 @@ def test_an_agent_left_to_a_host_with_no_worker_says_so_and_counts_as_not_at_wor
     registry.record_health("builder", False, "builder-cli: not found on PATH")
     page.reload()
     page.locator("#agents-summary", has_text="1 unhealthy").wait_for(timeout=5_000)
+    card.locator(".agent-wait", has_text="waits: Builder is unhealthy").wait_for(timeout=5_000)
     if page.locator("#agents-panel").is_hidden():
         page.click("#agents-toggle")
     why = page.locator("#agents-panel [data-agent=builder] .agent-why")
@@ -332,3 +350,63 @@ def test_a_title_of_500_characters_keeps_its_card_to_a_few_lines_and_is_read_who
     screenshot(page, "board-long-title.png", tmp_path)
     card.click()
     assert page.locator("#detail h2, #detail .detail-title").first.inner_text() == "W" * 500
+
+
+# What a header shows, page to page: the brand, its links (and which is marked), who is
+# signed in, Log out; and where the brand and the links sit, so a link stays put.
+HEADER_JS = """() => {
+  const top = document.querySelector("header.top");
+  const at = (el) => {
+    const r = el.getBoundingClientRect();
+    return [r.x, r.y, r.width, r.height].map(Math.round);
+  };
+  const href = (a) => new URL(a.href).pathname + new URL(a.href).search;
+  const links = [...top.querySelectorAll(".top-nav a")];
+  return {
+    count: document.querySelectorAll("header.top").length,
+    brand: top.querySelector(".brand").innerText.trim(),
+    logo: Boolean(top.querySelector(".brand img")),
+    links: links.map((a) => [a.innerText.trim(), href(a)]),
+    current: links.filter((a) => a.getAttribute("aria-current") === "page")
+      .map((a) => a.innerText.trim()),
+    places: [top.querySelector(".brand"), ...links].map(at),
+    who: top.querySelector("#who").innerText.trim(),
+    logout: top.querySelector("form.logout button").innerText.trim(),
+    look: [getComputedStyle(top).backgroundColor, getComputedStyle(top).fontSize,
+      Math.round(top.getBoundingClientRect().height)],
+  };
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 1440])
+def test_the_board_routines_and_usage_pages_share_one_header_and_its_links_go_there(
+    daphne, operator, tmp_path, browser, width
+):
+    # Routines and Usage had a header of their own: no logo, other colours, plain links.
+    base = daphne()
+    page = open_board(browser, base, {"width": width, "height": 900})
+    seen = {}
+    pages = (("Board", "/board/"), ("Routines", "/board/routines/"), ("Usage", "/board/usage/"))
+    for name, path in pages:
+        if name != "Board":
+            # Through the header's own link, as a person goes.
+            page.locator("header.top .top-nav a", has_text=name).click()
+            page.wait_for_url(lambda url, path=path: url.split("?")[0].endswith(path))
+        seen[name] = page.evaluate(HEADER_JS)
+        screenshot(page, f"header-{name.lower()}-{width}.png", tmp_path)
+    board = seen["Board"]
+    assert board["count"] == 1 and board["brand"] == "Clawboo" and board["logo"]
+    assert [text for text, _ in board["links"]] == ["Board", "Routines", "Usage"]
+    assert board["who"] == "op" and board["logout"] == "Log out"
+    for name, header in seen.items():
+        assert header["current"] == [name], name
+        for key in ("count", "brand", "logo", "who", "logout", "look"):
+            assert header[key] == board[key], (name, key, header[key], board[key])
+        # The brand and each link where the board has them (to a pixel's rounding).
+        for mine, theirs in zip(header["places"], board["places"], strict=True):
+            near = all(abs(a - b) <= 1 for a, b in zip(mine, theirs, strict=True))
+            assert near, (name, mine, theirs)
+    # The board's team goes along with every link.
+    assert all(href.endswith("?team=default") for _, href in seen["Usage"]["links"])
+    page.locator("header.top .top-nav a", has_text="Board").click()
+    page.wait_for_selector("#conn[data-state=live]", timeout=10_000)

@@ -1,8 +1,8 @@
 // The team's agents: state, health, pause and resume (GOVERNANCE §2), in the side
 // panel and behind the header's Agents button, which says who is not at work.
 import { $, el, api, ago, toast } from "./kit.js";
-import { agentHost, agentsSummary } from "./state.js";
-import { config } from "./page.js";
+import { agentHost, agentsSummary, setAgents } from "./state.js";
+import { config, state } from "./page.js";
 
 const team = config.team;
 const enc = encodeURIComponent;
@@ -20,6 +20,8 @@ export async function renderAgents() {
   const all = await api("GET", `/api/agents?team=${enc(team)}`).catch(() => null);
   if (all === null) return;
   agents = all.filter((a) => a.team === team);
+  // The cards that wait on an agent say so too (cards.js): redrawn when that changes.
+  if (setAgents(state, agents)) document.dispatchEvent(new CustomEvent("board:waits"));
   const summary = agentsSummary(agents);
   $("#agents-summary").textContent = summary ? `· ${summary}` : "";
   $("#agents-toggle").dataset.attention = summary ? "true" : "false";

@@ -9,7 +9,7 @@
 // the size of the team's history. Filters live in the URL's query string and apply
 // to the pages and to live frames alike.
 import {
-$, bidiMarked, el, api, timed, startClock, initials, money, tokens, toast, ask,
+$, ago, bidiMarked, el, api, timed, startClock, initials, money, tokens, toast, ask,
 } from "./kit.js";
 import { clearDrafts, draftsFor, reviewView } from "./review.js";
 import { markdown } from "./markdown.js";
@@ -731,6 +731,12 @@ const editDone = {
   lost(task) { upsert(task); },
 };
 
+// Why a Todo task waits, in the detail panel: the card's reason, said whole.
+function waitWords(task) {
+  const why = S.waitReason(state, task, ago);
+  return why ? why.title : "for an agent to take it";
+}
+
 async function renderDetail(task) {
   const panel = $("#detail");
   panel.hidden = false;
@@ -752,6 +758,7 @@ async function renderDetail(task) {
       el("dt", {}, "labels"), el("dd", {}, (task.labels || []).join(", ") || "—"),
       el("dt", {}, "route"), el("dd", { id: "detail-route" }, routeText(task.route) || "any agent of the team"),
       el("dt", {}, "touches"), el("dd", { id: "detail-touches" }, S.scopeText(task, state.scopeWaits.get(task.id))),
+      task.status === "todo" ? [el("dt", {}, "waits"), el("dd", { id: "detail-waits" }, waitWords(task))] : "",
       el("dt", {}, "attempts"), el("dd", {}, `${task.attempts}${task.max_attempts ? " / " + task.max_attempts : ""}`),
       el("dt", {}, "depends on"), el("dd", {}, bidiMarked((task.depends_on || []).map((id) => {
         const dep = tasks.get(id);
@@ -804,6 +811,13 @@ async function renderDetail(task) {
 
 renderAgents();
 setInterval(renderAgents, 15000);
+// An agent or a budget changed what a waiting card says (agents.js, spend.js).
+document.addEventListener("board:waits", () => {
+  renderAll();
+  const line = $("#detail-waits");
+  const shown = state.selected && tasks.get(state.selected);
+  if (line && shown) line.textContent = waitWords(shown);
+});
 
 // A task named in the merge queue's panel opens like a card.
 document.addEventListener("board:open-task", (event) => select(event.detail));

@@ -1,7 +1,7 @@
 // A task's card: its badges (route, labels, approval, verdict, attempts, error, cost,
 // lease), the tool calls waiting on it and the approval buttons. Cards are cached by
 // what they show, so a re-render of a column redraws only the cards that changed.
-import { bidiMarked, el, timed, initials, money, tokens } from "./kit.js";
+import { ago, bidiMarked, el, timed, initials, money, tokens } from "./kit.js";
 import * as S from "./state.js";
 import { config, label, state } from "./page.js";
 
@@ -54,6 +54,9 @@ export function badges(task) {
   if (held) {
     out.push(el("span", { class: "pill scope-wait", title: held.detail }, held.detail));
   }
+  // Its agents not at work, or a paused cap over it: what the header says, on the card.
+  const away = S.waitReason(state, task, ago);
+  if (away) out.push(el("span", { class: "pill agent-wait", title: away.title }, away.text));
   const waits = S.blockedBy(state, task);
   if (waits) out.push(el("span", { class: "pill blocked-by", title: "dependencies not done" }, `blocked by ${waits}`));
   const verdict = S.verdictBadge(task.verification, state.noneConfigured);
@@ -107,7 +110,7 @@ function toolAskNodes(task) {
 export function cardNode(task) {
   const shownAs = S.statusOf(state, task);
   const asks = state.toolAsks.get(task.id);
-  const key = [task.revision, shownAs, state.routineNames.get((task.metadata || {}).routine_id) || "", task.id === state.selected, S.blockedBy(state, task), (state.scopeWaits.get(task.id) || {}).detail || "", state.pending.has(task.id), asks ? [...asks.keys()].join(",") : "", state.stalled.has(task.id)].join("|");
+  const key = [task.revision, shownAs, state.routineNames.get((task.metadata || {}).routine_id) || "", task.id === state.selected, S.blockedBy(state, task), (state.scopeWaits.get(task.id) || {}).detail || "", state.pending.has(task.id), asks ? [...asks.keys()].join(",") : "", state.stalled.has(task.id), (S.waitReason(state, task) || {}).text || ""].join("|");
   const cached = cardCache.get(task.id);
   if (cached && cached.key === key) return cached.node;
   const node = el("article", {

@@ -1,6 +1,7 @@
 import { $, el, api, money } from "./kit.js";
 import { resumeButton } from "./budget_resume.js";
-import { config } from "./page.js";
+import { setBudgets } from "./state.js";
+import { config, state } from "./page.js";
 
 const team = config.team;
 const enc = encodeURIComponent;
@@ -20,6 +21,8 @@ export async function loadSpend() {
   const box = $("#spend");
   if (!box) return;
   const budgets = await api("GET", `/api/budgets?team=${enc(team)}`).catch(() => []);
+  // A paused cap holds the cards it covers: they say so (cards.js), redrawn when it changes.
+  if (setBudgets(state, budgets)) document.dispatchEvent(new CustomEvent("board:waits"));
   box.hidden = !budgets.length;
   box.replaceChildren(...budgets.map((b) => {
     const pct = Math.min(100, Math.round((100 * b.spent_cents) / b.limit_cents));

@@ -46,6 +46,8 @@ export function createState(config, filters) {
     // task id -> the repository path its worktree is of (its review's workspace): a task
     // naming no repository works in its agent's default one, which its body does not say.
     workspaceRepos: new Map(),
+    agents: new Map(),    // agent id -> the team's agent, as the header's Agents last read it
+    budgets: [],          // the team's budgets, as the header's spend last read them
   };
 }
 
@@ -443,17 +445,80 @@ export function noteStands(note, task) {
   return Boolean(note && note.id === task.id && (note.status == null || note.status === task.status));
 }
 
+// Why an agent takes no work now (null: it is at work), the one reading of an agent's
+// state that both the header's "Agents · 1 with no worker" and a waiting card's "waits:
+// builder has no worker" say. `kind` is the summary's word, `text` the card's.
+export function agentAway(agent) {
+  const name = agent.display_name || agent.id;
+  if (agent.state === "paused") return { kind: "paused", text: `${name} is paused` };
+  if (agent.state === "unhealthy") return { kind: "unhealthy", text: `${name} is unhealthy` };
+  // Active, but left to a remote host whose worker is not there: nothing runs its work.
+  if (agent.runs_on && !agent.runs_on.live) return { kind: "with no worker", text: `${name} has no worker` };
+  return null;
+}
+
 // The agents of the board's team who are not at work: "1 paused", "2 unhealthy".
 export function agentsSummary(agents) {
-  const out = [];
-  for (const state of ["paused", "unhealthy"]) {
-    const n = agents.filter((a) => a.state === state).length;
-    if (n) out.push(`${n} ${state}`);
+  const kinds = ["paused", "unhealthy", "with no worker"];
+  const counts = new Map(kinds.map((kind) => [kind, 0]));
+  for (const agent of agents) {
+    const away = agentAway(agent);
+    if (away) counts.set(away.kind, counts.get(away.kind) + 1);
   }
-  // Active, but left to a remote host whose worker is not there: nothing runs its work.
-  const away = agents.filter((a) => a.state === "active" && a.runs_on && !a.runs_on.live).length;
-  if (away) out.push(`${away} with no worker`);
-  return out.join(", ");
+  return kinds.filter((kind) => counts.get(kind)).map((kind) => `${counts.get(kind)} ${kind}`).join(", ");
+}
+
+// The team's agents and budgets as the header last read them (GET /api/agents, GET
+// /api/budgets), for the cards that wait on them: whether what a card says changed.
+export function setAgents(state, agents) {
+  const before = JSON.stringify([...state.agents.values()].map((a) => [a.id, agentAway(a)]));
+  state.agents = new Map(agents.map((a) => [a.id, a]));
+  return JSON.stringify(agents.map((a) => [a.id, agentAway(a)])) !== before;
+}
+
+export function setBudgets(state, budgets) {
+  const paused = (list) => JSON.stringify(list.filter((b) => b.status === "paused").map((b) => b.id));
+  const changed = paused(budgets) !== paused(state.budgets);
+  state.budgets = budgets;
+  return changed;
+}
+
+// The agents that may take a task: its route's agent, runtime and labels (none: any).
+function mayTake(task, agent) {
+  const route = task.route || {};
+  if (route.agent && agent.id !== route.agent) return false;
+  if (route.runtime && agent.runtime !== route.runtime) return false;
+  return (route.labels || []).every((name) => (agent.labels || []).includes(name));
+}
+
+// Why a task in Todo waits, when the board knows it from what the header shows: every
+// agent that may take it is not at work (paused, unhealthy, its remote host's worker
+// gone), or a paused cap budget covers it (its team's, its agent's, its routine's).
+// {text, title} for its card and detail panel, or null (nothing known holds it).
+export function waitReason(state, task, agoText = (at) => at) {
+  if (task.status !== "todo" || waiting(task)) return null;
+  const takers = [...state.agents.values()].filter((agent) => mayTake(task, agent));
+  const away = takers.map((agent) => [agent, agentAway(agent)]);
+  if (takers.length && away.every(([, why]) => why)) {
+    const title = away.map(([agent, why]) => {
+      const where = agent.runs_on && !agent.runs_on.live ? ` (${agentHost(agent, agoText)})` : "";
+      const reason = agent.state !== "active" && agent.state_reason ? `: ${agent.state_reason}` : "";
+      return `${why.text}${reason}${where}`;
+    }).join("; ");
+    const text = takers.length === 1 ? away[0][1].text : `none of its ${takers.length} agents is at work`;
+    return { text: `waits: ${text}`, title: `No agent that may take it is at work: ${title}` };
+  }
+  const agentIds = new Set(task.route && task.route.agent ? [task.route.agent] : takers.map((a) => a.id));
+  const routine = (task.metadata || {}).routine_id;
+  const cap = state.budgets.find((b) => b.status === "paused" && (
+    (b.scope === "team" && b.scope_id === task.team)
+    || (b.scope === "agent" && agentIds.has(b.scope_id) && agentIds.size === 1)
+    || (b.scope === "routine" && b.scope_id === routine)));
+  if (cap) {
+    return { text: `waits: ${cap.scope} budget paused`,
+      title: `The ${cap.window} cap of ${cap.scope} ${cap.scope_id} is spent (${cap.spent_cents}¢ of ${cap.limit_cents}¢): no run starts until it is resumed or its window ends` };
+  }
+  return null;
 }
 
 // Where an agent's work runs, when a remote host runs it (null: the server's workers).

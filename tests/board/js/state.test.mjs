@@ -178,6 +178,52 @@ test("an agent left to a remote host says where, and whether a worker is there",
   assert.equal(S.agentsSummary([{ state: "paused", runs_on: { live: false } }]), "1 paused");
 });
 
+test("a todo card says why it waits when every agent that may take it is not at work", () => {
+  const state = S.createState(config);
+  const builder = { id: "builder", display_name: "Builder", runtime: "command", labels: ["gpu"], state: "active",
+    runs_on: { host: "gpu-1", live: false, seen_at: null } };
+  const other = { id: "other", display_name: "Other", runtime: "codex", labels: [], state: "active", runs_on: null };
+  assert.equal(S.setAgents(state, [builder, other]), true);
+  assert.equal(S.setAgents(state, [builder, other]), false);  // nothing a card says changed
+  // Routed to the agent whose host has no worker: the card says so, the title says where.
+  const routed = task("r", { route: { agent: "builder" } });
+  assert.deepEqual(S.waitReason(state, routed), {
+    text: "waits: Builder has no worker",
+    title: "No agent that may take it is at work: Builder has no worker (runs on gpu-1: no worker has connected)",
+  });
+  // Routed by label to the same one agent: the same words.
+  assert.equal(S.waitReason(state, task("l", { route: { labels: ["gpu"] } })).text, "waits: Builder has no worker");
+  // Anyone may take it and another agent is at work: nothing holds it.
+  assert.equal(S.waitReason(state, task("a")), null);
+  // Not waiting in Todo (in progress, or waiting for a person's approval): no word.
+  assert.equal(S.waitReason(state, task("p", { status: "in_progress", route: { agent: "builder" } })), null);
+  assert.equal(S.waitReason(state, task("w", { route: { agent: "builder" }, approval: { state: "required" } })), null);
+  // The other one paused too: a task anyone may take waits on both.
+  S.setAgents(state, [builder, { ...other, state: "paused", state_reason: "paused from the board" }]);
+  const both = S.waitReason(state, task("a"));
+  assert.equal(both.text, "waits: none of its 2 agents is at work");
+  assert.match(both.title, /Other is paused: paused from the board/);
+  // Its worker back: the card's word goes (setAgents says a redraw is due).
+  assert.equal(S.setAgents(state, [{ ...builder, runs_on: { host: "gpu-1", live: true, seen_at: "t" } }]), true);
+  assert.equal(S.waitReason(state, routed), null);
+});
+
+test("a todo card says a paused cap budget over it holds it, as the header's chip does", () => {
+  const state = S.createState(config);
+  S.setAgents(state, [{ id: "builder", runtime: "command", labels: [], state: "active", runs_on: null }]);
+  const cap = { id: "b1", scope: "agent", scope_id: "builder", window: "day", status: "paused", spent_cents: 120, limit_cents: 100 };
+  assert.equal(S.setBudgets(state, [cap]), true);
+  assert.equal(S.setBudgets(state, [{ ...cap, spent_cents: 130 }]), false);  // still the same caps paused
+  const why = S.waitReason(state, task("r", { route: { agent: "builder" } }));
+  assert.equal(why.text, "waits: agent budget paused");
+  assert.match(why.title, /day cap of agent builder is spent \(130¢ of 100¢\)/);
+  // Another team's cap, or one not paused, holds nothing here.
+  S.setBudgets(state, [{ ...cap, scope: "team", scope_id: "elsewhere" }, { ...cap, id: "b2", status: "active" }]);
+  assert.equal(S.waitReason(state, task("r", { route: { agent: "builder" } })), null);
+  S.setBudgets(state, [{ ...cap, scope: "team", scope_id: "default" }]);
+  assert.equal(S.waitReason(state, task("a")).text, "waits: team budget paused");
+});
+
 test("a task's scope reads in words, with why it waits for its paths", () => {
   const state = S.createState(config);
   const wait = { task: "t1", status: "in_progress", touches: "src/**", theirs: "src/**", detail: "waiting: touches src/** like task 't1' in progress" };
