@@ -1151,7 +1151,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
             4401: f"401 unauthenticated: {client.refused('/ws/board/')}",
             4403: f"404 not_found: no team {args.team!r}",
         }
-        raise Failure(f"clawboo: {reasons.get(code or 0, f'connection closed ({code})')}") from None
+        # Any other close: the server stopped or restarted ("connection closed (None)"
+        # said neither, nor what to do).
+        again = (
+            f"{client.server} closed the connection ({code or 'no close code'}): the server"
+            f" stopped or restarted; once `clawboo up` answers, `clawboo watch --team"
+            f" {shown(args.team)}` again"
+        )
+        raise Failure(f"clawboo: {reasons.get(code or 0, again)}") from None
     except OSError as exc:
         raise client.unreachable(exc, exc) from None
     except KeyboardInterrupt:

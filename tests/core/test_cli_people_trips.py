@@ -289,3 +289,24 @@ def test_ctrl_c_while_the_command_loads_is_no_traceback():
         timeout=60,
     )
     assert (done.returncode, done.stderr) == (130, "")
+
+
+def test_watch_cut_off_by_the_server_says_to_watch_again_once_it_answers(monkeypatch):
+    # `up` stopped under a watch: "clawboo: connection closed (None)".
+    from websockets.exceptions import ConnectionClosed
+
+    monkeypatch.setenv("CLAWBOO_SERVER", "http://127.0.0.1:8000")
+    monkeypatch.setenv("CLAWBOO_TOKEN", "k")
+
+    @contextlib.contextmanager
+    def cut_off(url: str, **kwargs: Any) -> Iterator[None]:
+        raise ConnectionClosed(None, None)
+        yield
+
+    monkeypatch.setattr("websockets.sync.client.connect", cut_off)
+    with pytest.raises(people.Failure) as failed:
+        people.cmd_watch(argparse.Namespace(team="demo", task=None, json=False))
+    assert failed.value.line == (
+        "clawboo: http://127.0.0.1:8000 closed the connection (no close code): the server"
+        " stopped or restarted; once `clawboo up` answers, `clawboo watch --team demo` again"
+    )
