@@ -45,6 +45,18 @@ AGENT_COLUMNS = ("id", "team", "runtime", "state", "why")
 BUDGET_COLUMNS = ("id", "team", "scope", "window", "limit", "spent", "state", "resumes")
 # A budget's window, as a sentence says it.
 WINDOWS = {"day": "today", "month": "this month", "total": "in total"}
+# The API's fields a command's option or argument is named otherwise: a refusal naming
+# the field ("lease_ms: must be between …") says the option too.
+OPTIONS_OF_FIELDS = {
+    "body": "TEXT",
+    "agent_id": "--agent",
+    "author": "--as",
+    "labels": "--label",
+    "lease_ms": "--lease-ms",
+    "depends_on": "--depends-on",
+    "grace_cents": "--grace",
+    "limit": "--limit",
+}
 # What `approvals --decide ID DECISION` may answer (the API's tool-approval decisions).
 TOOL_DECISIONS = ("allow_once", "allow_always", "deny")
 
@@ -182,6 +194,9 @@ class Client:
             if isinstance(allowed, list):
                 # What to do next: an illegal move's detail named only the move refused.
                 detail += f" (allowed: {', '.join(shown(str(a)) for a in allowed) or 'none'})"
+            field = detail.split(":", 1)[0]
+            if code == "validation_error" and field in OPTIONS_OF_FIELDS:
+                detail += f"; here: {OPTIONS_OF_FIELDS[field]}"
             raise Failure(f"clawboo: {exc.status} {shown(code)}: {detail}") from None
         except OSError as exc:
             raise self.unreachable(exc, exc.__cause__) from None

@@ -310,3 +310,26 @@ def test_watch_cut_off_by_the_server_says_to_watch_again_once_it_answers(monkeyp
         "clawboo: http://127.0.0.1:8000 closed the connection (no close code): the server"
         " stopped or restarted; once `clawboo up` answers, `clawboo watch --team demo` again"
     )
+
+
+@pytest.mark.parametrize(
+    ("detail", "option"),
+    [
+        ("lease_ms: must be between 1000 and 6393600000 (CLAWBOO_LEASE_MAX_MS)", "--lease-ms"),
+        ("body: must be a string and not empty", "TEXT"),
+        ("author: no agent 'nope' in the registry", "--as"),
+    ],
+)
+def test_a_refused_field_names_the_option_that_sets_it(detail, option, monkeypatch):
+    # "lease_ms: must be between …" named the API's field, which no option is called.
+    from executor.rest import ApiError
+
+    class Refusing:
+        def call(self, method, path, body=None):
+            raise ApiError(400, {"error": "validation_error", "detail": detail})
+
+    client = people.Client("http://127.0.0.1:8000", "k")
+    monkeypatch.setattr(client, "api", Refusing())
+    with pytest.raises(people.Failure) as failed:
+        client.call("POST", "/api/board/tasks/t1/claim", {})
+    assert failed.value.line == f"clawboo: 400 validation_error: {detail}; here: {option}"
