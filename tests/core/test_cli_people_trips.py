@@ -333,3 +333,23 @@ def test_a_refused_field_names_the_option_that_sets_it(detail, option, monkeypat
     with pytest.raises(people.Failure) as failed:
         client.call("POST", "/api/board/tasks/t1/claim", {})
     assert failed.value.line == f"clawboo: 400 validation_error: {detail}; here: {option}"
+
+
+def test_task_deny_of_a_task_that_waits_for_nothing_says_what_deny_does(server):
+    # "409 conflict: task 't1' needs no approval", and nothing of what to do instead.
+    server.answers["/api/board/tasks/t1"] = {"id": "t1", "status": "todo", "approval": None}
+    args = argparse.Namespace(id="t1", reason=None, revision=None, json=False)
+    with pytest.raises(people.Failure) as failed:
+        people.cmd_task_deny(args)
+    assert failed.value.line == (
+        "clawboo: t1 is todo: nothing waits for approval (deny refuses a start waiting for"
+        " approval, or sends a task in review back with --reason; to stop it:"
+        " `clawboo task move t1 cancelled`)"
+    )
+    assert [method for method, _, _ in server.calls] == ["GET"]  # nothing was posted
+    # A start waiting for approval is denied, as before (the answer by path: the first
+    # key the path holds).
+    waiting = {"id": "t1", "status": "todo", "approval": {"state": "required"}}
+    server.answers = {"/approval": {"id": "t1"}, "/api/board/tasks/t1": waiting}
+    assert people.cmd_task_deny(args) == 0
+    assert server.calls[-1][:2] == ("POST", "/api/board/tasks/t1/approval")
