@@ -708,20 +708,19 @@ def cmd_task_deny(args: argparse.Namespace) -> int:
         done = client.call("POST", task_path(args.id, "/request-changes"), feedback)
         emit(args, done, lambda t: f"changes requested: {t['id']} is {t['status']}\n")
         return 0
-    if not waiting_for_approval(task):
-        # As approve's: the API's "409 conflict: task 'x' needs no approval" said
-        # nothing of what deny does, nor what to use instead.
-        state = (task.get("approval") or {}).get("state")
-        started = f" (its start was {state})" if state else ""
+    if not (task.get("approval") or {}).get("state"):
+        # A task that never waited for approval (one approved may still be denied): the
+        # API's "409 conflict: task 'x' needs no approval" said nothing of what deny
+        # does, nor what to use instead.
         stop = (
             f"; to stop it: `clawboo task move {shown(args.id)} cancelled`"
             if task.get("status") not in TERMINAL
             else ""
         )
         raise Failure(
-            f"clawboo: {shown(args.id)} is {shown(task.get('status'))}{started}: nothing waits"
-            " for approval (deny refuses a start waiting for approval, or sends a task in"
-            f" review back with --reason{stop})"
+            f"clawboo: {shown(args.id)} is {shown(task.get('status'))}: nothing waits for"
+            " approval (deny refuses a start waiting for approval, or sends a task in review"
+            f" back with --reason{stop})"
         )
     done = _decide(client, args, "deny")
     emit(args, done, lambda t: f"denied {t['id']}\n")

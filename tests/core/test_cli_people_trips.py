@@ -349,7 +349,9 @@ def test_task_deny_of_a_task_that_waits_for_nothing_says_what_deny_does(server):
     assert [method for method, _, _ in server.calls] == ["GET"]  # nothing was posted
     # A start waiting for approval is denied, as before (the answer by path: the first
     # key the path holds).
-    waiting = {"id": "t1", "status": "todo", "approval": {"state": "required"}}
-    server.answers = {"/approval": {"id": "t1"}, "/api/board/tasks/t1": waiting}
-    assert people.cmd_task_deny(args) == 0
-    assert server.calls[-1][:2] == ("POST", "/api/board/tasks/t1/approval")
+    # An approved start may still be denied: the server decides.
+    for state in ("required", "approved"):
+        waiting = {"id": "t1", "status": "todo", "approval": {"state": state}}
+        server.answers = {"/approval": {"id": "t1"}, "/api/board/tasks/t1": waiting}
+        assert people.cmd_task_deny(args) == 0
+        assert server.calls[-1][:2] == ("POST", "/api/board/tasks/t1/approval")
