@@ -14,8 +14,13 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-from clawboo import people, statedir
-from core import procs
+try:
+    from clawboo import people, statedir
+    from core import procs
+except KeyboardInterrupt:
+    # Ctrl-C while the command loads (half a second: Django's modules come with the
+    # people's client) ended in a traceback through the import machinery.
+    sys.exit(130)
 
 USAGE = """usage: clawboo <command> [options]
 
@@ -56,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not args:
         sys.stdout.write(USAGE)
         return
+    if args[0] == "--json" and args[1:2] and args[1] in people.COMMANDS:
+        args = [args[1], "--json", *args[2:]]  # `clawboo --json task list`: not `up --json`
     if args[0].startswith("-") and args[0] not in ("--version", "--help", "-h"):
         args = ["up", *args]
     if args[0] in ("--help", "-h"):
@@ -71,8 +78,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.stdout.write(f"clawboo {version('clawboo')}\n")
         return
     if args[:1] == ["help"] and len(args) > 1 and args[1] in (*people.COMMANDS, "worker"):
-        # Not Django commands: Django's help would call them unknown.
-        args = [args[1], "--help"]
+        # Not Django commands: Django's help would call them unknown. A verb's too
+        # (`clawboo help task list`): the verb's options, not its command's list.
+        args = [*args[1:], "--help"]
+    if args == ["help"]:
+        # Django's list alone left out the people's commands and the worker.
+        sys.stdout.write(USAGE + "\nand every management command:\n")
     if args[0] in people.COMMANDS:
         # Before Django is set up too: a person's client holds a URL and a key.
         sys.exit(people.main(args))

@@ -45,6 +45,20 @@ AGENT_COLUMNS = ("id", "team", "runtime", "state", "why")
 BUDGET_COLUMNS = ("id", "team", "scope", "window", "limit", "spent", "state", "resumes")
 # A budget's window, as a sentence says it.
 WINDOWS = {"day": "today", "month": "this month", "total": "in total"}
+# The API's fields a command's option or argument is named otherwise: a refusal naming
+# the field ("lease_ms: must be between …") says the option too.
+OPTIONS_OF_FIELDS = {
+    "body": "TEXT",
+    "agent_id": "--agent",
+    "author": "--as",
+    "labels": "--label",
+    "lease_ms": "--lease-ms",
+    "depends_on": "--depends-on",
+    "grace_cents": "--grace",
+    "limit": "--limit",
+}
+# What `approvals --decide ID DECISION` may answer (the API's tool-approval decisions).
+TOOL_DECISIONS = ("allow_once", "allow_always", "deny")
 
 
 class Failure(Exception):
@@ -101,11 +115,23 @@ def stored_login() -> dict[str, str]:
     return {"server": server, "token": token, "username": found.get("username", "")}
 
 
-def checked_server(url: str) -> str:
+def checked_server(url: str, where: str = "--server") -> str:
+    """``url`` if it is an http(s) URL; else a usage error naming where it came from
+    (``--server``, or ``CLAWBOO_SERVER``: no option was given) and, for a bare
+    ``host:port``, the URL meant."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise Failure(f"clawboo: --server must be an http(s) URL, not {url!r}", 2)
+        meant = urllib.parse.urlsplit(f"http://{url}")
+        hint = (
+            f" (did you mean 'http://{url}'?)" if url and meant.hostname and "/" not in url else ""
+        )
+        raise Failure(f"clawboo: {where} must be an http(s) URL, not {url!r}{hint}", 2)
     return url.rstrip("/")
+
+
+def server_source() -> str:
+    """Where the server's URL of a command comes from: the environment wins."""
+    return "CLAWBOO_SERVER" if os.environ.get("CLAWBOO_SERVER") else "the stored login's server"
 
 
 class Client:
@@ -121,7 +147,7 @@ class Client:
         login = stored_login()
         if not login["server"] or not login["token"]:
             raise Failure("clawboo: not logged in: run `clawboo login --server URL` first")
-        return cls(checked_server(login["server"]), login["token"])
+        return cls(checked_server(login["server"], server_source()), login["token"])
 
     def refused(self, path: str) -> str:
         """Why a 401, and the next step: a key from the environment is the one to
@@ -135,28 +161,61 @@ class Client:
             f" log in again with `clawboo login --server {self.server}`"
         )
 
+    def not_the_api(self, answered: str) -> Failure:
+        """A server answered, but not Clawboo's API: a URL with a path (the board's
+        page), another port's web server. It printed the page's HTML as the "detail"
+        of a 404, or a JSON parser's traceback for a page answered 200."""
+        return Failure(
+            f"clawboo: {self.server} answered {answered}, not Clawboo's API: check the URL"
+            " (the address `clawboo up` printed, with no path: e.g. http://127.0.0.1:8000)"
+        )
+
     def call(self, method: str, path: str, body: Any = None) -> Any:
         try:
             return self.api.call(method, path, body)[1]
         except Revoked:
             raise Failure(f"clawboo: 401 unauthenticated: {self.refused(path)}") from None
+        except ValueError:  # a 2xx whose body is no JSON (json.JSONDecodeError)
+            raise self.not_the_api("a page that is not JSON") from None
         except ApiError as exc:
-            body = exc.body if isinstance(exc.body, dict) else {}
+            if not isinstance(exc.body, dict) or "error" not in exc.body:
+                # The API's every refusal is its JSON envelope: without one, a proxy
+                # failed (5xx) or the URL leads elsewhere.
+                if exc.status >= 500:
+                    raise Failure(
+                        f"clawboo: {self.server} answered HTTP {exc.status}: the server, or a"
+                        " proxy before it, failed; try again, or see the server's logs"
+                    ) from None
+                raise self.not_the_api(f"HTTP {exc.status}") from None
+            body = exc.body
             code = body.get("error", "error")
             detail = one_line(shown(body.get("detail") or str(exc.body)))
             allowed = body.get("allowed")
             if isinstance(allowed, list):
                 # What to do next: an illegal move's detail named only the move refused.
                 detail += f" (allowed: {', '.join(shown(str(a)) for a in allowed) or 'none'})"
+            field = detail.split(":", 1)[0]
+            if code == "validation_error" and field in OPTIONS_OF_FIELDS:
+                detail += f"; here: {OPTIONS_OF_FIELDS[field]}"
             raise Failure(f"clawboo: {exc.status} {shown(code)}: {detail}") from None
         except OSError as exc:
-            hint = ""
-            if isinstance(exc.__cause__, ConnectionRefusedError):
-                # What to check: the server stopped, or `up` was given another port.
-                hint = " (nothing listens there: is `clawboo up` running, and on that port?)"
-            raise Failure(
-                f"clawboo: cannot reach {self.server}: {exc}{hint}", unreachable=True
-            ) from None
+            raise self.unreachable(exc, exc.__cause__) from None
+
+    def unreachable(self, exc: BaseException, cause: BaseException | None) -> Failure:
+        hint = ""
+        if isinstance(cause, ConnectionRefusedError):
+            # What to check: the server stopped, or `up` was given another port.
+            hint = " (nothing listens there: is `clawboo up` running, and on that port?)"
+        return Failure(f"clawboo: cannot reach {self.server}: {exc}{hint}", unreachable=True)
+
+
+def given(raw: str) -> str:
+    """An argument's value, refused when empty or blank (a usage error): an unset
+    shell variable (``--team "$TEAM"``) listed every team's tasks, watched no team
+    forever, or reached the API as a path it does not have ("no such path")."""
+    if not raw.strip():
+        raise argparse.ArgumentTypeError("is empty (an unset shell variable?): give a value")
+    return raw
 
 
 def one_line(text: Any) -> str:
@@ -288,7 +347,7 @@ def cmd_login(args: argparse.Namespace) -> int:
             " (e.g. http://127.0.0.1:8000)",
             2,
         )
-    server = checked_server(args.server or stored_login()["server"])
+    server = checked_server(args.server or stored_login()["server"], login_source(args))
     if args.token is not None:
         from_stdin = args.token == "-"  # noqa: S105 - the stdin marker, not a key
         token = sys.stdin.readline().strip() if from_stdin else args.token
@@ -299,11 +358,15 @@ def cmd_login(args: argparse.Namespace) -> int:
             raise Failure(
                 "clawboo: --password-stdin needs --username (stdin holds the password)", 2
             )
-        username = args.username or input("username: ").strip()
+        username = (args.username or asked("username: ", input) or "").strip()
+        if not username:
+            raise Failure(f"clawboo: login needs a username: {NO_PROMPT_ANSWER}", 2)
         if args.password_stdin:
-            password = sys.stdin.readline().rstrip("\n")
+            password: str | None = sys.stdin.readline().rstrip("\n")
         else:
-            password = getpass.getpass("password: ")
+            password = asked("password: ", getpass.getpass)
+        if password is None:
+            raise Failure(f"clawboo: login needs a password: {NO_PROMPT_ANSWER}", 2)
         answer = Client(server, "").call(
             "POST", LOGIN_PATH, {"username": username, "password": password}
         )
@@ -321,10 +384,36 @@ def cmd_login(args: argparse.Namespace) -> int:
             " (mistyped, revoked, or minted by another server)"
         ) from None
     path = save_login(server, token, me["username"])
-    sys.stdout.write(f"logged in to {server} as {who(me)} (key in {path})\n")
+    emit(
+        args,
+        {"server": server, "credentials": str(path), "whoami": me},
+        lambda _: f"logged in to {server} as {who(me)} (key in {path})\n",
+    )
     if agent_side(me):
         sys.stderr.write(f"clawboo: note: {agent_side(me)}\n")
     return 0
+
+
+# What a login with no terminal to answer its prompts is given instead.
+NO_PROMPT_ANSWER = (
+    "give --username U --password-stdin (the password on stdin), or --token - (a key on stdin)"
+)
+
+
+def login_source(args: argparse.Namespace) -> str:
+    if args.server:
+        return "--server"
+    return server_source()
+
+
+def asked(prompt: str, ask: Callable[[str], str]) -> str | None:
+    """A prompt's answer; None when stdin ended (Ctrl-D, or a script's closed stdin),
+    which had ended the login in an EOFError's traceback."""
+    try:
+        return ask(prompt)
+    except EOFError:
+        sys.stderr.write("\n")  # the prompt's line, ended
+        return None
 
 
 def who(me: dict[str, Any]) -> str:
@@ -352,10 +441,10 @@ def agent_side(me: dict[str, Any]) -> str:
 def cmd_logout(args: argparse.Namespace) -> int:
     path = credentials_path()
     if not path.exists():
-        sys.stdout.write(f"not logged in (no {path})\n")
+        emit(args, {"removed": None}, lambda _: f"not logged in (no {path})\n")
         return 0
     path.unlink(missing_ok=True)
-    sys.stdout.write(f"logged out (removed {path})\n")
+    emit(args, {"removed": str(path)}, lambda _: f"logged out (removed {path})\n")
     return 0
 
 
@@ -619,6 +708,20 @@ def cmd_task_deny(args: argparse.Namespace) -> int:
         done = client.call("POST", task_path(args.id, "/request-changes"), feedback)
         emit(args, done, lambda t: f"changes requested: {t['id']} is {t['status']}\n")
         return 0
+    if not (task.get("approval") or {}).get("state"):
+        # A task that never waited for approval (one approved may still be denied): the
+        # API's "409 conflict: task 'x' needs no approval" said nothing of what deny
+        # does, nor what to use instead.
+        stop = (
+            f"; to stop it: `clawboo task move {shown(args.id)} cancelled`"
+            if task.get("status") not in TERMINAL
+            else ""
+        )
+        raise Failure(
+            f"clawboo: {shown(args.id)} is {shown(task.get('status'))}: nothing waits for"
+            " approval (deny refuses a start waiting for approval, or sends a task in review"
+            f" back with --reason{stop})"
+        )
     done = _decide(client, args, "deny")
     emit(args, done, lambda t: f"denied {t['id']}\n")
     return 0
@@ -764,25 +867,42 @@ def cmd_review(args: argparse.Namespace) -> int:
     review = client.call("GET", task_path(args.id, suffix))
     task = client.call("GET", task_path(args.id))
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    emit(args, review, lambda r: review_text(r, shown(task), color))
     verdict = "approve" if args.approve else "changes" if args.request_changes else None
-    if verdict is None and not args.json and sys.stdin.isatty() and sys.stdout.isatty():
-        choice = input("[a]pprove, [r]equest changes, anything else: leave it > ").strip()
-        if choice.lower().startswith("a"):
+    if args.json:
+        # One JSON document on stdout: the review, and with a decision what it answered
+        # (the review's JSON followed by a text line was no JSON a script could read).
+        if verdict is None:
+            emit(args, review, str)
+            return 0
+        answer = _review_decision(client, args, verdict)
+        emit(args, {"review": review, "decision": answer}, str)
+        return 0 if answer.get("result") != "conflict" else 1
+    sys.stdout.write(review_text(shown(review), shown(task), color))
+    if verdict is None and sys.stdin.isatty() and sys.stdout.isatty():
+        choice = asked("[a]pprove, [r]equest changes, anything else: leave it > ", input) or ""
+        if choice.strip().lower().startswith("a"):
             verdict = "approve"
-        elif choice.lower().startswith("r"):
-            args.request_changes = input("what should change? > ").strip()
+        elif choice.strip().lower().startswith("r"):
+            args.request_changes = (asked("what should change? > ", input) or "").strip()
             verdict = "changes" if args.request_changes else None
+    if verdict is None:
+        return 0
+    answer = _review_decision(client, args, verdict)
     if verdict == "approve":
-        answer = client.call("POST", task_path(args.id, "/approve"), {})
         sys.stdout.write(landed_line(shown(answer)))
         return 0 if answer.get("result") != "conflict" else 1
-    if verdict == "changes":
-        done = client.call(
-            "POST", task_path(args.id, "/request-changes"), {"feedback": args.request_changes}
-        )
-        sys.stdout.write(f"changes requested: {done['id']} is {done['status']}\n")
+    sys.stdout.write(f"changes requested: {shown(answer['id'])} is {shown(answer['status'])}\n")
     return 0
+
+
+def _review_decision(client: Client, args: argparse.Namespace, verdict: str) -> dict[str, Any]:
+    """What ``review --approve`` or ``--request-changes`` answered."""
+    if verdict == "approve":
+        answer: dict[str, Any] = client.call("POST", task_path(args.id, "/approve"), {})
+        return answer
+    feedback = {"feedback": args.request_changes}
+    changed: dict[str, Any] = client.call("POST", task_path(args.id, "/request-changes"), feedback)
+    return changed
 
 
 # -- agents ------------------------------------------------------------------------
@@ -920,6 +1040,13 @@ def cmd_approvals(args: argparse.Namespace) -> int:
     client = Client.from_login()
     if args.decide:
         approval_id, decision = args.decide
+        if decision not in TOOL_DECISIONS:
+            # Checked before the id: "404 approval does not exist" hid the word mistyped.
+            raise Failure(
+                f"clawboo: approvals --decide: {one_line(decision)!r} is no decision: give"
+                f" {', '.join(TOOL_DECISIONS)}",
+                2,
+            )
         done = client.call("POST", f"/api/approvals/{quote(approval_id)}", {"decision": decision})
         emit(args, done, lambda a: f"{a['id']}: {a.get('state')} ({a.get('decision')})\n")
         return 0
@@ -1014,6 +1141,17 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from websockets.sync.client import connect
 
     client = Client.from_login()
+    if args.task:
+        # A task of another team, or mistyped: no event of it ever comes, and the watch
+        # waited in silence until Ctrl-C.
+        task = client.call("GET", task_path(args.task))
+        if task.get("team") != args.team:
+            raise Failure(
+                f"clawboo: task {shown(args.task)} is in team {shown(task.get('team'))}, not"
+                f" {shown(args.team)}: `clawboo watch --team {shown(task.get('team'))}"
+                f" --task {shown(args.task)}`",
+                2,
+            )
     parts = urllib.parse.urlsplit(client.server)
     scheme = "wss" if parts.scheme == "https" else "ws"
     query = urllib.parse.urlencode({"team": args.team, "token": client.token})
@@ -1037,10 +1175,21 @@ def cmd_watch(args: argparse.Namespace) -> int:
                     sys.stdout.flush()
     except ConnectionClosed as exc:
         code = exc.rcvd.code if exc.rcvd else None
-        reasons = {4401: "401 unauthenticated", 4403: f"404 not_found: no team {args.team!r}"}
-        raise Failure(f"clawboo: {reasons.get(code or 0, f'connection closed ({code})')}") from None
+        reasons = {
+            # As every other command's 401: what to do next, not the code alone.
+            4401: f"401 unauthenticated: {client.refused('/ws/board/')}",
+            4403: f"404 not_found: no team {args.team!r}",
+        }
+        # Any other close: the server stopped or restarted ("connection closed (None)"
+        # said neither, nor what to do).
+        again = (
+            f"{client.server} closed the connection ({code or 'no close code'}): the server"
+            f" stopped or restarted; once `clawboo up` answers, `clawboo watch --team"
+            f" {shown(args.team)}` again"
+        )
+        raise Failure(f"clawboo: {reasons.get(code or 0, again)}") from None
     except OSError as exc:
-        raise Failure(f"clawboo: cannot reach {client.server}: {exc}") from None
+        raise client.unreachable(exc, exc) from None
     except KeyboardInterrupt:
         return 0
     return 0
@@ -1061,120 +1210,131 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="the API's JSON, for scripts")
         return p
 
+    def verbs(parent: Any, name: str, text: str) -> Any:
+        """A command of verbs (``task list``). Alone, it is refused naming its verbs:
+        argparse's "the following arguments are required: task_command" named its
+        own variable."""
+        group: argparse.ArgumentParser = parent.add_parser(name, help=text, description=text)
+        action = group.add_subparsers(dest=f"{name}_command", metavar="VERB")
+        # The verbs' table, filled as they are added below.
+        group.set_defaults(fn=None, command_parser=group, verbs=action.choices)
+        return action
+
     p = command(sub, "login", cmd_login, "log in: store your API key for this server")
     p.add_argument("--server", help="the server's URL, e.g. http://127.0.0.1:8000")
-    p.add_argument("--username", help="your username (asked when missing)")
+    p.add_argument("--username", type=given, help="your username (asked when missing)")
     p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
     p.add_argument("--token", help="an API key you already have ('-': read it from stdin)")
     command(sub, "logout", cmd_logout, "forget the stored key")
     command(sub, "whoami", cmd_whoami, "who the stored key belongs to")
 
-    task = sub.add_parser("task", help="list, show, file and move tasks").add_subparsers(
-        dest="task_command", required=True
-    )
+    task = verbs(sub, "task", "list, show, file and move tasks")
     p = command(task, "list", cmd_task_list, "the tasks you can see")
-    p.add_argument("--team")
+    p.add_argument("--team", type=given)
     p.add_argument("--status", choices=STATUSES)
-    p.add_argument("--assignee", help="agent id")
-    p.add_argument("--label")
+    p.add_argument("--assignee", type=given, help="agent id")
+    p.add_argument("--label", type=given)
     p.add_argument("--ready", action="store_true", help="only tasks ready to be claimed")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=int, default=50, help="how many (default 50)")
     p = command(task, "show", cmd_task_show, "one task")
-    p.add_argument("id")
+    p.add_argument("id", type=given)
 
     def fields(p: argparse.ArgumentParser, *, title: bool) -> None:
         if title:
-            p.add_argument("title")
+            p.add_argument("title", type=given)
         else:
-            p.add_argument("--title")
+            p.add_argument("--title", type=given)
         p.add_argument("--description")
         p.add_argument("--priority", type=int)
-        p.add_argument("--label", action="append", help="repeatable")
-        p.add_argument("--repository", help="a registered repository's id")
-        p.add_argument("--verify-cmd", help="the command that verifies the change")
+        p.add_argument("--label", type=given, action="append", help="repeatable")
+        p.add_argument("--repository", type=given, help="a registered repository's id")
+        p.add_argument("--verify-cmd", type=given, help="the command that verifies the change")
 
     p = command(task, "create", cmd_task_create, "file a task")
     fields(p, title=True)
-    p.add_argument("--team")
-    p.add_argument("--depends-on", action="append", help="a task id (repeatable)")
+    p.add_argument("--team", type=given)
+    p.add_argument("--depends-on", type=given, action="append", help="a task id (repeatable)")
     p.add_argument("--backlog", action="store_true", help="file it in backlog, not todo")
     p = command(task, "edit", cmd_task_edit, "change a task's fields")
-    p.add_argument("id")
+    p.add_argument("id", type=given)
     fields(p, title=False)
     p = command(
         task, "move", cmd_task_move, "move a task to another status (in review to done: approve)"
     )
-    p.add_argument("id")
+    p.add_argument("id", type=given)
     p.add_argument("status", choices=STATUSES)
-    p.add_argument("--agent", help="into in_progress: the agent that works it")
-    p.add_argument("--override", metavar="REASON", help="into done over a failing verdict")
+    p.add_argument("--agent", type=given, help="into in_progress: the agent that works it")
+    p.add_argument(
+        "--override", metavar="REASON", type=given, help="into done over a failing verdict"
+    )
     p = command(task, "comment", cmd_task_comment, "comment on a task")
-    p.add_argument("id")
-    p.add_argument("text")
-    p.add_argument("--as", dest="as_agent", metavar="AGENT", help="as an agent you own")
+    p.add_argument("id", type=given)
+    p.add_argument("text", type=given)
+    p.add_argument("--as", dest="as_agent", type=given, metavar="AGENT", help="as an agent you own")
     p = command(task, "claim", cmd_task_claim, "claim a task for an agent you own")
-    p.add_argument("id")
-    p.add_argument("--agent", required=True)
+    p.add_argument("id", type=given)
+    p.add_argument("--agent", type=given, required=True)
     p.add_argument("--lease-ms", type=int)
     p = command(task, "approve", cmd_task_approve, "land a reviewed task, or let one start")
-    p.add_argument("id")
+    p.add_argument("id", type=given)
     p.add_argument("--reason", help="recorded with a start approval")
-    p.add_argument("--override", metavar="REASON", help="land over a failing verdict")
+    p.add_argument("--override", metavar="REASON", type=given, help="land over a failing verdict")
     _revision_option(p)
     p = command(task, "deny", cmd_task_deny, "deny a start; in review: request changes")
-    p.add_argument("id")
+    p.add_argument("id", type=given)
     p.add_argument("--reason", help="why (the feedback, for a task in review)")
     _revision_option(p)
     p = command(task, "wait", cmd_task_wait, "wait until a task reaches a status")
-    p.add_argument("id")
-    p.add_argument("--status", action="append", choices=STATUSES, required=True)
+    p.add_argument("id", type=given)
+    p.add_argument(
+        "--status", action="append", choices=STATUSES, required=True, help="repeatable: any of them"
+    )
     p.add_argument("--timeout", type=float, default=300.0, help="seconds (default 300)")
 
-    agent = sub.add_parser("agent", help="list, pause and resume agents").add_subparsers(
-        dest="agent_command", required=True
-    )
+    agent = verbs(sub, "agent", "list, pause and resume agents")
     p = command(agent, "list", cmd_agent_list, "the agents you can see, their state and why")
-    p.add_argument("--team")
+    p.add_argument("--team", type=given)
     p = command(agent, "pause", cmd_agent_pause, "stop an agent taking work (any team member)")
-    p.add_argument("id")
+    p.add_argument("id", type=given)
     p.add_argument("--reason", help="said on the agent and in the team's chat")
     p = command(
         agent, "resume", cmd_agent_resume, "let a paused agent work again (its owner or staff)"
     )
-    p.add_argument("id")
+    p.add_argument("id", type=given)
 
-    budget = sub.add_parser("budget", help="list budgets and resume a paused one").add_subparsers(
-        dest="budget_command", required=True
-    )
+    budget = verbs(sub, "budget", "list budgets and resume a paused one")
     p = command(budget, "list", cmd_budget_list, "the budgets you can see, their spend and state")
-    p.add_argument("--team")
+    p.add_argument("--team", type=given)
     p = command(
         budget,
         "resume",
         cmd_budget_resume,
         "let a paused budget's scope work again (staff with the budget permission)",
     )
-    p.add_argument("id")
+    p.add_argument("id", type=given)
     p.add_argument(
         "--grace", metavar="CENTS", help="how much more it may spend this window (whole cents)"
     )
 
     p = command(sub, "review", cmd_review, "a task's diff and verdict; approve or send back")
-    p.add_argument("id")
-    p.add_argument("--path", help="one file's whole patch")
-    p.add_argument("--approve", action="store_true", help="approve and land it")
-    p.add_argument("--request-changes", metavar="FEEDBACK", help="send it back with this")
+    p.add_argument("id", type=given)
+    p.add_argument("--path", type=given, help="one file's whole patch")
+    decision = p.add_mutually_exclusive_group()  # one decision: approve won, silently
+    decision.add_argument("--approve", action="store_true", help="approve and land it")
+    decision.add_argument(
+        "--request-changes", metavar="FEEDBACK", type=given, help="send it back with this"
+    )
     p = command(sub, "approvals", cmd_approvals, "what waits for a person's decision")
-    p.add_argument("--team")
+    p.add_argument("--team", type=given)
     p.add_argument(
         "--decide",
         nargs=2,
         metavar=("ID", "DECISION"),
-        help="answer a tool approval: allow_once, allow_always or deny",
+        help=f"answer a tool approval: {', '.join(TOOL_DECISIONS[:-1])} or {TOOL_DECISIONS[-1]}",
     )
     p = command(sub, "watch", cmd_watch, "a team's live events, one line each")
-    p.add_argument("--team", required=True)
-    p.add_argument("--task", help="only this task's events")
+    p.add_argument("--team", type=given, required=True)
+    p.add_argument("--task", type=given, help="only this task's events")
     return top
 
 
@@ -1186,6 +1346,17 @@ def main(argv: Sequence[str]) -> int:
     quiet.propagate = False
     top = parser()
     args, unknown = top.parse_known_args(list(argv))
+    if "--json" in unknown and hasattr(args, "json"):
+        # Said before the verb (`clawboo task --json list`): it was "unrecognized" under
+        # the usage of a verb that takes it.
+        unknown = [arg for arg in unknown if arg != "--json"]
+        args.json = True
+    if args.fn is None:
+        # A command of verbs given none (`clawboo task`): name them.
+        args.command_parser.error(
+            f"give one of {', '.join(args.verbs)}"
+            f" (`clawboo {args.command} VERB --help` says what it takes)"
+        )
     if unknown:
         # argparse names an option no subcommand takes at the top ("usage: clawboo
         # {login,…}"): the command's own usage says what it takes (a title that is
