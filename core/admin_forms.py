@@ -110,7 +110,10 @@ class StoredIdsField(forms.ModelMultipleChoiceField):
         assert self.queryset is not None  # a model's many-to-many box always has one
         opts = self.queryset.model._meta
         column = opts.pk if key == "pk" else opts.get_field(key)
-        span = connection.ops.integer_field_range(column.get_internal_type())
+        kind = column.get_internal_type()
+        if kind not in connection.ops.integer_field_ranges:
+            return super().clean(value)  # a text key (an agent's id): any string is one
+        span = connection.ops.integer_field_range(kind)
         if span != (None, None) and isinstance(value, list | tuple | set | frozenset):
             low, high = span
             for pk in value:

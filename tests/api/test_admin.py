@@ -1096,3 +1096,26 @@ def test_a_forged_id_past_the_column_in_a_many_to_many_box_is_a_form_error(opera
     from django.contrib.auth.models import Group
 
     assert not Group.objects.exists()
+
+
+def test_a_many_to_many_box_of_text_ids_takes_them_whatever_the_backends_integer_ranges(
+    db, monkeypatch
+):
+    """A machine token's agents (text ids) are no integer column: asking the backend
+    for that column's integer range raised KeyError on PostgreSQL (500 on the token's
+    add page). Django's base range lookup, which PostgreSQL's is, stands in here so
+    the SQLite pass holds it too."""
+    from django.db import connection
+    from django.db.backends.base.operations import BaseDatabaseOperations
+
+    from core.admin_forms import StoredIdsField
+    from core.models import Agent
+
+    monkeypatch.setattr(
+        connection.ops,
+        "integer_field_range",
+        lambda kind: BaseDatabaseOperations.integer_field_range(connection.ops, kind),
+    )
+    registry.create_agent(id="ada", display_name="Ada", team="default", runtime="codex")
+    field = StoredIdsField(queryset=Agent.objects.all())
+    assert [a.pk for a in field.clean(["ada"])] == ["ada"]
