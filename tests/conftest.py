@@ -161,6 +161,21 @@ def _default_team_survives_flush(request: pytest.FixtureRequest) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _root_logging_restored() -> Any:
+    """A command run in-process (``clawboo worker``'s ``logging.basicConfig``) adds a
+    root handler bound to the stream pytest captured for that test; a later test's
+    library logging (websockets' "connection closed") then wrote to a closed file.
+    Each test leaves the root logger as it found it."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
 def _fresh_channel_layer() -> Any:
     """Each test gets its own channel layer instance. channels-redis keeps its
     receive lock per instance, bound to the event loop that made it: a consumer of
