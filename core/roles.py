@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from core.errors import ClawbooError, Forbidden
-from core.models import AgentToken, MachineToken
+from core.models import AgentToken, MachineToken, Team
 
 Kind = Literal["person", "agent", "machine", "reviewer", "anonymous"]
 RunScope = Literal["task", "subtasks", "never", "any"]
@@ -847,9 +847,8 @@ class PageRolesMiddleware:
 
 
 def _member_teams(user: Any) -> set[str]:
-    from core.registry import member_team_ids  # the registry writes through this module
-
-    return set(member_team_ids(user))
+    # Read here, not through core.registry: the registry asks this module (update_team).
+    return set(Team.objects.filter(members=user).values_list("pk", flat=True))
 
 
 def may_manage_person(asker: Any, person: Any) -> bool:
@@ -861,7 +860,7 @@ def may_manage_person(asker: Any, person: Any) -> bool:
     every team they belong to or own an agent in is one of the asker's own teams.
     Setting a person's password is signing in as them: their teams' approvals,
     their agents' keys, their name on every verdict."""
-    from core.models import Agent, Team
+    from core.models import Agent
 
     if asker.is_superuser or person.pk == asker.pk:
         return True

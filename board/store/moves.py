@@ -41,6 +41,7 @@ from board import checks, judgement
 from board.errors import ClaimRequired, IllegalTransition, VerificationRequired
 from board.models import PROMOTABLE_VERDICTS, Task, TaskDep
 from board.store._base import add_comment_row, record_event
+from board.store.landings import refuse_while_landing
 from board.store.tickets import next_run_due
 from board.transitions import Status, allowed_transitions_from, is_transition_allowed
 from core.errors import ValidationFailed
@@ -232,8 +233,6 @@ def move(
     if prev == Status.IN_REVIEW:
         # Every road out of review, one rule: a task cancelled or blocked while its
         # approval lands would have the change on its base all the same.
-        from board.store.workspaces import refuse_while_landing  # it builds on this module
-
         refuse_while_landing(task)
     if to == Status.IN_PROGRESS and claim is None:
         raise ClaimRequired(
